@@ -1,0 +1,339 @@
+"""TOML loading with line numbers, and typed, strict field access.
+
+tomllib gives data without positions, but every error about a profile must name
+the file, the line and the key path (``profiles/x.toml:12: load.concurrency:
+expected a positive integer, got -4``). ``load_toml`` therefore also indexes
+the text: a light line scanner maps each key path (table headers, array-of-table
+entries, ``key = value`` lines, dotted and quoted keys) to its first line.
+Keys inside inline tables or multi-line values resolve to the line of their
+nearest indexed ancestor.
+
+``Table`` wraps one TOML table: typed getters with defaults and bounds that
+raise ``ProfileError`` with the position, and ``done()`` which rejects any key
+no getter asked for (unknown keys are errors, never silently ignored).
+Profiles, the emulator config and gate budget files all read through it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from ._errors import ProfileError
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - 3.10 fallback
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = ["TomlDoc", "Table", "load_toml", "parse_toml", "MISSING"]
+
+KeyPath = tuple[str | int, ...]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+
+_HEADER_RE = re.compile(r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(#.*)?$")
+_KEY_RE = re.compile(r"""^\s*((?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*'))*)\s*=""")
+_PART_RE = re.compile(r"""[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*'""")
+_LINE_IN_MSG = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+def _split_key(text: str) -> list[str]:
+    parts = []
+    for m in _PART_RE.finditer(text):
+        p = m.group(0)
+        if p[0] in "\"'":
+            p = p[1:-1]
+        parts.append(p)
+    return parts
+
+
+class TomlDoc:
+    """A parsed TOML file plus a key-path -> line index.
+
+    Attributes:
+        data: the parsed document (``dict``), as tomllib returns it.
+        path: the file it came from (None for text with no file).
+    """
+
+    def __init__(self, data: dict[str, Any], path: Path | None, text: str = "") -> None:
+        self.data = data
+        self.path = path
+        self._lines: dict[KeyPath, int] = {}
+        if text:
+            self._index(text)
+
+    def _index(self, text: str) -> None:
+        current: KeyPath = ()
+        counts: dict[KeyPath, int] = {}
+        in_multiline: str | None = None
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if in_multiline:
+                if line.count(in_multiline) % 2 == 1:
+                    in_multiline = None
+                continue
+            stripped = line.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            header = _HEADER_RE.match(line)
+            if header and not _KEY_RE.match(line):
+                parts = tuple(_split_key(header.group(2)))
+                if header.group(1) == "[[":
+                    idx = counts.get(parts, 0)
+                    counts[parts] = idx + 1
+                    current = parts + (idx,)
+                else:
+                    # a sub-table of the latest array-of-tables entry
+                    current = self._resolve(parts, counts)
+                self._lines.setdefault(current, lineno)
+                continue
+            key = _KEY_RE.match(line)
+            if key:
+                path = current + tuple(_split_key(key.group(1)))
+                self._lines.setdefault(path, lineno)
+                rest = line[key.end():]
+                for quote in ('"""', "'''"):
+                    if rest.count(quote) % 2 == 1:
+                        in_multiline = quote
+
+    @staticmethod
+    def _resolve(parts: tuple[str, ...], counts: dict[KeyPath, int]) -> KeyPath:
+        out: list[str | int] = []
+        for i, p in enumerate(parts):
+            out.append(p)
+            n = counts.get(tuple(parts[: i + 1]))
+            if n is not None and i < len(parts) - 1:
+                out.append(n - 1)
+        return tuple(out)
+
+    def line_of(self, path: KeyPath) -> int | None:
+        """Return the 1-based line of ``path`` or of its nearest indexed ancestor."""
+        while path:
+            if path in self._lines:
+                return self._lines[path]
+            path = path[:-1]
+        return None
+
+    def root(self) -> "Table":
+        """The whole document as a ``Table``."""
+        return Table(self.data, self, ())
+
+
+def parse_toml(text: str, path: str | Path | None = None) -> TomlDoc:
+    """Parse TOML text.
+
+    Raises:
+        ProfileError: invalid TOML, with the line tomllib reported.
+    """
+    p = None if path is None else Path(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = _LINE_IN_MSG.search(msg)
+        line = int(m.group(1)) if m else None
+        raise ProfileError(f"invalid TOML: {_LINE_IN_MSG.sub('', msg).strip()}", path=p, line=line) from None
+    return TomlDoc(data, p, text)
+
+
+def load_toml(path: str | Path) -> TomlDoc:
+    """Read and parse a TOML file.
+
+    Raises:
+        ProfileError: the file is missing, unreadable, not UTF-8, or not valid TOML.
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ProfileError("file not found", path=p) from None
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=p) from None
+    except OSError as exc:
+        raise ProfileError(f"cannot read: {exc.strerror}", path=p) from None
+    return parse_toml(text, p)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"{'true' if value else 'false'} (a boolean)"
+    if isinstance(value, str):
+        return f"{value!r} (a string)"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return repr(value)
+
+
+class Table:
+    """A strict, typed view of one TOML table.
+
+    Getters take the key, a default (``MISSING`` makes the key required) and
+    bounds; they raise ``ProfileError`` naming file, line and key path. Each key
+    read is remembered; ``done()`` then rejects every other key.
+
+    Args:
+        data: the table's mapping.
+        doc: the document it belongs to (for file and line), or None.
+        path: its key path inside the document, e.g. ``("scenario", 0)``.
+    """
+
+    def __init__(self, data: Mapping[str, Any], doc: TomlDoc | None, path: KeyPath) -> None:
+        self.data = data
+        self.doc = doc
+        self.path = path
+        self._seen: set[str] = set()
+
+    # -- positions and errors ------------------------------------------------
+    def key_name(self, name: str | None = None) -> str:
+        """Dotted display path of ``name`` in this table, e.g. ``scenario[0].model``."""
+        parts = self.path + ((name,) if name is not None else ())
+        out = ""
+        for p in parts:
+            if isinstance(p, int):
+                out += f"[{p}]"
+            else:
+                needs_quote = not re.fullmatch(r"[A-Za-z0-9_-]+", p)
+                seg = f'"{p}"' if needs_quote else p
+                out += f".{seg}" if out else seg
+        return out
+
+    def error(self, name: str | None, reason: str) -> ProfileError:
+        """Build a ``ProfileError`` for key ``name`` (None: the table itself)."""
+        path = self.path + ((name,) if name is not None else ())
+        line = self.doc.line_of(path) if self.doc else None
+        file = self.doc.path if self.doc else None
+        return ProfileError(reason, path=file, line=line, key=self.key_name(name) or None)
+
+    def has(self, name: str) -> bool:
+        """True when the key is present (and marks it as known)."""
+        self._seen.add(name)
+        return name in self.data
+
+    def keys(self) -> list[str]:
+        """All keys present, marking them as known (for free-form tables)."""
+        self._seen.update(self.data)
+        return list(self.data)
+
+    def _get(self, name: str, default: Any) -> Any:
+        self._seen.add(name)
+        if name in self.data:
+            return self.data[name]
+        if default is MISSING:
+            raise self.error(name, "required key is missing")
+        return default
+
+    # -- typed getters -------------------------------------------------------
+    def raw(self, name: str, default: Any = MISSING) -> Any:
+        """The value as parsed, unchecked."""
+        return self._get(name, default)
+
+    def str(self, name: str, default: Any = MISSING, *, choices: tuple[str, ...] | None = None,
+            nonempty: bool = False) -> Any:
+        """A string, optionally one of ``choices``."""
+        v = self._get(name, default)
+        if v is default and name not in self.data:
+            return v
+        if not isinstance(v, str):
+            want = f"one of {', '.join(repr(c) for c in choices)}" if choices else "a string"
+            raise self.error(name, f"expected {want}, got {_describe(v)}")
+        if choices is not None and v not in choices:
+            raise self.error(name, f"expected one of {', '.join(repr(c) for c in choices)}, got {v!r}")
+        if nonempty and not v:
+            raise self.error(name, "expected a non-empty string, got ''")
+        return v
+
+    def bool(self, name: str, default: Any = MISSING) -> Any:
+        """A boolean (``true``/``false``)."""
+        v = self._get(name, default)
+        if name not in self.data:
+            return v
+        if not isinstance(v, bool):
+            raise self.error(name, f"expected true or false, got {_describe(v)}")
+        return v
+
+    def int(self, name: str, default: Any = MISSING, *, min: int | None = None,
+            max: int | None = None) -> Any:
+        """An integer within ``[min, max]``."""
+        v = self._get(name, default)
+        if name not in self.data:
+            return v
+        want = _range_text("an integer", min, max, integer=True)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.error(name, f"expected {want}, got {_describe(v)}")
+        if (min is not None and v < min) or (max is not None and v > max):
+            raise self.error(name, f"expected {want}, got {v}")
+        return v
+
+    def number(self, name: str, default: Any = MISSING, *, min: float | None = None,
+               max: float | None = None, positive: bool = False) -> Any:
+        """A finite int or float within bounds (``positive``: strictly > 0)."""
+        v = self._get(name, default)
+        if name not in self.data:
+            return v
+        want = "a positive number" if positive else _range_text("a number", min, max)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise self.error(name, f"expected {want}, got {_describe(v)}")
+        if (positive and v <= 0) or (min is not None and v < min) or (max is not None and v > max):
+            raise self.error(name, f"expected {want}, got {v}")
+        return float(v)
+
+    def str_list(self, name: str, default: Any = MISSING, *, nonempty: bool = False) -> Any:
+        """An array of strings."""
+        v = self._get(name, default)
+        if name not in self.data:
+            return v
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise self.error(name, f"expected an array of strings, got {_describe(v)}")
+        if nonempty and not v:
+            raise self.error(name, "expected a non-empty array of strings, got []")
+        return v
+
+    def table(self, name: str, *, required: bool = False) -> "Table":
+        """A sub-table (an empty one when absent and not required)."""
+        v = self._get(name, MISSING if required else {})
+        if not isinstance(v, Mapping):
+            raise self.error(name, f"expected a table, got {_describe(v)}")
+        return Table(v, self.doc, self.path + (name,))
+
+    def tables(self, name: str) -> list["Table"]:
+        """An array of tables (``[[name]]``), possibly empty."""
+        v = self._get(name, [])
+        if not isinstance(v, list) or not all(isinstance(x, Mapping) for x in v):
+            raise self.error(name, f"expected an array of tables ([[{name}]]), got {_describe(v)}")
+        return [Table(x, self.doc, self.path + (name, i)) for i, x in enumerate(v)]
+
+    def done(self) -> None:
+        """Reject every key no getter asked for.
+
+        Raises:
+            ProfileError: naming the first unknown key and the keys allowed here.
+        """
+        unknown = [k for k in self.data if k not in self._seen]
+        if unknown:
+            allowed = ", ".join(sorted(self._seen)) or "none"
+            raise self.error(unknown[0], f"unknown key (expected one of: {allowed})")
+
+
+def _range_text(kind: str, lo: float | None, hi: float | None, integer: bool = False) -> str:
+    if integer and lo == 1 and hi is None:
+        return "a positive integer"
+    if integer and lo == 0 and hi is None:
+        return "a non-negative integer"
+    if lo is not None and hi is not None:
+        return f"{kind} from {lo:g} to {hi:g}"
+    if lo is not None:
+        return f"{kind} >= {lo:g}"
+    if hi is not None:
+        return f"{kind} <= {hi:g}"
+    return kind
