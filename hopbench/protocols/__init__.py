@@ -1,0 +1,56 @@
+"""Stream decoders for the three protocols hopbench measures (sans-I/O).
+
+Role: turn the SSE items of one streamed response into timestamp-free
+observations (first token, content, keepalives, usage, end, anomalies) and a
+final ``StreamResult`` verdict (completed / failed / truncated)::
+
+    dec = new_decoder("chat")            # "chat" | "responses" | "messages"
+    observations = dec.feed(item)        # item: SSEEvent | SSEComment
+    result = dec.finish()                # at end of body, after scanner.close()
+
+    result = decode_stream("messages", chunks)   # offline: bytes in, verdict out
+
+Invariants: no clock, no trio, no httpx; never raises on server input.
+"""
+
+from __future__ import annotations
+
+from ._base import Decoder
+from ._chat import ChatDecoder
+from ._decode import PROTOCOLS, decode_stream, new_decoder
+from ._messages import MessagesDecoder
+from ._observations import (
+    Anomaly,
+    ContentDelta,
+    ContentKind,
+    FirstContentToken,
+    FirstToken,
+    Keepalive,
+    Observation,
+    Outcome,
+    StreamEnd,
+    StreamResult,
+    UsageReport,
+)
+from ._responses import ResponsesDecoder
+
+__all__ = [
+    "PROTOCOLS",
+    "new_decoder",
+    "decode_stream",
+    "Decoder",
+    "ChatDecoder",
+    "ResponsesDecoder",
+    "MessagesDecoder",
+    "StreamResult",
+    "Observation",
+    "FirstToken",
+    "FirstContentToken",
+    "ContentDelta",
+    "Keepalive",
+    "UsageReport",
+    "StreamEnd",
+    "Anomaly",
+    "Outcome",
+    "ContentKind",
+]

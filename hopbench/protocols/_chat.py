@@ -1,0 +1,187 @@
+"""Decoder for OpenAI Chat Completions streams (``chat.completion.chunk`` over SSE).
+
+Role: one ``ChatDecoder`` per stream; see ``_base.Decoder`` for the contract.
+
+Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
+- Each event's data is one chunk; text is ``choices[i].delta.content``,
+  reasoning ``delta.reasoning_content`` or ``delta.reasoning`` (DeepSeek, vLLM,
+  OpenRouter), refusals ``delta.refusal`` (counted and joined as text: it is
+  the visible output), tool calls ``delta.tool_calls[j]`` joined by ``index``.
+- Text, reasoning and tool calls are taken from choice index 0; an event with
+  non-empty output in any choice counts as a content event.
+- Completed: data exactly ``[DONE]`` (ASCII whitespace around it tolerated), or
+  the body ends after a chunk with a non-null ``finish_reason`` (providers that
+  omit ``[DONE]``).
+- Failed: ``data: {"error": {...}}`` (no ``event:`` line), or an event named
+  ``error`` (some servers). ``error_code`` is ``error.code``, else ``error.type``.
+- Usage: any non-null ``usage`` object (the ``choices: []`` chunk of
+  ``stream_options.include_usage``, or a chunk with choices; some providers send
+  it on every chunk): the last one wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..sse import SSEEvent
+from ._base import NOTHING, Decoder, Observations, as_str
+from ._observations import Observation
+
+__all__ = ["ChatDecoder"]
+
+_DONE = b"[DONE]"
+
+
+class _ToolCall:
+    __slots__ = ("index", "id", "name", "arguments")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+
+
+class ChatDecoder(Decoder):
+    """Decoder for ``POST /v1/chat/completions`` with ``"stream": true``."""
+
+    protocol = "chat"
+    __slots__ = ("_finish_seen", "_calls")
+
+    def __init__(self, *, keep_text: bool = True) -> None:
+        super().__init__(keep_text=keep_text)
+        self._finish_seen = False
+        self._calls: dict[int, _ToolCall] = {}
+
+    def _completed_at_eof(self) -> bool:
+        return self._finish_seen
+
+    def _tool_calls(self) -> list[dict[str, object]]:
+        return [
+            {"index": c.index, "id": c.id, "name": c.name, "arguments": "".join(c.arguments)}
+            for _, c in sorted(self._calls.items())
+        ]
+
+    def _on_event(self, event: SSEEvent) -> Observations:
+        data = event.data
+        if data[:1] != b"{" and data.strip() == _DONE:
+            return (self._end("completed"),)
+        name = event.event
+        if name != "message" and name != "error":
+            if name == "ping":
+                return NOTHING
+            return self._anomaly("unknown_event", name)
+        chunk, bad = self._parse(data)
+        if type(chunk) is not dict:
+            if chunk is None:
+                return bad
+            return bad + self._anomaly("unexpected_shape", "chunk is not an object")
+        error = chunk.get("error")
+        if error is not None or name == "error":
+            return bad + (self._fail(chunk if error is None else error),)
+        out: list[Observation] = list(bad) if bad else []
+        choices = chunk.get("choices")
+        if choices:
+            if type(choices) is list:
+                self._choices(choices, out)
+            else:
+                out.extend(self._anomaly("unexpected_shape", "choices is not a list"))
+        usage = chunk.get("usage")
+        if usage is not None:
+            if type(usage) is dict:
+                report = self._usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+                if report is not None:
+                    out.append(report)
+            else:
+                out.extend(self._anomaly("unexpected_shape", "usage is not an object"))
+        elif choices is None and "usage" not in chunk:
+            out.extend(self._anomaly("unexpected_shape", "no choices, usage or error"))
+        return tuple(out) if out else NOTHING
+
+    def _fail(self, error: Any) -> Observation:
+        if type(error) is dict:
+            code = as_str(error.get("code"))
+            if code is None:
+                code = as_str(error.get("type"))
+            message = error.get("message")
+            return self._end(
+                "failed",
+                error_code=code,
+                error_message=message if type(message) is str else None,
+            )
+        return self._end("failed", error_message=error if type(error) is str else str(error))
+
+    def _choices(self, choices: list[Any], out: list[Observation]) -> None:
+        """Decode the choices of one chunk, appending observations to ``out``.
+
+        Characters are summed per kind over all choices, so one event yields at
+        most one ``ContentDelta`` per kind (reasoning, then text, then tool).
+        """
+        reasoning_chars = text_chars = tool_chars = 0
+        for choice in choices:
+            if type(choice) is not dict:
+                continue
+            index = choice.get("index", 0)
+            primary = index == 0 or index is None
+            finish = choice.get("finish_reason")
+            if finish is not None:
+                self._finish_seen = True
+                if primary or self._stop_reason is None:
+                    self._stop_reason = as_str(finish)
+            delta = choice.get("delta")
+            if type(delta) is not dict or not delta:
+                continue
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and type(reasoning) is str:
+                reasoning_chars += len(reasoning)
+                if primary and self._keep_text:
+                    self._reasoning.append(reasoning)
+            content = delta.get("content")
+            refusal = delta.get("refusal")
+            if refusal and type(refusal) is str:
+                content = refusal if not content or type(content) is not str else content + refusal
+            if content and type(content) is str:
+                text_chars += len(content)
+                if primary and self._keep_text:
+                    self._text.append(content)
+            calls = delta.get("tool_calls")
+            if calls and type(calls) is list:
+                tool_chars += self._tool_deltas(calls, primary)
+        if reasoning_chars or text_chars or tool_chars:
+            self._content_events += 1
+            if reasoning_chars:
+                self._content(out, "reasoning", reasoning_chars)
+            if text_chars:
+                self._content(out, "text", text_chars)
+            if tool_chars:
+                self._content(out, "tool", tool_chars)
+
+    def _tool_deltas(self, calls: list[Any], primary: bool) -> int:
+        """Join tool-call fragments (choice 0 only); return argument chars seen."""
+        chars = 0
+        for call in calls:
+            if type(call) is not dict:
+                continue
+            function = call.get("function")
+            args = function.get("arguments") if type(function) is dict else None
+            if args and type(args) is str:
+                chars += len(args)
+            if not primary:
+                continue
+            index = call.get("index")
+            if type(index) is not int:
+                index = len(self._calls)
+            state = self._calls.get(index)
+            if state is None:
+                state = self._calls[index] = _ToolCall(index)
+            # id and name arrive whole in the first fragment; some servers repeat
+            # them in every fragment, so the first non-empty value wins.
+            if state.id is None and call.get("id"):
+                state.id = as_str(call.get("id"))
+            if type(function) is dict:
+                name = function.get("name")
+                if state.name is None and name and type(name) is str:
+                    state.name = name
+            if args and type(args) is str and self._keep_text:
+                state.arguments.append(args)
+        return chars

@@ -1,0 +1,176 @@
+"""Decoder for Anthropic Messages streams (typed events over SSE).
+
+Role: one ``MessagesDecoder`` per stream; see ``_base.Decoder`` for the contract.
+
+Rules (Anthropic API reference, "Streaming Messages"; PROTOCOLS.md):
+- The event type is the JSON ``type`` field, falling back to the SSE event name.
+- ``message_start``: ``message.usage.input_tokens`` (cache token counts are
+  ignored: they are not part of ``input_tokens``).
+- ``content_block_start``: ``text``, ``thinking`` or a tool-use block
+  (``tool_use``, ``server_tool_use``, ``mcp_tool_use``: ``id``, ``name``);
+  non-empty initial text / thinking counts as output.
+- ``content_block_delta``: ``text_delta`` (text), ``thinking_delta`` (reasoning),
+  ``input_json_delta`` (``partial_json``, tool arguments joined by block index);
+  ``signature_delta`` and ``citations_delta`` are known and carry no tokens.
+- ``message_delta``: ``delta.stop_reason``; ``usage.output_tokens`` is
+  cumulative, the last one wins (so does a non-null ``usage.input_tokens``).
+- Completed: ``message_stop``. Failed: ``error`` (``error.type``,
+  ``error.message``). ``ping`` and ``content_block_stop`` carry nothing.
+- Unknown event or delta types are counted as anomaly ``unknown_event``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..sse import SSEEvent
+from ._base import Decoder, Observations, as_str
+from ._observations import Observation
+
+__all__ = ["MessagesDecoder"]
+
+_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+_SILENT_DELTAS = frozenset({"signature_delta", "citations_delta"})
+
+
+class _Block:
+    __slots__ = ("index", "id", "name", "arguments")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+
+
+class MessagesDecoder(Decoder):
+    """Decoder for ``POST /v1/messages`` with ``"stream": true``."""
+
+    protocol = "messages"
+    __slots__ = ("_tools",)
+
+    def __init__(self, *, keep_text: bool = True) -> None:
+        super().__init__(keep_text=keep_text)
+        self._tools: dict[int, _Block] = {}  # content block index -> tool-use block
+
+    def _tool_calls(self) -> list[dict[str, object]]:
+        return [
+            {"index": b.index, "id": b.id, "name": b.name, "arguments": "".join(b.arguments)}
+            for _, b in sorted(self._tools.items())
+        ]
+
+    def _on_event(self, event: SSEEvent) -> Observations:
+        body, bad = self._parse(event.data)
+        if type(body) is not dict:
+            if body is None:
+                return bad
+            return bad + self._anomaly("unexpected_shape", "event data is not an object")
+        kind = body.get("type")
+        if type(kind) is not str:
+            kind = event.event
+        if kind == "content_block_delta":
+            return self._delta(body, bad)
+        if kind == "ping" or kind == "content_block_stop":
+            return bad
+        if kind == "content_block_start":
+            return self._block_start(body, bad)
+        if kind == "message_delta":
+            delta = body.get("delta")
+            if type(delta) is dict:
+                reason = as_str(delta.get("stop_reason"))
+                if reason is not None:
+                    self._stop_reason = reason
+            usage = body.get("usage")
+            if type(usage) is dict:
+                report = self._usage(usage.get("input_tokens"), usage.get("output_tokens"))
+                if report is not None:
+                    return bad + (report,)
+            return bad
+        if kind == "message_start":
+            message = body.get("message")
+            usage = message.get("usage") if type(message) is dict else None
+            if type(usage) is dict:
+                report = self._usage(usage.get("input_tokens"), None)
+                if report is not None:
+                    return bad + (report,)
+            return bad
+        if kind == "message_stop":
+            return bad + (self._end("completed"),)
+        if kind == "error":
+            error = body.get("error")
+            src = error if type(error) is dict else body
+            message = src.get("message")
+            code = as_str(src.get("type")) if src is error else None
+            end = self._end(
+                "failed", error_code=code, error_message=message if type(message) is str else None
+            )
+            return bad + (end,)
+        return bad + self._anomaly("unknown_event", kind)
+
+    def _delta(self, body: dict[str, Any], bad: Observations) -> Observations:
+        delta = body.get("delta")
+        if type(delta) is not dict:
+            return bad + self._anomaly("unexpected_shape", "content_block_delta without delta")
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            fragment = delta.get("text")
+            kind = "text"
+        elif dtype == "input_json_delta":
+            fragment = delta.get("partial_json")
+            kind = "tool"
+        elif dtype == "thinking_delta":
+            fragment = delta.get("thinking")
+            kind = "reasoning"
+        elif dtype in _SILENT_DELTAS:
+            return bad
+        else:
+            return bad + self._anomaly("unknown_event", f"content_block_delta/{dtype}")
+        if not fragment or type(fragment) is not str:
+            return bad
+        self._content_events += 1
+        if self._keep_text:
+            if kind == "text":
+                self._text.append(fragment)
+            elif kind == "tool":
+                self._block(body).arguments.append(fragment)
+            else:
+                self._reasoning.append(fragment)
+        out: list[Observation] = list(bad) if bad else []
+        self._content(out, kind, len(fragment))  # type: ignore[arg-type]
+        return tuple(out)
+
+    def _block(self, body: dict[str, Any]) -> _Block:
+        """The tool-use block at ``body["index"]`` (created when unseen)."""
+        index = body.get("index")
+        if type(index) is not int:
+            index = -1
+        block = self._tools.get(index)
+        if block is None:
+            block = self._tools[index] = _Block(index)
+        return block
+
+    def _block_start(self, body: dict[str, Any], bad: Observations) -> Observations:
+        block = body.get("content_block")
+        if type(block) is not dict:
+            return bad + self._anomaly("unexpected_shape", "content_block_start without block")
+        btype = block.get("type")
+        if btype in _TOOL_BLOCKS:
+            state = self._block(body)
+            block_id, name = block.get("id"), block.get("name")
+            state.id = block_id if type(block_id) is str else None
+            state.name = name if type(name) is str else None
+            return bad
+        if btype == "text":
+            fragment, kind = block.get("text"), "text"
+        elif btype == "thinking":
+            fragment, kind = block.get("thinking"), "reasoning"
+        else:
+            return bad
+        if not fragment or type(fragment) is not str:
+            return bad
+        self._content_events += 1
+        if self._keep_text:
+            (self._text if kind == "text" else self._reasoning).append(fragment)
+        out: list[Observation] = list(bad) if bad else []
+        self._content(out, kind, len(fragment))  # type: ignore[arg-type]
+        return tuple(out)

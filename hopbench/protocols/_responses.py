@@ -1,0 +1,261 @@
+"""Decoder for OpenAI Responses streams (semantic events over SSE).
+
+Role: one ``ResponsesDecoder`` per stream; see ``_base.Decoder`` for the contract.
+
+Rules (OpenAI API reference, "Responses streaming events"; PROTOCOLS.md):
+- The event type is the JSON ``type`` field, falling back to the SSE event
+  name: LiteLLM drops ``event:`` lines and some mock servers omit them.
+- Output: ``response.output_text.delta`` and ``response.refusal.delta`` (text),
+  ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta``
+  (reasoning), ``response.function_call_arguments.delta`` (tool arguments,
+  matched by ``item_id`` else ``output_index`` to the ``function_call`` item of
+  ``response.output_item.added``, which gives ``call_id`` and ``name``).
+- Completed: ``response.completed`` (stop_reason = ``response.status``) or
+  ``response.incomplete`` (stop_reason = ``response.incomplete_details.reason``).
+- Failed: ``response.failed`` (``response.error.code`` / ``.message``) or a
+  top-level ``error`` event (``code`` / ``message``).
+- Usage: ``response.usage`` of the terminal event (``input_tokens``,
+  ``output_tokens``).
+- Every other official type is known and ignored; anything else is counted as
+  anomaly ``unknown_event``, never fatal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..sse import SSEEvent
+from ._base import Decoder, Observations, as_str
+from ._observations import Observation
+
+__all__ = ["ResponsesDecoder", "KNOWN_EVENT_TYPES"]
+
+_TEXT = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_REASONING = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
+_TOOL = "response.function_call_arguments.delta"
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
+
+# The server event types of the official API (openai-python's ResponseStreamEvent
+# union, 2025), so that none of them is miscounted as unknown.
+KNOWN_EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        "response.created",
+        "response.in_progress",
+        "response.queued",
+        "response.completed",
+        "response.incomplete",
+        "response.failed",
+        "error",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.output_text.annotation.added",
+        "response.refusal.delta",
+        "response.refusal.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+        "response.file_search_call.in_progress",
+        "response.file_search_call.searching",
+        "response.file_search_call.completed",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.code_interpreter_call.in_progress",
+        "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed",
+        "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.done",
+        "response.image_generation_call.in_progress",
+        "response.image_generation_call.generating",
+        "response.image_generation_call.partial_image",
+        "response.image_generation_call.completed",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+        "response.mcp_call.failed",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+        "response.mcp_list_tools.failed",
+        "response.audio.delta",
+        "response.audio.done",
+        "response.audio.transcript.delta",
+        "response.audio.transcript.done",
+        "response.compaction.compacting",
+        "response.shell_call_command.added",
+        "response.shell_call_command.delta",
+        "response.shell_call_command.done",
+        "response.shell_call_output_content.delta",
+        "response.shell_call_output_content.done",
+    }
+)
+
+
+class _Call:
+    __slots__ = ("index", "id", "name", "arguments", "final")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+        self.final: str | None = None
+
+
+class ResponsesDecoder(Decoder):
+    """Decoder for ``POST /v1/responses`` with ``"stream": true``."""
+
+    protocol = "responses"
+    __slots__ = ("_calls", "_by_item")
+
+    def __init__(self, *, keep_text: bool = True) -> None:
+        super().__init__(keep_text=keep_text)
+        self._calls: dict[int, _Call] = {}  # output_index -> call
+        self._by_item: dict[str, _Call] = {}  # item id -> call
+
+    def _tool_calls(self) -> list[dict[str, object]]:
+        calls = []
+        for _, c in sorted(self._calls.items()):
+            args = "".join(c.arguments)
+            if not args and c.final and self._keep_text:
+                args = c.final  # a server that sent only the .done event
+            calls.append({"index": c.index, "id": c.id, "name": c.name, "arguments": args})
+        return calls
+
+    def _on_event(self, event: SSEEvent) -> Observations:
+        body, bad = self._parse(event.data)
+        if type(body) is not dict:
+            if body is None:
+                return bad
+            return bad + self._anomaly("unexpected_shape", "event data is not an object")
+        kind = body.get("type")
+        if type(kind) is not str:
+            kind = event.event
+        if kind in _TEXT or kind in _REASONING or kind == _TOOL:
+            delta = body.get("delta")
+            if not delta or type(delta) is not str:
+                return bad
+            out: list[Observation] = list(bad) if bad else []
+            self._content_events += 1
+            if kind in _TEXT:
+                if self._keep_text:
+                    self._text.append(delta)
+                self._content(out, "text", len(delta))
+            elif kind == _TOOL:
+                if self._keep_text:
+                    self._call_for(body).arguments.append(delta)
+                self._content(out, "tool", len(delta))
+            else:
+                if self._keep_text:
+                    self._reasoning.append(delta)
+                self._content(out, "reasoning", len(delta))
+            return tuple(out)
+        if kind in _TERMINAL:
+            return bad + self._terminal(kind, body)
+        if kind == "response.output_item.added" or kind == "response.output_item.done":
+            self._item(body)
+            return bad
+        if kind == "response.function_call_arguments.done":
+            args = body.get("arguments")
+            if type(args) is str:
+                self._call_for(body).final = args
+            return bad
+        if kind in KNOWN_EVENT_TYPES:
+            return bad
+        return bad + self._anomaly("unknown_event", kind)
+
+    def _call_for(self, body: dict[str, Any]) -> _Call:
+        """The function call an arguments event belongs to (created when unseen)."""
+        item_id = body.get("item_id")
+        if type(item_id) is str:
+            call = self._by_item.get(item_id)
+            if call is not None:
+                return call
+        index = body.get("output_index")
+        if type(index) is not int:
+            index = len(self._calls)
+        call = self._calls.get(index)
+        if call is None:
+            call = self._calls[index] = _Call(index)
+        if type(item_id) is str:
+            self._by_item[item_id] = call
+        return call
+
+    def _item(self, body: dict[str, Any]) -> None:
+        """Register a ``function_call`` output item (call_id, name, arguments)."""
+        item = body.get("item")
+        if type(item) is not dict or item.get("type") != "function_call":
+            return
+        index = body.get("output_index")
+        if type(index) is not int:
+            index = len(self._calls)
+        call = self._calls.get(index)
+        if call is None:
+            call = self._calls[index] = _Call(index)
+        item_id = item.get("id")
+        if type(item_id) is str:
+            self._by_item[item_id] = call
+        call_id = item.get("call_id")
+        if call.id is None:
+            call.id = call_id if type(call_id) is str else (item_id if type(item_id) is str else None)
+        name = item.get("name")
+        if call.name is None and type(name) is str:
+            call.name = name
+        args = item.get("arguments")
+        if type(args) is str and args:
+            call.final = args
+
+    def _terminal(self, kind: str, body: dict[str, Any]) -> Observations:
+        """``response.completed`` / ``.incomplete`` / ``.failed`` / ``error``."""
+        if kind == "error":
+            error = body.get("error")
+            src = error if type(error) is dict else body
+            message = src.get("message")
+            end = self._end(
+                "failed",
+                error_code=as_str(src.get("code")) or as_str(src.get("type") if src is error else None),
+                error_message=message if type(message) is str else None,
+            )
+            return (end,)
+        response = body.get("response")
+        if type(response) is not dict:
+            response = {}
+        out: list[Observation] = []
+        usage = response.get("usage")
+        if type(usage) is dict:
+            report = self._usage(usage.get("input_tokens"), usage.get("output_tokens"))
+            if report is not None:
+                out.append(report)
+        status = as_str(response.get("status"))
+        if kind == "response.failed":
+            error = response.get("error")
+            code = message = None
+            if type(error) is dict:
+                code = as_str(error.get("code"))
+                message = error.get("message")
+            out.append(
+                self._end(
+                    "failed",
+                    stop_reason=status or "failed",
+                    error_code=code,
+                    error_message=message if type(message) is str else None,
+                )
+            )
+        elif kind == "response.incomplete":
+            details = response.get("incomplete_details")
+            reason = as_str(details.get("reason")) if type(details) is dict else None
+            out.append(self._end("completed", stop_reason=reason or status or "incomplete"))
+        else:
+            out.append(self._end("completed", stop_reason=status or "completed"))
+        return tuple(out)
