@@ -326,10 +326,9 @@ class Table:
 
 
 def _range_text(kind: str, lo: float | None, hi: float | None, integer: bool = False) -> str:
-    if integer and lo == 1 and hi is None:
-        return "a positive integer"
-    if integer and lo == 0 and hi is None:
-        return "a non-negative integer"
+    if integer and lo in (0, 1):
+        text = "a positive integer" if lo == 1 else "a non-negative integer"
+        return text if hi is None else f"{text} (at most {int(hi)})"
     if lo is not None and hi is not None:
         return f"{kind} from {lo:g} to {hi:g}"
     if lo is not None:

@@ -1,0 +1,465 @@
+"""Load profiles: TOML in, validated frozen records out.
+
+A profile says what load to put on which gateway and for how long. Every key is
+checked before any load is sent: unknown keys, wrong types and impossible values
+raise ``ProfileError`` naming file, line and key path (see ``_toml``). Human
+units (seconds, requests per second) are converted to integer nanoseconds here,
+once. Secrets are never read from the profile itself: the API key comes only
+from the environment variable that ``target.api_key_env`` names, and literal
+``Authorization`` / ``x-api-key`` headers are refused.
+
+Every key, its unit and default is documented in docs/profiles.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from ._clock import s_to_ns
+from ._errors import ProfileError
+from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
+
+__all__ = [
+    "Profile",
+    "RunSpec",
+    "LoadSpec",
+    "TargetSpec",
+    "Scenario",
+    "Timeouts",
+    "load_profile",
+    "parse_profile",
+    "PROTOCOLS",
+    "DEFAULT_PATHS",
+]
+
+Protocol = Literal["chat", "responses", "messages"]
+PROTOCOLS: tuple[str, ...] = ("chat", "responses", "messages")
+DEFAULT_PATHS: dict[str, str] = {
+    "chat": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "messages": "/v1/messages",
+}
+_SECRET_HEADERS = {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"}
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Per-stream time limits in integer ns (None: no limit).
+
+    connect_ns: TCP (+TLS) connect; first_byte_ns: from send to the response
+    headers; idle_ns: longest allowed silence (no bytes) once headers arrived;
+    total_ns: the whole stream, from send to the end of the body.
+    """
+
+    connect_ns: int | None
+    first_byte_ns: int | None
+    idle_ns: int | None
+    total_ns: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """The ``[run]`` table (times in ns)."""
+
+    name: str
+    duration_ns: int | None
+    requests: int | None
+    warmup_ns: int
+    seed: int
+    timeouts: Timeouts
+    grace_ns: int
+    interval_ns: int
+    keepalive_budget_ns: int
+    workers: int
+    engine: Literal["local", "ray"]
+    ray_address: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """The ``[load]`` table.
+
+    mode "concurrency" is a closed loop of ``concurrency`` streams kept open
+    (started over ``ramp_up_ns``); mode "rate" is an open loop of arrivals at
+    ``rate_rps`` per second, ``arrival`` "constant" or "poisson", bounded by
+    ``max_in_flight`` (arrivals that find the bound full are counted as
+    ``max_in_flight_hits`` and not sent).
+    """
+
+    mode: Literal["concurrency", "rate"]
+    concurrency: int
+    ramp_up_ns: int
+    rate_rps: float
+    arrival: Literal["constant", "poisson"]
+    max_in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """The ``[target]`` table. ``url`` None means the embedded emulator."""
+
+    url: str | None
+    paths: Mapping[str, str]
+    headers: Mapping[str, str]
+    header_env: Mapping[str, str]
+    api_key_env: str | None
+    auth: Literal["auto", "bearer", "x-api-key", "none"]
+    verify_tls: bool
+    transport: Literal["hopbench", "httpx"]
+
+    @property
+    def embedded(self) -> bool:
+        """True when the run targets the built-in emulator."""
+        return self.url is None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One ``[[scenario]]``: what to send, and how often relative to the others.
+
+    ``bodies`` holds one pre-encoded JSON request body per prompt.
+    """
+
+    name: str
+    protocol: Protocol
+    weight: float
+    model: str
+    prompts: tuple[str, ...]
+    max_tokens: int
+    include_usage: bool
+    extra: Mapping[str, Any]
+    bodies: tuple[bytes, ...]
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A whole validated profile.
+
+    Attributes:
+        path: the profile file (None when parsed from text).
+        emulator: the raw ``[emulator]`` table (validated by the emulator's own
+            config parser) or an empty dict.
+        gate: the raw ``[gate]`` table, or an empty dict.
+        raw: the parsed TOML (safe to record: it holds no secrets by construction).
+    """
+
+    path: Path | None
+    run: RunSpec
+    load: LoadSpec
+    target: TargetSpec
+    scenarios: tuple[Scenario, ...]
+    emulator: Mapping[str, Any]
+    gate: Mapping[str, Any]
+    raw: Mapping[str, Any] = field(repr=False)
+    emulator_table: Table | None = field(default=None, repr=False, compare=False)
+
+
+def load_profile(path: str | Path, *, env: Mapping[str, str] | None = None) -> Profile:
+    """Read and validate a profile file.
+
+    Args:
+        path: the TOML file.
+        env: environment for ``api_key_env`` / ``header_env`` checks (default os.environ).
+
+    Raises:
+        ProfileError: anything wrong, with file, line and key path.
+    """
+    return _build(load_toml(path), env if env is not None else os.environ)
+
+
+def parse_profile(text: str, path: str | Path | None = None,
+                  *, env: Mapping[str, str] | None = None) -> Profile:
+    """Validate profile text (``path`` names it in errors and anchors prompt files)."""
+    return _build(parse_toml(text, path), env if env is not None else os.environ)
+
+
+def _seconds(t: Table, name: str, default: Any, *, allow_zero: bool = True) -> int | None:
+    v = t.number(name, default, min=0.0) if allow_zero else t.number(name, default, positive=True)
+    if v is None:
+        return None
+    return s_to_ns(v)
+
+
+def _timeout(t: Table, name: str, default: float | None) -> int | None:
+    """A timeout in seconds: a positive number, or 0 / absent for no limit."""
+    v = t.number(name, default, min=0.0)
+    if v is None or v == 0:
+        return None
+    return s_to_ns(v)
+
+
+def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
+    root = doc.root()
+    base = doc.path.parent if doc.path else Path.cwd()
+    run = _run(root.table("run"), doc)
+    load = _load(root.table("load"))
+    target = _target(root.table("target"), env)
+    scenarios = _scenarios(root, base, target)
+    emulator_t = root.table("emulator")
+    emulator_t.keys()  # validated by the emulator's own parser
+    gate_t = root.table("gate")
+    gate_t.keys()  # validated by the gate
+    root.done()
+    if run.duration_ns is None and run.requests is None:
+        raise root.error("run", "expected run.duration_s or run.requests (how long to run)")
+    if load.mode == "concurrency" and run.requests is not None and run.requests < 1:
+        raise root.table("run").error("requests", "expected a positive integer")
+    return Profile(
+        path=doc.path,
+        run=run,
+        load=load,
+        target=target,
+        scenarios=scenarios,
+        emulator=dict(emulator_t.data),
+        gate=dict(gate_t.data),
+        raw=doc.data,
+        emulator_table=emulator_t,
+    )
+
+
+def _run(t: Table, doc: TomlDoc) -> RunSpec:
+    default_name = doc.path.stem if doc.path else "run"
+    name = t.str("name", default_name, nonempty=True)
+    if any(c in name for c in "/\\\0") or name in (".", ".."):
+        raise t.error("name", f"expected a name usable as a folder name (no slashes), got {name!r}")
+    duration = _seconds(t, "duration_s", None, allow_zero=False)
+    requests = t.int("requests", None, min=1)
+    warmup = _seconds(t, "warmup_s", 0.0) or 0
+    if duration is not None and warmup >= duration:
+        raise t.error("warmup_s", "expected less than run.duration_s (warm-up is part of the run)")
+    seed = t.int("seed", 0, min=0)
+    tt = t.table("timeouts")
+    timeouts = Timeouts(
+        connect_ns=_timeout(tt, "connect_s", 10.0),
+        first_byte_ns=_timeout(tt, "first_byte_s", 60.0),
+        idle_ns=_timeout(tt, "idle_s", 30.0),
+        total_ns=_timeout(tt, "total_s", 600.0),
+    )
+    tt.done()
+    grace = _seconds(t, "grace_s", 5.0) or 0
+    interval = _seconds(t, "interval_s", 1.0, allow_zero=False) or s_to_ns(1.0)
+    budget = _seconds(t, "keepalive_budget_s", 12.0, allow_zero=False) or s_to_ns(12.0)
+    workers = t.int("workers", 1, min=1, max=256)
+    engine = t.str("engine", "local", choices=("local", "ray"))
+    ray_address = t.str("ray_address", None)
+    t.done()
+    return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
+                   budget, workers, engine, ray_address)
+
+
+def _load(t: Table) -> LoadSpec:
+    mode = t.str("mode", "concurrency", choices=("concurrency", "rate"))
+    if mode == "concurrency":
+        concurrency = t.int("concurrency", MISSING, min=1, max=1_000_000)
+        ramp = _seconds(t, "ramp_up_s", 0.0) or 0
+        for k in ("rate_rps", "arrival", "max_in_flight"):
+            if t.has(k):
+                raise t.error(k, 'only valid with load.mode = "rate"')
+        t.done()
+        return LoadSpec("concurrency", concurrency, ramp, 0.0, "constant", concurrency)
+    rate = t.number("rate_rps", MISSING, positive=True)
+    arrival = t.str("arrival", "poisson", choices=("constant", "poisson"))
+    max_in_flight = t.int("max_in_flight", 1000, min=1, max=1_000_000)
+    for k in ("concurrency", "ramp_up_s"):
+        if t.has(k):
+            raise t.error(k, 'only valid with load.mode = "concurrency"')
+    t.done()
+    return LoadSpec("rate", max_in_flight, 0, rate, arrival, max_in_flight)
+
+
+def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
+    url = t.str("url", None)
+    if t.has("embedded"):
+        embedded = t.bool("embedded")
+        if embedded and url is not None:
+            raise t.error("embedded", "expected either target.url or target.embedded = true, not both")
+        if not embedded and url is None:
+            raise t.error("embedded", "expected target.url when target.embedded = false")
+    if url is not None:
+        if url == "embedded":
+            url = None
+        else:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise t.error("url", f"expected an http:// or https:// base URL, or \"embedded\", got {url!r}")
+            if parts.username or parts.password:
+                raise t.error("url", "credentials in the URL are not allowed: use target.api_key_env")
+            url = url.rstrip("/")
+    pt = t.table("paths")
+    paths = dict(DEFAULT_PATHS)
+    for proto in PROTOCOLS:
+        p = pt.str(proto, paths[proto], nonempty=True)
+        if not p.startswith("/"):
+            raise pt.error(proto, f"expected a path starting with '/', got {p!r}")
+        paths[proto] = p
+    pt.done()
+    ht = t.table("headers")
+    headers: dict[str, str] = {}
+    for k in ht.keys():
+        v = ht.data[k]
+        if not isinstance(v, str):
+            raise ht.error(k, f"expected a string header value, got {v!r}")
+        if k.lower() in _SECRET_HEADERS:
+            raise ht.error(k, "secret headers may not be written in a profile: name an environment "
+                              "variable with target.api_key_env or target.header_env")
+        headers[k] = v
+    het = t.table("header_env")
+    header_env: dict[str, str] = {}
+    for k in het.keys():
+        v = het.data[k]
+        if not isinstance(v, str) or not v:
+            raise het.error(k, f"expected the name of an environment variable, got {v!r}")
+        if v not in env:
+            raise het.error(k, f"environment variable {v} is not set")
+        header_env[k] = v
+    api_key_env = t.str("api_key_env", None, nonempty=True)
+    if api_key_env is not None and api_key_env not in env:
+        raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
+    auth = t.str("auth", "auto", choices=("auto", "bearer", "x-api-key", "none"))
+    verify = t.bool("verify_tls", True)
+    transport = t.str("transport", "hopbench", choices=("hopbench", "httpx"))
+    t.done()
+    return TargetSpec(url, paths, headers, header_env, api_key_env, auth, verify, transport)
+
+
+def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, ...]:
+    tables = root.tables("scenario")
+    if not tables:
+        raise root.error("scenario", "expected at least one [[scenario]] table")
+    out: list[Scenario] = []
+    names: set[str] = set()
+    for t in tables:
+        protocol = t.str("protocol", MISSING, choices=PROTOCOLS)
+        model = t.str("model", "hopbench-fast" if target.embedded else MISSING, nonempty=True)
+        name = t.str("name", f"{protocol}-{model}", nonempty=True)
+        if name == "all":
+            raise t.error("name", "\"all\" is reserved for the whole run")
+        if name in names:
+            raise t.error("name", f"expected a unique scenario name, got {name!r} twice")
+        names.add(name)
+        weight = t.number("weight", 1.0, positive=True)
+        prompts: list[Any] = []
+        if t.has("prompts") and t.has("prompts_file"):
+            raise t.error("prompts_file", "expected prompts or prompts_file, not both")
+        if t.has("prompts"):
+            prompts = t.str_list("prompts", nonempty=True)
+        elif t.has("prompts_file"):
+            prompts = _read_prompts(t, base)
+        else:
+            prompts = ["Explain server-sent events in three sentences."]
+        max_tokens = t.int("max_tokens", 256, min=1)
+        include_usage = t.bool("include_usage", True)
+        if protocol != "chat" and t.has("include_usage") and "include_usage" in t.data:
+            raise t.error("include_usage", "only valid for protocol = \"chat\"")
+        extra = t.table("extra")
+        extra_data = dict(extra.data)
+        extra.keys()
+        for reserved in ("stream", "model"):
+            if reserved in extra_data:
+                raise extra.error(reserved, "set by hopbench; use the scenario's own key")
+        t.done()
+        bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
+        out.append(Scenario(name, protocol, weight, model,  # type: ignore[arg-type]
+                            tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),
+                            max_tokens, include_usage, extra_data, bodies, target.paths[protocol]))
+    return tuple(out)
+
+
+def _read_prompts(t: Table, base: Path) -> list[Any]:
+    rel = t.str("prompts_file", MISSING, nonempty=True)
+    path = (base / rel) if not Path(rel).is_absolute() else Path(rel)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise t.error("prompts_file", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise t.error("prompts_file", f"{path} is not UTF-8 text") from None
+    prompts: list[Any] = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            v = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ProfileError(f"expected one JSON value per line (a string, or an object with "
+                               f"\"prompt\" or \"messages\"): {exc.msg}", path=path, line=i) from None
+        if isinstance(v, dict):
+            if isinstance(v.get("prompt"), str):
+                v = v["prompt"]
+            elif isinstance(v.get("messages"), list) and v["messages"]:
+                v = {"messages": v["messages"]}
+            else:
+                raise ProfileError("expected an object with a string \"prompt\" or a non-empty "
+                                   "\"messages\" array", path=path, line=i)
+        elif not isinstance(v, str):
+            raise ProfileError(f"expected a JSON string or object, got {type(v).__name__}",
+                               path=path, line=i)
+        prompts.append(v)
+    if not prompts:
+        raise t.error("prompts_file", f"{path} holds no prompts")
+    return prompts
+
+
+def _body(protocol: str, model: str, prompt: Any, max_tokens: int, include_usage: bool,
+          extra: Mapping[str, Any]) -> bytes:
+    """Encode one request body per the protocol's API reference."""
+    if isinstance(prompt, dict):
+        messages = prompt["messages"]
+    else:
+        messages = [{"role": "user", "content": prompt}]
+    body: dict[str, Any]
+    if protocol == "chat":  # OpenAI API reference: Create chat completion
+        body = {"model": model, "messages": messages, "stream": True, "max_tokens": max_tokens}
+        if include_usage:
+            body["stream_options"] = {"include_usage": True}
+    elif protocol == "responses":  # OpenAI API reference: Create a model response
+        body = {"model": model, "input": messages if isinstance(prompt, dict) else prompt,
+                "stream": True, "max_output_tokens": max_tokens}
+    else:  # Anthropic API reference: Messages (max_tokens is required)
+        body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
+    body.update(extra)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def request_headers(target: TargetSpec, protocol: str, env: Mapping[str, str] | None = None,
+                    ) -> dict[str, str]:
+    """The headers every request of ``protocol`` carries (secrets resolved from env).
+
+    Auth: ``Authorization: Bearer KEY`` for the OpenAI protocols and ``x-api-key``
+    for Anthropic Messages, unless ``target.auth`` says otherwise; Messages also
+    gets ``anthropic-version`` (Anthropic API reference, "Versions") unless set.
+    The returned dict holds secrets: never log or record it.
+    """
+    env = os.environ if env is None else env
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    if protocol == "messages":
+        headers["anthropic-version"] = ANTHROPIC_VERSION
+    headers.update({k.lower(): v for k, v in target.headers.items()})
+    for k, var in target.header_env.items():
+        headers[k.lower()] = env[var]
+    if target.api_key_env is not None and target.auth != "none":
+        key = env[target.api_key_env]
+        style = target.auth
+        if style == "auto":
+            style = "x-api-key" if protocol == "messages" else "bearer"
+        if style == "bearer":
+            headers["authorization"] = f"Bearer {key}"
+        else:
+            headers["x-api-key"] = key
+    return headers
+
+
+def sanitized(profile: Profile) -> dict[str, Any]:
+    """The profile as recorded in results: the parsed TOML (no secret can be in it)
+    plus the environment-variable *names* used, never their values."""
+    out = json.loads(json.dumps(profile.raw, default=str))
+    out["_source"] = str(profile.path) if profile.path else None
+    return out
