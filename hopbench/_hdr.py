@@ -1,0 +1,388 @@
+"""The typed facade over hdrh (HdrHistogram): the only module that imports it.
+
+Role: hold the metric table (:data:`METRICS`, the single source of truth for
+what hopbench measures, in which unit and range) and a small typed
+:class:`Histogram` wrapper with exactly the operations hopbench needs:
+record, add (merge), encode/decode, summary statistics and the ``.hgrm``
+percentile distribution text.
+
+Invariants:
+
+* 3 significant figures everywhere (STYLE.md §3).
+* Times are recorded as integer nanoseconds over 1 ns .. 1 h; rates as
+  integer milli-tokens per second over 1 .. 10**12. ``MetricSpec.divisor``
+  converts a recorded integer to the reporting unit (ms, tokens/s): this is
+  the one place where that conversion is defined.
+* Values in ``0 .. lowest`` are recorded as ``lowest``: a 0 ns inter-token gap
+  means "two events in the same network read" and must count (it then reads
+  as 1 ns). Only negative values and values above ``highest`` are out of
+  range; :meth:`Histogram.record` returns False for them and the caller counts
+  them (never dropped silently).
+* The hdrh counts array is allocated lazily on the first record or add (a
+  1 ns .. 1 h, 3-digit histogram holds 33,792 counters = 270 KB), and dropped
+  again by :meth:`Histogram.reset`, so empty histograms cost nothing.
+* Statistics are computed here from the counts array (through a memoryview),
+  not with hdrh's pure-Python iterators, which take ~0.3 s for a mean. The
+  semantics are hdrh's/Java's: percentiles report the highest equivalent
+  value of the bucket that holds the target count, the mean and standard
+  deviation use each bucket's median equivalent value.
+* hdrh defects worked around here (STYLE.md §8): ``add()`` into an empty
+  histogram sets its min to 0; ``output_percentile_distribution`` leaves the
+  standard deviation unscaled and prints the total count as a float. The
+  ``.hgrm`` text is therefore written by :meth:`Histogram.hgrm_text` in the
+  Java ``AbstractHistogram.outputPercentileDistribution`` format.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any, Final
+
+from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
+
+from ._errors import ResultsError, UsageError
+
+__all__ = [
+    "METRICS",
+    "MetricSpec",
+    "Histogram",
+    "SIGNIFICANT_FIGURES",
+    "STAT_KEYS",
+]
+
+SIGNIFICANT_FIGURES: Final = 3
+"""Value precision of every hopbench histogram (STYLE.md §3)."""
+
+_NS_PER_MS: Final = 1_000_000
+_ONE_HOUR_NS: Final = 3_600_000_000_000
+
+STAT_KEYS: Final = ("count", "min", "mean", "p50", "p90", "p99", "p999", "max")
+"""Keys of :meth:`Histogram.stats`, in report order."""
+
+_PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """How one metric is recorded and reported.
+
+    Attributes:
+        name: metric name, e.g. ``"ttft"``; also the key in summary.json.
+        unit: reporting unit: ``"ms"`` or ``"tokens/s"``.
+        divisor: recorded integer / divisor = value in ``unit``
+            (1_000_000 for ns -> ms, 1000 for milli-tokens/s -> tokens/s).
+        lowest: lowest distinguishable recorded value (smaller values
+            are recorded as this one).
+        highest: highest recordable value; above it is out of range.
+        description: one line for docs and reports.
+    """
+
+    name: str
+    unit: str
+    divisor: int
+    lowest: int
+    highest: int
+    description: str
+
+
+def _time(name: str, description: str) -> MetricSpec:
+    return MetricSpec(name, "ms", _NS_PER_MS, 1, _ONE_HOUR_NS, description)
+
+
+METRICS: Final[dict[str, MetricSpec]] = {
+    spec.name: spec
+    for spec in (
+        _time("ttfb", "request start to the first response body byte"),
+        _time("ttft", "request start to the first output token of any kind (incl. reasoning)"),
+        _time("ttft_content", "request start to the first non-reasoning output (text or tool)"),
+        _time("itl", "gap between consecutive content events (0 = same network read)"),
+        _time("tpot", "per stream: (e2e - ttft) / (output tokens - 1)"),
+        _time("e2e", "request start to the end of the stream"),
+        MetricSpec(
+            "output_tokens_per_s",
+            "tokens/s",
+            1000,
+            1,
+            10**12,
+            "per stream: output tokens / (e2e - ttft); recorded in milli-tokens/s",
+        ),
+        _time("keepalive_interval", "gap between consecutive keepalive comment lines"),
+        _time("max_silence", "per stream: longest gap with no bytes received"),
+        _time("queue_delay", "intended start to actual send (open loop: the client's lateness)"),
+        _time("schedule_lag", "scheduler wake-up lateness against the intended start"),
+        _time("loop_lag", "event-loop responsiveness probe: sleep overshoot"),
+        _time("ttft_from_send", "open loop: ttft counted from the actual send (uncorrected)"),
+        _time("e2e_from_send", "open loop: e2e counted from the actual send (uncorrected)"),
+        _time("connect_wait", "time spent waiting for a pooled connection"),
+    )
+}
+"""Every metric hopbench records, by name. Gate, compare and report import this."""
+
+
+def _spec(metric: str) -> MetricSpec:
+    try:
+        return METRICS[metric]
+    except KeyError:
+        raise UsageError(
+            f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}"
+        ) from None
+
+
+def _new_hdr(spec: MetricSpec) -> Any:
+    return HdrHistogram(spec.lowest, spec.highest, SIGNIFICANT_FIGURES)
+
+
+@functools.lru_cache(maxsize=None)
+def _empty_encoding(metric: str) -> str:
+    return str(_new_hdr(METRICS[metric]).encode().decode("ascii"))
+
+
+class Histogram:
+    """An HDR histogram of one metric, in the metric's recorded integer unit.
+
+    Not thread-safe; one owner at a time (the recorder, or a report).
+    """
+
+    __slots__ = ("spec", "_h")
+    __hash__ = None  # type: ignore[assignment]  # mutable: compared by content
+
+    def __init__(self, metric: str) -> None:
+        """Create an empty histogram for ``metric`` (a key of :data:`METRICS`).
+
+        Raises:
+            UsageError: ``metric`` is not in :data:`METRICS`.
+        """
+        self.spec: MetricSpec = _spec(metric)
+        self._h: Any = None  # hdrh.HdrHistogram, allocated on first use
+
+    # -- recording ---------------------------------------------------------
+
+    def _hdr(self) -> Any:
+        if self._h is None:
+            self._h = _new_hdr(self.spec)
+        return self._h
+
+    def record(self, value: int) -> bool:
+        """Record one value in the recorded unit (ns, or milli-tokens/s).
+
+        Values from 0 up to ``spec.lowest`` are recorded as ``spec.lowest``.
+
+        Returns:
+            True when recorded; False when ``value`` is negative or above
+            ``spec.highest`` (nothing recorded: the caller must count it).
+        """
+        spec = self.spec
+        if value < 0 or value > spec.highest:
+            return False
+        if value < spec.lowest:
+            value = spec.lowest
+        return bool(self._hdr().record_value(value))
+
+    def add(self, other: Histogram) -> None:
+        """Add every count of ``other`` (same metric) into this histogram. Exact.
+
+        Raises:
+            UsageError: ``other`` is a histogram of another metric.
+        """
+        if other.spec.name != self.spec.name:
+            raise UsageError(
+                f"cannot add a {other.spec.name!r} histogram to a {self.spec.name!r} one"
+            )
+        o = other._h
+        if o is None or o.total_count == 0:
+            return
+        h = self._hdr()
+        # hdrh's add() takes min(self.get_min_value(), ...) and get_min_value()
+        # is 0 for an empty histogram: keep the raw minimum ourselves.
+        min_raw = min(
+            h.min_value if h.total_count else sys.maxsize,
+            o.min_value if o.total_count else sys.maxsize,
+        )
+        h.add(o)
+        h.min_value = min_raw
+
+    def reset(self) -> None:
+        """Empty the histogram and release its counts array."""
+        # Dropping the array is O(1); hdrh's reset() loops over 33,792 counters.
+        self._h = None
+
+    def copy(self) -> Histogram:
+        """Return an independent histogram with the same counts."""
+        out = Histogram(self.spec.name)
+        out.add(self)
+        return out
+
+    # -- encoding ----------------------------------------------------------
+
+    def encode(self) -> str:
+        """Return hdrh's compressed base64 encoding (V2, "HISTFAAA..."), ASCII."""
+        if self._h is None or self._h.total_count == 0:
+            return _empty_encoding(self.spec.name)
+        return str(self._h.encode().decode("ascii"))
+
+    @classmethod
+    def decode(cls, metric: str, text: str) -> Histogram:
+        """Rebuild a histogram of ``metric`` from :meth:`encode` output.
+
+        Raises:
+            UsageError: ``metric`` is unknown.
+            ResultsError: ``text`` is not a valid encoding, or it was recorded
+                with another range or precision than ``METRICS[metric]``.
+        """
+        out = cls(metric)
+        spec = out.spec
+        try:
+            h = HdrHistogram.decode(text.encode("ascii"))
+        except Exception as exc:  # hdrh raises TypeError, zlib.error, its own classes
+            raise ResultsError(
+                f"histogram {metric}: not a valid hdrh encoding ({type(exc).__name__}: {exc})"
+            ) from exc
+        got = (h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures)
+        want = (spec.lowest, spec.highest, SIGNIFICANT_FIGURES)
+        if got != want:
+            raise ResultsError(
+                f"histogram {metric}: expected range/precision {want}, got {got}"
+            )
+        if h.total_count:
+            out._h = h
+        return out
+
+    # -- statistics (recorded unit) ---------------------------------------------
+
+    @property
+    def count(self) -> int:
+        """Number of recorded values."""
+        return 0 if self._h is None else int(self._h.total_count)
+
+    @property
+    def min(self) -> int:
+        """Lowest equivalent value of the smallest recorded value (0 when empty)."""
+        if not self.count:
+            return 0
+        return int(self._h.get_lowest_equivalent_value(self._h.min_value))
+
+    @property
+    def max(self) -> int:
+        """Highest equivalent value of the largest recorded value (0 when empty)."""
+        if not self.count:
+            return 0
+        return int(self._h.get_max_value())
+
+    def _nonzero(self) -> list[tuple[int, int]]:
+        """(counts index, count) of every non-empty bucket, ascending."""
+        h = self._h
+        if h is None or not h.total_count:
+            return []
+        counts = memoryview(h.counts).cast("B").cast("Q")
+        lo = h.get_counts_array_index(h.min_value)
+        hi = h.get_counts_array_index(h.max_value)
+        return [(lo + i, c) for i, c in enumerate(counts[lo : hi + 1]) if c]
+
+    def _median_equiv(self, index: int) -> int:
+        h = self._h
+        value = h.get_value_from_index(index)
+        return int(h._hdr_median_equiv_value(value))
+
+    @property
+    def mean(self) -> float:
+        """Mean in the recorded unit (bucket median values; 0.0 when empty)."""
+        return self._mean_stddev(self._nonzero())[0]
+
+    def _mean_stddev(self, nz: list[tuple[int, int]]) -> tuple[float, float]:
+        total = sum(c for _, c in nz)
+        if not total:
+            return 0.0, 0.0
+        mids = [(self._median_equiv(i), c) for i, c in nz]
+        mean = sum(v * c for v, c in mids) / total
+        var = sum((v - mean) ** 2 * c for v, c in mids) / total
+        return mean, math.sqrt(var)
+
+    def _value_at(self, nz: list[tuple[int, int]], percentile: float) -> int:
+        h = self._h
+        total = int(h.total_count)
+        target = max(int(min(percentile, 100.0) * total / 100 + 0.5), 1)
+        seen = 0
+        for index, c in nz:
+            seen += c
+            if seen >= target:
+                value = h.get_value_from_index(index)
+                if percentile:
+                    return int(h.get_highest_equivalent_value(value))
+                return int(h.get_lowest_equivalent_value(value))
+        return 0
+
+    def percentile(self, p: float) -> int:
+        """Value at percentile ``p`` (0..100) in the recorded unit; 0 when empty.
+
+        Same rule as hdrh's ``get_value_at_percentile``: the highest value
+        equivalent to the bucket holding the ``round(p% x count)``-th value.
+        """
+        if not self.count:
+            return 0
+        return self._value_at(self._nonzero(), p)
+
+    def stats(self) -> dict[str, float | int | None]:
+        """Summary statistics in the reporting unit (ms or tokens/s).
+
+        Returns:
+            ``{"count": int, "min", "mean", "p50", "p90", "p99", "p999", "max"}``,
+            the others floats, or None each when the histogram is empty.
+        """
+        n = self.count
+        if not n:
+            return {k: (0 if k == "count" else None) for k in STAT_KEYS}
+        d = self.spec.divisor
+        nz = self._nonzero()
+        out: dict[str, float | int | None] = {"count": n, "min": self.min / d}
+        out["mean"] = self._mean_stddev(nz)[0] / d
+        for key, p in _PERCENTILES:
+            out[key] = self._value_at(nz, p) / d
+        out["max"] = self.max / d
+        return out
+
+    # -- text output ---------------------------------------------------------
+
+    def hgrm_text(self, ticks_per_half_distance: int = 5) -> str:
+        """The percentile distribution in Java HdrHistogram ``.hgrm`` format.
+
+        Columns Value / Percentile / TotalCount / 1/(1-Percentile), values in
+        the reporting unit with 3 decimals (Java prints as many decimals as
+        significant figures), then the footer: Mean, StdDeviation (both in the
+        reporting unit), Max, Total count, Buckets, SubBuckets. Format:
+        ``AbstractHistogram.outputPercentileDistribution`` (HdrHistogram Java).
+
+        Returns:
+            The text, ending in a newline; only the header and footer when empty.
+        """
+        d = self.spec.divisor
+        fig = SIGNIFICANT_FIGURES
+        lines = ["%12s %14s %10s %14s\n\n" % ("Value", "Percentile", "TotalCount", "1/(1-Percentile)")]
+        h = self._h if self._h is not None else _new_hdr(self.spec)
+        row = f"%12.{fig}f %2.12f %10d %14.2f\n"
+        last = f"%12.{fig}f %2.12f %10d\n"
+        if h.total_count:
+            for it in h.get_percentile_iterator(ticks_per_half_distance):
+                value = it.value_iterated_to / d
+                level = it.percentile_level_iterated_to
+                if level != 100:
+                    lines.append(row % (value, level / 100, it.total_count_to_this_value, 1 / (1 - level / 100)))
+                else:
+                    lines.append(last % (value, level / 100, it.total_count_to_this_value))
+        mean, stddev = self._mean_stddev(self._nonzero())
+        lines.append(f"#[Mean    = %12.{fig}f, StdDeviation   = %12.{fig}f]\n" % (mean / d, stddev / d))
+        lines.append(f"#[Max     = %12.{fig}f, Total count    = %12d]\n" % (self.max / d, self.count))
+        lines.append("#[Buckets = %12d, SubBuckets     = %12d]\n" % (h.bucket_count, h.sub_bucket_count))
+        return "".join(lines)
+
+    # -- comparison --------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Histogram):
+            return NotImplemented
+        return self.spec.name == other.spec.name and self.encode() == other.encode()
+
+    def __repr__(self) -> str:
+        return f"Histogram({self.spec.name!r}, count={self.count})"
