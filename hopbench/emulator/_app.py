@@ -1,0 +1,381 @@
+"""The emulator's raw ASGI application (served by hypercorn's trio worker).
+
+Role: route a request, check auth, draw its plan (``_behaviour``), then carry
+the plan out on the wire (``_wire``) on absolute deadlines, and write one
+ground-truth line (``_record``) per request.
+
+Invariants:
+- Deadlines are absolute from the moment the app is called for the request
+  (``t0``): content delta i is due at ``t0 + first_ns + sum(gaps_ns[:i])``
+  (+ the stall, after a stall fault), scheduled with ``trio.sleep_until`` so
+  sleeps never accumulate drift.
+- One ``await send()`` per write: the opening events, each content delta (with
+  the events that open its part), each keepalive, the closing events. Nothing
+  is buffered past its due time.
+- ``: hopbase-keepalive`` is written only in a silence: when nothing has been
+  written for ``keepalive_interval_s`` and the next event is not yet due;
+  never during a stall (PROTOCOLS.md, SSE framing).
+- A client that goes away (``http.disconnect``) cancels the stream at once;
+  its ground truth ends "client_closed" (or "stall" if it left during a stall).
+- A ``disconnect`` fault returns from the app without the final body chunk:
+  hypercorn then closes the connection, so the client sees a truncated
+  chunked body.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from .._clock import now_ns
+from ._behaviour import Plan, input_tokens_of, plan_request, request_rng
+from ._config import EmulatorConfig
+from ._record import End, GroundTruth, GroundTruthWriter
+from ._wire import KEEPALIVE, ChatWire, MessagesWire, ResponsesWire, Wire, http_error_body
+
+__all__ = ["EmulatorApp"]
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_ROUTES = {
+    "/v1/chat/completions": "chat",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+}
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+_SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+                (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+_STREAM_FAULTS = ("midstream_error", "disconnect", "stall")
+
+
+@dataclass(slots=True)
+class _StreamState:
+    """Mutable bookkeeping of one stream (what the ground truth will say)."""
+
+    t0_ns: int
+    keepalive_ns: int
+    last_write_ns: int = 0
+    events: int = 0
+    content_events: int = 0
+    keepalives: int = 0
+    first_ns: int | None = None
+    prev_ns: int = 0
+    gaps_ns: list[int] = field(default_factory=list)
+    parts: dict[str, list[str]] = field(
+        default_factory=lambda: {"text": [], "reasoning": [], "tool": []})
+    in_stall: bool = False
+    client_gone: bool = False
+    #: the last byte was handed over; a later http.disconnect is the normal close.
+    finished: bool = False
+    status: int = 0
+    end_ns: int = 0
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _tool_name(protocol: str, body: dict[str, Any]) -> str | None:
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not tools or not isinstance(tools[0], dict):
+        return None
+    t = tools[0]
+    if protocol == "chat" and isinstance(t.get("function"), dict):
+        name = t["function"].get("name")
+    else:
+        name = t.get("name")
+    return name if isinstance(name, str) and name else "tool"
+
+
+def _max_tokens(protocol: str, body: dict[str, Any]) -> int | None:
+    keys = {"chat": ("max_completion_tokens", "max_tokens"), "responses": ("max_output_tokens",),
+            "messages": ("max_tokens",)}[protocol]
+    for k in keys:
+        v = body.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+class EmulatorApp:
+    """The ASGI 3 application.
+
+    Args:
+        config: the validated configuration.
+        writer: where ground truth goes, or None.
+    """
+
+    def __init__(self, config: EmulatorConfig, writer: GroundTruthWriter | None = None) -> None:
+        self.config = config
+        self.writer = writer
+        self.requests = 0
+        self.created_s = int(time.time())
+        names = ["hopbench-emulator", *config.models]
+        self._models_body = json.dumps({"object": "list", "data": [
+            {"id": n, "object": "model", "created": self.created_s, "owned_by": "hopbench"}
+            for n in names]}).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+
+    # -- plain responses -------------------------------------------------------
+    @staticmethod
+    async def _json(send: Send, status: int, body: bytes,
+                    extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": _JSON_HEADERS + (extra or [])})
+        await send({"type": "http.response.body", "body": body})
+
+    def _authorized(self, scope: Scope) -> bool:
+        key = self.config.api_key
+        if key is None:
+            return True
+        auth = _header(scope, b"authorization")
+        return auth == f"Bearer {key}" or _header(scope, b"x-api-key") == key
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        t0 = now_ns()
+        path, method = scope["path"], scope["method"]
+        if path == "/v1/models" and method == "GET":
+            if not self._authorized(scope):
+                await self._json(send, 401, http_error_body("chat", 401))
+            else:
+                await self._json(send, 200, self._models_body)
+            return
+        protocol = _ROUTES.get(path)
+        if protocol is None or method != "POST":
+            await self._json(send, 404, http_error_body(protocol or "chat", 404))
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        request_id = _header(scope, b"x-hopbench-request-id")
+        try:
+            body = json.loads(b"".join(chunks))
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            await self._json(send, 400, http_error_body(protocol, 400, "Body is not a JSON object."))
+            return
+        model = body.get("model")
+        model = model if isinstance(model, str) else ""
+        stream = body.get("stream") is True
+        input_tokens = input_tokens_of(body)
+        if not self._authorized(scope):
+            await self._json(send, 401, http_error_body(protocol, 401))
+            self._record(request_id, protocol, model, stream, None, None, 401, input_tokens,
+                         "http_error", None, _StreamState(t0, 0), "stop", t0)
+            return
+        max_tokens = _max_tokens(protocol, body)
+        if protocol == "messages" and max_tokens is None:
+            await self._json(send, 400, http_error_body(
+                protocol, 400, "max_tokens: Field required"))
+            return
+        index = self.requests
+        self.requests += 1
+        behaviour = self.config.behaviour_for(model)
+        plan = plan_request(behaviour, request_rng(self.config.seed, index), protocol=protocol,
+                            stream=stream, max_tokens=max_tokens,
+                            tool_name=_tool_name(protocol, body))
+        rid = {"chat": "chatcmpl-", "responses": "resp_", "messages": "msg_"}[protocol]
+        rid += f"{self.config.seed:x}{index:012x}"
+        wire: Wire
+        if protocol == "chat":
+            opts = body.get("stream_options")
+            include = isinstance(opts, dict) and opts.get("include_usage") is True
+            wire = ChatWire(rid, model, self.created_s, input_tokens, include)
+        elif protocol == "responses":
+            wire = ResponsesWire(rid, model, self.created_s, input_tokens)
+        else:
+            wire = MessagesWire(rid, model, self.created_s, input_tokens)
+        st = _StreamState(t0, behaviour.keepalive_interval_ns)
+
+        if plan.slow_headers_ns:
+            await trio.sleep_until((t0 + plan.slow_headers_ns) / 1e9)
+        if plan.status != 200:
+            extra = ([(b"retry-after", str(behaviour.faults.retry_after_s).encode())]
+                     if plan.status == 429 else None)
+            await self._json(send, plan.status, http_error_body(protocol, plan.status), extra)
+            self._record(request_id, protocol, model, stream, plan.fault, None, plan.status,
+                         input_tokens, "http_error", None, st, plan.finish, now_ns())
+            return
+        if not stream:
+            await self._plain(send, plan, wire, st)
+            self._record(request_id, protocol, model, stream, plan.fault, None, 200,
+                         input_tokens, "completed", plan.n_tokens, st, plan.finish, st.end_ns)
+            return
+
+        end: End = "completed"
+        with trio.CancelScope() as outer:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch, receive, st, outer)
+                end = await self._stream(send, plan, wire, st)
+                nursery.cancel_scope.cancel()
+        if st.client_gone:
+            end = "stall" if st.in_stall else "client_closed"
+        self._record(request_id, protocol, model, stream, plan.fault, plan.error_code
+                     if end == "failed" else None, st.status, input_tokens, end,
+                     wire.reported_output, st, plan.finish, st.end_ns or now_ns())
+
+    @staticmethod
+    async def _watch(receive: Receive, st: _StreamState, scope: trio.CancelScope) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                if not st.finished:
+                    st.client_gone = True
+                    scope.cancel()
+                return
+
+    async def _plain(self, send: Send, plan: Plan, wire: Wire, st: _StreamState) -> None:
+        """A non-streaming answer: the whole body once the whole generation is due."""
+        due_ns = st.t0_ns + plan.first_ns + sum(plan.gaps_ns)
+        await trio.sleep_until(due_ns / 1e9)
+        body = wire.body(plan.finish, "".join(plan.reasoning), "".join(plan.text),
+                         plan.tool_name, "".join(plan.tool_args), plan.n_tokens)
+        st.parts = {"text": list(plan.text), "reasoning": list(plan.reasoning),
+                    "tool": list(plan.tool_args)}
+        st.status = 200
+        await send({"type": "http.response.start", "status": 200, "headers": _JSON_HEADERS})
+        st.first_ns = now_ns()
+        await send({"type": "http.response.body", "body": body})
+        st.end_ns = now_ns()
+
+    async def _write(self, send: Send, st: _StreamState, data: bytes, n_events: int) -> None:
+        st.events += n_events
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+        st.last_write_ns = st.end_ns = now_ns()
+
+    async def _wait_until(self, send: Send, st: _StreamState, due_ns: int) -> None:
+        """Sleep until ``due_ns``, writing keepalives in the silence (unless stalled)."""
+        ka = st.keepalive_ns
+        if ka and not st.in_stall:
+            while st.last_write_ns + ka < due_ns:
+                t_ns = st.last_write_ns + ka
+                await trio.sleep_until(t_ns / 1e9)
+                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                st.keepalives += 1
+                # the cadence counts from the scheduled time, so it never drifts
+                st.last_write_ns = t_ns
+        if due_ns > now_ns():
+            await trio.sleep_until(due_ns / 1e9)
+
+    async def _stream(self, send: Send, plan: Plan, wire: Wire, st: _StreamState) -> End:
+        """Carry out a streaming plan; return how it ended."""
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        st.status = 200
+        opening = wire.opening()
+        await self._write(send, st, b"".join(opening), len(opening))
+        fault = plan.fault if plan.fault in _STREAM_FAULTS else None
+        base_ns = st.t0_ns + plan.first_ns
+        gaps = plan.gaps_ns
+        i = 0
+        for kind, tokens in (("reasoning", plan.reasoning), ("text", plan.text),
+                             ("tool", plan.tool_args)):
+            parts = st.parts[kind]
+            for token in tokens:
+                if i:
+                    base_ns += gaps[i - 1]
+                if fault is not None and i == plan.fault_at:
+                    base_ns, ended = await self._fault(send, plan, wire, st, base_ns)
+                    if ended is not None:
+                        return ended
+                await self._wait_until(send, st, base_ns)
+                if wire.kind != kind:
+                    pre = wire.switch(kind, plan.tool_name)
+                    data = b"".join(pre) + wire.delta(kind, token)
+                    n = len(pre) + 1
+                else:
+                    data = wire.delta(kind, token)
+                    n = 1
+                t_ns = now_ns()
+                if st.first_ns is None:
+                    st.first_ns = t_ns
+                else:
+                    st.gaps_ns.append(t_ns - st.prev_ns)
+                st.prev_ns = t_ns
+                st.content_events += 1
+                parts.append(token)
+                await self._write(send, st, data, n)
+                i += 1
+        if fault is not None and i == plan.fault_at:
+            _, ended = await self._fault(send, plan, wire, st, now_ns())
+            if ended is not None:
+                return ended
+        closing = wire.closing(plan.finish, omit_done=plan.fault == "omit_done")
+        st.events += len(closing)
+        st.finished = True
+        await send({"type": "http.response.body", "body": b"".join(closing), "more_body": False})
+        st.end_ns = now_ns()
+        return "completed"
+
+    async def _fault(self, send: Send, plan: Plan, wire: Wire, st: _StreamState,
+                     due_ns: int) -> tuple[int, End | None]:
+        """Strike a mid-stream fault when the next delta is due.
+
+        Returns:
+            (the next delta's new due time in ns, the end if the stream ended).
+        """
+        if plan.fault == "stall":
+            st.in_stall = True
+            await trio.sleep_until((due_ns + plan.stall_ns) / 1e9)
+            st.in_stall = False
+            return due_ns + plan.stall_ns, None
+        await self._wait_until(send, st, due_ns)
+        if plan.fault == "disconnect":
+            st.end_ns = now_ns()
+            st.finished = True
+            return due_ns, "disconnect"
+        assert plan.error_code is not None
+        events = wire.error(plan.error_code)
+        st.events += len(events)
+        st.finished = True
+        await send({"type": "http.response.body", "body": b"".join(events), "more_body": False})
+        st.end_ns = now_ns()
+        return due_ns, "failed"
+
+    def _record(self, request_id: str | None, protocol: str, model: str, stream: bool,
+                fault: str | None, error_code: str | None, status: int, input_tokens: int,
+                end: End, output_tokens: int | None, st: _StreamState, finish: str,
+                end_ns: int) -> None:
+        if self.writer is None:
+            return
+        if protocol == "messages" and error_code is not None:
+            error_code = "api_error"
+        self.writer.write(GroundTruth(
+            request_id=request_id, protocol=protocol, model=model, stream=stream, fault=fault,
+            error_code=error_code, status=status,
+            ttft_ns=None if st.first_ns is None else st.first_ns - st.t0_ns,
+            gaps_ns=st.gaps_ns, events=st.events, content_events=st.content_events,
+            keepalives=st.keepalives, input_tokens=input_tokens, output_tokens=output_tokens,
+            output_tokens_sent=len(st.parts["text"]) + len(st.parts["reasoning"])
+            + len(st.parts["tool"]),
+            end=end, text="".join(st.parts["text"]),
+            reasoning_text="".join(st.parts["reasoning"]),
+            tool_arguments="".join(st.parts["tool"]), finish_reason=finish,
+            duration_ns=max(0, end_ns - st.t0_ns)))

@@ -1,0 +1,264 @@
+"""The emulator's configuration: validated once, then immutable.
+
+Role: turn a TOML table (a whole emulator config file's root, or a profile's
+``[emulator]`` table) into an ``EmulatorConfig``. Every key is read through the
+strict ``Table`` getters, so an error names the file, the line and the key path
+(``profiles/x.toml:31: emulator.faults.http_429: expected a number from 0 to 1,
+got 2``) and unknown keys are rejected.
+
+Invariants:
+- Human units in the file (``ttft_ms``, ``keepalive_interval_s``); the
+  ``Behaviour`` record converts to integer nanoseconds through its ``*_ns``
+  properties, in one place.
+- A per-model table (``[models."claude-x"]``) starts from the top-level values
+  and overrides only the keys it sets; its ``[faults]`` table is merged key by
+  key with the top-level one. ``seed`` and ``api_key`` are top-level only.
+- ``to_mapping()`` is JSON-able and ``from_mapping(to_mapping())`` gives an equal
+  config (the parent hands the config to the child process this way).
+
+The key reference is docs/emulator.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from .._errors import ProfileError
+from .._toml import Table, TomlDoc, load_toml
+
+__all__ = ["Behaviour", "EmulatorConfig", "FaultConfig", "FAULT_NAMES", "MIDSTREAM_CODES"]
+
+#: Fault names in the order the per-request draw walks them (docs/emulator.md, "Faults").
+FAULT_NAMES: tuple[str, ...] = (
+    "http_429",
+    "http_500",
+    "http_503",
+    "midstream_error",
+    "disconnect",
+    "stall",
+    "omit_done",
+    "slow_headers",
+)
+
+#: ``response.error.code`` values of a Responses ``response.failed`` (PROTOCOLS.md, Responses stream).
+MIDSTREAM_CODES: tuple[str, ...] = ("rate_limit_exceeded", "server_error", "invalid_prompt")
+
+TTFT_DISTRIBUTIONS: tuple[str, ...] = ("uniform", "normal", "lognormal", "exponential")
+
+
+@dataclass(frozen=True, slots=True)
+class FaultConfig:
+    """Per-request fault probabilities (each 0..1, summing to at most 1) and parameters.
+
+    Attributes:
+        http_429 .. slow_headers: probability that one request gets that fault.
+        retry_after_s: the ``Retry-After`` header of a 429, in whole seconds.
+        stall_s: length of a stall (no bytes, no keepalive), in seconds; the stream
+            then continues normally.
+        slow_headers_ms: delay before the response headers, in milliseconds.
+        fault_after_tokens: content deltas sent before a mid-stream fault
+            (midstream_error, disconnect, stall) strikes; capped to the stream's length.
+        midstream_codes: the codes a mid-stream error draws from (uniformly).
+    """
+
+    http_429: float = 0.0
+    http_500: float = 0.0
+    http_503: float = 0.0
+    midstream_error: float = 0.0
+    disconnect: float = 0.0
+    stall: float = 0.0
+    omit_done: float = 0.0
+    slow_headers: float = 0.0
+    retry_after_s: int = 1
+    stall_s: float = 5.0
+    slow_headers_ms: float = 1000.0
+    fault_after_tokens: int = 8
+    midstream_codes: tuple[str, ...] = MIDSTREAM_CODES
+
+    def probabilities(self) -> tuple[tuple[str, float], ...]:
+        """(fault name, probability) pairs in draw order."""
+        return tuple((name, float(getattr(self, name))) for name in FAULT_NAMES)
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """How one model behaves (top-level defaults or a per-model override).
+
+    Attributes:
+        ttft_ms: mean time to first token, in milliseconds, after the think time.
+        ttft_jitter_ms: spread of the TTFT, in milliseconds (see ``ttft_distribution``).
+        ttft_distribution: "uniform" (mean +- jitter), "normal" (sd = jitter),
+            "lognormal" (mean and sd as given), "exponential" (mean; jitter unused).
+        tokens_per_s: output token rate; 0 means unpaced (as fast as possible).
+        token_jitter_ms: each inter-token gap is 1/rate +- uniform(jitter), in ms, >= 0.
+        output_tokens: content deltas to produce (before ``max_tokens`` caps it).
+        output_tokens_jitter: +- uniform integer spread of ``output_tokens``.
+        think_time_ms: silence before the first token, in ms, added to the TTFT.
+        keepalive_interval_s: ``: hopbase-keepalive`` cadence in silences, in s; 0 disables.
+        reasoning_tokens: reasoning deltas sent before the text (part of output_tokens).
+        tool_call_probability: chance that a request carrying ``tools`` ends in a tool call.
+        tool_call_tokens: argument deltas of such a tool call (part of output_tokens).
+        faults: the fault table.
+    """
+
+    ttft_ms: float = 200.0
+    ttft_jitter_ms: float = 0.0
+    ttft_distribution: str = "uniform"
+    tokens_per_s: float = 50.0
+    token_jitter_ms: float = 0.0
+    output_tokens: int = 64
+    output_tokens_jitter: int = 0
+    think_time_ms: float = 0.0
+    keepalive_interval_s: float = 10.0
+    reasoning_tokens: int = 0
+    tool_call_probability: float = 0.0
+    tool_call_tokens: int = 6
+    faults: FaultConfig = field(default_factory=FaultConfig)
+
+    @property
+    def keepalive_interval_ns(self) -> int:
+        """Keepalive cadence in ns (0: keepalives off)."""
+        return int(round(self.keepalive_interval_s * 1e9))
+
+    @property
+    def gap_ns(self) -> int:
+        """Mean inter-token gap in ns (0 when unpaced)."""
+        return 0 if self.tokens_per_s <= 0 else int(round(1e9 / self.tokens_per_s))
+
+
+_BEHAVIOUR_DEFAULT = Behaviour()
+
+
+def _read_faults(t: Table, base: FaultConfig) -> FaultConfig:
+    values: dict[str, Any] = {}
+    for name in FAULT_NAMES:
+        values[name] = t.number(name, getattr(base, name), min=0, max=1)
+    values["retry_after_s"] = t.int("retry_after_s", base.retry_after_s, min=0)
+    values["stall_s"] = t.number("stall_s", base.stall_s, min=0)
+    values["slow_headers_ms"] = t.number("slow_headers_ms", base.slow_headers_ms, min=0)
+    values["fault_after_tokens"] = t.int("fault_after_tokens", base.fault_after_tokens, min=0)
+    codes = t.str_list("midstream_codes", list(base.midstream_codes), nonempty=True)
+    for code in codes:
+        if code not in MIDSTREAM_CODES:
+            raise t.error("midstream_codes",
+                          f"expected codes among {', '.join(MIDSTREAM_CODES)}, got {code!r}")
+    values["midstream_codes"] = tuple(codes)
+    total = sum(values[name] for name in FAULT_NAMES)
+    if total > 1.0 + 1e-9:
+        raise t.error(None, f"fault probabilities must sum to at most 1, got {total:g}")
+    t.done()
+    return FaultConfig(**values)
+
+
+def _read_behaviour(t: Table, base: Behaviour) -> Behaviour:
+    """Read the shared behaviour keys from ``t`` with ``base`` as defaults (marks them seen)."""
+    b = Behaviour(
+        ttft_ms=t.number("ttft_ms", base.ttft_ms, min=0),
+        ttft_jitter_ms=t.number("ttft_jitter_ms", base.ttft_jitter_ms, min=0),
+        ttft_distribution=t.str("ttft_distribution", base.ttft_distribution,
+                                choices=TTFT_DISTRIBUTIONS),
+        tokens_per_s=t.number("tokens_per_s", base.tokens_per_s, min=0),
+        token_jitter_ms=t.number("token_jitter_ms", base.token_jitter_ms, min=0),
+        output_tokens=t.int("output_tokens", base.output_tokens, min=0),
+        output_tokens_jitter=t.int("output_tokens_jitter", base.output_tokens_jitter, min=0),
+        think_time_ms=t.number("think_time_ms", base.think_time_ms, min=0),
+        keepalive_interval_s=t.number("keepalive_interval_s", base.keepalive_interval_s, min=0),
+        reasoning_tokens=t.int("reasoning_tokens", base.reasoning_tokens, min=0),
+        tool_call_probability=t.number("tool_call_probability", base.tool_call_probability,
+                                       min=0, max=1),
+        tool_call_tokens=t.int("tool_call_tokens", base.tool_call_tokens, min=1),
+        faults=base.faults,
+    )
+    if t.has("faults"):
+        b = replace(b, faults=_read_faults(t.table("faults"), base.faults))
+    return b
+
+
+def _behaviour_mapping(b: Behaviour) -> dict[str, Any]:
+    out = asdict(b)
+    out["faults"]["midstream_codes"] = list(b.faults.midstream_codes)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorConfig:
+    """The whole emulator configuration.
+
+    Attributes:
+        seed: seeds every per-request random draw (same requests in the same
+            order get the same behaviour).
+        api_key: when set, requests must carry ``Authorization: Bearer KEY`` or
+            ``x-api-key: KEY``; None accepts any request.
+        default: the behaviour of models with no table of their own.
+        models: per-model behaviours, by the request's ``model`` name.
+    """
+
+    seed: int = 0
+    api_key: str | None = None
+    default: Behaviour = field(default_factory=Behaviour)
+    models: dict[str, Behaviour] = field(default_factory=dict)
+
+    def behaviour_for(self, model: str) -> Behaviour:
+        """The behaviour of ``model`` (its own table, else the default)."""
+        return self.models.get(model, self.default)
+
+    @classmethod
+    def from_table(cls, table: Table) -> "EmulatorConfig":
+        """Validate a TOML table and build a config.
+
+        Args:
+            table: a profile's ``[emulator]`` table or an emulator config file's root.
+
+        Raises:
+            ProfileError: a wrong type or range, an unknown key, fault probabilities
+                summing past 1; the message names file, line and key path.
+        """
+        seed = table.int("seed", 0, min=0)
+        api_key = table.str("api_key", None, nonempty=True)
+        default = _read_behaviour(table, _BEHAVIOUR_DEFAULT)
+        models: dict[str, Behaviour] = {}
+        if table.has("models"):
+            mt = table.table("models")
+            for name in mt.keys():
+                sub = mt.table(name)
+                models[name] = _read_behaviour(sub, default)
+                sub.done()
+        table.done()
+        return cls(seed=seed, api_key=api_key, default=default, models=models)
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], source: str = "<emulator>") -> "EmulatorConfig":
+        """Validate a plain mapping (e.g. parsed JSON) like a TOML table.
+
+        Args:
+            data: the mapping, shaped like the TOML file.
+            source: a name for error messages in place of a file path.
+
+        Raises:
+            ProfileError: as ``from_table``.
+        """
+        if not isinstance(data, dict):
+            raise ProfileError(f"expected a table, got {type(data).__name__}", path=source)
+        doc = TomlDoc(data, None)
+        doc.path = source  # type: ignore[assignment]  # shown as the file in messages
+        return cls.from_table(doc.root())
+
+    @classmethod
+    def from_file(cls, path: str) -> "EmulatorConfig":
+        """Load and validate an emulator TOML file.
+
+        Raises:
+            ProfileError: unreadable file, invalid TOML, or a bad key.
+        """
+        return cls.from_table(load_toml(path).root())
+
+    def to_mapping(self) -> dict[str, Any]:
+        """A JSON-able mapping that ``from_mapping`` turns back into an equal config."""
+        out: dict[str, Any] = {"seed": self.seed}
+        if self.api_key is not None:
+            out["api_key"] = self.api_key
+        out.update(_behaviour_mapping(self.default))
+        if self.models:
+            out["models"] = {name: _behaviour_mapping(b) for name, b in self.models.items()}
+        return out

@@ -1,0 +1,107 @@
+"""Ground truth: one JSON line per request the emulator answered.
+
+Role: tests and benchmarks compare hopbench's measurements against what the
+emulator really did. ``GroundTruth`` is the record; ``GroundTruthWriter``
+appends it as one line of JSON to a file.
+
+Invariants:
+- Times are integer nanoseconds of the emulator's trio clock, as durations
+  from the moment the ASGI app was called for the request.
+- Each line is written and flushed whole, so a reader never sees half a line
+  of a finished request, even if the process is killed later.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+__all__ = ["GroundTruth", "GroundTruthWriter", "End", "read_ground_truth"]
+
+End = Literal["completed", "failed", "disconnect", "stall", "http_error", "client_closed"]
+
+
+@dataclass(frozen=True, slots=True)
+class GroundTruth:
+    """What the emulator did for one request.
+
+    Attributes:
+        request_id: the ``x-hopbench-request-id`` request header, or None.
+        protocol: "chat", "responses" or "messages".
+        model: the request's model.
+        stream: the request's ``stream`` flag.
+        fault: the injected fault name, or None.
+        error_code: the mid-stream error code sent, or None.
+        status: the HTTP status sent (0 if the client left before headers).
+        ttft_ns: request received -> first content delta handed to send(), in ns
+            (non-streaming: -> response body handed to send()); None if none was sent.
+        gaps_ns: handed-to-send() gaps between consecutive content deltas, in ns.
+        events: SSE events written (keepalive comments excluded).
+        content_events: events carrying a non-empty output delta (text, reasoning, tool).
+        keepalives: ``: hopbase-keepalive`` comments written.
+        input_tokens: input tokens reported.
+        output_tokens: output tokens the stream's usage reported, None if it reported none.
+        output_tokens_sent: content deltas actually sent (one token each).
+        end: how the request ended.
+        text: the visible text sent (reasoning and tool arguments excluded).
+        reasoning_text: the reasoning text sent.
+        tool_arguments: the tool-call argument text sent ("" when none).
+        finish_reason: the planned finish ("stop", "length", "tool_calls").
+        duration_ns: request received -> last byte handed to send(), in ns.
+    """
+
+    request_id: str | None
+    protocol: str
+    model: str
+    stream: bool
+    fault: str | None
+    error_code: str | None
+    status: int
+    ttft_ns: int | None
+    gaps_ns: list[int]
+    events: int
+    content_events: int
+    keepalives: int
+    input_tokens: int
+    output_tokens: int | None
+    output_tokens_sent: int
+    end: End
+    text: str
+    reasoning_text: str
+    tool_arguments: str
+    finish_reason: str
+    duration_ns: int
+
+
+class GroundTruthWriter:
+    """Append ``GroundTruth`` records as JSON lines.
+
+    Args:
+        path: the file to append to (created with its parent folders).
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+
+    def write(self, record: GroundTruth) -> None:
+        """Write one line and flush it. A closed writer ignores the record."""
+        if self._file is None:
+            return
+        self._file.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Flush and close (idempotent)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_ground_truth(path: Path) -> list[dict[str, object]]:
+    """Read a ground-truth file back: one dict per line, in write order."""
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
