@@ -544,3 +544,23 @@ def test_decoder_never_raises_on_wrongly_typed_fields(protocol: str, events: lis
     r = dec.finish()
     assert r.input_tokens is None or type(r.input_tokens) is int
     assert r.output_tokens is None or type(r.output_tokens) is int
+
+
+def test_protocols_import_no_trio_or_httpx() -> None:
+    # Sans-I/O (STYLE.md §1): the decoders must not pull in the async stack.
+    import subprocess
+    import sys
+
+    code = "import sys, hopbench.protocols; print(sorted(m for m in ('trio', 'httpx', 'httpx2') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         cwd=Path(__file__).parent.parent)
+    assert out.stdout.strip() == "[]"
+
+
+def test_chat_tool_call_fragments_without_index_continue_latest_call() -> None:
+    body = _chunk(None, tool_calls=[{"id": "c1", "function": {"name": "f", "arguments": "{\"a\""}}]) + \
+        _chunk(None, tool_calls=[{"function": {"arguments": ":1}"}}]) + \
+        _chunk(None, tool_calls=[{"id": "c2", "function": {"name": "g", "arguments": "{}"}}]) + DONE
+    r = decode_stream("chat", [body])
+    assert r.tool_calls == [{"index": 0, "id": "c1", "name": "f", "arguments": '{"a":1}'},
+                            {"index": 1, "id": "c2", "name": "g", "arguments": "{}"}]

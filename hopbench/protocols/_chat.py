@@ -170,7 +170,14 @@ class ChatDecoder(Decoder):
                 continue
             index = call.get("index")
             if type(index) is not int:
-                index = len(self._calls)
+                # No index (some older servers): a fragment with a new id starts
+                # a new call, any other fragment continues the latest one.
+                latest = max(self._calls, default=None)
+                new_id = call.get("id")
+                if latest is None or (new_id and new_id != self._calls[latest].id):
+                    index = 0 if latest is None else latest + 1
+                else:
+                    index = latest
             state = self._calls.get(index)
             if state is None:
                 state = self._calls[index] = _ToolCall(index)

@@ -184,7 +184,8 @@ class ResponsesDecoder(Decoder):
                 return call
         index = body.get("output_index")
         if type(index) is not int:
-            index = len(self._calls)
+            # Neither a known item_id nor an output_index: continue the latest call.
+            index = max(self._calls, default=0)
         call = self._calls.get(index)
         if call is None:
             call = self._calls[index] = _Call(index)
