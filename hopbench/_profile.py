@@ -145,8 +145,9 @@ class Profile:
 
     Attributes:
         path: the profile file (None when parsed from text).
-        emulator: the raw ``[emulator]`` table (validated by the emulator's own
-            config parser) or an empty dict.
+        emulator: the raw ``[emulator]`` table, or an empty dict.
+        emulator_config: that table parsed and validated by the emulator's own
+            parser (``hopbench.emulator.EmulatorConfig``).
         gate: the raw ``[gate]`` table, or an empty dict.
         raw: the parsed TOML (safe to record: it holds no secrets by construction).
     """
@@ -159,7 +160,7 @@ class Profile:
     emulator: Mapping[str, Any]
     gate: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
-    emulator_table: Table | None = field(default=None, repr=False, compare=False)
+    emulator_config: Any = field(default=None, repr=False, compare=False)
 
 
 def load_profile(path: str | Path, *, env: Mapping[str, str] | None = None) -> Profile:
@@ -204,7 +205,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     target = _target(root.table("target"), env)
     scenarios = _scenarios(root, base, target)
     emulator_t = root.table("emulator")
-    emulator_t.keys()  # validated by the emulator's own parser
+    from .emulator._config import EmulatorConfig  # the emulator owns its keys
+
+    emulator_config = EmulatorConfig.from_table(emulator_t)
     gate_t = root.table("gate")
     gate_t.keys()  # validated by the gate
     root.done()
@@ -221,7 +224,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         emulator=dict(emulator_t.data),
         gate=dict(gate_t.data),
         raw=doc.data,
-        emulator_table=emulator_t,
+        emulator_config=emulator_config,
     )
 
 

@@ -1,0 +1,103 @@
+"""Profiles: every example runs as-is, and bad input names file, line and key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hopbench import ProfileError
+from hopbench._profile import load_profile, parse_profile, request_headers
+
+ROOT = Path(__file__).resolve().parent.parent
+MINIMAL = """
+[run]
+duration_s = 1
+[load]
+concurrency = 2
+[[scenario]]
+protocol = "chat"
+"""
+MODEL = '\nmodel = "gpt-x"\n'
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "profiles").glob("*.toml")), ids=lambda p: p.name)
+def test_profile_examples_validate(path: Path) -> None:
+    profile = load_profile(path)
+    assert profile.scenarios
+    assert profile.target.embedded  # every example runs as-is on the emulator
+    assert profile.emulator_config is not None
+
+
+def test_profile_defaults_and_bodies() -> None:
+    p = parse_profile(MINIMAL, "m.toml")
+    assert p.run.duration_ns == 1_000_000_000
+    assert p.run.timeouts.idle_ns == 30_000_000_000
+    assert p.target.embedded
+    body = json.loads(p.scenarios[0].bodies[0])
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert p.scenarios[0].name == "chat-hopbench-fast"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (MINIMAL.replace("concurrency = 2", "concurrency = -4"),
+         "m.toml:5: load.concurrency: expected a positive integer"),
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1\nfoo = 2"),
+         "m.toml:4: run.foo: unknown key"),
+        (MINIMAL.replace('"chat"', '"chatty"'),
+         "m.toml:7: scenario[0].protocol: expected one of 'chat', 'responses', 'messages', got 'chatty'"),
+        (MINIMAL.replace("duration_s = 1", ""), "m.toml:2: run: expected run.duration_s or run.requests"),
+        (MINIMAL + '[target]\nheaders = { Authorization = "Bearer sk-x" }\n',
+         "m.toml:9: target.headers.Authorization: secret headers may not be written"),
+        (MINIMAL + '[target]\napi_key_env = "HOPBENCH_TEST_UNSET_VAR"\n',
+         "target.api_key_env: environment variable HOPBENCH_TEST_UNSET_VAR is not set"),
+        (MINIMAL + '[target]\nurl = "ftp://x"\n', "target.url: expected an http:// or https:// base URL"),
+        (MINIMAL + '[[scenario]]\nprotocol = "chat"\n', "scenario[1].name: expected a unique scenario name"),
+        (MINIMAL.replace("concurrency = 2", 'concurrency = "2"'),
+         "load.concurrency: expected a positive integer (at most 1000000), got '2' (a string)"),
+        (MINIMAL.replace("concurrency = 2", "concurrency = 2\nrate_rps = 3"),
+         'load.rate_rps: only valid with load.mode = "rate"'),
+        ("[run\n", "m.toml:1: invalid TOML"),
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1\nwarmup_s = 2"),
+         "run.warmup_s: expected less than run.duration_s"),
+    ],
+)
+def test_profile_bad_input_names_file_line_and_key(text: str, expected: str) -> None:
+    with pytest.raises(ProfileError) as info:
+        parse_profile(text, "m.toml", env={})
+    assert expected in str(info.value)
+
+
+def test_profile_missing_file() -> None:
+    with pytest.raises(ProfileError, match="nope.toml: file not found"):
+        load_profile("nope.toml")
+
+
+def test_profile_prompts_file_jsonl(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text('"one"\n{"prompt": "two"}\n\n{"messages": [{"role": "user", "content": "3"}]}\n')
+    prof = tmp_path / "x.toml"
+    prof.write_text(MINIMAL + 'prompts_file = "p.jsonl"\n')
+    p = load_profile(prof)
+    assert len(p.scenarios[0].bodies) == 3
+    (tmp_path / "p.jsonl").write_text('"one"\n{"nope": 1}\n')
+    with pytest.raises(ProfileError, match=r"p.jsonl:2: expected an object"):
+        load_profile(prof)
+
+
+def test_profile_secrets_only_from_env() -> None:
+    text = MINIMAL + MODEL + '[target]\nurl = "http://127.0.0.1:9"\napi_key_env = "K"\n' \
+        '[[scenario]]\nname = "m"\nprotocol = "messages"\nmodel = "c"\n'
+    p = parse_profile(text, "m.toml", env={"K": "sk-secret"})
+    assert "sk-secret" not in json.dumps(p.raw)
+    assert request_headers(p.target, "chat", {"K": "sk-secret"})["authorization"] == "Bearer sk-secret"
+    h = request_headers(p.target, "messages", {"K": "sk-secret"})
+    assert h["x-api-key"] == "sk-secret" and h["anthropic-version"]
+    assert "authorization" not in h
+
+
+def test_profile_emulator_table_errors_have_lines() -> None:
+    with pytest.raises(ProfileError, match=r"m.toml:9: emulator.faults.http_429: expected a number from 0 to 1"):
+        parse_profile(MINIMAL + "[emulator.faults]\nhttp_429 = 2\n", "m.toml")
