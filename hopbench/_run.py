@@ -1,0 +1,267 @@
+"""``hopbench run``: a profile in, a results folder out (the synchronous shell).
+
+Order of work, so that bad input costs nothing and a run loses nothing:
+1. validate the profile (and its ``[emulator]`` table) - errors before any load;
+2. create the results folder and write a first summary.json (complete: false);
+3. start the embedded emulator in a child process when the target is embedded;
+4. ``trio.run`` the ``LoadRunner``; every interval goes to intervals.hlog and
+   timeline.jsonl as it ends, summary.json is checkpointed every few seconds;
+5. whatever happened (end, SIGINT/SIGTERM, a crash), write the final files,
+   with ``complete: false`` unless the run reached its planned end.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import trio
+
+from ._clock import NS_PER_MS, NS_PER_S
+from ._errors import HopbenchError
+from ._profile import Profile, sanitized
+from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
+from ._results import ResultsWriter, environment
+from ._runner import LoadRunner, RunStats
+
+__all__ = ["RunOutcome", "run_profile", "analyse", "default_out_dir"]
+
+SATURATION_LAG_NS = 25 * NS_PER_MS
+SATURATION_CPU = 0.95
+LOAD_HELD_FRACTION = 0.9
+_CHECKPOINT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """What ``run_profile`` produced.
+
+    Attributes:
+        summary: the summary.json content.
+        out_dir: the results folder.
+        complete: False when the run was interrupted or crashed.
+        crashed: the traceback text when hopbench itself failed mid-run, else None.
+    """
+
+    summary: dict[str, Any]
+    out_dir: Path
+    complete: bool
+    crashed: str | None
+
+
+def default_out_dir(profile: Profile, root: Path = Path("results")) -> Path:
+    """``results/<name>-<UTC timestamp>`` (unique: a suffix is added on a clash)."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = root / f"{profile.run.name}-{stamp}"
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
+def _iso(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
+    """Judge the load generator and the load actually held.
+
+    Returns:
+        (saturated, warnings, load): saturated is True when the client itself
+        was the bottleneck (event-loop lag p99 or open-loop schedule lag p99
+        over 25 ms, or CPU over 95 % of a core), so latencies are not to be
+        trusted; ``load`` holds requested vs achieved figures.
+    """
+    warnings: list[str] = []
+    lag = total.histogram(ALL, "loop_lag")
+    sched = total.histogram(ALL, "schedule_lag")
+    cpu = stats.cpu_fractions
+    cpu_mean = sum(cpu) / len(cpu) if cpu else 0.0
+    lag_p99 = lag.percentile(99.0) if lag.count else 0
+    sched_p99 = sched.percentile(99.0) if sched.count else 0
+    saturated = False
+    if lag_p99 > SATURATION_LAG_NS:
+        saturated = True
+        warnings.append(f"load generator saturated: event-loop lag p99 {lag_p99 / NS_PER_MS:.1f} ms "
+                        f"(> {SATURATION_LAG_NS / NS_PER_MS:.0f} ms); latencies are not trustworthy")
+    if sched_p99 > SATURATION_LAG_NS:
+        saturated = True
+        warnings.append(f"load generator saturated: open-loop schedule lag p99 "
+                        f"{sched_p99 / NS_PER_MS:.1f} ms; arrivals left late")
+    if cpu_mean >= SATURATION_CPU:
+        saturated = True
+        warnings.append(f"load generator saturated: CPU {cpu_mean:.0%} of one core; "
+                        "add --workers or lower the load")
+    measured_ns = max(stats.stop_ns - profile.run.warmup_ns, 1)
+    load: dict[str, Any] = {"mode": profile.load.mode, "peak_in_flight": stats.peak_in_flight,
+                            "cpu_mean": round(cpu_mean, 4), "cpu_max": round(max(cpu, default=0), 4),
+                            "loop_lag_p99_ms": lag_p99 / NS_PER_MS}
+    steady_ns = stats.stop_ns - min(stats.steady_from_ns, stats.stop_ns)
+    mean_in_flight = stats.steady_area / steady_ns if steady_ns > 0 else None
+    load["mean_in_flight"] = None if mean_in_flight is None else round(mean_in_flight, 3)
+    if profile.load.mode == "concurrency":
+        load["requested_concurrency"] = profile.load.concurrency
+        want = profile.load.concurrency
+        # a request budget that ends the run early is not a failure to hold load
+        if (mean_in_flight is not None and profile.run.requests is None
+                and mean_in_flight < LOAD_HELD_FRACTION * want):
+            warnings.append(f"load not held: {mean_in_flight:.1f} streams in flight on average, "
+                            f"{want} requested")
+            load["held"] = False
+        else:
+            load["held"] = True
+    else:
+        arrivals = total.counter(ALL, "started") + total.counter(ALL, "max_in_flight_hits")
+        achieved = arrivals / (measured_ns / NS_PER_S)
+        load.update(requested_rate_rps=profile.load.rate_rps, achieved_rate_rps=round(achieved, 3),
+                    max_in_flight=profile.load.max_in_flight,
+                    max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
+                    schedule_lag_p99_ms=sched_p99 / NS_PER_MS)
+        held = True
+        if total.counter(ALL, "max_in_flight_hits"):
+            held = False
+            warnings.append(f"load not held: {total.counter(ALL, 'max_in_flight_hits')} arrivals "
+                            f"dropped at max_in_flight = {profile.load.max_in_flight}")
+        if profile.run.requests is None and achieved < LOAD_HELD_FRACTION * profile.load.rate_rps:
+            held = False
+            warnings.append(f"load not held: {achieved:.1f} arrivals/s achieved, "
+                            f"{profile.load.rate_rps:g} requested")
+        load["held"] = held
+    completed = total.counter(ALL, "completed")
+    buffered = total.counter(ALL, "proxy_buffering_suspected")
+    if completed and buffered > completed / 2:
+        warnings.append(f"proxy buffering suspected: {buffered} of {completed} streams arrived as "
+                        "one burst (TTFT close to E2E)")
+    counters = total.scopes[ALL].counters if ALL in total.scopes else {}
+    for key, n in sorted(counters.items()):
+        if key.startswith("out_of_range.") and n:
+            warnings.append(f"{n} {key[13:]} values outside the histogram's range (counted, not recorded)")
+    return saturated, warnings, load
+
+
+def run_profile(profile: Profile, *, out_dir: Path | None = None,
+                on_line: Callable[[str], None] | None = None,
+                progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
+                base_url: str | None = None) -> RunOutcome:
+    """Run ``profile`` and write its results folder.
+
+    Args:
+        profile: a validated profile.
+        out_dir: results folder (default ``results/<name>-<UTC timestamp>``).
+        on_line: receives plain progress lines (None: silent).
+        progress: receives each interval's snapshot and timeline record.
+        base_url: overrides the profile's target (tests).
+
+    Returns:
+        RunOutcome. Results are written even when the run is interrupted or
+        hopbench crashes mid-run (``complete: false``).
+
+    Raises:
+        ResultsError: the results folder cannot be written (before any load).
+    """
+    emu_cfg = profile.emulator_config
+    out = out_dir if out_dir is not None else default_out_dir(profile)
+    writer = ResultsWriter(out)
+    scopes = [s.name for s in profile.scenarios]
+    rec, warm = Recorder(scopes), Recorder(scopes)
+    started_wall = time.time()
+    meta: dict[str, Any] = {
+        "name": profile.run.name,
+        "profile": sanitized(profile),
+        "environment": environment(),
+        "started_at": _iso(started_wall),
+        "ended_at": None,
+        "target": "embedded" if profile.target.embedded else profile.target.url,
+        "warnings": [],
+        "saturated": False,
+        "gate": dict(profile.gate) or None,
+        "interrupted_by": None,
+        "workers": 1,
+    }
+    writer.start(meta)
+    timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
+    last_checkpoint = [time.monotonic()]
+
+    def on_interval(iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
+        writer.write_interval(warm_iv)
+        writer.write_interval(iv)
+        line = dict(line, completed=iv.counter(ALL, "completed") + warm_iv.counter(ALL, "completed"),
+                    started=iv.counter(ALL, "started") + warm_iv.counter(ALL, "started"),
+                    output_tokens=sum(iv.counter(ALL, f"tokens.output.{k}") for k in ("completed", "broken")))
+        timeline.write(json.dumps(line) + "\n")
+        timeline.flush()
+        if progress is not None:
+            progress(iv, line)
+        if on_line is not None:
+            on_line(_progress_line(iv, line))
+        if time.monotonic() - last_checkpoint[0] >= _CHECKPOINT_S:
+            last_checkpoint[0] = time.monotonic()
+            writer.update(dict(meta, ended_at=None), rec.snapshot(), complete=False)
+
+    emulator = None
+    crashed: str | None = None
+    stats: RunStats | None = None
+    runner: LoadRunner | None = None
+    try:
+        url = base_url or profile.target.url
+        if url is None:
+            from .emulator import EmbeddedEmulator
+
+            emulator = EmbeddedEmulator(emu_cfg, record_path=out / "ground_truth.jsonl")
+            url = emulator.__enter__().base_url
+            meta["ground_truth"] = "ground_truth.jsonl"
+        runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval)
+        stats = trio.run(runner.run)
+    except KeyboardInterrupt:
+        meta["interrupted_by"] = "SIGINT"
+    except HopbenchError:
+        raise
+    except Exception:
+        crashed = traceback.format_exc()
+        meta["crash"] = crashed.strip().splitlines()[-1]
+    finally:
+        if emulator is not None:
+            emulator.__exit__(None, None, None)
+        timeline.close()
+        stats = stats or (runner.stats if runner is not None else RunStats())
+        if stats.interrupted_by:
+            meta["interrupted_by"] = stats.interrupted_by
+        total = rec.snapshot()
+        saturated, warnings, load = analyse(profile, stats, total)
+        complete = crashed is None and meta["interrupted_by"] is None
+        if not complete:
+            warnings.insert(0, "run interrupted: results are partial (complete: false)"
+                            if crashed is None else f"hopbench crashed mid-run: {meta['crash']}")
+        ended = time.time()
+        meta.update(ended_at=_iso(ended), duration_s=round(ended - started_wall, 3),
+                    saturated=saturated, warnings=warnings, load=load,
+                    generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
+                               "loop_lag_p99_ms": load["loop_lag_p99_ms"],
+                               "intervals": len(stats.intervals)})
+        summary = writer.finish(meta, total, warm.snapshot() if profile.run.warmup_ns else None,
+                                complete=complete)
+    return RunOutcome(summary, out, complete, crashed)
+
+
+def _progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:
+    ttft = iv.histogram(ALL, "ttft")
+    itl = iv.histogram(ALL, "itl")
+    t_s = line["end_ns"] / NS_PER_S
+    dur_s = max((line["end_ns"] - line["start_ns"]) / NS_PER_S, 1e-9)
+    broken = sum(iv.counter(ALL, k) for k in ("failed", "truncated", "timeout", "connect_error", "http_error"))
+
+    def ms(h: Any, p: float) -> str:
+        return f"{h.percentile(p) / NS_PER_MS:.1f}" if h.count else "-"
+
+    return (f"[{t_s:6.1f}s] in flight {line['in_flight_now']:4d}  "
+            f"done {line['completed'] / dur_s:7.1f}/s  tok {line['output_tokens'] / dur_s:8.0f}/s  "
+            f"ttft p50/p99 {ms(ttft, 50)}/{ms(ttft, 99)} ms  itl p99 {ms(itl, 99)} ms  "
+            f"broken {broken}  cpu {line['cpu']:.0%}")

@@ -1,0 +1,568 @@
+"""The Trio load engine: the only async code and the only reader of the clock.
+
+One nursery runs the load generator (a closed loop of users or an open-loop
+arrival schedule), the streams themselves, and three watchers: an interval
+ticker (interval histograms to the results writer, progress), an event-loop
+lag probe and the stop logic (duration, request count, signals).
+
+Per stream: POST through httpx (``StreamTransport`` by default), raw body bytes
+-> ``SSEScanner`` -> the protocol decoder -> ``StreamMeter``; at the end the
+stream's samples and counters go to the ``Recorder``. Every foreign exception
+(httpx, trio, OS) is mapped to an outcome in exactly one place,
+``classify_exception``; ``trio.Cancelled`` is recorded as "cancelled" and
+re-raised, never swallowed.
+
+Outcomes (exactly one per started stream): completed, failed, truncated,
+timeout, connect_error, http_error, cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import trio
+
+from ._clock import NS_PER_S, now_ns, ns_to_s
+from ._errors import SSEError
+from ._meter import StreamMeter
+from ._profile import LoadSpec, Profile, Scenario, request_headers
+from ._recorder import IntervalSnapshot, Recorder
+from ._transport import StreamTransport
+from .protocols import StreamResult, new_decoder
+from .sse import SSEScanner
+
+__all__ = ["LoadRunner", "RunStats", "classify_exception", "REQUEST_ID_HEADER"]
+
+REQUEST_ID_HEADER = "x-hopbench-request-id"
+_ERROR_BODY_LIMIT = 64 * 1024
+_LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
+_MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
+    """Map a foreign exception raised during a stream to (outcome, detail).
+
+    The one place where httpx / trio / OS errors become outcomes (STYLE.md §4).
+
+    Args:
+        exc: what was raised.
+        phase: "connect", "headers" or "body": where the stream was.
+
+    Returns:
+        (outcome, detail): outcome one of "connect_error", "timeout",
+        "truncated"; detail a short machine-readable reason (counter suffix).
+    """
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "timeout", "connect"
+    if isinstance(exc, httpx.PoolTimeout):
+        return "timeout", "pool"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout", "first_byte" if phase != "body" else "idle"
+    if isinstance(exc, httpx.ConnectError):
+        return "connect_error", "refused" if "refused" in str(exc).lower() else "connect"
+    if isinstance(exc, SSEError):
+        return "truncated", "oversize_event"
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError,
+                        trio.BrokenResourceError, OSError)):
+        if phase == "body":
+            return "truncated", "closed" if isinstance(exc, httpx.RemoteProtocolError) else "reset"
+        return "connect_error", "closed_before_response"
+    if isinstance(exc, httpx.HTTPError):
+        return "connect_error", type(exc).__name__
+    raise exc
+
+
+def _http_error_code(body: bytes) -> str | None:
+    """The error code of an HTTP error body (OpenAI: error.code or error.type;
+    Anthropic: error.type), or None."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            for k in ("code", "type"):
+                v = err.get(k)
+                if isinstance(v, str) and v:
+                    return v
+    return None
+
+
+@dataclass(slots=True)
+class RunStats:
+    """What the runner knows about the run itself (not per stream).
+
+    Times are integer ns relative to the run start unless named otherwise.
+    """
+
+    started_ns: int = 0
+    stop_ns: int = 0
+    ended_ns: int = 0
+    interrupted_by: str | None = None
+    requests_started: int = 0
+    arrivals: int = 0
+    max_in_flight_hits: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    in_flight_area: float = 0.0  # stream-ns, for the time-weighted mean
+    steady_area: float = 0.0
+    steady_from_ns: int = 0
+    steady_ns: int = 0
+    last_change_ns: int = 0
+    cpu_fractions: list[float] = field(default_factory=list)
+    intervals: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LoadRunner:
+    """Runs one profile's load against ``base_url`` inside ``trio.run``.
+
+    Args:
+        profile: the validated profile.
+        base_url: e.g. "http://127.0.0.1:8000" (the emulator's or the target's).
+        recorder: receives the measured samples (after warm-up).
+        warmup_recorder: receives the samples of streams started during warm-up.
+        on_interval: called (synchronously) at each interval's end with the
+            measured IntervalSnapshot, the warm-up one (empty after warm-up) and
+            the interval's timeline record (a dict), e.g. to append to intervals.hlog.
+        load: the share of the load this process generates (workers split it);
+            defaults to the profile's.
+        env: where secrets are read from (default os.environ).
+    """
+
+    def __init__(self, profile: Profile, base_url: str, recorder: Recorder,
+                 warmup_recorder: Recorder,
+                 on_interval: Callable[[IntervalSnapshot, IntervalSnapshot, dict[str, Any]], None] | None = None,
+                 load: LoadSpec | None = None, env: dict[str, str] | None = None,
+                 request_budget: int | None = None, seed_offset: int = 0) -> None:
+        self.profile = profile
+        self.base_url = base_url
+        self.rec = recorder
+        self.warm = warmup_recorder
+        self.on_interval = on_interval
+        self.load = load or profile.load
+        self.stats = RunStats()
+        self._rng = random.Random(profile.run.seed * 1_000_003 + seed_offset)
+        self._headers = {p: request_headers(profile.target, p, env) for p in
+                         {s.protocol for s in profile.scenarios}}
+        self._weights = [s.weight for s in profile.scenarios]
+        self._cum = []
+        acc = 0.0
+        for w in self._weights:
+            acc += w
+            self._cum.append(acc)
+        self._requests_left = request_budget if request_budget is not None else profile.run.requests
+        self._next_id = 0
+        self._stopping = False
+        self._t0 = 0
+        self._id_prefix = f"{seed_offset}-"
+        self.last_interval: IntervalSnapshot | None = None
+
+    # -- helpers ---------------------------------------------------------------
+    def _pick(self) -> Scenario:
+        scenarios = self.profile.scenarios
+        if len(scenarios) == 1:
+            return scenarios[0]
+        x = self._rng.random() * self._cum[-1]
+        for s, c in zip(scenarios, self._cum):
+            if x < c:
+                return s
+        return scenarios[-1]
+
+    def _take_request(self) -> bool:
+        if self._stopping:
+            return False
+        if self._requests_left is None:
+            return True
+        if self._requests_left <= 0:
+            return False
+        self._requests_left -= 1
+        return True
+
+    def _in_flight_change(self, delta: int) -> None:
+        st = self.stats
+        t = now_ns()
+        dt = t - st.last_change_ns
+        st.in_flight_area += st.in_flight * dt
+        if t - self._t0 > st.steady_from_ns and not self._stopping:
+            lo = max(st.last_change_ns, self._t0 + st.steady_from_ns)
+            st.steady_area += st.in_flight * (t - lo)
+        st.last_change_ns = t
+        st.in_flight += delta
+        if st.in_flight > st.peak_in_flight:
+            st.peak_in_flight = st.in_flight
+
+    def _make_client(self) -> httpx.AsyncClient:
+        t = self.profile.target
+        to = self.profile.run.timeouts
+        conn_s = ns_to_s(to.connect_ns) if to.connect_ns else None
+        # Read timeouts are enforced by the runner's own deadlines (first byte,
+        # idle, total), so they can be told apart; httpx's read timeout is off.
+        timeout = httpx.Timeout(connect=conn_s, read=None, write=conn_s, pool=conn_s)
+        if t.transport == "hopbench":
+            transport: httpx.AsyncBaseTransport = StreamTransport(verify=t.verify_tls)
+        else:
+            n = max(self.load.concurrency, self.load.max_in_flight)
+            transport = httpx.AsyncHTTPTransport(
+                verify=t.verify_tls,
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+        return httpx.AsyncClient(base_url=self.base_url, transport=transport, timeout=timeout,
+                                 trust_env=t.transport == "httpx")
+
+    # -- the run ---------------------------------------------------------------
+    async def run(self) -> RunStats:
+        """Generate the load until the duration or request count is reached or a
+        signal arrives; in-flight streams then get ``run.grace_s`` to finish and
+        are cancelled (outcome "cancelled") after that.
+
+        Returns:
+            RunStats of the run. Never raises for server behaviour.
+        """
+        run = self.profile.run
+        self._generator_done = trio.Event()
+        self._idle_changed = trio.Event()
+        self._t0 = t0 = now_ns()
+        st = self.stats
+        st.started_ns = 0
+        st.last_change_ns = t0
+        st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
+        self._cpu0 = time.process_time_ns()
+        async with self._make_client() as client:
+            self._client = client
+            async with trio.open_nursery() as watchers:
+                watchers.start_soon(self._loop_lag_probe)
+                watchers.start_soon(self._ticker)
+                watchers.start_soon(self._signals, watchers.cancel_scope)
+                async with trio.open_nursery() as streams:
+                    self._streams = streams
+                    gen = trio.CancelScope()
+                    streams.start_soon(self._generate, gen)
+                    deadline = t0 + run.duration_ns if run.duration_ns else None
+                    with trio.move_on_at(ns_to_s(deadline) if deadline else math.inf):
+                        await self._stop_requested()
+                    self._stop(gen)
+                    with trio.move_on_after(ns_to_s(run.grace_ns)):
+                        await self._wait_idle()
+                    streams.cancel_scope.cancel()
+                self._final_interval()
+                watchers.cancel_scope.cancel()
+        st.ended_ns = now_ns() - t0
+        self._in_flight_change(0)
+        return st
+
+    async def _stop_requested(self) -> None:
+        self._stop_event = getattr(self, "_stop_event", None) or trio.Event()
+        async with trio.open_nursery() as n:
+            async def on(ev: trio.Event) -> None:
+                await ev.wait()
+                n.cancel_scope.cancel()
+            n.start_soon(on, self._stop_event)
+            if self._requests_left is not None:
+                n.start_soon(on, self._generator_done)
+
+    def request_stop(self, reason: str | None = None) -> None:
+        """Stop generating new load (e.g. on SIGINT); in-flight streams get the grace period."""
+        if reason and self.stats.interrupted_by is None:
+            self.stats.interrupted_by = reason
+        self._stop_event = getattr(self, "_stop_event", None) or trio.Event()
+        self._stop_event.set()
+
+    def _stop(self, gen: trio.CancelScope) -> None:
+        self._in_flight_change(0)
+        self._stopping = True
+        self.stats.stop_ns = now_ns() - self._t0
+        # Closed-loop users run their streams inside the generator: they stop by
+        # themselves after the current stream (``_take_request``), which keeps
+        # the grace period for in-flight streams. The open-loop scheduler only
+        # sleeps between arrivals, so it can be cancelled outright.
+        if self.load.mode == "rate":
+            gen.cancel()
+
+    async def _wait_idle(self) -> None:
+        while self.stats.in_flight > 0:
+            await self._idle_changed.wait()
+
+    async def _signals(self, scope: trio.CancelScope) -> None:
+        import signal
+        try:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
+                count = 0
+                async for signum in sigs:
+                    count += 1
+                    name = signal.Signals(signum).name
+                    self.request_stop(name)
+                    if count > 1:  # a second signal: no grace
+                        self._streams.cancel_scope.cancel()
+        except RuntimeError:  # not in the main thread (tests, workers): no handlers
+            await trio.sleep_forever()
+
+    async def _generate(self, scope: trio.CancelScope) -> None:
+        with scope:
+            if self.load.mode == "concurrency":
+                await self._closed_loop()
+            else:
+                await self._open_loop()
+        # closed loop with a request budget: users end by themselves
+        if self._requests_left is not None:
+            with trio.CancelScope(shield=True):
+                await self._wait_idle()
+            self._generator_done.set()
+
+    async def _closed_loop(self) -> None:
+        n = self.load.concurrency
+        ramp = self.load.ramp_up_ns
+        async with trio.open_nursery() as users:
+            for i in range(n):
+                users.start_soon(self._user, self._t0 + (ramp * i) // n)
+
+    async def _user(self, start_ns: int) -> None:
+        if start_ns > self._t0:
+            await trio.sleep_until(ns_to_s(start_ns))
+        while self._take_request():
+            await self._stream(self._pick(), None)
+
+    async def _open_loop(self) -> None:
+        rate = self.load.rate_rps
+        poisson = self.load.arrival == "poisson"
+        gap_ns = NS_PER_S / rate
+        t_next = float(self._t0)
+        st = self.stats
+        rng = self._rng
+        while True:
+            if poisson:
+                t_next += rng.expovariate(rate) * NS_PER_S
+            else:
+                t_next += gap_ns if st.arrivals else 0
+            intended = int(t_next)
+            await trio.sleep_until(ns_to_s(intended))
+            if not self._take_request():
+                return
+            lag = now_ns() - intended
+            self._recorder_for(intended).record_global("schedule_lag", max(lag, 0))
+            st.arrivals += 1
+            if st.in_flight >= self.load.max_in_flight:
+                st.max_in_flight_hits += 1
+                self._recorder_for(intended).incr_global("max_in_flight_hits")
+                continue
+            self._streams.start_soon(self._stream, self._pick(), intended)
+
+    def _recorder_for(self, start_ns: int) -> Recorder:
+        return self.warm if start_ns - self._t0 < self.profile.run.warmup_ns else self.rec
+
+    # -- one stream ------------------------------------------------------------
+    async def _stream(self, sc: Scenario, intended_ns: int | None) -> None:
+        to = self.profile.run.timeouts
+        self._next_id += 1
+        headers = dict(self._headers[sc.protocol])
+        headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
+        body = sc.bodies[0] if len(sc.bodies) == 1 else self._rng.choice(sc.bodies)
+        self.stats.requests_started += 1
+        self._in_flight_change(+1)
+        sent = now_ns()
+        meter = StreamMeter(intended_ns if intended_ns is not None else sent, sent)
+        rec = self._recorder_for(meter.start_ns)
+        rec.incr(sc.name, "started")
+        outcome = "cancelled"
+        detail = ""
+        result: StreamResult | None = None
+        box: list[StreamResult | None] = [None]  # what the decoder made of a broken body
+        http_status = 0
+        phase = "headers"
+        total_deadline = sent + to.total_ns if to.total_ns else None
+        try:
+            with trio.CancelScope() as scope:
+                first = sent + to.first_byte_ns if to.first_byte_ns else None
+                scope.deadline = ns_to_s(min(x for x in (first, total_deadline, 1 << 62) if x is not None))
+                try:
+                    outcome, detail, result, http_status = await self._exchange(
+                        sc, headers, body, meter, scope, total_deadline, rec, box)
+                except trio.Cancelled:
+                    raise
+                except Exception as exc:  # the per-stream boundary
+                    phase = "body" if meter.headers_ns is not None else "headers"
+                    outcome, detail = classify_exception(exc, phase)
+                    result = box[0]
+            if scope.cancelled_caught:
+                t = now_ns()
+                if total_deadline is not None and t >= total_deadline:
+                    detail = "total"
+                elif meter.headers_ns is None:
+                    detail = "first_byte"
+                else:
+                    detail = "idle"
+                outcome = "timeout"
+                result = box[0]
+        finally:
+            end = now_ns()
+            meter.close(end)
+            self._record(rec, sc, meter, end, outcome, detail, result, http_status)
+            self._in_flight_change(-1)
+            self._idle_changed.set()
+            self._idle_changed = trio.Event()
+
+    async def _exchange(self, sc: Scenario, headers: dict[str, str], body: bytes,
+                        meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
+                        rec: Recorder, box: list[StreamResult | None],
+                        ) -> tuple[str, str, StreamResult | None, int]:
+        client = self._client
+        idle_ns = self.profile.run.timeouts.idle_ns
+        request = client.build_request("POST", sc.path, content=body, headers=headers)
+        response = await client.send(request, stream=True)
+        try:
+            t = now_ns()
+            meter.on_headers(t)
+            connect_ns = response.extensions.get("hopbench.connect_ns")
+            if connect_ns is not None:
+                rec.record(sc.name, "connect_wait", connect_ns)
+            status = response.status_code
+            if status >= 300:
+                data = b""
+                async for chunk in response.aiter_raw():
+                    data += chunk
+                    if len(data) > _ERROR_BODY_LIMIT:
+                        break
+                code = _http_error_code(data)
+                return "http_error", f"{status}" + (f":{code}" if code else ""), None, status
+            ctype = response.headers.get("content-type", "")
+            if not ctype.startswith("text/event-stream"):
+                rec.incr(sc.name, "anomaly.wrong_content_type")
+            scanner = SSEScanner(max_event_bytes=_MAX_EVENT_BYTES)
+            dec = new_decoder(sc.protocol, keep_text=False)
+            never = 1 << 62
+            total = total_deadline if total_deadline is not None else never
+            identity = response.headers.get("content-encoding", "identity") == "identity"
+            chunks = response.aiter_raw() if identity else response.aiter_bytes()
+            try:
+                async for chunk in chunks:
+                    t = now_ns()
+                    meter.on_read(t)
+                    if idle_ns is not None:
+                        scope.deadline = ns_to_s(min(t + idle_ns, total))
+                    for item in scanner.feed(chunk):
+                        obs = dec.feed(item)
+                        if obs:
+                            meter.on_observations(t, obs)
+            finally:
+                # keep what arrived, also for timeouts and broken connections
+                box[0] = dec.finish(discarded_partial=scanner.close())
+            result = box[0]
+            detail = (result.error_code or "unknown") if result.outcome == "failed" else "closed"
+            return result.outcome, detail, result, status
+        finally:
+            await response.aclose()
+
+    def _record(self, rec: Recorder, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
+                detail: str, result: StreamResult | None, status: int) -> None:
+        name = sc.name
+        rec.incr(name, outcome)
+        if outcome == "http_error":
+            st, _, code = detail.partition(":")
+            rec.incr(name, f"http_error.{st}")
+            if code:
+                rec.incr(name, f"http_error_code.{code}")
+        elif outcome in ("timeout", "connect_error", "truncated") and detail:
+            rec.incr(name, f"{outcome}.{detail}")
+        elif outcome == "failed":
+            rec.incr(name, f"failed.{detail or 'unknown'}")
+        start = m.start_ns
+        if m.headers_ns is not None:
+            rec.record(name, "ttfb", m.headers_ns - start)
+            rec.record(name, "max_silence", m.max_silence_ns)
+            if m.max_silence_ns > self.profile.run.keepalive_budget_ns:
+                rec.incr(name, "keepalive_violations")
+        if m.start_ns != m.sent_ns:
+            rec.record(name, "queue_delay", m.sent_ns - m.start_ns)
+        if m.first_token_ns is not None:
+            rec.record(name, "ttft", m.first_token_ns - start)
+            if m.start_ns != m.sent_ns:
+                rec.record(name, "ttft_from_send", m.first_token_ns - m.sent_ns)
+        if m.first_content_ns is not None:
+            rec.record(name, "ttft_content", m.first_content_ns - start)
+        for gap in m.itl_ns:
+            rec.record(name, "itl", gap)
+        for gap in m.keepalive_gaps():
+            rec.record(name, "keepalive_interval", gap)
+        if m.keepalive_ns:
+            rec.incr(name, "keepalives", len(m.keepalive_ns))
+        if result is not None:
+            for kind, n in result.anomalies.items():
+                rec.incr(name, f"anomaly.{kind}", n)
+            inp, out = result.input_tokens, result.output_tokens
+        else:
+            inp, out = m.input_tokens, m.output_tokens
+        if outcome == "completed":
+            e2e = end_ns - start
+            rec.record(name, "e2e", e2e)
+            if m.start_ns != m.sent_ns:
+                rec.record(name, "e2e_from_send", end_ns - m.sent_ns)
+            if out and m.first_token_ns is not None:
+                if out > 1:
+                    rec.record(name, "tpot", (end_ns - m.first_token_ns) // (out - 1))
+                if e2e > 0:
+                    rec.record(name, "output_tokens_per_s", int(out * 1000 * NS_PER_S / e2e))
+            if (m.first_token_ns is not None and m.content_reads <= 2
+                    and result is not None and result.content_events >= 4
+                    and m.first_token_ns - start >= 0.9 * e2e):
+                rec.incr(name, "proxy_buffering_suspected")
+        kind = "completed" if outcome == "completed" else "broken"
+        if outcome in ("http_error", "connect_error"):
+            return
+        if inp is None and out is None:
+            rec.incr(name, "no_usage")
+        if inp:
+            rec.incr(name, f"tokens.input.{kind}", inp)
+        if out:
+            rec.incr(name, f"tokens.output.{kind}", out)
+
+    # -- watchers --------------------------------------------------------------
+    async def _loop_lag_probe(self) -> None:
+        while True:
+            t = now_ns()
+            target = t + _LOOP_PROBE_NS
+            await trio.sleep_until(ns_to_s(target))
+            lag = now_ns() - target
+            self._recorder_for(t).record_global("loop_lag", max(lag, 0))
+
+    async def _ticker(self) -> None:
+        iv = self.profile.run.interval_ns
+        k = 1
+        while True:
+            await trio.sleep_until(ns_to_s(self._t0 + k * iv))
+            self._emit_interval(k * iv)
+            k += 1
+
+    def _emit_interval(self, end_rel_ns: int) -> None:
+        st = self.stats
+        start_rel = st.intervals[-1]["end_ns"] if st.intervals else 0
+        if end_rel_ns <= start_rel:
+            return
+        self._in_flight_change(0)
+        cpu = time.process_time_ns()
+        cpu_frac = (cpu - self._cpu0) / max(end_rel_ns - start_rel, 1)
+        self._cpu0 = cpu
+        area = st.in_flight_area - getattr(self, "_area0", 0.0)
+        self._area0 = st.in_flight_area
+        line = {
+            "start_ns": start_rel, "end_ns": end_rel_ns,
+            "in_flight_mean": area / (end_rel_ns - start_rel),
+            "in_flight_now": st.in_flight, "cpu": round(cpu_frac, 4),
+            "started_total": st.requests_started,
+        }
+        if end_rel_ns - start_rel >= self.profile.run.interval_ns // 2:
+            st.cpu_fractions.append(cpu_frac)  # a short final interval would skew it
+        st.intervals.append(line)
+        warm = self.warm.take_interval(start_rel, end_rel_ns)
+        snap = self.rec.take_interval(start_rel, end_rel_ns)
+        self.last_interval = snap
+        if self.on_interval is not None:
+            self.on_interval(snap, warm, line)
+
+    def _final_interval(self) -> None:
+        self._emit_interval(now_ns() - self._t0)

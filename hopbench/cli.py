@@ -1,0 +1,130 @@
+"""The ``hopbench`` command line.
+
+Subcommands: run, validate, serve, gate, compare, report. Exit codes are the
+same everywhere: 0 success, 1 a budget breached / a worse verdict (gate,
+compare), 2 bad input (profile, arguments, unreadable results), 3 hopbench
+itself failed mid-run (partial results written), 130 interrupted (partial
+results written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_BREACH, EXIT_INPUT, EXIT_CRASH, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="hopbench", description="Streaming load tester for LLM gateways "
+                "(OpenAI Chat Completions, OpenAI Responses, Anthropic Messages over SSE).",
+                epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input, "
+                       "3 crashed mid-run (partial results), 130 interrupted (partial results).")
+    p.add_argument("--version", action="version", version=f"hopbench {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    r = sub.add_parser("run", help="run a load profile and write a results folder",
+                       description="Run a TOML load profile against a gateway (or the built-in "
+                       "emulator when the profile's target is embedded) and write results/<name>-<UTC time>/.")
+    r.add_argument("profile", type=Path, help="the profile (TOML), e.g. profiles/smoke.toml")
+    r.add_argument("--out", type=Path, metavar="DIR", help="results folder (default results/<name>-<UTC timestamp>)")
+    r.add_argument("--results-root", type=Path, default=Path("results"), metavar="DIR",
+                   help="where result folders are created (default: results)")
+    r.add_argument("--target-url", metavar="URL", help="override target.url (e.g. http://127.0.0.1:8000)")
+    r.add_argument("--quiet", "-q", action="store_true", help="no progress lines and no summary table")
+    r.add_argument("--no-progress", action="store_true", help="no progress lines (summary still shown)")
+    r.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (overrides run.workers)")
+
+    v = sub.add_parser("validate", help="check a profile without sending load",
+                       description="Validate a profile (and its [emulator] table); print nothing but "
+                       "errors; exit 0 when valid, 2 when not.")
+    v.add_argument("profile", type=Path, nargs="+")
+
+    sub.add_parser("serve", help="run the built-in gateway emulator", add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``hopbench`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "serve":
+        from .emulator import serve_main
+        return serve_main(argv[1:])
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "validate":
+            return _cmd_validate(args)
+    except (ProfileError, ResultsError, UsageError) as exc:
+        print(f"hopbench: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except HopbenchError as exc:
+        print(f"hopbench: error: {exc}", file=sys.stderr)
+        return EXIT_CRASH
+    parser.print_help()
+    return EXIT_INPUT
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from ._profile import load_profile
+
+    for path in args.profile:
+        load_profile(path)
+        print(f"{path}: ok")
+    return EXIT_OK
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from rich.console import Console
+
+    from ._profile import load_profile
+    from ._run import default_out_dir, run_profile
+    from ._summary_table import render_summary
+
+    profile = load_profile(args.profile)
+    if args.target_url:
+        from urllib.parse import urlsplit
+        url = args.target_url
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+            raise UsageError(f"--target-url: expected an http:// or https:// URL, got {url!r}")
+        profile = dataclasses.replace(profile, target=dataclasses.replace(profile.target, url=url.rstrip("/")))
+    if args.workers is not None:
+        if args.workers < 1:
+            raise UsageError(f"--workers: expected a positive integer, got {args.workers}")
+        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=args.workers))
+    console = Console(stderr=False)
+    err = Console(stderr=True)
+    out = args.out or default_out_dir(profile, args.results_root)
+    show_lines = not (args.quiet or args.no_progress)
+    if not args.quiet:
+        err.print(f"hopbench: running {args.profile} -> {out}", highlight=False)
+    outcome = run_profile(profile, out_dir=out,
+                          on_line=(lambda s: err.print(s, highlight=False)) if show_lines else None)
+    if not args.quiet:
+        render_summary(outcome.summary, console)
+        console.print(f"results: {outcome.out_dir}", highlight=False)
+    if outcome.crashed:
+        print(outcome.crashed, file=sys.stderr)
+        return EXIT_CRASH
+    if not outcome.complete:
+        return EXIT_INTERRUPTED
+    return EXIT_OK
