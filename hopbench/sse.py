@@ -133,6 +133,7 @@ class SSEScanner:
         "_etype",
         "_last_id",
         "_closed",
+        "_special",
     )
 
     def __init__(self, max_event_bytes: int = 4 * 1024 * 1024) -> None:
@@ -162,6 +163,8 @@ class SSEScanner:
         self._etype: bytes | None = None
         self._last_id = ""
         self._closed = False
+        # Any of the rare states above holds (BOM undecided, CR pending, closed).
+        self._special = True
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> list[SSEItem]:
         """Scan the next piece of the body.
@@ -181,33 +184,20 @@ class SSEScanner:
         """
         if type(chunk) is not bytes:
             chunk = bytes(chunk)
-        if not chunk:
-            return []
-        if self._closed:
-            raise UsageError("SSEScanner.feed() called after close()")
-        if self._bom_head is not None:
-            head = self._bom_head + chunk
-            if len(head) < 3 and _BOM.startswith(head):
-                self._bom_head = head
-                return []
-            self._bom_head = None
-            chunk = head[3:] if head.startswith(_BOM) else head
-            if not chunk:
-                return []
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[0] == _LF:
-                chunk = chunk[1:]
-                if not chunk:
-                    return []
+        if self._special:
+            # Rare: the stream's first bytes (BOM undecided), a CR that ended the
+            # previous read, or a closed scanner. Keeps the common path to one test.
+            chunk = self._prelude(chunk)
         if b"\r" in chunk:
             # Rare: normalise CRLF and lone CR to LF once for the whole read. A CR
             # at the very end may be the first half of a CRLF split over reads.
-            self._skip_lf = chunk[-1] == 13
+            if chunk[-1] == 13:
+                self._skip_lf = self._special = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         last = chunk.rfind(b"\n")
         pending = self._pending
         if last < 0:
+            # No line ends yet (often: small reads): amortised O(1) append.
             pending += chunk
             if len(pending) > self.max_event_bytes:
                 self._too_big("line", len(pending))
@@ -223,7 +213,35 @@ class SSEScanner:
             pending += memoryview(data)[last + 1 :]
             if len(pending) > self.max_event_bytes:
                 self._too_big("line", len(pending))
+        if data[last - 1] == _LF and data.find(b"\n") == last - 1 and data.startswith(b"data: ") and not self._data and self._etype is None:
+            # Fast path for small reads: exactly one whole "data: ...\n\n" completed.
+            if last - 1 > self.max_event_bytes:
+                self._too_big("line", last - 1)
+            return [_new_event("message", data[6 : last - 1], self._last_id)]
         return self._scan(data, last)
+
+    def _prelude(self, chunk: bytes) -> bytes:
+        """Handle the rare states before the common path; returns what is left to scan."""
+        if not chunk:
+            return chunk
+        if self._closed:
+            raise UsageError("SSEScanner.feed() called after close()")
+        if self._bom_head is not None:
+            head = self._bom_head + chunk
+            if len(head) < 3 and _BOM.startswith(head):
+                self._bom_head = head
+                return b""
+            self._bom_head = None
+            chunk = head[3:] if head.startswith(_BOM) else head
+            if not chunk:
+                self._special = self._skip_lf
+                return chunk
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[0] == _LF:
+                chunk = chunk[1:]
+        self._special = False
+        return chunk
 
     def close(self) -> bool:
         """End the body: discard what is left of a partial line or event.
@@ -242,7 +260,8 @@ class SSEScanner:
         self._data = []
         self._data_len = 0
         self._etype = None
-        self._closed = True
+        self._skip_lf = False
+        self._closed = self._special = True
         return discarded
 
     def _too_big(self, what: str, seen: int) -> None:
@@ -284,9 +303,24 @@ class SSEScanner:
                     self._too_big("line", nl - pos)
                 if not lines and etype is None and nl < last and data[nl + 1] == _LF and startswith(b"data: ", pos):
                     # Fast path: a whole one-line event "data: ...\n\n".
-                    append(_new_event("message", data[pos + 6 : nl], last_id))
+                    # _new_event inlined: this line runs once per event.
+                    item = _object_new(SSEEvent)
+                    _set_event(item, "message")
+                    _set_data(item, data[pos + 6 : nl])
+                    _set_id(item, last_id)
+                    append(item)
                     pos = nl + 2
                     continue
+                if not lines and etype is None and nl < last and startswith(b"event: ", pos):
+                    # Fast path: a whole "event: x\ndata: ...\n\n" (Responses, Anthropic).
+                    nl2 = find(b"\n", nl + 1)
+                    if nl2 < last and data[nl2 + 1] == _LF and startswith(b"data: ", nl + 1):
+                        if nl2 - nl - 1 > limit:
+                            self._too_big("line", nl2 - nl - 1)
+                        name = data[pos + 7 : nl].decode("utf-8", "replace") or "message"
+                        append(_new_event(name, data[nl + 7 : nl2], last_id))
+                        pos = nl2 + 2
+                        continue
                 colon = find(b":", pos, nl)
                 if colon == pos:
                     append(_new_comment(data[pos + 1 : nl]))

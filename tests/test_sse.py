@@ -639,3 +639,21 @@ def test_scanner_byte_by_byte_equals_one_read(stream: bytes) -> None:
 @given(stream=st.binary(max_size=200), cuts=st.lists(st.integers(0, 200), max_size=6))
 def test_scanner_arbitrary_bytes_never_raise(stream: bytes, cuts: list[int]) -> None:
     assert scan(split_at(stream, cuts)) == reference(stream)
+
+
+def test_scanner_fast_paths_keep_id_and_default_type() -> None:
+    # The one-line and two-line fast paths must honour the same state as the slow path.
+    stream = b"id: 5\n\nevent: a\ndata: b\n\nevent: \ndata: c\n\ndata: d\n\nevent: e\ndata: f\ndata: g\n\n"
+    expected = [
+        SSEEvent("a", b"b", "5"),
+        SSEEvent("message", b"c", "5"),
+        SSEEvent("message", b"d", "5"),
+        SSEEvent("e", b"f\ng", "5"),
+    ]
+    assert whole(stream) == expected
+    assert scan(pieces(stream, 1))[0] == expected
+
+
+def test_scanner_fast_path_event_line_bound() -> None:
+    with pytest.raises(SSEError):
+        scan([b"event: a\ndata: " + b"x" * 40 + b"\n\n"], max_event_bytes=40)
