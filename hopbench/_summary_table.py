@@ -1,0 +1,174 @@
+"""The end-of-run summary on the terminal (rich), from a summary.json dict.
+
+Role: presentation only. It reads the dict :meth:`ResultsWriter.finish`
+returns (or :func:`read_summary` reads back), so a saved run renders the same
+as a live one. Invariants: fits in 100 columns; never raises on a missing
+section (an interrupted run's summary may lack most of them); warnings come
+last, red for results that cannot be trusted as they stand, yellow for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ._hdr import METRICS
+
+__all__ = ["render_summary"]
+
+_OUTCOMES = ("started", "completed", "failed", "truncated", "timeout", "connect_error",
+             "http_error", "cancelled", "no_usage")
+_DETAIL_PREFIXES = ("failed.", "http_error.", "timeout.", "anomaly.")
+_UNIT_LABEL = {"ms": "ms", "tokens/s": "tok/s"}
+
+
+def _num(value: object) -> str:
+    """A reporting-unit float with about 3-4 significant figures."""
+    if not isinstance(value, (int, float)):
+        return "-"
+    v = float(value)
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def _int(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else "-"
+
+
+def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
+    table = Table(title=f"[bold]{name}[/bold]", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, padding=(0, 1))
+    table.add_column("metric", no_wrap=True)
+    table.add_column("unit", no_wrap=True)
+    for col in ("count", "p50", "p90", "p99", "p99.9", "max"):
+        table.add_column(col, justify="right", no_wrap=True)
+    metrics = scope.get("metrics") or {}
+    for metric in list(METRICS) + [m for m in metrics if m not in METRICS]:
+        m = metrics.get(metric)
+        if not isinstance(m, Mapping):
+            continue
+        label = metric if not m.get("out_of_range") else f"{metric} (!)"
+        table.add_row(
+            label,
+            _UNIT_LABEL.get(str(m.get("unit")), str(m.get("unit", ""))),
+            _int(m.get("count")),
+            _num(m.get("p50")),
+            _num(m.get("p90")),
+            _num(m.get("p99")),
+            _num(m.get("p999")),
+            _num(m.get("max")),
+        )
+    return table
+
+
+def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
+    counters: Mapping[str, int] = scope.get("counters") or {}
+    lines: list[Text] = []
+    outcome = [f"{k} {counters.get(k, 0):,}" for k in _OUTCOMES if counters.get(k) or k == "completed"]
+    lines.append(Text("outcomes: " + " · ".join(outcome)))
+    details = sorted(
+        (k, n) for k, n in counters.items() if n and k.startswith(_DETAIL_PREFIXES)
+    )
+    if details:
+        shown = ", ".join(f"{k} {n:,}" for k, n in details[:8])
+        more = f" (+{len(details) - 8} more)" if len(details) > 8 else ""
+        lines.append(Text("details: " + shown + more, style="dim"))
+    tokens = scope.get("tokens") or {}
+    tin, tout = tokens.get("input") or {}, tokens.get("output") or {}
+    lines.append(Text(
+        f"tokens in/out: completed {_int(tin.get('completed', 0))} / "
+        f"{_int(tout.get('completed', 0))} · broken {_int(tin.get('broken', 0))} / "
+        f"{_int(tout.get('broken', 0))}"
+    ))
+    ka, bad = counters.get("keepalives", 0), counters.get("keepalive_violations", 0)
+    if ka or bad:
+        ka_line = f"keepalives {ka:,} · violations {bad:,}"
+        if "max_silence" in (scope.get("metrics") or {}):
+            ka_line += f" · max silence p99 {_num(scope['metrics']['max_silence'].get('p99'))} ms"
+        lines.append(Text(ka_line, style="yellow" if bad else ""))
+    return lines
+
+
+def _warnings(summary: Mapping[str, Any]) -> list[Text]:
+    out: list[Text] = []
+    if summary.get("complete") is not True:
+        by = summary.get("interrupted_by")
+        out.append(Text(
+            "INCOMPLETE: the run stopped before its end"
+            + (f" (interrupted by {by})" if by else "")
+            + "; figures cover the part that ran",
+            style="bold red",
+        ))
+    if summary.get("saturated"):
+        out.append(Text(
+            "SATURATED: the client could not keep to the schedule; "
+            "latencies include client-side lag",
+            style="bold red",
+        ))
+    load = summary.get("load")
+    if isinstance(load, Mapping) and load.get("held") is False:
+        out.append(Text("load not held: the achieved load fell short of the target", style="red"))
+    all_scope = (summary.get("scopes") or {}).get("all") or {}
+    counters: Mapping[str, int] = all_scope.get("counters") or {}
+    if counters.get("proxy_buffering_suspected"):
+        out.append(Text(
+            f"proxy buffering suspected on {counters['proxy_buffering_suspected']:,} streams "
+            "(tokens arrive in bursts; ttft close to e2e)",
+            style="yellow",
+        ))
+    oor = {k.split(".", 1)[1]: n for k, n in counters.items() if k.startswith("out_of_range.") and n}
+    if oor:
+        listing = ", ".join(f"{m} {n:,}" for m, n in sorted(oor.items()))
+        out.append(Text(f"values out of range (not in histograms, counted): {listing}", style="yellow"))
+    if counters.get("keepalive_violations"):
+        out.append(Text(f"keepalive violations: {counters['keepalive_violations']:,}", style="yellow"))
+    for w in summary.get("warnings") or []:
+        out.append(Text(str(w), style="yellow"))
+    return out
+
+
+def render_summary(summary: dict[str, Any], console: Console) -> None:
+    """Print one compact table per scope, then the warnings.
+
+    Args:
+        summary: a summary.json dict (``ResultsWriter.finish`` or ``read_summary``).
+        console: where to print; everything fits in 100 columns.
+
+    Never raises on missing sections: what is absent is not shown.
+    """
+    scopes = summary.get("scopes") or {}
+    names = [n for n in scopes if n != "all"]
+    # With a single scenario, "all" repeats it, unless it holds global metrics.
+    if "all" in scopes:
+        only = scopes[names[0]] if len(names) == 1 else None
+        if only is None or set(scopes["all"].get("metrics") or {}) != set(only.get("metrics") or {}):
+            names.append("all")
+    for name in names:
+        scope = scopes[name]
+        if not isinstance(scope, Mapping):
+            continue
+        if scope.get("metrics"):
+            console.print(_metrics_table(name, scope))
+        else:
+            console.print(Text.assemble((name, "bold"), ": no values recorded"))
+        for line in _scope_lines(scope):
+            console.print(line)
+        console.print()
+    warnings = _warnings(summary)
+    if warnings:
+        console.print(Text("warnings", style="bold"))
+        for w in warnings:
+            console.print(Text("  ") + w)
+    else:
+        console.print(Text("no warnings", style="green"))
