@@ -345,6 +345,8 @@ class EmulatorApp:
             st.in_stall = True
             await trio.sleep_until((due_ns + plan.stall_ns) / 1e9)
             st.in_stall = False
+            # the keepalive cadence restarts after the stall instead of catching up
+            st.last_write_ns = now_ns()
             return due_ns + plan.stall_ns, None
         await self._wait_until(send, st, due_ns)
         if plan.fault == "disconnect":
