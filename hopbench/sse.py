@@ -182,11 +182,10 @@ class SSEScanner:
                 Never raises on anything else the server sends.
             UsageError: called after ``close()``.
         """
-        if type(chunk) is not bytes:
-            chunk = bytes(chunk)
-        if self._special:
-            # Rare: the stream's first bytes (BOM undecided), a CR that ended the
-            # previous read, or a closed scanner. Keeps the common path to one test.
+        if self._special or type(chunk) is not bytes:
+            # Rare: a bytearray or memoryview (copied once), the stream's first
+            # bytes (BOM undecided), a CR that ended the previous read, or a
+            # closed scanner. Keeps the common path to one test.
             chunk = self._prelude(chunk)
         if b"\r" in chunk:
             # Rare: normalise CRLF and lone CR to LF once for the whole read. A CR
@@ -194,23 +193,22 @@ class SSEScanner:
             if chunk[-1] == 13:
                 self._skip_lf = self._special = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        last = chunk.rfind(b"\n")
         pending = self._pending
-        if last < 0:
+        if b"\n" not in chunk:
             # No line ends yet (often: small reads): amortised O(1) append.
             pending += chunk
             if len(pending) > self.max_event_bytes:
                 self._too_big("line", len(pending))
             return []
+        last = chunk.rfind(b"\n")
         if pending:
             last += len(pending)
-            pending += chunk
-            data = bytes(pending)
+            data = b"".join((pending, chunk))
             pending.clear()
         else:
             data = chunk
         if last + 1 < len(data):
-            pending += memoryview(data)[last + 1 :]
+            pending += data[last + 1 :]
             if len(pending) > self.max_event_bytes:
                 self._too_big("line", len(pending))
         if data[last - 1] == _LF and data.find(b"\n") == last - 1 and data.startswith(b"data: ") and not self._data and self._etype is None:
@@ -221,8 +219,10 @@ class SSEScanner:
         return self._scan(data, last)
 
     def _prelude(self, chunk: bytes) -> bytes:
-        """Handle the rare states before the common path; returns what is left to scan."""
-        if not chunk:
+        """Handle the rare states before the common path; returns the bytes left to scan."""
+        if type(chunk) is not bytes:
+            chunk = bytes(chunk)
+        if not self._special or not chunk:
             return chunk
         if self._closed:
             raise UsageError("SSEScanner.feed() called after close()")
