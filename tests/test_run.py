@@ -1,0 +1,210 @@
+"""The main job end to end on the embedded emulator, checked against its ground truth."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hopbench import ResultsError
+from hopbench._hdr import Histogram
+from hopbench._profile import load_profile, parse_profile
+from hopbench._results import read_summary
+from hopbench._run import run_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _ground_truth(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "ground_truth.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def faults_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list[dict]]:
+    out = tmp_path_factory.mktemp("faults") / "run"
+    profile = load_profile(ROOT / "profiles" / "faults.toml")
+    outcome = run_profile(profile, out_dir=out)
+    assert outcome.complete and outcome.crashed is None
+    return outcome.summary, _ground_truth(out)
+
+
+def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dict]]) -> None:
+    summary, truth = faults_run
+    c = summary["scopes"]["all"]["counters"]
+    ends = collections.Counter(r["end"] for r in truth)
+    assert c["started"] == len(truth) == 600
+    assert c.get("completed", 0) == ends["completed"]
+    assert c.get("failed", 0) == ends["failed"]
+    assert c.get("truncated", 0) == ends["disconnect"]
+    assert c.get("timeout", 0) == c.get("timeout.idle", 0) == ends["stall"]
+    assert c.get("http_error", 0) == ends["http_error"]
+    assert c.get("cancelled", 0) == c.get("connect_error", 0) == 0
+    by_code = collections.Counter(r["error_code"] for r in truth if r["end"] == "failed")
+    assert {k[7:]: v for k, v in c.items() if k.startswith("failed.")} == dict(by_code)
+    by_status = collections.Counter(str(r["status"]) for r in truth if r["end"] == "http_error")
+    assert {k[11:]: v for k, v in c.items() if k.startswith("http_error.")} == dict(by_status)
+    # every fault kind happened, so every branch above was exercised
+    assert {r["fault"] for r in truth} >= {"http_429", "http_500", "http_503", "midstream_error",
+                                           "disconnect", "stall", "omit_done", "slow_headers"}
+    done = [r for r in truth if r["end"] == "completed"]
+    assert c["tokens.output.completed"] == sum(r["output_tokens"] or 0 for r in done)
+    assert c["tokens.input.completed"] == sum(r["input_tokens"] or 0 for r in done if r["output_tokens"] is not None)
+    # per scenario the counters add up to what was started
+    for scope, data in summary["scopes"].items():
+        k = data["counters"]
+        assert k["started"] == sum(k.get(o, 0) for o in ("completed", "failed", "truncated", "timeout",
+                                                          "http_error", "connect_error", "cancelled")), scope
+
+
+def test_run_faults_per_protocol_scopes(faults_run: tuple[dict, list[dict]]) -> None:
+    summary, truth = faults_run
+    proto_of = {"chat-gpt-emu": "chat", "responses-gpt-emu": "responses", "messages-claude-emu": "messages"}
+    for scope, proto in proto_of.items():
+        rows = [r for r in truth if r["protocol"] == proto]
+        assert summary["scopes"][scope]["counters"]["started"] == len(rows)
+        assert summary["scopes"][scope]["counters"].get("completed", 0) == sum(r["end"] == "completed" for r in rows)
+
+
+def _hist(metric: str, values: list[int]) -> Histogram:
+    h = Histogram(metric)
+    for v in values:
+        h.record(v)
+    return h
+
+
+def test_run_timing_matches_injected_ttft_and_gaps(tmp_path: Path) -> None:
+    text = """
+[run]
+requests = 240
+seed = 5
+[load]
+concurrency = 24
+[emulator]
+ttft_ms = 80
+ttft_jitter_ms = 40
+tokens_per_s = 100
+token_jitter_ms = 3
+output_tokens = 20
+seed = 9
+[[scenario]]
+protocol = "chat"
+model = "m"
+[[scenario]]
+protocol = "messages"
+model = "m"
+[[scenario]]
+protocol = "responses"
+model = "m"
+"""
+    out = tmp_path / "run"
+    outcome = run_profile(parse_profile(text, tmp_path / "t.toml"), out_dir=out)
+    truth = _ground_truth(out)
+    assert outcome.summary["scopes"]["all"]["counters"]["completed"] == 240
+    m = outcome.summary["scopes"]["all"]["metrics"]
+    inj_ttft = _hist("ttft", [r["ttft_ns"] for r in truth])
+    inj_itl = _hist("itl", [g for r in truth for g in r["gaps_ns"]])
+    ms = 1_000_000
+    assert abs(m["ttft"]["p50"] - inj_ttft.percentile(50) / ms) <= 2.0
+    assert abs(m["ttft"]["p99"] - inj_ttft.percentile(99) / ms) <= 10.0
+    assert abs(m["itl"]["p50"] - inj_itl.percentile(50) / ms) <= 2.0
+    assert abs(m["itl"]["p99"] - inj_itl.percentile(99) / ms) <= 10.0
+    assert m["itl"]["count"] == sum(len(r["gaps_ns"]) for r in truth)
+
+
+def test_run_unwritable_results_folder_fails_before_load(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    profile = load_profile(ROOT / "profiles" / "smoke.toml")
+    with pytest.raises(ResultsError):
+        run_profile(profile, out_dir=blocker / "sub")
+
+
+def _cli(*args: str, **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "hopbench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)  # type: ignore[call-overload]
+
+
+def test_run_cli_sigint_leaves_partial_results(tmp_path: Path) -> None:
+    prof = tmp_path / "long.toml"
+    prof.write_text("""
+[run]
+duration_s = 60
+grace_s = 1
+[load]
+concurrency = 8
+[emulator]
+ttft_ms = 20
+tokens_per_s = 20
+output_tokens = 400
+[[scenario]]
+protocol = "chat"
+model = "m"
+""")
+    out = tmp_path / "out"
+    proc = _cli("run", str(prof), "--out", str(out))
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (out / "timeline.jsonl").exists():
+            time.sleep(0.1)
+        time.sleep(2.5)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    s = read_summary(out)
+    assert s["complete"] is False and s["interrupted_by"] == "SIGINT"
+    c = s["scopes"]["all"]["counters"]
+    assert c["cancelled"] >= 1  # the 20 s streams were cut after the 1 s grace
+    assert c["started"] == c.get("cancelled", 0) + c.get("completed", 0)
+    assert (out / "intervals.hlog").stat().st_size > 0
+    assert s["scopes"]["all"]["metrics"]["ttft"]["count"] >= 8
+
+
+def test_run_cli_bad_profile_exit_2(tmp_path: Path) -> None:
+    prof = tmp_path / "bad.toml"
+    prof.write_text("[run]\nduration_s = 1\n[load]\nconcurrency = 0\n[[scenario]]\nprotocol = 'chat'\n")
+    proc = _cli("run", str(prof), "--out", str(tmp_path / "o"))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert f"{prof}:4: load.concurrency: expected a positive integer" in err
+    assert not (tmp_path / "o").exists()
+    proc = _cli("validate", str(prof))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and "load.concurrency" in err
+
+
+def test_run_secrets_never_reach_results(tmp_path: Path) -> None:
+    secret = "sk-hopbench-test-" + "9" * 24
+    text = """
+[run]
+requests = 6
+[load]
+concurrency = 2
+[target]
+api_key_env = "HOPBENCH_TEST_KEY"
+[emulator]
+ttft_ms = 5
+output_tokens = 3
+[[scenario]]
+protocol = "chat"
+model = "m"
+[[scenario]]
+protocol = "messages"
+model = "m"
+"""
+    out = tmp_path / "run"
+    outcome = run_profile(parse_profile(text, tmp_path / "s.toml", env={"HOPBENCH_TEST_KEY": secret}),
+                          out_dir=out)
+    assert outcome.summary["scopes"]["all"]["counters"]["started"] == 6
+    for f in out.iterdir():
+        assert secret.encode() not in f.read_bytes(), f.name
