@@ -9,9 +9,11 @@ Invariants:
   (``t0``): content delta i is due at ``t0 + first_ns + sum(gaps_ns[:i])``
   (+ the stall, after a stall fault), scheduled with ``trio.sleep_until`` so
   sleeps never accumulate drift.
-- One ``await send()`` per write: the opening events, each content delta (with
-  the events that open its part), each keepalive, the closing events. Nothing
-  is buffered past its due time.
+- Nothing is held past its due time: events are queued only while the next
+  one is already due, and the queue is written (one ``await send()``) before
+  any sleep and at the end. Paced streams thus write each event alone when it
+  is due; unpaced or overdue ones coalesce into one write (one syscall instead
+  of one per event, which is what bounds throughput on a small machine).
 - ``: hopbase-keepalive`` is written only in a silence: when nothing has been
   written for ``keepalive_interval_s`` and the next event is not yet due;
   never during a stall (PROTOCOLS.md, SSE framing).
@@ -62,6 +64,8 @@ class _StreamState:
     t0_ns: int
     keepalive_ns: int
     last_write_ns: int = 0
+    #: events due and queued, not yet handed to send()
+    pending: list[bytes] = field(default_factory=list)
     events: int = 0
     content_events: int = 0
     keepalives: int = 0
@@ -266,13 +270,25 @@ class EmulatorApp:
         await send({"type": "http.response.body", "body": body})
         st.end_ns = now_ns()
 
-    async def _write(self, send: Send, st: _StreamState, data: bytes, n_events: int) -> None:
+    @staticmethod
+    def _queue(st: _StreamState, data: bytes, n_events: int) -> None:
         st.events += n_events
-        await send({"type": "http.response.body", "body": data, "more_body": True})
-        st.last_write_ns = st.end_ns = now_ns()
+        st.pending.append(data)
+
+    @staticmethod
+    async def _flush(send: Send, st: _StreamState, more_body: bool = True) -> None:
+        """Write the queued events in one ``send()`` (a no-op when none are queued)."""
+        if st.pending or not more_body:
+            data = b"".join(st.pending)
+            st.pending.clear()
+            await send({"type": "http.response.body", "body": data, "more_body": more_body})
+            st.last_write_ns = st.end_ns = now_ns()
 
     async def _wait_until(self, send: Send, st: _StreamState, due_ns: int) -> None:
         """Sleep until ``due_ns``, writing keepalives in the silence (unless stalled)."""
+        if due_ns <= now_ns():
+            return
+        await self._flush(send, st)
         ka = st.keepalive_ns
         if ka and not st.in_stall:
             while st.last_write_ns + ka < due_ns:
@@ -290,7 +306,7 @@ class EmulatorApp:
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         st.status = 200
         opening = wire.opening()
-        await self._write(send, st, b"".join(opening), len(opening))
+        self._queue(st, b"".join(opening), len(opening))
         fault = plan.fault if plan.fault in _STREAM_FAULTS else None
         base_ns = st.t0_ns + plan.first_ns
         gaps = plan.gaps_ns
@@ -321,17 +337,18 @@ class EmulatorApp:
                 st.prev_ns = t_ns
                 st.content_events += 1
                 parts.append(token)
-                await self._write(send, st, data, n)
+                self._queue(st, data, n)
+                if len(st.pending) >= 256:  # bound the memory of a long unpaced stream
+                    await self._flush(send, st)
                 i += 1
         if fault is not None and i == plan.fault_at:
             _, ended = await self._fault(send, plan, wire, st, now_ns())
             if ended is not None:
                 return ended
         closing = wire.closing(plan.finish, omit_done=plan.fault == "omit_done")
-        st.events += len(closing)
+        self._queue(st, b"".join(closing), len(closing))
         st.finished = True
-        await send({"type": "http.response.body", "body": b"".join(closing), "more_body": False})
-        st.end_ns = now_ns()
+        await self._flush(send, st, more_body=False)
         return "completed"
 
     async def _fault(self, send: Send, plan: Plan, wire: Wire, st: _StreamState,
@@ -342,6 +359,7 @@ class EmulatorApp:
             (the next delta's new due time in ns, the end if the stream ended).
         """
         if plan.fault == "stall":
+            await self._flush(send, st)
             st.in_stall = True
             await trio.sleep_until((due_ns + plan.stall_ns) / 1e9)
             st.in_stall = False
@@ -350,15 +368,15 @@ class EmulatorApp:
             return due_ns + plan.stall_ns, None
         await self._wait_until(send, st, due_ns)
         if plan.fault == "disconnect":
+            await self._flush(send, st)
             st.end_ns = now_ns()
             st.finished = True
             return due_ns, "disconnect"
         assert plan.error_code is not None
         events = wire.error(plan.error_code)
-        st.events += len(events)
+        self._queue(st, b"".join(events), len(events))
         st.finished = True
-        await send({"type": "http.response.body", "body": b"".join(events), "more_body": False})
-        st.end_ns = now_ns()
+        await self._flush(send, st, more_body=False)
         return due_ns, "failed"
 
     def _record(self, request_id: str | None, protocol: str, model: str, stream: bool,

@@ -1,0 +1,59 @@
+"""EmbeddedEmulator (child process) and the ``hopbench serve`` command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hopbench.emulator import (
+    EmbeddedEmulator,
+    EmulatorConfig,
+    EmulatorStartError,
+    read_ground_truth,
+    serve_main,
+)
+
+
+def test_embedded_serves_then_stops_with_ground_truth_flushed(tmp_path: Path) -> None:
+    record = tmp_path / "results" / "emulator.jsonl"
+    config = EmulatorConfig.from_mapping({"ttft_ms": 1, "tokens_per_s": 0, "output_tokens": 5,
+                                          "api_key": "k"})
+    emu = EmbeddedEmulator(config, record_path=record)
+    with emu:
+        assert emu.base_url.startswith("http://127.0.0.1:")
+        with httpx.Client(trust_env=False) as client:
+            r = client.post(emu.base_url + "/v1/chat/completions",
+                            headers={"authorization": "Bearer k", "x-hopbench-request-id": "r1"},
+                            json={"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                  "stream": True})
+    assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n")
+    assert emu.exit_status == 0  # SIGTERM is a graceful stop
+    (line,) = read_ground_truth(record)
+    assert (line["request_id"], line["end"], line["content_events"]) == ("r1", "completed", 5)
+    assert emu.log_path is not None and "listening on" in emu.log_path.read_text()
+
+
+def test_embedded_child_death_raises_with_its_output(tmp_path: Path) -> None:
+    emu = EmbeddedEmulator(EmulatorConfig(), record_path=None, host="256.0.0.1",
+                           startup_timeout_s=10)
+    with pytest.raises(EmulatorStartError, match="exited with status 2") as info:
+        emu.__enter__()
+    assert "cannot listen" in str(info.value)
+
+
+def test_serve_main_rejects_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                         ) -> None:
+    bad = tmp_path / "emulator.toml"
+    bad.write_text("seed = 1\n[faults]\nstall = 1.5\n")
+    assert serve_main(["--config", str(bad), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:3: faults.stall: expected a number from 0 to 1, got 1.5" in err
+
+
+def test_config_mapping_survives_json_for_the_child() -> None:
+    config = EmulatorConfig.from_mapping({"seed": 4, "models": {"fast": {"tokens_per_s": 0}},
+                                          "faults": {"midstream_codes": ["server_error"]}})
+    assert EmulatorConfig.from_mapping(json.loads(json.dumps(config.to_mapping()))) == config
