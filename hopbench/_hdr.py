@@ -35,7 +35,9 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import math
 import sys
 from dataclasses import dataclass
@@ -175,11 +177,26 @@ class Histogram:
             ``spec.highest`` (nothing recorded: the caller must count it).
         """
         spec = self.spec
-        if value < 0 or value > spec.highest:
-            return False
         if value < spec.lowest:
+            if value < 0:
+                return False
             value = spec.lowest
-        return bool(self._hdr().record_value(value))
+        elif value > spec.highest:
+            return False
+        h = self._h if self._h is not None else self._hdr()
+        # hdrh's record_value() index arithmetic, inlined (2.6 -> ~1 us a value);
+        # test_histogram_record_matches_hdrh_record_value keeps it identical.
+        shift = h.unit_magnitude
+        half_mag = h.sub_bucket_half_count_magnitude
+        bucket = (value | h.sub_bucket_mask).bit_length() - shift - half_mag - 1
+        index = ((bucket + 1) << half_mag) + (value >> (bucket + shift)) - h.sub_bucket_half_count
+        h.counts[index] += 1
+        h.total_count += 1
+        if value < h.min_value:
+            h.min_value = value
+        if value > h.max_value:
+            h.max_value = value
+        return True
 
     def add(self, other: Histogram) -> None:
         """Add every count of ``other`` (same metric) into this histogram. Exact.
@@ -281,10 +298,25 @@ class Histogram:
         hi = h.get_counts_array_index(h.max_value)
         return [(lo + i, c) for i, c in enumerate(counts[lo : hi + 1]) if c]
 
-    def _median_equiv(self, index: int) -> int:
+    def _buckets(self, nz: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """(lowest equivalent value, bucket width, count) for each non-empty bucket.
+
+        hdrh's ``get_value_from_index`` and ``_hdr_size_of_equiv_value_range``
+        inlined: a Python call per bucket made stats() cost ~6 ms a histogram.
+        """
         h = self._h
-        value = h.get_value_from_index(index)
-        return int(h._hdr_median_equiv_value(value))
+        half_mag = h.sub_bucket_half_count_magnitude
+        half = h.sub_bucket_half_count
+        unit = h.unit_magnitude
+        out = []
+        for index, c in nz:
+            bucket = (index >> half_mag) - 1
+            sub = (index & (half - 1)) + half
+            if bucket < 0:
+                sub -= half
+                bucket = 0
+            out.append((sub << (bucket + unit), 1 << (bucket + unit), c))
+        return out
 
     @property
     def mean(self) -> float:
@@ -292,27 +324,32 @@ class Histogram:
         return self._mean_stddev(self._nonzero())[0]
 
     def _mean_stddev(self, nz: list[tuple[int, int]]) -> tuple[float, float]:
-        total = sum(c for _, c in nz)
-        if not total:
+        # bucket medians, as hdrh/Java getMean() and getStdDeviation(); sums
+        # in exact integers: var = (n*S2 - S1^2) / n^2.
+        n = s1 = s2 = 0
+        for low, width, c in self._buckets(nz):
+            mid = low + (width >> 1)
+            n += c
+            s1 += mid * c
+            s2 += mid * mid * c
+        if not n:
             return 0.0, 0.0
-        mids = [(self._median_equiv(i), c) for i, c in nz]
-        mean = sum(v * c for v, c in mids) / total
-        var = sum((v - mean) ** 2 * c for v, c in mids) / total
-        return mean, math.sqrt(var)
+        return s1 / n, math.sqrt((n * s2 - s1 * s1) / (n * n))
 
-    def _value_at(self, nz: list[tuple[int, int]], percentile: float) -> int:
+    def _value_at(self, nz: list[tuple[int, int]], percentile: float,
+                  cum: list[int] | None = None) -> int:
         h = self._h
         total = int(h.total_count)
         target = max(int(min(percentile, 100.0) * total / 100 + 0.5), 1)
-        seen = 0
-        for index, c in nz:
-            seen += c
-            if seen >= target:
-                value = h.get_value_from_index(index)
-                if percentile:
-                    return int(h.get_highest_equivalent_value(value))
-                return int(h.get_lowest_equivalent_value(value))
-        return 0
+        if cum is None:
+            cum = list(itertools.accumulate(c for _, c in nz))
+        k = bisect.bisect_left(cum, target)
+        if k == len(cum):
+            return 0
+        value = h.get_value_from_index(nz[k][0])
+        if percentile:
+            return int(h.get_highest_equivalent_value(value))
+        return int(h.get_lowest_equivalent_value(value))
 
     def percentile(self, p: float) -> int:
         """Value at percentile ``p`` (0..100) in the recorded unit; 0 when empty.
@@ -338,8 +375,9 @@ class Histogram:
         nz = self._nonzero()
         out: dict[str, float | int | None] = {"count": n, "min": self.min / d}
         out["mean"] = self._mean_stddev(nz)[0] / d
+        cum = list(itertools.accumulate(c for _, c in nz))
         for key, p in _PERCENTILES:
-            out[key] = self._value_at(nz, p) / d
+            out[key] = self._value_at(nz, p, cum) / d
         out["max"] = self.max / d
         return out
 

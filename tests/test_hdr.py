@@ -186,3 +186,17 @@ def test_histogram_hgrm_rate_metric_in_tokens_per_s() -> None:
     assert foot["Mean"] == pytest.approx(50.0, rel=1e-3)
     assert foot["Max"] == pytest.approx(60.0, rel=1e-3)
     assert h.stats()["p50"] == pytest.approx(50.0, rel=1e-3)
+
+
+def test_histogram_record_matches_hdrh_record_value() -> None:
+    rnd = random.Random(9)
+    values = [rnd.randint(1, 5000) for _ in range(3000)]
+    values += [int(10 ** rnd.uniform(0, 12.5)) for _ in range(3000)] + [1, 2047, 2048, HOUR_NS]
+    h = Histogram("e2e")
+    ref = HdrHistogram(1, HOUR_NS, SIGNIFICANT_FIGURES)
+    for v in values:
+        assert h.record(v)
+        assert ref.record_value(v)
+    assert h.encode() == ref.encode().decode()
+    assert (h.min, h.max, h.count) == (ref.get_min_value(), ref.get_max_value(), ref.get_total_count())
+    assert h.mean == pytest.approx(ref.get_mean_value(), rel=1e-12)
