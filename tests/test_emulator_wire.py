@@ -388,6 +388,7 @@ def test_emulator_timing_matches_what_the_client_sees(record: Path) -> None:
     stamps = [t for t, b in blocks if b.startswith(b"event: content_block_delta")]
     assert abs(stamps[0] * 1e9 - gt["ttft_ns"]) < 15e6
     assert abs(gt["ttft_ns"] - 150e6) < 5e6
+    assert 0 <= gt["lag_max_ns"] < 5e6
     assert all(abs(g - 40e6) < 5e6 for g in gt["gaps_ns"])
     client_gaps = [b - a for a, b in zip(stamps, stamps[1:])]
     assert all(abs(g - 0.04) < 0.015 for g in client_gaps), client_gaps

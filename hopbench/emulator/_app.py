@@ -75,6 +75,8 @@ class _StreamState:
     parts: dict[str, list[str]] = field(
         default_factory=lambda: {"text": [], "reasoning": [], "tool": []})
     in_stall: bool = False
+    #: worst lateness of a content delta's hand-off against its deadline, ns
+    lag_max_ns: int = 0
     client_gone: bool = False
     #: the last byte was handed over; a later http.disconnect is the normal close.
     finished: bool = False
@@ -335,6 +337,8 @@ class EmulatorApp:
                 else:
                     st.gaps_ns.append(t_ns - st.prev_ns)
                 st.prev_ns = t_ns
+                if t_ns - base_ns > st.lag_max_ns:
+                    st.lag_max_ns = t_ns - base_ns
                 st.content_events += 1
                 parts.append(token)
                 self._queue(st, data, n)
@@ -398,4 +402,4 @@ class EmulatorApp:
             end=end, text="".join(st.parts["text"]),
             reasoning_text="".join(st.parts["reasoning"]),
             tool_arguments="".join(st.parts["tool"]), finish_reason=finish,
-            duration_ns=max(0, end_ns - st.t0_ns)))
+            duration_ns=max(0, end_ns - st.t0_ns), lag_max_ns=st.lag_max_ns))

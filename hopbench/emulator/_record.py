@@ -50,6 +50,8 @@ class GroundTruth:
         tool_arguments: the tool-call argument text sent ("" when none).
         finish_reason: the planned finish ("stop", "length", "tool_calls").
         duration_ns: request received -> last byte handed to send(), in ns.
+        lag_max_ns: the worst lateness of a content delta's hand-off to send()
+            against its planned deadline, in ns (how well the emulator kept time).
     """
 
     request_id: str | None
@@ -73,6 +75,7 @@ class GroundTruth:
     tool_arguments: str
     finish_reason: str
     duration_ns: int
+    lag_max_ns: int = 0
 
 
 class GroundTruthWriter:
