@@ -1,0 +1,900 @@
+"""``hopbench gate``: hold a results folder to budgets (k6 thresholds for LLM streams).
+
+Role: parse budgets (a profile's ``[gate]`` table, recorded in summary.json, or
+a ``--budget`` TOML file), evaluate them against summary.json's statistics and
+counters, and render the verdict as text, Markdown, JSON or JUnit XML. Works
+from the results folder only (never re-runs, never reads raw logs): a gate of
+any folder takes milliseconds. User documentation: docs/gate.md.
+
+Invariants:
+
+* Exit codes: 0 every budget held (and the run was complete and not
+  saturated); 1 a budget breached, an inconclusive budget that must not pass,
+  or a failed run check; 2 bad input (``ProfileError``/``ResultsError``/
+  ``UsageError``, naming the file, line and key).
+* Values are compared in the metric's reporting unit (``_hdr.METRICS``: ms
+  for times, tokens/s for rates); a limit's unit (ns, us, ms, s) is
+  converted once at parse time.
+* Percentiles are HdrHistogram's (the highest value equivalent to the bucket
+  holding the target rank, within 0.1 % of a recorded value).
+* Rates are defined once, in :data:`RATES`, and documented in docs/gate.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
+from ._hdr import METRICS, Histogram
+from ._toml import Table, TomlDoc, load_toml
+
+__all__ = [
+    "RATES",
+    "Budget",
+    "BudgetResult",
+    "GateReport",
+    "RunCheck",
+    "evaluate_gate",
+    "gate_main",
+    "measured_duration_s",
+    "parse_budgets",
+    "rate_value",
+]
+
+ALL: Final = "all"
+EXIT_OK, EXIT_BREACH, EXIT_INPUT = 0, 1, 2
+
+_OPS: Final[dict[str, Callable[[float, float], bool]]] = {
+    "<=": lambda v, lim: v <= lim,
+    "<": lambda v, lim: v < lim,
+    ">=": lambda v, lim: v >= lim,
+    ">": lambda v, lim: v > lim,
+}
+_TIME_UNITS_MS: Final = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
+_LIMIT_RE = re.compile(r"^\s*(<=|>=|<|>)\s*(.+?)\s*$")
+_QTY_RE = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us|µs|ms|s|%)?$")
+_BASELINE_RE = re.compile(r"^baseline(?:\s*([*+-])\s*(.+))?$")
+_PCT_RE = re.compile(r"^p(\d{1,3}(?:\.\d+)?)$")
+_STATS_FIXED: Final = ("count", "min", "mean", "max")
+_OPTION_KEYS: Final = ("allow_incomplete", "allow_saturated")
+
+
+@dataclass(frozen=True, slots=True)
+class RateSpec:
+    """One rate a budget can name (``"error_rate" = "<= 0.01"``).
+
+    Attributes:
+        name: the budget key.
+        description: the definition, as documented.
+        fraction: True for a proportion in 0..1 (accepts ``%`` limits).
+    """
+
+    name: str
+    description: str
+    fraction: bool
+
+
+RATES: Final[dict[str, RateSpec]] = {
+    r.name: r
+    for r in (
+        RateSpec("error_rate", "(failed + truncated + timeout + connect_error + http_error) / (started - cancelled)", True),
+        RateSpec("completion_rate", "completed / (started - cancelled)", True),
+        RateSpec("interruption_rate", "(failed + truncated + timeout) / responded", True),
+        RateSpec("failed_rate", "failed / responded", True),
+        RateSpec("truncated_rate", "truncated / responded", True),
+        RateSpec("timeout_rate", "timeout / responded", True),
+        RateSpec("http_error_rate", "http_error / (started - cancelled)", True),
+        RateSpec("keepalive_violation_rate", "keepalive_violations / streams with a response (max_silence.count)", True),
+        RateSpec("output_tokens_per_s", "(tokens.output.completed + tokens.output.broken) / measured duration", False),
+        RateSpec("completed_per_s", "completed / measured duration", False),
+    )
+}
+"""Rate names a budget may use; ``responded`` = started - cancelled - http_error - connect_error."""
+
+
+def _c(counters: Mapping[str, Any], key: str) -> int:
+    v = counters.get(key, 0)
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def measured_duration_s(summary: Mapping[str, Any], results_dir: Path | None = None) -> tuple[float | None, str]:
+    """The measured duration of a run (warm-up excluded), in seconds, and where it came from.
+
+    In order: ``summary["load"]["measured_s"]`` when the run recorded it; else
+    the last interval end in ``results_dir/timeline.jsonl`` minus
+    ``run.warmup_s``; else ``duration_s - run.warmup_s`` (wall clock: includes
+    start-up, so it under-states a rate slightly).
+
+    Returns:
+        (seconds or None when unknown, source description).
+    """
+    load = summary.get("load")
+    if isinstance(load, Mapping):
+        m = load.get("measured_s")
+        if isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0:
+            return float(m), "load.measured_s"
+    profile = summary.get("profile")
+    run = profile.get("run", {}) if isinstance(profile, Mapping) else {}
+    warm = run.get("warmup_s", 0) if isinstance(run, Mapping) else 0
+    warm_s = float(warm) if isinstance(warm, (int, float)) and not isinstance(warm, bool) else 0.0
+    if results_dir is not None:
+        path = Path(results_dir) / "timeline.jsonl"
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+            last = json.loads(lines[-1]) if lines else None
+            end_ns = last.get("end_ns") if isinstance(last, dict) else None
+            if isinstance(end_ns, int) and end_ns / 1e9 > warm_s:
+                return end_ns / 1e9 - warm_s, "timeline.jsonl last end - run.warmup_s"
+        except (OSError, ValueError, IndexError):
+            pass
+    dur = summary.get("duration_s")
+    if isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur > warm_s:
+        return float(dur) - warm_s, "duration_s - run.warmup_s (wall clock)"
+    return None, "unknown"
+
+
+def rate_value(name: str, counters: Mapping[str, Any], metrics: Mapping[str, Any],
+               measured_s: float | None) -> tuple[float | None, int, int]:
+    """Compute rate ``name`` (a key of :data:`RATES`) for one scope.
+
+    Args:
+        name: the rate.
+        counters: the scope's counters from summary.json.
+        metrics: the scope's metrics from summary.json (for max_silence.count).
+        measured_s: measured duration in seconds, for the per-second rates.
+
+    Returns:
+        (value or None when the denominator is 0, numerator, denominator);
+        for per-second rates the denominator is the number of streams counted
+        (started - cancelled), so that min_count applies to it too.
+    """
+    started, cancelled = _c(counters, "started"), _c(counters, "cancelled")
+    failed, truncated, timeout = _c(counters, "failed"), _c(counters, "truncated"), _c(counters, "timeout")
+    http, conn = _c(counters, "http_error"), _c(counters, "connect_error")
+    streams = started - cancelled
+    responded = streams - http - conn
+    num: int
+    den: int
+    match name:
+        case "error_rate":
+            num, den = failed + truncated + timeout + conn + http, streams
+        case "completion_rate":
+            num, den = _c(counters, "completed"), streams
+        case "interruption_rate":
+            num, den = failed + truncated + timeout, responded
+        case "failed_rate":
+            num, den = failed, responded
+        case "truncated_rate":
+            num, den = truncated, responded
+        case "timeout_rate":
+            num, den = timeout, responded
+        case "http_error_rate":
+            num, den = http, streams
+        case "keepalive_violation_rate":
+            ms = metrics.get("max_silence")
+            cnt = ms.get("count", 0) if isinstance(ms, Mapping) else 0
+            num, den = _c(counters, "keepalive_violations"), cnt if isinstance(cnt, int) else 0
+        case "output_tokens_per_s" | "completed_per_s":
+            if name == "output_tokens_per_s":
+                num = _c(counters, "tokens.output.completed") + _c(counters, "tokens.output.broken")
+            else:
+                num = _c(counters, "completed")
+            if not measured_s or measured_s <= 0:
+                return None, num, streams
+            return num / measured_s, num, streams
+        case _:
+            raise UsageError(f"unknown rate {name!r}: expected one of {', '.join(RATES)}")
+    if den <= 0:
+        return None, num, max(den, 0)
+    return num / den, num, den
+
+
+# -- budgets -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One parsed budget.
+
+    Attributes:
+        key: the key as written, e.g. ``"ttft.p99"`` or ``"error_rate"``.
+        scope: ``"all"`` or a scenario name.
+        metric: a :data:`~hopbench._hdr.METRICS` name, or None for a rate.
+        stat: ``count``/``min``/``mean``/``max``/``pNN.N`` (None for a rate).
+        percentile: the percentile of a ``pNN.N`` statistic (0..100), else None.
+        rate: a :data:`RATES` name, or None for a metric statistic.
+        op: ``<=``, ``<``, ``>=`` or ``>``.
+        limit_text: the limit as written, e.g. ``"<= 800ms"``.
+        limit: the limit in the reporting unit, or None when relative to the baseline.
+        baseline_op: ``"*"``, ``"+"``, ``"-"`` or ``"="`` (baseline as is) when relative, else None.
+        baseline_operand: factor (``*``) or offset in the reporting unit (``+``, ``-``).
+        unit: the reporting unit shown beside values (``ms``, ``tokens/s``, ``""``).
+        min_count: samples (or rate denominator) needed for a conclusive verdict.
+        inconclusive_passes: an inconclusive budget passes (default: it fails).
+        file: the file (or source) the budget came from.
+        line: its 1-based line, or None when unknown (a mapping from summary.json).
+    """
+
+    key: str
+    scope: str
+    metric: str | None
+    stat: str | None
+    percentile: float | None
+    rate: str | None
+    op: str
+    limit_text: str
+    limit: float | None
+    baseline_op: str | None
+    baseline_operand: float
+    unit: str
+    min_count: int
+    inconclusive_passes: bool
+    file: str
+    line: int | None
+
+    @property
+    def where(self) -> str:
+        """``file:line`` (or the file alone) for messages."""
+        return self.file if self.line is None else f"{self.file}:{self.line}"
+
+
+def default_min_count(stat: str | None) -> int:
+    """Samples needed before a statistic means anything.
+
+    ``count``: 0; ``pNN``: ``ceil(100 / (100 - NN))`` (p50: 2, p90: 10, p99:
+    100, p99.9: 1000), so at least one sample lies above the percentile's
+    rank; ``p100``, ``min``, ``mean``, ``max``, rates: 1.
+    """
+    if stat == "count":
+        return 0
+    m = _PCT_RE.match(stat or "")
+    if m:
+        p = float(m.group(1))
+        if p >= 100:
+            return 1
+        return max(1, math.ceil(round(100.0 / (100.0 - p), 9)))
+    return 1
+
+
+def _parse_quantity(text: str, budget: str, unit_kind: str, t: Table, key: str) -> float:
+    """Parse ``800ms`` / ``0.5%`` / ``500`` into the reporting unit."""
+    m = _QTY_RE.match(text.strip())
+    if not m:
+        raise t.error(key, f"expected a number{' with a unit (ns, us, ms, s)' if unit_kind == 'time' else ''}, got {text!r}")
+    number, unit = float(m.group(1)), m.group(2)
+    if unit_kind == "time":
+        if unit is None or unit == "%":
+            raise t.error(key, f"{budget}: expected a time with a unit (ns, us, ms, s), e.g. '800ms', got {text!r}")
+        return number * _TIME_UNITS_MS[unit]
+    if unit == "%":
+        if unit_kind != "fraction":
+            raise t.error(key, f"{budget}: '%' only applies to rates, got {text!r}")
+        return number / 100.0
+    if unit is not None:
+        raise t.error(key, f"{budget}: expected a plain number (no unit), got {text!r}")
+    return number
+
+
+def _where(t: Table, key: str) -> tuple[str, int | None]:
+    line = t.doc.line_of(t.path + (key,)) if t.doc else None
+    file = str(t.doc.path) if t.doc and t.doc.path else "<gate>"
+    return file, line
+
+
+def _parse_one(t: Table, key: str, scope: str) -> Budget:
+    value = t.raw(key)
+    min_count: int | None = None
+    inconclusive = "fail"
+    if isinstance(value, Mapping):
+        sub = Table(value, t.doc, t.path + (key,))
+        limit_text = sub.str("limit")
+        min_count = sub.int("min_count", None, min=0)
+        inconclusive = sub.str("inconclusive", "fail", choices=("fail", "pass"))
+        sub.done()
+    elif isinstance(value, str):
+        limit_text = value
+    else:
+        raise t.error(key, f"expected a comparison string such as \"<= 800ms\" or a table "
+                           f"{{ limit = \"<= 800ms\", min_count = 50 }}, got {value!r}")
+    metric: str | None
+    stat: str | None
+    rate: str | None = None
+    percentile: float | None = None
+    if key in RATES:
+        metric = stat = None
+        rate = key
+        spec_r = RATES[key]
+        unit_kind = "fraction" if spec_r.fraction else "number"
+        unit = "" if spec_r.fraction else "/s"
+        if key == "output_tokens_per_s":
+            unit = "tokens/s"
+    else:
+        metric, dot, stat = key.partition(".")
+        if not dot or not stat:
+            raise t.error(key, f"unknown budget: expected \"<metric>.<statistic>\" (metrics: "
+                               f"{', '.join(METRICS)}) or a rate ({', '.join(RATES)})")
+        if metric not in METRICS:
+            raise t.error(key, f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
+        if stat == "p999":
+            stat = "p99.9"
+        pm = _PCT_RE.match(stat)
+        if pm:
+            percentile = float(pm.group(1))
+            if percentile > 100:
+                raise t.error(key, f"percentile {stat!r} is above 100")
+        elif stat not in _STATS_FIXED:
+            raise t.error(key, f"unknown statistic {stat!r}: expected count, min, mean, max or pNN.N "
+                               "(p50, p90, p99, p99.9, ...)")
+        spec = METRICS[metric]
+        if stat == "count":
+            unit_kind, unit = "number", ""
+        elif spec.unit == "ms":
+            unit_kind, unit = "time", "ms"
+        else:
+            unit_kind, unit = "number", spec.unit
+    m = _LIMIT_RE.match(limit_text)
+    if not m:
+        raise t.error(key, f"expected a comparison (<=, <, >=, >) and a limit, e.g. \"<= 800ms\", got {limit_text!r}")
+    op, rhs = m.group(1), m.group(2)
+    limit: float | None = None
+    b_op: str | None = None
+    b_operand = 0.0
+    bm = _BASELINE_RE.match(rhs)
+    if bm:
+        b_op = bm.group(1) or "="
+        if b_op == "*":
+            b_operand = _parse_quantity(bm.group(2), key, "number", t, key)
+            if b_operand <= 0:
+                raise t.error(key, f"expected a positive factor after 'baseline *', got {bm.group(2)!r}")
+        elif b_op in "+-":
+            b_operand = _parse_quantity(bm.group(2), key, unit_kind, t, key)
+    else:
+        limit = _parse_quantity(rhs, key, unit_kind, t, key)
+    return Budget(
+        key=key, scope=scope, metric=metric, stat=stat, percentile=percentile, rate=rate,
+        op=op, limit_text=limit_text.strip(), limit=limit, baseline_op=b_op,
+        baseline_operand=b_operand, unit=unit,
+        min_count=default_min_count(stat) if min_count is None else min_count,
+        inconclusive_passes=inconclusive == "pass", file=_where(t, key)[0], line=_where(t, key)[1],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GateOptions:
+    """Run-check switches from the gate table (``allow_incomplete``, ``allow_saturated``)."""
+
+    allow_incomplete: bool = False
+    allow_saturated: bool = False
+
+
+def parse_budgets(t: Table) -> tuple[list[Budget], GateOptions]:
+    """Parse a ``[gate]`` table: budgets for "all", ``[gate.scenario.<name>]`` tables, options.
+
+    Raises:
+        ProfileError: an unknown metric, statistic or rate, a malformed limit,
+            a missing unit, naming the file, line and key.
+    """
+    budgets: list[Budget] = []
+    allow_incomplete = t.bool("allow_incomplete", False)
+    allow_saturated = t.bool("allow_saturated", False)
+    for key in t.keys():
+        if key in _OPTION_KEYS:
+            continue
+        if key == "scenario":
+            scen = t.table("scenario")
+            for name in scen.keys():
+                sub = scen.table(name)
+                for skey in sub.keys():
+                    budgets.append(_parse_one(sub, skey, name))
+            continue
+        budgets.append(_parse_one(t, key, ALL))
+    return budgets, GateOptions(allow_incomplete, allow_saturated)
+
+
+def _table_from_mapping(data: Mapping[str, Any], source: str) -> Table:
+    doc = TomlDoc(dict(data), Path(source))
+    return Table(data, doc, ())
+
+
+def load_budget_file(path: Path) -> Table:
+    """Read a budget TOML file: its ``[gate]`` table when it has one (a profile
+    works as a budget file), else the whole file.
+
+    Raises:
+        ProfileError: missing, unreadable or invalid file.
+    """
+    root = load_toml(path).root()
+    if "gate" in root.data and isinstance(root.data["gate"], Mapping):
+        return root.table("gate")
+    return root
+
+
+# -- evaluation ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetResult:
+    """The verdict on one budget.
+
+    Attributes:
+        budget: the budget.
+        value: the measured value in the reporting unit (None when no data).
+        limit: the limit in the reporting unit (resolved from the baseline when relative).
+        baseline: the baseline value for a relative budget, else None.
+        samples: sample count (metric) or the rate's denominator.
+        status: ``"held"``, ``"breached"`` or ``"inconclusive"``.
+        passed: whether this budget lets the gate pass.
+        reason: one line on why (inconclusive: what was missing).
+    """
+
+    budget: Budget
+    value: float | None
+    limit: float | None
+    baseline: float | None
+    samples: int
+    status: str
+    passed: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunCheck:
+    """A check on the run itself (complete, not saturated)."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+def _scopes(summary: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    scopes = summary.get("scopes")
+    if not isinstance(scopes, Mapping):
+        raise ResultsError(f"{where}: expected a \"scopes\" object")
+    return scopes
+
+
+def _stat_value(scope: Mapping[str, Any], b: Budget, where: str) -> tuple[float | None, int]:
+    """(value in the reporting unit or None, sample count) of a metric budget in one scope."""
+    assert b.metric is not None and b.stat is not None
+    metrics = scope.get("metrics", {})
+    m = metrics.get(b.metric) if isinstance(metrics, Mapping) else None
+    if not isinstance(m, Mapping):
+        return (0.0 if b.stat == "count" else None), 0
+    count = m.get("count", 0)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ResultsError(f"{where}: metrics.{b.metric}.count: expected an integer, got {count!r}")
+    if b.stat == "count":
+        return float(count), count
+    if not count:
+        return None, 0
+    field_name = {"p50": "p50", "p90": "p90", "p99": "p99", "p99.9": "p999",
+                  "min": "min", "mean": "mean", "max": "max", "p100": "max"}.get(b.stat)
+    if field_name is not None:
+        v = m.get(field_name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v), count
+    text = m.get("hdr")
+    if not isinstance(text, str):
+        raise ResultsError(f"{where}: metrics.{b.metric}.hdr: expected a string")
+    try:
+        h = Histogram.decode(b.metric, text)
+    except ResultsError as exc:
+        raise ResultsError(f"{where}: metrics.{b.metric}.hdr: {exc}") from exc
+    assert b.percentile is not None
+    return h.percentile(b.percentile) / h.spec.divisor, count
+
+
+def _measure(summary: Mapping[str, Any], b: Budget, measured_s: float | None,
+             where: str) -> tuple[float | None, int] | None:
+    """(value, samples) of ``b`` in ``summary``; None when the scope is absent."""
+    scope = _scopes(summary, where).get(b.scope)
+    if not isinstance(scope, Mapping):
+        return None
+    if b.rate is not None:
+        counters = scope.get("counters", {})
+        metrics = scope.get("metrics", {})
+        value, _num, den = rate_value(b.rate, counters if isinstance(counters, Mapping) else {},
+                                      metrics if isinstance(metrics, Mapping) else {}, measured_s)
+        return value, den
+    return _stat_value(scope, b, f"{where}: scopes.{b.scope}")
+
+
+def _resolve_limit(b: Budget, base_value: float) -> float:
+    match b.baseline_op:
+        case "*":
+            return base_value * b.baseline_operand
+        case "+":
+            return base_value + b.baseline_operand
+        case "-":
+            return base_value - b.baseline_operand
+    return base_value
+
+
+def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, Any] | None,
+                  measured_s: float | None, base_measured_s: float | None, where: str,
+                  base_where: str) -> BudgetResult:
+    got = _measure(summary, b, measured_s, where)
+    value, samples = got if got is not None else (None, 0)
+    limit = b.limit
+    base_value: float | None = None
+
+    def inconclusive(reason: str) -> BudgetResult:
+        verdict = "passes" if b.inconclusive_passes else "fails"
+        return BudgetResult(b, value, limit, base_value, samples, "inconclusive",
+                            b.inconclusive_passes, f"{reason} ({verdict}: inconclusive = "
+                            f"\"{'pass' if b.inconclusive_passes else 'fail'}\")")
+
+    if b.baseline_op is not None:
+        if baseline is None:
+            return inconclusive("relative to the baseline, but no baseline was given")
+        bgot = _measure(baseline, b, base_measured_s, base_where)
+        if bgot is None or bgot[0] is None or bgot[1] < b.min_count:
+            n = 0 if bgot is None else bgot[1]
+            return inconclusive(f"baseline has {n} samples, {b.min_count} needed")
+        base_value = bgot[0]
+        limit = _resolve_limit(b, base_value)
+    if samples < b.min_count:
+        return inconclusive(f"{samples} samples, {b.min_count} needed")
+    if value is None:
+        if b.rate in ("output_tokens_per_s", "completed_per_s") and samples:
+            return inconclusive("measured duration unknown")
+        return inconclusive("no samples")
+    assert limit is not None
+    held = _OPS[b.op](value, limit)
+    status = "held" if held else "breached"
+    return BudgetResult(b, value, limit, base_value, samples, status, held,
+                        f"{_fmt(value, b)} {b.op} {_fmt(limit, b)}" + ("" if held else ": breached"))
+
+
+def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]:
+    checks = []
+    complete = summary.get("complete") is True
+    by = summary.get("interrupted_by")
+    detail = "run completed" if complete else (
+        f"run did not complete (interrupted_by: {by})" if by else "run did not complete (complete: false)")
+    if not complete and opts.allow_incomplete:
+        detail += "; allowed (allow_incomplete)"
+    checks.append(RunCheck("run.complete", complete or opts.allow_incomplete, detail))
+    saturated = summary.get("saturated") is True
+    if saturated:
+        warnings = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "saturated" in w]
+        detail = "load generator saturated" + (f": {warnings[0]}" if warnings else "")
+        if opts.allow_saturated:
+            detail += "; allowed (allow_saturated)"
+    else:
+        detail = "load generator not saturated"
+    checks.append(RunCheck("run.not_saturated", (not saturated) or opts.allow_saturated, detail))
+    return checks
+
+
+def _scenario_names(summary: Mapping[str, Any]) -> set[str]:
+    profile = summary.get("profile")
+    scen = profile.get("scenario") if isinstance(profile, Mapping) else None
+    if not isinstance(scen, list):
+        return set()
+    return {s["name"] for s in scen if isinstance(s, Mapping) and isinstance(s.get("name"), str)}
+
+
+def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | None = None,
+                  baseline: dict[str, Any] | None = None, *, source: str = "summary.json [gate]",
+                  results_dir: Path | None = None, baseline_dir: Path | None = None,
+                  allow_incomplete: bool = False, allow_saturated: bool = False,
+                  missing_baseline: str = "error") -> GateReport:
+    """Hold a run's summary to budgets.
+
+    Args:
+        summary: a summary.json dict (``read_summary`` or ``RunOutcome.summary``).
+        budget: the budget table: a ``Table`` (from :func:`load_budget_file`,
+            errors then carry file:line) or a mapping in the ``[gate]`` form;
+            None: ``summary["gate"]``.
+        baseline: the baseline run's summary, for budgets relative to ``baseline``.
+        source: names the budget table in messages when it is a mapping.
+        results_dir: the run's folder (for the measured duration from timeline.jsonl).
+        baseline_dir: the baseline's folder, likewise.
+        allow_incomplete: an interrupted run does not fail the gate by itself.
+        allow_saturated: a saturated load generator does not fail the gate by itself.
+        missing_baseline: ``"error"`` (a relative budget without a baseline is
+            bad input) or ``"inconclusive"`` (e.g. at the end of ``hopbench run``).
+
+    Returns:
+        GateReport (``.passed``, ``.exit_code`` 0 or 1, ``.render(fmt)``).
+
+    Raises:
+        ProfileError: a malformed budget (file:line: key), a scenario the run
+            does not have, or a relative budget with no baseline.
+        ResultsError: the summary is malformed.
+        UsageError: no budgets at all.
+    """
+    if budget is None:
+        budget = summary.get("gate")
+        if not budget:
+            raise UsageError(f"{source}: no budgets: the profile had no [gate] table; pass --budget FILE")
+    t = budget if isinstance(budget, Table) else _table_from_mapping(budget, source)
+    budgets, opts = parse_budgets(t)
+    if not budgets:
+        raise UsageError(f"{source}: the [gate] table holds no budgets")
+    known = set(_scopes(summary, source)) | _scenario_names(summary) | {ALL}
+    for b in budgets:
+        key = b.key if b.scope == ALL else f"scenario.{b.scope}.{b.key}"
+        if b.scope not in known:
+            raise ProfileError(f"scenario {b.scope!r} is not in the run (scenarios: "
+                               f"{', '.join(sorted(known - {ALL})) or 'none'})", path=b.file, line=b.line, key=key)
+        if b.baseline_op is not None and baseline is None and missing_baseline == "error":
+            raise ProfileError(f"{b.limit_text!r} is relative to the baseline: pass --baseline BASE_RESULTS_DIR",
+                               path=b.file, line=b.line, key=key)
+    opts = GateOptions(opts.allow_incomplete or allow_incomplete, opts.allow_saturated or allow_saturated)
+    measured_s, measured_src = measured_duration_s(summary, results_dir)
+    base_measured_s = measured_duration_s(baseline, baseline_dir)[0] if baseline is not None else None
+    where = f"{results_dir}/summary.json" if results_dir is not None else "summary"
+    base_where = f"{baseline_dir}/summary.json" if baseline_dir is not None else "baseline summary"
+    results = tuple(_evaluate_one(b, summary, baseline, measured_s, base_measured_s, where, base_where)
+                    for b in budgets)
+    name = summary.get("name")
+    return GateReport(
+        name=name if isinstance(name, str) else None,
+        results_dir=None if results_dir is None else str(results_dir),
+        source=str(t.doc.path) if t.doc and t.doc.path else source,
+        results=results,
+        checks=tuple(_run_checks(summary, opts)),
+        measured_s=measured_s,
+        measured_source=measured_src,
+    )
+
+
+# -- report --------------------------------------------------------------------
+
+
+def _num(v: float) -> str:
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 100:
+        text = f"{v:.0f}" if a >= 100_000 else f"{v:.1f}"
+        return text.removesuffix(".0")
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def _fmt(v: float | None, b: Budget) -> str:
+    if v is None:
+        return "n/a"
+    if b.stat == "count":
+        return f"{v:.0f}"
+    if b.rate is not None and RATES[b.rate].fraction:
+        return f"{v:.4g} ({v * 100:.3g} %)"
+    return f"{_num(v)} {b.unit}".rstrip()
+
+
+def _limit_display(r: BudgetResult) -> str:
+    b = r.budget
+    if b.baseline_op is None:
+        return f"{b.op} {_fmt(r.limit, b)}"
+    if r.limit is None:
+        return b.limit_text
+    return f"{b.op} {_fmt(r.limit, b)} ({b.limit_text.removeprefix(b.op).strip()})"
+
+
+_MARK = {"held": "PASS", "breached": "FAIL", "inconclusive": "????"}
+
+
+@dataclass(frozen=True, slots=True)
+class GateReport:
+    """The outcome of a gate: every budget's verdict and the run checks.
+
+    Attributes:
+        name: the run's name.
+        results_dir: the results folder, when known.
+        source: where the budgets came from (file, or ``summary.json [gate]``).
+        results: one :class:`BudgetResult` per budget, in table order.
+        checks: run checks (complete, not saturated).
+        measured_s: measured duration used by per-second rates (None: unknown).
+        measured_source: where ``measured_s`` came from.
+    """
+
+    name: str | None
+    results_dir: str | None
+    source: str
+    results: tuple[BudgetResult, ...]
+    checks: tuple[RunCheck, ...]
+    measured_s: float | None = None
+    measured_source: str = field(default="unknown")
+
+    @property
+    def passed(self) -> bool:
+        """True when every budget passed and every run check passed."""
+        return all(r.passed for r in self.results) and all(c.passed for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when passed, else 1."""
+        return EXIT_OK if self.passed else EXIT_BREACH
+
+    def _counts(self) -> tuple[int, int, int, int]:
+        held = sum(r.status == "held" for r in self.results)
+        breached = sum(r.status == "breached" for r in self.results)
+        inc = sum(r.status == "inconclusive" for r in self.results)
+        checks = sum(not c.passed for c in self.checks)
+        return held, breached, inc, checks
+
+    def headline(self) -> str:
+        """One line: ``gate passed: 5 held`` or ``gate FAILED: 1 breached, ...``."""
+        held, breached, inc, checks = self._counts()
+        parts = [f"{held} held"]
+        if breached:
+            parts.append(f"{breached} breached")
+        if inc:
+            parts.append(f"{inc} inconclusive")
+        if checks:
+            parts.append(f"{checks} run check{'s' if checks > 1 else ''} failed")
+        return ("gate passed: " if self.passed else "gate FAILED: ") + ", ".join(parts)
+
+    def render(self, fmt: str) -> str:
+        """Render as ``"text"``, ``"markdown"``, ``"json"`` or ``"junit"`` (XML).
+
+        Raises:
+            UsageError: an unknown format.
+        """
+        match fmt:
+            case "text":
+                return self._text()
+            case "markdown":
+                return self._markdown()
+            case "json":
+                return json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n"
+            case "junit":
+                return self._junit()
+        raise UsageError(f"unknown format {fmt!r}: expected text, markdown, json or junit")
+
+    def _text(self) -> str:
+        lines = []
+        width = max([len(f"{r.budget.scope} {r.budget.key}") for r in self.results]
+                    + [len(c.name) for c in self.checks])
+        for c in self.checks:
+            lines.append(f"{'PASS' if c.passed else 'FAIL'}  {c.name:<{width}}  {c.detail}")
+        for r in self.results:
+            label = f"{r.budget.scope} {r.budget.key}"
+            tail = f"{r.status}" if r.status != "inconclusive" else f"inconclusive: {r.reason}"
+            mark = _MARK[r.status] if r.status != "inconclusive" else ("pass" if r.passed else "FAIL")
+            lines.append(f"{mark:<4}  {label:<{width}}  {_fmt(r.value, r.budget):>18}  "
+                         f"{_limit_display(r):<28}  n={r.samples:<7} {tail}")
+        lines.append(self.headline())
+        return "\n".join(lines) + "\n"
+
+    def _markdown(self) -> str:
+        head = f"### hopbench gate{f': {self.name}' if self.name else ''}: " + (
+            "passed :white_check_mark:" if self.passed else "FAILED :x:")
+        out = [head, "", self.headline(), "",
+               "| result | scope | budget | value | limit | samples |",
+               "|---|---|---|---|---|---|"]
+        for c in self.checks:
+            out.append(f"| {'✅ pass' if c.passed else '❌ fail'} | | {_md(c.name)} | {_md(c.detail)} | | |")
+        for r in self.results:
+            mark = {"held": "✅ held", "breached": "❌ breached"}.get(
+                r.status, "⚠️ inconclusive" + ("" if r.passed else " (fails)"))
+            out.append(f"| {mark} | {_md(r.budget.scope)} | `{_md(r.budget.key)}` | {_md(_fmt(r.value, r.budget))} "
+                       f"| {_md(_limit_display(r))} | {r.samples} |")
+        return "\n".join(out) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict (see docs/gate.md)."""
+        def clean(v: float | None) -> float | None:
+            return v if v is None or math.isfinite(v) else None
+
+        return {
+            "name": self.name,
+            "results_dir": self.results_dir,
+            "source": self.source,
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "measured_s": self.measured_s,
+            "measured_source": self.measured_source,
+            "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in self.checks],
+            "budgets": [
+                {
+                    "key": r.budget.key, "scope": r.budget.scope, "where": r.budget.where,
+                    "limit_text": r.budget.limit_text, "op": r.budget.op,
+                    "value": clean(r.value), "limit": clean(r.limit), "baseline": clean(r.baseline),
+                    "unit": r.budget.unit, "samples": r.samples, "min_count": r.budget.min_count,
+                    "status": r.status, "passed": r.passed, "reason": r.reason,
+                }
+                for r in self.results
+            ],
+        }
+
+    def _junit(self) -> str:
+        cases = len(self.checks) + len(self.results)
+        failures = sum(not c.passed for c in self.checks) + sum(not r.passed for r in self.results)
+        skipped = sum(r.status == "inconclusive" and r.passed for r in self.results)
+        suites = ET.Element("testsuites", name="hopbench gate", tests=str(cases), failures=str(failures))
+        suite = ET.SubElement(suites, "testsuite", name=f"hopbench gate{f' {self.name}' if self.name else ''}",
+                              tests=str(cases), failures=str(failures), errors="0", skipped=str(skipped))
+        for c in self.checks:
+            case = ET.SubElement(suite, "testcase", classname="hopbench.gate.run", name=c.name)
+            if not c.passed:
+                ET.SubElement(case, "failure", message=c.detail, type="run_check").text = c.detail
+        for r in self.results:
+            b = r.budget
+            case = ET.SubElement(suite, "testcase", classname=f"hopbench.gate.{b.scope}",
+                                 name=f"{b.key} {b.limit_text}")
+            text = f"{b.scope} {b.key} = {_fmt(r.value, b)}; limit {_limit_display(r)}; samples {r.samples}"
+            if r.status == "breached":
+                ET.SubElement(case, "failure", message=r.reason, type="breached").text = text
+            elif r.status == "inconclusive":
+                if r.passed:
+                    ET.SubElement(case, "skipped", message=r.reason)
+                else:
+                    ET.SubElement(case, "failure", message=r.reason, type="inconclusive").text = text
+            ET.SubElement(case, "system-out").text = text
+        ET.indent(suites)
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# -- command line ------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="hopbench gate",
+                description="Hold a results folder to budgets: the profile's [gate] table "
+                            "(recorded in summary.json) or --budget FILE. See docs/gate.md.",
+                epilog="Exit codes: 0 every budget held, 1 a budget breached (or inconclusive, or "
+                       "the run was interrupted or saturated), 2 bad input.")
+    p.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a folder written by hopbench run")
+    p.add_argument("--budget", type=Path, metavar="FILE",
+                   help="budget TOML (its [gate] table, or the whole file); replaces the profile's [gate]")
+    p.add_argument("--baseline", type=Path, metavar="BASE_RESULTS_DIR",
+                   help="results folder that 'baseline' in a limit refers to")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="report on stdout (default: text)")
+    p.add_argument("--junit", type=Path, metavar="PATH", help="also write JUnit XML (one test case per budget)")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="an interrupted run does not fail the gate by itself")
+    p.add_argument("--allow-saturated", action="store_true",
+                   help="a saturated load generator does not fail the gate by itself")
+    return p
+
+
+def gate_main(argv: list[str]) -> int:
+    """``hopbench gate RESULTS_DIR [...]``; returns the exit code (0, 1 or 2)."""
+    from ._results import read_summary
+
+    args = _parser().parse_args(argv)
+    try:
+        summary = read_summary(args.results_dir)
+        baseline = read_summary(args.baseline) if args.baseline is not None else None
+        budget: Table | None = load_budget_file(args.budget) if args.budget is not None else None
+        report = evaluate_gate(summary, budget, baseline,
+                               source=f"{args.results_dir}/summary.json [gate]",
+                               results_dir=args.results_dir if args.results_dir.is_dir() else None,
+                               baseline_dir=args.baseline if args.baseline and args.baseline.is_dir() else None,
+                               allow_incomplete=args.allow_incomplete, allow_saturated=args.allow_saturated)
+        if args.junit is not None:
+            try:
+                args.junit.parent.mkdir(parents=True, exist_ok=True)
+                args.junit.write_text(report.render("junit"), encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"--junit: cannot write {args.junit}: {exc.strerror or exc}") from exc
+    except HopbenchError as exc:
+        print(f"hopbench gate: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    sys.stdout.write(report.render(args.format))
+    return report.exit_code
