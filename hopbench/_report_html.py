@@ -1,0 +1,689 @@
+"""report.html: one self-contained page of plots and tables for a results folder.
+
+Role: presentation only. It reads what a run left behind (summary.json,
+intervals.hlog, timeline.jsonl, see docs/results.md) and writes one HTML file
+that opens offline: plotly.js is embedded in the page once, each figure is a
+plotly JSON spec drawn by it, every other piece is a plain HTML table. No
+network access, no CDN, no file beside it (docs/report.md says why plotly).
+
+Sections: headline table per scenario; the HdrHistogram percentile spectrum
+of TTFT, ITL, TPOT and E2E per scenario (x: 1/(1-p) on a log scale, labelled
+90 %, 99 %, 99.9 %..., as HdrHistogram's plotter draws ``.hgrm`` files), a
+second run overlaid (dashed) with ``--compare``; TTFT/ITL percentiles,
+throughput, in-flight streams and the generator's health over time; stream
+outcomes by kind and error code; tokens; keepalive gaps and longest
+silences; warnings, load, profile and environment.
+
+Invariants:
+
+* :func:`write_report` raises only :class:`ResultsError` (a run calls it at
+  its end and must never fail because of the report); the file is replaced
+  atomically (temp file + rename), so a reader never sees half a page.
+* Percentile spectra come from :meth:`Histogram.hgrm_text` (hdrh's percentile
+  iterator, the same rows as the ``.hgrm`` files); interval percentiles from
+  the exact interval histograms in intervals.hlog (warm-up and measured lines
+  of one interval are added: the timeline shows the whole run, the warm-up
+  shaded). Values are in each metric's reporting unit (ms, tokens/s).
+* Every text that comes from a results folder is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._errors import ResultsError
+from ._hdr import METRICS, Histogram
+from ._recorder import ALL, Snapshot
+from ._results import HLOG_NAME, read_summary, snapshot_from_summary
+
+__all__ = ["write_report", "report_main", "read_hlog", "spectrum", "RunData", "load_run"]
+
+REPORT_NAME = "report.html"
+TIMELINE_NAME = "timeline.jsonl"
+SPECTRUM_METRICS = ("ttft", "itl", "tpot", "e2e")
+_TIMELINE_TAGS = ("all.ttft", "all.itl", "all.loop_lag", "all.schedule_lag")
+_OUTCOMES = ("completed", "failed", "truncated", "timeout", "connect_error", "http_error", "cancelled")
+_OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
+                    "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
+                    "cancelled": "#7f7f7f"}
+_DETAIL_PREFIXES = ("failed.", "http_error.", "http_error_code.", "timeout.", "truncated.", "anomaly.")
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+            "#bcbd22", "#17becf")
+_ALL_COLOUR = "#222222"
+_NS_PER_S = 1_000_000_000
+
+
+# -- reading a results folder ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalHist:
+    """One interval's histogram of one tag, warm-up and measured lines added.
+
+    Attributes:
+        start_ns, end_ns: bounds relative to the run start (ns; from the log's
+            seconds with 3 decimals).
+        hist: the histogram (recorded unit).
+    """
+
+    start_ns: int
+    end_ns: int
+    hist: Histogram
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """Everything the report reads from one results folder.
+
+    Attributes:
+        path: the results folder.
+        summary: summary.json as a dict (:func:`read_summary`).
+        snapshot: the measured histograms and counters per scope.
+        timeline: timeline.jsonl records in order (possibly empty).
+        intervals: tag (``<scope>.<metric>``) -> intervals in time order, for
+            the tags the report plots (possibly empty).
+        notes: what was missing or unreadable but not fatal (shown in the page).
+    """
+
+    path: Path
+    summary: dict[str, Any]
+    snapshot: Snapshot
+    timeline: list[dict[str, Any]]
+    intervals: dict[str, list[IntervalHist]]
+    notes: list[str]
+
+    @property
+    def label(self) -> str:
+        """The run's name and folder, for legends and titles."""
+        return f"{self.summary.get('name') or '?'} ({self.path.name})"
+
+    def scopes(self) -> list[str]:
+        """Scenario scopes in summary order, then "all"."""
+        names = [s for s in self.snapshot.scopes if s != ALL]
+        return names + [ALL]
+
+
+def read_hlog(path: Path, tags: Iterable[str] | None = None) -> dict[str, list[IntervalHist]]:
+    """Read a hopbench intervals.hlog (HdrHistogram interval log format 1.3).
+
+    Lines ``Tag=<scope>.<metric>,<start s>,<length s>,<max>,<base64>``; lines
+    with the same tag and start (the warm-up and measured recorders of one
+    interval) are added into one histogram. hdrh's ``HistogramLogReader`` reads
+    the same file (tests check both agree); this reader returns hopbench's typed
+    :class:`Histogram` and names the line of a defect instead of stopping silently.
+
+    Args:
+        path: the log file.
+        tags: keep only these tags (None: every tag).
+
+    Returns:
+        tag -> list of IntervalHist in time order.
+
+    Raises:
+        ResultsError: the file cannot be read, or a line is malformed (file:line).
+            A last line cut short (a crash mid-write) is ignored.
+    """
+    want = None if tags is None else set(tags)
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    merged: dict[str, dict[int, IntervalHist]] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.startswith("Tag="):
+            continue  # comments, legend, untagged lines (hopbench writes none)
+        try:
+            tag, start_s, length_s, _max, b64 = line[4:].split(",", 4)
+            if want is not None and tag not in want:
+                continue
+            metric = tag.rsplit(".", 1)[1]
+            if metric not in METRICS:
+                raise ResultsError(f"unknown metric {metric!r}")
+            start_ns = round(float(start_s) * _NS_PER_S)
+            end_ns = start_ns + round(float(length_s) * _NS_PER_S)
+            h = Histogram.decode(metric, b64)
+        except (ValueError, IndexError, ResultsError) as exc:
+            if n == len(lines):
+                break
+            raise ResultsError(f"{path}:{n}: malformed interval line: {exc}") from exc
+        per_tag = merged.setdefault(tag, {})
+        old = per_tag.get(start_ns)
+        if old is None:
+            per_tag[start_ns] = IntervalHist(start_ns, end_ns, h)
+        else:
+            old.hist.add(h)
+    return {tag: [v[k] for k in sorted(v)] for tag, v in merged.items()}
+
+
+def _read_timeline(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict) or not isinstance(rec.get("end_ns"), int):
+                raise ValueError("expected an object with an integer end_ns")
+        except ValueError as exc:
+            if n == len(lines):
+                break  # cut short by a crash mid-write
+            raise ResultsError(f"{path}:{n}: malformed timeline line: {exc}") from exc
+        out.append(rec)
+    return out
+
+
+def load_run(results_dir: Path) -> RunData:
+    """Read a results folder for the report.
+
+    summary.json is required; intervals.hlog and timeline.jsonl are optional
+    (their absence becomes a note on the page).
+
+    Raises:
+        ResultsError: naming the folder or file that is missing or malformed.
+    """
+    path = Path(results_dir)
+    if not path.is_dir():
+        raise ResultsError(f"{path}: not a results folder (no such directory)")
+    summary = read_summary(path)
+    snapshot = snapshot_from_summary(summary)
+    notes: list[str] = []
+    timeline = _read_timeline(path / TIMELINE_NAME)
+    if not timeline:
+        notes.append(f"{path / TIMELINE_NAME}: missing or empty; no throughput or in-flight plots")
+    hlog = path / HLOG_NAME
+    intervals: dict[str, list[IntervalHist]] = {}
+    if hlog.is_file():
+        intervals = read_hlog(hlog, _TIMELINE_TAGS)
+    else:
+        notes.append(f"{hlog}: missing; no latency-over-time plots")
+    return RunData(path, summary, snapshot, timeline, intervals, notes)
+
+
+# -- figures ------------------------------------------------------------------------
+
+
+def spectrum(hist: Histogram) -> tuple[list[float], list[float], list[float]]:
+    """The HdrHistogram percentile spectrum of a histogram.
+
+    Rows of :meth:`Histogram.hgrm_text` (hdrh's percentile iterator, 5 ticks
+    per half distance). The 100 % row, whose 1/(1-p) is infinite, is placed
+    at 1/(1-p) = count (p = 1 - 1/count) or the last finite x if larger.
+
+    Returns:
+        (x, value, percentile): x = 1/(1-p), value in the reporting unit,
+        percentile in %; empty lists for an empty histogram.
+    """
+    xs: list[float] = []
+    values: list[float] = []
+    pcts: list[float] = []
+    if not hist.count:
+        return xs, values, pcts
+    for row in hist.hgrm_text().splitlines():
+        parts = row.split()
+        if len(parts) not in (3, 4) or row.startswith("#"):
+            continue
+        try:
+            value, p = float(parts[0]), float(parts[1])
+        except ValueError:
+            continue  # the header
+        if p >= 1.0:
+            x = max(float(hist.count), xs[-1] if xs else 1.0)
+        else:
+            x = 1.0 / (1.0 - p)
+        xs.append(x)
+        values.append(value)
+        pcts.append(p * 100.0)
+    return xs, values, pcts
+
+
+def _colour(index: int, scope: str) -> str:
+    return _ALL_COLOUR if scope == ALL else _PALETTE[index % len(_PALETTE)]
+
+
+def _nines_axis(max_x: float) -> dict[str, Any]:
+    ticks, labels = [1.0], ["0%"]
+    k = 1
+    while 10.0 ** (k - 1) < max_x and k <= 9:
+        ticks.append(10.0**k)
+        labels.append(f"{100 - 100 / 10**k:.{max(k - 2, 0)}f}%")
+        k += 1
+    return {"type": "log", "tickvals": ticks, "ticktext": labels, "title": {"text": "percentile"}}
+
+
+def _spectrum_figure(runs: Sequence[RunData], metrics: Sequence[str], title: str) -> Any:
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    cols = 2
+    rows = math.ceil(len(metrics) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[
+        f"{m} ({METRICS[m].unit})" for m in metrics], vertical_spacing=0.12, horizontal_spacing=0.08)
+    scope_index = {s: i for i, s in enumerate(dict.fromkeys(s for r in runs for s in r.scopes()))}
+    shown: set[str] = set()
+    max_x = 10.0
+    for k, metric in enumerate(metrics):
+        row, col = k // cols + 1, k % cols + 1
+        for r_i, run in enumerate(runs):
+            for scope in run.scopes():
+                xs, ys, ps = spectrum(run.snapshot.histogram(scope, metric))
+                if not xs:
+                    continue
+                max_x = max(max_x, xs[-1])
+                name = scope if len(runs) == 1 else f"{scope} [{'AB'[r_i]}]"
+                fig.add_trace(go.Scatter(
+                    x=xs, y=ys, customdata=ps, mode="lines", name=name, legendgroup=name,
+                    showlegend=name not in shown,
+                    line={"color": _colour(scope_index[scope], scope), "shape": "hv",
+                          "dash": "solid" if r_i == 0 else "dash",
+                          "width": 2.5 if scope == ALL else 1.5},
+                    hovertemplate=f"{html.escape(name)}<br>p%{{customdata:.4f}}: %{{y:.3f}} "
+                                  f"{METRICS[metric].unit}<extra></extra>"), row=row, col=col)
+                shown.add(name)
+    axis = _nines_axis(max_x)
+    for k in range(len(metrics)):
+        fig.update_xaxes(axis, row=k // cols + 1, col=k % cols + 1)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(title={"text": title}, height=380 * rows + 80, template="plotly_white",
+                      legend={"orientation": "h", "y": -0.08}, margin={"t": 80, "b": 60})
+    return fig
+
+
+def _percentile_series(ivs: Sequence[IntervalHist], p: float) -> tuple[list[float], list[float | None]]:
+    xs: list[float] = []
+    ys: list[float | None] = []
+    for iv in ivs:
+        xs.append(iv.end_ns / _NS_PER_S)
+        h = iv.hist
+        ys.append(h.percentile(p) / h.spec.divisor if h.count else None)
+    return xs, ys
+
+
+def _rate(timeline: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for rec in timeline:
+        dur_s = (rec["end_ns"] - rec.get("start_ns", 0)) / _NS_PER_S
+        if dur_s <= 0:
+            continue
+        xs.append(rec["end_ns"] / _NS_PER_S)
+        ys.append(float(rec.get(key, 0) or 0) / dur_s)
+    return xs, ys
+
+
+def _warmup_s(run: RunData) -> float:
+    prof = run.summary.get("profile")
+    run_t = prof.get("run") if isinstance(prof, Mapping) else None
+    w = run_t.get("warmup_s") if isinstance(run_t, Mapping) else None
+    return float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else 0.0
+
+
+def _timeline_figure(runs: Sequence[RunData]) -> Any:
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    titles = ("TTFT per interval (ms)", "ITL per interval (ms)", "streams per second",
+              "output tokens per second", "streams in flight",
+              "load generator: CPU (% of a core) and lag p99 (ms)")
+    fig = make_subplots(rows=len(titles), cols=1, shared_xaxes=True, subplot_titles=titles,
+                        vertical_spacing=0.045)
+    for r_i, run in enumerate(runs):
+        dash = "solid" if r_i == 0 else "dash"
+        tag = "" if len(runs) == 1 else f" [{'AB'[r_i]}]"
+
+        def line(row: int, xs: Sequence[float], ys: Sequence[float | None], name: str,
+                 colour: str) -> None:
+            fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name=name + tag,
+                                     line={"color": colour, "dash": dash, "width": 1.5},
+                                     marker={"size": 4}, legendgroup=f"r{row}",
+                                     legendgrouptitle={"text": titles[row - 1]} if r_i == 0 else None,
+                                     connectgaps=False), row=row, col=1)
+
+        for row, tag_name in ((1, "all.ttft"), (2, "all.itl")):
+            ivs = run.intervals.get(tag_name, [])
+            for p, colour in ((50.0, "#1f77b4"), (99.0, "#d62728"), (99.9, "#9467bd")):
+                xs, ys = _percentile_series(ivs, p)
+                if xs:
+                    line(row, xs, ys, f"{tag_name[4:]} p{p:g}", colour)
+        tl = run.timeline
+        if tl:
+            for key, colour in (("started", "#1f77b4"), ("completed", "#2ca02c")):
+                xs, ys = _rate(tl, key)
+                line(3, xs, ys, f"{key}/s", colour)
+            xs, ys = _rate(tl, "output_tokens")
+            line(4, xs, ys, "output tokens/s", "#ff7f0e")
+            ends = [rec["end_ns"] / _NS_PER_S for rec in tl]
+            line(5, ends, [rec.get("in_flight_mean") for rec in tl], "in flight (mean)", "#1f77b4")
+            line(5, ends, [rec.get("in_flight_now") for rec in tl], "in flight (at end)", "#7f7f7f")
+            line(6, ends, [100.0 * float(rec.get("cpu", 0) or 0) for rec in tl], "CPU %", "#8c564b")
+        for tag_name, colour in (("all.loop_lag", "#e377c2"), ("all.schedule_lag", "#17becf")):
+            xs, ys = _percentile_series(run.intervals.get(tag_name, []), 99.0)
+            if xs:
+                line(6, xs, ys, f"{tag_name[4:]} p99 ms", colour)
+    warm = _warmup_s(runs[0])
+    if warm > 0:
+        fig.add_vrect(x0=0, x1=warm, fillcolor="#bbbbbb", opacity=0.25, line_width=0,
+                      annotation_text="warm-up", annotation_position="top left", row="all", col=1)
+    fig.update_xaxes(title={"text": "seconds since start"}, row=len(titles), col=1)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(title={"text": "Over time (one point per interval)"}, height=1500,
+                      template="plotly_white", legend={"groupclick": "toggleitem"},
+                      margin={"t": 80})
+    return fig
+
+
+def _counters(run: RunData, scope: str) -> dict[str, int]:
+    s = run.snapshot.scopes.get(scope)
+    return s.counters if s is not None else {}
+
+
+def _outcome_figure(runs: Sequence[RunData]) -> Any:
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55], horizontal_spacing=0.18,
+                        subplot_titles=("stream outcomes by scenario", "by kind and error code (all)"))
+    cats: list[str] = []
+    for r_i, run in enumerate(runs):
+        for scope in run.scopes():
+            cats.append(scope if len(runs) == 1 else f"{'AB'[r_i]}: {scope}")
+    for outcome in _OUTCOMES:
+        values = [run.snapshot.counter(scope, outcome) for run in runs for scope in run.scopes()]
+        if any(values):
+            fig.add_trace(go.Bar(x=cats, y=values, name=outcome, marker_color=_OUTCOME_COLOURS[outcome],
+                                 legendgroup="outcomes"), row=1, col=1)
+    details = sorted({k for run in runs for k in _counters(run, ALL) if k.startswith(_DETAIL_PREFIXES)})
+    for r_i, run in enumerate(runs):
+        counts = [run.snapshot.counter(ALL, k) for k in details]
+        fig.add_trace(go.Bar(y=details or ["(none)"], x=counts or [0], orientation="h",
+                             name="count" if len(runs) == 1 else f"count [{'AB'[r_i]}]",
+                             marker_color="#d62728" if r_i == 0 else "#ff9896",
+                             showlegend=len(runs) > 1), row=1, col=2)
+    fig.update_layout(barmode="stack", template="plotly_white", title={"text": "Stream outcomes"},
+                      height=max(420, 24 * len(details) + 160))
+    if len(runs) > 1:
+        fig.update_layout(barmode="relative")
+    return fig
+
+
+def _keepalive_figure(runs: Sequence[RunData]) -> Any | None:
+    if not any(run.snapshot.histogram(s, m).count for run in runs for s in run.scopes()
+               for m in ("keepalive_interval", "max_silence")):
+        return None
+    return _spectrum_figure(runs, ("keepalive_interval", "max_silence"),
+                            "Keepalive gaps and longest silence per stream (percentile spectrum)")
+
+
+# -- HTML ---------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1320px;
+color:#222;padding:0 16px}
+h1{font-size:1.6em;margin-bottom:4px}h2{margin-top:36px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:0.9em}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
+td.l,th.l{text-align:left}
+.warn{background:#fff4e5;border-left:4px solid #ff9800;padding:6px 12px;margin:6px 0}
+.bad{background:#fdecea;border-left:4px solid #d32f2f;padding:6px 12px;margin:6px 0}
+.ok{background:#edf7ed;border-left:4px solid #2e7d32;padding:6px 12px;margin:6px 0}
+.note{color:#666;font-size:0.9em}
+pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:0.85em;max-height:420px}
+.meta span{margin-right:18px}
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        a = abs(value)
+        if a >= 1000:
+            return f"{value:,.0f}"
+        if a >= 100:
+            return f"{value:.1f}"
+        if a >= 1:
+            return f"{value:.2f}"
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[object]], left: int = 1) -> str:
+    out = ["<table><tr>"]
+    out += [f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(header)]
+    out.append("</tr>")
+    for row in rows:
+        out.append("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{_e(_fmt(v))}</td>'
+                                    for i, v in enumerate(row)) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _headline(run: RunData) -> str:
+    header = ["scope", "started", "completed", "broken", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99",
+              "TPOT p50", "E2E p50", "E2E p99", "out tok/s p50"]
+    rows = []
+    for scope in run.scopes():
+        snap = run.snapshot
+        broken = sum(snap.counter(scope, k) for k in _OUTCOMES[1:6])
+        row: list[object] = [scope, snap.counter(scope, "started"), snap.counter(scope, "completed"), broken]
+        for metric, p in (("ttft", 50), ("ttft", 99), ("itl", 50), ("itl", 99), ("tpot", 50),
+                          ("e2e", 50), ("e2e", 99), ("output_tokens_per_s", 50)):
+            h = snap.histogram(scope, metric)
+            row.append(h.percentile(p) / h.spec.divisor if h.count else None)
+        rows.append(row)
+    return _table(header, rows) + '<p class="note">times in ms; broken = failed + truncated + ' \
+        "timeout + connect_error + http_error</p>"
+
+
+def _tokens_table(run: RunData) -> str:
+    rows = []
+    for scope in run.scopes():
+        counters = _counters(run, scope)
+        rows.append([scope] + [counters.get(f"tokens.{d}.{k}", 0) for d in ("input", "output")
+                               for k in ("completed", "broken")] + [counters.get("no_usage", 0)])
+    return _table(["scope", "input (completed)", "input (broken)", "output (completed)",
+                   "output (broken)", "no usage reported"], rows)
+
+
+def _keepalive_table(run: RunData) -> str:
+    rows = []
+    for scope in run.scopes():
+        snap = run.snapshot
+        ka = snap.histogram(scope, "keepalive_interval")
+        sil = snap.histogram(scope, "max_silence")
+        d = 1_000_000
+        rows.append([scope, snap.counter(scope, "keepalives"), snap.counter(scope, "keepalive_violations"),
+                     ka.percentile(50) / d if ka.count else None, ka.max / d if ka.count else None,
+                     sil.percentile(50) / d if sil.count else None,
+                     sil.percentile(99) / d if sil.count else None,
+                     sil.percentile(99.9) / d if sil.count else None, sil.max / d if sil.count else None])
+    return _table(["scope", "keepalives", "violations", "gap p50", "gap max", "longest silence p50",
+                   "p99", "p99.9", "max"], rows) + \
+        '<p class="note">gaps between SSE keepalive comments and, per stream, the longest time with ' \
+        "no byte received (ms)</p>"
+
+
+def _kv_table(data: Mapping[str, Any]) -> str:
+    rows = [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in data.items()]
+    return _table(["key", "value"], rows, left=2)
+
+
+def _warnings(run: RunData) -> str:
+    s = run.summary
+    out = []
+    warnings = [w for w in s.get("warnings") or [] if isinstance(w, str)]
+    if s.get("complete") is False and not any("interrupted" in w or "crashed" in w for w in warnings):
+        warnings.insert(0, "run incomplete (complete: false): results are partial")
+    completed = run.snapshot.counter(ALL, "completed")
+    buffered = run.snapshot.counter(ALL, "proxy_buffering_suspected")
+    if buffered and not any("proxy buffering" in w for w in warnings):
+        warnings.append(f"proxy buffering suspected for {buffered} of {completed} completed streams "
+                        "(TTFT close to E2E: tokens arrived in one burst)")
+    for w in warnings:
+        bad = s.get("saturated") and "saturated" in w or "interrupted" in w or "crashed" in w
+        out.append(f'<div class="{"bad" if bad else "warn"}">{_e(w)}</div>')
+    if not warnings:
+        out.append('<div class="ok">no warnings: the run completed and the load generator kept up</div>')
+    out += [f'<p class="note">{_e(n)}</p>' for n in run.notes]
+    return "".join(out)
+
+
+def _run_meta(run: RunData) -> str:
+    s = run.summary
+    items = [("run", s.get("name")), ("folder", str(run.path)), ("started", s.get("started_at")),
+             ("duration", f"{s.get('duration_s')} s"), ("target", s.get("target")),
+             ("complete", s.get("complete")), ("saturated", s.get("saturated")),
+             ("workers", s.get("workers"))]
+    return '<p class="meta">' + "".join(f"<span><b>{_e(k)}</b> {_e(_fmt(v))}</span>" for k, v in items) + "</p>"
+
+
+def _figure_html(fig: Any, div_id: str) -> str:
+    import plotly.io as pio
+
+    return str(pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
+                           config={"displaylogo": False, "responsive": True}))
+
+
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs())
+
+
+def render_html(runs: Sequence[RunData]) -> str:
+    """The whole page for one run, or two (A and B, overlaid) when comparing.
+
+    Returns:
+        The HTML text (plotly.js included: about 4.8 MB).
+    """
+    a = runs[0]
+    title = f"hopbench report: {a.label}" + (f" vs {runs[1].label}" if len(runs) > 1 else "")
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>",
+             f"<style>{_CSS}</style>",
+             f'<script type="text/javascript">{_plotly_js()}</script></head><body>',
+             f"<h1>{_e(title)}</h1>"]
+    for i, run in enumerate(runs):
+        tag = "" if len(runs) == 1 else f"[{'AB'[i]}] "
+        parts += [f"<h3>{_e(tag + run.label)}</h3>", _run_meta(run), _warnings(run), _headline(run)]
+    parts += ["<h2>Latency percentile spectrum</h2>",
+              '<p class="note">HdrHistogram style: x is 1/(1-p) on a log scale, so the tail gets room;'
+              + (" solid: A, dashed: B." if len(runs) > 1 else "") + "</p>",
+              _figure_html(_spectrum_figure(runs, SPECTRUM_METRICS, "Percentile spectrum per scenario"),
+                           "fig-spectrum"),
+              "<h2>Over time</h2>", _figure_html(_timeline_figure(runs), "fig-timeline"),
+              "<h2>Stream outcomes</h2>", _figure_html(_outcome_figure(runs), "fig-outcomes"),
+              "<h2>Tokens</h2>"]
+    for i, run in enumerate(runs):
+        if len(runs) > 1:
+            parts.append(f"<h3>{'AB'[i]}</h3>")
+        parts.append(_tokens_table(run))
+    parts.append("<h2>Keepalives and silences</h2>")
+    ka = _keepalive_figure(runs)
+    if ka is not None:
+        parts.append(_figure_html(ka, "fig-keepalive"))
+    for i, run in enumerate(runs):
+        if len(runs) > 1:
+            parts.append(f"<h3>{'AB'[i]}</h3>")
+        parts.append(_keepalive_table(run))
+    for i, run in enumerate(runs):
+        tag = "" if len(runs) == 1 else f" [{'AB'[i]}]"
+        s = run.summary
+        parts.append(f"<h2>Load and generator{_e(tag)}</h2>")
+        for key in ("load", "generator"):
+            if isinstance(s.get(key), Mapping):
+                parts.append(_kv_table(s[key]))
+        parts.append(f"<h2>Profile{_e(tag)}</h2>")
+        parts.append(f"<pre>{_e(json.dumps(s.get('profile'), indent=2, ensure_ascii=False))}</pre>")
+        parts.append(f"<h2>Environment{_e(tag)}</h2>")
+        if isinstance(s.get("environment"), Mapping):
+            parts.append(_kv_table(s["environment"]))
+    parts.append('<p class="note">written by hopbench report; plots drawn offline by the embedded '
+                 "plotly.js</p></body></html>\n")
+    return "".join(parts)
+
+
+def write_report(results_dir: Path, *, compare_dir: Path | None = None, out: Path | None = None) -> Path:
+    """Write ``report.html`` for a results folder (optionally compared with another).
+
+    Args:
+        results_dir: the results folder (run A).
+        compare_dir: a second results folder (run B), overlaid dashed.
+        out: the file to write (default ``results_dir / "report.html"``).
+
+    Returns:
+        The path written.
+
+    Raises:
+        ResultsError: a folder or file cannot be read or is malformed, or the
+            report cannot be written (the message names it). Never anything
+            else: any other failure while building the page is wrapped in a
+            ResultsError, because a run calls this at its end and must not fail.
+    """
+    results_dir = Path(results_dir)
+    target = Path(out) if out is not None else results_dir / REPORT_NAME
+    try:
+        runs = [load_run(results_dir)]
+        if compare_dir is not None:
+            runs.append(load_run(Path(compare_dir)))
+        text = render_html(runs)
+    except ResultsError:
+        raise
+    except Exception as exc:  # the boundary: a report must never crash a run
+        raise ResultsError(f"cannot build the report for {results_dir}: "
+                           f"{type(exc).__name__}: {exc}") from exc
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ResultsError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    return target
+
+
+def report_main(argv: list[str]) -> int:
+    """``hopbench report RESULTS_DIR [--compare OTHER_DIR] [--out FILE]``.
+
+    Returns:
+        0 when written (its path printed on stdout), 2 for bad arguments or an
+        unreadable folder / unwritable file (a message naming it on stderr).
+    """
+    parser = argparse.ArgumentParser(
+        prog="hopbench report",
+        description="(Re)generate report.html for a results folder: one self-contained page "
+                    "(opens offline) with percentile spectra, latency and throughput over time, "
+                    "outcomes, keepalives, warnings, profile and environment.")
+    parser.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a results folder")
+    parser.add_argument("--compare", type=Path, metavar="OTHER_DIR",
+                        help="a second results folder, overlaid (dashed) on the plots")
+    parser.add_argument("--out", type=Path, metavar="FILE",
+                        help="where to write (default RESULTS_DIR/report.html)")
+    args = parser.parse_args(argv)  # exits 2 on bad arguments
+    try:
+        path = write_report(args.results_dir, compare_dir=args.compare, out=args.out)
+    except ResultsError as exc:
+        print(f"hopbench report: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
