@@ -1,0 +1,788 @@
+"""Scale out: one run over several worker processes, merged exactly.
+
+Role: ``run_profile_workers`` is ``run_profile`` for ``run.workers > 1``. The
+driver (this process) starts the embedded emulator once, splits the load
+(:func:`split_load`), starts one worker process per share (multiprocessing,
+"spawn" context), releases them together at a common start time, merges what
+they ship and writes one results folder. The same worker body
+(:func:`run_worker`) and the same merging (:class:`Merger`) serve the Ray
+engine (``hopbench._ray``).
+
+Invariants:
+
+* Workers ship recorder snapshots (hdrh-encoded histograms and counters, per
+  interval and in total), never raw samples and never percentiles; the driver
+  merges them with hdrh's exact ``add``, so the merged summary is what one
+  recorder fed every sample would hold (tested).
+* Interval ``k`` of every worker covers ``[k, k+1) * run.interval_ns`` from
+  the common start; the merged interval ``k`` is written (intervals.hlog,
+  timeline.jsonl, progress) once every worker still running has shipped an
+  interval ``>= k``, in index order, so the log is in time order.
+* Load split: concurrency, ``max_in_flight`` and ``run.requests`` are split in
+  shares that differ by at most 1 and sum to the profile's; workers whose share
+  would be 0 are not started. A rate R is split R/W per worker: Poisson
+  arrivals with independent seeds (a superposition of independent Poisson
+  processes of rates R/W is a Poisson process of rate R), constant arrivals
+  phase-shifted by k/R so the merged schedule is evenly spaced at 1/R.
+* A worker that dies is reported (summary ``warnings`` and ``worker_detail``),
+  the others finish, the run is ``complete: false``; what the dead worker
+  shipped before it died is kept (its intervals merged into the total).
+* SIGINT/SIGTERM on the driver is forwarded once per signal to the workers
+  (each in its own process group, so a terminal's Ctrl-C reaches them only
+  through the driver): they stop new load and drain with ``run.grace_s``; a
+  second signal cancels in-flight streams. Everything is still written,
+  ``complete: false``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import trio
+
+from ._clock import NS_PER_MS, NS_PER_S
+from ._errors import HopbenchError
+from ._hdr import Histogram
+from ._profile import LoadSpec, Profile
+from ._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
+from ._results import ResultsWriter
+from ._run import RunOutcome, analyse, base_meta, default_out_dir, mark_started, progress_line
+from ._runner import LoadRunner, RunStats
+
+__all__ = [
+    "WorkerShare",
+    "split_load",
+    "run_worker",
+    "Merger",
+    "run_profile_workers",
+    "START_DELAY_S",
+]
+
+START_DELAY_S = 0.2
+"""The common start is this long after the last worker reported ready (s):
+enough for the "go" message to reach every worker before it is due."""
+
+_CHECKPOINT_S = 5.0
+_POLL_S = 0.1
+_READY_TIMEOUT_S = 60.0
+_KILL_AFTER_S = 10.0  # after the run should have ended (duration + grace)
+
+
+# -- the load split (pure) ------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class WorkerShare:
+    """What one worker generates.
+
+    Attributes:
+        index: worker index 0..W-1; also its ``seed_offset`` (distinct random
+            choices and request ids ``<index>-<n>``).
+        load: its share of ``[load]`` (concurrency / rate / max_in_flight).
+        request_budget: its share of ``run.requests`` (None: no request limit).
+        start_delay_ns: how long after the common start it begins (ns): the
+            phase shift of constant arrivals, 0 otherwise.
+    """
+
+    index: int
+    load: LoadSpec
+    request_budget: int | None
+    start_delay_ns: int
+
+
+def _split_int(total: int, parts: int) -> list[int]:
+    """``total`` in ``parts`` integers differing by at most 1, larger first."""
+    q, r = divmod(total, parts)
+    return [q + (1 if i < r else 0) for i in range(parts)]
+
+
+def split_load(profile: Profile, workers: int) -> list[WorkerShare]:
+    """Split the profile's load over at most ``workers`` workers.
+
+    Args:
+        profile: the validated profile.
+        workers: the number of workers asked for (>= 1).
+
+    Returns:
+        One WorkerShare per worker that gets a non-zero share, indices 0..n-1
+        (n <= workers: a closed loop of 3 users runs on at most 3 workers, a
+        budget of 2 requests on at most 2).
+
+    Raises:
+        HopbenchError: ``workers`` < 1.
+    """
+    if workers < 1:
+        raise HopbenchError(f"workers: expected a positive integer, got {workers}")
+    load = profile.load
+    n = workers
+    if load.mode == "concurrency":
+        n = min(n, load.concurrency)
+    else:
+        n = min(n, load.max_in_flight)
+    if profile.run.requests is not None:
+        n = min(n, profile.run.requests)
+    n = max(n, 1)
+    budgets: list[int | None] = (
+        list(_split_int(profile.run.requests, n)) if profile.run.requests is not None else [None] * n)
+    shares = []
+    if load.mode == "concurrency":
+        for i, c in enumerate(_split_int(load.concurrency, n)):
+            shares.append(WorkerShare(i, dataclasses.replace(load, concurrency=c, max_in_flight=c),
+                                      budgets[i], 0))
+    else:
+        rate = load.rate_rps / n
+        gap_ns = NS_PER_S / load.rate_rps
+        for i, m in enumerate(_split_int(load.max_in_flight, n)):
+            delay = int(round(i * gap_ns)) if load.arrival == "constant" else 0
+            shares.append(WorkerShare(i, dataclasses.replace(load, rate_rps=rate, concurrency=m,
+                                                             max_in_flight=m),
+                                      budgets[i], delay))
+    return shares
+
+
+def share_profile(profile: Profile, share: WorkerShare) -> Profile:
+    """The profile as one worker sees it (its load and request budget)."""
+    return dataclasses.replace(profile, load=share.load,
+                               run=dataclasses.replace(profile.run, requests=share.request_budget))
+
+
+# -- the worker body (runs in a worker process or a Ray task) -----------------
+
+_STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "requests_started",
+                 "arrivals", "max_in_flight_hits", "in_flight", "peak_in_flight",
+                 "in_flight_area", "steady_area", "steady_from_ns", "steady_ns",
+                 "last_change_ns", "cpu_fractions")
+
+
+def stats_to_json(stats: RunStats) -> dict[str, Any]:
+    """RunStats as a JSON object (the per-interval list replaced by its length)."""
+    out = {k: getattr(stats, k) for k in _STATS_FIELDS}
+    out["cpu_fractions"] = list(stats.cpu_fractions)
+    out["intervals"] = len(stats.intervals)
+    return out
+
+
+def stats_from_json(data: Mapping[str, Any]) -> RunStats:
+    """Inverse of :func:`stats_to_json` (``intervals`` comes back empty)."""
+    return RunStats(**{k: data[k] for k in _STATS_FIELDS if k in data})
+
+
+class _WorkerRunner(LoadRunner):
+    """A LoadRunner whose ``request_stop`` is safe at any time of the run.
+
+    ``LoadRunner.request_stop`` computes ``getattr(self, "_stop_event", None)
+    or trio.Event()``, and a trio Event refuses ``bool()`` (NotImplementedError),
+    so a stop asked once the run waits for one raises. Until that is fixed in
+    ``_runner``, this override sets the event when it exists; a stop asked
+    before the run reaches its wait is asked again at the next interval end
+    (``run_worker``'s ``on_interval``).
+    """
+
+    def request_stop(self, reason: str | None = None) -> None:
+        if reason and self.stats.interrupted_by is None:
+            self.stats.interrupted_by = reason
+        event = getattr(self, "_stop_event", None)
+        if event is not None:
+            event.set()
+
+
+def run_worker(profile: Profile, base_url: str, share: WorkerShare,
+               send: Callable[[dict[str, Any]], None],
+               wait_go: Callable[[], float | None],
+               poll_stop: Callable[[], str | None] = lambda: None,
+               install_signals: bool = True) -> None:
+    """One worker: build its runner, wait for the common start, run, ship.
+
+    Messages (JSON-able dicts, each with "kind" and "worker"):
+    ``ready`` (host, pid); ``interval`` (iv, warm: ``IntervalSnapshot.to_json()``,
+    line: the runner's timeline record) at each interval end; ``done`` (total,
+    warmup: ``Snapshot.to_json()``; stats: :func:`stats_to_json`; start_skew_ns)
+    at the end. Interval stamps are relative to this worker's own start, which
+    is the common start plus ``share.start_delay_ns`` (plus the skew, reported).
+
+    Args:
+        profile: the whole profile (the share says what part of it to run).
+        base_url: the target's URL.
+        share: this worker's share.
+        send: delivers one message to the driver (must not raise on success).
+        wait_go: blocks until the driver's start; returns the common start as
+            Unix time in s, or None when the run was called off.
+        poll_stop: returns a stop reason (e.g. "SIGTERM") once the driver wants
+            the load stopped; called at each interval end.
+        install_signals: route SIGINT/SIGTERM to a graceful stop (worker
+            processes; not inside Ray, which owns its workers' signals).
+    """
+    k = share.index
+    scopes = [s.name for s in profile.scenarios]
+    rec, warm = Recorder(scopes), Recorder(scopes)
+    stop_reason: list[str | None] = [None]
+    runner: LoadRunner | None = None
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop_reason[0] = signal.Signals(signum).name
+        if runner is not None and runner.stats.interrupted_by is not None:
+            # a second signal while draining: no grace (as the runner does)
+            raise KeyboardInterrupt
+
+    if install_signals and threading.current_thread() is threading.main_thread():
+        # Until the runner's own trio signal receiver is up (and between its
+        # intervals, should it be down), a signal only records the wish to stop.
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+
+    def on_interval(iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
+        send({"kind": "interval", "worker": k, "iv": iv.to_json(), "warm": warm_iv.to_json(),
+              "line": line})
+        reason = stop_reason[0] or poll_stop()
+        if reason is not None and runner is not None:
+            runner.request_stop(reason)
+
+    runner = _WorkerRunner(profile, base_url, rec, warm, on_interval=on_interval, load=share.load,
+                        request_budget=share.request_budget, seed_offset=k)
+    send({"kind": "ready", "worker": k, "host": socket.gethostname(), "pid": os.getpid()})
+    go_at = wait_go()
+    skew_ns = 0
+    if go_at is not None:
+        start_at = go_at + share.start_delay_ns / NS_PER_S
+        while (left := start_at - time.time()) > 0 and stop_reason[0] is None:
+            time.sleep(min(left, 0.05))
+        skew_ns = int((time.time() - start_at) * NS_PER_S)
+        go_at = None if stop_reason[0] is not None else go_at
+    if go_at is not None:
+        stats = trio.run(runner.run)
+    else:
+        stats = runner.stats
+        stats.interrupted_by = stop_reason[0] or "cancelled before start"
+    send({"kind": "done", "worker": k, "total": rec.snapshot().to_json(),
+          "warmup": warm.snapshot().to_json(), "stats": stats_to_json(stats),
+          "start_skew_ns": skew_ns})
+
+
+# -- merging on the driver -----------------------------------------------------
+
+class _Accumulator:
+    """Running exact sum of scope snapshots (decoded histograms, counters)."""
+
+    __slots__ = ("_h", "_c")
+
+    def __init__(self) -> None:
+        self._h: dict[str, dict[str, Histogram]] = {}
+        self._c: dict[str, dict[str, int]] = {}
+
+    def add(self, scopes: Mapping[str, ScopeSnapshot]) -> None:
+        for name, s in scopes.items():
+            hs = self._h.setdefault(name, {})
+            cs = self._c.setdefault(name, {})
+            for metric, text in s.histograms.items():
+                h = Histogram.decode(metric, text)
+                if metric in hs:
+                    hs[metric].add(h)
+                else:
+                    hs[metric] = h
+            for key, n in s.counters.items():
+                cs[key] = cs.get(key, 0) + n
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot({name: ScopeSnapshot(dict(self._c.get(name, {})),
+                                             {m: h.encode() for m, h in sorted(hs.items()) if h.count})
+                         for name, hs in self._h.items()})
+
+
+def _merge_scopes(parts: list[Mapping[str, ScopeSnapshot]],
+                  scopes: list[str]) -> dict[str, ScopeSnapshot]:
+    merged = Snapshot.merge(Snapshot(dict(p)) for p in parts).scopes
+    # every scope present, as a single recorder's snapshot would have it
+    return {s: merged.get(s, ScopeSnapshot({}, {})) for s in scopes}
+
+
+@dataclass(slots=True)
+class _Worker:
+    share: WorkerShare
+    host: str | None = None
+    pid: int | None = None
+    state: str = "starting"  # starting, ready, running, done, crashed
+    last_index: int = -1
+    error: str | None = None
+    total: Snapshot | None = None
+    warmup: Snapshot | None = None
+    stats: RunStats | None = None
+    skew_ns: int = 0
+    started_total: int = 0
+    acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
+    warm_acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
+
+
+class Merger:
+    """Receives worker messages; writes merged intervals and the final summary.
+
+    Synchronous and transport-free: the local engine feeds it from pipes, the
+    Ray engine from an actor's inbox.
+
+    Args:
+        profile: the whole profile.
+        shares: the workers' shares.
+        writer: the results writer (already ``start``-ed).
+        timeline: the open timeline.jsonl.
+        meta: the summary metadata (updated in place at the end).
+        progress, on_line: as for ``run_profile``; they see the merged view.
+    """
+
+    def __init__(self, profile: Profile, shares: list[WorkerShare], writer: ResultsWriter,
+                 timeline: IO[str], meta: dict[str, Any],
+                 progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None = None,
+                 on_line: Callable[[str], None] | None = None) -> None:
+        self.profile = profile
+        self.writer = writer
+        self.timeline = timeline
+        self.meta = meta
+        self.progress = progress
+        self.on_line = on_line
+        self.scopes = [s.name for s in profile.scenarios] + [ALL]
+        self.workers = {s.index: _Worker(s) for s in shares}
+        self.interval_ns = profile.run.interval_ns
+        self._pending: dict[int, dict[int, tuple[IntervalSnapshot, IntervalSnapshot, dict[str, Any]]]] = {}
+        self._total = _Accumulator()
+        self.intervals_written = 0
+        self._last_checkpoint = time.monotonic()
+
+    # -- messages ----------------------------------------------------------------
+    def handle(self, msg: Mapping[str, Any]) -> None:
+        """Take one worker message (see :func:`run_worker`)."""
+        w = self.workers[int(msg["worker"])]
+        kind = msg["kind"]
+        if kind == "ready":
+            w.host, w.pid, w.state = msg.get("host"), msg.get("pid"), "ready"
+        elif kind == "interval":
+            iv = IntervalSnapshot.from_json(msg["iv"])
+            warm = IntervalSnapshot.from_json(msg["warm"])
+            idx = iv.start_ns // self.interval_ns
+            w.state = "running"
+            w.last_index = max(w.last_index, idx)
+            w.started_total = int(msg["line"].get("started_total", w.started_total))
+            w.acc.add(iv.scopes)
+            w.warm_acc.add(warm.scopes)
+            self._pending.setdefault(idx, {})[w.share.index] = (iv, warm, dict(msg["line"]))
+            self._flush()
+        elif kind == "done":
+            w.total = Snapshot.from_json(msg["total"])
+            w.warmup = Snapshot.from_json(msg["warmup"])
+            w.stats = stats_from_json(msg["stats"])
+            w.skew_ns = int(msg.get("start_skew_ns", 0))
+            w.state = "done"
+            self._flush()
+
+    def lost(self, index: int, error: str) -> None:
+        """Worker ``index`` died or failed without a ``done`` message."""
+        w = self.workers[index]
+        if w.state in ("done", "crashed"):
+            return
+        w.state, w.error = "crashed", error.strip() or "exited without a result"
+        self._flush()
+
+    @property
+    def running(self) -> list[int]:
+        """Indices of the workers that have neither finished nor died."""
+        return [i for i, w in self.workers.items() if w.state not in ("done", "crashed")]
+
+    # -- merged intervals --------------------------------------------------------
+    def _flush(self) -> None:
+        live = [w for w in self.workers.values() if w.state not in ("done", "crashed")]
+        while self._pending:
+            k = min(self._pending)
+            if any(w.last_index < k for w in live):
+                return
+            self._emit(k, self._pending.pop(k))
+
+    def _emit(self, k: int, parts: dict[int, tuple[IntervalSnapshot, IntervalSnapshot, dict[str, Any]]]) -> None:
+        ivs = [p[0] for p in parts.values()]
+        warms = [p[1] for p in parts.values()]
+        lines = [p[2] for p in parts.values()]
+        start = k * self.interval_ns
+        end = max(iv.end_ns + self.workers[i].share.start_delay_ns for i, (iv, _, _) in parts.items())
+        iv = IntervalSnapshot(start, end, _merge_scopes([x.scopes for x in ivs], self.scopes))
+        warm = IntervalSnapshot(start, end, _merge_scopes([x.scopes for x in warms], self.scopes))
+        self._total.add(iv.scopes)
+        self.writer.write_interval(warm)
+        self.writer.write_interval(iv)
+        cpus = {str(i): p[2].get("cpu", 0.0) for i, p in sorted(parts.items())}
+        line = {
+            "start_ns": start, "end_ns": end,
+            "in_flight_mean": sum(x.get("in_flight_mean", 0.0) for x in lines),
+            "in_flight_now": sum(int(x.get("in_flight_now", 0)) for x in lines),
+            "cpu": max(cpus.values(), default=0.0),
+            "started_total": sum(w.started_total for w in self.workers.values()),
+            "completed": iv.counter(ALL, "completed") + warm.counter(ALL, "completed"),
+            "started": iv.counter(ALL, "started") + warm.counter(ALL, "started"),
+            "output_tokens": sum(iv.counter(ALL, f"tokens.output.{x}") for x in ("completed", "broken")),
+            "workers": len(parts),
+            "cpu_by_worker": cpus,
+        }
+        self.timeline.write(json.dumps(line) + "\n")
+        self.timeline.flush()
+        self.intervals_written += 1
+        if self.progress is not None:
+            self.progress(iv, line, self._total.snapshot())
+        if self.on_line is not None:
+            self.on_line(progress_line(iv, line) + f"  workers {len(parts)}")
+        if time.monotonic() - self._last_checkpoint >= _CHECKPOINT_S:
+            self._last_checkpoint = time.monotonic()
+            self.writer.update(dict(self.meta, ended_at=None), self._total.snapshot(), complete=False)
+
+    # -- the end -------------------------------------------------------------------
+    def totals(self) -> tuple[Snapshot, Snapshot]:
+        """The merged (measured, warm-up) totals: each finished worker's shipped
+        snapshot, and for a dead one the intervals it shipped before dying."""
+        tot, warm = [], []
+        for w in self.workers.values():
+            if w.total is not None and w.warmup is not None:
+                tot.append(w.total)
+                warm.append(w.warmup)
+            else:
+                tot.append(w.acc.snapshot())
+                warm.append(w.warm_acc.snapshot())
+        return (Snapshot(_merge_scopes([s.scopes for s in tot], self.scopes)),
+                Snapshot(_merge_scopes([s.scopes for s in warm], self.scopes)))
+
+    def finish(self, crashed: str | None, engine: str) -> tuple[dict[str, Any], bool]:
+        """Flush what is left, judge every worker and the whole, write summary.json.
+
+        Returns:
+            (summary, complete).
+        """
+        for w in self.workers.values():
+            if w.state not in ("done", "crashed"):
+                self.lost(w.share.index, "did not report its end")
+        while self._pending:  # everything is final now: write in index order
+            k = min(self._pending)
+            self._emit(k, self._pending.pop(k))
+        profile, meta = self.profile, self.meta
+        total, warm = self.totals()
+        detail: list[dict[str, Any]] = []
+        worker_warnings: list[str] = []
+        any_saturated = False
+        stats_all: list[RunStats] = []
+        for i, w in sorted(self.workers.items()):
+            st = w.stats or RunStats()
+            stats_all.append(st)
+            snap = w.total if w.total is not None else w.acc.snapshot()
+            sat, warns, load = analyse(share_profile(profile, w.share), st, snap)
+            any_saturated |= sat
+            for text in warns:
+                if text.startswith("load generator saturated"):
+                    worker_warnings.append(f"worker {i}: {text}")
+            if w.state == "crashed":
+                worker_warnings.append(f"worker {i} died: {w.error.splitlines()[-1] if w.error else '?'}"
+                                       "; the others finished, its data up to then is included")
+            share = w.share.load
+            detail.append({
+                "index": i, "host": w.host, "pid": w.pid, "state": w.state,
+                "error": w.error,
+                "share": ({"concurrency": share.concurrency} if share.mode == "concurrency" else
+                          {"rate_rps": share.rate_rps, "max_in_flight": share.max_in_flight,
+                           "start_delay_ms": w.share.start_delay_ns / NS_PER_MS})
+                         | {"requests": w.share.request_budget},
+                "started": snap.counter(ALL, "started"),
+                "completed": snap.counter(ALL, "completed"),
+                "saturated": sat,
+                "cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
+                "loop_lag_p99_ms": load["loop_lag_p99_ms"],
+                "schedule_lag_p99_ms": load.get("schedule_lag_p99_ms"),
+                "peak_in_flight": load["peak_in_flight"],
+                "start_skew_ms": w.skew_ns / NS_PER_MS,
+                "interrupted_by": st.interrupted_by,
+            })
+        merged = RunStats(
+            stop_ns=max((s.stop_ns for s in stats_all), default=0),
+            ended_ns=max((s.ended_ns for s in stats_all), default=0),
+            requests_started=sum(s.requests_started for s in stats_all),
+            arrivals=sum(s.arrivals for s in stats_all),
+            max_in_flight_hits=sum(s.max_in_flight_hits for s in stats_all),
+            peak_in_flight=sum(s.peak_in_flight for s in stats_all),
+            in_flight_area=sum(s.in_flight_area for s in stats_all),
+            steady_area=sum(s.steady_area for s in stats_all),
+            steady_from_ns=min((s.steady_from_ns for s in stats_all), default=0),
+        )
+        _, warnings, load = analyse(profile, merged, total)
+        warnings = [x for x in warnings if not x.startswith("load generator saturated")]
+        warnings = worker_warnings + warnings
+        cpus = [d["cpu_mean"] for d in detail]
+        load.update(cpu_mean=round(sum(cpus) / len(cpus), 4) if cpus else 0.0,
+                    cpu_max=max((d["cpu_max"] for d in detail), default=0.0),
+                    loop_lag_p99_ms=max((d["loop_lag_p99_ms"] for d in detail), default=0.0),
+                    peak_in_flight_note="sum of the workers' peaks (an upper bound)")
+        interrupted = next((s.interrupted_by for s in stats_all if s.interrupted_by), None)
+        if meta.get("interrupted_by") is None and interrupted is not None:
+            meta["interrupted_by"] = interrupted
+        dead = any(w.state == "crashed" for w in self.workers.values())
+        complete = crashed is None and meta.get("interrupted_by") is None and not dead
+        if not complete:
+            warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed is not None
+                            else "run interrupted: results are partial (complete: false)")
+        started = meta.get("started_at_unix_s") or time.time()
+        ended = time.time()
+        meta.update(ended_at=_iso(ended), duration_s=round(ended - started, 3),
+                    saturated=any_saturated, warnings=warnings, load=load,
+                    workers=len(self.workers), engine=engine,
+                    hosts=sorted({w.host for w in self.workers.values() if w.host}),
+                    worker_detail=detail,
+                    generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
+                               "loop_lag_p99_ms": load["loop_lag_p99_ms"],
+                               "intervals": self.intervals_written})
+        summary = self.writer.finish(meta, total, warm if profile.run.warmup_ns else None,
+                                     complete=complete)
+        return summary, complete
+
+
+def _iso(t: float) -> str:
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def build_meta(profile: Profile, engine: str, n_workers: int) -> dict[str, Any]:
+    """The summary metadata before the run: ``run_profile``'s plus the engine."""
+    meta = base_meta(profile)
+    meta.update(workers=n_workers, engine=engine)
+    return meta
+
+
+# -- the local engine: worker processes ----------------------------------------
+
+def _process_main(profile: Profile, base_url: str, share: WorkerShare, conn: Any) -> None:
+    """Entry point of a worker process (spawned; module-level so it pickles)."""
+    os.setpgid(0, 0)  # a terminal's Ctrl-C reaches the driver only; it forwards
+    stop: list[str | None] = [None]
+
+    def send(msg: dict[str, Any]) -> None:
+        try:
+            conn.send(msg)
+        except (BrokenPipeError, OSError):
+            stop[0] = stop[0] or "driver gone"
+
+    def wait_go() -> float | None:
+        msg = conn.recv()
+        return float(msg[1]) if msg[0] == "go" else None
+
+    def poll_stop() -> str | None:
+        return stop[0]
+
+    try:
+        run_worker(profile, base_url, share, send, wait_go, poll_stop, install_signals=True)
+    except BaseException:
+        send({"kind": "error", "worker": share.index, "error": traceback.format_exc()})
+        raise
+    finally:
+        conn.close()
+
+
+WorkerTarget = Callable[[Profile, str, WorkerShare, Any], None]
+
+
+def run_profile_workers(profile: Profile, *, out_dir: Path | None = None,
+                        on_line: Callable[[str], None] | None = None,
+                        progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None = None,
+                        base_url: str | None = None) -> RunOutcome:
+    """``run_profile`` over ``profile.run.workers`` local worker processes.
+
+    Same contract as :func:`hopbench._run.run_profile`: validated profile in,
+    results folder out, written also when interrupted (``complete: false``).
+    summary.json gains ``engine`` ("local"), ``hosts``, and ``worker_detail``
+    (one object per worker: index, host, pid, state, error, share, started,
+    completed, saturated, cpu_mean, cpu_max, loop_lag_p99_ms,
+    schedule_lag_p99_ms, peak_in_flight, start_skew_ms, interrupted_by).
+
+    Raises:
+        ResultsError: the results folder cannot be written (before any load).
+    """
+    return _run_local(profile, out_dir=out_dir, on_line=on_line, progress=progress,
+                      base_url=base_url, target=_process_main)
+
+
+def _run_local(profile: Profile, *, out_dir: Path | None, on_line: Callable[[str], None] | None,
+               progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None,
+               base_url: str | None, target: WorkerTarget) -> RunOutcome:
+    shares = split_load(profile, profile.run.workers)
+
+    def drive(merger: Merger, url: str, interrupted: list[str | None]) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        procs: dict[int, Any] = {}
+        conns: dict[int, Any] = {}
+        for s in shares:
+            parent, child = ctx.Pipe(duplex=True)
+            p = ctx.Process(target=target, args=(profile, url, s, child),
+                            name=f"hopbench-worker-{s.index}", daemon=True)
+            p.start()
+            child.close()
+            procs[s.index], conns[s.index] = p, parent
+        forwarded = [0]
+
+        def forward() -> None:
+            # called from the poll loop, once per signal received by the driver
+            sig = signal.SIGINT if interrupted[0] == "SIGINT" else signal.SIGTERM
+            for i, p in procs.items():
+                if p.is_alive() and i in merger.running:
+                    try:
+                        os.kill(p.pid, sig)
+                    except ProcessLookupError:
+                        pass
+
+        try:
+            _pump_local(merger, procs, conns, interrupted, forwarded, forward, profile)
+        finally:
+            for c in conns.values():
+                c.close()
+            for p in procs.values():
+                p.join(timeout=5.0)
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=5.0)
+
+    return _drive_run(profile, shares, "local", out_dir=out_dir, on_line=on_line,
+                      progress=progress, base_url=base_url, drive=drive)
+
+
+def _pump_local(merger: Merger, procs: dict[int, Any], conns: dict[int, Any],
+                interrupted: list[str | None], forwarded: list[int],
+                forward: Callable[[], None], profile: Profile) -> None:
+    from multiprocessing.connection import wait
+
+    open_conns = dict(conns)
+    go_sent = False
+    ready_deadline = time.monotonic() + _READY_TIMEOUT_S
+    run_deadline: float | None = None
+    signals_seen = [0]
+
+    while open_conns:
+        if interrupted[1:] and len(interrupted) - 1 > signals_seen[0]:  # a new signal
+            signals_seen[0] = len(interrupted) - 1
+            if go_sent:
+                forward()
+        if not go_sent:
+            ready = all(merger.workers[i].state != "starting" for i in open_conns)
+            if ready or time.monotonic() > ready_deadline or interrupted[0] is not None:
+                go_at = time.time() + START_DELAY_S
+                msg = ("go", go_at) if interrupted[0] is None else ("stop",)
+                for i, c in open_conns.items():
+                    try:
+                        c.send(msg)
+                    except OSError:
+                        pass
+                go_sent = True
+                run_s = (profile.run.duration_ns or 0) / NS_PER_S
+                # a request budget has no planned end: no kill deadline then
+                run_deadline = (time.monotonic() + START_DELAY_S + run_s + profile.run.grace_ns / NS_PER_S
+                                + _KILL_AFTER_S) if profile.run.duration_ns and profile.run.requests is None else None
+        ready_list = wait(list(open_conns.values()) + [p.sentinel for i, p in procs.items()
+                                                     if i in open_conns], timeout=_POLL_S)
+        for i, c in list(open_conns.items()):
+            if c in ready_list:
+                try:
+                    while c.poll():
+                        msg = c.recv()
+                        if msg.get("kind") == "error":
+                            merger.lost(i, msg.get("error", ""))
+                        else:
+                            merger.handle(msg)
+                except (EOFError, OSError):
+                    del open_conns[i]
+                    _lost_if_unfinished(merger, i, procs[i])
+                    continue
+            if i in open_conns and not procs[i].is_alive():
+                # drain what the pipe still holds, then call it
+                try:
+                    while c.poll():
+                        msg = c.recv()
+                        if msg.get("kind") == "error":
+                            merger.lost(i, msg.get("error", ""))
+                        else:
+                            merger.handle(msg)
+                except (EOFError, OSError):
+                    pass
+                del open_conns[i]
+                _lost_if_unfinished(merger, i, procs[i])
+        if run_deadline is not None and time.monotonic() > run_deadline:
+            for i in list(open_conns):
+                procs[i].kill()
+                merger.lost(i, f"killed: still running {_KILL_AFTER_S:g} s after the planned end")
+                del open_conns[i]
+
+
+def _lost_if_unfinished(merger: Merger, i: int, proc: Any) -> None:
+    if merger.workers[i].state in ("done", "crashed"):
+        return
+    proc.join(timeout=1.0)
+    code = proc.exitcode
+    why = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
+           else f"exited with status {code}")
+    merger.lost(i, f"worker process {proc.pid} {why} before reporting its end")
+
+
+def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
+               out_dir: Path | None, on_line: Callable[[str], None] | None,
+               progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None,
+               base_url: str | None,
+               drive: Callable[[Merger, str, list[str | None]], None]) -> RunOutcome:
+    """The engine-independent shell: results folder, emulator, signals, summary.
+
+    ``drive(merger, url, interrupted)`` starts the workers and feeds ``merger``
+    until they are all finished or lost; ``interrupted[0]`` holds the first
+    signal's name, and one more entry is appended per signal received.
+    """
+    out = out_dir if out_dir is not None else default_out_dir(profile)
+    writer = ResultsWriter(out)
+    meta = build_meta(profile, engine, len(shares))
+    timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
+    merger = Merger(profile, shares, writer, timeline, meta, progress=progress, on_line=on_line)
+    interrupted: list[str | None] = [None]
+
+    def on_signal(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        if interrupted[0] is None:
+            interrupted[0] = name
+        interrupted.append(name)
+
+    old: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, on_signal)
+    emulator = None
+    crashed: str | None = None
+    try:
+        url = base_url or profile.target.url
+        if url is None:
+            from .emulator import EmbeddedEmulator
+
+            emulator = EmbeddedEmulator(profile.emulator_config, record_path=out / "ground_truth.jsonl")
+            url = emulator.__enter__().base_url
+            meta["ground_truth"] = "ground_truth.jsonl"
+        mark_started(meta)
+        writer.start(meta)
+        drive(merger, url, interrupted)
+    except HopbenchError:
+        raise
+    except Exception:
+        crashed = traceback.format_exc()
+        meta["crash"] = crashed.strip().splitlines()[-1]
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        if emulator is not None:
+            emulator.__exit__(None, None, None)
+        if interrupted[0] is not None:
+            meta["interrupted_by"] = interrupted[0]
+        try:
+            summary, complete = merger.finish(crashed, engine)
+        finally:
+            timeline.close()
+    return RunOutcome(summary, out, complete, crashed)
