@@ -1,0 +1,252 @@
+"""Scale-out over worker processes: the load split, exact merges, real runs on the emulator."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopbench._clock import NS_PER_S
+from hopbench._profile import Profile, parse_profile
+from hopbench._recorder import ALL, Recorder, Snapshot
+from hopbench._results import ResultsWriter
+from hopbench._workers import Merger, WorkerShare, _process_main, _run_local, split_load
+
+_PROFILE = """
+[run]
+name = "workers"
+requests = {requests}
+seed = 3
+workers = {workers}
+interval_s = 0.5
+
+[load]
+{load}
+
+[target]
+embedded = true
+
+[emulator]
+ttft_ms = 5
+tokens_per_s = 2000
+output_tokens = 8
+seed = 5
+
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "gpt-emu"
+max_tokens = 8
+
+[[scenario]]
+name = "messages"
+protocol = "messages"
+model = "claude-emu"
+max_tokens = 8
+"""
+
+
+def _profile(workers: int = 2, requests: int = 200, load: str = 'mode = "concurrency"\nconcurrency = 8',
+             ) -> Profile:
+    return parse_profile(_PROFILE.format(workers=workers, requests=requests, load=load))
+
+
+# -- the split ------------------------------------------------------------------
+
+@pytest.mark.parametrize("concurrency,workers", [(8, 2), (7, 3), (5, 4), (1, 1), (100, 7)])
+def test_split_load_concurrency_shares_differ_by_at_most_one(concurrency: int, workers: int) -> None:
+    p = _profile(workers, requests=203, load=f'mode = "concurrency"\nconcurrency = {concurrency}')
+    shares = split_load(p, workers)
+    cs = [s.load.concurrency for s in shares]
+    budgets = [s.request_budget or 0 for s in shares]
+    assert sum(cs) == concurrency and max(cs) - min(cs) <= 1 and min(cs) >= 1
+    assert sum(budgets) == 203 and max(budgets) - min(budgets) <= 1
+    assert [s.index for s in shares] == list(range(len(shares)))
+    assert all(s.start_delay_ns == 0 for s in shares)
+
+
+def test_split_load_drops_workers_with_zero_share() -> None:
+    assert len(split_load(_profile(4, load='mode = "concurrency"\nconcurrency = 3'), 4)) == 3
+    assert len(split_load(_profile(4, requests=2), 4)) == 2
+
+
+def test_split_load_constant_rate_is_phase_shifted() -> None:
+    p = _profile(4, load='mode = "rate"\nrate_rps = 100\narrival = "constant"\nmax_in_flight = 10')
+    shares = split_load(p, 4)
+    assert [s.load.rate_rps for s in shares] == [25.0] * 4
+    assert [s.load.max_in_flight for s in shares] == [3, 3, 2, 2]
+    # worker k starts k/R later: the merged schedule is evenly spaced at 1/R = 10 ms
+    assert [s.start_delay_ns for s in shares] == [0, 10_000_000, 20_000_000, 30_000_000]
+    merged = sorted(s.start_delay_ns + n * NS_PER_S // 25 for s in shares for n in range(25))
+    assert {b - a for a, b in zip(merged, merged[1:])} == {10_000_000}
+
+
+def test_split_load_poisson_rate_uses_independent_unshifted_processes() -> None:
+    p = _profile(3, load='mode = "rate"\nrate_rps = 90\narrival = "poisson"\nmax_in_flight = 30')
+    shares = split_load(p, 3)
+    assert sum(s.load.rate_rps for s in shares) == pytest.approx(90.0)
+    assert {s.start_delay_ns for s in shares} == {0}
+    assert len({s.index for s in shares}) == 3  # the seed offsets
+
+
+# -- exact merging ----------------------------------------------------------------
+
+def _feed(rec: Recorder, rng: random.Random, n: int) -> list[tuple[str, str, int]]:
+    samples = []
+    for _ in range(n):
+        scope = rng.choice(["chat", "messages"])
+        metric = rng.choice(["ttft", "itl", "e2e"])
+        value = int(rng.lognormvariate(18, 1.5))  # ns: ~65 ms median, wide tail
+        rec.record(scope, metric, value)
+        rec.incr(scope, "completed")
+        samples.append((scope, metric, value))
+    lag = rng.randrange(1, 10**8)
+    rec.record_global("loop_lag", lag)
+    samples.append((ALL, "loop_lag", lag))
+    return samples
+
+
+def _replay(rec: Recorder, samples: list[tuple[str, str, int]]) -> None:
+    for scope, metric, value in samples:
+        if scope == ALL:
+            rec.record_global(metric, value)
+        else:
+            rec.record(scope, metric, value)
+            rec.incr(scope, "completed")
+
+
+def test_merge_worker_snapshots_equals_one_recorder() -> None:
+    rng = random.Random(11)
+    one = Recorder(["chat", "messages"])
+    shipped = []
+    for _ in range(5):
+        w = Recorder(["chat", "messages"])
+        _replay(one, _feed(w, rng, 400))
+        shipped.append(Snapshot.from_json(json.loads(json.dumps(w.snapshot().to_json()))))
+    merged = Snapshot.merge(shipped)
+    want = one.snapshot()
+    for scope in ("chat", "messages"):
+        for metric in ("ttft", "itl", "e2e"):
+            assert merged.histogram(scope, metric) == want.histogram(scope, metric)
+            assert merged.histogram(scope, metric).count > 0
+        assert merged.counter(scope, "completed") == want.counter(scope, "completed")
+    for metric in ("ttft", "loop_lag"):
+        assert merged.histogram(ALL, metric) == want.histogram(ALL, metric)
+
+
+def _interval_msgs(k: int, rec: Recorder, warm: Recorder, start_ns: int, end_ns: int) -> dict[str, Any]:
+    iv, wv = rec.take_interval(start_ns, end_ns), warm.take_interval(start_ns, end_ns)
+    line = {"start_ns": start_ns, "end_ns": end_ns, "in_flight_mean": 1.0, "in_flight_now": 1,
+            "cpu": 0.1, "started_total": 0}
+    return {"kind": "interval", "worker": k, "iv": iv.to_json(), "warm": wv.to_json(), "line": line}
+
+
+def test_merger_writes_intervals_in_order_and_totals_equal_one_recorder(tmp_path: Path) -> None:
+    p = _profile(3)
+    shares = split_load(p, 3)
+    writer = ResultsWriter(tmp_path)
+    writer.start({"started_at_unix_s": 0.0})
+    timeline = io.StringIO()
+    meta: dict[str, Any] = {"interrupted_by": None}
+    merger = Merger(p, shares, writer, timeline, meta)
+    rng = random.Random(5)
+    one = Recorder(["chat", "messages"])
+    recs = [(Recorder(["chat", "messages"]), Recorder(["chat", "messages"])) for _ in shares]
+    iv_ns = p.run.interval_ns
+    # worker 2 lags two intervals behind: nothing past its last interval may be written
+    msgs: list[dict[str, Any]] = []
+    for k in range(4):
+        for i, (rec, warm) in enumerate(recs):
+            _replay(one, _feed(rec, rng, 50))
+            msgs.append(_interval_msgs(i, rec, warm, k * iv_ns, (k + 1) * iv_ns))
+    early = [m for m in msgs if not (m["worker"] == 2 and m["iv"]["start_ns"] >= iv_ns)]
+    late = [m for m in msgs if m not in early]
+    for m in early:
+        merger.handle(m)
+    assert merger.intervals_written == 1
+    for m in late:
+        merger.handle(m)
+    assert merger.intervals_written == 4
+    lines = [json.loads(x) for x in timeline.getvalue().splitlines()]
+    assert [x["start_ns"] for x in lines] == [k * iv_ns for k in range(4)]
+    assert all(x["workers"] == 3 and x["in_flight_now"] == 3 for x in lines)
+    # worker 1 dies without a "done": what it shipped still counts
+    for i in (0, 2):
+        rec, warm = recs[i]
+        merger.handle({"kind": "done", "worker": i, "total": rec.snapshot().to_json(),
+                       "warmup": warm.snapshot().to_json(), "stats": {"stop_ns": 4 * iv_ns},
+                       "start_skew_ns": 0})
+    merger.lost(1, "killed")
+    total, _ = merger.totals()
+    want = one.snapshot()
+    for scope in ("chat", "messages", ALL):
+        for metric in ("ttft", "itl", "e2e") + (("loop_lag",) if scope == ALL else ()):
+            assert total.histogram(scope, metric) == want.histogram(scope, metric)
+        assert total.counter(scope, "completed") == want.counter(scope, "completed")
+    summary, complete = merger.finish(None, "local")
+    assert not complete
+    assert any("worker 1 died" in w for w in summary["warnings"])
+    assert [d["state"] for d in summary["worker_detail"]] == ["done", "crashed", "done"]
+    timeline.close()
+
+
+# -- real runs on the embedded emulator ----------------------------------------------
+
+def _truth(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (out / "ground_truth.jsonl").read_text().splitlines()]
+
+
+def test_run_workers_two_workers_match_ground_truth(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    seen: list[dict[str, Any]] = []
+    outcome = _run_local(_profile(2), out_dir=out, on_line=None,
+                         progress=lambda iv, line, total: seen.append(line),
+                         base_url=None, target=_process_main)
+    s = outcome.summary
+    assert outcome.complete and outcome.crashed is None, s["warnings"]
+    assert s["workers"] == 2 and s["engine"] == "local"
+    c = s["scopes"]["all"]["counters"]
+    truth = _truth(out)
+    detail = s["worker_detail"]
+    assert c["started"] == sum(d["started"] for d in detail) == len(truth) == 200
+    assert c["completed"] == sum(d["completed"] for d in detail) == sum(r["end"] == "completed" for r in truth)
+    assert [d["share"]["requests"] for d in detail] == [100, 100]
+    by_worker = collections.Counter(r["request_id"].split("-")[0] for r in truth)
+    assert by_worker == {"0": 100, "1": 100}
+    done = [r for r in truth if r["end"] == "completed"]
+    assert c["tokens.output.completed"] == sum(r["output_tokens"] for r in done)
+    # the merged interval log adds up to the total, and progress saw the merged view
+    timeline = [json.loads(x) for x in (out / "timeline.jsonl").read_text().splitlines()]
+    assert sum(x["started"] for x in timeline) == 200
+    assert seen and seen == timeline
+    assert [x["start_ns"] for x in timeline] == sorted(x["start_ns"] for x in timeline)
+    assert all(d["state"] == "done" and d["pid"] != os.getpid() for d in detail)
+
+
+def _crash_worker_one(profile: Profile, base_url: str, share: WorkerShare, conn: Any) -> None:
+    """Worker target for the crash test: worker 1 dies right after the start."""
+    if share.index != 1:
+        _process_main(profile, base_url, share, conn)
+        return
+    conn.send({"kind": "ready", "worker": 1, "host": "test", "pid": os.getpid()})
+    conn.recv()
+    os._exit(3)
+
+
+def test_run_workers_crash_is_reported_and_the_rest_finish(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    outcome = _run_local(_profile(2, requests=60), out_dir=out, on_line=None, progress=None,
+                         base_url=None, target=_crash_worker_one)
+    s = outcome.summary
+    assert not outcome.complete and s["complete"] is False
+    assert any("worker 1 died" in w and "status 3" in w for w in s["warnings"])
+    d0, d1 = s["worker_detail"]
+    assert d0["state"] == "done" and d1["state"] == "crashed"
+    assert s["scopes"]["all"]["counters"]["started"] == d0["started"] == 30 == len(_truth(out))
