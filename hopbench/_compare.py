@@ -1,0 +1,633 @@
+"""``hopbench compare``: two results folders side by side, with statistics.
+
+Role: for every scope both runs have, and every metric, put count, p50, p90,
+p99, p99.9 and max of the base and the candidate side by side with the
+absolute and relative change, and a verdict (better, worse, same) from tests
+computed on the two HDR histograms (:mod:`hopbench._stats`); the same for the
+outcome rates (proportion tests) and the run's token throughput. Works from
+summary.json (and timeline.jsonl for throughput) only: milliseconds per
+comparison. User documentation: docs/compare.md.
+
+Invariants:
+
+* A verdict is "worse" or "better" only when a test is significant at
+  ``alpha`` *and* the change is at least ``min_effect`` (relative), so a huge
+  run cannot call a 0.5 % shift a change, and a 1 % change inside the noise
+  reads "same".
+* Lower is better for every time metric; higher for ``output_tokens_per_s``,
+  ``completion_rate`` and throughput.
+* Runs whose load shape differs are refused (``UsageError``, exit 2) unless
+  ``force``: comparing 8 streams with 64 says nothing about the gateway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ._errors import HopbenchError, ResultsError, UsageError
+from ._gate import measured_duration_s, rate_value
+from ._hdr import METRICS, Histogram
+from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, two_proportions
+
+__all__ = [
+    "ALPHA",
+    "DEFAULT_METRICS",
+    "MIN_EFFECT",
+    "Comparison",
+    "MetricComparison",
+    "RateComparison",
+    "compare_main",
+    "compare_summaries",
+    "load_shape",
+]
+
+ALPHA: Final = 0.01
+"""Significance level of every test (two-sided); tail CIs are at 1 - ALPHA."""
+MIN_EFFECT: Final = 0.05
+"""Smallest relative change (of the median, or of a tail percentile) that can be a verdict."""
+DEFAULT_METRICS: Final = ("ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
+                          "keepalive_interval", "max_silence", "ttft_from_send", "e2e_from_send")
+"""Gateway-facing metrics compared by default (client-side ones need --metric)."""
+HIGHER_IS_BETTER: Final = frozenset({"output_tokens_per_s", "completion_rate", "throughput.output_tokens_per_s",
+                                     "throughput.completed_per_s"})
+SHOWN_STATS: Final = ("count", "p50", "p90", "p99", "p999", "max")
+_TAILS: Final = (("p90", 0.90), ("p99", 0.99))
+_BASE_RATES: Final = ("completion_rate", "error_rate", "interruption_rate", "truncated_rate",
+                      "timeout_rate", "http_error_rate", "keepalive_violation_rate")
+_CODE_PREFIXES: Final = ("failed.", "http_error.", "http_error_code.", "timeout.", "truncated.")
+EXIT_OK, EXIT_WORSE, EXIT_INPUT = 0, 1, 2
+
+
+def _direction(name: str, candidate_larger: bool) -> str:
+    better_if_larger = name in HIGHER_IS_BETTER
+    return "better" if candidate_larger == better_if_larger else "worse"
+
+
+def _rel(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or a == 0:
+        return None
+    return (b - a) / abs(a)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricComparison:
+    """One metric in one scope, base vs candidate.
+
+    Attributes:
+        scope: scope name.
+        metric: a METRICS name.
+        unit: reporting unit (ms, tokens/s).
+        base: ``{count, p50, p90, p99, p999, max}`` of the base (reporting unit; None when empty).
+        candidate: the same for the candidate.
+        test: Mann-Whitney U on the two histograms.
+        tails: ``{"p90"|"p99": {"base_ci": [lo, hi] | None, "candidate_ci": ..., "verdict"}}``.
+        verdict: ``"better"``, ``"worse"`` or ``"same"``.
+        reasons: why, one phrase each (empty for "same" with nothing notable).
+    """
+
+    scope: str
+    metric: str
+    unit: str
+    base: dict[str, float | int | None]
+    candidate: dict[str, float | int | None]
+    test: MannWhitney
+    tails: dict[str, dict[str, Any]]
+    verdict: str
+    reasons: tuple[str, ...]
+
+    def change(self, stat: str) -> tuple[float | None, float | None]:
+        """(absolute, relative) change of ``stat`` from base to candidate."""
+        a, b = self.base.get(stat), self.candidate.get(stat)
+        if a is None or b is None:
+            return None, None
+        return b - a, _rel(a, b)
+
+
+@dataclass(frozen=True, slots=True)
+class RateComparison:
+    """One outcome rate (or throughput figure) in one scope.
+
+    Attributes:
+        scope: scope name.
+        name: e.g. ``"error_rate"``, ``"failed.rate_limit_error"`` or ``"throughput.output_tokens_per_s"``.
+        base: (numerator, denominator, value or None).
+        candidate: the same.
+        method: the test used (``"two-proportion z"``, ``"fisher exact"``,
+            ``"mann-whitney over intervals"``, ``"none"``).
+        p_value: its two-sided p-value (1.0 when untestable).
+        verdict: better, worse or same.
+        unit: ``""`` for proportions, ``"tokens/s"`` or ``"/s"``.
+    """
+
+    scope: str
+    name: str
+    base: tuple[float, float, float | None]
+    candidate: tuple[float, float, float | None]
+    method: str
+    p_value: float
+    verdict: str
+    unit: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Everything ``hopbench compare`` reports.
+
+    Attributes:
+        base_dir / candidate_dir: the folders (as given).
+        metrics: one per (scope, metric) both runs have.
+        rates: one per (scope, rate).
+        warnings: e.g. an incomplete or saturated run, a forced shape mismatch.
+        only_in_base / only_in_candidate: scopes the other run lacks.
+        alpha / min_effect: the test settings used.
+    """
+
+    base_dir: str
+    candidate_dir: str
+    metrics: tuple[MetricComparison, ...]
+    rates: tuple[RateComparison, ...]
+    warnings: tuple[str, ...] = ()
+    only_in_base: tuple[str, ...] = ()
+    only_in_candidate: tuple[str, ...] = ()
+    alpha: float = ALPHA
+    min_effect: float = MIN_EFFECT
+    shape_differences: tuple[str, ...] = field(default=())
+
+    @property
+    def any_worse(self) -> bool:
+        """True when any metric or rate verdict is "worse"."""
+        return any(m.verdict == "worse" for m in self.metrics) or any(r.verdict == "worse" for r in self.rates)
+
+    def scopes(self) -> list[str]:
+        """Scopes in report order (scenarios, then "all")."""
+        seen: list[str] = []
+        for s in [m.scope for m in self.metrics] + [r.scope for r in self.rates]:
+            if s not in seen:
+                seen.append(s)
+        return [s for s in seen if s != "all"] + (["all"] if "all" in seen else [])
+
+    def render(self, fmt: str) -> str:
+        """Render as ``"text"``, ``"markdown"`` or ``"json"``.
+
+        Raises:
+            UsageError: an unknown format.
+        """
+        match fmt:
+            case "text":
+                return _render_text(self)
+            case "markdown":
+                return _render_markdown(self)
+            case "json":
+                return json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n"
+        raise UsageError(f"unknown format {fmt!r}: expected text, markdown or json")
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict: ``scopes.<scope>.metrics.<metric>.verdict`` etc. (docs/compare.md)."""
+        scopes: dict[str, Any] = {}
+        for s in self.scopes():
+            scopes[s] = {"metrics": {}, "rates": {}}
+        for m in self.metrics:
+            scopes[m.scope]["metrics"][m.metric] = {
+                "unit": m.unit,
+                "base": m.base,
+                "candidate": m.candidate,
+                "change": {k: dict(zip(("abs", "rel"), m.change(k))) for k in SHOWN_STATS},
+                "test": {"method": "mann-whitney u (tie-corrected, normal approximation)",
+                         "u": m.test.u_a, "z": _finite(m.test.z), "p_value": m.test.p_value,
+                         "superiority": m.test.superiority, "alpha": self.alpha},
+                "tails": m.tails,
+                "verdict": m.verdict,
+                "reasons": list(m.reasons),
+            }
+        for r in self.rates:
+            scopes[r.scope]["rates"][r.name] = {
+                "base": {"numerator": r.base[0], "denominator": r.base[1], "value": r.base[2]},
+                "candidate": {"numerator": r.candidate[0], "denominator": r.candidate[1], "value": r.candidate[2]},
+                "change": {"abs": None if r.base[2] is None or r.candidate[2] is None else r.candidate[2] - r.base[2],
+                           "rel": _rel(r.base[2], r.candidate[2])},
+                "unit": r.unit,
+                "test": {"method": r.method, "p_value": r.p_value, "alpha": self.alpha},
+                "verdict": r.verdict,
+            }
+        return {
+            "base": self.base_dir,
+            "candidate": self.candidate_dir,
+            "alpha": self.alpha,
+            "min_effect": self.min_effect,
+            "worse": self.any_worse,
+            "warnings": list(self.warnings),
+            "shape_differences": list(self.shape_differences),
+            "only_in_base": list(self.only_in_base),
+            "only_in_candidate": list(self.only_in_candidate),
+            "scopes": scopes,
+        }
+
+
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+# -- load shape --------------------------------------------------------------------
+
+
+def load_shape(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a run that make two runs comparable.
+
+    Returns:
+        flat dict: ``load.<key>`` for every key of the profile's ``[load]``,
+        ``run.duration_s``, ``run.requests``, ``run.warmup_s``, ``workers``,
+        and ``scenarios`` (a list of [name, weight]). Targets, models and
+        emulator settings are not part of the shape: they are what one compares.
+    """
+    profile = summary.get("profile")
+    p = profile if isinstance(profile, Mapping) else {}
+    out: dict[str, Any] = {}
+    load = p.get("load")
+    if isinstance(load, Mapping):
+        for k, v in load.items():
+            out[f"load.{k}"] = v
+    run = p.get("run")
+    run = run if isinstance(run, Mapping) else {}
+    for k in ("duration_s", "requests", "warmup_s"):
+        out[f"run.{k}"] = run.get(k)
+    workers = summary.get("workers", run.get("workers", 1))
+    out["workers"] = workers if workers is not None else 1
+    scen = p.get("scenario")
+    if isinstance(scen, list):
+        out["scenarios"] = [[s.get("name"), s.get("weight", 1)] for s in scen if isinstance(s, Mapping)]
+    return out
+
+
+def _shape_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    sa, sb = load_shape(a), load_shape(b)
+    diffs = []
+    for k in list(sa) + [k for k in sb if k not in sa]:
+        if sa.get(k) != sb.get(k):
+            diffs.append(f"{k}: {json.dumps(sa.get(k))} vs {json.dumps(sb.get(k))}")
+    return diffs
+
+
+# -- metrics ---------------------------------------------------------------------
+
+
+def _hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
+    metrics = scope.get("metrics", {})
+    m = metrics.get(metric) if isinstance(metrics, Mapping) else None
+    if not isinstance(m, Mapping):
+        return Histogram(metric)
+    text = m.get("hdr")
+    if not isinstance(text, str):
+        raise ResultsError(f"{where}.metrics.{metric}.hdr: expected a string")
+    try:
+        return Histogram.decode(metric, text)
+    except ResultsError as exc:
+        raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
+
+
+def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha: float = ALPHA,
+                   min_effect: float = MIN_EFFECT) -> MetricComparison:
+    """Compare one metric's histograms (base ``a``, candidate ``b``).
+
+    Verdict rules (docs/compare.md): a *shift* when Mann-Whitney U is
+    significant at ``alpha``, the median moved the same way, by at least
+    ``min_effect`` relative; a *tail* change when the ``1 - alpha``
+    order-statistic confidence intervals of p90 or p99 are disjoint and the
+    percentile moved by at least ``min_effect``. Any worse -> "worse"; else
+    any better -> "better"; else "same".
+    """
+    spec = METRICS[metric]
+    sa, sb = a.stats(), b.stats()
+    base = {k: sa[k] for k in SHOWN_STATS}
+    cand = {k: sb[k] for k in SHOWN_STATS}
+    ba, bb = buckets(a), buckets(b)
+    test = mann_whitney(ba, bb)
+    verdicts: list[str] = []
+    reasons: list[str] = []
+    rel50 = _rel(sa["p50"], sb["p50"])
+    if test.p_value < alpha and rel50 is not None and abs(rel50) >= min_effect:
+        larger = test.superiority > 0.5
+        if larger == (rel50 > 0):
+            v = _direction(metric, larger)
+            verdicts.append(v)
+            reasons.append(f"median {rel50:+.1%} (Mann-Whitney p = {test.p_value:.2g})")
+    elif test.p_value < alpha and rel50 is not None:
+        reasons.append(f"significant but small: median {rel50:+.1%} < {min_effect:.0%} (p = {test.p_value:.2g})")
+    tails: dict[str, dict[str, Any]] = {}
+    for key, q in _TAILS:
+        ca, cb = quantile_ci(ba, q, 1 - alpha), quantile_ci(bb, q, 1 - alpha)
+        tv = "same"
+        rel = _rel(sa[key], sb[key])
+        if ca is not None and cb is not None and rel is not None and abs(rel) >= min_effect:
+            if cb[0] > ca[1] or cb[1] < ca[0]:
+                tv = _direction(metric, cb[0] > ca[1])
+                verdicts.append(tv)
+                reasons.append(f"{key} {rel:+.1%} ({1 - alpha:.0%} CIs disjoint)")
+        d = spec.divisor
+        tails[key] = {"base_ci": None if ca is None else [ca[0] / d, ca[1] / d],
+                      "candidate_ci": None if cb is None else [cb[0] / d, cb[1] / d],
+                      "verdict": tv}
+    if not a.count or not b.count:
+        reasons.append("no samples in " + ("base" if not a.count else "candidate"))
+    verdict = "worse" if "worse" in verdicts else "better" if "better" in verdicts else "same"
+    return MetricComparison(scope, metric, spec.unit, base, cand, test, tails, verdict, tuple(reasons))
+
+
+# -- rates -----------------------------------------------------------------------
+
+
+def _rate_tuple(counters: Mapping[str, Any], metrics: Mapping[str, Any], name: str) -> tuple[int, int, float | None]:
+    if name in _BASE_RATES:
+        v, num, den = rate_value(name, counters, metrics, None)
+        return num, den, v
+    started = counters.get("started", 0) - counters.get("cancelled", 0)
+    k = counters.get(name, 0)
+    return k, started, (k / started if started > 0 else None)
+
+
+def _compare_rates(scope: str, a: Mapping[str, Any], b: Mapping[str, Any], alpha: float) -> list[RateComparison]:
+    ca, cb = a.get("counters", {}), b.get("counters", {})
+    ma, mb = a.get("metrics", {}), b.get("metrics", {})
+    names = list(_BASE_RATES)
+    codes = sorted({k for k in list(ca) + list(cb) if k.startswith(_CODE_PREFIXES)})
+    out = []
+    for name in names + codes:
+        ka, na, va = _rate_tuple(ca, ma, name)
+        kb, nb, vb = _rate_tuple(cb, mb, name)
+        if not na and not nb:
+            continue
+        test = two_proportions(ka, na, kb, nb)
+        verdict = "same"
+        if test.p_value < alpha and va is not None and vb is not None and va != vb:
+            verdict = _direction(name, vb > va)
+        out.append(RateComparison(scope, name, (ka, na, va), (kb, nb, vb), test.method, test.p_value, verdict))
+    return out
+
+
+def _interval_rates(results_dir: Path | None, summary: Mapping[str, Any]) -> list[tuple[int, int]] | None:
+    """Per-interval output tokens/s of the measured, full-length intervals, as buckets."""
+    if results_dir is None:
+        return None
+    try:
+        lines = (Path(results_dir) / "timeline.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(x) for x in lines if x.strip()]
+    except (OSError, ValueError):
+        return None
+    profile = summary.get("profile")
+    run = profile.get("run", {}) if isinstance(profile, Mapping) else {}
+    warm_ns = int(float(run.get("warmup_s", 0) or 0) * 1e9) if isinstance(run, Mapping) else 0
+    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("start_ns"), int)
+            and isinstance(r.get("end_ns"), int) and r["start_ns"] >= warm_ns]
+    if len(rows) < 3:
+        return None
+    length = max(r["end_ns"] - r["start_ns"] for r in rows)
+    # drop short intervals and the last one (the drain after the load stopped)
+    values = sorted(int(r.get("output_tokens", 0) * 1e9 / length) for r in rows[:-1]
+                    if r["end_ns"] - r["start_ns"] == length)
+    out: dict[int, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return sorted(out.items())
+
+
+def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_dir: Path | None,
+                        cand_dir: Path | None, alpha: float, min_effect: float) -> list[RateComparison]:
+    sa, sb = base["scopes"].get("all", {}), cand["scopes"].get("all", {})
+    ma, _ = measured_duration_s(base, base_dir)
+    mb, _ = measured_duration_s(cand, cand_dir)
+    ia, ib = _interval_rates(base_dir, base), _interval_rates(cand_dir, cand)
+    out = []
+    for name, unit in (("output_tokens_per_s", "tokens/s"), ("completed_per_s", "/s")):
+        va, num_a, _ = rate_value(name, sa.get("counters", {}), sa.get("metrics", {}), ma)
+        vb, num_b, _ = rate_value(name, sb.get("counters", {}), sb.get("metrics", {}), mb)
+        method, p, verdict = "none", 1.0, "same"
+        if name == "output_tokens_per_s" and ia and ib:
+            t = mann_whitney(ia, ib)
+            method, p = "mann-whitney over intervals", t.p_value
+            rel = _rel(va, vb)
+            if p < alpha and rel is not None and abs(rel) >= min_effect and (rel > 0) == (t.superiority > 0.5):
+                verdict = _direction("throughput." + name, rel > 0)
+        out.append(RateComparison("all", "throughput." + name, (num_a, ma or 0.0, va), (num_b, mb or 0.0, vb),
+                                  method, p, verdict, unit))
+    return out
+
+
+def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
+                      metrics: Sequence[str] | None = None, alpha: float = ALPHA,
+                      min_effect: float = MIN_EFFECT, force: bool = False,
+                      base_dir: Path | None = None, candidate_dir: Path | None = None) -> Comparison:
+    """Compare two runs' summaries.
+
+    Args:
+        base: the base run's summary.json dict.
+        candidate: the candidate's.
+        metrics: metric names to compare (default :data:`DEFAULT_METRICS`).
+        alpha: significance level, e.g. 0.01.
+        min_effect: smallest relative change that can make a verdict, e.g. 0.02.
+        force: compare even when the load shapes differ.
+        base_dir / candidate_dir: the folders (for throughput per interval and messages).
+
+    Returns:
+        Comparison.
+
+    Raises:
+        UsageError: the load shapes differ (and not ``force``), or an unknown metric.
+        ResultsError: a malformed summary.
+    """
+    names = list(metrics) if metrics else list(DEFAULT_METRICS)
+    for m in names:
+        if m not in METRICS:
+            raise UsageError(f"--metric: unknown metric {m!r}: expected one of {', '.join(METRICS)}")
+    label_a = str(base_dir) if base_dir is not None else "base"
+    label_b = str(candidate_dir) if candidate_dir is not None else "candidate"
+    diffs = _shape_differences(base, candidate)
+    warnings = []
+    if diffs:
+        if not force:
+            raise UsageError(f"{label_a} and {label_b}: the runs' load shapes differ ("
+                             + "; ".join(diffs) + "): pass --force to compare anyway")
+        warnings.append("load shapes differ (compared with --force): " + "; ".join(diffs))
+    for label, s in ((label_a, base), (label_b, candidate)):
+        if s.get("complete") is not True:
+            warnings.append(f"{label}: the run did not complete (partial results)")
+        if s.get("saturated") is True:
+            warnings.append(f"{label}: the load generator was saturated (latencies not trustworthy)")
+    scopes_a, scopes_b = base.get("scopes"), candidate.get("scopes")
+    if not isinstance(scopes_a, Mapping) or not isinstance(scopes_b, Mapping):
+        raise ResultsError("summary: expected a \"scopes\" object in both runs")
+    common = [s for s in scopes_a if s in scopes_b]
+    out_m: list[MetricComparison] = []
+    out_r: list[RateComparison] = []
+    for scope in common:
+        a, b = scopes_a[scope], scopes_b[scope]
+        for metric in names:
+            ha = _hist(a, metric, f"{label_a}: scopes.{scope}")
+            hb = _hist(b, metric, f"{label_b}: scopes.{scope}")
+            if not ha.count and not hb.count:
+                continue
+            out_m.append(compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect))
+        out_r.extend(_compare_rates(scope, a, b, alpha))
+    if "all" in common:
+        out_r.extend(_compare_throughput(base, candidate, base_dir, candidate_dir, alpha, min_effect))
+    return Comparison(
+        base_dir=label_a, candidate_dir=label_b, metrics=tuple(out_m), rates=tuple(out_r),
+        warnings=tuple(warnings),
+        only_in_base=tuple(s for s in scopes_a if s not in scopes_b),
+        only_in_candidate=tuple(s for s in scopes_b if s not in scopes_a),
+        alpha=alpha, min_effect=min_effect, shape_differences=tuple(diffs),
+    )
+
+
+# -- rendering -------------------------------------------------------------------
+
+
+def _num(v: float | int | None) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, int):
+        return str(v)
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def _pct(r: float | None) -> str:
+    return "" if r is None else f"{r:+.1%}"
+
+
+def _rate_cell(t: tuple[float, float, float | None], unit: str) -> str:
+    if unit:
+        return _num(t[2]) if t[2] is not None else "-"
+    return f"{int(t[0])}/{int(t[1])} = {t[2]:.3%}" if t[2] is not None else f"{int(t[0])}/{int(t[1])}"
+
+
+_VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant change"}
+
+
+def _method_line(c: Comparison) -> str:
+    return (f"method: Mann-Whitney U (tie-corrected) on HDR buckets and {1 - c.alpha:.0%} quantile CIs "
+            f"of p90/p99, alpha {c.alpha:g}, min effect {c.min_effect:.0%}; rates: two-proportion z / Fisher")
+
+
+def _render_text(c: Comparison) -> str:
+    out = [f"base:      {c.base_dir}", f"candidate: {c.candidate_dir}", _method_line(c)]
+    out += [f"warning: {w}" for w in c.warnings]
+    if c.only_in_base or c.only_in_candidate:
+        out.append(f"scopes only in base: {', '.join(c.only_in_base) or '-'}; "
+                   f"only in candidate: {', '.join(c.only_in_candidate) or '-'}")
+    for scope in c.scopes():
+        out.append("")
+        out.append(f"== {scope} ==")
+        for m in (m for m in c.metrics if m.scope == scope):
+            out.append(f"  {m.metric} ({m.unit}){'':<4}{'base':>12} {'candidate':>12} {'change':>12} {'':>8}")
+            for k in SHOWN_STATS:
+                d, r = m.change(k)
+                label = "p99.9" if k == "p999" else k
+                out.append(f"    {label:<{len(m.metric) + len(m.unit) + 3}}{_num(m.base[k]):>12} "
+                           f"{_num(m.candidate[k]):>12} {_num(d) if d is not None else '':>12} {_pct(r):>8}")
+            why = f"  ({'; '.join(m.reasons)})" if m.reasons else ""
+            out.append(f"    verdict: {_VERDICT_TEXT[m.verdict]}{why}")
+        rates = [r for r in c.rates if r.scope == scope]
+        if rates:
+            out.append("  rates")
+            for r in rates:
+                rel = _rel(r.base[2], r.candidate[2])
+                out.append(f"    {r.name:<34} {_rate_cell(r.base, r.unit):>22} -> {_rate_cell(r.candidate, r.unit):<22}"
+                           f" {_pct(rel):>8}  {_VERDICT_TEXT[r.verdict]} ({r.method}, p = {r.p_value:.2g})")
+    worse = c.any_worse
+    out.append("")
+    out.append("compare: " + ("WORSE: " + ", ".join(
+        [f"{m.scope} {m.metric}" for m in c.metrics if m.verdict == "worse"]
+        + [f"{r.scope} {r.name}" for r in c.rates if r.verdict == "worse"]) if worse else "nothing worse"))
+    return "\n".join(out) + "\n"
+
+
+def _md_cell(m: MetricComparison, k: str) -> str:
+    d, r = m.change(k)
+    if k == "count":
+        return f"{_num(m.base[k])} / {_num(m.candidate[k])}"
+    return f"{_num(m.base[k])} → {_num(m.candidate[k])}" + (f" ({_pct(r)})" if r is not None else "")
+
+
+_MD_VERDICT = {"better": "✅ better", "worse": "❌ worse", "same": "no significant change"}
+
+
+def _render_markdown(c: Comparison) -> str:
+    out = [f"### hopbench compare: `{c.base_dir}` → `{c.candidate_dir}`", "", _method_line(c), ""]
+    out += [f"> ⚠️ {w}" for w in c.warnings]
+    for scope in c.scopes():
+        out += ["", f"#### {scope}", "",
+                "| metric | verdict | count | p50 | p90 | p99 | p99.9 | max |",
+                "|---|---|---|---|---|---|---|---|"]
+        for m in (m for m in c.metrics if m.scope == scope):
+            cells = " | ".join(_md_cell(m, k) for k in SHOWN_STATS)
+            out.append(f"| {m.metric} ({m.unit}) | {_MD_VERDICT[m.verdict]} | {cells} |")
+        rates = [r for r in c.rates if r.scope == scope]
+        if rates:
+            out += ["", "| rate | verdict | base | candidate | change | test |", "|---|---|---|---|---|---|"]
+            for r in rates:
+                out.append(f"| {r.name} | {_MD_VERDICT[r.verdict]} | {_rate_cell(r.base, r.unit)} | "
+                           f"{_rate_cell(r.candidate, r.unit)} | {_pct(_rel(r.base[2], r.candidate[2]))} | "
+                           f"{r.method}, p = {r.p_value:.2g} |")
+    return "\n".join(out) + "\n"
+
+
+# -- command line ------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="hopbench compare",
+                description="Compare two results folders per scope and metric, with a verdict "
+                            "from statistical tests on the HDR histograms. See docs/compare.md.",
+                epilog="Exit codes: 0 (1 with --fail-on-worse when any verdict is worse), 2 bad input.")
+    p.add_argument("base_dir", type=Path, metavar="BASE_DIR")
+    p.add_argument("candidate_dir", type=Path, metavar="CAND_DIR")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("--metric", action="append", metavar="NAME",
+                   help="metric to compare (repeat, or comma-separate); default: the gateway-facing ones")
+    p.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
+    p.add_argument("--min-effect", type=float, default=MIN_EFFECT,
+                   help=f"smallest relative change that can be a verdict (default {MIN_EFFECT})")
+    p.add_argument("--fail-on-worse", action="store_true", help="exit 1 when any verdict is worse")
+    p.add_argument("--force", action="store_true", help="compare runs whose load shapes differ")
+    return p
+
+
+def compare_main(argv: list[str]) -> int:
+    """``hopbench compare BASE_DIR CAND_DIR [...]``; returns the exit code (0, 1 or 2)."""
+    from ._results import read_summary
+
+    args = _parser().parse_args(argv)
+    try:
+        if not 0 < args.alpha < 1:
+            raise UsageError(f"--alpha: expected a number between 0 and 1, got {args.alpha}")
+        if not 0 <= args.min_effect < 10:
+            raise UsageError(f"--min-effect: expected a fraction >= 0 (0.02 = 2 %), got {args.min_effect}")
+        metrics = [m.strip() for arg in args.metric or [] for m in arg.split(",") if m.strip()]
+        base = read_summary(args.base_dir)
+        cand = read_summary(args.candidate_dir)
+        comparison = compare_summaries(
+            base, cand, metrics=metrics or None, alpha=args.alpha, min_effect=args.min_effect,
+            force=args.force, base_dir=args.base_dir, candidate_dir=args.candidate_dir)
+    except HopbenchError as exc:
+        print(f"hopbench compare: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    sys.stdout.write(comparison.render(args.format))
+    return EXIT_WORSE if args.fail_on_worse and comparison.any_worse else EXIT_OK
