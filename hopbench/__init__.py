@@ -1,10 +1,12 @@
 """hopbench: a streaming load tester for LLM gateways.
 
-Public surface (everything else lives in underscore modules or subpackages)::
+Public surface (implementation lives in underscore modules and subpackages)::
 
-    hopbench.sse          SSEScanner, SSEEvent, SSEComment
-    hopbench.protocols    new_decoder, decode_stream, StreamResult, observations
-    hopbench.emulator     the built-in gateway emulator
+    hopbench.sse          SSEScanner, SSEEvent, SSEComment: the zero-copy SSE scanner
+    hopbench.protocols    new_decoder, decode_stream, StreamResult, observation records
+    hopbench.emulator     the built-in gateway emulator (EmulatorConfig, EmbeddedEmulator)
+
+and, from this package: the error tree, ``load_profile`` and ``run_profile``.
 """
 
 from ._errors import (
@@ -15,15 +17,38 @@ from ._errors import (
     SSEError,
     UsageError,
 )
+from ._profile import Profile, load_profile, parse_profile
+from .protocols import StreamResult, decode_stream, new_decoder
+from .sse import SSEComment, SSEEvent, SSEScanner
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     "HopbenchError",
+    "Profile",
     "ProfileError",
     "ResultsError",
     "RunAborted",
+    "SSEComment",
     "SSEError",
+    "SSEEvent",
+    "SSEScanner",
+    "StreamResult",
     "UsageError",
+    "decode_stream",
+    "load_profile",
+    "new_decoder",
+    "parse_profile",
+    "run_profile",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # run_profile pulls in trio, httpx and the emulator: import it on first use
+    # so that `import hopbench` (and the pure core) stays light.
+    if name == "run_profile":
+        from ._run import run_profile
+
+        return run_profile
+    raise AttributeError(f"module 'hopbench' has no attribute {name!r}")

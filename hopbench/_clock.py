@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import trio
 
-__all__ = ["now_ns", "ns_to_s", "s_to_ns", "NS_PER_MS", "NS_PER_S"]
+from ._units import NS_PER_MS, NS_PER_S, NS_PER_US, ns_to_s, s_to_ns
 
-NS_PER_US = 1_000
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
+__all__ = ["now_ns", "ns_to_s", "s_to_ns", "NS_PER_US", "NS_PER_MS", "NS_PER_S"]
+
+_current_time = trio.current_time
 
 
 def now_ns() -> int:
@@ -27,14 +27,4 @@ def now_ns() -> int:
 
     Only valid inside ``trio.run``. Raises ``RuntimeError`` outside it.
     """
-    return int(trio.current_time() * NS_PER_S)
-
-
-def s_to_ns(seconds: float) -> int:
-    """Convert seconds (a profile's human unit) to integer nanoseconds."""
-    return int(round(seconds * NS_PER_S))
-
-
-def ns_to_s(t_ns: int) -> float:
-    """Convert integer nanoseconds to float seconds (for trio.sleep_until)."""
-    return t_ns / NS_PER_S
+    return int(_current_time() * NS_PER_S)

@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,7 +32,8 @@ from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment
 from ._runner import LoadRunner, RunStats
 
-__all__ = ["RunOutcome", "run_profile", "analyse", "default_out_dir"]
+__all__ = ["RunOutcome", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
+           "timeline_line", "finish_run", "progress_line"]
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
 SATURATION_CPU = 0.95
@@ -149,7 +151,7 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
 
 def run_profile(profile: Profile, *, out_dir: Path | None = None,
                 on_line: Callable[[str], None] | None = None,
-                progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
+                progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None = None,
                 base_url: str | None = None) -> RunOutcome:
     """Run ``profile`` and write its results folder.
 
@@ -157,7 +159,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         profile: a validated profile.
         out_dir: results folder (default ``results/<name>-<UTC timestamp>``).
         on_line: receives plain progress lines (None: silent).
-        progress: receives each interval's snapshot and timeline record.
+        progress: receives each interval's snapshot, its timeline record and the
+            cumulative measured snapshot (e.g. ``LiveProgress.on_interval``).
         base_url: overrides the profile's target (tests).
 
     Returns:
@@ -167,17 +170,77 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     Raises:
         ResultsError: the results folder cannot be written (before any load).
     """
-    emu_cfg = profile.emulator_config
     out = out_dir if out_dir is not None else default_out_dir(profile)
     writer = ResultsWriter(out)
     scopes = [s.name for s in profile.scenarios]
     rec, warm = Recorder(scopes), Recorder(scopes)
-    started_wall = time.time()
-    meta: dict[str, Any] = {
+    meta = base_meta(profile)
+    timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
+    last_checkpoint = [time.monotonic()]
+
+    def on_interval(iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
+        writer.write_interval(warm_iv)
+        writer.write_interval(iv)
+        line = timeline_line(line, iv, warm_iv)
+        timeline.write(json.dumps(line) + "\n")
+        timeline.flush()
+        if progress is not None:
+            progress(iv, line, rec.snapshot())
+        if on_line is not None:
+            on_line(progress_line(iv, line))
+        if time.monotonic() - last_checkpoint[0] >= _CHECKPOINT_S:
+            last_checkpoint[0] = time.monotonic()
+            writer.update(dict(meta, ended_at=None), rec.snapshot(), complete=False)
+
+    crashed: str | None = None
+    stats: RunStats | None = None
+    runner: LoadRunner | None = None
+    try:
+        with ExitStack() as stack:
+            url = base_url or profile.target.url
+            if url is None:
+                from .emulator import EmbeddedEmulator
+
+                emulator = stack.enter_context(EmbeddedEmulator(
+                    profile.emulator_config, record_path=out / "ground_truth.jsonl"))
+                url = emulator.base_url
+                meta["ground_truth"] = "ground_truth.jsonl"
+            mark_started(meta)
+            writer.start(meta)
+            runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval)
+            try:
+                stats = trio.run(runner.run)
+            except KeyboardInterrupt:
+                meta["interrupted_by"] = "SIGINT"
+            except HopbenchError:
+                raise
+            except Exception as exc:
+                crashed = traceback.format_exc()
+                meta["crash"] = _crash_reason(exc)
+    finally:
+        timeline.close()
+        if "started_at_unix_s" in meta:  # the run began: always leave complete results
+            stats = stats or (runner.stats if runner is not None else RunStats())
+            summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
+                                 warm.snapshot() if profile.run.warmup_ns else None, crashed)
+    complete = summary["complete"]
+    return RunOutcome(summary, out, complete, crashed)
+
+
+def _crash_reason(exc: BaseException) -> str:
+    """One line naming the first real exception inside (trio wraps them in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def base_meta(profile: Profile) -> dict[str, Any]:
+    """The top-level summary.json fields known before the run starts."""
+    return {
         "name": profile.run.name,
         "profile": sanitized(profile),
         "environment": environment(),
-        "started_at": _iso(started_wall),
+        "started_at": None,
         "ended_at": None,
         "target": "embedded" if profile.target.embedded else profile.target.url,
         "warnings": [],
@@ -186,72 +249,51 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         "interrupted_by": None,
         "workers": 1,
     }
-    writer.start(meta)
-    timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
-    last_checkpoint = [time.monotonic()]
-
-    def on_interval(iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
-        writer.write_interval(warm_iv)
-        writer.write_interval(iv)
-        line = dict(line, completed=iv.counter(ALL, "completed") + warm_iv.counter(ALL, "completed"),
-                    started=iv.counter(ALL, "started") + warm_iv.counter(ALL, "started"),
-                    output_tokens=sum(iv.counter(ALL, f"tokens.output.{k}") for k in ("completed", "broken")))
-        timeline.write(json.dumps(line) + "\n")
-        timeline.flush()
-        if progress is not None:
-            progress(iv, line)
-        if on_line is not None:
-            on_line(_progress_line(iv, line))
-        if time.monotonic() - last_checkpoint[0] >= _CHECKPOINT_S:
-            last_checkpoint[0] = time.monotonic()
-            writer.update(dict(meta, ended_at=None), rec.snapshot(), complete=False)
-
-    emulator = None
-    crashed: str | None = None
-    stats: RunStats | None = None
-    runner: LoadRunner | None = None
-    try:
-        url = base_url or profile.target.url
-        if url is None:
-            from .emulator import EmbeddedEmulator
-
-            emulator = EmbeddedEmulator(emu_cfg, record_path=out / "ground_truth.jsonl")
-            url = emulator.__enter__().base_url
-            meta["ground_truth"] = "ground_truth.jsonl"
-        runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval)
-        stats = trio.run(runner.run)
-    except KeyboardInterrupt:
-        meta["interrupted_by"] = "SIGINT"
-    except HopbenchError:
-        raise
-    except Exception:
-        crashed = traceback.format_exc()
-        meta["crash"] = crashed.strip().splitlines()[-1]
-    finally:
-        if emulator is not None:
-            emulator.__exit__(None, None, None)
-        timeline.close()
-        stats = stats or (runner.stats if runner is not None else RunStats())
-        if stats.interrupted_by:
-            meta["interrupted_by"] = stats.interrupted_by
-        total = rec.snapshot()
-        saturated, warnings, load = analyse(profile, stats, total)
-        complete = crashed is None and meta["interrupted_by"] is None
-        if not complete:
-            warnings.insert(0, "run interrupted: results are partial (complete: false)"
-                            if crashed is None else f"hopbench crashed mid-run: {meta['crash']}")
-        ended = time.time()
-        meta.update(ended_at=_iso(ended), duration_s=round(ended - started_wall, 3),
-                    saturated=saturated, warnings=warnings, load=load,
-                    generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
-                               "loop_lag_p99_ms": load["loop_lag_p99_ms"],
-                               "intervals": len(stats.intervals)})
-        summary = writer.finish(meta, total, warm.snapshot() if profile.run.warmup_ns else None,
-                                complete=complete)
-    return RunOutcome(summary, out, complete, crashed)
 
 
-def _progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:
+def mark_started(meta: dict[str, Any]) -> None:
+    """Stamp the wall-clock start (the base time of intervals.hlog) into ``meta``."""
+    now = time.time()
+    meta["started_at"] = _iso(now)
+    meta["started_at_unix_s"] = now
+
+
+def timeline_line(line: dict[str, Any], iv: IntervalSnapshot, warm_iv: IntervalSnapshot) -> dict[str, Any]:
+    """One timeline.jsonl record: the runner's interval figures plus the counts."""
+    def both(name: str) -> int:
+        return iv.counter(ALL, name) + warm_iv.counter(ALL, name)
+
+    return dict(line, completed=both("completed"), started=both("started"),
+                output_tokens=both("tokens.output.completed") + both("tokens.output.broken"))
+
+
+def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], stats: RunStats,
+               total: Snapshot, warmup: Snapshot | None, crashed: str | None,
+               extra_warnings: list[str] | None = None, saturated: bool = False) -> dict[str, Any]:
+    """Judge the run (``analyse``) and write the final results files.
+
+    Returns:
+        the summary dict as written to summary.json.
+    """
+    if stats.interrupted_by:
+        meta["interrupted_by"] = stats.interrupted_by
+    sat, warnings, load = analyse(profile, stats, total)
+    warnings = (extra_warnings or []) + warnings
+    complete = crashed is None and meta.get("interrupted_by") is None and not extra_warnings
+    if not complete:
+        warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed
+                        else "run interrupted: results are partial (complete: false)")
+    ended = time.time()
+    meta.update(ended_at=_iso(ended), duration_s=round(ended - meta["started_at_unix_s"], 3),
+                saturated=sat or saturated, warnings=warnings, load=load,
+                generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
+                           "loop_lag_p99_ms": load["loop_lag_p99_ms"],
+                           "intervals": len(stats.intervals)})
+    return writer.finish(meta, total, warmup, complete=complete)
+
+
+
+def progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:
     ttft = iv.histogram(ALL, "ttft")
     itl = iv.histogram(ALL, "itl")
     t_s = line["end_ns"] / NS_PER_S

@@ -164,6 +164,7 @@ class LoadRunner:
         self._t0 = 0
         self._id_prefix = f"{seed_offset}-"
         self.last_interval: IntervalSnapshot | None = None
+        self._stop_event = trio.Event()  # trio events are not bound to a run until used
 
     # -- helpers ---------------------------------------------------------------
     def _pick(self) -> Scenario:
@@ -228,6 +229,8 @@ class LoadRunner:
         run = self.profile.run
         self._generator_done = trio.Event()
         self._idle_changed = trio.Event()
+        if self._stop_event.is_set():  # stopped before it started
+            self.stats.stop_ns = 0
         self._t0 = t0 = now_ns()
         st = self.stats
         st.started_ns = 0
@@ -258,7 +261,6 @@ class LoadRunner:
         return st
 
     async def _stop_requested(self) -> None:
-        self._stop_event = getattr(self, "_stop_event", None) or trio.Event()
         async with trio.open_nursery() as n:
             async def on(ev: trio.Event) -> None:
                 await ev.wait()
@@ -271,7 +273,6 @@ class LoadRunner:
         """Stop generating new load (e.g. on SIGINT); in-flight streams get the grace period."""
         if reason and self.stats.interrupted_by is None:
             self.stats.interrupted_by = reason
-        self._stop_event = getattr(self, "_stop_event", None) or trio.Event()
         self._stop_event.set()
 
     def _stop(self, gen: trio.CancelScope) -> None:

@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     except HopbenchError as exc:
         print(f"hopbench: error: {exc}", file=sys.stderr)
         return EXIT_CRASH
+    except KeyboardInterrupt:  # before the run started (e.g. while the emulator starts)
+        print("hopbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     parser.print_help()
     return EXIT_INPUT
 
@@ -118,7 +121,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         err.print(f"hopbench: running {args.profile} -> {out}", highlight=False)
     outcome = run_profile(profile, out_dir=out,
-                          on_line=(lambda s: err.print(s, highlight=False)) if show_lines else None)
+                          on_line=(lambda s: err.print(s, highlight=False, soft_wrap=True)) if show_lines else None)
     if not args.quiet:
         render_summary(outcome.summary, console)
         console.print(f"results: {outcome.out_dir}", highlight=False)

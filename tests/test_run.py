@@ -183,8 +183,9 @@ def test_run_cli_bad_profile_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "load.concurrency" in err
 
 
-def test_run_secrets_never_reach_results(tmp_path: Path) -> None:
+def test_run_secrets_never_reach_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-hopbench-test-" + "9" * 24
+    monkeypatch.setenv("HOPBENCH_TEST_KEY", secret)
     text = """
 [run]
 requests = 6
@@ -203,8 +204,43 @@ protocol = "messages"
 model = "m"
 """
     out = tmp_path / "run"
-    outcome = run_profile(parse_profile(text, tmp_path / "s.toml", env={"HOPBENCH_TEST_KEY": secret}),
-                          out_dir=out)
+    outcome = run_profile(parse_profile(text, tmp_path / "s.toml"), out_dir=out)
     assert outcome.summary["scopes"]["all"]["counters"]["started"] == 6
     for f in out.iterdir():
         assert secret.encode() not in f.read_bytes(), f.name
+
+
+def test_run_crash_mid_run_leaves_partial_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hopbench._runner as runner_mod
+
+    calls = []
+    original = runner_mod.LoadRunner._emit_interval
+
+    def crash_on_third(self: runner_mod.LoadRunner, end_rel_ns: int) -> None:
+        calls.append(end_rel_ns)
+        if len(calls) == 3:
+            raise RuntimeError("injected crash")
+        original(self, end_rel_ns)
+
+    monkeypatch.setattr(runner_mod.LoadRunner, "_emit_interval", crash_on_third)
+    text = """
+[run]
+duration_s = 30
+[load]
+concurrency = 4
+[emulator]
+ttft_ms = 10
+tokens_per_s = 50
+output_tokens = 10
+[[scenario]]
+protocol = "responses"
+model = "m"
+"""
+    out = tmp_path / "run"
+    outcome = run_profile(parse_profile(text, tmp_path / "c.toml"), out_dir=out)
+    assert outcome.crashed is not None and not outcome.complete
+    s = read_summary(out)
+    assert s["complete"] is False
+    assert "hopbench crashed mid-run: RuntimeError: injected crash" in s["warnings"]
+    c = s["scopes"]["all"]["counters"]
+    assert c["completed"] >= 4 and c["started"] == c["completed"] + c.get("cancelled", 0)
