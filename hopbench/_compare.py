@@ -614,7 +614,10 @@ def compare_main(argv: list[str]) -> int:
     """``hopbench compare BASE_DIR CAND_DIR [...]``; returns the exit code (0, 1 or 2)."""
     from ._results import read_summary
 
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2): return it, as documented
+        return exc.code if isinstance(exc.code, int) else EXIT_INPUT
     try:
         if not 0 < args.alpha < 1:
             raise UsageError(f"--alpha: expected a number between 0 and 1, got {args.alpha}")

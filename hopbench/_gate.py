@@ -877,7 +877,10 @@ def gate_main(argv: list[str]) -> int:
     """``hopbench gate RESULTS_DIR [...]``; returns the exit code (0, 1 or 2)."""
     from ._results import read_summary
 
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2): return it, as documented
+        return exc.code if isinstance(exc.code, int) else EXIT_INPUT
     try:
         summary = read_summary(args.results_dir)
         baseline = read_summary(args.baseline) if args.baseline is not None else None

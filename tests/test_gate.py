@@ -1,0 +1,315 @@
+"""Tests for hopbench._gate: budgets, rates, exit codes, output formats, a real run."""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopbench._errors import ProfileError, UsageError
+from hopbench._gate import evaluate_gate, gate_main, rate_value
+from hopbench._profile import parse_profile
+from hopbench._recorder import Recorder
+from hopbench._results import SCHEMA, summary_scopes
+from hopbench._run import run_profile
+
+MS = 1_000_000
+
+
+def _summary(ttft_ms: list[float] | None = None, counters: dict[str, int] | None = None,
+             gate: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
+    """A summary.json dict with one scenario "chat" (and "all")."""
+    rec = Recorder(["chat"])
+    for v in ttft_ms if ttft_ms is not None else [100.0 + i * 0.1 for i in range(1000)]:
+        rec.record("chat", "ttft", int(v * MS))
+    for name, n in (counters or {"started": 1000, "completed": 1000}).items():
+        rec.incr("chat", name, n)
+    out: dict[str, Any] = {
+        "schema": SCHEMA, "name": "t", "complete": True, "saturated": False, "warnings": [],
+        "interrupted_by": None, "duration_s": 11.0, "load": {"measured_s": 10.0},
+        "profile": {"run": {"warmup_s": 1}, "load": {"concurrency": 8},
+                    "scenario": [{"name": "chat", "protocol": "chat"}]},
+        "gate": gate, "scopes": summary_scopes(rec.snapshot()),
+    }
+    out.update(top)
+    return out
+
+
+def _write(tmp_path: Path, name: str, summary: dict[str, Any]) -> Path:
+    d = tmp_path / name
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    return d
+
+
+def _status(report: Any) -> dict[str, str]:
+    return {f"{r.budget.scope} {r.budget.key}": r.status for r in report.results}
+
+
+def test_gate_budgets_held_exit_0() -> None:
+    report = evaluate_gate(_summary(), {"ttft.p99": "<= 800ms", "ttft.count": ">= 500",
+                                        "error_rate": "<= 0.005"})
+    assert _status(report) == {"all ttft.p99": "held", "all ttft.count": "held", "all error_rate": "held"}
+    assert report.passed and report.exit_code == 0
+
+
+def test_gate_budget_breached_exit_1() -> None:
+    report = evaluate_gate(_summary(), {"ttft.p50": "<= 120ms", "ttft.max": "< 250ms"})
+    assert _status(report) == {"all ttft.p50": "breached", "all ttft.max": "held"}
+    assert not report.passed and report.exit_code == 1
+    assert "breached" in report.render("text")
+
+
+def test_gate_units_are_converted_to_the_reporting_unit() -> None:
+    # p50 of 100.0 .. 199.9 ms is ~150 ms
+    for limit, held in (("<= 0.2s", True), ("<= 140000us", False), ("<= 200000000ns", True),
+                        ("> 149ms", True), ("< 0.149s", False)):
+        report = evaluate_gate(_summary(), {"ttft.p50": limit})
+        assert report.results[0].status == ("held" if held else "breached"), limit
+    r = evaluate_gate(_summary(), {"ttft.p50": "<= 0.2s"}).results[0]
+    assert r.limit == pytest.approx(200.0) and r.value == pytest.approx(150.0, rel=2e-3)
+
+
+def test_gate_any_percentile_from_the_histogram() -> None:
+    report = evaluate_gate(_summary(), {"ttft.p75": "<= 176ms", "ttft.p99.99": "<= 1s",
+                                        "ttft.p999": "<= 1s"}, )
+    r75 = report.results[0]
+    assert r75.value == pytest.approx(174.9, rel=2e-3) and r75.status == "held"
+    # p99.99 needs 10,000 samples: 1,000 is inconclusive, which fails
+    assert report.results[1].status == "inconclusive" and not report.results[1].passed
+    assert report.results[2].budget.stat == "p99.9" and report.results[2].budget.min_count == 1000
+
+
+def test_gate_inconclusive_fails_unless_the_budget_says_pass() -> None:
+    few = _summary([100.0] * 50)
+    r = evaluate_gate(few, {"ttft.p99": "<= 800ms"}).results[0]
+    assert (r.status, r.passed, r.samples) == ("inconclusive", False, 50)
+    assert "50 samples, 100 needed" in r.reason
+    r = evaluate_gate(few, {"ttft.p99": {"limit": "<= 800ms", "inconclusive": "pass"}}).results[0]
+    assert (r.status, r.passed) == ("inconclusive", True)
+    r = evaluate_gate(few, {"ttft.p99": {"limit": "<= 800ms", "min_count": 50}}).results[0]
+    assert (r.status, r.passed) == ("held", True)
+    # a metric with no samples at all is inconclusive too
+    r = evaluate_gate(few, {"itl.p50": "<= 10ms"}).results[0]
+    assert r.status == "inconclusive" and r.samples == 0
+
+
+def test_gate_rate_definitions() -> None:
+    c = {"started": 100, "cancelled": 2, "completed": 90, "failed": 1, "truncated": 2, "timeout": 1,
+         "http_error": 3, "connect_error": 1, "keepalive_violations": 3,
+         "tokens.output.completed": 4000, "tokens.output.broken": 100}
+    metrics = {"max_silence": {"count": 94}}
+    assert rate_value("error_rate", c, metrics, None)[0] == pytest.approx(8 / 98)
+    assert rate_value("interruption_rate", c, metrics, None)[0] == pytest.approx(4 / 94)
+    assert rate_value("truncated_rate", c, metrics, None)[0] == pytest.approx(2 / 94)
+    assert rate_value("timeout_rate", c, metrics, None)[0] == pytest.approx(1 / 94)
+    assert rate_value("completion_rate", c, metrics, None)[0] == pytest.approx(90 / 98)
+    assert rate_value("keepalive_violation_rate", c, metrics, None)[0] == pytest.approx(3 / 94)
+    assert rate_value("output_tokens_per_s", c, metrics, 10.0)[0] == pytest.approx(410.0)
+    assert rate_value("output_tokens_per_s", c, metrics, None)[0] is None
+    assert rate_value("error_rate", {}, {}, None) == (None, 0, 0)
+
+
+def test_gate_rates_and_percent_limits() -> None:
+    s = _summary(counters={"started": 1000, "completed": 990, "truncated": 10,
+                           "tokens.output.completed": 60_000})
+    report = evaluate_gate(s, {"interruption_rate": "<= 0.5%", "truncated_rate": "<= 0.02",
+                               "output_tokens_per_s": ">= 5000", "completion_rate": ">= 99%"})
+    assert _status(report) == {"all interruption_rate": "breached", "all truncated_rate": "held",
+                               "all output_tokens_per_s": "held", "all completion_rate": "held"}
+    assert report.results[2].value == pytest.approx(6000.0)  # 60,000 tokens / load.measured_s 10
+
+
+def test_gate_output_tokens_per_s_rate_and_metric_differ() -> None:
+    rec_summary = _summary(counters={"started": 10, "completed": 10, "tokens.output.completed": 100})
+    report = evaluate_gate(rec_summary, {"output_tokens_per_s": ">= 10", "output_tokens_per_s.p50": ">= 1"})
+    assert report.results[0].budget.rate == "output_tokens_per_s"
+    assert report.results[1].budget.metric == "output_tokens_per_s"
+    assert report.results[1].status == "inconclusive"  # no per-stream values recorded
+
+
+def test_gate_scenario_table_applies_to_that_scope() -> None:
+    report = evaluate_gate(_summary(), {"ttft.p50": "<= 1s", "scenario": {"chat": {"ttft.p50": "<= 100ms"}}})
+    assert _status(report) == {"all ttft.p50": "held", "chat ttft.p50": "breached"}
+    with pytest.raises(ProfileError, match="scenario 'nope' is not in the run"):
+        evaluate_gate(_summary(), {"scenario": {"nope": {"ttft.p50": "<= 1s"}}})
+
+
+def test_gate_incomplete_or_saturated_run_fails_by_default() -> None:
+    for top, flag in (({"complete": False, "interrupted_by": "SIGINT"}, "allow_incomplete"),
+                      ({"saturated": True, "warnings": ["load generator saturated: CPU 99%"]}, "allow_saturated")):
+        s = _summary(**top)
+        report = evaluate_gate(s, {"ttft.p50": "<= 1s"})
+        assert report.results[0].status == "held"
+        assert not report.passed and report.exit_code == 1
+        assert evaluate_gate(s, {"ttft.p50": "<= 1s"}, **{flag: True}).passed
+        assert evaluate_gate(s, {"ttft.p50": "<= 1s", flag: True}).passed
+    text = evaluate_gate(_summary(complete=False, interrupted_by="SIGINT"), {"ttft.p50": "<= 1s"}).render("text")
+    assert "FAIL  run.complete" in text and "SIGINT" in text
+
+
+def test_gate_baseline_relative_limit() -> None:
+    base = _summary([100.0 + i * 0.1 for i in range(1000)])
+    slower = _summary([115.0 + i * 0.1 for i in range(1000)])
+    budget = {"ttft.p50": "<= baseline * 1.10", "ttft.p90": "<= baseline + 20ms"}
+    report = evaluate_gate(slower, budget, base)
+    r50, r90 = report.results
+    assert r50.baseline == pytest.approx(150.0, rel=2e-3) and r50.limit == pytest.approx(165.0, rel=2e-3)
+    assert r50.status == "breached" and r90.status == "held"
+    assert evaluate_gate(base, budget, base).passed
+    with pytest.raises(ProfileError, match="--baseline"):
+        evaluate_gate(slower, budget)
+    r = evaluate_gate(slower, budget, missing_baseline="inconclusive").results[0]
+    assert r.status == "inconclusive"
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        ({"ttfx.p99": "<= 1s"}, "unknown metric 'ttfx'"),
+        ({"ttft.p42x": "<= 1s"}, "unknown statistic"),
+        ({"ttft.p99": "<= 800"}, "expected a time with a unit"),
+        ({"ttft.p99": "about 800ms"}, "expected a comparison"),
+        ({"ttft.p99": 800}, "expected a comparison string"),
+        ({"errors": "<= 1"}, "unknown budget"),
+        ({"ttft.p99": {"limit": "<= 1s", "min_samples": 3}}, "unknown key"),
+        ({"ttft.p99": "<= baseline * -1"}, "positive factor"),
+    ],
+)
+def test_gate_bad_budget_raises_profile_error(budget: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProfileError, match=message):
+        evaluate_gate(_summary(), budget)
+
+
+def test_gate_no_budgets_is_usage_error() -> None:
+    with pytest.raises(UsageError, match="no budgets"):
+        evaluate_gate(_summary(gate=None))
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+def test_gate_main_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    held = _write(tmp_path, "held", _summary(gate={"ttft.p99": "<= 800ms"}))
+    breached = _write(tmp_path, "breached", _summary(gate={"ttft.p99": "<= 100ms"}))
+    assert gate_main([str(held)]) == 0
+    assert gate_main([str(breached)]) == 1
+    assert gate_main([str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "missing: No such file" in err
+    assert gate_main([str(held), "--budget", str(tmp_path / "nope.toml")]) == 2
+    assert "nope.toml: file not found" in capsys.readouterr().err
+    assert gate_main([str(held), "--format", "yaml"]) == 2
+
+
+def test_gate_main_budget_file_errors_name_file_line_and_key(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    d = _write(tmp_path, "run", _summary())
+    budget = tmp_path / "budget.toml"
+    budget.write_text('[gate]\n"ttft.p99" = "<= 800ms"\n\n"ttfx.p50" = "<= 1s"\n', encoding="utf-8")
+    assert gate_main([str(d), "--budget", str(budget)]) == 2
+    err = capsys.readouterr().err
+    assert f"{budget}:4: gate.\"ttfx.p50\": unknown metric 'ttfx'" in err
+    # a file without a [gate] table is the table itself; scenario tables work
+    budget.write_text('"ttft.p99" = "<= 800ms"\n[scenario.chat]\n"ttft.p50" = "<= 100ms"\n', encoding="utf-8")
+    assert gate_main([str(d), "--budget", str(budget), "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [(b["scope"], b["status"]) for b in data["budgets"]] == [("all", "held"), ("chat", "breached")]
+    assert data["budgets"][1]["where"] == f"{budget}:3"
+
+
+def test_gate_markdown_table_parses_back() -> None:
+    report = evaluate_gate(_summary([100.0] * 50), {"ttft.p50": "<= 1s", "ttft.max": "<= 10ms",
+                                                    "ttft.p99": "<= 1s"})
+    md = report.render("markdown")
+    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert header == ["result", "scope", "budget", "value", "limit", "samples"]
+    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows[1:]]
+    budgets = {c[2]: c for c in cells if c[2].startswith("`")}
+    assert budgets["`ttft.p50`"][0] == "✅ held" and budgets["`ttft.p50`"][5] == "50"
+    assert budgets["`ttft.max`"][0] == "❌ breached"
+    assert budgets["`ttft.p99`"][0].startswith("⚠️ inconclusive")
+    assert "FAILED" in md.splitlines()[0]
+
+
+def test_gate_junit_parses_back(tmp_path: Path) -> None:
+    d = _write(tmp_path, "run", _summary([100.0] * 50, gate={"ttft.p50": "<= 1s", "ttft.max": "<= 10ms",
+                                                             "ttft.p99": {"limit": "<= 1s", "inconclusive": "pass"}}))
+    junit = tmp_path / "out" / "gate.xml"
+    assert gate_main([str(d), "--junit", str(junit)]) == 1
+    root = ET.parse(junit).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == {"run.complete", "run.not_saturated", "ttft.p50 <= 1s", "ttft.max <= 10ms",
+                          "ttft.p99 <= 1s"}
+    assert suite.get("tests") == "5" and suite.get("failures") == "1" and suite.get("skipped") == "1"
+    assert cases["ttft.max <= 10ms"].find("failure") is not None
+    assert cases["ttft.p50 <= 1s"].find("failure") is None
+    assert cases["ttft.p99 <= 1s"].find("skipped") is not None
+    assert cases["ttft.p50 <= 1s"].get("classname") == "hopbench.gate.all"
+
+
+# -- a real run on the embedded emulator ----------------------------------------------
+
+_PROFILE = """
+[run]
+name = "gate"
+requests = 200
+seed = 1
+
+[load]
+concurrency = 16
+
+[target]
+embedded = true
+
+[emulator]
+ttft_ms = 40
+ttft_jitter_ms = 4
+tokens_per_s = 2000
+output_tokens = 8
+seed = 3
+
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "gpt-emu"
+max_tokens = 16
+
+[gate]
+"ttft.p50" = "<= 500ms"
+"ttft.count" = ">= 150"
+"error_rate" = "<= 0.01"
+"output_tokens_per_s" = ">= 10"
+[gate.scenario.chat]
+"e2e.p90" = "<= 2s"
+"""
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("gate")
+    out = tmp / "results"
+    outcome = run_profile(parse_profile(_PROFILE, tmp / "gate.toml"), out_dir=out)
+    assert outcome.complete
+    return out
+
+
+def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    t0 = time.perf_counter()
+    assert gate_main([str(real_run)]) == 0
+    elapsed_s = time.perf_counter() - t0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "gate passed: 5 held"
+    assert elapsed_s < 1.0
+    budget = tmp_path / "tight.toml"
+    budget.write_text('[gate]\n"ttft.p50" = "<= 5ms"\n', encoding="utf-8")
+    assert gate_main([str(real_run), "--budget", str(budget)]) == 1
+    assert gate_main([str(real_run), "--budget", str(budget), "--baseline", str(real_run)]) == 1
