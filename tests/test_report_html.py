@@ -1,0 +1,330 @@
+"""report.html from real runs of the embedded emulator, checked as data and in a headless browser."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+from hdrh.histogram import HdrHistogram
+from hdrh.log import HistogramLogReader
+
+from hopbench._errors import ResultsError
+from hopbench._hdr import Histogram
+from hopbench._profile import load_profile
+from hopbench._recorder import ALL
+from hopbench._report_html import load_run, read_hlog, report_main, spectrum, write_report
+from hopbench._run import run_profile
+
+_PROFILE = """
+[run]
+name = "tiny"
+requests = 100
+seed = {seed}
+warmup_s = 0.3
+interval_s = 0.5
+keepalive_budget_s = 0.06
+
+[run.timeouts]
+first_byte_s = 5
+idle_s = 0.4
+total_s = 10
+
+[load]
+concurrency = 8
+
+[target]
+embedded = true
+
+[emulator]
+ttft_ms = 20
+ttft_jitter_ms = 10
+think_time_ms = 120
+keepalive_interval_s = 0.04
+tokens_per_s = 800
+output_tokens = 16
+seed = {seed}
+
+[emulator.faults]
+http_429 = 0.05
+midstream_error = 0.08
+disconnect = 0.05
+stall = 0.03
+stall_s = 0.6
+omit_done = 0.04
+fault_after_tokens = 4
+
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "gpt-emu"
+
+[[scenario]]
+name = "messages"
+protocol = "messages"
+model = "claude-emu"
+"""
+
+
+def _run(tmp: Path, seed: int) -> Path:
+    prof_path = tmp / f"tiny-{seed}.toml"
+    prof_path.write_text(_PROFILE.format(seed=seed), encoding="utf-8")
+    out = tmp / f"run-{seed}"
+    outcome = run_profile(load_profile(prof_path), out_dir=out)
+    assert outcome.crashed is None
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("report")
+    return _run(tmp, 5), _run(tmp, 6)
+
+
+@pytest.fixture(scope="module")
+def report(runs: tuple[Path, Path]) -> Path:
+    return write_report(runs[0])
+
+
+def _figure_data(page: str, div_id: str) -> list[dict]:
+    """The trace list plotly.io wrote for one figure (Plotly.newPlot(id, data, layout, config))."""
+    start = page.index(f'Plotly.newPlot(                        "{div_id}",')
+    decoder = json.JSONDecoder()
+    data, _ = decoder.raw_decode(page, page.index("[", start))
+    return data
+
+
+def test_write_report_builds_from_emulator_run(runs: tuple[Path, Path], report: Path) -> None:
+    assert report == runs[0] / "report.html"
+    page = report.read_text(encoding="utf-8")
+    for div in ("fig-spectrum", "fig-timeline", "fig-outcomes", "fig-keepalive"):
+        assert f'id="{div}"' in page
+    # offline: no script, stylesheet or image is fetched from anywhere
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
+    assert "cdn.plot.ly" not in page.split("</script>", 1)[1]
+    assert 2_000_000 < len(page) < 6_500_000
+    spectrum_traces = _figure_data(page, "fig-spectrum")
+    names = {t["name"] for t in spectrum_traces}
+    assert names == {"chat", "messages", ALL}
+    assert len(spectrum_traces) >= 3 * 4 - 1  # 3 scopes x ttft/itl/tpot/e2e (a scope may lack one)
+    outcome_names = {t["name"] for t in _figure_data(page, "fig-outcomes")}
+    assert {"completed", "failed", "http_error"} <= outcome_names
+    details = {y for t in _figure_data(page, "fig-outcomes") if t.get("orientation") == "h"
+               for y in t["y"]}
+    assert "http_error.429" in details
+
+
+def test_spectrum_matches_hgrm_file(runs: tuple[Path, Path]) -> None:
+    run = load_run(runs[0])
+    h = run.snapshot.histogram("chat", "ttft")
+    xs, values, pcts = spectrum(h)
+    rows = [line.split() for line in (runs[0] / "chat.ttft.hgrm").read_text().splitlines()
+            if line.strip() and not line.startswith("#") and not line.lstrip().startswith("Value")]
+    assert [float(r[0]) for r in rows] == values
+    assert [float(r[1]) * 100 for r in rows] == pytest.approx(pcts)
+    assert xs == sorted(xs) and xs[0] == 1.0
+    assert values[-1] == pytest.approx(h.max / 1e6, abs=5e-4) and pcts[-1] == 100.0
+
+
+def test_spectrum_empty_histogram_is_empty() -> None:
+    assert spectrum(Histogram("ttft")) == ([], [], [])
+
+
+def test_read_hlog_agrees_with_hdrh_reader(runs: tuple[Path, Path]) -> None:
+    path = runs[0] / "intervals.hlog"
+    ours = read_hlog(path, ["all.ttft"])["all.ttft"]
+    reader = HistogramLogReader(str(path), HdrHistogram(1, 3_600_000_000_000, 3))
+    theirs: dict[float, int] = {}
+    try:
+        while (h := reader.get_next_interval_histogram()) is not None:
+            if h.get_tag() == "all.ttft":
+                start = round(h.get_start_time_stamp() / 1000 - reader.base_time_sec, 3)
+                theirs[start] = theirs.get(start, 0) + h.get_total_count()
+    finally:
+        reader.close()
+    assert {iv.start_ns / 1e9: iv.hist.count for iv in ours} == pytest.approx(theirs)
+    # every measured and warm-up TTFT is in some interval
+    total = sum(iv.hist.count for iv in ours)
+    summary = json.loads((runs[0] / "summary.json").read_text())
+    warm = (summary["warmup"] or {}).get(ALL, {}).get("metrics", {}).get("ttft", {}).get("count", 0)
+    assert total == summary["scopes"][ALL]["metrics"]["ttft"]["count"] + warm
+
+
+def test_read_hlog_malformed_line_names_file_and_line(tmp_path: Path) -> None:
+    log = tmp_path / "intervals.hlog"
+    log.write_text("#[StartTime: 1.0 (seconds since epoch)]\nTag=all.ttft,0.000,1.000,1.0,notbase64!\n"
+                   "Tag=all.ttft,1.000,1.000,1.0,alsobad\n", encoding="utf-8")
+    with pytest.raises(ResultsError, match=r"intervals\.hlog:2: malformed"):
+        read_hlog(log)
+
+
+def test_write_report_compare_overlays_two_runs(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    out = write_report(runs[0], compare_dir=runs[1], out=tmp_path / "cmp.html")
+    page = out.read_text(encoding="utf-8")
+    traces = _figure_data(page, "fig-spectrum")
+    dashes = {t["name"]: t["line"]["dash"] for t in traces}
+    assert dashes["chat [A]"] == "solid" and dashes["chat [B]"] == "dash"
+    assert runs[1].name in page and not (runs[0] / "cmp.html").exists()
+
+
+def test_report_main_writes_and_names_unreadable_input(runs: tuple[Path, Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.html"
+    assert report_main([str(runs[0]), "--out", str(out)]) == 0
+    assert out.is_file() and str(out) in capsys.readouterr().out
+    missing = tmp_path / "nope"
+    assert report_main([str(missing)]) == 2
+    assert str(missing) in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "summary.json").write_text("{not json", encoding="utf-8")
+    assert report_main([str(runs[0]), "--compare", str(broken)]) == 2
+    assert str(broken / "summary.json") in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        report_main(["--bogus"])
+    assert exc.value.code == 2
+
+
+def test_write_report_raises_only_results_error(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    odd = tmp_path / "odd"
+    shutil.copytree(runs[0], odd)
+    summary = json.loads((odd / "summary.json").read_text())
+    summary["scopes"]["chat"]["metrics"] = {"ttft": {"hdr": "HISTFAAAgarbage"}}
+    (odd / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    with pytest.raises(ResultsError, match="chat"):
+        write_report(odd)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ResultsError, match="cannot write"):
+        write_report(runs[0], out=blocker / "report.html")
+
+
+def test_write_report_survives_missing_interval_files(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    shutil.copy(runs[0] / "summary.json", partial / "summary.json")
+    page = write_report(partial).read_text(encoding="utf-8")
+    assert "intervals.hlog: missing" in page and "timeline.jsonl: missing" in page
+
+
+# -- in a real browser --------------------------------------------------------------
+
+_CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                   "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
+                   "--hide-scrollbars")
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("CI"):
+        pytest.fail("CI is set but no chromium binary was found (apt-get install chromium)")
+    pytest.skip("no chromium binary (apt-get install chromium); CI unset, so skipping")
+
+
+def _browse(page: Path, tmp: Path, *extra: str) -> tuple[str, list[str]]:
+    """Open ``page`` from disk; returns (stdout, console lines the page produced)."""
+    proc = subprocess.run([_chromium(), *_CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'profile'}", *extra,
+                           page.resolve().as_uri()], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    console = [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln]
+    return proc.stdout, console
+
+
+def _decode_png(data: bytes) -> tuple[int, int, int, list[bytes]]:
+    """(width, height, bytes per pixel, unfiltered rows) of an 8-bit RGB(A) non-interlaced PNG."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, ihdr = 8, [], None
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos:pos + 4])
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        pos += 12 + n
+        if kind == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+    assert ihdr is not None
+    width, height, depth, ctype, _, _, interlace = ihdr
+    assert depth == 8 and not interlace and ctype in (2, 6), ihdr
+    bpp = 3 if ctype == 2 else 4
+    raw = zlib.decompress(b"".join(idat))
+    stride = width * bpp
+    hi = int.from_bytes(b"\x80" * stride, "big")
+    lo = int.from_bytes(b"\x7f" * stride, "big")
+    prev, rows = bytes(stride), []
+    for r in range(height):  # PNG spec section 9 (filter types 0-4)
+        base = r * (stride + 1)
+        ft, line = raw[base], raw[base + 1:base + 1 + stride]
+        if ft == 0:
+            cur = line
+        elif ft == 2:  # Up: bytewise add without carries, on one big integer
+            a, b = int.from_bytes(line, "big"), int.from_bytes(prev, "big")
+            cur = (((a & lo) + (b & lo)) ^ ((a ^ b) & hi)).to_bytes(stride, "big")
+        elif ft == 1:  # Sub: a running sum per channel
+            out = bytearray(stride)
+            for c in range(bpp):
+                out[c::bpp] = bytes(v & 255 for v in itertools.accumulate(line[c::bpp]))
+            cur = bytes(out)
+        else:
+            out = bytearray(line)
+            for i in range(stride):
+                a = out[i - bpp] if i >= bpp else 0
+                b = prev[i]
+                if ft == 3:
+                    out[i] = (out[i] + ((a + b) >> 1)) & 255
+                    continue
+                c = prev[i - bpp] if i >= bpp else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                out[i] = (out[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+            cur = bytes(out)
+        rows.append(cur)
+        prev = cur
+    return width, height, bpp, rows
+
+
+def _coloured_pixels(png: Path) -> tuple[int, tuple[int, ...]]:
+    """(sampled pixels with a clearly saturated colour, the top-left pixel's RGB)."""
+    _, _, bpp, rows = _decode_png(png.read_bytes())
+    n = 0
+    for row in rows[::2]:
+        for i in range(0, len(row), bpp * 2):
+            r, g, b = row[i], row[i + 1], row[i + 2]
+            if max(r, g, b) - min(r, g, b) > 80:  # text is grey; plot lines and bars are not
+                n += 1
+    return n, tuple(rows[0][:3])
+
+
+def test_chromium_detectors_catch_errors_and_blank_pages(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><p>plain text, no plot</p><script>undefinedFn();</script></body></html>")
+    shot = tmp_path / "bad.png"
+    _, console = _browse(bad, tmp_path, f"--screenshot={shot}", "--window-size=800,600")
+    assert any("undefinedFn" in ln for ln in console)
+    coloured, corner = _coloured_pixels(shot)
+    assert coloured == 0 and corner == (255, 255, 255)
+
+
+def test_report_html_renders_in_chromium(report: Path, tmp_path: Path) -> None:
+    dom, console = _browse(report, tmp_path, "--dump-dom")
+    assert console == []
+    # plotly drew every figure: each div holds its SVG
+    assert dom.count('class="main-svg"') >= 2 * 4
+    shot = tmp_path / "report.png"
+    _, console = _browse(report, tmp_path, f"--screenshot={shot}", "--window-size=1400,2400")
+    assert console == []
+    coloured, corner = _coloured_pixels(shot)
+    assert corner == (255, 255, 255)
+    assert coloured > 2000, f"the screenshot looks blank: {coloured} coloured pixels"
