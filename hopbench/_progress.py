@@ -116,6 +116,10 @@ def _ms(ns: int | None) -> str:
     return f"{v:.0f}" if v >= 1000 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
+def _ms_unit(ns: int | None) -> str:
+    return "-" if ns is None else f"{_ms(ns)} ms"
+
+
 def _clock(ns: int) -> str:
     s = ns // _NS_PER_S
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
@@ -148,6 +152,7 @@ class LiveProgress:
         self._shown_at = 0.0  # time.monotonic() when the figures were last computed
         self._last_plain_ns: int | None = None
         self._live: Live | None = None
+        self._closing = False
 
     # -- the run's side -------------------------------------------------------------
 
@@ -162,6 +167,7 @@ class LiveProgress:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._live is not None:
+            self._closing = True  # the final frame shows the run's own end time
             self._live.stop()  # draws the final figures once more
             self._live = None
         elif self.plain:
@@ -266,7 +272,7 @@ class LiveProgress:
         if fig is None:
             return Text(f"hopbench: {self.profile.run.name}: starting...", style="dim")
         # the clock keeps ticking between intervals (display only)
-        ahead_ns = int((time.monotonic() - self._shown_at) * _NS_PER_S)
+        ahead_ns = 0 if self._closing else int((time.monotonic() - self._shown_at) * _NS_PER_S)
         return render(fig, self.profile.run.name, min(ahead_ns, self.profile.run.interval_ns))
 
 
@@ -308,8 +314,8 @@ def plain_line(fig: ProgressFigures) -> str:
             f"ttft p50/p99 {pair(fig.recent['ttft'])} ms (run {pair(fig.run['ttft'])}) "
             f"itl p50/p99 {pair(fig.recent['itl'])} ms (run {pair(fig.run['itl'])}) "
             f"| {_broken_text(fig)} | keepalive violations {fig.keepalive_violations} "
-            f"| cpu {fig.cpu:.0%} loop lag p99 {_ms(lag['loop_lag'])} ms "
-            f"schedule lag p99 {_ms(lag['schedule_lag'])} ms")
+            f"| cpu {fig.cpu:.0%} loop lag p99 {_ms_unit(lag['loop_lag'])} "
+            f"schedule lag p99 {_ms_unit(lag['schedule_lag'])}")
 
 
 def render(fig: ProgressFigures, name: str, ahead_ns: int = 0) -> RenderableType:
@@ -332,7 +338,7 @@ def render(fig: ProgressFigures, name: str, ahead_ns: int = 0) -> RenderableType
               style="yellow" if fig.keepalive_violations else "dim")
     lag = fig.lag_p99_ns
     hot = fig.cpu >= 0.9 or any(v is not None and v > 25 * _NS_PER_MS for v in lag.values())
-    health = Text(f"generator: CPU {fig.cpu:.0%}   loop lag p99 {_ms(lag['loop_lag'])} ms   "
-                  f"schedule lag p99 {_ms(lag['schedule_lag'])} ms",
+    health = Text(f"generator: CPU {fig.cpu:.0%}   loop lag p99 {_ms_unit(lag['loop_lag'])}   "
+                  f"schedule lag p99 {_ms_unit(lag['schedule_lag'])}",
                   style="bold red" if hot else "dim")
     return Group(head, rates, table, broken, ka, health)

@@ -1,0 +1,148 @@
+"""LiveProgress: figures from fake intervals, plain lines and the rich panel."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from rich.console import Console
+
+from hopbench._errors import ResultsError
+from hopbench._profile import Profile, parse_profile
+from hopbench._progress import LiveProgress, plain_line
+from hopbench._recorder import IntervalSnapshot, Recorder, ScopeSnapshot
+
+MS = 1_000_000
+S = 1_000_000_000
+
+_BASE = """
+[run]
+name = "prog"
+{limit}
+warmup_s = 1
+[load]
+concurrency = 4
+[target]
+embedded = true
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "gpt-emu"
+"""
+
+
+def _profile(limit: str = "duration_s = 30") -> Profile:
+    return parse_profile(_BASE.format(limit=limit), "prog.toml", env={})
+
+
+def _interval(rec: Recorder, k: int, ttft_ms: float, *, length_ns: int = S) -> tuple[IntervalSnapshot, dict]:
+    """Interval k (ends at (k+1) * length): 10 streams, ttft_ms each, some broken ones."""
+    for _ in range(10):
+        rec.incr("chat", "started")
+        rec.incr("chat", "completed")
+        rec.record("chat", "ttft", int(ttft_ms * MS))
+        rec.record("chat", "itl", 5 * MS)
+    rec.incr("chat", "failed")
+    rec.incr("chat", "failed.rate_limit_error")
+    rec.incr("chat", "timeout")
+    rec.incr("chat", "timeout.idle")
+    rec.incr("chat", "keepalive_violations")
+    rec.record_global("loop_lag", 2 * MS)
+    iv = rec.take_interval(k * length_ns, (k + 1) * length_ns)
+    line = {"start_ns": k * length_ns, "end_ns": (k + 1) * length_ns, "in_flight_mean": 3.5,
+            "in_flight_now": 4, "cpu": 0.25, "started_total": 10 * (k + 1), "completed": 10,
+            "started": 10, "output_tokens": 480}
+    return iv, line
+
+
+def test_live_progress_figures_from_intervals() -> None:
+    rec = Recorder(["chat"])
+    p = LiveProgress(_profile(), Console(record=True, width=200), plain=False)
+    assert p.figures() is None
+    p.on_interval(*_interval(rec, 0, 100))
+    p.on_interval(*_interval(rec, 1, 300))
+    fig = p.figures()
+    assert fig is not None
+    assert fig.elapsed_ns == 2 * S and fig.remaining_ns == 28 * S and not fig.warming_up
+    assert fig.started_per_s == pytest.approx(10.0) and fig.output_tokens_per_s == pytest.approx(480.0)
+    assert fig.cpu == pytest.approx(0.25)
+    # both intervals arrived since the last display: "recent" spans both, as does the run
+    assert fig.recent["ttft"] is not None and fig.run["ttft"] is not None
+    assert fig.run["ttft"][0] == pytest.approx(100 * MS, rel=1e-3)
+    assert fig.run["ttft"][1] == pytest.approx(300 * MS, rel=1e-3)
+    assert fig.broken["failed"] == (2, {"rate_limit_error": 2})
+    assert fig.broken["timeout"] == (2, {"idle": 2})
+    assert fig.keepalive_violations == 2
+    assert fig.lag_p99_ns["loop_lag"] == pytest.approx(2 * MS, rel=1e-3)
+    assert fig.lag_p99_ns["schedule_lag"] is None
+    # a new interval: "recent" is that interval only, "run" keeps everything
+    p.on_interval(*_interval(rec, 2, 500))
+    fig = p.figures()
+    assert fig is not None
+    assert fig.recent["ttft"] == pytest.approx((500 * MS, 500 * MS), rel=1e-3)
+    assert fig.run["ttft"][0] == pytest.approx(300 * MS, rel=1e-3)
+    assert fig.broken["failed"][0] == 3
+
+
+def test_live_progress_uses_the_runs_total_when_given() -> None:
+    rec = Recorder(["chat"])
+    p = LiveProgress(_profile(), Console(record=True), plain=False)
+    iv, line = _interval(rec, 0, 100)
+    rec.record("chat", "ttft", 900 * MS)  # recorded but not yet in an interval
+    rec.incr("chat", "keepalive_violations", 5)
+    p.on_interval(iv, line, rec.snapshot())
+    fig = p.figures()
+    assert fig is not None
+    assert fig.run["ttft"] is not None and fig.run["ttft"][1] == pytest.approx(900 * MS, rel=1e-3)
+    assert fig.recent["ttft"] is not None and fig.recent["ttft"][1] == pytest.approx(100 * MS, rel=1e-3)
+    assert fig.keepalive_violations == 6
+
+
+def test_live_progress_on_interval_only_stores() -> None:
+    # a corrupt histogram shows that on_interval decodes nothing: only figures() does
+    bad = IntervalSnapshot(0, S, {"all": ScopeSnapshot({}, {"ttft": "HISTFAAAnot-an-encoding"})})
+    p = LiveProgress(_profile(), Console(record=True), plain=False)
+    for _ in range(50):
+        p.on_interval(bad, {"start_ns": 0, "end_ns": S})
+    with pytest.raises(ResultsError):
+        p.figures()
+
+
+def test_live_progress_requests_left_and_warm_up() -> None:
+    rec = Recorder(["chat"])
+    p = LiveProgress(_profile("requests = 25"), Console(record=True), plain=False)
+    iv, line = _interval(rec, 0, 100, length_ns=S // 2)
+    p.on_interval(iv, line)
+    fig = p.figures()
+    assert fig is not None
+    assert fig.requests_left == 15 and fig.remaining_ns is None and fig.warming_up
+    assert "15 requests left" in plain_line(fig) and "[warm-up]" in plain_line(fig)
+
+
+def test_live_progress_plain_prints_at_most_one_line_per_second() -> None:
+    rec = Recorder(["chat"])
+    con = Console(record=True, force_terminal=False, width=400)
+    with LiveProgress(_profile(), con, plain=True) as p:
+        for k in range(5):  # intervals of 0.5 s ending at 0.5, 1.0, ..., 2.5 s
+            p.on_interval(*_interval(rec, k, 100, length_ns=S // 2))
+    lines = con.export_text().splitlines()
+    # 0.5 s (first), 1.5 s, 2.5 s: one a second of run time
+    assert [ln[:5] for ln in lines] == ["[0:00", "[0:01", "[0:02"]
+    assert "\x1b[" not in "".join(lines)
+    last = lines[-1]
+    assert re.search(r"in flight 4 started 20\.0/s done 20\.0/s tok 960/s", last)
+    assert "ttft p50/p99 100.0/100.0 ms (run 100.0/100.0)" in last.replace("100.1", "100.0")
+    assert "failed 5 (rate_limit_error 5)" in last and "timeout 5 (idle 5)" in last
+    assert "keepalive violations 5" in last and "cpu 25%" in last
+
+
+def test_live_progress_terminal_draws_the_panel() -> None:
+    rec = Recorder(["chat"])
+    con = Console(record=True, force_terminal=True, width=140)
+    with LiveProgress(_profile(), con, plain=False) as p:
+        p.on_interval(*_interval(rec, 1, 250))
+    text = con.export_text()
+    assert "hopbench prog" in text and "0:02 / 0:30 (0:28 left)" in text
+    assert re.search(r"TTFT\s+250\.\d\s+250\.\d\s+250\.\d\s+250\.\d", text)
+    assert "broken: failed 1 (rate_limit_error 1)" in text
+    assert "keepalive violations 1" in text and "CPU 25%" in text
