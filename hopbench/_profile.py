@@ -80,6 +80,7 @@ class RunSpec:
     workers: int
     engine: Literal["local", "ray"]
     ray_address: str | None
+    stream_log: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,9 +254,10 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     workers = t.int("workers", 1, min=1, max=256)
     engine = t.str("engine", "local", choices=("local", "ray"))
     ray_address = t.str("ray_address", None)
+    stream_log = t.bool("stream_log", True)
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
-                   budget, workers, engine, ray_address)
+                   budget, workers, engine, ray_address, stream_log)
 
 
 def _load(t: Table) -> LoadSpec:

@@ -176,6 +176,11 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     rec, warm = Recorder(scopes), Recorder(scopes)
     meta = base_meta(profile)
     timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
+    streams = open(out / "streams.jsonl", "a", encoding="utf-8")
+
+    def on_stream(line: dict[str, Any]) -> None:
+        streams.write(json.dumps(line, separators=(",", ":")) + "\n")
+
     last_checkpoint = [time.monotonic()]
 
     def on_interval(iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
@@ -184,6 +189,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         line = timeline_line(line, iv, warm_iv)
         timeline.write(json.dumps(line) + "\n")
         timeline.flush()
+        streams.flush()
         if progress is not None:
             progress(iv, line, rec.snapshot())
         if on_line is not None:
@@ -207,7 +213,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                 meta["ground_truth"] = "ground_truth.jsonl"
             mark_started(meta)
             writer.start(meta)
-            runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval)
+            runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval,
+                                on_stream=on_stream if profile.run.stream_log else None)
             try:
                 stats = trio.run(runner.run)
             except KeyboardInterrupt:
@@ -219,6 +226,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                 meta["crash"] = _crash_reason(exc)
     finally:
         timeline.close()
+        streams.close()
         if "started_at_unix_s" in meta:  # the run began: always leave complete results
             stats = stats or (runner.stats if runner is not None else RunStats())
             summary = finish_run(profile, writer, meta, stats, rec.snapshot(),

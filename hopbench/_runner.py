@@ -135,13 +135,20 @@ class LoadRunner:
         load: the share of the load this process generates (workers split it);
             defaults to the profile's.
         env: where secrets are read from (default os.environ).
+        request_budget: this process's share of ``run.requests``.
+        seed_offset: distinguishes workers (random streams and request ids).
+        on_stream: called with one dict per finished stream (streams.jsonl):
+            id, scenario, outcome, detail, status, and ns offsets from the run
+            start (start, sent, headers, first_token, end) plus ttft_ns,
+            e2e_ns, tokens and max_silence_ns.
     """
 
     def __init__(self, profile: Profile, base_url: str, recorder: Recorder,
                  warmup_recorder: Recorder,
                  on_interval: Callable[[IntervalSnapshot, IntervalSnapshot, dict[str, Any]], None] | None = None,
                  load: LoadSpec | None = None, env: dict[str, str] | None = None,
-                 request_budget: int | None = None, seed_offset: int = 0) -> None:
+                 request_budget: int | None = None, seed_offset: int = 0,
+                 on_stream: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.profile = profile
         self.base_url = base_url
         self.rec = recorder
@@ -164,6 +171,7 @@ class LoadRunner:
         self._t0 = 0
         self._id_prefix = f"{seed_offset}-"
         self.last_interval: IntervalSnapshot | None = None
+        self.on_stream = on_stream
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
 
     # -- helpers ---------------------------------------------------------------
@@ -404,6 +412,9 @@ class LoadRunner:
             end = now_ns()
             meter.close(end)
             self._record(rec, sc, meter, end, outcome, detail, result, http_status)
+            if self.on_stream is not None:
+                self.on_stream(self._stream_line(headers[REQUEST_ID_HEADER], sc, meter, end, outcome,
+                                                 detail, result, http_status))
             self._in_flight_change(-1)
             self._idle_changed.set()
             self._idle_changed = trio.Event()
@@ -521,6 +532,25 @@ class LoadRunner:
             rec.incr(name, f"tokens.input.{kind}", inp)
         if out:
             rec.incr(name, f"tokens.output.{kind}", out)
+
+    def _stream_line(self, rid: str, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
+                     detail: str, result: StreamResult | None, status: int) -> dict[str, Any]:
+        t0 = self._t0
+
+        def rel(t: int | None) -> int | None:
+            return None if t is None else t - t0
+
+        return {
+            "id": rid, "scenario": sc.name, "outcome": outcome, "detail": detail or None,
+            "status": status or None, "start_ns": rel(m.start_ns), "sent_ns": rel(m.sent_ns),
+            "headers_ns": rel(m.headers_ns), "first_token_ns": rel(m.first_token_ns),
+            "end_ns": rel(end_ns),
+            "ttft_ns": None if m.first_token_ns is None else m.first_token_ns - m.start_ns,
+            "e2e_ns": end_ns - m.start_ns, "content_events": len(m.itl_ns) + (m.last_content_ns is not None),
+            "input_tokens": result.input_tokens if result else m.input_tokens,
+            "output_tokens": result.output_tokens if result else m.output_tokens,
+            "max_silence_ns": m.max_silence_ns, "keepalives": len(m.keepalive_ns),
+        }
 
     # -- watchers --------------------------------------------------------------
     async def _loop_lag_probe(self) -> None:
