@@ -1,0 +1,284 @@
+"""Tests for hopbench._stats and hopbench._compare: the tests, verdicts, shapes, real runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopbench._compare import compare_main, compare_metric, compare_summaries
+from hopbench._errors import UsageError
+from hopbench._hdr import Histogram
+from hopbench._profile import parse_profile
+from hopbench._recorder import Recorder
+from hopbench._results import SCHEMA, summary_scopes
+from hopbench._run import run_profile
+from hopbench._stats import _fisher, buckets, mann_whitney, quantile_ci, two_proportions
+
+MS = 1_000_000
+
+
+def _hist(values_ms: list[float], metric: str = "ttft") -> Histogram:
+    h = Histogram(metric)
+    for v in values_ms:
+        assert h.record(int(v * MS))
+    return h
+
+
+# -- _stats ---------------------------------------------------------------------
+
+
+def _brute_u(a: list[int], b: list[int]) -> float:
+    return sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a for y in b)
+
+
+def test_mann_whitney_u_matches_pair_counting_with_ties() -> None:
+    rng = random.Random(5)
+    for _ in range(20):
+        a = [rng.randint(1, 30) for _ in range(rng.randint(1, 40))]
+        b = [rng.randint(1, 30) for _ in range(rng.randint(1, 40))]
+        ba = sorted({v: a.count(v) for v in a}.items())
+        bb = sorted({v: b.count(v) for v in b}.items())
+        res = mann_whitney(ba, bb)
+        assert res.u_a == pytest.approx(_brute_u(a, b))
+        assert res.superiority == pytest.approx(1 - _brute_u(a, b) / (len(a) * len(b)))
+        # symmetric: swapping the samples flips z, keeps p
+        rev = mann_whitney(bb, ba)
+        assert rev.p_value == pytest.approx(res.p_value)
+        assert rev.z == pytest.approx(-res.z)
+
+
+def test_mann_whitney_known_value_without_ties() -> None:
+    # a = 1..10, b = 11..20: U_a = 0, var = 10*10*21/12 = 175, z = (50 - 0.5)/sqrt(175)
+    res = mann_whitney([(v, 1) for v in range(1, 11)], [(v, 1) for v in range(11, 21)])
+    assert res.u_a == 0
+    assert res.z == pytest.approx(49.5 / math.sqrt(175))
+    assert res.p_value == pytest.approx(math.erfc(res.z / math.sqrt(2)))
+    assert res.p_value < 0.001
+
+
+def test_mann_whitney_empty_or_all_tied_is_no_evidence() -> None:
+    assert mann_whitney([], [(1, 5)]).p_value == 1.0
+    assert mann_whitney([(7, 100)], [(7, 100)]).p_value == 1.0
+
+
+def test_two_proportions_fisher_and_z() -> None:
+    # R: fisher.test(matrix(c(1, 9, 11, 3), 2)) -> p-value = 0.002759
+    assert _fisher(1, 10, 11, 14) == pytest.approx(0.002759, abs=2e-6)
+    # P(X = 0) = C(20, 5) / C(40, 5) = 0.023562, doubled by symmetry
+    t = two_proportions(0, 20, 5, 20)
+    assert t.method == "fisher exact" and t.p_value == pytest.approx(2 * 15504 / 658008)
+    z = two_proportions(50, 1000, 80, 1000)
+    pooled = 130 / 2000
+    expect_z = 0.03 / math.sqrt(pooled * (1 - pooled) * 2 / 1000)
+    assert z.method == "two-proportion z"
+    assert z.p_value == pytest.approx(math.erfc(expect_z / math.sqrt(2)))
+    assert two_proportions(0, 0, 1, 10).p_value == 1.0
+    assert two_proportions(0, 300, 0, 300).p_value == pytest.approx(1.0)
+
+
+def test_quantile_ci_brackets_the_percentile_and_needs_samples() -> None:
+    h = _hist([float(i) for i in range(1, 1001)])
+    lo, hi = quantile_ci(buckets(h), 0.5, 0.99) or (0, 0)
+    assert lo <= h.percentile(50) <= hi
+    assert 450 * MS < lo < 500 * MS < hi < 550 * MS
+    assert quantile_ci(buckets(_hist([1.0] * 50)), 0.99, 0.99) is None
+
+
+def test_buckets_ranks_match_histogram_percentiles() -> None:
+    rng = random.Random(1)
+    h = _hist([rng.lognormvariate(4, 0.5) for _ in range(5000)])
+    bk = buckets(h)
+    assert sum(c for _, c in bk) == h.count
+    seen, target = 0, round(0.99 * h.count)
+    for v, c in bk:
+        seen += c
+        if seen >= target:
+            assert v == h.percentile(99)
+            break
+
+
+# -- verdicts --------------------------------------------------------------------
+
+
+def _noisy(rng: random.Random, n: int, scale: float) -> list[float]:
+    return [rng.gauss(100.0, 10.0) * scale for _ in range(n)]
+
+
+def test_compare_metric_small_change_in_a_huge_run_is_same() -> None:
+    rng = random.Random(2)
+    a, b = _hist(_noisy(rng, 100_000, 1.0)), _hist(_noisy(rng, 100_000, 1.01))
+    m = compare_metric("all", "ttft", a, b)
+    assert m.test.p_value < 0.01  # significant, but a 1 % shift is below the effect floor
+    assert m.verdict == "same"
+    assert any("small" in r for r in m.reasons)
+
+
+def test_compare_metric_one_percent_noise_in_a_small_run_is_same() -> None:
+    rng = random.Random(3)
+    m = compare_metric("all", "ttft", _hist(_noisy(rng, 300, 1.0)), _hist(_noisy(rng, 300, 1.01)))
+    assert m.verdict == "same"
+
+
+def test_compare_metric_twenty_percent_slower_is_worse_faster_is_better() -> None:
+    rng = random.Random(4)
+    a, b = _hist(_noisy(rng, 300, 1.0)), _hist(_noisy(rng, 300, 1.2))
+    assert compare_metric("all", "ttft", a, b).verdict == "worse"
+    assert compare_metric("all", "ttft", b, a).verdict == "better"
+    # higher is better for per-stream throughput
+    ta = Histogram("output_tokens_per_s")
+    tb = Histogram("output_tokens_per_s")
+    for v in _noisy(rng, 300, 1.0):
+        ta.record(int(v * 1000))
+    for v in _noisy(rng, 300, 1.2):
+        tb.record(int(v * 1000))
+    assert compare_metric("all", "output_tokens_per_s", ta, tb).verdict == "better"
+
+
+def test_compare_metric_tail_regression_is_worse() -> None:
+    rng = random.Random(6)
+    base = _noisy(rng, 5000, 1.0)
+    cand = [v * (3.0 if rng.random() < 0.05 else 1.0) for v in _noisy(rng, 5000, 1.0)]
+    m = compare_metric("all", "ttft", _hist(base), _hist(cand))
+    assert m.verdict == "worse"
+    assert m.tails["p99"]["verdict"] == "worse"
+
+
+def _summary(ttft_ms: list[float], counters: dict[str, int], load: dict[str, Any] | None = None) -> dict[str, Any]:
+    rec = Recorder(["chat"])
+    for v in ttft_ms:
+        rec.record("chat", "ttft", int(v * MS))
+    for k, n in counters.items():
+        rec.incr("chat", k, n)
+    return {"schema": SCHEMA, "complete": True, "saturated": False, "load": {"measured_s": 10.0},
+            "profile": {"run": {"requests": 300}, "load": load or {"concurrency": 8},
+                        "scenario": [{"name": "chat"}]},
+            "scopes": summary_scopes(rec.snapshot())}
+
+
+def test_compare_rates_use_proportion_tests() -> None:
+    rng = random.Random(8)
+    base = _summary(_noisy(rng, 1000, 1.0), {"started": 1000, "completed": 995, "truncated": 5,
+                                              "failed": 0})
+    cand = _summary(_noisy(rng, 1000, 1.0), {"started": 1000, "completed": 950, "failed": 45,
+                                              "failed.overloaded_error": 45, "truncated": 5})
+    c = compare_summaries(base, cand)
+    rates = {(r.scope, r.name): r for r in c.rates}
+    assert rates[("all", "error_rate")].verdict == "worse"
+    assert rates[("all", "completion_rate")].verdict == "worse"
+    assert rates[("all", "failed.overloaded_error")].verdict == "worse"
+    assert rates[("all", "truncated_rate")].verdict == "same"
+    assert rates[("all", "error_rate")].method == "two-proportion z"
+    assert c.any_worse
+
+
+def test_compare_refuses_different_load_shapes_unless_forced(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    a = _summary([100.0] * 10, {"started": 10}, {"concurrency": 8})
+    b = _summary([100.0] * 10, {"started": 10}, {"concurrency": 64})
+    with pytest.raises(UsageError, match=r"load shapes differ \(load.concurrency: 8 vs 64\).*--force"):
+        compare_summaries(a, b)
+    assert compare_summaries(a, b, force=True).warnings
+    for name, s in (("a", a), ("b", b)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(s), encoding="utf-8")
+    assert compare_main([str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert compare_main([str(tmp_path / "a"), str(tmp_path / "b"), "--force"]) == 0
+    assert compare_main([str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err
+    assert compare_main([str(tmp_path / "a"), str(tmp_path / "a"), "--metric", "ttfx"]) == 2
+    assert "unknown metric 'ttfx'" in capsys.readouterr().err
+
+
+# -- real runs on the embedded emulator ------------------------------------------------
+
+_PROFILE = """
+[run]
+name = "cmp"
+requests = 300
+seed = 1
+
+[load]
+concurrency = 16
+
+[target]
+embedded = true
+
+[emulator]
+ttft_ms = {ttft_ms}
+ttft_jitter_ms = 10
+tokens_per_s = 1000
+output_tokens = 8
+seed = 7
+
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "gpt-emu"
+max_tokens = 16
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two runs of one config (TTFT 200 ms) and one with TTFT raised by 20 % (240 ms)."""
+    tmp = tmp_path_factory.mktemp("compare")
+    out = {}
+    for name, ttft_ms in (("base", 200), ("again", 200), ("slower", 240)):
+        text = _PROFILE.replace("{ttft_ms}", str(ttft_ms))
+        outcome = run_profile(parse_profile(text, tmp / f"{name}.toml"), out_dir=tmp / name)
+        assert outcome.complete
+        out[name] = tmp / name
+    return out
+
+
+def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any]]:
+    code = compare_main(argv + ["--format", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_compare_same_config_no_significant_change(runs: dict[str, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = _json(capsys, [str(runs["base"]), str(runs["again"]), "--fail-on-worse",
+                                "--metric", "ttft,e2e"])
+    for scope in ("chat", "all"):
+        for metric in ("ttft", "e2e"):
+            assert data["scopes"][scope]["metrics"][metric]["verdict"] == "same", (scope, metric)
+        assert data["scopes"][scope]["rates"]["error_rate"]["verdict"] == "same"
+    assert code == 0
+
+
+def test_compare_ttft_raised_twenty_percent_is_worse(runs: dict[str, Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    t0 = time.perf_counter()
+    code, data = _json(capsys, [str(runs["base"]), str(runs["slower"])])
+    elapsed_s = time.perf_counter() - t0
+    ttft = data["scopes"]["all"]["metrics"]["ttft"]
+    assert ttft["verdict"] == "worse"
+    assert ttft["test"]["p_value"] < 1e-10
+    assert 0.12 < ttft["change"]["p50"]["rel"] < 0.28
+    assert ttft["base"]["count"] == ttft["candidate"]["count"] == 300
+    for scope in data["scopes"].values():  # every scope and metric carries a verdict
+        for m in list(scope["metrics"].values()) + list(scope["rates"].values()):
+            assert m["verdict"] in ("better", "worse", "same")
+    assert code == 0
+    assert compare_main([str(runs["base"]), str(runs["slower"]), "--fail-on-worse"]) == 1
+    assert elapsed_s < 1.0
+
+
+def test_compare_text_and_markdown_outputs(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert compare_main([str(runs["base"]), str(runs["slower"]), "--metric", "ttft"]) == 0
+    text = capsys.readouterr().out
+    assert "== all ==" in text and "verdict: WORSE" in text and "Mann-Whitney" in text
+    assert compare_main([str(runs["base"]), str(runs["slower"]), "--metric", "ttft", "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    rows = [r for r in md.splitlines() if r.startswith("| ttft (ms)")]
+    assert len(rows) == 2 and all("❌ worse" in r for r in rows)
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[2] == "300 / 300" and "→" in cells[3]
