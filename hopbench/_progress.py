@@ -39,7 +39,7 @@ from ._recorder import ALL, IntervalSnapshot, Snapshot
 
 __all__ = ["LiveProgress", "ProgressFigures", "REFRESH_PER_S", "PLAIN_EVERY_NS"]
 
-REFRESH_PER_S = 4
+REFRESH_PER_S = 2
 """Highest terminal refresh rate (renders per second)."""
 
 PLAIN_EVERY_NS = 1_000_000_000
@@ -139,7 +139,7 @@ class LiveProgress:
             profile: the profile being run (planned duration, request budget, warm-up).
             console: where to draw (hopbench uses ``Console(stderr=True)``).
             plain: True for one plain line per second of run time (stdout not a
-                terminal); False for a live panel refreshed up to 4 times a second.
+                terminal); False for a live panel refreshed up to twice a second.
         """
         self.profile = profile
         self.console = console
