@@ -530,11 +530,11 @@ def _render_text(c: Comparison) -> str:
         out.append("")
         out.append(f"== {scope} ==")
         for m in (m for m in c.metrics if m.scope == scope):
-            out.append(f"  {m.metric} ({m.unit}){'':<4}{'base':>12} {'candidate':>12} {'change':>12} {'':>8}")
+            out.append(f"  {f'{m.metric} ({m.unit})':<32}{'base':>12} {'candidate':>12} {'change':>12}")
             for k in SHOWN_STATS:
                 d, r = m.change(k)
                 label = "p99.9" if k == "p999" else k
-                out.append(f"    {label:<{len(m.metric) + len(m.unit) + 3}}{_num(m.base[k]):>12} "
+                out.append(f"    {label:<30}{_num(m.base[k]):>12} "
                            f"{_num(m.candidate[k]):>12} {_num(d) if d is not None else '':>12} {_pct(r):>8}")
             why = f"  ({'; '.join(m.reasons)})" if m.reasons else ""
             out.append(f"    verdict: {_VERDICT_TEXT[m.verdict]}{why}")
