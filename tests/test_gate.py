@@ -303,13 +303,22 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # The test machine is shared: a busy moment can mark the load generator
+    # saturated (a real gate failure, tested with synthetic summaries above).
+    relax = ["--allow-saturated"]
     t0 = time.perf_counter()
-    assert gate_main([str(real_run)]) == 0
+    code = gate_main([str(real_run), *relax])
     elapsed_s = time.perf_counter() - t0
     out = capsys.readouterr().out
+    assert code == 0, out
     assert out.splitlines()[-1] == "gate passed: 5 held"
     assert elapsed_s < 1.0
     budget = tmp_path / "tight.toml"
-    budget.write_text('[gate]\n"ttft.p50" = "<= 5ms"\n', encoding="utf-8")
-    assert gate_main([str(real_run), "--budget", str(budget)]) == 1
-    assert gate_main([str(real_run), "--budget", str(budget), "--baseline", str(real_run)]) == 1
+    budget.write_text('[gate]\n"ttft.p50" = "<= 5ms"\n"e2e.p50" = "<= baseline * 1.5"\n', encoding="utf-8")
+    assert gate_main([str(real_run), "--budget", str(budget), *relax]) == 2  # baseline needed
+    capsys.readouterr()
+    assert gate_main([str(real_run), "--budget", str(budget), "--baseline", str(real_run),
+                      "--format", "json", *relax]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [b["status"] for b in data["budgets"]] == ["breached", "held"]
+    assert data["measured_s"] > 0
