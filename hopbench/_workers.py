@@ -500,6 +500,7 @@ class Merger:
                 "schedule_lag_p99_ms": load.get("schedule_lag_p99_ms"),
                 "peak_in_flight": load["peak_in_flight"],
                 "start_skew_ms": w.skew_ns / NS_PER_MS,
+                "ended_ms": st.ended_ns / NS_PER_MS,
                 "interrupted_by": st.interrupted_by,
             })
         merged = RunStats(
