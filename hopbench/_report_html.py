@@ -541,7 +541,8 @@ def _warnings(run: RunData) -> str:
         warnings.append(f"proxy buffering suspected for {buffered} of {completed} completed streams "
                         "(TTFT close to E2E: tokens arrived in one burst)")
     for w in warnings:
-        bad = s.get("saturated") and "saturated" in w or "interrupted" in w or "crashed" in w
+        # red: results that cannot be trusted as they stand (as the terminal summary does)
+        bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial"))
         out.append(f'<div class="{"bad" if bad else "warn"}">{_e(w)}</div>')
     if not warnings:
         out.append('<div class="ok">no warnings: the run completed and the load generator kept up</div>')

@@ -121,6 +121,29 @@ def test_write_report_builds_from_emulator_run(runs: tuple[Path, Path], report: 
     assert "http_error.429" in details
 
 
+def test_write_report_timeline_has_every_series(report: Path) -> None:
+    traces = _figure_data(report.read_text(encoding="utf-8"), "fig-timeline")
+    names = {t["name"] for t in traces}
+    assert {"ttft p50", "ttft p99", "itl p99", "started/s", "completed/s", "output tokens/s",
+            "in flight (mean)", "in flight (at end)", "CPU %", "loop_lag p99 ms"} <= names
+    started = next(t for t in traces if t["name"] == "started/s")
+    assert sum(started["y"]) > 0 and started["x"] == sorted(started["x"])
+
+
+def test_write_report_shows_warnings_escaped(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    odd = tmp_path / "warned"
+    shutil.copytree(runs[0], odd)
+    summary = json.loads((odd / "summary.json").read_text())
+    summary.update(complete=False, saturated=True, warnings=[
+        "load generator saturated: event-loop lag p99 40.0 ms (> 25 ms); <b>latencies</b>"])
+    (odd / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    page = write_report(odd).read_text(encoding="utf-8")
+    assert ('<div class="bad">load generator saturated: event-loop lag p99 40.0 ms (&gt; 25 ms); '
+            "&lt;b&gt;latencies&lt;/b&gt;</div>") in page
+    assert '<div class="bad">run incomplete (complete: false): results are partial</div>' in page
+    assert "no warnings" not in page
+
+
 def test_spectrum_matches_hgrm_file(runs: tuple[Path, Path]) -> None:
     run = load_run(runs[0])
     h = run.snapshot.histogram("chat", "ttft")
