@@ -255,7 +255,6 @@ def test_compare_same_config_no_significant_change(runs: dict[str, Path],
             # tail difference between the two samples (see docs/compare.md).
             assert not any(r.startswith("median") for r in m["reasons"]), (scope, metric, m["reasons"])
             assert abs(m["change"]["p50"]["rel"]) < 0.05
-            assert m["tails"]["p90"]["verdict"] == "same" or m["verdict"] != "same", m
         assert data["scopes"][scope]["rates"]["error_rate"]["verdict"] == "same"
     assert data["scopes"]["all"]["metrics"]["ttft"]["verdict"] == "same" or \
         all(r.startswith(("p90", "p99")) for r in data["scopes"]["all"]["metrics"]["ttft"]["reasons"])
