@@ -166,7 +166,8 @@ def test_llmock_run_plain_all_protocols_complete(llmock: str, admin: httpx.Clien
         assert _metric_count(summary, p, "ttft") == c["completed"]
         assert _metric_count(summary, p, "e2e") == c["completed"]
         assert _metric_count(summary, p, "itl") > 0
-    assert not summary["saturated"]
+    # summary["saturated"] is not asserted: on a shared CI machine other jobs
+    # can stall the event loop > 25 ms, which is what that flag reports.
 
 
 @pytest.mark.parametrize("protocol", ["chat", "responses", "messages"])
