@@ -40,6 +40,7 @@ import functools
 import itertools
 import math
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -198,6 +199,43 @@ class Histogram:
             h.max_value = value
         return True
 
+    def record_many(self, values: Iterable[int]) -> int:
+        """Record every value of ``values`` (as :meth:`record`, with the lookups
+        hoisted out of the loop: the per-stream inter-token gaps go through here).
+
+        Returns:
+            how many values were out of range (not recorded: the caller counts them).
+        """
+        spec = self.spec
+        lowest, highest = spec.lowest, spec.highest
+        h = self._h if self._h is not None else self._hdr()
+        shift = h.unit_magnitude
+        half_mag = h.sub_bucket_half_count_magnitude
+        mask = h.sub_bucket_mask
+        half_count = h.sub_bucket_half_count
+        counts = h.counts
+        lo, hi = h.min_value, h.max_value
+        bad = n = 0
+        for value in values:
+            if value < lowest:
+                if value < 0:
+                    bad += 1
+                    continue
+                value = lowest
+            elif value > highest:
+                bad += 1
+                continue
+            bucket = (value | mask).bit_length() - shift - half_mag - 1
+            counts[((bucket + 1) << half_mag) + (value >> (bucket + shift)) - half_count] += 1
+            n += 1
+            if value < lo:
+                lo = value
+            if value > hi:
+                hi = value
+        h.total_count += n
+        h.min_value, h.max_value = lo, hi
+        return bad
+
     def add(self, other: Histogram) -> None:
         """Add every count of ``other`` (same metric) into this histogram. Exact.
 
@@ -287,6 +325,17 @@ class Histogram:
         if not self.count:
             return 0
         return int(self._h.get_max_value())
+
+    def buckets(self) -> list[tuple[int, int]]:
+        """The non-empty buckets as (highest equivalent value, count), ascending.
+
+        Values are in recorded units (ns for times). This is what statistical
+        tests over two histograms need (e.g. Mann-Whitney U on the buckets).
+        """
+        h = self._h
+        if h is None:
+            return []
+        return [(h.get_highest_equivalent_value(h.get_value_from_index(i)), c) for i, c in self._nonzero()]
 
     def _nonzero(self) -> list[tuple[int, int]]:
         """(counts index, count) of every non-empty bucket, ascending."""

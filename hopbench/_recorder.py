@@ -303,6 +303,27 @@ class Recorder:
             self._check(scope)
         self._record_into(scope, metric, value)
 
+    def record_many(self, scope: str, metric: str, values: Sequence[int]) -> None:
+        """Record several values of one metric in ``scope`` and "all" (as
+        :meth:`record`, one lookup for all of them).
+
+        Raises:
+            UsageError: unknown scope (or "all") or unknown metric.
+        """
+        if not values:
+            return
+        if scope not in self._cur or scope == ALL:
+            self._check(scope)
+        hists = self._cur[scope]
+        h = hists.get(metric)
+        if h is None:
+            h = hists[metric] = Histogram(metric)
+        bad = h.record_many(values)
+        if bad:
+            key = "out_of_range." + metric
+            for counters in (self._ctr_tot[scope], self._ctr_iv[scope], self._ctr_tot[ALL], self._ctr_iv[ALL]):
+                _bump(counters, key, bad)
+
     def record_global(self, metric: str, value: int) -> None:
         """Record a value that belongs to no scenario (loop_lag, ...) in "all" only.
 

@@ -58,13 +58,7 @@ def buckets(h: Histogram) -> list[tuple[int, int]]:
     Returns:
         list of (value, count), possibly empty. O(buckets).
     """
-    if not h.count:
-        return []
-    hdr = h._h  # the facade exposes no bucket iterator; same module family, read-only use
-    out = []
-    for index, count in h._nonzero():
-        out.append((int(hdr.get_highest_equivalent_value(hdr.get_value_from_index(index))), int(count)))
-    return out
+    return [(int(v), int(c)) for v, c in h.buckets()]
 
 
 def z_two_sided(z: float) -> float:

@@ -21,7 +21,9 @@ HTTP/2 and proxies are not supported here: a profile that needs them uses
 ``target.transport = "httpx"`` (httpx's own transport).
 
 Each response carries ``extensions["hopbench.connect_ns"]``: the time spent
-obtaining the connection (0 for a reused one), integer ns from trio's clock.
+obtaining the connection (0 for a reused one), integer ns from trio's clock;
+``extensions["hopbench.body"]``: the raw body stream, which the runner iterates
+directly (one chunk per network read, no content decoding).
 """
 
 from __future__ import annotations
@@ -156,12 +158,14 @@ class StreamTransport(httpx.AsyncBaseTransport):
         except BaseException:
             await trio.aclose_forcefully(conn.stream)
             raise
+        body = _Body(self, conn, request)
         return httpx.Response(
             status_code=ev.status_code,
             headers=ev.headers,
-            stream=_Body(self, conn, request),
+            stream=body,
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": ev.reason,
-                        "hopbench.connect_ns": connect_ns, "hopbench.reused": conn.reused},
+                        "hopbench.connect_ns": connect_ns, "hopbench.reused": conn.reused,
+                        "hopbench.body": body},
         )
 
     def _recycle(self, conn: _Conn) -> None:

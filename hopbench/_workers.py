@@ -91,14 +91,15 @@ class WorkerShare:
             choices and request ids ``<index>-<n>``).
         load: its share of ``[load]`` (concurrency / rate / max_in_flight).
         request_budget: its share of ``run.requests`` (None: no request limit).
-        start_delay_ns: how long after the common start it begins (ns): the
-            phase shift of constant arrivals, 0 otherwise.
+        arrival_offset_ns: open loop, constant arrivals: the phase shift of
+            this worker's schedule (k / R), so that the merged schedule stays
+            evenly spaced; 0 otherwise. All workers start together.
     """
 
     index: int
     load: LoadSpec
     request_budget: int | None
-    start_delay_ns: int
+    arrival_offset_ns: int
 
 
 def _split_int(total: int, parts: int) -> list[int]:
@@ -178,25 +179,6 @@ def stats_from_json(data: Mapping[str, Any]) -> RunStats:
     return RunStats(**{k: data[k] for k in _STATS_FIELDS if k in data})
 
 
-class _WorkerRunner(LoadRunner):
-    """A LoadRunner whose ``request_stop`` is safe at any time of the run.
-
-    ``LoadRunner.request_stop`` computes ``getattr(self, "_stop_event", None)
-    or trio.Event()``, and a trio Event refuses ``bool()`` (NotImplementedError),
-    so a stop asked once the run waits for one raises. Until that is fixed in
-    ``_runner``, this override sets the event when it exists; a stop asked
-    before the run reaches its wait is asked again at the next interval end
-    (``run_worker``'s ``on_interval``).
-    """
-
-    def request_stop(self, reason: str | None = None) -> None:
-        if reason and self.stats.interrupted_by is None:
-            self.stats.interrupted_by = reason
-        event = getattr(self, "_stop_event", None)
-        if event is not None:
-            event.set()
-
-
 def run_worker(profile: Profile, base_url: str, share: WorkerShare,
                send: Callable[[dict[str, Any]], None],
                wait_go: Callable[[], float | None],
@@ -209,7 +191,7 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
     line: the runner's timeline record) at each interval end; ``done`` (total,
     warmup: ``Snapshot.to_json()``; stats: :func:`stats_to_json`; start_skew_ns)
     at the end. Interval stamps are relative to this worker's own start, which
-    is the common start plus ``share.start_delay_ns`` (plus the skew, reported).
+    is the common start (plus the skew, reported).
 
     Args:
         profile: the whole profile (the share says what part of it to run).
@@ -248,13 +230,14 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         if reason is not None and runner is not None:
             runner.request_stop(reason)
 
-    runner = _WorkerRunner(profile, base_url, rec, warm, on_interval=on_interval, load=share.load,
-                        request_budget=share.request_budget, seed_offset=k)
+    runner = LoadRunner(profile, base_url, rec, warm, on_interval=on_interval, load=share.load,
+                        request_budget=share.request_budget, seed_offset=k,
+                        arrival_offset_ns=share.arrival_offset_ns)
     send({"kind": "ready", "worker": k, "host": socket.gethostname(), "pid": os.getpid()})
     go_at = wait_go()
     skew_ns = 0
     if go_at is not None:
-        start_at = go_at + share.start_delay_ns / NS_PER_S
+        start_at = go_at
         while (left := start_at - time.time()) > 0 and stop_reason[0] is None:
             time.sleep(min(left, 0.05))
         skew_ns = int((time.time() - start_at) * NS_PER_S)
@@ -409,7 +392,7 @@ class Merger:
         warms = [p[1] for p in parts.values()]
         lines = [p[2] for p in parts.values()]
         start = k * self.interval_ns
-        end = max(iv.end_ns + self.workers[i].share.start_delay_ns for i, (iv, _, _) in parts.items())
+        end = max(iv.end_ns for iv, _, _ in parts.values())
         iv = IntervalSnapshot(start, end, _merge_scopes([x.scopes for x in ivs], self.scopes))
         warm = IntervalSnapshot(start, end, _merge_scopes([x.scopes for x in warms], self.scopes))
         self._total.add(iv.scopes)
@@ -490,7 +473,7 @@ class Merger:
                 "error": w.error,
                 "share": ({"concurrency": share.concurrency} if share.mode == "concurrency" else
                           {"rate_rps": share.rate_rps, "max_in_flight": share.max_in_flight,
-                           "start_delay_ms": w.share.start_delay_ns / NS_PER_MS})
+                           "arrival_offset_ms": w.share.arrival_offset_ns / NS_PER_MS})
                          | {"requests": w.share.request_budget},
                 "started": snap.counter(ALL, "started"),
                 "completed": snap.counter(ALL, "completed"),

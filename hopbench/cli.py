@@ -46,22 +46,31 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", "-q", action="store_true", help="no progress lines and no summary table")
     r.add_argument("--no-progress", action="store_true", help="no progress lines (summary still shown)")
     r.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (overrides run.workers)")
+    r.add_argument("--engine", choices=("local", "ray"), help="where workers run (overrides run.engine)")
+    r.add_argument("--ray-address", metavar="ADDRESS", help="Ray cluster for --engine ray (default: a local Ray instance)")
+    r.add_argument("--no-report", action="store_true", help="do not write report.html")
+    r.add_argument("--no-gate", action="store_true", help="do not apply the profile's [gate] budgets at the end")
 
     v = sub.add_parser("validate", help="check a profile without sending load",
                        description="Validate a profile (and its [emulator] table); print nothing but "
                        "errors; exit 0 when valid, 2 when not.")
     v.add_argument("profile", type=Path, nargs="+")
 
-    sub.add_parser("serve", help="run the built-in gateway emulator", add_help=False)
+    sub.add_parser("serve", help="run the built-in gateway emulator (hopbench serve --help)", add_help=False)
+    sub.add_parser("gate", help="hold a results folder to budgets: exit 1 on a breach (hopbench gate --help)",
+                   add_help=False)
+    sub.add_parser("compare", help="compare two results folders with statistics (hopbench compare --help)",
+                   add_help=False)
+    sub.add_parser("report", help="(re)build report.html for a results folder (hopbench report --help)",
+                   add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``hopbench`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "serve":
-        from .emulator import serve_main
-        return serve_main(argv[1:])
+    if argv and argv[0] in _DELEGATED:
+        return _DELEGATED[argv[0]](argv[1:])
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -85,6 +94,30 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_INPUT
 
 
+def _serve(argv: list[str]) -> int:
+    from .emulator import serve_main
+    return serve_main(argv)
+
+
+def _gate(argv: list[str]) -> int:
+    from ._gate import gate_main
+    return gate_main(argv)
+
+
+def _compare(argv: list[str]) -> int:
+    from ._compare import compare_main
+    return compare_main(argv)
+
+
+def _report(argv: list[str]) -> int:
+    from ._report_html import report_main
+    return report_main(argv)
+
+
+# subcommands that parse their own arguments
+_DELEGATED = {"serve": _serve, "gate": _gate, "compare": _compare, "report": _report}
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from ._profile import load_profile
 
@@ -96,6 +129,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import dataclasses
+    from contextlib import ExitStack
+    from functools import partial
 
     from rich.console import Console
 
@@ -114,20 +149,52 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.workers < 1:
             raise UsageError(f"--workers: expected a positive integer, got {args.workers}")
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=args.workers))
+    if args.engine is not None:
+        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=args.engine))
     console = Console(stderr=False)
     err = Console(stderr=True)
     out = args.out or default_out_dir(profile, args.results_root)
-    show_lines = not (args.quiet or args.no_progress)
     if not args.quiet:
         err.print(f"hopbench: running {args.profile} -> {out}", highlight=False)
-    outcome = run_profile(profile, out_dir=out,
-                          on_line=(lambda s: err.print(s, highlight=False, soft_wrap=True)) if show_lines else None)
+    if profile.run.engine == "ray":
+        from ._ray import import_ray, run_profile_ray
+
+        import_ray()  # a missing Ray is a usage error before anything starts
+        runner = partial(run_profile_ray, address=args.ray_address)
+    elif profile.run.workers > 1:
+        from ._workers import run_profile_workers as runner
+    else:
+        runner = run_profile
+    with ExitStack() as stack:
+        progress = None
+        if not (args.quiet or args.no_progress):
+            from ._progress import LiveProgress
+
+            progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
+        outcome = runner(profile, out_dir=out, progress=progress)
+    summary = outcome.summary
+    if not args.no_report:
+        from ._report_html import write_report
+
+        try:
+            write_report(outcome.out_dir)
+        except HopbenchError as exc:  # a report must never fail a run
+            err.print(f"hopbench: warning: report.html not written: {exc}", highlight=False)
     if not args.quiet:
-        render_summary(outcome.summary, console)
+        render_summary(summary, console)
+    gate_exit = EXIT_OK
+    if summary.get("gate") and not args.no_gate:
+        from ._gate import evaluate_gate
+
+        report = evaluate_gate(summary, results_dir=outcome.out_dir, missing_baseline="inconclusive")
+        if not args.quiet:
+            console.print(report.render("text"), highlight=False, soft_wrap=True)
+        gate_exit = report.exit_code
+    if not args.quiet:
         console.print(f"results: {outcome.out_dir}", highlight=False)
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
     if not outcome.complete:
         return EXIT_INTERRUPTED
-    return EXIT_OK
+    return gate_exit

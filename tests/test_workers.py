@@ -69,7 +69,7 @@ def test_split_load_concurrency_shares_differ_by_at_most_one(concurrency: int, w
     assert sum(cs) == concurrency and max(cs) - min(cs) <= 1 and min(cs) >= 1
     assert sum(budgets) == 203 and max(budgets) - min(budgets) <= 1
     assert [s.index for s in shares] == list(range(len(shares)))
-    assert all(s.start_delay_ns == 0 for s in shares)
+    assert all(s.arrival_offset_ns == 0 for s in shares)
 
 
 def test_split_load_drops_workers_with_zero_share() -> None:
@@ -83,8 +83,8 @@ def test_split_load_constant_rate_is_phase_shifted() -> None:
     assert [s.load.rate_rps for s in shares] == [25.0] * 4
     assert [s.load.max_in_flight for s in shares] == [3, 3, 2, 2]
     # worker k starts k/R later: the merged schedule is evenly spaced at 1/R = 10 ms
-    assert [s.start_delay_ns for s in shares] == [0, 10_000_000, 20_000_000, 30_000_000]
-    merged = sorted(s.start_delay_ns + n * NS_PER_S // 25 for s in shares for n in range(25))
+    assert [s.arrival_offset_ns for s in shares] == [0, 10_000_000, 20_000_000, 30_000_000]
+    merged = sorted(s.arrival_offset_ns + n * NS_PER_S // 25 for s in shares for n in range(25))
     assert {b - a for a, b in zip(merged, merged[1:])} == {10_000_000}
 
 
@@ -92,7 +92,7 @@ def test_split_load_poisson_rate_uses_independent_unshifted_processes() -> None:
     p = _profile(3, load='mode = "rate"\nrate_rps = 90\narrival = "poisson"\nmax_in_flight = 30')
     shares = split_load(p, 3)
     assert sum(s.load.rate_rps for s in shares) == pytest.approx(90.0)
-    assert {s.start_delay_ns for s in shares} == {0}
+    assert {s.arrival_offset_ns for s in shares} == {0}
     assert len({s.index for s in shares}) == 3  # the seed offsets
 
 

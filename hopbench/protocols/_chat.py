@@ -79,8 +79,12 @@ class ChatDecoder(Decoder):
         error = chunk.get("error")
         if error is not None or name == "error":
             return bad + (self._fail(chunk if error is None else error),)
-        out: list[Observation] = list(bad) if bad else []
         choices = chunk.get("choices")
+        if not bad and type(choices) is list and len(choices) == 1 and chunk.get("usage") is None:
+            fast = self._text_only(choices[0])
+            if fast is not None:
+                return fast
+        out: list[Observation] = list(bad) if bad else []
         if choices:
             if type(choices) is list:
                 self._choices(choices, out)
@@ -97,6 +101,29 @@ class ChatDecoder(Decoder):
         elif choices is None and "usage" not in chunk:
             out.extend(self._anomaly("unexpected_shape", "no choices, usage or error"))
         return tuple(out) if out else NOTHING
+
+    def _text_only(self, choice: Any) -> Observations | None:
+        """Fast path for the common chunk: one choice 0 whose delta carries only
+        text (``{"content": ...}``, optionally with ``role``) and no finish
+        reason. Returns None when the chunk is anything else; the general path
+        (``_choices``) then decodes it, with the same result."""
+        if type(choice) is not dict or choice.get("finish_reason") is not None:
+            return None
+        if choice.get("index", 0) not in (0, None):
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            return None
+        content = delta.get("content")
+        n = len(delta)
+        if not (type(content) is str and content and (n == 1 or (n == 2 and "role" in delta))):
+            return None
+        if self._keep_text:
+            self._text.append(content)
+        self._content_events += 1
+        out: list[Observation] = []
+        self._content(out, "text", len(content))
+        return tuple(out)
 
     def _fail(self, error: Any) -> Observation:
         if type(error) is dict:
