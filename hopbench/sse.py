@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ._errors import SSEError, UsageError
 
@@ -51,33 +52,85 @@ SSEItem = SSEEvent | SSEComment
 _BOM = b"\xef\xbb\xbf"
 _LF = 10
 
-# Building the frozen records through their slot descriptors skips the frozen
-# dataclass ``__init__`` (three ``object.__setattr__`` calls through Python
-# code): about 170 ns instead of 280 ns per event, a third of the per-event
-# budget. The result is an ordinary instance, equal to ``SSEEvent(e, d, i)``;
-# tests/test_sse.py checks that, so a future ``__post_init__`` cannot be skipped
-# silently.
-_object_new = object.__new__
-_set_event = SSEEvent.event.__set__  # type: ignore[attr-defined]
-_set_data = SSEEvent.data.__set__  # type: ignore[attr-defined]
-_set_id = SSEEvent.id.__set__  # type: ignore[attr-defined]
-_set_text = SSEComment.text.__set__  # type: ignore[attr-defined]
+# Building the frozen records fast. ``SSEEvent(e, d, i)`` runs the frozen
+# dataclass ``__init__`` (three ``object.__setattr__`` calls from Python code,
+# ~320 ns on the reference machine); ``object.__new__`` plus the three slot
+# descriptors' ``__set__`` costs ~170 ns, half the per-event budget. Cheapest of
+# all (~90 ns): fill an instance of a private class with the very same slot
+# layout through plain attribute stores (specialised to direct slot writes by
+# CPython 3.11+), then set its ``__class__`` to the record class. CPython allows
+# that assignment only between classes of identical layout (same slots, same
+# order, no __dict__), so a change to the records that breaks it raises
+# TypeError at import (the probes below), never later. The result is an
+# ordinary, frozen record: tests/test_sse.py checks type, equality, hash and
+# frozenness, and that the records have no ``__post_init__`` being skipped.
+
+
+class _EventShape:
+    """Mutable twin of ``SSEEvent``'s layout; only ever a record under construction."""
+
+    __slots__ = ("event", "data", "id")
+    event: str
+    data: bytes
+    id: str  # noqa: A003
+
+
+class _CommentShape:
+    """Mutable twin of ``SSEComment``'s layout; only ever a record under construction."""
+
+    __slots__ = ("text",)
+    text: bytes
 
 
 def _new_event(event: str, data: bytes, id: str) -> SSEEvent:  # noqa: A002
     """Build ``SSEEvent(event, data, id)`` without the frozen ``__init__``."""
-    item: SSEEvent = _object_new(SSEEvent)
-    _set_event(item, event)
-    _set_data(item, data)
-    _set_id(item, id)
-    return item
+    item = _EventShape()
+    item.event = event
+    item.data = data
+    item.id = id
+    item.__class__ = SSEEvent  # type: ignore[assignment]
+    return item  # type: ignore[return-value]
 
 
 def _new_comment(text: bytes) -> SSEComment:
     """Build ``SSEComment(text)`` without the frozen ``__init__``."""
-    item: SSEComment = _object_new(SSEComment)
-    _set_text(item, text)
-    return item
+    item = _CommentShape()
+    item.text = text
+    item.__class__ = SSEComment  # type: ignore[assignment]
+    return item  # type: ignore[return-value]
+
+
+# Import-time probes: raise TypeError here if the layouts ever diverge.
+_new_event("message", b"", "")
+_new_comment(b"")
+
+
+# Decoded event types, keyed by what precedes ``data: `` in a fast-path block:
+# b"event: X\n" -> "X" ("message" for an empty X), and b"" -> "message" (a
+# block that starts with ``data: ``). Event types repeat (a dozen names per
+# protocol), so the fast path pays one dict lookup instead of a UTF-8 decode.
+# Every key is b"" or holds exactly one LF, at its end: ``_event_name`` admits
+# nothing else. Shared by all scanners (values are immutable str) and capped, so
+# a server that invents a new name per event costs a decode per event, never
+# unbounded memory.
+_EVENT_NAMES: dict[bytes, str] = {b"": "message"}
+_EVENT_NAMES_MAX = 1024
+
+
+def _event_name(head: bytes) -> str | None:
+    """The event type ``head`` sets if it is exactly one ``event: X`` line with its LF, else None.
+
+    WHATWG HTML §9.2.6: the field name ends at the first colon ("event"), one
+    space after it is dropped and the rest of the line is the value; an empty
+    event type dispatches as "message". The value is decoded as UTF-8 with
+    ``errors="replace"``.
+    """
+    if not head.startswith(b"event: ") or head.find(b"\n") != len(head) - 1:
+        return None
+    name = head[7:-1].decode("utf-8", "replace") or "message"
+    if len(_EVENT_NAMES) < _EVENT_NAMES_MAX:
+        _EVENT_NAMES[head] = name
+    return name
 
 
 class SSEScanner:
@@ -107,25 +160,39 @@ class SSEScanner:
     The event type and ID are decoded as UTF-8 with ``errors="replace"``; data
     stays bytes. Invalid UTF-8 never raises.
 
-    Zero-copy: each read is searched with ``bytes.find`` (memchr) in place;
-    only the payload handed out is sliced (copied). A partial line left at the
-    end of a read is kept in a ``bytearray`` and joined with the next reads
-    once, so tiny reads cost amortised O(1) per byte. The common case, an
-    event that is one ``data: `` line followed by a blank line, takes a fast
-    path of one search, one prefix test and one slice. Reads holding a CR are
-    normalised to LF once per read (C-speed ``bytes.replace``) and then take
-    the same path.
+    How it is fast (pure Python; every loop below is per read or per event,
+    never per byte):
+
+    - A read with no CR or LF (most reads of a few bytes) costs two C-level
+      ``in`` tests with an int operand, one ``bytearray`` extend and one length
+      test. (``10 in chunk`` is a memchr; ``b"\\n" in chunk`` would first try
+      and fail to read the operand as an int, raising and clearing a
+      TypeError inside CPython, several times slower.)
+    - A read holding a CR is normalised to LF once (C-speed ``bytes.replace``).
+    - Whole events are cut out with one C-level ``split(b"\\n\\n")`` of
+      everything up to the last blank line of the read. After each blank line
+      the event buffers are empty (dispatch clears them), so each block is an
+      event from a clean state: a block that is exactly ``data: Y`` or exactly
+      ``event: X\\ndata: Y`` (X, Y without LF) is built directly (one
+      ``partition``, one dict lookup of the event line in a small shared cache
+      of decoded names); any other block goes through the general line loop.
+    - One complete ``event:`` line after the last blank line of a read is held
+      back unprocessed, with the partial line after it, so that the event it
+      starts is still one block when its blank line arrives. Holding it back
+      changes nothing observable: an event type has no effect before dispatch,
+      and ``close`` reports a held line as discarded exactly as it reports a
+      set event type.
 
     Attributes:
-        max_event_bytes: bound in bytes on one line (without its terminator)
-            and on one event's data (data lines joined with LF).
         retry_ms: the last valid ``retry:`` value in milliseconds, or None.
     """
 
     __slots__ = (
-        "max_event_bytes",
         "retry_ms",
+        "_limit",
         "_pending",
+        "_held",
+        "_cap",
         "_bom_head",
         "_skip_lf",
         "_data",
@@ -148,10 +215,14 @@ class SSEScanner:
         """
         if isinstance(max_event_bytes, bool) or not isinstance(max_event_bytes, int) or max_event_bytes < 1:
             raise UsageError(f"max_event_bytes: expected a positive integer, got {max_event_bytes!r}")
-        self.max_event_bytes: int = max_event_bytes
+        self._limit: int = max_event_bytes
         self.retry_ms: int | None = None
-        # Bytes of an unfinished line (no terminator seen yet); never holds CR or LF.
+        # Bytes not yet scanned: ``_held`` bytes of complete lines held back (0, or
+        # one whole "event: X\n" line), then the unfinished line (no CR or LF).
         self._pending = bytearray()
+        self._held = 0
+        # Longest ``_pending`` allowed: the bound on the unfinished line plus ``_held``.
+        self._cap = max_event_bytes
         # The first bytes of the stream while they may still be a split BOM; None once decided.
         self._bom_head: bytes | None = b""
         # The previous read ended in CR: a LF that starts the next read is its CRLF tail.
@@ -166,6 +237,11 @@ class SSEScanner:
         # Any of the rare states above holds (BOM undecided, CR pending, closed).
         self._special = True
 
+    @property
+    def max_event_bytes(self) -> int:
+        """The memory bound in bytes: on one line (without its terminator) and on one event's data."""
+        return self._limit
+
     def feed(self, chunk: bytes | bytearray | memoryview) -> list[SSEItem]:
         """Scan the next piece of the body.
 
@@ -175,7 +251,8 @@ class SSEScanner:
 
         Returns:
             list of SSEEvent | SSEComment completed by this chunk, in stream
-            order, possibly empty.
+            order, possibly empty. Always a new list: the caller may keep or
+            change it.
 
         Raises:
             SSEError: a line, or an event's data, grew past ``max_event_bytes``.
@@ -187,38 +264,32 @@ class SSEScanner:
             # bytes (BOM undecided), a CR that ended the previous read, or a
             # closed scanner. Keeps the common path to one test.
             chunk = self._prelude(chunk)
-        if b"\r" in chunk:
-            # Rare: normalise CRLF and lone CR to LF once for the whole read. A CR
-            # at the very end may be the first half of a CRLF split over reads.
-            if chunk[-1] == 13:
-                self._skip_lf = self._special = True
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # 10 is LF, 13 is CR: an int operand makes ``in`` a plain memchr.
+        if 10 not in chunk:
+            if 13 not in chunk:
+                # No line end (most small reads): amortised O(1) append.
+                pending = self._pending
+                pending += chunk
+                if len(pending) > self._cap:
+                    self._too_big("line", len(pending) - self._held)
+                return []
+            chunk = self._normalise_cr(chunk)
+        elif 13 in chunk:
+            chunk = self._normalise_cr(chunk)
         pending = self._pending
-        if b"\n" not in chunk:
-            # No line ends yet (often: small reads): amortised O(1) append.
-            pending += chunk
-            if len(pending) > self.max_event_bytes:
-                self._too_big("line", len(pending))
-            return []
         last = chunk.rfind(b"\n")
         if pending:
             last += len(pending)
             data = b"".join((pending, chunk))
             pending.clear()
+            if self._held:
+                self._held = 0
+                self._cap = self._limit
         else:
             data = chunk
-        if last + 1 < len(data):
-            pending += data[last + 1 :]
-            if len(pending) > self.max_event_bytes:
-                self._too_big("line", len(pending))
-        if data[last - 1] == _LF and data.find(b"\n") == last - 1 and data.startswith(b"data: ") and not self._data and self._etype is None:
-            # Fast path for small reads: exactly one whole "data: ...\n\n" completed.
-            if last - 1 > self.max_event_bytes:
-                self._too_big("line", last - 1)
-            return [_new_event("message", data[6 : last - 1], self._last_id)]
         return self._scan(data, last)
 
-    def _prelude(self, chunk: bytes) -> bytes:
+    def _prelude(self, chunk: bytes | bytearray | memoryview) -> bytes:
         """Handle the rare states before the common path; returns the bytes left to scan."""
         if type(chunk) is not bytes:
             chunk = bytes(chunk)
@@ -243,6 +314,16 @@ class SSEScanner:
         self._special = False
         return chunk
 
+    def _normalise_cr(self, chunk: bytes) -> bytes:
+        """Turn CRLF and lone CR into LF; remember a CR that ends the read.
+
+        A CR at the very end may be the first half of a CRLF split over reads:
+        ``_prelude`` then drops a LF that starts the next read.
+        """
+        if chunk[-1] == 13:
+            self._skip_lf = self._special = True
+        return chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
     def close(self) -> bool:
         """End the body: discard what is left of a partial line or event.
 
@@ -256,6 +337,8 @@ class SSEScanner:
         """
         discarded = bool(self._pending) or bool(self._bom_head) or bool(self._data) or self._etype is not None
         self._pending.clear()
+        self._held = 0
+        self._cap = self._limit
         self._bom_head = None
         self._data = []
         self._data_len = 0
@@ -264,29 +347,104 @@ class SSEScanner:
         self._closed = self._special = True
         return discarded
 
-    def _too_big(self, what: str, seen: int) -> None:
+    def _too_big(self, what: str, seen: int) -> NoReturn:
         raise SSEError(
-            f"SSE {what} exceeds max_event_bytes={self.max_event_bytes}: saw {seen} bytes "
+            f"SSE {what} exceeds max_event_bytes={self._limit}: saw {seen} bytes "
             "(a broken or hostile stream; raise max_event_bytes if this is legitimate)"
         )
 
     def _scan(self, data: bytes, last: int) -> list[SSEItem]:
-        """Process the complete LF-terminated lines in ``data[: last + 1]``.
+        """Process the complete lines ``data[: last + 1]``; keep the rest pending.
 
-        ``data`` starts at the beginning of a line and holds no CR.
+        ``data`` starts at the beginning of a line, holds no CR, and
+        ``data[last]`` is its last LF. ``_pending`` is empty.
         """
         out: list[SSEItem] = []
+        limit = self._limit
+        if self._data or self._etype is not None:
+            # An event is in progress: finish it line by line, up to its blank line.
+            if data[0] == _LF:
+                stop = 0
+            else:
+                stop = data.find(b"\n\n", 0, last + 1)
+                stop = last if stop < 0 else stop + 1
+            self._lines(data, 0, stop, out)
+            data = data[stop + 1 :]
+            last -= stop + 1
+        # From here on the event buffers are empty: every "\n\n" below ends a
+        # line and then dispatches with a blank line, which empties them again.
+        blocks = data.split(b"\n\n")
+        # After the last "\n\n": complete lines with no blank line among them
+        # (but maybe a blank line first, in a run of three LFs), then a partial line.
+        tail = blocks.pop()
+        if blocks:
+            append = out.append
+            names_get = _EVENT_NAMES.get
+            last_id = self._last_id
+            # One test for the whole read instead of one per block: no line and
+            # no event's data in it can be longer than the read.
+            small = len(data) <= limit
+            for block in blocks:
+                # A block of exactly "event: X\ndata: Y" or "data: Y" (X, Y
+                # without LF) is one event from a clean state (WHATWG §9.2.6:
+                # type X or "message", data Y, the last event ID).
+                head, sep, payload = block.partition(b"data: ")
+                name = names_get(head)
+                if name is None and sep:
+                    name = _event_name(head)
+                if name is not None and sep and 10 not in payload and (small or len(block) <= limit):
+                    # _new_event inlined: this runs once per event.
+                    item = _EventShape()
+                    item.event = name
+                    item.data = payload
+                    item.id = last_id
+                    item.__class__ = SSEEvent  # type: ignore[assignment]
+                    append(item)  # type: ignore[arg-type]
+                    continue
+                # Anything else (comments, id, retry, several data lines, more
+                # blank lines): the general line loop, then back to the blocks.
+                self._lines(block + b"\n\n", 0, len(block) + 1, out)
+                last_id = self._last_id
+        pos = len(data) - len(tail)
+        if pos <= last and data[pos] == _LF:
+            # A blank line right after "\n\n": the buffers are empty already.
+            pos += 1
+        if pos <= last:
+            # Complete lines of an event whose blank line has not arrived yet.
+            if data.find(b"\n", pos) == last and last - pos <= limit and data.startswith(b"event: ", pos):
+                # One whole "event: X" line: hold it back unprocessed (see the
+                # class docstring) so that its event is one block next time.
+                pending = self._pending
+                pending += data[pos:] if pos else data
+                held = last + 1 - pos
+                self._held = held
+                self._cap = held + limit
+                if len(pending) > self._cap:
+                    self._too_big("line", len(pending) - held)
+                return out
+            self._lines(data, pos, last, out)
+        if last + 1 < len(data):
+            pending = self._pending
+            pending += data[last + 1 :]
+            if len(pending) > limit:
+                self._too_big("line", len(pending))
+        return out
+
+    def _lines(self, data: bytes, pos: int, stop: int, out: list[SSEItem]) -> None:
+        """The general line loop: process the lines of ``data[pos : stop + 1]``.
+
+        ``pos`` starts a line and ``data[stop]`` is a LF; ``data`` holds no CR.
+        Appends what it completes to ``out``; keeps the event state on ``self``.
+        """
         append = out.append
         find = data.find
-        startswith = data.startswith
-        limit = self.max_event_bytes
+        limit = self._limit
         lines = self._data
         data_len = self._data_len
         etype = self._etype
         last_id = self._last_id
-        pos = 0
         try:
-            while pos <= last:
+            while pos <= stop:
                 nl = find(b"\n", pos)
                 if nl == pos:
                     # Blank line: dispatch (§9.2.6 "dispatch the event").
@@ -301,26 +459,6 @@ class SSEScanner:
                     continue
                 if nl - pos > limit:
                     self._too_big("line", nl - pos)
-                if not lines and etype is None and nl < last and data[nl + 1] == _LF and startswith(b"data: ", pos):
-                    # Fast path: a whole one-line event "data: ...\n\n".
-                    # _new_event inlined: this line runs once per event.
-                    item = _object_new(SSEEvent)
-                    _set_event(item, "message")
-                    _set_data(item, data[pos + 6 : nl])
-                    _set_id(item, last_id)
-                    append(item)
-                    pos = nl + 2
-                    continue
-                if not lines and etype is None and nl < last and startswith(b"event: ", pos):
-                    # Fast path: a whole "event: x\ndata: ...\n\n" (Responses, Anthropic).
-                    nl2 = find(b"\n", nl + 1)
-                    if nl2 < last and data[nl2 + 1] == _LF and startswith(b"data: ", nl + 1):
-                        if nl2 - nl - 1 > limit:
-                            self._too_big("line", nl2 - nl - 1)
-                        name = data[pos + 7 : nl].decode("utf-8", "replace") or "message"
-                        append(_new_event(name, data[nl + 7 : nl2], last_id))
-                        pos = nl2 + 2
-                        continue
                 colon = find(b":", pos, nl)
                 if colon == pos:
                     append(_new_comment(data[pos + 1 : nl]))
@@ -360,4 +498,3 @@ class SSEScanner:
             self._data_len = data_len
             self._etype = etype
             self._last_id = last_id
-        return out
