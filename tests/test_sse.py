@@ -9,6 +9,7 @@ a deliberately naive reference parser written straight from the spec.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hopbench._errors import HopbenchError, UsageError
+from hopbench import sse
 from hopbench.sse import SSEComment, SSEError, SSEEvent, SSEItem, SSEScanner, _new_comment, _new_event
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -114,9 +116,45 @@ def test_scanner_fast_constructors_equal_the_records() -> None:
     comment = _new_comment(b" ka")
     assert event == SSEEvent("message", b"x", "7") and type(event) is SSEEvent
     assert hash(event) == hash(SSEEvent("message", b"x", "7"))
+    assert repr(event) == repr(SSEEvent("message", b"x", "7"))
     assert comment == SSEComment(b" ka") and type(comment) is SSEComment
+    assert hash(comment) == hash(SSEComment(b" ka"))
     with pytest.raises(AttributeError):
         event.data = b"y"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        comment.text = b"y"  # type: ignore[misc]
+    match event:
+        case SSEEvent(event="message", data=b"x", id="7"):
+            pass
+        case _:
+            pytest.fail("fast-built event does not match its class pattern")
+
+
+def test_scanner_fast_constructors_skip_nothing_the_records_define() -> None:
+    # The fast constructors fill the slots directly: they are only right while
+    # the records have exactly these fields and nothing runs after __init__.
+    assert SSEEvent.__slots__ == sse._EventShape.__slots__ == ("event", "data", "id")
+    assert SSEComment.__slots__ == sse._CommentShape.__slots__ == ("text",)
+    for record in (SSEEvent, SSEComment):
+        assert not hasattr(record, "__post_init__")
+    assert [f.name for f in dataclasses.fields(SSEEvent)] == ["event", "data", "id"]
+    assert [f.name for f in dataclasses.fields(SSEComment)] == ["text"]
+
+
+def test_scanner_returns_a_new_list_each_time() -> None:
+    scanner = SSEScanner()
+    first = scanner.feed(b"data: a")
+    first.append(SSEComment(b"caller's"))
+    assert scanner.feed(b"bc") == []
+    second = scanner.feed(b"\n\n")
+    assert second == [SSEEvent("message", b"abc")] and second is not first
+
+
+def test_scanner_max_event_bytes_is_read_only() -> None:
+    scanner = SSEScanner(max_event_bytes=64)
+    assert scanner.max_event_bytes == 64
+    with pytest.raises(AttributeError):
+        scanner.max_event_bytes = 128  # type: ignore[misc]
 
 
 def test_scanner_accepts_bytearray_and_memoryview() -> None:
@@ -657,3 +695,217 @@ def test_scanner_fast_paths_keep_id_and_default_type() -> None:
 def test_scanner_fast_path_event_line_bound() -> None:
     with pytest.raises(SSEError):
         scan([b"event: a\ndata: " + b"x" * 40 + b"\n\n"], max_event_bytes=40)
+
+
+# --------------------------------------------------------------------------- fast paths
+# The scanner cuts whole "event: X\ndata: Y" and "data: Y" blocks out of a read
+# with one split and holds a lone trailing "event: X" line back unprocessed.
+# These tests aim at the edges of those shortcuts: every split point inside the
+# patterns, look-alikes that must take the general path, and the bounds.
+
+FAST = (
+    b"event: content_block_delta\ndata: {\"a\":1}\n\n"
+    + b"data: {\"b\":2}\n\n"
+    + b"event: \ndata: empty-type\n\n"
+    + b"event: a:b\ndata: colon in type\n\n"
+    + b"event:  two\ndata: one space dropped\n\n"
+    + b"event: \xff\xe4\ndata: bad utf-8 type\n\n"
+    + b"event: x\ndata: \n\n"
+    + b"event: x\ndata:\n\n"
+    + b"event: x\ndata:no-space\n\n"
+    + b"event: x\nid: 9\ndata: id inside\n\n"
+    + b"id: 10\nevent: x\ndata: id first\n\n"
+    + b"event: x\nevent: y\ndata: last type wins\n\n"
+    + b"event: x\ndata: a\ndata: b\n\n"
+    + b"event: data: x\ndata: type holds the pattern\n\n"
+    + b"data: a data: b\n\n"
+    + b"xdata: ignored field\n\n"
+    + b"event: x data: y\n\n"
+    + b": c\nevent: x\ndata: comment first\n\n"
+    + b"event: x\n: c\ndata: comment inside\n\n"
+    + b"event: x\nretry: 7\ndata: retry inside\n\n"
+    + b"event: x\ndata: three LFs\n\n\n"
+    + b"event: x\ndata: four LFs\n\n\n\n"
+    + b"event: only-type\n\n"
+    + b"event: x\ndata: \xe4\xbd\xa0\n\n"
+)
+FAST_ITEMS: list[SSEItem] = [
+    SSEEvent("content_block_delta", b'{"a":1}'),
+    SSEEvent("message", b'{"b":2}'),
+    SSEEvent("message", b"empty-type"),
+    SSEEvent("a:b", b"colon in type"),
+    SSEEvent(" two", b"one space dropped"),
+    SSEEvent("\ufffd\ufffd", b"bad utf-8 type"),
+    SSEEvent("x", b""),
+    SSEEvent("x", b""),
+    SSEEvent("x", b"no-space"),
+    SSEEvent("x", b"id inside", "9"),
+    SSEEvent("x", b"id first", "10"),
+    SSEEvent("y", b"last type wins", "10"),
+    SSEEvent("x", b"a\nb", "10"),
+    SSEEvent("data: x", b"type holds the pattern", "10"),
+    SSEEvent("message", b"a data: b", "10"),
+    SSEComment(b" c"),
+    SSEEvent("x", b"comment first", "10"),
+    SSEComment(b" c"),
+    SSEEvent("x", b"comment inside", "10"),
+    SSEEvent("x", b"retry inside", "10"),
+    SSEEvent("x", b"three LFs", "10"),
+    SSEEvent("x", b"four LFs", "10"),
+    SSEEvent("x", "你".encode(), "10"),
+]
+
+
+def test_scanner_fast_path_look_alikes_follow_the_spec() -> None:
+    assert reference(FAST) == (FAST_ITEMS, False, 7)
+    assert scan([FAST]) == (FAST_ITEMS, False, 7)
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_scanner_fast_path_look_alikes_at_every_split_point(eol: bytes) -> None:
+    stream = FAST.replace(b"\n", eol)
+    assert reference(stream) == (FAST_ITEMS, False, 7)
+    for cut in range(len(stream) + 1):
+        assert scan([stream[:cut], stream[cut:]]) == (FAST_ITEMS, False, 7), cut
+
+
+def test_scanner_fast_path_look_alikes_in_small_reads_with_a_bom() -> None:
+    for size in (1, 2, 3, 5, 8, 13, 64):
+        assert scan(pieces(BOM + FAST, size)) == (FAST_ITEMS, False, 7), size
+
+
+def test_scanner_items_per_read_for_every_pair_of_split_points_in_an_event() -> None:
+    # Each read must return exactly what it completes: nothing early, nothing late.
+    stream = b"event: ping\ndata: {}\n\nevent: ab\ndata: xy\n\n"
+    first, second = SSEEvent("ping", b"{}"), SSEEvent("ab", b"xy")
+    end_first = stream.index(b"\n\n") + 2
+    end_second = len(stream)
+    for a in range(len(stream) + 1):
+        for b in range(a, len(stream) + 1):
+            scanner = SSEScanner()
+            got = [scanner.feed(stream[:a]), scanner.feed(stream[a:b]), scanner.feed(stream[b:])]
+            ends = [a, b, len(stream)]
+            want = [[e for e, end in ((first, end_first), (second, end_second)) if lo < end <= hi] for lo, hi in zip([-1, *ends], ends)]
+            assert got == want, (a, b)
+            assert scanner.close() is False
+
+
+def test_scanner_held_event_line_counts_as_discarded_at_close() -> None:
+    scanner = SSEScanner()
+    assert scanner.feed(b"data: a\n\nevent: x\n") == [SSEEvent("message", b"a")]
+    assert scanner.close() is True
+    scanner = SSEScanner()
+    assert scanner.feed(b"event: x\n") == []
+    assert scanner.feed(b"\n") == []  # the type is cleared, nothing dispatched
+    assert scanner.close() is False
+
+
+def test_scanner_held_event_line_then_other_fields() -> None:
+    # A held "event:" line must take effect before whatever follows it.
+    stream = b"event: x\nid: 4\nretry: 9\n: c\ndata: d\n\n"
+    for cut in range(len(stream) + 1):
+        scanner = SSEScanner()
+        items = scanner.feed(stream[:cut]) + scanner.feed(stream[cut:])
+        assert items == [SSEComment(b" c"), SSEEvent("x", b"d", "4")], cut
+        assert scanner.retry_ms == 9
+
+
+def test_scanner_held_event_line_with_cr_split_from_its_lf() -> None:
+    assert scan([b"event: x\r", b"\ndata: y\r\n\r\n"]) == ([SSEEvent("x", b"y")], False, None)
+    assert scan([b"event: x\r", b"", b"\n", b"data: y\r", b"\r"]) == ([SSEEvent("x", b"y")], False, None)
+
+
+def test_scanner_held_event_line_does_not_count_against_the_line_bound() -> None:
+    # max 20: "event: " + 13 = 20 bytes may be held, and the next line may be 20 bytes too.
+    event_line = b"event: " + b"e" * 13 + b"\n"
+    data_line = b"data: " + b"d" * 14
+    scanner = SSEScanner(max_event_bytes=20)
+    assert scanner.feed(event_line) == []
+    assert scanner.feed(data_line) == []
+    assert scanner.feed(b"\n\n") == [SSEEvent("e" * 13, b"d" * 14)]
+    scanner = SSEScanner(max_event_bytes=20)
+    scanner.feed(event_line + data_line)
+    with pytest.raises(SSEError, match="saw 21 bytes"):
+        scanner.feed(b"d")
+
+
+def test_scanner_event_line_over_the_bound_is_never_held() -> None:
+    with pytest.raises(SSEError, match="saw 21 bytes"):
+        scan([b"event: " + b"e" * 14 + b"\n"], max_event_bytes=20)
+    with pytest.raises(SSEError, match="saw 21 bytes"):
+        scan([b"data: a\n\nevent: " + b"e" * 14 + b"\ndata: b"], max_event_bytes=20)
+
+
+def test_scanner_fast_path_bound_per_block_in_a_read_larger_than_the_bound() -> None:
+    ok = b"event: e\ndata: " + b"d" * 14 + b"\n\n"  # lines of 8 and 20 bytes
+    assert len(scan([ok * 50], max_event_bytes=20)[0]) == 50
+    with pytest.raises(SSEError, match="saw 21 bytes"):
+        scan([ok * 5 + b"event: e\ndata: " + b"d" * 15 + b"\n\n" + ok], max_event_bytes=20)
+    with pytest.raises(SSEError, match="saw 21 bytes"):
+        scan([ok * 5 + b"data: " + b"d" * 15 + b"\n\n" + ok], max_event_bytes=20)
+
+
+def test_scanner_event_name_cache_is_bounded_and_exact() -> None:
+    names = [f"ev{i}" for i in range(sse._EVENT_NAMES_MAX + 50)]
+    stream = b"".join(f"event: {name}\ndata: {i}\n\n".encode() for i, name in enumerate(names))
+    items = whole(stream)
+    assert items == [SSEEvent(name, str(i).encode()) for i, name in enumerate(names)]
+    assert len(sse._EVENT_NAMES) <= sse._EVENT_NAMES_MAX
+    assert all(key == b"" or key.find(b"\n") == len(key) - 1 for key in sse._EVENT_NAMES)
+
+
+def test_scanner_dirty_state_across_reads_then_fast_blocks() -> None:
+    # An event left unfinished by one read is finished line by line, then the
+    # rest of the read goes back to the block path.
+    scanner = SSEScanner()
+    assert scanner.feed(b"event: a\ndata: 1\n") == []
+    assert scanner.feed(b"data: 2\n\nevent: b\ndata: 3\n\ndata: 4\n\n") == [
+        SSEEvent("a", b"1\n2"),
+        SSEEvent("b", b"3"),
+        SSEEvent("message", b"4"),
+    ]
+    assert scanner.feed(b"data: 5\n") == []
+    assert scanner.feed(b"\n\n\ndata: 6\n\n") == [SSEEvent("message", b"5"), SSEEvent("message", b"6")]
+    assert scanner.close() is False
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=sse_streams(), cuts=st.lists(st.integers(0, 400), max_size=12))
+def test_scanner_each_read_returns_what_the_reference_completes(stream: bytes, cuts: list[int]) -> None:
+    # Stronger than comparing totals: after every read, the items so far and
+    # retry_ms equal the reference's for that prefix of the body.
+    scanner = SSEScanner()
+    items: list[SSEItem] = []
+    prefix = b""
+    for chunk in split_at(stream, cuts):
+        items += scanner.feed(chunk)
+        prefix += chunk
+        ref_items, _, ref_retry = reference(prefix)
+        assert items == ref_items
+        assert scanner.retry_ms == ref_retry
+
+
+_FAST_LINES = st.sampled_from(
+    [b"", b"", b"event: x", b"event: ", b"event:", b"data: y", b"data: ", b"data:", b"id: 1", b": c", b"retry: 5", b"event: data: z", b"data: a data: b"]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lines=st.lists(st.tuples(_FAST_LINES, _EOLS), max_size=30),
+    cuts=st.lists(st.integers(0, 300), max_size=10),
+    bound=st.integers(1, 40),
+)
+def test_scanner_fast_path_shapes_equal_the_reference(lines: list[tuple[bytes, bytes]], cuts: list[int], bound: int) -> None:
+    stream = b"".join(line + eol for line, eol in lines)
+    try:
+        expected: tuple[list[SSEItem], bool, int | None] | None = scan([stream], max_event_bytes=bound)
+    except SSEError:
+        expected = None
+    if expected is not None:
+        assert scan(split_at(stream, cuts), max_event_bytes=bound) == expected
+        if bound == 40:
+            assert expected == reference(stream)
+    else:
+        with pytest.raises(SSEError):
+            scan(split_at(stream, cuts), max_event_bytes=bound)
