@@ -38,6 +38,7 @@ __all__ = [
     "ScopeSnapshot",
     "Snapshot",
     "IntervalSnapshot",
+    "DetachedInterval",
     "merge",
 ]
 
@@ -239,6 +240,17 @@ def _bump(counters: dict[str, int], key: str, n: int) -> None:
     counters[key] = counters.get(key, 0) + n
 
 
+@dataclass(frozen=True, slots=True)
+class DetachedInterval:
+    """One interval's live histograms and counters, handed over by
+    :meth:`Recorder.detach_interval` for :meth:`Recorder.fold`."""
+
+    start_ns: int
+    end_ns: int
+    histograms: dict[str, dict[str, Histogram]]
+    counters: dict[str, dict[str, int]]
+
+
 class Recorder:
     """Histograms and counters per scope, cumulative and per interval.
 
@@ -386,20 +398,37 @@ class Recorder:
             scopes[scope] = ScopeSnapshot(dict(self._ctr_tot[scope]), dict(sorted(encoded.items())))
         return Snapshot(scopes)
 
-    def take_interval(self, start_ns: int, end_ns: int) -> IntervalSnapshot:
-        """Return what was recorded since the last call, then start a new interval.
+    def detach_interval(self, start_ns: int, end_ns: int) -> DetachedInterval:
+        """Hand over the current interval and start a new one: O(scopes), no encoding.
 
-        Args:
-            start_ns, end_ns: the interval's bounds in ns relative to the run
-                start (the caller's clock; stored, not checked).
+        This is the only part of closing an interval that must run where
+        ``record`` runs (the event loop); :meth:`fold` does the rest and may
+        run in another thread while ``record`` goes on (the two touch disjoint
+        state). Never run two folds, or a fold and :meth:`snapshot`, at once.
+        """
+        d = DetachedInterval(start_ns, end_ns, self._cur, self._ctr_iv)
+        self._cur = {s: {} for s in self._scopes}
+        self._ctr_iv = {s: {} for s in self._scopes}
+        return d
+
+    def fold(self, d: DetachedInterval) -> IntervalSnapshot:
+        """Encode a detached interval and add it into the cumulative totals.
 
         Returns:
             IntervalSnapshot with every scope; only non-empty histograms.
         """
-        cur_all = self._current_all()
+        cur_by_scope = d.histograms
+        cur_all: dict[str, Histogram] = {}
+        for scope in self._scopes:
+            for metric, h in cur_by_scope[scope].items():
+                if h.count:
+                    acc = cur_all.get(metric)
+                    if acc is None:
+                        cur_all[metric] = acc = Histogram(metric)
+                    acc.add(h)
         scopes: dict[str, ScopeSnapshot] = {}
         for scope in self._scopes:
-            cur = cur_all if scope == ALL else self._cur[scope]
+            cur = cur_all if scope == ALL else cur_by_scope[scope]
             tot = self._tot[scope]
             encoded: dict[str, str] = {}
             for metric in sorted(cur):
@@ -411,7 +440,27 @@ class Recorder:
                 if t is None:
                     tot[metric] = t = Histogram(metric)
                 t.add(h)
-            scopes[scope] = ScopeSnapshot(self._ctr_iv[scope], encoded)
-            self._ctr_iv[scope] = {}
-            self._cur[scope] = {}
-        return IntervalSnapshot(start_ns, end_ns, scopes)
+            scopes[scope] = ScopeSnapshot(d.counters[scope], encoded)
+        return IntervalSnapshot(d.start_ns, d.end_ns, scopes)
+
+    def folded_snapshot(self) -> Snapshot:
+        """The cumulative totals up to the last folded interval (histograms) and
+        the counters as they are now: for checkpoints taken beside the event
+        loop, in the same thread as :meth:`fold`."""
+        scopes: dict[str, ScopeSnapshot] = {}
+        for scope in self._scopes:
+            encoded = {m: h.encode() for m, h in sorted(self._tot[scope].items()) if h.count}
+            scopes[scope] = ScopeSnapshot(dict(self._ctr_tot[scope]), encoded)
+        return Snapshot(scopes)
+
+    def take_interval(self, start_ns: int, end_ns: int) -> IntervalSnapshot:
+        """Return what was recorded since the last call, then start a new interval.
+
+        Args:
+            start_ns, end_ns: the interval's bounds in ns relative to the run
+                start (the caller's clock; stored, not checked).
+
+        Returns:
+            IntervalSnapshot with every scope; only non-empty histograms.
+        """
+        return self.fold(self.detach_interval(start_ns, end_ns))

@@ -202,7 +202,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             on_line(progress_line(iv, line))
         if time.monotonic() - last_checkpoint[0] >= _CHECKPOINT_S:
             last_checkpoint[0] = time.monotonic()
-            writer.update(dict(meta, ended_at=None), rec.snapshot(), complete=False)
+            writer.update(dict(meta, ended_at=None), rec.folded_snapshot(), complete=False)
 
     crashed: str | None = None
     stats: RunStats | None = None

@@ -179,6 +179,7 @@ class LoadRunner:
         self.on_stream = on_stream
         self._arrival_offset_ns = arrival_offset_ns
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
+        self._token: Any = None  # the run's TrioToken, for stops from other threads
 
     # -- helpers ---------------------------------------------------------------
     def _pick(self) -> Scenario:
@@ -243,16 +244,16 @@ class LoadRunner:
         run = self.profile.run
         self._generator_done = trio.Event()
         self._idle_changed = trio.Event()
-        if self._stop_event.is_set():  # stopped before it started
-            self.stats.stop_ns = 0
-        self._t0 = t0 = now_ns()
-        st = self.stats
-        st.started_ns = 0
-        st.last_change_ns = t0
-        st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
-        self._cpu0 = time.process_time_ns()
+        self._token = trio.lowlevel.current_trio_token()
+        # the client (and its TLS context) is made before the clock starts
         async with self._make_client() as client:
             self._client = client
+            self._t0 = t0 = now_ns()
+            st = self.stats
+            st.started_ns = 0
+            st.last_change_ns = t0
+            st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
+            self._cpu0 = time.process_time_ns()
             async with trio.open_nursery() as watchers:
                 watchers.start_soon(self._loop_lag_probe)
                 watchers.start_soon(self._ticker)
@@ -284,9 +285,22 @@ class LoadRunner:
                 n.start_soon(on, self._generator_done)
 
     def request_stop(self, reason: str | None = None) -> None:
-        """Stop generating new load (e.g. on SIGINT); in-flight streams get the grace period."""
+        """Stop generating new load (e.g. on SIGINT); in-flight streams get the grace period.
+
+        Safe from the run's own tasks, from other threads (``on_interval``
+        callbacks run in a worker thread) and before the run starts.
+        """
         if reason and self.stats.interrupted_by is None:
             self.stats.interrupted_by = reason
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:  # not in the run's thread
+            if self._token is not None:
+                try:
+                    trio.from_thread.run_sync(self._stop_event.set, trio_token=self._token)
+                except trio.RunFinishedError:
+                    pass
+                return
         self._stop_event.set()
 
     def _stop(self, gen: trio.CancelScope) -> None:
@@ -583,14 +597,21 @@ class LoadRunner:
         k = 1
         while True:
             await trio.sleep_until(ns_to_s(self._t0 + k * iv))
-            self._emit_interval(k * iv)
+            work = self._close_interval(k * iv)
+            if work is not None:
+                # Encoding and folding the interval's histograms, writing the
+                # files and checkpoints take 10-200 ms: off the event loop, so
+                # that no stream's stamps wait for them (loop_lag shows it).
+                await trio.to_thread.run_sync(self._publish, *work)
             k += 1
 
-    def _emit_interval(self, end_rel_ns: int) -> None:
+    def _close_interval(self, end_rel_ns: int) -> tuple[Any, Any, dict[str, Any]] | None:
+        """On the loop: detach the interval's recordings (O(scopes)) and note
+        the runner's own figures for it; None when the interval is empty."""
         st = self.stats
         start_rel = st.intervals[-1]["end_ns"] if st.intervals else 0
         if end_rel_ns <= start_rel:
-            return
+            return None
         self._in_flight_change(0)
         cpu = time.process_time_ns()
         cpu_frac = (cpu - self._cpu0) / max(end_rel_ns - start_rel, 1)
@@ -606,11 +627,22 @@ class LoadRunner:
         if end_rel_ns - start_rel >= self.profile.run.interval_ns // 2:
             st.cpu_fractions.append(cpu_frac)  # a short final interval would skew it
         st.intervals.append(line)
-        warm = self.warm.take_interval(start_rel, end_rel_ns)
-        snap = self.rec.take_interval(start_rel, end_rel_ns)
+        return (self.rec.detach_interval(start_rel, end_rel_ns),
+                self.warm.detach_interval(start_rel, end_rel_ns), line)
+
+    def _publish(self, detached: Any, warm_detached: Any, line: dict[str, Any]) -> None:
+        """Fold a detached interval into the totals and hand it on (``on_interval``).
+        Runs in a worker thread during the run (one at a time), on the loop at the end."""
+        snap = self.rec.fold(detached)
+        warm = self.warm.fold(warm_detached)
         self.last_interval = snap
         if self.on_interval is not None:
             self.on_interval(snap, warm, line)
+
+    def _emit_interval(self, end_rel_ns: int) -> None:
+        work = self._close_interval(end_rel_ns)
+        if work is not None:
+            self._publish(*work)
 
     def _final_interval(self) -> None:
         self._emit_interval(now_ns() - self._t0)

@@ -66,16 +66,22 @@ class StreamTransport(httpx.AsyncBaseTransport):
     """
 
     def __init__(self, *, verify: bool | ssl.SSLContext = True, max_idle_per_origin: int = 4096) -> None:
-        if isinstance(verify, ssl.SSLContext):
-            self._ssl = verify
-        else:
-            self._ssl = ssl.create_default_context()
-            if not verify:
-                self._ssl.check_hostname = False
-                self._ssl.verify_mode = ssl.CERT_NONE
+        # Loading the system CAs takes tens of ms: only for the first https origin.
+        self._verify = verify
+        self._ssl_context: ssl.SSLContext | None = verify if isinstance(verify, ssl.SSLContext) else None
         self._idle: dict[Origin, list[_Conn]] = {}
         self._max_idle = max_idle_per_origin
         self._closed = False
+
+    @property
+    def _ssl(self) -> ssl.SSLContext:
+        if self._ssl_context is None:
+            ctx = ssl.create_default_context()
+            if not self._verify:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            self._ssl_context = ctx
+        return self._ssl_context
 
     async def _connect(self, origin: Origin, timeout_s: float | None) -> _Conn:
         scheme, host, port = origin

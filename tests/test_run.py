@@ -207,15 +207,15 @@ def test_run_crash_mid_run_leaves_partial_results(tmp_path: Path, monkeypatch: p
     import hopbench._runner as runner_mod
 
     calls = []
-    original = runner_mod.LoadRunner._emit_interval
+    original = runner_mod.LoadRunner._publish
 
-    def crash_on_third(self: runner_mod.LoadRunner, end_rel_ns: int) -> None:
-        calls.append(end_rel_ns)
-        if len(calls) == 3:
+    def crash_on_third(self: runner_mod.LoadRunner, *work: object) -> None:
+        calls.append(1)
+        if len(calls) == 3:  # in the interval thread, as a real bug there would
             raise RuntimeError("injected crash")
-        original(self, end_rel_ns)
+        original(self, *work)
 
-    monkeypatch.setattr(runner_mod.LoadRunner, "_emit_interval", crash_on_third)
+    monkeypatch.setattr(runner_mod.LoadRunner, "_publish", crash_on_third)
     text = """
 [run]
 duration_s = 30
