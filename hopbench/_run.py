@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import sys
 import time
 import traceback
 from contextlib import ExitStack

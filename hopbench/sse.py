@@ -384,14 +384,23 @@ class SSEScanner:
             # One test for the whole read instead of one per block: no line and
             # no event's data in it can be longer than the read.
             small = len(data) <= limit
+            # Most events repeat the previous event's type: a bytes compare is
+            # cheaper than hashing the new head for the dict.
+            prev_head = b""
+            prev_name: str | None = "message"
             for block in blocks:
                 # A block of exactly "event: X\ndata: Y" or "data: Y" (X, Y
                 # without LF) is one event from a clean state (WHATWG §9.2.6:
                 # type X or "message", data Y, the last event ID).
                 head, sep, payload = block.partition(b"data: ")
-                name = names_get(head)
-                if name is None and sep:
-                    name = _event_name(head)
+                if head == prev_head:
+                    name = prev_name
+                else:
+                    name = names_get(head)
+                    if name is None:
+                        name = _event_name(head)
+                    prev_head = head
+                    prev_name = name
                 if name is not None and sep and 10 not in payload and (small or len(block) <= limit):
                     # _new_event inlined: this runs once per event.
                     item = _EventShape()
@@ -401,8 +410,13 @@ class SSEScanner:
                     item.__class__ = SSEEvent  # type: ignore[assignment]
                     append(item)  # type: ignore[arg-type]
                     continue
-                # Anything else (comments, id, retry, several data lines, more
-                # blank lines): the general line loop, then back to the blocks.
+                if block[:1] == b":" and 10 not in block and (small or len(block) <= limit):
+                    # A lone comment line (keepalives): §9.2.6, the line is ignored
+                    # by the parser; hopbench reports it.
+                    append(_new_comment(block[1:]))
+                    continue
+                # Anything else (id, retry, several data lines, more blank
+                # lines): the general line loop, then back to the blocks.
                 self._lines(block + b"\n\n", 0, len(block) + 1, out)
                 last_id = self._last_id
         pos = len(data) - len(tail)

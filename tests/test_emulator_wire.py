@@ -10,7 +10,6 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
