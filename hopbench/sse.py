@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import NoReturn
 
 from ._errors import SSEError, UsageError
@@ -105,31 +106,35 @@ _new_event("message", b"", "")
 _new_comment(b"")
 
 
-# Decoded event types, keyed by what precedes ``data: `` in a fast-path block:
-# b"event: X\n" -> "X" ("message" for an empty X), and b"" -> "message" (a
-# block that starts with ``data: ``). Event types repeat (a dozen names per
-# protocol), so the fast path pays one dict lookup instead of a UTF-8 decode.
-# Every key is b"" or holds exactly one LF, at its end: ``_event_name`` admits
-# nothing else. Shared by all scanners (values are immutable str) and capped, so
-# a server that invents a new name per event costs a decode per event, never
-# unbounded memory.
-_EVENT_NAMES: dict[bytes, str] = {b"": "message"}
+# Decoded event types by their whole line: b"event: X" -> "X" ("message" for an
+# empty X). Event types repeat (a dozen names per protocol), so the fast path
+# pays a bytes compare with the previous event's line, else one dict lookup,
+# instead of a UTF-8 decode. Shared by all scanners (values are immutable str)
+# and capped, so a server that invents a new name per event costs a decode per
+# event, never unbounded memory.
+_EVENT_NAMES: dict[bytes, str] = {}
 _EVENT_NAMES_MAX = 1024
 
+# Appended after the complete lines of a read: never equal to a line (a line
+# holds no LF) and truthy, so it fails every fast-path test and tells the
+# general path where the lines end.
+_END = b"\n"
 
-def _event_name(head: bytes) -> str | None:
-    """The event type ``head`` sets if it is exactly one ``event: X`` line with its LF, else None.
 
+def _event_name(line: bytes) -> str | None:
+    """The event type a complete ``event: X`` line sets, or None for any other line.
+
+    ``line`` is one whole line without its line end (so it holds no LF or CR).
     WHATWG HTML §9.2.6: the field name ends at the first colon ("event"), one
     space after it is dropped and the rest of the line is the value; an empty
     event type dispatches as "message". The value is decoded as UTF-8 with
     ``errors="replace"``.
     """
-    if not head.startswith(b"event: ") or head.find(b"\n") != len(head) - 1:
+    if line[:7] != b"event: ":
         return None
-    name = head[7:-1].decode("utf-8", "replace") or "message"
+    name = line[7:].decode("utf-8", "replace") or "message"
     if len(_EVENT_NAMES) < _EVENT_NAMES_MAX:
-        _EVENT_NAMES[head] = name
+        _EVENT_NAMES[line] = name
     return name
 
 
@@ -160,28 +165,31 @@ class SSEScanner:
     The event type and ID are decoded as UTF-8 with ``errors="replace"``; data
     stays bytes. Invalid UTF-8 never raises.
 
-    How it is fast (pure Python; every loop below is per read or per event,
-    never per byte):
+    How it is fast (pure Python; every Python-level loop below runs per read,
+    per event or per unusual line, never per byte):
 
-    - A read with no CR or LF (most reads of a few bytes) costs two C-level
-      ``in`` tests with an int operand, one ``bytearray`` extend and one length
-      test. (``10 in chunk`` is a memchr; ``b"\\n" in chunk`` would first try
-      and fail to read the operand as an int, raising and clearing a
-      TypeError inside CPython, several times slower.)
+    - A read with no CR or LF (most reads of a few bytes) costs two ``in``
+      tests with an int operand, one ``bytearray`` extend and one length test.
+      (``10 in chunk`` is a memchr; ``b"\\n" in chunk`` first tries and fails
+      to read its operand as an int, raising and clearing a TypeError inside
+      CPython: several times slower.)
     - A read holding a CR is normalised to LF once (C-speed ``bytes.replace``).
-    - Whole events are cut out with one C-level ``split(b"\\n\\n")`` of
-      everything up to the last blank line of the read. After each blank line
-      the event buffers are empty (dispatch clears them), so each block is an
-      event from a clean state: a block that is exactly ``data: Y`` or exactly
-      ``event: X\\ndata: Y`` (X, Y without LF) is built directly (one
-      ``partition``, one dict lookup of the event line in a small shared cache
-      of decoded names); any other block goes through the general line loop.
-    - One complete ``event:`` line after the last blank line of a read is held
-      back unprocessed, with the partial line after it, so that the event it
-      starts is still one block when its blank line arrives. Holding it back
-      changes nothing observable: an event type has no effect before dispatch,
-      and ``close`` reports a held line as discarded exactly as it reports a
-      set event type.
+    - Otherwise the unfinished line kept from earlier reads is joined to the
+      read once and the whole is split into lines by one C-level
+      ``split(b"\\n")``. After a blank line the event buffers are empty
+      (dispatch clears them), so from there the lines are taken in threes
+      (``event: X``, ``data: Y``, blank: Responses and Anthropic streams) or
+      in twos (``data: Y``, blank: Chat Completions), as the first line
+      suggests, by ``zip`` over one iterator; a group of that exact shape is
+      one event, built directly. Any other line (comments, ``id``, ``retry``,
+      several data lines, a group out of step) goes through the general
+      per-line code until the buffers are empty again.
+    - A complete ``event:`` line that ends a read's lines is held back
+      unprocessed, with the partial line after it, so that with small reads
+      its event still arrives as one group. Holding it changes nothing
+      observable: an event type has no effect before a blank line, and
+      ``close`` reports a held line as discarded exactly as it reports a set
+      event type.
 
     Attributes:
         retry_ms: the last valid ``retry:`` value in milliseconds, or None.
@@ -217,8 +225,8 @@ class SSEScanner:
             raise UsageError(f"max_event_bytes: expected a positive integer, got {max_event_bytes!r}")
         self._limit: int = max_event_bytes
         self.retry_ms: int | None = None
-        # Bytes not yet scanned: ``_held`` bytes of complete lines held back (0, or
-        # one whole "event: X\n" line), then the unfinished line (no CR or LF).
+        # Bytes not yet scanned: ``_held`` bytes of one complete "event: X\n"
+        # line held back (or none), then the unfinished line (no CR or LF).
         self._pending = bytearray()
         self._held = 0
         # Longest ``_pending`` allowed: the bound on the unfinished line plus ``_held``.
@@ -277,17 +285,13 @@ class SSEScanner:
         elif 13 in chunk:
             chunk = self._normalise_cr(chunk)
         pending = self._pending
-        last = chunk.rfind(b"\n")
         if pending:
-            last += len(pending)
-            data = b"".join((pending, chunk))
+            chunk = b"".join((pending, chunk))
             pending.clear()
             if self._held:
                 self._held = 0
                 self._cap = self._limit
-        else:
-            data = chunk
-        return self._scan(data, last)
+        return self._scan(chunk)
 
     def _prelude(self, chunk: bytes | bytearray | memoryview) -> bytes:
         """Handle the rare states before the common path; returns the bytes left to scan."""
@@ -353,162 +357,163 @@ class SSEScanner:
             "(a broken or hostile stream; raise max_event_bytes if this is legitimate)"
         )
 
-    def _scan(self, data: bytes, last: int) -> list[SSEItem]:
-        """Process the complete lines ``data[: last + 1]``; keep the rest pending.
+    def _scan(self, data: bytes) -> list[SSEItem]:
+        """Process the complete lines of ``data``; keep the rest pending.
 
-        ``data`` starts at the beginning of a line, holds no CR, and
-        ``data[last]`` is its last LF. ``_pending`` is empty.
+        ``data`` starts at the beginning of a line, holds at least one LF and
+        no CR; ``_pending`` is empty.
         """
-        out: list[SSEItem] = []
         limit = self._limit
-        if self._data or self._etype is not None:
-            # An event is in progress: finish it line by line, up to its blank line.
-            if data[0] == _LF:
-                stop = 0
-            else:
-                stop = data.find(b"\n\n", 0, last + 1)
-                stop = last if stop < 0 else stop + 1
-            self._lines(data, 0, stop, out)
-            data = data[stop + 1 :]
-            last -= stop + 1
-        # From here on the event buffers are empty: every "\n\n" below ends a
-        # line and then dispatches with a blank line, which empties them again.
-        blocks = data.split(b"\n\n")
-        # After the last "\n\n": complete lines with no blank line among them
-        # (but maybe a blank line first, in a run of three LFs), then a partial line.
-        tail = blocks.pop()
-        if blocks:
-            append = out.append
+        lines = data.split(b"\n")
+        tail = lines.pop()  # the unfinished line after the last LF, maybe b""
+        if len(tail) > limit:
+            self._too_big("line", len(tail))
+        out: list[SSEItem] = []
+        held = lines[-1]
+        if held[:7] == b"event: " and len(held) <= limit:
+            # Hold the last complete line back (see the class docstring).
+            lines.pop()
+        else:
+            held = b""
+        if lines:
+            it = iter(lines)
+            first = 0
+            if self._data or self._etype is not None:
+                # An event is in progress: finish it line by line, up to its blank line.
+                line_ = self._line
+                for line in it:
+                    first += 1
+                    line_(line, out)
+                    if not line:
+                        break
+            if first < len(lines):
+                self._groups(lines, it, first, len(data) <= limit, out)
+        pending = self._pending
+        if held:
+            pending += held
+            pending += b"\n"
+            self._held = len(pending)
+            self._cap = len(pending) + limit
+        pending += tail
+        return out
+
+    def _groups(self, lines: list[bytes], it: Iterator[bytes], first: int, small: bool, out: list[SSEItem]) -> None:
+        """Take ``lines[first:]`` (drawn from ``it``) in groups of event shape.
+
+        The event buffers are empty at ``lines[first]``. ``small``: no line in
+        this read is longer than ``max_event_bytes``.
+        """
+        limit = self._limit
+        last_id = self._last_id
+        lines.append(_END)
+        lines.append(_END)
+        if lines[first][:7] == b"event: ":
+            # "event: X", "data: Y", blank: one event (§9.2.6: type X, or
+            # "message" when X is empty; data Y; the last event ID).
             names_get = _EVENT_NAMES.get
-            last_id = self._last_id
-            # One test for the whole read instead of one per block: no line and
-            # no event's data in it can be longer than the read.
-            small = len(data) <= limit
-            # Most events repeat the previous event's type: a bytes compare is
-            # cheaper than hashing the new head for the dict.
-            prev_head = b""
-            prev_name: str | None = "message"
-            for block in blocks:
-                # A block of exactly "event: X\ndata: Y" or "data: Y" (X, Y
-                # without LF) is one event from a clean state (WHATWG §9.2.6:
-                # type X or "message", data Y, the last event ID).
-                head, sep, payload = block.partition(b"data: ")
-                if head == prev_head:
+            prev_line = _END
+            prev_name: str | None = None
+            for event_line, data_line, blank in zip(it, it, it):
+                if event_line == prev_line:
                     name = prev_name
                 else:
-                    name = names_get(head)
+                    name = names_get(event_line)
                     if name is None:
-                        name = _event_name(head)
-                    prev_head = head
+                        name = _event_name(event_line)
+                    prev_line = event_line
                     prev_name = name
-                if name is not None and sep and 10 not in payload and (small or len(block) <= limit):
+                if (
+                    name is not None
+                    and not blank
+                    and data_line[:6] == b"data: "
+                    and (small or (len(event_line) <= limit and len(data_line) <= limit))
+                ):
                     # _new_event inlined: this runs once per event.
                     item = _EventShape()
                     item.event = name
-                    item.data = payload
+                    item.data = data_line[6:]
                     item.id = last_id
                     item.__class__ = SSEEvent  # type: ignore[assignment]
-                    append(item)  # type: ignore[arg-type]
+                    out.append(item)  # type: ignore[arg-type]
                     continue
-                if block[:1] == b":" and 10 not in block and (small or len(block) <= limit):
-                    # A lone comment line (keepalives): §9.2.6, the line is ignored
-                    # by the parser; hopbench reports it.
-                    append(_new_comment(block[1:]))
-                    continue
-                # Anything else (id, retry, several data lines, more blank
-                # lines): the general line loop, then back to the blocks.
-                self._lines(block + b"\n\n", 0, len(block) + 1, out)
+                if self._resync((event_line, data_line, blank), it, out):
+                    return
                 last_id = self._last_id
-        pos = len(data) - len(tail)
-        if pos <= last and data[pos] == _LF:
-            # A blank line right after "\n\n": the buffers are empty already.
-            pos += 1
-        if pos <= last:
-            # Complete lines of an event whose blank line has not arrived yet.
-            if data.find(b"\n", pos) == last and last - pos <= limit and data.startswith(b"event: ", pos):
-                # One whole "event: X" line: hold it back unprocessed (see the
-                # class docstring) so that its event is one block next time.
-                pending = self._pending
-                pending += data[pos:] if pos else data
-                held = last + 1 - pos
-                self._held = held
-                self._cap = held + limit
-                if len(pending) > self._cap:
-                    self._too_big("line", len(pending) - held)
-                return out
-            self._lines(data, pos, last, out)
-        if last + 1 < len(data):
-            pending = self._pending
-            pending += data[last + 1 :]
-            if len(pending) > limit:
-                self._too_big("line", len(pending))
-        return out
+        else:
+            # "data: Y", blank: one event ("message", data Y, the last event ID).
+            for data_line, blank in zip(it, it):
+                if not blank and data_line[:6] == b"data: " and (small or len(data_line) <= limit):
+                    item = _EventShape()
+                    item.event = "message"
+                    item.data = data_line[6:]
+                    item.id = last_id
+                    item.__class__ = SSEEvent  # type: ignore[assignment]
+                    out.append(item)  # type: ignore[arg-type]
+                    continue
+                if self._resync((data_line, blank), it, out):
+                    return
+                last_id = self._last_id
 
-    def _lines(self, data: bytes, pos: int, stop: int, out: list[SSEItem]) -> None:
-        """The general line loop: process the lines of ``data[pos : stop + 1]``.
+    def _resync(self, group: tuple[bytes, ...], it: Iterator[bytes], out: list[SSEItem]) -> bool:
+        """Process a group that is not one plain event, then lines up to empty buffers.
 
-        ``pos`` starts a line and ``data[stop]`` is a LF; ``data`` holds no CR.
-        Appends what it completes to ``out``; keeps the event state on ``self``.
+        Returns:
+            True when the lines ran out (``_END`` reached), False when the event
+            buffers are empty again and grouping may resume at ``next(it)``.
         """
-        append = out.append
-        find = data.find
-        limit = self._limit
-        lines = self._data
-        data_len = self._data_len
-        etype = self._etype
-        last_id = self._last_id
-        try:
-            while pos <= stop:
-                nl = find(b"\n", pos)
-                if nl == pos:
-                    # Blank line: dispatch (§9.2.6 "dispatch the event").
-                    pos = nl + 1
-                    if lines:
-                        payload = lines[0] if len(lines) == 1 else b"\n".join(lines)
-                        name = "message" if not etype else etype.decode("utf-8", "replace")
-                        append(_new_event(name, payload, last_id))
-                        lines = []
-                        data_len = 0
-                    etype = None
-                    continue
-                if nl - pos > limit:
-                    self._too_big("line", nl - pos)
-                colon = find(b":", pos, nl)
-                if colon == pos:
-                    append(_new_comment(data[pos + 1 : nl]))
-                    pos = nl + 1
-                    continue
-                if colon < 0:
-                    name_b = data[pos:nl]
-                    value_at = nl
-                else:
-                    name_b = data[pos:colon]
-                    value_at = colon + 1
-                    if value_at < nl and data[value_at] == 32:
-                        value_at += 1
-                pos = nl + 1
-                if name_b == b"data":
-                    value = data[value_at:nl]
-                    data_len += len(value) + (1 if lines else 0)
-                    if data_len > limit:
-                        self._too_big("event data", data_len)
-                    lines.append(value)
-                elif name_b == b"event":
-                    etype = data[value_at:nl]
-                elif name_b == b"id":
-                    value = data[value_at:nl]
-                    if b"\0" not in value:
-                        last_id = value.decode("utf-8", "replace")
-                elif name_b == b"retry":
-                    value = data[value_at:nl]
-                    if value.isdigit():
-                        try:
-                            self.retry_ms = int(value)
-                        except ValueError:
-                            # Past sys.get_int_max_str_digits(): no sane delay; ignored.
-                            pass
-        finally:
-            self._data = lines
+        line_ = self._line
+        for line in group:
+            if line is _END:
+                return True
+            line_(line, out)
+        while self._data or self._etype is not None:
+            line = next(it)
+            if line is _END:
+                return True
+            line_(line, out)
+        return False
+
+    def _line(self, line: bytes, out: list[SSEItem]) -> None:
+        """The general rule for one complete line (without its LF), WHATWG HTML §9.2.6."""
+        if not line:
+            # Blank line: dispatch the event.
+            if self._data:
+                lines = self._data
+                payload = lines[0] if len(lines) == 1 else b"\n".join(lines)
+                etype = self._etype
+                name = "message" if not etype else etype.decode("utf-8", "replace")
+                out.append(_new_event(name, payload, self._last_id))
+                self._data = []
+                self._data_len = 0
+            self._etype = None
+            return
+        if len(line) > self._limit:
+            self._too_big("line", len(line))
+        colon = line.find(b":")
+        if colon == 0:
+            out.append(_new_comment(line[1:]))
+            return
+        if colon < 0:
+            field = line
+            value = b""
+        else:
+            field = line[:colon]
+            value = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
+        if field == b"data":
+            data_len = self._data_len + len(value) + (1 if self._data else 0)
+            if data_len > self._limit:
+                self._too_big("event data", data_len)
+            self._data.append(value)
             self._data_len = data_len
-            self._etype = etype
-            self._last_id = last_id
+        elif field == b"event":
+            self._etype = value
+        elif field == b"id":
+            if 0 not in value:
+                self._last_id = value.decode("utf-8", "replace")
+        elif field == b"retry":
+            if value.isdigit():
+                try:
+                    self.retry_ms = int(value)
+                except ValueError:
+                    # Past sys.get_int_max_str_digits(): no sane delay; ignored.
+                    pass

@@ -851,7 +851,7 @@ def test_scanner_event_name_cache_is_bounded_and_exact() -> None:
     items = whole(stream)
     assert items == [SSEEvent(name, str(i).encode()) for i, name in enumerate(names)]
     assert len(sse._EVENT_NAMES) <= sse._EVENT_NAMES_MAX
-    assert all(key == b"" or key.find(b"\n") == len(key) - 1 for key in sse._EVENT_NAMES)
+    assert all(key.startswith(b"event: ") and b"\n" not in key for key in sse._EVENT_NAMES)
 
 
 def test_scanner_dirty_state_across_reads_then_fast_blocks() -> None:
@@ -909,3 +909,20 @@ def test_scanner_fast_path_shapes_equal_the_reference(lines: list[tuple[bytes, b
     else:
         with pytest.raises(SSEError):
             scan(split_at(stream, cuts), max_event_bytes=bound)
+
+
+def test_scanner_event_line_over_the_bound_in_a_group_raises() -> None:
+    # The read is longer than the bound, so each line of a group is checked.
+    with pytest.raises(SSEError, match="saw 21 bytes"):
+        scan([b"event: " + b"e" * 14 + b"\ndata: x\n\n"], max_event_bytes=20)
+    with pytest.raises(SSEError, match="saw 21 bytes"):
+        scan([b"data: " + b"d" * 15 + b"\n\n"], max_event_bytes=20)
+
+
+def test_scanner_released_held_line_no_longer_widens_the_bound() -> None:
+    scanner = SSEScanner(max_event_bytes=20)
+    assert scanner.feed(b"event: e\n") == []
+    assert scanner.feed(b"data: x\n\n") == [SSEEvent("e", b"x")]
+    assert scanner.feed(b"d" * 20) == []
+    with pytest.raises(SSEError, match="saw 21 bytes"):
+        scanner.feed(b"d")
