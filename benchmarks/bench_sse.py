@@ -48,14 +48,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import sseclient  # noqa: E402
-from anthropic._streaming import SSEDecoder as AnthropicSSEDecoder  # noqa: E402
-from httpx._decoders import TextDecoder  # noqa: E402
-from httpx_sse._decoders import SSEDecoder as HttpxSSEDecoder  # noqa: E402
-from httpx_sse._decoders import SSELineDecoder  # noqa: E402
-from openai._streaming import SSEDecoder as OpenAISSEDecoder  # noqa: E402
+import sseclient
+from anthropic._streaming import SSEDecoder as AnthropicSSEDecoder
+from httpx._decoders import TextDecoder
+from httpx_sse._decoders import SSEDecoder as HttpxSSEDecoder
+from httpx_sse._decoders import SSELineDecoder
+from openai._streaming import SSEDecoder as OpenAISSEDecoder
 
-from hopbench.sse import SSEEvent, SSEScanner  # noqa: E402
+from hopbench.sse import SSEEvent, SSEScanner
 
 KEEPALIVE = b": hopbase-keepalive\n\n"
 _ASCII_WORDS = [" the", " stream", " token", " of", " model", " latency", " and", " a", ",", ".", " gateway", "\n"]

@@ -1,4 +1,4 @@
-"""Zero-copy Server-Sent Events scanner (sans-I/O).
+"""Server-Sent Events scanner (sans-I/O).
 
 Role: turn the raw body bytes of an SSE response, in whatever pieces the network
 delivers them, into ``SSEEvent`` and ``SSEComment`` items, exactly as the WHATWG
@@ -8,18 +8,22 @@ Invariants:
 - No I/O, no clock, no trio, no httpx: the caller stamps time.
 - Never raises on wire bytes, except ``SSEError`` when one line or one event
   grows past ``max_event_bytes`` (the memory bound).
-- Splitting the input differently never changes the items produced.
+- Splitting the input differently never changes the items produced, nor which
+  read returns each of them (the read that completes it).
+- Speed never bends a rule: every shortcut (see ``SSEScanner``) is taken only
+  when its input has exactly the shape whose spec result it builds; anything
+  else goes through the general per-line code.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import NoReturn
 
 from ._errors import SSEError, UsageError
 
-__all__ = ["SSEScanner", "SSEEvent", "SSEComment", "SSEError", "SSEItem"]
+__all__ = ["SSEComment", "SSEError", "SSEEvent", "SSEItem", "SSEScanner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +74,10 @@ _LF = 10
 class _EventShape:
     """Mutable twin of ``SSEEvent``'s layout; only ever a record under construction."""
 
-    __slots__ = ("event", "data", "id")
+    __slots__ = ("event", "data", "id")  # noqa: RUF023 (the dataclass field order, for the reader; CPython compares layouts sorted)
     event: str
     data: bytes
-    id: str  # noqa: A003
+    id: str
 
 
 class _CommentShape:
@@ -83,7 +87,7 @@ class _CommentShape:
     text: bytes
 
 
-def _new_event(event: str, data: bytes, id: str) -> SSEEvent:  # noqa: A002
+def _new_event(event: str, data: bytes, id: str) -> SSEEvent:
     """Build ``SSEEvent(event, data, id)`` without the frozen ``__init__``."""
     item = _EventShape()
     item.event = event
@@ -196,19 +200,19 @@ class SSEScanner:
     """
 
     __slots__ = (
-        "retry_ms",
-        "_limit",
-        "_pending",
-        "_held",
-        "_cap",
         "_bom_head",
-        "_skip_lf",
+        "_cap",
+        "_closed",
         "_data",
         "_data_len",
         "_etype",
+        "_held",
         "_last_id",
-        "_closed",
+        "_limit",
+        "_pending",
+        "_skip_lf",
         "_special",
+        "retry_ms",
     )
 
     def __init__(self, max_event_bytes: int = 4 * 1024 * 1024) -> None:

@@ -19,9 +19,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hopbench._errors import HopbenchError, UsageError
 from hopbench import sse
-from hopbench.sse import SSEComment, SSEError, SSEEvent, SSEItem, SSEScanner, _new_comment, _new_event
+from hopbench._errors import HopbenchError, UsageError
+from hopbench.sse import (
+    SSEComment,
+    SSEError,
+    SSEEvent,
+    SSEItem,
+    SSEScanner,
+    _new_comment,
+    _new_event,
+)
 
 DATA_DIR = Path(__file__).parent / "data"
 SEEDS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
@@ -237,7 +245,7 @@ def test_scanner_drops_one_leading_bom() -> None:
 
 def test_scanner_drops_bom_split_over_reads() -> None:
     stream = BOM + b"data: first\n\n"
-    for cut1 in range(0, 4):
+    for cut1 in range(4):
         for cut2 in range(cut1, 5):
             chunks = [stream[:cut1], stream[cut1:cut2], stream[cut2:]]
             assert scan(chunks)[0] == [SSEEvent("message", b"first")], chunks
