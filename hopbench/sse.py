@@ -123,6 +123,7 @@ _EVENT_NAMES_MAX = 1024
 # holds no LF) and truthy, so it fails every fast-path test and tells the
 # general path where the lines end.
 _END = b"\n"
+_ENDS = (_END, _END)
 
 
 def _event_name(line: bytes) -> str | None:
@@ -379,19 +380,71 @@ class SSEScanner:
             lines.pop()
         else:
             held = b""
-        if lines:
-            it = iter(lines)
-            first = 0
-            if self._data or self._etype is not None:
-                # An event is in progress: finish it line by line, up to its blank line.
-                line_ = self._line
-                for line in it:
-                    first += 1
-                    line_(line, out)
-                    if not line:
+        it = iter(lines)
+        first = 0
+        if self._data or self._etype is not None:
+            # An event is in progress: finish it line by line, up to its blank line.
+            line_ = self._line
+            for line in it:
+                first += 1
+                line_(line, out)
+                if not line:
+                    break
+        if first < len(lines):
+            # The event buffers are empty at lines[first]. Take the lines in
+            # groups of an event's shape; _END (twice, so that zip never drops
+            # a real line) marks where they end.
+            lines += _ENDS
+            last_id = self._last_id
+            # One test for the whole read instead of one per line: no line in
+            # it can be longer than the read.
+            small = len(data) <= limit
+            if lines[first][:7] == b"event: ":
+                # "event: X", "data: Y", blank: one event (§9.2.6: type X, or
+                # "message" when X is empty; data Y; the last event ID).
+                names_get = _EVENT_NAMES.get
+                prev_line = _END
+                prev_name: str | None = None
+                for event_line, data_line, blank in zip(it, it, it):
+                    if event_line == prev_line:
+                        name = prev_name
+                    else:
+                        name = names_get(event_line)
+                        if name is None:
+                            name = _event_name(event_line)
+                        prev_line = event_line
+                        prev_name = name
+                    if (
+                        name is not None
+                        and not blank
+                        and data_line[:6] == b"data: "
+                        and (small or (len(event_line) <= limit and len(data_line) <= limit))
+                    ):
+                        # _new_event inlined: this runs once per event.
+                        item = _EventShape()
+                        item.event = name
+                        item.data = data_line[6:]
+                        item.id = last_id
+                        item.__class__ = SSEEvent  # type: ignore[assignment]
+                        out.append(item)  # type: ignore[arg-type]
+                        continue
+                    if event_line is _END or self._resync((event_line, data_line, blank), it, out):
                         break
-            if first < len(lines):
-                self._groups(lines, it, first, len(data) <= limit, out)
+                    last_id = self._last_id
+            else:
+                # "data: Y", blank: one event ("message", data Y, the last event ID).
+                for data_line, blank in zip(it, it):
+                    if not blank and data_line[:6] == b"data: " and (small or len(data_line) <= limit):
+                        item = _EventShape()
+                        item.event = "message"
+                        item.data = data_line[6:]
+                        item.id = last_id
+                        item.__class__ = SSEEvent  # type: ignore[assignment]
+                        out.append(item)  # type: ignore[arg-type]
+                        continue
+                    if data_line is _END or self._resync((data_line, blank), it, out):
+                        break
+                    last_id = self._last_id
         pending = self._pending
         if held:
             pending += held
@@ -400,63 +453,6 @@ class SSEScanner:
             self._cap = len(pending) + limit
         pending += tail
         return out
-
-    def _groups(self, lines: list[bytes], it: Iterator[bytes], first: int, small: bool, out: list[SSEItem]) -> None:
-        """Take ``lines[first:]`` (drawn from ``it``) in groups of event shape.
-
-        The event buffers are empty at ``lines[first]``. ``small``: no line in
-        this read is longer than ``max_event_bytes``.
-        """
-        limit = self._limit
-        last_id = self._last_id
-        lines.append(_END)
-        lines.append(_END)
-        if lines[first][:7] == b"event: ":
-            # "event: X", "data: Y", blank: one event (§9.2.6: type X, or
-            # "message" when X is empty; data Y; the last event ID).
-            names_get = _EVENT_NAMES.get
-            prev_line = _END
-            prev_name: str | None = None
-            for event_line, data_line, blank in zip(it, it, it):
-                if event_line == prev_line:
-                    name = prev_name
-                else:
-                    name = names_get(event_line)
-                    if name is None:
-                        name = _event_name(event_line)
-                    prev_line = event_line
-                    prev_name = name
-                if (
-                    name is not None
-                    and not blank
-                    and data_line[:6] == b"data: "
-                    and (small or (len(event_line) <= limit and len(data_line) <= limit))
-                ):
-                    # _new_event inlined: this runs once per event.
-                    item = _EventShape()
-                    item.event = name
-                    item.data = data_line[6:]
-                    item.id = last_id
-                    item.__class__ = SSEEvent  # type: ignore[assignment]
-                    out.append(item)  # type: ignore[arg-type]
-                    continue
-                if self._resync((event_line, data_line, blank), it, out):
-                    return
-                last_id = self._last_id
-        else:
-            # "data: Y", blank: one event ("message", data Y, the last event ID).
-            for data_line, blank in zip(it, it):
-                if not blank and data_line[:6] == b"data: " and (small or len(data_line) <= limit):
-                    item = _EventShape()
-                    item.event = "message"
-                    item.data = data_line[6:]
-                    item.id = last_id
-                    item.__class__ = SSEEvent  # type: ignore[assignment]
-                    out.append(item)  # type: ignore[arg-type]
-                    continue
-                if self._resync((data_line, blank), it, out):
-                    return
-                last_id = self._last_id
 
     def _resync(self, group: tuple[bytes, ...], it: Iterator[bytes], out: list[SSEItem]) -> bool:
         """Process a group that is not one plain event, then lines up to empty buffers.
