@@ -59,7 +59,7 @@ _LF = 10
 
 # Building the frozen records fast. ``SSEEvent(e, d, i)`` runs the frozen
 # dataclass ``__init__`` (three ``object.__setattr__`` calls from Python code,
-# ~320 ns on the reference machine); ``object.__new__`` plus the three slot
+# ~320 ns on the 2-core benchmark machine); ``object.__new__`` plus the three slot
 # descriptors' ``__set__`` costs ~170 ns, half the per-event budget. Cheapest of
 # all (~90 ns): fill an instance of a private class with the very same slot
 # layout through plain attribute stores (specialised to direct slot writes by
