@@ -44,6 +44,7 @@ from ._errors import ResultsError
 from ._hdr import METRICS, Histogram
 from ._recorder import ALL, Snapshot
 from ._results import HLOG_NAME, read_summary, snapshot_from_summary
+from ._summary_table import _num
 
 __all__ = ["write_report", "report_main", "read_hlog", "spectrum", "RunData", "load_run"]
 
@@ -457,14 +458,7 @@ def _fmt(value: object) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        a = abs(value)
-        if a >= 1000:
-            return f"{value:,.0f}"
-        if a >= 100:
-            return f"{value:.1f}"
-        if a >= 1:
-            return f"{value:.2f}"
-        return f"{value:.3f}"
+        return _num(value)  # the terminal summary's rounding, so both agree
     return str(value)
 
 

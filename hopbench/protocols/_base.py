@@ -40,7 +40,7 @@ from ._observations import (
     UsageReport,
 )
 
-__all__ = ["Decoder", "Observations", "NOTHING"]
+__all__ = ["Decoder", "Observations", "NOTHING", "ToolCallState"]
 
 Observations = tuple[Observation, ...]
 """What ``Decoder.feed`` returns: observations in stream order, possibly empty."""
@@ -57,6 +57,24 @@ try:  # optional (hopbench[fast]): ~4x faster, reads the bytes without a decode 
 except ImportError:  # pragma: no cover - exercised by test_protocols_json_fallback
     _fast_loads = None
     _FastError = ValueError
+
+
+class ToolCallState:
+    """One tool call being assembled from its argument fragments (all protocols)."""
+
+    __slots__ = ("index", "id", "name", "arguments", "final")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+        self.final: str | None = None  # responses: the whole arguments of a .done event
+
+    def as_dict(self) -> dict[str, object]:
+        """The ``StreamResult.tool_calls`` entry: index, id, name, arguments (joined)."""
+        return {"index": self.index, "id": self.id, "name": self.name,
+                "arguments": "".join(self.arguments)}
 
 
 class Decoder:

@@ -24,22 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import NOTHING, Decoder, Observations, as_str
+from ._base import NOTHING, Decoder, Observations, ToolCallState, as_str
 from ._observations import Observation
 
 __all__ = ["ChatDecoder"]
 
 _DONE = b"[DONE]"
-
-
-class _ToolCall:
-    __slots__ = ("index", "id", "name", "arguments")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.id: str | None = None
-        self.name: str | None = None
-        self.arguments: list[str] = []
 
 
 class ChatDecoder(Decoder):
@@ -51,16 +41,13 @@ class ChatDecoder(Decoder):
     def __init__(self, *, keep_text: bool = True) -> None:
         super().__init__(keep_text=keep_text)
         self._finish_seen = False
-        self._calls: dict[int, _ToolCall] = {}
+        self._calls: dict[int, ToolCallState] = {}
 
     def _completed_at_eof(self) -> bool:
         return self._finish_seen
 
     def _tool_calls(self) -> list[dict[str, object]]:
-        return [
-            {"index": c.index, "id": c.id, "name": c.name, "arguments": "".join(c.arguments)}
-            for _, c in sorted(self._calls.items())
-        ]
+        return [c.as_dict() for _, c in sorted(self._calls.items())]
 
     def _on_event(self, event: SSEEvent) -> Observations:
         data = event.data
@@ -207,7 +194,7 @@ class ChatDecoder(Decoder):
                     index = latest
             state = self._calls.get(index)
             if state is None:
-                state = self._calls[index] = _ToolCall(index)
+                state = self._calls[index] = ToolCallState(index)
             # id and name arrive whole in the first fragment; some servers repeat
             # them in every fragment, so the first non-empty value wins.
             if state.id is None and call.get("id"):

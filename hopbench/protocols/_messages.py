@@ -24,23 +24,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import Decoder, Observations, as_str
+from ._base import Decoder, Observations, ToolCallState, as_str
 from ._observations import Observation
 
 __all__ = ["MessagesDecoder"]
 
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _SILENT_DELTAS = frozenset({"signature_delta", "citations_delta"})
-
-
-class _Block:
-    __slots__ = ("index", "id", "name", "arguments")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.id: str | None = None
-        self.name: str | None = None
-        self.arguments: list[str] = []
 
 
 class MessagesDecoder(Decoder):
@@ -51,13 +41,10 @@ class MessagesDecoder(Decoder):
 
     def __init__(self, *, keep_text: bool = True) -> None:
         super().__init__(keep_text=keep_text)
-        self._tools: dict[int, _Block] = {}  # content block index -> tool-use block
+        self._tools: dict[int, ToolCallState] = {}  # content block index -> tool-use block
 
     def _tool_calls(self) -> list[dict[str, object]]:
-        return [
-            {"index": b.index, "id": b.id, "name": b.name, "arguments": "".join(b.arguments)}
-            for _, b in sorted(self._tools.items())
-        ]
+        return [b.as_dict() for _, b in sorted(self._tools.items())]
 
     def _on_event(self, event: SSEEvent) -> Observations:
         body, bad = self._parse(event.data)
@@ -139,14 +126,14 @@ class MessagesDecoder(Decoder):
         self._content(out, kind, len(fragment))  # type: ignore[arg-type]
         return tuple(out)
 
-    def _block(self, body: dict[str, Any]) -> _Block:
+    def _block(self, body: dict[str, Any]) -> ToolCallState:
         """The tool-use block at ``body["index"]`` (created when unseen)."""
         index = body.get("index")
         if type(index) is not int:
             index = -1
         block = self._tools.get(index)
         if block is None:
-            block = self._tools[index] = _Block(index)
+            block = self._tools[index] = ToolCallState(index)
         return block
 
     def _block_start(self, body: dict[str, Any], bad: Observations) -> Observations:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import Decoder, Observations, as_str
+from ._base import Decoder, Observations, ToolCallState, as_str
 from ._observations import Observation
 
 __all__ = ["ResponsesDecoder", "KNOWN_EVENT_TYPES"]
@@ -102,17 +102,6 @@ KNOWN_EVENT_TYPES: frozenset[str] = frozenset(
 )
 
 
-class _Call:
-    __slots__ = ("index", "id", "name", "arguments", "final")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.id: str | None = None
-        self.name: str | None = None
-        self.arguments: list[str] = []
-        self.final: str | None = None
-
-
 class ResponsesDecoder(Decoder):
     """Decoder for ``POST /v1/responses`` with ``"stream": true``."""
 
@@ -121,8 +110,8 @@ class ResponsesDecoder(Decoder):
 
     def __init__(self, *, keep_text: bool = True) -> None:
         super().__init__(keep_text=keep_text)
-        self._calls: dict[int, _Call] = {}  # output_index -> call
-        self._by_item: dict[str, _Call] = {}  # item id -> call
+        self._calls: dict[int, ToolCallState] = {}  # output_index -> call
+        self._by_item: dict[str, ToolCallState] = {}  # item id -> call
 
     def _tool_calls(self) -> list[dict[str, object]]:
         calls = []
@@ -175,7 +164,7 @@ class ResponsesDecoder(Decoder):
             return bad
         return bad + self._anomaly("unknown_event", kind)
 
-    def _call_for(self, body: dict[str, Any]) -> _Call:
+    def _call_for(self, body: dict[str, Any]) -> ToolCallState:
         """The function call an arguments event belongs to (created when unseen)."""
         item_id = body.get("item_id")
         if type(item_id) is str:
@@ -188,7 +177,7 @@ class ResponsesDecoder(Decoder):
             index = max(self._calls, default=0)
         call = self._calls.get(index)
         if call is None:
-            call = self._calls[index] = _Call(index)
+            call = self._calls[index] = ToolCallState(index)
         if type(item_id) is str:
             self._by_item[item_id] = call
         return call
@@ -203,7 +192,7 @@ class ResponsesDecoder(Decoder):
             index = len(self._calls)
         call = self._calls.get(index)
         if call is None:
-            call = self._calls[index] = _Call(index)
+            call = self._calls[index] = ToolCallState(index)
         item_id = item.get("id")
         if type(item_id) is str:
             self._by_item[item_id] = call
