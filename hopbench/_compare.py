@@ -52,6 +52,8 @@ ALPHA: Final = 0.01
 """Significance level of every test (two-sided); tail CIs are at 1 - ALPHA."""
 MIN_EFFECT: Final = 0.05
 """Smallest relative change (of the median, or of a tail percentile) that can be a verdict."""
+MIN_ABS_MS: Final = 1.0
+"""Times: smallest absolute change (ms) that can be a verdict (loopback noise is below it)."""
 DEFAULT_METRICS: Final = ("ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
                           "keepalive_interval", "max_silence", "ttft_from_send", "e2e_from_send")
 """Gateway-facing metrics compared by default (client-side ones need --metric)."""
@@ -292,15 +294,16 @@ def _hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
 
 
 def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha: float = ALPHA,
-                   min_effect: float = MIN_EFFECT) -> MetricComparison:
+                   min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS) -> MetricComparison:
     """Compare one metric's histograms (base ``a``, candidate ``b``).
 
     Verdict rules (docs/compare.md): a *shift* when Mann-Whitney U is
     significant at ``alpha``, the median moved the same way, by at least
     ``min_effect`` relative; a *tail* change when the ``1 - alpha``
     order-statistic confidence intervals of p90 or p99 are disjoint and the
-    percentile moved by at least ``min_effect``. Any worse -> "worse"; else
-    any better -> "better"; else "same".
+    percentile moved by at least ``min_effect``. For times both must also
+    move by at least ``min_abs_ms`` (sub-millisecond loopback noise is no
+    verdict). Any worse -> "worse"; else any better -> "better"; else "same".
     """
     spec = METRICS[metric]
     sa, sb = a.stats(), b.stats()
@@ -310,21 +313,27 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
     test = mann_whitney(ba, bb)
     verdicts: list[str] = []
     reasons: list[str] = []
+    floor = min_abs_ms if spec.unit == "ms" else 0.0
+
+    def big(key: str, rel: float | None) -> bool:
+        return rel is not None and abs(rel) >= min_effect and abs((sb[key] or 0) - (sa[key] or 0)) >= floor
+
     rel50 = _rel(sa["p50"], sb["p50"])
-    if test.p_value < alpha and rel50 is not None and abs(rel50) >= min_effect:
+    if test.p_value < alpha and big("p50", rel50):
         larger = test.superiority > 0.5
         if larger == (rel50 > 0):
             v = _direction(metric, larger)
             verdicts.append(v)
             reasons.append(f"median {rel50:+.1%} (Mann-Whitney p = {test.p_value:.2g})")
     elif test.p_value < alpha and rel50 is not None:
-        reasons.append(f"significant but small: median {rel50:+.1%} < {min_effect:.0%} (p = {test.p_value:.2g})")
+        reasons.append(f"significant but small: median {rel50:+.1%} (below {min_effect:.0%}"
+                       + (f" or {floor:g} ms" if floor else "") + f"; p = {test.p_value:.2g})")
     tails: dict[str, dict[str, Any]] = {}
     for key, q in _TAILS:
         ca, cb = quantile_ci(ba, q, 1 - alpha), quantile_ci(bb, q, 1 - alpha)
         tv = "same"
         rel = _rel(sa[key], sb[key])
-        if ca is not None and cb is not None and rel is not None and abs(rel) >= min_effect:
+        if ca is not None and cb is not None and big(key, rel):
             if cb[0] > ca[1] or cb[1] < ca[0]:
                 tv = _direction(metric, cb[0] > ca[1])
                 verdicts.append(tv)
@@ -421,6 +430,7 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
 def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
                       metrics: Sequence[str] | None = None, alpha: float = ALPHA,
                       min_effect: float = MIN_EFFECT, force: bool = False,
+                      min_abs_ms: float = MIN_ABS_MS,
                       base_dir: Path | None = None, candidate_dir: Path | None = None) -> Comparison:
     """Compare two runs' summaries.
 
@@ -430,6 +440,7 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
         metrics: metric names to compare (default :data:`DEFAULT_METRICS`).
         alpha: significance level, e.g. 0.01.
         min_effect: smallest relative change that can make a verdict, e.g. 0.02.
+        min_abs_ms: times only: smallest absolute change (ms) that can make a verdict.
         force: compare even when the load shapes differ.
         base_dir / candidate_dir: the folders (for throughput per interval and messages).
 
@@ -471,7 +482,8 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             hb = _hist(b, metric, f"{label_b}: scopes.{scope}")
             if not ha.count and not hb.count:
                 continue
-            out_m.append(compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect))
+            out_m.append(compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect,
+                                        min_abs_ms=min_abs_ms))
         out_r.extend(_compare_rates(scope, a, b, alpha))
     if "all" in common:
         out_r.extend(_compare_throughput(base, candidate, base_dir, candidate_dir, alpha, min_effect))
@@ -605,6 +617,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
     p.add_argument("--min-effect", type=float, default=MIN_EFFECT,
                    help=f"smallest relative change that can be a verdict (default {MIN_EFFECT})")
+    p.add_argument("--min-abs-ms", type=float, default=MIN_ABS_MS,
+                   help=f"times: smallest absolute change that can be a verdict (default {MIN_ABS_MS} ms)")
     p.add_argument("--fail-on-worse", action="store_true", help="exit 1 when any verdict is worse")
     p.add_argument("--force", action="store_true", help="compare runs whose load shapes differ")
     return p
@@ -623,12 +637,14 @@ def compare_main(argv: list[str]) -> int:
             raise UsageError(f"--alpha: expected a number between 0 and 1, got {args.alpha}")
         if not 0 <= args.min_effect < 10:
             raise UsageError(f"--min-effect: expected a fraction >= 0 (0.02 = 2 %), got {args.min_effect}")
+        if not args.min_abs_ms >= 0:
+            raise UsageError(f"--min-abs-ms: expected a number of ms >= 0, got {args.min_abs_ms}")
         metrics = [m.strip() for arg in args.metric or [] for m in arg.split(",") if m.strip()]
         base = read_summary(args.base_dir)
         cand = read_summary(args.candidate_dir)
         comparison = compare_summaries(
             base, cand, metrics=metrics or None, alpha=args.alpha, min_effect=args.min_effect,
-            force=args.force, base_dir=args.base_dir, candidate_dir=args.candidate_dir)
+            min_abs_ms=args.min_abs_ms, force=args.force, base_dir=args.base_dir, candidate_dir=args.candidate_dir)
     except HopbenchError as exc:
         print(f"hopbench compare: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -359,6 +359,11 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
             b_operand = _parse_quantity(bm.group(2), key, unit_kind, t, key)
     else:
         limit = _parse_quantity(rhs, key, unit_kind, t, key)
+        if limit < 0:
+            raise t.error(key, f"expected a limit >= 0 (no {unit_kind or 'value'} here is negative), "
+                               f"got {limit_text.strip()!r}")
+        if unit_kind == "fraction" and limit > 1:
+            raise t.error(key, f"expected a rate from 0 to 1 (or 0 % to 100 %), got {limit_text.strip()!r}")
     return Budget(
         key=key, scope=scope, metric=metric, stat=stat, percentile=percentile, rate=rate,
         op=op, limit_text=limit_text.strip(), limit=limit, baseline_op=b_op,
@@ -567,7 +572,7 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
     saturated = summary.get("saturated") is True
     if saturated:
         warnings = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "saturated" in w]
-        detail = "load generator saturated" + (f": {warnings[0]}" if warnings else "")
+        detail = warnings[0] if warnings else "load generator saturated"
         if opts.allow_saturated:
             detail += "; allowed (allow_saturated)"
     else:
@@ -621,7 +626,8 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
     t = budget if isinstance(budget, Table) else _table_from_mapping(budget, source)
     budgets, opts = parse_budgets(t)
     if not budgets:
-        raise UsageError(f"{source}: the [gate] table holds no budgets")
+        where = t.doc.path if isinstance(budget, Table) and t.doc is not None and t.doc.path else source
+        raise UsageError(f"{where}: the [gate] table holds no budgets")
     known = set(_scopes(summary, source)) | _scenario_names(summary) | {ALL}
     for b in budgets:
         key = b.key if b.scope == ALL else f"scenario.{b.scope}.{b.key}"

@@ -26,6 +26,7 @@ from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
 
 __all__ = [
+    "check_base_url",
     "Profile",
     "RunSpec",
     "LoadSpec",
@@ -198,8 +199,15 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
     return s_to_ns(v)
 
 
+_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate")
+
+
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     root = doc.root()
+    for key in root.data:  # a misspelt table first, before what it should have held is missed
+        if key not in _TOP_LEVEL:
+            hint = " (tables are [[scenario]], singular)" if key == "scenarios" else ""
+            raise root.error(key, f"unknown table (expected one of: {', '.join(_TOP_LEVEL)}){hint}")
     base = doc.path.parent if doc.path else Path.cwd()
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
@@ -210,7 +218,16 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
 
     emulator_config = EmulatorConfig.from_table(emulator_t)
     gate_t = root.table("gate")
-    gate_t.keys()  # validated by the gate
+    if gate_t.data:
+        from ._gate import parse_budgets  # the gate owns its keys: check them before any load
+
+        budgets, _ = parse_budgets(Table(gate_t.data, doc, ("gate",)))
+        names = {sc.name for sc in scenarios}
+        for budget in budgets:
+            if budget.scope != "all" and budget.scope not in names:
+                raise gate_t.table("scenario").error(
+                    budget.scope, f"no scenario named {budget.scope!r} (scenarios: {', '.join(sorted(names))})")
+    gate_t.keys()
     root.done()
     if run.duration_ns is None and run.requests is None:
         raise root.error("run", "expected run.duration_s or run.requests (how long to run)")
@@ -280,6 +297,28 @@ def _load(t: Table) -> LoadSpec:
     return LoadSpec("rate", max_in_flight, 0, rate, arrival, max_in_flight)
 
 
+def check_base_url(url: str) -> str | None:
+    """Why ``url`` cannot be a target's base URL (None when it can).
+
+    Credentials and query strings are refused: they would be recorded in
+    summary.json and report.html, and secrets only come from environment
+    variables (``target.api_key_env``, ``target.header_env``).
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"expected an http:// or https:// base URL, or \"embedded\", got {url!r}"
+    if parts.username or parts.password:
+        return "credentials in the URL are not allowed: use target.api_key_env"
+    if parts.query or parts.fragment:
+        return ("a query string or fragment is not allowed in the base URL (it would be recorded "
+                "in the results): put keys in target.api_key_env or target.header_env")
+    try:
+        parts.port
+    except ValueError as exc:
+        return f"invalid port in {url!r}: {exc}"
+    return None
+
+
 def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     url = t.str("url", None)
     if t.has("embedded"):
@@ -292,11 +331,9 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
         if url == "embedded":
             url = None
         else:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise t.error("url", f"expected an http:// or https:// base URL, or \"embedded\", got {url!r}")
-            if parts.username or parts.password:
-                raise t.error("url", "credentials in the URL are not allowed: use target.api_key_env")
+            problem = check_base_url(url)
+            if problem:
+                raise t.error("url", problem)
             url = url.rstrip("/")
     pt = t.table("paths")
     paths = dict(DEFAULT_PATHS)

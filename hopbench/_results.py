@@ -146,12 +146,18 @@ class ResultsWriter:
         """Create the folder (and parents) and check that it is writable.
 
         Raises:
-            ResultsError: ``cannot write results to X: reason``.
+            ResultsError: ``cannot write results to X: reason`` (also for an
+                existing folder that is not empty).
         """
         self.path = Path(out_dir)
         self._hlog: IO[str] | None = None
         self._started = False
         probe = self.path / _PROBE_NAME
+        if self.path.is_dir() and any(self.path.iterdir()):
+            # two runs' files in one folder would mix (stale .hgrm files of
+            # scenarios the new run does not have)
+            raise ResultsError(f"cannot write results to {self.path}: the folder is not empty "
+                               "(choose a new --out, or remove it)")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             probe.write_text("probe\n", encoding="utf-8")

@@ -293,8 +293,10 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
     warnings = (extra_warnings or []) + warnings
     complete = crashed is None and meta.get("interrupted_by") is None and not extra_warnings
     if not complete:
+        reason = meta.get("interrupted_by") or ""
         warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed
-                        else "run interrupted: results are partial (complete: false)")
+                        else reason if reason.startswith("target unreachable")
+                        else f"run interrupted ({reason or 'stopped'}): results are partial (complete: false)")
     ended = time.time()
     meta.update(ended_at=_iso(ended), duration_s=round(ended - meta["started_at_unix_s"], 3),
                 saturated=sat or saturated, warnings=warnings, load=load,

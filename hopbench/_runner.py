@@ -38,9 +38,10 @@ from ._transport import StreamTransport
 from .protocols import StreamResult, new_decoder
 from .sse import SSEScanner
 
-__all__ = ["LoadRunner", "RunStats", "classify_exception", "REQUEST_ID_HEADER"]
+__all__ = ["LoadRunner", "RunStats", "classify_exception", "REQUEST_ID_HEADER", "UNREACHABLE_AFTER"]
 
 REQUEST_ID_HEADER = "x-hopbench-request-id"
+UNREACHABLE_AFTER = 20  # connection failures, with no response ever, that end a run
 _ERROR_BODY_LIMIT = 64 * 1024
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _MAX_EVENT_BYTES = 4 * 1024 * 1024
@@ -179,6 +180,8 @@ class LoadRunner:
         self.on_stream = on_stream
         self._arrival_offset_ns = arrival_offset_ns
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
+        self._reached = False
+        self._connect_failures = 0
         self._token: Any = None  # the run's TrioToken, for stops from other threads
 
     # -- helpers ---------------------------------------------------------------
@@ -503,9 +506,25 @@ class LoadRunner:
         finally:
             await response.aclose()
 
+    def _check_reachable(self, outcome: str, detail: str, got_response: bool) -> None:
+        """Stop early when the target cannot be reached at all: the first
+        ``UNREACHABLE_AFTER`` streams all failed to connect and none got a
+        response (a wrong URL or port must not turn into a hot loop of
+        connection errors that looks like a result)."""
+        if got_response:
+            self._reached = True
+        elif outcome == "connect_error" and not self._reached and not self._stopping:
+            self._connect_failures += 1
+            if self._connect_failures >= UNREACHABLE_AFTER:
+                self.stats.interrupted_by = (
+                    f"target unreachable: the first {self._connect_failures} connection attempts to "
+                    f"{self.base_url} failed ({detail or 'connect error'}) and none got a response")
+                self.request_stop()
+
     def _record(self, rec: Recorder, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
                 detail: str, result: StreamResult | None, status: int) -> None:
         name = sc.name
+        self._check_reachable(outcome, detail, m.headers_ns is not None)
         rec.incr(name, outcome)
         if outcome == "http_error":
             st, _, code = detail.partition(":")

@@ -22,7 +22,7 @@ from ._hdr import METRICS
 __all__ = ["render_summary"]
 
 _OUTCOMES = ("started", "completed", "failed", "truncated", "timeout", "connect_error",
-             "http_error", "cancelled", "no_usage")
+             "http_error", "cancelled")
 _DETAIL_PREFIXES = ("failed.", "http_error.", "timeout.", "anomaly.")
 _UNIT_LABEL = {"ms": "ms", "tokens/s": "tok/s"}
 
@@ -90,6 +90,7 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
         f"tokens in/out: completed {_int(tin.get('completed', 0))} / "
         f"{_int(tout.get('completed', 0))} · broken {_int(tin.get('broken', 0))} / "
         f"{_int(tout.get('broken', 0))}"
+        + (f" · no usage reported by {counters['no_usage']:,} streams" if counters.get("no_usage") else "")
     ))
     ka, bad = counters.get("keepalives", 0), counters.get("keepalive_violations", 0)
     if ka or bad:

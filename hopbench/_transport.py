@@ -95,7 +95,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
         except trio.TooSlowError:
             raise httpx.ConnectTimeout(f"connect to {host}:{port} timed out") from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise httpx.ConnectError(f"connect to {host}:{port} failed: {exc}") from exc
+            raise httpx.ConnectError(f"connect to {host}:{port} failed: {_reason(exc)}") from exc
         return _Conn(stream, origin)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -191,6 +191,19 @@ class StreamTransport(httpx.AsyncBaseTransport):
         for stack in idle.values():
             for conn in stack:
                 await trio.aclose_forcefully(conn.stream)
+
+
+def _reason(exc: BaseException) -> str:
+    """The OS's own words for a failed connect: trio wraps the per-address
+    errors (e.g. ECONNREFUSED) in a group behind a generic message."""
+    inner = exc.__cause__
+    if isinstance(inner, BaseExceptionGroup) and inner.exceptions:
+        first = inner.exceptions[0]
+        if isinstance(first, OSError) and first.strerror:
+            return first.strerror
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 class _Body(httpx.AsyncByteStream):

@@ -3,8 +3,9 @@
 Subcommands: run, validate, serve, gate, compare, report. Exit codes are the
 same everywhere: 0 success, 1 a budget breached / a worse verdict (gate,
 compare), 2 bad input (profile, arguments, unreadable results), 3 hopbench
-itself failed mid-run (partial results written), 130 interrupted (partial
-results written).
+itself failed mid-run (partial results written), 130 interrupted by SIGINT and
+143 by SIGTERM (partial results written). A target that cannot be reached at all
+ends the run early with exit 2.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_BREACH, EXIT_INPUT, EXIT_CRASH, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_BREACH, EXIT_INPUT, EXIT_CRASH, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,8 +31,9 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="hopbench", description="Streaming load tester for LLM gateways "
                 "(OpenAI Chat Completions, OpenAI Responses, Anthropic Messages over SSE).",
-                epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input, "
-                       "3 crashed mid-run (partial results), 130 interrupted (partial results).")
+                epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input (also: target "
+                       "unreachable), 3 crashed mid-run (partial results), 130 SIGINT / 143 SIGTERM "
+                       "(partial results).")
     p.add_argument("--version", action="version", version=f"hopbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -52,8 +54,9 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-gate", action="store_true", help="do not apply the profile's [gate] budgets at the end")
 
     v = sub.add_parser("validate", help="check a profile without sending load",
-                       description="Validate a profile (and its [emulator] table); print nothing but "
-                       "errors; exit 0 when valid, 2 when not.")
+                       description="Validate profiles (every key, the [emulator] and [gate] tables, "
+                       "prompt files, environment variables); print 'PATH: ok' for each valid one; "
+                       "exit 0 when all are valid, 2 at the first error.")
     v.add_argument("profile", type=Path, nargs="+")
 
     sub.add_parser("serve", help="run the built-in gateway emulator (hopbench serve --help)", add_help=False)
@@ -140,10 +143,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.profile)
     if args.target_url:
-        from urllib.parse import urlsplit
+        from ._profile import check_base_url
+
         url = args.target_url
-        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
-            raise UsageError(f"--target-url: expected an http:// or https:// URL, got {url!r}")
+        problem = check_base_url(url)
+        if problem:
+            raise UsageError(f"--target-url: {problem}")
         profile = dataclasses.replace(profile, target=dataclasses.replace(profile.target, url=url.rstrip("/")))
     if args.workers is not None:
         if args.workers < 1:
@@ -155,7 +160,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     out = args.out or default_out_dir(profile, args.results_root)
     if not args.quiet:
-        err.print(f"hopbench: running {args.profile} -> {out}", highlight=False)
+        err.print(f"hopbench: running {args.profile} -> {out}", highlight=False, soft_wrap=True)
     if profile.run.engine == "ray":
         from ._ray import import_ray, run_profile_ray
 
@@ -179,7 +184,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         try:
             write_report(outcome.out_dir)
         except HopbenchError as exc:  # a report must never fail a run
-            err.print(f"hopbench: warning: report.html not written: {exc}", highlight=False)
+            err.print(f"hopbench: warning: report.html not written: {exc}", highlight=False, soft_wrap=True)
     if not args.quiet:
         render_summary(summary, console)
     gate_exit = EXIT_OK
@@ -190,11 +195,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if not args.quiet:
             console.print(report.render("text"), highlight=False, soft_wrap=True)
         gate_exit = report.exit_code
-    if not args.quiet:
-        console.print(f"results: {outcome.out_dir}", highlight=False)
+    console.print(f"results: {outcome.out_dir}", highlight=False)  # also with --quiet: where to look
+    reason = summary.get("interrupted_by") or ""
+    if reason.startswith("target unreachable"):
+        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", highlight=False,
+                  soft_wrap=True)
+        return EXIT_INPUT
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
     if not outcome.complete:
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED
     return gate_exit

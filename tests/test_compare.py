@@ -288,3 +288,15 @@ def test_compare_text_and_markdown_outputs(runs: dict[str, Path], capsys: pytest
     assert len(rows) == 2 and all("❌ worse" in r for r in rows)
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[2] == "300 / 300" and "→" in cells[3]
+
+
+def test_compare_sub_millisecond_time_shift_reads_same() -> None:
+    from hopbench._compare import compare_metric
+    from hopbench._hdr import Histogram
+
+    a, b = Histogram("ttfb"), Histogram("ttfb")
+    for i in range(20_000):  # 1.5 ms vs 1.8 ms: +20 %, hugely "significant", but 0.3 ms
+        a.record(1_500_000 + (i % 100) * 1_000)
+        b.record(1_800_000 + (i % 100) * 1_000)
+    assert compare_metric("all", "ttfb", a, b).verdict == "same"
+    assert compare_metric("all", "ttfb", a, b, min_abs_ms=0.1).verdict == "worse"

@@ -101,3 +101,21 @@ def test_profile_secrets_only_from_env() -> None:
 def test_profile_emulator_table_errors_have_lines() -> None:
     with pytest.raises(ProfileError, match=r"m.toml:9: emulator.faults.http_429: expected a number from 0 to 1"):
         parse_profile(MINIMAL + "[emulator.faults]\nhttp_429 = 2\n", "m.toml")
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ('[gate]\n"ttftt.p99" = "<= 1s"\n', "m.toml:9: gate.\"ttftt.p99\": unknown metric 'ttftt'"),
+        ('[gate]\n"e2e.p50" = "<= 5"\n', 'm.toml:9: gate."e2e.p50"'),
+        ('[gate.scenario.nope]\n"ttft.p50" = "<= 1s"\n', "gate.scenario.nope: no scenario named 'nope'"),
+        ('[lod]\nconcurrency = 3\n', "m.toml:8: lod: unknown table (expected one of: run, load"),
+        ('[[scenarios]]\nprotocol = "chat"\n', "tables are [[scenario]], singular"),
+        ('[target]\nurl = "http://u:pw@127.0.0.1:1"\n', "target.url: credentials in the URL are not allowed"),
+        ('[target]\nurl = "http://127.0.0.1:1/?api-key=sk-x"\n', "target.url: a query string or fragment is not allowed"),
+    ],
+)
+def test_profile_gate_urls_and_tables_checked_before_load(extra: str, expected: str) -> None:
+    with pytest.raises(ProfileError) as info:
+        parse_profile(MINIMAL + extra, "m.toml", env={})
+    assert expected in str(info.value)

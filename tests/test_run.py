@@ -236,3 +236,32 @@ model = "m"
     assert "hopbench crashed mid-run: RuntimeError: injected crash" in s["warnings"]
     c = s["scopes"]["all"]["counters"]
     assert c["completed"] >= 4 and c["started"] == c["completed"] + c.get("cancelled", 0)
+
+
+def test_run_unreachable_target_stops_early_exit_2(tmp_path: Path) -> None:
+    prof = tmp_path / "closed.toml"
+    prof.write_text('[run]\nduration_s = 30\n[load]\nconcurrency = 4\n[target]\nurl = "http://127.0.0.1:9"\n'
+                    '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
+    started = time.monotonic()
+    proc = _cli("run", str(prof), "--out", str(tmp_path / "o"), "--quiet")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert time.monotonic() - started < 20  # not the 30 s of the profile
+    assert "target unreachable: the first 20 connection attempts to http://127.0.0.1:9 failed (refused)" in err
+    s = read_summary(tmp_path / "o")
+    assert s["complete"] is False and s["scopes"]["all"]["counters"]["connect_error"] >= 20
+
+
+def test_run_cli_refuses_secrets_in_target_url_and_a_used_folder(tmp_path: Path) -> None:
+    prof = ROOT / "profiles" / "smoke.toml"
+    for url in ("http://u:sk-test-1234567890abcdefghij@127.0.0.1:9", "http://127.0.0.1:9/?key=sk-x"):
+        proc = _cli("run", str(prof), "--out", str(tmp_path / "o"), "--target-url", url)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 2 and "--target-url:" in err
+        assert not (tmp_path / "o").exists()
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "summary.json").write_text("{}")
+    proc = _cli("run", str(prof), "--out", str(used))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "the folder is not empty" in err

@@ -138,7 +138,19 @@ def serve_main(argv: list[str] | None = None) -> int:
     Returns:
         The exit status: 0 after a clean stop, 2 for a bad command line or config.
     """
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port: expected 0 to 65535, got {args.port}")
+    if args.record is not None:
+        try:  # a record file that cannot be written is a usage error, not a listen error
+            args.record.parent.mkdir(parents=True, exist_ok=True)
+            with open(args.record, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            print(f"hopbench serve: --record {args.record}: cannot write: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
     try:
         if args.config_json is not None:
             data = json.loads(args.config_json.read_text(encoding="utf-8"))
@@ -154,8 +166,11 @@ def serve_main(argv: list[str] | None = None) -> int:
     status = 0
     try:
         trio.run(_main, args, config)
-    except* OSError as group:
-        exc = group.exceptions[0]
-        print(f"hopbench serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+    except* (OSError, OverflowError) as group:
+        exc: BaseException = group
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # the innermost cause
+            exc = exc.exceptions[0]
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"hopbench serve: cannot listen on {args.host}:{args.port}: {reason}", file=sys.stderr)
         status = 2
     return status
