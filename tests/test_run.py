@@ -123,7 +123,8 @@ def _cli(*args: str, **kw: object) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)  # type: ignore[call-overload]
 
 
-def test_run_cli_sigint_leaves_partial_results(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_run_cli_signal_leaves_partial_results(tmp_path: Path, sig: signal.Signals, code: int) -> None:
     prof = tmp_path / "long.toml"
     prof.write_text("""
 [run]
@@ -146,15 +147,15 @@ model = "m"
         while time.monotonic() < deadline and not (out / "timeline.jsonl").exists():
             time.sleep(0.1)
         time.sleep(2.5)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
     s = read_summary(out)
-    assert s["complete"] is False and s["interrupted_by"] == "SIGINT"
+    assert s["complete"] is False and s["interrupted_by"] == sig.name
     c = s["scopes"]["all"]["counters"]
     assert c["cancelled"] >= 1  # the 20 s streams were cut after the 1 s grace
     assert c["started"] == c.get("cancelled", 0) + c.get("completed", 0)
