@@ -98,7 +98,7 @@ def _time(name: str, description: str) -> MetricSpec:
 METRICS: Final[dict[str, MetricSpec]] = {
     spec.name: spec
     for spec in (
-        _time("ttfb", "request start to the first response body byte"),
+        _time("ttfb", "request start to the response head (status line and headers)"),
         _time("ttft", "request start to the first output token of any kind (incl. reasoning)"),
         _time("ttft_content", "request start to the first non-reasoning output (text or tool)"),
         _time("itl", "gap between consecutive content events (0 = same network read)"),
@@ -110,7 +110,7 @@ METRICS: Final[dict[str, MetricSpec]] = {
             1000,
             1,
             10**12,
-            "per stream: output tokens / (e2e - ttft); recorded in milli-tokens/s",
+            "per completed stream: output tokens / e2e; recorded in milli-tokens/s",
         ),
         _time("keepalive_interval", "gap between consecutive keepalive comment lines"),
         _time("max_silence", "per stream: longest gap with no bytes received"),
@@ -119,7 +119,7 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("loop_lag", "event-loop responsiveness probe: sleep overshoot"),
         _time("ttft_from_send", "open loop: ttft counted from the actual send (uncorrected)"),
         _time("e2e_from_send", "open loop: e2e counted from the actual send (uncorrected)"),
-        _time("connect_wait", "time spent waiting for a pooled connection"),
+        _time("connect_wait", "TCP (+TLS) connect time of streams that opened a new connection"),
     )
 }
 """Every metric hopbench records, by name. Gate, compare and report import this."""

@@ -21,7 +21,6 @@ from .protocols import (
     FirstToken,
     Keepalive,
     Observation,
-    StreamEnd,
     UsageReport,
 )
 
@@ -40,17 +39,17 @@ class StreamMeter:
     """
 
     __slots__ = (
-        "start_ns", "sent_ns", "headers_ns", "first_byte_ns", "last_byte_ns",
+        "start_ns", "sent_ns", "headers_ns", "status", "last_byte_ns",
         "max_silence_ns", "first_token_ns", "first_content_ns", "last_content_ns",
         "itl_ns", "keepalive_ns", "content_reads", "_last_content_read",
-        "input_tokens", "output_tokens", "end", "reads",
+        "input_tokens", "output_tokens", "reads",
     )
 
     def __init__(self, start_ns: int, sent_ns: int) -> None:
         self.start_ns = start_ns
         self.sent_ns = sent_ns
         self.headers_ns: int | None = None
-        self.first_byte_ns: int | None = None
+        self.status: int | None = None  # the response's HTTP status, once its head arrived
         self.last_byte_ns: int | None = None
         self.max_silence_ns = 0
         self.first_token_ns: int | None = None
@@ -62,7 +61,6 @@ class StreamMeter:
         self._last_content_read: int | None = None
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
-        self.end: StreamEnd | None = None
         self.reads = 0
 
     def on_headers(self, t_ns: int) -> None:
@@ -75,8 +73,6 @@ class StreamMeter:
         last = self.last_byte_ns
         if last is not None and t_ns - last > self.max_silence_ns:
             self.max_silence_ns = t_ns - last
-        if self.first_byte_ns is None:
-            self.first_byte_ns = t_ns
         self.last_byte_ns = t_ns
         self.reads += 1
 
@@ -104,9 +100,6 @@ class StreamMeter:
                     self.input_tokens = u.input_tokens
                 if u.output_tokens is not None:
                     self.output_tokens = u.output_tokens
-            elif cls is StreamEnd:
-                if self.end is None:
-                    self.end = ob  # type: ignore[assignment]
 
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut

@@ -16,6 +16,7 @@ import datetime as _dt
 import json
 import time
 import traceback
+from collections import deque
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,9 +182,15 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     meta = base_meta(profile)
     timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
     streams = open(out / "streams.jsonl", "a", encoding="utf-8")
+    pending: deque[dict[str, Any]] = deque()  # the loop appends, the publishing thread drains
 
     def on_stream(line: dict[str, Any]) -> None:
-        streams.write(json.dumps(line, separators=(",", ":")) + "\n")
+        pending.append(line)
+
+    def write_streams() -> None:
+        while pending:
+            streams.write(json.dumps(pending.popleft(), separators=(",", ":")) + "\n")
+        streams.flush()
 
     last_checkpoint = [time.monotonic()]
 
@@ -193,7 +200,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         line = timeline_line(line, iv, warm_iv)
         timeline.write(json.dumps(line) + "\n")
         timeline.flush()
-        streams.flush()
+        write_streams()
         if progress is not None:
             progress(iv, line)  # LiveProgress sums the intervals: no re-encoding of totals
         if on_line is not None:
@@ -230,6 +237,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                 meta["crash"] = _crash_reason(exc)
     finally:
         timeline.close()
+        write_streams()  # the streams that ended after the last interval
         streams.close()
         if "started_at_unix_s" in meta:  # the run began: always leave complete results
             stats = stats or (runner.stats if runner is not None else RunStats())

@@ -55,11 +55,15 @@ def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
 
     Args:
         exc: what was raised.
-        phase: "connect", "headers" or "body": where the stream was.
+        phase: "headers" (before the response head arrived) or "body".
 
     Returns:
         (outcome, detail): outcome one of "connect_error", "timeout",
         "truncated"; detail a short machine-readable reason (counter suffix).
+
+    Raises:
+        exc itself when it is neither an httpx, trio, OS nor SSE error: that is
+        a bug in hopbench, and the run stops with partial results (crash).
     """
     if isinstance(exc, httpx.ConnectTimeout):
         return "timeout", "connect"
@@ -76,8 +80,8 @@ def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
         if phase == "body":
             return "truncated", "closed" if isinstance(exc, httpx.RemoteProtocolError) else "reset"
         return "connect_error", "closed_before_response"
-    if isinstance(exc, httpx.HTTPError):
-        return "connect_error", type(exc).__name__
+    if isinstance(exc, httpx.HTTPError):  # e.g. DecodingError of a compressed body
+        return ("truncated" if phase == "body" else "connect_error"), type(exc).__name__
     raise exc
 
 
@@ -117,7 +121,6 @@ class RunStats:
     in_flight_area: float = 0.0  # stream-ns, for the time-weighted mean
     steady_area: float = 0.0
     steady_from_ns: int = 0
-    steady_ns: int = 0
     last_change_ns: int = 0
     cpu_fractions: list[float] = field(default_factory=list)
     intervals: list[dict[str, Any]] = field(default_factory=list)
@@ -176,7 +179,6 @@ class LoadRunner:
         self._stopping = False
         self._t0 = 0
         self._id_prefix = f"{seed_offset}-"
-        self.last_interval: IntervalSnapshot | None = None
         self.on_stream = on_stream
         self._arrival_offset_ns = arrival_offset_ns
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
@@ -256,7 +258,8 @@ class LoadRunner:
             st.started_ns = 0
             st.last_change_ns = t0
             st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
-            self._cpu0 = time.process_time_ns()
+            self._cpu0 = time.thread_time_ns()
+            self._area0 = 0.0
             async with trio.open_nursery() as watchers:
                 watchers.start_soon(self._loop_lag_probe)
                 watchers.start_soon(self._ticker)
@@ -272,8 +275,11 @@ class LoadRunner:
                     with trio.move_on_after(ns_to_s(run.grace_ns)):
                         await self._wait_idle()
                     streams.cancel_scope.cancel()
-                self._final_interval()
+                # Cancelling the watchers waits for a ticker that is still
+                # publishing in its thread: only then may the last interval be
+                # folded (two folds at once would race on the totals).
                 watchers.cancel_scope.cancel()
+            self._final_interval()
         st.ended_ns = now_ns() - t0
         self._in_flight_change(0)
         return st
@@ -405,15 +411,13 @@ class LoadRunner:
         detail = ""
         result: StreamResult | None = None
         box: list[StreamResult | None] = [None]  # what the decoder made of a broken body
-        http_status = 0
-        phase = "headers"
         total_deadline = sent + to.total_ns if to.total_ns else None
         try:
             with trio.CancelScope() as scope:
                 first = sent + to.first_byte_ns if to.first_byte_ns else None
                 scope.deadline = ns_to_s(min(x for x in (first, total_deadline, 1 << 62) if x is not None))
                 try:
-                    outcome, detail, result, http_status = await self._exchange(
+                    outcome, detail, result = await self._exchange(
                         sc, headers, body, meter, scope, total_deadline, rec, box)
                 except trio.Cancelled:
                     raise
@@ -434,10 +438,10 @@ class LoadRunner:
         finally:
             end = now_ns()
             meter.close(end)
-            self._record(rec, sc, meter, end, outcome, detail, result, http_status)
+            self._record(rec, sc, meter, end, outcome, detail, result)
             if self.on_stream is not None:
                 self.on_stream(self._stream_line(headers[REQUEST_ID_HEADER], sc, meter, end, outcome,
-                                                 detail, result, http_status))
+                                                 detail, result))
             self._in_flight_change(-1)
             self._idle_changed.set()
             self._idle_changed = trio.Event()
@@ -445,18 +449,25 @@ class LoadRunner:
     async def _exchange(self, sc: Scenario, headers: dict[str, str], body: bytes,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
                         rec: Recorder, box: list[StreamResult | None],
-                        ) -> tuple[str, str, StreamResult | None, int]:
+                        ) -> tuple[str, str, StreamResult | None]:
         client = self._client
         idle_ns = self.profile.run.timeouts.idle_ns
         request = client.build_request("POST", sc.path, content=body, headers=headers)
         response = await client.send(request, stream=True)
         try:
             t = now_ns()
+            status = meter.status = response.status_code
             meter.on_headers(t)
-            connect_ns = response.extensions.get("hopbench.connect_ns")
-            if connect_ns is not None:
-                rec.record(sc.name, "connect_wait", connect_ns)
-            status = response.status_code
+            slack = min(idle_ns // 16, _IDLE_SLACK_NS) if idle_ns is not None else 0
+            never = 1 << 62
+            total = total_deadline if total_deadline is not None else never
+            # from here on the idle limit (or none) replaces the first-byte one
+            scope.deadline = ns_to_s(min(t + idle_ns + slack, total) if idle_ns is not None else total)
+            ext = response.extensions
+            if ext.get("hopbench.reused") is False:  # only fresh connections have a connect time
+                rec.record(sc.name, "connect_wait", ext.get("hopbench.connect_ns", 0))
+            if ext.get("hopbench.retried"):
+                rec.incr(sc.name, "stale_connection_retries")
             if status >= 300:
                 data = b""
                 async for chunk in response.aiter_raw():
@@ -464,14 +475,12 @@ class LoadRunner:
                     if len(data) > _ERROR_BODY_LIMIT:
                         break
                 code = _http_error_code(data)
-                return "http_error", f"{status}" + (f":{code}" if code else ""), None, status
+                return "http_error", f"{status}" + (f":{code}" if code else ""), None
             ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
                 rec.incr(sc.name, "anomaly.wrong_content_type")
             scanner = SSEScanner(max_event_bytes=_MAX_EVENT_BYTES)
             dec = new_decoder(sc.protocol, keep_text=False)
-            never = 1 << 62
-            total = total_deadline if total_deadline is not None else never
             identity = response.headers.get("content-encoding", "identity") == "identity"
             # hopbench's own transport hands its body out: iterating it directly
             # skips httpx's three generator layers per read (closing still goes
@@ -484,8 +493,7 @@ class LoadRunner:
             # is instead set ``slack`` past the idle limit and re-armed at most
             # once per ``slack``: an idle timeout then fires after a silence of
             # idle_s to idle_s + slack (never early), slack <= 100 ms.
-            slack = min(idle_ns // 16, _IDLE_SLACK_NS) if idle_ns is not None else 0
-            rearm_at = 0
+            rearm_at = t + slack
             try:
                 async for chunk in chunks:
                     t = now_ns()
@@ -502,7 +510,7 @@ class LoadRunner:
                 box[0] = dec.finish(discarded_partial=scanner.close())
             result = box[0]
             detail = (result.error_code or "unknown") if result.outcome == "failed" else "closed"
-            return result.outcome, detail, result, status
+            return result.outcome, detail, result
         finally:
             await response.aclose()
 
@@ -522,7 +530,7 @@ class LoadRunner:
                 self.request_stop()
 
     def _record(self, rec: Recorder, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
-                detail: str, result: StreamResult | None, status: int) -> None:
+                detail: str, result: StreamResult | None) -> None:
         name = sc.name
         self._check_reachable(outcome, detail, m.headers_ns is not None)
         rec.incr(name, outcome)
@@ -584,7 +592,7 @@ class LoadRunner:
             rec.incr(name, f"tokens.output.{kind}", out)
 
     def _stream_line(self, rid: str, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
-                     detail: str, result: StreamResult | None, status: int) -> dict[str, Any]:
+                     detail: str, result: StreamResult | None) -> dict[str, Any]:
         t0 = self._t0
 
         def rel(t: int | None) -> int | None:
@@ -592,7 +600,7 @@ class LoadRunner:
 
         return {
             "id": rid, "scenario": sc.name, "outcome": outcome, "detail": detail or None,
-            "status": status or None, "start_ns": rel(m.start_ns), "sent_ns": rel(m.sent_ns),
+            "status": m.status, "start_ns": rel(m.start_ns), "sent_ns": rel(m.sent_ns),
             "headers_ns": rel(m.headers_ns), "first_token_ns": rel(m.first_token_ns),
             "end_ns": rel(end_ns),
             "ttft_ns": None if m.first_token_ns is None else m.first_token_ns - m.start_ns,
@@ -632,10 +640,10 @@ class LoadRunner:
         if end_rel_ns <= start_rel:
             return None
         self._in_flight_change(0)
-        cpu = time.process_time_ns()
+        cpu = time.thread_time_ns()  # the loop thread's own CPU, not the publishing thread's
         cpu_frac = (cpu - self._cpu0) / max(end_rel_ns - start_rel, 1)
         self._cpu0 = cpu
-        area = st.in_flight_area - getattr(self, "_area0", 0.0)
+        area = st.in_flight_area - self._area0
         self._area0 = st.in_flight_area
         line = {
             "start_ns": start_rel, "end_ns": end_rel_ns,
@@ -654,7 +662,6 @@ class LoadRunner:
         Runs in a worker thread during the run (one at a time), on the loop at the end."""
         snap = self.rec.fold(detached)
         warm = self.warm.fold(warm_detached)
-        self.last_interval = snap
         if self.on_interval is not None:
             self.on_interval(snap, warm, line)
 

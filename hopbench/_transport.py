@@ -22,6 +22,8 @@ HTTP/2 and proxies are not supported here: a profile that needs them uses
 
 Each response carries ``extensions["hopbench.connect_ns"]``: the time spent
 obtaining the connection (0 for a reused one), integer ns from trio's clock;
+``extensions["hopbench.reused"]`` and ``["hopbench.retried"]`` (a stale reused
+connection was replaced once: see ``handle_async_request``);
 ``extensions["hopbench.body"]``: the raw body stream, which the runner iterates
 directly (one chunk per network read, no content decoding).
 """
@@ -42,6 +44,10 @@ __all__ = ["StreamTransport"]
 
 _READ_SIZE = 64 * 1024
 Origin = tuple[bytes, str, int]
+
+
+class _StaleConnection(Exception):
+    """A reused keep-alive connection gave nothing back (EOF/reset before any byte)."""
 
 
 class _Conn:
@@ -90,7 +96,11 @@ class StreamTransport(httpx.AsyncBaseTransport):
                 stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
                 if scheme == b"https":
                     tls = trio.SSLStream(stream, self._ssl, server_hostname=host, https_compatible=True)
-                    await tls.do_handshake()
+                    try:
+                        await tls.do_handshake()
+                    except BaseException:  # timeout, TLS failure or cancellation: no leaked socket
+                        await trio.aclose_forcefully(stream)
+                        raise
                     stream = tls
         except trio.TooSlowError:
             raise httpx.ConnectTimeout(f"connect to {host}:{port} timed out") from None
@@ -113,22 +123,39 @@ class StreamTransport(httpx.AsyncBaseTransport):
         h11_request = h11.Request(method=request.method, target=url.raw_path,
                                   headers=request.headers.raw)
         t0 = now_ns()
-        idle = self._idle.get(origin)
-        conn = idle.pop() if idle else None
+        conn = await self._idle_conn(origin)
+        retried = False
         if conn is not None:
             conn.reused = True
             try:
-                return await self._exchange(conn, h11_request, body, request, 0)
-            except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
-                # A keep-alive connection the server had already closed: the
-                # request never reached it, so one retry on a fresh one is safe.
-                await trio.aclose_forcefully(conn.stream)
+                return await self._exchange(conn, h11_request, body, request, 0, False)
+            except _StaleConnection:
+                # The server closed the idle keep-alive connection just as it
+                # was reused: nothing came back (EOF or reset before a single
+                # response byte). Browsers retry that case once; so do we, on a
+                # fresh connection, and the response says so (counted).
+                retried = True
         conn = await self._connect(origin, timeouts.get("connect"))
-        return await self._exchange(conn, h11_request, body, request, now_ns() - t0)
+        return await self._exchange(conn, h11_request, body, request, now_ns() - t0, retried)
+
+    async def _idle_conn(self, origin: Origin) -> _Conn | None:
+        """The most recently used idle connection that is still open, or None."""
+        stack = self._idle.get(origin)
+        while stack:
+            conn = stack.pop()
+            raw = conn.stream.transport_stream if isinstance(conn.stream, trio.SSLStream) else conn.stream
+            sock = getattr(raw, "socket", None)
+            if sock is not None and sock.is_readable():
+                # readable while idle means EOF or junk: the server closed it
+                await trio.aclose_forcefully(conn.stream)
+                continue
+            return conn
+        return None
 
     async def _exchange(self, conn: _Conn, head: h11.Request, body: bytes,
-                        request: httpx.Request, connect_ns: int) -> httpx.Response:
+                        request: httpx.Request, connect_ns: int, retried: bool) -> httpx.Response:
         hc = conn.h11
+        got_bytes = False
         try:
             data = hc.send(head) or b""
             if body:
@@ -141,12 +168,15 @@ class StreamTransport(httpx.AsyncBaseTransport):
             await conn.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             await trio.aclose_forcefully(conn.stream)
+            if conn.reused:
+                raise _StaleConnection from exc
             raise httpx.WriteError(f"send failed: {exc}", request=request) from exc
         try:
             while True:
                 ev = hc.next_event()
                 if ev is h11.NEED_DATA:
                     chunk = await conn.stream.receive_some(_READ_SIZE)
+                    got_bytes = got_bytes or bool(chunk)
                     hc.receive_data(chunk)
                     continue
                 if isinstance(ev, h11.Response):
@@ -155,11 +185,17 @@ class StreamTransport(httpx.AsyncBaseTransport):
                     raise httpx.RemoteProtocolError("server closed the connection before responding",
                                                     request=request)
                 # InformationalResponse (1xx): keep reading
-        except h11.RemoteProtocolError as exc:
+        except (h11.RemoteProtocolError, httpx.RemoteProtocolError) as exc:
             await trio.aclose_forcefully(conn.stream)
+            if conn.reused and not got_bytes:
+                raise _StaleConnection from exc
+            if isinstance(exc, httpx.RemoteProtocolError):
+                raise
             raise httpx.RemoteProtocolError(str(exc), request=request) from exc
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             await trio.aclose_forcefully(conn.stream)
+            if conn.reused and not got_bytes:
+                raise _StaleConnection from exc
             raise httpx.ReadError(f"read failed: {exc}", request=request) from exc
         except BaseException:
             await trio.aclose_forcefully(conn.stream)
@@ -171,7 +207,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
             stream=body,
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": ev.reason,
                         "hopbench.connect_ns": connect_ns, "hopbench.reused": conn.reused,
-                        "hopbench.body": body},
+                        "hopbench.retried": retried, "hopbench.body": body},
         )
 
     def _recycle(self, conn: _Conn) -> None:

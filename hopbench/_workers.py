@@ -162,7 +162,7 @@ def share_profile(profile: Profile, share: WorkerShare) -> Profile:
 
 _STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "requests_started",
                  "arrivals", "max_in_flight_hits", "in_flight", "peak_in_flight",
-                 "in_flight_area", "steady_area", "steady_from_ns", "steady_ns",
+                 "in_flight_area", "steady_area", "steady_from_ns",
                  "last_change_ns", "cpu_fractions")
 
 

@@ -266,3 +266,38 @@ def test_run_cli_refuses_secrets_in_target_url_and_a_used_folder(tmp_path: Path)
     proc = _cli("run", str(prof), "--out", str(used))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "the folder is not empty" in err
+
+
+@pytest.mark.parametrize(
+    ("timeouts", "emulator", "outcome", "max_e2e_s"),
+    [
+        # no idle limit: the first-byte limit must not stay armed for the whole stream
+        ("first_byte_s = 0.5\nidle_s = 0", "ttft_ms = 50\ntokens_per_s = 10\noutput_tokens = 15", "completed", 5.0),
+        # headers at once, then silence: the idle limit counts from the headers
+        ("first_byte_s = 30\nidle_s = 0.5", "ttft_ms = 3000\nkeepalive_interval_s = 0\noutput_tokens = 3",
+         "timeout", 1.5),
+    ],
+)
+def test_run_timeouts_switch_from_first_byte_to_idle_at_the_headers(
+        tmp_path: Path, timeouts: str, emulator: str, outcome: str, max_e2e_s: float) -> None:
+    text = f"""
+[run]
+requests = 2
+[run.timeouts]
+{timeouts}
+[load]
+concurrency = 2
+[emulator]
+{emulator}
+[[scenario]]
+protocol = "chat"
+model = "m"
+"""
+    out = tmp_path / "run"
+    run_profile(parse_profile(text, tmp_path / "t.toml"), out_dir=out)
+    lines = [json.loads(x) for x in (out / "streams.jsonl").read_text().splitlines()]
+    assert [x["outcome"] for x in lines] == [outcome, outcome]
+    assert all(x["status"] == 200 for x in lines)
+    if outcome == "timeout":
+        assert {x["detail"] for x in lines} == {"idle"}
+    assert max(x["e2e_ns"] for x in lines) < max_e2e_s * 1e9
