@@ -326,8 +326,9 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
             verdicts.append(v)
             reasons.append(f"median {rel50:+.1%} (Mann-Whitney p = {test.p_value:.2g})")
     elif test.p_value < alpha and rel50 is not None:
-        reasons.append(f"significant but small: median {rel50:+.1%} (below {min_effect:.0%}"
-                       + (f" or {floor:g} ms" if floor else "") + f"; p = {test.p_value:.2g})")
+        why = (f"below {min_effect:.0%}" if abs(rel50) < min_effect
+               else f"under {floor:g} ms absolute")
+        reasons.append(f"significant but small: median {rel50:+.1%} ({why}; p = {test.p_value:.2g})")
     tails: dict[str, dict[str, Any]] = {}
     for key, q in _TAILS:
         ca, cb = quantile_ci(ba, q, 1 - alpha), quantile_ci(bb, q, 1 - alpha)

@@ -500,8 +500,15 @@ def request_headers(target: TargetSpec, protocol: str, env: Mapping[str, str] | 
 
 
 def sanitized(profile: Profile) -> dict[str, Any]:
-    """The profile as recorded in results: the parsed TOML (no secret can be in it)
-    plus the environment-variable *names* used, never their values."""
+    """The profile as recorded in results: the parsed TOML (client secrets only
+    appear as environment-variable *names*), with the emulator's ``api_key``
+    redacted."""
     out = json.loads(json.dumps(profile.raw, default=str))
     out["_source"] = str(profile.path) if profile.path else None
+    emulator = out.get("emulator")
+    if isinstance(emulator, dict):  # the emulator's own key is a secret too
+        tables = [emulator] + [m for m in (emulator.get("models") or {}).values() if isinstance(m, dict)]
+        for table in tables:
+            if "api_key" in table:
+                table["api_key"] = "<redacted>"
     return out

@@ -31,7 +31,7 @@ from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment
 from ._runner import LoadRunner, RunStats
 
-__all__ = ["RunOutcome", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
+__all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
            "timeline_line", "finish_run", "progress_line"]
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
@@ -127,8 +127,9 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
             load["held"] = True
     else:
         arrivals = total.counter(ALL, "started") + total.counter(ALL, "max_in_flight_hits")
-        achieved = arrivals / (measured_ns / NS_PER_S)
+        achieved = total.counter(ALL, "started") / (measured_ns / NS_PER_S)  # sent, not dropped
         load.update(requested_rate_rps=profile.load.rate_rps, achieved_rate_rps=round(achieved, 3),
+                    arrival_rate_rps=round(arrivals / (measured_ns / NS_PER_S), 3),
                     max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
                     schedule_lag_p99_ms=(sched.percentile(99.0) if sched.count else 0) / NS_PER_MS)
@@ -176,21 +177,22 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         ResultsError: the results folder cannot be written (before any load).
     """
     out = out_dir if out_dir is not None else default_out_dir(profile)
-    writer = ResultsWriter(out)
     scopes = [s.name for s in profile.scenarios]
     rec, warm = Recorder(scopes), Recorder(scopes)
     meta = base_meta(profile)
-    timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
-    streams = open(out / "streams.jsonl", "a", encoding="utf-8")
+    files: dict[str, Any] = {}  # timeline, streams: opened inside the try below
     pending: deque[dict[str, Any]] = deque()  # the loop appends, the publishing thread drains
 
     def on_stream(line: dict[str, Any]) -> None:
         pending.append(line)
 
     def write_streams() -> None:
+        f = files.get("streams")
+        if f is None:
+            return
         while pending:
-            streams.write(json.dumps(pending.popleft(), separators=(",", ":")) + "\n")
-        streams.flush()
+            f.write(json.dumps(pending.popleft(), separators=(",", ":")) + "\n")
+        f.flush()
 
     last_checkpoint = [time.monotonic()]
 
@@ -198,8 +200,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         writer.write_interval(warm_iv)
         writer.write_interval(iv)
         line = timeline_line(line, iv, warm_iv)
-        timeline.write(json.dumps(line) + "\n")
-        timeline.flush()
+        files["timeline"].write(json.dumps(line) + "\n")
+        files["timeline"].flush()
         write_streams()
         if progress is not None:
             progress(iv, line)  # LiveProgress sums the intervals: no re-encoding of totals
@@ -212,7 +214,12 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     crashed: str | None = None
     stats: RunStats | None = None
     runner: LoadRunner | None = None
-    try:
+    if profile.target.url is not None and profile.emulator:
+        meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
+    writer = ResultsWriter(out)
+    try:  # from the moment the folder exists, whatever happens leaves a summary.json
+        files["timeline"] = open(out / "timeline.jsonl", "a", encoding="utf-8")
+        files["streams"] = open(out / "streams.jsonl", "a", encoding="utf-8")
         with ExitStack() as stack:
             url = base_url or profile.target.url
             if url is None:
@@ -228,23 +235,36 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                                 on_stream=on_stream if profile.run.stream_log else None)
             try:
                 stats = trio.run(runner.run)
-            except KeyboardInterrupt:
-                meta["interrupted_by"] = "SIGINT"
+            except KeyboardInterrupt as exc:
+                meta["interrupted_by"] = getattr(exc, "signal_name", "SIGINT")
             except HopbenchError:
                 raise
             except Exception as exc:
                 crashed = traceback.format_exc()
                 meta["crash"] = _crash_reason(exc)
+    except Interrupted as exc:  # a signal before the load started (e.g. while the emulator starts)
+        meta["interrupted_by"] = exc.signal_name
     finally:
-        timeline.close()
         write_streams()  # the streams that ended after the last interval
-        streams.close()
-        if "started_at_unix_s" in meta:  # the run began: always leave complete results
-            stats = stats or (runner.stats if runner is not None else RunStats())
-            summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
-                                 warm.snapshot() if profile.run.warmup_ns else None, crashed)
+        for f in files.values():
+            f.close()
+        if "started_at_unix_s" not in meta:  # stopped (or failed) before the load started
+            mark_started(meta)
+            writer.start(meta)
+        stats = stats or (runner.stats if runner is not None else RunStats())
+        summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
+                             warm.snapshot() if profile.run.warmup_ns else None, crashed)
     complete = summary["complete"]
     return RunOutcome(summary, out, complete, crashed)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM outside the trio run (the CLI installs a handler that
+    raises it), so that a signal during start-up still leaves a results folder."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
 
 
 def _crash_reason(exc: BaseException) -> str:
@@ -252,6 +272,39 @@ def _crash_reason(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+EMULATOR_LATE_NS = 10 * NS_PER_MS
+
+
+def emulator_warnings(ground_truth: Path) -> list[str]:
+    """Warn when the embedded emulator could not keep its own schedule.
+
+    Its ground truth records each stream's worst lateness (``lag_max_ns``); when
+    the p99 of that exceeds 10 ms the emulator, not the client or a gateway,
+    shaped the measured latencies.
+    """
+    lags: list[int] = []
+    try:
+        with open(ground_truth, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    lag = json.loads(line).get("lag_max_ns")
+                except ValueError:
+                    continue
+                if isinstance(lag, int):
+                    lags.append(lag)
+    except OSError:
+        return []
+    if not lags:
+        return []
+    lags.sort()
+    p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+    if p99 <= EMULATOR_LATE_NS:
+        return []
+    return [f"the embedded emulator fell behind its own schedule (worst lateness per stream p99 "
+            f"{p99 / NS_PER_MS:.1f} ms, max {lags[-1] / NS_PER_MS:.1f} ms): the latencies measure the "
+            "emulator's overload, not the injected timings; lower the load or use a real target"]
 
 
 def base_meta(profile: Profile) -> dict[str, Any]:
@@ -298,7 +351,13 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
     if stats.interrupted_by:
         meta["interrupted_by"] = stats.interrupted_by
     sat, warnings, load = analyse(profile, stats, total)
-    warnings = (extra_warnings or []) + warnings
+    warnings = (extra_warnings or []) + list(meta.pop("notes", [])) + warnings
+    if meta.get("ground_truth"):
+        warnings += emulator_warnings(writer.path / meta["ground_truth"])
+    if total.counter(ALL, "started") == 0 and (meta.get("interrupted_by") is None and crashed is None):
+        started_warm = warmup.counter(ALL, "started") if warmup is not None else 0
+        warnings.append(f"no stream was measured: {started_warm} started during the warm-up and none "
+                        "after it (lengthen run.duration_s or shorten run.warmup_s)")
     complete = crashed is None and meta.get("interrupted_by") is None and not extra_warnings
     if not complete:
         reason = meta.get("interrupted_by") or ""

@@ -183,6 +183,7 @@ class LoadRunner:
         self._arrival_offset_ns = arrival_offset_ns
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
         self._reached = False
+        self._spawning = 0  # open loop: streams started with start_soon, not yet running
         self._connect_failures = 0
         self._token: Any = None  # the run's TrioToken, for stops from other threads
 
@@ -385,11 +386,17 @@ class LoadRunner:
             lag = now_ns() - intended
             self._recorder_for(intended).record_global("schedule_lag", max(lag, 0))
             st.arrivals += 1
-            if st.in_flight >= self.load.max_in_flight:
+            # streams spawned but not yet running count too: max_in_flight is a hard bound
+            if st.in_flight + self._spawning >= self.load.max_in_flight:
                 st.max_in_flight_hits += 1
                 self._recorder_for(intended).incr_global("max_in_flight_hits")
                 continue
-            self._streams.start_soon(self._stream, self._pick(), intended)
+            self._spawning += 1
+            self._streams.start_soon(self._spawned_stream, self._pick(), intended)
+
+    async def _spawned_stream(self, sc: Scenario, intended_ns: int) -> None:
+        self._spawning -= 1  # now counted by _stream's own in-flight bookkeeping
+        await self._stream(sc, intended_ns)
 
     def _recorder_for(self, start_ns: int) -> Recorder:
         return self.warm if start_ns - self._t0 < self.profile.run.warmup_ns else self.rec
@@ -584,7 +591,7 @@ class LoadRunner:
         kind = "completed" if outcome == "completed" else "broken"
         if outcome in ("http_error", "connect_error"):
             return
-        if inp is None and out is None:
+        if inp is None and out is None and outcome != "cancelled":  # a cut stream had no chance to
             rec.incr(name, "no_usage")
         if inp:
             rec.incr(name, f"tokens.input.{kind}", inp)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
@@ -90,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except HopbenchError as exc:
         print(f"hopbench: error: {exc}", file=sys.stderr)
         return EXIT_CRASH
-    except KeyboardInterrupt:  # before the run started (e.g. while the emulator starts)
+    except KeyboardInterrupt as exc:  # before the run started (e.g. while parsing)
         print("hopbench: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if getattr(exc, "signal_name", "") == "SIGTERM" else EXIT_INTERRUPTED
     parser.print_help()
     return EXIT_INPUT
 
@@ -119,6 +121,27 @@ def _report(argv: list[str]) -> int:
 
 # subcommands that parse their own arguments
 _DELEGATED = {"serve": _serve, "gate": _gate, "compare": _compare, "report": _report}
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise ``Interrupted`` (naming the signal) while a run
+    starts and ends; during the load the runner's own trio signal receiver
+    takes over (grace period, then cancel). Without this a SIGTERM while the
+    emulator starts would kill the process before any summary is written."""
+    import signal
+
+    from ._run import Interrupted
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -171,6 +194,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         runner = run_profile
     with ExitStack() as stack:
+        stack.enter_context(_signals_interrupt())
         progress = None
         if not (args.quiet or args.no_progress):
             from ._progress import LiveProgress

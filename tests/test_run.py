@@ -301,3 +301,80 @@ model = "m"
     if outcome == "timeout":
         assert {x["detail"] for x in lines} == {"idle"}
     assert max(x["e2e_ns"] for x in lines) < max_e2e_s * 1e9
+
+
+@pytest.mark.parametrize("delay_s", [0.3, 0.6])
+def test_run_cli_signal_during_startup_still_writes_a_summary(tmp_path: Path, delay_s: float) -> None:
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\nduration_s = 30\n[load]\nconcurrency = 4\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
+    out = tmp_path / "o"
+    proc = _cli("run", str(prof), "--out", str(out), "--quiet")
+    try:
+        deadline = time.monotonic() + 30
+        while not out.exists() and time.monotonic() < deadline:  # the folder exists: start-up is under way
+            time.sleep(0.01)
+        time.sleep(delay_s - 0.3)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    s = read_summary(out)
+    assert s["complete"] is False and s["interrupted_by"] == "SIGTERM"
+
+
+def test_run_open_loop_max_in_flight_is_a_hard_bound(tmp_path: Path) -> None:
+    text = """
+[run]
+duration_s = 2
+[load]
+mode = "rate"
+rate_rps = 300
+arrival = "constant"
+max_in_flight = 5
+[emulator]
+ttft_ms = 100
+output_tokens = 5
+[[scenario]]
+protocol = "chat"
+model = "m"
+"""
+    outcome = run_profile(parse_profile(text, tmp_path / "t.toml"), out_dir=tmp_path / "o")
+    load = outcome.summary["load"]
+    assert load["peak_in_flight"] <= 5
+    assert load["held"] is False and load["max_in_flight_hits"] > 0
+    started = outcome.summary["scopes"]["all"]["counters"]["started"]
+    assert load["achieved_rate_rps"] == pytest.approx(started / load["measured_s"], rel=1e-3)
+    assert load["arrival_rate_rps"] > 2 * load["achieved_rate_rps"]
+
+
+def test_run_emulator_key_and_overload_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hopbench._run import emulator_warnings
+
+    monkeypatch.setenv("HOPBENCH_EMU_KEY", "emu-secret-value-123")
+    text = """
+[run]
+requests = 4
+[load]
+concurrency = 2
+[target]
+api_key_env = "HOPBENCH_EMU_KEY"
+[emulator]
+api_key = "emu-secret-value-123"
+ttft_ms = 5
+output_tokens = 3
+[[scenario]]
+protocol = "chat"
+model = "m"
+"""
+    out = tmp_path / "o"
+    outcome = run_profile(parse_profile(text, tmp_path / "t.toml"), out_dir=out)
+    assert outcome.summary["scopes"]["all"]["counters"]["completed"] == 4
+    assert b"emu-secret-value-123" not in (out / "summary.json").read_bytes()
+    truth = tmp_path / "gt.jsonl"
+    truth.write_text("".join(json.dumps({"lag_max_ns": v}) + "\n" for v in [1_000_000] * 50 + [40_000_000] * 5))
+    assert "fell behind its own schedule" in emulator_warnings(truth)[0]
+    truth.write_text(json.dumps({"lag_max_ns": 2_000_000}) + "\n")
+    assert emulator_warnings(truth) == []
