@@ -670,29 +670,12 @@ def _pump_local(merger: Merger, procs: dict[int, Any], conns: dict[int, Any],
         ready_list = wait(list(open_conns.values()) + [p.sentinel for i, p in procs.items()
                                                      if i in open_conns], timeout=_POLL_S)
         for i, c in list(open_conns.items()):
-            if c in ready_list:
-                try:
-                    while c.poll():
-                        msg = c.recv()
-                        if msg.get("kind") == "error":
-                            merger.lost(i, msg.get("error", ""))
-                        else:
-                            merger.handle(msg)
-                except (EOFError, OSError):
-                    del open_conns[i]
-                    _lost_if_unfinished(merger, i, procs[i])
-                    continue
+            if c in ready_list and not _drain(c, i, merger):
+                del open_conns[i]
+                _lost_if_unfinished(merger, i, procs[i])
+                continue
             if i in open_conns and not procs[i].is_alive():
-                # drain what the pipe still holds, then call it
-                try:
-                    while c.poll():
-                        msg = c.recv()
-                        if msg.get("kind") == "error":
-                            merger.lost(i, msg.get("error", ""))
-                        else:
-                            merger.handle(msg)
-                except (EOFError, OSError):
-                    pass
+                _drain(c, i, merger)  # what the pipe still holds, then call it
                 del open_conns[i]
                 _lost_if_unfinished(merger, i, procs[i])
         if run_deadline is not None and time.monotonic() > run_deadline:
@@ -700,6 +683,24 @@ def _pump_local(merger: Merger, procs: dict[int, Any], conns: dict[int, Any],
                 procs[i].kill()
                 merger.lost(i, f"killed: still running {_KILL_AFTER_S:g} s after the planned end")
                 del open_conns[i]
+
+
+def _drain(conn: Any, index: int, merger: Merger) -> bool:
+    """Hand every message waiting on a worker's pipe to the merger.
+
+    Returns:
+        False when the pipe is closed or broken (the worker is gone).
+    """
+    try:
+        while conn.poll():
+            msg = conn.recv()
+            if msg.get("kind") == "error":
+                merger.lost(index, msg.get("error", ""))
+            else:
+                merger.handle(msg)
+    except (EOFError, OSError):
+        return False
+    return True
 
 
 def _lost_if_unfinished(merger: Merger, i: int, proc: Any) -> None:

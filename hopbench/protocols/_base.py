@@ -239,6 +239,22 @@ class Decoder:
             # RecursionError a hostile nesting depth.
             return None, bad + self._anomaly("malformed_json", text[:80])
 
+    def _typed_body(self, event: SSEEvent) -> tuple[dict[str, Any] | None, str, Observations]:
+        """Parse an event whose JSON names its own type (Responses, Messages).
+
+        Returns:
+            (body, type, anomalies): body None when the data is unusable (the
+            anomalies then say why); type from the JSON ``type`` field, else the
+            SSE event name (some gateways drop ``event:`` lines, others ``type``).
+        """
+        body, bad = self._parse(event.data)
+        if type(body) is not dict:
+            if body is None:
+                return None, "", bad
+            return None, "", bad + self._anomaly("unexpected_shape", "event data is not an object")
+        kind = body.get("type")
+        return body, kind if type(kind) is str else event.event, bad
+
     def _anomaly(self, kind: str, detail: str = "") -> Observations:
         """Count one anomaly and return it as a one-observation tuple."""
         self._count(kind)

@@ -47,14 +47,9 @@ class MessagesDecoder(Decoder):
         return [b.as_dict() for _, b in sorted(self._tools.items())]
 
     def _on_event(self, event: SSEEvent) -> Observations:
-        body, bad = self._parse(event.data)
-        if type(body) is not dict:
-            if body is None:
-                return bad
-            return bad + self._anomaly("unexpected_shape", "event data is not an object")
-        kind = body.get("type")
-        if type(kind) is not str:
-            kind = event.event
+        body, kind, bad = self._typed_body(event)
+        if body is None:
+            return bad
         if kind == "content_block_delta":
             return self._delta(body, bad)
         if kind == "ping" or kind == "content_block_stop":

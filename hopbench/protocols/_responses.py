@@ -123,14 +123,9 @@ class ResponsesDecoder(Decoder):
         return calls
 
     def _on_event(self, event: SSEEvent) -> Observations:
-        body, bad = self._parse(event.data)
-        if type(body) is not dict:
-            if body is None:
-                return bad
-            return bad + self._anomaly("unexpected_shape", "event data is not an object")
-        kind = body.get("type")
-        if type(kind) is not str:
-            kind = event.event
+        body, kind, bad = self._typed_body(event)
+        if body is None:
+            return bad
         if kind in _TEXT or kind in _REASONING or kind == _TOOL:
             delta = body.get("delta")
             if not delta or type(delta) is not str:
