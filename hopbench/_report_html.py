@@ -580,10 +580,11 @@ def render_html(runs: Sequence[RunData]) -> str:
              f"<h1>{_e(title)}</h1>"]
     for i, run in enumerate(runs):
         tag = "" if len(runs) == 1 else f"[{'AB'[i]}] "
-        parts += [f"<h3>{_e(tag + run.label)}</h3>", _run_meta(run), _warnings(run), _headline(run)]
+        heading = [f"<h3>{_e(tag + run.label)}</h3>"] if len(runs) > 1 else []  # h1 names a lone run
+        parts += heading + [_run_meta(run), _warnings(run), _headline(run)]
     parts += ["<h2>Latency percentile spectrum</h2>",
-              '<p class="note">HdrHistogram style: x is 1/(1-p) on a log scale, so the tail gets room;'
-              + (" solid: A, dashed: B." if len(runs) > 1 else "") + "</p>",
+              '<p class="note">HdrHistogram style: x is 1/(1-p) on a log scale, so the tail gets room.'
+              + (" Solid: A, dashed: B." if len(runs) > 1 else "") + "</p>",
               _figure_html(_spectrum_figure(runs, SPECTRUM_METRICS, "Percentile spectrum per scenario"),
                            "fig-spectrum"),
               "<h2>Over time</h2>", _figure_html(_timeline_figure(runs), "fig-timeline"),
