@@ -274,15 +274,18 @@ def _crash_reason(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
-EMULATOR_LATE_NS = 10 * NS_PER_MS
+EMULATOR_LATE_P50_NS = 5 * NS_PER_MS
+EMULATOR_LATE_P90_NS = 20 * NS_PER_MS
 
 
 def emulator_warnings(ground_truth: Path) -> list[str]:
     """Warn when the embedded emulator could not keep its own schedule.
 
-    Its ground truth records each stream's worst lateness (``lag_max_ns``); when
-    the p99 of that exceeds 10 ms the emulator, not the client or a gateway,
-    shaped the measured latencies.
+    Its ground truth records each stream's worst lateness (``lag_max_ns``).
+    When the typical stream's worst event was over 5 ms late (p50), or one
+    stream in ten over 20 ms (p90), the emulator, not the client or a gateway,
+    shaped the measured latencies. (A few streams with one late event, the
+    p99, are scheduling noise on a shared machine, not overload.)
     """
     lags: list[int] = []
     try:
@@ -299,11 +302,11 @@ def emulator_warnings(ground_truth: Path) -> list[str]:
     if not lags:
         return []
     lags.sort()
-    p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
-    if p99 <= EMULATOR_LATE_NS:
+    p50, p90 = lags[len(lags) // 2], lags[min(len(lags) - 1, int(len(lags) * 0.9))]
+    if p50 <= EMULATOR_LATE_P50_NS and p90 <= EMULATOR_LATE_P90_NS:
         return []
-    return [f"the embedded emulator fell behind its own schedule (worst lateness per stream p99 "
-            f"{p99 / NS_PER_MS:.1f} ms, max {lags[-1] / NS_PER_MS:.1f} ms): the latencies measure the "
+    return [f"the embedded emulator fell behind its own schedule (worst lateness per stream p50 "
+            f"{p50 / NS_PER_MS:.1f} ms, p90 {p90 / NS_PER_MS:.1f} ms): the latencies measure the "
             "emulator's overload, not the injected timings; lower the load or use a real target"]
 
 

@@ -375,7 +375,7 @@ model = "m"
     assert outcome.summary["scopes"]["all"]["counters"]["completed"] == 4
     assert b"emu-secret-value-123" not in (out / "summary.json").read_bytes()
     truth = tmp_path / "gt.jsonl"
-    truth.write_text("".join(json.dumps({"lag_max_ns": v}) + "\n" for v in [1_000_000] * 50 + [40_000_000] * 5))
-    assert "fell behind its own schedule" in emulator_warnings(truth)[0]
-    truth.write_text(json.dumps({"lag_max_ns": 2_000_000}) + "\n")
-    assert emulator_warnings(truth) == []
+    truth.write_text("".join(json.dumps({"lag_max_ns": v}) + "\n" for v in [1_000_000] * 50 + [40_000_000] * 10))
+    assert "fell behind its own schedule" in emulator_warnings(truth)[0]  # p90 40 ms
+    truth.write_text("".join(json.dumps({"lag_max_ns": v}) + "\n" for v in [1_000_000] * 98 + [40_000_000] * 2))
+    assert emulator_warnings(truth) == []  # two late streams in a hundred: noise, not overload
