@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -379,3 +380,35 @@ model = "m"
     assert "fell behind its own schedule" in emulator_warnings(truth)[0]  # p90 40 ms
     truth.write_text("".join(json.dumps({"lag_max_ns": v}) + "\n" for v in [1_000_000] * 98 + [40_000_000] * 2))
     assert emulator_warnings(truth) == []  # two late streams in a hundred: noise, not overload
+
+
+def test_run_signal_while_the_emulator_forks_leaves_no_child(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM that lands inside subprocess.Popen (after the fork, before the
+    emulator object knows its child) must still end with the child reaped."""
+    import hopbench.emulator._embedded as embedded
+    from hopbench.emulator import EmbeddedEmulator, EmulatorConfig
+    from hopbench._run import Interrupted
+
+    children: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def popen_then_signal(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        child = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        children.append(child)
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered here, unless held back
+        return child
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted("SIGTERM")
+
+    monkeypatch.setattr(embedded.subprocess, "Popen", popen_then_signal)
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        with pytest.raises(Interrupted):
+            with EmbeddedEmulator(EmulatorConfig(), record_path=tmp_path / "gt.jsonl"):
+                pass
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert len(children) == 1
+    assert children[0].poll() is not None  # reaped, not left running

@@ -98,11 +98,22 @@ class EmbeddedEmulator:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(_PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        with self.log_path.open("ab") as log:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, env=env,
-                                          start_new_session=True)
         try:
+            # A SIGINT/SIGTERM (raised as an exception by hopbench's handler)
+            # must not land between the fork and ``self._proc`` being set: the
+            # child would outlive us. Held back here, it is delivered when the
+            # mask is restored, inside this try, and _stop() reaps the child.
+            # (The child unblocks them itself first thing: python -m
+            # hopbench.emulator.)
+            held = {signal.SIGINT, signal.SIGTERM}
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+            try:
+                with self.log_path.open("ab") as log:
+                    self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                                  stderr=subprocess.STDOUT, env=env,
+                                                  start_new_session=True)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             self._wait_ready(ready)
         except BaseException:
             self._stop()
