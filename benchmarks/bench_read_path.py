@@ -7,7 +7,7 @@ arrive). CPU µs per event covers both sides; the server's share is the same
 for every row, so the differences between rows are the layers' costs:
 
     bare        h11 only (the floor of any h11-based client)
-    body        + hopbench's transport body iterator (_Body)
+    body        hopbench's transport body iterator (_Body: httptools framing)
     stamp       + the clock and StreamMeter.on_read
     scan        + SSEScanner.feed
     decode      + the chat decoder
@@ -53,18 +53,11 @@ class _NoPool:
 
 
 async def _reader(stream: trio.SocketStream, level: int) -> int:
-    conn = _Conn(stream, (b"http", "x", 80))
-    hc = conn.h11
-    hc.send(h11.Request(method="GET", target="/", headers=[("host", "x")]))
-    hc.send(h11.EndOfMessage())
-    while True:  # the response head
-        ev = hc.next_event()
-        if ev is h11.NEED_DATA:
-            hc.receive_data(await stream.receive_some(65536))
-        elif isinstance(ev, h11.Response):
-            break
     n = 0
     if level == 0:
+        hc = h11.Connection(our_role=h11.CLIENT)
+        hc.send(h11.Request(method="GET", target="/", headers=[("host", "x")]))
+        hc.send(h11.EndOfMessage())
         while True:
             ev = hc.next_event()
             if ev is h11.NEED_DATA:
@@ -73,6 +66,9 @@ async def _reader(stream: trio.SocketStream, level: int) -> int:
                 n += bytes(ev.data).count(b"\n\n")
             elif type(ev) is h11.EndOfMessage:
                 return n
+    conn = _Conn(stream, (b"http", "x", 80))
+    while not conn.response.head_done:  # the response head
+        conn.response.parser.feed_data(await stream.receive_some(65536))
     scanner, dec, meter = SSEScanner(), new_decoder("chat", keep_text=False), StreamMeter(0, 0)
     t = 0
     async for chunk in _Body(_NoPool(), conn, None):  # type: ignore[arg-type]

@@ -274,6 +274,23 @@ def _run_child(base: str, cfg: Config, cpu: int | None, cprofile: str | None = N
     return out
 
 
+def _medians(rows: list[dict[str, Any]]) -> None:
+    """Per configuration, the median over the repeats (and the range)."""
+    groups: dict[tuple[bool, int, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        c = row["config"]
+        groups.setdefault((c["paced"], c["concurrency"], c["client"]), []).append(row)
+    print(f"\nmedians over {len(next(iter(groups.values())))} repeats (min..max):")
+    for (paced, conc, client), rs in groups.items():
+        eps = sorted(r["events_per_s"] for r in rs)
+        us = sorted(r["cpu_us_per_event"] for r in rs)
+        infl = sorted(r["ttft_p99_minus_srv_ms"] for r in rs if r["ttft_p99_minus_srv_ms"] is not None)
+        mid = len(rs) // 2
+        infl_s = f"{infl[len(infl) // 2]:+.1f} ms ({infl[0]:+.1f}..{infl[-1]:+.1f})" if infl else "-"
+        print(f"  {'paced' if paced else 'unpaced':8} {conc:5d} {client:9} events/s {eps[mid]:10,.0f}  "
+              f"CPU us/ev {us[mid]:5.1f}  TTFT p99 - srv {infl_s}")
+
+
 def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -298,6 +315,9 @@ def main() -> None:
                    help="only cProfile hopbench, unpaced, at concurrency C, and print the top functions")
     p.add_argument("--profile-mode", choices=("unpaced", "paced"), default="unpaced",
                    help="stream shape for --profile-hopbench (default unpaced)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the whole table N times (rows interleaved) and add the medians: "
+                        "a p99 of 512 streams is their 6th worst, and this machine is shared")
     p.add_argument("--json", type=Path, help="also write the raw figures here")
     args = p.parse_args()
     if args.child:
@@ -360,6 +380,7 @@ def _table(base: str, args: argparse.Namespace, client_cpu: int | None, server_c
                     # streams keep that cell under 30 s (events/s compares)
                     n = args.unpaced_requests // (2 if cl == "httpx" and c >= 256 else 1)
                 configs.append(Config(cl, c, mode == "paced", n))
+    configs = configs * max(args.repeat, 1)
     print(f"responder {base} on core {server_cpu}, clients on core {client_cpu}; "
           f"{N_EVENTS} content events + usage + [DONE] = {EVENTS_PER_STREAM} events per stream; "
           f"paced: server TTFT {PACED_TTFT_MS} ms, {PACED_GAP_MS} ms between events, ramp {PACED_RAMP_S} s; "
@@ -393,7 +414,10 @@ def _table(base: str, args: argparse.Namespace, client_cpu: int | None, server_c
         if cfg.client == "bare" and r["events"] != r["streams"] * EVENTS_PER_STREAM:
             print(f"  !! bare loop counted {r['events']} events, expected {r['streams'] * EVENTS_PER_STREAM}")
         rows.append({"config": {"client": cfg.client, "concurrency": cfg.concurrency,
-                                "paced": cfg.paced, "requests": cfg.requests}, "result": r})
+                                "paced": cfg.paced, "requests": cfg.requests}, "result": r,
+                     "events_per_s": eps, "cpu_us_per_event": us, "ttft_p99_minus_srv_ms": infl})
+    if args.repeat > 1:
+        _medians(rows)
     print(f"total {time.perf_counter() - t_all:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -321,7 +321,7 @@ def environment() -> dict[str, Any]:
     """Versions and host facts for summary.json's ``environment``.
 
     Returns:
-        ``{"hopbench", "python", "trio", "httpx", "h11", "hdrh", "rich"}``
+        ``{"hopbench", "python", "trio", "httpx", "httptools", "hdrh", "rich"}``
         versions (None when not installed), ``"python_implementation"``,
         ``"hostname"``, ``"platform"``, ``"cpu_count"``.
     """
@@ -333,7 +333,7 @@ def environment() -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "trio": _version("trio"),
         "httpx": _version("httpx"),
-        "h11": _version("h11"),
+        "httptools": _version("httptools"),
         "hdrh": _version("hdrhistogram"),
         "rich": _version("rich"),
         "hostname": socket.gethostname(),

@@ -72,6 +72,14 @@ def _iso(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def gc_figures(stats: RunStats) -> dict[str, Any]:
+    """The garbage collector's share of the run (hopbench._collector): collections,
+    their total and longest pause in ms."""
+    return {"gc_collections": stats.gc_collections,
+            "gc_pause_total_ms": round(stats.gc_pause_ns / NS_PER_MS, 3),
+            "gc_pause_max_ms": round(stats.gc_pause_max_ns / NS_PER_MS, 3)}
+
+
 def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
     """Judge the load generator and the load actually held.
 
@@ -372,7 +380,7 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
                 saturated=sat or saturated, warnings=warnings, load=load,
                 generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
                            "loop_lag_p99_ms": load["loop_lag_p99_ms"],
-                           "intervals": len(stats.intervals)})
+                           "intervals": len(stats.intervals), **gc_figures(stats)})
     return writer.finish(meta, total, warmup, complete=complete)
 
 

@@ -58,7 +58,7 @@ from ._hdr import Histogram
 from ._profile import LoadSpec, Profile
 from ._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._results import ResultsWriter
-from ._run import RunOutcome, analyse, base_meta, default_out_dir, mark_started, progress_line
+from ._run import RunOutcome, analyse, base_meta, gc_figures, default_out_dir, mark_started, progress_line
 from ._runner import LoadRunner, RunStats
 
 __all__ = [
@@ -163,7 +163,8 @@ def share_profile(profile: Profile, share: WorkerShare) -> Profile:
 _STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "requests_started",
                  "arrivals", "max_in_flight_hits", "in_flight", "peak_in_flight",
                  "in_flight_area", "steady_area", "steady_from_ns",
-                 "last_change_ns", "cpu_fractions")
+                 "last_change_ns", "cpu_fractions", "gc_collections", "gc_pause_ns",
+                 "gc_pause_max_ns")
 
 
 def stats_to_json(stats: RunStats) -> dict[str, Any]:
@@ -482,6 +483,7 @@ class Merger:
                 "loop_lag_p99_ms": load["loop_lag_p99_ms"],
                 "schedule_lag_p99_ms": load.get("schedule_lag_p99_ms"),
                 "peak_in_flight": load["peak_in_flight"],
+                **gc_figures(st),
                 "start_skew_ms": w.skew_ns / NS_PER_MS,
                 "ended_ms": st.ended_ns / NS_PER_MS,
                 "interrupted_by": st.interrupted_by,
@@ -496,6 +498,9 @@ class Merger:
             in_flight_area=sum(s.in_flight_area for s in stats_all),
             steady_area=sum(s.steady_area for s in stats_all),
             steady_from_ns=min((s.steady_from_ns for s in stats_all), default=0),
+            gc_collections=sum(s.gc_collections for s in stats_all),
+            gc_pause_ns=sum(s.gc_pause_ns for s in stats_all),
+            gc_pause_max_ns=max((s.gc_pause_max_ns for s in stats_all), default=0),
         )
         _, warnings, load = analyse(profile, merged, total)
         warnings = [x for x in warnings if not x.startswith("load generator saturated")]
@@ -522,7 +527,7 @@ class Merger:
                     worker_detail=detail,
                     generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
                                "loop_lag_p99_ms": load["loop_lag_p99_ms"],
-                               "intervals": self.intervals_written})
+                               "intervals": self.intervals_written, **gc_figures(merged)})
         summary = self.writer.finish(meta, total, warm if profile.run.warmup_ns else None,
                                      complete=complete)
         return summary, complete

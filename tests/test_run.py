@@ -41,6 +41,10 @@ def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dic
     ends = collections.Counter(r["end"] for r in truth)
     assert c["started"] == len(truth) == 600
     assert summary["complete"] is True and summary["saturated"] is False
+    # the collector ran once per interval (hopbench._collector), and its pauses are reported
+    gen = summary["generator"]
+    assert gen["gc_collections"] >= gen["intervals"] - 1 >= 1
+    assert 0 < gen["gc_pause_max_ms"] <= gen["gc_pause_total_ms"]
     assert c.get("completed", 0) == ends["completed"]
     assert c.get("failed", 0) == ends["failed"]
     assert c.get("truncated", 0) == ends["disconnect"]

@@ -111,3 +111,141 @@ async def test_transport_connection_refused_is_connect_error() -> None:
     async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
         with pytest.raises(httpx.ConnectError):
             await c.post("/x", content=b"{}")
+
+
+# -- response framing (httptools) and request writing, with raw server bytes --------------
+
+async def _raw_server(nursery: trio.Nursery, replies: list[bytes], seen: list[bytes],
+                      connections: list[int]) -> int:
+    """Each connection: read one request head (+ body by content-length), send the
+    next canned reply, keep the connection open for further requests until the
+    client closes it or a reply ends in b"<close>"."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        connections.append(1)
+        buf = b""
+        while replies:
+            while b"\r\n\r\n" not in buf:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            while len(buf) < length:
+                buf += await stream.receive_some(65536)
+            seen.append(head + b"\r\n\r\n" + buf[:length])
+            buf = buf[length:]
+            reply = replies.pop(0)
+            if reply.endswith(b"<close>"):
+                await stream.send_all(reply[:-7])
+                await stream.aclose()
+                return
+            await stream.send_all(reply)
+
+    return await _serve(handler, nursery)
+
+
+async def _exchange_raw(replies: list[bytes], n: int = 1, **kw: object) -> tuple[list[object], list[bytes], int]:
+    seen: list[bytes] = []
+    connections: list[int] = []
+    results: list[object] = []
+    async with trio.open_nursery() as nursery:
+        port = await _raw_server(nursery, replies, seen, connections)
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            for _ in range(n):
+                try:
+                    async with c.stream("POST", "/v1/x?a=1", content=b'{"k":1}', **kw) as r:  # type: ignore[arg-type]
+                        body = [chunk async for chunk in r.aiter_raw()]
+                    results.append((r.status_code, b"".join(body), r.extensions["reason_phrase"],
+                                    r.extensions["http_version"], r.headers.get("x-h")))
+                except httpx.HTTPError as exc:
+                    results.append(exc)
+                await trio.sleep(0.02)
+        nursery.cancel_scope.cancel()
+    return results, seen, len(connections)
+
+
+async def test_request_bytes_are_a_plain_http11_request() -> None:
+    results, seen, _ = await _exchange_raw([b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"],
+                                           headers={"X-Api-Key": "v a\tl"})
+    assert results == [(200, b"ok", b"OK", b"HTTP/1.1", None)]
+    head, _, body = seen[0].partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /v1/x?a=1 HTTP/1.1"
+    fields = {k.lower(): v.strip() for k, _, v in (ln.partition(b":") for ln in lines[1:])}
+    assert fields[b"host"].startswith(b"127.0.0.1:")
+    assert fields[b"content-length"] == b"7" and fields[b"x-api-key"] == b"v a\tl"
+    assert body == b'{"k":1}'
+
+
+@pytest.mark.parametrize("headers", [{"x-bad": "a\r\nx-injected: 1"}, {"x-bad": "a\x00b"},
+                                     {"x bad": "1"}, {"x:bad": "1"}])
+async def test_header_injection_is_refused_before_sending(headers: dict[str, str]) -> None:
+    results, seen, _ = await _exchange_raw([b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"], headers=headers)
+    assert isinstance(results[0], httpx.LocalProtocolError)
+    assert seen == []
+
+
+async def test_chunked_keepalive_response_is_reused() -> None:
+    reply = (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nx-h: 1\r\n\r\n"
+             b"9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n0\r\n\r\n")
+    results, _, conns = await _exchange_raw([reply, reply], n=2)
+    assert results == [(200, b"data: a\n\ndata: b\n\n", b"OK", b"HTTP/1.1", "1")] * 2
+    assert conns == 1
+
+
+async def test_informational_responses_are_skipped() -> None:
+    reply = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n"
+             b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nx-h: final\r\n\r\nabc")
+    results, _, _ = await _exchange_raw([reply])
+    assert results == [(200, b"abc", b"OK", b"HTTP/1.1", "final")]
+
+
+async def test_body_delimited_by_close_ends_at_eof_and_is_not_reused() -> None:
+    reply = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: 1\n\ndata: 2\n\n<close>"
+    results, _, conns = await _exchange_raw([reply, reply], n=2)
+    assert results == [(200, b"data: 1\n\ndata: 2\n\n", b"OK", b"HTTP/1.1", None)] * 2
+    assert conns == 2
+
+
+@pytest.mark.parametrize("reply", [
+    b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok",
+    b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n",  # bytes past the end
+])
+async def test_connection_not_reused_when_the_response_forbids_it(reply: bytes) -> None:
+    results, _, conns = await _exchange_raw([reply, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"], n=2)
+    assert [r[:2] for r in results] == [(200, b"ok"), (200, b"ok")]  # type: ignore[index]
+    assert conns == 2
+
+
+@pytest.mark.parametrize("reply", [
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: a\n\n\r\n<close>",  # no last chunk
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",  # bad chunk size
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: a\n\nXX",  # no CRLF after the chunk
+])
+async def test_broken_bodies_raise_remote_protocol_error(reply: bytes) -> None:
+    results, _, _ = await _exchange_raw([reply])
+    assert isinstance(results[0], httpx.RemoteProtocolError)
+
+
+@pytest.mark.parametrize("reply", [
+    b"NOT HTTP AT ALL\r\n\r\n",
+    b"HTTP/1.1 2000 OK\r\n\r\n",
+    b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n<close>",  # head cut short
+])
+async def test_broken_heads_raise_remote_protocol_error(reply: bytes) -> None:
+    results, _, _ = await _exchange_raw([reply])
+    assert isinstance(results[0], httpx.RemoteProtocolError), results
+
+
+async def test_head_requests_are_refused() -> None:
+    async with httpx.AsyncClient(transport=StreamTransport()) as c:
+        with pytest.raises(httpx.LocalProtocolError):
+            await c.head("http://127.0.0.1:9/")
