@@ -249,3 +249,28 @@ async def test_head_requests_are_refused() -> None:
     async with httpx.AsyncClient(transport=StreamTransport()) as c:
         with pytest.raises(httpx.LocalProtocolError):
             await c.head("http://127.0.0.1:9/")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
+async def test_connects_to_ip_literals_and_names(host: str) -> None:
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        await _read_request(stream, conn)
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("content-length", "2")]))
+                              + conn.send(h11.Data(data=b"ok")) + conn.send(h11.EndOfMessage()))
+
+    bind = "::1" if host == "::1" else "127.0.0.1"
+    try:
+        probe = trio.socket.socket(trio.socket.AF_INET6 if ":" in bind else trio.socket.AF_INET)
+        await probe.bind((bind, 0))
+        probe.close()
+    except OSError:
+        pytest.skip(f"no {bind} on this machine")
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host=bind))
+        port = listeners[0].socket.getsockname()[1]
+        url_host = f"[{host}]" if ":" in host else host
+        async with httpx.AsyncClient(transport=StreamTransport()) as c:
+            r = await c.post(f"http://{url_host}:{port}/x", content=b"{}")
+        assert r.text == "ok"
+        nursery.cancel_scope.cancel()
