@@ -80,6 +80,11 @@ class _Response:
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
+        # As tolerant as h11 (hopbench's parser before) where RFC 9112 lets a
+        # recipient be: Transfer-Encoding overrides a Content-Length sent with
+        # it (section 6.3, rule 3), and a bare LF ends a line (section 2.2).
+        self.parser.set_dangerous_leniencies(lenient_chunked_length=True,
+                                             lenient_optional_cr_before_lf=True)
         self.reset()
 
     def reset(self) -> None:

@@ -274,3 +274,16 @@ async def test_connects_to_ip_literals_and_names(host: str) -> None:
             r = await c.post(f"http://{url_host}:{port}/x", content=b"{}")
         assert r.text == "ok"
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("reply", [
+    # RFC 9112 section 6.3 rule 3: Transfer-Encoding overrides Content-Length
+    b"HTTP/1.1 200 OK\r\ncontent-length: 99\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    # section 2.2: a recipient may take a bare LF as a line end
+    b"HTTP/1.1 200 OK\ncontent-length: 2\n\nok",
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1;ext=1\r\no\r\n1\r\nk\r\n0\r\nx-trailer: 1\r\n\r\n",
+    b"HTTP/1.1 200\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+])
+async def test_tolerated_framing_quirks(reply: bytes) -> None:
+    results, _, _ = await _exchange_raw([reply])
+    assert [r[:2] for r in results] == [(200, b"ok")], results  # type: ignore[index]
