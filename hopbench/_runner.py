@@ -549,7 +549,8 @@ class LoadRunner:
             self._reached = True
         elif outcome == "connect_error" and not self._reached and not self._stopping:
             self._connect_failures += 1
-            if self._connect_failures >= UNREACHABLE_AFTER:
+            # once: streams already under way keep failing until the stop lands
+            if self._connect_failures == UNREACHABLE_AFTER:
                 self.stats.interrupted_by = (
                     f"target unreachable: the first {self._connect_failures} connection attempts to "
                     f"{self.base_url} failed ({detail or 'connect error'}) and none got a response")

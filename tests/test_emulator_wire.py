@@ -1,63 +1,51 @@
 """The emulator on 127.0.0.1 against the official SDKs and raw httpx, checked against ground truth.
 
-Each test starts its own emulator in a thread (its own trio loop, port 0) and talks
-to it with blocking clients, so the SDKs run exactly as users run them.
+Each test starts its own emulator exactly as a run's embedded target does (``EmbeddedEmulator``:
+a child process, uvicorn, port 0) and talks to it with blocking clients, so the SDKs run
+exactly as users run them against the server hopbench really uses. The last tests cover the
+in-process ``serve()`` (asyncio only).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import queue
-import threading
 import time
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
 import httpx
 import openai
 import pytest
-import trio
 
-from hopbench.emulator import STREAM_INTERRUPTED, EmulatorConfig, read_ground_truth, serve
+from hopbench import UsageError
+from hopbench.emulator import (
+    STREAM_INTERRUPTED,
+    EmbeddedEmulator,
+    EmulatorConfig,
+    read_ground_truth,
+    serve,
+)
 
 PROMPT = "請用 200 字介紹串流輸出 please"  # 22 chars -> 6 input tokens
 
 
 class Emulator:
-    """An emulator serving in a background thread for one test."""
+    """An embedded emulator (child process) for one test; stops cleanly or fails the test."""
 
     def __init__(self, config: dict[str, Any], record_path: Path) -> None:
         self.config = EmulatorConfig.from_mapping(config)
         self.record_path = record_path
         self.url = ""
         self._closers: list[Any] = []
+        self._child = EmbeddedEmulator(self.config, record_path=record_path)
 
     def __enter__(self) -> "Emulator":
-        started: queue.Queue[Any] = queue.Queue()
-
-        async def main() -> None:
-            self._stop = trio.Event()
-            self._token = trio.lowlevel.current_trio_token()
-            async with trio.open_nursery() as nursery:
-                url = await nursery.start(partial(
-                    serve, self.config, port=0, record_path=self.record_path,
-                    shutdown_trigger=self._stop.wait))
-                started.put(url)
-
-        def run() -> None:
-            try:
-                trio.run(main)
-            except BaseException as exc:  # reported to the test thread
-                started.put(exc)
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        got = started.get(timeout=10)
-        if isinstance(got, BaseException):
-            raise got
-        self.url = got
+        self._child.__enter__()
+        self.url = self._child.base_url
         self.http = httpx.Client(trust_env=False, timeout=10)
         return self
 
@@ -65,9 +53,13 @@ class Emulator:
         self.http.close()
         for close in self._closers:
             close()
-        trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        self._thread.join(10)
-        assert not self._thread.is_alive()
+        self._child.__exit__(None, None, None)
+        assert self._child.exit_status == 0, self.log()  # SIGTERM is a graceful stop
+
+    def log(self) -> str:
+        """The child's output so far."""
+        assert self._child.log_path is not None
+        return self._child.log_path.read_text(encoding="utf-8", errors="replace")
 
     def truth(self, n: int) -> list[dict[str, Any]]:
         """The ground truth once ``n`` records are written (the last write trails the body)."""
@@ -325,6 +317,8 @@ def test_emulator_disconnect_truncates_the_body(record: Path) -> None:
     assert names.count(b"event: content_block_delta") == 4
     assert b"event: message_stop" not in names and b"event: error" not in names
     assert [(t["end"], t["content_events"]) for t in truths] == [("disconnect", 4)] * 2
+    # uvicorn's error line for an unfinished response is the fault working, not noise
+    assert "ASGI callable returned without completing response" not in emu.log()
 
 
 def test_emulator_stall_is_silent_then_continues(record: Path) -> None:
@@ -423,3 +417,26 @@ def test_emulator_models_and_unknown_paths(record: Path) -> None:
     assert {m.id for m in models} == {"hopbench-emulator", "slow-model"}
     assert r.status_code == 404 and "error" in r.json()
     assert bad.status_code == 400 and bad.json()["type"] == "error"
+
+
+def test_emulator_serve_in_process_under_asyncio(record: Path) -> None:
+    async def main() -> tuple[str, httpx.Response]:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            url = await tg.start(partial(serve, EmulatorConfig.from_mapping(FAST), port=0,
+                                         record_path=record, shutdown_trigger=stop.wait))
+            async with httpx.AsyncClient(trust_env=False) as client:
+                r = await client.post(url + "/v1/chat/completions", json=_chat())
+            stop.set()
+        return url, r
+
+    url, r = asyncio.run(main())
+    assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
+    assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n")
+    (gt,) = read_ground_truth(record)  # written, flushed and closed once serve() returned
+    assert (gt["end"], gt["content_events"]) == ("completed", 12)
+
+
+async def test_emulator_serve_under_trio_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="asyncio"):
+        await serve(EmulatorConfig(), port=0)

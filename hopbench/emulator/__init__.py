@@ -10,7 +10,10 @@ Public surface::
     EmulatorConfig      validated config (from_table / from_mapping / to_mapping)
     EmbeddedEmulator    a child-process emulator for one run (context manager)
     serve_main          ``hopbench serve`` (and ``python -m hopbench.emulator``)
-    serve               the async server, for use inside a trio program
+    serve               the async server (uvicorn), for use inside an asyncio program
+
+The server is uvicorn (httptools, uvloop when installed) in its own process for
+``hopbench serve`` and the embedded target; the app itself is anyio.
 """
 
 from ._app import EmulatorApp

@@ -1,14 +1,24 @@
-"""The emulator's raw ASGI application (served by hypercorn's trio worker).
+"""The emulator's raw ASGI application (anyio; served by uvicorn, see ``_serve``).
 
 Role: route a request, check auth, draw its plan (``_behaviour``), then carry
 the plan out on the wire (``_wire``) on absolute deadlines, and write one
 ground-truth line (``_record``) per request.
 
+The app uses anyio only, so it runs under asyncio (uvicorn, with or without
+uvloop: the production server) and trio alike. Its clock is ``now_ns`` below,
+``time.monotonic_ns``: the clock asyncio's loop schedules with (uvloop's too, at
+millisecond grain). It is not hopbench's measuring clock (``hopbench._clock``,
+trio's): the emulator runs in its own process and its ground truth holds only
+durations.
+
 Invariants:
 - Deadlines are absolute from the moment the app is called for the request
-  (``t0``): content delta i is due at ``t0 + first_ns + sum(gaps_ns[:i])``
-  (+ the stall, after a stall fault), scheduled with ``trio.sleep_until`` so
-  sleeps never accumulate drift.
+  (``t0``): content delta i is due at ``t0 + first_ns + sum(gaps_ns[:i])`` in
+  ``now_ns`` time. A stall fault moves the rest of the schedule by
+  ``stall_s``, counted from the later of the due time and the last write, so
+  the silence is never shorter than ``stall_s``. ``sleep_until_ns`` sleeps on
+  that same clock, so sleeps never accumulate drift, and never returns before
+  the deadline (uvloop's timers fire up to ~1 ms early: it sleeps again).
 - Nothing is held past its due time: events are queued only while the next
   one is already due, and the queue is written (one ``await send()``) before
   any sleep and at the end. Paced streams thus write each event alone when it
@@ -19,9 +29,11 @@ Invariants:
   never during a stall (PROTOCOLS.md, SSE framing).
 - A client that goes away (``http.disconnect``) cancels the stream at once;
   its ground truth ends "client_closed" (or "stall" if it left during a stall).
+  A task per stream watches ``receive()`` for it: uvicorn's ``send()`` drops
+  data for a closed connection without a word.
 - A ``disconnect`` fault returns from the app without the final body chunk:
-  hypercorn then closes the connection, so the client sees a truncated
-  chunked body.
+  the server then closes the connection (uvicorn does, and logs an error that
+  ``_serve`` filters out), so the client sees a truncated chunked body.
 """
 
 from __future__ import annotations
@@ -31,9 +43,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-import trio
+import anyio
 
-from .._clock import now_ns
 from ._behaviour import Plan, input_tokens_of, plan_request, request_rng
 from ._config import EmulatorConfig
 from ._record import End, GroundTruth, GroundTruthWriter
@@ -55,6 +66,25 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
                 (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 _STREAM_FAULTS = ("midstream_error", "disconnect", "stall")
+
+#: The emulator's clock, integer ns (see the module docstring).
+now_ns = time.monotonic_ns
+
+
+async def sleep_until_ns(due_ns: int) -> None:
+    """Sleep until ``now_ns() >= due_ns``; return at once if it already is.
+
+    Args:
+        due_ns: the deadline, in ``now_ns`` nanoseconds.
+    """
+    left_ns = due_ns - now_ns()
+    if left_ns > 0:
+        await anyio.sleep(left_ns / 1e9)
+        # uvloop's timers have millisecond grain and fire up to ~1 ms early;
+        # rounding the rest down to 0 ms would spin the loop until the deadline
+        # (a third more CPU per paced event), so sleep whole milliseconds instead.
+        while (left_ns := due_ns - now_ns()) > 0:
+            await anyio.sleep(-(-left_ns // 1_000_000) / 1e3)
 
 
 @dataclass(slots=True)
@@ -222,7 +252,7 @@ class EmulatorApp:
         st = _StreamState(t0, behaviour.keepalive_interval_ns)
 
         if plan.slow_headers_ns:
-            await trio.sleep_until((t0 + plan.slow_headers_ns) / 1e9)
+            await sleep_until_ns(t0 + plan.slow_headers_ns)
         if plan.status != 200:
             extra = ([(b"retry-after", str(behaviour.faults.retry_after_s).encode())]
                      if plan.status == 429 else None)
@@ -237,11 +267,15 @@ class EmulatorApp:
             return
 
         end: End = "completed"
-        with trio.CancelScope() as outer:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch, receive, st, outer)
-                end = await self._stream(send, plan, wire, st)
-                nursery.cancel_scope.cancel()
+        async with anyio.create_task_group() as tg:
+            # The watcher cancels the group's scope, and so the stream, when the
+            # client leaves. Once the final chunk is sent, receive() returns
+            # http.disconnect at once (ASGI HTTP spec, "Disconnect - receive
+            # event") and the watcher ends by itself: cancelling it costs more.
+            tg.start_soon(self._watch, receive, st, tg.cancel_scope)
+            end = await self._stream(send, plan, wire, st)
+            if end == "disconnect":  # no final chunk: receive() would wait for the close
+                tg.cancel_scope.cancel()
         if st.client_gone:
             end = "stall" if st.in_stall else "client_closed"
         self._record(request_id, protocol, model, stream, plan.fault, plan.error_code
@@ -249,7 +283,7 @@ class EmulatorApp:
                      wire.reported_output, st, plan.finish, st.end_ns or now_ns())
 
     @staticmethod
-    async def _watch(receive: Receive, st: _StreamState, scope: trio.CancelScope) -> None:
+    async def _watch(receive: Receive, st: _StreamState, scope: anyio.CancelScope) -> None:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -261,7 +295,7 @@ class EmulatorApp:
     async def _plain(self, send: Send, plan: Plan, wire: Wire, st: _StreamState) -> None:
         """A non-streaming answer: the whole body once the whole generation is due."""
         due_ns = st.t0_ns + plan.first_ns + sum(plan.gaps_ns)
-        await trio.sleep_until(due_ns / 1e9)
+        await sleep_until_ns(due_ns)
         body = wire.body(plan.finish, "".join(plan.reasoning), "".join(plan.text),
                          plan.tool_name, "".join(plan.tool_args), plan.n_tokens)
         st.parts = {"text": list(plan.text), "reasoning": list(plan.reasoning),
@@ -295,13 +329,13 @@ class EmulatorApp:
         if ka and not st.in_stall:
             while st.last_write_ns + ka < due_ns:
                 t_ns = st.last_write_ns + ka
-                await trio.sleep_until(t_ns / 1e9)
+                await sleep_until_ns(t_ns)
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                 st.keepalives += 1
                 # the cadence counts from the scheduled time, so it never drifts
                 st.last_write_ns = t_ns
         if due_ns > now_ns():
-            await trio.sleep_until(due_ns / 1e9)
+            await sleep_until_ns(due_ns)
 
     async def _stream(self, send: Send, plan: Plan, wire: Wire, st: _StreamState) -> End:
         """Carry out a streaming plan; return how it ended."""
@@ -323,7 +357,10 @@ class EmulatorApp:
                     base_ns, ended = await self._fault(send, plan, wire, st, base_ns)
                     if ended is not None:
                         return ended
-                await self._wait_until(send, st, base_ns)
+                t_ns = now_ns()
+                if base_ns > t_ns:
+                    await self._wait_until(send, st, base_ns)
+                    t_ns = now_ns()
                 if wire.kind != kind:
                     pre = wire.switch(kind, plan.tool_name)
                     data = b"".join(pre) + wire.delta(kind, token)
@@ -331,7 +368,6 @@ class EmulatorApp:
                 else:
                     data = wire.delta(kind, token)
                     n = 1
-                t_ns = now_ns()
                 if st.first_ns is None:
                     st.first_ns = t_ns
                 else:
@@ -365,11 +401,14 @@ class EmulatorApp:
         if plan.fault == "stall":
             await self._flush(send, st)
             st.in_stall = True
-            await trio.sleep_until((due_ns + plan.stall_ns) / 1e9)
+            # stall_s of silence, counted from the last byte when that went out
+            # after the due time (an unpaced or late stream): never a shorter one
+            resume_ns = max(due_ns, st.last_write_ns) + plan.stall_ns
+            await sleep_until_ns(resume_ns)
             st.in_stall = False
             # the keepalive cadence restarts after the stall instead of catching up
             st.last_write_ns = now_ns()
-            return due_ns + plan.stall_ns, None
+            return resume_ns, None
         await self._wait_until(send, st, due_ns)
         if plan.fault == "disconnect":
             await self._flush(send, st)

@@ -64,6 +64,7 @@ class EmbeddedEmulator:
     Attributes:
         base_url: ``"http://127.0.0.1:PORT"`` once entered.
         log_path: the file holding the child's stdout and stderr.
+        pid: the child's process id while it runs, else None.
     """
 
     def __init__(self, config: EmulatorConfig, *, record_path: Path | None,
@@ -119,6 +120,10 @@ class EmbeddedEmulator:
             self._stop()
             raise
         return self
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
 
     def _wait_ready(self, ready: Path) -> None:
         assert self._proc is not None and self.log_path is not None

@@ -1,35 +1,59 @@
-"""Serving the emulator: hypercorn's trio worker, and ``hopbench serve``.
+"""Serving the emulator: uvicorn (httptools, uvloop when installed), and ``hopbench serve``.
 
-Role: ``serve`` runs ``EmulatorApp`` under ``hypercorn.trio.serve`` until a
-shutdown trigger fires, reporting the address it really bound (port 0 picks a
-free port); ``serve_main`` is the command line around it (``hopbench serve``
-and ``python -m hopbench.emulator``).
+Role: ``serve`` runs ``EmulatorApp`` under uvicorn in the running asyncio loop
+until a shutdown trigger fires, reporting the address it really bound (port 0
+picks a free port); ``serve_main`` is the command line around it (``hopbench
+serve`` and ``python -m hopbench.emulator``, so also the embedded target).
+
+Why uvicorn: a paced stream costs the server one write per event, and that
+per-event path (ASGI ``send`` -> HTTP framing -> socket) is what bounds how
+many paced events one process keeps time for. uvicorn's httptools protocol
+frames a body chunk in one ``transport.write``; hypercorn's trio worker (h11,
+``send_all`` with its cancel scopes) cost about three times the CPU per paced
+event (~65 against ~20 us, benchmarks/README.md, "Emulator capacity").
 
 Invariants:
-- The ground-truth file is flushed per line and closed when ``serve`` returns,
-  on SIGTERM/SIGINT as well (``serve_main`` turns both into a graceful stop).
-- With ``--ready-file`` the bound base URL is written to that file atomically
-  (write + rename) once the socket listens: the parent of an embedded emulator
+- The listening sockets are bound (and listen) before uvicorn starts; ``serve``
+  reports the URL only once uvicorn serves them, and ``--ready-file`` is
+  written (write + rename) after that: the parent of an embedded emulator
   learns the port without racing for it.
+- SIGTERM and SIGINT are the caller's: ``serve_main`` turns them into a
+  graceful stop (streams in flight get ``_GRACEFUL_S``) and exits 0. uvicorn's
+  own signal capture is off, as it re-raises the signal after its stop.
+- The ground-truth file is flushed per line and closed when ``serve`` returns.
+- ``serve_main`` freezes what is alive once it serves out of the cyclic garbage
+  collector (``gc.freeze``): full collections over the start-up objects would
+  stall every stream's schedule for 10-25 ms now and then.
+- The ``disconnect`` fault ends the app without the final body chunk, which
+  uvicorn answers by closing the connection and logging "ASGI callable
+  returned without completing response." at error level: that line (only
+  that one) is filtered out of the log, as the fault is intended.
+- A client that goes away reaches the app as ``http.disconnect`` (uvicorn's
+  ``send`` then silently drops data, so the app must watch ``receive``).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import gc
 import json
 import logging
 import os
 import signal
+import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
-import trio
-from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve as hypercorn_serve
+import anyio
+import anyio.abc
+import uvicorn
 
-from .._errors import ProfileError
+from .._errors import ProfileError, UsageError
 from ._app import EmulatorApp
 from ._config import EmulatorConfig
 from ._record import GroundTruthWriter
@@ -37,19 +61,105 @@ from ._record import GroundTruthWriter
 __all__ = ["serve", "serve_main"]
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+#: A load test opens many connections at once and keeps them pooled.
+_BACKLOG = 4096
+_KEEP_ALIVE_S = 120
+#: How long streams still in flight get after a stop before they are cancelled.
+_GRACEFUL_S = 2
+_UNFINISHED = "ASGI callable returned without completing response."
 
 
-def _hypercorn_config(host: str, port: int, log_level: str) -> HypercornConfig:
-    hc = HypercornConfig()
-    hc.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    hc.loglevel = log_level.upper()
-    hc.accesslog = None
-    # A load test opens many connections at once and keeps them pooled.
-    hc.backlog = 4096
-    hc.keep_alive_timeout = 120
-    hc.graceful_timeout = 2.0
-    hc.read_timeout = None
-    return hc
+def _uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop factory, or None without uvloop (not on Windows or PyPy):
+    plain asyncio then serves the same at about the same cost."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+class _IntendedDisconnects(logging.Filter):
+    """Drops uvicorn's error line for a response the app left unfinished on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _UNFINISHED
+
+
+_INTENDED_DISCONNECTS = _IntendedDisconnects()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server that says when it serves and leaves signals to its caller.
+
+    Args:
+        config: the uvicorn configuration.
+        on_started: called once uvicorn serves the sockets.
+    """
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn's version re-raises the signal once it has stopped, so the
+        # process would die of it instead of exiting 0 after a graceful stop.
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._on_started()
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Listening TCP sockets on every address ``host`` resolves to.
+
+    Args:
+        host: a name or an address (IPv4 or IPv6).
+        port: the port; 0 lets the kernel pick a free one (per socket).
+
+    Returns:
+        The sockets, bound and listening, in resolution order.
+
+    Raises:
+        OSError: the name does not resolve or an address cannot be bound.
+    """
+    sockets: list[socket.socket] = []
+    seen: set[Any] = set()
+    try:
+        for family, kind, proto, _, addr in socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+            if addr in seen:
+                continue
+            seen.add(addr)
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(addr)
+            sock.listen(_BACKLOG)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if sock.family == socket.AF_INET6 else f"http://{host}:{port}"
+
+
+def _uvicorn_config(app: EmulatorApp, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(
+        app, loop="asyncio" if _uvloop_factory() is None else "uvloop", http="httptools",
+        ws="none",
+        lifespan="on", log_config=None, log_level=log_level, access_log=False,
+        proxy_headers=False, server_header=False, date_header=False, backlog=_BACKLOG,
+        timeout_keep_alive=_KEEP_ALIVE_S, timeout_graceful_shutdown=_GRACEFUL_S)
 
 
 async def serve(
@@ -59,31 +169,55 @@ async def serve(
     port: int = 8000,
     record_path: Path | None = None,
     log_level: str = "warning",
-    shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
-    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    shutdown_trigger: Callable[[], Awaitable[object]] | None = None,
+    task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the emulator until ``shutdown_trigger`` returns (or forever).
+
+    uvicorn needs asyncio: call this from an asyncio program (or anyio on its
+    asyncio backend), e.g. ``url = await task_group.start(partial(serve, config, port=0))``.
+    For a trio program, or a separate process, use ``EmbeddedEmulator``.
 
     Args:
         config: the emulator configuration.
         host: the address to bind (loopback by default).
         port: the TCP port; 0 picks a free one.
         record_path: ground-truth JSON-lines file to append to, or None.
-        log_level: hypercorn's error-log level.
+        log_level: uvicorn's log level.
         shutdown_trigger: an async callable whose return starts a graceful stop.
-        task_status: ``nursery.start`` receives the bound base URL,
-            e.g. ``"http://127.0.0.1:41234"``.
+        task_status: ``TaskGroup.start`` receives the bound base URL,
+            e.g. ``"http://127.0.0.1:41234"``, once uvicorn serves it.
+
+    Raises:
+        UsageError: not called from asyncio.
+        OSError: ``host`` does not resolve or cannot be bound.
     """
-    writer = GroundTruthWriter(record_path) if record_path is not None else None
     try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise UsageError("hopbench.emulator.serve runs uvicorn: call it from asyncio "
+                         "(or anyio's asyncio backend), not trio") from None
+    logging.getLogger("uvicorn.error").addFilter(_INTENDED_DISCONNECTS)
+    sockets = _listen(host, port)
+    writer: GroundTruthWriter | None = None
+    try:
+        writer = GroundTruthWriter(record_path) if record_path is not None else None
         app = EmulatorApp(config, writer)
-        hc = _hypercorn_config(host, port, log_level)
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(partial(
-                hypercorn_serve, app, hc,  # type: ignore[arg-type]
-                shutdown_trigger=shutdown_trigger, mode="asgi"))
-            task_status.started(binds[0])
+        server = _Server(_uvicorn_config(app, log_level),
+                         partial(task_status.started, _url(sockets[0])))
+
+        async def stop_on_trigger(trigger: Callable[[], Awaitable[object]]) -> None:
+            await trigger()
+            server.should_exit = True
+
+        async with anyio.create_task_group() as tg:
+            if shutdown_trigger is not None:
+                tg.start_soon(stop_on_trigger, shutdown_trigger)
+            await server.serve(sockets)
+            tg.cancel_scope.cancel()
     finally:
+        for sock in sockets:
+            sock.close()
         if writer is not None:
             writer.close()
 
@@ -110,20 +244,26 @@ def _write_ready(path: Path, url: str) -> None:
 
 
 async def _main(args: argparse.Namespace, config: EmulatorConfig) -> None:
-    stop = trio.Event()
+    stop = anyio.Event()
 
-    async def watch_signals(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    async def watch_signals(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+                            ) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             task_status.started()
             async for _ in signals:
                 stop.set()
                 return
 
-    async with trio.open_nursery() as nursery:
-        await nursery.start(watch_signals)
-        url = await nursery.start(partial(
+    async with anyio.create_task_group() as tg:
+        await tg.start(watch_signals)
+        url = await tg.start(partial(
             serve, config, host=args.host, port=args.port, record_path=args.record,
             log_level=args.log_level, shutdown_trigger=stop.wait))
+        # Everything alive now (modules, the app, uvicorn) lives as long as the
+        # process: keep it out of the collector's full passes, which otherwise
+        # stall the loop for ~10-25 ms now and then, and every stream's deadline
+        # with it (benchmarks/README.md, "Emulator capacity").
+        gc.freeze()
         if args.ready_file is not None:
             _write_ready(args.ready_file, url)
         print(f"hopbench emulator listening on {url}", flush=True)
@@ -136,7 +276,8 @@ def serve_main(argv: list[str] | None = None) -> int:
         argv: the arguments after ``serve`` (None: ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 after a clean stop, 2 for a bad command line or config.
+        The exit status: 0 after a clean stop, 2 for a bad command line or config
+        or an address it cannot listen on.
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -163,14 +304,17 @@ def serve_main(argv: list[str] | None = None) -> int:
         print(f"hopbench serve: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    factory = _uvloop_factory()
+    options: dict[str, Any] = {} if factory is None else {"loop_factory": factory}
     status = 0
     try:
-        trio.run(_main, args, config)
+        anyio.run(_main, args, config, backend="asyncio", backend_options=options)
     except* (OSError, OverflowError) as group:
-        exc: BaseException = group
-        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # the innermost cause
-            exc = exc.exceptions[0]
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        cause: BaseException = group
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:  # the innermost one
+            cause = cause.exceptions[0]
+        reason = (cause.strerror if isinstance(cause, OSError) and cause.strerror
+                  else str(cause))
         print(f"hopbench serve: cannot listen on {args.host}:{args.port}: {reason}", file=sys.stderr)
         status = 2
     return status
