@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,25 @@ __all__ = [
     "PROTOCOLS",
     "DEFAULT_PATHS",
 ]
+
+#: RFC 9110 section 5.1: a field name is a token.
+_FIELD_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+#: RFC 9110 section 5.5: a field value holds no control characters but HTAB
+#: (a line break would end the header: request smuggling, or a broken request).
+_FIELD_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _field_problem(name: str, value: str) -> str | None:
+    """Why ``name: value`` cannot be sent as an HTTP/1.1 header field, or None."""
+    if _FIELD_NAME.match(name) is None:
+        return f"{name!r} is not a valid header name (RFC 9110 section 5.1: letters, digits, !#$%&'*+-.^_`|~)"
+    if _FIELD_VALUE_BAD.search(value):
+        return "the value holds a control character such as a line break (RFC 9110 section 5.5)"
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return "the value holds characters outside Latin-1, which HTTP/1.1 cannot carry"
+    return None
 
 Protocol = Literal["chat", "responses", "messages"]
 PROTOCOLS: tuple[str, ...] = ("chat", "responses", "messages")
@@ -352,6 +372,9 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
         if k.lower() in _SECRET_HEADERS:
             raise ht.error(k, "secret headers may not be written in a profile: name an environment "
                               "variable with target.api_key_env or target.header_env")
+        problem = _field_problem(k, v)
+        if problem is not None:
+            raise ht.error(k, problem)
         headers[k] = v
     het = t.table("header_env")
     header_env: dict[str, str] = {}
@@ -361,10 +384,18 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
             raise het.error(k, f"expected the name of an environment variable, got {v!r}")
         if v not in env:
             raise het.error(k, f"environment variable {v} is not set")
+        problem = _field_problem(k, env[v])
+        if problem is not None:  # never the value itself: it is a secret
+            raise het.error(k, f"environment variable {v}: {problem.replace('the value', 'its value')}")
         header_env[k] = v
     api_key_env = t.str("api_key_env", None, nonempty=True)
     if api_key_env is not None and api_key_env not in env:
         raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
+    if api_key_env is not None:
+        problem = _field_problem("x-api-key", env[api_key_env])
+        if problem is not None:
+            raise t.error("api_key_env", f"environment variable {api_key_env}: "
+                          f"{problem.replace('the value', 'its value')} (a trailing newline?)")
     auth = t.str("auth", "auto", choices=("auto", "bearer", "x-api-key", "none"))
     verify = t.bool("verify_tls", True)
     transport = t.str("transport", "hopbench", choices=("hopbench", "httpx"))

@@ -71,6 +71,31 @@ def test_profile_bad_input_names_file_line_and_key(text: str, expected: str) -> 
     assert expected in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ('{ "X-A" = "a\\nb" }', "m.toml:9: target.headers.X-A: the value holds a control character"),
+        ('{ "X-A" = "a\\r\\nX-B: 1" }', "target.headers.X-A: the value holds a control character"),
+        ('{ "X A" = "1" }', 'target.headers."X A": \'X A\' is not a valid header name'),
+        ('{ "X-A" = "caf\u00e9 \u4f60" }', "outside Latin-1"),
+    ],
+)
+def test_profile_headers_must_be_sendable(headers: str, expected: str) -> None:
+    with pytest.raises(ProfileError) as info:
+        parse_profile(MINIMAL + f"[target]\nheaders = {headers}\n", "m.toml", env={})
+    assert expected in str(info.value)
+
+
+def test_profile_secret_with_a_line_break_is_refused_without_showing_it() -> None:
+    secret = "sk-" + "q" * 24 + "\n"  # e.g. KEY=$(cat key.txt) with its trailing newline
+    for table in ('api_key_env = "K"', 'header_env = { "x-tenant" = "K" }'):
+        with pytest.raises(ProfileError) as info:
+            parse_profile(MINIMAL + f"[target]\n{table}\n", "m.toml", env={"K": secret})
+        text = str(info.value)
+        assert "environment variable K: its value holds a control character" in text
+        assert secret.strip() not in text
+
+
 def test_profile_missing_file() -> None:
     with pytest.raises(ProfileError, match="nope.toml: file not found"):
         load_profile("nope.toml")

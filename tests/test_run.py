@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
 
 from hopbench import ResultsError
 from hopbench._hdr import Histogram
@@ -41,9 +42,9 @@ def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dic
     ends = collections.Counter(r["end"] for r in truth)
     assert c["started"] == len(truth) == 600
     assert summary["complete"] is True and summary["saturated"] is False
-    # the collector ran once per interval (hopbench._collector), and its pauses are reported
+    # the collector's pauses are reported (hopbench._collector)
     gen = summary["generator"]
-    assert gen["gc_collections"] >= gen["intervals"] - 1 >= 1
+    assert gen["gc_collections"] >= 1
     assert 0 < gen["gc_pause_max_ms"] <= gen["gc_pause_total_ms"]
     assert c.get("completed", 0) == ends["completed"]
     assert c.get("failed", 0) == ends["failed"]
@@ -416,3 +417,29 @@ def test_run_signal_while_the_emulator_forks_leaves_no_child(tmp_path: Path,
         signal.signal(signal.SIGTERM, old)
     assert len(children) == 1
     assert children[0].poll() is not None  # reaped, not left running
+
+
+async def test_streams_that_fail_without_yielding_do_not_starve_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request that fails before any I/O (nothing awaited) must not turn a
+    closed-loop user into a busy loop that starves the stop, the ticker and the
+    signal handlers: the run still ends, here through the unreachable check."""
+    import httpx
+
+    from hopbench import _runner
+    from hopbench._profile import parse_profile
+    from hopbench._recorder import ALL, Recorder
+
+    class Refusing(_runner.StreamTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            raise httpx.LocalProtocolError("refused before sending", request=request)
+
+    monkeypatch.setattr(_runner, "StreamTransport", Refusing)
+    profile = parse_profile('[run]\nduration_s = 3\n[load]\nconcurrency = 2\n[target]\n'
+                            'url = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n',
+                            "p.toml", env={})
+    rec = Recorder(["chat-m"])
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]))
+    with trio.fail_after(10):
+        stats = await runner.run()
+    assert stats.interrupted_by is not None and stats.interrupted_by.startswith("target unreachable")
+    assert rec.snapshot().counter(ALL, "connect_error") >= 20
