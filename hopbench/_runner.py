@@ -35,7 +35,7 @@ from ._errors import SSEError
 from ._meter import StreamMeter
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
-from ._transport import StreamTransport
+from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
 from .sse import SSEScanner
 
@@ -44,6 +44,8 @@ __all__ = ["LoadRunner", "RunStats", "classify_exception", "REQUEST_ID_HEADER", 
 REQUEST_ID_HEADER = "x-hopbench-request-id"
 UNREACHABLE_AFTER = 20  # connection failures, with no response ever, that end a run
 _ERROR_BODY_LIMIT = 64 * 1024
+#: how long the rest of a body may take once its terminal signal arrived
+_AFTER_END_S = 1.0
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _MAX_EVENT_BYTES = 4 * 1024 * 1024
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
@@ -76,6 +78,8 @@ def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
         return "connect_error", "refused" if "refused" in str(exc).lower() else "connect"
     if isinstance(exc, SSEError):
         return "truncated", "oversize_event"
+    if isinstance(exc, MalformedResponse):  # not HTTP/1.1: no usable response
+        return ("truncated", "malformed") if phase == "body" else ("connect_error", "malformed_response")
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError,
                         trio.BrokenResourceError, OSError)):
         if phase == "body":
@@ -84,6 +88,14 @@ def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
     if isinstance(exc, httpx.HTTPError):  # e.g. DecodingError of a compressed body
         return ("truncated" if phase == "body" else "connect_error"), type(exc).__name__
     raise exc
+
+
+def _detail(result: StreamResult) -> str:
+    """The counter detail of a stream whose body was read: failed by its in-band
+    error code, truncated "closed" (the body ended without a terminal signal)."""
+    if result.outcome == "failed":
+        return result.error_code or "unknown"
+    return "closed" if result.outcome == "truncated" else ""
 
 
 def _http_error_code(body: bytes) -> str | None:
@@ -190,6 +202,7 @@ class LoadRunner:
         self._reached = False
         self._spawning = 0  # open loop: streams started with start_soon, not yet running
         self._connect_failures = 0
+        self._last_error = ""  # the last stream exception's text, for the unreachable message
         self._token: Any = None  # the run's TrioToken, for stops from other threads
 
     # -- helpers ---------------------------------------------------------------
@@ -439,7 +452,9 @@ class LoadRunner:
         outcome = "cancelled"
         detail = ""
         result: StreamResult | None = None
-        box: list[StreamResult | None] = [None]  # what the decoder made of a broken body
+        # [what the decoder made of the body, whether its terminal signal arrived]:
+        # kept when the body then breaks or times out
+        box: list[Any] = [None, False]
         total_deadline = sent + to.total_ns if to.total_ns else None
         try:
             with trio.CancelScope() as scope:
@@ -453,8 +468,14 @@ class LoadRunner:
                 except Exception as exc:  # the per-stream boundary
                     phase = "body" if meter.headers_ns is not None else "headers"
                     outcome, detail = classify_exception(exc, phase)
+                    self._last_error = f"{type(exc).__name__}: {exc}"[:300]
                     result = box[0]
-            if scope.cancelled_caught:
+                    if box[1]:  # broken after its terminal signal: the stream itself ended
+                        outcome, detail = result.outcome, _detail(result)
+            if scope.cancelled_caught and box[1]:
+                result = box[0]  # the rest of the body after the terminal signal never came
+                outcome, detail = result.outcome, _detail(result)
+            elif scope.cancelled_caught:
                 t = now_ns()
                 if total_deadline is not None and t >= total_deadline:
                     detail = "total"
@@ -535,13 +556,21 @@ class LoadRunner:
                         obs = dec.feed(item)
                         if obs:
                             meter.on_observations(t, obs)
+                    if dec.ended and not box[1]:
+                        # The terminal signal arrived ([DONE], message_stop,
+                        # response.completed/failed): the stream's outcome is
+                        # decided. What is left (the chunked terminator) gets
+                        # _AFTER_END_S; a body that then breaks or hangs does
+                        # not turn a finished stream into a broken one.
+                        box[1] = True
+                        scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
+                        rearm_at = never
             finally:
                 # keep what arrived, also for timeouts and broken connections
                 box[0] = dec.finish(discarded_partial=scanner.close())
             result = box[0]
             assert result is not None
-            detail = (result.error_code or "unknown") if result.outcome == "failed" else "closed"
-            return result.outcome, detail, result
+            return result.outcome, _detail(result), result
         finally:
             await response.aclose()
 
@@ -556,7 +585,13 @@ class LoadRunner:
             self._connect_failures += 1
             # once: streams already under way keep failing until the stop lands
             if self._connect_failures == UNREACHABLE_AFTER:
+                last = self._last_error
+                hint = ("; for a self-signed certificate set target.verify_tls = false"
+                        if "CERTIFICATE_VERIFY_FAILED" in last else "")
                 self.stats.interrupted_by = (
+                    f"target unreachable: the first {self._connect_failures} connection attempts to "
+                    f"{self.base_url} failed ({detail or 'connect error'}) and none got a response"
+                    f" (last error: {last}){hint}" if last else
                     f"target unreachable: the first {self._connect_failures} connection attempts to "
                     f"{self.base_url} failed ({detail or 'connect error'}) and none got a response")
                 self.request_stop()

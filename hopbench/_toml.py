@@ -39,6 +39,9 @@ class _Missing:
         return "MISSING"
 
 
+#: the largest number a profile key takes (1e9 s is ~32 years)
+NUMBER_MAX = 1e9
+
 MISSING: Final = _Missing()
 
 _HEADER_RE = re.compile(r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(#.*)?$")
@@ -277,10 +280,14 @@ class Table:
 
     def number(self, name: str, default: Any = MISSING, *, min: float | None = None,
                max: float | None = None, positive: bool = False) -> Any:
-        """A finite int or float within bounds (``positive``: strictly > 0)."""
+        """A finite int or float within bounds (``positive``: strictly > 0); at
+        most ``NUMBER_MAX`` when no ``max`` is given, so that a duration in
+        seconds always converts to integer nanoseconds."""
         v = self._get(name, default)
         if name not in self.data:
             return v
+        if max is None:
+            max = NUMBER_MAX
         want = "a positive number" if positive else _range_text("a number", min, max)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise self.error(name, f"expected {want}, got {_describe(v)}")

@@ -48,7 +48,7 @@ import trio
 
 from ._clock import now_ns
 
-__all__ = ["StreamTransport"]
+__all__ = ["MalformedResponse", "StreamTransport"]
 
 _READ_SIZE = 64 * 1024
 Origin = tuple[bytes, str, int]
@@ -60,6 +60,17 @@ _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _BAD_TARGET = re.compile(rb"[\x00-\x20\x7f]")
 _FRAMING = (b"content-length", b"transfer-encoding")
 _PARSE_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
+#: Longest response head, and most bytes of framing (chunk headers, trailers)
+#: without a body byte, before a response counts as malformed: a server that
+#: never ends its head or its trailers must not eat the client's memory.
+#: (h11 allowed 16 KiB; real heads are under 8 KiB.)
+_MAX_HEAD = 1 << 20
+_MAX_FRAMING = 1 << 20
+
+
+class MalformedResponse(httpx.RemoteProtocolError):
+    """The response is not valid HTTP/1.1 (parse error, an upgrade, no end of
+    head or trailers within 1 MiB); the message says what."""
 
 
 class _StaleConnection(Exception):
@@ -83,8 +94,11 @@ class _Response:
         # As tolerant as h11 (hopbench's parser before) where RFC 9112 lets a
         # recipient be: Transfer-Encoding overrides a Content-Length sent with
         # it (section 6.3, rule 3), and a bare LF ends a line (section 2.2).
+        # A folded header line (obs-fold) is one a client MUST accept (section
+        # 5.2): lenient_headers. Response smuggling is no concern for a client.
         self.parser.set_dangerous_leniencies(lenient_chunked_length=True,
-                                             lenient_optional_cr_before_lf=True)
+                                             lenient_optional_cr_before_lf=True,
+                                             lenient_headers=True)
         self.reset()
 
     def reset(self) -> None:
@@ -276,6 +290,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
             if conn.reused:
                 raise _StaleConnection from exc
             raise httpx.WriteError(f"send failed: {exc}", request=request) from exc
+        head_bytes = 0
         try:
             while not resp.head_done:
                 chunk = await conn.stream.receive_some(_READ_SIZE)
@@ -283,14 +298,17 @@ class StreamTransport(httpx.AsyncBaseTransport):
                     raise httpx.RemoteProtocolError("server closed the connection before responding",
                                                     request=request)
                 got_bytes = True
-                resp.parser.feed_data(chunk)
+                head_bytes += len(chunk)
+                if head_bytes > _MAX_HEAD:
+                    raise MalformedResponse("response head not ended within 1 MiB", request=request)
+                _feed(resp, chunk)
         except (*_PARSE_ERRORS, httpx.RemoteProtocolError) as exc:
             await trio.aclose_forcefully(conn.stream)
             if conn.reused and not got_bytes:
                 raise _StaleConnection from exc
             if isinstance(exc, httpx.RemoteProtocolError):
                 raise
-            raise httpx.RemoteProtocolError(_parse_error(exc), request=request) from exc
+            raise MalformedResponse(_parse_error(exc), request=request) from exc
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             await trio.aclose_forcefully(conn.stream)
             if conn.reused and not got_bytes:
@@ -359,6 +377,22 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
+def _feed(resp: _Response, data: bytes) -> None:
+    """Parse ``data``; bytes that do not parse after a complete response only
+    cost the connection (never reused), not the response: nothing was asked
+    for them (h11, hopbench's parser before, stopped reading there too).
+
+    Raises:
+        httptools.HttpParserError / HttpParserUpgrade: the response itself is malformed.
+    """
+    try:
+        resp.parser.feed_data(data)
+    except _PARSE_ERRORS:
+        if not resp.done:
+            raise
+        resp.extra = True
+
+
 def _parse_error(exc: BaseException) -> str:
     if isinstance(exc, httptools.HttpParserUpgrade):
         return "the server switched protocols (101/upgrade), which a stream cannot follow"
@@ -378,7 +412,7 @@ class _Body(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         resp = self._conn.response
         receive = self._conn.stream.receive_some
-        feed = resp.parser.feed_data
+        framing = 0  # bytes read since the last body byte
         try:
             if resp.parts:  # body bytes that came with the head
                 parts, resp.parts = resp.parts, []
@@ -392,14 +426,20 @@ class _Body(httpx.AsyncByteStream):
                     resp.done = True  # a body delimited by the close ends here
                     resp.keep_alive = False
                     break
-                feed(data)
+                _feed(resp, data)
                 parts = resp.parts
                 if parts:
+                    framing = 0
                     resp.parts = []
                     yield parts[0] if len(parts) == 1 else b"".join(parts)
+                else:
+                    framing += len(data)
+                    if framing > _MAX_FRAMING:
+                        raise MalformedResponse("over 1 MiB of chunk framing or trailers without "
+                                                "a body byte", request=self._request)
             self._done = True
         except _PARSE_ERRORS as exc:
-            raise httpx.RemoteProtocolError(_parse_error(exc), request=self._request) from exc
+            raise MalformedResponse(_parse_error(exc), request=self._request) from exc
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise httpx.ReadError(f"read failed: {exc}", request=self._request) from exc
 

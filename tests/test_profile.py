@@ -63,6 +63,8 @@ def test_profile_defaults_and_bodies() -> None:
         ("[run\n", "m.toml:1: invalid TOML"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\nwarmup_s = 2"),
          "run.warmup_s: expected less than run.duration_s"),
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1\ngrace_s = 1e300"),
+         "m.toml:4: run.grace_s: expected a number from 0 to 1e+09, got 1e+300"),
     ],
 )
 def test_profile_bad_input_names_file_line_and_key(text: str, expected: str) -> None:

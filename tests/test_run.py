@@ -443,3 +443,53 @@ async def test_streams_that_fail_without_yielding_do_not_starve_the_run(monkeypa
         stats = await runner.run()
     assert stats.interrupted_by is not None and stats.interrupted_by.startswith("target unreachable")
     assert rec.snapshot().counter(ALL, "connect_error") >= 20
+
+
+_DONE_BODY = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+              b'[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+
+@pytest.mark.parametrize(("mode", "outcome", "detail"), [
+    ("done_then_cut", "completed", None),      # [DONE], then the body breaks off mid-framing
+    ("done_then_hang", "completed", None),     # [DONE], then the server never ends the body
+    ("cut", "truncated", "truncated.closed"),  # broken before any terminal signal
+    ("garbage", "connect_error", "connect_error.malformed_response"),
+])
+async def test_outcome_is_decided_by_the_terminal_signal(mode: str, outcome: str, detail: str | None) -> None:
+    from functools import partial
+
+    from hopbench._profile import parse_profile
+    from hopbench._recorder import ALL, Recorder
+    from hopbench._runner import LoadRunner
+
+    async def handler(stream: trio.SocketStream) -> None:
+        try:
+            await stream.receive_some(65536)
+            if mode == "garbage":
+                await stream.send_all(b"SPDY/9 nonsense\r\n\r\n")
+                return
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            body = _DONE_BODY if mode != "cut" else _DONE_BODY[:40]
+            await stream.send_all(head + b"%x\r\n%s\r\n" % (len(body), body))
+            if mode == "done_then_hang":
+                await trio.sleep(30)
+            await stream.send_all(b"5\r\nab")  # a chunk cut short, then the close
+        except trio.BrokenResourceError:
+            pass
+        finally:
+            await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        profile = parse_profile(f'[run]\nrequests = 2\n[run.timeouts]\nidle_s = 20\n[load]\nconcurrency = 1\n'
+                                f'[target]\nurl = "{url}"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n',
+                                "p.toml", env={})
+        rec = Recorder(["chat-m"])
+        with trio.fail_after(8):  # the hang costs _AFTER_END_S per stream, not idle_s
+            await LoadRunner(profile, url, rec, Recorder(["chat-m"])).run()
+        nursery.cancel_scope.cancel()
+    snap = rec.snapshot()
+    assert snap.counter(ALL, outcome) == 2
+    if detail:
+        assert snap.counter(ALL, detail) == 2

@@ -141,11 +141,14 @@ async def _raw_server(nursery: trio.Nursery, replies: list[bytes], seen: list[by
             seen.append(head + b"\r\n\r\n" + buf[:length])
             buf = buf[length:]
             reply = replies.pop(0)
-            if reply.endswith(b"<close>"):
-                await stream.send_all(reply[:-7])
-                await stream.aclose()
+            try:
+                if reply.endswith(b"<close>"):
+                    await stream.send_all(reply[:-7])
+                    await stream.aclose()
+                    return
+                await stream.send_all(reply)
+            except trio.BrokenResourceError:  # the client gave up on a bad reply
                 return
-            await stream.send_all(reply)
 
     return await _serve(handler, nursery)
 
@@ -287,3 +290,25 @@ async def test_connects_to_ip_literals_and_names(host: str) -> None:
 async def test_tolerated_framing_quirks(reply: bytes) -> None:
     results, _, _ = await _exchange_raw([reply])
     assert [r[:2] for r in results] == [(200, b"ok")], results  # type: ignore[index]
+
+
+async def test_folded_header_and_bytes_after_a_complete_response() -> None:
+    # RFC 9112 section 5.2: a client MUST accept obs-fold in a response
+    folded = b"HTTP/1.1 200 OK\r\nx-h: a\r\n b\r\ncontent-length: 2\r\n\r\nok"
+    junk = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok\x00\x01junk"
+    ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    results, _, conns = await _exchange_raw([folded, junk, ok], n=3)
+    assert [r[:2] for r in results] == [(200, b"ok")] * 3  # type: ignore[index]
+    assert conns == 2  # the connection that carried junk was not reused
+
+
+@pytest.mark.parametrize("reply", [
+    b"HTTP/1.1 200 OK\r\n" + b"x-endless: " + b"a" * (2 << 20),  # a head that never ends
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n"
+    + b"x-t: 1\r\n" * 300_000,  # trailers that never end
+])
+async def test_endless_heads_and_trailers_are_malformed_not_memory(reply: bytes) -> None:
+    from hopbench._transport import MalformedResponse
+    results, _, _ = await _exchange_raw([reply + b"<close>"])
+    assert isinstance(results[0], MalformedResponse), results
+    assert "1 MiB" in str(results[0])
