@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import httpx
@@ -57,3 +58,42 @@ def test_config_mapping_survives_json_for_the_child() -> None:
     config = EmulatorConfig.from_mapping({"seed": 4, "models": {"fast": {"tokens_per_s": 0}},
                                           "faults": {"midstream_codes": ["server_error"]}})
     assert EmulatorConfig.from_mapping(json.loads(json.dumps(config.to_mapping()))) == config
+
+
+def test_embedded_emulator_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """A SIGKILLed hopbench must not leave its emulator running (Linux: PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux-only")
+    pid_file = tmp_path / "emu.pid"
+    code = ("import sys, time\n"
+            "from pathlib import Path\n"
+            "from hopbench.emulator import EmbeddedEmulator, EmulatorConfig\n"
+            "with EmbeddedEmulator(EmulatorConfig(), record_path=None) as emu:\n"
+            f"    Path({str(pid_file)!r}).write_text(str(emu.pid))\n"
+            "    time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError("the emulator outlived its killed parent")
+    finally:
+        if parent.poll() is None:
+            parent.kill()

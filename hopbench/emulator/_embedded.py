@@ -50,8 +50,15 @@ def _tail(path: Path, max_bytes: int = 4000) -> str:
     return data[-max_bytes:].decode("utf-8", "replace").strip()
 
 
+#: tells ``python -m hopbench.emulator`` whose death should stop it
+PARENT_PID_ENV = "HOPBENCH_EMULATOR_PARENT_PID"
+
 class EmbeddedEmulator:
     """Run the emulator in a child process for the duration of a ``with`` block.
+
+    On Linux the child also stops (SIGTERM, graceful) when this process dies,
+    even by SIGKILL (prctl PR_SET_PDEATHSIG): strictly, when the *thread* that
+    entered the block ends, so enter it in a thread that outlives the block.
 
     Args:
         config: the emulator configuration (handed to the child as JSON).
@@ -97,6 +104,7 @@ class EmbeddedEmulator:
         if self.record_path is not None:
             cmd += ["--record", str(self.record_path)]
         env = dict(os.environ)
+        env[PARENT_PID_ENV] = str(os.getpid())  # the child stops when we die (see __main__)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(_PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         try:
