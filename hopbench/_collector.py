@@ -15,7 +15,7 @@ of uncollected cycles (broken streams' exceptions and tracebacks) and paused
 CPython's own pace (allocation counts), so they stay small.
 
 Invariants:
-- Inside ``ScheduledCollector``: what was alive on entry is frozen; CPython's
+- Inside ``CollectorWatch``: what was alive on entry is frozen; CPython's
   automatic collection runs as configured (thresholds unchanged).
 - On exit the process's collector is as it was (enabled or not, nothing frozen
   by us), and a run that raises still restores it.
@@ -30,10 +30,10 @@ import time
 from types import TracebackType
 from typing import Any
 
-__all__ = ["ScheduledCollector"]
+__all__ = ["CollectorWatch"]
 
 
-class ScheduledCollector:
+class CollectorWatch:
     """Context manager: freeze start-up objects and measure the collector's pauses.
 
     Attributes:
@@ -58,7 +58,7 @@ class ScheduledCollector:
         self.pause_ns += d
         self.pause_max_ns = max(self.pause_max_ns, d)
 
-    def __enter__(self) -> ScheduledCollector:
+    def __enter__(self) -> CollectorWatch:
         gc.collect()  # before freezing: frozen garbage would never be freed
         self._frozen_before = gc.get_freeze_count()
         gc.freeze()

@@ -30,7 +30,7 @@ import httpx
 import trio
 
 from ._clock import NS_PER_S, now_ns, ns_to_s
-from ._collector import ScheduledCollector
+from ._collector import CollectorWatch
 from ._errors import SSEError
 from ._meter import StreamMeter
 from ._profile import LoadSpec, Profile, Scenario, request_headers
@@ -273,7 +273,7 @@ class LoadRunner:
         async with self._make_client() as client:
             # start-up objects, the client's among them, are frozen out of the
             # collector's scans (hopbench/_collector.py); its pauses are measured
-            with ScheduledCollector() as collector:
+            with CollectorWatch() as collector:
                 self._collector = collector
                 self._client = client
                 self._t0 = t0 = now_ns()

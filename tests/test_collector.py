@@ -1,4 +1,4 @@
-"""ScheduledCollector: start-up objects frozen, automatic collection kept, pauses measured."""
+"""CollectorWatch: start-up objects frozen, automatic collection kept, pauses measured."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from hopbench._collector import ScheduledCollector
+from hopbench._collector import CollectorWatch
 
 
 class _Node:
@@ -17,7 +17,7 @@ class _Node:
 
 def test_startup_objects_frozen_cycles_still_collected_and_pauses_measured() -> None:
     assert gc.isenabled()
-    with ScheduledCollector() as c:
+    with CollectorWatch() as c:
         assert gc.isenabled()  # CPython keeps its own pace: no growth of uncollected cycles
         assert gc.get_freeze_count() > 0  # start-up objects are out of the scans
         node = _Node()
@@ -34,7 +34,7 @@ def test_startup_objects_frozen_cycles_still_collected_and_pauses_measured() -> 
 def test_state_restored_after_an_error_and_a_disabled_collector_stays_disabled() -> None:
     gc.disable()
     try:
-        with pytest.raises(RuntimeError), ScheduledCollector():
+        with pytest.raises(RuntimeError), CollectorWatch():
             raise RuntimeError("boom")
         assert not gc.isenabled() and gc.get_freeze_count() == 0
         assert gc.callbacks == [] or all(getattr(cb, "__self__", None) is None for cb in gc.callbacks)
