@@ -586,14 +586,12 @@ class LoadRunner:
             # once: streams already under way keep failing until the stop lands
             if self._connect_failures == UNREACHABLE_AFTER:
                 last = self._last_error
-                hint = ("; for a self-signed certificate set target.verify_tls = false"
-                        if "CERTIFICATE_VERIFY_FAILED" in last else "")
+                why = f" (last error: {last})" if last else ""
+                if "CERTIFICATE_VERIFY_FAILED" in last:
+                    why += "; for a self-signed certificate set target.verify_tls = false"
                 self.stats.interrupted_by = (
                     f"target unreachable: the first {self._connect_failures} connection attempts to "
-                    f"{self.base_url} failed ({detail or 'connect error'}) and none got a response"
-                    f" (last error: {last}){hint}" if last else
-                    f"target unreachable: the first {self._connect_failures} connection attempts to "
-                    f"{self.base_url} failed ({detail or 'connect error'}) and none got a response")
+                    f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
                 self.request_stop()
 
     def _record(self, rec: Recorder, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
