@@ -257,7 +257,7 @@ def test_chat_done_with_whitespace_and_without_blank_line_variants() -> None:
     assert decode_stream("chat", [_chunk("a") + b"data:  [DONE] \n\n"]).outcome == "completed"
     assert decode_stream("chat", [_chunk("a") + b"data: [DONE]"]).outcome == "truncated"
     r = decode_stream("chat", [_chunk("a") + b"data: [DONE]x\n\n"])
-    assert r.outcome == "truncated" and r.anomalies == {"malformed_json": 1}
+    assert (r.outcome, r.detail, r.anomalies) == ("failed", "malformed_event", {"malformed_json": 1})
 
 
 def test_chat_usage_absent_gives_none() -> None:
@@ -286,8 +286,10 @@ def test_chat_error_after_text_keeps_text_and_fails() -> None:
 
 
 def test_chat_error_code_preferred_over_type_and_int_code_formatted() -> None:
-    r = decode_stream("chat", [_ev({"error": {"message": "m", "type": "t", "code": 429}})])
-    assert (r.outcome, r.error_code) == ("failed", "429")
+    r = decode_stream("chat", [_ev({"error": {"message": "m", "type": "server_error", "code": 429}})])
+    assert (r.outcome, r.error_code, r.error_type) == ("failed", "429", "server_error")
+    r = decode_stream("chat", [_ev({"error": {"message": "m", "type": "t", "code": "quota"}})])
+    assert (r.outcome, r.error_code, r.error_type) == ("failed", "quota", "t")
 
 
 def test_chat_error_event_name_means_failed() -> None:
@@ -311,7 +313,8 @@ def test_chat_tool_calls_split_over_many_chunks() -> None:
         {"index": 1, "id": "call_2", "name": "f2", "arguments": "{}"},
     ]
     assert obs[:2] == [FirstToken("tool"), FirstContentToken("tool")]
-    assert r.content_events == len(range(0, len(args), 3)) + 1 and r.stop_reason == "tool_calls"
+    # the name fragment of each call is an event of its own (issue 13 item 2)
+    assert r.content_events == len(range(0, len(args), 3)) + 2 and r.stop_reason == "tool_calls"
 
 
 def test_chat_multiple_choices_text_from_index_zero() -> None:
@@ -319,8 +322,8 @@ def test_chat_multiple_choices_text_from_index_zero() -> None:
                            {"index": 1, "delta": {"content": "BB"}, "finish_reason": None}]})
     only_one = _ev({"choices": [{"index": 1, "delta": {"content": "C"}, "finish_reason": "stop"}]})
     obs, r = _observe("chat", two + only_one + _chunk(None, "stop") + DONE)
-    assert (r.text, r.content_events, r.stop_reason) == ("A", 2, "stop")
-    assert [o for o in obs if isinstance(o, ContentDelta)] == [ContentDelta("text", 3), ContentDelta("text", 1)]
+    assert (r.text, r.content_events, r.stop_reason, r.choices) == ("A", 1, "stop", 2)
+    assert [o for o in obs if isinstance(o, ContentDelta)] == [ContentDelta("text", 1)]
 
 
 def test_chat_unknown_event_name_and_ping_event() -> None:
@@ -331,7 +334,11 @@ def test_chat_unknown_event_name_and_ping_event() -> None:
 def test_chat_odd_shapes_are_anomalies() -> None:
     body = _ev([1, 2]) + _ev({"choices": "no"}) + _ev({"id": "x"}) + _ev({"choices": [], "usage": 5}) + _chunk("a") + DONE
     r = decode_stream("chat", [body])
-    assert (r.outcome, r.text, r.anomalies) == ("completed", "a", {"unexpected_shape": 4})
+    # a chunk that is not an object is unusable: the stream failed (issue 13 item 8)
+    assert (r.outcome, r.detail, r.text, r.anomalies) == ("failed", "malformed_event", "a", {"unexpected_shape": 4})
+    body = _ev({"choices": "no"}) + _ev({"id": "x"}) + _ev({"choices": [], "usage": 5}) + _chunk("a") + DONE
+    r = decode_stream("chat", [body])
+    assert (r.outcome, r.detail, r.text, r.anomalies) == ("completed", None, "a", {"unexpected_shape": 3})
 
 
 # -- responses outcomes -------------------------------------------------------------
@@ -340,7 +347,8 @@ def test_chat_odd_shapes_are_anomalies() -> None:
 def test_responses_completed_with_usage() -> None:
     obs, r = _observe("responses", R_CREATED + _rtext("Hi") + _rtext("") + _rtext("!") + R_DONE)
     assert (r.outcome, r.text, r.stop_reason, r.input_tokens, r.output_tokens) == ("completed", "Hi!", "completed", 4, 2)
-    assert obs[-2:] == [UsageReport(4, 2), StreamEnd("completed", None, "completed")]
+    assert obs[-2:] == [UsageReport(4, 2, 6), StreamEnd("completed", None, "completed")]
+    assert r.total_tokens == 6
     assert r.content_events == 2
 
 
@@ -394,8 +402,8 @@ def test_responses_refusal_and_reasoning_deltas() -> None:
     body = R_CREATED + _resp("response.reasoning_text.delta", delta="r1") + \
         _resp("response.reasoning_summary_text.delta", delta="r2") + _resp("response.refusal.delta", delta="no") + R_DONE
     obs, r = _observe("responses", body)
-    assert (r.reasoning_text, r.text, r.content_events) == ("r1r2", "no", 3)
-    assert obs[0] == FirstToken("reasoning") and FirstContentToken("text") in obs
+    assert (r.reasoning_text, r.text, r.refusal_text, r.content_events) == ("r1r2", "", "no", 3)
+    assert obs[0] == FirstToken("reasoning") and FirstContentToken("refusal") in obs
 
 
 def test_responses_function_call_args_only_in_done_event() -> None:
@@ -403,7 +411,7 @@ def test_responses_function_call_args_only_in_done_event() -> None:
     done = _resp("response.function_call_arguments.done", item_id="fc", output_index=0, arguments='{"a":1}')
     r = decode_stream("responses", [added + done + R_DONE])
     assert r.tool_calls == [{"index": 0, "id": "c1", "name": "f", "arguments": '{"a":1}'}]
-    assert r.content_events == 0
+    assert r.events == {"text": 0, "reasoning": 0, "tool": 1, "refusal": 0}  # the name
 
 
 # -- messages outcomes ----------------------------------------------------------------
@@ -473,7 +481,8 @@ def test_decoder_malformed_json_and_invalid_utf8_are_counted(protocol: str) -> N
     events = BODIES[protocol]
     bad = b"data: {not json\n\n" + b"data: \xff\xfe\n\n"
     r = decode_stream(protocol, [events[0] + bad + b"".join(events[1:])])
-    assert r.outcome == "completed" and r.text == "ab"
+    # unusable events fail the stream; the rest is still decoded (issue 13 item 8)
+    assert (r.outcome, r.detail, r.text) == ("failed", "malformed_event", "ab")
     assert r.anomalies == {"malformed_json": 2, "invalid_utf8": 1}
 
 

@@ -20,6 +20,8 @@ from ._chat import ChatDecoder
 from ._decode import PROTOCOLS, decode_stream, new_decoder
 from ._messages import MessagesDecoder
 from ._observations import (
+    EVENT_CHANNELS,
+    STOP_CLASSES,
     Anomaly,
     ContentDelta,
     ContentKind,
@@ -28,9 +30,11 @@ from ._observations import (
     Keepalive,
     Observation,
     Outcome,
+    StopClass,
     StreamEnd,
     StreamResult,
     UsageReport,
+    stop_class,
 )
 from ._responses import ResponsesDecoder
 
@@ -53,4 +57,8 @@ __all__ = [
     "Anomaly",
     "Outcome",
     "ContentKind",
+    "stop_class",
+    "StopClass",
+    "STOP_CLASSES",
+    "EVENT_CHANNELS",
 ]

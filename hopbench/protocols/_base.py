@@ -40,7 +40,10 @@ from ._observations import (
     UsageReport,
 )
 
-__all__ = ["Decoder", "Observations", "NOTHING", "ToolCallState"]
+__all__ = [
+    "Decoder", "Observations", "NOTHING", "ToolCallState", "as_str", "real", "reason",
+    "error_name", "GENERIC_ERROR_NAMES",
+]
 
 Observations = tuple[Observation, ...]
 """What ``Decoder.feed`` returns: observations in stream order, possibly empty."""
@@ -109,12 +112,20 @@ class Decoder:
         "_stop_reason",
         "_input_tokens",
         "_output_tokens",
-        "_content_events",
         "_keepalives",
         "_anomalies",
+        "_expect_usage",
+        "_refusal",
+        "_detail",
+        "_error_type",
+        "_total_tokens",
+        "_reasoning_tokens",
+        "_events",
+        "_malformed",
+        "_reasoning_items",
     )
 
-    def __init__(self, *, keep_text: bool = True) -> None:
+    def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
         """Create a decoder for one stream.
 
         Args:
@@ -122,6 +133,11 @@ class Decoder:
                 arguments for ``StreamResult`` (True), or only count them (False:
                 ``text``/``reasoning_text`` stay "" and tool arguments ""), which
                 saves memory in long load runs.
+            expect_usage: the request asked for usage in the stream (chat
+                ``stream_options.include_usage``). Chat then needs the usage
+                chunk or ``[DONE]`` after the finish chunk to call the stream
+                completed; the other protocols always send usage in their
+                terminal events and ignore the flag.
         """
         self.ended = False
         self._keep_text = keep_text
@@ -136,9 +152,17 @@ class Decoder:
         self._stop_reason: str | None = None
         self._input_tokens: int | None = None
         self._output_tokens: int | None = None
-        self._content_events = 0
         self._keepalives = 0
         self._anomalies: dict[str, int] = {}
+        self._expect_usage = expect_usage
+        self._refusal: list[str] = []
+        self._detail: str | None = None
+        self._error_type: str | None = None
+        self._total_tokens: int | None = None
+        self._reasoning_tokens: int | None = None
+        self._events: dict[str, int] = {"text": 0, "reasoning": 0, "tool": 0, "refusal": 0}
+        self._malformed = False  # an event's data was unusable: the stream failed
+        self._reasoning_items = 0  # reasoning blocks / items announced (messages, responses)
 
     # -- public API ---------------------------------------------------------
 
@@ -181,8 +205,20 @@ class Decoder:
             self._count("partial_event")
         self._finished = True
         outcome = self._outcome
-        if outcome == "truncated" and self._completed_at_eof():
-            outcome = "completed"
+        detail = self._detail
+        if outcome == "truncated":
+            eof = self._completed_at_eof()
+            if eof is True:
+                outcome, detail = self._verdict("completed")
+            elif eof:
+                detail = eof  # truncated, with the protocol's own reason
+        if self._malformed and outcome == "truncated":
+            outcome, detail = "failed", "malformed_event"
+        events = dict(self._events)
+        reasoning_tokens = self._reasoning_tokens
+        hidden = not events["reasoning"] and (
+            bool(self._reasoning_items) or (reasoning_tokens is not None and reasoning_tokens > 0)
+        )
         return StreamResult(
             outcome=outcome,  # type: ignore[arg-type]
             error_code=self._error_code,
@@ -193,9 +229,18 @@ class Decoder:
             stop_reason=self._stop_reason,
             input_tokens=self._input_tokens,
             output_tokens=self._output_tokens,
-            content_events=self._content_events,
+            content_events=sum(events.values()),
             keepalives=self._keepalives,
             anomalies=dict(self._anomalies),
+            refusal_text="".join(self._refusal),
+            detail=detail,
+            error_type=self._error_type,
+            total_tokens=self._total_tokens,
+            reasoning_tokens=reasoning_tokens,
+            choices=self._choice_count(),
+            events=events,
+            hidden_reasoning=hidden,
+            no_done=self._no_done(outcome),
         )
 
     # -- for subclasses -----------------------------------------------------
@@ -204,9 +249,34 @@ class Decoder:
         """Decode one event of a stream that has not ended (subclass hook)."""
         raise NotImplementedError
 
-    def _completed_at_eof(self) -> bool:
-        """Whether a body that ends now, without a terminal event, completed."""
+    def _completed_at_eof(self) -> bool | str:
+        """Whether a body that ends now, without a terminal event, completed.
+
+        Returns True (completed), False (truncated) or a non-empty string
+        (truncated, with that string as ``StreamResult.detail``).
+        """
         return False
+
+    def _choice_count(self) -> int:
+        """Distinct choice indexes seen (subclass hook; 1 unless chat ``n`` > 1)."""
+        return 1
+
+    def _no_done(self, outcome: str) -> bool:
+        """Whether the stream completed without its in-band end (subclass hook)."""
+        return False
+
+    def _verdict(self, outcome: str) -> tuple[str, str | None]:
+        """The final (outcome, detail) of a stream that reached ``outcome``.
+
+        A "completed" stream fails when one of its events was unusable
+        (detail "malformed_event") or when its stop reason is an engine abort
+        (detail "abort"); a "failed" one keeps the malformed detail.
+        """
+        if self._malformed:
+            return "failed", "malformed_event"
+        if outcome == "completed" and self._stop_reason == "abort":
+            return "failed", "abort"
+        return outcome, self._detail
 
     def _tool_calls(self) -> list[dict[str, object]]:
         """The joined tool calls, ordered by index (subclass hook)."""
@@ -237,6 +307,7 @@ class Decoder:
         except (ValueError, RecursionError):
             # ValueError covers JSONDecodeError and the int-digits limit;
             # RecursionError a hostile nesting depth.
+            self._malformed = True
             return None, bad + self._anomaly("malformed_json", text[:80])
 
     def _typed_body(self, event: SSEEvent) -> tuple[dict[str, Any] | None, str, Observations]:
@@ -251,6 +322,7 @@ class Decoder:
         if type(body) is not dict:
             if body is None:
                 return None, "", bad
+            self._malformed = True
             return None, "", bad + self._anomaly("unexpected_shape", "event data is not an object")
         kind = body.get("type")
         return body, kind if type(kind) is str else event.event, bad
@@ -265,11 +337,13 @@ class Decoder:
         anomalies[kind] = anomalies.get(kind, 0) + 1
 
     def _content(self, out: list[Observation], kind: ContentKind, chars: int) -> None:
-        """Append FirstToken/FirstContentToken (once) and a ContentDelta to ``out``.
+        """Count one content event of ``kind`` and append FirstToken /
+        FirstContentToken (once each) and a ContentDelta to ``out``.
 
-        ``chars`` (code points) must be positive; the caller keeps the text itself
-        and counts the content event.
+        ``chars`` (code points) must be positive; the caller keeps the text
+        itself. Only the measured choice's output comes here.
         """
+        self._events[kind] += 1
         if not self._first:
             self._first = True
             out.append(FirstToken(kind))
@@ -286,20 +360,45 @@ class Decoder:
         error_code: str | None = None,
         error_message: str | None = None,
     ) -> StreamEnd:
-        """Record an in-band terminal signal and return its observation."""
+        """Record an in-band terminal signal and return its observation.
+
+        The outcome passes through ``_verdict``: an aborted or malformed
+        stream that ends "completed" is reported "failed" with its detail.
+        """
         self.ended = True
-        self._outcome = outcome
         if stop_reason is not None:
             self._stop_reason = stop_reason
-        if outcome == "failed":
+        if outcome == "failed" and (error_code is not None or error_message is not None):
             self._error_code = error_code
             self._error_message = error_message
-        return StreamEnd(outcome, error_code, self._stop_reason)  # type: ignore[arg-type]
+        outcome, self._detail = self._verdict(outcome)
+        self._outcome = outcome
+        return StreamEnd(
+            outcome, self._error_code, self._stop_reason, self._detail  # type: ignore[arg-type]
+        )
 
-    def _usage(self, input_tokens: object, output_tokens: object) -> UsageReport | None:
+    def _error(self, error: dict[str, Any], code_key: str = "code") -> tuple[str | None, str | None]:
+        """Record an error object's type and return (error_code, message).
+
+        ``error_code`` follows ``error_name``; ``error_type`` is set when the
+        object carried both a usable code and a usable type.
+        """
+        code, etype = real(error.get(code_key)), real(error.get("type"))
+        if code is not None and etype is not None:
+            self._error_type = etype
+        message = error.get("message")
+        return error_name(code, etype), message if type(message) is str else None
+
+    def _usage(
+        self,
+        input_tokens: object,
+        output_tokens: object,
+        total_tokens: object = None,
+        reasoning_tokens: object = None,
+    ) -> UsageReport | None:
         """Record the stream's own usage (a None or non-int count keeps the old value).
 
-        Returns the ``UsageReport`` to emit, or None when neither count was usable.
+        Returns the ``UsageReport`` to emit, or None when no count was usable.
         """
         changed = False
         if type(input_tokens) is int:
@@ -308,9 +407,17 @@ class Decoder:
         if type(output_tokens) is int:
             self._output_tokens = output_tokens
             changed = True
+        if type(total_tokens) is int:
+            self._total_tokens = total_tokens
+            changed = True
+        if type(reasoning_tokens) is int:
+            self._reasoning_tokens = reasoning_tokens
+            changed = True
         if not changed:
             return None
-        return UsageReport(self._input_tokens, self._output_tokens)
+        return UsageReport(
+            self._input_tokens, self._output_tokens, self._total_tokens, self._reasoning_tokens
+        )
 
 
 def as_str(value: object) -> str | None:
@@ -320,3 +427,65 @@ def as_str(value: object) -> str | None:
     if type(value) is int:
         return str(value)
     return None
+
+
+def real(value: object) -> str | None:
+    """``value`` as a real signal string, or None when it only looks present.
+
+    A stop / finish reason, status, error code or type is real when it is a
+    string with a non-whitespace character (returned stripped) or, for error
+    codes, an int (formatted). ``""``, whitespace, None, booleans, floats,
+    lists and objects are not signals (issue 13 item 1).
+    """
+    if type(value) is str:
+        value = value.strip()
+        return value or None
+    if type(value) is int:
+        return str(value)
+    return None
+
+
+def reason(value: object) -> str | None:
+    """A finish / stop reason or status: ``real`` for strings, None for anything else."""
+    return real(value) if type(value) is str else None
+
+
+GENERIC_ERROR_NAMES: frozenset[str] = frozenset(
+    {
+        "error", "errors", "api_error", "apierror", "server_error", "internal_error",
+        "internal_server_error", "invalid_request_error", "bad_request", "bad_request_error",
+        "unknown", "unknown_error", "generic_error", "exception", "none", "null",
+        "undefined", "failed", "failure",
+    }
+)
+"""Error names that say nothing about the cause (compared lower-cased)."""
+
+
+def _specificity(name: str | None) -> int:
+    """0 absent, 1 uninformative (purely numeric, or generic), 2 specific."""
+    if name is None:
+        return 0
+    if name.isdigit() or name.lower() in GENERIC_ERROR_NAMES:
+        return 1
+    return 2
+
+
+def error_name(code: str | None, etype: str | None) -> str | None:
+    """The counter name of an in-band error: the more specific of code and type.
+
+    Rule (issue 13 item 9): rank each as absent < uninformative (purely
+    numeric, i.e. an HTTP status in disguise, or generic: ``GENERIC_ERROR_NAMES``)
+    < specific; the type wins only when it ranks strictly higher, a tie keeps
+    the code. So ``code "400"`` + ``type "no_db_connection"`` gives
+    "no_db_connection", ``code 429`` + ``type "server_error"`` keeps "429",
+    ``code "rate_limit_exceeded"`` + ``type "invalid_request_error"`` keeps
+    the code, and a lone type is used as is.
+
+    Args:
+        code: the error's ``code`` as ``real`` returns it, or None.
+        etype: the error's ``type`` as ``real`` returns it, or None.
+
+    Returns:
+        The chosen name, or None when both are None.
+    """
+    return etype if _specificity(etype) > _specificity(code) else code

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import NOTHING, Decoder, Observations, ToolCallState, as_str
+from ._base import NOTHING, Decoder, Observations, ToolCallState, as_str, real, reason
 from ._observations import Observation
 
 __all__ = ["ChatDecoder"]
@@ -36,15 +36,27 @@ class ChatDecoder(Decoder):
     """Decoder for ``POST /v1/chat/completions`` with ``"stream": true``."""
 
     protocol = "chat"
-    __slots__ = ("_finish_seen", "_calls")
+    __slots__ = ("_finish_seen", "_calls", "_others", "_usage_after_finish")
 
-    def __init__(self, *, keep_text: bool = True) -> None:
-        super().__init__(keep_text=keep_text)
+    def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
+        super().__init__(keep_text=keep_text, expect_usage=expect_usage)
         self._finish_seen = False
         self._calls: dict[int, ToolCallState] = {}
+        self._others: set[object] = set()  # choice indexes other than 0
+        self._usage_after_finish = False
 
-    def _completed_at_eof(self) -> bool:
-        return self._finish_seen
+    def _completed_at_eof(self) -> bool | str:
+        if not self._finish_seen:
+            return False
+        if self._expect_usage and not self._usage_after_finish:
+            return "usage_missing"
+        return True
+
+    def _no_done(self, outcome: str) -> bool:
+        return not self.ended and self._completed_at_eof() is True
+
+    def _choice_count(self) -> int:
+        return 1 + len(self._others)
 
     def _tool_calls(self) -> list[dict[str, object]]:
         return [c.as_dict() for _, c in sorted(self._calls.items())]
@@ -61,10 +73,13 @@ class ChatDecoder(Decoder):
         chunk, bad = self._parse(data)
         if type(chunk) is not dict:
             if chunk is None:
+                if name == "error":  # an error event whose data is not JSON
+                    return bad + (self._end("failed", error_message=data.decode("utf-8", "replace")),)
                 return bad
+            self._malformed = True
             return bad + self._anomaly("unexpected_shape", "chunk is not an object")
         error = chunk.get("error")
-        if error is not None or name == "error":
+        if name == "error" or (error and (type(error) is dict or real(error) is not None)):
             return bad + (self._fail(chunk if error is None else error),)
         choices = chunk.get("choices")
         if not bad and type(choices) is list and len(choices) == 1 and chunk.get("usage") is None:
@@ -80,7 +95,15 @@ class ChatDecoder(Decoder):
         usage = chunk.get("usage")
         if usage is not None:
             if type(usage) is dict:
-                report = self._usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+                details = usage.get("completion_tokens_details")
+                report = self._usage(
+                    usage.get("prompt_tokens"),
+                    usage.get("completion_tokens"),
+                    usage.get("total_tokens"),
+                    details.get("reasoning_tokens") if type(details) is dict else None,
+                )
+                if self._finish_seen:
+                    self._usage_after_finish = True
                 if report is not None:
                     out.append(report)
             else:
@@ -94,7 +117,10 @@ class ChatDecoder(Decoder):
         text (``{"content": ...}``, optionally with ``role``) and no finish
         reason. Returns None when the chunk is anything else; the general path
         (``_choices``) then decodes it, with the same result."""
-        if type(choice) is not dict or choice.get("finish_reason") is not None:
+        if type(choice) is not dict:
+            return None
+        finish = choice.get("finish_reason")
+        if finish is not None and finish != "":
             return None
         if choice.get("index", 0) not in (0, None):
             return None
@@ -107,81 +133,84 @@ class ChatDecoder(Decoder):
             return None
         if self._keep_text:
             self._text.append(content)
-        self._content_events += 1
         out: list[Observation] = []
         self._content(out, "text", len(content))
         return tuple(out)
 
     def _fail(self, error: Any) -> Observation:
         if type(error) is dict:
-            code = as_str(error.get("code"))
-            if code is None:
-                code = as_str(error.get("type"))
-            message = error.get("message")
-            return self._end(
-                "failed",
-                error_code=code,
-                error_message=message if type(message) is str else None,
-            )
+            code, message = self._error(error)
+            return self._end("failed", error_code=code, error_message=message)
         return self._end("failed", error_message=error if type(error) is str else str(error))
 
     def _choices(self, choices: list[Any], out: list[Observation]) -> None:
         """Decode the choices of one chunk, appending observations to ``out``.
 
-        Characters are summed per kind over all choices, so one event yields at
-        most one ``ContentDelta`` per kind (reasoning, then text, then tool).
+        Only choice 0 (or a choice without index) is measured: its fragments
+        give observations, text and tool calls. Other choices are counted in
+        ``_others``; their finish reasons complete the stream like choice 0's.
+        One event yields at most one ``ContentDelta`` per kind (reasoning,
+        refusal, text, then tool).
         """
-        reasoning_chars = text_chars = tool_chars = 0
+        reasoning_chars = text_chars = refusal_chars = tool_chars = 0
         for choice in choices:
             if type(choice) is not dict:
                 continue
             index = choice.get("index", 0)
             primary = index == 0 or index is None
-            finish = choice.get("finish_reason")
+            if not primary and (type(index) is int or type(index) is str):
+                self._others.add(index)
+            finish = reason(choice.get("finish_reason"))
             if finish is not None:
                 self._finish_seen = True
                 if primary or self._stop_reason is None:
-                    self._stop_reason = as_str(finish)
+                    self._stop_reason = finish
+            if not primary:
+                continue
             delta = choice.get("delta")
             if type(delta) is not dict or not delta:
                 continue
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and type(reasoning) is str:
                 reasoning_chars += len(reasoning)
-                if primary and self._keep_text:
+                if self._keep_text:
                     self._reasoning.append(reasoning)
-            content = delta.get("content")
             refusal = delta.get("refusal")
             if refusal and type(refusal) is str:
-                content = refusal if not content or type(content) is not str else content + refusal
+                refusal_chars += len(refusal)
+                if self._keep_text:
+                    self._refusal.append(refusal)
+            content = delta.get("content")
             if content and type(content) is str:
                 text_chars += len(content)
-                if primary and self._keep_text:
+                if self._keep_text:
                     self._text.append(content)
             calls = delta.get("tool_calls")
             if calls and type(calls) is list:
-                tool_chars += self._tool_deltas(calls, primary)
-        if reasoning_chars or text_chars or tool_chars:
-            self._content_events += 1
-            if reasoning_chars:
-                self._content(out, "reasoning", reasoning_chars)
-            if text_chars:
-                self._content(out, "text", text_chars)
-            if tool_chars:
-                self._content(out, "tool", tool_chars)
+                tool_chars += self._tool_deltas(calls)
+            elif type(delta.get("function_call")) is dict:  # the deprecated functions API
+                tool_chars += self._tool_deltas([{"index": 0, **delta["function_call"]}], legacy=True)
+        if reasoning_chars:
+            self._content(out, "reasoning", reasoning_chars)
+        if refusal_chars:
+            self._content(out, "refusal", refusal_chars)
+        if text_chars:
+            self._content(out, "text", text_chars)
+        if tool_chars:
+            self._content(out, "tool", tool_chars)
 
-    def _tool_deltas(self, calls: list[Any], primary: bool) -> int:
-        """Join tool-call fragments (choice 0 only); return argument chars seen."""
+    def _tool_deltas(self, calls: list[Any], legacy: bool = False) -> int:
+        """Join the measured choice's tool-call fragments; return the generated
+        characters seen: the call's name (once per call, when first seen) plus
+        its argument fragment."""
         chars = 0
         for call in calls:
             if type(call) is not dict:
                 continue
-            function = call.get("function")
+            function = call if legacy else call.get("function")
             args = function.get("arguments") if type(function) is dict else None
             if args and type(args) is str:
                 chars += len(args)
-            if not primary:
-                continue
             index = call.get("index")
             if type(index) is not int:
                 # No index (some older servers): a fragment with a new id starts
@@ -196,13 +225,15 @@ class ChatDecoder(Decoder):
             if state is None:
                 state = self._calls[index] = ToolCallState(index)
             # id and name arrive whole in the first fragment; some servers repeat
-            # them in every fragment, so the first non-empty value wins.
+            # them in every fragment, so the first non-empty value wins and only
+            # the first one counts as generated output.
             if state.id is None and call.get("id"):
                 state.id = as_str(call.get("id"))
             if type(function) is dict:
                 name = function.get("name")
                 if state.name is None and name and type(name) is str:
                     state.name = name
+                    chars += len(name)
             if args and type(args) is str and self._keep_text:
                 state.arguments.append(args)
         return chars

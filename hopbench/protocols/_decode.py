@@ -37,13 +37,17 @@ _DECODERS: dict[str, type[Decoder]] = {
 }
 
 
-def new_decoder(protocol: str, *, keep_text: bool = True) -> Decoder:
+def new_decoder(protocol: str, *, keep_text: bool = True, expect_usage: bool = False) -> Decoder:
     """Create a fresh decoder for one stream of ``protocol``.
 
     Args:
         protocol: "chat" | "responses" | "messages".
         keep_text: keep output text and tool arguments for the ``StreamResult``
             (False only counts them; see ``Decoder.__init__``).
+        expect_usage: the request asked for usage in the stream (chat
+            ``stream_options.include_usage``): a chat stream cut after its
+            finish chunk without the usage chunk or ``[DONE]`` is then
+            "truncated" with detail "usage_missing" (see ``Decoder.__init__``).
 
     Returns:
         A new ``Decoder``; feed it the scanner's items, then call ``finish()``.
@@ -55,7 +59,7 @@ def new_decoder(protocol: str, *, keep_text: bool = True) -> Decoder:
     if cls is None:
         allowed = ", ".join(repr(p) for p in PROTOCOLS)
         raise UsageError(f"unknown protocol {protocol!r}: expected one of {allowed}")
-    return cls(keep_text=keep_text)
+    return cls(keep_text=keep_text, expect_usage=expect_usage)
 
 
 def decode_stream(
@@ -64,6 +68,7 @@ def decode_stream(
     *,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     keep_text: bool = True,
+    expect_usage: bool = False,
 ) -> StreamResult:
     """Decode one whole SSE response body and return the verdict.
 
@@ -71,7 +76,7 @@ def decode_stream(
         protocol: "chat" | "responses" | "messages".
         chunks: the body as the network delivered it (bytes per read, any split).
         max_event_bytes: the scanner's memory bound per line / event, in bytes.
-        keep_text: see ``new_decoder``.
+        keep_text, expect_usage: see ``new_decoder``.
 
     Returns:
         The ``StreamResult`` (a stream cut mid-event counts anomaly
@@ -80,7 +85,7 @@ def decode_stream(
     Raises:
         UsageError: unknown ``protocol``. Never raises on the body's bytes.
     """
-    decoder = new_decoder(protocol, keep_text=keep_text)
+    decoder = new_decoder(protocol, keep_text=keep_text, expect_usage=expect_usage)
     scanner = SSEScanner(max_event_bytes=max_event_bytes)
     feed = decoder.feed
     try:

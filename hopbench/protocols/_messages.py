@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import Decoder, Observations, ToolCallState, as_str
+from ._base import Decoder, Observations, ToolCallState, reason
 from ._observations import Observation
 
 __all__ = ["MessagesDecoder"]
@@ -39,8 +39,8 @@ class MessagesDecoder(Decoder):
     protocol = "messages"
     __slots__ = ("_tools",)
 
-    def __init__(self, *, keep_text: bool = True) -> None:
-        super().__init__(keep_text=keep_text)
+    def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
+        super().__init__(keep_text=keep_text, expect_usage=expect_usage)
         self._tools: dict[int, ToolCallState] = {}  # content block index -> tool-use block
 
     def _tool_calls(self) -> list[dict[str, object]]:
@@ -59,12 +59,15 @@ class MessagesDecoder(Decoder):
         if kind == "message_delta":
             delta = body.get("delta")
             if type(delta) is dict:
-                reason = as_str(delta.get("stop_reason"))
-                if reason is not None:
-                    self._stop_reason = reason
+                stop = reason(delta.get("stop_reason"))
+                if stop is not None:
+                    self._stop_reason = stop
             usage = body.get("usage")
             if type(usage) is dict:
-                report = self._usage(usage.get("input_tokens"), usage.get("output_tokens"))
+                report = self._usage(
+                    usage.get("input_tokens"), usage.get("output_tokens"),
+                    usage.get("total_tokens"),
+                )
                 if report is not None:
                     return bad + (report,)
             return bad
@@ -80,13 +83,12 @@ class MessagesDecoder(Decoder):
             return bad + (self._end("completed"),)
         if kind == "error":
             error = body.get("error")
-            src = error if type(error) is dict else body
-            message = src.get("message")
-            code = as_str(src.get("type")) if src is error else None
-            end = self._end(
-                "failed", error_code=code, error_message=message if type(message) is str else None
-            )
-            return bad + (end,)
+            if type(error) is dict:
+                code, message = self._error(error)
+            else:
+                code, message = None, body.get("message")
+                message = message if type(message) is str else None
+            return bad + (self._end("failed", error_code=code, error_message=message),)
         return bad + self._anomaly("unknown_event", kind)
 
     def _delta(self, body: dict[str, Any], bad: Observations) -> Observations:
@@ -109,7 +111,6 @@ class MessagesDecoder(Decoder):
             return bad + self._anomaly("unknown_event", f"content_block_delta/{dtype}")
         if not fragment or type(fragment) is not str:
             return bad
-        self._content_events += 1
         if self._keep_text:
             if kind == "text":
                 self._text.append(fragment)
@@ -137,22 +138,32 @@ class MessagesDecoder(Decoder):
             return bad + self._anomaly("unexpected_shape", "content_block_start without block")
         btype = block.get("type")
         if btype in _TOOL_BLOCKS:
+            # The block carries the tool's name, which the model generated:
+            # the call's first fragment (TTFT starts here, not at the first
+            # input_json_delta; the initial ``input`` is always {}).
             state = self._block(body)
             block_id, name = block.get("id"), block.get("name")
             state.id = block_id if type(block_id) is str else None
             state.name = name if type(name) is str else None
-            return bad
+            if not state.name:
+                return bad
+            out: list[Observation] = list(bad) if bad else []
+            self._content(out, "tool", len(state.name))
+            return tuple(out)
         if btype == "text":
             fragment, kind = block.get("text"), "text"
         elif btype == "thinking":
+            self._reasoning_items += 1
             fragment, kind = block.get("thinking"), "reasoning"
+        elif btype == "redacted_thinking":
+            self._reasoning_items += 1
+            return bad
         else:
             return bad
         if not fragment or type(fragment) is not str:
             return bad
-        self._content_events += 1
         if self._keep_text:
             (self._text if kind == "text" else self._reasoning).append(fragment)
-        out: list[Observation] = list(bad) if bad else []
+        out = list(bad) if bad else []
         self._content(out, kind, len(fragment))  # type: ignore[arg-type]
         return tuple(out)

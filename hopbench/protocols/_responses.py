@@ -25,14 +25,26 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import Decoder, Observations, ToolCallState, as_str
+from ._base import Decoder, Observations, ToolCallState, reason
 from ._observations import Observation
 
 __all__ = ["ResponsesDecoder", "KNOWN_EVENT_TYPES"]
 
-_TEXT = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_TEXT = "response.output_text.delta"
+_REFUSAL = "response.refusal.delta"
 _REASONING = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
 _TOOL = "response.function_call_arguments.delta"
+# Other model-generated tool input, streamed as ``delta`` strings.
+_TOOL_INPUT = frozenset(
+    {
+        "response.custom_tool_call_input.delta",
+        "response.mcp_call_arguments.delta",
+        "response.code_interpreter_call_code.delta",
+    }
+)
+_DELTAS = frozenset({_TEXT, _REFUSAL, _TOOL}) | _REASONING | _TOOL_INPUT
+# Output items whose ``name`` the model generated when it started the call.
+_CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "mcp_call"})
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 
 # The server event types of the official API (openai-python's ResponseStreamEvent
@@ -108,8 +120,8 @@ class ResponsesDecoder(Decoder):
     protocol = "responses"
     __slots__ = ("_calls", "_by_item")
 
-    def __init__(self, *, keep_text: bool = True) -> None:
-        super().__init__(keep_text=keep_text)
+    def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
+        super().__init__(keep_text=keep_text, expect_usage=expect_usage)
         self._calls: dict[int, ToolCallState] = {}  # output_index -> call
         self._by_item: dict[str, ToolCallState] = {}  # item id -> call
 
@@ -126,13 +138,12 @@ class ResponsesDecoder(Decoder):
         body, kind, bad = self._typed_body(event)
         if body is None:
             return bad
-        if kind in _TEXT or kind in _REASONING or kind == _TOOL:
+        if kind in _DELTAS:
             delta = body.get("delta")
             if not delta or type(delta) is not str:
                 return bad
             out: list[Observation] = list(bad) if bad else []
-            self._content_events += 1
-            if kind in _TEXT:
+            if kind == _TEXT:
                 if self._keep_text:
                     self._text.append(delta)
                 self._content(out, "text", len(delta))
@@ -140,15 +151,25 @@ class ResponsesDecoder(Decoder):
                 if self._keep_text:
                     self._call_for(body).arguments.append(delta)
                 self._content(out, "tool", len(delta))
-            else:
+            elif kind == _REFUSAL:
+                if self._keep_text:
+                    self._refusal.append(delta)
+                self._content(out, "refusal", len(delta))
+            elif kind in _REASONING:
                 if self._keep_text:
                     self._reasoning.append(delta)
                 self._content(out, "reasoning", len(delta))
+            else:  # custom tool input, MCP arguments, interpreter code
+                self._content(out, "tool", len(delta))
             return tuple(out)
         if kind in _TERMINAL:
             return bad + self._terminal(kind, body)
         if kind == "response.output_item.added" or kind == "response.output_item.done":
-            self._item(body)
+            chars = self._item(body, kind == "response.output_item.added")
+            if chars:
+                out = list(bad) if bad else []
+                self._content(out, "tool", chars)
+                return tuple(out)
             return bad
         if kind == "response.function_call_arguments.done":
             args = body.get("arguments")
@@ -177,11 +198,27 @@ class ResponsesDecoder(Decoder):
             self._by_item[item_id] = call
         return call
 
-    def _item(self, body: dict[str, Any]) -> None:
-        """Register a ``function_call`` output item (call_id, name, arguments)."""
+    def _item(self, body: dict[str, Any], added: bool) -> int:
+        """Register a tool-call output item (call_id, name, arguments).
+
+        Returns the characters of the call's name when this is the first time
+        the name is seen (a generated fragment: it starts TTFT), else 0.
+        Only ``function_call`` items are kept as ``tool_calls``; the other
+        call items (custom tool, MCP) count their name and nothing more.
+        """
         item = body.get("item")
-        if type(item) is not dict or item.get("type") != "function_call":
-            return
+        if type(item) is not dict:
+            return 0
+        itype = item.get("type")
+        if itype not in _CALL_ITEMS:
+            if itype == "reasoning" and added:
+                self._reasoning_items += 1  # hidden unless summary / text deltas follow
+            return 0
+        name = item.get("name")
+        if itype != "function_call":
+            if not added or not name or type(name) is not str:
+                return 0
+            return len(name)
         index = body.get("output_index")
         if type(index) is not int:
             index = len(self._calls)
@@ -194,53 +231,57 @@ class ResponsesDecoder(Decoder):
         call_id = item.get("call_id")
         if call.id is None:
             call.id = call_id if type(call_id) is str else (item_id if type(item_id) is str else None)
-        name = item.get("name")
-        if call.name is None and type(name) is str:
-            call.name = name
         args = item.get("arguments")
         if type(args) is str and args:
             call.final = args
+        if call.name is None and name and type(name) is str:
+            call.name = name
+            return len(name)
+        return 0
 
     def _terminal(self, kind: str, body: dict[str, Any]) -> Observations:
-        """``response.completed`` / ``.incomplete`` / ``.failed`` / ``error``."""
+        """``response.completed`` / ``.incomplete`` / ``.failed`` / ``error``.
+
+        The event type is the terminal signal; ``status`` and
+        ``incomplete_details.reason`` only name it when they are real strings
+        (``real``): "" / whitespace / non-strings fall back to the event's own
+        name ("completed", "incomplete", "failed").
+        """
         if kind == "error":
             error = body.get("error")
             src = error if type(error) is dict else body
-            message = src.get("message")
-            end = self._end(
-                "failed",
-                error_code=as_str(src.get("code")) or as_str(src.get("type") if src is error else None),
-                error_message=message if type(message) is str else None,
-            )
-            return (end,)
+            code, message = self._error(src)
+            return (self._end("failed", error_code=code, error_message=message),)
         response = body.get("response")
         if type(response) is not dict:
             response = {}
         out: list[Observation] = []
         usage = response.get("usage")
         if type(usage) is dict:
-            report = self._usage(usage.get("input_tokens"), usage.get("output_tokens"))
+            details = usage.get("output_tokens_details")
+            report = self._usage(
+                usage.get("input_tokens"),
+                usage.get("output_tokens"),
+                usage.get("total_tokens"),
+                details.get("reasoning_tokens") if type(details) is dict else None,
+            )
             if report is not None:
                 out.append(report)
-        status = as_str(response.get("status"))
+        status = reason(response.get("status"))
         if kind == "response.failed":
             error = response.get("error")
             code = message = None
             if type(error) is dict:
-                code = as_str(error.get("code"))
-                message = error.get("message")
+                code, message = self._error(error)
             out.append(
                 self._end(
-                    "failed",
-                    stop_reason=status or "failed",
-                    error_code=code,
-                    error_message=message if type(message) is str else None,
+                    "failed", stop_reason=status or "failed", error_code=code, error_message=message
                 )
             )
         elif kind == "response.incomplete":
             details = response.get("incomplete_details")
-            reason = as_str(details.get("reason")) if type(details) is dict else None
-            out.append(self._end("completed", stop_reason=reason or status or "incomplete"))
+            why = reason(details.get("reason")) if type(details) is dict else None
+            out.append(self._end("completed", stop_reason=why or status or "incomplete"))
         else:
             out.append(self._end("completed", stop_reason=status or "completed"))
         return tuple(out)
