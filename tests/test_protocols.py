@@ -573,3 +573,424 @@ def test_chat_tool_call_fragments_without_index_continue_latest_call() -> None:
     r = decode_stream("chat", [body])
     assert r.tool_calls == [{"index": 0, "id": "c1", "name": "f", "arguments": '{"a":1}'},
                             {"index": 1, "id": "c2", "name": "g", "arguments": "{}"}]
+
+
+# -- issue 13: stream semantics, round 2 --------------------------------------------
+
+
+def _timed(protocol: str, reads: list[tuple[int, bytes]], *, expect_usage: bool = False,
+           ) -> tuple[dict[str, int], list[object], StreamResult]:
+    """Feed one read per (ms, bytes) pair through a scanner and a decoder.
+
+    Returns the time (ms) of the read that gave the first FirstToken,
+    FirstContentToken and StreamEnd (keys "ttft", "ttft_content", "end"),
+    all observations, and the result.
+    """
+    scanner, dec = SSEScanner(), new_decoder(protocol, expect_usage=expect_usage)
+    times: dict[str, int] = {}
+    out: list[object] = []
+    names = {FirstToken: "ttft", FirstContentToken: "ttft_content", StreamEnd: "end"}
+    for ms, data in reads:
+        for item in scanner.feed(data):
+            for ob in dec.feed(item):
+                out.append(ob)
+                if type(ob) in names:
+                    times.setdefault(names[type(ob)], ms)
+    return times, out, dec.finish(discarded_partial=scanner.close())
+
+
+def _lines(*lines: bytes) -> list[tuple[int, bytes]]:
+    return [(i, line) for i, line in enumerate(lines)]
+
+
+# item 1: a terminal signal must be a real one
+
+
+def test_issue13_chat_empty_finish_reason_is_not_a_finish() -> None:
+    body = [
+        b'data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":""}]}\n\n',
+        b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Blue"},"finish_reason":""}]}\n\n',
+        b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":" sky"},"finish_reason":""}]}\n\n',
+    ]
+    r = decode_stream("chat", body)
+    assert (r.outcome, r.text, r.stop_reason, r.no_done, r.detail) == ("truncated", "Blue sky", None, False, None)
+
+
+@pytest.mark.parametrize("value", ["", " ", "\n\t", None, 0, 1, False, True, [], ["stop"], {}, {"x": "stop"}, 1.5])
+def test_chat_finish_reason_that_only_looks_present_is_no_finish(value: object) -> None:
+    finish = _ev({"choices": [{"index": 0, "delta": {}, "finish_reason": value}]})
+    cut = decode_stream("chat", [ROLE + _chunk("a") + finish])
+    assert (cut.outcome, cut.stop_reason, cut.text) == ("truncated", None, "a")
+    done = decode_stream("chat", [ROLE + _chunk("a") + finish + DONE])
+    assert (done.outcome, done.stop_reason) == ("completed", None)
+
+
+def test_chat_finish_reason_is_stripped() -> None:
+    r = decode_stream("chat", [_chunk("a", " stop\n")])
+    assert (r.outcome, r.stop_reason, r.no_done) == ("completed", "stop", True)
+
+
+@pytest.mark.parametrize("value", ["", "  ", None, 3, [], {}])
+def test_messages_stop_reason_that_only_looks_present_is_none(value: object) -> None:
+    delta = _msg("message_delta", delta={"stop_reason": value, "stop_sequence": None}, usage={"output_tokens": 5})
+    r = decode_stream("messages", [M_START + M_BLOCK + _mtext("a") + delta + M_STOP])
+    assert (r.outcome, r.stop_reason) == ("completed", None)
+    # a real stop_reason without message_stop is still no end
+    real_delta = M_DELTA
+    cut = decode_stream("messages", [M_START + M_BLOCK + _mtext("a") + real_delta])
+    assert (cut.outcome, cut.stop_reason) == ("truncated", "end_turn")
+
+
+@pytest.mark.parametrize("value", ["", " ", None, 7, ["completed"]])
+def test_responses_status_and_reason_that_only_look_present_fall_back(value: object) -> None:
+    done = _resp("response.completed", response={"status": value})
+    assert decode_stream("responses", [R_CREATED + _rtext("a") + done]).stop_reason == "completed"
+    inc = _resp("response.incomplete", response={"status": value, "incomplete_details": {"reason": value}})
+    assert decode_stream("responses", [R_CREATED + _rtext("a") + inc]).stop_reason == "incomplete"
+    failed = _resp("response.failed", response={"status": value, "error": {"code": value, "message": "m"}})
+    r = decode_stream("responses", [R_CREATED + failed])
+    expect_code = "7" if value == 7 else None  # an int error code is a code
+    assert (r.outcome, r.stop_reason, r.error_code) == ("failed", "failed", expect_code)
+
+
+@pytest.mark.parametrize("value", ["", " ", None, {}, 0, False])
+def test_chat_error_that_only_looks_present_is_no_error(value: object) -> None:
+    r = decode_stream("chat", [_chunk("a") + _ev({"choices": [{"index": 0, "delta": {"content": "b"}}], "error": value}) + DONE])
+    assert (r.outcome, r.text, r.error_code) == ("completed", "ab", None)
+
+
+# item 2: TTFT starts at the first generated fragment, tool names included
+
+TOOL_ROLE = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}]}\n\n'
+
+
+def test_issue13_chat_tool_call_ttft_starts_at_name_fragment() -> None:
+    reads = [
+        (0, TOOL_ROLE),
+        (300, b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_7","type":"function","function":{"name":"lookup","arguments":""}}]}}]}\n\n'),
+        (350, b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"q\\":"}}]}}]}\n\n'),
+        (400, b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\"tides\\"}"}}]}}]}\n\n'),
+        (410, b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n'),
+        (420, DONE),
+    ]
+    times, obs, r = _timed("chat", reads)
+    assert times == {"ttft": 300, "ttft_content": 300, "end": 420}
+    assert [o for o in obs if isinstance(o, ContentDelta)] == [
+        ContentDelta("tool", 6), ContentDelta("tool", 5), ContentDelta("tool", 8)]
+    assert r.tool_calls == [{"index": 0, "id": "call_7", "name": "lookup", "arguments": '{"q":"tides"}'}]
+    assert (r.outcome, r.stop_reason, r.events["tool"], r.content_events) == ("completed", "tool_calls", 3, 3)
+
+
+def test_chat_tool_name_repeated_in_every_fragment_counts_once() -> None:
+    frag = [_chunk(None, tool_calls=[{"index": 0, "id": "c", "function": {"name": "f", "arguments": a}}]) for a in ("", "{", "}")]
+    obs, r = _observe("chat", b"".join(frag) + _chunk(None, "tool_calls") + DONE)
+    assert [o for o in obs if isinstance(o, ContentDelta)] == [ContentDelta("tool", 1)] * 3
+    assert r.tool_calls[0]["arguments"] == "{}"
+
+
+def test_chat_legacy_function_call_name_starts_ttft() -> None:
+    reads = [(0, ROLE), (300, _chunk(None, function_call={"name": "lookup", "arguments": ""})),
+             (350, _chunk(None, function_call={"arguments": "{}"})), (360, _chunk(None, "function_call")), (370, DONE)]
+    times, _, r = _timed("chat", reads)
+    assert times["ttft"] == 300 and r.tool_calls[0]["name"] == "lookup" and r.tool_calls[0]["arguments"] == "{}"
+
+
+def test_messages_tool_use_block_start_starts_ttft() -> None:
+    reads = [
+        (0, M_START),
+        (300, _msg("content_block_start", index=0, content_block={"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}})),
+        (350, _msg("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": '{"q":'})),
+        (400, _msg("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": '"tides"}'})),
+        (410, _msg("content_block_stop", index=0)),
+        (420, _msg("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 9})),
+        (430, M_STOP),
+    ]
+    times, obs, r = _timed("messages", reads)
+    assert times == {"ttft": 300, "ttft_content": 300, "end": 430}
+    assert [o for o in obs if isinstance(o, ContentDelta)][0] == ContentDelta("tool", 6)
+    assert r.tool_calls == [{"index": 0, "id": "toolu_1", "name": "lookup", "arguments": '{"q":"tides"}'}]
+
+
+def test_responses_function_call_item_added_starts_ttft() -> None:
+    item = {"id": "fc_1", "type": "function_call", "call_id": "call_7", "name": "lookup", "arguments": "", "status": "in_progress"}
+    reads = [
+        (0, R_CREATED),
+        (100, _resp("response.output_item.added", output_index=0, item={"id": "rs_1", "type": "reasoning", "summary": []})),
+        (300, _resp("response.output_item.added", output_index=1, item=item)),
+        (350, _resp("response.function_call_arguments.delta", item_id="fc_1", output_index=1, delta='{"q":')),
+        (400, _resp("response.function_call_arguments.delta", item_id="fc_1", output_index=1, delta='"tides"}')),
+        (410, _resp("response.output_item.done", output_index=1, item={**item, "arguments": '{"q":"tides"}', "status": "completed"})),
+        (420, R_DONE),
+    ]
+    times, _, r = _timed("responses", reads)
+    assert times == {"ttft": 300, "ttft_content": 300, "end": 420}
+    assert r.tool_calls == [{"index": 1, "id": "call_7", "name": "lookup", "arguments": '{"q":"tides"}'}]
+    assert r.events == {"text": 0, "reasoning": 0, "tool": 3, "refusal": 0}
+
+
+def test_responses_message_item_added_is_not_generated_output() -> None:
+    added = _resp("response.output_item.added", output_index=0, item={"id": "m", "type": "message", "role": "assistant", "content": []})
+    part = _resp("response.content_part.added", item_id="m", output_index=0, content_index=0, part={"type": "output_text", "text": ""})
+    times, _, _ = _timed("responses", [(0, R_CREATED), (100, added), (150, part), (300, _rtext("Hi")), (400, R_DONE)])
+    assert times["ttft"] == 300
+
+
+# item 3: refusals are their own channel
+
+
+def test_issue13_chat_refusal_is_its_own_channel() -> None:
+    reads = _lines(
+        ROLE,
+        _ev({"choices": [{"index": 0, "delta": {"refusal": "I can't"}, "finish_reason": None}]}),
+        _ev({"choices": [{"index": 0, "delta": {"refusal": " share that."}, "finish_reason": None}]}),
+        _chunk(None, "stop"),
+        DONE,
+    )
+    times, obs, r = _timed("chat", reads)
+    assert (r.outcome, r.text, r.refusal_text, r.stop_reason) == ("completed", "", "I can't share that.", "stop")
+    assert r.events == {"text": 0, "reasoning": 0, "tool": 0, "refusal": 2} and r.content_events == 2
+    assert times == {"ttft": 1, "ttft_content": 1, "end": 4}
+    assert obs[:3] == [FirstToken("refusal"), FirstContentToken("refusal"), ContentDelta("refusal", 7)]
+
+
+def test_chat_refusal_beside_text_in_one_chunk_and_not_kept_without_keep_text() -> None:
+    body = _ev({"choices": [{"index": 0, "delta": {"content": "x", "refusal": "no"}}]}) + _chunk(None, "stop") + DONE
+    r = decode_stream("chat", [body])
+    assert (r.text, r.refusal_text, r.events["text"], r.events["refusal"]) == ("x", "no", 1, 1)
+    lean = decode_stream("chat", [body], keep_text=False)
+    assert (lean.text, lean.refusal_text, lean.events) == ("", "", r.events)
+
+
+def test_responses_refusal_delta_is_refusal_channel() -> None:
+    ref = _resp("response.refusal.delta", item_id="m", output_index=0, content_index=0, delta="I can't")
+    times, obs, r = _timed("responses", [(0, R_CREATED), (200, ref), (300, R_DONE)])
+    assert (r.text, r.refusal_text, times["ttft"], times["ttft_content"]) == ("", "I can't", 200, 200)
+
+
+# item 4: stop reasons broken down; abort; cut after the finish chunk
+
+
+@pytest.mark.parametrize(("reason", "klass"), [
+    ("stop", "stop"), ("end_turn", "stop"), ("stop_sequence", "stop"), ("completed", "stop"),
+    ("length", "length"), ("max_tokens", "length"), ("max_output_tokens", "length"),
+    ("tool_calls", "tool_calls"), ("tool_use", "tool_calls"), ("function_call", "tool_calls"),
+    ("content_filter", "content_filter"), ("refusal", "content_filter"), ("pause_turn", "pause_turn"),
+    ("abort", "abort"), ("model_context_window_exceeded", "other"), ("STOP", "other"), (None, "none"),
+])
+def test_stop_class(reason: str | None, klass: str) -> None:
+    assert protocols.stop_class(reason) == klass and klass in protocols.STOP_CLASSES
+
+
+def test_issue13_chat_engine_abort_is_failed() -> None:
+    times, obs, r = _timed("chat", _lines(ROLE, _chunk("par"), _chunk(None, "abort"), DONE))
+    assert (r.outcome, r.detail, r.stop_reason, r.text, r.error_code) == ("failed", "abort", "abort", "par", None)
+    assert obs[-1] == StreamEnd("failed", None, "abort", "abort") and times["end"] == 3
+    cut = decode_stream("chat", [ROLE + _chunk("par") + _chunk(None, "abort")])
+    assert (cut.outcome, cut.detail) == ("failed", "abort")
+
+
+def test_issue13_chat_cut_after_finish_with_usage_requested_is_truncated() -> None:
+    body = [ROLE, _chunk("Hi"), _chunk(None, "stop")]
+    r = decode_stream("chat", body, expect_usage=True)
+    assert (r.outcome, r.detail, r.stop_reason, r.text, r.no_done) == ("truncated", "usage_missing", "stop", "Hi", False)
+    with_usage = decode_stream("chat", [*body, USAGE], expect_usage=True)
+    assert (with_usage.outcome, with_usage.detail, with_usage.no_done, with_usage.total_tokens) == ("completed", None, True, 5)
+    with_done = decode_stream("chat", [*body, DONE], expect_usage=True)
+    assert (with_done.outcome, with_done.no_done) == ("completed", False)
+
+
+def test_issue13_chat_cut_after_finish_without_usage_request_is_completed_no_done() -> None:
+    r = decode_stream("chat", [ROLE, _chunk("Hi"), _chunk(None, "stop")])
+    assert (r.outcome, r.detail, r.no_done) == ("completed", None, True)
+    assert decode_stream("chat", [ROLE, _chunk("Hi"), _chunk(None, "stop"), DONE]).no_done is False
+
+
+def test_chat_usage_before_the_finish_chunk_does_not_stand_for_the_usage_chunk() -> None:
+    early = _ev({"choices": [{"index": 0, "delta": {"content": "a"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+    r = decode_stream("chat", [early, _chunk(None, "stop")], expect_usage=True)
+    assert (r.outcome, r.detail) == ("truncated", "usage_missing")
+    both = _ev({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+    assert decode_stream("chat", [early, both], expect_usage=True).outcome == "completed"
+
+
+@pytest.mark.parametrize("protocol", ["responses", "messages"])
+def test_expect_usage_changes_nothing_on_typed_protocols(protocol: str) -> None:
+    body = b"".join(BODIES[protocol])
+    assert decode_stream(protocol, [body], expect_usage=True) == decode_stream(protocol, [body])
+    cut = b"".join(BODIES[protocol][:-1])
+    assert decode_stream(protocol, [cut], expect_usage=True).outcome == "truncated"
+
+
+# item 6: several choices
+
+
+def test_issue13_chat_several_choices_measure_choice_zero() -> None:
+    def c(i: int, text: str | None = None, finish: str | None = None) -> bytes:
+        delta = {} if text is None else {"content": text}
+        return _ev({"choices": [{"index": i, "delta": delta, "finish_reason": finish}]})
+    usage = _ev({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}})
+    reads = [(0, c(0, "") + c(1, "")), (100, c(1, "Other")), (200, c(0, "Blue")), (250, c(1, " one")),
+             (300, c(0, " sky")), (320, c(1, None, "stop")), (330, c(0, None, "stop")), (340, usage), (350, DONE)]
+    times, obs, r = _timed("chat", reads, expect_usage=True)
+    assert times == {"ttft": 200, "ttft_content": 200, "end": 350}
+    assert [o for o in obs if isinstance(o, ContentDelta)] == [ContentDelta("text", 4), ContentDelta("text", 4)]
+    assert (r.text, r.choices, r.content_events, r.output_tokens, r.stop_reason) == ("Blue sky", 2, 2, 6, "stop")
+
+
+def test_chat_choice_indexes_counted_distinct_and_odd_indexes_ignored() -> None:
+    chunk = _ev({"choices": [{"index": i, "delta": {"content": "x"}} for i in (0, 1, 2, 2, None)] + [{"index": [1], "delta": {}}]})
+    r = decode_stream("chat", [chunk + DONE])
+    assert (r.choices, r.text, r.events["text"]) == (3, "xx", 1)
+
+
+# item 7: hidden reasoning
+
+
+def test_issue13_chat_hidden_reasoning_flagged_from_usage() -> None:
+    usage = {"prompt_tokens": 5, "completion_tokens": 70, "total_tokens": 75, "completion_tokens_details": {"reasoning_tokens": 64}}
+    r = decode_stream("chat", [ROLE + _chunk("Hi") + _chunk(None, "stop") + _ev({"choices": [], "usage": usage}) + DONE])
+    assert (r.hidden_reasoning, r.reasoning_tokens, r.total_tokens) == (True, 64, 75)
+    shown = decode_stream("chat", [ROLE + _chunk(None, reasoning_content="hmm") + _chunk("Hi") + _ev({"choices": [], "usage": usage}) + DONE])
+    assert (shown.hidden_reasoning, shown.reasoning_tokens) == (False, 64)
+    usage["completion_tokens_details"] = {"reasoning_tokens": 0}
+    none = decode_stream("chat", [ROLE + _chunk("Hi") + _ev({"choices": [], "usage": usage}) + DONE])
+    assert (none.hidden_reasoning, none.reasoning_tokens) == (False, 0)
+
+
+def test_responses_hidden_reasoning_from_usage_and_from_reasoning_item() -> None:
+    usage = {"input_tokens": 4, "output_tokens": 40, "total_tokens": 44, "output_tokens_details": {"reasoning_tokens": 32}}
+    done = _resp("response.completed", response={"status": "completed", "usage": usage})
+    r = decode_stream("responses", [R_CREATED + _rtext("Hi") + done])
+    assert (r.hidden_reasoning, r.reasoning_tokens, r.total_tokens) == (True, 32, 44)
+    item = _resp("response.output_item.added", output_index=0, item={"id": "rs", "type": "reasoning", "summary": []})
+    assert decode_stream("responses", [R_CREATED + item + _rtext("Hi") + R_DONE]).hidden_reasoning is True
+    summary = _resp("response.reasoning_summary_text.delta", item_id="rs", output_index=0, summary_index=0, delta="plan")
+    assert decode_stream("responses", [R_CREATED + item + summary + _rtext("Hi") + done]).hidden_reasoning is False
+
+
+def test_messages_hidden_reasoning_from_redacted_or_empty_thinking_blocks() -> None:
+    redacted = _msg("content_block_start", index=0, content_block={"type": "redacted_thinking", "data": "EmwKAhgB"})
+    text = _msg("content_block_start", index=1, content_block={"type": "text", "text": ""}) + _mtext("Hi", 1)
+    r = decode_stream("messages", [M_START + redacted + _msg("content_block_stop", index=0) + text + M_DELTA + M_STOP])
+    assert (r.hidden_reasoning, r.text, r.reasoning_tokens) == (True, "Hi", None)
+    thinking = _msg("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""})
+    sig = _msg("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "abc"})
+    assert decode_stream("messages", [M_START + thinking + sig + text + M_DELTA + M_STOP]).hidden_reasoning is True
+    thought = _msg("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "hmm"})
+    assert decode_stream("messages", [M_START + thinking + thought + sig + text + M_DELTA + M_STOP]).hidden_reasoning is False
+
+
+# item 8: a malformed event is a broken stream
+
+
+def test_issue13_chat_malformed_event_after_five_chunks_fails_and_measurement_continues() -> None:
+    chunks = [ROLE] + [_chunk(w) for w in ("One", " two", " three", " four")]
+    rest = [_chunk(" six"), _chunk(None, "stop"), USAGE, DONE]
+    reads = _lines(*chunks, b'data: {"choices":[{"index":0,"delta":{"content":" five"\n\n', *rest)
+    times, obs, r = _timed("chat", reads, expect_usage=True)
+    assert (r.outcome, r.detail, r.error_code) == ("failed", "malformed_event", None)
+    assert (r.text, r.stop_reason, r.input_tokens, r.output_tokens) == ("One two three four six", "stop", 3, 2)
+    assert r.anomalies == {"malformed_json": 1} and r.events["text"] == 5
+    assert obs[-1] == StreamEnd("failed", None, "stop", "malformed_event") and times["end"] == 9
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("payload", [b"{not json", b"[1, 2]", b'"text"', b"null", b"17"])
+def test_unusable_event_fails_every_protocol(protocol: str, payload: bytes) -> None:
+    events = BODIES[protocol]
+    r = decode_stream(protocol, [events[0] + b"data: " + payload + b"\n\n" + b"".join(events[1:])])
+    assert (r.outcome, r.detail, r.text) == ("failed", "malformed_event", "ab")
+    assert sum(r.anomalies.values()) == 1
+    cut = decode_stream(protocol, [events[0] + b"data: " + payload + b"\n\n" + b"".join(events[1:-1])])
+    assert (cut.outcome, cut.detail) == ("failed", "malformed_event")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_malformed_data_after_the_end_does_not_fail(protocol: str) -> None:
+    r = decode_stream(protocol, [b"".join(BODIES[protocol]) + b"data: {oops\n\n"])
+    assert (r.outcome, r.detail, r.anomalies) == ("completed", None, {"data_after_end": 1})
+
+
+# item 9: error codes that say little
+
+
+def test_issue13_numeric_error_code_loses_to_specific_type() -> None:
+    err = _ev({"error": {"message": "database down", "type": "no_db_connection", "code": "400"}})
+    r = decode_stream("chat", [ROLE + _chunk("a") + err])
+    assert (r.outcome, r.error_code, r.error_type, r.error_wire_code, r.error_message) == (
+        "failed", "no_db_connection", "no_db_connection", "400", "database down")
+
+
+@pytest.mark.parametrize(("code", "etype", "name"), [
+    ("400", "no_db_connection", "no_db_connection"), (400, "no_db_connection", "no_db_connection"),
+    ("api_error", "no_db_connection", "no_db_connection"), ("Error", "budget_exceeded", "budget_exceeded"),
+    ("rate_limit_exceeded", "invalid_request_error", "rate_limit_exceeded"), ("429", "server_error", "429"),
+    ("context_length_exceeded", "quota", "context_length_exceeded"), (None, "server_error", "server_error"),
+    ("", "overloaded", "overloaded"), ("  ", None, None), ("500", "", "500"),
+])
+def test_error_name_rule_across_protocols(code: object, etype: object, name: str | None) -> None:
+    error = {"message": "m", "type": etype, "code": code}
+    chat = decode_stream("chat", [_ev({"error": error})])
+    failed = _resp("response.failed", response={"status": "failed", "error": error})
+    resp = decode_stream("responses", [R_CREATED + failed])
+    nested = decode_stream("responses", [_resp("error", error=error)])
+    msg = decode_stream("messages", [M_START + _msg("error", error=error)])
+    for r in (chat, resp, nested, msg):
+        assert (r.outcome, r.error_code) == ("failed", name)
+    both = name is not None and code not in (None, "", "  ") and etype not in (None, "")
+    assert chat.error_type == (str(etype).strip() if both else None)
+
+
+def test_responses_flat_error_event_type_is_not_the_error_type() -> None:
+    r = decode_stream("responses", [R_CREATED + _resp("error", code="400", message="bad")])
+    assert (r.error_code, r.error_type, r.error_wire_code) == ("400", None, "400")
+
+
+# item 13: usage consistency
+
+
+def test_issue13_total_tokens_recorded_where_sent() -> None:
+    chat = decode_stream("chat", [_chunk("a", "stop") + USAGE + DONE])
+    resp = decode_stream("responses", [R_CREATED + _rtext("a") + R_DONE])
+    msg = decode_stream("messages", [b"".join(BODIES["messages"])])
+    assert (chat.total_tokens, resp.total_tokens, msg.total_tokens) == (5, 6, None)
+    odd = _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 9}})
+    assert decode_stream("chat", [_chunk("a", "stop") + odd + DONE]).total_tokens == 9  # sent, never computed
+
+
+def test_usage_report_carries_total_and_reasoning_tokens() -> None:
+    usage = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12, "completion_tokens_details": {"reasoning_tokens": 3}}
+    obs, _ = _observe("chat", _chunk("a", "stop") + _ev({"choices": [], "usage": usage}) + DONE)
+    assert UsageReport(5, 7, 12, 3) in obs
+
+
+def test_result_defaults_keep_the_old_meaning() -> None:
+    r = StreamResult()
+    assert (r.refusal_text, r.detail, r.error_type, r.total_tokens, r.reasoning_tokens, r.choices) == ("", None, None, None, None, 1)
+    assert (r.events, r.hidden_reasoning, r.no_done) == ({"text": 0, "reasoning": 0, "tool": 0, "refusal": 0}, False, False)
+    assert tuple(r.events) == protocols.EVENT_CHANNELS
+
+
+# Captured from llmock 0.2.2 (PyPI; ``llmock serve --tool-mode off``), one fault
+# queued per stream through its admin API: ``{"type": "stream_fault", "kind":
+# "malformed", "after_chunks": 5}`` (the sixth event's JSON cut in half, the
+# rest sent), and ``"kind": "truncate", "after_chunks": 11`` (the body ends
+# cleanly right after the finish chunk: no usage chunk, no ``[DONE]``). Chat
+# requests asked for ``stream_options.include_usage``.
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_issue13_llmock_malformed_fault_is_failed_and_measured(protocol: str) -> None:
+    r = decode_stream(protocol, [(DATA / f"{protocol}__llmock_malformed.sse").read_bytes()], expect_usage=True)
+    assert (r.outcome, r.detail, r.anomalies) == ("failed", "malformed_event", {"malformed_json": 1})
+    assert r.output_tokens == {"chat": 13, "responses": 13, "messages": 17}[protocol]  # usage still read
+    assert r.stop_reason == {"chat": "stop", "responses": "completed", "messages": "end_turn"}[protocol]
+
+
+def test_issue13_llmock_truncate_after_finish_chunk() -> None:
+    body = (DATA / "chat__llmock_truncate_after_finish.sse").read_bytes()
+    asked = decode_stream("chat", [body], expect_usage=True)
+    assert (asked.outcome, asked.detail, asked.stop_reason, asked.no_done) == ("truncated", "usage_missing", "stop", False)
+    assert asked.text == "Hi there. This is a simulated reply from gpt-4o-mini."
+    plain = decode_stream("chat", [body])
+    assert (plain.outcome, plain.detail, plain.no_done) == ("completed", None, True)

@@ -209,3 +209,57 @@ def test_decode_stream_messages_error_fails_where_anthropic_sdk_raises() -> None
         raise AssertionError("the anthropic SDK did not raise on an error event")
     result = decode_stream("messages", chunks)
     assert (result.outcome, result.error_code, result.text, result.input_tokens) == ("failed", "overloaded_error", "Hi", 3)
+
+
+# Issue 13 item 8: the official SDKs parse each event with ``json.loads`` and let
+# the error escape (openai-python ``_streaming.py`` ``Stream.__stream__``:
+# ``data = sse.json()``; anthropic-sdk-python ``_streaming.py``:
+# ``process_data(data=sse.json(), ...)``; ``ServerSentEvent.json`` is
+# ``json.loads(self.data)`` in both), so a client built on them sees a broken
+# stream. decode_stream calls such a stream failed ("malformed_event").
+
+_MALFORMED = b'data: {"choices":[{"index":0,"delta":{"content":" five"\n\n'
+
+
+def test_decode_stream_chat_malformed_event_fails_where_openai_sdk_raises() -> None:
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    good = [_ev({**base, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
+            for w in ("One", " two", " three", " four")]
+    chunks = [*good, _MALFORMED, _ev({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+              b"data: [DONE]\n\n"]
+    _current["chunks"] = chunks
+    seen = ""
+    try:
+        for chunk in _OPENAI.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True):
+            seen += chunk.choices[0].delta.content or ""
+    except json.JSONDecodeError:
+        pass
+    else:
+        raise AssertionError("the openai SDK did not raise on a malformed event")
+    result = decode_stream("chat", chunks)
+    assert (result.outcome, result.detail, seen) == ("failed", "malformed_event", "One two three four")
+    assert result.text == seen and result.stop_reason == "stop"  # the rest was still decoded
+
+
+def test_decode_stream_messages_malformed_event_fails_where_anthropic_sdk_raises() -> None:
+    message = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 1}}
+    chunks = [
+        _ev({"type": "message_start", "message": message}, "message_start"),
+        _ev({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start"),
+        _ev({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}}, "content_block_delta"),
+        b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\n\n",
+        _ev({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+        _ev({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}, "message_delta"),
+        _ev({"type": "message_stop"}, "message_stop"),
+    ]
+    _current["chunks"] = chunks
+    try:
+        with _ANTHROPIC.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]) as stream:
+            stream.get_final_message()
+    except json.JSONDecodeError:
+        pass
+    else:
+        raise AssertionError("the anthropic SDK did not raise on a malformed event")
+    result = decode_stream("messages", chunks)
+    assert (result.outcome, result.detail, result.text, result.output_tokens) == ("failed", "malformed_event", "Hi", 2)

@@ -17,7 +17,35 @@ Invariants:
   event is ignored and counted as anomaly ``data_after_end``; comments are
   still counted as keepalives.
 - Hot path: one ``json.loads`` per event, and a shared empty tuple when an
-  event yields nothing to report.
+  event yields nothing to report; a plain text event allocates only its
+  observations.
+
+Rules shared by the three protocols (issue 13; docs/results.md "Decoder rules"):
+- Generated fragment: an event carries generated output when it holds
+  non-empty model-written characters of the measured answer: text, reasoning,
+  refusal, tool-call arguments, or a tool call's name (the first fragment of
+  a call: chat ``tool_calls[j].function.name``, Responses ``output_item.added``
+  of a call item, Messages ``content_block_start`` of a tool-use block). The
+  first one of any channel is ``FirstToken`` (TTFT); the first one that is not
+  reasoning is ``FirstContentToken`` (content TTFT: text, refusal and tool
+  calls all count as visible output). Each is a ``ContentDelta`` and one
+  content event of its channel (``StreamResult.events``).
+- Real signals: a finish / stop reason, status, error code or error type is a
+  signal only when it is a string with a non-whitespace character (stripped;
+  error codes may also be ints). ``""``, whitespace, null, booleans, numbers
+  and containers only look present (``real``, ``reason``).
+- Malformed event: an event whose data is not JSON, or whose JSON is not an
+  object, is unusable: the stream is "failed" with detail "malformed_event",
+  whatever ends it, and decoding goes on (later events still give text, usage,
+  stop reason and timings); the anomaly is counted too. The official SDKs
+  raise on such an event (openai-python and anthropic-sdk-python
+  ``_streaming.py``: ``sse.json()`` is ``json.loads(data)``).
+- Abort: a stream that ends "completed" with stop reason "abort" (vLLM's
+  engine abort) is "failed" with detail "abort".
+- Error names: ``error_name`` picks the more specific of an error's code and
+  type; ``error_type`` / ``error_wire_code`` keep both as sent.
+- Hidden reasoning: usage reports reasoning tokens > 0 (or the protocol
+  announced a reasoning block / item) and no reasoning fragment arrived.
 """
 
 from __future__ import annotations
@@ -41,7 +69,7 @@ from ._observations import (
 )
 
 __all__ = [
-    "Decoder", "Observations", "NOTHING", "ToolCallState", "as_str", "real", "reason",
+    "Decoder", "Observations", "NOTHING", "UNPARSED", "ToolCallState", "as_str", "real", "reason",
     "error_name", "GENERIC_ERROR_NAMES",
 ]
 
@@ -50,6 +78,9 @@ Observations = tuple[Observation, ...]
 
 NOTHING: Observations = ()
 """The shared empty result of ``feed`` (no allocation on quiet events)."""
+
+UNPARSED: Any = object()
+"""``Decoder._parse``'s value for data that is not JSON (JSON ``null`` is None)."""
 
 _loads = json.loads
 try:  # optional (hopbench[fast]): ~4x faster, reads the bytes without a decode step
@@ -118,6 +149,7 @@ class Decoder:
         "_refusal",
         "_detail",
         "_error_type",
+        "_error_wire_code",
         "_total_tokens",
         "_reasoning_tokens",
         "_events",
@@ -158,6 +190,7 @@ class Decoder:
         self._refusal: list[str] = []
         self._detail: str | None = None
         self._error_type: str | None = None
+        self._error_wire_code: str | None = None
         self._total_tokens: int | None = None
         self._reasoning_tokens: int | None = None
         self._events: dict[str, int] = {"text": 0, "reasoning": 0, "tool": 0, "refusal": 0}
@@ -235,6 +268,7 @@ class Decoder:
             refusal_text="".join(self._refusal),
             detail=detail,
             error_type=self._error_type,
+            error_wire_code=self._error_wire_code,
             total_tokens=self._total_tokens,
             reasoning_tokens=reasoning_tokens,
             choices=self._choice_count(),
@@ -283,10 +317,12 @@ class Decoder:
         return []
 
     def _parse(self, data: bytes) -> tuple[Any, Observations]:
-        """Decode the JSON of one event: (value, anomalies), value None on failure.
+        """Decode the JSON of one event: (value, anomalies), value ``UNPARSED``
+        on failure.
 
         Invalid UTF-8 is replaced (U+FFFD) and counted as ``invalid_utf8``;
-        unparsable JSON is counted as ``malformed_json`` (RFC 8259).
+        unparsable JSON is counted as ``malformed_json`` (RFC 8259) and marks
+        the stream malformed (it will fail with detail "malformed_event").
         """
         if _fast_loads is not None:
             try:
@@ -308,19 +344,20 @@ class Decoder:
             # ValueError covers JSONDecodeError and the int-digits limit;
             # RecursionError a hostile nesting depth.
             self._malformed = True
-            return None, bad + self._anomaly("malformed_json", text[:80])
+            return UNPARSED, bad + self._anomaly("malformed_json", text[:80])
 
     def _typed_body(self, event: SSEEvent) -> tuple[dict[str, Any] | None, str, Observations]:
         """Parse an event whose JSON names its own type (Responses, Messages).
 
         Returns:
             (body, type, anomalies): body None when the data is unusable (the
-            anomalies then say why); type from the JSON ``type`` field, else the
-            SSE event name (some gateways drop ``event:`` lines, others ``type``).
+            anomalies then say why, and the stream is marked malformed); type
+            from the JSON ``type`` field, else the SSE event name (some gateways
+            drop ``event:`` lines, others ``type``).
         """
         body, bad = self._parse(event.data)
         if type(body) is not dict:
-            if body is None:
+            if body is UNPARSED:
                 return None, "", bad
             self._malformed = True
             return None, "", bad + self._anomaly("unexpected_shape", "event data is not an object")
@@ -377,13 +414,17 @@ class Decoder:
             outcome, self._error_code, self._stop_reason, self._detail  # type: ignore[arg-type]
         )
 
-    def _error(self, error: dict[str, Any], code_key: str = "code") -> tuple[str | None, str | None]:
-        """Record an error object's type and return (error_code, message).
+    def _error(self, error: dict[str, Any], *, typed: bool = True) -> tuple[str | None, str | None]:
+        """Record an error object's code and type; return (error_code, message).
 
         ``error_code`` follows ``error_name``; ``error_type`` is set when the
-        object carried both a usable code and a usable type.
+        object carried both a real code and a real type; ``error_wire_code``
+        keeps the code as sent. ``typed=False``: the object's ``type`` is the
+        event's own type (Responses' flat ``error`` event), not the error's.
         """
-        code, etype = real(error.get(code_key)), real(error.get("type"))
+        code = real(error.get("code"))
+        etype = real(error.get("type")) if typed else None
+        self._error_wire_code = code
         if code is not None and etype is not None:
             self._error_type = etype
         message = error.get("message")

@@ -1,22 +1,41 @@
 """Decoder for OpenAI Chat Completions streams (``chat.completion.chunk`` over SSE).
 
-Role: one ``ChatDecoder`` per stream; see ``_base.Decoder`` for the contract.
+Role: one ``ChatDecoder`` per stream; see ``_base.Decoder`` for the contract
+and the rules shared by all protocols (real signals, generated fragments,
+malformed events, error names, abort, hidden reasoning).
 
 Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
-- Each event's data is one chunk; text is ``choices[i].delta.content``,
-  reasoning ``delta.reasoning_content`` or ``delta.reasoning`` (DeepSeek, vLLM,
-  OpenRouter), refusals ``delta.refusal`` (counted and joined as text: it is
-  the visible output), tool calls ``delta.tool_calls[j]`` joined by ``index``.
-- Text, reasoning and tool calls are taken from choice index 0; an event with
-  non-empty output in any choice counts as a content event.
+- Each event's data is one chunk. Channels of ``choices[i].delta``: text
+  ``content``; reasoning ``reasoning_content`` or ``reasoning`` (DeepSeek,
+  vLLM, OpenRouter); refusal ``refusal`` (its own channel: ``refusal_text``,
+  never joined into ``text``); tool ``tool_calls[j]`` joined by ``index``
+  (the deprecated ``function_call`` delta too). A tool call's first fragment
+  carries its ``name`` with empty ``arguments``: the name is generated output,
+  so it is a tool ``ContentDelta`` (chars = the name's length) and starts TTFT
+  and content TTFT; a name repeated in later fragments counts once.
+- Several choices (``n`` > 1): only choice 0 (or a choice without ``index``)
+  is measured: text, tool calls, content events and the observations that give
+  TTFT / ITL come from it alone. Other indexes are counted (``choices``); their
+  content is ignored; usage (``completion_tokens``) covers all choices.
+- A ``finish_reason`` is real only when it is a string with a non-whitespace
+  character (stripped): ``""``, whitespace, null, numbers, booleans, lists and
+  objects are no finish (issue 13 item 1). Likewise ``error`` must be a
+  non-empty object or a real string to fail the stream.
 - Completed: data exactly ``[DONE]`` (ASCII whitespace around it tolerated), or
-  the body ends after a chunk with a non-null ``finish_reason`` (providers that
-  omit ``[DONE]``).
+  the body ends after a chunk with a real ``finish_reason`` (providers and
+  gateways that omit ``[DONE]``): then ``no_done`` is True. Exception: when the
+  request asked for usage (``expect_usage``: ``stream_options.include_usage``)
+  and neither a usage object (in the finish chunk or later) nor ``[DONE]``
+  arrived, the stream is "truncated" with detail "usage_missing".
+- ``finish_reason: "abort"`` (vLLM / SGLang engine abort) is an interruption:
+  "failed" with detail "abort", with or without ``[DONE]``.
 - Failed: ``data: {"error": {...}}`` (no ``event:`` line), or an event named
-  ``error`` (some servers). ``error_code`` is ``error.code``, else ``error.type``.
+  ``error`` (some servers). ``error_code`` by ``_base.error_name`` from
+  ``error.code`` and ``error.type``.
 - Usage: any non-null ``usage`` object (the ``choices: []`` chunk of
   ``stream_options.include_usage``, or a chunk with choices; some providers send
-  it on every chunk): the last one wins.
+  it on every chunk): the last one wins. ``total_tokens`` and
+  ``completion_tokens_details.reasoning_tokens`` are kept as sent.
 """
 
 from __future__ import annotations
@@ -24,7 +43,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import NOTHING, Decoder, Observations, ToolCallState, as_str, real, reason
+from ._base import NOTHING, UNPARSED, Decoder, Observations, ToolCallState, as_str, real, reason
 from ._observations import Observation
 
 __all__ = ["ChatDecoder"]
@@ -72,7 +91,7 @@ class ChatDecoder(Decoder):
             return self._anomaly("unknown_event", name)
         chunk, bad = self._parse(data)
         if type(chunk) is not dict:
-            if chunk is None:
+            if chunk is UNPARSED:
                 if name == "error":  # an error event whose data is not JSON
                     return bad + (self._end("failed", error_message=data.decode("utf-8", "replace")),)
                 return bad

@@ -1,21 +1,33 @@
 """Decoder for Anthropic Messages streams (typed events over SSE).
 
-Role: one ``MessagesDecoder`` per stream; see ``_base.Decoder`` for the contract.
+Role: one ``MessagesDecoder`` per stream; see ``_base.Decoder`` for the contract
+and the rules shared by all protocols.
 
 Rules (Anthropic API reference, "Streaming Messages"; PROTOCOLS.md):
 - The event type is the JSON ``type`` field, falling back to the SSE event name.
 - ``message_start``: ``message.usage.input_tokens`` (cache token counts are
   ignored: they are not part of ``input_tokens``).
-- ``content_block_start``: ``text``, ``thinking`` or a tool-use block
-  (``tool_use``, ``server_tool_use``, ``mcp_tool_use``: ``id``, ``name``);
-  non-empty initial text / thinking counts as output.
+- ``content_block_start``: ``text`` or ``thinking`` (non-empty initial text /
+  thinking counts as output); a tool-use block (``tool_use``,
+  ``server_tool_use``, ``mcp_tool_use``: ``id``, ``name``) is the call's first
+  generated fragment: a tool ``ContentDelta`` of the name's length, which
+  starts TTFT and content TTFT (its ``input`` is always ``{}``; the arguments
+  follow as ``input_json_delta``). ``redacted_thinking`` blocks are counted as
+  reasoning that was not shown.
 - ``content_block_delta``: ``text_delta`` (text), ``thinking_delta`` (reasoning),
   ``input_json_delta`` (``partial_json``, tool arguments joined by block index);
   ``signature_delta`` and ``citations_delta`` are known and carry no tokens.
-- ``message_delta``: ``delta.stop_reason``; ``usage.output_tokens`` is
+- ``message_delta``: ``delta.stop_reason`` when it is a real string (``""``,
+  whitespace, null and non-strings are no reason); ``usage.output_tokens`` is
   cumulative, the last one wins (so does a non-null ``usage.input_tokens``).
-- Completed: ``message_stop``. Failed: ``error`` (``error.type``,
-  ``error.message``). ``ping`` and ``content_block_stop`` carry nothing.
+- Completed: ``message_stop`` (a stop reason alone, without it, is no end).
+  Failed: ``error`` (``error.type``, ``error.message``; a gateway's extra
+  ``error.code`` is ranked by ``_base.error_name``). ``ping`` and
+  ``content_block_stop`` carry nothing. Messages has no refusal text channel:
+  a refusal is ``stop_reason: "refusal"``.
+- Hidden reasoning: a ``thinking`` or ``redacted_thinking`` block started and
+  no ``thinking`` text arrived (redacted or omitted thinking). Usage has no
+  reasoning count, so ``reasoning_tokens`` stays None.
 - Unknown event or delta types are counted as anomaly ``unknown_event``.
 """
 

@@ -202,6 +202,9 @@ class StreamResult:
             sent (see ``_base.error_name``); None when no error.
         error_type: the error's ``type`` when the wire sent both a code and a
             type, else None.
+        error_wire_code: the error's ``code`` exactly as the wire sent it
+            (an int formatted), also when ``error_code`` took the type
+            instead; None when the error had no code.
         error_message: the error's message, or None.
         text: the output text of the measured choice, joined (refusals excluded).
         refusal_text: refusal fragments, joined ("" when none).
@@ -242,6 +245,7 @@ class StreamResult:
     refusal_text: str = ""
     detail: str | None = None
     error_type: str | None = None
+    error_wire_code: str | None = None
     total_tokens: int | None = None
     reasoning_tokens: int | None = None
     choices: int = 1

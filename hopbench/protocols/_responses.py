@@ -1,21 +1,39 @@
 """Decoder for OpenAI Responses streams (semantic events over SSE).
 
-Role: one ``ResponsesDecoder`` per stream; see ``_base.Decoder`` for the contract.
+Role: one ``ResponsesDecoder`` per stream; see ``_base.Decoder`` for the contract
+and the rules shared by all protocols.
 
 Rules (OpenAI API reference, "Responses streaming events"; PROTOCOLS.md):
 - The event type is the JSON ``type`` field, falling back to the SSE event
   name: LiteLLM drops ``event:`` lines and some mock servers omit them.
-- Output: ``response.output_text.delta`` and ``response.refusal.delta`` (text),
+- Output channels: ``response.output_text.delta`` (text);
+  ``response.refusal.delta`` (refusal: ``refusal_text``, not ``text``);
   ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta``
-  (reasoning), ``response.function_call_arguments.delta`` (tool arguments,
-  matched by ``item_id`` else ``output_index`` to the ``function_call`` item of
-  ``response.output_item.added``, which gives ``call_id`` and ``name``).
+  (reasoning); ``response.function_call_arguments.delta`` (tool arguments,
+  matched by ``item_id`` else ``output_index`` to the ``function_call`` item);
+  ``response.custom_tool_call_input.delta``, ``response.mcp_call_arguments.delta``
+  and ``response.code_interpreter_call_code.delta`` (tool input the model
+  writes: counted as tool fragments, not kept).
+- Generated fragments: ``response.output_item.added`` of a ``function_call``,
+  ``custom_tool_call`` or ``mcp_call`` item carries the call's ``name``, which
+  the model generated: it is the call's first tool fragment (starts TTFT and
+  content TTFT; chars = the name's length; counted once per call, also when the
+  name first shows in ``output_item.done``). ``output_item.added`` of a
+  ``message`` or ``reasoning`` item and ``content_part.added`` carry no
+  generated characters and are not.
 - Completed: ``response.completed`` (stop_reason = ``response.status``) or
-  ``response.incomplete`` (stop_reason = ``response.incomplete_details.reason``).
-- Failed: ``response.failed`` (``response.error.code`` / ``.message``) or a
-  top-level ``error`` event (``code`` / ``message``).
+  ``response.incomplete`` (stop_reason = ``incomplete_details.reason``, else
+  the status). The event is the terminal signal; a status / reason that is not
+  a real string (``""``, whitespace, null, numbers) falls back to the event's
+  own name ("completed", "incomplete", "failed").
+- Failed: ``response.failed`` (``response.error.code`` / ``.type`` /
+  ``.message``) or an ``error`` event: the official flat one (``code``,
+  ``message``; its ``type`` is the event's, "error") or a gateway's nested
+  ``error`` object (``code``, ``type``, ``message``).
 - Usage: ``response.usage`` of the terminal event (``input_tokens``,
-  ``output_tokens``).
+  ``output_tokens``, ``total_tokens``, ``output_tokens_details.reasoning_tokens``).
+- Hidden reasoning: a ``reasoning`` output item or reasoning tokens in usage,
+  and no reasoning delta (encrypted / unsummarised reasoning).
 - Every other official type is known and ignored; anything else is counted as
   anomaly ``unknown_event``, never fatal.
 """
@@ -249,8 +267,10 @@ class ResponsesDecoder(Decoder):
         """
         if kind == "error":
             error = body.get("error")
-            src = error if type(error) is dict else body
-            code, message = self._error(src)
+            if type(error) is dict:  # a gateway's nested error object
+                code, message = self._error(error)
+            else:  # the official flat event: its "type" is "error" itself
+                code, message = self._error(body, typed=False)
             return (self._end("failed", error_code=code, error_message=message),)
         response = body.get("response")
         if type(response) is not dict:
