@@ -994,3 +994,14 @@ def test_issue13_llmock_truncate_after_finish_chunk() -> None:
     assert asked.text == "Hi there. This is a simulated reply from gpt-4o-mini."
     plain = decode_stream("chat", [body])
     assert (plain.outcome, plain.detail, plain.no_done) == ("completed", None, True)
+
+
+@pytest.mark.parametrize("finish", ["", " ", None])
+def test_chat_fast_path_equals_general_path_for_blank_finish_reasons(finish: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hopbench.protocols._chat import ChatDecoder
+
+    chunks = [_ev({"choices": [{"index": 0, "delta": {"content": c}, "finish_reason": finish}]}) for c in ("a", "bc")]
+    body = ROLE + b"".join(chunks)
+    fast = _observe("chat", body)
+    monkeypatch.setattr(ChatDecoder, "_text_only", lambda self, choice: None)
+    assert _observe("chat", body) == fast and fast[1].outcome == "truncated"
