@@ -1005,3 +1005,16 @@ def test_chat_fast_path_equals_general_path_for_blank_finish_reasons(finish: obj
     fast = _observe("chat", body)
     monkeypatch.setattr(ChatDecoder, "_text_only", lambda self, choice: None)
     assert _observe("chat", body) == fast and fast[1].outcome == "truncated"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("empty", [b"data:\n\n", b"data: \n\n", b"data:  \t\n\n"])
+def test_empty_data_event_is_counted_not_malformed(protocol: str, empty: bytes) -> None:
+    events = BODIES[protocol]
+    r = decode_stream(protocol, [events[0] + empty + b"".join(events[1:])])
+    assert (r.outcome, r.detail, r.text, r.anomalies) == ("completed", None, "ab", {"empty_data": 1})
+
+
+def test_chat_error_event_with_plain_text_data_fails_with_its_message() -> None:
+    r = decode_stream("chat", [_chunk("a") + b"event: error\ndata: upstream timed out\n\n"])
+    assert (r.outcome, r.detail, r.error_message, r.text) == ("failed", None, "upstream timed out", "a")

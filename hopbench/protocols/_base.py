@@ -37,7 +37,8 @@ Rules shared by the three protocols (issue 13; docs/results.md "Decoder rules"):
 - Malformed event: an event whose data is not JSON, or whose JSON is not an
   object, is unusable: the stream is "failed" with detail "malformed_event",
   whatever ends it, and decoding goes on (later events still give text, usage,
-  stop reason and timings); the anomaly is counted too. The official SDKs
+  stop reason and timings); the anomaly is counted too. Empty or whitespace
+  data is only an anomaly (``empty_data``): no content was lost. The official SDKs
   raise on such an event (openai-python and anthropic-sdk-python
   ``_streaming.py``: ``sse.json()`` is ``json.loads(data)``).
 - Abort: a stream that ends "completed" with stop reason "abort" (vLLM's
@@ -322,7 +323,8 @@ class Decoder:
 
         Invalid UTF-8 is replaced (U+FFFD) and counted as ``invalid_utf8``;
         unparsable JSON is counted as ``malformed_json`` (RFC 8259) and marks
-        the stream malformed (it will fail with detail "malformed_event").
+        the stream malformed (it will fail with detail "malformed_event");
+        data that is empty or whitespace is only counted (``empty_data``).
         """
         if _fast_loads is not None:
             try:
@@ -343,6 +345,10 @@ class Decoder:
         except (ValueError, RecursionError):
             # ValueError covers JSONDecodeError and the int-digits limit;
             # RecursionError a hostile nesting depth.
+            if not text.strip():
+                # ``data:`` with nothing (a heartbeat of some servers): no
+                # content was lost, so it does not break the stream.
+                return UNPARSED, bad + self._anomaly("empty_data")
             self._malformed = True
             return UNPARSED, bad + self._anomaly("malformed_json", text[:80])
 

@@ -89,11 +89,14 @@ class ChatDecoder(Decoder):
             if name == "ping":
                 return NOTHING
             return self._anomaly("unknown_event", name)
+        malformed = self._malformed
         chunk, bad = self._parse(data)
         if type(chunk) is not dict:
             if chunk is UNPARSED:
-                if name == "error":  # an error event whose data is not JSON
-                    return bad + (self._end("failed", error_message=data.decode("utf-8", "replace")),)
+                if name == "error":  # an error event whose data is a plain message
+                    self._malformed = malformed
+                    message = data.decode("utf-8", "replace").strip() or None
+                    return bad + (self._end("failed", error_message=message),)
                 return bad
             self._malformed = True
             return bad + self._anomaly("unexpected_shape", "chunk is not an object")

@@ -173,8 +173,8 @@ class StreamEnd:
 class Anomaly:
     """Something off-spec on the wire, counted by kind; never fatal.
 
-    Kinds include "malformed_json", "unknown_event", "data_after_end",
-    "invalid_utf8", "unexpected_shape". Some of them also decide the outcome
+    Kinds include "malformed_json", "empty_data", "unknown_event",
+    "data_after_end", "invalid_utf8", "unexpected_shape". Some of them also decide the outcome
     (``malformed_json`` fails the stream: ``StreamResult.detail``).
     """
 
