@@ -1018,3 +1018,11 @@ def test_empty_data_event_is_counted_not_malformed(protocol: str, empty: bytes) 
 def test_chat_error_event_with_plain_text_data_fails_with_its_message() -> None:
     r = decode_stream("chat", [_chunk("a") + b"event: error\ndata: upstream timed out\n\n"])
     assert (r.outcome, r.detail, r.error_message, r.text) == ("failed", None, "upstream timed out", "a")
+
+
+def test_chat_other_choice_finishing_does_not_end_the_measured_answer() -> None:
+    other = _ev({"choices": [{"index": 1, "delta": {"content": "B"}, "finish_reason": "length"}]})
+    r = decode_stream("chat", [ROLE + _chunk("A") + other])
+    assert (r.outcome, r.stop_reason, r.choices, r.text) == ("truncated", None, 2, "A")
+    done = decode_stream("chat", [ROLE + _chunk("A") + other + _chunk(None, "stop")])
+    assert (done.outcome, done.stop_reason, done.no_done) == ("completed", "stop", True)

@@ -14,9 +14,11 @@ Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
   so it is a tool ``ContentDelta`` (chars = the name's length) and starts TTFT
   and content TTFT; a name repeated in later fragments counts once.
 - Several choices (``n`` > 1): only choice 0 (or a choice without ``index``)
-  is measured: text, tool calls, content events and the observations that give
-  TTFT / ITL come from it alone. Other indexes are counted (``choices``); their
-  content is ignored; usage (``completion_tokens``) covers all choices.
+  is measured: text, tool calls, content events, the observations that give
+  TTFT / ITL, the stop reason and the end-of-body verdict (a real
+  ``finish_reason``) come from it alone. Other indexes are counted
+  (``choices``); their content and finish reasons are ignored; usage
+  (``completion_tokens``) covers all choices.
 - A ``finish_reason`` is real only when it is a string with a non-whitespace
   character (stripped): ``""``, whitespace, null, numbers, booleans, lists and
   objects are no finish (issue 13 item 1). Likewise ``error`` must be a
@@ -169,8 +171,9 @@ class ChatDecoder(Decoder):
         """Decode the choices of one chunk, appending observations to ``out``.
 
         Only choice 0 (or a choice without index) is measured: its fragments
-        give observations, text and tool calls. Other choices are counted in
-        ``_others``; their finish reasons complete the stream like choice 0's.
+        give observations, text and tool calls, its ``finish_reason`` the stop
+        reason and the end-of-body verdict. Other choices are only counted in
+        ``_others``.
         One event yields at most one ``ContentDelta`` per kind (reasoning,
         refusal, text, then tool).
         """
@@ -180,15 +183,14 @@ class ChatDecoder(Decoder):
                 continue
             index = choice.get("index", 0)
             primary = index == 0 or index is None
-            if not primary and (type(index) is int or type(index) is str):
-                self._others.add(index)
+            if not primary:
+                if type(index) is int or type(index) is str:
+                    self._others.add(index)
+                continue
             finish = reason(choice.get("finish_reason"))
             if finish is not None:
                 self._finish_seen = True
-                if primary or self._stop_reason is None:
-                    self._stop_reason = finish
-            if not primary:
-                continue
+                self._stop_reason = finish
             delta = choice.get("delta")
             if type(delta) is not dict or not delta:
                 continue
