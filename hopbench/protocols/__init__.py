@@ -9,6 +9,14 @@ final ``StreamResult`` verdict (completed / failed / truncated)::
     result = dec.finish()                # at end of body, after scanner.close()
 
     result = decode_stream("messages", chunks)   # offline: bytes in, verdict out
+    stop_class(result.stop_reason)       # "stop" | "length" | "tool_calls" | ...
+
+``new_decoder(protocol, keep_text=True, expect_usage=False)``: ``expect_usage``
+says the request asked for usage in the stream (chat
+``stream_options.include_usage``). The rules every decoder follows (generated
+fragments and TTFT, refusal channel, real signals, malformed events, abort,
+error names, several choices, hidden reasoning) are in ``_base``'s docstring
+and docs/results.md "Decoder rules".
 
 Invariants: no clock, no trio, no httpx; never raises on server input.
 """
