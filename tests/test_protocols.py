@@ -1026,3 +1026,9 @@ def test_chat_other_choice_finishing_does_not_end_the_measured_answer() -> None:
     assert (r.outcome, r.stop_reason, r.choices, r.text) == ("truncated", None, 2, "A")
     done = decode_stream("chat", [ROLE + _chunk("A") + other + _chunk(None, "stop")])
     assert (done.outcome, done.stop_reason, done.no_done) == ("completed", "stop", True)
+
+
+def test_responses_completed_event_with_incomplete_details_names_the_reason() -> None:
+    done = _resp("response.completed", response={"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}})
+    r = decode_stream("responses", [R_CREATED + _rtext("a") + done])
+    assert (r.outcome, r.stop_reason, protocols.stop_class(r.stop_reason)) == ("completed", "max_output_tokens", "length")

@@ -21,9 +21,8 @@ Rules (OpenAI API reference, "Responses streaming events"; PROTOCOLS.md):
   name first shows in ``output_item.done``). ``output_item.added`` of a
   ``message`` or ``reasoning`` item and ``content_part.added`` carry no
   generated characters and are not.
-- Completed: ``response.completed`` (stop_reason = ``response.status``) or
-  ``response.incomplete`` (stop_reason = ``incomplete_details.reason``, else
-  the status). The event is the terminal signal; a status / reason that is not
+- Completed: ``response.completed`` or ``response.incomplete``; stop_reason =
+  ``incomplete_details.reason``, else ``response.status``. The event is the terminal signal; a status / reason that is not
   a real string (``""``, whitespace, null, numbers) falls back to the event's
   own name ("completed", "incomplete", "failed").
 - Failed: ``response.failed`` (``response.error.code`` / ``.type`` /
@@ -298,10 +297,11 @@ class ResponsesDecoder(Decoder):
                     "failed", stop_reason=status or "failed", error_code=code, error_message=message
                 )
             )
-        elif kind == "response.incomplete":
+        else:
+            # incomplete_details.reason names the stop also when a gateway ends
+            # an incomplete response with response.completed (status "incomplete")
             details = response.get("incomplete_details")
             why = reason(details.get("reason")) if type(details) is dict else None
-            out.append(self._end("completed", stop_reason=why or status or "incomplete"))
-        else:
-            out.append(self._end("completed", stop_reason=status or "completed"))
+            fallback = "incomplete" if kind == "response.incomplete" else "completed"
+            out.append(self._end("completed", stop_reason=why or status or fallback))
         return tuple(out)
