@@ -33,7 +33,7 @@ Rules shared by the three protocols (issue 13; docs/results.md "Decoder rules"):
 - Real signals: a finish / stop reason, status, error code or error type is a
   signal only when it is a string with a non-whitespace character (stripped;
   error codes may also be ints). ``""``, whitespace, null, booleans, numbers
-  and containers only look present (``real``, ``reason``).
+  and containers only look present (``_signals.real``, ``_signals.reason``).
 - Malformed event: an event whose data is not JSON, or whose JSON is not an
   object, is unusable: the stream is "failed" with detail "malformed_event",
   whatever ends it, and decoding goes on (later events still give text, usage,
@@ -68,11 +68,9 @@ from ._observations import (
     StreamResult,
     UsageReport,
 )
+from ._signals import error_name, real
 
-__all__ = [
-    "Decoder", "Observations", "NOTHING", "UNPARSED", "ToolCallState", "as_str", "real", "reason",
-    "error_name", "GENERIC_ERROR_NAMES",
-]
+__all__ = ["Decoder", "Observations", "NOTHING", "UNPARSED", "ToolCallState"]
 
 Observations = tuple[Observation, ...]
 """What ``Decoder.feed`` returns: observations in stream order, possibly empty."""
@@ -465,74 +463,3 @@ class Decoder:
         return UsageReport(
             self._input_tokens, self._output_tokens, self._total_tokens, self._reasoning_tokens
         )
-
-
-def as_str(value: object) -> str | None:
-    """``value`` as an error code / reason string: str kept, int formatted, else None."""
-    if type(value) is str:
-        return value
-    if type(value) is int:
-        return str(value)
-    return None
-
-
-def real(value: object) -> str | None:
-    """``value`` as a real signal string, or None when it only looks present.
-
-    A stop / finish reason, status, error code or type is real when it is a
-    string with a non-whitespace character (returned stripped) or, for error
-    codes, an int (formatted). ``""``, whitespace, None, booleans, floats,
-    lists and objects are not signals (issue 13 item 1).
-    """
-    if type(value) is str:
-        value = value.strip()
-        return value or None
-    if type(value) is int:
-        return str(value)
-    return None
-
-
-def reason(value: object) -> str | None:
-    """A finish / stop reason or status: ``real`` for strings, None for anything else."""
-    return real(value) if type(value) is str else None
-
-
-GENERIC_ERROR_NAMES: frozenset[str] = frozenset(
-    {
-        "error", "errors", "api_error", "apierror", "server_error", "internal_error",
-        "internal_server_error", "invalid_request_error", "bad_request", "bad_request_error",
-        "unknown", "unknown_error", "generic_error", "exception", "none", "null",
-        "undefined", "failed", "failure",
-    }
-)
-"""Error names that say nothing about the cause (compared lower-cased)."""
-
-
-def _specificity(name: str | None) -> int:
-    """0 absent, 1 uninformative (purely numeric, or generic), 2 specific."""
-    if name is None:
-        return 0
-    if name.isdigit() or name.lower() in GENERIC_ERROR_NAMES:
-        return 1
-    return 2
-
-
-def error_name(code: str | None, etype: str | None) -> str | None:
-    """The counter name of an in-band error: the more specific of code and type.
-
-    Rule (issue 13 item 9): rank each as absent < uninformative (purely
-    numeric, i.e. an HTTP status in disguise, or generic: ``GENERIC_ERROR_NAMES``)
-    < specific; the type wins only when it ranks strictly higher, a tie keeps
-    the code. So ``code "400"`` + ``type "no_db_connection"`` gives
-    "no_db_connection", ``code 429`` + ``type "server_error"`` keeps "429",
-    ``code "rate_limit_exceeded"`` + ``type "invalid_request_error"`` keeps
-    the code, and a lone type is used as is.
-
-    Args:
-        code: the error's ``code`` as ``real`` returns it, or None.
-        etype: the error's ``type`` as ``real`` returns it, or None.
-
-    Returns:
-        The chosen name, or None when both are None.
-    """
-    return etype if _specificity(etype) > _specificity(code) else code

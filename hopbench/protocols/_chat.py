@@ -32,7 +32,7 @@ Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
 - ``finish_reason: "abort"`` (vLLM / SGLang engine abort) is an interruption:
   "failed" with detail "abort", with or without ``[DONE]``.
 - Failed: ``data: {"error": {...}}`` (no ``event:`` line), or an event named
-  ``error`` (some servers). ``error_code`` by ``_base.error_name`` from
+  ``error`` (some servers). ``error_code`` by ``_signals.error_name`` from
   ``error.code`` and ``error.type``.
 - Usage: any non-null ``usage`` object (the ``choices: []`` chunk of
   ``stream_options.include_usage``, or a chunk with choices; some providers send
@@ -45,7 +45,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import NOTHING, UNPARSED, Decoder, Observations, ToolCallState, as_str, real, reason
+from ._base import NOTHING, UNPARSED, Decoder, Observations, ToolCallState
+from ._signals import as_str, real, reason
 from ._observations import Observation
 
 __all__ = ["ChatDecoder"]

@@ -22,7 +22,7 @@ Rules (Anthropic API reference, "Streaming Messages"; PROTOCOLS.md):
   cumulative, the last one wins (so does a non-null ``usage.input_tokens``).
 - Completed: ``message_stop`` (a stop reason alone, without it, is no end).
   Failed: ``error`` (``error.type``, ``error.message``; a gateway's extra
-  ``error.code`` is ranked by ``_base.error_name``). ``ping`` and
+  ``error.code`` is ranked by ``_signals.error_name``). ``ping`` and
   ``content_block_stop`` carry nothing. Messages has no refusal text channel:
   a refusal is ``stop_reason: "refusal"``.
 - Hidden reasoning: a ``thinking`` or ``redacted_thinking`` block started and
@@ -36,7 +36,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import Decoder, Observations, ToolCallState, reason
+from ._base import Decoder, Observations, ToolCallState
+from ._signals import reason
 from ._observations import Observation
 
 __all__ = ["MessagesDecoder"]

@@ -199,7 +199,7 @@ class StreamResult:
             then ``error_code`` names it).
         error_code: the in-band error's most specific name: the ``code``,
             unless it is numeric or generic and a non-generic ``type`` was
-            sent (see ``_base.error_name``); None when no error.
+            sent (see ``_signals.error_name``); None when no error.
         error_type: the error's ``type`` when the wire sent both a code and a
             type, else None.
         error_wire_code: the error's ``code`` exactly as the wire sent it

@@ -42,7 +42,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import Decoder, Observations, ToolCallState, reason
+from ._base import Decoder, Observations, ToolCallState
+from ._signals import reason
 from ._observations import Observation
 
 __all__ = ["ResponsesDecoder", "KNOWN_EVENT_TYPES"]
