@@ -266,11 +266,49 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     )
 
 
+#: run and scenario names become file and folder names (results/<name>-<time>/,
+#: <scenario>.<metric>.hgrm) and intervals.hlog tags: letters, digits, _ . -
+_NAME = re.compile(r"[^\W][\w.-]*\Z")
+NAME_MAX_BYTES = 100
+MAX_WORKERS = 256
+
+
+def check_name(name: str) -> str | None:
+    """Why ``name`` cannot be a run or scenario name (None when it can).
+
+    A name is used as a folder name, in file names and as an intervals.hlog
+    tag: 1 to 100 bytes (UTF-8) of letters, digits, ``_``, ``.`` and ``-``,
+    not starting with ``.`` or ``-`` (so no ``/``, NUL, space or comma).
+    """
+    if len(name.encode("utf-8", "replace")) > NAME_MAX_BYTES:
+        return f"expected at most {NAME_MAX_BYTES} bytes, got {len(name.encode('utf-8', 'replace'))}"
+    if not _NAME.match(name):
+        return (f"expected letters, digits, '_', '.' or '-' (not starting with '.' or '-'; the name "
+                f"becomes file names), got {name[:60]!r}" + ("..." if len(name) > 60 else ""))
+    return None
+
+
+def _default_name(text: str) -> str:
+    """A valid name made from ``text`` (a file stem, "protocol-model")."""
+    safe = re.sub(r"[^\w.-]", "_", text).lstrip(".-")[:NAME_MAX_BYTES] or "run"
+    while len(safe.encode("utf-8")) > NAME_MAX_BYTES:
+        safe = safe[:-1]
+    return safe
+
+
+def check_workers(n: int) -> str | None:
+    """Why ``n`` cannot be a number of worker processes (run.workers, --workers)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_WORKERS:
+        return f"expected an integer from 1 to {MAX_WORKERS}, got {n!r}"
+    return None
+
+
 def _run(t: Table, doc: TomlDoc) -> RunSpec:
-    default_name = doc.path.stem if doc.path else "run"
+    default_name = _default_name(doc.path.stem) if doc.path else "run"
     name = t.str("name", default_name, nonempty=True)
-    if any(c in name for c in "/\\\0") or name in (".", ".."):
-        raise t.error("name", f"expected a name usable as a folder name (no slashes), got {name!r}")
+    problem = check_name(name)
+    if problem:
+        raise t.error("name", problem)
     duration = _seconds(t, "duration_s", None, allow_zero=False)
     requests = t.int("requests", None, min=1)
     warmup = _seconds(t, "warmup_s", 0.0) or 0
@@ -288,7 +326,7 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     grace = _seconds(t, "grace_s", 5.0) or 0
     interval = _seconds(t, "interval_s", 1.0, allow_zero=False) or s_to_ns(1.0)
     budget = _seconds(t, "keepalive_budget_s", 12.0, allow_zero=False) or s_to_ns(12.0)
-    workers = t.int("workers", 1, min=1, max=256)
+    workers = t.int("workers", 1, min=1, max=MAX_WORKERS)
     engine = t.str("engine", "local", choices=("local", "ray"))
     ray_address = t.str("ray_address", None)
     stream_log = t.bool("stream_log", True)
@@ -324,8 +362,14 @@ def check_base_url(url: str) -> str | None:
     summary.json and report.html, and secrets only come from environment
     variables (``target.api_key_env``, ``target.header_env``).
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        return f"expected a URL without spaces or control characters, got {url!r}"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:  # e.g. "http://[::1" (an unclosed IPv6 literal)
+        return f"expected an http:// or https:// base URL, got {url!r}: {exc}"
+    if parts.scheme not in ("http", "https") or not host:
         return f"expected an http:// or https:// base URL, or \"embedded\", got {url!r}"
     if parts.username or parts.password:
         return "credentials in the URL are not allowed: use target.api_key_env"
@@ -412,7 +456,10 @@ def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, .
     for t in tables:
         protocol = t.str("protocol", MISSING, choices=PROTOCOLS)
         model = t.str("model", "hopbench-fast" if target.embedded else MISSING, nonempty=True)
-        name = t.str("name", f"{protocol}-{model}", nonempty=True)
+        name = t.str("name", _default_name(f"{protocol}-{model}"), nonempty=True)
+        problem = check_name(name)
+        if problem:
+            raise t.error("name", problem)
         if name == "all":
             raise t.error("name", "\"all\" is reserved for the whole run")
         if name in names:

@@ -654,7 +654,13 @@ def write_report(results_dir: Path, *, compare_dir: Path | None = None, out: Pat
         tmp.write_text(text, encoding="utf-8", newline="\n")
         os.replace(tmp, target)
     except OSError as exc:
-        raise ResultsError(f"cannot write {target}: {exc.strerror or exc}") from exc
+        from ._results import write_error
+
+        try:
+            tmp.unlink(missing_ok=True)  # a full disk must not keep half a report
+        except OSError:
+            pass
+        raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
     return target
 
 

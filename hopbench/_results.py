@@ -30,6 +30,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import socket
 import time
 from collections.abc import Mapping
@@ -177,7 +178,11 @@ class ResultsWriter:
                 f.write(text)
             os.replace(tmp, target)
         except OSError as exc:
-            raise ResultsError(f"cannot write {target}: {exc.strerror or exc}") from exc
+            try:
+                tmp.unlink(missing_ok=True)  # never leave half a file behind
+            except OSError:
+                pass
+            raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
 
     def _write_summary(self, summary: Mapping[str, Any]) -> None:
         try:
@@ -292,13 +297,17 @@ class ResultsWriter:
             ResultsError: a file cannot be written.
         """
         summary = _build_summary(meta, total, warmup, complete)
-        for scope, snap in total.scopes.items():
-            for metric, text in snap.histograms.items():
-                h = Histogram.decode(metric, text)
-                if h.count:
-                    self._replace(f"{scope}.{metric}.hgrm", h.hgrm_text())
-        self._write_summary(summary)
-        self.close()
+        # summary.json first: the smallest and most important file (it holds
+        # every histogram as ``hdr``); the .hgrm files are derived views
+        try:
+            self._write_summary(summary)
+            for scope, snap in total.scopes.items():
+                for metric, text in snap.histograms.items():
+                    h = Histogram.decode(metric, text)
+                    if h.count:
+                        self._replace(f"{scope}.{metric}.hgrm", h.hgrm_text())
+        finally:
+            self.close()
         return summary
 
     def close(self) -> None:
@@ -308,6 +317,27 @@ class ResultsWriter:
                 self._hlog.close()
             finally:
                 self._hlog = None
+
+
+def write_error(target: Path, exc: OSError, size: int | None = None) -> str:
+    """The message for a file that could not be written: the file, the OS's
+    reason and, for a full disk, the free space left and the size needed."""
+    msg = f"cannot write {target}: {exc.strerror or exc}"
+    try:
+        free = shutil.disk_usage(target.parent).free
+        msg += f" ({_bytes(free)} free on its file system"
+        msg += f", {_bytes(size)} needed)" if size is not None else ")"
+    except OSError:
+        pass
+    return msg
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
 
 
 def _version(dist: str) -> str | None:

@@ -20,12 +20,14 @@ from collections import deque
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import trio
 
 from ._clock import NS_PER_MS, NS_PER_S
-from ._errors import HopbenchError
+from ._errors import HopbenchError, ResultsError, RunAborted
 from ._profile import Profile, sanitized
 from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment
@@ -36,6 +38,12 @@ __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "ana
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
 SATURATION_CPU = 0.95
+#: the share of started streams that ended in error (or were cancelled) above
+#: which the run warns (docs/results.md, "Warnings")
+ERROR_RATE_WARN = 0.05
+ERROR_OUTCOMES = ("failed", "truncated", "timeout", "connect_error", "http_error")
+#: a run whose client used at least this share of a core while lagging was busy itself
+_BUSY_CPU = 0.8
 LOAD_HELD_FRACTION = 0.9
 _CHECKPOINT_S = 5.0
 
@@ -49,12 +57,15 @@ class RunOutcome:
         out_dir: the results folder.
         complete: False when the run was interrupted or crashed.
         crashed: the traceback text when hopbench itself failed mid-run, else None.
+        late_signals: SIGINT/SIGTERM names received while the final results
+            were written (they were held off; the CLI then skips report.html).
     """
 
     summary: dict[str, Any]
     out_dir: Path
     complete: bool
     crashed: str | None
+    late_signals: tuple[str, ...] = ()
 
 
 def default_out_dir(profile: Profile, root: Path = Path("results")) -> Path:
@@ -102,18 +113,26 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
 
     lag_p99, sched_p99 = judged(lag), judged(sched)
     saturated = False
+    # Say what was measured and what it points at: a client that lags while
+    # using little CPU was not busy itself; its neighbours on the machine were.
+    cause = ("the client itself was busy: add --workers or lower the load" if cpu_mean >= _BUSY_CPU else
+             "the client used little CPU, so other processes on this machine (neighbours), not "
+             "the load, are the likely cause")
     if lag_p99 > SATURATION_LAG_NS:
         saturated = True
-        warnings.append(f"load generator saturated: event-loop lag {lag_p99 / NS_PER_MS:.1f} ms "
-                        f"(> {SATURATION_LAG_NS / NS_PER_MS:.0f} ms); latencies are not trustworthy")
+        warnings.append(f"load generator saturated: event-loop lag p99 {lag_p99 / NS_PER_MS:.1f} ms "
+                        f"(> {SATURATION_LAG_NS / NS_PER_MS:.0f} ms) with the client at {cpu_mean:.0%} of "
+                        f"one core; latencies include client-side delay; {cause}")
     if sched_p99 > SATURATION_LAG_NS:
         saturated = True
-        warnings.append(f"load generator saturated: open-loop schedule lag "
-                        f"{sched_p99 / NS_PER_MS:.1f} ms; arrivals left late")
+        warnings.append(f"load generator saturated: open-loop schedule lag p99 "
+                        f"{sched_p99 / NS_PER_MS:.1f} ms with the client at {cpu_mean:.0%} of one core; "
+                        f"arrivals left late; {cause}")
     if cpu_mean >= SATURATION_CPU:
         saturated = True
-        warnings.append(f"load generator saturated: CPU {cpu_mean:.0%} of one core; "
-                        "add --workers or lower the load")
+        warnings.append(f"load generator saturated: CPU {cpu_mean:.0%} of one core "
+                        f"(event-loop lag p99 {lag_p99 / NS_PER_MS:.1f} ms); add --workers or lower the "
+                        "load (other processes on this machine can also take the core)")
     measured_ns = max(stats.stop_ns - profile.run.warmup_ns, 1)
     load: dict[str, Any] = {"mode": profile.load.mode, "peak_in_flight": stats.peak_in_flight,
                             "measured_s": round(measured_ns / NS_PER_S, 6),
@@ -160,7 +179,91 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
     for key, n in sorted(counters.items()):
         if key.startswith("out_of_range.") and n:
             warnings.append(f"{n} {key[13:]} values outside the histogram's range (counted, not recorded)")
+    warnings += outcome_warnings(counters, stats)
     return saturated, warnings, load
+
+
+def _top_details(counters: Mapping[str, int], outcomes: tuple[str, ...], n: int = 4) -> str:
+    """"http_error.501 50, connect_error.refused 3": the commonest outcome details."""
+    details = [(k, v) for k, v in counters.items() if v and k.partition(".")[0] in outcomes
+               and "." in k and not k.startswith("http_error_code.")]
+    if not details:
+        details = [(k, counters.get(k, 0)) for k in outcomes if counters.get(k)]
+    details.sort(key=lambda kv: (-kv[1], kv[0]))
+    more = f", +{len(details) - n} more" if len(details) > n else ""
+    return ", ".join(f"{k} {v}" for k, v in details[:n]) + more
+
+
+def outcome_warnings(counters: Mapping[str, int], stats: RunStats) -> list[str]:
+    """Warnings about how the streams ended (docs/results.md, "Warnings").
+
+    Args:
+        counters: the "all" scope's counters of the measured run.
+        stats: the runner's figures (``codes_folded``).
+
+    Returns:
+        list of str, possibly empty: always one when streams started and none
+        completed; one when the error rate or the interruption rate is above
+        ``ERROR_RATE_WARN``; one for file-descriptor exhaustion
+        (``connect_error.fd_limit``); one for wire error codes folded into
+        "other".
+    """
+    out: list[str] = []
+    started = counters.get("started", 0)
+    completed = counters.get("completed", 0)
+    errors = sum(counters.get(k, 0) for k in ERROR_OUTCOMES)
+    cancelled = counters.get("cancelled", 0)
+    if started and not completed:
+        out.append(f"nothing completed: none of the {started} streams completed "
+                   f"({_top_details(counters, ERROR_OUTCOMES + ('cancelled',))}); "
+                   "see error_samples in summary.json for what the target said")
+    elif started and errors / started > ERROR_RATE_WARN:
+        out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "
+                   f"streams ended in error ({_top_details(counters, ERROR_OUTCOMES)})")
+    if started and completed and cancelled / started > ERROR_RATE_WARN:
+        out.append(f"interruption rate {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
+                   f"{started} streams were cancelled at the stop (still running after run.grace_s)")
+    fd = counters.get("connect_error.fd_limit", 0)
+    if fd:
+        try:
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            limit = f"{soft} per process" if soft != resource.RLIM_INFINITY else "the system's"
+        except (ImportError, OSError, ValueError):
+            limit = "the process's"
+        out.append(f"{fd} streams could not open a connection: hopbench ran out of file descriptors "
+                   f"(limit: {limit}, `ulimit -n`); raise it (e.g. `ulimit -n 65536` before the run) "
+                   "or lower the concurrency / --workers share per process")
+    if stats.codes_folded:
+        out.append(f"{stats.codes_folded} streams' error codes were counted as \"other\": the server sent "
+                   "more distinct error codes than hopbench counts by name")
+    return out
+
+
+def headline(total: Snapshot, measured_s: float) -> dict[str, Any]:
+    """The run in a few figures (summary.json ``headline``, docs/results.md).
+
+    Args:
+        total: the measured run's snapshot.
+        measured_s: the measured window in seconds (``load.measured_s``).
+
+    Returns:
+        {started, completed, errors, cancelled: int; error_rate,
+        interrupted_rate: float in [0, 1] or None when nothing started;
+        completed_per_s, output_tokens_per_s: float over the measured window}.
+    """
+    c = total.counter
+    started, completed = c(ALL, "started"), c(ALL, "completed")
+    errors = sum(c(ALL, k) for k in ERROR_OUTCOMES)
+    cancelled = c(ALL, "cancelled")
+    window = measured_s if measured_s > 0 else 1.0
+    out_tokens = c(ALL, "tokens.output.completed") + c(ALL, "tokens.output.broken")
+    return {"started": started, "completed": completed, "errors": errors, "cancelled": cancelled,
+            "error_rate": round(errors / started, 4) if started else None,
+            "interrupted_rate": round(cancelled / started, 4) if started else None,
+            "completed_per_s": round(completed / window, 3),
+            "output_tokens_per_s": round(out_tokens / window, 3)}
 
 
 def run_profile(profile: Profile, *, out_dir: Path | None = None,
@@ -241,6 +344,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             writer.start(meta)
             runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval,
                                 on_stream=on_stream if profile.run.stream_log else None)
+            if meta.get("ground_truth"):  # the embedded emulator: notice its death at once
+                runner.target_alive = emulator.exit_reason
             try:
                 stats = trio.run(runner.run)
             except KeyboardInterrupt as exc:
@@ -253,17 +358,28 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     except Interrupted as exc:  # a signal before the load started (e.g. while the emulator starts)
         meta["interrupted_by"] = exc.signal_name
     finally:
-        write_streams()  # the streams that ended after the last interval
-        for f in files.values():
-            f.close()
-        if "started_at_unix_s" not in meta:  # stopped (or failed) before the load started
-            mark_started(meta)
-            writer.start(meta)
-        stats = stats or (runner.stats if runner is not None else RunStats())
-        summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
-                             warm.snapshot() if profile.run.warmup_ns else None, crashed)
+        with hold_signals() as late:  # a further Ctrl-C must not cut the final writes
+            try:
+                write_streams()  # the streams that ended after the last interval
+            except OSError as exc:
+                crashed = crashed or f"cannot write {out / 'streams.jsonl'}: {exc.strerror or exc}"
+            for f in files.values():
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            try:
+                if "started_at_unix_s" not in meta:  # stopped (or failed) before the load started
+                    mark_started(meta)
+                    writer.start(meta)
+                stats = stats or (runner.stats if runner is not None else RunStats())
+                summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
+                                     warm.snapshot() if profile.run.warmup_ns else None, crashed)
+            except ResultsError as exc:
+                writer.close()
+                raise RunAborted(f"the run's results were not fully written: {exc}") from exc
     complete = summary["complete"]
-    return RunOutcome(summary, out, complete, crashed)
+    return RunOutcome(summary, out, complete, crashed, tuple(late))
 
 
 class Interrupted(KeyboardInterrupt):
@@ -373,16 +489,57 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
     if not complete:
         reason = meta.get("interrupted_by") or ""
         warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed
-                        else reason if reason.startswith("target unreachable")
+                        else reason if reason.startswith(("target unreachable", "target lost"))
                         else f"run interrupted ({reason or 'stopped'}): results are partial (complete: false)")
     ended = time.time()
     meta.update(ended_at=_iso(ended), duration_s=round(ended - meta["started_at_unix_s"], 3),
-                saturated=sat or saturated, warnings=warnings, load=load,
+                saturated=sat or saturated, warnings=_unique(warnings), load=load,
+                headline=headline(total, load["measured_s"]),
+                error_samples=dict(sorted(stats.error_samples.items())),
                 generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
                            "loop_lag_p99_ms": load["loop_lag_p99_ms"],
                            "intervals": len(stats.intervals), **gc_figures(stats)})
     return writer.finish(meta, total, warmup, complete=complete)
 
+
+
+def _unique(warnings: list[str]) -> list[str]:
+    """``warnings`` without repeats, in first-seen order."""
+    return list(dict.fromkeys(warnings))
+
+
+@contextmanager
+def hold_signals() -> Iterator[list[str]]:
+    """While the final results are written, SIGINT and SIGTERM do not
+    interrupt: each one is noted (the yielded list receives its name) and
+    announced; the caller may then skip optional work (report.html). Outside
+    the main thread (tests, worker processes' threads) nothing is changed.
+
+    Yields:
+        list of signal names received during the block, in order.
+    """
+    import signal
+    import sys
+
+    got: list[str] = []
+
+    def note(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        got.append(name)
+        print(f"hopbench: {name}: writing results, please wait (report.html will be skipped)",
+              file=sys.stderr, flush=True)
+
+    old: dict[int, Any] = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, note)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield got
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:

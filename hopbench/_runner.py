@@ -18,9 +18,13 @@ timeout, connect_error, http_error, cancelled.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import random
+import ssl
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,12 +41,19 @@ from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
+from ._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
 from .sse import SSEScanner
 
 __all__ = ["LoadRunner", "RunStats", "classify_exception", "REQUEST_ID_HEADER", "UNREACHABLE_AFTER"]
 
 REQUEST_ID_HEADER = "x-hopbench-request-id"
-UNREACHABLE_AFTER = 20  # connection failures, with no response ever, that end a run
+UNREACHABLE_AFTER = 20  # connection failures in a row, with no response between, that end a run
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.01, 1.0  # a closed-loop user's pause after a connection error
+_TARGET_POLL_S = 0.05  # how often the embedded emulator's process is looked at
+
+
+def _stderr_notice(text: str) -> None:
+    print(f"hopbench: {text}", file=sys.stderr, flush=True)
 _ERROR_BODY_LIMIT = 64 * 1024
 #: how long the rest of a body may take once its terminal signal arrived
 _AFTER_END_S = 1.0
@@ -64,10 +75,26 @@ def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
         (outcome, detail): outcome one of "connect_error", "timeout",
         "truncated"; detail a short machine-readable reason (counter suffix).
 
+    The whole ``__cause__`` / ``__context__`` chain is looked at: a file
+    descriptor limit (EMFILE/ENFILE) anywhere in it is "connect_error" /
+    "fd_limit" (hopbench's own limit, not the target's), a TLS error inside a
+    ConnectError is "connect_error" / "tls", and a malformed response whose
+    head had already arrived (``response_started``) is "truncated" /
+    "malformed" whatever the phase.
+
     Raises:
         exc itself when it is neither an httpx, trio, OS nor SSE error: that is
         a bug in hopbench, and the run stops with partial results (crash).
     """
+    chain = exception_chain(exc)
+    # the reason may sit anywhere in the chain (httpx wraps OSError and
+    # ssl errors; trio groups the per-address connect errors)
+    if any(isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE) for e in chain):
+        return "connect_error", "fd_limit"  # this process, not the target
+    if isinstance(exc, MalformedResponse) and getattr(exc, "response_started", False):
+        return "truncated", "malformed"  # a response that started is a broken stream
+    if isinstance(exc, httpx.ConnectError) and any(isinstance(e, ssl.SSLError) for e in chain):
+        return "connect_error", "tls"
     if isinstance(exc, httpx.ConnectTimeout):
         return "timeout", "connect"
     if isinstance(exc, httpx.PoolTimeout):
@@ -141,6 +168,11 @@ class RunStats:
     gc_pause_ns: int = 0
     gc_pause_max_ns: int = 0
     intervals: list[dict[str, Any]] = field(default_factory=list)
+    #: error kind (counter name, e.g. "http_error.501") -> its first messages
+    #: or bodies, scrubbed of the run's secrets (hopbench._wire_text)
+    error_samples: dict[str, list[str]] = field(default_factory=dict)
+    #: wire error codes counted as "other" (the distinct-code cap was reached)
+    codes_folded: int = 0
 
 
 class LoadRunner:
@@ -201,7 +233,20 @@ class LoadRunner:
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
         self._reached = False
         self._spawning = 0  # open loop: streams started with start_soon, not yet running
-        self._connect_failures = 0
+        self._connect_failures = 0  # in a row, since the last response
+        env_map = os.environ if env is None else env
+        t = profile.target
+        secrets = [env_map[v] for v in t.header_env.values() if v in env_map]
+        if t.api_key_env is not None and t.api_key_env in env_map:
+            secrets.append(env_map[t.api_key_env])
+        scrubber = Scrubber(secrets)
+        self._codes = CodeNames(scrubber)
+        self._samples = ErrorSamples(scrubber)
+        self.stats.error_samples = self._samples.samples
+        #: polled by a watcher: returns why the target is gone (e.g. the
+        #: embedded emulator's process exited), or None while it is alive
+        self.target_alive: Callable[[], str | None] | None = None
+        self.notice: Callable[[str], None] = _stderr_notice  #: what a signal does now
         self._last_error = ""  # the last stream exception's text, for the unreachable message
         self._token: Any = None  # the run's TrioToken, for stops from other threads
 
@@ -287,6 +332,8 @@ class LoadRunner:
                     watchers.start_soon(self._loop_lag_probe)
                     watchers.start_soon(self._ticker)
                     watchers.start_soon(self._signals, watchers.cancel_scope)
+                    if self.target_alive is not None:
+                        watchers.start_soon(self._watch_target, self.target_alive)
                     async with trio.open_nursery() as streams:
                         self._streams = streams
                         gen = trio.CancelScope()
@@ -352,6 +399,20 @@ class LoadRunner:
         while self.stats.in_flight > 0:
             await self._idle_changed.wait()
 
+    async def _watch_target(self, alive: Callable[[], str | None]) -> None:
+        """Stop the run as soon as ``alive()`` says the target is gone (the
+        embedded emulator's process exited): its streams would only fail."""
+        while True:
+            reason = alive()
+            if reason is not None:
+                if not self._stopping:
+                    t_s = (now_ns() - self._t0) / NS_PER_S
+                    if self.stats.interrupted_by is None:
+                        self.stats.interrupted_by = f"target lost: {reason} {t_s:.1f} s into the run"
+                    self.request_stop()
+                return
+            await trio.sleep(_TARGET_POLL_S)
+
     async def _signals(self, scope: trio.CancelScope) -> None:
         import signal
         try:
@@ -361,8 +422,16 @@ class LoadRunner:
                     count += 1
                     name = signal.Signals(signum).name
                     self.request_stop(name)
-                    if count > 1:  # a second signal: no grace
+                    if count == 1:
+                        grace_s = self.profile.run.grace_ns / NS_PER_S
+                        self.notice(f"{name}: stopping: no new streams; the {self.stats.in_flight} in flight "
+                                    f"get {grace_s:g} s to finish ({name} again cancels them now)")
+                    elif count == 2:  # a second signal: no grace
+                        self.notice(f"{name} again: cancelling the streams in flight; then writing results "
+                                    "(a further signal only skips report.html)")
                         self._streams.cancel_scope.cancel()
+                    else:
+                        self.notice(f"{name}: already stopping; writing results")
         except RuntimeError:  # not in the main thread (tests, workers): no handlers
             await trio.sleep_forever()
 
@@ -388,8 +457,19 @@ class LoadRunner:
     async def _user(self, start_ns: int) -> None:
         if start_ns > self._t0:
             await trio.sleep_until(ns_to_s(start_ns))
+        backoff_s = 0.0
         while self._take_request():
-            await self._stream(self._pick(), None)
+            outcome = await self._stream(self._pick(), None)
+            if outcome == "connect_error" and self._reached:
+                # A target that refuses connections answers in microseconds: a
+                # user that retried at once would be a hot loop of errors. Back
+                # off (10 ms doubling to 1 s) until a stream connects again.
+                # (Before any response the unreachable check ends the run after
+                # UNREACHABLE_AFTER failures: no pause needed to get there.)
+                backoff_s = min(max(2 * backoff_s, BACKOFF_MIN_S), BACKOFF_MAX_S)
+                await trio.sleep(backoff_s)
+                continue
+            backoff_s = 0.0
             # A stream can fail without ever yielding (e.g. a request that cannot
             # be sent): without this the user would spin, starving every other
             # task, the stop and the signal handlers.
@@ -430,7 +510,7 @@ class LoadRunner:
         return self.warm if start_ns - self._t0 < self.profile.run.warmup_ns else self.rec
 
     # -- one stream ------------------------------------------------------------
-    async def _stream(self, sc: Scenario, intended_ns: int | None) -> None:
+    async def _stream(self, sc: Scenario, intended_ns: int | None) -> str:
         to = self.profile.run.timeouts
         self._next_id += 1
         headers = dict(self._headers[sc.protocol])
@@ -454,7 +534,8 @@ class LoadRunner:
         result: StreamResult | None = None
         # [what the decoder made of the body, whether its terminal signal arrived]:
         # kept when the body then breaks or times out
-        box: list[Any] = [None, False]
+        # and [2] the error text worth keeping (exception chain, HTTP error body)
+        box: list[Any] = [None, False, None]
         total_deadline = sent + to.total_ns if to.total_ns else None
         try:
             with trio.CancelScope() as scope:
@@ -468,7 +549,7 @@ class LoadRunner:
                 except Exception as exc:  # the per-stream boundary
                     phase = "body" if meter.headers_ns is not None else "headers"
                     outcome, detail = classify_exception(exc, phase)
-                    self._last_error = f"{type(exc).__name__}: {exc}"[:300]
+                    self._last_error = box[2] = describe_exception(exc)[:300]
                     result = box[0]
                     if box[1]:  # broken after its terminal signal: the stream itself ended
                         outcome, detail = result.outcome, _detail(result)
@@ -488,6 +569,7 @@ class LoadRunner:
         finally:
             end = now_ns()
             meter.close(end)
+            detail = self._wire_detail(outcome, detail, result, box[2])
             self._record(rec, sc, meter, end, outcome, detail, result)
             if self.on_stream is not None:
                 self.on_stream(self._stream_line(headers[REQUEST_ID_HEADER], sc, meter, end, outcome,
@@ -495,6 +577,7 @@ class LoadRunner:
             self._in_flight_change(-1)
             self._idle_changed.set()
             self._idle_changed = trio.Event()
+        return outcome
 
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
@@ -526,6 +609,7 @@ class LoadRunner:
                     if len(data) > _ERROR_BODY_LIMIT:
                         break
                 code = _http_error_code(data)
+                box[2] = data[:1024].decode("utf-8", "replace")
                 return "http_error", f"{status}" + (f":{code}" if code else ""), None
             ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
@@ -574,24 +658,52 @@ class LoadRunner:
         finally:
             await response.aclose()
 
+    def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
+                     text: str | None) -> str:
+        """Bound a detail that holds a wire error code (hopbench._wire_text) and
+        keep the first error texts of its kind (``RunStats.error_samples``)."""
+        if outcome == "failed":
+            detail = self._codes.name(detail)
+            if text is None and result is not None:
+                text = result.error_message
+        elif outcome == "http_error" and ":" in detail:
+            status, _, code = detail.partition(":")
+            detail = f"{status}:{self._codes.name(code)}"
+        self.stats.codes_folded = self._codes.folded
+        if text and outcome not in ("completed", "cancelled"):
+            kind = f"{outcome}.{detail.partition(':')[0]}" if detail else outcome
+            self._samples.add(kind, text)
+        return detail
+
     def _check_reachable(self, outcome: str, detail: str, got_response: bool) -> None:
-        """Stop early when the target cannot be reached at all: the first
-        ``UNREACHABLE_AFTER`` streams all failed to connect and none got a
-        response (a wrong URL or port must not turn into a hot loop of
-        connection errors that looks like a result)."""
+        """Stop early when the target cannot be reached: ``UNREACHABLE_AFTER``
+        connection failures in a row with no response between them. Before
+        any response that is "target unreachable" (a wrong URL or port); after
+        one, "target lost" (the target died or stopped answering mid-run).
+        Either way a hot loop of connection errors must not look like a
+        result. Running out of file descriptors (``fd_limit``) is hopbench's
+        own limit and does not count."""
         if got_response:
             self._reached = True
-        elif outcome == "connect_error" and not self._reached and not self._stopping:
+            self._connect_failures = 0
+        elif outcome == "connect_error" and detail != "fd_limit" and not self._stopping:
             self._connect_failures += 1
             # once: streams already under way keep failing until the stop lands
-            if self._connect_failures == UNREACHABLE_AFTER:
+            if self._connect_failures == UNREACHABLE_AFTER and self.stats.interrupted_by is None:
                 last = self._last_error
                 why = f" (last error: {last})" if last else ""
                 if "CERTIFICATE_VERIFY_FAILED" in last:
                     why += "; for a self-signed certificate set target.verify_tls = false"
-                self.stats.interrupted_by = (
-                    f"target unreachable: the first {self._connect_failures} connection attempts to "
-                    f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
+                if self._reached:
+                    t_s = (now_ns() - self._t0) / NS_PER_S
+                    self.stats.interrupted_by = (
+                        f"target lost: it answered before, then the last {self._connect_failures} "
+                        f"connection attempts to {self.base_url} failed ({detail or 'connect error'}), "
+                        f"{t_s:.1f} s into the run{why}")
+                else:
+                    self.stats.interrupted_by = (
+                        f"target unreachable: the first {self._connect_failures} connection attempts to "
+                        f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
                 self.request_stop()
 
     def _record(self, rec: Recorder, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,

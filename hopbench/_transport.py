@@ -70,7 +70,15 @@ _MAX_FRAMING = 1 << 20
 
 class MalformedResponse(httpx.RemoteProtocolError):
     """The response is not valid HTTP/1.1 (parse error, an upgrade, no end of
-    head or trailers within 1 MiB); the message says what."""
+    head or trailers within 1 MiB); the message says what.
+
+    Attributes:
+        response_started: True when the response head had been parsed before
+            the error (e.g. a bad chunk size in the same read as the head):
+            the response started, so the stream is broken, not unreachable.
+    """
+
+    response_started: bool = False
 
 
 class _StaleConnection(Exception):
@@ -308,7 +316,9 @@ class StreamTransport(httpx.AsyncBaseTransport):
                 raise _StaleConnection from exc
             if isinstance(exc, httpx.RemoteProtocolError):
                 raise
-            raise MalformedResponse(_parse_error(exc), request=request) from exc
+            malformed = MalformedResponse(_parse_error(exc), request=request)
+            malformed.response_started = resp.head_done
+            raise malformed from exc
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             await trio.aclose_forcefully(conn.stream)
             if conn.reused and not got_bytes:

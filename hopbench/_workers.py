@@ -58,7 +58,8 @@ from ._hdr import Histogram
 from ._profile import LoadSpec, Profile
 from ._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._results import ResultsWriter
-from ._run import RunOutcome, analyse, base_meta, gc_figures, default_out_dir, mark_started, progress_line
+from ._run import RunOutcome, analyse, base_meta, gc_figures, default_out_dir, headline, mark_started, progress_line
+from ._wire_text import merge_samples
 from ._runner import LoadRunner, RunStats
 
 __all__ = [
@@ -164,7 +165,7 @@ _STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "request
                  "arrivals", "max_in_flight_hits", "in_flight", "peak_in_flight",
                  "in_flight_area", "steady_area", "steady_from_ns",
                  "last_change_ns", "cpu_fractions", "gc_collections", "gc_pause_ns",
-                 "gc_pause_max_ns")
+                 "gc_pause_max_ns", "error_samples", "codes_folded")
 
 
 def stats_to_json(stats: RunStats) -> dict[str, Any]:
@@ -501,6 +502,8 @@ class Merger:
             gc_collections=sum(s.gc_collections for s in stats_all),
             gc_pause_ns=sum(s.gc_pause_ns for s in stats_all),
             gc_pause_max_ns=max((s.gc_pause_max_ns for s in stats_all), default=0),
+            error_samples=merge_samples(s.error_samples for s in stats_all),
+            codes_folded=sum(s.codes_folded for s in stats_all),
         )
         _, warnings, load = analyse(profile, merged, total)
         warnings = [x for x in warnings if not x.startswith("load generator saturated")]
@@ -516,12 +519,15 @@ class Merger:
         dead = any(w.state == "crashed" for w in self.workers.values())
         complete = crashed is None and meta.get("interrupted_by") is None and not dead
         if not complete:
+            reason = meta.get("interrupted_by") or ""
             warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed is not None
+                            else reason if reason.startswith(("target unreachable", "target lost"))
                             else "run interrupted: results are partial (complete: false)")
         started = meta.get("started_at_unix_s") or time.time()
         ended = time.time()
         meta.update(ended_at=_iso(ended), duration_s=round(ended - started, 3),
-                    saturated=any_saturated, warnings=warnings, load=load,
+                    saturated=any_saturated, warnings=list(dict.fromkeys(warnings)), load=load,
+                    headline=headline(total, load["measured_s"]), error_samples=merged.error_samples,
                     workers=len(self.workers), engine=engine,
                     hosts=sorted({w.host for w in self.workers.values() if w.host}),
                     worker_detail=detail,

@@ -3,9 +3,11 @@
 Subcommands: run, validate, serve, gate, compare, report. Exit codes are the
 same everywhere: 0 success, 1 a budget breached / a worse verdict (gate,
 compare), 2 bad input (profile, arguments, unreadable results), 3 hopbench
-itself failed mid-run (partial results written), 130 interrupted by SIGINT and
-143 by SIGTERM (partial results written). A target that cannot be reached at all
-ends the run early with exit 2.
+itself failed mid-run (partial results written; also: results that could not
+be written, e.g. a full disk), 4 the target failed the run: no stream
+completed, or the target died / stopped answering mid-run (results written),
+130 interrupted by SIGINT and 143 by SIGTERM (partial results written). A
+target that cannot be reached at all ends the run early with exit 2.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
 __all__ = ["main"]
 
 EXIT_OK, EXIT_BREACH, EXIT_INPUT, EXIT_CRASH, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
+EXIT_TARGET_FAILED = 4
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,7 +37,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="hopbench", description="Streaming load tester for LLM gateways "
                 "(OpenAI Chat Completions, OpenAI Responses, Anthropic Messages over SSE).",
                 epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input (also: target "
-                       "unreachable), 3 crashed mid-run (partial results), 130 SIGINT / 143 SIGTERM "
+                       "unreachable), 3 crashed mid-run or results not written (partial results), "
+                       "4 nothing completed or the target died mid-run, 130 SIGINT / 143 SIGTERM "
                        "(partial results).")
     p.add_argument("--version", action="version", version=f"hopbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -174,8 +178,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"--target-url: {problem}")
         profile = dataclasses.replace(profile, target=dataclasses.replace(profile.target, url=url.rstrip("/")))
     if args.workers is not None:
-        if args.workers < 1:
-            raise UsageError(f"--workers: expected a positive integer, got {args.workers}")
+        from ._profile import check_workers
+
+        problem = check_workers(args.workers)  # the same rule as run.workers
+        if problem:
+            raise UsageError(f"--workers: {problem}")
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=args.workers))
     if args.engine is not None:
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=args.engine))
@@ -202,7 +209,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
         outcome = runner(profile, out_dir=out, progress=progress)
     summary = outcome.summary
-    if not args.no_report:
+    if outcome.late_signals:
+        err.print(f"hopbench: {outcome.late_signals[0]} during the final writes: results written, "
+                  "report.html skipped (hopbench report DIR writes it)", highlight=False, soft_wrap=True)
+    if not args.no_report and not outcome.late_signals:
         from ._report_html import write_report
 
         try:
@@ -228,6 +238,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
+    if reason.startswith("target lost"):
+        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", highlight=False,
+                  soft_wrap=True)
+        return EXIT_TARGET_FAILED
     if not outcome.complete:
         return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED
+    head = summary.get("headline") or {}
+    if not head.get("completed"):
+        err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
+                  f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", highlight=False,
+                  soft_wrap=True)
+        return EXIT_TARGET_FAILED
     return gate_exit

@@ -133,6 +133,25 @@ class EmbeddedEmulator:
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
+    def exit_reason(self) -> str | None:
+        """Why the emulator's process is gone ("the embedded emulator exited
+        (killed by SIGKILL)"), or None while it runs (or before it started).
+        Cheap (one ``waitpid`` with WNOHANG): the runner polls it."""
+        proc = self._proc
+        code = None if proc is None else proc.poll()
+        if code is None:
+            return None
+        if code < 0:
+            import signal
+
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit code {code}"
+        return f"the embedded emulator exited ({how})"
+
     def _wait_ready(self, ready: Path) -> None:
         assert self._proc is not None and self.log_path is not None
         deadline = time.monotonic() + self.startup_timeout_s

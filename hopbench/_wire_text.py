@@ -1,0 +1,174 @@
+"""Text that comes from the wire, made safe to count and to keep (pure: no I/O, no clock).
+
+Role: a server chooses its error codes and messages. Before any of them
+becomes a counter name (``failed.<code>``, ``http_error_code.<code>``) or a
+kept error sample (summary.json ``error_samples``), it passes through here.
+
+Invariants:
+
+* a counter name built from a wire code is at most ``CODE_MAX_CHARS``
+  characters of ``[A-Za-z0-9_-]`` (anything else becomes ``_``);
+* no text kept or counted contains one of the run's secrets (the API key and
+  the ``header_env`` values the requests carry) or a ``Bearer`` credential:
+  such a code is counted as ``redacted``, such a message has it replaced by
+  ``[redacted]``;
+* at most ``MAX_CODES`` distinct codes per process are counted by name; the
+  rest are folded into ``other`` (and counted in ``folded``), so a server that
+  sends a unique code per request cannot make one counter per request;
+* at most ``SAMPLES_PER_KIND`` samples per error kind, ``MAX_SAMPLE_KINDS``
+  kinds and ``SAMPLE_MAX_CHARS`` characters per sample are kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["CODE_MAX_CHARS", "MAX_CODES", "SAMPLES_PER_KIND", "MAX_SAMPLE_KINDS", "SAMPLE_MAX_CHARS",
+           "Scrubber", "CodeNames", "ErrorSamples", "describe_exception", "exception_chain",
+           "merge_samples"]
+
+CODE_MAX_CHARS = 64
+MAX_CODES = 32
+SAMPLES_PER_KIND = 3
+MAX_SAMPLE_KINDS = 64
+SAMPLE_MAX_CHARS = 300
+_MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words
+_CODE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;}]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class Scrubber:
+    """Removes the run's secrets from text.
+
+    Args:
+        secrets: the secret values (API keys, secret header values); values
+            shorter than 4 characters are ignored.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET_CHARS}, key=len, reverse=True)
+
+    def has_secret(self, text: str) -> bool:
+        """True when ``text`` holds a secret or a Bearer credential."""
+        return any(s in text for s in self._secrets) or _BEARER.search(text) is not None
+
+    def scrub(self, text: str) -> str:
+        """``text`` with each secret and Bearer credential replaced by ``[redacted]``."""
+        for s in self._secrets:
+            if s in text:
+                text = text.replace(s, "[redacted]")
+        return _BEARER.sub(r"\1[redacted]", text)
+
+
+class CodeNames:
+    """Turns wire error codes into bounded counter-name suffixes.
+
+    Args:
+        scrubber: the run's secrets.
+        max_codes: distinct names kept before folding into ``other``.
+    """
+
+    def __init__(self, scrubber: Scrubber, max_codes: int = MAX_CODES) -> None:
+        self._scrubber = scrubber
+        self._max = max_codes
+        self._seen: set[str] = set()
+        self.folded = 0  #: codes counted as "other" because the cap was reached
+
+    def name(self, code: str) -> str:
+        """The counter suffix for ``code``: "redacted" when it holds a secret,
+        else its safe spelling (``[A-Za-z0-9_-]``, at most 64 characters), or
+        "other" once ``max_codes`` distinct names were handed out. Never raises."""
+        if not code:
+            return "unknown"
+        if self._scrubber.has_secret(code):
+            safe = "redacted"
+        else:
+            safe = _CODE_CHARS.sub("_", code)[:CODE_MAX_CHARS]
+        if safe in self._seen:
+            return safe
+        if len(self._seen) >= self._max:
+            self.folded += 1
+            return "other"
+        self._seen.add(safe)
+        return safe
+
+
+class ErrorSamples:
+    """The first few error messages or bodies per error kind, scrubbed and bounded.
+
+    Args:
+        scrubber: the run's secrets.
+    """
+
+    def __init__(self, scrubber: Scrubber) -> None:
+        self._scrubber = scrubber
+        self.samples: dict[str, list[str]] = {}
+
+    def add(self, kind: str, text: str) -> None:
+        """Keep ``text`` as a sample of ``kind`` (a counter name such as
+        "http_error.501") unless that kind already has enough. Never raises."""
+        kept = self.samples.get(kind)
+        if kept is None:
+            if len(self.samples) >= MAX_SAMPLE_KINDS:
+                return
+            kept = self.samples[kind] = []
+        if len(kept) >= SAMPLES_PER_KIND:
+            return
+        text = _CONTROL.sub(" ", text).strip()
+        if not text:
+            return
+        text = self._scrubber.scrub(text)
+        if len(text) > SAMPLE_MAX_CHARS:
+            text = text[:SAMPLE_MAX_CHARS - 1] + "…"
+        if text not in kept:
+            kept.append(text)
+
+
+def merge_samples(parts: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Merge ``ErrorSamples.samples`` dicts (e.g. of several workers), keeping the bounds."""
+    out: dict[str, list[str]] = {}
+    for part in parts:
+        for kind, texts in part.items():
+            if kind not in out and len(out) >= MAX_SAMPLE_KINDS:
+                continue
+            kept = out.setdefault(kind, [])
+            for t in texts:
+                if len(kept) < SAMPLES_PER_KIND and t not in kept:
+                    kept.append(str(t))
+    return dict(sorted(out.items()))
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line naming an exception and every cause inside it.
+
+    Walks ``__cause__`` / ``__context__`` (and the first member of exception
+    groups), so that a wrapper with an empty or generic message (httpx's
+    ``ConnectError`` around ``ssl.SSLCertVerificationError``) does not hide the
+    reason: ``"ConnectError: connect failed <- SSLCertVerificationError:
+    [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed
+    certificate"``. Never raises.
+    """
+    parts: list[str] = []
+    for e in exception_chain(exc):
+        text = str(e).strip()
+        part = f"{type(e).__name__}: {text}" if text else type(e).__name__
+        if not parts or text not in parts[-1]:
+            parts.append(part)
+    return " <- ".join(parts)
+
+
+def exception_chain(exc: BaseException, limit: int = 8) -> list[BaseException]:
+    """``exc`` and what it wraps (cause, else context; an exception group's
+    first member), outermost first, at most ``limit`` long, without cycles."""
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(out) < limit and cur not in out:
+        out.append(cur)
+        if isinstance(cur, BaseExceptionGroup) and cur.exceptions:
+            cur = cur.exceptions[0]
+        else:
+            cur = cur.__cause__ or cur.__context__
+    return out
