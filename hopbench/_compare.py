@@ -239,31 +239,55 @@ def _finite(v: float) -> float | None:
 # -- load shape --------------------------------------------------------------------
 
 
+_LOAD_DEFAULTS = {"concurrency": {"ramp_up_s": 0},
+                  "rate": {"arrival": "poisson", "max_in_flight": 1000}}
+_LOAD_KEYS = {"concurrency": ("concurrency", "ramp_up_s"),
+              "rate": ("rate_rps", "arrival", "max_in_flight")}
+
+
 def load_shape(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a run that make two runs comparable.
+    """The parts of a run that make two runs comparable, as the run resolved them.
+
+    The profile's defaults are applied (``mode = "concurrency"`` written or
+    omitted is the same shape): from the summary's ``resolved_load`` when the
+    run recorded it, else from its profile text with hopbench's defaults.
 
     Returns:
-        flat dict: ``load.<key>`` for every key of the profile's ``[load]``,
-        ``run.duration_s``, ``run.requests``, ``run.warmup_s``, ``workers``,
-        and ``scenarios`` (a list of [name, weight]). Targets, models and
-        emulator settings are not part of the shape: they are what one compares.
+        flat dict: ``load.mode`` and the keys that mode uses (concurrency:
+        ``load.concurrency``, ``load.ramp_up_s``; rate: ``load.rate_rps``,
+        ``load.arrival``, ``load.max_in_flight``), ``run.duration_s``,
+        ``run.requests``, ``run.warmup_s``, ``workers``, and ``scenarios`` (a
+        list of [name, weight]). Targets, models and emulator settings are not
+        part of the shape: they are what one compares.
     """
+    resolved = summary.get("resolved_load")
+    if isinstance(resolved, Mapping):
+        out = dict(resolved)
+        workers = summary.get("workers", 1)
+        out["workers"] = workers if workers is not None else 1
+        return out
     profile = summary.get("profile")
     p = profile if isinstance(profile, Mapping) else {}
-    out: dict[str, Any] = {}
+    out = {}
     load = p.get("load")
-    if isinstance(load, Mapping):
-        for k, v in load.items():
-            out[f"load.{k}"] = v
+    load = load if isinstance(load, Mapping) else {}
+    mode = load.get("mode", "concurrency")
+    out["load.mode"] = mode
+    defaults = _LOAD_DEFAULTS.get(mode, {})
+    for k in _LOAD_KEYS.get(mode, tuple(load)):
+        if k != "mode":
+            out[f"load.{k}"] = load.get(k, defaults.get(k))
     run = p.get("run")
     run = run if isinstance(run, Mapping) else {}
-    for k in ("duration_s", "requests", "warmup_s"):
+    for k in ("duration_s", "requests"):
         out[f"run.{k}"] = run.get(k)
+    out["run.warmup_s"] = run.get("warmup_s", 0)
     workers = summary.get("workers", run.get("workers", 1))
     out["workers"] = workers if workers is not None else 1
     scen = p.get("scenario")
     if isinstance(scen, list):
-        out["scenarios"] = [[s.get("name"), s.get("weight", 1)] for s in scen if isinstance(s, Mapping)]
+        out["scenarios"] = [[s.get("name") or f"{s.get('protocol')}-{s.get('model')}", s.get("weight", 1)]
+                            for s in scen if isinstance(s, Mapping)]
     return out
 
 

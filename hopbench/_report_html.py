@@ -56,7 +56,8 @@ _OUTCOMES = ("completed", "failed", "truncated", "timeout", "connect_error", "ht
 _OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
                     "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
                     "cancelled": "#7f7f7f"}
-_DETAIL_PREFIXES = ("failed.", "http_error.", "http_error_code.", "timeout.", "truncated.", "anomaly.")
+_DETAIL_PREFIXES = ("failed.", "http_error.", "http_error_code.", "timeout.", "truncated.", "connect_error.",
+                    "anomaly.")
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")
 _ALL_COLOUR = "#222222"
@@ -490,6 +491,67 @@ def _headline(run: RunData) -> str:
         "timeout + connect_error + http_error</p>"
 
 
+def _run_figures(run: RunData) -> str:
+    """The run's throughput and error rate (summary.json ``headline``, or
+    computed from the counters for results written before it existed),
+    green when every stream completed, red when errors pass the threshold."""
+    from ._run import ERROR_RATE_WARN, ERROR_OUTCOMES
+
+    s = run.summary
+    head = s.get("headline") if isinstance(s.get("headline"), Mapping) else None
+    snap = run.snapshot
+    started = head.get("started") if head else snap.counter(ALL, "started")
+    completed = head.get("completed") if head else snap.counter(ALL, "completed")
+    errors = head.get("errors") if head else sum(snap.counter(ALL, k) for k in ERROR_OUTCOMES)
+    if not started:
+        return '<div class="bad">no stream was measured</div>'
+    rate = errors / started
+    cls = "bad" if not completed or rate > ERROR_RATE_WARN else "warn" if errors else "ok"
+    parts = [f"{completed:,} of {started:,} streams completed", f"error rate {rate:.1%}"]
+    if head:
+        if head.get("interrupted_rate"):
+            parts.append(f"interrupted {head['interrupted_rate']:.1%}")
+        parts += [f"{_fmt(head.get('completed_per_s'))} completed/s",
+                  f"{_fmt(head.get('output_tokens_per_s'))} output tokens/s (over the run)"]
+    return f'<div class="{cls}"><b>{_e(" · ".join(parts))}</b></div>'
+
+
+def _details_table(runs: Sequence[RunData]) -> str:
+    """Every outcome detail with its count (truncated.*, connect_error.*,
+    http_error_code.*, ...) and the first error messages kept per kind."""
+    details = sorted({k for run in runs for k, n in _counters(run, ALL).items()
+                      if n and k.startswith(_DETAIL_PREFIXES)})
+    out = []
+    if details:
+        header = ["detail"] + (["count"] if len(runs) == 1 else ["A", "B"])
+        out.append(_table(header, [[k] + [_counters(run, ALL).get(k, 0) for run in runs] for k in details]))
+    for i, run in enumerate(runs):
+        samples = run.summary.get("error_samples")
+        if isinstance(samples, Mapping) and samples:
+            tag = "" if len(runs) == 1 else f" [{'AB'[i]}]"
+            rows = [[kind, text] for kind, texts in samples.items() if isinstance(texts, list)
+                    for text in texts]
+            out.append(f"<h3>What the target said{_e(tag)} (first messages per error kind, "
+                       "secrets redacted)</h3>" + _table(["kind", "message or body"], rows, left=2))
+    return "".join(out)
+
+
+def _verdicts(runs: Sequence[RunData]) -> str:
+    """``hopbench compare``'s verdicts of B against A (A the base), as text."""
+    from ._compare import compare_summaries
+    from ._errors import HopbenchError
+
+    try:
+        c = compare_summaries(runs[0].summary, runs[1].summary, force=True,
+                              base_dir=runs[0].path, candidate_dir=runs[1].path)
+    except HopbenchError as exc:
+        return f'<div class="warn">{_e(f"no verdicts: {exc}")}</div>'
+    worse = c.any_worse
+    return (f'<div class="{"bad" if worse else "ok"}">'
+            f'{"B is worse than A on at least one figure" if worse else "B is not worse than A"}</div>'
+            f"<pre>{_e(c.render('text'))}</pre>")
+
+
 def _tokens_table(run: RunData) -> str:
     rows = []
     for scope in run.scopes():
@@ -536,7 +598,8 @@ def _warnings(run: RunData) -> str:
                         "(TTFT close to E2E: tokens arrived in one burst)")
     for w in warnings:
         # red: results that cannot be trusted as they stand (as the terminal summary does)
-        bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial"))
+        bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial")) \
+            or w.startswith(("nothing completed", "error rate", "target lost", "target unreachable"))
         out.append(f'<div class="{"bad" if bad else "warn"}">{_e(w)}</div>')
     if not warnings:
         out.append('<div class="ok">no warnings: the run completed and the load generator kept up</div>')
@@ -581,7 +644,9 @@ def render_html(runs: Sequence[RunData]) -> str:
     for i, run in enumerate(runs):
         tag = "" if len(runs) == 1 else f"[{'AB'[i]}] "
         heading = [f"<h3>{_e(tag + run.label)}</h3>"] if len(runs) > 1 else []  # h1 names a lone run
-        parts += heading + [_run_meta(run), _warnings(run), _headline(run)]
+        parts += heading + [_run_meta(run), _run_figures(run), _warnings(run), _headline(run)]
+    if len(runs) > 1:
+        parts += ["<h2>Compare verdicts (B against A)</h2>", _verdicts(runs)]
     parts += ["<h2>Latency percentile spectrum</h2>",
               '<p class="note">HdrHistogram style: x is 1/(1-p) on a log scale, so the tail gets room.'
               + (" Solid: A, dashed: B." if len(runs) > 1 else "") + "</p>",
@@ -589,6 +654,7 @@ def render_html(runs: Sequence[RunData]) -> str:
                            "fig-spectrum"),
               "<h2>Over time</h2>", _figure_html(_timeline_figure(runs), "fig-timeline"),
               "<h2>Stream outcomes</h2>", _figure_html(_outcome_figure(runs), "fig-outcomes"),
+              _details_table(runs),
               "<h2>Tokens</h2>"]
     for i, run in enumerate(runs):
         if len(runs) > 1:

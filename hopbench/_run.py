@@ -448,7 +448,26 @@ def base_meta(profile: Profile) -> dict[str, Any]:
         "gate": dict(profile.gate) or None,
         "interrupted_by": None,
         "workers": 1,
+        "resolved_load": resolved_load(profile),
     }
+
+
+def resolved_load(profile: Profile) -> dict[str, Any]:
+    """The load shape as the run resolved it, defaults applied (summary.json
+    ``resolved_load``; ``hopbench compare`` compares these, not the text):
+    ``load.mode`` and that mode's keys, ``run.duration_s``, ``run.requests``,
+    ``run.warmup_s`` (seconds) and ``scenarios`` ([name, weight] pairs)."""
+    ld, run = profile.load, profile.run
+    out: dict[str, Any] = {"load.mode": ld.mode}
+    if ld.mode == "concurrency":
+        out.update({"load.concurrency": ld.concurrency, "load.ramp_up_s": ld.ramp_up_ns / NS_PER_S})
+    else:
+        out.update({"load.rate_rps": ld.rate_rps, "load.arrival": ld.arrival,
+                    "load.max_in_flight": ld.max_in_flight})
+    out.update({"run.duration_s": None if run.duration_ns is None else run.duration_ns / NS_PER_S,
+                "run.requests": run.requests, "run.warmup_s": run.warmup_ns / NS_PER_S,
+                "scenarios": [[s.name, s.weight] for s in profile.scenarios]})
+    return out
 
 
 def mark_started(meta: dict[str, Any]) -> None:

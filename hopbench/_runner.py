@@ -761,7 +761,8 @@ class LoadRunner:
         kind = "completed" if outcome == "completed" else "broken"
         if outcome in ("http_error", "connect_error"):
             return
-        if inp is None and out is None and outcome != "cancelled":  # a cut stream had no chance to
+        # a cut stream, or one that never got a response, had no chance to report usage
+        if inp is None and out is None and outcome != "cancelled" and m.headers_ns is not None:
             rec.incr(name, "no_usage")
         if inp:
             rec.incr(name, f"tokens.input.{kind}", inp)

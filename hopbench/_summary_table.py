@@ -18,12 +18,18 @@ from rich.table import Table
 from rich.text import Text
 
 from ._hdr import METRICS
+from ._run import ERROR_RATE_WARN
 
 __all__ = ["render_summary"]
 
 _OUTCOMES = ("started", "completed", "failed", "truncated", "timeout", "connect_error",
              "http_error", "cancelled")
-_DETAIL_PREFIXES = ("failed.", "http_error.", "timeout.", "anomaly.")
+_DETAIL_PREFIXES = ("failed.", "http_error.", "http_error_code.", "timeout.", "truncated.",
+                    "connect_error.", "anomaly.")
+_ERROR_OUTCOMES = ("failed", "truncated", "timeout", "connect_error", "http_error")
+#: warnings that mean the figures cannot be trusted as they stand (red)
+_RED_WARNINGS = ("nothing completed", "error rate", "target lost", "target unreachable",
+                 "hopbench crashed", "load generator saturated", "run interrupted")
 _UNIT_LABEL = {"ms": "ms", "tokens/s": "tok/s"}
 
 
@@ -76,14 +82,20 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
     counters: Mapping[str, int] = scope.get("counters") or {}
     lines: list[Text] = []
     outcome = [f"{k} {counters.get(k, 0):,}" for k in _OUTCOMES if counters.get(k) or k == "completed"]
-    lines.append(Text("outcomes: " + " · ".join(outcome)))
+    line = Text("outcomes: ")
+    for i, k in enumerate(k for k in _OUTCOMES if counters.get(k) or k == "completed"):
+        if i:
+            line.append(" · ")
+        style = ("green" if k == "completed" and counters.get(k) else
+                 "red" if k in _ERROR_OUTCOMES or k == "completed" else "yellow" if k == "cancelled" else "")
+        line.append(f"{k} {counters.get(k, 0):,}", style=style)
+    lines.append(line)
+    # every detail with its count: the reason of each failure kind is the point
     details = sorted(
         (k, n) for k, n in counters.items() if n and k.startswith(_DETAIL_PREFIXES)
     )
     if details:
-        shown = ", ".join(f"{k} {n:,}" for k, n in details[:8])
-        more = f" (+{len(details) - 8} more)" if len(details) > 8 else ""
-        lines.append(Text("details: " + shown + more, style="dim"))
+        lines.append(Text("details: " + ", ".join(f"{k} {n:,}" for k, n in details), style="dim"))
     tokens = scope.get("tokens") or {}
     tin, tout = tokens.get("input") or {}, tokens.get("output") or {}
     lines.append(Text(
@@ -101,8 +113,31 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
     return lines
 
 
+def _headline(summary: Mapping[str, Any]) -> Text | None:
+    """Throughput and error rate over the run (summary.json ``headline``)."""
+    head = summary.get("headline")
+    if not isinstance(head, Mapping) or not head.get("started"):
+        return None
+    rate = head.get("error_rate") or 0.0
+    intr = head.get("interrupted_rate") or 0.0
+    text = Text("run: ", style="bold")
+    text.append(f"{head.get('completed', 0):,} of {head.get('started', 0):,} streams completed · "
+                f"{_num(head.get('completed_per_s'))} completed/s · "
+                f"{_num(head.get('output_tokens_per_s'))} output tok/s · ")
+    text.append(f"error rate {rate:.1%}", style="bold red" if not head.get("completed") else
+                "red" if rate > ERROR_RATE_WARN else "green")
+    if intr:
+        text.append(f" · interrupted {intr:.1%}", style="yellow")
+    return text
+
+
+def _has(warnings: list[str], prefix: str) -> bool:
+    return any(str(w).startswith(prefix) for w in warnings)
+
+
 def _warnings(summary: Mapping[str, Any]) -> list[Text]:
     out: list[Text] = []
+    listed = [str(w) for w in summary.get("warnings") or []]
     if summary.get("complete") is not True:
         by = summary.get("interrupted_by")
         out.append(Text(
@@ -111,31 +146,32 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
             + "; figures cover the part that ran",
             style="bold red",
         ))
-    if summary.get("saturated"):
+    if summary.get("saturated") and not _has(listed, "load generator saturated"):
         out.append(Text(
             "SATURATED: the client could not keep to the schedule; "
             "latencies include client-side lag",
             style="bold red",
         ))
     load = summary.get("load")
-    if isinstance(load, Mapping) and load.get("held") is False:
+    if isinstance(load, Mapping) and load.get("held") is False and not _has(listed, "load not held"):
         out.append(Text("load not held: the achieved load fell short of the target", style="red"))
     all_scope = (summary.get("scopes") or {}).get("all") or {}
     counters: Mapping[str, int] = all_scope.get("counters") or {}
-    if counters.get("proxy_buffering_suspected"):
+    if counters.get("proxy_buffering_suspected") and not _has(listed, "proxy buffering suspected"):
         out.append(Text(
             f"proxy buffering suspected on {counters['proxy_buffering_suspected']:,} streams "
             "(tokens arrive in bursts; ttft close to e2e)",
             style="yellow",
         ))
     oor = {k.split(".", 1)[1]: n for k, n in counters.items() if k.startswith("out_of_range.") and n}
-    if oor:
+    if oor and not any("outside the histogram's range" in w for w in listed):
         listing = ", ".join(f"{m} {n:,}" for m, n in sorted(oor.items()))
         out.append(Text(f"values out of range (not in histograms, counted): {listing}", style="yellow"))
     if counters.get("keepalive_violations"):
         out.append(Text(f"keepalive violations: {counters['keepalive_violations']:,}", style="yellow"))
-    for w in summary.get("warnings") or []:
-        out.append(Text(str(w), style="yellow"))
+    for w in listed:
+        bad = w.startswith(_RED_WARNINGS)
+        out.append(Text(w, style="bold red" if bad else "yellow"))
     return out
 
 
@@ -166,6 +202,9 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         for line in _scope_lines(scope):
             console.print(line)
         console.print()
+    head = _headline(summary)
+    if head is not None:
+        console.print(head)
     warnings = _warnings(summary)
     if warnings:
         console.print(Text("warnings", style="bold"))
