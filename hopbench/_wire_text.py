@@ -117,7 +117,7 @@ class ErrorSamples:
             kept = self.samples[kind] = []
         if len(kept) >= SAMPLES_PER_KIND:
             return
-        text = _CONTROL.sub(" ", text).strip()
+        text = " ".join(_CONTROL.sub(" ", text).split())  # one line: bodies are often HTML/JSON
         if not text:
             return
         text = self._scrubber.scrub(text)
