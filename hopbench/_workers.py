@@ -58,7 +58,8 @@ from ._hdr import Histogram
 from ._profile import LoadSpec, Profile
 from ._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._results import ResultsWriter
-from ._run import RunOutcome, analyse, base_meta, gc_figures, default_out_dir, headline, mark_started, progress_line
+from ._run import (RunOutcome, analyse, base_meta, default_out_dir, gc_figures, headline, hold_signals,
+                   mark_started, progress_line)
 from ._wire_text import merge_samples
 from ._runner import LoadRunner, RunStats
 
@@ -777,8 +778,9 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
             emulator.__exit__(None, None, None)
         if interrupted[0] is not None:
             meta["interrupted_by"] = interrupted[0]
-        try:
-            summary, complete = merger.finish(crashed, engine)
-        finally:
-            timeline.close()
-    return RunOutcome(summary, out, complete, crashed)
+        with hold_signals() as late:  # a further Ctrl-C must not cut the final writes
+            try:
+                summary, complete = merger.finish(crashed, engine)
+            finally:
+                timeline.close()
+    return RunOutcome(summary, out, complete, crashed, tuple(late))
