@@ -409,6 +409,7 @@ class LoadRunner:
                     t_s = (now_ns() - self._t0) / NS_PER_S
                     if self.stats.interrupted_by is None:
                         self.stats.interrupted_by = f"target lost: {reason} {t_s:.1f} s into the run"
+                        self.notice(f"{self.stats.interrupted_by}; stopping the run")
                     self.request_stop()
                 return
             await trio.sleep(_TARGET_POLL_S)
@@ -700,6 +701,7 @@ class LoadRunner:
                         f"target lost: it answered before, then the last {self._connect_failures} "
                         f"connection attempts to {self.base_url} failed ({detail or 'connect error'}), "
                         f"{t_s:.1f} s into the run{why}")
+                    self.notice(f"{self.stats.interrupted_by}; stopping the run")
                 else:
                     self.stats.interrupted_by = (
                         f"target unreachable: the first {self._connect_failures} connection attempts to "

@@ -43,6 +43,7 @@ import os
 import signal
 import socket
 import threading
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -236,6 +237,7 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
     runner = LoadRunner(profile, base_url, rec, warm, on_interval=on_interval, load=share.load,
                         request_budget=share.request_budget, seed_offset=k,
                         arrival_offset_ns=share.arrival_offset_ns)
+    runner.notice = lambda text: None  # the driver announces what a signal does, once
     send({"kind": "ready", "worker": k, "host": socket.gethostname(), "pid": os.getpid()})
     go_at = wait_go()
     skew_ns = 0
@@ -748,6 +750,13 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
         if interrupted[0] is None:
             interrupted[0] = name
         interrupted.append(name)
+        n = len(interrupted) - 1
+        grace_s = profile.run.grace_ns / NS_PER_S
+        print("hopbench: " + (f"{name}: stopping: the workers send no new streams; those in flight get "
+                              f"{grace_s:g} s to finish ({name} again cancels them now)" if n == 1 else
+                              f"{name} again: the workers cancel the streams in flight; then writing results"
+                              if n == 2 else f"{name}: already stopping; writing results"),
+              file=sys.stderr, flush=True)
 
     old: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
