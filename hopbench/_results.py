@@ -227,9 +227,7 @@ class ResultsWriter:
             self._hlog.write(header)
             self._hlog.flush()
         except OSError as exc:
-            raise ResultsError(
-                f"cannot write {self.path / HLOG_NAME}: {exc.strerror or exc}"
-            ) from exc
+            raise ResultsError(write_error(self.path / HLOG_NAME, exc)) from exc
         self._started = True
 
     def write_interval(self, iv: IntervalSnapshot) -> None:
@@ -260,9 +258,7 @@ class ResultsWriter:
             self._hlog.write("".join(lines))
             self._hlog.flush()
         except OSError as exc:
-            raise ResultsError(
-                f"cannot write {self.path / HLOG_NAME}: {exc.strerror or exc}"
-            ) from exc
+            raise ResultsError(write_error(self.path / HLOG_NAME, exc)) from exc
 
     def update(self, meta: dict[str, Any], total: Snapshot, complete: bool = False) -> dict[str, Any]:
         """Checkpoint: atomically rewrite summary.json with what is known so far.

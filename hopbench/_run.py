@@ -30,7 +30,7 @@ from ._clock import NS_PER_MS, NS_PER_S
 from ._errors import HopbenchError, ResultsError, RunAborted
 from ._profile import Profile, sanitized
 from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
-from ._results import ResultsWriter, environment
+from ._results import ResultsWriter, environment, write_error
 from ._runner import LoadRunner, RunStats
 
 __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
@@ -311,9 +311,13 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         writer.write_interval(warm_iv)
         writer.write_interval(iv)
         line = timeline_line(line, iv, warm_iv)
-        files["timeline"].write(json.dumps(line) + "\n")
-        files["timeline"].flush()
-        write_streams()
+        for name, write in (("timeline.jsonl", lambda: (files["timeline"].write(json.dumps(line) + "\n"),
+                                                        files["timeline"].flush())),
+                            ("streams.jsonl", write_streams)):
+            try:
+                write()
+            except OSError as exc:  # e.g. a full disk: stop the run, say which file and why
+                raise ResultsError(write_error(out / name, exc)) from exc
         if progress is not None:
             progress(iv, line)  # LiveProgress sums the intervals: no re-encoding of totals
         if on_line is not None:
@@ -323,6 +327,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             writer.update(dict(meta, ended_at=None), rec.folded_snapshot(), complete=False)
 
     crashed: str | None = None
+    write_failed: list[ResultsError] = []
     stats: RunStats | None = None
     runner: LoadRunner | None = None
     if profile.target.url is not None and profile.emulator:
@@ -350,11 +355,16 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                 stats = trio.run(runner.run)
             except KeyboardInterrupt as exc:
                 meta["interrupted_by"] = getattr(exc, "signal_name", "SIGINT")
-            except HopbenchError:
-                raise
             except Exception as exc:
-                crashed = traceback.format_exc()
-                meta["crash"] = _crash_reason(exc)
+                lost = _first(exc, ResultsError)
+                if lost is not None:  # results could not be written mid-run (e.g. a full disk)
+                    write_failed.append(lost)
+                    crashed = meta["crash"] = str(lost)
+                elif isinstance(exc, HopbenchError):
+                    raise
+                else:
+                    crashed = traceback.format_exc()
+                    meta["crash"] = _crash_reason(exc)
     except Interrupted as exc:  # a signal before the load started (e.g. while the emulator starts)
         meta["interrupted_by"] = exc.signal_name
     finally:
@@ -378,6 +388,9 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             except ResultsError as exc:
                 writer.close()
                 raise RunAborted(f"the run's results were not fully written: {exc}") from exc
+    if write_failed:
+        raise RunAborted(f"the run stopped: its results could not be written: {write_failed[0]} "
+                         f"(what was written is in {out})")
     complete = summary["complete"]
     return RunOutcome(summary, out, complete, crashed, tuple(late))
 
@@ -389,6 +402,18 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signal_name: str) -> None:
         super().__init__(signal_name)
         self.signal_name = signal_name
+
+
+def _first(exc: BaseException, kind: type[ResultsError]) -> ResultsError | None:
+    """The first ``kind`` in ``exc`` or inside its (nested) exception groups."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for e in exc.exceptions:
+            found = _first(e, kind)
+            if found is not None:
+                return found
+    return None
 
 
 def _crash_reason(exc: BaseException) -> str:

@@ -239,7 +239,7 @@ class LoadRunner:
         secrets = [env_map[v] for v in t.header_env.values() if v in env_map]
         if t.api_key_env is not None and t.api_key_env in env_map:
             secrets.append(env_map[t.api_key_env])
-        scrubber = Scrubber(secrets)
+        self._scrubber = scrubber = Scrubber(secrets)
         self._codes = CodeNames(scrubber)
         self._samples = ErrorSamples(scrubber)
         self.stats.error_samples = self._samples.samples
@@ -550,7 +550,7 @@ class LoadRunner:
                 except Exception as exc:  # the per-stream boundary
                     phase = "body" if meter.headers_ns is not None else "headers"
                     outcome, detail = classify_exception(exc, phase)
-                    self._last_error = box[2] = describe_exception(exc)[:300]
+                    self._last_error = box[2] = self._scrubber.scrub(describe_exception(exc))[:300]
                     result = box[0]
                     if box[1]:  # broken after its terminal signal: the stream itself ended
                         outcome, detail = result.outcome, _detail(result)
