@@ -9,7 +9,7 @@ classes name who is at fault when hopbench itself cannot go on::
     ├── UsageError                a bad command line or a misuse of the Python API
     ├── ResultsError              a results folder that cannot be read or written
     ├── SSEError                  the SSE scanner's memory bound was exceeded
-    └── RunAborted                a run stopped before its end (signal or crash)
+    └── RunAborted                a run stopped before its end (signal, crash, results unwritable)
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ class SSEError(HopbenchError):
 
 
 class RunAborted(HopbenchError):
-    """A run was stopped before its planned end (SIGINT/SIGTERM or a crash).
+    """A run was stopped before its planned end (SIGINT/SIGTERM or a crash), or
+    its results could not be written (e.g. a full disk; the message names the
+    file and the free space). ``hopbench run`` exits 3 for it.
 
-    Partial results are still written with ``complete: false``.
+    Partial results are still written with ``complete: false`` where possible.
     """

@@ -195,6 +195,10 @@ def test_write_report_compare_overlays_two_runs(runs: tuple[Path, Path], tmp_pat
     dashes = {t["name"]: t["line"]["dash"] for t in traces}
     assert dashes["chat [A]"] == "solid" and dashes["chat [B]"] == "dash"
     assert runs[1].name in page and not (runs[0] / "cmp.html").exists()
+    # hopbench compare's verdicts are shown, and each run's throughput and error rate
+    assert "Compare verdicts (B against A)" in page
+    assert "B is not worse than A" in page or "B is worse than A" in page
+    assert page.count("streams completed") >= 2 and "completed/s" in page and "error rate" in page
 
 
 def test_report_main_writes_and_names_unreadable_input(runs: tuple[Path, Path], tmp_path: Path,
