@@ -719,14 +719,16 @@ def write_report(results_dir: Path, *, compare_dir: Path | None = None, out: Pat
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text, encoding="utf-8", newline="\n")
         os.replace(tmp, target)
-    except OSError as exc:
+    except BaseException as exc:  # a full disk or a Ctrl-C must not keep half a report
         from ._results import write_error
 
         try:
-            tmp.unlink(missing_ok=True)  # a full disk must not keep half a report
+            tmp.unlink(missing_ok=True)
         except OSError:
             pass
-        raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
+        if isinstance(exc, OSError):
+            raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
+        raise
     return target
 
 

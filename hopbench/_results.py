@@ -177,12 +177,14 @@ class ResultsWriter:
             with open(tmp, "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)
             os.replace(tmp, target)
-        except OSError as exc:
+        except BaseException as exc:  # a full disk or a signal: never leave half a file behind
             try:
-                tmp.unlink(missing_ok=True)  # never leave half a file behind
+                tmp.unlink(missing_ok=True)
             except OSError:
                 pass
-            raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
+            if isinstance(exc, OSError):
+                raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
+            raise
 
     def _write_summary(self, summary: Mapping[str, Any]) -> None:
         try:

@@ -219,6 +219,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             write_report(outcome.out_dir)
         except HopbenchError as exc:  # a report must never fail a run
             err.print(f"hopbench: warning: report.html not written: {exc}", highlight=False, soft_wrap=True)
+        except KeyboardInterrupt as exc:  # the results are written: a late signal only skips the report
+            err.print(f"hopbench: {getattr(exc, 'signal_name', 'SIGINT')}: report.html skipped "
+                      "(hopbench report DIR writes it)", highlight=False, soft_wrap=True)
     if not args.quiet:
         render_summary(summary, console)
     gate_exit = EXIT_OK
