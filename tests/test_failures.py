@@ -478,3 +478,17 @@ async def test_failures_no_usage_only_for_streams_that_got_a_response() -> None:
     snap = rec.snapshot()
     assert snap.counter(ALL, "timeout.first_byte") == 2
     assert snap.counter(ALL, "no_usage") == 0
+
+
+def test_failures_interrupted_write_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hopbench import _results
+
+    writer = _results.ResultsWriter(tmp_path / "r")
+
+    def interrupted(src: object, dst: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_results.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        writer.start({"started_at_unix_s": 1.0})
+    assert not [p.name for p in (tmp_path / "r").iterdir() if p.name.endswith(".tmp")]
