@@ -13,7 +13,9 @@ stream's samples and counters go to the ``Recorder``. Every foreign exception
 re-raised, never swallowed.
 
 Outcomes (exactly one per started stream): completed, failed, truncated,
-timeout, connect_error, http_error, cancelled.
+timeout, connect_error, http_error, cancelled. Error codes and texts from the
+wire pass through ``_wire_detail`` (hopbench._wire_text: bounded counter
+names, the run's secrets scrubbed, the first few texts kept per error kind).
 """
 
 from __future__ import annotations
@@ -51,15 +53,16 @@ UNREACHABLE_AFTER = 20  # connection failures in a row, with no response between
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.01, 1.0  # a closed-loop user's pause after a connection error
 _TARGET_POLL_S = 0.05  # how often the embedded emulator's process is looked at
 
-
-def _stderr_notice(text: str) -> None:
-    print(f"hopbench: {text}", file=sys.stderr, flush=True)
 _ERROR_BODY_LIMIT = 64 * 1024
 #: how long the rest of a body may take once its terminal signal arrived
 _AFTER_END_S = 1.0
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _MAX_EVENT_BYTES = 4 * 1024 * 1024
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
+
+
+def _stderr_notice(text: str) -> None:
+    print(f"hopbench: {text}", file=sys.stderr, flush=True)
 
 
 def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
@@ -198,6 +201,19 @@ class LoadRunner:
             id, scenario, outcome, detail, status, and ns offsets from the run
             start (start, sent, headers, first_token, end) plus ttft_ns,
             e2e_ns, tokens and max_silence_ns.
+
+    Attributes set after construction (optional):
+        target_alive: polled every 50 ms during the run; returns why the
+            target is gone (e.g. ``EmbeddedEmulator.exit_reason``) or None.
+            A reason stops the run at once as "target lost: ...".
+        notice: receives one-line texts the user must see now (what a signal
+            does, a lost target); default: printed on stderr.
+
+    The run also stops by itself when ``UNREACHABLE_AFTER`` connection
+    attempts in a row fail with no response between them ("target
+    unreachable" before any response, "target lost" after one); closed-loop
+    users back off (``BACKOFF_MIN_S`` doubling to ``BACKOFF_MAX_S``) after a
+    connection error once the target has answered.
     """
 
     def __init__(self, profile: Profile, base_url: str, recorder: Recorder,

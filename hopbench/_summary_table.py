@@ -131,14 +131,15 @@ def _headline(summary: Mapping[str, Any]) -> Text | None:
     return text
 
 
-def _has(warnings: list[str], prefix: str) -> bool:
+def _has(warnings: list[str], prefix: str | tuple[str, ...]) -> bool:
     return any(str(w).startswith(prefix) for w in warnings)
 
 
 def _warnings(summary: Mapping[str, Any]) -> list[Text]:
     out: list[Text] = []
     listed = [str(w) for w in summary.get("warnings") or []]
-    if summary.get("complete") is not True:
+    said = ("run interrupted", "hopbench crashed", "target unreachable", "target lost")
+    if summary.get("complete") is not True and not _has(listed, said):  # else the warning says it
         by = summary.get("interrupted_by")
         out.append(Text(
             "INCOMPLETE: the run stopped before its end"

@@ -453,6 +453,11 @@ def test_failures_terminal_warnings_are_not_repeated() -> None:
     text = console.export_text()
     assert text.count("proxy buffering suspected") == 1
     assert text.lower().count("saturated") == 1
+    console = Console(record=True, width=100)
+    render_summary({"complete": False, "interrupted_by": "SIGINT",
+                    "warnings": ["run interrupted (SIGINT): results are partial (complete: false)"],
+                    "scopes": {}}, console)
+    assert console.export_text().lower().count("interrupted") == 1
 
 
 def test_failures_saturation_says_what_was_measured() -> None:
