@@ -138,7 +138,9 @@ def _signals_interrupt() -> Iterator[None]:
     from ._run import Interrupted
 
     def handler(signum: int, frame: object) -> None:
-        raise Interrupted(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        print(f"hopbench: {name}: stopping; writing what there is", file=sys.stderr, flush=True)
+        raise Interrupted(name)
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
