@@ -372,7 +372,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             try:
                 write_streams()  # the streams that ended after the last interval
             except OSError as exc:
-                crashed = crashed or f"cannot write {out / 'streams.jsonl'}: {exc.strerror or exc}"
+                if crashed is None:
+                    crashed = meta["crash"] = write_error(out / "streams.jsonl", exc)
             for f in files.values():
                 try:
                     f.close()
