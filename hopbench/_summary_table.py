@@ -131,8 +131,10 @@ def _headline(summary: Mapping[str, Any]) -> Text | None:
     return text
 
 
-def _has(warnings: list[str], prefix: str | tuple[str, ...]) -> bool:
-    return any(str(w).startswith(prefix) for w in warnings)
+def _has(warnings: list[str], phrase: str | tuple[str, ...]) -> bool:
+    """True when a warning already says ``phrase`` (e.g. "worker 2: load generator saturated")."""
+    phrases = (phrase,) if isinstance(phrase, str) else phrase
+    return any(p in w for w in warnings for p in phrases)
 
 
 def _warnings(summary: Mapping[str, Any]) -> list[Text]:

@@ -155,7 +155,11 @@ def describe_exception(exc: BaseException) -> str:
     for e in exception_chain(exc):
         text = str(e).strip()
         part = f"{type(e).__name__}: {text}" if text else type(e).__name__
-        if not parts or text not in parts[-1]:
+        # a cause that only repeats its wrapper's words adds nothing
+        said = text or type(e).__name__
+        if isinstance(e, OSError) and e.strerror:
+            said = str(e.strerror)
+        if not parts or said not in parts[-1]:
             parts.append(part)
     return " <- ".join(parts)
 
