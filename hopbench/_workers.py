@@ -727,6 +727,22 @@ def _lost_if_unfinished(merger: Merger, i: int, proc: Any) -> None:
     merger.lost(i, f"worker process {proc.pid} {why} before reporting its end")
 
 
+def _watch_emulator(emulator: Any, interrupted: list[str | None], watching: threading.Event,
+                    t0_s: float) -> None:
+    """Stop the workers as soon as the embedded emulator's process exits: the
+    stop goes through ``interrupted`` as a signal would (workers get SIGTERM
+    and the run records "target lost: ..."). Polls every 50 ms."""
+    while watching.is_set():
+        reason = emulator.exit_reason()
+        if reason is not None:
+            if watching.is_set() and interrupted[0] is None:
+                interrupted[0] = f"target lost: {reason} {time.monotonic() - t0_s:.1f} s into the run"
+                interrupted.append(interrupted[0])
+                print(f"hopbench: {interrupted[0]}; stopping the run", file=sys.stderr, flush=True)
+            return
+        time.sleep(0.05)
+
+
 def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
                out_dir: Path | None, on_line: Callable[[str], None] | None,
                progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None,
@@ -764,6 +780,8 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
             old[sig] = signal.signal(sig, on_signal)
     emulator = None
     crashed: str | None = None
+    watching = threading.Event()  # cleared when the run ends: the emulator may then stop
+    watching.set()
     try:
         url = base_url or profile.target.url
         if url is None:
@@ -772,6 +790,8 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
             emulator = EmbeddedEmulator(profile.emulator_config, record_path=out / "ground_truth.jsonl")
             url = emulator.__enter__().base_url
             meta["ground_truth"] = "ground_truth.jsonl"
+            threading.Thread(target=_watch_emulator, name="hopbench-emulator-watch", daemon=True,
+                             args=(emulator, interrupted, watching, time.monotonic())).start()
         mark_started(meta)
         writer.start(meta)
         drive(merger, url, interrupted)
@@ -781,6 +801,7 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
         crashed = traceback.format_exc()
         meta["crash"] = crashed.strip().splitlines()[-1]
     finally:
+        watching.clear()
         for sig, handler in old.items():
             signal.signal(sig, handler)
         if emulator is not None:

@@ -500,3 +500,33 @@ def test_failures_interrupted_write_leaves_no_temp_file(tmp_path: Path, monkeypa
     with pytest.raises(KeyboardInterrupt):
         writer.start({"started_at_unix_s": 1.0})
     assert not [p.name for p in (tmp_path / "r").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_failures_embedded_emulator_killed_mid_run_with_workers(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from hopbench._workers import run_profile_workers
+    from hopbench.emulator import EmbeddedEmulator
+
+    seen: list[EmbeddedEmulator] = []
+    original = EmbeddedEmulator.__enter__
+
+    def enter(self: EmbeddedEmulator) -> EmbeddedEmulator:
+        seen.append(original(self))
+        return seen[-1]
+
+    monkeypatch.setattr(EmbeddedEmulator, "__enter__", enter)
+    killed: list[int] = []
+
+    def on_line(text: str) -> None:
+        if not killed:
+            killed.append(seen[0].pid or 0)
+            os.kill(seen[0].pid or 0, signal.SIGKILL)
+
+    profile = parse_profile('[run]\nduration_s = 60\ninterval_s = 0.5\nworkers = 2\n[load]\nconcurrency = 4\n'
+                            '[emulator]\nttft_ms = 5\noutput_tokens = 3\n[[scenario]]\nprotocol = "chat"\n'
+                            'model = "m"\n', tmp_path / "w.toml")
+    outcome = run_profile_workers(profile, out_dir=tmp_path / "o", on_line=on_line)
+    s = outcome.summary
+    assert killed and not outcome.complete
+    assert s["interrupted_by"].startswith("target lost: the embedded emulator exited (killed by SIGKILL)")
+    assert s["warnings"][0] == s["interrupted_by"] and s["duration_s"] < 60
