@@ -93,6 +93,8 @@ def test_failures_all_errors_warn_headline_and_exit_4(tmp_path: Path, hostile_se
                for w in s["warnings"])
     assert "Error code: 501" in s["error_samples"]["http_error.501"][0]
     assert "no warnings" not in out and "nothing completed" in out
+    flat = " ".join(out.split())  # the terminal wraps at 80 columns
+    assert "0 of 12 streams completed" in flat and "completed/s" in flat and "error rate 100.0%" in flat
     html = (tmp_path / "o" / "report.html").read_text()
     assert "nothing completed" in html and "error rate" in html
 
