@@ -395,6 +395,9 @@ def test_emulator_same_seed_same_requests_same_behaviour(tmp_path: Path) -> None
         with Emulator(cfg, tmp_path / f"{name}.jsonl") as emu:
             for i in range(8):
                 emu.raw("/v1/chat/completions", _chat(max_tokens=20 + i))
+                # A record trails its body: wait for it, so that a quick 429 next
+                # cannot be written before it and the lines stay in request order.
+                emu.truth(i + 1)
             runs.append([(t["fault"], t["text"], t["error_code"]) for t in emu.truth(8)])
     assert runs[0] == runs[1]
     assert len({f for f, _, _ in runs[0]}) > 1
