@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._errors import HopbenchError, ResultsError, UsageError
-from ._gate import measured_duration_s, rate_value
 from ._hdr import METRICS, Histogram
+from ._outcomes import DETAIL_PREFIXES, measured_duration_s, rate_value
 from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, two_proportions
 
 __all__ = [
@@ -63,7 +63,7 @@ SHOWN_STATS: Final = ("count", "p50", "p90", "p99", "p999", "max")
 _TAILS: Final = (("p90", 0.90), ("p99", 0.99))
 _BASE_RATES: Final = ("completion_rate", "error_rate", "interruption_rate", "truncated_rate",
                       "timeout_rate", "http_error_rate", "keepalive_violation_rate")
-_CODE_PREFIXES: Final = ("failed.", "http_error.", "http_error_code.", "timeout.", "truncated.")
+_CODE_PREFIXES: Final = DETAIL_PREFIXES
 EXIT_OK, EXIT_WORSE, EXIT_INPUT = 0, 1, 2
 
 

@@ -1,8 +1,9 @@
 """``hopbench gate``: hold a results folder to budgets (k6 thresholds for LLM streams).
 
-Role: parse budgets (a profile's ``[gate]`` table, recorded in summary.json, or
-a ``--budget`` TOML file), evaluate them against summary.json's statistics and
-counters, and render the verdict as text, Markdown, JSON or JUnit XML. Works
+Role: evaluate budgets (a profile's ``[gate]`` table, recorded in summary.json, or
+a ``--budget`` TOML file, parsed by :mod:`hopbench._budget`) against
+summary.json's statistics and counters, and render the verdict as text,
+Markdown, JSON or JUnit XML. Works
 from the results folder only (never re-runs, never reads raw logs): a gate of
 any folder takes milliseconds. User documentation: docs/gate.md.
 
@@ -17,7 +18,7 @@ Invariants:
   converted once at parse time.
 * Percentiles are HdrHistogram's (the highest value equivalent to the bucket
   holding the target rank, within 0.1 % of a recorded value).
-* Rates are defined once, in :data:`RATES`, and documented in docs/gate.md.
+* Rates are defined once, in :data:`hopbench._outcomes.RATES`, and documented in docs/gate.md.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
@@ -33,24 +33,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from ._budget import Budget, GateOptions, load_budget_file, parse_budgets, table_from_mapping
 from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
-from ._hdr import METRICS, Histogram
-from ._toml import Table, TomlDoc, load_toml
+from ._hdr import Histogram
+from ._outcomes import RATES, measured_duration_s, rate_value
+from ._recorder import ALL
+from ._toml import Table
 
 __all__ = [
-    "RATES",
-    "Budget",
     "BudgetResult",
     "GateReport",
     "RunCheck",
     "evaluate_gate",
     "gate_main",
-    "measured_duration_s",
-    "parse_budgets",
-    "rate_value",
 ]
 
-ALL: Final = "all"
 EXIT_OK, EXIT_BREACH, EXIT_INPUT = 0, 1, 2
 
 _OPS: Final[dict[str, Callable[[float, float], bool]]] = {
@@ -59,368 +56,6 @@ _OPS: Final[dict[str, Callable[[float, float], bool]]] = {
     ">=": lambda v, lim: v >= lim,
     ">": lambda v, lim: v > lim,
 }
-_TIME_UNITS_MS: Final = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
-_LIMIT_RE = re.compile(r"^\s*(<=|>=|<|>)\s*(.+?)\s*$")
-_QTY_RE = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us|µs|ms|s|%)?$")
-_BASELINE_RE = re.compile(r"^baseline(?:\s*([*+-])\s*(.+))?$")
-_PCT_RE = re.compile(r"^p(\d{1,3}(?:\.\d+)?)$")
-_STATS_FIXED: Final = ("count", "min", "mean", "max")
-_OPTION_KEYS: Final = ("allow_incomplete", "allow_saturated")
-
-
-@dataclass(frozen=True, slots=True)
-class RateSpec:
-    """One rate a budget can name (``"error_rate" = "<= 0.01"``).
-
-    Attributes:
-        name: the budget key.
-        description: the definition, as documented.
-        fraction: True for a proportion in 0..1 (accepts ``%`` limits).
-    """
-
-    name: str
-    description: str
-    fraction: bool
-
-
-RATES: Final[dict[str, RateSpec]] = {
-    r.name: r
-    for r in (
-        RateSpec("error_rate", "(failed + truncated + timeout + connect_error + http_error) / (started - cancelled)", True),
-        RateSpec("completion_rate", "completed / (started - cancelled)", True),
-        RateSpec("interruption_rate", "(failed + truncated + timeout) / responded", True),
-        RateSpec("failed_rate", "failed / responded", True),
-        RateSpec("truncated_rate", "truncated / responded", True),
-        RateSpec("timeout_rate", "timeout / responded", True),
-        RateSpec("http_error_rate", "http_error / (started - cancelled)", True),
-        RateSpec("keepalive_violation_rate", "keepalive_violations / streams with a response (max_silence.count)", True),
-        RateSpec("output_tokens_per_s", "(tokens.output.completed + tokens.output.broken) / measured duration", False),
-        RateSpec("completed_per_s", "completed / measured duration", False),
-    )
-}
-"""Rate names a budget may use; ``responded`` = started - cancelled - http_error - connect_error."""
-
-
-def _c(counters: Mapping[str, Any], key: str) -> int:
-    v = counters.get(key, 0)
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-
-def measured_duration_s(summary: Mapping[str, Any], results_dir: Path | None = None) -> tuple[float | None, str]:
-    """The measured duration of a run (warm-up excluded), in seconds, and where it came from.
-
-    In order: ``summary["load"]["measured_s"]`` when the run recorded it; else
-    the last interval end in ``results_dir/timeline.jsonl`` minus
-    ``run.warmup_s``; else ``duration_s - run.warmup_s`` (wall clock: includes
-    start-up, so it under-states a rate slightly).
-
-    Returns:
-        (seconds or None when unknown, source description).
-    """
-    load = summary.get("load")
-    if isinstance(load, Mapping):
-        m = load.get("measured_s")
-        if isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0:
-            return float(m), "load.measured_s"
-    profile = summary.get("profile")
-    run = profile.get("run", {}) if isinstance(profile, Mapping) else {}
-    warm = run.get("warmup_s", 0) if isinstance(run, Mapping) else 0
-    warm_s = float(warm) if isinstance(warm, (int, float)) and not isinstance(warm, bool) else 0.0
-    if results_dir is not None:
-        path = Path(results_dir) / "timeline.jsonl"
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-            last = json.loads(lines[-1]) if lines else None
-            end_ns = last.get("end_ns") if isinstance(last, dict) else None
-            if isinstance(end_ns, int) and end_ns / 1e9 > warm_s:
-                return end_ns / 1e9 - warm_s, "timeline.jsonl last end - run.warmup_s"
-        except (OSError, ValueError, IndexError):
-            pass
-    dur = summary.get("duration_s")
-    if isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur > warm_s:
-        return float(dur) - warm_s, "duration_s - run.warmup_s (wall clock)"
-    return None, "unknown"
-
-
-def rate_value(name: str, counters: Mapping[str, Any], metrics: Mapping[str, Any],
-               measured_s: float | None) -> tuple[float | None, int, int]:
-    """Compute rate ``name`` (a key of :data:`RATES`) for one scope.
-
-    Args:
-        name: the rate.
-        counters: the scope's counters from summary.json.
-        metrics: the scope's metrics from summary.json (for max_silence.count).
-        measured_s: measured duration in seconds, for the per-second rates.
-
-    Returns:
-        (value or None when the denominator is 0, numerator, denominator);
-        for per-second rates the denominator is the number of streams counted
-        (started - cancelled), so that min_count applies to it too.
-    """
-    started, cancelled = _c(counters, "started"), _c(counters, "cancelled")
-    failed, truncated, timeout = _c(counters, "failed"), _c(counters, "truncated"), _c(counters, "timeout")
-    http, conn = _c(counters, "http_error"), _c(counters, "connect_error")
-    streams = started - cancelled
-    responded = streams - http - conn
-    num: int
-    den: int
-    match name:
-        case "error_rate":
-            num, den = failed + truncated + timeout + conn + http, streams
-        case "completion_rate":
-            num, den = _c(counters, "completed"), streams
-        case "interruption_rate":
-            num, den = failed + truncated + timeout, responded
-        case "failed_rate":
-            num, den = failed, responded
-        case "truncated_rate":
-            num, den = truncated, responded
-        case "timeout_rate":
-            num, den = timeout, responded
-        case "http_error_rate":
-            num, den = http, streams
-        case "keepalive_violation_rate":
-            ms = metrics.get("max_silence")
-            cnt = ms.get("count", 0) if isinstance(ms, Mapping) else 0
-            num, den = _c(counters, "keepalive_violations"), cnt if isinstance(cnt, int) else 0
-        case "output_tokens_per_s" | "completed_per_s":
-            if name == "output_tokens_per_s":
-                num = _c(counters, "tokens.output.completed") + _c(counters, "tokens.output.broken")
-            else:
-                num = _c(counters, "completed")
-            if not measured_s or measured_s <= 0:
-                return None, num, streams
-            return num / measured_s, num, streams
-        case _:
-            raise UsageError(f"unknown rate {name!r}: expected one of {', '.join(RATES)}")
-    if den <= 0:
-        return None, num, max(den, 0)
-    return num / den, num, den
-
-
-# -- budgets -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """One parsed budget.
-
-    Attributes:
-        key: the key as written, e.g. ``"ttft.p99"`` or ``"error_rate"``.
-        scope: ``"all"`` or a scenario name.
-        metric: a :data:`~hopbench._hdr.METRICS` name, or None for a rate.
-        stat: ``count``/``min``/``mean``/``max``/``pNN.N`` (None for a rate).
-        percentile: the percentile of a ``pNN.N`` statistic (0..100), else None.
-        rate: a :data:`RATES` name, or None for a metric statistic.
-        op: ``<=``, ``<``, ``>=`` or ``>``.
-        limit_text: the limit as written, e.g. ``"<= 800ms"``.
-        limit: the limit in the reporting unit, or None when relative to the baseline.
-        baseline_op: ``"*"``, ``"+"``, ``"-"`` or ``"="`` (baseline as is) when relative, else None.
-        baseline_operand: factor (``*``) or offset in the reporting unit (``+``, ``-``).
-        unit: the reporting unit shown beside values (``ms``, ``tokens/s``, ``""``).
-        min_count: samples (or rate denominator) needed for a conclusive verdict.
-        inconclusive_passes: an inconclusive budget passes (default: it fails).
-        file: the file (or source) the budget came from.
-        line: its 1-based line, or None when unknown (a mapping from summary.json).
-    """
-
-    key: str
-    scope: str
-    metric: str | None
-    stat: str | None
-    percentile: float | None
-    rate: str | None
-    op: str
-    limit_text: str
-    limit: float | None
-    baseline_op: str | None
-    baseline_operand: float
-    unit: str
-    min_count: int
-    inconclusive_passes: bool
-    file: str
-    line: int | None
-
-    @property
-    def where(self) -> str:
-        """``file:line`` (or the file alone) for messages."""
-        return self.file if self.line is None else f"{self.file}:{self.line}"
-
-
-def default_min_count(stat: str | None) -> int:
-    """Samples needed before a statistic means anything.
-
-    ``count``: 0; ``pNN``: ``ceil(100 / (100 - NN))`` (p50: 2, p90: 10, p99:
-    100, p99.9: 1000), so at least one sample lies above the percentile's
-    rank; ``p100``, ``min``, ``mean``, ``max``, rates: 1.
-    """
-    if stat == "count":
-        return 0
-    m = _PCT_RE.match(stat or "")
-    if m:
-        p = float(m.group(1))
-        if p >= 100:
-            return 1
-        return max(1, math.ceil(round(100.0 / (100.0 - p), 9)))
-    return 1
-
-
-def _parse_quantity(text: str, budget: str, unit_kind: str, t: Table, key: str) -> float:
-    """Parse ``800ms`` / ``0.5%`` / ``500`` into the reporting unit."""
-    m = _QTY_RE.match(text.strip())
-    if not m:
-        raise t.error(key, f"expected a number{' with a unit (ns, us, ms, s)' if unit_kind == 'time' else ''}, got {text!r}")
-    number, unit = float(m.group(1)), m.group(2)
-    if unit_kind == "time":
-        if unit is None or unit == "%":
-            raise t.error(key, f"{budget}: expected a time with a unit (ns, us, ms, s), e.g. '800ms', got {text!r}")
-        return number * _TIME_UNITS_MS[unit]
-    if unit == "%":
-        if unit_kind != "fraction":
-            raise t.error(key, f"{budget}: '%' only applies to rates, got {text!r}")
-        return number / 100.0
-    if unit is not None:
-        raise t.error(key, f"{budget}: expected a plain number (no unit), got {text!r}")
-    return number
-
-
-def _where(t: Table, key: str) -> tuple[str, int | None]:
-    line = t.doc.line_of(t.path + (key,)) if t.doc else None
-    file = str(t.doc.path) if t.doc and t.doc.path else "<gate>"
-    return file, line
-
-
-def _parse_one(t: Table, key: str, scope: str) -> Budget:
-    value = t.raw(key)
-    min_count: int | None = None
-    inconclusive = "fail"
-    if isinstance(value, Mapping):
-        sub = Table(value, t.doc, t.path + (key,))
-        limit_text = sub.str("limit")
-        min_count = sub.int("min_count", None, min=0)
-        inconclusive = sub.str("inconclusive", "fail", choices=("fail", "pass"))
-        sub.done()
-    elif isinstance(value, str):
-        limit_text = value
-    else:
-        raise t.error(key, f"expected a comparison string such as \"<= 800ms\" or a table "
-                           f"{{ limit = \"<= 800ms\", min_count = 50 }}, got {value!r}")
-    metric: str | None
-    stat: str | None
-    rate: str | None = None
-    percentile: float | None = None
-    if key in RATES:
-        metric = stat = None
-        rate = key
-        spec_r = RATES[key]
-        unit_kind = "fraction" if spec_r.fraction else "number"
-        unit = "" if spec_r.fraction else "/s"
-        if key == "output_tokens_per_s":
-            unit = "tokens/s"
-    else:
-        metric, dot, stat = key.partition(".")
-        if not dot or not stat:
-            raise t.error(key, f"unknown budget: expected \"<metric>.<statistic>\" (metrics: "
-                               f"{', '.join(METRICS)}) or a rate ({', '.join(RATES)})")
-        if metric not in METRICS:
-            raise t.error(key, f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
-        if stat == "p999":
-            stat = "p99.9"
-        pm = _PCT_RE.match(stat)
-        if pm:
-            percentile = float(pm.group(1))
-            if percentile > 100:
-                raise t.error(key, f"percentile {stat!r} is above 100")
-        elif stat not in _STATS_FIXED:
-            raise t.error(key, f"unknown statistic {stat!r}: expected count, min, mean, max or pNN.N "
-                               "(p50, p90, p99, p99.9, ...)")
-        spec = METRICS[metric]
-        if stat == "count":
-            unit_kind, unit = "number", ""
-        elif spec.unit == "ms":
-            unit_kind, unit = "time", "ms"
-        else:
-            unit_kind, unit = "number", spec.unit
-    m = _LIMIT_RE.match(limit_text)
-    if not m:
-        raise t.error(key, f"expected a comparison (<=, <, >=, >) and a limit, e.g. \"<= 800ms\", got {limit_text!r}")
-    op, rhs = m.group(1), m.group(2)
-    limit: float | None = None
-    b_op: str | None = None
-    b_operand = 0.0
-    bm = _BASELINE_RE.match(rhs)
-    if bm:
-        b_op = bm.group(1) or "="
-        if b_op == "*":
-            b_operand = _parse_quantity(bm.group(2), key, "number", t, key)
-            if b_operand <= 0:
-                raise t.error(key, f"expected a positive factor after 'baseline *', got {bm.group(2)!r}")
-        elif b_op in "+-":
-            b_operand = _parse_quantity(bm.group(2), key, unit_kind, t, key)
-    else:
-        limit = _parse_quantity(rhs, key, unit_kind, t, key)
-        if limit < 0:
-            raise t.error(key, f"expected a limit >= 0 (no {unit_kind or 'value'} here is negative), "
-                               f"got {limit_text.strip()!r}")
-        if unit_kind == "fraction" and limit > 1:
-            raise t.error(key, f"expected a rate from 0 to 1 (or 0 % to 100 %), got {limit_text.strip()!r}")
-    return Budget(
-        key=key, scope=scope, metric=metric, stat=stat, percentile=percentile, rate=rate,
-        op=op, limit_text=limit_text.strip(), limit=limit, baseline_op=b_op,
-        baseline_operand=b_operand, unit=unit,
-        min_count=default_min_count(stat) if min_count is None else min_count,
-        inconclusive_passes=inconclusive == "pass", file=_where(t, key)[0], line=_where(t, key)[1],
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class GateOptions:
-    """Run-check switches from the gate table (``allow_incomplete``, ``allow_saturated``)."""
-
-    allow_incomplete: bool = False
-    allow_saturated: bool = False
-
-
-def parse_budgets(t: Table) -> tuple[list[Budget], GateOptions]:
-    """Parse a ``[gate]`` table: budgets for "all", ``[gate.scenario.<name>]`` tables, options.
-
-    Raises:
-        ProfileError: an unknown metric, statistic or rate, a malformed limit,
-            a missing unit, naming the file, line and key.
-    """
-    budgets: list[Budget] = []
-    allow_incomplete = t.bool("allow_incomplete", False)
-    allow_saturated = t.bool("allow_saturated", False)
-    for key in t.keys():
-        if key in _OPTION_KEYS:
-            continue
-        if key == "scenario":
-            scen = t.table("scenario")
-            for name in scen.keys():
-                sub = scen.table(name)
-                for skey in sub.keys():
-                    budgets.append(_parse_one(sub, skey, name))
-            continue
-        budgets.append(_parse_one(t, key, ALL))
-    return budgets, GateOptions(allow_incomplete, allow_saturated)
-
-
-def _table_from_mapping(data: Mapping[str, Any], source: str) -> Table:
-    doc = TomlDoc(dict(data), Path(source))
-    return Table(data, doc, ())
-
-
-def load_budget_file(path: Path) -> Table:
-    """Read a budget TOML file: its ``[gate]`` table when it has one (a profile
-    works as a budget file), else the whole file.
-
-    Raises:
-        ProfileError: missing, unreadable or invalid file.
-    """
-    root = load_toml(path).root()
-    if "gate" in root.data and isinstance(root.data["gate"], Mapping):
-        return root.table("gate")
-    return root
 
 
 # -- evaluation ------------------------------------------------------------------
@@ -623,7 +258,7 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         budget = summary.get("gate")
         if not budget:
             raise UsageError(f"{source}: no budgets: the profile had no [gate] table; pass --budget FILE")
-    t = budget if isinstance(budget, Table) else _table_from_mapping(budget, source)
+    t = budget if isinstance(budget, Table) else table_from_mapping(budget, source)
     budgets, opts = parse_budgets(t)
     if not budgets:
         where = t.doc.path if isinstance(budget, Table) and t.doc is not None and t.doc.path else source

@@ -239,7 +239,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     emulator_config = EmulatorConfig.from_table(emulator_t)
     gate_t = root.table("gate")
     if gate_t.data:
-        from ._gate import parse_budgets  # the gate owns its keys: check them before any load
+        from ._budget import parse_budgets  # the budget grammar owns its keys: checked before any load
 
         budgets, _ = parse_budgets(Table(gate_t.data, doc, ("gate",)))
         names = {sc.name for sc in scenarios}

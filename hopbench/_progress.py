@@ -35,6 +35,7 @@ from rich.text import Text
 
 from ._hdr import Histogram
 from ._profile import Profile
+from ._outcomes import BROKEN
 from ._recorder import ALL, IntervalSnapshot, Snapshot
 
 __all__ = ["LiveProgress", "ProgressFigures", "REFRESH_PER_S", "PLAIN_EVERY_NS"]
@@ -49,8 +50,7 @@ _NS_PER_MS = 1_000_000
 _NS_PER_S = 1_000_000_000
 _LATENCY = ("ttft", "itl")
 _HEALTH = ("schedule_lag", "loop_lag")
-_BROKEN = (("failed", "failed."), ("truncated", "truncated."), ("timeout", "timeout."),
-           ("http_error", "http_error."), ("connect_error", None))
+_BROKEN = tuple((k, f"{k}.") for k in BROKEN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ class ProgressFigures:
         recent, run: metric -> (p50, p99) in ns for ``ttft`` and ``itl``, over
             the recent intervals and the measured run so far (None: no value).
         broken: kind -> (total, {detail: count}) for failed, truncated,
-            timeout, http_error, connect_error, run so far (measured).
+            timeout, connect_error, http_error (``_outcomes.BROKEN``), run so far (measured).
         keepalive_violations: run so far (measured).
         cpu: generator CPU use over the recent intervals (fraction of one core).
         lag_p99_ns: ``schedule_lag`` / ``loop_lag`` -> p99 in ns over the recent
@@ -240,7 +240,7 @@ class LiveProgress:
         broken: dict[str, tuple[int, dict[str, int]]] = {}
         for kind, prefix in _BROKEN:
             details = {k[len(prefix):]: n for k, n in counters.items()
-                       if prefix is not None and k.startswith(prefix) and n}
+                       if k.startswith(prefix) and n}
             broken[kind] = (counters.get(kind, 0), dict(sorted(details.items())))
         run_spec = self.profile.run
         cpu_ns = sum(float(ln.get("cpu", 0.0)) * (int(ln["end_ns"]) - int(ln.get("start_ns", 0)))

@@ -43,8 +43,9 @@ from typing import Any
 from ._errors import ResultsError
 from ._hdr import METRICS, Histogram
 from ._recorder import ALL, Snapshot
+from ._format import fmt_num as _num
+from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 from ._results import HLOG_NAME, read_summary, snapshot_from_summary
-from ._summary_table import _num
 
 __all__ = ["write_report", "report_main", "read_hlog", "spectrum", "RunData", "load_run"]
 
@@ -52,12 +53,11 @@ REPORT_NAME = "report.html"
 TIMELINE_NAME = "timeline.jsonl"
 SPECTRUM_METRICS = ("ttft", "itl", "tpot", "e2e")
 _TIMELINE_TAGS = ("all.ttft", "all.itl", "all.loop_lag", "all.schedule_lag")
-_OUTCOMES = ("completed", "failed", "truncated", "timeout", "connect_error", "http_error", "cancelled")
+_OUTCOMES = OUTCOMES
 _OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
                     "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
                     "cancelled": "#7f7f7f"}
-_DETAIL_PREFIXES = ("failed.", "http_error.", "http_error_code.", "timeout.", "truncated.", "connect_error.",
-                    "anomaly.")
+_DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")
 _ALL_COLOUR = "#222222"
@@ -480,7 +480,7 @@ def _headline(run: RunData) -> str:
     rows = []
     for scope in run.scopes():
         snap = run.snapshot
-        broken = sum(snap.counter(scope, k) for k in _OUTCOMES[1:6])
+        broken = sum(snap.counter(scope, k) for k in BROKEN)
         row: list[object] = [scope, snap.counter(scope, "started"), snap.counter(scope, "completed"), broken]
         for metric, p in (("ttft", 50), ("ttft", 99), ("itl", 50), ("itl", 99), ("tpot", 50),
                           ("e2e", 50), ("e2e", 99), ("output_tokens_per_s", 50)):
@@ -495,14 +495,12 @@ def _run_figures(run: RunData) -> str:
     """The run's throughput and error rate (summary.json ``headline``, or
     computed from the counters for results written before it existed),
     green when every stream completed, red when errors pass the threshold."""
-    from ._run import ERROR_RATE_WARN, ERROR_OUTCOMES
-
     s = run.summary
     head = s.get("headline") if isinstance(s.get("headline"), Mapping) else None
     snap = run.snapshot
     started = head.get("started") if head else snap.counter(ALL, "started")
     completed = head.get("completed") if head else snap.counter(ALL, "completed")
-    errors = head.get("errors") if head else sum(snap.counter(ALL, k) for k in ERROR_OUTCOMES)
+    errors = head.get("errors") if head else sum(snap.counter(ALL, k) for k in BROKEN)
     if not started:
         return '<div class="bad">no stream was measured</div>'
     rate = errors / started

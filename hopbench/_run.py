@@ -28,6 +28,7 @@ import trio
 
 from ._clock import NS_PER_MS, NS_PER_S
 from ._errors import HopbenchError, ResultsError, RunAborted
+from ._outcomes import BROKEN, ERROR_RATE_WARN
 from ._profile import Profile, sanitized
 from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment, write_error
@@ -38,10 +39,6 @@ __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "ana
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
 SATURATION_CPU = 0.95
-#: the share of started streams that ended in error (or were cancelled) above
-#: which the run warns (docs/results.md, "Warnings")
-ERROR_RATE_WARN = 0.05
-ERROR_OUTCOMES = ("failed", "truncated", "timeout", "connect_error", "http_error")
 #: a run whose client used at least this share of a core while lagging was busy itself
 _BUSY_CPU = 0.8
 LOAD_HELD_FRACTION = 0.9
@@ -211,15 +208,15 @@ def outcome_warnings(counters: Mapping[str, int], stats: RunStats) -> list[str]:
     out: list[str] = []
     started = counters.get("started", 0)
     completed = counters.get("completed", 0)
-    errors = sum(counters.get(k, 0) for k in ERROR_OUTCOMES)
+    errors = sum(counters.get(k, 0) for k in BROKEN)
     cancelled = counters.get("cancelled", 0)
     if started and not completed:
         out.append(f"nothing completed: none of the {started} streams completed "
-                   f"({_top_details(counters, ERROR_OUTCOMES + ('cancelled',))}); "
+                   f"({_top_details(counters, BROKEN + ('cancelled',))}); "
                    "see error_samples in summary.json for what the target said")
     elif started and errors / started > ERROR_RATE_WARN:
         out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "
-                   f"streams ended in error ({_top_details(counters, ERROR_OUTCOMES)})")
+                   f"streams ended in error ({_top_details(counters, BROKEN)})")
     if started and completed and cancelled / started > ERROR_RATE_WARN:
         out.append(f"interruption rate {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
                    f"{started} streams were cancelled at the stop (still running after run.grace_s)")
@@ -255,7 +252,7 @@ def headline(total: Snapshot, measured_s: float) -> dict[str, Any]:
     """
     c = total.counter
     started, completed = c(ALL, "started"), c(ALL, "completed")
-    errors = sum(c(ALL, k) for k in ERROR_OUTCOMES)
+    errors = sum(c(ALL, k) for k in BROKEN)
     cancelled = c(ALL, "cancelled")
     window = measured_s if measured_s > 0 else 1.0
     out_tokens = c(ALL, "tokens.output.completed") + c(ALL, "tokens.output.broken")
@@ -592,7 +589,7 @@ def progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:
     itl = iv.histogram(ALL, "itl")
     t_s = line["end_ns"] / NS_PER_S
     dur_s = max((line["end_ns"] - line["start_ns"]) / NS_PER_S, 1e-9)
-    broken = sum(iv.counter(ALL, k) for k in ("failed", "truncated", "timeout", "connect_error", "http_error"))
+    broken = sum(iv.counter(ALL, k) for k in BROKEN)
 
     def ms(h: Any, p: float) -> str:
         return f"{h.percentile(p) / NS_PER_MS:.1f}" if h.count else "-"

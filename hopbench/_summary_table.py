@@ -17,35 +17,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ._format import fmt_num as _num
 from ._hdr import METRICS
-from ._run import ERROR_RATE_WARN
+from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 
 __all__ = ["render_summary"]
 
-_OUTCOMES = ("started", "completed", "failed", "truncated", "timeout", "connect_error",
-             "http_error", "cancelled")
-_DETAIL_PREFIXES = ("failed.", "http_error.", "http_error_code.", "timeout.", "truncated.",
-                    "connect_error.", "anomaly.")
-_ERROR_OUTCOMES = ("failed", "truncated", "timeout", "connect_error", "http_error")
+_OUTCOMES = ("started", *OUTCOMES)
+_DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 #: warnings that mean the figures cannot be trusted as they stand (red)
 _RED_WARNINGS = ("nothing completed", "error rate", "target lost", "target unreachable",
                  "hopbench crashed", "load generator saturated", "run interrupted")
 _UNIT_LABEL = {"ms": "ms", "tokens/s": "tok/s"}
-
-
-def _num(value: object) -> str:
-    """A reporting-unit float with about 3-4 significant figures."""
-    if not isinstance(value, (int, float)):
-        return "-"
-    v = float(value)
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:,.0f}"
-    if a >= 100:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3f}"
 
 
 def _int(value: object) -> str:
@@ -87,7 +70,7 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
         if i:
             line.append(" · ")
         style = ("green" if k == "completed" and counters.get(k) else
-                 "red" if k in _ERROR_OUTCOMES or k == "completed" else "yellow" if k == "cancelled" else "")
+                 "red" if k in BROKEN or k == "completed" else "yellow" if k == "cancelled" else "")
         line.append(f"{k} {counters.get(k, 0):,}", style=style)
     lines.append(line)
     # every detail with its count: the reason of each failure kind is the point

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from hopbench._errors import ProfileError, UsageError
-from hopbench._gate import evaluate_gate, gate_main, rate_value
+from hopbench._gate import evaluate_gate, gate_main
+from hopbench._outcomes import rate_value
 from hopbench._profile import parse_profile
 from hopbench._recorder import Recorder
 from hopbench._results import SCHEMA, summary_scopes

@@ -16,13 +16,47 @@ The server is uvicorn (httptools, uvloop when installed) in its own process for
 ``hopbench serve`` and the embedded target; the app itself is anyio.
 """
 
-from ._app import EmulatorApp
-from ._behaviour import VOCABULARY, input_tokens_of
-from ._config import FAULT_NAMES, MIDSTREAM_CODES, Behaviour, EmulatorConfig, FaultConfig
-from ._embedded import EmbeddedEmulator, EmulatorStartError
-from ._record import GroundTruth, read_ground_truth
-from ._serve import serve, serve_main
-from ._wire import KEEPALIVE, STREAM_INTERRUPTED
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for type checkers and readers; at run time see __getattr__
+    from ._app import EmulatorApp
+    from ._behaviour import VOCABULARY, input_tokens_of
+    from ._config import FAULT_NAMES, MIDSTREAM_CODES, Behaviour, EmulatorConfig, FaultConfig
+    from ._embedded import EmbeddedEmulator, EmulatorStartError
+    from ._record import GroundTruth, read_ground_truth
+    from ._serve import serve, serve_main
+    from ._wire import KEEPALIVE, STREAM_INTERRUPTED
+
+# Public name -> the submodule that defines it. Imported on first use (PEP 562):
+# validating a profile needs only ``_config``, and must not pay for uvicorn,
+# anyio and httpx (about 0.2 s), which ``_serve``, ``_app`` and ``_embedded`` load.
+_WHERE: dict[str, str] = {
+    "EmulatorApp": "_app",
+    "VOCABULARY": "_behaviour", "input_tokens_of": "_behaviour",
+    "FAULT_NAMES": "_config", "MIDSTREAM_CODES": "_config", "Behaviour": "_config",
+    "EmulatorConfig": "_config", "FaultConfig": "_config",
+    "EmbeddedEmulator": "_embedded", "EmulatorStartError": "_embedded",
+    "GroundTruth": "_record", "read_ground_truth": "_record",
+    "serve": "_serve", "serve_main": "_serve",
+    "KEEPALIVE": "_wire", "STREAM_INTERRUPTED": "_wire",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # once: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "Behaviour",

@@ -1,0 +1,65 @@
+"""Outcome, detail and rate names are defined once (hopbench._outcomes) and every
+view of a run shows the same details: terminal summary, report.html, compare."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from hopbench._compare import compare_summaries
+from hopbench._outcomes import BROKEN, DETAIL_PREFIXES, OUTCOMES, RATES, rate_value
+from hopbench._recorder import Snapshot, ScopeSnapshot
+from hopbench._report_html import RunData, _outcome_figure
+from hopbench._summary_table import render_summary
+
+# one detail of every broken outcome, as the runner names them (_runner._record)
+DETAILS = {"failed.rate_limit_error": 1, "truncated.closed": 2, "timeout.idle": 3,
+           "connect_error.refused": 4, "http_error.429": 5, "http_error_code.rate_limit_exceeded": 5}
+
+
+def _counters() -> dict[str, int]:
+    c = {"started": 40, "completed": 20, "failed": 1, "truncated": 2, "timeout": 3,
+         "connect_error": 4, "http_error": 5}
+    return c | DETAILS
+
+
+def _summary() -> dict[str, object]:
+    scope = {"counters": _counters(), "metrics": {}, "tokens": {}}
+    return {"name": "t", "complete": True, "profile": {}, "scopes": {"chat": scope, "all": scope}}
+
+
+def test_outcomes_names_cover_every_broken_detail() -> None:
+    assert set(BROKEN) < set(OUTCOMES)
+    for key in DETAILS:
+        assert key.startswith(DETAIL_PREFIXES), key
+
+
+def test_outcomes_terminal_summary_shows_connect_error_details() -> None:
+    buf = io.StringIO()
+    render_summary(_summary(), Console(file=buf, width=100))
+    text = buf.getvalue()
+    for key in DETAILS:
+        assert key in text, key
+
+
+def test_outcomes_report_html_shows_connect_error_details() -> None:
+    snap = Snapshot({"chat": ScopeSnapshot(_counters(), {}), "all": ScopeSnapshot(_counters(), {})})
+    run = RunData(Path("r"), dict(_summary()), snap, [], {}, [])
+    fig = _outcome_figure([run])
+    shown = {y for trace in fig.data if trace.orientation == "h" for y in trace.y}
+    assert set(DETAILS) <= shown, set(DETAILS) - shown
+
+
+def test_outcomes_compare_tests_connect_error_details() -> None:
+    s = _summary()
+    comparison = compare_summaries(s, json.loads(json.dumps(s)))
+    names = {r.name for r in comparison.rates if r.scope == "all"}
+    assert set(DETAILS) <= names, set(DETAILS) - names
+
+
+def test_outcomes_rate_value_knows_every_rate() -> None:
+    for name in RATES:
+        rate_value(name, _counters(), {}, 10.0)
