@@ -19,9 +19,8 @@ from ._errors import (
 )
 from ._profile import Profile, load_profile, parse_profile
 from .protocols import StreamResult, decode_stream, new_decoder
+from ._version import __version__
 from .sse import SSEComment, SSEEvent, SSEScanner
-
-__version__ = "0.1.0"
 
 __all__ = [
     "__version__",

@@ -353,7 +353,7 @@ def environment() -> dict[str, Any]:
         versions (None when not installed), ``"python_implementation"``,
         ``"hostname"``, ``"platform"``, ``"cpu_count"``.
     """
-    from . import __version__
+    from ._version import __version__
 
     return {
         "hopbench": _version("hopbench") or __version__,
