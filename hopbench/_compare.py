@@ -22,16 +22,14 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ._errors import HopbenchError, ResultsError, UsageError
+from ._errors import ResultsError, UsageError
 from ._hdr import METRICS, Histogram
 from ._outcomes import DETAIL_PREFIXES, measured_duration_s, rate_value
 from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, two_proportions
@@ -43,7 +41,7 @@ __all__ = [
     "Comparison",
     "MetricComparison",
     "RateComparison",
-    "compare_main",
+    "compare_command",
     "compare_summaries",
     "load_shape",
 ]
@@ -64,7 +62,6 @@ _TAILS: Final = (("p90", 0.90), ("p99", 0.99))
 _BASE_RATES: Final = ("completion_rate", "error_rate", "interruption_rate", "truncated_rate",
                       "timeout_rate", "http_error_rate", "keepalive_violation_rate")
 _CODE_PREFIXES: Final = DETAIL_PREFIXES
-EXIT_OK, EXIT_WORSE, EXIT_INPUT = 0, 1, 2
 
 
 def _direction(name: str, candidate_larger: bool) -> str:
@@ -620,58 +617,42 @@ def _render_markdown(c: Comparison) -> str:
     return "\n".join(out) + "\n"
 
 
-# -- command line ------------------------------------------------------------------
+# -- command ---------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+def compare_command(base_dir: Path, candidate_dir: Path, *, metrics: Sequence[str] = (),
+                    alpha: float = ALPHA, min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS,
+                    force: bool = False) -> Comparison:
+    """``hopbench compare``: check the settings, read both folders, compare them.
 
+    The arguments are parsed by :mod:`hopbench.cli`, which prints the
+    comparison and picks the exit code (``--fail-on-worse``).
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="hopbench compare",
-                description="Compare two results folders per scope and metric, with a verdict "
-                            "from statistical tests on the HDR histograms. See docs/compare.md.",
-                epilog="Exit codes: 0 (1 with --fail-on-worse when any verdict is worse), 2 bad input.")
-    p.add_argument("base_dir", type=Path, metavar="BASE_DIR")
-    p.add_argument("candidate_dir", type=Path, metavar="CAND_DIR")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    p.add_argument("--metric", action="append", metavar="NAME",
-                   help="metric to compare (repeat, or comma-separate); default: the gateway-facing ones")
-    p.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
-    p.add_argument("--min-effect", type=float, default=MIN_EFFECT,
-                   help=f"smallest relative change that can be a verdict (default {MIN_EFFECT})")
-    p.add_argument("--min-abs-ms", type=float, default=MIN_ABS_MS,
-                   help=f"times: smallest absolute change that can be a verdict (default {MIN_ABS_MS} ms)")
-    p.add_argument("--fail-on-worse", action="store_true", help="exit 1 when any verdict is worse")
-    p.add_argument("--force", action="store_true", help="compare runs whose load shapes differ")
-    return p
+    Args:
+        base_dir / candidate_dir: results folders (or summary.json files).
+        metrics: metric names (default :data:`DEFAULT_METRICS`).
+        alpha: significance level, in (0, 1).
+        min_effect: smallest relative change that can be a verdict (0.02 = 2 %).
+        min_abs_ms: times: smallest absolute change (ms) that can be a verdict.
+        force: compare runs whose load shapes differ.
 
+    Returns:
+        Comparison.
 
-def compare_main(argv: list[str]) -> int:
-    """``hopbench compare BASE_DIR CAND_DIR [...]``; returns the exit code (0, 1 or 2)."""
+    Raises:
+        UsageError: a setting out of range, an unknown metric, load shapes differ.
+        ResultsError: a folder that cannot be read.
+    """
     from ._results import read_summary
 
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a usage error (2): return it, as documented
-        return exc.code if isinstance(exc.code, int) else EXIT_INPUT
-    try:
-        if not 0 < args.alpha < 1:
-            raise UsageError(f"--alpha: expected a number between 0 and 1, got {args.alpha}")
-        if not 0 <= args.min_effect < 10:
-            raise UsageError(f"--min-effect: expected a fraction >= 0 (0.02 = 2 %), got {args.min_effect}")
-        if not args.min_abs_ms >= 0:
-            raise UsageError(f"--min-abs-ms: expected a number of ms >= 0, got {args.min_abs_ms}")
-        metrics = [m.strip() for arg in args.metric or [] for m in arg.split(",") if m.strip()]
-        base = read_summary(args.base_dir)
-        cand = read_summary(args.candidate_dir)
-        comparison = compare_summaries(
-            base, cand, metrics=metrics or None, alpha=args.alpha, min_effect=args.min_effect,
-            min_abs_ms=args.min_abs_ms, force=args.force, base_dir=args.base_dir, candidate_dir=args.candidate_dir)
-    except HopbenchError as exc:
-        print(f"hopbench compare: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    sys.stdout.write(comparison.render(args.format))
-    return EXIT_WORSE if args.fail_on_worse and comparison.any_worse else EXIT_OK
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha: expected a number between 0 and 1, got {alpha}")
+    if not 0 <= min_effect < 10:
+        raise UsageError(f"--min-effect: expected a fraction >= 0 (0.02 = 2 %), got {min_effect}")
+    if not min_abs_ms >= 0:
+        raise UsageError(f"--min-abs-ms: expected a number of ms >= 0, got {min_abs_ms}")
+    base = read_summary(base_dir)
+    cand = read_summary(candidate_dir)
+    return compare_summaries(
+        base, cand, metrics=list(metrics) or None, alpha=alpha, min_effect=min_effect,
+        min_abs_ms=min_abs_ms, force=force, base_dir=base_dir, candidate_dir=candidate_dir)

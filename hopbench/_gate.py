@@ -23,10 +23,8 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,7 +32,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._budget import Budget, GateOptions, load_budget_file, parse_budgets, table_from_mapping
-from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
+from ._errors import ProfileError, ResultsError, UsageError
+from ._exit import EXIT_BREACH, EXIT_OK
 from ._hdr import Histogram
 from ._outcomes import RATES, measured_duration_s, rate_value
 from ._recorder import ALL
@@ -45,10 +44,9 @@ __all__ = [
     "GateReport",
     "RunCheck",
     "evaluate_gate",
-    "gate_main",
+    "gate_command",
 ]
 
-EXIT_OK, EXIT_BREACH, EXIT_INPUT = 0, 1, 2
 
 _OPS: Final[dict[str, Callable[[float, float], bool]]] = {
     "<=": lambda v, lim: v <= lim,
@@ -484,61 +482,48 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-# -- command line ------------------------------------------------------------------
+# -- command ---------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+def gate_command(results_dir: Path, *, budget_path: Path | None = None, baseline_dir: Path | None = None,
+                 junit: Path | None = None, allow_incomplete: bool = False,
+                 allow_saturated: bool = False) -> GateReport:
+    """``hopbench gate``: read a results folder, hold it to budgets, write JUnit XML.
 
+    The arguments are parsed by :mod:`hopbench.cli`, which prints the report
+    and exits with ``report.exit_code``.
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="hopbench gate",
-                description="Hold a results folder to budgets: the profile's [gate] table "
-                            "(recorded in summary.json) or --budget FILE. See docs/gate.md.",
-                epilog="Exit codes: 0 every budget held, 1 a budget breached (or inconclusive, or "
-                       "the run was interrupted or saturated), 2 bad input.")
-    p.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a folder written by hopbench run")
-    p.add_argument("--budget", type=Path, metavar="FILE",
-                   help="budget TOML (its [gate] table, or the whole file); replaces the profile's [gate]")
-    p.add_argument("--baseline", type=Path, metavar="BASE_RESULTS_DIR",
-                   help="results folder that 'baseline' in a limit refers to")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
-                   help="report on stdout (default: text)")
-    p.add_argument("--junit", type=Path, metavar="PATH", help="also write JUnit XML (one test case per budget)")
-    p.add_argument("--allow-incomplete", action="store_true",
-                   help="an interrupted run does not fail the gate by itself")
-    p.add_argument("--allow-saturated", action="store_true",
-                   help="a saturated load generator does not fail the gate by itself")
-    return p
+    Args:
+        results_dir: a folder written by ``hopbench run`` (or a summary.json).
+        budget_path: a budget TOML file (its ``[gate]`` table, or the whole
+            file); None: the profile's ``[gate]`` recorded in summary.json.
+        baseline_dir: the results folder ``baseline`` in a limit refers to.
+        junit: also write JUnit XML (one test case per budget) here.
+        allow_incomplete: an interrupted run does not fail the gate by itself.
+        allow_saturated: a saturated load generator does not fail the gate by itself.
 
+    Returns:
+        GateReport.
 
-def gate_main(argv: list[str]) -> int:
-    """``hopbench gate RESULTS_DIR [...]``; returns the exit code (0, 1 or 2)."""
+    Raises:
+        HopbenchError: bad input (a ``ProfileError``, ``ResultsError`` or
+            ``UsageError`` naming the file, line and key), or a JUnit file that
+            cannot be written (``UsageError``).
+    """
     from ._results import read_summary
 
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a usage error (2): return it, as documented
-        return exc.code if isinstance(exc.code, int) else EXIT_INPUT
-    try:
-        summary = read_summary(args.results_dir)
-        baseline = read_summary(args.baseline) if args.baseline is not None else None
-        budget: Table | None = load_budget_file(args.budget) if args.budget is not None else None
-        report = evaluate_gate(summary, budget, baseline,
-                               source=f"{args.results_dir}/summary.json [gate]",
-                               results_dir=args.results_dir if args.results_dir.is_dir() else None,
-                               baseline_dir=args.baseline if args.baseline and args.baseline.is_dir() else None,
-                               allow_incomplete=args.allow_incomplete, allow_saturated=args.allow_saturated)
-        if args.junit is not None:
-            try:
-                args.junit.parent.mkdir(parents=True, exist_ok=True)
-                args.junit.write_text(report.render("junit"), encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"--junit: cannot write {args.junit}: {exc.strerror or exc}") from exc
-    except HopbenchError as exc:
-        print(f"hopbench gate: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    sys.stdout.write(report.render(args.format))
-    return report.exit_code
+    summary = read_summary(results_dir)
+    baseline = read_summary(baseline_dir) if baseline_dir is not None else None
+    budget: Table | None = load_budget_file(budget_path) if budget_path is not None else None
+    report = evaluate_gate(summary, budget, baseline,
+                           source=f"{results_dir}/summary.json [gate]",
+                           results_dir=results_dir if results_dir.is_dir() else None,
+                           baseline_dir=baseline_dir if baseline_dir and baseline_dir.is_dir() else None,
+                           allow_incomplete=allow_incomplete, allow_saturated=allow_saturated)
+    if junit is not None:
+        try:
+            junit.parent.mkdir(parents=True, exist_ok=True)
+            junit.write_text(report.render("junit"), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--junit: cannot write {junit}: {exc.strerror or exc}") from exc
+    return report

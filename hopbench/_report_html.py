@@ -29,12 +29,10 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import math
 import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +45,7 @@ from ._format import fmt_num as _num
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 from ._results import HLOG_NAME, read_summary, snapshot_from_summary
 
-__all__ = ["write_report", "report_main", "read_hlog", "spectrum", "RunData", "load_run"]
+__all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
 
 REPORT_NAME = "report.html"
 TIMELINE_NAME = "timeline.jsonl"
@@ -728,30 +726,3 @@ def write_report(results_dir: Path, *, compare_dir: Path | None = None, out: Pat
             raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
         raise
     return target
-
-
-def report_main(argv: list[str]) -> int:
-    """``hopbench report RESULTS_DIR [--compare OTHER_DIR] [--out FILE]``.
-
-    Returns:
-        0 when written (its path printed on stdout), 2 for bad arguments or an
-        unreadable folder / unwritable file (a message naming it on stderr).
-    """
-    parser = argparse.ArgumentParser(
-        prog="hopbench report",
-        description="(Re)generate report.html for a results folder: one self-contained page "
-                    "(opens offline) with percentile spectra, latency and throughput over time, "
-                    "outcomes, keepalives, warnings, profile and environment.")
-    parser.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a results folder")
-    parser.add_argument("--compare", type=Path, metavar="OTHER_DIR",
-                        help="a second results folder, overlaid (dashed) on the plots")
-    parser.add_argument("--out", type=Path, metavar="FILE",
-                        help="where to write (default RESULTS_DIR/report.html)")
-    args = parser.parse_args(argv)  # exits 2 on bad arguments
-    try:
-        path = write_report(args.results_dir, compare_dir=args.compare, out=args.out)
-    except ResultsError as exc:
-        print(f"hopbench report: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
-    return 0

@@ -1,39 +1,80 @@
-"""The ``hopbench`` command line.
+"""The ``hopbench`` command line: every subcommand's arguments and the exit codes.
 
-Subcommands: run, validate, serve, gate, compare, report. Exit codes are the
-same everywhere: 0 success, 1 a budget breached / a worse verdict (gate,
-compare), 2 bad input (profile, arguments, unreadable results), 3 hopbench
-itself failed mid-run (partial results written; also: results that could not
-be written, e.g. a full disk), 4 the target failed the run: no stream
-completed, or the target died / stopped answering mid-run (results written),
-130 interrupted by SIGINT and 143 by SIGTERM (partial results written). A
-target that cannot be reached at all ends the run early with exit 2.
+Subcommands: run, validate, serve, gate, compare, report. Each is parsed here
+(one argparse tree, one parser class) and handed to its implementation as
+typed arguments: ``run`` and ``validate`` below, ``gate`` in
+:func:`hopbench._gate.gate_command`, ``compare`` in
+:func:`hopbench._compare.compare_command`, ``report`` in
+:func:`hopbench._report_html.write_report`, ``serve`` in
+:func:`hopbench.emulator._serve.serve_command` (also ``python -m
+hopbench.emulator``). Implementations are imported when their subcommand runs,
+so ``hopbench --help`` and ``hopbench validate`` stay light.
+
+Exit codes are the same everywhere (defined in :mod:`hopbench._exit`): 0
+success, 1 a budget breached / a worse verdict (gate, compare), 2 bad input
+(profile, arguments, unreadable results), 3 hopbench itself failed mid-run
+(partial results written; also: results that could not be written, e.g. a full
+disk), 4 the target failed the run: no stream completed, or the target died /
+stopped answering mid-run (results written), 130 interrupted by SIGINT and 143
+by SIGTERM (partial results written). A target that cannot be reached at all
+ends the run early with exit 2. ``main`` returns the code (``--help`` and ``--version``: 0,
+a usage error: 2) rather than raising ``SystemExit``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import __version__
 from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
+from ._exit import (
+    EXIT_BREACH,
+    EXIT_CRASH,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TARGET_FAILED,
+    EXIT_TERMINATED,
+)
+from ._version import __version__
 
-__all__ = ["main"]
+__all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
+           "EXIT_TERMINATED", "build_parser", "main"]
 
-EXIT_OK, EXIT_BREACH, EXIT_INPUT, EXIT_CRASH, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
-EXIT_TARGET_FAILED = 4
+_FORMATS = ("text", "markdown", "json")
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 class _Parser(argparse.ArgumentParser):
+    """Usage errors exit with :data:`EXIT_INPUT` (argparse's own 2, stated once here)."""
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _port(text: str) -> int:
+    """A TCP port, 0 to 65535 (0: any free port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 0 to 65535, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected 0 to 65535, got {port}")
+    return port
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole argument tree: ``hopbench [--version] COMMAND ...``.
+
+    Returns:
+        The top-level parser; ``args.command`` names the subcommand (None when
+        absent), ``args.handler`` its function ``(args) -> exit code`` and
+        ``args.parser`` its parser (for usage errors found after parsing).
+    """
     p = _Parser(prog="hopbench", description="Streaming load tester for LLM gateways "
                 "(OpenAI Chat Completions, OpenAI Responses, Anthropic Messages over SSE).",
                 epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input (also: target "
@@ -58,73 +99,180 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ray-address", metavar="ADDRESS", help="Ray cluster for --engine ray (default: a local Ray instance)")
     r.add_argument("--no-report", action="store_true", help="do not write report.html")
     r.add_argument("--no-gate", action="store_true", help="do not apply the profile's [gate] budgets at the end")
+    r.set_defaults(handler=_run, parser=r)
 
     v = sub.add_parser("validate", help="check a profile without sending load",
                        description="Validate profiles (every key, the [emulator] and [gate] tables, "
                        "prompt files, environment variables); print 'PATH: ok' for each valid one; "
                        "exit 0 when all are valid, 2 at the first error.")
     v.add_argument("profile", type=Path, nargs="+")
+    v.set_defaults(handler=_validate, parser=v)
 
-    sub.add_parser("serve", help="run the built-in gateway emulator (hopbench serve --help)", add_help=False)
-    sub.add_parser("gate", help="hold a results folder to budgets: exit 1 on a breach (hopbench gate --help)",
-                   add_help=False)
-    sub.add_parser("compare", help="compare two results folders with statistics (hopbench compare --help)",
-                   add_help=False)
-    sub.add_parser("report", help="(re)build report.html for a results folder (hopbench report --help)",
-                   add_help=False)
+    s = sub.add_parser("serve", help="run the built-in gateway emulator (hopbench serve --help)",
+                       description="Run the built-in HopBase-style gateway emulator (docs/emulator.md).")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=_port, default=8000, help="TCP port, 0 for any free (default 8000)")
+    s.add_argument("--config", type=Path, help="emulator TOML config file")
+    s.add_argument("--record", type=Path, help="append ground truth (JSON lines) to this file")
+    s.add_argument("--log-level", default="warning", choices=_LOG_LEVELS)
+    # Used by EmbeddedEmulator: the config as JSON (to_mapping) and where to report the URL.
+    s.add_argument("--config-json", type=Path, help=argparse.SUPPRESS)
+    s.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
+    s.set_defaults(handler=_serve, parser=s)
+
+    g = sub.add_parser("gate", help="hold a results folder to budgets: exit 1 on a breach (hopbench gate --help)",
+                       description="Hold a results folder to budgets: the profile's [gate] table "
+                                   "(recorded in summary.json) or --budget FILE. See docs/gate.md.",
+                       epilog="Exit codes: 0 every budget held, 1 a budget breached (or inconclusive, or "
+                              "the run was interrupted or saturated), 2 bad input.")
+    g.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a folder written by hopbench run")
+    g.add_argument("--budget", type=Path, metavar="FILE",
+                   help="budget TOML (its [gate] table, or the whole file); replaces the profile's [gate]")
+    g.add_argument("--baseline", type=Path, metavar="BASE_RESULTS_DIR",
+                   help="results folder that 'baseline' in a limit refers to")
+    g.add_argument("--format", choices=_FORMATS, default="text",
+                   help="report on stdout (default: text)")
+    g.add_argument("--junit", type=Path, metavar="PATH", help="also write JUnit XML (one test case per budget)")
+    g.add_argument("--allow-incomplete", action="store_true",
+                   help="an interrupted run does not fail the gate by itself")
+    g.add_argument("--allow-saturated", action="store_true",
+                   help="a saturated load generator does not fail the gate by itself")
+    g.set_defaults(handler=_gate, parser=g)
+
+    from ._compare import ALPHA, MIN_ABS_MS, MIN_EFFECT  # the defaults live with the statistics
+
+    c = sub.add_parser("compare", help="compare two results folders with statistics (hopbench compare --help)",
+                       description="Compare two results folders per scope and metric, with a verdict "
+                                   "from statistical tests on the HDR histograms. See docs/compare.md.",
+                       epilog="Exit codes: 0 (1 with --fail-on-worse when any verdict is worse), 2 bad input.")
+    c.add_argument("base_dir", type=Path, metavar="BASE_DIR")
+    c.add_argument("candidate_dir", type=Path, metavar="CAND_DIR")
+    c.add_argument("--format", choices=_FORMATS, default="text")
+    c.add_argument("--metric", action="append", metavar="NAME",
+                   help="metric to compare (repeat, or comma-separate); default: the gateway-facing ones")
+    c.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
+    c.add_argument("--min-effect", type=float, default=MIN_EFFECT,
+                   help=f"smallest relative change that can be a verdict (default {MIN_EFFECT})")
+    c.add_argument("--min-abs-ms", type=float, default=MIN_ABS_MS,
+                   help=f"times: smallest absolute change that can be a verdict (default {MIN_ABS_MS} ms)")
+    c.add_argument("--fail-on-worse", action="store_true", help="exit 1 when any verdict is worse")
+    c.add_argument("--force", action="store_true", help="compare runs whose load shapes differ")
+    c.set_defaults(handler=_compare, parser=c)
+
+    rep = sub.add_parser("report", help="(re)build report.html for a results folder (hopbench report --help)",
+                         description="(Re)generate report.html for a results folder: one self-contained page "
+                                     "(opens offline) with percentile spectra, latency and throughput over time, "
+                                     "outcomes, keepalives, warnings, profile and environment.")
+    rep.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a results folder")
+    rep.add_argument("--compare", type=Path, metavar="OTHER_DIR",
+                     help="a second results folder, overlaid (dashed) on the plots")
+    rep.add_argument("--out", type=Path, metavar="FILE",
+                     help="where to write (default RESULTS_DIR/report.html)")
+    rep.set_defaults(handler=_report, parser=rep)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``hopbench`` console script; returns the exit code."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hopbench`` console script, ``python -m hopbench`` and
+    ``python -m hopbench.emulator`` (as ``serve``).
+
+    Args:
+        argv: the arguments after the program name (None: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code (see the module docstring); never raises ``SystemExit``.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in _DELEGATED:
-        return _DELEGATED[argv[0]](argv[1:])
-    parser = _build_parser()
-    args = parser.parse_args(argv)
+    parser = build_parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # named by the subcommand, with its usage line
+            (parser if args.command is None else args.parser).error(
+                f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exc:  # --help / --version (0) or a usage error (2): return it
+        return exc.code if isinstance(exc.code, int) else EXIT_INPUT
     if args.command is None:
         parser.print_help()
         return EXIT_INPUT
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+# -- run and validate: the commands' implementations ----------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    return _guard("hopbench", lambda: run_command(
+        args.profile, out=args.out, results_root=args.results_root, target_url=args.target_url,
+        quiet=args.quiet, no_progress=args.no_progress, workers=args.workers, engine=args.engine,
+        ray_address=args.ray_address, no_report=args.no_report, no_gate=args.no_gate))
+
+
+def _validate(args: argparse.Namespace) -> int:
+    return _guard("hopbench", lambda: validate_command(args.profile))
+
+
+def _guard(prog: str, command: Callable[[], int]) -> int:
+    """Map the error tree to exit codes for ``run`` and ``validate``: bad input 2,
+    hopbench's own failure 3, a signal before the run started 130 / 143."""
     try:
-        if args.command == "run":
-            return _cmd_run(args)
-        if args.command == "validate":
-            return _cmd_validate(args)
+        return command()
     except (ProfileError, ResultsError, UsageError) as exc:
-        print(f"hopbench: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     except HopbenchError as exc:
-        print(f"hopbench: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_CRASH
     except KeyboardInterrupt as exc:  # before the run started (e.g. while parsing)
-        print("hopbench: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_TERMINATED if getattr(exc, "signal_name", "") == "SIGTERM" else EXIT_INTERRUPTED
-    parser.print_help()
-    return EXIT_INPUT
 
 
-def _serve(argv: list[str]) -> int:
-    from .emulator import serve_main
-    return serve_main(argv)
+def _serve(args: argparse.Namespace) -> int:
+    from .emulator._serve import serve_command
+
+    return serve_command(host=args.host, port=args.port, config=args.config, config_json=args.config_json,
+                         record=args.record, log_level=args.log_level, ready_file=args.ready_file)
 
 
-def _gate(argv: list[str]) -> int:
-    from ._gate import gate_main
-    return gate_main(argv)
+def _gate(args: argparse.Namespace) -> int:
+    from ._gate import gate_command
+
+    try:
+        report = gate_command(args.results_dir, budget_path=args.budget, baseline_dir=args.baseline,
+                              junit=args.junit, allow_incomplete=args.allow_incomplete,
+                              allow_saturated=args.allow_saturated)
+    except HopbenchError as exc:
+        print(f"hopbench gate: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    sys.stdout.write(report.render(args.format))
+    return report.exit_code
 
 
-def _compare(argv: list[str]) -> int:
-    from ._compare import compare_main
-    return compare_main(argv)
+def _compare(args: argparse.Namespace) -> int:
+    from ._compare import compare_command
+
+    metrics = [m.strip() for arg in args.metric or [] for m in arg.split(",") if m.strip()]
+    try:
+        comparison = compare_command(args.base_dir, args.candidate_dir, metrics=metrics, alpha=args.alpha,
+                                     min_effect=args.min_effect, min_abs_ms=args.min_abs_ms, force=args.force)
+    except HopbenchError as exc:
+        print(f"hopbench compare: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    sys.stdout.write(comparison.render(args.format))
+    return EXIT_BREACH if args.fail_on_worse and comparison.any_worse else EXIT_OK
 
 
-def _report(argv: list[str]) -> int:
-    from ._report_html import report_main
-    return report_main(argv)
+def _report(args: argparse.Namespace) -> int:
+    from ._report_html import write_report
 
-
-# subcommands that parse their own arguments
-_DELEGATED = {"serve": _serve, "gate": _gate, "compare": _compare, "report": _report}
+    try:
+        path = write_report(args.results_dir, compare_dir=args.compare, out=args.out)
+    except ResultsError as exc:
+        print(f"hopbench report: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return EXIT_OK
 
 
 @contextmanager
@@ -150,16 +298,52 @@ def _signals_interrupt() -> Iterator[None]:
             signal.signal(sig, h)
 
 
-def _cmd_validate(args: argparse.Namespace) -> int:
+def validate_command(profiles: Sequence[Path]) -> int:
+    """``hopbench validate``: load each profile; print ``PATH: ok`` for each valid one.
+
+    Returns:
+        EXIT_OK when all are valid.
+
+    Raises:
+        ProfileError: at the first invalid profile (file:line: key: what was expected).
+    """
     from ._profile import load_profile
 
-    for path in args.profile:
+    for path in profiles:
         load_profile(path)
         print(f"{path}: ok")
     return EXIT_OK
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def run_command(profile_path: Path, *, out: Path | None = None, results_root: Path = Path("results"),
+                target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
+                workers: int | None = None, engine: str | None = None, ray_address: str | None = None,
+                no_report: bool = False, no_gate: bool = False) -> int:
+    """``hopbench run``: run a profile, write its results folder, report.html, the
+    terminal summary and the gate's verdict.
+
+    Args:
+        profile_path: the profile (TOML).
+        out: the results folder (None: ``results_root/<name>-<UTC timestamp>``).
+        results_root: where result folders are created.
+        target_url: overrides ``target.url``.
+        quiet: no progress lines and no summary table.
+        no_progress: no progress lines.
+        workers: overrides ``run.workers`` (>= 1).
+        engine: ``"local"`` or ``"ray"``: overrides ``run.engine``.
+        ray_address: the Ray cluster for ``engine="ray"``.
+        no_report: do not write report.html.
+        no_gate: do not apply the profile's ``[gate]``.
+
+    Returns:
+        The exit code: the gate's (0 or 1) after a complete run; 2 when the
+        target was unreachable; 3 after a crash; 4 when no stream completed or
+        the target was lost mid-run; 130 / 143 when interrupted.
+
+    Raises:
+        ProfileError / UsageError: bad input, before any load.
+        HopbenchError: hopbench failed before the run started.
+    """
     import dataclasses
     from contextlib import ExitStack
     from functools import partial
@@ -170,34 +354,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ._run import default_out_dir, run_profile
     from ._summary_table import render_summary
 
-    profile = load_profile(args.profile)
-    if args.target_url:
+    profile = load_profile(profile_path)
+    if target_url:
         from ._profile import check_base_url
 
-        url = args.target_url
+        url = target_url
         problem = check_base_url(url)
         if problem:
             raise UsageError(f"--target-url: {problem}")
         profile = dataclasses.replace(profile, target=dataclasses.replace(profile.target, url=url.rstrip("/")))
-    if args.workers is not None:
+    if workers is not None:
         from ._profile import check_workers
 
-        problem = check_workers(args.workers)  # the same rule as run.workers
+        problem = check_workers(workers)  # the same rule as run.workers
         if problem:
             raise UsageError(f"--workers: {problem}")
-        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=args.workers))
-    if args.engine is not None:
-        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=args.engine))
+        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=workers))
+    if engine is not None:
+        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=engine))
     console = Console(stderr=False)
     err = Console(stderr=True)
-    out = args.out or default_out_dir(profile, args.results_root)
-    if not args.quiet:
-        err.print(f"hopbench: running {args.profile} -> {out}", highlight=False, soft_wrap=True)
+    out = out or default_out_dir(profile, results_root)
+    if not quiet:
+        err.print(f"hopbench: running {profile_path} -> {out}", highlight=False, soft_wrap=True)
     if profile.run.engine == "ray":
         from ._ray import import_ray, run_profile_ray
 
         import_ray()  # a missing Ray is a usage error before anything starts
-        runner = partial(run_profile_ray, address=args.ray_address)
+        runner = partial(run_profile_ray, address=ray_address)
     elif profile.run.workers > 1:
         from ._workers import run_profile_workers as runner
     else:
@@ -205,7 +389,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         stack.enter_context(_signals_interrupt())
         progress = None
-        if not (args.quiet or args.no_progress):
+        if not (quiet or no_progress):
             from ._progress import LiveProgress
 
             progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
@@ -214,7 +398,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if outcome.late_signals:
         err.print(f"hopbench: {outcome.late_signals[0]} during the final writes: results written, "
                   "report.html skipped (hopbench report DIR writes it)", highlight=False, soft_wrap=True)
-    if not args.no_report and not outcome.late_signals:
+    if not no_report and not outcome.late_signals:
         from ._report_html import write_report
 
         try:
@@ -224,14 +408,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt as exc:  # the results are written: a late signal only skips the report
             err.print(f"hopbench: {getattr(exc, 'signal_name', 'SIGINT')}: report.html skipped "
                       "(hopbench report DIR writes it)", highlight=False, soft_wrap=True)
-    if not args.quiet:
+    if not quiet:
         render_summary(summary, console)
     gate_exit = EXIT_OK
-    if summary.get("gate") and not args.no_gate:
+    if summary.get("gate") and not no_gate:
         from ._gate import evaluate_gate
 
         report = evaluate_gate(summary, results_dir=outcome.out_dir, missing_baseline="inconclusive")
-        if not args.quiet:
+        if not quiet:
             console.print(report.render("text"), highlight=False, soft_wrap=True)
         gate_exit = report.exit_code
     console.print(f"results: {outcome.out_dir}", highlight=False)  # also with --quiet: where to look

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from hopbench._compare import compare_main, compare_metric, compare_summaries
+from hopbench._compare import compare_metric, compare_summaries
+from hopbench.cli import main
 from hopbench._errors import UsageError
 from hopbench._hdr import Histogram
 from hopbench._profile import parse_profile
@@ -187,12 +188,12 @@ def test_compare_refuses_different_load_shapes_unless_forced(tmp_path: Path,
     for name, s in (("a", a), ("b", b)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(json.dumps(s), encoding="utf-8")
-    assert compare_main([str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     assert "--force" in capsys.readouterr().err
-    assert compare_main([str(tmp_path / "a"), str(tmp_path / "b"), "--force"]) == 0
-    assert compare_main([str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--force"]) == 0
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
     assert "missing" in capsys.readouterr().err
-    assert compare_main([str(tmp_path / "a"), str(tmp_path / "a"), "--metric", "ttfx"]) == 2
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--metric", "ttfx"]) == 2
     assert "unknown metric 'ttfx'" in capsys.readouterr().err
 
 
@@ -239,7 +240,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any]]:
-    code = compare_main(argv + ["--format", "json"])
+    code = main(["compare", *argv] + ["--format", "json"])
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -274,15 +275,15 @@ def test_compare_ttft_raised_twenty_percent_is_worse(runs: dict[str, Path],
         for m in list(scope["metrics"].values()) + list(scope["rates"].values()):
             assert m["verdict"] in ("better", "worse", "same")
     assert code == 0
-    assert compare_main([str(runs["base"]), str(runs["slower"]), "--fail-on-worse"]) == 1
+    assert main(["compare", str(runs["base"]), str(runs["slower"]), "--fail-on-worse"]) == 1
     assert elapsed_s < 1.0
 
 
 def test_compare_text_and_markdown_outputs(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert compare_main([str(runs["base"]), str(runs["slower"]), "--metric", "ttft"]) == 0
+    assert main(["compare", str(runs["base"]), str(runs["slower"]), "--metric", "ttft"]) == 0
     text = capsys.readouterr().out
     assert "== all ==" in text and "verdict: WORSE" in text and "Mann-Whitney" in text
-    assert compare_main([str(runs["base"]), str(runs["slower"]), "--metric", "ttft", "--format", "markdown"]) == 0
+    assert main(["compare", str(runs["base"]), str(runs["slower"]), "--metric", "ttft", "--format", "markdown"]) == 0
     md = capsys.readouterr().out
     rows = [r for r in md.splitlines() if r.startswith("| ttft (ms)")]
     assert len(rows) == 2 and all("❌ worse" in r for r in rows)

@@ -14,8 +14,8 @@ from hopbench.emulator import (
     EmulatorConfig,
     EmulatorStartError,
     read_ground_truth,
-    serve_main,
 )
+from hopbench.cli import main
 
 
 def test_embedded_serves_then_stops_with_ground_truth_flushed(tmp_path: Path) -> None:
@@ -45,11 +45,11 @@ def test_embedded_child_death_raises_with_its_output(tmp_path: Path) -> None:
     assert "cannot listen" in str(info.value)
 
 
-def test_serve_main_rejects_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_serve_rejects_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                          ) -> None:
     bad = tmp_path / "emulator.toml"
     bad.write_text("seed = 1\n[faults]\nstall = 1.5\n")
-    assert serve_main(["--config", str(bad), "--port", "0"]) == 2
+    assert main(["serve", "--config", str(bad), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:3: faults.stall: expected a number from 0 to 1, got 1.5" in err
 

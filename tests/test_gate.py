@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from hopbench._errors import ProfileError, UsageError
-from hopbench._gate import evaluate_gate, gate_main
+from hopbench._gate import evaluate_gate
+from hopbench.cli import main
 from hopbench._outcomes import rate_value
 from hopbench._profile import parse_profile
 from hopbench._recorder import Recorder
@@ -197,14 +198,14 @@ def test_gate_no_budgets_is_usage_error() -> None:
 def test_gate_main_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     held = _write(tmp_path, "held", _summary(gate={"ttft.p99": "<= 800ms"}))
     breached = _write(tmp_path, "breached", _summary(gate={"ttft.p99": "<= 100ms"}))
-    assert gate_main([str(held)]) == 0
-    assert gate_main([str(breached)]) == 1
-    assert gate_main([str(tmp_path / "missing")]) == 2
+    assert main(["gate", str(held)]) == 0
+    assert main(["gate", str(breached)]) == 1
+    assert main(["gate", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert "missing: No such file" in err
-    assert gate_main([str(held), "--budget", str(tmp_path / "nope.toml")]) == 2
+    assert main(["gate", str(held), "--budget", str(tmp_path / "nope.toml")]) == 2
     assert "nope.toml: file not found" in capsys.readouterr().err
-    assert gate_main([str(held), "--format", "yaml"]) == 2
+    assert main(["gate", str(held), "--format", "yaml"]) == 2
 
 
 def test_gate_main_budget_file_errors_name_file_line_and_key(tmp_path: Path,
@@ -212,12 +213,12 @@ def test_gate_main_budget_file_errors_name_file_line_and_key(tmp_path: Path,
     d = _write(tmp_path, "run", _summary())
     budget = tmp_path / "budget.toml"
     budget.write_text('[gate]\n"ttft.p99" = "<= 800ms"\n\n"ttfx.p50" = "<= 1s"\n', encoding="utf-8")
-    assert gate_main([str(d), "--budget", str(budget)]) == 2
+    assert main(["gate", str(d), "--budget", str(budget)]) == 2
     err = capsys.readouterr().err
     assert f"{budget}:4: gate.\"ttfx.p50\": unknown metric 'ttfx'" in err
     # a file without a [gate] table is the table itself; scenario tables work
     budget.write_text('"ttft.p99" = "<= 800ms"\n[scenario.chat]\n"ttft.p50" = "<= 100ms"\n', encoding="utf-8")
-    assert gate_main([str(d), "--budget", str(budget), "--format", "json"]) == 1
+    assert main(["gate", str(d), "--budget", str(budget), "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert [(b["scope"], b["status"]) for b in data["budgets"]] == [("all", "held"), ("chat", "breached")]
     assert data["budgets"][1]["where"] == f"{budget}:3"
@@ -242,7 +243,7 @@ def test_gate_junit_parses_back(tmp_path: Path) -> None:
     d = _write(tmp_path, "run", _summary([100.0] * 50, gate={"ttft.p50": "<= 1s", "ttft.max": "<= 10ms",
                                                              "ttft.p99": {"limit": "<= 1s", "inconclusive": "pass"}}))
     junit = tmp_path / "out" / "gate.xml"
-    assert gate_main([str(d), "--junit", str(junit)]) == 1
+    assert main(["gate", str(d), "--junit", str(junit)]) == 1
     root = ET.parse(junit).getroot()
     suite = root.find("testsuite")
     assert suite is not None
@@ -308,7 +309,7 @@ def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
     # saturated (a real gate failure, tested with synthetic summaries above).
     relax = ["--allow-saturated"]
     t0 = time.perf_counter()
-    code = gate_main([str(real_run), *relax])
+    code = main(["gate", str(real_run), *relax])
     elapsed_s = time.perf_counter() - t0
     out = capsys.readouterr().out
     assert code == 0, out
@@ -316,9 +317,9 @@ def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
     assert elapsed_s < 1.0
     budget = tmp_path / "tight.toml"
     budget.write_text('[gate]\n"ttft.p50" = "<= 5ms"\n"e2e.p50" = "<= baseline * 1.5"\n', encoding="utf-8")
-    assert gate_main([str(real_run), "--budget", str(budget), *relax]) == 2  # baseline needed
+    assert main(["gate", str(real_run), "--budget", str(budget), *relax]) == 2  # baseline needed
     capsys.readouterr()
-    assert gate_main([str(real_run), "--budget", str(budget), "--baseline", str(real_run),
+    assert main(["gate", str(real_run), "--budget", str(budget), "--baseline", str(real_run),
                       "--format", "json", *relax]) == 1
     data = json.loads(capsys.readouterr().out)
     assert [b["status"] for b in data["budgets"]] == ["breached", "held"]

@@ -24,7 +24,7 @@ PACKAGE = Path(hopbench.__file__).parent
 # rank -> modules. Read bottom-up: each line may import only the lines above it.
 LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: import nothing from hopbench
-    0: ("hopbench._errors", "hopbench._units", "hopbench._version", "hopbench._format",
+    0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.emulator._record",
         "hopbench.emulator._wire"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,

@@ -20,7 +20,8 @@ from hopbench._errors import ResultsError
 from hopbench._hdr import Histogram
 from hopbench._profile import load_profile
 from hopbench._recorder import ALL
-from hopbench._report_html import load_run, read_hlog, report_main, spectrum, write_report
+from hopbench._report_html import load_run, read_hlog, spectrum, write_report
+from hopbench.cli import main
 from hopbench._run import run_profile
 
 _PROFILE = """
@@ -204,19 +205,17 @@ def test_write_report_compare_overlays_two_runs(runs: tuple[Path, Path], tmp_pat
 def test_report_main_writes_and_names_unreadable_input(runs: tuple[Path, Path], tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.html"
-    assert report_main([str(runs[0]), "--out", str(out)]) == 0
+    assert main(["report", str(runs[0]), "--out", str(out)]) == 0
     assert out.is_file() and str(out) in capsys.readouterr().out
     missing = tmp_path / "nope"
-    assert report_main([str(missing)]) == 2
+    assert main(["report", str(missing)]) == 2
     assert str(missing) in capsys.readouterr().err
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "summary.json").write_text("{not json", encoding="utf-8")
-    assert report_main([str(runs[0]), "--compare", str(broken)]) == 2
+    assert main(["report", str(runs[0]), "--compare", str(broken)]) == 2
     assert str(broken / "summary.json") in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:
-        report_main(["--bogus"])
-    assert exc.value.code == 2
+    assert main(["report", "--bogus"]) == 2
 
 
 def test_write_report_raises_only_results_error(runs: tuple[Path, Path], tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ Public surface::
 
     EmulatorConfig      validated config (from_table / from_mapping / to_mapping)
     EmbeddedEmulator    a child-process emulator for one run (context manager)
-    serve_main          ``hopbench serve`` (and ``python -m hopbench.emulator``)
+    serve_command       ``hopbench serve`` (and ``python -m hopbench.emulator``), arguments
+                        parsed by ``hopbench.cli``
     serve               the async server (uvicorn), for use inside an asyncio program
 
 The server is uvicorn (httptools, uvloop when installed) in its own process for
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # for type checkers and readers; at run time see __getattr__
     from ._config import FAULT_NAMES, MIDSTREAM_CODES, Behaviour, EmulatorConfig, FaultConfig
     from ._embedded import EmbeddedEmulator, EmulatorStartError
     from ._record import GroundTruth, read_ground_truth
-    from ._serve import serve, serve_main
+    from ._serve import serve, serve_command
     from ._wire import KEEPALIVE, STREAM_INTERRUPTED
 
 # Public name -> the submodule that defines it. Imported on first use (PEP 562):
@@ -40,7 +41,7 @@ _WHERE: dict[str, str] = {
     "EmulatorConfig": "_config", "FaultConfig": "_config",
     "EmbeddedEmulator": "_embedded", "EmulatorStartError": "_embedded",
     "GroundTruth": "_record", "read_ground_truth": "_record",
-    "serve": "_serve", "serve_main": "_serve",
+    "serve": "_serve", "serve_command": "_serve",
     "KEEPALIVE": "_wire", "STREAM_INTERRUPTED": "_wire",
 }
 
@@ -74,5 +75,5 @@ __all__ = [
     "input_tokens_of",
     "read_ground_truth",
     "serve",
-    "serve_main",
+    "serve_command",
 ]

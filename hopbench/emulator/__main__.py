@@ -1,12 +1,12 @@
-"""``python -m hopbench.emulator``: the same as ``hopbench serve``."""
+"""``python -m hopbench.emulator``: the same as ``hopbench serve`` (arguments parsed by hopbench.cli)."""
 
 import ctypes
 import os
 import signal
 import sys
 
+from ..cli import main
 from ._embedded import PARENT_PID_ENV
-from ._serve import serve_main
 
 # EmbeddedEmulator starts us with SIGINT/SIGTERM blocked (so no signal can land
 # between its fork and its bookkeeping): take them back before anything else.
@@ -32,4 +32,4 @@ _parent = os.environ.pop(PARENT_PID_ENV, "")
 if _parent.isdigit():
     _stop_with_parent(int(_parent))
 
-raise SystemExit(serve_main())
+raise SystemExit(main(["serve", *sys.argv[1:]]))

@@ -2,8 +2,9 @@
 
 Role: ``serve`` runs ``EmulatorApp`` under uvicorn in the running asyncio loop
 until a shutdown trigger fires, reporting the address it really bound (port 0
-picks a free port); ``serve_main`` is the command line around it (``hopbench
-serve`` and ``python -m hopbench.emulator``, so also the embedded target).
+picks a free port); ``serve_command`` runs it as a process (``hopbench
+serve`` and ``python -m hopbench.emulator``, so also the embedded target; the
+arguments are parsed by :mod:`hopbench.cli`).
 
 Why uvicorn: a paced stream costs the server one write per event, and that
 per-event path (ASGI ``send`` -> HTTP framing -> socket) is what bounds how
@@ -17,11 +18,11 @@ Invariants:
   reports the URL only once uvicorn serves them, and ``--ready-file`` is
   written (write + rename) after that: the parent of an embedded emulator
   learns the port without racing for it.
-- SIGTERM and SIGINT are the caller's: ``serve_main`` turns them into a
+- SIGTERM and SIGINT are the caller's: ``serve_command`` turns them into a
   graceful stop (streams in flight get ``_GRACEFUL_S``) and exits 0. uvicorn's
   own signal capture is off, as it re-raises the signal after its stop.
 - The ground-truth file is flushed per line and closed when ``serve`` returns.
-- ``serve_main`` freezes what is alive once it serves out of the cyclic garbage
+- ``serve_command`` freezes what is alive once it serves out of the cyclic garbage
   collector (``gc.freeze``): full collections over the start-up objects would
   stall every stream's schedule for 10-25 ms now and then.
 - The ``disconnect`` fault ends the app without the final body chunk, which
@@ -34,7 +35,6 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import gc
@@ -54,13 +54,13 @@ import anyio.abc
 import uvicorn
 
 from .._errors import ProfileError, UsageError
+from .._exit import EXIT_INPUT, EXIT_OK
 from ._app import EmulatorApp
 from ._config import EmulatorConfig
 from ._record import GroundTruthWriter
 
-__all__ = ["serve", "serve_main"]
+__all__ = ["serve", "serve_command"]
 
-_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 #: A load test opens many connections at once and keeps them pooled.
 _BACKLOG = 4096
 _KEEP_ALIVE_S = 120
@@ -222,28 +222,14 @@ async def serve(
             writer.close()
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="hopbench serve",
-        description="Run the built-in HopBase-style gateway emulator (docs/emulator.md).")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port, 0 for any free (default 8000)")
-    p.add_argument("--config", type=Path, help="emulator TOML config file")
-    p.add_argument("--record", type=Path, help="append ground truth (JSON lines) to this file")
-    p.add_argument("--log-level", default="warning", choices=_LOG_LEVELS)
-    # Used by EmbeddedEmulator: the config as JSON (to_mapping) and where to report the URL.
-    p.add_argument("--config-json", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
-    return p
-
-
 def _write_ready(path: Path, url: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(url + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
-async def _main(args: argparse.Namespace, config: EmulatorConfig) -> None:
+async def _main(config: EmulatorConfig, host: str, port: int, record: Path | None, log_level: str,
+                ready_file: Path | None) -> None:
     stop = anyio.Event()
 
     async def watch_signals(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -257,64 +243,70 @@ async def _main(args: argparse.Namespace, config: EmulatorConfig) -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(watch_signals)
         url = await tg.start(partial(
-            serve, config, host=args.host, port=args.port, record_path=args.record,
-            log_level=args.log_level, shutdown_trigger=stop.wait))
+            serve, config, host=host, port=port, record_path=record,
+            log_level=log_level, shutdown_trigger=stop.wait))
         # Everything alive now (modules, the app, uvicorn) lives as long as the
         # process: keep it out of the collector's full passes, which otherwise
         # stall the loop for ~10-25 ms now and then, and every stream's deadline
         # with it (benchmarks/README.md, "Emulator capacity").
         gc.freeze()
-        if args.ready_file is not None:
-            _write_ready(args.ready_file, url)
+        if ready_file is not None:
+            _write_ready(ready_file, url)
         print(f"hopbench emulator listening on {url}", flush=True)
 
 
-def serve_main(argv: list[str] | None = None) -> int:
-    """``hopbench serve``: parse ``argv`` and serve until SIGINT/SIGTERM.
+def serve_command(*, host: str = "127.0.0.1", port: int = 8000, config: Path | None = None,
+                  config_json: Path | None = None, record: Path | None = None, log_level: str = "warning",
+                  ready_file: Path | None = None) -> int:
+    """``hopbench serve``: serve until SIGINT/SIGTERM (arguments parsed by :mod:`hopbench.cli`).
 
     Args:
-        argv: the arguments after ``serve`` (None: ``sys.argv[1:]``).
+        host: address to bind.
+        port: TCP port, 0 to 65535 (0: any free port).
+        config: emulator TOML config file (None: the defaults).
+        config_json: the config as JSON (``EmulatorConfig.to_mapping``), used by
+            ``EmbeddedEmulator``; wins over ``config``.
+        record: append ground truth (JSON lines) to this file.
+        log_level: a logging level name: debug, info, warning, error or critical.
+        ready_file: where to write the URL once serving (write + rename).
 
     Returns:
-        The exit status: 0 after a clean stop, 2 for a bad command line or config
-        or an address it cannot listen on.
+        The exit status: 0 after a clean stop, 2 for a bad config, an
+        unwritable record file or an address it cannot listen on (a message
+        on stderr).
     """
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if not 0 <= args.port <= 65535:
-        parser.error(f"--port: expected 0 to 65535, got {args.port}")
-    if args.record is not None:
+    if record is not None:
         try:  # a record file that cannot be written is a usage error, not a listen error
-            args.record.parent.mkdir(parents=True, exist_ok=True)
-            with open(args.record, "a", encoding="utf-8"):
+            record.parent.mkdir(parents=True, exist_ok=True)
+            with open(record, "a", encoding="utf-8"):
                 pass
         except OSError as exc:
-            print(f"hopbench serve: --record {args.record}: cannot write: {exc.strerror or exc}",
+            print(f"hopbench serve: --record {record}: cannot write: {exc.strerror or exc}",
                   file=sys.stderr)
-            return 2
+            return EXIT_INPUT
     try:
-        if args.config_json is not None:
-            data = json.loads(args.config_json.read_text(encoding="utf-8"))
-            config = EmulatorConfig.from_mapping(data, str(args.config_json))
-        elif args.config is not None:
-            config = EmulatorConfig.from_file(str(args.config))
+        if config_json is not None:
+            data = json.loads(config_json.read_text(encoding="utf-8"))
+            cfg = EmulatorConfig.from_mapping(data, str(config_json))
+        elif config is not None:
+            cfg = EmulatorConfig.from_file(str(config))
         else:
-            config = EmulatorConfig()
+            cfg = EmulatorConfig()
     except (ProfileError, OSError, ValueError) as exc:
         print(f"hopbench serve: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+        return EXIT_INPUT
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr)
     factory = _uvloop_factory()
     options: dict[str, Any] = {} if factory is None else {"loop_factory": factory}
-    status = 0
+    status = EXIT_OK
     try:
-        anyio.run(_main, args, config, backend="asyncio", backend_options=options)
+        anyio.run(_main, cfg, host, port, record, log_level, ready_file, backend="asyncio", backend_options=options)
     except* (OSError, OverflowError) as group:
         cause: BaseException = group
         while isinstance(cause, BaseExceptionGroup) and cause.exceptions:  # the innermost one
             cause = cause.exceptions[0]
         reason = (cause.strerror if isinstance(cause, OSError) and cause.strerror
                   else str(cause))
-        print(f"hopbench serve: cannot listen on {args.host}:{args.port}: {reason}", file=sys.stderr)
-        status = 2
+        print(f"hopbench serve: cannot listen on {host}:{port}: {reason}", file=sys.stderr)
+        status = EXIT_INPUT
     return status

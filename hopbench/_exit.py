@@ -1,0 +1,35 @@
+"""Exit codes of every hopbench command, defined once.
+
+Role: a leaf the command line (:mod:`hopbench.cli`, which maps errors to these
+codes) and the few implementations that report a code of their own
+(``GateReport.exit_code`` and its JSON, the emulator server) share. The same
+code means the same thing in every subcommand:
+
+====  ===========================================================================
+0     success
+1     a budget breached (``run``, ``gate``) / a worse verdict (``compare --fail-on-worse``)
+2     bad input: profile, arguments, unreadable results, an address the emulator
+      cannot listen on; also a target that cannot be reached at all (``run``)
+3     hopbench itself failed mid-run (partial results written), or the results
+      could not be written (e.g. a full disk)
+4     the target failed the run (``run``): no stream completed, or the target
+      died / stopped answering mid-run (results written)
+130   interrupted by SIGINT (partial results written)
+143   terminated by SIGTERM (partial results written)
+====  ===========================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
+           "EXIT_TERMINATED"]
+
+EXIT_OK: Final = 0
+EXIT_BREACH: Final = 1
+EXIT_INPUT: Final = 2
+EXIT_CRASH: Final = 3
+EXIT_TARGET_FAILED: Final = 4
+EXIT_INTERRUPTED: Final = 130
+EXIT_TERMINATED: Final = 143

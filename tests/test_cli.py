@@ -1,0 +1,136 @@
+"""The one command line (hopbench.cli): every subcommand's options, usage errors
+and exit codes, and the entry points (console script, python -m hopbench,
+python -m hopbench.emulator)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hopbench import _exit
+from hopbench.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = str(ROOT / "profiles" / "smoke.toml")
+
+# The contract: each subcommand's options, as documented (README, docs/*.md).
+OPTIONS = {
+    "run": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--no-progress",
+            "--workers", "--engine", "--ray-address", "--no-report", "--no-gate"},
+    "validate": {"-h", "--help"},
+    "serve": {"-h", "--help", "--host", "--port", "--config", "--record", "--log-level", "--config-json",
+              "--ready-file"},
+    "gate": {"-h", "--help", "--budget", "--baseline", "--format", "--junit", "--allow-incomplete",
+             "--allow-saturated"},
+    "compare": {"-h", "--help", "--format", "--metric", "--alpha", "--min-effect", "--min-abs-ms",
+                "--fail-on-worse", "--force"},
+    "report": {"-h", "--help", "--compare", "--out"},
+}
+POSITIONALS = {"run": ["profile"], "validate": ["profile"], "serve": [], "gate": ["results_dir"],
+               "compare": ["base_dir", "candidate_dir"], "report": ["results_dir"]}
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def test_cli_every_subcommand_has_its_documented_options() -> None:
+    subs = _subparsers()
+    assert set(subs) == set(OPTIONS)
+    for name, sub in subs.items():
+        opts = {o for a in sub._actions for o in a.option_strings}
+        assert opts == OPTIONS[name], name
+        assert [a.dest for a in sub._actions if not a.option_strings] == POSITIONALS[name], name
+
+
+@pytest.mark.parametrize("command", sorted(OPTIONS))
+def test_cli_help_of_every_subcommand_exits_0(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "--help"]) == _exit.EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: hopbench {command} ")
+    for opt in OPTIONS[command] - {"--config-json", "--ready-file"}:  # those two are internal
+        assert opt in out, opt
+    assert "--config-json" not in out
+
+
+def test_cli_top_level_help_version_and_no_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == _exit.EXIT_OK
+    out = capsys.readouterr().out
+    for command in OPTIONS:
+        assert f"    {command} " in out, command
+    for code in (_exit.EXIT_OK, _exit.EXIT_BREACH, _exit.EXIT_INPUT, _exit.EXIT_CRASH,
+                 _exit.EXIT_INTERRUPTED, _exit.EXIT_TERMINATED):
+        assert str(code) in out.split("Exit codes:")[1], code
+    assert main(["--version"]) == _exit.EXIT_OK
+    assert capsys.readouterr().out.startswith("hopbench ")
+    assert main([]) == _exit.EXIT_INPUT
+    assert capsys.readouterr().out.startswith("usage: hopbench ")
+
+
+@pytest.mark.parametrize(("argv", "prog"), [
+    (["bogus"], "hopbench"),
+    (["--bogus"], "hopbench"),
+    (["run"], "hopbench run"),
+    (["run", SMOKE, "--workers", "two"], "hopbench run"),
+    (["run", SMOKE, "--engine", "k8s"], "hopbench run"),
+    (["validate"], "hopbench validate"),
+    (["serve", "--port", "70000"], "hopbench serve"),
+    (["serve", "--port", "http"], "hopbench serve"),
+    (["serve", "--log-level", "loud"], "hopbench serve"),
+    (["serve", "--bogus"], "hopbench serve"),
+    (["gate"], "hopbench gate"),
+    (["gate", "x", "--format", "yaml"], "hopbench gate"),
+    (["gate", "x", "--bogus"], "hopbench gate"),
+    (["compare", "a"], "hopbench compare"),
+    (["compare", "a", "b", "--alpha", "small"], "hopbench compare"),
+    (["report"], "hopbench report"),
+    (["report", "x", "--bogus"], "hopbench report"),
+])
+def test_cli_usage_errors_exit_2_naming_the_subcommand(argv: list[str], prog: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == _exit.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert f"usage: {prog} " in err and f"{prog}: error: " in err, err
+
+
+def test_cli_validate_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", SMOKE]) == _exit.EXIT_OK
+    assert capsys.readouterr().out == f"{SMOKE}: ok\n"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[load]\nconcurrency = -4\n", encoding="utf-8")
+    assert main(["validate", SMOKE, str(bad)]) == _exit.EXIT_INPUT
+    captured = capsys.readouterr()
+    assert captured.out == f"{SMOKE}: ok\n"
+    assert captured.err.startswith(f"hopbench: error: {bad}:2: ") and "concurrency" in captured.err
+    assert main(["validate", str(tmp_path / "missing.toml")]) == _exit.EXIT_INPUT
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--workers", "0"], "--workers: expected a positive integer, got 0"),
+    (["--target-url", "ftp://example.com"], "--target-url: "),
+])
+def test_cli_run_rejects_bad_overrides_before_any_load(extra: list[str], message: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["run", SMOKE, "--out", str(out), *extra]) == _exit.EXIT_INPUT
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("module", "argv", "code", "usage"), [
+    ("hopbench", ["--help"], 0, "usage: hopbench [-h]"),
+    ("hopbench", ["serve", "--help"], 0, "usage: hopbench serve"),
+    ("hopbench.emulator", ["--help"], 0, "usage: hopbench serve"),
+    ("hopbench.emulator", ["--port", "70000"], 2, "usage: hopbench serve"),
+])
+def test_cli_python_m_entry_points(module: str, argv: list[str], code: int, usage: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == code, proc.stderr[-500:]
+    assert usage in proc.stdout + proc.stderr
