@@ -340,7 +340,7 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
         return rel is not None and abs(rel) >= min_effect and abs((sb[key] or 0) - (sa[key] or 0)) >= floor
 
     rel50 = _rel(sa["p50"], sb["p50"])
-    if test.p_value < alpha and big("p50", rel50):
+    if test.p_value < alpha and rel50 is not None and big("p50", rel50):
         larger = test.superiority > 0.5
         if larger == (rel50 > 0):
             v = _direction(metric, larger)
@@ -575,10 +575,10 @@ def _render_text(c: Comparison) -> str:
         rates = [r for r in c.rates if r.scope == scope]
         if rates:
             out.append("  rates")
-            for r in rates:
-                rel = _rel(r.base[2], r.candidate[2])
-                out.append(f"    {r.name:<34} {_rate_cell(r.base, r.unit):>22} -> {_rate_cell(r.candidate, r.unit):<22}"
-                           f" {_pct(rel):>8}  {_VERDICT_TEXT[r.verdict]} ({r.method}, p = {r.p_value:.2g})")
+            for rc in rates:
+                rel = _rel(rc.base[2], rc.candidate[2])
+                out.append(f"    {rc.name:<34} {_rate_cell(rc.base, rc.unit):>22} -> {_rate_cell(rc.candidate, rc.unit):<22}"
+                           f" {_pct(rel):>8}  {_VERDICT_TEXT[rc.verdict]} ({rc.method}, p = {rc.p_value:.2g})")
     worse = c.any_worse
     out.append("")
     out.append("compare: " + ("WORSE: " + ", ".join(

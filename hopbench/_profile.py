@@ -487,7 +487,7 @@ def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, .
                 raise extra.error(reserved, "set by hopbench; use the scenario's own key")
         t.done()
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
-        out.append(Scenario(name, protocol, weight, model,  # type: ignore[arg-type]
+        out.append(Scenario(name, protocol, weight, model,
                             tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),
                             max_tokens, include_usage, extra_data, bodies, target.paths[protocol]))
     return tuple(out)
@@ -581,7 +581,7 @@ def sanitized(profile: Profile) -> dict[str, Any]:
     """The profile as recorded in results: the parsed TOML (client secrets only
     appear as environment-variable *names*), with the emulator's ``api_key``
     redacted."""
-    out = json.loads(json.dumps(profile.raw, default=str))
+    out: dict[str, Any] = json.loads(json.dumps(profile.raw, default=str))
     out["_source"] = str(profile.path) if profile.path else None
     emulator = out.get("emulator")
     if isinstance(emulator, dict):  # the emulator's own key is a secret too

@@ -361,10 +361,8 @@ def _timeline_figure(runs: Sequence[RunData]) -> Any:
         tl = run.timeline
         if tl:
             for key, colour in (("started", "#1f77b4"), ("completed", "#2ca02c")):
-                xs, ys = _rate(tl, key)
-                line(3, xs, ys, f"{key}/s", colour)
-            xs, ys = _rate(tl, "output_tokens")
-            line(4, xs, ys, "output tokens/s", "#ff7f0e")
+                line(3, *_rate(tl, key), f"{key}/s", colour)
+            line(4, *_rate(tl, "output_tokens"), "output tokens/s", "#ff7f0e")
             ends = [rec["end_ns"] / _NS_PER_S for rec in tl]
             line(5, ends, [rec.get("in_flight_mean") for rec in tl], "in flight (mean)", "#1f77b4")
             line(5, ends, [rec.get("in_flight_now") for rec in tl], "in flight (at end)", "#7f7f7f")

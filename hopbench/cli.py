@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
 from ._exit import (
@@ -40,6 +41,9 @@ from ._exit import (
     EXIT_TERMINATED,
 )
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._run import RunOutcome
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
            "EXIT_TERMINATED", "build_parser", "main"]
@@ -317,7 +321,7 @@ def validate_command(profiles: Sequence[Path]) -> int:
 
 def run_command(profile_path: Path, *, out: Path | None = None, results_root: Path = Path("results"),
                 target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
-                workers: int | None = None, engine: str | None = None, ray_address: str | None = None,
+                workers: int | None = None, engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
                 no_report: bool = False, no_gate: bool = False) -> int:
     """``hopbench run``: run a profile, write its results folder, report.html, the
     terminal summary and the gate's verdict.
@@ -381,9 +385,11 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         from ._ray import import_ray, run_profile_ray
 
         import_ray()  # a missing Ray is a usage error before anything starts
-        runner = partial(run_profile_ray, address=ray_address)
+        runner: Callable[..., RunOutcome] = partial(run_profile_ray, address=ray_address)
     elif profile.run.workers > 1:
-        from ._workers import run_profile_workers as runner
+        from ._workers import run_profile_workers
+
+        runner = run_profile_workers
     else:
         runner = run_profile
     with ExitStack() as stack:
