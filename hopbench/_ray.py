@@ -113,7 +113,7 @@ def _ray_worker(profile: Profile, base_url: str, share: WorkerShare, hub: Any) -
         while True:
             is_set, go_at = ray.get(hub.get_go.remote())
             if is_set:
-                return go_at
+                return float(go_at) if go_at is not None else None
             time.sleep(0.02)
 
     asked: list[Any] = [None]

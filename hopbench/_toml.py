@@ -16,6 +16,7 @@ Profiles, the emulator config and gate budget files all read through it.
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from collections.abc import Mapping
@@ -256,7 +257,7 @@ class Table:
             raise self.error(name, "expected a non-empty string, got ''")
         return v
 
-    def bool(self, name: str, default: Any = MISSING) -> Any:
+    def bool(self, name: builtins.str, default: Any = MISSING) -> Any:
         """A boolean (``true``/``false``)."""
         v = self._get(name, default)
         if name not in self.data:
@@ -265,7 +266,7 @@ class Table:
             raise self.error(name, f"expected true or false, got {_describe(v)}")
         return v
 
-    def int(self, name: str, default: Any = MISSING, *, min: int | None = None,
+    def int(self, name: builtins.str, default: Any = MISSING, *, min: int | None = None,
             max: int | None = None) -> Any:
         """An integer within ``[min, max]``."""
         v = self._get(name, default)
@@ -278,8 +279,8 @@ class Table:
             raise self.error(name, f"expected {want}, got {v}")
         return v
 
-    def number(self, name: str, default: Any = MISSING, *, min: float | None = None,
-               max: float | None = None, positive: bool = False) -> Any:
+    def number(self, name: builtins.str, default: Any = MISSING, *, min: float | None = None,
+               max: float | None = None, positive: builtins.bool = False) -> Any:
         """A finite int or float within bounds (``positive``: strictly > 0); at
         most ``NUMBER_MAX`` when no ``max`` is given, so that a duration in
         seconds always converts to integer nanoseconds."""
@@ -295,7 +296,7 @@ class Table:
             raise self.error(name, f"expected {want}, got {v}")
         return float(v)
 
-    def str_list(self, name: str, default: Any = MISSING, *, nonempty: bool = False) -> Any:
+    def str_list(self, name: builtins.str, default: Any = MISSING, *, nonempty: builtins.bool = False) -> Any:
         """An array of strings."""
         v = self._get(name, default)
         if name not in self.data:
@@ -306,14 +307,14 @@ class Table:
             raise self.error(name, "expected a non-empty array of strings, got []")
         return v
 
-    def table(self, name: str, *, required: bool = False) -> "Table":
+    def table(self, name: builtins.str, *, required: builtins.bool = False) -> "Table":
         """A sub-table (an empty one when absent and not required)."""
         v = self._get(name, MISSING if required else {})
         if not isinstance(v, Mapping):
             raise self.error(name, f"expected a table, got {_describe(v)}")
         return Table(v, self.doc, self.path + (name,))
 
-    def tables(self, name: str) -> list["Table"]:
+    def tables(self, name: builtins.str) -> list["Table"]:
         """An array of tables (``[[name]]``), possibly empty."""
         v = self._get(name, [])
         if not isinstance(v, list) or not all(isinstance(x, Mapping) for x in v):

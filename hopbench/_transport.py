@@ -387,7 +387,7 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
-def _feed(resp: _Response, data: bytes) -> None:
+def _feed(resp: _Response, data: bytes | bytearray) -> None:
     """Parse ``data``; bytes that do not parse after a complete response only
     cost the connection (never reused), not the response: nothing was asked
     for them (h11, hopbench's parser before, stopped reading there too).

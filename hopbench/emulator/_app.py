@@ -45,7 +45,7 @@ from typing import Any, Awaitable, Callable
 
 import anyio
 
-from ._behaviour import Plan, input_tokens_of, plan_request, request_rng
+from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, request_rng
 from ._config import EmulatorConfig
 from ._record import End, GroundTruth, GroundTruthWriter
 from ._wire import KEEPALIVE, ChatWire, MessagesWire, ResponsesWire, Wire, http_error_body
@@ -57,7 +57,7 @@ Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-_ROUTES = {
+_ROUTES: dict[str, Protocol] = {
     "/v1/chat/completions": "chat",
     "/v1/responses": "responses",
     "/v1/messages": "messages",

@@ -374,7 +374,7 @@ class MessagesWire(Wire):
         self._suffix = b'}}\n\n'
 
     def opening(self) -> list[bytes]:
-        message = {"id": self.rid, "type": "message", "role": "assistant", "model": self.model,
+        message: dict[str, Any] = {"id": self.rid, "type": "message", "role": "assistant", "model": self.model,
                    "content": [], "stop_reason": None, "stop_sequence": None,
                    "usage": {"input_tokens": self.input_tokens, "output_tokens": 1}}
         return [_named("message_start", {"type": "message_start", "message": message}),
