@@ -34,8 +34,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ._hdr import Histogram
-from ._profile import Profile
 from ._outcomes import BROKEN
+from ._profile import Profile
 from ._recorder import ALL, IntervalSnapshot, Snapshot
 
 __all__ = ["LiveProgress", "ProgressFigures", "REFRESH_PER_S", "PLAIN_EVERY_NS"]

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import ResultsError
-from ._hdr import METRICS, Histogram
-from ._recorder import ALL, Snapshot
 from ._format import fmt_num as _num
+from ._hdr import METRICS, Histogram
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
+from ._recorder import ALL, Snapshot
 from ._results import HLOG_NAME, read_summary, snapshot_from_summary
 
 __all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
@@ -51,7 +51,6 @@ REPORT_NAME = "report.html"
 TIMELINE_NAME = "timeline.jsonl"
 SPECTRUM_METRICS = ("ttft", "itl", "tpot", "e2e")
 _TIMELINE_TAGS = ("all.ttft", "all.itl", "all.loop_lag", "all.schedule_lag")
-_OUTCOMES = OUTCOMES
 _OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
                     "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
                     "cancelled": "#7f7f7f"}
@@ -398,7 +397,7 @@ def _outcome_figure(runs: Sequence[RunData]) -> Any:
     for r_i, run in enumerate(runs):
         for scope in run.scopes():
             cats.append(scope if len(runs) == 1 else f"{'AB'[r_i]}: {scope}")
-    for outcome in _OUTCOMES:
+    for outcome in OUTCOMES:
         values = [run.snapshot.counter(scope, outcome) for run in runs for scope in run.scopes()]
         if any(values):
             fig.add_trace(go.Bar(x=cats, y=values, name=outcome, marker_color=_OUTCOME_COLOURS[outcome],

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
 from ._exit import (
@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return handler(args)
 
 
-# -- run and validate: the commands' implementations ----------------------------
+# -- handlers: parsed arguments -> typed calls, errors -> exit codes ------------
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -277,6 +277,9 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
     return EXIT_OK
+
+
+# -- run and validate: their implementations ------------------------------------
 
 
 @contextmanager
