@@ -160,9 +160,7 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
         rate = key
         spec_r = RATES[key]
         unit_kind = "fraction" if spec_r.fraction else "number"
-        unit = "" if spec_r.fraction else "/s"
-        if key == "output_tokens_per_s":
-            unit = "tokens/s"
+        unit = spec_r.unit
     else:
         metric, dot, stat = key.partition(".")
         if not dot or not stat:

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from ._errors import ResultsError, UsageError
 from ._hdr import METRICS, Histogram
-from ._outcomes import DETAIL_PREFIXES, measured_duration_s, rate_value
+from ._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value
 from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, two_proportions
 
 __all__ = [
@@ -434,7 +434,7 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
     mb, _ = measured_duration_s(cand, cand_dir)
     ia, ib = _interval_rates(base_dir, base), _interval_rates(cand_dir, cand)
     out = []
-    for name, unit in (("output_tokens_per_s", "tokens/s"), ("completed_per_s", "/s")):
+    for name, unit in ((r.name, r.unit) for r in RATES.values() if not r.fraction):
         va, num_a, _ = rate_value(name, sa.get("counters", {}), sa.get("metrics", {}), ma)
         vb, num_b, _ = rate_value(name, sb.get("counters", {}), sb.get("metrics", {}), mb)
         method, p, verdict = "none", 1.0, "same"

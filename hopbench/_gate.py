@@ -183,7 +183,7 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
     if samples < b.min_count:
         return inconclusive(f"{samples} samples, {b.min_count} needed")
     if value is None:
-        if b.rate in ("output_tokens_per_s", "completed_per_s") and samples:
+        if b.rate is not None and not RATES[b.rate].fraction and samples:
             return inconclusive("measured duration unknown")
         return inconclusive("no samples")
     assert limit is not None

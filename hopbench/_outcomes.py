@@ -58,11 +58,14 @@ class RateSpec:
         name: the budget key.
         description: the definition, as documented.
         fraction: True for a proportion in 0..1 (accepts ``%`` limits).
+        unit: the unit shown beside a value: ``""`` for a proportion,
+            ``"tokens/s"`` or ``"/s"`` for a per-second rate.
     """
 
     name: str
     description: str
     fraction: bool
+    unit: str = ""
 
 
 RATES: Final[dict[str, RateSpec]] = {
@@ -76,8 +79,9 @@ RATES: Final[dict[str, RateSpec]] = {
         RateSpec("timeout_rate", "timeout / responded", True),
         RateSpec("http_error_rate", "http_error / (started - cancelled)", True),
         RateSpec("keepalive_violation_rate", "keepalive_violations / streams with a response (max_silence.count)", True),
-        RateSpec("output_tokens_per_s", "(tokens.output.completed + tokens.output.broken) / measured duration", False),
-        RateSpec("completed_per_s", "completed / measured duration", False),
+        RateSpec("output_tokens_per_s", "(tokens.output.completed + tokens.output.broken) / measured duration", False,
+                 "tokens/s"),
+        RateSpec("completed_per_s", "completed / measured duration", False, "/s"),
     )
 }
 """Rate names a budget may use; ``responded`` = started - cancelled - http_error - connect_error."""

@@ -63,3 +63,12 @@ def test_outcomes_compare_tests_connect_error_details() -> None:
 def test_outcomes_rate_value_knows_every_rate() -> None:
     for name in RATES:
         rate_value(name, _counters(), {}, 10.0)
+
+
+def test_outcomes_rate_units_reach_the_budget_grammar() -> None:
+    from hopbench._budget import parse_budgets, table_from_mapping
+
+    for spec in RATES.values():
+        assert (spec.unit == "") == spec.fraction, spec.name
+        (budget,), _ = parse_budgets(table_from_mapping({spec.name: "<= 1"}, "t"))
+        assert (budget.rate, budget.unit) == (spec.name, spec.unit)
