@@ -72,3 +72,25 @@ def test_outcomes_rate_units_reach_the_budget_grammar() -> None:
         assert (spec.unit == "") == spec.fraction, spec.name
         (budget,), _ = parse_budgets(table_from_mapping({spec.name: "<= 1"}, "t"))
         assert (budget.rate, budget.unit) == (spec.name, spec.unit)
+
+
+def test_outcomes_runner_details_are_in_the_list() -> None:
+    import httpx
+    import trio
+
+    from hopbench._errors import SSEError
+    from hopbench._runner import classify_exception
+    from hopbench._transport import MalformedResponse
+
+    req = httpx.Request("POST", "http://127.0.0.1/")
+    errors: list[BaseException] = [
+        httpx.ConnectTimeout("t"), httpx.PoolTimeout("t"), httpx.ReadTimeout("t"),
+        httpx.ConnectError("connection refused"), httpx.ConnectError("no route"), SSEError("big"),
+        MalformedResponse("bad", request=req), httpx.RemoteProtocolError("cut"), httpx.ReadError("reset"),
+        trio.BrokenResourceError(), OSError("x"), httpx.DecodingError("gzip"),
+    ]
+    for exc in errors:
+        for phase in ("headers", "body"):
+            outcome, detail = classify_exception(exc, phase)
+            assert outcome in BROKEN, (exc, phase)
+            assert f"{outcome}.{detail}".startswith(DETAIL_PREFIXES), (exc, phase)
