@@ -25,8 +25,8 @@ PACKAGE = Path(hopbench.__file__).parent
 LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: import nothing from hopbench
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
-        "hopbench._collector", "hopbench.protocols._observations", "hopbench.emulator._record",
-        "hopbench.emulator._wire"),
+        "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
+        "hopbench.emulator._record", "hopbench.emulator._wire"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
     1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes"),
@@ -121,7 +121,7 @@ def test_layers_imports_point_down(module: str) -> None:
             bad.append(f"line {line}: {target} (not a ranked module)")
         elif rank >= RANK[module] and (module, target) not in ALLOWED_SIBLINGS:
             bad.append(f"line {line}: {target} (rank {rank} >= {RANK[module]})")
-    assert not bad, f"{module} (rank {RANK[module]}) imports upward: " + "; ".join(bad)
+    assert not bad, f"{module} (rank {RANK[module]}) imports upward: " + "; ".join(dict.fromkeys(bad))
 
 
 def test_layers_checker_catches_lazy_and_relative_imports(tmp_path: Path) -> None:
