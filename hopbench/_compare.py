@@ -236,7 +236,7 @@ def _finite(v: float) -> float | None:
 # -- load shape --------------------------------------------------------------------
 
 
-_LOAD_DEFAULTS = {"concurrency": {"ramp_up_s": 0},
+_LOAD_DEFAULTS: dict[str, dict[str, Any]] = {"concurrency": {"ramp_up_s": 0},
                   "rate": {"arrival": "poisson", "max_in_flight": 1000}}
 _LOAD_KEYS = {"concurrency": ("concurrency", "ramp_up_s"),
               "rate": ("rate_rps", "arrival", "max_in_flight")}

@@ -580,8 +580,8 @@ def hold_signals() -> Iterator[list[str]]:
     try:
         yield got
     finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
+        for signum, h in old.items():
+            signal.signal(signum, h)
 
 
 def progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:

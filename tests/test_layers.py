@@ -26,6 +26,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: import nothing from hopbench
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
+        "hopbench._wire_text",
         "hopbench.emulator._record", "hopbench.emulator._wire"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
@@ -45,8 +46,9 @@ LAYERS: dict[int, tuple[str, ...]] = {
     7: ("hopbench._runner", "hopbench._results"),
     # one run, and the views of a results folder
     8: ("hopbench._run", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
-        "hopbench._report_html", "hopbench._progress"),
-    9: ("hopbench._workers",),
+        "hopbench._progress"),
+    # report.html shows compare's verdicts (two runs); workers drive _run's pieces
+    9: ("hopbench._report_html", "hopbench._workers"),
     10: ("hopbench._ray",),
     # the package's public surface, then the command line and the entry points
     11: ("hopbench",),
