@@ -64,7 +64,7 @@ def test_cli_top_level_help_version_and_no_command(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     for command in OPTIONS:
         assert f"    {command} " in out, command
-    for code in (_exit.EXIT_OK, _exit.EXIT_BREACH, _exit.EXIT_INPUT, _exit.EXIT_CRASH,
+    for code in (_exit.EXIT_OK, _exit.EXIT_BREACH, _exit.EXIT_INPUT, _exit.EXIT_CRASH, _exit.EXIT_TARGET_FAILED,
                  _exit.EXIT_INTERRUPTED, _exit.EXIT_TERMINATED):
         assert str(code) in out.split("Exit codes:")[1], code
     assert main(["--version"]) == _exit.EXIT_OK
@@ -112,7 +112,7 @@ def test_cli_validate_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--workers", "0"], "--workers: expected a positive integer, got 0"),
+    (["--workers", "0"], "--workers: expected an integer from 1 to "),
     (["--target-url", "ftp://example.com"], "--target-url: "),
 ])
 def test_cli_run_rejects_bad_overrides_before_any_load(extra: list[str], message: str, tmp_path: Path,
