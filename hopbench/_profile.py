@@ -102,6 +102,7 @@ class RunSpec:
     engine: Literal["local", "ray"]
     ray_address: str | None
     stream_log: bool = True
+    metrics_port: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +184,8 @@ class Profile:
     gate: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
     emulator_config: Any = field(default=None, repr=False, compare=False)
+    #: the ``[[scrape]]`` endpoints (hopbench._scrape_spec.ScrapeSpec), possibly empty
+    scrape: tuple[Any, ...] = field(default=(), compare=False)
 
 
 def load_profile(path: str | Path, *, env: Mapping[str, str] | None = None) -> Profile:
@@ -219,7 +222,7 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
     return s_to_ns(v)
 
 
-_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate")
+_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape")
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
@@ -248,6 +251,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
                 raise gate_t.table("scenario").error(
                     budget.scope, f"no scenario named {budget.scope!r} (scenarios: {', '.join(sorted(names))})")
     gate_t.keys()
+    from ._scrape_spec import parse_scrapes  # [[scrape]] endpoints (docs/observability.md)
+
+    scrape = parse_scrapes(root.tables("scrape"), env)
     root.done()
     if run.duration_ns is None and run.requests is None:
         raise root.error("run", "expected run.duration_s or run.requests (how long to run)")
@@ -263,6 +269,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         gate=dict(gate_t.data),
         raw=doc.data,
         emulator_config=emulator_config,
+        scrape=scrape,
     )
 
 
@@ -330,9 +337,10 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     engine = t.str("engine", "local", choices=("local", "ray"))
     ray_address = t.str("ray_address", None)
     stream_log = t.bool("stream_log", True)
+    metrics_port = t.int("metrics_port", None, min=1, max=65535)  # docs/observability.md
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
-                   budget, workers, engine, ray_address, stream_log)
+                   budget, workers, engine, ray_address, stream_log, metrics_port)
 
 
 def _load(t: Table) -> LoadSpec:

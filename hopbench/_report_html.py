@@ -43,6 +43,7 @@ from ._format import fmt_num as _num
 from ._hdr import METRICS, Histogram
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 from ._recorder import ALL, Snapshot
+from ._report_scrape import scrape_section
 from ._results import HLOG_NAME, read_summary, snapshot_from_summary
 
 __all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
@@ -646,6 +647,7 @@ def render_html(runs: Sequence[RunData]) -> str:
               _figure_html(_spectrum_figure(runs, SPECTRUM_METRICS, "Percentile spectrum per scenario"),
                            "fig-spectrum"),
               "<h2>Over time</h2>", _figure_html(_timeline_figure(runs), "fig-timeline"),
+              *scrape_section(a.path, a.timeline),  # [[scrape]] series (hopbench._report_scrape)
               "<h2>Stream outcomes</h2>", _figure_html(_outcome_figure(runs), "fig-outcomes"),
               _details_table(runs),
               "<h2>Tokens</h2>"]

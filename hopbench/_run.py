@@ -330,6 +330,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     if profile.target.url is not None and profile.emulator:
         meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
     writer = ResultsWriter(out)
+    scrapers: list[Any] = []  # the [[scrape]] threads (hopbench._scrape), stopped with the stack
     try:  # from the moment the folder exists, whatever happens leaves a summary.json
         files["timeline"] = open(out / "timeline.jsonl", "a", encoding="utf-8")
         files["streams"] = open(out / "streams.jsonl", "a", encoding="utf-8")
@@ -342,8 +343,15 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                     profile.emulator_config, record_path=out / "ground_truth.jsonl"))
                 url = emulator.base_url
                 meta["ground_truth"] = "ground_truth.jsonl"
+            if profile.scrape:  # started (imports paid) before the load, scraping from its start
+                from ._scrape import Scraper
+
+                scrapers.append(stack.enter_context(Scraper(
+                    profile.scrape, out, None, embedded_url=url if meta.get("ground_truth") else None)))
             mark_started(meta)
             writer.start(meta)
+            for scraper in scrapers:
+                scraper.begin(time.monotonic_ns())
             runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval,
                                 on_stream=on_stream if profile.run.stream_log else None)
             if meta.get("ground_truth"):  # the embedded emulator: notice its death at once
@@ -381,6 +389,9 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                     mark_started(meta)
                     writer.start(meta)
                 stats = stats or (runner.stats if runner is not None else RunStats())
+                for scraper in scrapers:  # gateway metrics: counted, warned, never failing the run
+                    meta["scrape"] = scraper.summary()
+                    meta.setdefault("notes", []).extend(scraper.warnings())
                 summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
                                      warm.snapshot() if profile.run.warmup_ns else None, crashed)
             except ResultsError as exc:

@@ -510,7 +510,7 @@ class Merger:
         )
         _, warnings, load = analyse(profile, merged, total)
         warnings = [x for x in warnings if not x.startswith("load generator saturated")]
-        warnings = worker_warnings + warnings
+        warnings = worker_warnings + list(meta.pop("notes", [])) + warnings  # e.g. [[scrape]] failures
         cpus = [d["cpu_mean"] for d in detail]
         load.update(cpu_mean=round(sum(cpus) / len(cpus), 4) if cpus else 0.0,
                     cpu_max=max((d["cpu_max"] for d in detail), default=0.0),
@@ -779,6 +779,7 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
         for sig in (signal.SIGINT, signal.SIGTERM):
             old[sig] = signal.signal(sig, on_signal)
     emulator = None
+    scraper: Any = None
     crashed: str | None = None
     watching = threading.Event()  # cleared when the run ends: the emulator may then stop
     watching.set()
@@ -792,8 +793,15 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
             meta["ground_truth"] = "ground_truth.jsonl"
             threading.Thread(target=_watch_emulator, name="hopbench-emulator-watch", daemon=True,
                              args=(emulator, interrupted, watching, time.monotonic())).start()
+        if profile.scrape:  # [[scrape]]: the driver scrapes (hopbench._scrape)
+            from ._scrape import Scraper
+
+            scraper = Scraper(profile.scrape, out, None, embedded_url=url if emulator is not None else None)
+            scraper.start()
         mark_started(meta)
         writer.start(meta)
+        if scraper is not None:
+            scraper.begin(time.monotonic_ns())
         drive(merger, url, interrupted)
     except HopbenchError:
         raise
@@ -804,6 +812,10 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
         watching.clear()
         for sig, handler in old.items():
             signal.signal(sig, handler)
+        if scraper is not None:
+            scraper.stop()
+            meta["scrape"] = scraper.summary()
+            meta["notes"] = scraper.warnings()
         if emulator is not None:
             emulator.__exit__(None, None, None)
         if interrupted[0] is not None:

@@ -1,11 +1,12 @@
 """The ``hopbench`` command line: every subcommand's arguments and the exit codes.
 
-Subcommands: run, validate, serve, gate, compare, report. Each is parsed here
+Subcommands: run, validate, serve, gate, compare, report, export. Each is parsed here
 (one argparse tree, one parser class) and handed to its implementation as
 typed arguments: ``run`` and ``validate`` below, ``gate`` in
 :func:`hopbench._gate.gate_command`, ``compare`` in
 :func:`hopbench._compare.compare_command`, ``report`` in
-:func:`hopbench._report_html.write_report`, ``serve`` in
+:func:`hopbench._report_html.write_report`, ``export`` in
+:func:`hopbench._export.export_results`, ``serve`` in
 :func:`hopbench.emulator._serve.serve_command` (also ``python -m
 hopbench.emulator``). Implementations are imported when their subcommand runs,
 so ``hopbench --help`` and ``hopbench validate`` stay light.
@@ -28,7 +29,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
 from ._exit import (
@@ -103,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ray-address", metavar="ADDRESS", help="Ray cluster for --engine ray (default: a local Ray instance)")
     r.add_argument("--no-report", action="store_true", help="do not write report.html")
     r.add_argument("--no-gate", action="store_true", help="do not apply the profile's [gate] budgets at the end")
+    r.add_argument("--metrics-port", type=_port, metavar="PORT",
+                   help="serve live figures in the Prometheus/OpenMetrics text format on "
+                        "http://127.0.0.1:PORT/metrics while the run goes (overrides run.metrics_port; "
+                        "0: any free port; docs/observability.md)")
     r.set_defaults(handler=_run, parser=r)
 
     v = sub.add_parser("validate", help="check a profile without sending load",
@@ -173,6 +178,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", type=Path, metavar="FILE",
                      help="where to write (default RESULTS_DIR/report.html)")
     rep.set_defaults(handler=_report, parser=rep)
+
+    ex = sub.add_parser("export", help="write a results folder's figures and streams as csv / jsonl / parquet",
+                        description="Export a results folder's summary figures (summary.<ext>, one row per "
+                                    "figure) and per-stream records (streams.<ext>) for notebooks and BI tools. "
+                                    "See docs/observability.md.")
+    ex.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a folder written by hopbench run")
+    ex.add_argument("--format", choices=("csv", "jsonl", "parquet"), default="csv",
+                    help="csv (default), jsonl, or parquet (needs: pip install 'hopbench[parquet]')")
+    ex.add_argument("--out", type=Path, metavar="DIR", help="where to write (default RESULTS_DIR/export)")
+    ex.set_defaults(handler=_export, parser=ex)
     return p
 
 
@@ -209,7 +224,8 @@ def _run(args: argparse.Namespace) -> int:
     return _guard("hopbench", lambda: run_command(
         args.profile, out=args.out, results_root=args.results_root, target_url=args.target_url,
         quiet=args.quiet, no_progress=args.no_progress, workers=args.workers, engine=args.engine,
-        ray_address=args.ray_address, no_report=args.no_report, no_gate=args.no_gate))
+        ray_address=args.ray_address, no_report=args.no_report, no_gate=args.no_gate,
+        metrics_port=args.metrics_port))
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -279,6 +295,19 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _export(args: argparse.Namespace) -> int:
+    from ._export import export_results
+
+    try:
+        paths = export_results(args.results_dir, args.format, args.out)
+    except HopbenchError as exc:
+        print(f"hopbench export: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    for path in paths:
+        print(f"export: {path}")
+    return EXIT_OK
+
+
 # -- run and validate: their implementations ------------------------------------
 
 
@@ -325,7 +354,7 @@ def validate_command(profiles: Sequence[Path]) -> int:
 def run_command(profile_path: Path, *, out: Path | None = None, results_root: Path = Path("results"),
                 target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
                 workers: int | None = None, engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
-                no_report: bool = False, no_gate: bool = False) -> int:
+                no_report: bool = False, no_gate: bool = False, metrics_port: int | None = None) -> int:
     """``hopbench run``: run a profile, write its results folder, report.html, the
     terminal summary and the gate's verdict.
 
@@ -341,6 +370,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         ray_address: the Ray cluster for ``engine="ray"``.
         no_report: do not write report.html.
         no_gate: do not apply the profile's ``[gate]``.
+        metrics_port: serve live figures on 127.0.0.1 (overrides ``run.metrics_port``;
+            hopbench._live_metrics); a port that cannot be bound is bad input (exit 2, no load).
 
     Returns:
         The exit code: the gate's (0 or 1) after a complete run; 2 when the
@@ -397,11 +428,25 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         runner = run_profile
     with ExitStack() as stack:
         stack.enter_context(_signals_interrupt())
-        progress = None
+        progress: Callable[..., None] | None = None
         if not (quiet or no_progress):
             from ._progress import LiveProgress
 
             progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
+        port = metrics_port if metrics_port is not None else profile.run.metrics_port
+        if port is not None:  # bound before any load: a port in use is exit 2 (UsageError)
+            from ._live_metrics import LiveMetrics
+
+            live = stack.enter_context(LiveMetrics(port))
+            if not quiet:
+                err.print(f"hopbench: live metrics on {live.url}", highlight=False, soft_wrap=True)
+            callbacks = [cb for cb in (progress, live.on_interval) if cb is not None]
+
+            def fan_out(*args: Any) -> None:
+                for cb in callbacks:
+                    cb(*args)
+
+            progress = fan_out
         outcome = runner(profile, out_dir=out, progress=progress)
     summary = outcome.summary
     if outcome.late_signals:

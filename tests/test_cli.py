@@ -20,7 +20,7 @@ SMOKE = str(ROOT / "profiles" / "smoke.toml")
 # The contract: each subcommand's options, as documented (README, docs/*.md).
 OPTIONS = {
     "run": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--no-progress",
-            "--workers", "--engine", "--ray-address", "--no-report", "--no-gate"},
+            "--workers", "--engine", "--ray-address", "--no-report", "--no-gate", "--metrics-port"},
     "validate": {"-h", "--help"},
     "serve": {"-h", "--help", "--host", "--port", "--config", "--record", "--log-level", "--config-json",
               "--ready-file"},
@@ -29,9 +29,11 @@ OPTIONS = {
     "compare": {"-h", "--help", "--format", "--metric", "--alpha", "--min-effect", "--min-abs-ms",
                 "--fail-on-worse", "--force"},
     "report": {"-h", "--help", "--compare", "--out"},
+    "export": {"-h", "--help", "--format", "--out"},
 }
 POSITIONALS = {"run": ["profile"], "validate": ["profile"], "serve": [], "gate": ["results_dir"],
-               "compare": ["base_dir", "candidate_dir"], "report": ["results_dir"]}
+               "compare": ["base_dir", "candidate_dir"], "report": ["results_dir"],
+              "export": ["results_dir"]}
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:

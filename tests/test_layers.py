@@ -27,7 +27,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
         "hopbench._wire_text",
-        "hopbench.emulator._record", "hopbench.emulator._wire"),
+        "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
     1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes"),
@@ -35,7 +35,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
-        "hopbench._budget", "hopbench.emulator._behaviour"),
+        "hopbench._budget", "hopbench.emulator._behaviour", "hopbench._scrape_spec",
+        "hopbench._report_scrape", "hopbench._live_metrics"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
         "hopbench.emulator._embedded"),
@@ -43,9 +44,9 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # per-stream meter (pure), the HTTP transport (I/O), the emulator's public surface
     6: ("hopbench._meter", "hopbench._transport", "hopbench.emulator"),
     # the runner (the only async code that stamps), results folder writer/reader
-    7: ("hopbench._runner", "hopbench._results"),
+    7: ("hopbench._runner", "hopbench._results", "hopbench._scrape"),
     # one run, and the views of a results folder
-    8: ("hopbench._run", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
+    8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
         "hopbench._progress"),
     # report.html shows compare's verdicts (two runs); workers drive _run's pieces
     9: ("hopbench._report_html", "hopbench._workers"),

@@ -47,6 +47,7 @@ import anyio
 
 from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, request_rng
 from ._config import EmulatorConfig
+from ._metrics import EmulatorMetrics
 from ._record import End, GroundTruth, GroundTruthWriter
 from ._wire import KEEPALIVE, ChatWire, MessagesWire, ResponsesWire, Wire, http_error_body
 
@@ -155,6 +156,7 @@ class EmulatorApp:
         self.config = config
         self.writer = writer
         self.requests = 0
+        self.metrics = EmulatorMetrics()  # GET /metrics (hopbench.emulator._metrics)
         self.created_s = int(time.time())
         names = ["hopbench-emulator", *config.models]
         self._models_body = json.dumps({"object": "list", "data": [
@@ -192,6 +194,12 @@ class EmulatorApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = now_ns()
         path, method = scope["path"], scope["method"]
+        if path == "/metrics" and method == "GET":
+            exposition, ctype = self.metrics.render(_header(scope, b"accept"))
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", ctype.encode("latin-1"))]})
+            await send({"type": "http.response.body", "body": exposition})
+            return
         if path == "/v1/models" and method == "GET":
             if not self._authorized(scope):
                 await self._json(send, 401, http_error_body("chat", 401))
@@ -267,15 +275,19 @@ class EmulatorApp:
             return
 
         end: End = "completed"
-        async with anyio.create_task_group() as tg:
-            # The watcher cancels the group's scope, and so the stream, when the
-            # client leaves. Once the final chunk is sent, receive() returns
-            # http.disconnect at once (ASGI HTTP spec, "Disconnect - receive
-            # event") and the watcher ends by itself: cancelling it costs more.
-            tg.start_soon(self._watch, receive, st, tg.cancel_scope)
-            end = await self._stream(send, plan, wire, st)
-            if end == "disconnect":  # no final chunk: receive() would wait for the close
-                tg.cancel_scope.cancel()
+        self.metrics.in_flight += 1
+        try:
+            async with anyio.create_task_group() as tg:
+                # The watcher cancels the group's scope, and so the stream, when the
+                # client leaves. Once the final chunk is sent, receive() returns
+                # http.disconnect at once (ASGI HTTP spec, "Disconnect - receive
+                # event") and the watcher ends by itself: cancelling it costs more.
+                tg.start_soon(self._watch, receive, st, tg.cancel_scope)
+                end = await self._stream(send, plan, wire, st)
+                if end == "disconnect":  # no final chunk: receive() would wait for the close
+                    tg.cancel_scope.cancel()
+        finally:
+            self.metrics.in_flight -= 1
         if st.client_gone:
             end = "stall" if st.in_stall else "client_closed"
         self._record(request_id, protocol, model, stream, plan.fault, plan.error_code
@@ -426,6 +438,8 @@ class EmulatorApp:
                 fault: str | None, error_code: str | None, status: int, input_tokens: int,
                 end: End, output_tokens: int | None, st: _StreamState, finish: str,
                 end_ns: int) -> None:
+        self.metrics.request_done(status, fault, st.events,
+                                  len(st.parts["text"]) + len(st.parts["reasoning"]) + len(st.parts["tool"]))
         if self.writer is None:
             return
         if protocol == "messages" and error_code is not None:

@@ -1,0 +1,196 @@
+"""``hopbench export DIR --format csv|jsonl|parquet``: a results folder as flat tables.
+
+Role: notebooks and BI tools read runs without parsing summary.json by hand.
+Two tables, written to ``--out`` (default ``DIR/export/``):
+
+- ``summary.<ext>``: one row per figure of summary.json, long format:
+  ``run`` (the run's name), ``scope`` (a scenario or ``all``), ``kind``
+  (``counter``, ``tokens`` or ``metric``), ``name`` (``completed``,
+  ``output.completed``, ``ttft.p99``...), ``value`` (a number), ``unit``
+  (the metric's reporting unit: ``ms`` for times, as in summary.json; "" for
+  counts).
+- ``streams.<ext>``: streams.jsonl as it is (one row per finished stream; columns
+  are the union of the records' keys in first-seen order; empty when the run
+  wrote no stream log, e.g. with ``--workers``).
+- ``scrape.<ext>`` (only when the run scraped, ``[[scrape]]``): scrape.jsonl in
+  long format, one row per sample: ``url``, ``t_ms``, ``series`` (``name{labels}``),
+  ``value`` (a number, or "NaN"/"+Inf" as text), ``error`` (null; for a failed
+  scrape one row with ``series`` and ``value`` null and the outcome here).
+
+Formats: ``csv`` (RFC 4180, UTF-8, header row; null as an empty field),
+``jsonl`` (one JSON object per line), ``parquet`` (needs the optional extra
+``pip install 'hopbench[parquet]'``, i.e. pyarrow; columns typed by pyarrow's
+inference). Everything read from the folder, nothing recomputed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import ResultsError, UsageError
+from ._results import read_summary
+
+__all__ = ["export_results", "summary_rows", "stream_rows", "scrape_rows", "FORMATS", "SUMMARY_COLUMNS",
+           "SCRAPE_COLUMNS"]
+
+FORMATS = ("csv", "jsonl", "parquet")
+SUMMARY_COLUMNS = ("run", "scope", "kind", "name", "value", "unit")
+SCRAPE_COLUMNS = ("url", "t_ms", "series", "value", "error")
+_STATS = ("count", "min", "mean", "p50", "p90", "p99", "p999", "max", "out_of_range")
+
+
+def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """summary.json's per-scope figures as long rows (``SUMMARY_COLUMNS``), scopes in file order."""
+    rows: list[dict[str, Any]] = []
+    run = summary.get("name")
+    for scope, data in (summary.get("scopes") or {}).items():
+        if not isinstance(data, dict):
+            continue
+        for name, v in sorted((data.get("counters") or {}).items()):
+            rows.append({"run": run, "scope": scope, "kind": "counter", "name": name, "value": v, "unit": ""})
+        for direction, kinds in (data.get("tokens") or {}).items():
+            for kind, v in (kinds or {}).items():
+                rows.append({"run": run, "scope": scope, "kind": "tokens", "name": f"{direction}.{kind}",
+                             "value": v, "unit": ""})
+        for metric, stats in (data.get("metrics") or {}).items():
+            if not isinstance(stats, dict):
+                continue
+            for stat in _STATS:
+                if stat in stats and stats[stat] is not None:
+                    unit = "" if stat in ("count", "out_of_range") else str(stats.get("unit") or "")
+                    rows.append({"run": run, "scope": scope, "kind": "metric", "name": f"{metric}.{stat}",
+                                 "value": stats[stat], "unit": unit})
+    return rows
+
+
+def stream_rows(results_dir: Path) -> list[dict[str, Any]]:
+    """streams.jsonl's records ([] when absent).
+
+    Raises:
+        ResultsError: a line is not a JSON object (naming file and line).
+    """
+    path = results_dir / "streams.jsonl"
+    return _jsonl(path) if path.exists() else []
+
+
+def scrape_rows(results_dir: Path) -> list[dict[str, Any]] | None:
+    """scrape.jsonl as long rows (``SCRAPE_COLUMNS``), or None when the run did not scrape.
+
+    Raises:
+        ResultsError: a line is not a JSON object (naming file and line).
+    """
+    path = results_dir / "scrape.jsonl"
+    if not path.exists():
+        return None
+    rows: list[dict[str, Any]] = []
+    for rec in _jsonl(path):
+        base = {"url": rec.get("url"), "t_ms": rec.get("t_ms")}
+        samples = rec.get("s")
+        if isinstance(samples, dict):
+            rows += [dict(base, series=k, value=v if isinstance(v, (int, float)) else str(v), error=None)
+                     for k, v in samples.items()]
+        else:
+            rows.append(dict(base, series=None, value=None, error=rec.get("error")))
+    return rows
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as exc:
+                raise ResultsError(f"{path}:{n}: not JSON: {exc}") from None
+            if not isinstance(rec, dict):
+                raise ResultsError(f"{path}:{n}: expected a JSON object per line")
+            rows.append(rec)
+    return rows
+
+
+def _columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = ()) -> list[str]:
+    cols = list(first)
+    seen = set(cols)
+    for r in rows:
+        for k in r:
+            if k not in seen:
+                seen.add(k)
+                cols.append(k)
+    return cols
+
+
+def _cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"))
+    return v
+
+
+def _write(path: Path, rows: list[dict[str, Any]], columns: list[str], fmt: str) -> None:
+    if fmt == "csv":
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(columns)
+            for r in rows:
+                w.writerow([_cell(r.get(c)) for c in columns])
+    elif fmt == "jsonl":
+        with open(path, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps({c: r.get(c) for c in columns}, separators=(",", ":")) + "\n")
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows]) if rows else \
+            pa.table({c: pa.array([], pa.null()) for c in columns})
+        pq.write_table(table, path)
+
+
+def export_results(results_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
+    """Write ``summary.<ext>``, ``streams.<ext>`` (and ``scrape.<ext>``) for one results folder.
+
+    Args:
+        results_dir: a folder written by ``hopbench run``.
+        fmt: one of ``FORMATS``.
+        out: the folder to write (default ``results_dir/export``; created).
+
+    Returns:
+        the files written (two, three when the run scraped).
+
+    Raises:
+        UsageError: an unknown format, or parquet without pyarrow installed.
+        ResultsError: the folder cannot be read, or the output folder cannot be written.
+    """
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise UsageError("--format parquet needs pyarrow: pip install 'hopbench[parquet]' "
+                             "(or use --format csv / jsonl)") from None
+    results_dir = Path(results_dir)
+    summary = read_summary(results_dir)
+    srows = summary_rows(summary)
+    streams = stream_rows(results_dir)
+    scraped = scrape_rows(results_dir)
+    out = out if out is not None else results_dir / "export"
+    paths = [out / f"summary.{fmt}", out / f"streams.{fmt}"]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _write(paths[0], srows, list(SUMMARY_COLUMNS), fmt)
+        _write(paths[1], streams, _columns(streams), fmt)
+        if scraped is not None:
+            paths.append(out / f"scrape.{fmt}")
+            _write(paths[2], scraped, list(SCRAPE_COLUMNS), fmt)
+    except OSError as exc:
+        raise ResultsError(f"cannot write the export to {exc.filename or out}: "
+                           f"{exc.strerror or exc} (pick a writable folder with --out)") from None
+    return paths

@@ -1,0 +1,124 @@
+"""``hopbench export``: summary figures and stream records round-trip through
+csv, jsonl (and parquet when pyarrow is installed); bad output folders and a
+missing pyarrow are clear errors (hopbench._export)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopbench import ResultsError
+from hopbench._errors import UsageError
+from hopbench._export import SCRAPE_COLUMNS, SUMMARY_COLUMNS, export_results, summary_rows
+from hopbench._profile import parse_profile
+from hopbench._run import run_profile
+from hopbench.cli import main
+
+PROFILE = """
+[run]
+duration_s = 1
+[load]
+concurrency = 3
+[target]
+embedded = true
+[emulator]
+ttft_ms = 10
+tokens_per_s = 300
+output_tokens = 6
+[emulator.faults]
+midstream_error = 0.3
+[[scenario]]
+protocol = "chat"
+[[scenario]]
+protocol = "messages"
+[[scrape]]
+url = "embedded"
+interval_s = 0.3
+timeout_s = 10
+"""
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("export") / "run"
+    outcome = run_profile(parse_profile(PROFILE, env={}), out_dir=out)
+    assert outcome.complete
+    return out
+
+
+def _streams(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (run_dir / "streams.jsonl").read_text().splitlines()]
+
+
+def test_export_csv_round_trips(run_dir: Path, tmp_path: Path) -> None:
+    assert main(["export", str(run_dir), "--format", "csv", "--out", str(tmp_path)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    with open(tmp_path / "summary.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == SUMMARY_COLUMNS
+    got = {(r["scope"], r["kind"], r["name"]): float(r["value"]) for r in rows}
+    c = summary["scopes"]["all"]["counters"]
+    assert got[("all", "counter", "started")] == c["started"] > 0
+    assert got[("all", "metric", "ttft.p99")] == summary["scopes"]["all"]["metrics"]["ttft"]["p99"]
+    assert got[("all", "tokens", "output.completed")] == summary["scopes"]["all"]["tokens"]["output"]["completed"]
+    assert {r["unit"] for r in rows if r["name"] == "ttft.p50"} == {"ms"}
+    with open(tmp_path / "streams.csv", encoding="utf-8", newline="") as f:
+        streams = list(csv.DictReader(f))
+    want = _streams(run_dir)
+    assert len(streams) == len(want) > 0
+    for row, rec in zip(streams, want):
+        assert row == {k: "" if v is None else str(v) for k, v in rec.items()}
+    assert any(r["detail"] for r in streams) and any(not r["detail"] for r in streams)
+
+
+def test_export_jsonl_round_trips(run_dir: Path, tmp_path: Path) -> None:
+    paths = export_results(run_dir, "jsonl", tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [json.loads(x) for x in paths[0].read_text().splitlines()] == summary_rows(summary)
+    assert [json.loads(x) for x in paths[1].read_text().splitlines()] == _streams(run_dir)
+    # the scraped samples, one row each, back to scrape.jsonl's records
+    rows = [json.loads(x) for x in paths[2].read_text().splitlines()]
+    scrapes = [json.loads(x) for x in (run_dir / "scrape.jsonl").read_text().splitlines()]
+    back: dict[tuple[str, float], dict[str, Any]] = {}
+    for r in rows:
+        assert tuple(r) == SCRAPE_COLUMNS and r["error"] is None
+        back.setdefault((r["url"], r["t_ms"]), {})[r["series"]] = r["value"]
+    assert back == {(x["url"], x["t_ms"]): x["s"] for x in scrapes} and len(back) >= 2
+
+
+def test_export_without_scrape_writes_no_scrape_table(run_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    plain = tmp_path / "plain"
+    shutil.copytree(run_dir, plain, ignore=shutil.ignore_patterns("scrape.jsonl", "export"))
+    assert [p.name for p in export_results(plain, "csv")] == ["summary.csv", "streams.csv"]
+
+
+def test_export_parquet_round_trips_or_names_the_extra(run_dir: Path, tmp_path: Path) -> None:
+    if importlib.util.find_spec("pyarrow") is None:
+        with pytest.raises(UsageError, match=r"pip install 'hopbench\[parquet\]'"):
+            export_results(run_dir, "parquet", tmp_path)
+        assert not list(tmp_path.iterdir())
+        return
+    import pyarrow.parquet as pq
+
+    paths = export_results(run_dir, "parquet", tmp_path)
+    assert pq.read_table(paths[1]).to_pylist() == _streams(run_dir)
+    assert len(pq.read_table(paths[0]).to_pylist()) == len(summary_rows(json.loads(
+        (run_dir / "summary.json").read_text())))
+
+
+def test_export_unwritable_folder_is_a_clear_error(run_dir: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(ResultsError, match="cannot write the export to .*a-file"):
+        export_results(run_dir, "csv", blocker / "sub")
+    assert main(["export", str(run_dir), "--out", str(blocker / "sub")]) == 2
+    assert "pick a writable folder" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "missing")]) == 2
