@@ -6,8 +6,9 @@ ticker (interval histograms to the results writer, progress), an event-loop
 lag probe and the stop logic (duration, request count, signals).
 
 Per stream: POST through httpx (``StreamTransport`` by default), raw body bytes
--> ``SSEScanner`` -> the protocol decoder -> ``StreamMeter``; at the end the
-stream's samples and counters go to the ``Recorder``. Every foreign exception
+-> ``SSEScanner`` -> the protocol decoder -> ``StreamMeter`` (stamps only);
+at the end ``_meter.measure`` applies the metric rules to the stamps and the
+frozen ``StreamRecord`` goes to the ``Recorder`` and to streams.jsonl. Every foreign exception
 (httpx, trio, OS) is mapped to an outcome in exactly one place,
 ``classify_exception``; ``trio.Cancelled`` is recorded as "cancelled" and
 re-raised, never swallowed.
@@ -38,7 +39,7 @@ import trio
 from ._clock import NS_PER_S, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
-from ._meter import StreamMeter
+from ._meter import StreamMeter, measure, record_stream, stream_line
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._transport import MalformedResponse, StreamTransport
@@ -587,10 +588,12 @@ class LoadRunner:
             end = now_ns()
             meter.close(end)
             detail = self._wire_detail(outcome, detail, result, box[2])
-            self._record(rec, sc, meter, end, outcome, detail, result)
+            self._check_reachable(outcome, detail, meter.headers_ns is not None)
+            record = measure(meter, end, outcome, detail, result,
+                             keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
+            record_stream(rec, sc.name, record)
             if self.on_stream is not None:
-                self.on_stream(self._stream_line(headers[REQUEST_ID_HEADER], sc, meter, end, outcome,
-                                                 detail, result))
+                self.on_stream(stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0))
             self._in_flight_change(-1)
             self._idle_changed.set()
             self._idle_changed = trio.Event()
@@ -723,88 +726,6 @@ class LoadRunner:
                         f"target unreachable: the first {self._connect_failures} connection attempts to "
                         f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
                 self.request_stop()
-
-    def _record(self, rec: Recorder, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
-                detail: str, result: StreamResult | None) -> None:
-        name = sc.name
-        self._check_reachable(outcome, detail, m.headers_ns is not None)
-        rec.incr(name, outcome)
-        if outcome == "http_error":
-            st, _, code = detail.partition(":")
-            rec.incr(name, f"http_error.{st}")
-            if code:
-                rec.incr(name, f"http_error_code.{code}")
-        elif outcome in ("timeout", "connect_error", "truncated") and detail:
-            rec.incr(name, f"{outcome}.{detail}")
-        elif outcome == "failed":
-            rec.incr(name, f"failed.{detail or 'unknown'}")
-        start = m.start_ns
-        if m.headers_ns is not None:
-            rec.record(name, "ttfb", m.headers_ns - start)
-            rec.record(name, "max_silence", m.max_silence_ns)
-            if m.max_silence_ns > self.profile.run.keepalive_budget_ns:
-                rec.incr(name, "keepalive_violations")
-        if m.start_ns != m.sent_ns:
-            rec.record(name, "queue_delay", m.sent_ns - m.start_ns)
-        if m.first_token_ns is not None:
-            rec.record(name, "ttft", m.first_token_ns - start)
-            if m.start_ns != m.sent_ns:
-                rec.record(name, "ttft_from_send", m.first_token_ns - m.sent_ns)
-        if m.first_content_ns is not None:
-            rec.record(name, "ttft_content", m.first_content_ns - start)
-        rec.record_many(name, "itl", m.itl_ns)
-        rec.record_many(name, "keepalive_interval", m.keepalive_gaps())
-        if m.keepalive_ns:
-            rec.incr(name, "keepalives", len(m.keepalive_ns))
-        if result is not None:
-            for kind, n in result.anomalies.items():
-                rec.incr(name, f"anomaly.{kind}", n)
-            inp, out = result.input_tokens, result.output_tokens
-        else:
-            inp, out = m.input_tokens, m.output_tokens
-        if outcome == "completed":
-            e2e = end_ns - start
-            rec.record(name, "e2e", e2e)
-            if m.start_ns != m.sent_ns:
-                rec.record(name, "e2e_from_send", end_ns - m.sent_ns)
-            if out and m.first_token_ns is not None:
-                if out > 1:
-                    rec.record(name, "tpot", (end_ns - m.first_token_ns) // (out - 1))
-                if e2e > 0:
-                    rec.record(name, "output_tokens_per_s", int(out * 1000 * NS_PER_S / e2e))
-            if (m.first_token_ns is not None and m.content_reads <= 2
-                    and result is not None and result.content_events >= 4
-                    and m.first_token_ns - start >= 0.9 * e2e):
-                rec.incr(name, "proxy_buffering_suspected")
-        kind = "completed" if outcome == "completed" else "broken"
-        if outcome in ("http_error", "connect_error"):
-            return
-        # a cut stream, or one that never got a response, had no chance to report usage
-        if inp is None and out is None and outcome != "cancelled" and m.headers_ns is not None:
-            rec.incr(name, "no_usage")
-        if inp:
-            rec.incr(name, f"tokens.input.{kind}", inp)
-        if out:
-            rec.incr(name, f"tokens.output.{kind}", out)
-
-    def _stream_line(self, rid: str, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
-                     detail: str, result: StreamResult | None) -> dict[str, Any]:
-        t0 = self._t0
-
-        def rel(t: int | None) -> int | None:
-            return None if t is None else t - t0
-
-        return {
-            "id": rid, "scenario": sc.name, "outcome": outcome, "detail": detail or None,
-            "status": m.status, "start_ns": rel(m.start_ns), "sent_ns": rel(m.sent_ns),
-            "headers_ns": rel(m.headers_ns), "first_token_ns": rel(m.first_token_ns),
-            "end_ns": rel(end_ns),
-            "ttft_ns": None if m.first_token_ns is None else m.first_token_ns - m.start_ns,
-            "e2e_ns": end_ns - m.start_ns, "content_events": len(m.itl_ns) + (m.last_content_ns is not None),
-            "input_tokens": result.input_tokens if result else m.input_tokens,
-            "output_tokens": result.output_tokens if result else m.output_tokens,
-            "max_silence_ns": m.max_silence_ns, "keepalives": len(m.keepalive_ns),
-        }
 
     # -- watchers --------------------------------------------------------------
     async def _loop_lag_probe(self) -> None:
