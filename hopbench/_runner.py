@@ -39,7 +39,7 @@ import trio
 from ._clock import NS_PER_S, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
-from ._meter import StreamMeter, measure, record_stream, stream_line
+from ._meter import HeaderValues, StreamMeter, capture_headers, measure, record_stream, stream_line
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._transport import MalformedResponse, StreamTransport
@@ -122,11 +122,29 @@ def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
 
 
 def _detail(result: StreamResult) -> str:
-    """The counter detail of a stream whose body was read: failed by its in-band
-    error code, truncated "closed" (the body ended without a terminal signal)."""
+    """The counter detail of a stream whose body was read: the decoder's own
+    reason when it gave one ("malformed_event", "abort", "usage_missing"),
+    else failed by its in-band error code, truncated "closed" (the body ended
+    without a terminal signal)."""
+    if result.detail:
+        return result.detail
     if result.outcome == "failed":
         return result.error_code or "unknown"
     return "closed" if result.outcome == "truncated" else ""
+
+
+def _asks_usage(protocol: str, body: bytes) -> bool:
+    """Whether a request body asks for usage in the stream (chat
+    ``stream_options.include_usage``, OpenAI API reference: Create chat
+    completion); the decoder then treats a missing usage chunk as a cut."""
+    if protocol != "chat":
+        return False
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    opts = data.get("stream_options") if isinstance(data, dict) else None
+    return isinstance(opts, dict) and opts.get("include_usage") is True
 
 
 def _http_error_code(body: bytes) -> str | None:
@@ -266,6 +284,9 @@ class LoadRunner:
         self.notice: Callable[[str], None] = _stderr_notice  #: what a signal does now
         self._last_error = ""  # the last stream exception's text, for the unreachable message
         self._token: Any = None  # the run's TrioToken, for stops from other threads
+        self._expect_usage = {b: _asks_usage(s.protocol, b) for s in profile.scenarios for b in s.bodies}
+        self._header_values = HeaderValues()
+        self._record_headers = profile.run.record_headers
 
     # -- helpers ---------------------------------------------------------------
     def _pick(self) -> Scenario:
@@ -561,7 +582,7 @@ class LoadRunner:
                 scope.deadline = ns_to_s(min(x for x in (first, total_deadline, 1 << 62) if x is not None))
                 try:
                     outcome, detail, result = await self._exchange(
-                        sc, request, meter, scope, total_deadline, rec, box)
+                        sc, request, meter, scope, total_deadline, rec, box, body)
                 except trio.Cancelled:
                     raise
                 except Exception as exc:  # the per-stream boundary
@@ -591,7 +612,7 @@ class LoadRunner:
             self._check_reachable(outcome, detail, meter.headers_ns is not None)
             record = measure(meter, end, outcome, detail, result,
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
-            record_stream(rec, sc.name, record)
+            record_stream(rec, sc.name, record, self._header_values)
             if self.on_stream is not None:
                 self.on_stream(stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0))
             self._in_flight_change(-1)
@@ -601,7 +622,7 @@ class LoadRunner:
 
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
-                        rec: Recorder, box: list[StreamResult | None],
+                        rec: Recorder, box: list[StreamResult | None], body: bytes = b"",
                         ) -> tuple[str, str, StreamResult | None]:
         client = self._client
         idle_ns = self.profile.run.timeouts.idle_ns
@@ -612,6 +633,8 @@ class LoadRunner:
             t = now_ns()
             status = meter.status = response.status_code
             meter.on_headers(t)
+            if self._record_headers:
+                meter.headers = capture_headers(response.headers.get, self._record_headers)
             slack = min(idle_ns // 16, _IDLE_SLACK_NS) if idle_ns is not None else 0
             never = 1 << 62
             total = total_deadline if total_deadline is not None else never
@@ -635,7 +658,8 @@ class LoadRunner:
             if not ctype.startswith("text/event-stream"):
                 rec.incr(sc.name, "anomaly.wrong_content_type")
             scanner = SSEScanner(max_event_bytes=_MAX_EVENT_BYTES)
-            dec = new_decoder(sc.protocol, keep_text=False)
+            dec = new_decoder(sc.protocol, keep_text=False,
+                              expect_usage=self._expect_usage.get(body, False))
             identity = response.headers.get("content-encoding", "identity") == "identity"
             # hopbench's own transport hands its body out: iterating it directly
             # skips httpx's three generator layers per read (closing still goes
