@@ -59,7 +59,11 @@ class StreamMeter:
         keepalive_gaps_ns: every silence the keepalives split: headers (or the
             last read before a keepalive) to the keepalive, keepalive to
             keepalive, last keepalive to the next read that is not a keepalive.
-        events: content events per channel ("text", "reasoning", "tool", "refusal").
+        events: output events per channel ("text", "reasoning", "tool", "refusal");
+            an event that carries two channels counts in each.
+        output_events: events that carried output of any channel (each once).
+        content_events: events that carried non-reasoning output (text, tool
+            or refusal: "content" as in ``ttft_content``), each once.
         event_tokens: tokens of the content events (a ``ContentDelta``'s
             ``tokens`` where the protocol states it, else 1 per event).
         content_reads: network reads that carried at least one content event.
@@ -73,7 +77,7 @@ class StreamMeter:
         "terminal_ns", "itl_ns", "keepalive_ns", "keepalive_gaps_ns", "content_reads",
         "_last_content_read", "input_tokens", "output_tokens", "reads", "events",
         "event_tokens", "content_read_lag_max_ns", "headers", "_prev_read_ns",
-        "_ka_open_ns", "_ka_closed_read", "_read_lag_ns",
+        "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "output_events", "content_events",
     )
 
     def __init__(self, start_ns: int, sent_ns: int) -> None:
@@ -97,6 +101,8 @@ class StreamMeter:
         self.output_tokens: int | None = None
         self.reads = 0
         self.events: dict[str, int] = {}
+        self.output_events = 0
+        self.content_events = 0
         self.event_tokens = 0
         self.content_read_lag_max_ns = 0
         self._prev_read_ns: int | None = None  # the read (or headers) before the current read
@@ -133,11 +139,21 @@ class StreamMeter:
             self._ka_closed_read = self.reads
 
     def on_observations(self, t_ns: int, observations: Iterable[Observation]) -> None:
-        """Apply the observations the decoder produced for the read at ``t_ns``."""
+        """Apply the observations the decoder produced for one event of the read at ``t_ns``.
+
+        Args:
+            t_ns: the read's stamp.
+            observations: what ``Decoder.feed`` returned for one SSE item (one
+                call per item: the per-event counts rely on it).
+        """
+        output = content = False
         for ob in observations:
             cls = type(ob)
             if cls is ContentDelta:
                 d: ContentDelta = ob  # type: ignore[assignment]
+                output = True
+                if d.kind != "reasoning":
+                    content = True
                 last = self.last_content_ns
                 if last is not None:
                     self.itl_ns.append(t_ns - last)
@@ -176,6 +192,10 @@ class StreamMeter:
                 if self.terminal_ns is None:
                     self.terminal_ns = t_ns
                     self._ka_open_ns = None  # closed by this read (on_read) or left open: not a gap
+        if output:
+            self.output_events += 1
+            if content:
+                self.content_events += 1
 
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut
@@ -246,9 +266,11 @@ class StreamRecord:
             reported it (all choices), or None.
         usage_total_mismatch: total_tokens was sent and is not input + output.
         choices: distinct choices (chat ``n``), >= 1.
-        content_events: ContentDelta observations (events with output, any channel).
-        events: content events per channel, (("text", n), ("reasoning", n),
-            ("tool", n), ("refusal", n)).
+        output_events: events that carried output of any channel, each once.
+        content_events: events that carried non-reasoning output (text, tool or
+            refusal), each once: the "content" of ``ttft_content``.
+        events: output events per channel, (("text", n), ("reasoning", n),
+            ("tool", n), ("refusal", n)); an event with two channels counts in each.
         stop_class: ``protocols.stop_class`` of the stop reason, None without a body.
         refused: the stream carried refusal output (the refusal channel).
         hidden_reasoning: usage reported reasoning tokens but no reasoning arrived.
@@ -295,6 +317,7 @@ class StreamRecord:
     total_tokens: int | None
     usage_total_mismatch: bool
     choices: int
+    output_events: int
     content_events: int
     events: tuple[tuple[str, int], ...]
     stop_class: str | None
@@ -353,7 +376,6 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         inp, out, total = result.input_tokens, result.output_tokens, result.total_tokens
         anomalies = tuple(result.anomalies.items())
         choices = max(result.choices, 1)
-        events = tuple(result.events.items())
         stop = stop_class(result.stop_reason)
         refused = result.events.get("refusal", 0) > 0 or bool(result.refusal_text)
         hidden, no_done = result.hidden_reasoning, result.no_done
@@ -361,7 +383,6 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         inp, out, total = m.input_tokens, m.output_tokens, None
         anomalies = ()
         choices = 1
-        events = tuple((k, m.events.get(k, 0)) for k in EVENT_CHANNELS)
         stop = None
         refused = hidden = no_done = False
     if out:
@@ -420,8 +441,9 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         usage_total_mismatch=(total is not None and inp is not None and out is not None
                               and total != inp + out),
         choices=choices,
-        content_events=len(m.itl_ns) + (m.last_content_ns is not None),
-        events=events,
+        output_events=m.output_events,
+        events=tuple((k, m.events.get(k, 0)) for k in EVENT_CHANNELS),
+        content_events=m.content_events,
         stop_class=stop,
         refused=refused,
         hidden_reasoning=hidden,
@@ -579,9 +601,11 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
 
     Returns:
         A JSON-ready dict: id, scenario, outcome, detail (None when ""), status,
-        start/sent/headers/first_token/terminal/end stamps (ns from the run
-        start, None when absent), ttft_ns, e2e_ns (start to the answer's end,
-        every outcome), tail_ns, content_events, input/output/total tokens,
+        start/sent/headers/first_token/first_content/terminal/end stamps (ns
+        from the run start, None when absent), ttft_ns, ttft_content_ns,
+        e2e_ns (start to the answer's end, every outcome), tail_ns,
+        content_events (non-reasoning), output_events (any channel), events
+        (per channel), input/output/total tokens,
         tokens_source, stop_class, max_silence_ns (0 without a response head),
         keepalives, and ``headers`` (name -> value) when any were recorded.
     """
@@ -593,10 +617,10 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         "id": request_id, "scenario": scope, "outcome": r.outcome, "detail": r.detail or None,
         "status": r.status, "start_ns": rel(r.start_ns), "sent_ns": rel(r.sent_ns),
         "headers_ns": rel(r.headers_ns), "first_token_ns": rel(r.first_token_ns),
-        "terminal_ns": rel(r.terminal_ns),
-        "end_ns": rel(r.end_ns), "ttft_ns": r.ttft_ns,
+        "first_content_ns": rel(r.first_content_ns), "terminal_ns": rel(r.terminal_ns),
+        "end_ns": rel(r.end_ns), "ttft_ns": r.ttft_ns, "ttft_content_ns": r.ttft_content_ns,
         "e2e_ns": r.elapsed_ns, "tail_ns": r.tail_ns,
-        "content_events": r.content_events,
+        "content_events": r.content_events, "output_events": r.output_events, "events": dict(r.events),
         "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
         "total_tokens": r.total_tokens, "tokens_source": r.tokens_source,
         "stop_class": r.stop_class,

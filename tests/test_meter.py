@@ -209,9 +209,10 @@ def test_stream_line_relative_stamps_and_every_field() -> None:
     assert line == {
         "id": "0-1", "scenario": "s", "outcome": "timeout", "detail": "idle", "status": 200,
         "start_ns": 0, "sent_ns": 0, "headers_ns": 10_000_000 - 1_000, "first_token_ns": 100_000_000 - 1_000,
-        "terminal_ns": None, "end_ns": 300_000_000 - 1_000, "ttft_ns": 100_000_000 - 1_000,
+        "first_content_ns": 100_000_000 - 1_000, "terminal_ns": None, "end_ns": 300_000_000 - 1_000,
+        "ttft_ns": 100_000_000 - 1_000, "ttft_content_ns": 100_000_000 - 1_000,
         "e2e_ns": 300_000_000 - 1_000, "tail_ns": None,  # no terminal event: the whole stream
-        "content_events": 5, "input_tokens": None, "output_tokens": 5, "total_tokens": None,
+        "content_events": 5, "output_events": 5, "events": {"text": 5, "reasoning": 0, "tool": 0, "refusal": 0}, "input_tokens": None, "output_tokens": 5, "total_tokens": None,
         "tokens_source": None, "stop_class": "none",
         "max_silence_ns": 160_000_000, "keepalives": 0,
     }
@@ -410,3 +411,21 @@ def test_capture_headers_bounded_values_and_counters() -> None:
     record_stream(rec, "s", r, hv)
     assert rec.snapshot().scopes["s"].counters["header.x-litellm-attempted-retries=2"] == 1
     assert stream_line(r, "1", "s", 0)["headers"]["x-litellm-attempted-retries"] == "2"
+
+
+def test_stream_line_content_ttft_and_events_per_channel_do_not_mix_reasoning() -> None:
+    # 2 reasoning events, then 2 text events (one of them also carries a refusal)
+    m = StreamMeter(0, 0)
+    m.on_headers(1 * _MS)
+    m.on_read(10 * _MS)
+    m.on_observations(10 * _MS, [FirstToken("reasoning"), ContentDelta("reasoning", 4)])
+    m.on_observations(10 * _MS, [ContentDelta("reasoning", 4)])
+    m.on_read(30 * _MS)
+    m.on_observations(30 * _MS, [FirstContentToken("text"), ContentDelta("text", 2)])
+    m.on_read(40 * _MS)
+    m.on_observations(40 * _MS, [ContentDelta("text", 2), ContentDelta("refusal", 3), StreamEnd("completed")])
+    m.close(40 * _MS)
+    line = stream_line(measure(m, 40 * _MS, "completed", "", None, keepalive_budget_ns=_BUDGET_NS), "1", "s", 0)
+    assert (line["ttft_ns"], line["ttft_content_ns"], line["first_content_ns"]) == (10 * _MS, 30 * _MS, 30 * _MS)
+    assert line["events"] == {"text": 2, "reasoning": 2, "tool": 0, "refusal": 1}
+    assert (line["content_events"], line["output_events"]) == (2, 4)  # before: content_events 5
