@@ -37,7 +37,7 @@ from .protocols import (
 
 __all__ = [
     "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "stream_line",
-    "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX",
+    "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "CLIENT_LAG_MIN_NS",
 ]
 
 
@@ -69,6 +69,9 @@ class StreamMeter:
         content_reads: network reads that carried at least one content event.
         content_read_lag_max_ns: the largest client-side loop lag (given by the
             runner with each read) of a read that carried content.
+        content_read_lag_gap_ns: the silence that read ended: from the read
+            before it (the headers count), or from the send when that read
+            too came within the lag.
     """
 
     __slots__ = (
@@ -78,6 +81,7 @@ class StreamMeter:
         "_last_content_read", "input_tokens", "output_tokens", "reads", "events",
         "event_tokens", "content_read_lag_max_ns", "headers", "_prev_read_ns",
         "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "output_events", "content_events",
+        "content_read_lag_gap_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int) -> None:
@@ -105,6 +109,7 @@ class StreamMeter:
         self.content_events = 0
         self.event_tokens = 0
         self.content_read_lag_max_ns = 0
+        self.content_read_lag_gap_ns = 0
         self._prev_read_ns: int | None = None  # the read (or headers) before the current read
         self._ka_open_ns: int | None = None  # the last keepalive, while its silence is open
         self._ka_closed_read = -1  # the read that closed a keepalive silence
@@ -164,8 +169,16 @@ class StreamMeter:
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
                     self.content_reads += 1
-                    if self._read_lag_ns > self.content_read_lag_max_ns:
-                        self.content_read_lag_max_ns = self._read_lag_ns
+                    lag = self._read_lag_ns
+                    if lag > self.content_read_lag_max_ns:
+                        self.content_read_lag_max_ns = lag
+                        # the silence this late read ended: from the read before it,
+                        # or from the send when that read came within the lag too
+                        # (headers a gateway held back until the first token)
+                        ref = self._prev_read_ns
+                        if ref is None or t_ns - ref <= lag:
+                            ref = self.sent_ns
+                        self.content_read_lag_gap_ns = t_ns - ref
             elif cls is FirstToken:
                 self.first_token_ns = t_ns
             elif cls is FirstContentToken:
@@ -262,6 +275,11 @@ class StreamRecord:
             terminal event (else to ``end_ns``); None without a response head.
         keepalive_violation: ``max_silence_ns`` > the keepalive budget.
         proxy_buffering_suspected: see :func:`measure`.
+        client_lagged: the stream arrived as such a burst, but a read that
+            carried its content was served late by the client's own event
+            loop (see :func:`measure`): not evidence of a buffering proxy.
+        client_lag_ns: the largest client loop lag at a read that carried
+            content (0 when none, or no content).
         input_tokens, output_tokens, total_tokens: usage as the stream
             reported it (all choices), or None.
         usage_total_mismatch: total_tokens was sent and is not input + output.
@@ -312,6 +330,8 @@ class StreamRecord:
     max_silence_ns: int | None
     keepalive_violation: bool
     proxy_buffering_suspected: bool
+    client_lagged: bool
+    client_lag_ns: int
     input_tokens: int | None
     output_tokens: int | None
     total_tokens: int | None
@@ -355,9 +375,16 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
           tokens / choices, or without usage the content events.
         * Tokens come from the decoder's result, else from the meter's usage
           observations.
-        * proxy buffering is suspected on a completed stream with >= 4 content
-          events that arrived in at most 2 network reads, whose TTFT was >=
-          90 % of its E2E.
+        * A completed stream is a *burst* when its >= 4 output events arrived
+          in at most 2 network reads and its TTFT was >= 90 % of its E2E. A
+          burst is ``client_lagged`` when the read that carried its content
+          latest (by the client's loop lag, given with each read) was served
+          at least ``max(CLIENT_LAG_MIN_NS, silence / 10)`` late, where silence
+          is the gap that read ended (``StreamMeter.content_read_lag_gap_ns``):
+          a lag that long could have piled the events up in the client's own
+          socket. A buffering proxy holds the answer for the whole generation,
+          a silence far longer than the client's lag. Any other burst is
+          ``proxy_buffering_suspected``.
 
     Never raises.
     """
@@ -394,15 +421,17 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         source = answer_tokens = None
     e2e = answer_end - start if completed else None
     tpot = rate = None
-    buffered = False
+    buffered = lagged = False
     if e2e is not None:
         if answer_tokens and first is not None:
             if answer_tokens > 1:
                 tpot = int((answer_end - first) / (answer_tokens - 1))
             if e2e > 0:
                 rate = int(answer_tokens * 1000 * NS_PER_S / e2e)
-        buffered = (first is not None and m.content_reads <= 2 and result is not None
-                    and result.content_events >= 4 and first - start >= 0.9 * e2e)
+        burst = (first is not None and m.content_reads <= 2 and m.output_events >= 4
+                 and first - start >= 0.9 * e2e)
+        lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
+        buffered = burst and not lagged
     got_body = outcome not in ("http_error", "connect_error", "cancelled")
     return StreamRecord(
         outcome=outcome,
@@ -435,6 +464,8 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         max_silence_ns=None if headers is None else m.max_silence_ns,
         keepalive_violation=headers is not None and m.max_silence_ns > keepalive_budget_ns,
         proxy_buffering_suspected=buffered,
+        client_lagged=lagged,
+        client_lag_ns=m.content_read_lag_max_ns,
         input_tokens=inp,
         output_tokens=out,
         total_tokens=total,
@@ -472,6 +503,10 @@ def outcome_counters(outcome: str, detail: str) -> tuple[str, ...]:
         return (outcome, f"failed.{detail or 'unknown'}")
     return (outcome,)
 
+
+CLIENT_LAG_MIN_NS = 1_000_000
+"""A read served later than this (and than 10 % of the silence it ended) by the
+client's own event loop explains a burst: 1 ms, about a busy loop's p50 lag."""
 
 HEADER_VALUE_MAX_CHARS = 64
 """A recorded response header value is cut to this many characters."""
@@ -539,6 +574,7 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
     Histograms get each figure that is not None (``itl``, ``keepalive_interval``:
     every value); counters: :func:`outcome_counters`, ``keepalive_violations``,
     ``keepalives`` (n), ``anomaly.<kind>`` (n), ``proxy_buffering_suspected``,
+    ``client_lagged``,
     ``no_usage``, ``tokens.<input|output>.<completed|broken>`` (n) for
     streams that got a body, ``stop.<class>``, ``refused``,
     ``hidden_reasoning``, ``no_done``, ``usage_total_mismatch``,
@@ -573,6 +609,7 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
         if value is not None:
             rec.record(scope, metric, value)
     for flag, name in ((r.proxy_buffering_suspected, "proxy_buffering_suspected"),
+                       (r.client_lagged, "client_lagged"),
                        (r.refused, "refused"), (r.hidden_reasoning, "hidden_reasoning"),
                        (r.no_done, "no_done"), (r.usage_total_mismatch, "usage_total_mismatch")):
         if flag:
@@ -607,7 +644,8 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         content_events (non-reasoning), output_events (any channel), events
         (per channel), input/output/total tokens,
         tokens_source, stop_class, max_silence_ns (0 without a response head),
-        keepalives, and ``headers`` (name -> value) when any were recorded.
+        keepalives, client_lag_ns, and ``headers`` (name -> value) when any
+        were recorded.
     """
 
     def rel(t: int | None) -> int | None:
@@ -625,6 +663,7 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         "total_tokens": r.total_tokens, "tokens_source": r.tokens_source,
         "stop_class": r.stop_class,
         "max_silence_ns": r.max_silence_ns or 0, "keepalives": r.keepalives,
+        "client_lag_ns": r.client_lag_ns,
     }
     if r.headers:
         line["headers"] = dict(r.headers)

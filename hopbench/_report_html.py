@@ -564,7 +564,7 @@ def _tokens_table(run: RunData) -> str:
 
 _STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
 _STREAM_FLAGS = ("refused", "hidden_reasoning", "no_done", "usage_total_mismatch", "tokens_source.usage",
-                 "tokens_source.events")
+                 "tokens_source.events", "proxy_buffering_suspected", "client_lagged")
 
 
 def _stop_table(run: RunData) -> str:
@@ -621,6 +621,10 @@ def _warnings(run: RunData) -> str:
     if buffered and not any("proxy buffering" in w for w in warnings):
         warnings.append(f"proxy buffering suspected for {buffered} of {completed} completed streams "
                         "(TTFT close to E2E: tokens arrived in one burst)")
+    lagged = run.snapshot.counter(ALL, "client_lagged")
+    if lagged and not any("client_lagged" in w for w in warnings):
+        warnings.append(f"{lagged} streams arrived in bursts because the client's own event loop was late "
+                        "to read them (client_lagged: not evidence of a proxy; see loop_lag)")
     for w in warnings:
         # red: results that cannot be trusted as they stand (as the terminal summary does)
         bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial")) \

@@ -287,6 +287,11 @@ class LoadRunner:
         self._expect_usage = {b: _asks_usage(s.protocol, b) for s in profile.scenarios for b in s.bodies}
         self._header_values = HeaderValues()
         self._record_headers = profile.run.record_headers
+        # The loop-lag probe's state, read at every body read (client_lag_ns):
+        # when it is due, and its last measured lag and wake-up stamp.
+        self._probe_due_ns = 1 << 62
+        self._lag_ns = 0
+        self._lag_at_ns = -(1 << 62)
 
     # -- helpers ---------------------------------------------------------------
     def _pick(self) -> Scenario:
@@ -676,7 +681,13 @@ class LoadRunner:
             try:
                 async for chunk in chunks:
                     t = now_ns()
-                    meter.on_read(t)
+                    # How late the loop serves this read: the probe's overdue time
+                    # (it has not run yet), or the lag it just measured (it ran
+                    # first in this batch). A burst read late is the client's doing.
+                    lag = t - self._probe_due_ns
+                    if t - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
+                        lag = self._lag_ns
+                    meter.on_read(t, lag if lag > 0 else 0)
                     if idle_ns is not None and t >= rearm_at:
                         scope.deadline = ns_to_s(min(t + idle_ns + slack, total))
                         rearm_at = t + slack
@@ -756,9 +767,12 @@ class LoadRunner:
         while True:
             t = now_ns()
             target = t + _LOOP_PROBE_NS
+            self._probe_due_ns = target
             await trio.sleep_until(ns_to_s(target))
-            lag = now_ns() - target
-            self._recorder_for(t).record_global("loop_lag", max(lag, 0))
+            woke = now_ns()
+            lag = max(woke - target, 0)
+            self._lag_ns, self._lag_at_ns = lag, woke
+            self._recorder_for(t).record_global("loop_lag", lag)
 
     async def _ticker(self) -> None:
         iv = self.profile.run.interval_ns

@@ -190,6 +190,12 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
             "(tokens arrive in bursts; ttft close to e2e)",
             style="yellow",
         ))
+    if counters.get("client_lagged"):
+        out.append(Text(
+            f"{counters['client_lagged']:,} streams arrived in bursts because the client's own event loop "
+            "was late to read them (client_lagged: not evidence of a proxy; see loop_lag)",
+            style="yellow",
+        ))
     oor = {k.split(".", 1)[1]: n for k, n in counters.items() if k.startswith("out_of_range.") and n}
     if oor and not any("outside the histogram's range" in w for w in listed):
         listing = ", ".join(f"{m} {n:,}" for m, n in sorted(oor.items()))

@@ -137,8 +137,9 @@ def test_measure_proxy_buffering_suspected_on_one_late_burst() -> None:
         m = StreamMeter(0, 0)
         m.on_headers(1_000)
         m.on_read(95_000)
-        m.on_observations(95_000, [FirstToken("text"), FirstContentToken("text")]
-                          + [ContentDelta("text", 1)] * 4)
+        m.on_observations(95_000, [FirstToken("text"), FirstContentToken("text"), ContentDelta("text", 1)])
+        for _ in range(3):  # one read, four events
+            m.on_observations(95_000, [ContentDelta("text", 1)])
         _terminal(m, end_ns)
         m.close(end_ns)
         return m
@@ -214,7 +215,7 @@ def test_stream_line_relative_stamps_and_every_field() -> None:
         "e2e_ns": 300_000_000 - 1_000, "tail_ns": None,  # no terminal event: the whole stream
         "content_events": 5, "output_events": 5, "events": {"text": 5, "reasoning": 0, "tool": 0, "refusal": 0}, "input_tokens": None, "output_tokens": 5, "total_tokens": None,
         "tokens_source": None, "stop_class": "none",
-        "max_silence_ns": 160_000_000, "keepalives": 0,
+        "max_silence_ns": 160_000_000, "keepalives": 0, "client_lag_ns": 0,
     }
     assert isinstance(r, StreamRecord)
 
@@ -429,3 +430,52 @@ def test_stream_line_content_ttft_and_events_per_channel_do_not_mix_reasoning() 
     assert (line["ttft_ns"], line["ttft_content_ns"], line["first_content_ns"]) == (10 * _MS, 30 * _MS, 30 * _MS)
     assert line["events"] == {"text": 2, "reasoning": 2, "tool": 0, "refusal": 1}
     assert (line["content_events"], line["output_events"]) == (2, 4)  # before: content_events 5
+
+
+def _burst_meter(lag_ns: int, headers_ns: int = 1 * _MS) -> StreamMeter:
+    """An unpaced answer: headers at 1 ms, 8 events in one read at 60 ms (served
+    ``lag_ns`` late by the client's loop), [DONE] in the same read."""
+    m = StreamMeter(0, 0)
+    m.on_headers(headers_ns)
+    m.on_read(60 * _MS, lag_ns)
+    m.on_observations(60 * _MS, [FirstToken("text"), FirstContentToken("text"), ContentDelta("text", 1)])
+    for _ in range(7):
+        m.on_observations(60 * _MS, [ContentDelta("text", 1)])
+    m.on_observations(60 * _MS, [StreamEnd("completed")])
+    m.close(60 * _MS)
+    return m
+
+
+def test_measure_burst_read_late_on_the_client_is_not_a_buffering_proxy() -> None:
+    res = StreamResult("completed", output_tokens=8)
+    lagged = measure(_burst_meter(40 * _MS), 60 * _MS, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)
+    assert (lagged.proxy_buffering_suspected, lagged.client_lagged, lagged.client_lag_ns) == (False, True, 40 * _MS)
+    # the same burst, served on time: the client is not the cause
+    prompt = measure(_burst_meter(0), 60 * _MS, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)
+    assert (prompt.proxy_buffering_suspected, prompt.client_lagged) == (True, False)
+    # a lag far shorter than the silence it ended (< 10 % of 59 ms) does not explain a burst
+    short = measure(_burst_meter(5 * _MS), 60 * _MS, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)
+    assert (short.proxy_buffering_suspected, short.client_lagged) == (True, False)
+    # headers held back until the burst (same lag window): the silence counts from the send
+    held = measure(_burst_meter(5 * _MS, headers_ns=59 * _MS), 60 * _MS, "completed", "", res,
+                   keepalive_budget_ns=_BUDGET_NS)
+    assert (held.proxy_buffering_suspected, held.client_lagged) == (True, False)
+    held_lagged = measure(_burst_meter(7 * _MS, headers_ns=59 * _MS), 60 * _MS, "completed", "", res,
+                          keepalive_budget_ns=_BUDGET_NS)
+    assert (held_lagged.proxy_buffering_suspected, held_lagged.client_lagged) == (False, True)
+    rec = Recorder(["s"])
+    record_stream(rec, "s", lagged)
+    c = rec.snapshot().scopes["s"].counters
+    assert c["client_lagged"] == 1 and "proxy_buffering_suspected" not in c
+
+
+def test_meter_client_lag_counts_only_reads_that_carried_content() -> None:
+    m = StreamMeter(0, 0)
+    m.on_headers(0)
+    m.on_read(10, 500)  # a keepalive read, served late
+    m.on_observations(10, [Keepalive(b"")])
+    m.on_read(20, 7)
+    m.on_observations(20, [FirstToken("text"), ContentDelta("text", 1)])
+    m.on_read(30, 3)
+    m.on_observations(30, [ContentDelta("text", 1)])
+    assert m.content_read_lag_max_ns == 7

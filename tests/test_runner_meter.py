@@ -4,6 +4,10 @@ every bound below is one the server itself guarantees by sleeping)."""
 
 from __future__ import annotations
 
+import socket
+import socketserver
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -115,3 +119,53 @@ async def test_runner_sixteen_queued_streams_with_one_ping_each_record_keepalive
     assert snap.counter(ALL, "keepalives") == 16
     # headers -> ping and ping -> the next event, per stream (before: no interval at all)
     assert snap.histogram(ALL, "keepalive_interval").count == 32
+
+
+class _FastHandler(socketserver.BaseRequestHandler):
+    """A server thread (not the client's loop, which the test blocks): headers,
+    20 ms, then 8 events 3 ms apart, each its own write, then [DONE]. A client
+    that keeps up reads them one by one; one whose loop is blocked finds them
+    piled up in its socket and reads them at once."""
+
+    def handle(self) -> None:
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.request.recv(65536)
+        self.request.sendall(_HEAD + b"\r\n")
+        time.sleep(0.02)
+        for _ in range(8):
+            self.request.sendall(_chunk(_chat('{"content":"x"}')))
+            time.sleep(0.003)
+        self.request.sendall(_chunk(_chat("{}", "stop") + b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+
+async def test_runner_burst_behind_a_lagging_client_loop_is_not_proxy_buffering() -> None:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _FastHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        profile = parse_profile(f'[run]\nrequests = 8\n[load]\nconcurrency = 2\n[target]\nurl = "{url}"\n'
+                                '[[scenario]]\nprotocol = "chat"\nmodel = "m"\ninclude_usage = false\n',
+                                "p.toml", env={})
+        rec = Recorder(["chat-m"])
+        lines: list[dict[str, Any]] = []
+
+        async def hog() -> None:  # a client whose loop is blocked 60 ms at a time
+            while True:
+                time.sleep(0.06)
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hog)
+            with trio.fail_after(60):
+                await LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append).run()
+            nursery.cancel_scope.cancel()
+    finally:
+        server.shutdown()
+        server.server_close()
+    snap = rec.snapshot()
+    assert snap.counter(ALL, "completed") == 8
+    assert snap.counter(ALL, "proxy_buffering_suspected") == 0  # no proxy: no flag
+    assert snap.counter(ALL, "client_lagged") >= 1  # the bursts were seen, and blamed on the client
+    assert max(x["client_lag_ns"] for x in lines) > 0
