@@ -620,8 +620,8 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
         rec.incr(scope, f"tokens_source.{r.tokens_source}")
     if r.headers:
         hv = header_values if header_values is not None else HeaderValues()
-        for name, value in r.headers:
-            rec.incr(scope, hv.counter(name, value))
+        for header, text in r.headers:
+            rec.incr(scope, hv.counter(header, text))
     if r.outcome in ("http_error", "connect_error"):
         return
     if r.no_usage:
