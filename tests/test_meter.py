@@ -31,7 +31,7 @@ def test_meter_itl_zero_for_events_of_one_read_and_silences() -> None:
 
 from hopbench._meter import StreamRecord, measure, outcome_counters, record_stream, stream_line  # noqa: E402
 from hopbench._recorder import Recorder  # noqa: E402
-from hopbench.protocols import StreamEnd, StreamResult  # noqa: E402
+from hopbench.protocols import Observation, StreamEnd, StreamResult  # noqa: E402
 
 _BUDGET_NS = 12_000_000_000
 
@@ -49,7 +49,7 @@ def _paced_meter(start_ns: int = 0, sent_ns: int = 0, tokens: int = 5) -> Stream
     for i in range(tokens):
         t = 100_000_000 + i * 10_000_000
         m.on_read(t)
-        obs = [FirstToken("text"), FirstContentToken("text")] if i == 0 else []
+        obs: list[Observation] = [FirstToken("text"), FirstContentToken("text")] if i == 0 else []
         m.on_observations(t, obs + [ContentDelta("text", 3)])
     return m
 
