@@ -293,8 +293,8 @@ class StreamRecord:
         refused: the stream carried refusal output (the refusal channel).
         hidden_reasoning: usage reported reasoning tokens but no reasoning arrived.
         no_done: a chat stream completed without ``[DONE]``.
-        no_usage: a stream that got a body (not http_error / connect_error /
-            cancelled) and reported no usage at all.
+        no_usage: a stream that got a response head and a body (not
+            http_error / connect_error / cancelled) and reported no usage at all.
         anomalies: (kind, count) pairs from the decoder, in its order.
         headers: (name, value) of the response headers ``run.record_headers``
             names, as received (values cut to ``HEADER_VALUE_MAX_CHARS``).
@@ -432,7 +432,8 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
                  and first - start >= 0.9 * e2e)
         lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
         buffered = burst and not lagged
-    got_body = outcome not in ("http_error", "connect_error", "cancelled")
+    # a cut stream, or one that never got a response, had no chance to report usage
+    got_body = outcome not in ("http_error", "connect_error", "cancelled") and headers is not None
     return StreamRecord(
         outcome=outcome,
         detail=detail,

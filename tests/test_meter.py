@@ -119,9 +119,12 @@ def test_measure_no_usage_only_for_streams_with_a_body() -> None:
     m.close(50)
     for outcome in ("http_error", "connect_error", "cancelled"):
         assert not measure(m, 50, outcome, "", None, keepalive_budget_ns=_BUDGET_NS).no_usage
-    assert measure(m, 50, "timeout", "first_byte", None, keepalive_budget_ns=_BUDGET_NS).no_usage
+    # a first-byte timeout never got a response: no chance to report usage
+    assert not measure(m, 50, "timeout", "first_byte", None, keepalive_budget_ns=_BUDGET_NS).no_usage
     r = measure(m, 50, "connect_error", "refused", None, keepalive_budget_ns=_BUDGET_NS)
     assert (r.ttfb_ns, r.max_silence_ns, r.keepalive_violation) == (None, None, False)
+    m.on_headers(10)
+    assert measure(m, 50, "timeout", "idle", None, keepalive_budget_ns=_BUDGET_NS).no_usage
 
 
 def test_measure_keepalive_violation_above_budget_only() -> None:
