@@ -59,13 +59,6 @@ class StreamMeter:
         keepalive_gaps_ns: every silence the keepalives split: headers (or the
             last read before a keepalive) to the keepalive, keepalive to
             keepalive, last keepalive to the next read that is not a keepalive.
-        events: output events per channel ("text", "reasoning", "tool", "refusal");
-            an event that carries two channels counts in each.
-        output_events: events that carried output of any channel (each once).
-        content_events: events that carried non-reasoning output (text, tool
-            or refusal: "content" as in ``ttft_content``), each once.
-        event_tokens: tokens of the content events (a ``ContentDelta``'s
-            ``tokens`` where the protocol states it, else 1 per event).
         content_reads: network reads that carried at least one content event.
         content_read_lag_max_ns: the largest client-side loop lag (given by the
             runner with each read) of a read that carried content.
@@ -78,10 +71,9 @@ class StreamMeter:
         "start_ns", "sent_ns", "headers_ns", "status", "last_byte_ns",
         "max_silence_ns", "first_token_ns", "first_content_ns", "last_content_ns",
         "terminal_ns", "itl_ns", "keepalive_ns", "keepalive_gaps_ns", "content_reads",
-        "_last_content_read", "input_tokens", "output_tokens", "reads", "events",
-        "event_tokens", "content_read_lag_max_ns", "headers", "_prev_read_ns",
-        "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "output_events", "content_events",
-        "content_read_lag_gap_ns",
+        "_last_content_read", "input_tokens", "output_tokens", "reads",
+        "content_read_lag_max_ns", "headers", "_prev_read_ns",
+        "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "content_read_lag_gap_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int) -> None:
@@ -104,10 +96,6 @@ class StreamMeter:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.reads = 0
-        self.events: dict[str, int] = {}
-        self.output_events = 0
-        self.content_events = 0
-        self.event_tokens = 0
         self.content_read_lag_max_ns = 0
         self.content_read_lag_gap_ns = 0
         self._prev_read_ns: int | None = None  # the read (or headers) before the current read
@@ -126,7 +114,7 @@ class StreamMeter:
         Args:
             t_ns: the read's stamp.
             lag_ns: how late the client's event loop was serving at that
-                moment (the runner's loop-lag estimate, >= 0).
+                moment (the runner's loop-lag estimate; <= 0: on time).
         """
         last = self.last_byte_ns
         self._prev_read_ns = last
@@ -151,21 +139,13 @@ class StreamMeter:
             observations: what ``Decoder.feed`` returned for one SSE item (one
                 call per item: the per-event counts rely on it).
         """
-        output = content = False
         for ob in observations:
             cls = type(ob)
             if cls is ContentDelta:
-                d: ContentDelta = ob  # type: ignore[assignment]
-                output = True
-                if d.kind != "reasoning":
-                    content = True
                 last = self.last_content_ns
                 if last is not None:
                     self.itl_ns.append(t_ns - last)
                 self.last_content_ns = t_ns
-                events = self.events
-                events[d.kind] = events.get(d.kind, 0) + 1
-                self.event_tokens += d.tokens if d.tokens is not None else 1
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
                     self.content_reads += 1
@@ -205,10 +185,6 @@ class StreamMeter:
                 if self.terminal_ns is None:
                     self.terminal_ns = t_ns
                     self._ka_open_ns = None  # closed by this read (on_read) or left open: not a gap
-        if output:
-            self.output_events += 1
-            if content:
-                self.content_events += 1
 
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut
@@ -260,8 +236,7 @@ class StreamRecord:
             answer), for streams whose terminal event arrived.
         tokens_source: where the per-answer token count of tpot / tokens/s
             came from: "usage" (output tokens / choices), "events" (no usage:
-            the content events, a ``ContentDelta``'s stated tokens or 1 each),
-            None (no count).
+            ``output_events``, one token per channel fragment), None (no count).
         answer_tokens: that per-answer token count (a float: usage divided by
             choices), None without one.
         tpot_ns: completed streams with a first token and ``answer_tokens`` > 1:
@@ -284,11 +259,12 @@ class StreamRecord:
             reported it (all choices), or None.
         usage_total_mismatch: total_tokens was sent and is not input + output.
         choices: distinct choices (chat ``n``), >= 1.
-        output_events: events that carried output of any channel, each once.
-        content_events: events that carried non-reasoning output (text, tool or
-            refusal), each once: the "content" of ``ttft_content``.
-        events: output events per channel, (("text", n), ("reasoning", n),
-            ("tool", n), ("refusal", n)); an event with two channels counts in each.
+        events: output events per channel as the decoder counted them
+            (``StreamResult.events``), (("text", n), ("reasoning", n), ("tool", n),
+            ("refusal", n)); all 0 without a decoded body.
+        output_events: output events of every channel (the sum of ``events``).
+        content_events: output events that are not reasoning (text, tool and
+            refusal): the "content" of ``ttft_content``.
         stop_class: ``protocols.stop_class`` of the stop reason, None without a body.
         refused: the stream carried refusal output (the refusal channel).
         hidden_reasoning: usage reported reasoning tokens but no reasoning arrived.
@@ -400,6 +376,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
     else:
         answer_end = end_ns
     if result is not None:
+        events = tuple((k, result.events.get(k, 0)) for k in EVENT_CHANNELS)
         inp, out, total = result.input_tokens, result.output_tokens, result.total_tokens
         anomalies = tuple(result.anomalies.items())
         choices = max(result.choices, 1)
@@ -410,13 +387,16 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         inp, out, total = m.input_tokens, m.output_tokens, None
         anomalies = ()
         choices = 1
+        events = tuple((k, 0) for k in EVENT_CHANNELS)
         stop = None
         refused = hidden = no_done = False
+    output_events = sum(n for _, n in events)
+    content_events = output_events - dict(events)["reasoning"]
     if out:
         source: str | None = "usage"
         answer_tokens: float | None = out / choices
-    elif out is None and m.event_tokens:
-        source, answer_tokens = "events", float(m.event_tokens)
+    elif out is None and output_events:
+        source, answer_tokens = "events", float(output_events)
     else:
         source = answer_tokens = None
     e2e = answer_end - start if completed else None
@@ -428,7 +408,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
                 tpot = int((answer_end - first) / (answer_tokens - 1))
             if e2e > 0:
                 rate = int(answer_tokens * 1000 * NS_PER_S / e2e)
-        burst = (first is not None and m.content_reads <= 2 and m.output_events >= 4
+        burst = (first is not None and m.content_reads <= 2 and output_events >= 4
                  and first - start >= 0.9 * e2e)
         lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
         buffered = burst and not lagged
@@ -473,9 +453,9 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         usage_total_mismatch=(total is not None and inp is not None and out is not None
                               and total != inp + out),
         choices=choices,
-        output_events=m.output_events,
-        events=tuple((k, m.events.get(k, 0)) for k in EVENT_CHANNELS),
-        content_events=m.content_events,
+        output_events=output_events,
+        events=events,
+        content_events=content_events,
         stop_class=stop,
         refused=refused,
         hidden_reasoning=hidden,

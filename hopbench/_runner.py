@@ -687,7 +687,7 @@ class LoadRunner:
                     lag = t - self._probe_due_ns
                     if t - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
                         lag = self._lag_ns
-                    meter.on_read(t, lag if lag > 0 else 0)
+                    meter.on_read(t, lag)
                     if idle_ns is not None and t >= rearm_at:
                         scope.deadline = ns_to_s(min(t + idle_ns + slack, total))
                         rearm_at = t + slack

@@ -36,6 +36,11 @@ from hopbench.protocols import Observation, StreamEnd, StreamResult  # noqa: E40
 _BUDGET_NS = 12_000_000_000
 
 
+def _ev(text: int = 0, reasoning: int = 0, tool: int = 0, refusal: int = 0) -> dict[str, int]:
+    """``StreamResult.events``: output events per channel, as the decoder counts them."""
+    return {"text": text, "reasoning": reasoning, "tool": tool, "refusal": refusal}
+
+
 def _terminal(m: StreamMeter, t_ns: int) -> None:
     """The read at ``t_ns`` carries the terminal event ([DONE], message_stop, ...)."""
     m.on_read(t_ns)
@@ -59,7 +64,7 @@ def test_measure_completed_stream_latencies_tpot_and_rate() -> None:
     _terminal(m, 200_000_000)
     m.close(200_000_000)
     r = measure(m, 200_000_000, "completed", "", StreamResult("completed", input_tokens=3, output_tokens=5,
-                                                               content_events=5),
+                                                               content_events=5, events=_ev(5)),
                 keepalive_budget_ns=_BUDGET_NS)
     assert (r.ttfb_ns, r.ttft_ns, r.ttft_content_ns, r.e2e_ns) == (10_000_000, 100_000_000, 100_000_000,
                                                                     200_000_000)
@@ -94,7 +99,8 @@ def test_measure_without_usage_counts_events_and_no_usage() -> None:
     m = _paced_meter()
     _terminal(m, 200_000_000)
     m.close(200_000_000)
-    r = measure(m, 200_000_000, "completed", "", StreamResult("completed"), keepalive_budget_ns=_BUDGET_NS)
+    r = measure(m, 200_000_000, "completed", "", StreamResult("completed", events=_ev(5)),
+                keepalive_budget_ns=_BUDGET_NS)
     assert (r.tokens_source, r.tpot_ns, r.no_usage) == ("events", 100_000_000 // 4, True)
     one = measure(m, 200_000_000, "completed", "", StreamResult("completed", output_tokens=1),
                   keepalive_budget_ns=_BUDGET_NS)
@@ -147,7 +153,7 @@ def test_measure_proxy_buffering_suspected_on_one_late_burst() -> None:
         m.close(end_ns)
         return m
 
-    res = StreamResult("completed", output_tokens=4, content_events=4)
+    res = StreamResult("completed", output_tokens=4, content_events=4, events=_ev(4))
     assert measure(burst(100_000), 100_000, "completed", "", res,
                    keepalive_budget_ns=_BUDGET_NS).proxy_buffering_suspected
     # the same burst on a stream that ended much later (ttft < 90 % of e2e): not suspected
@@ -207,7 +213,7 @@ def test_stream_line_relative_stamps_and_every_field() -> None:
     m = _paced_meter(start_ns=1_000, sent_ns=1_000)
     m.status = 200
     m.close(300_000_000)
-    r = measure(m, 300_000_000, "timeout", "idle", StreamResult("truncated", output_tokens=5),
+    r = measure(m, 300_000_000, "timeout", "idle", StreamResult("truncated", output_tokens=5, events=_ev(5)),
                 keepalive_budget_ns=_BUDGET_NS)
     line = stream_line(r, "0-1", "s", t0_ns=1_000)
     assert line == {
@@ -418,21 +424,16 @@ def test_capture_headers_bounded_values_and_counters() -> None:
 
 
 def test_stream_line_content_ttft_and_events_per_channel_do_not_mix_reasoning() -> None:
-    # 2 reasoning events, then 2 text events (one of them also carries a refusal)
-    m = StreamMeter(0, 0)
-    m.on_headers(1 * _MS)
-    m.on_read(10 * _MS)
-    m.on_observations(10 * _MS, [FirstToken("reasoning"), ContentDelta("reasoning", 4)])
-    m.on_observations(10 * _MS, [ContentDelta("reasoning", 4)])
-    m.on_read(30 * _MS)
-    m.on_observations(30 * _MS, [FirstContentToken("text"), ContentDelta("text", 2)])
-    m.on_read(40 * _MS)
-    m.on_observations(40 * _MS, [ContentDelta("text", 2), ContentDelta("refusal", 3), StreamEnd("completed")])
-    m.close(40 * _MS)
-    line = stream_line(measure(m, 40 * _MS, "completed", "", None, keepalive_budget_ns=_BUDGET_NS), "1", "s", 0)
+    # the issue's stream: 2 reasoning events, then 2 text events (before: content_events 4)
+    reads = [(10.0, _chat('{"reasoning_content":"hmm"}')), (20.0, _chat('{"reasoning_content":" ok"}')),
+             (30.0, _chat('{"content":"Blue"}')), (40.0, _chat('{"content":" sky"}', "stop") + DONE)]
+    line = stream_line(_through("chat", reads, 40.0), "1", "s", 0)
     assert (line["ttft_ns"], line["ttft_content_ns"], line["first_content_ns"]) == (10 * _MS, 30 * _MS, 30 * _MS)
-    assert line["events"] == {"text": 2, "reasoning": 2, "tool": 0, "refusal": 1}
-    assert (line["content_events"], line["output_events"]) == (2, 4)  # before: content_events 5
+    assert line["events"] == {"text": 2, "reasoning": 2, "tool": 0, "refusal": 0}
+    assert (line["content_events"], line["output_events"]) == (2, 4)
+    refusal = [(1.0, _chat('{"content":"a"}')), (2.0, _chat('{"refusal":"no"}', "stop") + DONE)]
+    r = stream_line(_through("chat", refusal, 2.0), "2", "s", 0)
+    assert r["events"] == {"text": 1, "reasoning": 0, "tool": 0, "refusal": 1} and r["content_events"] == 2
 
 
 def _burst_meter(lag_ns: int, headers_ns: int = 1 * _MS) -> StreamMeter:
@@ -450,7 +451,7 @@ def _burst_meter(lag_ns: int, headers_ns: int = 1 * _MS) -> StreamMeter:
 
 
 def test_measure_burst_read_late_on_the_client_is_not_a_buffering_proxy() -> None:
-    res = StreamResult("completed", output_tokens=8)
+    res = StreamResult("completed", output_tokens=8, events=_ev(8))
     lagged = measure(_burst_meter(40 * _MS), 60 * _MS, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)
     assert (lagged.proxy_buffering_suspected, lagged.client_lagged, lagged.client_lag_ns) == (False, True, 40 * _MS)
     # the same burst, served on time: the client is not the cause
