@@ -190,7 +190,7 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
             "(tokens arrive in bursts; ttft close to e2e)",
             style="yellow",
         ))
-    if counters.get("client_lagged"):
+    if counters.get("client_lagged") and not _has(listed, "client_lagged"):
         out.append(Text(
             f"{counters['client_lagged']:,} streams arrived in bursts because the client's own event loop "
             "was late to read them (client_lagged: not evidence of a proxy; see loop_lag)",
