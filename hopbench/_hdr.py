@@ -102,15 +102,15 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("ttft", "request start to the first output token of any kind (incl. reasoning)"),
         _time("ttft_content", "request start to the first non-reasoning output (text or tool)"),
         _time("itl", "gap between consecutive content events (0 = same network read)"),
-        _time("tpot", "per stream: (e2e - ttft) / (output tokens - 1)"),
-        _time("e2e", "request start to the end of the stream"),
+        _time("tpot", "per answer: (e2e - ttft) / (output tokens per choice - 1)"),
+        _time("e2e", "request start to the answer's end (terminal event, else last byte)"),
         MetricSpec(
             "output_tokens_per_s",
             "tokens/s",
             1000,
             1,
             10**12,
-            "per completed stream: output tokens / e2e; recorded in milli-tokens/s",
+            "per completed answer: output tokens per choice / e2e; recorded in milli-tokens/s",
         ),
         _time("keepalive_interval", "gap between consecutive keepalive comment lines"),
         _time("max_silence", "per stream: longest gap with no bytes received"),
@@ -120,6 +120,7 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("ttft_from_send", "open loop: ttft counted from the actual send (uncorrected)"),
         _time("e2e_from_send", "open loop: e2e counted from the actual send (uncorrected)"),
         _time("connect_wait", "TCP (+TLS) connect time of streams that opened a new connection"),
+        _time("tail", "terminal event to the end of the response body (held after the answer)"),
     )
 }
 """Every metric hopbench records, by name. Gate, compare and report import this."""

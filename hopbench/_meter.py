@@ -1,10 +1,13 @@
-"""Per-stream measurement: stamped observations in, metric samples out.
+"""Per-stream measurement: stamped observations in, a frozen per-stream record out.
 
-Pure and synchronous (STYLE.md §1): the runner stamps every network read with
-one clock reading (integer ns) and hands this meter the read and the decoder's
-observations for it; at the end the meter yields the stream's samples. Events
-that arrive in one read share one stamp, so an inter-token gap of 0 means
-"same read".
+Pure and synchronous (STYLE.md §1): no clock, no trio, no sockets. The runner
+stamps every network read with one clock reading (integer ns) and hands the
+:class:`StreamMeter` the read and the decoder's observations for it; at the end
+:func:`measure` applies every metric rule (what counts as TTFT, TPOT, E2E,
+which tokens count, silences, flags) and returns a :class:`StreamRecord`,
+which :func:`record_stream` puts into the ``Recorder`` and :func:`stream_line`
+turns into a streams.jsonl line. Events that arrive in one read share one
+stamp, so an inter-token gap of 0 means "same read".
 
 Latencies count from ``start_ns``: the intended start in an open loop (wrk2:
 no coordinated omission), the send time in a closed loop. ``sent_ns`` is kept
@@ -14,35 +17,63 @@ beside it so the uncorrected figures can be reported too.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
+from ._recorder import Recorder
+from ._units import NS_PER_S
 from .protocols import (
+    EVENT_CHANNELS,
     ContentDelta,
     FirstContentToken,
     FirstToken,
     Keepalive,
     Observation,
+    StreamEnd,
+    StreamResult,
     UsageReport,
+    stop_class,
 )
 
-__all__ = ["StreamMeter"]
+__all__ = [
+    "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "stream_line",
+    "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "CLIENT_LAG_MIN_NS",
+]
 
 
 class StreamMeter:
-    """Collects one stream's stamps.
+    """Collects one stream's stamps (pure: the runner gives every stamp).
 
     Args:
         start_ns: when the stream counts as started (intended start in open loop).
         sent_ns: when the request was actually sent (>= start_ns in open loop).
 
-    All attributes are integer ns from the runner's clock, or None when the
-    moment never came.
+    All stamp attributes are integer ns from the runner's clock, or None when
+    the moment never came. Once the decoder's terminal signal (``StreamEnd``)
+    arrived, later reads count neither as silences nor as keepalives (the
+    answer has ended; what follows is the body's tail).
+
+    Attributes (beyond the stamps):
+        itl_ns: gaps between consecutive content events (any channel).
+        keepalive_ns: stamps of the keepalive comments before the terminal signal.
+        keepalive_gaps_ns: every silence the keepalives split: headers (or the
+            last read before a keepalive) to the keepalive, keepalive to
+            keepalive, last keepalive to the next read that is not a keepalive.
+        content_reads: network reads that carried at least one content event.
+        content_read_lag_max_ns: the largest client-side loop lag (given by the
+            runner with each read) of a read that carried content.
+        content_read_lag_gap_ns: the silence that read ended: from the read
+            before it (the headers count), or from the send when that read
+            too came within the lag.
     """
 
     __slots__ = (
         "start_ns", "sent_ns", "headers_ns", "status", "last_byte_ns",
         "max_silence_ns", "first_token_ns", "first_content_ns", "last_content_ns",
-        "itl_ns", "keepalive_ns", "content_reads", "_last_content_read",
-        "input_tokens", "output_tokens", "reads",
+        "terminal_ns", "itl_ns", "keepalive_ns", "keepalive_gaps_ns", "content_reads",
+        "_last_content_read", "input_tokens", "output_tokens", "reads",
+        "content_read_lag_max_ns", "headers", "_prev_read_ns",
+        "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "content_read_lag_gap_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int) -> None:
@@ -50,34 +81,64 @@ class StreamMeter:
         self.sent_ns = sent_ns
         self.headers_ns: int | None = None
         self.status: int | None = None  # the response's HTTP status, once its head arrived
+        self.headers: tuple[tuple[str, str], ...] = ()  # recorded response headers (run.record_headers)
         self.last_byte_ns: int | None = None
         self.max_silence_ns = 0
         self.first_token_ns: int | None = None
         self.first_content_ns: int | None = None
         self.last_content_ns: int | None = None
+        self.terminal_ns: int | None = None
         self.itl_ns: list[int] = []
         self.keepalive_ns: list[int] = []
+        self.keepalive_gaps_ns: list[int] = []
         self.content_reads = 0
         self._last_content_read: int | None = None
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.reads = 0
+        self.content_read_lag_max_ns = 0
+        self.content_read_lag_gap_ns = 0
+        self._prev_read_ns: int | None = None  # the read (or headers) before the current read
+        self._ka_open_ns: int | None = None  # the last keepalive, while its silence is open
+        self._ka_closed_read = -1  # the read that closed a keepalive silence
+        self._read_lag_ns = 0
 
     def on_headers(self, t_ns: int) -> None:
         """The response head arrived at ``t_ns``."""
         self.headers_ns = t_ns
         self.last_byte_ns = t_ns
 
-    def on_read(self, t_ns: int) -> None:
-        """A body read arrived at ``t_ns`` (before its observations)."""
+    def on_read(self, t_ns: int, lag_ns: int = 0) -> None:
+        """A body read arrived at ``t_ns`` (before its observations).
+
+        Args:
+            t_ns: the read's stamp.
+            lag_ns: how late the client's event loop was serving at that
+                moment (the runner's loop-lag estimate; <= 0: on time).
+        """
         last = self.last_byte_ns
+        self._prev_read_ns = last
+        self.reads += 1
+        self._read_lag_ns = lag_ns
+        if self.terminal_ns is not None:
+            return  # the body's tail: neither silence nor keepalive cadence
         if last is not None and t_ns - last > self.max_silence_ns:
             self.max_silence_ns = t_ns - last
         self.last_byte_ns = t_ns
-        self.reads += 1
+        ka = self._ka_open_ns
+        if ka is not None:  # this read ends a silence the last keepalive split
+            self.keepalive_gaps_ns.append(t_ns - ka)
+            self._ka_open_ns = None
+            self._ka_closed_read = self.reads
 
     def on_observations(self, t_ns: int, observations: Iterable[Observation]) -> None:
-        """Apply the observations the decoder produced for the read at ``t_ns``."""
+        """Apply the observations the decoder produced for one event of the read at ``t_ns``.
+
+        Args:
+            t_ns: the read's stamp.
+            observations: what ``Decoder.feed`` returned for one SSE item (one
+                call per item: the per-event counts rely on it).
+        """
         for ob in observations:
             cls = type(ob)
             if cls is ContentDelta:
@@ -88,27 +149,503 @@ class StreamMeter:
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
                     self.content_reads += 1
+                    lag = self._read_lag_ns
+                    if lag > self.content_read_lag_max_ns:
+                        self.content_read_lag_max_ns = lag
+                        # the silence this late read ended: from the read before it,
+                        # or from the send when that read came within the lag too
+                        # (headers a gateway held back until the first token)
+                        ref = self._prev_read_ns
+                        if ref is None or t_ns - ref <= lag:
+                            ref = self.sent_ns
+                        self.content_read_lag_gap_ns = t_ns - ref
             elif cls is FirstToken:
                 self.first_token_ns = t_ns
             elif cls is FirstContentToken:
                 self.first_content_ns = t_ns
             elif cls is Keepalive:
+                if self.terminal_ns is not None:
+                    continue
                 self.keepalive_ns.append(t_ns)
+                if self._ka_open_ns is not None:  # a second keepalive in one read
+                    self.keepalive_gaps_ns.append(t_ns - self._ka_open_ns)
+                elif self._ka_closed_read != self.reads:
+                    # the silence from the read before (or the headers) to this keepalive
+                    prev = self._prev_read_ns
+                    if prev is not None:
+                        self.keepalive_gaps_ns.append(t_ns - prev)
+                self._ka_open_ns = t_ns
             elif cls is UsageReport:
                 u: UsageReport = ob  # type: ignore[assignment]
                 if u.input_tokens is not None:
                     self.input_tokens = u.input_tokens
                 if u.output_tokens is not None:
                     self.output_tokens = u.output_tokens
+            elif cls is StreamEnd:
+                if self.terminal_ns is None:
+                    self.terminal_ns = t_ns
+                    self._ka_open_ns = None  # closed by this read (on_read) or left open: not a gap
 
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut
-        by the idle timeout is the longest silence of its stream)."""
+        by the idle timeout is the longest silence of its stream), unless the
+        terminal signal arrived (silence checks end there)."""
         last = self.last_byte_ns
-        if last is not None and t_ns - last > self.max_silence_ns:
+        if self.terminal_ns is None and last is not None and t_ns - last > self.max_silence_ns:
             self.max_silence_ns = t_ns - last
 
     def keepalive_gaps(self) -> list[int]:
-        """Gaps between consecutive keepalive comments, ns."""
-        k = self.keepalive_ns
-        return [b - a for a, b in zip(k, k[1:])]
+        """Every silence the keepalives split, ns (see ``keepalive_gaps_ns``)."""
+        return list(self.keepalive_gaps_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    """One finished stream's figures: what the metric rules made of its stamps.
+
+    Built by :func:`measure` (pure); the runner hands it to :func:`record_stream`
+    (histograms and counters) and :func:`stream_line` (streams.jsonl). Stamps
+    are integer ns of the runner's clock (absolute; ``stream_line`` makes them
+    relative to the run start); durations are integer ns; a figure is None when
+    the stream does not feed it (see each attribute).
+
+    Attributes:
+        outcome: completed | failed | truncated | timeout | connect_error |
+            http_error | cancelled.
+        detail: the outcome's counter suffix ("" when none), e.g. "idle",
+            "rate_limit_error", "429:rate_limit", "malformed_event".
+        status: the HTTP status, None when no response head arrived.
+        start_ns: when the stream counts as started (intended start, open loop).
+        sent_ns: when the request was sent.
+        headers_ns, first_token_ns, first_content_ns: stamps or None.
+        terminal_ns: the read that carried the protocol's terminal event
+            (``[DONE]``, ``response.completed``/``incomplete``/``failed``,
+            ``message_stop``, an in-band error), or None.
+        answer_end_ns: where the answer ended: ``terminal_ns``; without one, the
+            last byte of a completed stream, else ``end_ns``.
+        end_ns: the end of the body as the runner saw it (closed, error, timeout).
+        ttfb_ns: start to the response head; None without one.
+        ttft_ns: start to the first output token of any kind; None without one.
+        ttft_from_send_ns: send to the first token, only when start != send.
+        ttft_content_ns: start to the first non-reasoning output; None without one.
+        queue_delay_ns: start to send, only when they differ (open loop).
+        elapsed_ns: start to ``answer_end_ns`` (every stream: streams.jsonl ``e2e_ns``).
+        e2e_ns: completed streams only: start to ``answer_end_ns``.
+        e2e_from_send_ns: completed streams with start != send: send to ``answer_end_ns``.
+        tail_ns: ``terminal_ns`` to ``end_ns`` (the body's rest after the
+            answer), for streams whose terminal event arrived.
+        tokens_source: where the per-answer token count of tpot / tokens/s
+            came from: "usage" (output tokens / choices), "events" (no usage:
+            ``output_events``, one token per channel fragment), None (no count).
+        answer_tokens: that per-answer token count (a float: usage divided by
+            choices), None without one.
+        tpot_ns: completed streams with a first token and ``answer_tokens`` > 1:
+            (answer end - first token) / (answer_tokens - 1), rounded down.
+        output_milli_tokens_per_s: completed streams with ``answer_tokens`` and
+            e2e > 0: answer_tokens * 1000 / e2e in s (milli-tokens/s).
+        itl_ns: gaps between consecutive content events, in stream order.
+        keepalive_gaps_ns: every silence the keepalives split (StreamMeter).
+        keepalives: keepalive comments received before the terminal event.
+        max_silence_ns: longest gap with no bytes, from the headers to the
+            terminal event (else to ``end_ns``); None without a response head.
+        keepalive_violation: ``max_silence_ns`` > the keepalive budget.
+        proxy_buffering_suspected: see :func:`measure`.
+        client_lagged: the stream arrived as such a burst, but a read that
+            carried its content was served late by the client's own event
+            loop (see :func:`measure`): not evidence of a buffering proxy.
+        client_lag_ns: the largest client loop lag at a read that carried
+            content (0 when none, or no content).
+        input_tokens, output_tokens, total_tokens: usage as the stream
+            reported it (all choices), or None.
+        usage_total_mismatch: total_tokens was sent and is not input + output.
+        choices: distinct choices (chat ``n``), >= 1.
+        events: output events per channel as the decoder counted them
+            (``StreamResult.events``), (("text", n), ("reasoning", n), ("tool", n),
+            ("refusal", n)); all 0 without a decoded body.
+        output_events: output events of every channel (the sum of ``events``).
+        content_events: output events that are not reasoning (text, tool and
+            refusal): the "content" of ``ttft_content``.
+        stop_class: ``protocols.stop_class`` of the stop reason, None without a body.
+        refused: the stream carried refusal output (the refusal channel).
+        hidden_reasoning: usage reported reasoning tokens but no reasoning arrived.
+        no_done: a chat stream completed without ``[DONE]``.
+        no_usage: a stream that got a response head and a body (not
+            http_error / connect_error / cancelled) and reported no usage at all.
+        anomalies: (kind, count) pairs from the decoder, in its order.
+        headers: (name, value) of the response headers ``run.record_headers``
+            names, as received (values cut to ``HEADER_VALUE_MAX_CHARS``).
+    """
+
+    outcome: str
+    detail: str
+    status: int | None
+    start_ns: int
+    sent_ns: int
+    headers_ns: int | None
+    first_token_ns: int | None
+    first_content_ns: int | None
+    terminal_ns: int | None
+    answer_end_ns: int
+    end_ns: int
+    ttfb_ns: int | None
+    ttft_ns: int | None
+    ttft_from_send_ns: int | None
+    ttft_content_ns: int | None
+    queue_delay_ns: int | None
+    elapsed_ns: int
+    e2e_ns: int | None
+    e2e_from_send_ns: int | None
+    tail_ns: int | None
+    tokens_source: str | None
+    answer_tokens: float | None
+    tpot_ns: int | None
+    output_milli_tokens_per_s: int | None
+    itl_ns: tuple[int, ...]
+    keepalive_gaps_ns: tuple[int, ...]
+    keepalives: int
+    max_silence_ns: int | None
+    keepalive_violation: bool
+    proxy_buffering_suspected: bool
+    client_lagged: bool
+    client_lag_ns: int
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    usage_total_mismatch: bool
+    choices: int
+    output_events: int
+    content_events: int
+    events: tuple[tuple[str, int], ...]
+    stop_class: str | None
+    refused: bool
+    hidden_reasoning: bool
+    no_done: bool
+    no_usage: bool
+    anomalies: tuple[tuple[str, int], ...]
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
+            result: StreamResult | None, *, keepalive_budget_ns: int) -> StreamRecord:
+    """Apply the metric rules to one stream's stamps: the single place they live.
+
+    Args:
+        m: the stream's meter (closed at ``end_ns``).
+        end_ns: when the stream ended (runner's clock, ns).
+        outcome, detail: the stream's outcome and its counter suffix.
+        result: the decoder's verdict, None when no body was decoded.
+        keepalive_budget_ns: the longest allowed silence (``run.keepalive_budget_s``).
+
+    Returns:
+        The frozen StreamRecord.
+
+    Rules (docs/results.md, "Units and histograms"):
+        * Latencies count from ``start_ns`` (intended start in open loop); the
+          ``*_from_send`` figures only exist when start and send differ.
+        * The answer ends at the terminal event (``[DONE]``,
+          ``response.completed``, ``message_stop``, ...), or at the last byte
+          of a completed stream without one; e2e, tpot and tokens/s end there,
+          and the rest of the body is ``tail``.
+        * e2e, tpot and output tokens/s only for completed streams, so a fast
+          failure never improves a latency; they are per answer: usage output
+          tokens / choices, or without usage the content events.
+        * Tokens come from the decoder's result, else from the meter's usage
+          observations.
+        * A completed stream is a *burst* when its >= 4 output events arrived
+          in at most 2 network reads and its TTFT was >= 90 % of its E2E. A
+          burst is ``client_lagged`` when the read that carried its content
+          latest (by the client's loop lag, given with each read) was served
+          at least ``max(CLIENT_LAG_MIN_NS, silence / 10)`` late, where silence
+          is the gap that read ended (``StreamMeter.content_read_lag_gap_ns``):
+          a lag that long could have piled the events up in the client's own
+          socket. A buffering proxy holds the answer for the whole generation,
+          a silence far longer than the client's lag. Any other burst is
+          ``proxy_buffering_suspected``.
+
+    Never raises.
+    """
+    start, sent = m.start_ns, m.sent_ns
+    open_loop = start != sent
+    headers, first, first_content = m.headers_ns, m.first_token_ns, m.first_content_ns
+    completed = outcome == "completed"
+    terminal = m.terminal_ns
+    if terminal is not None:
+        answer_end = terminal
+    elif completed and m.last_byte_ns is not None:
+        answer_end = m.last_byte_ns
+    else:
+        answer_end = end_ns
+    if result is not None:
+        events = tuple((k, result.events.get(k, 0)) for k in EVENT_CHANNELS)
+        inp, out, total = result.input_tokens, result.output_tokens, result.total_tokens
+        anomalies = tuple(result.anomalies.items())
+        choices = max(result.choices, 1)
+        stop = stop_class(result.stop_reason)
+        refused = result.events.get("refusal", 0) > 0 or bool(result.refusal_text)
+        hidden, no_done = result.hidden_reasoning, result.no_done
+    else:
+        inp, out, total = m.input_tokens, m.output_tokens, None
+        anomalies = ()
+        choices = 1
+        events = tuple((k, 0) for k in EVENT_CHANNELS)
+        stop = None
+        refused = hidden = no_done = False
+    output_events = sum(n for _, n in events)
+    content_events = output_events - dict(events)["reasoning"]
+    if out:
+        source: str | None = "usage"
+        answer_tokens: float | None = out / choices
+    elif out is None and output_events:
+        source, answer_tokens = "events", float(output_events)
+    else:
+        source = answer_tokens = None
+    e2e = answer_end - start if completed else None
+    tpot = rate = None
+    buffered = lagged = False
+    if e2e is not None:
+        if answer_tokens and first is not None:
+            if answer_tokens > 1:
+                tpot = int((answer_end - first) / (answer_tokens - 1))
+            if e2e > 0:
+                rate = int(answer_tokens * 1000 * NS_PER_S / e2e)
+        burst = (first is not None and m.content_reads <= 2 and output_events >= 4
+                 and first - start >= 0.9 * e2e)
+        lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
+        buffered = burst and not lagged
+    # a cut stream, or one that never got a response, had no chance to report usage
+    got_body = outcome not in ("http_error", "connect_error", "cancelled") and headers is not None
+    return StreamRecord(
+        outcome=outcome,
+        detail=detail,
+        status=m.status,
+        start_ns=start,
+        sent_ns=sent,
+        headers_ns=headers,
+        first_token_ns=first,
+        first_content_ns=first_content,
+        terminal_ns=terminal,
+        answer_end_ns=answer_end,
+        end_ns=end_ns,
+        ttfb_ns=None if headers is None else headers - start,
+        ttft_ns=None if first is None else first - start,
+        ttft_from_send_ns=first - sent if first is not None and open_loop else None,
+        ttft_content_ns=None if first_content is None else first_content - start,
+        queue_delay_ns=sent - start if open_loop else None,
+        elapsed_ns=answer_end - start,
+        e2e_ns=e2e,
+        e2e_from_send_ns=answer_end - sent if completed and open_loop else None,
+        tail_ns=None if terminal is None else max(end_ns - terminal, 0),
+        tokens_source=source if completed else None,
+        answer_tokens=answer_tokens,
+        tpot_ns=tpot,
+        output_milli_tokens_per_s=rate,
+        itl_ns=tuple(m.itl_ns),
+        keepalive_gaps_ns=tuple(m.keepalive_gaps_ns),
+        keepalives=len(m.keepalive_ns),
+        max_silence_ns=None if headers is None else m.max_silence_ns,
+        keepalive_violation=headers is not None and m.max_silence_ns > keepalive_budget_ns,
+        proxy_buffering_suspected=buffered,
+        client_lagged=lagged,
+        client_lag_ns=m.content_read_lag_max_ns,
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=total,
+        usage_total_mismatch=(total is not None and inp is not None and out is not None
+                              and total != inp + out),
+        choices=choices,
+        output_events=output_events,
+        events=events,
+        content_events=content_events,
+        stop_class=stop,
+        refused=refused,
+        hidden_reasoning=hidden,
+        no_done=no_done,
+        no_usage=got_body and inp is None and out is None,
+        anomalies=anomalies,
+        headers=m.headers,
+    )
+
+
+def outcome_counters(outcome: str, detail: str) -> tuple[str, ...]:
+    """The counters one stream's outcome increments, each by 1.
+
+    Returns:
+        ``(outcome,)`` plus, where it applies, ``http_error.<status>`` and
+        ``http_error_code.<code>`` (detail "status[:code]"),
+        ``<outcome>.<detail>`` (timeout, connect_error, truncated with a
+        detail), ``failed.<code>`` ("unknown" without one).
+    """
+    if outcome == "http_error":
+        st, _, code = detail.partition(":")
+        return (outcome, f"http_error.{st}") + ((f"http_error_code.{code}",) if code else ())
+    if outcome in ("timeout", "connect_error", "truncated") and detail:
+        return (outcome, f"{outcome}.{detail}")
+    if outcome == "failed":
+        return (outcome, f"failed.{detail or 'unknown'}")
+    return (outcome,)
+
+
+CLIENT_LAG_MIN_NS = 1_000_000
+"""A read served later than this (and than 10 % of the silence it ended) by the
+client's own event loop explains a burst: 1 ms, about a busy loop's p50 lag."""
+
+HEADER_VALUE_MAX_CHARS = 64
+"""A recorded response header value is cut to this many characters."""
+
+HEADER_VALUES_MAX = 20
+"""Distinct values counted per recorded header and process; later new values
+are counted as ``header.<name>=(other)``."""
+
+
+def capture_headers(get: Any, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """The response headers ``run.record_headers`` names, bounded for recording.
+
+    Args:
+        get: a lookup ``name -> str | None`` (e.g. ``httpx.Headers.get``;
+            header names are case-insensitive there).
+        names: lower-case header names (validated by the profile: never an
+            auth header).
+
+    Returns:
+        (name, value) pairs in ``names`` order for the headers present; each
+        value stripped, cut to ``HEADER_VALUE_MAX_CHARS`` characters, control
+        characters replaced by "?".
+    """
+    out = []
+    for name in names:
+        value = get(name)
+        if value is None:
+            continue
+        v = "".join(c if c.isprintable() else "?" for c in str(value).strip()[:HEADER_VALUE_MAX_CHARS])
+        out.append((name, v))
+    return tuple(out)
+
+
+class HeaderValues:
+    """Names the counter of a recorded header's value, bounding distinct values.
+
+    One per process (the runner's); pure and synchronous. Each header gets at
+    most ``max_values`` distinct value counters (``header.<name>=<value>``);
+    values first seen after that count as ``header.<name>=(other)``, so a
+    header that carries a request id cannot grow summary.json without bound.
+    Worker processes bound their own values: a merged run holds at most
+    ``workers * max_values`` per header.
+    """
+
+    __slots__ = ("_seen", "_max")
+
+    def __init__(self, max_values: int = HEADER_VALUES_MAX) -> None:
+        self._seen: dict[str, set[str]] = {}
+        self._max = max_values
+
+    def counter(self, name: str, value: str) -> str:
+        """The counter name for one stream's ``name: value``."""
+        seen = self._seen.setdefault(name, set())
+        if value not in seen:
+            if len(seen) >= self._max:
+                return f"header.{name}=(other)"
+            seen.add(value)
+        return f"header.{name}={value}"
+
+
+def record_stream(rec: Recorder, scope: str, r: StreamRecord,
+                  header_values: HeaderValues | None = None) -> None:
+    """Record one stream's figures and counters in ``rec`` under ``scope``.
+
+    Histograms get each figure that is not None (``itl``, ``keepalive_interval``:
+    every value); counters: :func:`outcome_counters`, ``keepalive_violations``,
+    ``keepalives`` (n), ``anomaly.<kind>`` (n), ``proxy_buffering_suspected``,
+    ``client_lagged``,
+    ``no_usage``, ``tokens.<input|output>.<completed|broken>`` (n) for
+    streams that got a body, ``stop.<class>``, ``refused``,
+    ``hidden_reasoning``, ``no_done``, ``usage_total_mismatch``,
+    ``tokens_source.<usage|events>`` (completed streams) and
+    ``header.<name>=<value>`` (through ``header_values``; a fresh
+    ``HeaderValues`` when None).
+
+    Raises:
+        UsageError: ``scope`` is not one of ``rec``'s scenario scopes.
+    """
+    for name in outcome_counters(r.outcome, r.detail):
+        rec.incr(scope, name)
+    if r.ttfb_ns is not None:
+        rec.record(scope, "ttfb", r.ttfb_ns)
+    if r.max_silence_ns is not None:
+        rec.record(scope, "max_silence", r.max_silence_ns)
+    if r.keepalive_violation:
+        rec.incr(scope, "keepalive_violations")
+    for metric, value in (("queue_delay", r.queue_delay_ns), ("ttft", r.ttft_ns),
+                          ("ttft_from_send", r.ttft_from_send_ns),
+                          ("ttft_content", r.ttft_content_ns), ("tail", r.tail_ns)):
+        if value is not None:
+            rec.record(scope, metric, value)
+    rec.record_many(scope, "itl", r.itl_ns)
+    rec.record_many(scope, "keepalive_interval", r.keepalive_gaps_ns)
+    if r.keepalives:
+        rec.incr(scope, "keepalives", r.keepalives)
+    for kind, n in r.anomalies:
+        rec.incr(scope, f"anomaly.{kind}", n)
+    for metric, value in (("e2e", r.e2e_ns), ("e2e_from_send", r.e2e_from_send_ns),
+                          ("tpot", r.tpot_ns), ("output_tokens_per_s", r.output_milli_tokens_per_s)):
+        if value is not None:
+            rec.record(scope, metric, value)
+    for flag, name in ((r.proxy_buffering_suspected, "proxy_buffering_suspected"),
+                       (r.client_lagged, "client_lagged"),
+                       (r.refused, "refused"), (r.hidden_reasoning, "hidden_reasoning"),
+                       (r.no_done, "no_done"), (r.usage_total_mismatch, "usage_total_mismatch")):
+        if flag:
+            rec.incr(scope, name)
+    if r.stop_class is not None:
+        rec.incr(scope, f"stop.{r.stop_class}")
+    if r.tokens_source is not None:
+        rec.incr(scope, f"tokens_source.{r.tokens_source}")
+    if r.headers:
+        hv = header_values if header_values is not None else HeaderValues()
+        for header, text in r.headers:
+            rec.incr(scope, hv.counter(header, text))
+    if r.outcome in ("http_error", "connect_error"):
+        return
+    if r.no_usage:
+        rec.incr(scope, "no_usage")
+    kind = "completed" if r.outcome == "completed" else "broken"
+    if r.input_tokens:
+        rec.incr(scope, f"tokens.input.{kind}", r.input_tokens)
+    if r.output_tokens:
+        rec.incr(scope, f"tokens.output.{kind}", r.output_tokens)
+
+
+def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dict[str, Any]:
+    """One streams.jsonl line (docs/results.md): stamps relative to ``t0_ns``.
+
+    Returns:
+        A JSON-ready dict: id, scenario, outcome, detail (None when ""), status,
+        start/sent/headers/first_token/first_content/terminal/end stamps (ns
+        from the run start, None when absent), ttft_ns, ttft_content_ns,
+        e2e_ns (start to the answer's end, every outcome), tail_ns,
+        content_events (non-reasoning), output_events (any channel), events
+        (per channel), input/output/total tokens,
+        tokens_source, stop_class, max_silence_ns (0 without a response head),
+        keepalives, client_lag_ns, and ``headers`` (name -> value) when any
+        were recorded.
+    """
+
+    def rel(t: int | None) -> int | None:
+        return None if t is None else t - t0_ns
+
+    line: dict[str, Any] = {
+        "id": request_id, "scenario": scope, "outcome": r.outcome, "detail": r.detail or None,
+        "status": r.status, "start_ns": rel(r.start_ns), "sent_ns": rel(r.sent_ns),
+        "headers_ns": rel(r.headers_ns), "first_token_ns": rel(r.first_token_ns),
+        "first_content_ns": rel(r.first_content_ns), "terminal_ns": rel(r.terminal_ns),
+        "end_ns": rel(r.end_ns), "ttft_ns": r.ttft_ns, "ttft_content_ns": r.ttft_content_ns,
+        "e2e_ns": r.elapsed_ns, "tail_ns": r.tail_ns,
+        "content_events": r.content_events, "output_events": r.output_events, "events": dict(r.events),
+        "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+        "total_tokens": r.total_tokens, "tokens_source": r.tokens_source,
+        "stop_class": r.stop_class,
+        "max_silence_ns": r.max_silence_ns or 0, "keepalives": r.keepalives,
+        "client_lag_ns": r.client_lag_ns,
+    }
+    if r.headers:
+        line["headers"] = dict(r.headers)
+    return line

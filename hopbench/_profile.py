@@ -103,6 +103,8 @@ class RunSpec:
     ray_address: str | None
     stream_log: bool = True
     metrics_port: int | None = None
+    #: lower-case response header names recorded per stream and counted by value
+    record_headers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,9 +340,35 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     ray_address = t.str("ray_address", None)
     stream_log = t.bool("stream_log", True)
     metrics_port = t.int("metrics_port", None, min=1, max=65535)  # docs/observability.md
+    record_headers = _record_headers(t)
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
-                   budget, workers, engine, ray_address, stream_log, metrics_port)
+                   budget, workers, engine, ray_address, stream_log, metrics_port, record_headers)
+
+
+#: response headers that may carry credentials or session state: never recorded
+_SECRET_RESPONSE_HEADERS = _SECRET_HEADERS | {"set-cookie", "www-authenticate", "proxy-authenticate"}
+_RECORD_HEADERS_MAX = 16
+
+
+def _record_headers(t: Table) -> tuple[str, ...]:
+    """``run.record_headers``: response header names to record per stream."""
+    names = t.str_list("record_headers", [])
+    if len(names) > _RECORD_HEADERS_MAX:
+        raise t.error("record_headers", f"expected at most {_RECORD_HEADERS_MAX} header names, got {len(names)}")
+    out: list[str] = []
+    for name in names:
+        if _FIELD_NAME.match(name) is None:
+            raise t.error("record_headers", f"{name!r} is not a valid header name (RFC 9110 section 5.1: "
+                                            "letters, digits, !#$%&'*+-.^_`|~)")
+        low = name.lower()
+        if low in _SECRET_RESPONSE_HEADERS or any(w in low for w in ("api-key", "authorization", "cookie",
+                                                                      "secret", "session")):
+            raise t.error("record_headers", f"{name!r} may carry a secret and is never recorded")
+        if low in out:
+            raise t.error("record_headers", f"{name!r} is listed twice")
+        out.append(low)
+    return tuple(out)
 
 
 def _load(t: Table) -> LoadSpec:

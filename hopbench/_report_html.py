@@ -556,6 +556,31 @@ def _tokens_table(run: RunData) -> str:
                    "output (broken)", "no usage reported"], rows)
 
 
+_STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
+_STREAM_FLAGS = ("refused", "hidden_reasoning", "no_done", "usage_total_mismatch", "tokens_source.usage",
+                 "tokens_source.events", "proxy_buffering_suspected", "client_lagged")
+
+
+def _stop_table(run: RunData) -> str:
+    """Streams per stop class and per-stream flags, per scope; recorded header values."""
+    rows = []
+    headers: list[list[object]] = []
+    for scope in run.scopes():
+        counters = _counters(run, scope)
+        rows.append([scope] + [counters.get(f"stop.{c}", 0) for c in _STOP_CLASSES]
+                    + [counters.get(f, 0) for f in _STREAM_FLAGS])
+        headers += [[scope, k[len("header."):].partition("=")[0], k.partition("=")[2], n]
+                    for k, n in sorted(counters.items()) if k.startswith("header.") and n]
+    out = _table(["scope"] + list(_STOP_CLASSES) + [f.replace("tokens_source.", "tokens from ")
+                                                    for f in _STREAM_FLAGS], rows)
+    out += ('<p class="note">streams by stop class (protocol stop reasons mapped by '
+            "hopbench.protocols.stop_class; none: no stop reason arrived) and per-stream flags "
+            "(docs/results.md, Counters)</p>")
+    if headers:
+        out += _table(["scope", "response header", "value", "streams"], headers, left=3)
+    return out
+
+
 def _keepalive_table(run: RunData) -> str:
     rows = []
     for scope in run.scopes():
@@ -590,6 +615,10 @@ def _warnings(run: RunData) -> str:
     if buffered and not any("proxy buffering" in w for w in warnings):
         warnings.append(f"proxy buffering suspected for {buffered} of {completed} completed streams "
                         "(TTFT close to E2E: tokens arrived in one burst)")
+    lagged = run.snapshot.counter(ALL, "client_lagged")
+    if lagged and not any("client_lagged" in w for w in warnings):
+        warnings.append(f"{lagged} streams arrived in bursts because the client's own event loop was late "
+                        "to read them (client_lagged: not evidence of a proxy; see loop_lag)")
     for w in warnings:
         # red: results that cannot be trusted as they stand (as the terminal summary does)
         bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial")) \
@@ -650,7 +679,12 @@ def render_html(runs: Sequence[RunData]) -> str:
               *scrape_section(a.path, a.timeline),  # [[scrape]] series (hopbench._report_scrape)
               "<h2>Stream outcomes</h2>", _figure_html(_outcome_figure(runs), "fig-outcomes"),
               _details_table(runs),
-              "<h2>Tokens</h2>"]
+              "<h2>Stop reasons and stream flags</h2>"]
+    for i, run in enumerate(runs):
+        if len(runs) > 1:
+            parts.append(f"<h3>{'AB'[i]}</h3>")
+        parts.append(_stop_table(run))
+    parts.append("<h2>Tokens</h2>")
     for i, run in enumerate(runs):
         if len(runs) > 1:
             parts.append(f"<h3>{'AB'[i]}</h3>")

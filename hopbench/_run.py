@@ -172,6 +172,11 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
     if completed and buffered > completed / 2:
         warnings.append(f"proxy buffering suspected: {buffered} of {completed} streams arrived as "
                         "one burst (TTFT close to E2E)")
+    lagged = total.counter(ALL, "client_lagged")
+    if completed and lagged > completed / 2:
+        warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "
+                        "hopbench's own event loop was late to read them (not evidence of a proxy; "
+                        "see loop_lag)")
     counters = total.scopes[ALL].counters if ALL in total.scopes else {}
     for key, n in sorted(counters.items()):
         if key.startswith("out_of_range.") and n:

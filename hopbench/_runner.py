@@ -6,8 +6,9 @@ ticker (interval histograms to the results writer, progress), an event-loop
 lag probe and the stop logic (duration, request count, signals).
 
 Per stream: POST through httpx (``StreamTransport`` by default), raw body bytes
--> ``SSEScanner`` -> the protocol decoder -> ``StreamMeter``; at the end the
-stream's samples and counters go to the ``Recorder``. Every foreign exception
+-> ``SSEScanner`` -> the protocol decoder -> ``StreamMeter`` (stamps only);
+at the end ``_meter.measure`` applies the metric rules to the stamps and the
+frozen ``StreamRecord`` goes to the ``Recorder`` and to streams.jsonl. Every foreign exception
 (httpx, trio, OS) is mapped to an outcome in exactly one place,
 ``classify_exception``; ``trio.Cancelled`` is recorded as "cancelled" and
 re-raised, never swallowed.
@@ -38,7 +39,7 @@ import trio
 from ._clock import NS_PER_S, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
-from ._meter import StreamMeter
+from ._meter import HeaderValues, StreamMeter, capture_headers, measure, record_stream, stream_line
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._transport import MalformedResponse, StreamTransport
@@ -121,11 +122,29 @@ def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
 
 
 def _detail(result: StreamResult) -> str:
-    """The counter detail of a stream whose body was read: failed by its in-band
-    error code, truncated "closed" (the body ended without a terminal signal)."""
+    """The counter detail of a stream whose body was read: the decoder's own
+    reason when it gave one ("malformed_event", "abort", "usage_missing"),
+    else failed by its in-band error code, truncated "closed" (the body ended
+    without a terminal signal)."""
+    if result.detail:
+        return result.detail
     if result.outcome == "failed":
         return result.error_code or "unknown"
     return "closed" if result.outcome == "truncated" else ""
+
+
+def _asks_usage(protocol: str, body: bytes) -> bool:
+    """Whether a request body asks for usage in the stream (chat
+    ``stream_options.include_usage``, OpenAI API reference: Create chat
+    completion); the decoder then treats a missing usage chunk as a cut."""
+    if protocol != "chat":
+        return False
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    opts = data.get("stream_options") if isinstance(data, dict) else None
+    return isinstance(opts, dict) and opts.get("include_usage") is True
 
 
 def _http_error_code(body: bytes) -> str | None:
@@ -265,6 +284,14 @@ class LoadRunner:
         self.notice: Callable[[str], None] = _stderr_notice  #: what a signal does now
         self._last_error = ""  # the last stream exception's text, for the unreachable message
         self._token: Any = None  # the run's TrioToken, for stops from other threads
+        self._expect_usage = {b: _asks_usage(s.protocol, b) for s in profile.scenarios for b in s.bodies}
+        self._header_values = HeaderValues()
+        self._record_headers = profile.run.record_headers
+        # The loop-lag probe's state, read at every body read (client_lag_ns):
+        # when it is due, and its last measured lag and wake-up stamp.
+        self._probe_due_ns = 1 << 62
+        self._lag_ns = 0
+        self._lag_at_ns = -(1 << 62)
 
     # -- helpers ---------------------------------------------------------------
     def _pick(self) -> Scenario:
@@ -560,7 +587,7 @@ class LoadRunner:
                 scope.deadline = ns_to_s(min(x for x in (first, total_deadline, 1 << 62) if x is not None))
                 try:
                     outcome, detail, result = await self._exchange(
-                        sc, request, meter, scope, total_deadline, rec, box)
+                        sc, request, meter, scope, total_deadline, rec, box, body)
                 except trio.Cancelled:
                     raise
                 except Exception as exc:  # the per-stream boundary
@@ -587,10 +614,12 @@ class LoadRunner:
             end = now_ns()
             meter.close(end)
             detail = self._wire_detail(outcome, detail, result, box[2])
-            self._record(rec, sc, meter, end, outcome, detail, result)
+            self._check_reachable(outcome, detail, meter.headers_ns is not None)
+            record = measure(meter, end, outcome, detail, result,
+                             keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
+            record_stream(rec, sc.name, record, self._header_values)
             if self.on_stream is not None:
-                self.on_stream(self._stream_line(headers[REQUEST_ID_HEADER], sc, meter, end, outcome,
-                                                 detail, result))
+                self.on_stream(stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0))
             self._in_flight_change(-1)
             self._idle_changed.set()
             self._idle_changed = trio.Event()
@@ -598,7 +627,7 @@ class LoadRunner:
 
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
-                        rec: Recorder, box: list[StreamResult | None],
+                        rec: Recorder, box: list[StreamResult | None], body: bytes = b"",
                         ) -> tuple[str, str, StreamResult | None]:
         client = self._client
         idle_ns = self.profile.run.timeouts.idle_ns
@@ -609,6 +638,8 @@ class LoadRunner:
             t = now_ns()
             status = meter.status = response.status_code
             meter.on_headers(t)
+            if self._record_headers:
+                meter.headers = capture_headers(response.headers.get, self._record_headers)
             slack = min(idle_ns // 16, _IDLE_SLACK_NS) if idle_ns is not None else 0
             never = 1 << 62
             total = total_deadline if total_deadline is not None else never
@@ -632,7 +663,8 @@ class LoadRunner:
             if not ctype.startswith("text/event-stream"):
                 rec.incr(sc.name, "anomaly.wrong_content_type")
             scanner = SSEScanner(max_event_bytes=_MAX_EVENT_BYTES)
-            dec = new_decoder(sc.protocol, keep_text=False)
+            dec = new_decoder(sc.protocol, keep_text=False,
+                              expect_usage=self._expect_usage.get(body, False))
             identity = response.headers.get("content-encoding", "identity") == "identity"
             # hopbench's own transport hands its body out: iterating it directly
             # skips httpx's three generator layers per read (closing still goes
@@ -649,7 +681,13 @@ class LoadRunner:
             try:
                 async for chunk in chunks:
                     t = now_ns()
-                    meter.on_read(t)
+                    # How late the loop serves this read: the probe's overdue time
+                    # (it has not run yet), or the lag it just measured (it ran
+                    # first in this batch). A burst read late is the client's doing.
+                    lag = t - self._probe_due_ns
+                    if t - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
+                        lag = self._lag_ns
+                    meter.on_read(t, lag)
                     if idle_ns is not None and t >= rearm_at:
                         scope.deadline = ns_to_s(min(t + idle_ns + slack, total))
                         rearm_at = t + slack
@@ -724,96 +762,17 @@ class LoadRunner:
                         f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
                 self.request_stop()
 
-    def _record(self, rec: Recorder, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
-                detail: str, result: StreamResult | None) -> None:
-        name = sc.name
-        self._check_reachable(outcome, detail, m.headers_ns is not None)
-        rec.incr(name, outcome)
-        if outcome == "http_error":
-            st, _, code = detail.partition(":")
-            rec.incr(name, f"http_error.{st}")
-            if code:
-                rec.incr(name, f"http_error_code.{code}")
-        elif outcome in ("timeout", "connect_error", "truncated") and detail:
-            rec.incr(name, f"{outcome}.{detail}")
-        elif outcome == "failed":
-            rec.incr(name, f"failed.{detail or 'unknown'}")
-        start = m.start_ns
-        if m.headers_ns is not None:
-            rec.record(name, "ttfb", m.headers_ns - start)
-            rec.record(name, "max_silence", m.max_silence_ns)
-            if m.max_silence_ns > self.profile.run.keepalive_budget_ns:
-                rec.incr(name, "keepalive_violations")
-        if m.start_ns != m.sent_ns:
-            rec.record(name, "queue_delay", m.sent_ns - m.start_ns)
-        if m.first_token_ns is not None:
-            rec.record(name, "ttft", m.first_token_ns - start)
-            if m.start_ns != m.sent_ns:
-                rec.record(name, "ttft_from_send", m.first_token_ns - m.sent_ns)
-        if m.first_content_ns is not None:
-            rec.record(name, "ttft_content", m.first_content_ns - start)
-        rec.record_many(name, "itl", m.itl_ns)
-        rec.record_many(name, "keepalive_interval", m.keepalive_gaps())
-        if m.keepalive_ns:
-            rec.incr(name, "keepalives", len(m.keepalive_ns))
-        if result is not None:
-            for kind, n in result.anomalies.items():
-                rec.incr(name, f"anomaly.{kind}", n)
-            inp, out = result.input_tokens, result.output_tokens
-        else:
-            inp, out = m.input_tokens, m.output_tokens
-        if outcome == "completed":
-            e2e = end_ns - start
-            rec.record(name, "e2e", e2e)
-            if m.start_ns != m.sent_ns:
-                rec.record(name, "e2e_from_send", end_ns - m.sent_ns)
-            if out and m.first_token_ns is not None:
-                if out > 1:
-                    rec.record(name, "tpot", (end_ns - m.first_token_ns) // (out - 1))
-                if e2e > 0:
-                    rec.record(name, "output_tokens_per_s", int(out * 1000 * NS_PER_S / e2e))
-            if (m.first_token_ns is not None and m.content_reads <= 2
-                    and result is not None and result.content_events >= 4
-                    and m.first_token_ns - start >= 0.9 * e2e):
-                rec.incr(name, "proxy_buffering_suspected")
-        kind = "completed" if outcome == "completed" else "broken"
-        if outcome in ("http_error", "connect_error"):
-            return
-        # a cut stream, or one that never got a response, had no chance to report usage
-        if inp is None and out is None and outcome != "cancelled" and m.headers_ns is not None:
-            rec.incr(name, "no_usage")
-        if inp:
-            rec.incr(name, f"tokens.input.{kind}", inp)
-        if out:
-            rec.incr(name, f"tokens.output.{kind}", out)
-
-    def _stream_line(self, rid: str, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
-                     detail: str, result: StreamResult | None) -> dict[str, Any]:
-        t0 = self._t0
-
-        def rel(t: int | None) -> int | None:
-            return None if t is None else t - t0
-
-        return {
-            "id": rid, "scenario": sc.name, "outcome": outcome, "detail": detail or None,
-            "status": m.status, "start_ns": rel(m.start_ns), "sent_ns": rel(m.sent_ns),
-            "headers_ns": rel(m.headers_ns), "first_token_ns": rel(m.first_token_ns),
-            "end_ns": rel(end_ns),
-            "ttft_ns": None if m.first_token_ns is None else m.first_token_ns - m.start_ns,
-            "e2e_ns": end_ns - m.start_ns, "content_events": len(m.itl_ns) + (m.last_content_ns is not None),
-            "input_tokens": result.input_tokens if result else m.input_tokens,
-            "output_tokens": result.output_tokens if result else m.output_tokens,
-            "max_silence_ns": m.max_silence_ns, "keepalives": len(m.keepalive_ns),
-        }
-
     # -- watchers --------------------------------------------------------------
     async def _loop_lag_probe(self) -> None:
         while True:
             t = now_ns()
             target = t + _LOOP_PROBE_NS
+            self._probe_due_ns = target
             await trio.sleep_until(ns_to_s(target))
-            lag = now_ns() - target
-            self._recorder_for(t).record_global("loop_lag", max(lag, 0))
+            woke = now_ns()
+            lag = max(woke - target, 0)
+            self._lag_ns, self._lag_at_ns = lag, woke
+            self._recorder_for(t).record_global("loop_lag", lag)
 
     async def _ticker(self) -> None:
         iv = self.profile.run.interval_ns

@@ -29,6 +29,12 @@ _DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 _RED_WARNINGS = ("nothing completed", "error rate", "target lost", "target unreachable",
                  "hopbench crashed", "load generator saturated", "run interrupted")
 _UNIT_LABEL = {"ms": "ms", "tokens/s": "tok/s"}
+#: stop classes in report order (hopbench.protocols.STOP_CLASSES)
+_STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
+#: per-stream flags shown under the stop reasons: counter -> label
+_STREAM_FLAGS = (("refused", "refused"), ("hidden_reasoning", "hidden reasoning"),
+                 ("no_done", "no [DONE]"), ("usage_total_mismatch", "total != in+out"),
+                 ("tokens_source.events", "tpot from events"))
 
 
 def _int(value: object) -> str:
@@ -87,6 +93,7 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
         f"{_int(tout.get('broken', 0))}"
         + (f" · no usage reported by {counters['no_usage']:,} streams" if counters.get("no_usage") else "")
     ))
+    lines.extend(_stop_lines(counters))
     ka, bad = counters.get("keepalives", 0), counters.get("keepalive_violations", 0)
     if ka or bad:
         ka_line = f"keepalives {ka:,} · violations {bad:,}"
@@ -118,6 +125,23 @@ def _has(warnings: list[str], phrase: str | tuple[str, ...]) -> bool:
     """True when a warning already says ``phrase`` (e.g. "worker 2: load generator saturated")."""
     phrases = (phrase,) if isinstance(phrase, str) else phrase
     return any(p in w for w in warnings for p in phrases)
+def _stop_lines(counters: Mapping[str, int]) -> list[Text]:
+    """Streams by stop class, the per-stream flags, and recorded header values."""
+    lines: list[Text] = []
+    stops = [f"{c} {counters[f'stop.{c}']:,}" for c in _STOP_CLASSES if counters.get(f"stop.{c}")]
+    flags = [f"{label} {counters[k]:,}" for k, label in _STREAM_FLAGS if counters.get(k)]
+    if stops or flags:
+        lines.append(Text("stop reasons: " + (" · ".join(stops) or "-")
+                          + ("  |  " + " · ".join(flags) if flags else "")))
+    headers: dict[str, list[str]] = {}
+    for k, n in sorted(counters.items()):
+        if k.startswith("header.") and n:
+            name, _, value = k[len("header."):].partition("=")
+            headers.setdefault(name, []).append(f"{value} ×{n:,}")
+    for name, values in headers.items():
+        more = f" (+{len(values) - 6} more)" if len(values) > 6 else ""
+        lines.append(Text(f"header {name}: " + ", ".join(values[:6]) + more, style="dim"))
+    return lines
 
 
 def _warnings(summary: Mapping[str, Any]) -> list[Text]:
@@ -147,6 +171,12 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
         out.append(Text(
             f"proxy buffering suspected on {counters['proxy_buffering_suspected']:,} streams "
             "(tokens arrive in bursts; ttft close to e2e)",
+            style="yellow",
+        ))
+    if counters.get("client_lagged") and not _has(listed, "client_lagged"):
+        out.append(Text(
+            f"{counters['client_lagged']:,} streams arrived in bursts because the client's own event loop "
+            "was late to read them (client_lagged: not evidence of a proxy; see loop_lag)",
             style="yellow",
         ))
     oor = {k.split(".", 1)[1]: n for k, n in counters.items() if k.startswith("out_of_range.") and n}

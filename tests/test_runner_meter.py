@@ -1,0 +1,171 @@
+"""The runner hands the meter what it needs: request usage flag, response headers,
+terminal stamps (in-process trio servers on 127.0.0.1; no wall-clock thresholds:
+every bound below is one the server itself guarantees by sleeping)."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import trio
+
+from hopbench._profile import parse_profile
+from hopbench._recorder import ALL, Recorder, Snapshot
+from hopbench._runner import LoadRunner
+
+_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _chat(delta: str, finish: str | None = None) -> bytes:
+    f = "null" if finish is None else f'"{finish}"'
+    return (f'data: {{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{delta},'
+            f'"finish_reason":{f}}}]}}\n\n').encode()
+
+
+Body = Callable[[trio.SocketStream], Awaitable[None]]
+
+
+async def _run(body: Body, *, requests: int = 2, concurrency: int = 1, extra_run: str = "",
+               scenario: str = "") -> tuple[Snapshot, list[dict[str, Any]]]:
+    """Serve every request with ``body`` (after reading the request) and run the profile."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        try:
+            await stream.receive_some(65536)
+            await body(stream)
+        except trio.BrokenResourceError:
+            pass
+        finally:
+            await stream.aclose()
+
+    lines: list[dict[str, Any]] = []
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        profile = parse_profile(
+            f'[run]\nrequests = {requests}\n{extra_run}\n[run.timeouts]\nidle_s = 20\n'
+            f'[load]\nconcurrency = {concurrency}\n[target]\nurl = "{url}"\n'
+            f'[[scenario]]\nprotocol = "chat"\nmodel = "m"\n{scenario}\n', "p.toml", env={})
+        rec = Recorder(["chat-m"])
+        with trio.fail_after(30):
+            await LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append).run()
+        nursery.cancel_scope.cancel()
+    return rec.snapshot(), lines
+
+
+async def _cut_after_finish(stream: trio.SocketStream) -> None:
+    await stream.send_all(_HEAD + b"\r\n" + _chunk(_chat('{"content":"hi"}', "stop")) + b"0\r\n\r\n")
+
+
+async def test_runner_usage_requested_by_the_body_makes_a_cut_after_finish_truncated() -> None:
+    snap, lines = await _run(_cut_after_finish)  # include_usage defaults to true for chat
+    assert snap.counter(ALL, "truncated.usage_missing") == 2
+    assert {x["detail"] for x in lines} == {"usage_missing"}
+
+
+async def test_runner_without_a_usage_request_a_cut_after_finish_completes_counted_no_done() -> None:
+    snap, lines = await _run(_cut_after_finish, scenario="include_usage = false")
+    assert (snap.counter(ALL, "completed"), snap.counter(ALL, "no_done")) == (2, 2)
+    assert snap.counter(ALL, "tokens_source.events") == 2 and lines[0]["tokens_source"] == "events"
+
+
+async def test_runner_records_the_named_response_headers_never_others() -> None:
+    async def body(stream: trio.SocketStream) -> None:
+        head = _HEAD + b"x-litellm-attempted-retries: 1\r\nx-other: secret-ish\r\n\r\n"
+        await stream.send_all(head + _chunk(_chat('{"content":"hi"}', "stop") + b"data: [DONE]\n\n")
+                              + b"0\r\n\r\n")
+
+    snap, lines = await _run(body, extra_run='record_headers = ["X-LiteLLM-Attempted-Retries"]')
+    assert snap.counter(ALL, "header.x-litellm-attempted-retries=1") == 2
+    assert [x["headers"] for x in lines] == [{"x-litellm-attempted-retries": "1"}] * 2
+    assert not any(k.startswith("header.x-other") for k in snap.scopes[ALL].counters)
+
+
+async def test_runner_e2e_ends_at_the_terminal_event_and_the_rest_is_tail() -> None:
+    hold_s = 0.3
+
+    async def body(stream: trio.SocketStream) -> None:
+        await stream.send_all(_HEAD + b"\r\n" + _chunk(_chat('{"content":"hi"}', "stop") + b"data: [DONE]\n\n"))
+        await trio.sleep(hold_s)  # a gateway holding the connection after the answer
+        await stream.send_all(b"0\r\n\r\n")
+
+    snap, lines = await _run(body)
+    for x in lines:
+        assert x["outcome"] == "completed" and x["terminal_ns"] is not None
+        assert x["tail_ns"] == x["end_ns"] - x["terminal_ns"] >= hold_s * 1e9
+        assert x["e2e_ns"] == x["terminal_ns"] - x["start_ns"]  # not the body's end
+    assert snap.histogram(ALL, "tail").count == 2 and snap.histogram(ALL, "e2e").count == 2
+    assert snap.histogram(ALL, "e2e").max < snap.histogram(ALL, "tail").min
+
+
+async def test_runner_sixteen_queued_streams_with_one_ping_each_record_keepalive_intervals() -> None:
+    async def body(stream: trio.SocketStream) -> None:
+        await stream.send_all(_HEAD + b"\r\n")
+        await trio.sleep(0.05)  # waiting in a queue
+        await stream.send_all(_chunk(b": ping\n\n"))
+        await trio.sleep(0.05)
+        await stream.send_all(_chunk(_chat('{"content":"hi"}', "stop") + b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+    snap, _ = await _run(body, requests=16, concurrency=16)
+    assert snap.counter(ALL, "keepalives") == 16
+    # headers -> ping and ping -> the next event, per stream (before: no interval at all)
+    assert snap.histogram(ALL, "keepalive_interval").count == 32
+
+
+class _FastHandler(socketserver.BaseRequestHandler):
+    """A server thread (not the client's loop, which the test blocks): headers,
+    20 ms, then 8 events 3 ms apart, each its own write, then [DONE]. A client
+    that keeps up reads them one by one; one whose loop is blocked finds them
+    piled up in its socket and reads them at once."""
+
+    def handle(self) -> None:
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.request.recv(65536)
+        self.request.sendall(_HEAD + b"\r\n")
+        time.sleep(0.02)
+        for _ in range(8):
+            self.request.sendall(_chunk(_chat('{"content":"x"}')))
+            time.sleep(0.003)
+        self.request.sendall(_chunk(_chat("{}", "stop") + b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+
+async def test_runner_burst_behind_a_lagging_client_loop_is_not_proxy_buffering() -> None:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _FastHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        profile = parse_profile(f'[run]\nrequests = 8\n[load]\nconcurrency = 2\n[target]\nurl = "{url}"\n'
+                                '[[scenario]]\nprotocol = "chat"\nmodel = "m"\ninclude_usage = false\n',
+                                "p.toml", env={})
+        rec = Recorder(["chat-m"])
+        lines: list[dict[str, Any]] = []
+
+        async def hog() -> None:  # a client whose loop is blocked 60 ms at a time
+            while True:
+                time.sleep(0.06)
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hog)
+            with trio.fail_after(60):
+                await LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append).run()
+            nursery.cancel_scope.cancel()
+    finally:
+        server.shutdown()
+        server.server_close()
+    snap = rec.snapshot()
+    assert snap.counter(ALL, "completed") == 8
+    assert snap.counter(ALL, "proxy_buffering_suspected") == 0  # no proxy: no flag
+    assert snap.counter(ALL, "client_lagged") >= 1  # the bursts were seen, and blamed on the client
+    assert max(x["client_lag_ns"] for x in lines) > 0

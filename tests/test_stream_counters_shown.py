@@ -1,0 +1,52 @@
+"""Stop classes, per-stream flags, header values and client-lagged bursts reach
+the terminal summary and report.html (from a summary.json, no run needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from hopbench._recorder import Recorder, Snapshot
+from hopbench._report_html import RunData, _stop_table, _warnings
+from hopbench._results import ResultsWriter, environment
+from hopbench._summary_table import render_summary
+
+
+def _summary(tmp_path: Path) -> tuple[dict[str, object], Snapshot]:
+    rec = Recorder(["chat"])
+    for name, n in (("started", 10), ("completed", 7), ("failed", 2), ("failed.abort", 1),
+                    ("failed.malformed_event", 1), ("truncated", 1), ("truncated.usage_missing", 1),
+                    ("stop.stop", 6), ("stop.length", 1), ("stop.abort", 1), ("stop.none", 2),
+                    ("refused", 1), ("hidden_reasoning", 2), ("no_done", 1), ("usage_total_mismatch", 1),
+                    ("tokens_source.events", 3), ("client_lagged", 4),
+                    ("header.x-litellm-attempted-retries=0", 8), ("header.x-litellm-attempted-retries=1", 2)):
+        rec.incr("chat", name, n)
+    rec.record("chat", "ttft", 5_000_000)
+    w = ResultsWriter(tmp_path / "run")
+    meta = {"profile": {"name": "t"}, "environment": environment(), "started_at": "2023-11-14T22:13:20Z",
+            "started_at_unix_s": 1_700_000_000.0, "saturated": False, "warnings": []}
+    w.start(meta)
+    return w.finish(meta, rec.snapshot(), None, complete=True), rec.snapshot()
+
+
+def test_summary_table_shows_stop_classes_flags_headers_and_client_lag(tmp_path: Path) -> None:
+    summary, _ = _summary(tmp_path)
+    console = Console(record=True, width=100, color_system=None)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert "stop reasons: stop 6 · length 1 · abort 1 · none 2" in text
+    for needle in ("refused 1", "hidden reasoning 2", "no [DONE] 1", "total != in+out 1", "tpot from events 3",
+                   "header x-litellm-attempted-retries: 0 ×8, 1 ×2", "failed.abort 1",
+                   "failed.malformed_event 1", "truncated.usage_missing 1", "4 streams arrived in bursts"):
+        assert needle in text, needle
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_report_shows_stop_classes_flags_headers_and_client_lag(tmp_path: Path) -> None:
+    summary, snap = _summary(tmp_path)
+    run = RunData(path=tmp_path / "run", summary=summary, snapshot=snap, timeline=[], intervals={}, notes=[])
+    table = _stop_table(run)
+    assert "content_filter" in table and "tokens from events" in table and "client_lagged" in table
+    assert "x-litellm-attempted-retries" in table
+    assert "client_lagged" in _warnings(run)
