@@ -102,6 +102,8 @@ class RunSpec:
     engine: Literal["local", "ray"]
     ray_address: str | None
     stream_log: bool = True
+    #: the SSE scanner's memory bound per line / event, bytes (hopbench.sse.SSEScanner)
+    max_event_bytes: int = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +305,12 @@ def check_workers(n: int) -> str | None:
     return None
 
 
+#: ``[run].max_event_bytes``: the default (4 MiB, the scanner's own) and the largest accepted
+#: (1 GiB: one event is held in memory per stream, so a larger bound is no bound).
+MAX_EVENT_BYTES_DEFAULT = 4 * 1024 * 1024
+MAX_EVENT_BYTES_MAX = 1 << 30
+
+
 def _run(t: Table, doc: TomlDoc) -> RunSpec:
     default_name = _default_name(doc.path.stem) if doc.path else "run"
     name = t.str("name", default_name, nonempty=True)
@@ -330,9 +338,10 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     engine = t.str("engine", "local", choices=("local", "ray"))
     ray_address = t.str("ray_address", None)
     stream_log = t.bool("stream_log", True)
+    max_event_bytes = t.int("max_event_bytes", MAX_EVENT_BYTES_DEFAULT, min=1, max=MAX_EVENT_BYTES_MAX)
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
-                   budget, workers, engine, ray_address, stream_log)
+                   budget, workers, engine, ray_address, stream_log, max_event_bytes)
 
 
 def _load(t: Table) -> LoadSpec:

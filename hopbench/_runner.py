@@ -57,7 +57,6 @@ _ERROR_BODY_LIMIT = 64 * 1024
 #: how long the rest of a body may take once its terminal signal arrived
 _AFTER_END_S = 1.0
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
-_MAX_EVENT_BYTES = 4 * 1024 * 1024
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
 
 
@@ -631,7 +630,7 @@ class LoadRunner:
             ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
                 rec.incr(sc.name, "anomaly.wrong_content_type")
-            scanner = SSEScanner(max_event_bytes=_MAX_EVENT_BYTES)
+            scanner = SSEScanner(max_event_bytes=self.profile.run.max_event_bytes)
             dec = new_decoder(sc.protocol, keep_text=False)
             identity = response.headers.get("content-encoding", "identity") == "identity"
             # hopbench's own transport hands its body out: iterating it directly
