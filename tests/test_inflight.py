@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import trio
 import trio.testing
@@ -25,6 +24,8 @@ from hopbench._inflight import (
 )
 from hopbench._profile import parse_profile
 from hopbench._recorder import ALL, Recorder
+
+from _fake_transport import Plan, fake_transport
 
 S = 1_000_000_000
 
@@ -70,47 +71,11 @@ def test_inflight_gauge_refuses_misuse() -> None:
 
 
 # --------------------------------------------------------------------------- the runner, fake clock
-_CHUNK = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
-          b'[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n')
-_LAST = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
-         b'[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
-# one stream, in seconds of the fake clock (exact in binary floating point)
-WAIT_S, CONNECT_S, HEAD_S, TOKEN_S, CLOSE_S = 0.25, 0.25, 0.5, 0.25, 0.5
-
-
-class _Body(httpx.AsyncByteStream):
-    """Three tokens TOKEN_S apart, the terminal chunk TOKEN_S later, then CLOSE_S
-    until the body ends (as a chunked terminator that comes in a later read)."""
-
-    async def __aiter__(self) -> Any:
-        for _ in range(3):
-            await trio.sleep(TOKEN_S)
-            yield _CHUNK
-        await trio.sleep(TOKEN_S)
-        yield _LAST
-        await trio.sleep(CLOSE_S)
-
-    async def aclose(self) -> None:
-        pass
-
-
-class _FakeTransport(httpx.AsyncBaseTransport):
-    """In memory, on trio's clock: WAIT_S before anything (as a wait for a pooled
-    connection), a new connection of CONNECT_S per request, the head HEAD_S after
-    the request; phase changes reported through the request's trace extension."""
-
-    def __init__(self, **_: Any) -> None:
-        pass
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        trace = request.extensions["trace"]
-        await trio.sleep(WAIT_S)
-        await trace("connection.connect_tcp.started", {})
-        await trio.sleep(CONNECT_S)
-        await trace("http11.send_request_headers.started", {})
-        await trio.sleep(HEAD_S)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Body(),
-                              request=request)
+# one stream, in seconds of the fake clock (exact in binary floating point): 0.25 waiting,
+# 0.25 connecting, 0.5 awaiting the head, 1.0 streaming (three tokens and [DONE] 0.25 s
+# apart), 0.5 closing (the end of the body comes in a later read)
+PLAN = Plan(wait_s=0.25, connect_s=0.25, head_s=0.5, gaps_s=(0.25, 0.25, 0.25), last_s=0.25, close_s=0.5)
+_FakeTransport = fake_transport(PLAN)
 
 
 def _fake_profile(load: str, duration_s: float = 9) -> Any:
