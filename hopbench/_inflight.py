@@ -50,32 +50,37 @@ BUSY_PHASES = (CONNECTING, AWAITING_HEADERS, STREAMING)
 class InFlightGauge:
     """Counts of streams per phase over time, with their time-weighted areas.
 
+    O(1) per phase change, whatever the number of streams or phases: the area
+    of phase p up to time t is ``acc[p] + now[p] * t``, where every change of
+    ``now[p]`` by d at time s subtracts ``d * s`` from ``acc[p]`` (the same with
+    t and s clipped to the steady window for the steady areas).
+
     Args:
         t0_ns: the run's start (clock ns); areas count from here.
         steady_from_ns: where the steady window starts, clock ns (absolute,
-            >= t0_ns): after warm-up and ramp-up.
+            >= t0_ns): after warm-up and ramp-up. Default: ``t0_ns``.
         measured_from_ns: where the measured window starts (after warm-up),
             clock ns: requests sent from here on count in ``sent_measured``.
+            Default: ``t0_ns``.
 
     Attributes (read-only for callers):
-        now: list of 4 ints, streams in each phase at the last stamp.
-        area: list of 4 ints, stream-ns per phase since ``t0_ns``.
-        steady_area: list of 4 ints, stream-ns per phase inside the steady window.
+        now: list with one int per phase (``PHASES`` order): streams in it now.
         peak_in_flight: most streams a gateway saw open at once.
         peak_open: most streams the client held open at once (every phase).
-        sent_measured: requests written to the target (entries into
+        sent_measured: requests written to the target (first entries into
             ``awaiting_headers``) from ``measured_from_ns`` until the stop.
         last_ns: the last stamp seen.
     """
 
-    __slots__ = ("now", "area", "steady_area", "peak_in_flight", "peak_open", "sent_measured",
-                 "last_ns", "_steady_from", "_measured_from", "_stopped_at")
+    __slots__ = ("now", "peak_in_flight", "peak_open", "sent_measured", "last_ns",
+                 "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at")
 
     def __init__(self, t0_ns: int, steady_from_ns: int | None = None,
                  measured_from_ns: int | None = None) -> None:
-        self.now = [0, 0, 0, 0, 0]
-        self.area = [0, 0, 0, 0, 0]
-        self.steady_area = [0, 0, 0, 0, 0]
+        n = len(PHASES)
+        self.now = [0] * n
+        self._acc = [0] * n
+        self._steady_acc = [0] * n
         self.peak_in_flight = 0
         self.peak_open = 0
         self.sent_measured = 0
@@ -94,33 +99,35 @@ class InFlightGauge:
     @property
     def open(self) -> int:
         """Streams the client holds open now (every phase)."""
-        n = self.now
-        return n[0] + n[1] + n[2] + n[3] + n[4]
+        return sum(self.now)
+
+    @property
+    def area(self) -> list[int]:
+        """Stream-ns per phase from the start to the last stamp (list, ``PHASES`` order)."""
+        t = self.last_ns
+        return [a + c * t for a, c in zip(self._acc, self.now)]
+
+    @property
+    def steady_area(self) -> list[int]:
+        """Stream-ns per phase inside the steady window, up to the last stamp."""
+        t = self._clip(self.last_ns)
+        return [a + c * t for a, c in zip(self._steady_acc, self.now)]
+
+    def _clip(self, t_ns: int) -> int:
+        if t_ns < self._steady_from:
+            return self._steady_from
+        stop = self._stopped_at
+        return stop if stop is not None and t_ns > stop else t_ns
 
     # -- stamping ----------------------------------------------------------------
     def advance(self, t_ns: int) -> None:
-        """Integrate the counts up to ``t_ns`` (a stamp >= the last one).
+        """Take ``t_ns`` (>= the last stamp) as the time the areas reach.
 
         Raises:
             ValueError: ``t_ns`` is earlier than the last stamp (a clock misuse).
         """
-        last = self.last_ns
-        dt = t_ns - last
-        if dt < 0:
-            raise ValueError(f"stamps must not decrease: {t_ns} after {last}")
-        if dt == 0:
-            return
-        now, area = self.now, self.area
-        for p in range(5):
-            if now[p]:
-                area[p] += now[p] * dt
-        lo = max(last, self._steady_from)
-        hi = t_ns if self._stopped_at is None else min(t_ns, self._stopped_at)
-        if hi > lo:
-            steady = self.steady_area
-            for p in range(5):
-                if now[p]:
-                    steady[p] += now[p] * (hi - lo)
+        if t_ns < self.last_ns:
+            raise ValueError(f"stamps must not decrease: {t_ns} after {self.last_ns}")
         self.last_ns = t_ns
 
     def move(self, t_ns: int, src: int, dst: int, first_send: bool = True) -> None:
@@ -137,23 +144,31 @@ class InFlightGauge:
         Raises:
             ValueError: a decreasing stamp, or a phase with no stream to leave.
         """
-        self.advance(t_ns)
+        if t_ns < self.last_ns:
+            raise ValueError(f"stamps must not decrease: {t_ns} after {self.last_ns}")
+        self.last_ns = t_ns
         now = self.now
+        c = self._clip(t_ns)
         if src != OUT:
             if now[src] <= 0:
                 raise ValueError(f"no stream in phase {PHASES[src]!r} to move")
             now[src] -= 1
+            self._acc[src] += t_ns
+            self._steady_acc[src] += c
         if dst != OUT:
             now[dst] += 1
+            self._acc[dst] -= t_ns
+            self._steady_acc[dst] -= c
             if dst == AWAITING_HEADERS and first_send and t_ns >= self._measured_from \
                     and self._stopped_at is None:
                 self.sent_measured += 1
-        in_flight = now[AWAITING_HEADERS] + now[STREAMING]
-        if in_flight > self.peak_in_flight:
-            self.peak_in_flight = in_flight
-        total = in_flight + now[WAITING] + now[CONNECTING] + now[CLOSING]
-        if total > self.peak_open:
-            self.peak_open = total
+            in_flight = now[AWAITING_HEADERS] + now[STREAMING]
+            if in_flight > self.peak_in_flight:
+                self.peak_in_flight = in_flight
+            if src == OUT:
+                total = sum(now)
+                if total > self.peak_open:
+                    self.peak_open = total
 
     def stop(self, t_ns: int) -> None:
         """The steady and measured windows end at ``t_ns`` (the run's stop:
