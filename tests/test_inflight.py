@@ -175,8 +175,9 @@ def test_run_in_flight_matches_the_emulators_open_streams(tmp_path: Path) -> Non
     The emulator's count comes from its ground truth: each request's duration
     (request received -> last byte handed to send(), its own clock) placed at the
     stream's start on hopbench's clock, so each clock only measures durations. The
-    client learns of a phase change up to one loop lag late, so the tolerance is 5 %
-    plus (streams per second x loop lag p90), the lag this run itself measured."""
+    client learns of a phase change up to one loop lag late, and the emulator of a
+    request up to one of its own loop lags late, so the tolerance is 5 % plus
+    (streams per second x those lags), as this run itself measured them."""
     from hopbench._run import run_profile
 
     text = """
@@ -206,10 +207,16 @@ model = "m"
         a = st["sent_ns"]
         area += max(0, min(a + r["duration_ns"], hi) - max(a, lo))
     emulator_open = area / (hi - lo)
-    assert emulator_open > 30  # the load was there
+    assert emulator_open > 10  # the load was there (48 users; fewer open on a starved machine)
     rate = sum(lo <= s["start_ns"] < hi for s in streams.values()) / ((hi - lo) / S)
+    # the lags both sides measured: hopbench's loop lag (p90) and the emulator's own
+    # lateness (p50 over the streams of their worst late event)
     lag_s = summary["scopes"]["all"]["metrics"]["loop_lag"]["p90"] / 1000
-    tolerance = 0.05 * emulator_open + rate * lag_s
+    lateness = sorted(r["lag_max_ns"] for r in truth)
+    emulator_lag_s = lateness[len(lateness) // 2] / S
+    tolerance = 0.05 * emulator_open + rate * (lag_s + emulator_lag_s)
+    print(f"in flight {load['mean_in_flight']}, emulator {emulator_open:.3f}, tolerance {tolerance:.3f}, "
+          f"rate {rate:.1f}/s, lag {lag_s * 1000:.2f} ms, emulator lag {emulator_lag_s * 1000:.2f} ms")
     assert abs(load["mean_in_flight"] - emulator_open) <= tolerance, (load, emulator_open, tolerance)
     # the phases add up to every stream the client held; in flight is a part of it
     by_phase = load["in_flight_by_phase"]
