@@ -302,9 +302,10 @@ class LoadRunner:
         st.in_flight = g.in_flight
         st.peak_in_flight = g.peak_in_flight
         st.peak_open = g.peak_open
-        st.in_flight_area = g.area[AWAITING_HEADERS] + g.area[STREAMING]
-        st.steady_area = g.steady_area[AWAITING_HEADERS] + g.steady_area[STREAMING]
-        st.steady_phase_area = dict(zip(PHASES, g.steady_area))
+        area, steady = g.area, g.steady_area
+        st.in_flight_area = area[AWAITING_HEADERS] + area[STREAMING]
+        st.steady_area = steady[AWAITING_HEADERS] + steady[STREAMING]
+        st.steady_phase_area = dict(zip(PHASES, steady))
         st.sent_measured = g.sent_measured
         st.last_change_ns = g.last_ns
 
