@@ -318,13 +318,15 @@ protocol = "chat"
 model = "m"
 """
     out = tmp_path / "run"
-    run_profile(parse_profile(text, tmp_path / "t.toml"), out_dir=out)
+    summary = run_profile(parse_profile(text, tmp_path / "t.toml"), out_dir=out).summary
     lines = [json.loads(x) for x in (out / "streams.jsonl").read_text().splitlines()]
     assert [x["outcome"] for x in lines] == [outcome, outcome]
     assert all(x["status"] == 200 for x in lines)
     if outcome == "timeout":
         assert {x["detail"] for x in lines} == {"idle"}
-    assert max(x["e2e_ns"] for x in lines) < max_e2e_s * 1e9
+    # plus the worst event-loop lag the run measured: a busy machine delays the cut
+    lag_ms = summary["scopes"]["all"]["metrics"].get("loop_lag", {}).get("max") or 0.0
+    assert max(x["e2e_ns"] for x in lines) < max_e2e_s * 1e9 + lag_ms * 1e6
 
 
 @pytest.mark.parametrize("delay_s", [0.3, 0.6])
