@@ -668,7 +668,7 @@ class LoadRunner:
             # through response.aclose()).
             direct = response.extensions.get("hopbench.body")
             chunks = (direct if direct is not None and identity
-                      else response.aiter_raw() if identity else response.aiter_bytes())
+                      else response.aiter_raw() if identity else response.aiter_bytes()).__aiter__()
             # Re-arming a trio deadline costs ~1.6 us; doing it on every read
             # would be the largest single cost of a paced stream. The deadline
             # is instead set ``slack`` past the idle limit and re-armed at most
@@ -701,6 +701,9 @@ class LoadRunner:
             finally:
                 # keep what arrived, also for timeouts and broken connections
                 box[0] = dec.finish(discarded_partial=scanner.close())
+                # a body left by an exception (e.g. an oversize event) is an
+                # async generator stopped at a yield: close it now, not at GC
+                await chunks.aclose()  # type: ignore[attr-defined]
             result = box[0]
             assert result is not None
             return result.outcome, _detail(result), result

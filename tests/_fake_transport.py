@@ -76,7 +76,9 @@ def fake_transport(plan: Plan) -> type[httpx.AsyncBaseTransport]:
             await trio.sleep(plan.connect_s)
             await trace("http11.send_request_headers.started", {})
             await trio.sleep(plan.head_s)
-            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Body(plan),
-                                  request=request)
+            body = _Body(plan)
+            # the body handed out as StreamTransport does (the runner iterates it directly)
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body,
+                                  request=request, extensions={"hopbench.body": body})
 
     return FakeTransport

@@ -103,7 +103,9 @@ def test_run_timing_matches_injected_ttft_and_gaps(faults_run: tuple[dict, list[
     assert m["itl"]["count"] == inj_itl.count
     lag = m["loop_lag"]  # ms
     late = sorted(r["lag_max_ns"] / ms for r in truth)
-    late_p50, late_p99 = late[len(late) // 2], late[min(len(late) - 1, int(len(late) * 0.99))]
+    # p50 against the typical lags; p99 against the worst ones (the tail of a sum of
+    # delays on both sides is not the sum of their p99s)
+    late_p50, late_max = late[len(late) // 2], late[-1]
     out = Path(summary["_out"])
     streams = {s["id"]: s for s in map(json.loads, (out / "streams.jsonl").read_text().splitlines())}
     diffs = sorted((streams[r["request_id"]]["ttft_ns"] - r["ttft_ns"]) / ms for r in truth
@@ -111,11 +113,11 @@ def test_run_timing_matches_injected_ttft_and_gaps(faults_run: tuple[dict, list[
     assert diffs[0] >= -1.0, diffs[:5]
     d50, d99 = diffs[len(diffs) // 2], diffs[min(len(diffs) - 1, int(len(diffs) * 0.99))]
     assert d50 <= 2.0 + lag["p50"] + late_p50, (d50, lag, late_p50)
-    assert d99 <= 10.0 + lag["p99"] + late_p99, (d99, lag, late_p99)
+    assert d99 <= 10.0 + lag["max"] + late_max, (d99, lag, late_max)
     assert abs(m["ttft"]["p50"] - inj_ttft.percentile(50) / ms) <= 2.0 + lag["p50"] + late_p50
-    assert abs(m["ttft"]["p99"] - inj_ttft.percentile(99) / ms) <= 10.0 + lag["p99"] + late_p99
+    assert abs(m["ttft"]["p99"] - inj_ttft.percentile(99) / ms) <= 10.0 + lag["max"] + late_max
     assert abs(m["itl"]["p50"] - inj_itl.percentile(50) / ms) <= 2.0 + lag["p90"]
-    assert abs(m["itl"]["p99"] - inj_itl.percentile(99) / ms) <= 10.0 + lag["p99"] + late_p99
+    assert abs(m["itl"]["p99"] - inj_itl.percentile(99) / ms) <= 10.0 + lag["max"] + late_max
 
 
 def test_run_stream_log_joins_ground_truth(faults_run: tuple[dict, list[dict]], tmp_path: Path) -> None:

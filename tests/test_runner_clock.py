@@ -20,9 +20,9 @@ S = 1_000_000_000
 
 
 async def _run(monkeypatch: pytest.MonkeyPatch, plan: Plan, timeouts: str = "",
-               requests: int = 2) -> tuple[Recorder, list[dict[str, Any]]]:
+               requests: int = 2, run: str = "") -> tuple[Recorder, list[dict[str, Any]]]:
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(plan))
-    profile = parse_profile(f'[run]\nrequests = {requests}\n[run.timeouts]\n{timeouts}\n[load]\n'
+    profile = parse_profile(f'[run]\nrequests = {requests}\n{run}\n[run.timeouts]\n{timeouts}\n[load]\n'
                             'concurrency = 1\n[target]\nurl = "http://127.0.0.1:9"\n'
                             '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
     rec = Recorder(["chat-m"])
@@ -85,3 +85,16 @@ async def test_runner_clock_body_without_terminal_signal_is_truncated(
     assert (x["outcome"], x["detail"]) == ("truncated", "closed")
     assert x["e2e_ns"] == int(1.0 * S)  # the end of the body is the end of the stream
     assert rec.snapshot().histogram(ALL, "e2e").count == 0  # E2E counts completed streams only
+
+
+@pytest.mark.parametrize(("max_event_bytes", "outcome"), [(100, "truncated"), (4096, "completed")])
+async def test_runner_max_event_bytes_from_the_profile_reaches_the_scanner(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+        max_event_bytes: int, outcome: str) -> None:
+    # each content event is about 130 bytes
+    rec, lines = await _run(monkeypatch, Plan(), requests=1, run=f"max_event_bytes = {max_event_bytes}")
+    (x,) = lines
+    assert x["outcome"] == outcome
+    if outcome == "truncated":
+        assert x["detail"] == "oversize_event"
+        assert rec.snapshot().counter(ALL, "truncated.oversize_event") == 1
