@@ -455,7 +455,7 @@ class LoadRunner:
                     self.request_stop(name)
                     if count == 1:
                         grace_s = self.profile.run.grace_ns / NS_PER_S
-                        self.notice(f"{name}: stopping: no new streams; the {self.stats.in_flight} in flight "
+                        self.notice(f"{name}: stopping: no new streams; the {self._gauge.open} in flight "
                                     f"get {grace_s:g} s to finish ({name} again cancels them now)")
                     elif count == 2:  # a second signal: no grace
                         self.notice(f"{name} again: cancelling the streams in flight; then writing results "
