@@ -105,6 +105,8 @@ class RunSpec:
     metrics_port: int | None = None
     #: lower-case response header names recorded per stream and counted by value
     record_headers: tuple[str, ...] = ()
+    #: the SSE scanner's memory bound per line / event, bytes (hopbench.sse.SSEScanner)
+    max_event_bytes: int = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +314,12 @@ def check_workers(n: int) -> str | None:
     return None
 
 
+#: ``[run].max_event_bytes``: the default (4 MiB, the scanner's own) and the largest accepted
+#: (1 GiB: one event is held in memory per stream, so a larger bound is no bound).
+MAX_EVENT_BYTES_DEFAULT = 4 * 1024 * 1024
+MAX_EVENT_BYTES_MAX = 1 << 30
+
+
 def _run(t: Table, doc: TomlDoc) -> RunSpec:
     default_name = _default_name(doc.path.stem) if doc.path else "run"
     name = t.str("name", default_name, nonempty=True)
@@ -341,9 +349,11 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     stream_log = t.bool("stream_log", True)
     metrics_port = t.int("metrics_port", None, min=1, max=65535)  # docs/observability.md
     record_headers = _record_headers(t)
+    max_event_bytes = t.int("max_event_bytes", MAX_EVENT_BYTES_DEFAULT, min=1, max=MAX_EVENT_BYTES_MAX)
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
-                   budget, workers, engine, ray_address, stream_log, metrics_port, record_headers)
+                   budget, workers, engine, ray_address, stream_log, metrics_port, record_headers,
+                   max_event_bytes)
 
 
 #: response headers that may carry credentials or session state: never recorded

@@ -62,7 +62,11 @@ class ProgressFigures:
         planned_ns: the run's planned duration (warm-up included), or None.
         requests_left: run.requests minus requests started, or None.
         warming_up: the last interval ended inside the warm-up period.
-        in_flight_now, in_flight_mean: streams open at the interval's end / on average.
+        in_flight_now, in_flight_mean: streams a gateway sees open (request
+            sent, not finished) at the interval's end / on average.
+        connecting_now, waiting_now: streams opening a connection / waiting
+            to start on the client side at the interval's end (docs/results.md,
+            "In flight").
         started_per_s, completed_per_s, output_tokens_per_s: rates over the
             recent intervals (warm-up included, as in timeline.jsonl).
         recent, run: metric -> (p50, p99) in ns for ``ttft`` and ``itl``, over
@@ -90,6 +94,8 @@ class ProgressFigures:
     keepalive_violations: int
     cpu: float
     lag_p99_ns: dict[str, int | None]
+    connecting_now: int = 0
+    waiting_now: int = 0
 
     @property
     def remaining_ns(self) -> int | None:
@@ -262,6 +268,8 @@ class LiveProgress:
             keepalive_violations=counters.get("keepalive_violations", 0),
             cpu=cpu_ns / span_ns,
             lag_p99_ns={m: recent[m].percentile(99.0) if recent[m].count else None for m in _HEALTH},
+            connecting_now=int(last.get("connecting_now", 0)),
+            waiting_now=int(last.get("waiting_now", 0)),
         )
         self._figures = fig
         self._shown_at = time.monotonic()
@@ -309,7 +317,8 @@ def plain_line(fig: ProgressFigures) -> str:
         return "-/-" if v is None else f"{_ms(v[0])}/{_ms(v[1])}"
 
     lag = fig.lag_p99_ns
-    return (f"[{_time_text(fig)}] in flight {fig.in_flight_now} started {fig.started_per_s:.1f}/s "
+    return (f"[{_time_text(fig)}] in flight {fig.in_flight_now} connecting {fig.connecting_now} "
+            f"waiting {fig.waiting_now} started {fig.started_per_s:.1f}/s "
             f"done {fig.completed_per_s:.1f}/s tok {fig.output_tokens_per_s:.0f}/s "
             f"ttft p50/p99 {pair(fig.recent['ttft'])} ms (run {pair(fig.run['ttft'])}) "
             f"itl p50/p99 {pair(fig.recent['itl'])} ms (run {pair(fig.run['itl'])}) "
@@ -321,7 +330,8 @@ def plain_line(fig: ProgressFigures) -> str:
 def render(fig: ProgressFigures, name: str, ahead_ns: int = 0) -> RenderableType:
     """The live panel for the figures (rich renderable)."""
     head = Text.assemble(("hopbench ", "bold"), (name, "bold cyan"), "  ", _time_text(fig, ahead_ns))
-    rates = Text(f"in flight {fig.in_flight_now} (mean {fig.in_flight_mean:.1f})   "
+    rates = Text(f"in flight {fig.in_flight_now} (mean {fig.in_flight_mean:.1f}; "
+                 f"+{fig.connecting_now} connecting, {fig.waiting_now} waiting to start)   "
                  f"started {fig.started_per_s:.1f}/s   completed {fig.completed_per_s:.1f}/s   "
                  f"output {fig.output_tokens_per_s:,.0f} tok/s")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))

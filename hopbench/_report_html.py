@@ -336,7 +336,7 @@ def _timeline_figure(runs: Sequence[RunData]) -> Any:
     import plotly.graph_objects as go
 
     titles = ("TTFT per interval (ms)", "ITL per interval (ms)", "streams per second",
-              "output tokens per second", "streams in flight",
+              "output tokens per second", "streams in flight (as a gateway sees them) and client-side phases",
               "load generator: CPU (% of a core) and lag p99 (ms)")
     fig = make_subplots(rows=len(titles), cols=1, shared_xaxes=True, subplot_titles=titles,
                         vertical_spacing=0.045)
@@ -366,6 +366,10 @@ def _timeline_figure(runs: Sequence[RunData]) -> Any:
             ends = [rec["end_ns"] / _NS_PER_S for rec in tl]
             line(5, ends, [rec.get("in_flight_mean") for rec in tl], "in flight (mean)", "#1f77b4")
             line(5, ends, [rec.get("in_flight_now") for rec in tl], "in flight (at end)", "#7f7f7f")
+            # the client-side phases, by their own names (docs/results.md, "In flight")
+            for key, colour in (("connecting", "#bcbd22"), ("waiting", "#ff9896"), ("closing", "#c5b0d5")):
+                if any(f"{key}_mean" in rec for rec in tl):
+                    line(5, ends, [rec.get(f"{key}_mean") for rec in tl], f"{key} (mean)", colour)
             line(6, ends, [100.0 * float(rec.get("cpu", 0) or 0) for rec in tl], "CPU %", "#8c564b")
         for tag_name, colour in (("all.loop_lag", "#e377c2"), ("all.schedule_lag", "#17becf")):
             xs, ys = _percentile_series(run.intervals.get(tag_name, []), 99.0)

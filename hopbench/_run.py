@@ -32,6 +32,7 @@ from ._outcomes import BROKEN, ERROR_RATE_WARN
 from ._profile import Profile, sanitized
 from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment, write_error
+from ._inflight import BUSY_PHASES, PHASES
 from ._runner import LoadRunner, RunStats
 
 __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
@@ -97,6 +98,17 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
         over 25 ms, judged on p90 when there are fewer than 100 samples, or
         CPU over 95 % of a core), so latencies are not to be trusted; ``load``
         holds requested vs achieved figures.
+
+    In flight (hopbench._inflight; docs/results.md, "In flight"):
+    ``mean_in_flight`` and ``peak_in_flight`` count what a gateway sees (the
+    request sent, not finished); ``in_flight_by_phase`` the steady window's
+    mean per phase, ``mean_busy`` (connecting + in flight) and ``mean_open``
+    (every phase, client-side waiting too). Load held: a closed loop of N
+    users holds its load when on average at least 90 % of N users are busy
+    with the target (connecting to it counts: a k6 VU or a wrk connection
+    that is connecting is still offering load; waiting on the client side,
+    or closing a stream the target has finished, does not); an open loop when the requests actually sent to the target
+    reach 90 % of the requested rate and no arrival was dropped.
     """
     warnings: list[str] = []
     lag = total.histogram(ALL, "loop_lag")
@@ -132,26 +144,37 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
                         "load (other processes on this machine can also take the core)")
     measured_ns = max(stats.stop_ns - profile.run.warmup_ns, 1)
     load: dict[str, Any] = {"mode": profile.load.mode, "peak_in_flight": stats.peak_in_flight,
+                            "peak_open": stats.peak_open,
                             "measured_s": round(measured_ns / NS_PER_S, 6),
                             "cpu_mean": round(cpu_mean, 4), "cpu_max": round(max(cpu, default=0), 4),
                             "loop_lag_p99_ms": (lag.percentile(99.0) if lag.count else 0) / NS_PER_MS}
     steady_ns = stats.stop_ns - min(stats.steady_from_ns, stats.stop_ns)
     mean_in_flight = stats.steady_area / steady_ns if steady_ns > 0 else None
     load["mean_in_flight"] = None if mean_in_flight is None else round(mean_in_flight, 3)
+    by_phase = {name: (stats.steady_phase_area.get(name, 0) / steady_ns if steady_ns > 0 else None)
+                for name in PHASES}
+    load["in_flight_by_phase"] = {k: None if v is None else round(v, 3) for k, v in by_phase.items()}
+    mean_busy = None if steady_ns <= 0 else sum(by_phase[PHASES[p]] or 0.0 for p in BUSY_PHASES)
+    load["mean_busy"] = None if mean_busy is None else round(mean_busy, 3)
+    load["mean_open"] = None if steady_ns <= 0 else round(sum(v or 0.0 for v in by_phase.values()), 3)
     if profile.load.mode == "concurrency":
         load["requested_concurrency"] = profile.load.concurrency
         want = profile.load.concurrency
         # a request budget that ends the run early is not a failure to hold load
-        if (mean_in_flight is not None and profile.run.requests is None
-                and mean_in_flight < LOAD_HELD_FRACTION * want):
-            warnings.append(f"load not held: {mean_in_flight:.1f} streams in flight on average, "
-                            f"{want} requested")
+        if (mean_busy is not None and profile.run.requests is None
+                and mean_busy < LOAD_HELD_FRACTION * want):
+            warnings.append(f"load not held: {mean_busy:.1f} of {want} users busy with the target on "
+                            f"average ({mean_in_flight or 0.0:.1f} in flight, "
+                            f"{by_phase['connecting'] or 0.0:.1f} connecting); "
+                            f"{by_phase['waiting'] or 0.0:.1f} waiting to start on the client side")
             load["held"] = False
         else:
             load["held"] = True
     else:
         arrivals = total.counter(ALL, "started") + total.counter(ALL, "max_in_flight_hits")
-        achieved = total.counter(ALL, "started") / (measured_ns / NS_PER_S)  # sent, not dropped
+        # the requests the target received: written to it, not just started (a
+        # stream still waiting for the client's loop or a connection is not load)
+        achieved = stats.sent_measured / (measured_ns / NS_PER_S)
         load.update(requested_rate_rps=profile.load.rate_rps, achieved_rate_rps=round(achieved, 3),
                     arrival_rate_rps=round(arrivals / (measured_ns / NS_PER_S), 3),
                     max_in_flight=profile.load.max_in_flight,
@@ -164,7 +187,7 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
                             f"dropped at max_in_flight = {profile.load.max_in_flight}")
         if profile.run.requests is None and achieved < LOAD_HELD_FRACTION * profile.load.rate_rps:
             held = False
-            warnings.append(f"load not held: {achieved:.1f} arrivals/s achieved, "
+            warnings.append(f"load not held: {achieved:.1f} requests/s sent to the target, "
                             f"{profile.load.rate_rps:g} requested")
         load["held"] = held
     completed = total.counter(ALL, "completed")
@@ -610,7 +633,8 @@ def progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:
     def ms(h: Any, p: float) -> str:
         return f"{h.percentile(p) / NS_PER_MS:.1f}" if h.count else "-"
 
-    return (f"[{t_s:6.1f}s] in flight {line['in_flight_now']:4d}  "
+    return (f"[{t_s:6.1f}s] in flight {line['in_flight_now']:4d} "
+            f"(+{line.get('connecting_now', 0)} connecting, {line.get('waiting_now', 0)} waiting)  "
             f"done {line['completed'] / dur_s:7.1f}/s  tok {line['output_tokens'] / dur_s:8.0f}/s  "
             f"ttft p50/p99 {ms(ttft, 50)}/{ms(ttft, 99)} ms  itl p99 {ms(itl, 99)} ms  "
             f"broken {broken}  cpu {line['cpu']:.0%}")

@@ -39,6 +39,7 @@ import trio
 from ._clock import NS_PER_S, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
+from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ._meter import HeaderValues, StreamMeter, capture_headers, measure, record_stream, stream_line
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
@@ -58,7 +59,6 @@ _ERROR_BODY_LIMIT = 64 * 1024
 #: how long the rest of a body may take once its terminal signal arrived
 _AFTER_END_S = 1.0
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
-_MAX_EVENT_BYTES = 4 * 1024 * 1024
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
 
 
@@ -169,6 +169,12 @@ class RunStats:
     """What the runner knows about the run itself (not per stream).
 
     Times are integer ns relative to the run start unless named otherwise.
+    In-flight figures (hopbench._inflight, docs/results.md "In flight"):
+    ``in_flight``, ``peak_in_flight``, ``in_flight_area`` and ``steady_area``
+    count what a gateway sees (request sent, not finished); ``peak_open``
+    every stream the client held open; ``steady_phase_area`` the steady
+    window's stream-ns per phase name; ``sent_measured`` the requests written
+    to the target in the measured window (after warm-up, before the stop).
     """
 
     started_ns: int = 0
@@ -182,6 +188,9 @@ class RunStats:
     peak_in_flight: int = 0
     in_flight_area: float = 0.0  # stream-ns, for the time-weighted mean
     steady_area: float = 0.0
+    peak_open: int = 0
+    steady_phase_area: dict[str, int] = field(default_factory=dict)
+    sent_measured: int = 0
     steady_from_ns: int = 0
     last_change_ns: int = 0
     cpu_fractions: list[float] = field(default_factory=list)
@@ -267,7 +276,7 @@ class LoadRunner:
         self._arrival_offset_ns = arrival_offset_ns
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
         self._reached = False
-        self._spawning = 0  # open loop: streams started with start_soon, not yet running
+        self._gauge = InFlightGauge(0)  # replaced at the run's start (its t0)
         self._connect_failures = 0  # in a row, since the last response
         env_map = os.environ if env is None else env
         t = profile.target
@@ -314,18 +323,18 @@ class LoadRunner:
         self._requests_left -= 1
         return True
 
-    def _in_flight_change(self, delta: int) -> None:
-        st = self.stats
-        t = now_ns()
-        dt = t - st.last_change_ns
-        st.in_flight_area += st.in_flight * dt
-        if t - self._t0 > st.steady_from_ns and not self._stopping:
-            lo = max(st.last_change_ns, self._t0 + st.steady_from_ns)
-            st.steady_area += st.in_flight * (t - lo)
-        st.last_change_ns = t
-        st.in_flight += delta
-        if st.in_flight > st.peak_in_flight:
-            st.peak_in_flight = st.in_flight
+    def _sync_stats(self) -> None:
+        """Copy the in-flight gauge's figures into ``self.stats``."""
+        st, g = self.stats, self._gauge
+        st.in_flight = g.in_flight
+        st.peak_in_flight = g.peak_in_flight
+        st.peak_open = g.peak_open
+        area, steady = g.area, g.steady_area
+        st.in_flight_area = area[AWAITING_HEADERS] + area[STREAMING]
+        st.steady_area = steady[AWAITING_HEADERS] + steady[STREAMING]
+        st.steady_phase_area = dict(zip(PHASES, steady))
+        st.sent_measured = g.sent_measured
+        st.last_change_ns = g.last_ns
 
     def _make_client(self) -> httpx.AsyncClient:
         t = self.profile.target
@@ -369,8 +378,9 @@ class LoadRunner:
                 st.started_ns = 0
                 st.last_change_ns = t0
                 st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
+                self._gauge = InFlightGauge(t0, t0 + st.steady_from_ns, t0 + run.warmup_ns)
                 self._cpu0 = time.thread_time_ns()
-                self._area0 = 0.0
+                self._area0 = [0] * len(PHASES)
                 async with trio.open_nursery() as watchers:
                     watchers.start_soon(self._loop_lag_probe)
                     watchers.start_soon(self._ticker)
@@ -395,8 +405,10 @@ class LoadRunner:
                 self._final_interval()
         st.gc_collections = collector.collections
         st.gc_pause_ns, st.gc_pause_max_ns = collector.pause_ns, collector.pause_max_ns
-        st.ended_ns = now_ns() - t0
-        self._in_flight_change(0)
+        t_end = now_ns()
+        st.ended_ns = t_end - t0
+        self._gauge.advance(t_end)
+        self._sync_stats()
         return st
 
     async def _stop_requested(self) -> None:
@@ -428,9 +440,11 @@ class LoadRunner:
         self._stop_event.set()
 
     def _stop(self, gen: trio.CancelScope) -> None:
-        self._in_flight_change(0)
+        t = now_ns()
+        self._gauge.stop(t)
+        self._sync_stats()
         self._stopping = True
-        self.stats.stop_ns = now_ns() - self._t0
+        self.stats.stop_ns = t - self._t0
         # Closed-loop users run their streams inside the generator: they stop by
         # themselves after the current stream (``_take_request``), which keeps
         # the grace period for in-flight streams. The open-loop scheduler only
@@ -439,7 +453,7 @@ class LoadRunner:
             gen.cancel()
 
     async def _wait_idle(self) -> None:
-        while self.stats.in_flight > 0:
+        while self._gauge.open > 0:
             await self._idle_changed.wait()
 
     async def _watch_target(self, alive: Callable[[], str | None]) -> None:
@@ -468,7 +482,7 @@ class LoadRunner:
                     self.request_stop(name)
                     if count == 1:
                         grace_s = self.profile.run.grace_ns / NS_PER_S
-                        self.notice(f"{name}: stopping: no new streams; the {self.stats.in_flight} in flight "
+                        self.notice(f"{name}: stopping: no new streams; the {self._gauge.open} in flight "
                                     f"get {grace_s:g} s to finish ({name} again cancels them now)")
                     elif count == 2:  # a second signal: no grace
                         self.notice(f"{name} again: cancelling the streams in flight; then writing results "
@@ -535,38 +549,51 @@ class LoadRunner:
             await trio.sleep_until(ns_to_s(intended))
             if not self._take_request():
                 return
-            lag = now_ns() - intended
+            t = now_ns()
+            lag = t - intended
             self._recorder_for(intended).record_global("schedule_lag", max(lag, 0))
             st.arrivals += 1
-            # streams spawned but not yet running count too: max_in_flight is a hard bound
-            if st.in_flight + self._spawning >= self.load.max_in_flight:
+            # every stream the client holds counts, also those spawned but not
+            # yet running (waiting): max_in_flight is a hard bound on the client
+            if self._gauge.open >= self.load.max_in_flight:
                 st.max_in_flight_hits += 1
                 self._recorder_for(intended).incr_global("max_in_flight_hits")
                 continue
-            self._spawning += 1
-            self._streams.start_soon(self._spawned_stream, self._pick(), intended)
-
-    async def _spawned_stream(self, sc: Scenario, intended_ns: int) -> None:
-        self._spawning -= 1  # now counted by _stream's own in-flight bookkeeping
-        await self._stream(sc, intended_ns)
+            self._gauge.move(t, OUT, WAITING)  # waits for the loop to run its task
+            self._streams.start_soon(self._stream, self._pick(), intended, True)
 
     def _recorder_for(self, start_ns: int) -> Recorder:
         return self.warm if start_ns - self._t0 < self.profile.run.warmup_ns else self.rec
 
     # -- one stream ------------------------------------------------------------
-    async def _stream(self, sc: Scenario, intended_ns: int | None) -> str:
+    async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False) -> str:
         to = self.profile.run.timeouts
         self._next_id += 1
         headers = dict(self._headers[sc.protocol])
         headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
         body = sc.bodies[0] if len(sc.bodies) == 1 else self._rng.choice(sc.bodies)
         self.stats.requests_started += 1
-        self._in_flight_change(+1)
+        gauge = self._gauge
+        if not counted:  # (an open-loop arrival was counted as waiting when it was spawned)
+            gauge.move(now_ns(), OUT, WAITING)
+        # [the stream's phase (hopbench._inflight), whether its request was written]
+        stage: list[Any] = [WAITING, False]
+
+        async def trace(name: str, info: dict[str, Any]) -> None:
+            # httpcore's trace names; StreamTransport emits the same two
+            if name.endswith("send_request_headers.started"):
+                gauge.move(now_ns(), stage[0], AWAITING_HEADERS, not stage[1])
+                stage[0], stage[1] = AWAITING_HEADERS, True
+            elif name.endswith(("connect_tcp.started", "connect_unix_socket.started")):
+                gauge.move(now_ns(), stage[0], CONNECTING)
+                stage[0] = CONNECTING
+
         # The request is built before the send stamp: its ~70 us of CPU are the
         # client's own work, not the target's latency.
         request: httpx.Request | Exception
         try:
-            request = self._client.build_request("POST", sc.path, content=body, headers=headers)
+            request = self._client.build_request("POST", sc.path, content=body, headers=headers,
+                                                 extensions={"trace": trace})
         except Exception as exc:  # raised again inside the per-stream boundary below
             request = exc
         sent = now_ns()
@@ -587,7 +614,7 @@ class LoadRunner:
                 scope.deadline = ns_to_s(min(x for x in (first, total_deadline, 1 << 62) if x is not None))
                 try:
                     outcome, detail, result = await self._exchange(
-                        sc, request, meter, scope, total_deadline, rec, box, body)
+                        sc, request, meter, scope, total_deadline, rec, box, stage, body)
                 except trio.Cancelled:
                     raise
                 except Exception as exc:  # the per-stream boundary
@@ -620,14 +647,15 @@ class LoadRunner:
             record_stream(rec, sc.name, record, self._header_values)
             if self.on_stream is not None:
                 self.on_stream(stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0))
-            self._in_flight_change(-1)
+            gauge.move(max(end, gauge.last_ns), stage[0], OUT)
             self._idle_changed.set()
             self._idle_changed = trio.Event()
         return outcome
 
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
-                        rec: Recorder, box: list[StreamResult | None], body: bytes = b"",
+                        rec: Recorder, box: list[StreamResult | None], stage: list[Any],
+                        body: bytes = b"",
                         ) -> tuple[str, str, StreamResult | None]:
         client = self._client
         idle_ns = self.profile.run.timeouts.idle_ns
@@ -640,6 +668,8 @@ class LoadRunner:
             meter.on_headers(t)
             if self._record_headers:
                 meter.headers = capture_headers(response.headers.get, self._record_headers)
+            self._gauge.move(t, stage[0], STREAMING)
+            stage[0] = STREAMING
             slack = min(idle_ns // 16, _IDLE_SLACK_NS) if idle_ns is not None else 0
             never = 1 << 62
             total = total_deadline if total_deadline is not None else never
@@ -662,7 +692,7 @@ class LoadRunner:
             ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
                 rec.incr(sc.name, "anomaly.wrong_content_type")
-            scanner = SSEScanner(max_event_bytes=_MAX_EVENT_BYTES)
+            scanner = SSEScanner(max_event_bytes=self.profile.run.max_event_bytes)
             dec = new_decoder(sc.protocol, keep_text=False,
                               expect_usage=self._expect_usage.get(body, False))
             identity = response.headers.get("content-encoding", "identity") == "identity"
@@ -671,7 +701,7 @@ class LoadRunner:
             # through response.aclose()).
             direct = response.extensions.get("hopbench.body")
             chunks = (direct if direct is not None and identity
-                      else response.aiter_raw() if identity else response.aiter_bytes())
+                      else response.aiter_raw() if identity else response.aiter_bytes()).__aiter__()
             # Re-arming a trio deadline costs ~1.6 us; doing it on every read
             # would be the largest single cost of a paced stream. The deadline
             # is instead set ``slack`` past the idle limit and re-armed at most
@@ -702,11 +732,17 @@ class LoadRunner:
                         # _AFTER_END_S; a body that then breaks or hangs does
                         # not turn a finished stream into a broken one.
                         box[1] = True
+                        # the gateway is done with it: what is left is the client's
+                        self._gauge.move(t, stage[0], CLOSING)
+                        stage[0] = CLOSING
                         scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
                         rearm_at = never
             finally:
                 # keep what arrived, also for timeouts and broken connections
                 box[0] = dec.finish(discarded_partial=scanner.close())
+                # a body left by an exception (e.g. an oversize event) is an
+                # async generator stopped at a yield: close it now, not at GC
+                await chunks.aclose()  # type: ignore[attr-defined]
             result = box[0]
             assert result is not None
             return result.outcome, _detail(result), result
@@ -794,18 +830,24 @@ class LoadRunner:
         start_rel = st.intervals[-1]["end_ns"] if st.intervals else 0
         if end_rel_ns <= start_rel:
             return None
-        self._in_flight_change(0)
+        g = self._gauge
+        g.advance(now_ns())
+        self._sync_stats()
         cpu = time.thread_time_ns()  # the loop thread's own CPU, not the publishing thread's
         cpu_frac = (cpu - self._cpu0) / max(end_rel_ns - start_rel, 1)
         self._cpu0 = cpu
-        area = st.in_flight_area - self._area0
-        self._area0 = st.in_flight_area
-        line = {
+        area = [a - b for a, b in zip(g.area, self._area0)]
+        self._area0 = list(g.area)
+        dur = end_rel_ns - start_rel
+        line: dict[str, Any] = {
             "start_ns": start_rel, "end_ns": end_rel_ns,
-            "in_flight_mean": area / (end_rel_ns - start_rel),
+            "in_flight_mean": (area[AWAITING_HEADERS] + area[STREAMING]) / dur,
             "in_flight_now": st.in_flight, "cpu": round(cpu_frac, 4),
             "started_total": st.requests_started,
         }
+        for i, name in enumerate(PHASES):  # the phases by name (docs/results.md, "In flight")
+            line[f"{name}_mean"] = area[i] / dur
+            line[f"{name}_now"] = g.now[i]
         if end_rel_ns - start_rel >= self.profile.run.interval_ns // 2:
             st.cpu_fractions.append(cpu_frac)  # a short final interval would skew it
         st.intervals.append(line)

@@ -32,6 +32,13 @@ obtaining the connection (0 for a reused one), integer ns from trio's clock;
 connection was replaced once: see ``handle_async_request``);
 ``extensions["hopbench.body"]``: the raw body stream, which the runner iterates
 directly (one chunk per network read, no content decoding).
+
+A request's ``extensions["trace"]`` (httpx's request tracing, an async
+callable ``(name, info)``) is awaited with two of the event names httpcore
+uses, so that the runner tells the phases of a stream apart the same way with
+either transport: ``connection.connect_tcp.started`` as a new connection is
+opened and ``http11.send_request_headers.started`` just before the request is
+written on an open connection (``info`` is an empty dict).
 """
 
 from __future__ import annotations
@@ -256,21 +263,24 @@ class StreamTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
         body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
         data = _request_bytes(request, body)
+        trace = request.extensions.get("trace")
         t0 = now_ns()
         conn = await self._idle_conn(origin)
         retried = False
         if conn is not None:
             conn.reused = True
             try:
-                return await self._exchange(conn, data, request, 0, False)
+                return await self._exchange(conn, data, request, 0, False, trace)
             except _StaleConnection:
                 # The server closed the idle keep-alive connection just as it
                 # was reused: nothing came back (EOF or reset before a single
                 # response byte). Browsers retry that case once; so do we, on a
                 # fresh connection, and the response says so (counted).
                 retried = True
+        if trace is not None:
+            await trace("connection.connect_tcp.started", {})
         conn = await self._connect(origin, timeouts.get("connect"))
-        return await self._exchange(conn, data, request, now_ns() - t0, retried)
+        return await self._exchange(conn, data, request, now_ns() - t0, retried, trace)
 
     async def _idle_conn(self, origin: Origin) -> _Conn | None:
         """The most recently used idle connection that is still open, or None."""
@@ -287,10 +297,12 @@ class StreamTransport(httpx.AsyncBaseTransport):
         return None
 
     async def _exchange(self, conn: _Conn, data: bytes, request: httpx.Request,
-                        connect_ns: int, retried: bool) -> httpx.Response:
+                        connect_ns: int, retried: bool, trace: Any = None) -> httpx.Response:
         resp = conn.response
         resp.reset()
         got_bytes = False
+        if trace is not None:
+            await trace("http11.send_request_headers.started", {})
         try:
             await conn.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:

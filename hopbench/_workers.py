@@ -56,6 +56,7 @@ import trio
 from ._clock import NS_PER_MS, NS_PER_S
 from ._errors import HopbenchError
 from ._hdr import Histogram
+from ._inflight import PHASES
 from ._profile import LoadSpec, Profile
 from ._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._results import ResultsWriter
@@ -166,6 +167,7 @@ def share_profile(profile: Profile, share: WorkerShare) -> Profile:
 _STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "requests_started",
                  "arrivals", "max_in_flight_hits", "in_flight", "peak_in_flight",
                  "in_flight_area", "steady_area", "steady_from_ns",
+                 "peak_open", "steady_phase_area", "sent_measured",
                  "last_change_ns", "cpu_fractions", "gc_collections", "gc_pause_ns",
                  "gc_pause_max_ns", "error_samples", "codes_folded")
 
@@ -408,6 +410,9 @@ class Merger:
             "start_ns": start, "end_ns": end,
             "in_flight_mean": sum(x.get("in_flight_mean", 0.0) for x in lines),
             "in_flight_now": sum(int(x.get("in_flight_now", 0)) for x in lines),
+            # the phases add up across workers like in_flight (docs/results.md, "In flight")
+            **{f"{ph}_{k}": sum(x.get(f"{ph}_{k}", 0) for x in lines)
+               for ph in PHASES for k in ("mean", "now")},
             "cpu": max(cpus.values(), default=0.0),
             "started_total": sum(w.started_total for w in self.workers.values()),
             "completed": iv.counter(ALL, "completed") + warm.counter(ALL, "completed"),
@@ -501,6 +506,9 @@ class Merger:
             peak_in_flight=sum(s.peak_in_flight for s in stats_all),
             in_flight_area=sum(s.in_flight_area for s in stats_all),
             steady_area=sum(s.steady_area for s in stats_all),
+            peak_open=sum(s.peak_open for s in stats_all),
+            steady_phase_area={ph: sum(s.steady_phase_area.get(ph, 0) for s in stats_all) for ph in PHASES},
+            sent_measured=sum(s.sent_measured for s in stats_all),
             steady_from_ns=min((s.steady_from_ns for s in stats_all), default=0),
             gc_collections=sum(s.gc_collections for s in stats_all),
             gc_pause_ns=sum(s.gc_pause_ns for s in stats_all),
@@ -515,7 +523,8 @@ class Merger:
         load.update(cpu_mean=round(sum(cpus) / len(cpus), 4) if cpus else 0.0,
                     cpu_max=max((d["cpu_max"] for d in detail), default=0.0),
                     loop_lag_p99_ms=max((d["loop_lag_p99_ms"] for d in detail), default=0.0),
-                    peak_in_flight_note="sum of the workers' peaks (an upper bound)")
+                    peak_in_flight_note="sum of the workers' peaks (an upper bound)",
+                    peak_open_note="sum of the workers' peaks (an upper bound)")
         interrupted = next((s.interrupted_by for s in stats_all if s.interrupted_by), None)
         if meta.get("interrupted_by") is None and interrupted is not None:
             meta["interrupted_by"] = interrupted

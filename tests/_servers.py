@@ -6,7 +6,7 @@ environment under a cache folder (``$HOPBENCH_TEST_CACHE``, default
 install <pinned requirement>`` and reused while it holds the marker file
 written after a successful install (a half-made venv is rebuilt). A file lock
 keeps concurrent test runs from installing into the same folder at once.
-Versions are the ones checked in /work/shared/REAL_SERVERS.md.
+Versions are the ones checked in docs/real-servers.md.
 
 Policy when the install fails (no registry, no network): the test FAILS,
 unless ``HOPBENCH_SKIP_NETWORK_INSTALL=1`` is set, then it is skipped.

@@ -379,12 +379,19 @@ def test_emulator_timing_matches_what_the_client_sees(record: Path) -> None:
         blocks, err, _ = emu.raw("/v1/messages", {**_chat(), "max_tokens": 10})
         gt = emu.truth(1)[0]
     stamps = [t for t, b in blocks if b.startswith(b"event: content_block_delta")]
-    assert abs(stamps[0] * 1e9 - gt["ttft_ns"]) < 15e6
-    assert abs(gt["ttft_ns"] - 150e6) < 5e6
-    assert 0 <= gt["lag_max_ns"] < 5e6
-    assert all(abs(g - 40e6) < 5e6 for g in gt["gaps_ns"])
-    client_gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    assert all(abs(g - 0.04) < 0.015 for g in client_gaps), client_gaps
+    assert len(stamps) == 5 and len(gt["gaps_ns"]) == 4
+    # The planned TTFT (150 ms) and gaps (40 ms), each handed to send() late by at most
+    # the worst lateness the emulator itself measured; on a busy machine that lateness
+    # grows, so fixed millisecond bounds would measure the neighbours (issue 14): the
+    # emulator's accuracy on a quiet machine is benchmarks/bench_emulator.py's.
+    late, ms = gt["lag_max_ns"], 1e6
+    assert late >= 0
+    assert 150 * ms - ms <= gt["ttft_ns"] <= 150 * ms + late + ms
+    assert all(40 * ms - late - ms <= g <= 40 * ms + late + ms for g in gt["gaps_ns"]), (gt["gaps_ns"], late)
+    # The client's clock starts before the request leaves and stops after the event
+    # is read: it never sees an event before the emulator sent it.
+    assert stamps[0] * 1e9 >= gt["ttft_ns"] - ms
+    assert stamps[-1] * 1e9 >= gt["ttft_ns"] + sum(gt["gaps_ns"]) - ms
 
 
 def test_emulator_same_seed_same_requests_same_behaviour(tmp_path: Path) -> None:

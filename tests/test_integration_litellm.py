@@ -1,6 +1,6 @@
 """Integration (slow, opt-in): ``hopbench run`` through the LiteLLM proxy in front of llmock.
 
-A real gateway as the system under test (/work/shared/REAL_SERVERS.md):
+A real gateway as the system under test (docs/real-servers.md):
 llmock 0.2.2 on one 127.0.0.1 port, LiteLLM proxy 1.108.7 (``litellm[proxy]``,
 about 750 MB, its own virtual environment in the test cache) on another,
 mapping ``gpt-4o-mini`` to llmock's OpenAI routes and ``claude-sonnet-4-5`` to

@@ -1,6 +1,6 @@
 """Integration: ``hopbench run`` against a real third-party server, llmock 0.2.2.
 
-llmock (PyPI, see /work/shared/REAL_SERVERS.md) serves all three protocols,
+llmock (PyPI, see docs/real-servers.md) serves all three protocols,
 with HTTP error and stream-fault injection and an admin API that queues exact
 behaviours. It is installed into its own virtual environment under the test
 cache (``tests/_servers.py``; first install about 35 s, then reused), started

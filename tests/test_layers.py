@@ -26,7 +26,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: import nothing from hopbench
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
-        "hopbench._wire_text",
+        "hopbench._wire_text", "hopbench._inflight",
         "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
@@ -62,7 +62,8 @@ RANK = {m: r for r, mods in LAYERS.items() for m in mods}
 ALLOWED_SIBLINGS: frozenset[tuple[str, str]] = frozenset()
 
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
-        "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format"]
+        "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
+        "hopbench._inflight"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

@@ -40,6 +40,12 @@ def test_profile_defaults_and_bodies() -> None:
     assert p.scenarios[0].name == "chat-hopbench-fast"
 
 
+def test_profile_max_event_bytes_default_and_set() -> None:
+    assert parse_profile(MINIMAL, "m.toml").run.max_event_bytes == 4 * 1024 * 1024
+    p = parse_profile(MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 16777216"), "m.toml")
+    assert p.run.max_event_bytes == 16 * 1024 * 1024
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -65,6 +71,10 @@ def test_profile_defaults_and_bodies() -> None:
          "run.warmup_s: expected less than run.duration_s"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\ngrace_s = 1e300"),
          "m.toml:4: run.grace_s: expected a number from 0 to 1e+09, got 1e+300"),
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 0"),
+         "m.toml:4: run.max_event_bytes: expected a positive integer (at most 1073741824), got 0"),
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 1.5"),
+         "m.toml:4: run.max_event_bytes: expected a positive integer (at most 1073741824), got 1.5"),
     ],
 )
 def test_profile_bad_input_names_file_line_and_key(text: str, expected: str) -> None:

@@ -50,7 +50,7 @@ def _interval(rec: Recorder, k: int, ttft_ms: float, *, length_ns: int = S) -> t
     rec.record_global("loop_lag", 2 * MS)
     iv = rec.take_interval(k * length_ns, (k + 1) * length_ns)
     line = {"start_ns": k * length_ns, "end_ns": (k + 1) * length_ns, "in_flight_mean": 3.5,
-            "in_flight_now": 4, "cpu": 0.25, "started_total": 10 * (k + 1), "completed": 10,
+            "in_flight_now": 4, "connecting_now": 1, "waiting_now": 2, "cpu": 0.25, "started_total": 10 * (k + 1), "completed": 10,
             "started": 10, "output_tokens": 480}
     return iv, line
 
@@ -130,7 +130,7 @@ def test_live_progress_plain_prints_at_most_one_line_per_second() -> None:
     assert [ln[:5] for ln in lines] == ["[0:00", "[0:01", "[0:02"]
     assert "\x1b[" not in "".join(lines)
     last = lines[-1]
-    assert re.search(r"in flight 4 started 20\.0/s done 20\.0/s tok 960/s", last)
+    assert re.search(r"in flight 4 connecting 1 waiting 2 started 20\.0/s done 20\.0/s tok 960/s", last)
     assert "ttft p50/p99 100.0/100.0 ms (run 100.0/100.0)" in last.replace("100.1", "100.0")
     assert "failed 5 (rate_limit_error 5)" in last and "timeout 5 (idle 5)" in last
     assert "keepalive violations 5" in last and "cpu 25%" in last

@@ -32,7 +32,7 @@ from hopbench.sse import (
 )
 
 DATA_DIR = Path(__file__).parent / "data"
-SEEDS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
+SEEDS_DIR = Path(__file__).resolve().parent / "data" / "seeds"
 BOM = b"\xef\xbb\xbf"
 
 
@@ -566,7 +566,7 @@ def test_scanner_captured_streams_match_golden(name: str) -> None:
 
 
 def seed_streams() -> list[tuple[str, bytes]]:
-    """The example streams in ../shared/seeds/*.txt: runs of SSE blocks between prose."""
+    """The example streams in tests/data/seeds/*.txt: runs of SSE blocks between prose."""
     streams: list[tuple[str, bytes]] = []
     for path in sorted(SEEDS_DIR.glob("*.txt")):
         run: list[str] = []
@@ -584,7 +584,7 @@ def seed_streams() -> list[tuple[str, bytes]]:
 
 
 def test_scanner_seed_streams_are_found() -> None:
-    # CI lays shared/ beside the clone; its absence is a broken checkout, not a skip.
+    # the seeds are part of the repo (tests/data/seeds): their absence is a broken checkout
     names = [name for name, _ in seed_streams()]
     assert len(names) >= 5, names
 

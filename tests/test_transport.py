@@ -82,6 +82,35 @@ async def test_transport_truncated_body_raises_remote_protocol_error() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_transport_reports_connect_and_send_through_the_trace_extension() -> None:
+    """The runner's phases (hopbench._inflight) come from httpcore's trace names:
+    a new connection, then the request written; a reused one: only the write;
+    an idle one the server closed: a new connection again."""
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        while await _read_request(stream, conn):
+            await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("content-length", "2")])))
+            await stream.send_all(conn.send(h11.Data(data=b"ok")) + conn.send(h11.EndOfMessage()))
+            conn.start_next_cycle()
+            if len(seen) >= 3:
+                break  # drops the idle keep-alive connection after the second request
+
+    seen: list[str] = []
+
+    async def trace(name: str, info: dict[str, object]) -> None:
+        seen.append(name)
+
+    async with trio.open_nursery() as nursery:
+        port = await _serve(handler, nursery)
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            for _ in range(3):
+                assert (await c.post("/x", content=b"1", extensions={"trace": trace})).text == "ok"
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    connect, send = "connection.connect_tcp.started", "http11.send_request_headers.started"
+    assert seen == [connect, send, send, connect, send]
+
+
 async def test_transport_retries_a_stale_keepalive_connection_once() -> None:
     served = []
 

@@ -143,7 +143,8 @@ def test_merge_worker_snapshots_equals_one_recorder() -> None:
 def _interval_msgs(k: int, rec: Recorder, warm: Recorder, start_ns: int, end_ns: int) -> dict[str, Any]:
     iv, wv = rec.take_interval(start_ns, end_ns), warm.take_interval(start_ns, end_ns)
     line = {"start_ns": start_ns, "end_ns": end_ns, "in_flight_mean": 1.0, "in_flight_now": 1,
-            "cpu": 0.1, "started_total": 0}
+            "cpu": 0.1, "started_total": 0, "connecting_mean": 0.5, "connecting_now": 2,
+            "waiting_mean": 0.25, "waiting_now": 0}
     return {"kind": "interval", "worker": k, "iv": iv.to_json(), "warm": wv.to_json(), "line": line}
 
 
@@ -176,11 +177,17 @@ def test_merger_writes_intervals_in_order_and_totals_equal_one_recorder(tmp_path
     lines = [json.loads(x) for x in timeline.getvalue().splitlines()]
     assert [x["start_ns"] for x in lines] == [k * iv_ns for k in range(4)]
     assert all(x["workers"] == 3 and x["in_flight_now"] == 3 for x in lines)
+    # the phases add up across workers like in flight (a worker without them adds 0)
+    assert all(x["connecting_now"] == 6 and x["connecting_mean"] == 1.5 and x["waiting_mean"] == 0.75
+               and x["streaming_now"] == 0 for x in lines)
     # worker 1 dies without a "done": what it shipped still counts
     for i in (0, 2):
         rec, warm = recs[i]
         merger.handle({"kind": "done", "worker": i, "total": rec.snapshot().to_json(),
-                       "warmup": warm.snapshot().to_json(), "stats": {"stop_ns": 4 * iv_ns},
+                       "warmup": warm.snapshot().to_json(),
+                       "stats": {"stop_ns": 4 * iv_ns, "steady_area": 8 * iv_ns, "sent_measured": 30 + i,
+                                 "peak_open": 5, "steady_phase_area": {"connecting": 2 * iv_ns,
+                                                                       "streaming": 8 * iv_ns}},
                        "start_skew_ns": 0})
     merger.lost(1, "killed")
     total, _ = merger.totals()
@@ -191,6 +198,11 @@ def test_merger_writes_intervals_in_order_and_totals_equal_one_recorder(tmp_path
         assert total.counter(scope, "completed") == want.counter(scope, "completed")
     summary, complete = merger.finish(None, "local")
     assert not complete
+    load = summary["load"]  # the phases of workers 0 and 2 over the 4 intervals
+    assert load["mean_in_flight"] == pytest.approx(4.0)
+    assert load["in_flight_by_phase"] == {"waiting": 0.0, "connecting": 1.0, "awaiting_headers": 0.0,
+                                          "streaming": 4.0, "closing": 0.0}
+    assert (load["mean_busy"], load["mean_open"], load["peak_open"]) == (5.0, 5.0, 10)
     assert any("worker 1 died" in w for w in summary["warnings"])
     assert [d["state"] for d in summary["worker_detail"]] == ["done", "crashed", "done"]
     timeline.close()

@@ -1,7 +1,7 @@
 """The built-in HopBase-style gateway emulator (tracker issue 4).
 
 Speaks Chat Completions, Responses and Anthropic Messages exactly as
-/work/shared/PROTOCOLS.md describes, with seeded timing and faults, and writes
+docs/protocols.md describes, with seeded timing and faults, and writes
 ground truth (one JSON line per request) that tests and benchmarks compare
 hopbench's measurements against. Reference: docs/emulator.md.
 

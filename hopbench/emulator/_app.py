@@ -26,7 +26,7 @@ Invariants:
   of one per event, which is what bounds throughput on a small machine).
 - ``: hopbase-keepalive`` is written only in a silence: when nothing has been
   written for ``keepalive_interval_s`` and the next event is not yet due;
-  never during a stall (PROTOCOLS.md, SSE framing).
+  never during a stall (docs/protocols.md, SSE framing).
 - A client that goes away (``http.disconnect``) cancels the stream at once;
   its ground truth ends "client_closed" (or "stall" if it left during a stall).
   A task per stream watches ``receive()`` for it: uvicorn's ``send()`` drops

@@ -41,7 +41,7 @@ FAULT_NAMES: tuple[str, ...] = (
     "slow_headers",
 )
 
-#: ``response.error.code`` values of a Responses ``response.failed`` (PROTOCOLS.md, Responses stream).
+#: ``response.error.code`` values of a Responses ``response.failed`` (docs/protocols.md, Responses stream).
 MIDSTREAM_CODES: tuple[str, ...] = ("rate_limit_exceeded", "server_error", "invalid_prompt")
 
 TTFT_DISTRIBUTIONS: tuple[str, ...] = ("uniform", "normal", "lognormal", "exponential")

@@ -24,9 +24,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -114,7 +116,17 @@ class EmbeddedEmulator:
             # mask is restored, inside this try, and _stop() reaps the child.
             # (The child unblocks them itself first thing: python -m
             # hopbench.emulator.)
-            held = {signal.SIGINT, signal.SIGTERM}
+            # The mask only holds back signals aimed at this thread: with other
+            # threads alive (a progress display, trio's worker threads) the
+            # kernel hands a process signal to one of them, and CPython runs the
+            # Python handler in the main thread at once. So in the main thread
+            # the handlers are swapped for ones that only note the signal, which
+            # is raised again once the child is known.
+            held = (signal.SIGINT, signal.SIGTERM)
+            noted: list[int] = []
+            swapped: dict[int, Any] = {}
+            if threading.current_thread() is threading.main_thread():
+                swapped = {s: signal.signal(s, lambda signum, frame: noted.append(signum)) for s in held}
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
             try:
                 with self.log_path.open("ab") as log:
@@ -123,6 +135,10 @@ class EmbeddedEmulator:
                                                   start_new_session=True)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                for sig, handler in swapped.items():
+                    signal.signal(sig, handler)
+            for sig in noted[:1]:
+                signal.raise_signal(sig)
             self._wait_ready(ready)
         except BaseException:
             self._stop()

@@ -2,7 +2,7 @@
 
 Role: one encoder object per request turns "a text/reasoning/tool token",
 "finish with this reason", "fail with this code" into bytes, following
-/work/shared/PROTOCOLS.md and, where it is silent, the OpenAI and Anthropic API
+docs/protocols.md and, where it is silent, the OpenAI and Anthropic API
 references. No clock, no I/O.
 
 Invariants:
@@ -22,9 +22,9 @@ from typing import Any
 __all__ = ["ChatWire", "ResponsesWire", "MessagesWire", "Wire", "http_error_body",
            "KEEPALIVE", "STREAM_INTERRUPTED"]
 
-#: The gateway's keepalive comment (PROTOCOLS.md, SSE framing).
+#: The gateway's keepalive comment (docs/protocols.md, SSE framing).
 KEEPALIVE = b": hopbase-keepalive\n\n"
-#: The gateway's message when an upstream Claude stream breaks (PROTOCOLS.md, Messages stream).
+#: The gateway's message when an upstream Claude stream breaks (docs/protocols.md, Messages stream).
 STREAM_INTERRUPTED = "Response stream interrupted, please retry"
 
 _JSON_CACHE: dict[str, bytes] = {}

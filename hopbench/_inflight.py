@@ -1,0 +1,178 @@
+"""Streams in flight, by phase: what the client holds open and what a gateway sees.
+
+Role: the time-weighted bookkeeping of how many streams are in each phase of
+their life, pure and synchronous (STYLE.md §1): the runner stamps each phase
+change with one clock reading (integer ns) and hands it here; this module never
+reads a clock, so it is exact under any clock and testable without trio.
+
+Phases (docs/results.md, "In flight"), in the order a stream passes them:
+
+- ``waiting``: started on the client side, nothing sent yet: the request being
+  built, an open-loop arrival spawned but not yet running, a task waiting for
+  the event loop or for a pooled connection (client-side time; a gateway sees
+  nothing of it);
+- ``connecting``: a new connection being opened (TCP, TLS);
+- ``awaiting_headers``: the request is being written or was written on an
+  open connection, no response head yet;
+- ``streaming``: the response head arrived, the body is being read;
+- ``closing``: the protocol's terminal signal arrived (the target is done),
+  the client reads what is left, releases the connection, records the stream.
+
+"In flight" is what a gateway sees: ``awaiting_headers`` + ``streaming``
+(connected, the request sent, not finished). "Busy" adds ``connecting``
+(the users occupied with the target; a closed loop holds its load when its N
+users are busy); "open" counts every phase (every stream the client has
+started and not finished; ``load.max_in_flight`` bounds this one).
+
+Invariants:
+- stamps passed to ``move`` and ``advance`` never decrease;
+- areas are integer stream-ns (count x ns), so means are exact ratios;
+- the steady window is ``[steady_from_ns, stop)``: areas inside it are kept
+  apart from the whole run's (warm-up and ramp-up excluded, grace excluded).
+"""
+
+from __future__ import annotations
+
+__all__ = ["PHASES", "WAITING", "CONNECTING", "AWAITING_HEADERS", "STREAMING", "CLOSING", "OUT",
+           "IN_FLIGHT_PHASES", "BUSY_PHASES", "InFlightGauge"]
+
+#: phase names, in order; the index of a name is its phase number
+PHASES = ("waiting", "connecting", "awaiting_headers", "streaming", "closing")
+WAITING, CONNECTING, AWAITING_HEADERS, STREAMING, CLOSING = range(5)
+#: not started, or finished
+OUT = -1
+#: what a gateway sees open (connected, request sent, not finished)
+IN_FLIGHT_PHASES = (AWAITING_HEADERS, STREAMING)
+#: users occupied with the target: connecting to it or exchanging with it
+BUSY_PHASES = (CONNECTING, AWAITING_HEADERS, STREAMING)
+
+
+class InFlightGauge:
+    """Counts of streams per phase over time, with their time-weighted areas.
+
+    O(1) per phase change, whatever the number of streams or phases: the area
+    of phase p up to time t is ``acc[p] + now[p] * t``, where every change of
+    ``now[p]`` by d at time s subtracts ``d * s`` from ``acc[p]`` (the same with
+    t and s clipped to the steady window for the steady areas).
+
+    Args:
+        t0_ns: the run's start (clock ns); areas count from here.
+        steady_from_ns: where the steady window starts, clock ns (absolute,
+            >= t0_ns): after warm-up and ramp-up. Default: ``t0_ns``.
+        measured_from_ns: where the measured window starts (after warm-up),
+            clock ns: requests sent from here on count in ``sent_measured``.
+            Default: ``t0_ns``.
+
+    Attributes (read-only for callers):
+        now: list with one int per phase (``PHASES`` order): streams in it now.
+        peak_in_flight: most streams a gateway saw open at once.
+        peak_open: most streams the client held open at once (every phase).
+        sent_measured: requests written to the target (first entries into
+            ``awaiting_headers``) from ``measured_from_ns`` until the stop.
+        last_ns: the last stamp seen.
+    """
+
+    __slots__ = ("now", "peak_in_flight", "peak_open", "sent_measured", "last_ns",
+                 "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at")
+
+    def __init__(self, t0_ns: int, steady_from_ns: int | None = None,
+                 measured_from_ns: int | None = None) -> None:
+        n = len(PHASES)
+        self.now = [0] * n
+        self._acc = [0] * n
+        self._steady_acc = [0] * n
+        self.peak_in_flight = 0
+        self.peak_open = 0
+        self.sent_measured = 0
+        self.last_ns = t0_ns
+        self._steady_from = t0_ns if steady_from_ns is None else steady_from_ns
+        self._measured_from = t0_ns if measured_from_ns is None else measured_from_ns
+        self._stopped_at: int | None = None
+
+    # -- reading -----------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        """Streams a gateway sees open now (awaiting headers + streaming)."""
+        n = self.now
+        return n[AWAITING_HEADERS] + n[STREAMING]
+
+    @property
+    def open(self) -> int:
+        """Streams the client holds open now (every phase)."""
+        return sum(self.now)
+
+    @property
+    def area(self) -> list[int]:
+        """Stream-ns per phase from the start to the last stamp (list, ``PHASES`` order)."""
+        t = self.last_ns
+        return [a + c * t for a, c in zip(self._acc, self.now)]
+
+    @property
+    def steady_area(self) -> list[int]:
+        """Stream-ns per phase inside the steady window, up to the last stamp."""
+        t = self._clip(self.last_ns)
+        return [a + c * t for a, c in zip(self._steady_acc, self.now)]
+
+    def _clip(self, t_ns: int) -> int:
+        if t_ns < self._steady_from:
+            return self._steady_from
+        stop = self._stopped_at
+        return stop if stop is not None and t_ns > stop else t_ns
+
+    # -- stamping ----------------------------------------------------------------
+    def advance(self, t_ns: int) -> None:
+        """Take ``t_ns`` (>= the last stamp) as the time the areas reach.
+
+        Raises:
+            ValueError: ``t_ns`` is earlier than the last stamp (a clock misuse).
+        """
+        if t_ns < self.last_ns:
+            raise ValueError(f"stamps must not decrease: {t_ns} after {self.last_ns}")
+        self.last_ns = t_ns
+
+    def move(self, t_ns: int, src: int, dst: int, first_send: bool = True) -> None:
+        """One stream goes from phase ``src`` to ``dst`` at ``t_ns``.
+
+        Args:
+            t_ns: the stamp, clock ns, >= the last one.
+            src: its phase before (``OUT`` when it starts now).
+            dst: its phase after (``OUT`` when it ends now).
+            first_send: for ``dst == AWAITING_HEADERS``: False when this stream's
+                request was written before (a stale keep-alive connection
+                retried), so that ``sent_measured`` counts each request once.
+
+        Raises:
+            ValueError: a decreasing stamp, or a phase with no stream to leave.
+        """
+        if t_ns < self.last_ns:
+            raise ValueError(f"stamps must not decrease: {t_ns} after {self.last_ns}")
+        self.last_ns = t_ns
+        now = self.now
+        c = self._clip(t_ns)
+        if src != OUT:
+            if now[src] <= 0:
+                raise ValueError(f"no stream in phase {PHASES[src]!r} to move")
+            now[src] -= 1
+            self._acc[src] += t_ns
+            self._steady_acc[src] += c
+        if dst != OUT:
+            now[dst] += 1
+            self._acc[dst] -= t_ns
+            self._steady_acc[dst] -= c
+            if dst == AWAITING_HEADERS and first_send and t_ns >= self._measured_from \
+                    and self._stopped_at is None:
+                self.sent_measured += 1
+            in_flight = now[AWAITING_HEADERS] + now[STREAMING]
+            if in_flight > self.peak_in_flight:
+                self.peak_in_flight = in_flight
+            if src == OUT:
+                total = sum(now)
+                if total > self.peak_open:
+                    self.peak_open = total
+
+    def stop(self, t_ns: int) -> None:
+        """The steady and measured windows end at ``t_ns`` (the run's stop:
+        what happens in the grace period after it is not steady load)."""
+        self.advance(t_ns)
+        if self._stopped_at is None:
+            self._stopped_at = t_ns

@@ -1,0 +1,226 @@
+"""In flight by phase (hopbench._inflight): the pure gauge, the runner's phase stamps under
+trio's MockClock with an in-memory transport, the load-held judgement, and the figure checked
+against the emulator's own count of open streams (its ground truth)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from hopbench._inflight import (
+    AWAITING_HEADERS,
+    CLOSING,
+    CONNECTING,
+    OUT,
+    PHASES,
+    STREAMING,
+    WAITING,
+    InFlightGauge,
+)
+from hopbench._profile import parse_profile
+from hopbench._recorder import ALL, Recorder
+
+from _fake_transport import Plan, fake_transport
+
+S = 1_000_000_000
+
+
+# --------------------------------------------------------------------------- the pure gauge
+def test_inflight_gauge_areas_peaks_and_windows() -> None:
+    g = InFlightGauge(0, steady_from_ns=10, measured_from_ns=5)
+    g.move(0, OUT, WAITING)
+    g.move(4, WAITING, AWAITING_HEADERS)      # before the measured window: not counted as sent
+    g.move(6, OUT, CONNECTING)
+    g.move(8, CONNECTING, AWAITING_HEADERS)   # counted
+    g.move(12, AWAITING_HEADERS, STREAMING)
+    assert (g.in_flight, g.open, g.peak_in_flight, g.peak_open) == (2, 2, 2, 2)
+    g.stop(20)
+    g.move(30, STREAMING, CLOSING)
+    g.move(30, OUT, AWAITING_HEADERS)         # after the stop: not counted as sent
+    g.move(40, CLOSING, OUT)
+    g.advance(50)
+    assert g.sent_measured == 1
+    # whole run: waiting 0-4; connecting 6-8; awaiting 4-12, 8-50 and 30-50;
+    # streaming 12-30; closing 30-40
+    assert g.area == [4, 2, 8 + 42 + 20, 18, 10]
+    # steady window [10, 20): one awaiting_headers and one streaming stream from 12
+    assert g.steady_area == [0, 0, 2 + 10, 8, 0]
+    assert (g.peak_in_flight, g.peak_open) == (2, 3)
+
+
+def test_inflight_gauge_stale_retry_counts_one_send() -> None:
+    g = InFlightGauge(0)
+    g.move(1, OUT, WAITING)
+    g.move(2, WAITING, AWAITING_HEADERS)
+    g.move(3, AWAITING_HEADERS, CONNECTING)  # the kept-alive connection was stale
+    g.move(4, CONNECTING, AWAITING_HEADERS, first_send=False)
+    assert g.sent_measured == 1
+
+
+def test_inflight_gauge_refuses_misuse() -> None:
+    g = InFlightGauge(100)
+    with pytest.raises(ValueError, match="must not decrease"):
+        g.advance(99)
+    with pytest.raises(ValueError, match="no stream in phase 'streaming'"):
+        g.move(100, STREAMING, OUT)
+
+
+# --------------------------------------------------------------------------- the runner, fake clock
+# one stream, in seconds of the fake clock (exact in binary floating point): 0.25 waiting,
+# 0.25 connecting, 0.5 awaiting the head, 1.0 streaming (three tokens and [DONE] 0.25 s
+# apart), 0.5 closing (the end of the body comes in a later read)
+PLAN = Plan(wait_s=0.25, connect_s=0.25, head_s=0.5, gaps_s=(0.25, 0.25, 0.25), last_s=0.25, close_s=0.5)
+_FakeTransport = fake_transport(PLAN)
+
+
+def _fake_profile(load: str, duration_s: float = 9) -> Any:
+    return parse_profile(f'[run]\nduration_s = {duration_s}\ngrace_s = 5\n[load]\n{load}\n[target]\n'
+                         'url = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n',
+                         "p.toml", env={})
+
+
+def _publish_on_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ticker publishes intervals in a worker thread; under an autojump clock
+    the clock would race ahead while it runs: publish on the loop instead."""
+    async def run_sync(fn: Any, *args: Any, **_: Any) -> Any:
+        return fn(*args)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", run_sync)
+
+
+async def test_runner_phases_exact_under_a_fake_clock(autojump_clock: trio.testing.MockClock,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two users, 2.5 s streams (0.25 waiting, 0.25 connecting, 0.5 awaiting the head,
+    1.0 streaming, 0.5 closing), a 9 s run: every phase's steady mean is exact, and "in
+    flight" counts only what a gateway sees."""
+    from hopbench import _runner
+    from hopbench._run import analyse
+
+    monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
+    _publish_on_the_loop(monkeypatch)
+    profile = _fake_profile("concurrency = 2")
+    rec = Recorder(["chat-m"])
+    lines: list[dict[str, Any]] = []
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]),
+                                on_interval=lambda iv, w, line: lines.append(line))
+    stats = await runner.run()
+    assert rec.snapshot().counter(ALL, "completed") == 8  # 4 per user, the last ones in the grace
+    # per user in [0, 9): 4 x waiting, connecting; 4 x awaiting; 3.5 x streaming; 3 x closing
+    per_user_s = {"waiting": 1.0, "connecting": 1.0, "awaiting_headers": 2.0, "streaming": 3.5,
+                  "closing": 1.5}
+    for name, s in per_user_s.items():
+        assert stats.steady_phase_area[name] == pytest.approx(2 * s * S, abs=1000), name
+    _, warnings, load = analyse(profile, stats, rec.snapshot())
+    assert load["mean_in_flight"] == pytest.approx(2 * 5.5 / 9, abs=1e-3)
+    assert load["in_flight_by_phase"] == {k: pytest.approx(2 * v / 9, abs=1e-3) for k, v in per_user_s.items()}
+    assert load["mean_busy"] == pytest.approx(2 * 6.5 / 9, abs=1e-3)
+    assert load["mean_open"] == pytest.approx(2.0, abs=1e-3)
+    assert (load["peak_in_flight"], load["peak_open"]) == (2, 2)
+    # 6.5 of 9 s busy with the target: 1.44 of 2 users, under 90 %: not held, and said why
+    assert load["held"] is False
+    assert any("1.4 of 2 users busy with the target" in w and "0.2 waiting to start" in w for w in warnings)
+    # timeline: interval [2, 3) holds stream 0's closing (2.0-2.5) and stream 1's waiting (2.5-2.75)
+    # and connecting (2.75-3.0), per user
+    third = lines[2]
+    assert (third["start_ns"], third["end_ns"]) == (2 * S, 3 * S)
+    assert third["closing_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert third["waiting_mean"] == pytest.approx(0.5, abs=1e-6)
+    assert third["connecting_mean"] == pytest.approx(0.5, abs=1e-6)
+    assert third["in_flight_mean"] == pytest.approx(0.0, abs=1e-6)
+    assert lines[3]["in_flight_mean"] == pytest.approx(2.0, abs=1e-6)  # [3, 4): awaiting, then streaming
+    assert sum(ln[f"{p}_mean"] for p in PHASES for ln in lines[:9]) == pytest.approx(18.0, abs=1e-5)
+
+
+async def test_runner_open_loop_achieved_rate_counts_requests_sent(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An open loop whose requests spend time waiting and connecting: the achieved
+    rate counts the requests written to the target in the window, and max_in_flight
+    bounds every stream the client holds."""
+    from hopbench import _runner
+    from hopbench._run import analyse
+
+    monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
+    profile = _fake_profile('mode = "rate"\nrate_rps = 3\narrival = "constant"\nmax_in_flight = 100', 7.9)
+    rec = Recorder(["chat-m"])
+    stats = await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"])).run()
+    # arrivals every 1/3 s from 0 to 7.67; a request is written 0.5 s after its
+    # arrival: 23 of the 24 before the stop at 7.9 s
+    assert rec.snapshot().counter(ALL, "started") == 24
+    assert stats.sent_measured == 23
+    _, _, load = analyse(profile, stats, rec.snapshot())
+    assert load["achieved_rate_rps"] == pytest.approx(23 / 7.9, abs=1e-3)
+    # each stream is held 2.5 s, of which 1.5 s in flight: at most 8 and 5 at once
+    assert (stats.peak_open, stats.peak_in_flight) == (8, 5)
+    assert load["held"] is True  # 2.9 of 3 per second
+
+    # the bound: at most 6 streams held, in any phase; the others are dropped
+    profile = _fake_profile('mode = "rate"\nrate_rps = 3\narrival = "constant"\nmax_in_flight = 6', 7.9)
+    rec = Recorder(["chat-m"])
+    stats = await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"])).run()
+    assert stats.peak_open == 6 and stats.max_in_flight_hits > 0
+    _, warnings, load = analyse(profile, stats, rec.snapshot())
+    assert load["held"] is False and any("dropped at max_in_flight" in w for w in warnings)
+
+
+# --------------------------------------------------------------------------- against the emulator
+def test_run_in_flight_matches_the_emulators_open_streams(tmp_path: Path) -> None:
+    """Done-when of issue 20 item 1: on the emulator with a busy loop, the summary's
+    in-flight figure matches the emulator's own count of open streams within 5 %.
+
+    The emulator's count comes from its ground truth: each request's duration
+    (request received -> last byte handed to send(), its own clock) placed at the
+    stream's start on hopbench's clock, so each clock only measures durations. The
+    client learns of a phase change up to one loop lag late, and the emulator of a
+    request up to one of its own loop lags late, so the tolerance is 5 % plus
+    (streams per second x those lags), as this run itself measured them."""
+    from hopbench._run import run_profile
+
+    text = """
+[run]
+duration_s = 5
+warmup_s = 1
+[load]
+concurrency = 48
+[emulator]
+ttft_ms = 20
+tokens_per_s = 200
+output_tokens = 32
+[[scenario]]
+protocol = "chat"
+model = "m"
+"""
+    out = tmp_path / "run"
+    summary = run_profile(parse_profile(text, tmp_path / "p.toml"), out_dir=out).summary
+    load = summary["load"]
+    streams = {x["id"]: x for x in map(json.loads, (out / "streams.jsonl").read_text().splitlines())}
+    truth = [json.loads(x) for x in (out / "ground_truth.jsonl").read_text().splitlines()]
+    lo = 1 * S
+    hi = lo + int(load["measured_s"] * S)
+    area = 0
+    for r in truth:
+        st = streams[r["request_id"]]
+        a = st["sent_ns"]
+        area += max(0, min(a + r["duration_ns"], hi) - max(a, lo))
+    emulator_open = area / (hi - lo)
+    assert emulator_open > 10  # the load was there (48 users; fewer open on a starved machine)
+    rate = sum(lo <= s["start_ns"] < hi for s in streams.values()) / ((hi - lo) / S)
+    # the lags both sides measured: hopbench's loop lag (p90) and the emulator's own
+    # lateness (p50 over the streams of their worst late event)
+    lag_s = summary["scopes"]["all"]["metrics"]["loop_lag"]["p90"] / 1000
+    lateness = sorted(r["lag_max_ns"] for r in truth)
+    emulator_lag_s = lateness[len(lateness) // 2] / S
+    tolerance = 0.05 * emulator_open + rate * (lag_s + emulator_lag_s)
+    print(f"in flight {load['mean_in_flight']}, emulator {emulator_open:.3f}, tolerance {tolerance:.3f}, "
+          f"rate {rate:.1f}/s, lag {lag_s * 1000:.2f} ms, emulator lag {emulator_lag_s * 1000:.2f} ms")
+    assert abs(load["mean_in_flight"] - emulator_open) <= tolerance, (load, emulator_open, tolerance)
+    # the phases add up to every stream the client held; in flight is a part of it
+    by_phase = load["in_flight_by_phase"]
+    assert sum(by_phase.values()) == pytest.approx(load["mean_open"], abs=0.01)
+    assert by_phase["awaiting_headers"] + by_phase["streaming"] == pytest.approx(load["mean_in_flight"], abs=0.01)
+    timeline = [json.loads(x) for x in (out / "timeline.jsonl").read_text().splitlines()]
+    assert all(f"{p}_now" in ln and f"{p}_mean" in ln for p in PHASES for ln in timeline)

@@ -1,0 +1,100 @@
+"""The runner's timing logic under trio's MockClock (autojump) with an in-memory body:
+TTFT, TTFB, inter-token gaps, E2E, silences and the three read timeouts, exact to the
+nanosecond, whatever the machine's load (no socket, no wall clock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from hopbench import _runner
+from hopbench._profile import parse_profile
+from hopbench._recorder import ALL, Recorder
+
+from _fake_transport import Plan, fake_transport
+
+S = 1_000_000_000
+
+
+async def _run(monkeypatch: pytest.MonkeyPatch, plan: Plan, timeouts: str = "",
+               requests: int = 2, run: str = "") -> tuple[Recorder, list[dict[str, Any]]]:
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(plan))
+    profile = parse_profile(f'[run]\nrequests = {requests}\n{run}\n[run.timeouts]\n{timeouts}\n[load]\n'
+                            'concurrency = 1\n[target]\nurl = "http://127.0.0.1:9"\n'
+                            '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
+    rec = Recorder(["chat-m"])
+    lines: list[dict[str, Any]] = []
+    await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]),
+                             on_stream=lines.append).run()
+    return rec, lines
+
+
+async def test_runner_clock_stream_figures_are_exact(autojump_clock: trio.testing.MockClock,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = Plan(connect_s=0.25, head_s=0.5, gaps_s=(0.25, 0.125, 0.5), last_s=0.25, close_s=0.0)
+    rec, lines = await _run(monkeypatch, plan)
+    assert [x["outcome"] for x in lines] == ["completed", "completed"]
+    for x in lines:
+        # closed loop: latencies count from the send (the request handed to the client)
+        assert x["headers_ns"] - x["sent_ns"] == int(0.75 * S)            # connect + head
+        assert x["ttft_ns"] == int(1.0 * S)                                # + first gap
+        assert x["e2e_ns"] == int(1.875 * S)                               # + 0.125 + 0.5 + 0.25
+        assert x["max_silence_ns"] == int(0.5 * S)
+        assert x["content_events"] == 3
+    # consecutive streams: the second starts when the first ends
+    assert lines[1]["start_ns"] == lines[0]["end_ns"]
+    snap = rec.snapshot()
+    assert snap.histogram(ALL, "itl").count == 4                          # 2 gaps x 2 streams
+    assert snap.histogram(ALL, "itl").percentile(25) == pytest.approx(0.125 * S, rel=1e-3)
+    assert snap.histogram(ALL, "itl").percentile(100) == pytest.approx(0.5 * S, rel=1e-3)
+    assert snap.histogram(ALL, "ttfb").percentile(50) == pytest.approx(0.75 * S, rel=1e-3)
+    assert snap.histogram(ALL, "e2e").percentile(50) == pytest.approx(1.875 * S, rel=1e-3)
+    assert snap.histogram(ALL, "connect_wait").count == 0  # only the hopbench transport reports it
+
+
+@pytest.mark.parametrize(("plan", "timeouts", "detail", "e2e_s"), [
+    # the head never comes within first_byte_s: cut exactly then
+    (Plan(head_s=5.0), "first_byte_s = 1", "first_byte", 1.0),
+    # headers, one token, then 3 s of silence: idle_s after the last read, plus at most
+    # the re-arm slack (idle_s / 16)
+    (Plan(gaps_s=(0.25, 3.0)), "idle_s = 1", "idle", (1.25, 1.25 + 1 / 16)),
+    # a stream that keeps talking is cut by total_s, counted from the send
+    (Plan(gaps_s=(0.25,) * 40), "total_s = 2\nidle_s = 1", "total", 2.0),
+])
+async def test_runner_clock_timeouts_fire_on_time(autojump_clock: trio.testing.MockClock,
+                                                  monkeypatch: pytest.MonkeyPatch, plan: Plan,
+                                                  timeouts: str, detail: str,
+                                                  e2e_s: float | tuple[float, float]) -> None:
+    rec, lines = await _run(monkeypatch, plan, timeouts, requests=1)
+    (x,) = lines
+    assert (x["outcome"], x["detail"]) == ("timeout", detail)
+    if isinstance(e2e_s, tuple):
+        assert e2e_s[0] * S <= x["e2e_ns"] <= e2e_s[1] * S
+    else:
+        assert x["e2e_ns"] == int(e2e_s * S)
+    assert rec.snapshot().counter(ALL, f"timeout.{detail}") == 1
+
+
+async def test_runner_clock_body_without_terminal_signal_is_truncated(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    rec, lines = await _run(monkeypatch, Plan(gaps_s=(0.25, 0.25), last_s=None, close_s=0.5), requests=1)
+    (x,) = lines
+    assert (x["outcome"], x["detail"]) == ("truncated", "closed")
+    assert x["e2e_ns"] == int(1.0 * S)  # the end of the body is the end of the stream
+    assert rec.snapshot().histogram(ALL, "e2e").count == 0  # E2E counts completed streams only
+
+
+@pytest.mark.parametrize(("max_event_bytes", "outcome"), [(100, "truncated"), (4096, "completed")])
+async def test_runner_max_event_bytes_from_the_profile_reaches_the_scanner(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+        max_event_bytes: int, outcome: str) -> None:
+    # each content event is about 130 bytes
+    rec, lines = await _run(monkeypatch, Plan(), requests=1, run=f"max_event_bytes = {max_event_bytes}")
+    (x,) = lines
+    assert x["outcome"] == outcome
+    if outcome == "truncated":
+        assert x["detail"] == "oversize_event"
+        assert rec.snapshot().counter(ALL, "truncated.oversize_event") == 1
