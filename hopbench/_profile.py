@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from ._units import s_to_ns
 from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
+from ._workload import encode_body, parse_workload, uses_workload
 
 __all__ = [
     "check_base_url",
@@ -159,6 +160,11 @@ class Scenario:
     extra: Mapping[str, Any]
     bodies: tuple[bytes, ...]
     path: str
+    #: per body: (requested input tokens or None, max_tokens sent); empty when
+    #: the scenario uses no workload keys (docs/workloads.md)
+    lengths: tuple[tuple[int | None, int], ...] = ()
+    #: pick bodies with replacement (uniform) or without (each once per round)
+    replacement: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +238,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
     target = _target(root.table("target"), env)
-    scenarios = _scenarios(root, base, target)
+    scenarios = _scenarios(root, base, target, run.seed)
     emulator_t = root.table("emulator")
     from .emulator._config import EmulatorConfig  # the emulator owns its keys
 
@@ -447,7 +453,7 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     return TargetSpec(url, paths, headers, header_env, api_key_env, auth, verify, transport)
 
 
-def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, ...]:
+def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tuple[Scenario, ...]:
     tables = root.tables("scenario")
     if not tables:
         raise root.error("scenario", "expected at least one [[scenario]] table")
@@ -475,7 +481,13 @@ def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, .
             prompts = _read_prompts(t, base)
         else:
             prompts = ["Explain server-sent events in three sentences."]
-        max_tokens = t.int("max_tokens", 256, min=1)
+        workload = None
+        if uses_workload(t):  # docs/workloads.md: lengths, datasets (hopbench._workload)
+            own = t.has("prompts") or t.has("prompts_file") or not (t.has("input_tokens") or t.has("dataset"))
+            workload = parse_workload(t, base, seed, len(out), prompts if own else None)
+            max_tokens = workload.entries[0].max_tokens
+        else:
+            max_tokens = t.int("max_tokens", 256, min=1)
         include_usage = t.bool("include_usage", True)
         if protocol != "chat" and t.has("include_usage") and "include_usage" in t.data:
             raise t.error("include_usage", "only valid for protocol = \"chat\"")
@@ -486,6 +498,17 @@ def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, .
             if reserved in extra_data:
                 raise extra.error(reserved, "set by hopbench; use the scenario's own key")
         t.done()
+        if workload is not None:
+            entries = workload.entries
+            out.append(Scenario(name, protocol, weight, model,  # type: ignore[arg-type]
+                                tuple(e.messages[-1].text for e in entries), max_tokens, include_usage,
+                                extra_data,
+                                tuple(encode_body(protocol, model, e.messages, e.max_tokens,
+                                                  include_usage, extra_data) for e in entries),
+                                target.paths[protocol],
+                                lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
+                                replacement=workload.replacement))
+            continue
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,  # type: ignore[arg-type]
                             tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),

@@ -43,6 +43,7 @@ from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
+from ._workload import Picker
 from ._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
 from .sse import SSEScanner
 
@@ -231,6 +232,8 @@ class LoadRunner:
         self.load = load or profile.load
         self.stats = RunStats()
         self._rng = random.Random(profile.run.seed * 1_000_003 + seed_offset)
+        #: per scenario: which of its bodies each request sends (docs/workloads.md)
+        self._pickers = {s.name: Picker(len(s.bodies), s.replacement) for s in profile.scenarios}
         self._headers = {p: request_headers(profile.target, p, env) for p in
                          {s.protocol for s in profile.scenarios}}
         self._weights = [s.weight for s in profile.scenarios]
@@ -532,7 +535,9 @@ class LoadRunner:
         self._next_id += 1
         headers = dict(self._headers[sc.protocol])
         headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
-        body = sc.bodies[0] if len(sc.bodies) == 1 else self._rng.choice(sc.bodies)
+        pick = self._pickers[sc.name].pick(self._rng)
+        body = sc.bodies[pick]
+        shape = sc.lengths[pick] if sc.lengths else None
         self.stats.requests_started += 1
         self._in_flight_change(+1)
         # The request is built before the send stamp: its ~70 us of CPU are the
@@ -587,10 +592,13 @@ class LoadRunner:
             end = now_ns()
             meter.close(end)
             detail = self._wire_detail(outcome, detail, result, box[2])
-            self._record(rec, sc, meter, end, outcome, detail, result)
+            self._record(rec, sc, meter, end, outcome, detail, result, shape)
             if self.on_stream is not None:
-                self.on_stream(self._stream_line(headers[REQUEST_ID_HEADER], sc, meter, end, outcome,
-                                                 detail, result))
+                line = self._stream_line(headers[REQUEST_ID_HEADER], sc, meter, end, outcome,
+                                         detail, result)
+                if shape is not None:
+                    line["requested_input_tokens"], line["requested_max_tokens"] = shape
+                self.on_stream(line)
             self._in_flight_change(-1)
             self._idle_changed.set()
             self._idle_changed = trio.Event()
@@ -725,7 +733,8 @@ class LoadRunner:
                 self.request_stop()
 
     def _record(self, rec: Recorder, sc: Scenario, m: StreamMeter, end_ns: int, outcome: str,
-                detail: str, result: StreamResult | None) -> None:
+                detail: str, result: StreamResult | None,
+                shape: tuple[int | None, int] | None = None) -> None:
         name = sc.name
         self._check_reachable(outcome, detail, m.headers_ns is not None)
         rec.incr(name, outcome)
@@ -776,6 +785,16 @@ class LoadRunner:
                     and result is not None and result.content_events >= 4
                     and m.first_token_ns - start >= 0.9 * e2e):
                 rec.incr(name, "proxy_buffering_suspected")
+        if shape is not None:  # requested vs reported lengths (docs/workloads.md)
+            if shape[0] is not None and inp:
+                rec.incr(name, "length.input.requested", shape[0])
+                rec.incr(name, "length.input.reported", inp)
+            if outcome == "completed" and out:
+                rec.incr(name, "length.output.requested", shape[1])
+                rec.incr(name, "length.output.reported", out)
+                rec.incr(name, "length.output.streams")
+            if shape[0] is not None and inp:
+                rec.incr(name, "length.input.streams")
         kind = "completed" if outcome == "completed" else "broken"
         if outcome in ("http_error", "connect_error"):
             return
