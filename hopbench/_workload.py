@@ -113,9 +113,19 @@ class Dist:
             return f"expected the mean within [min, max] = [{self.min}, {self.max}], got {self.mean:g}"
         return None
 
+    @property
+    def constant(self) -> bool:
+        """True when every draw is the same length (``fixed``, or no spread)."""
+        if self.kind == "uniform":
+            return self.min == self.max or (self.stddev == 0 and not self._explicit_bounds())
+        return self.kind == "fixed" or self.stddev == 0
+
+    def _explicit_bounds(self) -> bool:
+        return self.min > 1 or self.max < _UNBOUNDED
+
     def _quantile(self, u: float) -> float:
         """The value at probability ``u`` (0 < u < 1) of the untruncated shape."""
-        if self.kind == "fixed" or self.stddev == 0:
+        if self.constant:
             return self.mean
         if self.kind == "normal":
             return statistics.NormalDist(self.mean, self.stddev).inv_cdf(u)
@@ -127,7 +137,7 @@ class Dist:
         return lo + u * (hi - lo)
 
     def _uniform_bounds(self) -> tuple[float, float]:
-        if self.min > 1 or self.max < _UNBOUNDED:  # explicit bounds win
+        if self._explicit_bounds():  # explicit bounds win
             return float(self.min) - 0.5, float(self.max) + 0.5
         half = self.stddev * math.sqrt(3)
         return self.mean - half, self.mean + half
@@ -156,7 +166,7 @@ class Dist:
             mean of the distribution truncated to [min, max] (to within rounding
             and the quantile grid). Never raises for a valid ``Dist``.
         """
-        if self.kind == "fixed" or self.stddev == 0:
+        if self.constant:
             return [min(self.max, max(self.min, round(self.mean)))] * n
         lo = self._cdf(self.min - 0.5)
         hi = self._cdf(self.max + 0.5)
@@ -742,7 +752,7 @@ def build_pool(rng: random.Random, *, max_tokens: Dist, pool_size: int,
             entries.append(PoolEntry(rec.messages, n, cap))
     else:
         convs = list(prompts or ())
-        k = len(convs) if max_tokens.kind == "fixed" or max_tokens.stddev == 0 else max(pool_size, len(convs))
+        k = len(convs) if max_tokens.constant else max(pool_size, len(convs))
         caps = max_tokens.stratified(k, rng)
         for i in range(k):
             entries.append(PoolEntry(convs[i % len(convs)], None, caps[i]))
