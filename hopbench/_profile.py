@@ -147,7 +147,9 @@ class TargetSpec:
 class Scenario:
     """One ``[[scenario]]``: what to send, and how often relative to the others.
 
-    ``bodies`` holds one pre-encoded JSON request body per prompt.
+    ``bodies`` holds one pre-encoded JSON request body per prompt (per pool
+    entry for a workload scenario, whose ``prompts`` is then empty: the texts
+    live only in the bodies, which can be large; docs/workloads.md).
     """
 
     name: str
@@ -501,7 +503,7 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
         if workload is not None:
             entries = workload.entries
             out.append(Scenario(name, protocol, weight, model,  # type: ignore[arg-type]
-                                tuple(e.messages[-1].text for e in entries), max_tokens, include_usage,
+                                (), max_tokens, include_usage,
                                 extra_data,
                                 tuple(encode_body(protocol, model, e.messages, e.max_tokens,
                                                   include_usage, extra_data) for e in entries),

@@ -344,7 +344,7 @@ def synthetic_prompt(n_tokens: int, rng: random.Random, tokenizer: Tokenizer | N
     Returns:
         The text: 4·n - 1 characters without a tokenizer (the emulator counts n).
     """
-    words = [rng.choice(WORDS) for _ in range(n_tokens)]
+    words = rng.choices(WORDS, k=n_tokens)
     if tokenizer is None:
         return "".join(words)[1:]
     text = "".join(words)[1:]
