@@ -3,6 +3,7 @@ datasets, sampling, and the emulator's ignore_eos / min_tokens."""
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import shutil
@@ -11,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from hopbench import ProfileError
 from hopbench._profile import load_profile, parse_profile
+from hopbench._summary_table import render_summary
 from hopbench._workload import (
     WORDS,
     Dist,
@@ -346,6 +349,9 @@ def test_workload_example_profile_lengths_on_the_emulator(tmp_path: Path) -> Non
     assert abs(sum(n or 0 for n, _ in syn.lengths) / len(syn.lengths) / 512 - 1) < 0.01
     assert abs(sum(cap for _, cap in syn.lengths) / len(syn.lengths) / 200 - 1) < 0.01
     assert scopes["sharegpt"]["lengths"]["input"]["ratio"] == 1.0
+    console = Console(record=True, width=100, file=io.StringIO())
+    render_summary(outcome.summary, console)
+    assert "lengths requested → reported (mean tokens): input 1,000.0 → 1,000.0 (×1.000)" in console.export_text()
     lines = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text().splitlines()]
     syn_lines = [x for x in lines if x["scenario"] == "synthetic"]
     assert syn_lines and all(x["requested_input_tokens"] == x["input_tokens"] for x in syn_lines)
