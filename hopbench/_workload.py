@@ -17,9 +17,10 @@ Invariants:
   token in all of them). So N words are about N tokens for a BPE model and
   exactly ceil((4N-1)/4) = N for the emulator (characters / 4). With a
   tokenizer (``Tokenizer``) the length is made exact for that tokenizer.
-- A distribution's draws lie in [min, max]: the pool takes stratified quantiles
-  of the distribution truncated to [min, max], so the pool mean is the
-  truncated distribution's mean to within rounding.
+- A distribution's draws lie in [min, max]: the pool takes quantiles of the
+  distribution truncated to [min, max] at low-discrepancy points (``Dist.spread``),
+  so the pool mean, and that of every prefix of the pool, is the truncated
+  distribution's mean to within rounding.
 
 Sources: ShareGPT's JSON (``[{"conversations": [{"from", "value"}]}]``, as
 vLLM's benchmark_serving reads it), OpenAI chat JSONL (``{"messages": [...]}``,
@@ -179,6 +180,50 @@ class Dist:
             out.append(min(self.max, max(self.min, round(self._quantile(u)))))
         rng.shuffle(out)
         return out
+
+    def spread(self, n: int, base: int, rng: random.Random) -> list[int]:
+        """``n`` lengths in an order whose every prefix is spread evenly over the
+        truncated distribution.
+
+        The i-th value is the quantile at the i-th point of the van der Corput
+        sequence in ``base`` (2, 3, ...: a Halton sequence when two columns use
+        two bases), rotated by one seeded random offset. So the first k values
+        of the pool have the distribution's mean up to O(log k / k), not the
+        O(1 / sqrt k) of independent draws; all n (a power of ``base``) are
+        exactly the ``stratified`` grid.
+
+        Args:
+            n: how many (>= 1).
+            base: the sequence's base (use a different one per column, so
+                that columns are not correlated).
+            rng: draws the offset (seeded by the caller).
+
+        Returns:
+            list of n integers in [min, max]. Never raises for a valid ``Dist``.
+        """
+        shift = rng.random()
+        if self.constant:
+            return [min(self.max, max(self.min, round(self.mean)))] * n
+        lo = self._cdf(self.min - 0.5)
+        hi = self._cdf(self.max + 0.5)
+        if hi - lo <= 0:
+            return [min(self.max, max(self.min, round(self.mean)))] * n
+        out = []
+        for i in range(n):
+            v = (_van_der_corput(i, base) + shift + 0.5 / n) % 1.0
+            u = min(max(lo + v * (hi - lo), 1e-12), 1 - 1e-12)
+            out.append(min(self.max, max(self.min, round(self._quantile(u)))))
+        return out
+
+
+def _van_der_corput(i: int, base: int) -> float:
+    """The i-th point (from 0) of the van der Corput sequence in ``base``, in [0, 1)."""
+    f, r = 1.0, 0.0
+    while i > 0:
+        f /= base
+        r += f * (i % base)
+        i //= base
+    return r
 
 
 _UNBOUNDED = 10_000_000  # tokens: "no max" (larger than any model's context)
@@ -607,20 +652,21 @@ class Picker:
     """Chooses the pool entry of each request: seeded, with or without replacement.
 
     With replacement, each pick is uniform (the runner's rng, one draw per
-    request, as for a plain prompt list). Without, the entries are visited in a
-    seeded random order, each once, before any repeats (then a new order).
+    request, as for a plain prompt list). Without, the entries are visited in
+    the pool's own order, each once before any repeats: ``build_pool`` makes
+    that order a seeded shuffle (datasets) or one whose every prefix is spread
+    evenly over the length distributions (``Dist.spread``).
 
     Args:
         n: pool size (>= 1).
         replacement: the sampling mode.
     """
 
-    __slots__ = ("n", "replacement", "_order", "_next")
+    __slots__ = ("n", "replacement", "_next")
 
     def __init__(self, n: int, replacement: bool = True) -> None:
         self.n = n
         self.replacement = replacement
-        self._order: list[int] = []
         self._next = 0
 
     def pick(self, rng: random.Random) -> int:
@@ -629,12 +675,8 @@ class Picker:
             return 0
         if self.replacement:
             return rng.randrange(self.n)
-        if self._next >= len(self._order):
-            self._order = list(range(self.n))
-            rng.shuffle(self._order)
-            self._next = 0
-        i = self._order[self._next]
-        self._next += 1
+        i = self._next
+        self._next = (i + 1) % self.n
         return i
 
 
@@ -728,13 +770,13 @@ def build_pool(rng: random.Random, *, max_tokens: Dist, pool_size: int,
     """The distinct requests of a scenario.
 
     Exactly one source: ``input_dist`` (``pool_size`` synthetic prompts at
-    stratified lengths), ``records`` (one entry per dataset record, with its
+    ``Dist.spread`` lengths), ``records`` (one entry per dataset record, with its
     estimated length) or ``prompts`` (plain prompts, cycled to ``pool_size``
     entries so that a ``max_tokens`` distribution has room).
 
     Args:
         rng: seeded by the caller (run seed and scenario index).
-        max_tokens: the output-cap distribution (stratified over the pool).
+        max_tokens: the output-cap distribution (``Dist.spread`` over the pool).
         pool_size: entries for synthetic or plain prompts (>= 1).
 
     Returns:
@@ -742,18 +784,20 @@ def build_pool(rng: random.Random, *, max_tokens: Dist, pool_size: int,
     """
     entries: list[PoolEntry] = []
     if input_dist is not None:
-        lengths = input_dist.stratified(pool_size, rng)
-        caps = max_tokens.stratified(pool_size, rng)
+        lengths = input_dist.spread(pool_size, 2, rng)
+        caps = max_tokens.spread(pool_size, 3, rng)
         for n, cap in zip(lengths, caps):
             entries.append(PoolEntry((Message("user", synthetic_prompt(n, rng, tokenizer)),), n, cap))
     elif records is not None:
-        caps = max_tokens.stratified(len(records), rng)
-        for (rec, n), cap in zip(records, caps):
+        order = list(records)
+        rng.shuffle(order)  # the pool's order is the sending order without replacement
+        caps = max_tokens.spread(len(order), 3, rng)
+        for (rec, n), cap in zip(order, caps):
             entries.append(PoolEntry(rec.messages, n, cap))
     else:
         convs = list(prompts or ())
         k = len(convs) if max_tokens.constant else max(pool_size, len(convs))
-        caps = max_tokens.stratified(k, rng)
+        caps = max_tokens.spread(k, 3, rng)
         for i in range(k):
             entries.append(PoolEntry(convs[i % len(convs)], None, caps[i]))
     return entries
@@ -817,7 +861,9 @@ def parse_workload(t: Any, base: Path, seed: int, index: int,
         except ValueError as exc:
             raise t.error("tokenizer", str(exc)) from None
     pool = t.int("prompt_pool", DEFAULT_POOL, min=1, max=100_000)
-    replacement = t.bool("replacement", True)
+    # without replacement by default: each round of picks is the whole stratified
+    # pool, so the lengths sent have the requested mean without sampling noise
+    replacement = t.bool("replacement", False)
     max_tokens = dist_from(t.raw("max_tokens", 256), lambda r: t.error("max_tokens", r))
     rng = random.Random(f"hopbench-workload:{seed}:{index}")
     if t.has("input_tokens"):

@@ -216,7 +216,7 @@ def _dataset(tmp_path: Path, name: str, content: str | bytes, extra: str = "", p
 def test_workload_dataset_sharegpt_first_user_turn(tmp_path: Path) -> None:
     path = _dataset(tmp_path, "s.json", json.dumps(SHAREGPT, indent=1))
     bodies = _bodies(path)
-    assert [b["messages"] for b in bodies] == [
+    assert sorted((b["messages"] for b in bodies), key=len) == [
         [{"role": "user", "content": "first question"}],
         [{"role": "system", "content": "be brief"}, {"role": "user", "content": "third question"}]]
     sc = load_profile(path).scenarios[0]
@@ -233,7 +233,7 @@ def test_workload_dataset_openai_and_anthropic_jsonl(tmp_path: Path) -> None:
     bodies = _bodies(_dataset(tmp_path, "a.jsonl", anthropic + "\n", proto="responses"))
     assert bodies[0]["instructions"] == "sys" and bodies[0]["input"] == "a\nb"
     bodies = _bodies(_dataset(tmp_path, "p.jsonl", '"plain"\n{"prompt": "obj"}\n'))
-    assert [b["messages"][0]["content"] for b in bodies] == ["plain", "obj"]
+    assert sorted(b["messages"][0]["content"] for b in bodies) == ["obj", "plain"]
 
 
 def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
@@ -241,9 +241,9 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
                                                {"role": "assistant", "content": "y" * (4 * n)}]})
                       for n in range(1, 21))
     path = _dataset(tmp_path, "d.jsonl", lines, ", min_input_tokens = 5, max_input_tokens = 15")
-    assert [n for n, _ in load_profile(path).scenarios[0].lengths] == list(range(5, 16))
+    assert sorted(n for n, _ in load_profile(path).scenarios[0].lengths) == list(range(5, 16))
     path = _dataset(tmp_path, "d.jsonl", lines, ", max_output_tokens = 3")
-    assert [n for n, _ in load_profile(path).scenarios[0].lengths] == [1, 2, 3]
+    assert sorted(n for n, _ in load_profile(path).scenarios[0].lengths) == [1, 2, 3]
     path = _dataset(tmp_path, "d.jsonl", lines, ", sample = 4")
     kept = [n for n, _ in load_profile(path).scenarios[0].lengths]
     assert len(set(kept)) == 4 and kept == [n for n, _ in load_profile(path).scenarios[0].lengths]
@@ -311,10 +311,30 @@ def test_workload_picker_with_replacement_matches_choice() -> None:
 def test_workload_picker_without_replacement_visits_each_once_per_round() -> None:
     picker = Picker(5, replacement=False)
     rng = random.Random(2)
-    picks = [picker.pick(rng) for _ in range(15)]
-    for r in range(3):
-        assert sorted(picks[5 * r:5 * r + 5]) == [0, 1, 2, 3, 4]
-    assert picks[:5] != picks[5:10] or picks[5:10] != picks[10:]
+    state = rng.getstate()
+    assert [picker.pick(rng) for _ in range(12)] == [0, 1, 2, 3, 4] * 2 + [0, 1]
+    assert rng.getstate() == state  # the pool's order is the order: no draw per request
+
+
+@pytest.mark.parametrize("dist", [Dist("normal", 512, 128, 64, 960), Dist("lognormal", 200, 80, 16, 600)])
+def test_workload_spread_prefixes_keep_the_mean(dist: Dist) -> None:
+    values = dist.spread(512, 2, random.Random(4))
+    assert all(dist.min <= v <= dist.max for v in values)
+    assert abs(sum(values) / 512 / dist.mean - 1) < 0.005
+    # every prefix of 128+ requests is within 2 %; independent draws would miss it
+    # by 1.96 standard errors about 1 time in 20 at each k
+    for k in range(128, 513):
+        assert abs(sum(values[:k]) / k / dist.mean - 1) < 0.02, k
+    assert values == dist.spread(512, 2, random.Random(4))
+
+
+def test_workload_dataset_pool_order_is_a_seeded_shuffle(tmp_path: Path) -> None:
+    lines = "\n".join(json.dumps(f"prompt number {i}") for i in range(30))
+    path = _dataset(tmp_path, "d.jsonl", lines)
+    texts = [b["messages"][0]["content"] for b in _bodies(path)]
+    assert sorted(texts) == sorted(f"prompt number {i}" for i in range(30))
+    assert texts != [f"prompt number {i}" for i in range(30)] and texts == [
+        b["messages"][0]["content"] for b in _bodies(path)]
 
 
 def test_workload_encode_body_per_protocol() -> None:
