@@ -11,7 +11,8 @@ import pytest
 import hopbench
 
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
-        "hopbench._toml", "hopbench._errors", "hopbench._workload"]
+        "hopbench._toml", "hopbench._errors", "hopbench._workload",
+        "hopbench._lengths", "hopbench._dataset"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 
 
