@@ -487,7 +487,8 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
         if uses_workload(t):  # docs/workloads.md: lengths, datasets (hopbench._workload)
             own = t.has("prompts") or t.has("prompts_file") or not (t.has("input_tokens") or t.has("dataset"))
             workload = parse_workload(t, base, seed, len(out), prompts if own else None)
-            max_tokens = workload.entries[0].max_tokens
+            # the record's one number: the pool's mean (each body carries its own)
+            max_tokens = round(sum(e.max_tokens for e in workload.entries) / len(workload.entries))
         else:
             max_tokens = t.int("max_tokens", 256, min=1)
         include_usage = t.bool("include_usage", True)
