@@ -208,11 +208,11 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         starts = _array_lines(text, len(data)) if isinstance(data, list) else []
         items = [(starts[i] if i < len(starts) else 1, v) for i, v in enumerate(data)]
     else:
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        for i, text_line in enumerate(text.splitlines(), start=1):
+            if not text_line.strip():
                 continue
             try:
-                items.append((i, json.loads(line)))
+                items.append((i, json.loads(text_line)))
             except json.JSONDecodeError as exc:
                 raise fail(i, f"broken JSON line: {exc.msg} (column {exc.colno})") from None
     if not items:

@@ -315,7 +315,7 @@ def load_tokenizer(spec: str, base: Path) -> Tokenizer:
         if name not in _TIKTOKEN_URLS:
             raise ValueError(f"expected tiktoken:<one of {', '.join(_TIKTOKEN_URLS)}>, got {spec!r}")
         try:
-            import tiktoken  # type: ignore[import-not-found]  # optional
+            import tiktoken  # type: ignore[import-not-found,unused-ignore]  # optional
         except ImportError:
             raise ValueError(f"{spec}: the optional package tiktoken is not installed "
                              "(pip install tiktoken), or use a tokenizer.json path") from None
@@ -331,7 +331,7 @@ def load_tokenizer(spec: str, base: Path) -> Tokenizer:
         return Tokenizer(spec, lambda text: len(enc.encode(text, disallowed_special=())))
     path = Path(spec) if Path(spec).is_absolute() else base / spec
     try:
-        from tokenizers import Tokenizer as HFTokenizer  # type: ignore[import-not-found]  # optional
+        from tokenizers import Tokenizer as HFTokenizer  # type: ignore[import-not-found,unused-ignore]  # optional
     except ImportError:
         raise ValueError(f"{spec}: the optional package tokenizers is not installed "
                          "(pip install tokenizers)") from None

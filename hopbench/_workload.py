@@ -30,6 +30,7 @@ from ._dataset import (DATASET_FORMATS, DatasetSpec, Message, Record, record_fro
                        read_dataset)
 from ._errors import ProfileError
 from ._lengths import WORDS, Dist, Tokenizer, dist_from, load_tokenizer, synthetic_prompt
+from ._toml import MISSING, Table
 
 __all__ = ["Picker", "PoolEntry", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
            "encode_body", "parse_workload", "synthetic_prompt", "uses_workload"]
@@ -179,13 +180,13 @@ class Workload:
     tokenizer: str | None
 
 
-def uses_workload(t: Any) -> bool:
+def uses_workload(t: Table) -> bool:
     """True when a scenario table (``_toml.Table``) uses any workload key or a
     ``max_tokens`` distribution."""
     return any(k in t.data for k in WORKLOAD_KEYS) or isinstance(t.data.get("max_tokens"), Mapping)
 
 
-def parse_workload(t: Any, base: Path, seed: int, index: int,
+def parse_workload(t: Table, base: Path, seed: int, index: int,
                    prompts: Sequence[Any] | None) -> Workload:
     """Read a scenario's workload keys and build its pool.
 
@@ -200,8 +201,6 @@ def parse_workload(t: Any, base: Path, seed: int, index: int,
     Raises:
         ProfileError: any bad key, distribution, dataset or tokenizer, before any load.
     """
-    from ._toml import MISSING
-
     if "input_tokens" in t.data and "dataset" in t.data:
         raise t.error("dataset", "expected input_tokens or dataset, not both")
     if prompts is not None and ("input_tokens" in t.data or "dataset" in t.data):
