@@ -503,7 +503,7 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
         t.done()
         if workload is not None:
             entries = workload.entries
-            out.append(Scenario(name, protocol, weight, model,  # type: ignore[arg-type]
+            out.append(Scenario(name, protocol, weight, model,
                                 (), max_tokens, include_usage,
                                 extra_data,
                                 tuple(encode_body(protocol, model, e.messages, e.max_tokens,
