@@ -391,3 +391,8 @@ def test_workload_example_profile_lengths_on_the_emulator(tmp_path: Path) -> Non
     syn_lines = [x for x in lines if x["scenario"] == "synthetic"]
     assert syn_lines and all(x["requested_input_tokens"] == x["input_tokens"] for x in syn_lines)
     assert all(x["requested_max_tokens"] == x["output_tokens"] for x in syn_lines)
+    # without replacement (the default): the dataset's records in the pool's order, round after round
+    sent = sorted((x for x in lines if x["scenario"] == "chat-jsonl"), key=lambda x: int(x["id"].split("-")[-1]))
+    pool = [n for n, _ in profile.scenarios[3].lengths]
+    assert len(sent) > len(pool) and [x["requested_input_tokens"] for x in sent] == (
+        pool * (len(sent) // len(pool) + 1))[:len(sent)]
