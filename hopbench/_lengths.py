@@ -12,8 +12,8 @@ Invariants:
 - Everything random is drawn from a ``random.Random`` the caller seeds.
 - Synthetic prompts are made of ``WORDS``: four characters each, a space and a
   common three-letter English word, each a single token in the common BPE
-  vocabularies (GPT-2 r50k, cl100k, o200k: a leading-space common word is one
-  token in all of them). So N words are about N tokens for a BPE model and
+  vocabularies (measured for cl100k; a leading-space common word is one token
+  in GPT-2 r50k and o200k too). So N words are about N tokens for a BPE model and
   exactly ceil((4N-1)/4) = N for the emulator (characters / 4). With a
   tokenizer the length is made exact for that tokenizer.
 - A distribution's values lie in [min, max]: quantiles of the distribution
