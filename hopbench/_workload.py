@@ -29,7 +29,7 @@ from typing import Any
 from ._dataset import (DATASET_FORMATS, DatasetSpec, Message, Record, record_from_messages, filter_records,
                        read_dataset)
 from ._errors import ProfileError
-from ._lengths import WORDS, Dist, Tokenizer, dist_from, load_tokenizer, synthetic_prompt
+from ._lengths import WORDS, Dist, Tokenizer, dist_from, estimate_tokens, load_tokenizer, synthetic_prompt
 from ._toml import MISSING, Table
 
 __all__ = ["Picker", "PoolEntry", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
@@ -118,7 +118,7 @@ def encode_body(protocol: str, model: str, messages: Sequence[Message], max_toke
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def build_pool(rng: random.Random, *, max_tokens: Dist, pool_size: int,
+def build_pool(rng: random.Random, *, max_tokens: Dist | None, pool_size: int,
                input_dist: Dist | None = None, records: Sequence[tuple[Record, int]] | None = None,
                prompts: Sequence[tuple[Message, ...]] | None = None,
                tokenizer: Tokenizer | None = None) -> list[PoolEntry]:
@@ -131,14 +131,22 @@ def build_pool(rng: random.Random, *, max_tokens: Dist, pool_size: int,
 
     Args:
         rng: seeded by the caller (run seed and scenario index).
-        max_tokens: the output-cap distribution (``Dist.spread`` over the pool).
+        max_tokens: the output-cap distribution (``Dist.spread`` over the pool),
+            or None with ``records``: each record's reference reply length
+            (``estimate_tokens``; every record must have a reply).
         pool_size: entries for synthetic or plain prompts (>= 1).
 
     Returns:
         list of PoolEntry, non-empty.
+
+    Raises:
+        ValueError: ``max_tokens`` None without ``records`` (a caller's bug:
+        ``parse_workload`` refuses it as a profile error first).
     """
     entries: list[PoolEntry] = []
     if input_dist is not None:
+        if max_tokens is None:
+            raise ValueError("max_tokens from the dataset needs records")
         lengths = input_dist.spread(pool_size, 2, rng)
         caps = max_tokens.spread(pool_size, 3, rng)
         for n, cap in zip(lengths, caps):
@@ -146,10 +154,15 @@ def build_pool(rng: random.Random, *, max_tokens: Dist, pool_size: int,
     elif records is not None:
         order = list(records)
         rng.shuffle(order)  # the pool's order is the sending order without replacement
-        caps = max_tokens.spread(len(order), 3, rng)
+        if max_tokens is None:
+            caps = [max(1, estimate_tokens(rec.reply or "", tokenizer)) for rec, _ in order]
+        else:
+            caps = max_tokens.spread(len(order), 3, rng)
         for (rec, n), cap in zip(order, caps):
             entries.append(PoolEntry(rec.messages, n, cap))
     else:
+        if max_tokens is None:
+            raise ValueError("max_tokens from the dataset needs records")
         convs = list(prompts or ())
         k = len(convs) if max_tokens.constant else max(pool_size, len(convs))
         caps = max_tokens.spread(k, 3, rng)
@@ -181,9 +194,10 @@ class Workload:
 
 
 def uses_workload(t: Table) -> bool:
-    """True when a scenario table (``_toml.Table``) uses any workload key or a
-    ``max_tokens`` distribution."""
-    return any(k in t.data for k in WORKLOAD_KEYS) or isinstance(t.data.get("max_tokens"), Mapping)
+    """True when a scenario table (``_toml.Table``) uses any workload key, a
+    ``max_tokens`` distribution or ``max_tokens = "dataset"``."""
+    v = t.data.get("max_tokens")
+    return any(k in t.data for k in WORKLOAD_KEYS) or isinstance(v, Mapping) or v == "dataset"
 
 
 def parse_workload(t: Table, base: Path, seed: int, index: int,
@@ -217,7 +231,14 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
     # without replacement by default: each round of picks is the whole stratified
     # pool, so the lengths sent have the requested mean without sampling noise
     replacement = t.bool("replacement", False)
-    max_tokens = dist_from(t.raw("max_tokens", 256), lambda r: t.error("max_tokens", r))
+    raw_max = t.raw("max_tokens", 256)
+    max_tokens: Dist | None = None
+    if raw_max == "dataset":  # each record's reference reply length, as vLLM's ShareGPT benchmark
+        if "dataset" not in t.data:
+            raise t.error("max_tokens", 'max_tokens = "dataset" needs a dataset (it takes each '
+                                        "record's reference reply length)")
+    else:
+        max_tokens = dist_from(raw_max, lambda r: t.error("max_tokens", r))
     rng = random.Random(f"hopbench-workload:{seed}:{index}")
     if t.has("input_tokens"):
         dist = dist_from(t.raw("input_tokens"), lambda r: t.error("input_tokens", r))
@@ -246,12 +267,18 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
         kept = filter_records(records, ds, tokenizer)
         if not kept:
             raise dt.error(None, f"no record of {path} ({len(records)} read) passes the length filters")
+        if max_tokens is None:
+            kept = [(rec, n) for rec, n in kept if rec.reply and rec.reply.strip()]
+            if not kept:
+                raise t.error("max_tokens", f'max_tokens = "dataset": no record of {path} that passes '
+                                            "the filters has a reference reply")
         if sample is not None:
             if sample > len(kept):
                 raise dt.error("sample", f"expected at most the {len(kept)} records that pass the "
                                          f"filters, got {sample}")
             kept = [kept[i] for i in sorted(rng.sample(range(len(kept)), sample))]
-        entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, records=kept)
+        entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, records=kept,
+                             tokenizer=tokenizer)
         return Workload(tuple(entries), replacement, "dataset", spec)
     convs: list[tuple[Message, ...]] = []
     for p in prompts or ():

@@ -396,3 +396,21 @@ def test_workload_example_profile_lengths_on_the_emulator(tmp_path: Path) -> Non
     pool = [n for n, _ in profile.scenarios[3].lengths]
     assert len(sent) > len(pool) and [x["requested_input_tokens"] for x in sent] == (
         pool * (len(sent) // len(pool) + 1))[:len(sent)]
+
+
+def test_workload_max_tokens_from_the_dataset_replies(tmp_path: Path) -> None:
+    lines = [json.dumps({"messages": [{"role": "user", "content": "q"},
+                                      {"role": "assistant", "content": "r" * (4 * n)}]}) for n in (3, 9, 27)]
+    lines.append(json.dumps({"messages": [{"role": "user", "content": "no reply"}]}))
+    path = _dataset(tmp_path, "d.jsonl", "\n".join(lines))
+    text = path.read_text().replace("dataset = ", "max_tokens = 'dataset'\ndataset = ")
+    path.write_text(text)
+    sc = load_profile(path).scenarios[0]
+    assert sorted(cap for _, cap in sc.lengths) == [3, 9, 27]  # the record without a reply is dropped
+    assert sorted(json.loads(b)["max_tokens"] for b in sc.bodies) == [3, 9, 27]
+    path = _dataset(tmp_path, "d.jsonl", lines[-1])
+    path.write_text(path.read_text().replace("dataset = ", "max_tokens = 'dataset'\ndataset = "))
+    with pytest.raises(ProfileError, match=r"scenario\[0\].max_tokens: max_tokens = \"dataset\": no record"):
+        load_profile(path)
+    with pytest.raises(ProfileError, match=r"p.toml:8: scenario\[0\].max_tokens: .*needs a dataset"):
+        load_profile(_profile(tmp_path, "max_tokens = 'dataset'\ninput_tokens = 5\n"))
