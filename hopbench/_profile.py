@@ -502,6 +502,10 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
                 raise extra.error(reserved, "set by hopbench; use the scenario's own key")
         t.done()
         if workload is not None:
+            for k in ("max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "input"):
+                if k in extra_data:  # it would silently replace what the workload recorded
+                    raise extra.error(k, "set by the scenario's workload keys (max_tokens, "
+                                         "input_tokens, dataset): docs/workloads.md")
             entries = workload.entries
             out.append(Scenario(name, protocol, weight, model,
                                 (), max_tokens, include_usage,

@@ -414,3 +414,10 @@ def test_workload_max_tokens_from_the_dataset_replies(tmp_path: Path) -> None:
         load_profile(path)
     with pytest.raises(ProfileError, match=r"p.toml:8: scenario\[0\].max_tokens: .*needs a dataset"):
         load_profile(_profile(tmp_path, "max_tokens = 'dataset'\ninput_tokens = 5\n"))
+
+
+@pytest.mark.parametrize("key", ["max_tokens", "max_completion_tokens", "messages"])
+def test_workload_extra_cannot_override_the_recorded_lengths(tmp_path: Path, key: str) -> None:
+    path = _profile(tmp_path, f"input_tokens = 5\nextra = {{ {key} = 3 }}\n")
+    with pytest.raises(ProfileError, match=rf"p.toml:9: scenario\[0\].extra.{key}: set by the scenario's workload"):
+        load_profile(path)
