@@ -129,8 +129,9 @@ _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt
 def _from_sharegpt(obj: Mapping[str, Any], line: int, fail: Callable[[int, str], ProfileError]) -> Record | None:
     """The first user turn of a ShareGPT record, and the reply that follows it.
 
-    Returns None for a record with no user turn (ShareGPT dumps hold empty ones;
-    vLLM's benchmark skips them too).
+    Returns None for a record that does not start (after an optional system
+    turn) with a non-empty human turn: ShareGPT dumps hold empty conversations
+    and ones opened by the model or a tool; vLLM's benchmark skips them too.
     """
     conv = obj.get("conversations")
     if not isinstance(conv, list):
@@ -139,9 +140,9 @@ def _from_sharegpt(obj: Mapping[str, Any], line: int, fail: Callable[[int, str],
     for i, turn in enumerate(conv):
         if not isinstance(turn, Mapping) or not isinstance(turn.get("value"), str):
             raise fail(line, f'conversations[{i}]: expected an object with a string "value"')
-        role = _SHAREGPT_ROLES.get(str(turn.get("from", "")).lower())
-        if role is None:
-            raise fail(line, f'conversations[{i}].from: expected human or gpt, got {turn.get("from")!r}')
+        # an unknown speaker ("tool", ...) is kept as such: it cannot be the
+        # prompt or the reply, so such a record is skipped, not an error
+        role = _SHAREGPT_ROLES.get(str(turn.get("from", "")).lower(), "other")
         turns.append(Message(role, turn["value"]))
     system = [t for t in turns[:1] if t.role == "system"]
     rest = turns[len(system):]

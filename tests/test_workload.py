@@ -421,3 +421,17 @@ def test_workload_extra_cannot_override_the_recorded_lengths(tmp_path: Path, key
     path = _profile(tmp_path, f"input_tokens = 5\nextra = {{ {key} = 3 }}\n")
     with pytest.raises(ProfileError, match=rf"p.toml:9: scenario\[0\].extra.{key}: set by the scenario's workload"):
         load_profile(path)
+
+
+def test_workload_sharegpt_skips_records_it_cannot_send(tmp_path: Path) -> None:
+    records = [
+        {"conversations": [{"from": "gpt", "value": "opened by the model"}, {"from": "human", "value": "x"}]},
+        {"conversations": [{"from": "tool", "value": "a tool"}]},
+        {"conversations": [{"from": "human", "value": "  "}]},
+        {"conversations": [{"from": "human", "value": "kept"}, {"from": "tool", "value": "not a reply"}]},
+    ]
+    sc = load_profile(_dataset(tmp_path, "s.json", json.dumps(records))).scenarios[0]
+    assert [json.loads(b)["messages"] for b in sc.bodies] == [[{"role": "user", "content": "kept"}]]
+    only_bad = json.dumps(records[:3])
+    with pytest.raises(ProfileError, match="holds no record with a user prompt"):
+        load_profile(_dataset(tmp_path, "s.json", only_bad))
