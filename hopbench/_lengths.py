@@ -61,8 +61,8 @@ class Dist:
         min: the smallest length drawn, tokens (>= 1).
         max: the largest length drawn, tokens (>= min).
 
-    ``uniform`` spreads over [min, max] when both are given, else over
-    mean ± stddev·√3 (which has that mean and standard deviation). ``lognormal``
+    ``uniform`` spreads evenly over the integers of [min, max] (``dist_from``
+    turns ``mean`` ± ``stddev``·√3 into those bounds). ``lognormal``
     has the given mean and standard deviation (not those of its logarithm).
     """
 
@@ -93,11 +93,8 @@ class Dist:
     def constant(self) -> bool:
         """True when every draw is the same length (``fixed``, or no spread)."""
         if self.kind == "uniform":
-            return self.min == self.max or (self.stddev == 0 and not self._explicit_bounds())
+            return self.min == self.max
         return self.kind == "fixed" or self.stddev == 0
-
-    def _explicit_bounds(self) -> bool:
-        return self.min > 1 or self.max < _UNBOUNDED
 
     def _quantile(self, u: float) -> float:
         """The value at probability ``u`` (0 < u < 1) of the untruncated shape."""
@@ -113,10 +110,8 @@ class Dist:
         return lo + u * (hi - lo)
 
     def _uniform_bounds(self) -> tuple[float, float]:
-        if self._explicit_bounds():  # explicit bounds win
-            return float(self.min) - 0.5, float(self.max) + 0.5
-        half = self.stddev * math.sqrt(3)
-        return self.mean - half, self.mean + half
+        # every integer in [min, max] gets the same share of the real line
+        return float(self.min) - 0.5, float(self.max) + 0.5
 
     def _cdf(self, x: float) -> float:
         if self.kind == "normal":
@@ -242,10 +237,30 @@ def dist_from(value: Any, where: Callable[[str], ProfileError], *, default_min: 
 
     lo = num("min", default_min, integer=True)
     hi = num("max", _UNBOUNDED, integer=True)
-    if kind == "uniform" and "mean" not in value:
-        if "min" not in value or "max" not in value:
-            raise where('dist = "uniform" needs min and max (or mean and stddev)')
-        mean = (lo + hi) / 2
+    if kind == "uniform":
+        if "min" in value and "max" in value:
+            if "stddev" in value:
+                raise where('dist = "uniform": give min and max, or mean and stddev, not both')
+            mean = num("mean", (lo + hi) / 2)
+            if lo <= hi and abs(mean - (lo + hi) / 2) > 0.5:
+                raise where(f'dist = "uniform" over [min, max] = [{lo}, {hi}] has the mean '
+                            f"{(lo + hi) / 2:g}, got mean = {mean:g}")
+        elif "mean" in value and "stddev" in value:
+            mean, stddev = num("mean", None), num("stddev", None)
+            if stddev < 0:
+                raise where(f"expected stddev >= 0, got {stddev:g}")
+            half = round(stddev * math.sqrt(3))  # a uniform's sd is its half-width / sqrt(3)
+            lo, hi = max(lo, round(mean) - half), min(hi, round(mean) + half)
+        else:
+            raise where('dist = "uniform" needs min and max, or mean and stddev')
+        d = Dist("uniform", (lo + hi) / 2, (hi - lo) / math.sqrt(12), lo, hi) if lo <= hi else None
+        problem = d.problem() if d is not None else f"expected min <= max, got min = {lo} > max = {hi}"
+        if problem is None and d is not None and abs(d.mean - mean) > 0.5:
+            problem = (f"mean ± stddev·√3 is cut by min/max to [{lo}, {hi}], whose mean is "
+                       f"{d.mean:g}, not {mean:g}")
+        if problem or d is None:
+            raise where(problem or "")
+        return d
     else:
         if "mean" not in value:
             raise where(f'dist = "{kind}" needs a mean')

@@ -7,6 +7,7 @@ import io
 import json
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,7 @@ def test_workload_synthetic_prompt_with_a_tokenizer_is_exact() -> None:
     Dist("normal", 512, 128, 64, 960),
     Dist("lognormal", 200, 80, 1, 10_000_000),
     Dist("uniform", 100, 0, 50, 150),
-    Dist("uniform", 300, 50, 1, 10_000_000),
+    Dist("uniform", 300, 50, 213, 387),
 ])
 def test_workload_stratified_pool_has_the_requested_mean(dist: Dist) -> None:
     values = dist.stratified(512, random.Random(1))
@@ -79,6 +80,20 @@ def test_workload_stratified_pool_has_the_requested_mean(dist: Dist) -> None:
     assert abs(mean - dist.mean) / dist.mean < 0.01, mean
     assert values != sorted(values)  # shuffled, not in quantile order
     assert values == dist.stratified(512, random.Random(1))  # seeded
+
+
+def test_workload_uniform_from_mean_and_stddev() -> None:
+    from hopbench._lengths import dist_from
+
+    def where(reason: str) -> ProfileError:
+        return ProfileError(reason)
+
+    d = dist_from({"dist": "uniform", "mean": 300, "stddev": 50}, where)
+    assert (d.min, d.max, d.mean) == (213, 387, 300)
+    values = d.spread(512, 2, random.Random(0))
+    assert min(values) == 213 and max(values) == 387
+    assert abs(statistics.pstdev(values) - 50) < 1.5
+    assert dist_from({"dist": "uniform", "min": 5, "max": 5}, where).spread(3, 2, random.Random(0)) == [5] * 3
 
 
 def test_workload_profile_synthetic_input_and_output_lengths(tmp_path: Path) -> None:
@@ -107,7 +122,11 @@ def test_workload_plain_profiles_are_unchanged(tmp_path: Path) -> None:
     ("{ dist = 'normal', mean = 100 }", "needs a stddev"),
     ("{ dist = 'gauss', mean = 100 }", "expected dist one of"),
     ("{ dist = 'fixed', mean = 100, sd = 3 }", "unknown key 'sd'"),
-    ("{ dist = 'uniform', min = 5 }", "needs min and max"),
+    ("{ dist = 'uniform', min = 5 }", "needs min and max, or mean and stddev"),
+    ("{ dist = 'uniform', min = 50, max = 150, mean = 120 }", "has the mean 100, got mean = 120"),
+    ("{ dist = 'uniform', min = 50, max = 150, stddev = 9 }", "not both"),
+    ("{ dist = 'uniform', mean = 100, stddev = 50, min = 60 }", "cut by min/max to [60, 187]"),
+    ("{ dist = 'uniform', min = 150, max = 50 }", "expected min <= max"),
     ("0", "expected a positive integer"),
     ("'many'", "expected a positive integer"),
 ])
