@@ -36,7 +36,7 @@ from .protocols import (
 )
 
 __all__ = [
-    "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "stream_line",
+    "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "record_lengths", "stream_line",
     "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "CLIENT_LAG_MIN_NS",
 ]
 
@@ -649,3 +649,32 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
     if r.headers:
         line["headers"] = dict(r.headers)
     return line
+
+
+def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
+                   shape: tuple[int | None, int] | None) -> None:
+    """Count requested against reported lengths (docs/workloads.md) under ``scope``.
+
+    Args:
+        rec: the recorder.
+        scope: the scenario's scope name.
+        r: the stream's record.
+        shape: (requested input tokens or None, ``max_tokens`` sent), or None for
+            a scenario without workload keys (then nothing is counted).
+
+    Counters: ``length.input.{streams,requested,reported}`` for streams with a
+    requested input length that reported ``input_tokens``;
+    ``length.output.{streams,requested,reported}`` for completed streams that
+    reported output tokens. Never raises.
+    """
+    if shape is None:
+        return
+    inp, out = r.input_tokens, r.output_tokens
+    if shape[0] is not None and inp:
+        rec.incr(scope, "length.input.streams")
+        rec.incr(scope, "length.input.requested", shape[0])
+        rec.incr(scope, "length.input.reported", inp)
+    if r.outcome == "completed" and out:
+        rec.incr(scope, "length.output.streams")
+        rec.incr(scope, "length.output.requested", shape[1])
+        rec.incr(scope, "length.output.reported", out)

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from ._units import s_to_ns
 from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
+from ._workload import encode_body, parse_workload, uses_workload
 
 __all__ = [
     "check_base_url",
@@ -151,7 +152,9 @@ class TargetSpec:
 class Scenario:
     """One ``[[scenario]]``: what to send, and how often relative to the others.
 
-    ``bodies`` holds one pre-encoded JSON request body per prompt.
+    ``bodies`` holds one pre-encoded JSON request body per prompt (per pool
+    entry for a workload scenario, whose ``prompts`` is then empty: the texts
+    live only in the bodies, which can be large; docs/workloads.md).
     """
 
     name: str
@@ -164,6 +167,11 @@ class Scenario:
     extra: Mapping[str, Any]
     bodies: tuple[bytes, ...]
     path: str
+    #: per body: (requested input tokens or None, max_tokens sent); empty when
+    #: the scenario uses no workload keys (docs/workloads.md)
+    lengths: tuple[tuple[int | None, int], ...] = ()
+    #: pick bodies with replacement (uniform) or without (each once per round)
+    replacement: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +247,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
     target = _target(root.table("target"), env)
-    scenarios = _scenarios(root, base, target)
+    scenarios = _scenarios(root, base, target, run.seed)
     emulator_t = root.table("emulator")
     from .emulator._config import EmulatorConfig  # the emulator owns its keys
 
@@ -493,7 +501,7 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     return TargetSpec(url, paths, headers, header_env, api_key_env, auth, verify, transport)
 
 
-def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, ...]:
+def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tuple[Scenario, ...]:
     tables = root.tables("scenario")
     if not tables:
         raise root.error("scenario", "expected at least one [[scenario]] table")
@@ -521,7 +529,14 @@ def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, .
             prompts = _read_prompts(t, base)
         else:
             prompts = ["Explain server-sent events in three sentences."]
-        max_tokens = t.int("max_tokens", 256, min=1)
+        workload = None
+        if uses_workload(t):  # docs/workloads.md: lengths, datasets (hopbench._workload)
+            own = t.has("prompts") or t.has("prompts_file") or not (t.has("input_tokens") or t.has("dataset"))
+            workload = parse_workload(t, base, seed, len(out), prompts if own else None)
+            # the record's one number: the pool's mean (each body carries its own)
+            max_tokens = round(sum(e.max_tokens for e in workload.entries) / len(workload.entries))
+        else:
+            max_tokens = t.int("max_tokens", 256, min=1)
         include_usage = t.bool("include_usage", True)
         if protocol != "chat" and t.has("include_usage") and "include_usage" in t.data:
             raise t.error("include_usage", "only valid for protocol = \"chat\"")
@@ -532,6 +547,21 @@ def _scenarios(root: Table, base: Path, target: TargetSpec) -> tuple[Scenario, .
             if reserved in extra_data:
                 raise extra.error(reserved, "set by hopbench; use the scenario's own key")
         t.done()
+        if workload is not None:
+            for k in ("max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "input"):
+                if k in extra_data:  # it would silently replace what the workload recorded
+                    raise extra.error(k, "set by the scenario's workload keys (max_tokens, "
+                                         "input_tokens, dataset): docs/workloads.md")
+            entries = workload.entries
+            out.append(Scenario(name, protocol, weight, model,
+                                (), max_tokens, include_usage,
+                                extra_data,
+                                tuple(encode_body(protocol, model, e.messages, e.max_tokens,
+                                                  include_usage, extra_data) for e in entries),
+                                target.paths[protocol],
+                                lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
+                                replacement=workload.replacement))
+            continue
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,
                             tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),

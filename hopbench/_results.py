@@ -101,6 +101,25 @@ def _tokens(counters: Mapping[str, int]) -> dict[str, dict[str, int]]:
     return tokens
 
 
+def lengths_of(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
+    """Requested vs server-reported token lengths (docs/workloads.md, docs/results.md).
+
+    Returns:
+        ``{"input" | "output": {"streams", "requested_mean", "reported_mean",
+        "ratio"}}`` for each direction some stream measured (empty when the
+        scenarios use no workload keys); ratio = reported / requested.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for direction in ("input", "output"):
+        n = counters.get(f"length.{direction}.streams", 0)
+        req = counters.get(f"length.{direction}.requested", 0)
+        if n and req:
+            got = counters.get(f"length.{direction}.reported", 0)
+            out[direction] = {"streams": n, "requested_mean": req / n, "reported_mean": got / n,
+                              "ratio": got / req}
+    return out
+
+
 def _scope_json(scope: ScopeSnapshot) -> dict[str, Any]:
     counters = dict(sorted(scope.counters.items()))
     metrics: dict[str, Any] = {}
@@ -109,7 +128,11 @@ def _scope_json(scope: ScopeSnapshot) -> dict[str, Any]:
         text = scope.histograms.get(metric)
         if text is not None or oor:
             metrics[metric] = _metric_json(metric, text, oor)
-    return {"counters": counters, "tokens": _tokens(counters), "metrics": metrics}
+    out = {"counters": counters, "tokens": _tokens(counters), "metrics": metrics}
+    lengths = lengths_of(counters)
+    if lengths:
+        out["lengths"] = lengths
+    return out
 
 
 def summary_scopes(snapshot: Snapshot) -> dict[str, Any]:

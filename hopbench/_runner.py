@@ -40,11 +40,13 @@ from ._clock import NS_PER_S, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
-from ._meter import HeaderValues, StreamMeter, capture_headers, measure, record_stream, stream_line
+from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, record_lengths, record_stream,
+                     stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
+from ._workload import Picker
 from ._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
 from .sse import SSEScanner
 
@@ -259,6 +261,8 @@ class LoadRunner:
         self.load = load or profile.load
         self.stats = RunStats()
         self._rng = random.Random(profile.run.seed * 1_000_003 + seed_offset)
+        #: per scenario: which of its bodies each request sends (docs/workloads.md)
+        self._pickers = {s.name: Picker(len(s.bodies), s.replacement) for s in profile.scenarios}
         self._headers = {p: request_headers(profile.target, p, env) for p in
                          {s.protocol for s in profile.scenarios}}
         self._weights = [s.weight for s in profile.scenarios]
@@ -571,7 +575,9 @@ class LoadRunner:
         self._next_id += 1
         headers = dict(self._headers[sc.protocol])
         headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
-        body = sc.bodies[0] if len(sc.bodies) == 1 else self._rng.choice(sc.bodies)
+        pick = self._pickers[sc.name].pick(self._rng)
+        body = sc.bodies[pick]
+        shape = sc.lengths[pick] if sc.lengths else None
         self.stats.requests_started += 1
         gauge = self._gauge
         if not counted:  # (an open-loop arrival was counted as waiting when it was spawned)
@@ -645,8 +651,12 @@ class LoadRunner:
             record = measure(meter, end, outcome, detail, result,
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
             record_stream(rec, sc.name, record, self._header_values)
+            record_lengths(rec, sc.name, record, shape)
             if self.on_stream is not None:
-                self.on_stream(stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0))
+                line = stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0)
+                if shape is not None:  # docs/workloads.md
+                    line["requested_input_tokens"], line["requested_max_tokens"] = shape
+                self.on_stream(line)
             gauge.move(max(end, gauge.last_ns), stage[0], OUT)
             self._idle_changed.set()
             self._idle_changed = trio.Event()

@@ -93,6 +93,11 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
         f"{_int(tout.get('broken', 0))}"
         + (f" · no usage reported by {counters['no_usage']:,} streams" if counters.get("no_usage") else "")
     ))
+    lengths = scope.get("lengths") or {}  # docs/workloads.md: requested vs reported
+    if lengths:
+        lines.append(Text("lengths requested → reported (mean tokens): " + " · ".join(
+            f"{d} {v['requested_mean']:,.1f} → {v['reported_mean']:,.1f} (×{v['ratio']:.3f})"
+            for d, v in lengths.items())))
     lines.extend(_stop_lines(counters))
     ka, bad = counters.get("keepalives", 0), counters.get("keepalive_violations", 0)
     if ka or bad:

@@ -63,7 +63,7 @@ ALLOWED_SIBLINGS: frozenset[tuple[str, str]] = frozenset()
 
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
         "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
-        "hopbench._inflight"]
+        "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

@@ -134,6 +134,12 @@ def _tool_name(protocol: str, body: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else "tool"
 
 
+def _min_tokens(body: dict[str, Any]) -> int:
+    """The request's ``min_tokens`` (vLLM's extra sampling parameter), else 0."""
+    v = body.get("min_tokens")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
 def _max_tokens(protocol: str, body: dict[str, Any]) -> int | None:
     keys = {"chat": ("max_completion_tokens", "max_tokens"), "responses": ("max_output_tokens",),
             "messages": ("max_tokens",)}[protocol]
@@ -245,7 +251,8 @@ class EmulatorApp:
         behaviour = self.config.behaviour_for(model)
         plan = plan_request(behaviour, request_rng(self.config.seed, index), protocol=protocol,
                             stream=stream, max_tokens=max_tokens,
-                            tool_name=_tool_name(protocol, body))
+                            tool_name=_tool_name(protocol, body),
+                            ignore_eos=body.get("ignore_eos") is True, min_tokens=_min_tokens(body))
         rid = {"chat": "chatcmpl-", "responses": "resp_", "messages": "msg_"}[protocol]
         rid += f"{self.config.seed:x}{index:012x}"
         wire: Wire

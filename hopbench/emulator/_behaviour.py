@@ -13,6 +13,9 @@ Invariants:
 - The plan depends only on (behaviour, request essentials, rng): the same seed
   and request order give the same plans.
 - ``max_tokens`` caps the total; a capped plan finishes with reason "length".
+- ``ignore_eos`` (vLLM / SGLang sampling parameter) makes the total exactly
+  ``max_tokens``; ``min_tokens`` (vLLM) raises it to at least that many. The
+  random draws are the same either way: only the count changes.
 """
 
 from __future__ import annotations
@@ -167,6 +170,8 @@ def plan_request(
     stream: bool,
     max_tokens: int | None,
     tool_name: str | None,
+    ignore_eos: bool = False,
+    min_tokens: int = 0,
 ) -> Plan:
     """Decide one request's behaviour.
 
@@ -178,6 +183,11 @@ def plan_request(
         max_tokens: the request's output cap (``max_tokens``, ``max_completion_tokens``,
             ``max_output_tokens``), or None.
         tool_name: the first tool the request offers, or None.
+        ignore_eos: the request's ``ignore_eos`` flag: produce exactly
+            ``max_tokens`` tokens (when it is given) instead of the model's
+            ``output_tokens``, as vLLM does.
+        min_tokens: the request's ``min_tokens`` (vLLM): produce at least this
+            many (still capped by ``max_tokens``).
 
     Returns:
         The plan. Never raises.
@@ -188,6 +198,10 @@ def plan_request(
     n = b.output_tokens
     if b.output_tokens_jitter:
         n = max(0, n + rng.randint(-b.output_tokens_jitter, b.output_tokens_jitter))
+    if ignore_eos and max_tokens is not None:
+        n = max(0, max_tokens)
+    elif min_tokens > n:
+        n = min_tokens
     wants_tool = tool_name is not None and rng.random() < b.tool_call_probability
     n_reason = min(b.reasoning_tokens, n)
     n_tool = min(b.tool_call_tokens, n - n_reason) if wants_tool else 0

