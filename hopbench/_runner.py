@@ -664,7 +664,7 @@ class LoadRunner:
 
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
-                        rec: Recorder, box: list[StreamResult | None], stage: list[Any],
+                        rec: Recorder, box: list[Any], stage: list[Any],
                         body: bytes = b"",
                         ) -> tuple[str, str, StreamResult | None]:
         client = self._client
@@ -752,7 +752,7 @@ class LoadRunner:
                 box[0] = dec.finish(discarded_partial=scanner.close())
                 # a body left by an exception (e.g. an oversize event) is an
                 # async generator stopped at a yield: close it now, not at GC
-                await chunks.aclose()  # type: ignore[attr-defined]
+                await chunks.aclose()  # type: ignore[union-attr]
             result = box[0]
             assert result is not None
             return result.outcome, _detail(result), result

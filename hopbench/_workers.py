@@ -783,7 +783,7 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
                               if n == 2 else f"{name}: already stopping; writing results"),
               file=sys.stderr, flush=True)
 
-    old: dict[int, Any] = {}
+    old: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             old[sig] = signal.signal(sig, on_signal)

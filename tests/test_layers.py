@@ -30,13 +30,15 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
-    1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes"),
+    1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes",
+        "hopbench._lengths"),
     # pure core: decoder base, recorder, statistics, emulator config
-    2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config"),
+    2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
+        "hopbench._dataset"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench._scrape_spec",
-        "hopbench._report_scrape", "hopbench._live_metrics"),
+        "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
         "hopbench.emulator._embedded"),

@@ -144,7 +144,7 @@ class ResponsesDecoder(Decoder):
         self._by_item: dict[str, ToolCallState] = {}  # item id -> call
 
     def _tool_calls(self) -> list[dict[str, object]]:
-        calls = []
+        calls: list[dict[str, object]] = []
         for _, c in sorted(self._calls.items()):
             args = "".join(c.arguments)
             if not args and c.final and self._keep_text:
