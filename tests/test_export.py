@@ -71,8 +71,14 @@ def test_export_csv_round_trips(run_dir: Path, tmp_path: Path) -> None:
         streams = list(csv.DictReader(f))
     want = _streams(run_dir)
     assert len(streams) == len(want) > 0
+    def cell(v: Any) -> str:  # nested fields (events, headers) are JSON text in a cell
+        if v is None:
+            return ""
+        return json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else str(v)
+
     for row, rec in zip(streams, want):
-        assert row == {k: "" if v is None else str(v) for k, v in rec.items()}
+        assert row == {k: cell(v) for k, v in rec.items()}
+    assert any(json.loads(r["events"])["text"] for r in streams)
     assert any(r["detail"] for r in streams) and any(not r["detail"] for r in streams)
 
 
