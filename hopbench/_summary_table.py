@@ -172,13 +172,18 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
         out.append(Text("load not held: the achieved load fell short of the target", style="red"))
     all_scope = (summary.get("scopes") or {}).get("all") or {}
     counters: Mapping[str, int] = all_scope.get("counters") or {}
-    if counters.get("proxy_buffering_suspected") and not _has(listed, "proxy buffering suspected"):
+    # proxy_buffering_suspected / client_lagged are stream flags (shown with the stop
+    # reasons); a warning only past the rule summary.json's warnings use (docs/results.md:
+    # more than half of the completed streams), so a few flagged streams warn nowhere.
+    done = counters.get("completed", 0)
+    if counters.get("proxy_buffering_suspected", 0) * 2 > done > 0 \
+            and not _has(listed, "proxy buffering suspected"):
         out.append(Text(
-            f"proxy buffering suspected on {counters['proxy_buffering_suspected']:,} streams "
-            "(tokens arrive in bursts; ttft close to e2e)",
+            f"proxy buffering suspected on {counters['proxy_buffering_suspected']:,} of {done:,} completed "
+            "streams (tokens arrive in bursts; ttft close to e2e)",
             style="yellow",
         ))
-    if counters.get("client_lagged") and not _has(listed, "client_lagged"):
+    if counters.get("client_lagged", 0) * 2 > done > 0 and not _has(listed, "client_lagged"):
         out.append(Text(
             f"{counters['client_lagged']:,} streams arrived in bursts because the client's own event loop "
             "was late to read them (client_lagged: not evidence of a proxy; see loop_lag)",

@@ -50,3 +50,25 @@ def test_report_shows_stop_classes_flags_headers_and_client_lag(tmp_path: Path) 
     assert "content_filter" in table and "tokens from events" in table and "client_lagged" in table
     assert "x-litellm-attempted-retries" in table
     assert "client_lagged" in _warnings(run)
+
+
+def test_summary_and_report_do_not_warn_on_a_few_flagged_streams(tmp_path: Path) -> None:
+    # 10 buffering and 20 client-lagged streams of 2,000 completed: flags, not warnings
+    # (summary.json warns past half of the completed streams; breaker run of workloads.toml)
+    rec = Recorder(["chat"])
+    for name, n in (("started", 2000), ("completed", 2000), ("stop.stop", 2000),
+                    ("proxy_buffering_suspected", 10), ("client_lagged", 20)):
+        rec.incr("chat", name, n)
+    rec.record("chat", "ttft", 5_000_000)
+    w = ResultsWriter(tmp_path / "run")
+    meta = {"profile": {"name": "t"}, "environment": environment(), "started_at": "2023-11-14T22:13:20Z",
+            "started_at_unix_s": 1_700_000_000.0, "saturated": False, "warnings": []}
+    w.start(meta)
+    summary = w.finish(meta, rec.snapshot(), None, complete=True)
+    console = Console(record=True, width=100, color_system=None)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert "arrived in bursts" not in text and "proxy buffering suspected" not in text
+    run = RunData(path=tmp_path / "run", summary=summary, snapshot=rec.snapshot(), timeline=[], intervals={},
+                  notes=[])
+    assert "bursts" not in _warnings(run) and "proxy buffering" not in _warnings(run)
