@@ -197,11 +197,17 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
     checks = []
     complete = summary.get("complete") is True
     by = summary.get("interrupted_by")
-    detail = "run completed" if complete else (
+    detail = "run ran to its end (not interrupted)" if complete else (
         f"run did not complete (interrupted_by: {by})" if by else "run did not complete (complete: false)")
     if not complete and opts.allow_incomplete:
         detail += "; allowed (allow_incomplete)"
     checks.append(RunCheck("run.complete", complete or opts.allow_incomplete, detail))
+    # "complete" means "ran to its end", not "streams completed": a run whose every
+    # stream failed is complete and must still fail its gate (hopbench run exits 4).
+    head = summary.get("headline")
+    if isinstance(head, Mapping) and head.get("started") and not head.get("completed"):
+        checks.append(RunCheck("run.streams_completed", False,
+                               f"no stream completed of {head.get('started'):,} started"))
     saturated = summary.get("saturated") is True
     if saturated:
         warnings = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "saturated" in w]

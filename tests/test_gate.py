@@ -154,6 +154,18 @@ def test_gate_incomplete_or_saturated_run_fails_by_default() -> None:
     assert "FAIL  run.complete" in text and "SIGINT" in text
 
 
+def test_gate_run_where_nothing_completed_fails_and_says_so() -> None:
+    # breaker: "PASS run.complete — run completed" on a run with 0 of 2569 completed
+    s = _summary(headline={"started": 2569, "completed": 0})
+    report = evaluate_gate(s, {"error_rate": "<= 100%"})
+    text = report.render("text")
+    assert not report.passed and report.exit_code == 1
+    assert "FAIL  run.streams_completed" in text and "no stream completed of 2,569 started" in text
+    assert "run completed" not in text
+    ok = evaluate_gate(_summary(headline={"started": 5, "completed": 5}), {"error_rate": "<= 100%"})
+    assert ok.passed and "streams_completed" not in ok.render("text")
+
+
 def test_gate_baseline_relative_limit() -> None:
     base = _summary([100.0 + i * 0.1 for i in range(1000)])
     slower = _summary([115.0 + i * 0.1 for i in range(1000)])
