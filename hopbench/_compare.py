@@ -32,7 +32,7 @@ from typing import Any, Final
 from ._errors import ResultsError, UsageError
 from ._hdr import METRICS, Histogram
 from ._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value
-from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, two_proportions
+from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, poisson_rates, two_proportions
 
 __all__ = [
     "ALPHA",
@@ -444,6 +444,14 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
             rel = _rel(va, vb)
             if p < alpha and rel is not None and abs(rel) >= min_effect and (rel > 0) == (t.superiority > 0.5):
                 verdict = _direction("throughput." + name, rel > 0)
+        elif name == "completed_per_s" and ma and mb:
+            # counts over durations: a dead candidate (0 completed) is a change, not noise
+            t = poisson_rates(num_a, ma, num_b, mb)
+            method, p = t.method, t.p_value
+            rel = _rel(va, vb)
+            if p < alpha and va is not None and vb is not None and va != vb \
+                    and (rel is None or abs(rel) >= min_effect):
+                verdict = _direction("throughput." + name, vb > va)
         out.append(RateComparison("all", "throughput." + name, (num_a, ma or 0.0, va), (num_b, mb or 0.0, vb),
                                   method, p, verdict, unit))
     return out

@@ -442,8 +442,11 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         itl_ns=tuple(m.itl_ns),
         keepalive_gaps_ns=tuple(m.keepalive_gaps_ns),
         keepalives=len(m.keepalive_ns),
-        max_silence_ns=None if headers is None else m.max_silence_ns,
-        keepalive_violation=headers is not None and m.max_silence_ns > keepalive_budget_ns,
+        # silences are a stream's: an HTTP error's body is no stream (a dead target's
+        # instant 501s must not read as "shorter silences" in a compare)
+        max_silence_ns=None if headers is None or outcome == "http_error" else m.max_silence_ns,
+        keepalive_violation=(headers is not None and outcome != "http_error"
+                             and m.max_silence_ns > keepalive_budget_ns),
         proxy_buffering_suspected=buffered,
         client_lagged=lagged,
         client_lag_ns=m.content_read_lag_max_ns,

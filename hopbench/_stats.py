@@ -232,3 +232,35 @@ def two_proportions(k_a: int, n_a: int, k_b: int, n_b: int) -> ProportionTest:
     se = math.sqrt(pooled * (1 - pooled) * (1 / n_a + 1 / n_b))
     z = (k_b / n_b - k_a / n_a) / se
     return ProportionTest("two-proportion z", z_two_sided(z))
+
+
+def poisson_rates(k_a: int, t_a: float, k_b: int, t_b: float) -> ProportionTest:
+    """Two-sided test that ``k_a`` events in ``t_a`` and ``k_b`` in ``t_b`` come from one rate.
+
+    The conditional test of two Poisson rates (Przyborowski and Wilenski, 1940):
+    given ``n = k_a + k_b``, ``k_b`` is Binomial(n, t_b / (t_a + t_b)) under the
+    null hypothesis. Exact binomial (two-sided: every outcome no more likely
+    than the one observed) when n * p * (1 - p) < 5, else its normal approximation.
+
+    Args:
+        k_a, k_b: event counts (e.g. completed streams) of the two runs.
+        t_a, t_b: the measured durations they were counted over, any one unit.
+
+    Returns:
+        ProportionTest with method ``"poisson rates (exact)"`` or ``"poisson rates z"``;
+        p = 1.0 when a duration is not positive or no event happened. Never raises.
+    """
+    n = k_a + k_b
+    if t_a <= 0 or t_b <= 0 or n <= 0:
+        return ProportionTest("none", 1.0)
+    p0 = t_b / (t_a + t_b)
+    var = n * p0 * (1 - p0)
+    if var >= 5:
+        return ProportionTest("poisson rates z", z_two_sided((k_b - n * p0) / math.sqrt(var)))
+
+    def logp(x: int) -> float:
+        return _log_comb(n, x) + x * math.log(p0) + (n - x) * math.log1p(-p0)
+
+    observed = logp(k_b)
+    p = sum(math.exp(lp) for x in range(n + 1) if (lp := logp(x)) <= observed + 1e-7)
+    return ProportionTest("poisson rates (exact)", min(p, 1.0))

@@ -20,7 +20,7 @@ from hopbench._profile import parse_profile
 from hopbench._recorder import Recorder
 from hopbench._results import SCHEMA, summary_scopes
 from hopbench._run import run_profile
-from hopbench._stats import _fisher, buckets, mann_whitney, quantile_ci, two_proportions
+from hopbench._stats import _fisher, buckets, mann_whitney, poisson_rates, quantile_ci, two_proportions
 
 MS = 1_000_000
 
@@ -177,6 +177,30 @@ def test_compare_rates_use_proportion_tests() -> None:
     assert rates[("all", "truncated_rate")].verdict == "same"
     assert rates[("all", "error_rate")].method == "two-proportion z"
     assert c.any_worse
+
+
+def test_poisson_rates_exact_and_normal() -> None:
+    # equal durations: k_b | n ~ Binomial(n, 1/2); 0 of 10 -> p = 2 / 2**10
+    assert poisson_rates(10, 5.0, 0, 5.0).p_value == pytest.approx(2 / 1024)
+    assert poisson_rates(10, 5.0, 0, 5.0).method == "poisson rates (exact)"
+    assert poisson_rates(500, 10.0, 500, 10.0).p_value == pytest.approx(1.0)
+    big = poisson_rates(1000, 10.0, 900, 10.0)
+    assert big.method == "poisson rates z" and big.p_value < 0.05
+    # the same rate over different durations is no evidence
+    assert poisson_rates(100, 10.0, 200, 20.0).p_value > 0.5
+    assert poisson_rates(0, 10.0, 0, 10.0).p_value == 1.0 and poisson_rates(5, 0.0, 5, 1.0).p_value == 1.0
+
+
+def test_compare_a_dead_candidate_is_worse_in_completions() -> None:
+    # breaker: "throughput.completed_per_s 38.38 -> 0 (-100%)" read "no significant change"
+    rng = random.Random(9)
+    base = _summary(_noisy(rng, 400, 1.0), {"started": 400, "completed": 400})
+    dead = _summary([], {"started": 400, "http_error": 400, "http_error.501": 400})
+    rates = {(r.scope, r.name): r for r in compare_summaries(base, dead).rates}
+    done = rates[("all", "throughput.completed_per_s")]
+    assert done.verdict == "worse" and done.method.startswith("poisson rates")
+    same = {(r.scope, r.name): r for r in compare_summaries(base, base).rates}
+    assert same[("all", "throughput.completed_per_s")].verdict == "same"
 
 
 def test_compare_refuses_different_load_shapes_unless_forced(tmp_path: Path,

@@ -120,6 +120,18 @@ def test_measure_tokens_from_meter_when_no_result() -> None:
     assert (r.input_tokens, r.output_tokens, r.no_usage, r.anomalies) == (4, 2, False, ())
 
 
+def test_measure_http_error_has_no_silence() -> None:
+    # an error response's body is no stream: a dead target's instant 501s must not
+    # enter max_silence (compare read them as "better" silences)
+    m = StreamMeter(0, 0)
+    m.on_headers(10)
+    m.on_read(20_000_000_000)
+    m.close(20_000_000_000)
+    r = measure(m, 20_000_000_000, "http_error", "501", None, keepalive_budget_ns=_BUDGET_NS)
+    assert (r.max_silence_ns, r.keepalive_violation) == (None, False)
+    assert r.ttfb_ns == 10
+
+
 def test_measure_no_usage_only_for_streams_with_a_body() -> None:
     m = StreamMeter(0, 0)
     m.close(50)
