@@ -446,8 +446,8 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
                 verdict = _direction("throughput." + name, rel > 0)
         elif name == "completed_per_s" and ma and mb:
             # counts over durations: a dead candidate (0 completed) is a change, not noise
-            t = poisson_rates(num_a, ma, num_b, mb)
-            method, p = t.method, t.p_value
+            pt = poisson_rates(num_a, ma, num_b, mb)
+            method, p = pt.method, pt.p_value
             rel = _rel(va, vb)
             if p < alpha and va is not None and vb is not None and va != vb \
                     and (rel is None or abs(rel) >= min_effect):

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from ._units import s_to_ns
 from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
-from ._workload import encode_body, parse_workload, uses_workload
+from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
 
 __all__ = [
     "check_base_url",
@@ -546,7 +546,7 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
         for reserved in ("stream", "model"):
             if reserved in extra_data:
                 raise extra.error(reserved, "set by hopbench; use the scenario's own key")
-        t.done()
+        t.done(also_allowed=WORKLOAD_KEYS)
         if workload is not None:
             for k in ("max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "input"):
                 if k in extra_data:  # it would silently replace what the workload recorded

@@ -321,15 +321,19 @@ class Table:
             raise self.error(name, f"expected an array of tables ([[{name}]]), got {_describe(v)}")
         return [Table(x, self.doc, self.path + (name, i)) for i, x in enumerate(v)]
 
-    def done(self) -> None:
+    def done(self, also_allowed: tuple[builtins.str, ...] = ()) -> None:
         """Reject every key no getter asked for.
+
+        Args:
+            also_allowed: keys this table may hold that no getter read this time
+                (e.g. workload keys of a plain-prompt scenario), named in the hint.
 
         Raises:
             ProfileError: naming the first unknown key and the keys allowed here.
         """
         unknown = [k for k in self.data if k not in self._seen]
         if unknown:
-            allowed = ", ".join(sorted(self._seen)) or "none"
+            allowed = ", ".join(sorted(set(self._seen) | set(also_allowed))) or "none"
             raise self.error(unknown[0], f"unknown key (expected one of: {allowed})")
 
 

@@ -156,3 +156,13 @@ def test_profile_gate_urls_and_tables_checked_before_load(extra: str, expected: 
     with pytest.raises(ProfileError) as info:
         parse_profile(MINIMAL + extra, "m.toml", env={})
     assert expected in str(info.value)
+
+
+def test_profile_unknown_scenario_key_hint_names_the_workload_keys() -> None:
+    # breaker: the hint left out input_tokens, dataset and replacement, which work there
+    with pytest.raises(ProfileError) as e:
+        parse_profile(MINIMAL + MODEL + "scrape = 5\n", "m.toml")
+    msg = str(e.value)
+    assert "scenario[0].scrape: unknown key" in msg
+    for key in ("input_tokens", "dataset", "replacement", "prompts", "max_tokens"):
+        assert key in msg, key
