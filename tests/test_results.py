@@ -237,7 +237,7 @@ def test_render_summary_shows_numbers_and_warnings(tmp_path: Path) -> None:
     rec.incr("chat", "tokens.output.completed", 5678)
     rec.incr("chat", "keepalives", 40)
     rec.incr("chat", "keepalive_violations", 1)
-    rec.incr("chat", "proxy_buffering_suspected", 3)
+    rec.incr("chat", "proxy_buffering_suspected", 60)  # > half of the 100 completed: a warning
     rec.record("chat", "e2e", -1)
     w = ResultsWriter(tmp_path / "run")
     w.start(_meta())
