@@ -32,7 +32,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,7 @@ from ._hdr import METRICS, Histogram
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 from ._recorder import ALL, Snapshot
 from ._report_scrape import scrape_section
-from ._results import HLOG_NAME, read_summary, snapshot_from_summary
+from ._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 
 __all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
 
@@ -748,19 +747,9 @@ def write_report(results_dir: Path, *, compare_dir: Path | None = None, out: Pat
     except Exception as exc:  # the boundary: a report must never crash a run
         raise ResultsError(f"cannot build the report for {results_dir}: "
                            f"{type(exc).__name__}: {exc}") from exc
-    tmp = target.with_name(f".{target.name}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8", newline="\n")
-        os.replace(tmp, target)
-    except BaseException as exc:  # a full disk or a Ctrl-C must not keep half a report
-        from ._results import write_error
-
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
-        raise
+    except OSError as exc:
+        raise ResultsError(write_error(target, exc)) from exc
+    replace_text(target, text)  # atomic: a full disk or a Ctrl-C keeps no half report
     return target

@@ -194,20 +194,7 @@ class ResultsWriter:
     # -- files -------------------------------------------------------------
 
     def _replace(self, name: str, text: str) -> None:
-        target = self.path / name
-        tmp = self.path / f".{name}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
-            os.replace(tmp, target)
-        except BaseException as exc:  # a full disk or a signal: never leave half a file behind
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
-            if isinstance(exc, OSError):
-                raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
-            raise
+        replace_text(self.path / name, text)
 
     def _write_summary(self, summary: Mapping[str, Any]) -> None:
         try:
@@ -338,6 +325,31 @@ class ResultsWriter:
                 self._hlog.close()
             finally:
                 self._hlog = None
+
+
+def replace_text(target: Path, text: str) -> None:
+    """Write ``text`` (UTF-8, LF) to ``target`` atomically: a temp file beside it, then rename.
+
+    A full disk or a signal never leaves half a file, nor the temp file, behind.
+
+    Raises:
+        ResultsError: the write failed (message from :func:`write_error`: the file
+            and the free space). Other exceptions (KeyboardInterrupt) propagate
+            after the temp file is removed.
+    """
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException as exc:  # a full disk or a signal: never leave half a file behind
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise ResultsError(write_error(target, exc, len(text.encode("utf-8")))) from exc
+        raise
 
 
 def write_error(target: Path, exc: OSError, size: int | None = None) -> str:
