@@ -23,6 +23,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ._units import s_to_ns
+from ._fields import FIELD_NAME, SECRET_HEADERS, field_problem
 from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
 from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
@@ -41,25 +42,6 @@ __all__ = [
     "DEFAULT_PATHS",
 ]
 
-#: RFC 9110 section 5.1: a field name is a token.
-_FIELD_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-#: RFC 9110 section 5.5: a field value holds no control characters but HTAB
-#: (a line break would end the header: request smuggling, or a broken request).
-_FIELD_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-
-
-def _field_problem(name: str, value: str) -> str | None:
-    """Why ``name: value`` cannot be sent as an HTTP/1.1 header field, or None."""
-    if _FIELD_NAME.match(name) is None:
-        return f"{name!r} is not a valid header name (RFC 9110 section 5.1: letters, digits, !#$%&'*+-.^_`|~)"
-    if _FIELD_VALUE_BAD.search(value):
-        return "the value holds a control character such as a line break (RFC 9110 section 5.5)"
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
-        return "the value holds characters outside Latin-1, which HTTP/1.1 cannot carry"
-    return None
-
 Protocol = Literal["chat", "responses", "messages"]
 PROTOCOLS: tuple[str, ...] = ("chat", "responses", "messages")
 DEFAULT_PATHS: dict[str, str] = {
@@ -67,7 +49,6 @@ DEFAULT_PATHS: dict[str, str] = {
     "responses": "/v1/responses",
     "messages": "/v1/messages",
 }
-_SECRET_HEADERS = {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"}
 ANTHROPIC_VERSION = "2023-06-01"
 
 
@@ -365,7 +346,7 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
 
 
 #: response headers that may carry credentials or session state: never recorded
-_SECRET_RESPONSE_HEADERS = _SECRET_HEADERS | {"set-cookie", "www-authenticate", "proxy-authenticate"}
+_SECRET_RESPONSE_HEADERS = SECRET_HEADERS | {"set-cookie", "www-authenticate", "proxy-authenticate"}
 _RECORD_HEADERS_MAX = 16
 
 
@@ -376,7 +357,7 @@ def _record_headers(t: Table) -> tuple[str, ...]:
         raise t.error("record_headers", f"expected at most {_RECORD_HEADERS_MAX} header names, got {len(names)}")
     out: list[str] = []
     for name in names:
-        if _FIELD_NAME.match(name) is None:
+        if FIELD_NAME.match(name) is None:
             raise t.error("record_headers", f"{name!r} is not a valid header name (RFC 9110 section 5.1: "
                                             "letters, digits, !#$%&'*+-.^_`|~)")
         low = name.lower()
@@ -467,10 +448,10 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
         v = ht.data[k]
         if not isinstance(v, str):
             raise ht.error(k, f"expected a string header value, got {v!r}")
-        if k.lower() in _SECRET_HEADERS:
+        if k.lower() in SECRET_HEADERS:
             raise ht.error(k, "secret headers may not be written in a profile: name an environment "
                               "variable with target.api_key_env or target.header_env")
-        problem = _field_problem(k, v)
+        problem = field_problem(k, v)
         if problem is not None:
             raise ht.error(k, problem)
         headers[k] = v
@@ -482,7 +463,7 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
             raise het.error(k, f"expected the name of an environment variable, got {v!r}")
         if v not in env:
             raise het.error(k, f"environment variable {v} is not set")
-        problem = _field_problem(k, env[v])
+        problem = field_problem(k, env[v])
         if problem is not None:  # never the value itself: it is a secret
             raise het.error(k, f"environment variable {v}: {problem.replace('the value', 'its value')}")
         header_env[k] = v
@@ -490,7 +471,7 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     if api_key_env is not None and api_key_env not in env:
         raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
     if api_key_env is not None:
-        problem = _field_problem("x-api-key", env[api_key_env])
+        problem = field_problem("x-api-key", env[api_key_env])
         if problem is not None:
             raise t.error("api_key_env", f"environment variable {api_key_env}: "
                           f"{problem.replace('the value', 'its value')} (a trailing newline?)")

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ._fields import SECRET_HEADERS, field_problem
 from ._toml import MISSING, Table
 from ._units import s_to_ns
 
@@ -35,9 +36,6 @@ __all__ = ["ScrapeSpec", "parse_scrapes", "EMBEDDED", "scrape_headers"]
 
 #: ``url = "embedded"``: the embedded emulator's own ``/metrics``.
 EMBEDDED = "embedded"
-_SECRET = {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"}
-_FIELD_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # RFC 9110 section 5.1
-_FIELD_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # RFC 9110 section 5.5
 _METRIC_PREFIX = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")  # Prometheus data model, metric names
 MAX_BODY_BYTES_DEFAULT = 4_000_000
 
@@ -117,11 +115,12 @@ def parse_scrapes(tables: list[Table], env: Mapping[str, str]) -> tuple[ScrapeSp
             v = ht.data[k]
             if not isinstance(v, str):
                 raise ht.error(k, f"expected a string header value, got {v!r}")
-            if k.lower() in _SECRET:
+            if k.lower() in SECRET_HEADERS:
                 raise ht.error(k, "secret headers may not be written in a profile: name an "
                                   "environment variable in [scrape.header_env]")
-            if not _FIELD_NAME.match(k) or _FIELD_VALUE_BAD.search(v):
-                raise ht.error(k, "expected a valid header name and a value without control characters")
+            problem = field_problem(k, v)
+            if problem is not None:
+                raise ht.error(k, problem)
             headers[k] = v
         het = t.table("header_env")
         header_env: dict[str, str] = {}
@@ -131,10 +130,9 @@ def parse_scrapes(tables: list[Table], env: Mapping[str, str]) -> tuple[ScrapeSp
                 raise het.error(k, f"expected the name of an environment variable, got {v!r}")
             if v not in env:
                 raise het.error(k, f"environment variable {v} is not set")
-            if not _FIELD_NAME.match(k) or _FIELD_VALUE_BAD.search(env[v]):
-                # never the value itself: it is a secret
-                raise het.error(k, f"environment variable {v}: expected a valid header name and a value "
-                                   "without control characters (a trailing newline?)")
+            problem = field_problem(k, env[v])  # never quotes the value: it is a secret
+            if problem is not None:
+                raise het.error(k, f"environment variable {v}: {problem} (a trailing newline?)")
             header_env[k] = v
         t.done()
         out.append(ScrapeSpec(url, s_to_ns(interval_s), s_to_ns(timeout_s), tuple(metrics), max_body,
