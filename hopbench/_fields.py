@@ -1,6 +1,6 @@
 """HTTP header fields a profile may send: one set of rules for the target and the scrapers.
 
-Pure: no I/O. Used by ``_profile`` (``[target] headers``/``header_env``, and the
+Pure: no I/O (environment values are handed in). Used by ``_profile`` (``[target] headers``/``header_env``, and the
 response headers of ``run.record_headers``) and ``_scrape_spec`` (``[[scrape]]``
 ``headers``/``header_env``), so that both refuse the same fields with the same words.
 """
@@ -8,8 +8,11 @@ response headers of ``run.record_headers``) and ``_scrape_spec`` (``[[scrape]]``
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-__all__ = ["FIELD_NAME", "SECRET_HEADERS", "field_problem"]
+from ._toml import Table
+
+__all__ = ["FIELD_NAME", "SECRET_HEADERS", "field_problem", "read_headers", "read_header_env"]
 
 #: RFC 9110 section 5.1: a field name is a token.
 FIELD_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
@@ -43,3 +46,56 @@ def field_problem(name: str, value: str) -> str | None:
     except UnicodeEncodeError:
         return "the value holds characters outside Latin-1, which HTTP/1.1 cannot carry"
     return None
+
+
+def read_headers(ht: Table, where_env: str) -> dict[str, str]:
+    """A ``headers`` table: name -> value, each a field HTTP/1.1 can send.
+
+    Args:
+        ht: the table (``_toml.Table``: errors carry file, line and key).
+        where_env: where the profile names secrets instead, for the message
+            (e.g. ``"target.api_key_env or target.header_env"``).
+
+    Raises:
+        ProfileError: a value that is not a string, a secret header written out,
+            or a field :func:`field_problem` refuses.
+    """
+    headers: dict[str, str] = {}
+    for k in ht.keys():
+        v = ht.data[k]
+        if not isinstance(v, str):
+            raise ht.error(k, f"expected a string header value, got {v!r}")
+        if k.lower() in SECRET_HEADERS:
+            raise ht.error(k, f"secret headers may not be written in a profile: name an environment "
+                              f"variable with {where_env}")
+        problem = field_problem(k, v)
+        if problem is not None:
+            raise ht.error(k, problem)
+        headers[k] = v
+    return headers
+
+
+def read_header_env(het: Table, env: Mapping[str, str]) -> dict[str, str]:
+    """A ``header_env`` table: header name -> the environment variable holding its value.
+
+    Args:
+        het: the table.
+        env: the environment (``os.environ``); values are checked, never quoted.
+
+    Raises:
+        ProfileError: a variable name that is not a non-empty string, a variable
+            that is not set, or a value :func:`field_problem` refuses.
+    """
+    header_env: dict[str, str] = {}
+    for k in het.keys():
+        v = het.data[k]
+        if not isinstance(v, str) or not v:
+            raise het.error(k, f"expected the name of an environment variable, got {v!r}")
+        if v not in env:
+            raise het.error(k, f"environment variable {v} is not set")
+        problem = field_problem(k, env[v])
+        if problem is not None:  # never the value itself: it is a secret
+            raise het.error(k, f"environment variable {v}: {problem.replace('the value', 'its value')}"
+                               " (a trailing newline?)")
+        header_env[k] = v
+    return header_env

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ._units import s_to_ns
-from ._fields import FIELD_NAME, SECRET_HEADERS, field_problem
+from ._fields import FIELD_NAME, SECRET_HEADERS, field_problem, read_header_env, read_headers
 from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
 from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
@@ -442,31 +442,8 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
             raise pt.error(proto, f"expected a path starting with '/', got {p!r}")
         paths[proto] = p
     pt.done()
-    ht = t.table("headers")
-    headers: dict[str, str] = {}
-    for k in ht.keys():
-        v = ht.data[k]
-        if not isinstance(v, str):
-            raise ht.error(k, f"expected a string header value, got {v!r}")
-        if k.lower() in SECRET_HEADERS:
-            raise ht.error(k, "secret headers may not be written in a profile: name an environment "
-                              "variable with target.api_key_env or target.header_env")
-        problem = field_problem(k, v)
-        if problem is not None:
-            raise ht.error(k, problem)
-        headers[k] = v
-    het = t.table("header_env")
-    header_env: dict[str, str] = {}
-    for k in het.keys():
-        v = het.data[k]
-        if not isinstance(v, str) or not v:
-            raise het.error(k, f"expected the name of an environment variable, got {v!r}")
-        if v not in env:
-            raise het.error(k, f"environment variable {v} is not set")
-        problem = field_problem(k, env[v])
-        if problem is not None:  # never the value itself: it is a secret
-            raise het.error(k, f"environment variable {v}: {problem.replace('the value', 'its value')}")
-        header_env[k] = v
+    headers = read_headers(t.table("headers"), "target.api_key_env or target.header_env")
+    header_env = read_header_env(t.table("header_env"), env)
     api_key_env = t.str("api_key_env", None, nonempty=True)
     if api_key_env is not None and api_key_env not in env:
         raise t.error("api_key_env", f"environment variable {api_key_env} is not set")

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ._fields import SECRET_HEADERS, field_problem
+from ._fields import read_header_env, read_headers
 from ._toml import MISSING, Table
 from ._units import s_to_ns
 
@@ -109,31 +109,8 @@ def parse_scrapes(tables: list[Table], env: Mapping[str, str]) -> tuple[ScrapeSp
             if not _METRIC_PREFIX.match(m):
                 raise t.error("metrics", f"expected metric-name prefixes ([a-zA-Z_:][a-zA-Z0-9_:]*), got {m!r}")
         max_body = t.int("max_body_bytes", MAX_BODY_BYTES_DEFAULT, min=1024, max=1_000_000_000)
-        ht = t.table("headers")
-        headers: dict[str, str] = {}
-        for k in ht.keys():
-            v = ht.data[k]
-            if not isinstance(v, str):
-                raise ht.error(k, f"expected a string header value, got {v!r}")
-            if k.lower() in SECRET_HEADERS:
-                raise ht.error(k, "secret headers may not be written in a profile: name an "
-                                  "environment variable in [scrape.header_env]")
-            problem = field_problem(k, v)
-            if problem is not None:
-                raise ht.error(k, problem)
-            headers[k] = v
-        het = t.table("header_env")
-        header_env: dict[str, str] = {}
-        for k in het.keys():
-            v = het.data[k]
-            if not isinstance(v, str) or not v:
-                raise het.error(k, f"expected the name of an environment variable, got {v!r}")
-            if v not in env:
-                raise het.error(k, f"environment variable {v} is not set")
-            problem = field_problem(k, env[v])  # never quotes the value: it is a secret
-            if problem is not None:
-                raise het.error(k, f"environment variable {v}: {problem} (a trailing newline?)")
-            header_env[k] = v
+        headers = read_headers(t.table("headers"), "[scrape.header_env]")
+        header_env = read_header_env(t.table("header_env"), env)
         t.done()
         out.append(ScrapeSpec(url, s_to_ns(interval_s), s_to_ns(timeout_s), tuple(metrics), max_body,
                               headers, header_env))

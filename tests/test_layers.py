@@ -26,7 +26,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: import nothing from hopbench
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
-        "hopbench._wire_text", "hopbench._inflight", "hopbench._fields",
+        "hopbench._wire_text", "hopbench._inflight",
         "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
@@ -34,6 +34,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "hopbench._lengths"),
     # pure core: decoder base, recorder, statistics, emulator config
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
+        "hopbench._fields",
         "hopbench._dataset"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
