@@ -13,6 +13,15 @@ from hopbench._results import ResultsWriter, environment
 from hopbench._summary_table import render_summary
 
 
+def _finish(tmp_path: Path, rec: Recorder) -> dict[str, object]:
+    """summary.json of a complete run holding ``rec``'s counters, as the writer builds it."""
+    w = ResultsWriter(tmp_path / "run")
+    meta = {"profile": {"name": "t"}, "environment": environment(), "started_at": "2023-11-14T22:13:20Z",
+            "started_at_unix_s": 1_700_000_000.0, "saturated": False, "warnings": []}
+    w.start(meta)
+    return w.finish(meta, rec.snapshot(), None, complete=True)
+
+
 def _summary(tmp_path: Path) -> tuple[dict[str, object], Snapshot]:
     rec = Recorder(["chat"])
     for name, n in (("started", 10), ("completed", 7), ("failed", 2), ("failed.abort", 1),
@@ -23,11 +32,7 @@ def _summary(tmp_path: Path) -> tuple[dict[str, object], Snapshot]:
                     ("header.x-litellm-attempted-retries=0", 8), ("header.x-litellm-attempted-retries=1", 2)):
         rec.incr("chat", name, n)
     rec.record("chat", "ttft", 5_000_000)
-    w = ResultsWriter(tmp_path / "run")
-    meta = {"profile": {"name": "t"}, "environment": environment(), "started_at": "2023-11-14T22:13:20Z",
-            "started_at_unix_s": 1_700_000_000.0, "saturated": False, "warnings": []}
-    w.start(meta)
-    return w.finish(meta, rec.snapshot(), None, complete=True), rec.snapshot()
+    return _finish(tmp_path, rec), rec.snapshot()
 
 
 def test_summary_table_shows_stop_classes_flags_headers_and_client_lag(tmp_path: Path) -> None:
@@ -60,11 +65,7 @@ def test_summary_and_report_do_not_warn_on_a_few_flagged_streams(tmp_path: Path)
                     ("proxy_buffering_suspected", 10), ("client_lagged", 20)):
         rec.incr("chat", name, n)
     rec.record("chat", "ttft", 5_000_000)
-    w = ResultsWriter(tmp_path / "run")
-    meta = {"profile": {"name": "t"}, "environment": environment(), "started_at": "2023-11-14T22:13:20Z",
-            "started_at_unix_s": 1_700_000_000.0, "saturated": False, "warnings": []}
-    w.start(meta)
-    summary = w.finish(meta, rec.snapshot(), None, complete=True)
+    summary = _finish(tmp_path, rec)
     console = Console(record=True, width=100, color_system=None)
     render_summary(summary, console)
     text = console.export_text()
