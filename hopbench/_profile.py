@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from ._cancel import CancelSpec, parse_cancel
 from ._units import s_to_ns
 from ._fields import FIELD_NAME, SECRET_HEADERS, field_problem, read_header_env, read_headers
 from ._errors import ProfileError
@@ -153,6 +154,8 @@ class Scenario:
     lengths: tuple[tuple[int | None, int], ...] = ()
     #: pick bodies with replacement (uniform) or without (each once per round)
     replacement: bool = True
+    #: client cancellation (hopbench._cancel, docs/workloads.md), or None
+    cancel: CancelSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,6 +507,7 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
         for reserved in ("stream", "model"):
             if reserved in extra_data:
                 raise extra.error(reserved, "set by hopbench; use the scenario's own key")
+        cancel = parse_cancel(t)  # client cancellation: hopbench._cancel
         t.done(also_allowed=WORKLOAD_KEYS)
         if workload is not None:
             for k in ("max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "input"):
@@ -518,12 +522,13 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
                                                   include_usage, extra_data) for e in entries),
                                 target.paths[protocol],
                                 lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
-                                replacement=workload.replacement))
+                                replacement=workload.replacement, cancel=cancel))
             continue
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,
                             tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),
-                            max_tokens, include_usage, extra_data, bodies, target.paths[protocol]))
+                            max_tokens, include_usage, extra_data, bodies, target.paths[protocol],
+                            cancel=cancel))
     return tuple(out)
 
 

@@ -53,7 +53,7 @@ SPECTRUM_METRICS = ("ttft", "itl", "tpot", "e2e")
 _TIMELINE_TAGS = ("all.ttft", "all.itl", "all.loop_lag", "all.schedule_lag")
 _OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
                     "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
-                    "cancelled": "#7f7f7f"}
+                    "cancelled": "#7f7f7f", "client_cancelled": "#17becf"}
 _DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")

@@ -234,7 +234,8 @@ def outcome_warnings(counters: Mapping[str, int], stats: RunStats) -> list[str]:
         "other".
     """
     out: list[str] = []
-    started = counters.get("started", 0)
+    # streams the scenario's cancel key closed on purpose say nothing either way
+    started = counters.get("started", 0) - counters.get("client_cancelled", 0)
     completed = counters.get("completed", 0)
     errors = sum(counters.get(k, 0) for k in BROKEN)
     cancelled = counters.get("cancelled", 0)
@@ -417,6 +418,11 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                     mark_started(meta)
                     writer.start(meta)
                 stats = stats or (runner.stats if runner is not None else RunStats())
+                if runner is not None and runner.cancels and meta.get("ground_truth"):
+                    from ._cancel import join_record  # the emulator has stopped: its record is whole
+
+                    meta.setdefault("notes", []).extend(
+                        join_record(rec, runner.cancels, out / meta["ground_truth"]))
                 for scraper in scrapers:  # gateway metrics: counted, warned, never failing the run
                     meta["scrape"] = scraper.summary()
                     meta.setdefault("notes", []).extend(scraper.warnings())

@@ -36,7 +36,8 @@ from typing import Any
 import httpx
 import trio
 
-from ._clock import NS_PER_S, now_ns, ns_to_s
+from ._cancel import CANCEL_OUTCOME, ClientCancel, chooses
+from ._clock import NS_PER_S, monotonic_offset_ns, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
@@ -261,6 +262,12 @@ class LoadRunner:
         self.load = load or profile.load
         self.stats = RunStats()
         self._rng = random.Random(profile.run.seed * 1_000_003 + seed_offset)
+        #: which streams a scenario's ``cancel`` key closes: its own seeded
+        #: stream of draws, so that the cancel key leaves the picks unchanged
+        self._cancel_rng = random.Random(f"cancel:{profile.run.seed}:{seed_offset}")
+        #: the measured streams the client cancelled on purpose (hopbench._cancel)
+        self.cancels: list[ClientCancel] = []
+        self._mono_offset_ns = 0  # CLOCK_MONOTONIC - trio's clock, taken at the run's start
         #: per scenario: which of its bodies each request sends (docs/workloads.md)
         self._pickers = {s.name: Picker(len(s.bodies), s.replacement) for s in profile.scenarios}
         self._headers = {p: request_headers(profile.target, p, env) for p in
@@ -378,6 +385,7 @@ class LoadRunner:
                 self._collector = collector
                 self._client = client
                 self._t0 = t0 = now_ns()
+                self._mono_offset_ns = monotonic_offset_ns()
                 st = self.stats
                 st.started_ns = 0
                 st.last_change_ns = t0
@@ -577,6 +585,7 @@ class LoadRunner:
         headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
         pick = self._pickers[sc.name].pick(self._rng)
         body = sc.bodies[pick]
+        cancel = sc.cancel if chooses(sc.cancel, self._cancel_rng) else None
         shape = sc.lengths[pick] if sc.lengths else None
         self.stats.requests_started += 1
         gauge = self._gauge
@@ -618,17 +627,27 @@ class LoadRunner:
             with trio.CancelScope() as scope:
                 first = sent + to.first_byte_ns if to.first_byte_ns else None
                 scope.deadline = ns_to_s(min(x for x in (first, total_deadline, 1 << 62) if x is not None))
-                try:
-                    outcome, detail, result = await self._exchange(
-                        sc, request, meter, scope, total_deadline, rec, box, stage, body)
-                except trio.Cancelled:
-                    raise
-                except Exception as exc:  # the per-stream boundary
-                    phase = "body" if meter.headers_ns is not None else "headers"
-                    outcome, detail = classify_exception(exc, phase)
-                    self._last_error = box[2] = self._scrubber.scrub(describe_exception(exc))[:300]
-                    result = box[0]
-                    if box[1]:  # broken after its terminal signal: the stream itself ended
+                # the client's own cancel after a time (hopbench._cancel): a scope
+                # of its own, told apart from the timeouts' scope
+                with trio.CancelScope() as leave:
+                    if cancel is not None and cancel.after_ns is not None:
+                        leave.deadline = ns_to_s(sent + cancel.after_ns)
+                    try:
+                        outcome, detail, result = await self._exchange(
+                            sc, request, meter, scope, total_deadline, rec, box, stage, body,
+                            None if cancel is None else cancel.after_events)
+                    except trio.Cancelled:
+                        raise
+                    except Exception as exc:  # the per-stream boundary
+                        phase = "body" if meter.headers_ns is not None else "headers"
+                        outcome, detail = classify_exception(exc, phase)
+                        self._last_error = box[2] = self._scrubber.scrub(describe_exception(exc))[:300]
+                        result = box[0]
+                        if box[1]:  # broken after its terminal signal: the stream itself ended
+                            outcome, detail = result.outcome, _detail(result)
+                if leave.cancelled_caught:
+                    outcome, detail, result = CANCEL_OUTCOME, "after_ms", box[0]
+                    if box[1]:  # its terminal signal had arrived: it ended by itself
                         outcome, detail = result.outcome, _detail(result)
             if scope.cancelled_caught and box[1]:
                 result = box[0]  # the rest of the body after the terminal signal never came
@@ -651,6 +670,9 @@ class LoadRunner:
             record = measure(meter, end, outcome, detail, result,
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
             record_stream(rec, sc.name, record, self._header_values)
+            if outcome == CANCEL_OUTCOME and rec is self.rec:  # joined with the upstream's record
+                self.cancels.append(ClientCancel(headers[REQUEST_ID_HEADER], sc.name,
+                                                 end + self._mono_offset_ns, record.output_events))
             record_lengths(rec, sc.name, record, shape)
             if self.on_stream is not None:
                 line = stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0)
@@ -665,7 +687,7 @@ class LoadRunner:
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
                         rec: Recorder, box: list[Any], stage: list[Any],
-                        body: bytes = b"",
+                        body: bytes = b"", cancel_events: int | None = None,
                         ) -> tuple[str, str, StreamResult | None]:
         client = self._client
         idle_ns = self.profile.run.timeouts.idle_ns
@@ -718,6 +740,7 @@ class LoadRunner:
             # once per ``slack``: an idle timeout then fires after a silence of
             # idle_s to idle_s + slack (never early), slack <= 100 ms.
             rearm_at = t + slack
+            left = False  # the client cancelled after cancel_events content events
             try:
                 async for chunk in chunks:
                     t = now_ns()
@@ -747,6 +770,10 @@ class LoadRunner:
                         stage[0] = CLOSING
                         scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
                         rearm_at = never
+                    elif cancel_events is not None and not box[1] and (
+                            len(meter.itl_ns) + (meter.last_content_ns is not None) >= cancel_events):
+                        left = True  # closing the response below closes its connection
+                        break
             finally:
                 # keep what arrived, also for timeouts and broken connections
                 box[0] = dec.finish(discarded_partial=scanner.close())
@@ -755,6 +782,8 @@ class LoadRunner:
                 await chunks.aclose()  # type: ignore[union-attr]
             result = box[0]
             assert result is not None
+            if left:
+                return CANCEL_OUTCOME, "after_events", result
             return result.outcome, _detail(result), result
         finally:
             await response.aclose()
@@ -771,7 +800,7 @@ class LoadRunner:
             status, _, code = detail.partition(":")
             detail = f"{status}:{self._codes.name(code)}"
         self.stats.codes_folded = self._codes.folded
-        if text and outcome not in ("completed", "cancelled"):
+        if text and outcome not in ("completed", "cancelled", CANCEL_OUTCOME):
             kind = f"{outcome}.{detail.partition(':')[0]}" if detail else outcome
             self._samples.add(kind, text)
         return detail

@@ -109,6 +109,9 @@ class _StreamState:
     #: worst lateness of a content delta's hand-off against its deadline, ns
     lag_max_ns: int = 0
     client_gone: bool = False
+    #: when the client's close was noticed (now_ns), and content deltas queued after it
+    closed_ns: int | None = None
+    tokens_after_close: int = 0
     #: the last byte was handed over; a later http.disconnect is the normal close.
     finished: bool = False
     status: int = 0
@@ -308,6 +311,7 @@ class EmulatorApp:
             if message["type"] == "http.disconnect":
                 if not st.finished:
                     st.client_gone = True
+                    st.closed_ns = now_ns()
                     scope.cancel()
                 return
 
@@ -395,6 +399,8 @@ class EmulatorApp:
                 if t_ns - base_ns > st.lag_max_ns:
                     st.lag_max_ns = t_ns - base_ns
                 st.content_events += 1
+                if st.closed_ns is not None:
+                    st.tokens_after_close += 1
                 parts.append(token)
                 self._queue(st, data, n)
                 if len(st.pending) >= 256:  # bound the memory of a long unpaced stream
@@ -462,4 +468,7 @@ class EmulatorApp:
             end=end, text="".join(st.parts["text"]),
             reasoning_text="".join(st.parts["reasoning"]),
             tool_arguments="".join(st.parts["tool"]), finish_reason=finish,
-            duration_ns=max(0, end_ns - st.t0_ns), lag_max_ns=st.lag_max_ns))
+            duration_ns=max(0, end_ns - st.t0_ns), lag_max_ns=st.lag_max_ns,
+            t0_mono_ns=st.t0_ns,  # now_ns is time.monotonic_ns: CLOCK_MONOTONIC
+            client_closed_ns=None if st.closed_ns is None else st.closed_ns - st.t0_ns,
+            tokens_after_close=st.tokens_after_close))
