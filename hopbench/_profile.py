@@ -182,6 +182,13 @@ class Profile:
     emulator_config: Any = field(default=None, repr=False, compare=False)
     #: the ``[[scrape]]`` endpoints (hopbench._scrape_spec.ScrapeSpec), possibly empty
     scrape: tuple[Any, ...] = field(default=(), compare=False)
+    #: A/B arms (hopbench._arms.ArmSpec), empty without ``[[arm]]``
+    arms: tuple[Any, ...] = field(default=(), compare=False)
+
+    @property
+    def scopes(self) -> list[str]:
+        """The results scopes: one per arm with ``[[arm]]``, else one per scenario."""
+        return [a.name for a in self.arms] or [s.name for s in self.scenarios]
 
 
 def load_profile(path: str | Path, *, env: Mapping[str, str] | None = None) -> Profile:
@@ -218,7 +225,7 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
     return s_to_ns(v)
 
 
-_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape")
+_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "arm")
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
@@ -236,16 +243,26 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     from .emulator._config import EmulatorConfig  # the emulator owns its keys
 
     emulator_config = EmulatorConfig.from_table(emulator_t)
+    from ._arms import parse_arms  # A/B arms: docs/profiles.md, [[arm]]
+
+    arms = parse_arms(root.tables("arm"), emulator=dict(emulator_t.data),
+                      scenario_protocols=[s.protocol for s in scenarios], workers=run.workers,
+                      check_name=check_name, check_url=check_base_url)
+    if arms and (target.url is not None or root.table("target").has("embedded")):
+        raise root.table("target").error("url" if target.url is not None else "embedded",
+                                         "with [[arm]] tables each arm names its own url: "
+                                         "remove target.url / target.embedded")
     gate_t = root.table("gate")
     if gate_t.data:
         from ._budget import parse_budgets  # the budget grammar owns its keys: checked before any load
 
         budgets, _ = parse_budgets(Table(gate_t.data, doc, ("gate",)))
-        names = {sc.name for sc in scenarios}
+        names = {a.name for a in arms} or {sc.name for sc in scenarios}  # the scopes
         for budget in budgets:
             if budget.scope != "all" and budget.scope not in names:
                 raise gate_t.table("scenario").error(
-                    budget.scope, f"no scenario named {budget.scope!r} (scenarios: {', '.join(sorted(names))})")
+                    budget.scope, f"no {'arm' if arms else 'scenario'} named {budget.scope!r} "
+                                  f"({'arms' if arms else 'scenarios'}: {', '.join(sorted(names))})")
     gate_t.keys()
     from ._scrape_spec import parse_scrapes  # [[scrape]] endpoints (docs/observability.md)
 
@@ -266,6 +283,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         raw=doc.data,
         emulator_config=emulator_config,
         scrape=scrape,
+        arms=arms,
     )
 
 

@@ -29,7 +29,7 @@ import random
 import ssl
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,6 +228,10 @@ class LoadRunner:
         arrival_offset_ns: open loop only: the schedule's first arrival comes
             this long after the run start (workers phase-shift constant
             arrivals so that the merged schedule stays evenly spaced).
+        arms: A/B arms (hopbench._arms) as (name, base URL) pairs, or empty.
+            Requests go to the arms in turn; a round of one request per arm
+            sends one drawn (scenario, body, cancel choice) to each; each arm
+            records under its name as the scope (``recorder``'s scopes).
         on_stream: called with one dict per finished stream (streams.jsonl):
             id, scenario, outcome, detail, status, and ns offsets from the run
             start (start, sent, headers, first_token, end) plus ttft_ns,
@@ -253,7 +257,7 @@ class LoadRunner:
                  load: LoadSpec | None = None, env: dict[str, str] | None = None,
                  request_budget: int | None = None, seed_offset: int = 0,
                  on_stream: Callable[[dict[str, Any]], None] | None = None,
-                 arrival_offset_ns: int = 0) -> None:
+                 arrival_offset_ns: int = 0, arms: Sequence[tuple[str, str]] = ()) -> None:
         self.profile = profile
         self.base_url = base_url
         self.rec = recorder
@@ -285,6 +289,9 @@ class LoadRunner:
         self._id_prefix = f"{seed_offset}-"
         self.on_stream = on_stream
         self._arrival_offset_ns = arrival_offset_ns
+        self._arms = tuple(arms)
+        self._arm_next = 0  # the arm the next request goes to
+        self._round: tuple[Scenario, int, Any] | None = None  # the round's (scenario, body, cancel)
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
         self._reached = False
         self._gauge = InFlightGauge(0)  # replaced at the run's start (its t0)
@@ -583,9 +590,17 @@ class LoadRunner:
         self._next_id += 1
         headers = dict(self._headers[sc.protocol])
         headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
-        pick = self._pickers[sc.name].pick(self._rng)
+        arm = self._arms[self._arm_next] if self._arms else None
+        if arm is not None and self._arm_next and self._round is not None:
+            sc, pick, cancel = self._round  # the round's other arms: the same request
+        else:
+            pick = self._pickers[sc.name].pick(self._rng)
+            cancel = sc.cancel if chooses(sc.cancel, self._cancel_rng) else None
+            self._round = (sc, pick, cancel)
+        if arm is not None:
+            self._arm_next = (self._arm_next + 1) % len(self._arms)
+        scope_name = arm[0] if arm is not None else sc.name
         body = sc.bodies[pick]
-        cancel = sc.cancel if chooses(sc.cancel, self._cancel_rng) else None
         shape = sc.lengths[pick] if sc.lengths else None
         self.stats.requests_started += 1
         gauge = self._gauge
@@ -607,14 +622,15 @@ class LoadRunner:
         # client's own work, not the target's latency.
         request: httpx.Request | Exception
         try:
-            request = self._client.build_request("POST", sc.path, content=body, headers=headers,
+            request = self._client.build_request("POST", sc.path if arm is None else arm[1] + sc.path,
+                                                 content=body, headers=headers,
                                                  extensions={"trace": trace})
         except Exception as exc:  # raised again inside the per-stream boundary below
             request = exc
         sent = now_ns()
         meter = StreamMeter(intended_ns if intended_ns is not None else sent, sent)
         rec = self._recorder_for(meter.start_ns)
-        rec.incr(sc.name, "started")
+        rec.incr(scope_name, "started")
         outcome = "cancelled"
         detail = ""
         result: StreamResult | None = None
@@ -635,7 +651,7 @@ class LoadRunner:
                     try:
                         outcome, detail, result = await self._exchange(
                             sc, request, meter, scope, total_deadline, rec, box, stage, body,
-                            None if cancel is None else cancel.after_events)
+                            None if cancel is None else cancel.after_events, scope_name)
                     except trio.Cancelled:
                         raise
                     except Exception as exc:  # the per-stream boundary
@@ -669,13 +685,15 @@ class LoadRunner:
             self._check_reachable(outcome, detail, meter.headers_ns is not None)
             record = measure(meter, end, outcome, detail, result,
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
-            record_stream(rec, sc.name, record, self._header_values)
+            record_stream(rec, scope_name, record, self._header_values)
             if outcome == CANCEL_OUTCOME and rec is self.rec:  # joined with the upstream's record
-                self.cancels.append(ClientCancel(headers[REQUEST_ID_HEADER], sc.name,
+                self.cancels.append(ClientCancel(headers[REQUEST_ID_HEADER], scope_name,
                                                  end + self._mono_offset_ns, record.output_events))
-            record_lengths(rec, sc.name, record, shape)
+            record_lengths(rec, scope_name, record, shape)
             if self.on_stream is not None:
-                line = stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0)
+                line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
+                if arm is not None:
+                    line["arm"], line["scenario"] = arm[0], sc.name
                 if shape is not None:  # docs/workloads.md
                     line["requested_input_tokens"], line["requested_max_tokens"] = shape
                 self.on_stream(line)
@@ -688,7 +706,7 @@ class LoadRunner:
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
                         rec: Recorder, box: list[Any], stage: list[Any],
                         body: bytes = b"", cancel_events: int | None = None,
-                        ) -> tuple[str, str, StreamResult | None]:
+                        scope_name: str = "") -> tuple[str, str, StreamResult | None]:
         client = self._client
         idle_ns = self.profile.run.timeouts.idle_ns
         if isinstance(request, Exception):
@@ -709,9 +727,9 @@ class LoadRunner:
             scope.deadline = ns_to_s(min(t + idle_ns + slack, total) if idle_ns is not None else total)
             ext = response.extensions
             if ext.get("hopbench.reused") is False:  # only fresh connections have a connect time
-                rec.record(sc.name, "connect_wait", ext.get("hopbench.connect_ns", 0))
+                rec.record(scope_name or sc.name, "connect_wait", ext.get("hopbench.connect_ns", 0))
             if ext.get("hopbench.retried"):
-                rec.incr(sc.name, "stale_connection_retries")
+                rec.incr(scope_name or sc.name, "stale_connection_retries")
             if status >= 300:
                 data = b""
                 async for chunk in response.aiter_raw():
@@ -723,7 +741,7 @@ class LoadRunner:
                 return "http_error", f"{status}" + (f":{code}" if code else ""), None
             ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
-                rec.incr(sc.name, "anomaly.wrong_content_type")
+                rec.incr(scope_name or sc.name, "anomaly.wrong_content_type")
             scanner = SSEScanner(max_event_bytes=self.profile.run.max_event_bytes)
             dec = new_decoder(sc.protocol, keep_text=False,
                               expect_usage=self._expect_usage.get(body, False))
