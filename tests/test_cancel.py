@@ -227,3 +227,15 @@ def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: st
     assert all(isinstance(t["client_closed_ns"], int) and t["tokens_after_close"] == 0 for t in truths)
     # the close came after what the client read: the emulator sent at least that much
     assert all(t["output_tokens_sent"] >= 1 for t in truths)
+
+
+def test_cancel_workers_join_in_the_driver(tmp_path: Path) -> None:
+    from hopbench._workers import run_profile_workers
+
+    n = 8
+    text = _E2E.format(n=n, protocol="chat", cancel="after_events = 2").replace("seed = 5", "seed = 5\nworkers = 2")
+    profile = parse_profile(text, tmp_path / "p.toml", env={})
+    out = run_profile_workers(profile, out_dir=tmp_path / "out")
+    c = out.summary["scopes"]["c"]["counters"]
+    assert c["client_cancelled"] == n and c["cancel.matched"] == n, out.summary["warnings"]
+    assert out.summary["scopes"]["c"]["metrics"]["cancel_delay"]["count"] == n
