@@ -118,7 +118,8 @@ class ClientCancel:
     Attributes:
         request_id: the ``x-hopbench-request-id`` it was sent with.
         scope: the results scope it was recorded in.
-        closed_mono_ns: when the client had closed the connection,
+        closed_mono_ns: when the client began to close the response and its
+            connection (before any response head: the stream's end),
             ``CLOCK_MONOTONIC`` ns of this host.
         events_read: content events the client had read by then.
     """

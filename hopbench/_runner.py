@@ -637,7 +637,8 @@ class LoadRunner:
         # [what the decoder made of the body, whether its terminal signal arrived]:
         # kept when the body then breaks or times out
         # and [2] the error text worth keeping (exception chain, HTTP error body)
-        box: list[Any] = [None, False, None]
+        # and [3] when the response (and, unfinished, its connection) began to close
+        box: list[Any] = [None, False, None, None]
         total_deadline = sent + to.total_ns if to.total_ns else None
         try:
             with trio.CancelScope() as scope:
@@ -687,8 +688,9 @@ class LoadRunner:
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
             record_stream(rec, scope_name, record, self._header_values)
             if outcome == CANCEL_OUTCOME and rec is self.rec:  # joined with the upstream's record
+                closed = box[3] if box[3] is not None else end  # (no response yet: httpx closed it)
                 self.cancels.append(ClientCancel(headers[REQUEST_ID_HEADER], scope_name,
-                                                 end + self._mono_offset_ns, record.output_events))
+                                                 closed + self._mono_offset_ns, record.output_events))
             record_lengths(rec, scope_name, record, shape)
             if self.on_stream is not None:
                 line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
@@ -804,6 +806,7 @@ class LoadRunner:
                 return CANCEL_OUTCOME, "after_events", result
             return result.outcome, _detail(result), result
         finally:
+            box[3] = now_ns()  # a client cancel's close stamp (hopbench._cancel)
             await response.aclose()
 
     def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
