@@ -227,6 +227,18 @@ def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: st
     assert all(isinstance(t["client_closed_ns"], int) and t["tokens_after_close"] == 0 for t in truths)
     # the close came after what the client read: the emulator sent at least that much
     assert all(t["output_tokens_sent"] >= 1 for t in truths)
+    # the terminal summary says it per scope
+    import io
+
+    from rich.console import Console
+
+    from hopbench._summary_table import render_summary
+
+    buf = io.StringIO()
+    render_summary(summary, Console(file=buf, width=240, color_system=None))
+    shown = buf.getvalue()
+    assert f"client cancels {n} · upstream noticed p50/p99" in shown
+    assert "upstream ran to the end 0 · not noticed 0" in shown
 
 
 def test_cancel_workers_join_in_the_driver(tmp_path: Path) -> None:
