@@ -286,6 +286,7 @@ def headline(total: Snapshot, measured_s: float) -> dict[str, Any]:
     window = measured_s if measured_s > 0 else 1.0
     out_tokens = c(ALL, "tokens.output.completed") + c(ALL, "tokens.output.broken")
     return {"started": started, "completed": completed, "errors": errors, "cancelled": cancelled,
+            "client_cancelled": c(ALL, "client_cancelled"),  # on purpose: the scenarios' cancel key
             "error_rate": round(errors / started, 4) if started else None,
             "interrupted_rate": round(cancelled / started, 4) if started else None,
             "completed_per_s": round(completed / window, 3),

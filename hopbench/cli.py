@@ -504,7 +504,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     if not outcome.complete:
         return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED
     head = summary.get("headline") or {}
-    if not head.get("completed"):
+    if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", highlight=False,
                   soft_wrap=True)

@@ -41,6 +41,8 @@ def test_arms_parse_two_targets() -> None:
     assert [(a.name, a.url) for a in p.arms] == [("direct", "http://127.0.0.1:9"),
                                                  ("gateway", "http://127.0.0.1:10")]
     assert p.scopes == ["direct", "gateway"]
+    # budgets name arms (the scopes)
+    assert _parse(_HEAD + _TWO + _SCEN + '[gate.scenario.gateway]\n"ttft.p99" = "<= 5s"\n').gate
     # embedded arms get [emulator] with their own keys on top
     p = _parse(_HEAD + '[emulator]\nttft_ms = 40\noutput_tokens = 7\n[[arm]]\nname = "a"\nurl = "embedded"\n'
                '[[arm]]\nname = "b"\nurl = "embedded"\nemulator = { ttft_ms = 90 }\n' + _SCEN)
@@ -65,6 +67,9 @@ def test_arms_parse_two_targets() -> None:
     (_TWO + 'emulator = { ttft_ms = 1 }\n', "arm[1].emulator", "embedded"),
     (_TWO + 'colour = "red"\n', "arm[1].colour", "unknown"),
     (_TWO + '[target]\nurl = "http://127.0.0.1:11"\n', "target.url", "each arm names its own url"),
+    ('[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'
+     'emulator = { ttft_ms = -1 }\n', "arm[1].emulator.ttft_ms", "expected"),
+    (_TWO + '[gate.scenario.chat-m]\n"ttft.p99" = "<= 5s"\n', "gate.scenario.chat-m", "no arm named"),
 ])
 def test_arms_bad_input_names_the_key(arms: str, key: str, words: str) -> None:
     with pytest.raises(ProfileError) as err:

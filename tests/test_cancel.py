@@ -251,3 +251,16 @@ def test_cancel_workers_join_in_the_driver(tmp_path: Path) -> None:
     c = out.summary["scopes"]["c"]["counters"]
     assert c["client_cancelled"] == n and c["cancel.matched"] == n, out.summary["warnings"]
     assert out.summary["scopes"]["c"]["metrics"]["cancel_delay"]["count"] == n
+
+
+def test_cancel_every_stream_is_no_failed_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hopbench import _exit
+    from hopbench.cli import main
+
+    path = tmp_path / "p.toml"
+    path.write_text(_E2E.format(n=4, protocol="responses", cancel="after_events = 2"), encoding="utf-8")
+    # fraction 1: nothing completes, on purpose: not "the target failed the run" (exit 4)
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--no-report", "--quiet"]) == _exit.EXIT_OK
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["headline"]["client_cancelled"] == 4 and summary["headline"]["completed"] == 0
+    assert not [w for w in summary["warnings"] if "nothing completed" in w]
