@@ -165,3 +165,7 @@ def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
     # "slow" adds 20 ms to each first token: a verdict, whatever the machine's load
     assert pair["metrics"]["ttft"]["verdict"] == "worse"
     assert pair["metrics"]["ttft"]["change"]["p50"]["abs"] > 10
+    from hopbench._report_html import write_report
+
+    page = write_report(out.out_dir).read_text(encoding="utf-8")
+    assert "<h2>A/B arms</h2>" in page and "slow against fast: worse on at least one figure" in page
