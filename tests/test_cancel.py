@@ -264,3 +264,20 @@ def test_cancel_every_stream_is_no_failed_run(tmp_path: Path, capsys: pytest.Cap
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert summary["headline"]["client_cancelled"] == 4 and summary["headline"]["completed"] == 0
     assert not [w for w in summary["warnings"] if "nothing completed" in w]
+
+
+def test_cancel_upstream_that_runs_on_wastes_tokens(tmp_path: Path) -> None:
+    # on_client_close = "finish": the emulator hears of the close but runs on (as an
+    # upstream behind a gateway that does not pass the cancel on would)
+    n = 6
+    text = _E2E.format(n=n, protocol="chat", cancel="after_events = 3").replace(
+        "output_tokens = 30", "output_tokens = 30\non_client_close = \"finish\"")
+    out = run_profile(parse_profile(text, tmp_path / "p.toml", env={}), out_dir=tmp_path / "out")
+    c = out.summary["scopes"]["c"]["counters"]
+    truths = [json.loads(x) for x in (out.out_dir / "ground_truth.jsonl").read_text().splitlines()]
+    assert [t["end"] for t in truths] == ["completed"] * n
+    assert all(t["output_tokens_sent"] == 30 and t["tokens_after_close"] > 0 for t in truths)
+    assert c["client_cancelled"] == n and c["cancel.upstream_completed"] == n
+    # every token handed over after the client's close is wasted: at least those after the notice
+    assert c["cancel.wasted_tokens"] >= sum(t["tokens_after_close"] for t in truths) >= n * 20
+    assert out.summary["scopes"]["c"]["metrics"]["cancel_delay"]["count"] == n

@@ -112,6 +112,8 @@ class _StreamState:
     #: when the client's close was noticed (now_ns), and content deltas queued after it
     closed_ns: int | None = None
     tokens_after_close: int = 0
+    #: the behaviour's on_client_close = "finish": run on after the client left
+    run_on: bool = False
     #: the last byte was handed over; a later http.disconnect is the normal close.
     finished: bool = False
     status: int = 0
@@ -268,6 +270,7 @@ class EmulatorApp:
         else:
             wire = MessagesWire(rid, model, self.created_s, input_tokens)
         st = _StreamState(t0, behaviour.keepalive_interval_ns)
+        st.run_on = behaviour.on_client_close == "finish"
 
         if plan.slow_headers_ns:
             await sleep_until_ns(t0 + plan.slow_headers_ns)
@@ -298,7 +301,7 @@ class EmulatorApp:
                     tg.cancel_scope.cancel()
         finally:
             self.metrics.in_flight -= 1
-        if st.client_gone:
+        if st.client_gone and not st.run_on:
             end = "stall" if st.in_stall else "client_closed"
         self._record(request_id, protocol, model, stream, plan.fault, plan.error_code
                      if end == "failed" else None, st.status, input_tokens, end,
@@ -312,7 +315,8 @@ class EmulatorApp:
                 if not st.finished:
                     st.client_gone = True
                     st.closed_ns = now_ns()
-                    scope.cancel()
+                    if not st.run_on:  # (run on: send() drops what goes to a closed connection)
+                        scope.cancel()
                 return
 
     async def _plain(self, send: Send, plan: Plan, wire: Wire, st: _StreamState) -> None:

@@ -60,7 +60,8 @@ class GroundTruth:
             client had closed the connection before the stream's end, in ns;
             None when it did not (the stream ended first).
         tokens_after_close: content deltas handed to send() after that notice
-            (0 here: the emulator stops a stream at once when its client leaves).
+            (0 unless ``on_client_close = "finish"``: by default the emulator
+            stops a stream at once when its client leaves).
     """
 
     request_id: str | None
