@@ -52,8 +52,8 @@ class CancelSpec:
 
     Attributes:
         fraction: the share of the scenario's streams that cancel, in (0, 1].
-        after_events: cancel after this many content events were read (>= 1),
-            or None.
+        after_events: cancel after the read that brought this many output
+            events (any channel: text, reasoning, tool; >= 1), or None.
         after_ns: cancel this long after the request was sent, ns, or None.
             Exactly one of ``after_events`` and ``after_ns`` is set.
     """
