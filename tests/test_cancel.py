@@ -281,3 +281,10 @@ def test_cancel_upstream_that_runs_on_wastes_tokens(tmp_path: Path) -> None:
     # every token handed over after the client's close is wasted: at least those after the notice
     assert c["cancel.wasted_tokens"] >= sum(t["tokens_after_close"] for t in truths) >= n * 20
     assert out.summary["scopes"]["c"]["metrics"]["cancel_delay"]["count"] == n
+
+
+def test_cancel_emulator_on_client_close_is_checked() -> None:
+    with pytest.raises(ProfileError) as err:
+        parse_profile(_E2E.format(n=1, protocol="chat", cancel="after_events = 1").replace(
+            "output_tokens = 30", 'output_tokens = 30\non_client_close = "later"'), "p.toml", env={})
+    assert "emulator.on_client_close" in str(err.value) and "'finish'" in str(err.value)
