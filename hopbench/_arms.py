@@ -45,12 +45,17 @@ class ArmSpec:
         protocol: the protocol the arm is declared to speak, or None.
         emulator_config: embedded arms: the validated ``EmulatorConfig``
             (``[emulator]`` with ``[arm.emulator]`` on top); else None.
+        target: the arm's ``TargetSpec`` (hopbench._profile): ``[target]``
+            with the arm's ``api_key_env``, ``auth``, ``headers`` and
+            ``header_env`` on top (e.g. a provider key for "direct", the
+            gateway's key for "gateway"); None in tests that build arms by hand.
     """
 
     name: str
     url: str | None
     protocol: str | None = None
     emulator_config: Any = field(default=None, compare=False, repr=False)
+    target: Any = field(default=None, compare=False, repr=False)
 
     @property
     def embedded(self) -> bool:
@@ -71,7 +76,8 @@ def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 
 def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protocols: Sequence[str],
                workers: int, check_name: Callable[[str], str | None],
-               check_url: Callable[[str], str | None]) -> tuple[ArmSpec, ...]:
+               check_url: Callable[[str], str | None],
+               arm_target: Callable[[Table], Any] | None = None) -> tuple[ArmSpec, ...]:
     """Validate the ``[[arm]]`` tables.
 
     Args:
@@ -82,6 +88,9 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
         workers: ``run.workers`` (arms run in one process).
         check_name, check_url: the profile's rules for names and base URLs
             (``hopbench._profile.check_name`` / ``check_base_url``).
+        arm_target: reads an arm's own auth keys (``api_key_env``, ``auth``,
+            ``headers``, ``header_env``) into its target (the profile's rules,
+            ``hopbench._profile._arm_target``); None: no such keys allowed.
 
     Returns:
         the arms in profile order; empty when there are none.
@@ -144,6 +153,7 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
             config = EmulatorConfig.from_table(Table(_merged(emulator, dict(sub.data)), sub.doc, sub.path))
         elif url is None:
             config = EmulatorConfig.from_table(Table(dict(emulator), t.doc, ("emulator",)))
+        target = arm_target(t) if arm_target is not None else None
         t.done()
-        out.append(ArmSpec(name, url, protocol, config))
+        out.append(ArmSpec(name, url, protocol, config, target))
     return tuple(out)

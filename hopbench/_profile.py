@@ -17,7 +17,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -247,7 +247,8 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
 
     arms = parse_arms(root.tables("arm"), emulator=dict(emulator_t.data),
                       scenario_protocols=[s.protocol for s in scenarios], workers=run.workers,
-                      check_name=check_name, check_url=check_base_url)
+                      check_name=check_name, check_url=check_base_url,
+                      arm_target=lambda t: _arm_target(t, target, env))
     if arms and (target.url is not None or root.table("target").has("embedded")):
         raise root.table("target").error("url" if target.url is not None else "embedded",
                                          "with [[arm]] tables each arm names its own url: "
@@ -439,6 +440,38 @@ def check_base_url(url: str) -> str | None:
     return None
 
 
+_AUTH = ("auto", "bearer", "x-api-key", "none")
+
+
+def _api_key_env(t: Table, env: Mapping[str, str]) -> str | None:
+    """A table's ``api_key_env``: the name of a set variable whose value can be sent."""
+    api_key_env: str | None = t.str("api_key_env", None, nonempty=True)
+    if api_key_env is not None and api_key_env not in env:
+        raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
+    if api_key_env is not None:
+        problem = field_problem("x-api-key", env[api_key_env])
+        if problem is not None:
+            raise t.error("api_key_env", f"environment variable {api_key_env}: "
+                          f"{problem.replace('the value', 'its value')} (a trailing newline?)")
+    return api_key_env
+
+
+def _arm_target(t: Table, base: TargetSpec, env: Mapping[str, str]) -> TargetSpec:
+    """An A/B arm's target: ``[target]`` with the arm's own ``api_key_env``,
+    ``auth``, ``headers`` and ``header_env`` on top (docs/ab-arms.md); its URL
+    is the arm's (hopbench._arms)."""
+    changes: dict[str, Any] = {}
+    if t.has("headers"):
+        changes["headers"] = {**base.headers, **read_headers(t.table("headers"), "the arm's api_key_env or header_env")}
+    if t.has("header_env"):
+        changes["header_env"] = {**base.header_env, **read_header_env(t.table("header_env"), env)}
+    if t.has("api_key_env"):
+        changes["api_key_env"] = _api_key_env(t, env)
+    if t.has("auth"):
+        changes["auth"] = t.str("auth", choices=_AUTH)
+    return replace(base, **changes) if changes else base
+
+
 def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     url = t.str("url", None)
     if t.has("embedded"):
@@ -465,15 +498,8 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     pt.done()
     headers = read_headers(t.table("headers"), "target.api_key_env or target.header_env")
     header_env = read_header_env(t.table("header_env"), env)
-    api_key_env = t.str("api_key_env", None, nonempty=True)
-    if api_key_env is not None and api_key_env not in env:
-        raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
-    if api_key_env is not None:
-        problem = field_problem("x-api-key", env[api_key_env])
-        if problem is not None:
-            raise t.error("api_key_env", f"environment variable {api_key_env}: "
-                          f"{problem.replace('the value', 'its value')} (a trailing newline?)")
-    auth = t.str("auth", "auto", choices=("auto", "bearer", "x-api-key", "none"))
+    api_key_env = _api_key_env(t, env)
+    auth = t.str("auth", "auto", choices=_AUTH)
     verify = t.bool("verify_tls", True)
     transport = t.str("transport", "hopbench", choices=("hopbench", "httpx"))
     t.done()
@@ -640,10 +666,11 @@ def sanitized(profile: Profile) -> dict[str, Any]:
     redacted."""
     out: dict[str, Any] = json.loads(json.dumps(profile.raw, default=str))
     out["_source"] = str(profile.path) if profile.path else None
-    emulator = out.get("emulator")
-    if isinstance(emulator, dict):  # the emulator's own key is a secret too
-        tables = [emulator] + [m for m in (emulator.get("models") or {}).values() if isinstance(m, dict)]
-        for table in tables:
-            if "api_key" in table:
-                table["api_key"] = "<redacted>"
+    arms: list[Any] = out["arm"] if isinstance(out.get("arm"), list) else []
+    for emulator in [out.get("emulator")] + [a.get("emulator") for a in arms if isinstance(a, dict)]:
+        if isinstance(emulator, dict):  # the emulator's own key is a secret too (also an arm's)
+            tables = [emulator] + [m for m in (emulator.get("models") or {}).values() if isinstance(m, dict)]
+            for table in tables:
+                if "api_key" in table:
+                    table["api_key"] = "<redacted>"
     return out

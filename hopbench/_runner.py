@@ -290,6 +290,10 @@ class LoadRunner:
         self.on_stream = on_stream
         self._arrival_offset_ns = arrival_offset_ns
         self._arms = tuple(arms)
+        # an arm's own auth keys (hopbench._arms: its target), else the profile's target
+        arm_targets = {a.name: a.target for a in profile.arms if a.target is not None}
+        self._arm_headers = {(name, p): request_headers(arm_targets[name], p, env)
+                             for name, _ in self._arms if name in arm_targets for p in self._headers}
         self._arm_next = 0  # the arm the next request goes to
         self._round: tuple[Scenario, int, Any] | None = None  # the round's (scenario, body, cancel)
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
@@ -297,10 +301,11 @@ class LoadRunner:
         self._gauge = InFlightGauge(0)  # replaced at the run's start (its t0)
         self._connect_failures = 0  # in a row, since the last response
         env_map = os.environ if env is None else env
-        t = profile.target
-        secrets = [env_map[v] for v in t.header_env.values() if v in env_map]
-        if t.api_key_env is not None and t.api_key_env in env_map:
-            secrets.append(env_map[t.api_key_env])
+        secrets: list[str] = []
+        for t in (profile.target, *arm_targets.values()):
+            secrets += [env_map[v] for v in t.header_env.values() if v in env_map]
+            if t.api_key_env is not None and t.api_key_env in env_map:
+                secrets.append(env_map[t.api_key_env])
         self._scrubber = scrubber = Scrubber(secrets)
         self._codes = CodeNames(scrubber)
         self._samples = ErrorSamples(scrubber)
@@ -588,8 +593,6 @@ class LoadRunner:
     async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False) -> str:
         to = self.profile.run.timeouts
         self._next_id += 1
-        headers = dict(self._headers[sc.protocol])
-        headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
         arm = self._arms[self._arm_next] if self._arms else None
         if arm is not None and self._arm_next and self._round is not None:
             sc, pick, cancel = self._round  # the round's other arms: the same request
@@ -600,6 +603,8 @@ class LoadRunner:
         if arm is not None:
             self._arm_next = (self._arm_next + 1) % len(self._arms)
         scope_name = arm[0] if arm is not None else sc.name
+        headers = dict(self._arm_headers.get((scope_name, sc.protocol)) or self._headers[sc.protocol])
+        headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
         body = sc.bodies[pick]
         shape = sc.lengths[pick] if sc.lengths else None
         self.stats.requests_started += 1

@@ -96,7 +96,7 @@ def test_arms_refuse_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 @pytest.mark.parametrize("mode", ["concurrency = 2", 'mode = "rate"\nrate_rps = 10'])
 async def test_arms_alternate_with_the_same_requests(autojump_clock: trio.testing.MockClock,
                                                      monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    seen: list[tuple[str, bytes]] = []
+    seen: list[tuple[str, bytes, Any]] = []
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
     profile = _parse(_HEAD.replace("concurrency = 2", mode) + _TWO + _SCEN)
     rec, lines = Recorder(["direct", "gateway"]), []
@@ -105,9 +105,10 @@ async def test_arms_alternate_with_the_same_requests(autojump_clock: trio.testin
                                                            ("gateway", "http://127.0.0.1:10")]).run()
     assert len(seen) == 8
     # sent in turn: direct, gateway, direct, ...; each round one body to both arms
-    assert [u for u, _ in seen] == ["http://127.0.0.1:9/v1/chat/completions",
+    assert [u for u, _, _ in seen] == ["http://127.0.0.1:9/v1/chat/completions",
                                     "http://127.0.0.1:10/v1/chat/completions"] * 4
     rounds = [(seen[i][1], seen[i + 1][1]) for i in range(0, 8, 2)]
+    assert all(h.get("authorization") is None for _, _, h in seen)  # no key anywhere
     assert all(a == b for a, b in rounds)
     assert len({a for a, _ in rounds}) > 1  # the prompts still vary between rounds (seeded)
     snap = rec.snapshot()
@@ -169,3 +170,32 @@ def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
 
     page = write_report(out.out_dir).read_text(encoding="utf-8")
     assert "<h2>A/B arms</h2>" in page and "slow against fast: worse on at least one figure" in page
+
+
+async def test_arms_send_their_own_keys(autojump_clock: trio.testing.MockClock,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, bytes, Any]] = []
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
+    env = {"PROVIDER_KEY": "sk-provider", "GATEWAY_KEY": "gw-key", "TEAM": "blue"}
+    arms = _TWO.replace('url = "http://127.0.0.1:9"\n', 'url = "http://127.0.0.1:9"\napi_key_env = "PROVIDER_KEY"\n')
+    arms = arms.replace('url = "http://127.0.0.1:10/"\n', 'url = "http://127.0.0.1:10/"\napi_key_env = "GATEWAY_KEY"\n'
+                        'header_env = { "x-team" = "TEAM" }\n')
+    profile = parse_profile(_HEAD.replace("requests = 8", "requests = 4") + arms + _SCEN, "p.toml", env=env)
+    assert profile.arms[0].target.api_key_env == "PROVIDER_KEY"
+    await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["direct", "gateway"]),
+                             Recorder(["direct", "gateway"]), env=env,
+                             arms=[("direct", "http://127.0.0.1:9"), ("gateway", "http://127.0.0.1:10")]).run()
+    got = {(u.split("/")[2], h.get("authorization"), h.get("x-team")) for u, _, h in seen}
+    assert got == {("127.0.0.1:9", "Bearer sk-provider", None), ("127.0.0.1:10", "Bearer gw-key", "blue")}
+
+
+def test_arms_keys_are_checked_and_kept_out_of_results() -> None:
+    with pytest.raises(ProfileError, match=r"arm\[1\]\.api_key_env.*NOPE is not set"):
+        _parse(_HEAD + _TWO + 'api_key_env = "NOPE"\n' + _SCEN)
+    with pytest.raises(ProfileError, match=r"arm\[1\]\.headers"):
+        _parse(_HEAD + _TWO + 'headers = { authorization = "Bearer x" }\n' + _SCEN)
+    from hopbench._profile import sanitized
+
+    p = _parse(_HEAD + '[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'
+               'emulator = { api_key = "emu-secret" }\n' + _SCEN)
+    assert "emu-secret" not in json.dumps(sanitized(p))
