@@ -410,6 +410,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=workers))
     if engine is not None:
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=engine))
+    if profile.arms and target_url:
+        raise UsageError("--target-url: the profile's [[arm]] tables name the targets (edit their urls)")
     if profile.arms and (profile.run.workers > 1 or profile.run.engine == "ray"):
         raise UsageError("[[arm]]: A/B arms run in one process: drop --workers / --engine ray "
                          f"(got workers = {profile.run.workers}, engine = {profile.run.engine})")

@@ -86,6 +86,8 @@ def test_arms_refuse_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = tmp_path / "out"
     assert main(["run", str(path), "--out", str(out), "--workers", "2"]) == _exit.EXIT_INPUT
     assert "A/B arms run in one process" in capsys.readouterr().err and not out.exists()
+    assert main(["run", str(path), "--out", str(out), "--target-url", "http://127.0.0.1:9"]) == _exit.EXIT_INPUT
+    assert "[[arm]] tables name the targets" in capsys.readouterr().err and not out.exists()
     path.write_text(_HEAD + _TWO.replace("http://127.0.0.1:10/", "nope") + _SCEN, encoding="utf-8")
     assert main(["run", str(path), "--out", str(out)]) == _exit.EXIT_INPUT
     assert "arm[1].url" in capsys.readouterr().err
