@@ -377,7 +377,8 @@ def _rate_tuple(counters: Mapping[str, Any], metrics: Mapping[str, Any], name: s
     if name in _BASE_RATES:
         v, num, den = rate_value(name, counters, metrics, None)
         return num, den, v
-    started = counters.get("started", 0) - counters.get("cancelled", 0)
+    started = (counters.get("started", 0) - counters.get("cancelled", 0)
+               - counters.get("client_cancelled", 0))
     k = counters.get(name, 0)
     return k, started, (k / started if started > 0 else None)
 

@@ -121,6 +121,7 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("e2e_from_send", "open loop: e2e counted from the actual send (uncorrected)"),
         _time("connect_wait", "TCP (+TLS) connect time of streams that opened a new connection"),
         _time("tail", "terminal event to the end of the response body (held after the answer)"),
+        _time("cancel_delay", "client cancel (connection closed) to the upstream noticing the close"),
     )
 }
 """Every metric hopbench records, by name. Gate, compare and report import this."""

@@ -413,7 +413,8 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
         buffered = burst and not lagged
     # a cut stream, or one that never got a response, had no chance to report usage
-    got_body = outcome not in ("http_error", "connect_error", "cancelled") and headers is not None
+    got_body = (outcome not in ("http_error", "connect_error", "cancelled", "client_cancelled")
+                and headers is not None)
     return StreamRecord(
         outcome=outcome,
         detail=detail,

@@ -36,8 +36,12 @@ __all__ = [
     "rate_value",
 ]
 
-OUTCOMES: Final = ("completed", "failed", "truncated", "timeout", "connect_error", "http_error", "cancelled")
-"""Every outcome a stream can end with, in report order (each is a counter)."""
+OUTCOMES: Final = ("completed", "failed", "truncated", "timeout", "connect_error", "http_error", "cancelled",
+                   "client_cancelled")
+"""Every outcome a stream can end with, in report order (each is a counter).
+``client_cancelled``: the scenario's ``cancel`` key closed the stream on
+purpose (hopbench._cancel): neither an error nor an interruption, and left
+out of every rate's denominator, like ``cancelled``."""
 BROKEN: Final = ("failed", "truncated", "timeout", "connect_error", "http_error")
 """The outcomes of a broken stream (``broken`` in headlines: their sum)."""
 DETAIL_PREFIXES: Final = tuple(f"{o}." for o in BROKEN) + ("http_error_code.",)
@@ -71,20 +75,22 @@ class RateSpec:
 RATES: Final[dict[str, RateSpec]] = {
     r.name: r
     for r in (
-        RateSpec("error_rate", "(failed + truncated + timeout + connect_error + http_error) / (started - cancelled)", True),
-        RateSpec("completion_rate", "completed / (started - cancelled)", True),
+        RateSpec("error_rate", "(failed + truncated + timeout + connect_error + http_error) / "
+                 "(started - cancelled - client_cancelled)", True),
+        RateSpec("completion_rate", "completed / (started - cancelled - client_cancelled)", True),
         RateSpec("interruption_rate", "(failed + truncated + timeout) / responded", True),
         RateSpec("failed_rate", "failed / responded", True),
         RateSpec("truncated_rate", "truncated / responded", True),
         RateSpec("timeout_rate", "timeout / responded", True),
-        RateSpec("http_error_rate", "http_error / (started - cancelled)", True),
+        RateSpec("http_error_rate", "http_error / (started - cancelled - client_cancelled)", True),
         RateSpec("keepalive_violation_rate", "keepalive_violations / streams with a response (max_silence.count)", True),
         RateSpec("output_tokens_per_s", "(tokens.output.completed + tokens.output.broken) / measured duration", False,
                  "tokens/s"),
         RateSpec("completed_per_s", "completed / measured duration", False, "/s"),
     )
 }
-"""Rate names a budget may use; ``responded`` = started - cancelled - http_error - connect_error."""
+"""Rate names a budget may use; ``responded`` = started - cancelled - client_cancelled
+- http_error - connect_error."""
 
 
 def _c(counters: Mapping[str, Any], key: str) -> int:
@@ -141,9 +147,10 @@ def rate_value(name: str, counters: Mapping[str, Any], metrics: Mapping[str, Any
     Returns:
         (value or None when the denominator is 0, numerator, denominator);
         for per-second rates the denominator is the number of streams counted
-        (started - cancelled), so that min_count applies to it too.
+        (started - cancelled - client_cancelled), so that min_count applies to it too.
     """
-    started, cancelled = _c(counters, "started"), _c(counters, "cancelled")
+    started = _c(counters, "started")
+    cancelled = _c(counters, "cancelled") + _c(counters, "client_cancelled")  # neither counts
     failed, truncated, timeout = _c(counters, "failed"), _c(counters, "truncated"), _c(counters, "timeout")
     http, conn = _c(counters, "http_error"), _c(counters, "connect_error")
     streams = started - cancelled

@@ -17,11 +17,12 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from ._cancel import CancelSpec, parse_cancel
 from ._units import s_to_ns
 from ._fields import FIELD_NAME, SECRET_HEADERS, field_problem, read_header_env, read_headers
 from ._errors import ProfileError
@@ -153,6 +154,8 @@ class Scenario:
     lengths: tuple[tuple[int | None, int], ...] = ()
     #: pick bodies with replacement (uniform) or without (each once per round)
     replacement: bool = True
+    #: client cancellation (hopbench._cancel, docs/workloads.md), or None
+    cancel: CancelSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +182,13 @@ class Profile:
     emulator_config: Any = field(default=None, repr=False, compare=False)
     #: the ``[[scrape]]`` endpoints (hopbench._scrape_spec.ScrapeSpec), possibly empty
     scrape: tuple[Any, ...] = field(default=(), compare=False)
+    #: A/B arms (hopbench._arms.ArmSpec), empty without ``[[arm]]``
+    arms: tuple[Any, ...] = field(default=(), compare=False)
+
+    @property
+    def scopes(self) -> list[str]:
+        """The results scopes: one per arm with ``[[arm]]``, else one per scenario."""
+        return [a.name for a in self.arms] or [s.name for s in self.scenarios]
 
 
 def load_profile(path: str | Path, *, env: Mapping[str, str] | None = None) -> Profile:
@@ -215,7 +225,7 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
     return s_to_ns(v)
 
 
-_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape")
+_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "arm")
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
@@ -233,16 +243,27 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     from .emulator._config import EmulatorConfig  # the emulator owns its keys
 
     emulator_config = EmulatorConfig.from_table(emulator_t)
+    from ._arms import parse_arms  # A/B arms: docs/profiles.md, [[arm]]
+
+    arms = parse_arms(root.tables("arm"), emulator=dict(emulator_t.data),
+                      scenario_protocols=[s.protocol for s in scenarios], workers=run.workers,
+                      check_name=check_name, check_url=check_base_url,
+                      arm_target=lambda t: _arm_target(t, target, env))
+    if arms and (target.url is not None or root.table("target").has("embedded")):
+        raise root.table("target").error("url" if target.url is not None else "embedded",
+                                         "with [[arm]] tables each arm names its own url: "
+                                         "remove target.url / target.embedded")
     gate_t = root.table("gate")
     if gate_t.data:
         from ._budget import parse_budgets  # the budget grammar owns its keys: checked before any load
 
         budgets, _ = parse_budgets(Table(gate_t.data, doc, ("gate",)))
-        names = {sc.name for sc in scenarios}
+        names = {a.name for a in arms} or {sc.name for sc in scenarios}  # the scopes
         for budget in budgets:
             if budget.scope != "all" and budget.scope not in names:
                 raise gate_t.table("scenario").error(
-                    budget.scope, f"no scenario named {budget.scope!r} (scenarios: {', '.join(sorted(names))})")
+                    budget.scope, f"no {'arm' if arms else 'scenario'} named {budget.scope!r} "
+                                  f"({'arms' if arms else 'scenarios'}: {', '.join(sorted(names))})")
     gate_t.keys()
     from ._scrape_spec import parse_scrapes  # [[scrape]] endpoints (docs/observability.md)
 
@@ -263,6 +284,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         raw=doc.data,
         emulator_config=emulator_config,
         scrape=scrape,
+        arms=arms,
     )
 
 
@@ -418,6 +440,38 @@ def check_base_url(url: str) -> str | None:
     return None
 
 
+_AUTH = ("auto", "bearer", "x-api-key", "none")
+
+
+def _api_key_env(t: Table, env: Mapping[str, str]) -> str | None:
+    """A table's ``api_key_env``: the name of a set variable whose value can be sent."""
+    api_key_env: str | None = t.str("api_key_env", None, nonempty=True)
+    if api_key_env is not None and api_key_env not in env:
+        raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
+    if api_key_env is not None:
+        problem = field_problem("x-api-key", env[api_key_env])
+        if problem is not None:
+            raise t.error("api_key_env", f"environment variable {api_key_env}: "
+                          f"{problem.replace('the value', 'its value')} (a trailing newline?)")
+    return api_key_env
+
+
+def _arm_target(t: Table, base: TargetSpec, env: Mapping[str, str]) -> TargetSpec:
+    """An A/B arm's target: ``[target]`` with the arm's own ``api_key_env``,
+    ``auth``, ``headers`` and ``header_env`` on top (docs/ab-arms.md); its URL
+    is the arm's (hopbench._arms)."""
+    changes: dict[str, Any] = {}
+    if t.has("headers"):
+        changes["headers"] = {**base.headers, **read_headers(t.table("headers"), "the arm's api_key_env or header_env")}
+    if t.has("header_env"):
+        changes["header_env"] = {**base.header_env, **read_header_env(t.table("header_env"), env)}
+    if t.has("api_key_env"):
+        changes["api_key_env"] = _api_key_env(t, env)
+    if t.has("auth"):
+        changes["auth"] = t.str("auth", choices=_AUTH)
+    return replace(base, **changes) if changes else base
+
+
 def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     url = t.str("url", None)
     if t.has("embedded"):
@@ -444,15 +498,8 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     pt.done()
     headers = read_headers(t.table("headers"), "target.api_key_env or target.header_env")
     header_env = read_header_env(t.table("header_env"), env)
-    api_key_env = t.str("api_key_env", None, nonempty=True)
-    if api_key_env is not None and api_key_env not in env:
-        raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
-    if api_key_env is not None:
-        problem = field_problem("x-api-key", env[api_key_env])
-        if problem is not None:
-            raise t.error("api_key_env", f"environment variable {api_key_env}: "
-                          f"{problem.replace('the value', 'its value')} (a trailing newline?)")
-    auth = t.str("auth", "auto", choices=("auto", "bearer", "x-api-key", "none"))
+    api_key_env = _api_key_env(t, env)
+    auth = t.str("auth", "auto", choices=_AUTH)
     verify = t.bool("verify_tls", True)
     transport = t.str("transport", "hopbench", choices=("hopbench", "httpx"))
     t.done()
@@ -504,6 +551,7 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
         for reserved in ("stream", "model"):
             if reserved in extra_data:
                 raise extra.error(reserved, "set by hopbench; use the scenario's own key")
+        cancel = parse_cancel(t)  # client cancellation: hopbench._cancel
         t.done(also_allowed=WORKLOAD_KEYS)
         if workload is not None:
             for k in ("max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "input"):
@@ -518,12 +566,13 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
                                                   include_usage, extra_data) for e in entries),
                                 target.paths[protocol],
                                 lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
-                                replacement=workload.replacement))
+                                replacement=workload.replacement, cancel=cancel))
             continue
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,
                             tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),
-                            max_tokens, include_usage, extra_data, bodies, target.paths[protocol]))
+                            max_tokens, include_usage, extra_data, bodies, target.paths[protocol],
+                            cancel=cancel))
     return tuple(out)
 
 
@@ -617,10 +666,11 @@ def sanitized(profile: Profile) -> dict[str, Any]:
     redacted."""
     out: dict[str, Any] = json.loads(json.dumps(profile.raw, default=str))
     out["_source"] = str(profile.path) if profile.path else None
-    emulator = out.get("emulator")
-    if isinstance(emulator, dict):  # the emulator's own key is a secret too
-        tables = [emulator] + [m for m in (emulator.get("models") or {}).values() if isinstance(m, dict)]
-        for table in tables:
-            if "api_key" in table:
-                table["api_key"] = "<redacted>"
+    arms: list[Any] = out["arm"] if isinstance(out.get("arm"), list) else []
+    for emulator in [out.get("emulator")] + [a.get("emulator") for a in arms if isinstance(a, dict)]:
+        if isinstance(emulator, dict):  # the emulator's own key is a secret too (also an arm's)
+            tables = [emulator] + [m for m in (emulator.get("models") or {}).values() if isinstance(m, dict)]
+            for table in tables:
+                if "api_key" in table:
+                    table["api_key"] = "<redacted>"
     return out

@@ -53,7 +53,7 @@ SPECTRUM_METRICS = ("ttft", "itl", "tpot", "e2e")
 _TIMELINE_TAGS = ("all.ttft", "all.itl", "all.loop_lag", "all.schedule_lag")
 _OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
                     "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
-                    "cancelled": "#7f7f7f"}
+                    "cancelled": "#7f7f7f", "client_cancelled": "#17becf"}
 _DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")
@@ -549,6 +549,29 @@ def _verdicts(runs: Sequence[RunData]) -> str:
             f"<pre>{_e(c.render('text'))}</pre>")
 
 
+def _arm_differences(block: Mapping[str, Any]) -> str:
+    """summary.json's ``arm_differences`` (hopbench._arms_report): per pair of
+    arms, each metric's p50/p99 of both, the p50 change and the verdict."""
+    out = [f'<p class="note">{_e(block.get("method", ""))}; alpha {_e(block.get("alpha"))}, '
+           f'min effect {_e(block.get("min_effect"))}.</p>']
+    for pair in block.get("pairs", []):
+        b, c = str(pair.get("base")), str(pair.get("candidate"))
+        worse = bool(pair.get("worse"))
+        out.append(f'<div class="{"bad" if worse else "ok"}">{_e(c)} against {_e(b)}: '
+                   f'{"worse on at least one figure" if worse else "not worse"}</div>')
+        rows = []
+        for name, m in (pair.get("metrics") or {}).items():
+            rel = m["change"]["p50"]["rel"]
+            rows.append((name, m["unit"], m["base"]["p50"], m["candidate"]["p50"],
+                         "-" if rel is None else f"{rel:+.1%}", m["base"]["p99"], m["candidate"]["p99"],
+                         m["verdict"]))
+        for name, r in (pair.get("rates") or {}).items():
+            rows.append((name, "rate", r["base"]["value"], r["candidate"]["value"], "", None, None, r["verdict"]))
+        out.append(_table(["metric", "unit", f"{b} p50", f"{c} p50", "p50 change", f"{b} p99", f"{c} p99",
+                           "verdict"], rows, left=2))
+    return "".join(out)
+
+
 def _tokens_table(run: RunData) -> str:
     rows = []
     for scope in run.scopes():
@@ -674,6 +697,9 @@ def render_html(runs: Sequence[RunData]) -> str:
         parts += heading + [_run_meta(run), _run_figures(run), _warnings(run), _headline(run)]
     if len(runs) > 1:
         parts += ["<h2>Compare verdicts (B against A)</h2>", _verdicts(runs)]
+    arms = a.summary.get("arm_differences")
+    if len(runs) == 1 and isinstance(arms, Mapping):
+        parts += ["<h2>A/B arms</h2>", _arm_differences(arms)]
     parts += ["<h2>Latency percentile spectrum</h2>",
               '<p class="note">HdrHistogram style: x is 1/(1-p) on a log scale, so the tail gets room.'
               + (" Solid: A, dashed: B." if len(runs) > 1 else "") + "</p>",

@@ -234,7 +234,8 @@ def outcome_warnings(counters: Mapping[str, int], stats: RunStats) -> list[str]:
         "other".
     """
     out: list[str] = []
-    started = counters.get("started", 0)
+    # streams the scenario's cancel key closed on purpose say nothing either way
+    started = counters.get("started", 0) - counters.get("client_cancelled", 0)
     completed = counters.get("completed", 0)
     errors = sum(counters.get(k, 0) for k in BROKEN)
     cancelled = counters.get("cancelled", 0)
@@ -285,6 +286,7 @@ def headline(total: Snapshot, measured_s: float) -> dict[str, Any]:
     window = measured_s if measured_s > 0 else 1.0
     out_tokens = c(ALL, "tokens.output.completed") + c(ALL, "tokens.output.broken")
     return {"started": started, "completed": completed, "errors": errors, "cancelled": cancelled,
+            "client_cancelled": c(ALL, "client_cancelled"),  # on purpose: the scenarios' cancel key
             "error_rate": round(errors / started, 4) if started else None,
             "interrupted_rate": round(cancelled / started, 4) if started else None,
             "completed_per_s": round(completed / window, 3),
@@ -313,7 +315,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         ResultsError: the results folder cannot be written (before any load).
     """
     out = out_dir if out_dir is not None else default_out_dir(profile)
-    scopes = [s.name for s in profile.scenarios]
+    scopes = profile.scopes  # the arms' names with [[arm]] tables
     rec, warm = Recorder(scopes), Recorder(scopes)
     meta = base_meta(profile)
     files: dict[str, Any] = {}  # timeline, streams: opened inside the try below
@@ -364,7 +366,10 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         files["streams"] = open(out / "streams.jsonl", "a", encoding="utf-8")
         with ExitStack() as stack:
             url = base_url or profile.target.url
-            if url is None:
+            arms = start_arms(profile, stack, out, meta) if profile.arms else []
+            if arms:
+                url = arms[0][1]  # (the runner sends each request to its arm's URL)
+            elif url is None:
                 from .emulator import EmbeddedEmulator
 
                 emulator = stack.enter_context(EmbeddedEmulator(
@@ -381,9 +386,12 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             for scraper in scrapers:
                 scraper.begin(time.monotonic_ns())
             runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval,
-                                on_stream=on_stream if profile.run.stream_log else None)
+                                on_stream=on_stream if profile.run.stream_log else None,
+                                arms=[(name, u) for name, u, _ in arms])
             if meta.get("ground_truth"):  # the embedded emulator: notice its death at once
                 runner.target_alive = emulator.exit_reason
+            elif any(e is not None for _, _, e in arms):
+                runner.target_alive = arms_alive(arms)
             try:
                 stats = trio.run(runner.run)
             except KeyboardInterrupt as exc:
@@ -417,6 +425,20 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                     mark_started(meta)
                     writer.start(meta)
                 stats = stats or (runner.stats if runner is not None else RunStats())
+                if runner is not None and runner.cancels and meta.get("ground_truth"):
+                    from ._cancel import join_record  # the emulator has stopped: its record is whole
+
+                    meta.setdefault("notes", []).extend(
+                        join_record(rec, runner.cancels, out / meta["ground_truth"]))
+                for arm in meta.get("arms") or ():  # embedded arms: each its own record
+                    if arm.get("ground_truth"):
+                        from ._cancel import join_record
+
+                        cancels = [c for c in runner.cancels if c.scope == arm["name"]] if runner else []
+                        notes = meta.setdefault("notes", [])
+                        notes.extend(join_record(rec, cancels, out / arm["ground_truth"]))
+                        notes.extend(f"arm {arm['name']}: {w}"
+                                     for w in emulator_warnings(out / arm["ground_truth"]))
                 for scraper in scrapers:  # gateway metrics: counted, warned, never failing the run
                     meta["scrape"] = scraper.summary()
                     meta.setdefault("notes", []).extend(scraper.warnings())
@@ -638,3 +660,47 @@ def progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:
             f"done {line['completed'] / dur_s:7.1f}/s  tok {line['output_tokens'] / dur_s:8.0f}/s  "
             f"ttft p50/p99 {ms(ttft, 50)}/{ms(ttft, 99)} ms  itl p99 {ms(itl, 99)} ms  "
             f"broken {broken}  cpu {line['cpu']:.0%}")
+
+
+def start_arms(profile: Profile, stack: ExitStack, out: Path,
+               meta: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """Start the embedded emulators of a profile's A/B arms (hopbench._arms).
+
+    Each embedded arm gets its own emulator process and ground-truth file
+    ``ground_truth.<arm>.jsonl``; arms with a URL are used as they are.
+    ``meta["arms"]`` lists them (name, target, ground_truth file or None).
+
+    Returns:
+        (name, base URL, the EmbeddedEmulator or None) per arm, in profile order.
+
+    Raises:
+        EmulatorStartError: an arm's emulator did not start.
+    """
+    from .emulator import EmbeddedEmulator
+
+    arms: list[tuple[str, str, Any]] = []
+    listed: list[dict[str, Any]] = []
+    meta["arms"] = listed
+    for arm in profile.arms:
+        if arm.url is not None:
+            arms.append((arm.name, arm.url, None))
+            listed.append({"name": arm.name, "target": arm.url, "ground_truth": None})
+            continue
+        record = f"ground_truth.{arm.name}.jsonl"
+        emulator = stack.enter_context(EmbeddedEmulator(arm.emulator_config, record_path=out / record))
+        arms.append((arm.name, emulator.base_url, emulator))
+        listed.append({"name": arm.name, "target": "embedded", "ground_truth": record})
+    meta["target"] = " | ".join(f"{a['name']}: {a['target']}" for a in listed)
+    return arms
+
+
+def arms_alive(arms: list[tuple[str, str, Any]]) -> Callable[[], str | None]:
+    """A ``LoadRunner.target_alive`` over the arms' embedded emulators: the first
+    one's exit reason (prefixed with its arm), or None while all run."""
+    def alive() -> str | None:
+        for name, _, emulator in arms:
+            reason = emulator.exit_reason() if emulator is not None else None
+            if reason is not None:
+                return f"arm {name}: {reason}"
+        return None
+    return alive

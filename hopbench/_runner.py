@@ -29,14 +29,15 @@ import random
 import ssl
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import trio
 
-from ._clock import NS_PER_S, now_ns, ns_to_s
+from ._cancel import CANCEL_OUTCOME, ClientCancel, chooses
+from ._clock import NS_PER_S, monotonic_offset_ns, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
@@ -227,6 +228,10 @@ class LoadRunner:
         arrival_offset_ns: open loop only: the schedule's first arrival comes
             this long after the run start (workers phase-shift constant
             arrivals so that the merged schedule stays evenly spaced).
+        arms: A/B arms (hopbench._arms) as (name, base URL) pairs, or empty.
+            Requests go to the arms in turn; a round of one request per arm
+            sends one drawn (scenario, body, cancel choice) to each; each arm
+            records under its name as the scope (``recorder``'s scopes).
         on_stream: called with one dict per finished stream (streams.jsonl):
             id, scenario, outcome, detail, status, and ns offsets from the run
             start (start, sent, headers, first_token, end) plus ttft_ns,
@@ -252,7 +257,7 @@ class LoadRunner:
                  load: LoadSpec | None = None, env: dict[str, str] | None = None,
                  request_budget: int | None = None, seed_offset: int = 0,
                  on_stream: Callable[[dict[str, Any]], None] | None = None,
-                 arrival_offset_ns: int = 0) -> None:
+                 arrival_offset_ns: int = 0, arms: Sequence[tuple[str, str]] = ()) -> None:
         self.profile = profile
         self.base_url = base_url
         self.rec = recorder
@@ -261,6 +266,12 @@ class LoadRunner:
         self.load = load or profile.load
         self.stats = RunStats()
         self._rng = random.Random(profile.run.seed * 1_000_003 + seed_offset)
+        #: which streams a scenario's ``cancel`` key closes: its own seeded
+        #: stream of draws, so that the cancel key leaves the picks unchanged
+        self._cancel_rng = random.Random(f"cancel:{profile.run.seed}:{seed_offset}")
+        #: the measured streams the client cancelled on purpose (hopbench._cancel)
+        self.cancels: list[ClientCancel] = []
+        self._mono_offset_ns = 0  # CLOCK_MONOTONIC - trio's clock, taken at the run's start
         #: per scenario: which of its bodies each request sends (docs/workloads.md)
         self._pickers = {s.name: Picker(len(s.bodies), s.replacement) for s in profile.scenarios}
         self._headers = {p: request_headers(profile.target, p, env) for p in
@@ -278,15 +289,23 @@ class LoadRunner:
         self._id_prefix = f"{seed_offset}-"
         self.on_stream = on_stream
         self._arrival_offset_ns = arrival_offset_ns
+        self._arms = tuple(arms)
+        # an arm's own auth keys (hopbench._arms: its target), else the profile's target
+        arm_targets = {a.name: a.target for a in profile.arms if a.target is not None}
+        self._arm_headers = {(name, p): request_headers(arm_targets[name], p, env)
+                             for name, _ in self._arms if name in arm_targets for p in self._headers}
+        self._arm_next = 0  # the arm the next request goes to
+        self._round: tuple[Scenario, int, Any] | None = None  # the round's (scenario, body, cancel)
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
         self._reached = False
         self._gauge = InFlightGauge(0)  # replaced at the run's start (its t0)
         self._connect_failures = 0  # in a row, since the last response
         env_map = os.environ if env is None else env
-        t = profile.target
-        secrets = [env_map[v] for v in t.header_env.values() if v in env_map]
-        if t.api_key_env is not None and t.api_key_env in env_map:
-            secrets.append(env_map[t.api_key_env])
+        secrets: list[str] = []
+        for t in (profile.target, *arm_targets.values()):
+            secrets += [env_map[v] for v in t.header_env.values() if v in env_map]
+            if t.api_key_env is not None and t.api_key_env in env_map:
+                secrets.append(env_map[t.api_key_env])
         self._scrubber = scrubber = Scrubber(secrets)
         self._codes = CodeNames(scrubber)
         self._samples = ErrorSamples(scrubber)
@@ -378,6 +397,7 @@ class LoadRunner:
                 self._collector = collector
                 self._client = client
                 self._t0 = t0 = now_ns()
+                self._mono_offset_ns = monotonic_offset_ns()
                 st = self.stats
                 st.started_ns = 0
                 st.last_change_ns = t0
@@ -573,9 +593,18 @@ class LoadRunner:
     async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False) -> str:
         to = self.profile.run.timeouts
         self._next_id += 1
-        headers = dict(self._headers[sc.protocol])
+        arm = self._arms[self._arm_next] if self._arms else None
+        if arm is not None and self._arm_next and self._round is not None:
+            sc, pick, cancel = self._round  # the round's other arms: the same request
+        else:
+            pick = self._pickers[sc.name].pick(self._rng)
+            cancel = sc.cancel if chooses(sc.cancel, self._cancel_rng) else None
+            self._round = (sc, pick, cancel)
+        if arm is not None:
+            self._arm_next = (self._arm_next + 1) % len(self._arms)
+        scope_name = arm[0] if arm is not None else sc.name
+        headers = dict(self._arm_headers.get((scope_name, sc.protocol)) or self._headers[sc.protocol])
         headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
-        pick = self._pickers[sc.name].pick(self._rng)
         body = sc.bodies[pick]
         shape = sc.lengths[pick] if sc.lengths else None
         self.stats.requests_started += 1
@@ -598,37 +627,49 @@ class LoadRunner:
         # client's own work, not the target's latency.
         request: httpx.Request | Exception
         try:
-            request = self._client.build_request("POST", sc.path, content=body, headers=headers,
+            request = self._client.build_request("POST", sc.path if arm is None else arm[1] + sc.path,
+                                                 content=body, headers=headers,
                                                  extensions={"trace": trace})
         except Exception as exc:  # raised again inside the per-stream boundary below
             request = exc
         sent = now_ns()
         meter = StreamMeter(intended_ns if intended_ns is not None else sent, sent)
         rec = self._recorder_for(meter.start_ns)
-        rec.incr(sc.name, "started")
+        rec.incr(scope_name, "started")
         outcome = "cancelled"
         detail = ""
         result: StreamResult | None = None
         # [what the decoder made of the body, whether its terminal signal arrived]:
         # kept when the body then breaks or times out
         # and [2] the error text worth keeping (exception chain, HTTP error body)
-        box: list[Any] = [None, False, None]
+        # and [3] when the response (and, unfinished, its connection) began to close
+        box: list[Any] = [None, False, None, None]
         total_deadline = sent + to.total_ns if to.total_ns else None
         try:
             with trio.CancelScope() as scope:
                 first = sent + to.first_byte_ns if to.first_byte_ns else None
                 scope.deadline = ns_to_s(min(x for x in (first, total_deadline, 1 << 62) if x is not None))
-                try:
-                    outcome, detail, result = await self._exchange(
-                        sc, request, meter, scope, total_deadline, rec, box, stage, body)
-                except trio.Cancelled:
-                    raise
-                except Exception as exc:  # the per-stream boundary
-                    phase = "body" if meter.headers_ns is not None else "headers"
-                    outcome, detail = classify_exception(exc, phase)
-                    self._last_error = box[2] = self._scrubber.scrub(describe_exception(exc))[:300]
-                    result = box[0]
-                    if box[1]:  # broken after its terminal signal: the stream itself ended
+                # the client's own cancel after a time (hopbench._cancel): a scope
+                # of its own, told apart from the timeouts' scope
+                with trio.CancelScope() as leave:
+                    if cancel is not None and cancel.after_ns is not None:
+                        leave.deadline = ns_to_s(sent + cancel.after_ns)
+                    try:
+                        outcome, detail, result = await self._exchange(
+                            sc, request, meter, scope, total_deadline, rec, box, stage, body,
+                            None if cancel is None else cancel.after_events, scope_name)
+                    except trio.Cancelled:
+                        raise
+                    except Exception as exc:  # the per-stream boundary
+                        phase = "body" if meter.headers_ns is not None else "headers"
+                        outcome, detail = classify_exception(exc, phase)
+                        self._last_error = box[2] = self._scrubber.scrub(describe_exception(exc))[:300]
+                        result = box[0]
+                        if box[1]:  # broken after its terminal signal: the stream itself ended
+                            outcome, detail = result.outcome, _detail(result)
+                if leave.cancelled_caught:
+                    outcome, detail, result = CANCEL_OUTCOME, "after_ms", box[0]
+                    if box[1]:  # its terminal signal had arrived: it ended by itself
                         outcome, detail = result.outcome, _detail(result)
             if scope.cancelled_caught and box[1]:
                 result = box[0]  # the rest of the body after the terminal signal never came
@@ -650,10 +691,16 @@ class LoadRunner:
             self._check_reachable(outcome, detail, meter.headers_ns is not None)
             record = measure(meter, end, outcome, detail, result,
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
-            record_stream(rec, sc.name, record, self._header_values)
-            record_lengths(rec, sc.name, record, shape)
+            record_stream(rec, scope_name, record, self._header_values)
+            if outcome == CANCEL_OUTCOME and rec is self.rec:  # joined with the upstream's record
+                closed = box[3] if box[3] is not None else end  # (no response yet: httpx closed it)
+                self.cancels.append(ClientCancel(headers[REQUEST_ID_HEADER], scope_name,
+                                                 closed + self._mono_offset_ns, record.output_events))
+            record_lengths(rec, scope_name, record, shape)
             if self.on_stream is not None:
-                line = stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0)
+                line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
+                if arm is not None:
+                    line["arm"], line["scenario"] = arm[0], sc.name
                 if shape is not None:  # docs/workloads.md
                     line["requested_input_tokens"], line["requested_max_tokens"] = shape
                 self.on_stream(line)
@@ -665,8 +712,8 @@ class LoadRunner:
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
                         rec: Recorder, box: list[Any], stage: list[Any],
-                        body: bytes = b"",
-                        ) -> tuple[str, str, StreamResult | None]:
+                        body: bytes = b"", cancel_events: int | None = None,
+                        scope_name: str = "") -> tuple[str, str, StreamResult | None]:
         client = self._client
         idle_ns = self.profile.run.timeouts.idle_ns
         if isinstance(request, Exception):
@@ -687,9 +734,9 @@ class LoadRunner:
             scope.deadline = ns_to_s(min(t + idle_ns + slack, total) if idle_ns is not None else total)
             ext = response.extensions
             if ext.get("hopbench.reused") is False:  # only fresh connections have a connect time
-                rec.record(sc.name, "connect_wait", ext.get("hopbench.connect_ns", 0))
+                rec.record(scope_name or sc.name, "connect_wait", ext.get("hopbench.connect_ns", 0))
             if ext.get("hopbench.retried"):
-                rec.incr(sc.name, "stale_connection_retries")
+                rec.incr(scope_name or sc.name, "stale_connection_retries")
             if status >= 300:
                 data = b""
                 async for chunk in response.aiter_raw():
@@ -701,7 +748,7 @@ class LoadRunner:
                 return "http_error", f"{status}" + (f":{code}" if code else ""), None
             ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
-                rec.incr(sc.name, "anomaly.wrong_content_type")
+                rec.incr(scope_name or sc.name, "anomaly.wrong_content_type")
             scanner = SSEScanner(max_event_bytes=self.profile.run.max_event_bytes)
             dec = new_decoder(sc.protocol, keep_text=False,
                               expect_usage=self._expect_usage.get(body, False))
@@ -718,6 +765,7 @@ class LoadRunner:
             # once per ``slack``: an idle timeout then fires after a silence of
             # idle_s to idle_s + slack (never early), slack <= 100 ms.
             rearm_at = t + slack
+            left = False  # the client cancelled after cancel_events content events
             try:
                 async for chunk in chunks:
                     t = now_ns()
@@ -747,6 +795,10 @@ class LoadRunner:
                         stage[0] = CLOSING
                         scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
                         rearm_at = never
+                    elif cancel_events is not None and not box[1] and (
+                            len(meter.itl_ns) + (meter.last_content_ns is not None) >= cancel_events):
+                        left = True  # closing the response below closes its connection
+                        break
             finally:
                 # keep what arrived, also for timeouts and broken connections
                 box[0] = dec.finish(discarded_partial=scanner.close())
@@ -755,8 +807,11 @@ class LoadRunner:
                 await chunks.aclose()  # type: ignore[union-attr]
             result = box[0]
             assert result is not None
+            if left:
+                return CANCEL_OUTCOME, "after_events", result
             return result.outcome, _detail(result), result
         finally:
+            box[3] = now_ns()  # a client cancel's close stamp (hopbench._cancel)
             await response.aclose()
 
     def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
@@ -771,7 +826,7 @@ class LoadRunner:
             status, _, code = detail.partition(":")
             detail = f"{status}:{self._codes.name(code)}"
         self.stats.codes_folded = self._codes.folded
-        if text and outcome not in ("completed", "cancelled"):
+        if text and outcome not in ("completed", "cancelled", CANCEL_OUTCOME):
             kind = f"{outcome}.{detail.partition(':')[0]}" if detail else outcome
             self._samples.add(kind, text)
         return detail

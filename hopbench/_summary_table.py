@@ -67,6 +67,23 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
     return table
 
 
+def _cancel_line(counters: Mapping[str, int], metrics: Mapping[str, Any]) -> Text:
+    """Client cancels joined with the upstream's record: how fast the upstream
+    noticed, the tokens it wasted, the upstreams that ran on (yellow when any did)."""
+    text = f"client cancels {counters['client_cancelled']:,}"
+    matched = counters.get("cancel.matched", 0)
+    if matched or counters.get("cancel.unmatched"):
+        delay = metrics.get("cancel_delay") or {}
+        text += (f" · upstream noticed p50/p99 {_num(delay.get('p50'))}/{_num(delay.get('p99'))} ms"
+                 f" · wasted tokens {counters.get('cancel.wasted_tokens', 0):,}"
+                 f" · upstream ran to the end {counters.get('cancel.upstream_completed', 0):,}"
+                 f" · not noticed {counters.get('cancel.upstream_not_closed', 0):,}")
+        if counters.get("cancel.unmatched"):
+            text += f" · not in the upstream's record {counters['cancel.unmatched']:,}"
+    ran_on = counters.get("cancel.upstream_completed", 0) or counters.get("cancel.upstream_not_closed", 0)
+    return Text(text, style="yellow" if ran_on or counters.get("cancel.unmatched") else "")
+
+
 def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
     counters: Mapping[str, int] = scope.get("counters") or {}
     lines: list[Text] = []
@@ -99,6 +116,8 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
             f"{d} {v['requested_mean']:,.1f} → {v['reported_mean']:,.1f} (×{v['ratio']:.3f})"
             for d, v in lengths.items())))
     lines.extend(_stop_lines(counters))
+    if counters.get("client_cancelled"):  # docs/results.md, "Client cancellation"
+        lines.append(_cancel_line(counters, scope.get("metrics") or {}))
     ka, bad = counters.get("keepalives", 0), counters.get("keepalive_violations", 0)
     if ka or bad:
         ka_line = f"keepalives {ka:,} · violations {bad:,}"

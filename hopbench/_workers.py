@@ -256,7 +256,9 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         stats.interrupted_by = stop_reason[0] or "cancelled before start"
     send({"kind": "done", "worker": k, "total": rec.snapshot().to_json(),
           "warmup": warm.snapshot().to_json(), "stats": stats_to_json(stats),
-          "start_skew_ns": skew_ns})
+          "start_skew_ns": skew_ns,
+          # client cancels, joined with the embedded emulator's record by the driver (hopbench._cancel)
+          "cancels": [[c.request_id, c.scope, c.closed_mono_ns, c.events_read] for c in runner.cancels]})
 
 
 # -- merging on the driver -----------------------------------------------------
@@ -311,6 +313,7 @@ class _Worker:
     started_total: int = 0
     acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
     warm_acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
+    cancels: list[Any] = dataclasses.field(default_factory=list)  # [request id, scope, mono ns, events]
 
 
 class Merger:
@@ -343,6 +346,7 @@ class Merger:
         self.interval_ns = profile.run.interval_ns
         self._pending: dict[int, dict[int, tuple[IntervalSnapshot, IntervalSnapshot, dict[str, Any]]]] = {}
         self._total = _Accumulator()
+        self._joined: Snapshot | None = None  # the client cancels joined with the emulator's record
         self.intervals_written = 0
         self._last_checkpoint = time.monotonic()
 
@@ -369,6 +373,7 @@ class Merger:
             w.warmup = Snapshot.from_json(msg["warmup"])
             w.stats = stats_from_json(msg["stats"])
             w.skew_ns = int(msg.get("start_skew_ns", 0))
+            w.cancels = list(msg.get("cancels") or [])
             w.state = "done"
             self._flush()
 
@@ -444,8 +449,28 @@ class Merger:
             else:
                 tot.append(w.acc.snapshot())
                 warm.append(w.warm_acc.snapshot())
+        if self._joined is not None:
+            tot.append(self._joined)
         return (Snapshot(_merge_scopes([s.scopes for s in tot], self.scopes)),
                 Snapshot(_merge_scopes([s.scopes for s in warm], self.scopes)))
+
+    def join_cancels(self, record: Path) -> list[str]:
+        """Join the workers' client cancels with the upstream's record
+        (hopbench._cancel.join_record); the figures join the totals.
+
+        Returns:
+            warnings for summary.json, possibly empty.
+        """
+        from ._cancel import ClientCancel, join_record
+
+        cancels = [ClientCancel(str(r), str(s), int(t), int(n))
+                   for w in self.workers.values() for r, s, t, n in w.cancels]
+        if not cancels:
+            return []
+        rec = Recorder([s for s in self.scopes if s != ALL])
+        warnings = join_record(rec, cancels, record)
+        self._joined = rec.snapshot()
+        return warnings
 
     def finish(self, crashed: str | None, engine: str) -> tuple[dict[str, Any], bool]:
         """Flush what is left, judge every worker and the whole, write summary.json.
@@ -826,7 +851,8 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
             meta["scrape"] = scraper.summary()
             meta["notes"] = scraper.warnings()
         if emulator is not None:
-            emulator.__exit__(None, None, None)
+            emulator.__exit__(None, None, None)  # its record is whole now
+            meta.setdefault("notes", []).extend(merger.join_cancels(out / meta["ground_truth"]))
         if interrupted[0] is not None:
             meta["interrupted_by"] = interrupted[0]
         with hold_signals() as late:  # a further Ctrl-C must not cut the final writes

@@ -410,6 +410,11 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=workers))
     if engine is not None:
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=engine))
+    if profile.arms and target_url:
+        raise UsageError("--target-url: the profile's [[arm]] tables name the targets (edit their urls)")
+    if profile.arms and (profile.run.workers > 1 or profile.run.engine == "ray"):
+        raise UsageError("[[arm]]: A/B arms run in one process: drop --workers / --engine ray "
+                         f"(got workers = {profile.run.workers}, engine = {profile.run.engine})")
     console = Console(stderr=False)
     err = Console(stderr=True)
     out = out or default_out_dir(profile, results_root)
@@ -449,6 +454,14 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
             progress = fan_out
         outcome = runner(profile, out_dir=out, progress=progress)
     summary = outcome.summary
+    if profile.arms:  # A/B arms: compare's statistics between the arms (docs/results.md)
+        from ._arms_report import add_arm_differences
+
+        try:
+            summary = add_arm_differences(outcome.out_dir, summary)
+        except HopbenchError as exc:
+            err.print(f"hopbench: warning: the arms' differences were not written: {exc}",
+                      highlight=False, soft_wrap=True)
     if outcome.late_signals:
         err.print(f"hopbench: {outcome.late_signals[0]} during the final writes: results written, "
                   "report.html skipped (hopbench report DIR writes it)", highlight=False, soft_wrap=True)
@@ -464,6 +477,11 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                       "(hopbench report DIR writes it)", highlight=False, soft_wrap=True)
     if not quiet:
         render_summary(summary, console)
+        if summary.get("arm_differences"):
+            from ._arms_report import render_arm_differences
+
+            console.print(render_arm_differences(summary["arm_differences"]), highlight=False,
+                          soft_wrap=True, markup=False)
     gate_exit = EXIT_OK
     if summary.get("gate") and not no_gate:
         from ._gate import evaluate_gate
@@ -488,7 +506,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     if not outcome.complete:
         return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED
     head = summary.get("headline") or {}
-    if not head.get("completed"):
+    if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", highlight=False,
                   soft_wrap=True)

@@ -62,8 +62,10 @@ class _Body(httpx.AsyncByteStream):
         pass
 
 
-def fake_transport(plan: Plan) -> type[httpx.AsyncBaseTransport]:
-    """A transport class (constructed by the runner with ``verify=``) serving ``plan``."""
+def fake_transport(plan: Plan, seen: list[tuple[str, bytes, httpx.Headers]] | None = None,
+                   ) -> type[httpx.AsyncBaseTransport]:
+    """A transport class (constructed by the runner with ``verify=``) serving ``plan``;
+    each request's (URL, body, headers) is appended to ``seen`` when given."""
 
     class FakeTransport(httpx.AsyncBaseTransport):
         def __init__(self, **_: Any) -> None:
@@ -71,6 +73,8 @@ def fake_transport(plan: Plan) -> type[httpx.AsyncBaseTransport]:
 
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             trace = request.extensions["trace"]
+            if seen is not None:
+                seen.append((str(request.url), request.content, request.headers))
             await trio.sleep(plan.wait_s)
             await trace("connection.connect_tcp.started", {})
             await trio.sleep(plan.connect_s)

@@ -39,7 +39,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench._scrape_spec",
-        "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload"),
+        "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload", "hopbench._cancel",
+        "hopbench._arms"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
         "hopbench.emulator._embedded"),
@@ -52,7 +53,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
         "hopbench._progress"),
     # report.html shows compare's verdicts (two runs); workers drive _run's pieces
-    9: ("hopbench._report_html", "hopbench._workers"),
+    9: ("hopbench._report_html", "hopbench._workers", "hopbench._arms_report"),
     10: ("hopbench._ray",),
     # the package's public surface, then the command line and the entry points
     11: ("hopbench",),
@@ -66,7 +67,8 @@ ALLOWED_SIBLINGS: frozenset[tuple[str, str]] = frozenset()
 
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
         "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
-        "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset"]
+        "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
+        "hopbench._cancel"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

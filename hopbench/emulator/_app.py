@@ -109,6 +109,11 @@ class _StreamState:
     #: worst lateness of a content delta's hand-off against its deadline, ns
     lag_max_ns: int = 0
     client_gone: bool = False
+    #: when the client's close was noticed (now_ns), and content deltas queued after it
+    closed_ns: int | None = None
+    tokens_after_close: int = 0
+    #: the behaviour's on_client_close = "finish": run on after the client left
+    run_on: bool = False
     #: the last byte was handed over; a later http.disconnect is the normal close.
     finished: bool = False
     status: int = 0
@@ -265,6 +270,7 @@ class EmulatorApp:
         else:
             wire = MessagesWire(rid, model, self.created_s, input_tokens)
         st = _StreamState(t0, behaviour.keepalive_interval_ns)
+        st.run_on = behaviour.on_client_close == "finish"
 
         if plan.slow_headers_ns:
             await sleep_until_ns(t0 + plan.slow_headers_ns)
@@ -295,7 +301,7 @@ class EmulatorApp:
                     tg.cancel_scope.cancel()
         finally:
             self.metrics.in_flight -= 1
-        if st.client_gone:
+        if st.client_gone and not st.run_on:
             end = "stall" if st.in_stall else "client_closed"
         self._record(request_id, protocol, model, stream, plan.fault, plan.error_code
                      if end == "failed" else None, st.status, input_tokens, end,
@@ -308,7 +314,9 @@ class EmulatorApp:
             if message["type"] == "http.disconnect":
                 if not st.finished:
                     st.client_gone = True
-                    scope.cancel()
+                    st.closed_ns = now_ns()
+                    if not st.run_on:  # (run on: send() drops what goes to a closed connection)
+                        scope.cancel()
                 return
 
     async def _plain(self, send: Send, plan: Plan, wire: Wire, st: _StreamState) -> None:
@@ -395,6 +403,8 @@ class EmulatorApp:
                 if t_ns - base_ns > st.lag_max_ns:
                     st.lag_max_ns = t_ns - base_ns
                 st.content_events += 1
+                if st.closed_ns is not None:
+                    st.tokens_after_close += 1
                 parts.append(token)
                 self._queue(st, data, n)
                 if len(st.pending) >= 256:  # bound the memory of a long unpaced stream
@@ -462,4 +472,7 @@ class EmulatorApp:
             end=end, text="".join(st.parts["text"]),
             reasoning_text="".join(st.parts["reasoning"]),
             tool_arguments="".join(st.parts["tool"]), finish_reason=finish,
-            duration_ns=max(0, end_ns - st.t0_ns), lag_max_ns=st.lag_max_ns))
+            duration_ns=max(0, end_ns - st.t0_ns), lag_max_ns=st.lag_max_ns,
+            t0_mono_ns=st.t0_ns,  # now_ns is time.monotonic_ns: CLOCK_MONOTONIC
+            client_closed_ns=None if st.closed_ns is None else st.closed_ns - st.t0_ns,
+            tokens_after_close=st.tokens_after_close))

@@ -100,6 +100,10 @@ class Behaviour:
         tool_call_probability: chance that a request carrying ``tools`` ends in a tool call.
         tool_call_tokens: argument deltas of such a tool call (part of output_tokens).
         faults: the fault table.
+        on_client_close: "stop" (the stream ends as soon as the client leaves, as
+            vLLM aborts a request) or "finish" (it runs on to its end, writing to
+            nobody: an upstream that never hears of the cancel; hopbench._cancel
+            then counts the wasted tokens).
     """
 
     ttft_ms: float = 200.0
@@ -115,6 +119,7 @@ class Behaviour:
     tool_call_probability: float = 0.0
     tool_call_tokens: int = 6
     faults: FaultConfig = field(default_factory=FaultConfig)
+    on_client_close: str = "stop"
 
     @property
     def keepalive_interval_ns(self) -> int:
@@ -169,6 +174,7 @@ def _read_behaviour(t: Table, base: Behaviour) -> Behaviour:
                                        min=0, max=1),
         tool_call_tokens=t.int("tool_call_tokens", base.tool_call_tokens, min=1),
         faults=base.faults,
+        on_client_close=t.str("on_client_close", base.on_client_close, choices=("stop", "finish")),
     )
     if t.has("faults"):
         b = replace(b, faults=_read_faults(t.table("faults"), base.faults))

@@ -53,6 +53,15 @@ class GroundTruth:
         duration_ns: request received -> last byte handed to send(), in ns.
         lag_max_ns: the worst lateness of a content delta's hand-off to send()
             against its planned deadline, in ns (how well the emulator kept time).
+        t0_mono_ns: when the request was received, ``CLOCK_MONOTONIC`` ns of
+            this host (the one absolute stamp: a client on the same host joins
+            its own stamps to this record with it; hopbench._cancel).
+        client_closed_ns: request received -> the emulator noticed that the
+            client had closed the connection before the stream's end, in ns;
+            None when it did not (the stream ended first).
+        tokens_after_close: content deltas handed to send() after that notice
+            (0 unless ``on_client_close = "finish"``: by default the emulator
+            stops a stream at once when its client leaves).
     """
 
     request_id: str | None
@@ -77,6 +86,9 @@ class GroundTruth:
     finish_reason: str
     duration_ns: int
     lag_max_ns: int = 0
+    t0_mono_ns: int = 0
+    client_closed_ns: int | None = None
+    tokens_after_close: int = 0
 
 
 _FIELDS = tuple(f.name for f in fields(GroundTruth))

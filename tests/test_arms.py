@@ -1,0 +1,203 @@
+"""A/B arms (hopbench._arms, hopbench._arms_report): the [[arm]] tables and their
+errors, the runner's alternation under MockClock, the differences computed with
+compare's statistics, and a whole run with two embedded emulators on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from hopbench import _exit, _runner
+from hopbench._arms_report import add_arm_differences, arm_differences, render_arm_differences
+from hopbench._errors import ProfileError
+from hopbench._profile import parse_profile
+from hopbench._recorder import Recorder
+from hopbench._run import run_profile
+from hopbench.cli import main
+
+from _fake_transport import Plan, fake_transport
+
+MS = 1_000_000
+ROOT = Path(__file__).resolve().parents[1]
+
+_SCEN = '[[scenario]]\nprotocol = "chat"\nmodel = "m"\nprompts = ["p0", "p1", "p2", "p3", "p4"]\n'
+_HEAD = '[run]\nrequests = 8\n[load]\nconcurrency = 2\n'
+_TWO = ('[[arm]]\nname = "direct"\nurl = "http://127.0.0.1:9"\n'
+        '[[arm]]\nname = "gateway"\nurl = "http://127.0.0.1:10/"\n')
+
+
+def _parse(text: str) -> Any:
+    return parse_profile(text, "p.toml", env={})
+
+
+def test_arms_parse_two_targets() -> None:
+    p = _parse(_HEAD + _TWO + _SCEN)
+    assert [(a.name, a.url) for a in p.arms] == [("direct", "http://127.0.0.1:9"),
+                                                 ("gateway", "http://127.0.0.1:10")]
+    assert p.scopes == ["direct", "gateway"]
+    # budgets name arms (the scopes)
+    assert _parse(_HEAD + _TWO + _SCEN + '[gate.scenario.gateway]\n"ttft.p99" = "<= 5s"\n').gate
+    # embedded arms get [emulator] with their own keys on top
+    p = _parse(_HEAD + '[emulator]\nttft_ms = 40\noutput_tokens = 7\n[[arm]]\nname = "a"\nurl = "embedded"\n'
+               '[[arm]]\nname = "b"\nurl = "embedded"\nemulator = { ttft_ms = 90 }\n' + _SCEN)
+    a, b = p.arms
+    assert a.embedded and b.embedded
+    assert a.emulator_config.default.ttft_ms == 40 and b.emulator_config.default.ttft_ms == 90
+    assert b.emulator_config.default.output_tokens == a.emulator_config.default.output_tokens
+
+
+@pytest.mark.parametrize(("arms", "key", "words"), [
+    ('[[arm]]\nname = "a"\nurl = "http://127.0.0.1:9"\n', "arm[0]", "two or more"),
+    (_TWO.replace('"gateway"', '"direct"'), "arm[1].name", "unique arm name"),
+    (_TWO.replace("http://127.0.0.1:10/", "ftp://x"), "arm[1].url", "http://"),
+    (_TWO.replace("http://127.0.0.1:10/", "http://u:p@h"), "arm[1].url", "credentials"),
+    (_TWO.replace('name = "gateway"\n', 'name = "gateway"\nprotocol = "messages"\n')
+     .replace('name = "direct"\n', 'name = "direct"\nprotocol = "chat"\n'), "arm[1].protocol", "one protocol"),
+    (_TWO.replace('name = "gateway"\n', 'name = "gateway"\nprotocol = "messages"\n'), "arm[1].protocol",
+     "scenarios send 'chat'"),
+    (_TWO.replace('name = "gateway"\n', ''), "arm[1].name", "required"),
+    (_TWO.replace('url = "http://127.0.0.1:10/"\n', ''), "arm[1].url", "required"),
+    (_TWO.replace('name = "gateway"\n', 'name = "all"\n'), "arm[1].name", "reserved"),
+    (_TWO + 'emulator = { ttft_ms = 1 }\n', "arm[1].emulator", "embedded"),
+    (_TWO + 'colour = "red"\n', "arm[1].colour", "unknown"),
+    (_TWO + '[target]\nurl = "http://127.0.0.1:11"\n', "target.url", "each arm names its own url"),
+    ('[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'
+     'emulator = { ttft_ms = -1 }\n', "arm[1].emulator.ttft_ms", "expected"),
+    (_TWO + '[gate.scenario.chat-m]\n"ttft.p99" = "<= 5s"\n', "gate.scenario.chat-m", "no arm named"),
+])
+def test_arms_bad_input_names_the_key(arms: str, key: str, words: str) -> None:
+    with pytest.raises(ProfileError) as err:
+        _parse(_HEAD + arms + _SCEN)
+    text = str(err.value)
+    assert "p.toml:" in text and key in text and words in text, text
+
+
+def test_arms_refuse_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ProfileError, match="one process"):
+        _parse(_HEAD.replace("[load]", "workers = 2\n[load]") + _TWO + _SCEN)
+    path = tmp_path / "p.toml"
+    path.write_text(_HEAD + _TWO + _SCEN, encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--workers", "2"]) == _exit.EXIT_INPUT
+    assert "A/B arms run in one process" in capsys.readouterr().err and not out.exists()
+    assert main(["run", str(path), "--out", str(out), "--target-url", "http://127.0.0.1:9"]) == _exit.EXIT_INPUT
+    assert "[[arm]] tables name the targets" in capsys.readouterr().err and not out.exists()
+    path.write_text(_HEAD + _TWO.replace("http://127.0.0.1:10/", "nope") + _SCEN, encoding="utf-8")
+    assert main(["run", str(path), "--out", str(out)]) == _exit.EXIT_INPUT
+    assert "arm[1].url" in capsys.readouterr().err
+
+
+# -- the runner ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["concurrency = 2", 'mode = "rate"\nrate_rps = 10'])
+async def test_arms_alternate_with_the_same_requests(autojump_clock: trio.testing.MockClock,
+                                                     monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    seen: list[tuple[str, bytes, Any]] = []
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
+    profile = _parse(_HEAD.replace("concurrency = 2", mode) + _TWO + _SCEN)
+    rec, lines = Recorder(["direct", "gateway"]), []
+    await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["direct", "gateway"]),
+                             on_stream=lines.append, arms=[("direct", "http://127.0.0.1:9"),
+                                                           ("gateway", "http://127.0.0.1:10")]).run()
+    assert len(seen) == 8
+    # sent in turn: direct, gateway, direct, ...; each round one body to both arms
+    assert [u for u, _, _ in seen] == ["http://127.0.0.1:9/v1/chat/completions",
+                                    "http://127.0.0.1:10/v1/chat/completions"] * 4
+    rounds = [(seen[i][1], seen[i + 1][1]) for i in range(0, 8, 2)]
+    assert all(h.get("authorization") is None for _, _, h in seen)  # no key anywhere
+    assert all(a == b for a, b in rounds)
+    assert len({a for a, _ in rounds}) > 1  # the prompts still vary between rounds (seeded)
+    snap = rec.snapshot()
+    assert snap.counter("direct", "completed") == 4 and snap.counter("gateway", "completed") == 4
+    assert sorted(x["arm"] for x in lines) == ["direct"] * 4 + ["gateway"] * 4
+    assert {x["scenario"] for x in lines} == {"chat-m"}
+
+
+# -- the differences ---------------------------------------------------------------------
+
+def _summary(shift_ms: int) -> dict[str, Any]:
+    """A summary with two arms: "b"'s ttft is shifted by ``shift_ms``, itl is the same."""
+    rng = random.Random(4)
+    rec = Recorder(["a", "b"])
+    for arm, shift in (("a", 0), ("b", shift_ms)):
+        for _ in range(400):
+            rec.record(arm, "ttft", int((50 + shift + rng.gauss(0, 3)) * MS))
+            rec.record(arm, "itl", int((10 + rng.gauss(0, 1)) * MS))
+            rec.incr(arm, "started")
+            rec.incr(arm, "completed")
+    from hopbench._results import summary_scopes
+    return {"arms": [{"name": "a"}, {"name": "b"}], "scopes": summary_scopes(rec.snapshot())}
+
+
+def test_arm_differences_use_compare_verdicts() -> None:
+    block = arm_differences(_summary(20))
+    assert block is not None and block["baseline"] == "a"
+    (pair,) = block["pairs"]
+    assert (pair["base"], pair["candidate"], pair["worse"]) == ("a", "b", True)
+    assert pair["metrics"]["ttft"]["verdict"] == "worse"
+    assert pair["metrics"]["ttft"]["change"]["p50"]["rel"] == pytest.approx(0.4, abs=0.05)
+    assert pair["metrics"]["itl"]["verdict"] == "same"
+    assert pair["rates"]["completion_rate"]["verdict"] == "same"
+    text = render_arm_differences(block)
+    assert "b against a" in text and "WORSE" in text
+    same = arm_differences(_summary(0))
+    assert same is not None and not same["pairs"][0]["worse"]
+    assert {m["verdict"] for m in same["pairs"][0]["metrics"].values()} == {"same"}
+    assert arm_differences({"scopes": {}}) is None
+
+
+def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
+    text = (ROOT / "profiles" / "ab-arms.toml").read_text(encoding="utf-8")
+    text = text.replace("duration_s = 8", "duration_s = 3")
+    profile = parse_profile(text, tmp_path / "ab.toml", env={})
+    out = run_profile(profile, out_dir=tmp_path / "out")
+    summary = add_arm_differences(out.out_dir, out.summary)
+    assert summary["complete"] is True, summary["warnings"]
+    assert [a["name"] for a in summary["arms"]] == ["fast", "slow"]
+    for arm in ("fast", "slow"):
+        assert summary["scopes"][arm]["counters"]["completed"] > 10
+        assert (out.out_dir / f"ground_truth.{arm}.jsonl").exists()
+    on_disk = json.loads((out.out_dir / "summary.json").read_text(encoding="utf-8"))
+    pair = on_disk["arm_differences"]["pairs"][0]
+    # "slow" adds 20 ms to each first token: a verdict, whatever the machine's load
+    assert pair["metrics"]["ttft"]["verdict"] == "worse"
+    assert pair["metrics"]["ttft"]["change"]["p50"]["abs"] > 10
+    from hopbench._report_html import write_report
+
+    page = write_report(out.out_dir).read_text(encoding="utf-8")
+    assert "<h2>A/B arms</h2>" in page and "slow against fast: worse on at least one figure" in page
+
+
+async def test_arms_send_their_own_keys(autojump_clock: trio.testing.MockClock,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, bytes, Any]] = []
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
+    env = {"PROVIDER_KEY": "sk-provider", "GATEWAY_KEY": "gw-key", "TEAM": "blue"}
+    arms = _TWO.replace('url = "http://127.0.0.1:9"\n', 'url = "http://127.0.0.1:9"\napi_key_env = "PROVIDER_KEY"\n')
+    arms = arms.replace('url = "http://127.0.0.1:10/"\n', 'url = "http://127.0.0.1:10/"\napi_key_env = "GATEWAY_KEY"\n'
+                        'header_env = { "x-team" = "TEAM" }\n')
+    profile = parse_profile(_HEAD.replace("requests = 8", "requests = 4") + arms + _SCEN, "p.toml", env=env)
+    assert profile.arms[0].target.api_key_env == "PROVIDER_KEY"
+    await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["direct", "gateway"]),
+                             Recorder(["direct", "gateway"]), env=env,
+                             arms=[("direct", "http://127.0.0.1:9"), ("gateway", "http://127.0.0.1:10")]).run()
+    got = {(u.split("/")[2], h.get("authorization"), h.get("x-team")) for u, _, h in seen}
+    assert got == {("127.0.0.1:9", "Bearer sk-provider", None), ("127.0.0.1:10", "Bearer gw-key", "blue")}
+
+
+def test_arms_keys_are_checked_and_kept_out_of_results() -> None:
+    with pytest.raises(ProfileError, match=r"arm\[1\]\.api_key_env.*NOPE is not set"):
+        _parse(_HEAD + _TWO + 'api_key_env = "NOPE"\n' + _SCEN)
+    with pytest.raises(ProfileError, match=r"arm\[1\]\.headers"):
+        _parse(_HEAD + _TWO + 'headers = { authorization = "Bearer x" }\n' + _SCEN)
+    from hopbench._profile import sanitized
+
+    p = _parse(_HEAD + '[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'
+               'emulator = { api_key = "emu-secret" }\n' + _SCEN)
+    assert "emu-secret" not in json.dumps(sanitized(p))
