@@ -38,7 +38,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "hopbench._dataset"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
-        "hopbench._budget", "hopbench.emulator._behaviour", "hopbench._scrape_spec",
+        "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity", "hopbench._scrape_spec",
         "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
