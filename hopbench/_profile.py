@@ -153,6 +153,8 @@ class Scenario:
     lengths: tuple[tuple[int | None, int], ...] = ()
     #: pick bodies with replacement (uniform) or without (each once per round)
     replacement: bool = True
+    #: its objectives (hopbench._slo_spec.Slo: [slo] with [scenario.slo] over it), None without
+    slo: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +217,7 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
     return s_to_ns(v)
 
 
-_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape")
+_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "slo")
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
@@ -228,7 +230,12 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
     target = _target(root.table("target"), env)
-    scenarios = _scenarios(root, base, target, run.seed)
+    from ._slo_spec import Slo, parse_slo  # [slo] (docs/slo.md)
+
+    slo_base: Slo | None = None
+    if root.has("slo"):
+        slo_base = parse_slo(root.table("slo"))
+    scenarios = _scenarios(root, base, target, run.seed, slo_base)
     emulator_t = root.table("emulator")
     from .emulator._config import EmulatorConfig  # the emulator owns its keys
 
@@ -459,7 +466,8 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     return TargetSpec(url, paths, headers, header_env, api_key_env, auth, verify, transport)
 
 
-def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tuple[Scenario, ...]:
+def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
+               slo_base: Any = None) -> tuple[Scenario, ...]:
     tables = root.tables("scenario")
     if not tables:
         raise root.error("scenario", "expected at least one [[scenario]] table")
@@ -496,6 +504,11 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
         else:
             max_tokens = t.int("max_tokens", 256, min=1)
         include_usage = t.bool("include_usage", True)
+        slo = slo_base
+        if t.has("slo"):
+            from ._slo_spec import parse_slo
+
+            slo = parse_slo(t.table("slo"), slo_base)
         if protocol != "chat" and t.has("include_usage") and "include_usage" in t.data:
             raise t.error("include_usage", "only valid for protocol = \"chat\"")
         extra = t.table("extra")
@@ -518,12 +531,13 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
                                                   include_usage, extra_data) for e in entries),
                                 target.paths[protocol],
                                 lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
-                                replacement=workload.replacement))
+                                replacement=workload.replacement, slo=slo))
             continue
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,
                             tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),
-                            max_tokens, include_usage, extra_data, bodies, target.paths[protocol]))
+                            max_tokens, include_usage, extra_data, bodies, target.paths[protocol],
+                            slo=slo))
     return tuple(out)
 
 

@@ -40,6 +40,7 @@ from ._clock import NS_PER_S, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
+from ._slo import judge, record_verdict
 from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, record_lengths, record_stream,
                      stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
@@ -651,6 +652,8 @@ class LoadRunner:
             record = measure(meter, end, outcome, detail, result,
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
             record_stream(rec, sc.name, record, self._header_values)
+            if sc.slo is not None:  # docs/slo.md
+                record_verdict(rec, sc.name, judge(sc.slo, record))
             record_lengths(rec, sc.name, record, shape)
             if self.on_stream is not None:
                 line = stream_line(record, headers[REQUEST_ID_HEADER], sc.name, self._t0)
