@@ -181,6 +181,10 @@ class Profile:
     emulator_config: Any = field(default=None, repr=False, compare=False)
     #: the ``[[scrape]]`` endpoints (hopbench._scrape_spec.ScrapeSpec), possibly empty
     scrape: tuple[Any, ...] = field(default=(), compare=False)
+    #: ``[[stage]]`` entries (hopbench._stage_spec.Stage), possibly empty (docs/slo.md)
+    stages: tuple[Any, ...] = field(default=(), compare=False)
+    #: the ``[search]`` table (hopbench._stage_spec.SearchSpec), or None
+    search: Any = field(default=None, compare=False)
 
 
 def load_profile(path: str | Path, *, env: Mapping[str, str] | None = None) -> Profile:
@@ -217,7 +221,7 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
     return s_to_ns(v)
 
 
-_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "slo")
+_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "slo", "stage", "search")
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
@@ -254,8 +258,19 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     from ._scrape_spec import parse_scrapes  # [[scrape]] endpoints (docs/observability.md)
 
     scrape = parse_scrapes(root.tables("scrape"), env)
+    from ._stage_spec import parse_search, parse_stages  # [[stage]], [search] (docs/slo.md)
+
+    stages = parse_stages(root.tables("stage"))
+    search = None
+    if root.has("search"):
+        search = parse_search(root.table("search"), load.mode)
+        if stages:
+            raise root.error("search", "expected [search] or [[stage]] entries, not both")
+        if all(sc.slo is None for sc in scenarios):
+            raise root.table("search").error(None, "a capacity search judges stages by their objectives: "
+                                                   "add an [slo] table (docs/slo.md)")
     root.done()
-    if run.duration_ns is None and run.requests is None:
+    if run.duration_ns is None and run.requests is None and not stages and search is None:
         raise root.error("run", "expected run.duration_s or run.requests (how long to run)")
     if load.mode == "concurrency" and run.requests is not None and run.requests < 1:
         raise root.table("run").error("requests", "expected a positive integer")
@@ -270,6 +285,8 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         raw=doc.data,
         emulator_config=emulator_config,
         scrape=scrape,
+        stages=stages,
+        search=search,
     )
 
 

@@ -35,11 +35,11 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # pure core: decoder base, recorder, statistics, emulator config
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",
-        "hopbench._dataset", "hopbench._slo_spec"),
+        "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity", "hopbench._scrape_spec",
-        "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload", "hopbench._slo"),
+        "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload", "hopbench._slo", "hopbench._search"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
         "hopbench.emulator._embedded"),
@@ -49,10 +49,10 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # the runner (the only async code that stamps), results folder writer/reader
     7: ("hopbench._runner", "hopbench._results", "hopbench._scrape"),
     # one run, and the views of a results folder
-    8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
+    8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table", "hopbench._capacity_report",
         "hopbench._progress"),
     # report.html shows compare's verdicts (two runs); workers drive _run's pieces
-    9: ("hopbench._report_html", "hopbench._workers"),
+    9: ("hopbench._report_html", "hopbench._workers", "hopbench._stages"),
     10: ("hopbench._ray",),
     # the package's public surface, then the command line and the entry points
     11: ("hopbench",),
