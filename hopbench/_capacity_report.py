@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["capacity_rows", "render_capacity", "COLUMNS"]
+__all__ = ["capacity_rows", "render_capacity", "COLUMNS", "compare_capacity", "capacity_compare_lines"]
 
 #: (header, stages-entry field, format) of each column after the load.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -85,3 +85,63 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
             configured = knee.get("rate_rps") if cap.get("mode") == "rate" else knee.get("concurrency")
             if configured is not None:
                 console.print(f"embedded emulator's configured knee: {configured:.4g} {unit}", highlight=False)
+
+
+def compare_capacity(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The capacity difference between two staged runs (``hopbench compare``; docs/compare.md).
+
+    A search knows its capacity only to its resolution (the failing load is at
+    most ``resolution`` above the passing one), so a change within the larger
+    of the two resolutions is "same"; a lower capacity beyond it is "worse".
+
+    Args:
+        base, candidate: the two summary.json dicts.
+
+    Returns:
+        None when neither has a ``capacity`` block; else ``{mode, unit, base,
+        candidate, change: {abs, rel}, resolution, verdict, note}``: verdict
+        "better", "worse", "same" or "unknown" (one side has no capacity, the
+        modes differ, or a side's search was limited by hopbench itself).
+    """
+    a, b = base.get("capacity"), candidate.get("capacity")
+    if not isinstance(a, Mapping) and not isinstance(b, Mapping):
+        return None
+    a = a if isinstance(a, Mapping) else {}
+    b = b if isinstance(b, Mapping) else {}
+    mode = a.get("mode") or b.get("mode")
+    field = "rate_rps" if mode == "rate" else "concurrency"
+    va, vb = a.get(field), b.get(field)
+    res = max(float(a.get("resolution") or 0.0), float(b.get("resolution") or 0.0))
+    out: dict[str, Any] = {"mode": mode, "unit": a.get("unit") or b.get("unit"), "base": va,
+                           "candidate": vb, "change": {"abs": None, "rel": None}, "resolution": res,
+                           "verdict": "unknown", "note": ""}
+    if a.get("mode") != b.get("mode"):
+        out["note"] = f"capacity modes differ ({a.get('mode')} vs {b.get('mode')})"
+        return out
+    if not isinstance(va, (int, float)) or not isinstance(vb, (int, float)):
+        msgs = [f"{side}: {c.get('message') or 'no capacity block'}" for side, c, v in
+                (("base", a, va), ("candidate", b, vb)) if not isinstance(v, (int, float))]
+        out["note"] = "; ".join(msgs)
+        return out
+    rel = (vb - va) / va if va else None
+    out["change"] = {"abs": vb - va, "rel": rel}
+    if rel is None or abs(rel) <= res:
+        out["verdict"] = "same"
+        out["note"] = f"within the search's resolution ({res:.0%})" if res else ""
+    else:
+        out["verdict"] = "better" if rel > 0 else "worse"
+    return out
+
+
+def capacity_compare_lines(cap: Mapping[str, Any] | None) -> list[str]:
+    """``hopbench compare``'s text lines for :func:`compare_capacity`'s result (none for None)."""
+    if not cap:
+        return []
+    rel = (cap.get("change") or {}).get("rel")
+    change = "" if rel is None else f" ({rel:+.1%})"
+    verdict = {"worse": "WORSE", "better": "better", "same": "no change beyond resolution",
+               "unknown": "unknown"}[str(cap.get("verdict"))]
+    note = f"; {cap['note']}" if cap.get("note") else ""
+    return ["", "== capacity ==",
+            f"  {cap.get('mode')} capacity ({cap.get('unit')}): {cap.get('base')} -> {cap.get('candidate')}"
+            f"{change}: {verdict}{note}"]

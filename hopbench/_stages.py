@@ -196,6 +196,22 @@ def capacity_block(profile: Profile, mode: str, result: SearchResult, spec: Any)
     return out
 
 
+def _shape(profile: Profile, kind: str) -> dict[str, Any]:
+    """The staged run's load shape (``hopbench compare`` compares these): the search's
+    settings or the stages, and the scenarios."""
+    out: dict[str, Any] = {"load.mode": kind}
+    spec = profile.search
+    if kind == "search" and spec is not None:
+        out.update({"search.mode": spec.mode, "search.min": spec.min, "search.max": spec.max,
+                    "search.start": spec.start, "search.growth": spec.growth,
+                    "search.resolution": spec.resolution, "search.duration_s": spec.duration_ns / 1e9,
+                    "search.warmup_s": spec.warmup_ns / 1e9, "search.arrival": spec.arrival})
+    else:
+        out["stages"] = [[s.mode, s.load, s.duration_ns / 1e9, s.warmup_ns / 1e9] for s in profile.stages]
+    out["scenarios"] = [[s.name, s.weight] for s in profile.scenarios]
+    return out
+
+
 def _finish(profile: Profile, out: Path, probes: list[Probe], outcomes: list[RunOutcome],
             capacity: dict[str, Any] | None, kind: str) -> RunOutcome:
     """Write the folder's summary.json: the stage of record's plus ``stages`` and ``capacity``."""
@@ -215,6 +231,7 @@ def _finish(profile: Profile, out: Path, probes: list[Probe], outcomes: list[Run
     summary["stage_of_record"] = probes[record].figures.get("folder")
     summary["stages_kind"] = kind
     summary["stages"] = [dict(p.figures) for p in probes]
+    summary["resolved_load"] = _shape(profile, kind)
     summary["capacity"] = capacity
     complete = all(o.complete for o in outcomes) and not (capacity or {}).get("status") == "interrupted"
     summary["complete"] = complete

@@ -47,9 +47,9 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # per-stream meter (pure), the HTTP transport (I/O), the emulator's public surface
     6: ("hopbench._meter", "hopbench._transport", "hopbench.emulator"),
     # the runner (the only async code that stamps), results folder writer/reader
-    7: ("hopbench._runner", "hopbench._results", "hopbench._scrape"),
+    7: ("hopbench._runner", "hopbench._results", "hopbench._scrape", "hopbench._capacity_report"),
     # one run, and the views of a results folder
-    8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table", "hopbench._capacity_report",
+    8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
         "hopbench._progress"),
     # report.html shows compare's verdicts (two runs); workers drive _run's pieces
     9: ("hopbench._report_html", "hopbench._workers", "hopbench._stages"),

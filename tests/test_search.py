@@ -204,6 +204,14 @@ name = "c"
     cap = summary["capacity"]
     knee = json.loads((out / "probe-01-c2" / "ground_truth.knee.json").read_text())["knee_concurrency"]
     assert knee == 3
+    if cap["status"] == "client_saturated":
+        # A machine so busy that hopbench's own event loop fell behind (loop lag p99
+        # over 25 ms) cannot measure the gateway: the search must say so and name the
+        # fix instead of reporting a capacity. (Seen with 3 copies of this test at once.)
+        assert cap["concurrency"] is None and "--workers" in cap["message"]
+        assert summary["saturated"] is True and code == 1
+        assert summary["stages"][-1]["saturated"] is True
+        pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
     assert (cap["status"], cap["concurrency"], cap["lowest_failing"]) == ("found", 3, 4), summary["stages"]
     assert [s["load"] for s in summary["stages"]] == [2, 4, 3]
     assert summary["stage_of_record"] == "probe-03-c3"
