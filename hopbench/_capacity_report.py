@@ -44,13 +44,17 @@ def capacity_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
     Returns:
         Rows: the stages entries plus ``knee`` (bool) and ``verdict`` ("pass" or
-        "fail: reasons"); empty when the summary has no stages.
+        "fail: reasons"), ascending by load (in the order run when stages mix
+        concurrency and rate); empty when the summary has no stages.
     """
     stages = summary.get("stages") or []
     cap = summary.get("capacity") or {}
     knee = cap.get("rate_rps") if cap.get("mode") == "rate" else cap.get("concurrency")
+    entries = [s for s in stages if isinstance(s, Mapping)]
+    if len({s.get("mode") for s in entries}) <= 1:  # one kind of load: ascending; mixed: as run
+        entries.sort(key=lambda s: s.get("load") or 0)
     rows = []
-    for entry in sorted((s for s in stages if isinstance(s, Mapping)), key=lambda s: s.get("load") or 0):
+    for entry in entries:
         row = dict(entry)
         row["knee"] = knee is not None and entry.get("load") == knee
         row["verdict"] = "pass" if entry.get("passed") else "fail: " + ", ".join(entry.get("reasons") or [])
@@ -64,15 +68,19 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
     if not rows:
         return
     cap = summary.get("capacity") or {}
-    unit = cap.get("unit") or ("requests/s" if (cap.get("mode") == "rate") else "users")
+    modes = {r.get("mode") for r in rows}
+    mixed = len(modes) > 1
+    unit = ("c: users, r: requests/s" if mixed else cap.get("unit")
+            or ("requests/s" if modes == {"rate"} else "users"))
     table = Table(title=f"latency (ms) vs offered load ({unit}); good fraction, its lower bound, "
                         "goodput", title_justify="left")
     table.add_column("load", justify="right")
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
-    table.add_column("verdict")
+    table.add_column("verdict", min_width=12)
     for row in rows:
-        load = f"{row['load']:g}" + (" ◀" if row["knee"] else "")
+        prefix = ("c" if row.get("mode") == "concurrency" else "r") if mixed else ""
+        load = f"{prefix}{row['load']:g}" + (" ◀" if row["knee"] else "")
         style = "bold" if row["knee"] else None
         table.add_row(load, *(_fmt(row.get(field), fmt) for _, field, fmt in COLUMNS),
                       row["verdict"], style=style)

@@ -80,7 +80,9 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         summary: the stage's summary (``slo``, ``load``, ``saturated``, ``scopes``).
 
     Returns:
-        The probe; its ``figures``: good_fraction, good_fraction_lower, target,
+        The probe; its reasons among "slo", "slo: too few requests" (the good
+        fraction met the target, its lower bound did not: lengthen the stage),
+        "load not held", "client saturated", "run incomplete"; its ``figures``: good_fraction, good_fraction_lower, target,
         goodput_rps, goodput_tokens_per_s, judged, held, saturated,
         achieved_rate_rps / mean_busy, ttft_p50_ms, ttft_p99_ms, itl_p99_ms,
         completed_per_s, folder (when the summary names one).
@@ -96,7 +98,7 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
     if not met:
         gf, tgt = all_slo.get("good_fraction"), _target(slo)
         few = isinstance(gf, (int, float)) and tgt is not None and gf >= tgt
-        reasons.append("slo: too few requests to show the target (lengthen the stage)" if few else "slo")
+        reasons.append("slo: too few requests" if few else "slo")
     if not held:
         reasons.append("load not held")
     if saturated:

@@ -72,7 +72,8 @@ def _run_one(profile: Profile, stage: Stage, out: Path, runner: Runner, arrival:
              progress: Callable[..., None] | None) -> tuple[Probe, RunOutcome]:
     outcome = runner(stage_profile(profile, stage, arrival), out_dir=out / stage.label, progress=progress)
     probe = stage_probe(stage.load, outcome.summary)
-    figures = dict(probe.figures, folder=stage.label, passed=probe.passed, reasons=list(probe.reasons))
+    figures = dict(probe.figures, mode=stage.mode, folder=stage.label, passed=probe.passed,
+                   reasons=list(probe.reasons))
     return dataclasses.replace(probe, figures=figures), outcome
 
 
