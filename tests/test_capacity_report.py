@@ -95,3 +95,20 @@ def test_compare_reports_a_lower_capacity_as_worse() -> None:
     assert c.to_json()["capacity"]["verdict"] == "worse"
     assert "#### capacity" in c.render("markdown")
     assert not compare_summaries(_staged(20.0), _staged(20.0)).any_worse
+
+
+def test_report_capacity_section_marks_the_knee() -> None:
+    from hopbench._report_capacity import capacity_section
+
+    figures: list[Any] = []
+
+    def figure_html(fig: Any, div_id: str) -> str:
+        figures.append(fig)
+        return f'<div id="{div_id}"></div>'
+
+    html = "".join(capacity_section(_staged(20.0, message="capacity 20 requests/s"), figure_html))
+    assert "<h2>Capacity</h2>" in html and "capacity 20 requests/s" in html
+    assert "20 ◀ capacity" in html and 'id="fig-capacity"' in html
+    (fig,) = figures
+    assert any(shape["x0"] == 20.0 for shape in fig.layout.shapes)  # the knee's vertical line
+    assert capacity_section({"scopes": {}}, figure_html) == []

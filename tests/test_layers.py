@@ -50,6 +50,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     7: ("hopbench._runner", "hopbench._results", "hopbench._scrape", "hopbench._capacity_report"),
     # one run, and the views of a results folder
     8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
+        "hopbench._report_capacity",
         "hopbench._progress"),
     # report.html shows compare's verdicts (two runs); workers drive _run's pieces
     9: ("hopbench._report_html", "hopbench._workers", "hopbench._stages"),
