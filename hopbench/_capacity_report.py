@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["capacity_rows", "render_capacity", "COLUMNS", "compare_capacity", "capacity_compare_lines"]
+__all__ = ["capacity_rows", "render_capacity", "COLUMNS", "compare_capacity", "capacity_compare_lines", "slo_lines"]
 
 #: (header, stages-entry field, format) of each column after the load.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -153,3 +153,30 @@ def capacity_compare_lines(cap: Mapping[str, Any] | None) -> list[str]:
     return ["", "== capacity ==",
             f"  {cap.get('mode')} capacity ({cap.get('unit')}): {cap.get('base')} -> {cap.get('candidate')}"
             f"{change}: {verdict}{note}"]
+
+
+def slo_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The terminal's SLO lines: one per scope of summary.json's ``slo`` block (none without).
+
+    Each: ``slo <scope>: good 99.5 % of 600 (lower bound 98.9 %, target 99 %: met) ·
+    goodput 9.95 req/s, 477.6 tok/s · failed: ttft 2, completed 1``.
+    """
+    block = summary.get("slo")
+    if not isinstance(block, Mapping):
+        return []
+    out = []
+    for scope, b in block.items():
+        if not isinstance(b, Mapping):
+            continue
+        gf, lower = b.get("good_fraction"), b.get("good_fraction_lower")
+        if gf is None:
+            out.append(f"slo {scope}: no request judged")
+            continue
+        target = b.get("target")
+        met = b.get("met")
+        verdict = "" if target is None else (f", target {target:.4g}: " + ("met" if met else "NOT met"))
+        failed = ", ".join(f"{k} {v}" for k, v in (b.get("failed") or {}).items())
+        out.append(f"slo {scope}: good {gf:.1%} of {b.get('judged')} (lower bound {lower:.1%}{verdict}) · "
+                   f"goodput {b.get('goodput_rps')} req/s, {b.get('goodput_tokens_per_s')} tok/s"
+                   + (f" · failed: {failed}" if failed else ""))
+    return out

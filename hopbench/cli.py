@@ -509,6 +509,10 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                       "(hopbench report DIR writes it)", highlight=False, soft_wrap=True)
     if not quiet:
         render_summary(summary, console)
+        from ._capacity_report import slo_lines
+
+        for line in slo_lines(summary):  # [slo] (docs/slo.md)
+            console.print(line, highlight=False, soft_wrap=True)
         if staged:
             from ._capacity_report import render_capacity
 

@@ -112,3 +112,17 @@ def test_report_capacity_section_marks_the_knee() -> None:
     (fig,) = figures
     assert any(shape["x0"] == 20.0 for shape in fig.layout.shapes)  # the knee's vertical line
     assert capacity_section({"scopes": {}}, figure_html) == []
+
+
+def test_slo_lines_for_the_terminal() -> None:
+    from hopbench._capacity_report import slo_lines
+
+    summary = {"slo": {"chat": {"judged": 600, "good": 597, "good_fraction": 0.995, "good_fraction_lower": 0.9885,
+                                "goodput_rps": 9.95, "goodput_tokens_per_s": 477.6, "failed": {"ttft": 2},
+                                "target": 0.99, "met": False},
+                       "all": {"judged": 0, "good_fraction": None}}}
+    assert slo_lines(summary) == [
+        "slo chat: good 99.5% of 600 (lower bound 98.9%, target 0.99: NOT met) · goodput 9.95 req/s, "
+        "477.6 tok/s · failed: ttft 2",
+        "slo all: no request judged"]
+    assert slo_lines({"slo": None}) == []
