@@ -33,6 +33,8 @@ class Stage:
         duration_ns: the stage's length, warm-up included, ns.
         warmup_ns: its first part, not measured, ns.
         label: its folder name inside the results folder, e.g. "stage-01-c8".
+        arrival: a rate stage's arrivals, "constant" or "poisson" (None: ``[load].arrival``
+            when that is a rate, else "poisson").
     """
 
     mode: Literal["concurrency", "rate"]
@@ -40,6 +42,7 @@ class Stage:
     duration_ns: int
     warmup_ns: int
     label: str
+    arrival: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +102,15 @@ def parse_stages(tables: list[Table]) -> tuple[Stage, ...]:
         else:
             mode = "rate"
             load = t.number("rate_rps", positive=True)
+        arrival = t.str("arrival", None, choices=("constant", "poisson"))
+        if arrival is not None and mode != "rate":
+            raise t.error("arrival", "only valid with rate_rps (an open-loop stage)")
         duration = t.number("duration_s", MISSING, positive=True)
         warmup = t.number("warmup_s", 0.0, min=0.0)
         if warmup >= duration:
             raise t.error("warmup_s", f"expected less than duration_s ({duration:g}), got {warmup:g}")
         t.done()
-        out.append(Stage(mode, load, s_to_ns(duration), s_to_ns(warmup), stage_label(i, mode, load)))
+        out.append(Stage(mode, load, s_to_ns(duration), s_to_ns(warmup), stage_label(i, mode, load), arrival))
     return tuple(out)
 
 

@@ -55,7 +55,7 @@ def stage_profile(profile: Profile, stage: Stage, arrival: str | None = None) ->
         load = LoadSpec("concurrency", n, 0, 0.0, "constant", n)
     else:
         max_in_flight = base.max_in_flight if base.mode == "rate" else 1000
-        arr = arrival or (base.arrival if base.mode == "rate" else "poisson")
+        arr = arrival or stage.arrival or (base.arrival if base.mode == "rate" else "poisson")
         load = LoadSpec("rate", max_in_flight, 0, stage.load, arr, max_in_flight)  # type: ignore[arg-type]
     run = dataclasses.replace(profile.run, duration_ns=stage.duration_ns, warmup_ns=stage.warmup_ns,
                               requests=None, name=f"{profile.run.name}.{stage.label}")

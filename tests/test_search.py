@@ -136,6 +136,8 @@ def test_stages_and_search_parse() -> None:
     ("[[stage]]\nconcurrency = 0\nduration_s = 3\n", "stage[0].concurrency: expected a positive integer (at most 1000000), got 0"),
     ("[[stage]]\nrate_rps = 5\n", "stage[0].duration_s: required key is missing"),
     ("[[stage]]\nrate_rps = 5\nduration_s = 2\nwarmup_s = 2\n", "stage[0].warmup_s: expected less than"),
+    ('[[stage]]\nconcurrency = 2\narrival = "constant"\nduration_s = 3\n',
+     "stage[0].arrival: only valid with rate_rps"),
     ("[slo]\n[search]\nmin = 10\nmax = 10\n", "search.max: expected max > min (10), got 10"),
     ("[slo]\n[search]\nmin = 10\nmax = 5\n", "search.max: expected max > min (10), got 5"),
     ("[slo]\n[search]\nmin = 0\nmax = 5\n", "search.min: expected a positive number, got 0"),
@@ -219,3 +221,58 @@ name = "c"
         assert (out / s["folder"] / "summary.json").exists()
     assert code == 0 and "capacity 3 users" in printed and "3 ◀" in printed
     assert "capacity.concurrency" in printed and "held" in printed
+
+
+def test_stages_run_into_one_folder_each_its_own_scopes(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # Two short stages, one closed and one open loop; each is a complete results folder
+    # with its own scenario scopes, and the open-loop stage counts latency from the
+    # scheduled arrival (queue_delay recorded beside ttft).
+    profile = tmp_path / "st.toml"
+    profile.write_text("""
+[run]
+name = "st"
+[load]
+concurrency = 1
+[target]
+embedded = true
+[emulator]
+ttft_ms = 20
+tokens_per_s = 0
+output_tokens = 4
+[slo]
+ttft_ms = 500
+target = 0.5
+[[stage]]
+concurrency = 2
+duration_s = 1
+[[stage]]
+rate_rps = 20
+arrival = "constant"
+duration_s = 1.2
+warmup_s = 0.2
+[[scenario]]
+protocol = "chat"
+name = "a"
+[[scenario]]
+protocol = "messages"
+name = "b"
+""")
+    out = tmp_path / "out"
+    assert main(["run", str(profile), "--out", str(out), "--no-report"]) == 0
+    top = json.loads((out / "summary.json").read_text())
+    assert [(s["folder"], s["mode"], s["load"]) for s in top["stages"]] == [
+        ("stage-01-c2", "concurrency", 2), ("stage-02-r20", "rate", 20)]
+    assert top["stages_kind"] == "stages"
+    assert top["capacity"] is None  # stages mixing users and requests/s have no one capacity
+    assert [s["passed"] for s in top["stages"]] == [True, True], top["stages"]
+    assert top["stage_of_record"] in ("stage-01-c2", "stage-02-r20")
+    for s in top["stages"]:
+        sub = json.loads((out / s["folder"] / "summary.json").read_text())
+        assert set(sub["scopes"]) == {"a", "b", "all"}
+        assert sub["slo"]["all"]["judged"] == sub["headline"]["started"] > 0
+    rate = json.loads((out / "stage-02-r20" / "summary.json").read_text())
+    assert rate["resolved_load"]["load.rate_rps"] == 20 and rate["resolved_load"]["run.warmup_s"] == 0.2
+    assert rate["scopes"]["all"]["metrics"]["queue_delay"]["count"] > 0
+    assert (out / "stage-02-r20" / "ground_truth.knee.json").exists()
+    assert "latency (ms) vs offered load (c: users, r: requests/s)" in capsys.readouterr().out
