@@ -36,7 +36,7 @@ __all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "
 
 #: What a search limited by hopbench's own saturation tells the user to do.
 SATURATION_FIX = ("hopbench itself was saturated before the gateway's limit: rerun with more "
-                  "load-generating processes (--workers N, or --engine ray), or on a bigger machine")
+                  "load-generating processes (--workers N, or --engine ray), or on a bigger or quieter machine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +119,9 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         "ttft_p50_ms": _ms(scope, "ttft", "p50"), "ttft_p99_ms": _ms(scope, "ttft", "p99"),
         "itl_p99_ms": _ms(scope, "itl", "p99"),
         "completed_per_s": (summary.get("headline") or {}).get("completed_per_s"),
+        # the run's own words on why it was saturated (its cause: the client's CPU, or neighbours)
+        "saturation": next((w for w in summary.get("warnings") or []
+                            if isinstance(w, str) and w.startswith("load generator saturated")), None),
     }
     return Probe(load, not reasons, tuple(reasons), saturated, figures)
 
@@ -210,8 +213,10 @@ class CapacitySearch:
         unit = "users" if self._integer else "requests/s"
         cap = None if status in ("client_saturated", "below_min") else self.passing
         if status == "client_saturated":
-            load = self.probes[-1].load
-            msg = f"no capacity reported: at {load:g} {unit} {SATURATION_FIX}"
+            last = self.probes[-1]
+            why = last.figures.get("saturation")
+            msg = (f"no capacity reported: at {last.load:g} {unit} {SATURATION_FIX}"
+                   + (f" ({why})" if why else ""))
         elif status == "below_min":
             msg = f"capacity below the search's min: {self.spec.min:g} {unit} already failed"
         elif status == "at_max":

@@ -231,6 +231,13 @@ def _finish(profile: Profile, out: Path, probes: list[Probe], outcomes: list[Run
     summary["gate"] = dict(profile.gate) or None
     summary["stage_of_record"] = probes[record].figures.get("folder")
     summary["stages_kind"] = kind
+    # the whole staged run's span (the figures below it are the stage of record's)
+    first, last = outcomes[0].summary, outcomes[-1].summary
+    summary["started_at"], summary["started_at_unix_s"] = first.get("started_at"), first.get("started_at_unix_s")
+    summary["ended_at"] = last.get("ended_at")
+    t0, t1 = first.get("started_at_unix_s"), last.get("started_at_unix_s")
+    if isinstance(t0, (int, float)) and isinstance(t1, (int, float)):
+        summary["duration_s"] = round(t1 - t0 + float(last.get("duration_s") or 0.0), 3)
     summary["stages"] = [dict(p.figures) for p in probes]
     summary["resolved_load"] = _shape(profile, kind)
     summary["capacity"] = capacity

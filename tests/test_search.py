@@ -103,8 +103,15 @@ def test_stage_probe_judges_lower_bound_load_held_and_saturation() -> None:
     assert bad.reasons == ("slo",)
     not_held = stage_probe(30, _summary(100, 100, 0.97, held=False))
     assert not not_held.passed and not_held.reasons == ("load not held",)
-    sat = stage_probe(30, _summary(100, 100, 0.97, saturated=True))
+    summary = _summary(100, 100, 0.97, saturated=True)
+    summary["warnings"] = ["load generator saturated: event-loop lag p99 30.0 ms (> 25 ms) ...; the client "
+                           "used little CPU, so other processes on this machine (neighbours) ..."]
+    sat = stage_probe(30, summary)
     assert not sat.passed and sat.client_saturated
+    s = CapacitySearch(_spec())
+    s.record(sat)
+    assert s.next_load() is None
+    assert "(neighbours)" in s.result().message and "--workers" in s.result().message
 
 
 _BASE = """
