@@ -272,7 +272,8 @@ name = "b"
         ("stage-01-c2", "concurrency", 2), ("stage-02-r20", "rate", 20)]
     assert top["stages_kind"] == "stages"
     assert top["capacity"] is None  # stages mixing users and requests/s have no one capacity
-    assert [s["passed"] for s in top["stages"]] == [True, True], top["stages"]
+    for s in top["stages"]:  # (a machine busy enough to lag hopbench's loop says so instead)
+        assert s["passed"] or s["reasons"] == ["client saturated"], s
     assert top["stage_of_record"] in ("stage-01-c2", "stage-02-r20")
     for s in top["stages"]:
         sub = json.loads((out / s["folder"] / "summary.json").read_text())
@@ -283,3 +284,50 @@ name = "b"
     assert rate["scopes"]["all"]["metrics"]["queue_delay"]["count"] > 0
     assert (out / "stage-02-r20" / "ground_truth.knee.json").exists()
     assert "latency (ms) vs offered load (c: users, r: requests/s)" in capsys.readouterr().out
+
+
+def test_search_rate_end_to_end_finds_the_knee_within_10_percent(tmp_path: Path) -> None:
+    # Open loop, constant arrivals: the knee is 20 requests/s (4 slots, 0.2 s service).
+    # Past it the queue grows by (rate - 20) requests/s and TTFT with it. Five probes
+    # of 2 s at most (16, 20, 25, then bisection): bounded to ~20 s with start-ups.
+    profile = tmp_path / "rate.toml"
+    profile.write_text("""
+[run]
+name = "rate"
+[load]
+mode = "rate"
+rate_rps = 10
+[target]
+embedded = true
+[emulator]
+ttft_ms = 100
+tokens_per_s = 100
+output_tokens = 11
+max_concurrency = 4
+[slo]
+ttft_ms = 250
+target = 0.8
+confidence = 0.9
+[search]
+min = 16
+max = 40
+growth = 1.25
+resolution = 0.1
+duration_s = 2
+warmup_s = 0.5
+max_probes = 6
+[[scenario]]
+protocol = "chat"
+name = "c"
+""")
+    out = tmp_path / "out"
+    code = main(["search", str(profile), "--out", str(out), "--no-report", "--quiet"])
+    summary = json.loads((out / "summary.json").read_text())
+    cap = summary["capacity"]
+    assert cap["emulator_knee"]["rate_rps"] == pytest.approx(20.0)
+    if cap["status"] == "client_saturated":
+        assert "--workers" in cap["message"] and code == 1
+        pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
+    assert cap["status"] == "found", summary["stages"]
+    assert abs(cap["rate_rps"] - 20.0) <= 0.10 * 20.0, summary["stages"]
+    assert len(summary["stages"]) <= 6 and code == 0
