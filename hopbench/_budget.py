@@ -45,6 +45,8 @@ _BASELINE_RE = re.compile(r"^baseline(?:\s*([*+-])\s*(.+))?$")
 _PCT_RE = re.compile(r"^p(\d{1,3}(?:\.\d+)?)$")
 _STATS_FIXED: Final = ("count", "min", "mean", "max")
 _OPTION_KEYS: Final = ("allow_incomplete", "allow_saturated")
+#: ``capacity.<field>`` budgets on summary.json's ``capacity`` block: field -> unit.
+CAPACITY_FIELDS: Final = {"rate_rps": "requests/s", "concurrency": "users"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,8 @@ class Budget:
     inconclusive_passes: bool
     file: str
     line: int | None
+    #: a ``capacity.<field>`` budget (:data:`CAPACITY_FIELDS`), else None (docs/slo.md)
+    capacity: str | None = None
 
     @property
     def where(self) -> str:
@@ -155,7 +159,17 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
     stat: str | None
     rate: str | None = None
     percentile: float | None = None
-    if key in RATES:
+    capacity: str | None = None
+    if key.startswith("capacity."):
+        capacity = key.partition(".")[2]
+        if capacity not in CAPACITY_FIELDS:
+            raise t.error(key, f"unknown capacity figure {capacity!r}: expected one of "
+                               f"{', '.join('capacity.' + f for f in CAPACITY_FIELDS)}")
+        if scope != ALL:
+            raise t.error(key, "a capacity budget is for the whole run: put it in [gate], not a scenario's table")
+        metric = stat = None
+        unit_kind, unit = "number", CAPACITY_FIELDS[capacity]
+    elif key in RATES:
         metric = stat = None
         rate = key
         spec_r = RATES[key]
@@ -212,8 +226,9 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
         key=key, scope=scope, metric=metric, stat=stat, percentile=percentile, rate=rate,
         op=op, limit_text=limit_text.strip(), limit=limit, baseline_op=b_op,
         baseline_operand=b_operand, unit=unit,
-        min_count=default_min_count(stat) if min_count is None else min_count,
+        min_count=(0 if capacity else default_min_count(stat)) if min_count is None else min_count,
         inconclusive_passes=inconclusive == "pass", file=_where(t, key)[0], line=_where(t, key)[1],
+        capacity=capacity,
     )
 
 

@@ -158,11 +158,14 @@ class Comparison:
     alpha: float = ALPHA
     min_effect: float = MIN_EFFECT
     shape_differences: tuple[str, ...] = field(default=())
+    #: staged runs: hopbench._capacity_report.compare_capacity's result, else None
+    capacity: Mapping[str, Any] | None = None
 
     @property
     def any_worse(self) -> bool:
-        """True when any metric or rate verdict is "worse"."""
-        return any(m.verdict == "worse" for m in self.metrics) or any(r.verdict == "worse" for r in self.rates)
+        """True when any metric, rate or capacity verdict is "worse"."""
+        return (any(m.verdict == "worse" for m in self.metrics) or any(r.verdict == "worse" for r in self.rates)
+                or (self.capacity or {}).get("verdict") == "worse")
 
     def scopes(self) -> list[str]:
         """Scopes in report order (scenarios, then "all")."""
@@ -226,6 +229,7 @@ class Comparison:
             "only_in_base": list(self.only_in_base),
             "only_in_candidate": list(self.only_in_candidate),
             "scopes": scopes,
+            "capacity": None if self.capacity is None else dict(self.capacity),
         }
 
 
@@ -518,12 +522,18 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
         out_r.extend(_compare_rates(scope, a, b, alpha))
     if "all" in common:
         out_r.extend(_compare_throughput(base, candidate, base_dir, candidate_dir, alpha, min_effect))
+    from ._capacity_report import compare_capacity  # staged runs (docs/slo.md)
+
+    capacity = compare_capacity(base, candidate)
+    if capacity is not None and base.get("stage_of_record") != candidate.get("stage_of_record"):
+        warnings.append(f"latencies are compared at each run's capacity point ({base.get('stage_of_record')} "
+                        f"vs {candidate.get('stage_of_record')}): different loads")
     return Comparison(
         base_dir=label_a, candidate_dir=label_b, metrics=tuple(out_m), rates=tuple(out_r),
         warnings=tuple(warnings),
         only_in_base=tuple(s for s in scopes_a if s not in scopes_b),
         only_in_candidate=tuple(s for s in scopes_b if s not in scopes_a),
-        alpha=alpha, min_effect=min_effect, shape_differences=tuple(diffs),
+        alpha=alpha, min_effect=min_effect, shape_differences=tuple(diffs), capacity=capacity,
     )
 
 
@@ -588,11 +598,15 @@ def _render_text(c: Comparison) -> str:
                 rel = _rel(rc.base[2], rc.candidate[2])
                 out.append(f"    {rc.name:<34} {_rate_cell(rc.base, rc.unit):>22} -> {_rate_cell(rc.candidate, rc.unit):<22}"
                            f" {_pct(rel):>8}  {_VERDICT_TEXT[rc.verdict]} ({rc.method}, p = {rc.p_value:.2g})")
+    from ._capacity_report import capacity_compare_lines
+
+    out += capacity_compare_lines(c.capacity)
     worse = c.any_worse
     out.append("")
     out.append("compare: " + ("WORSE: " + ", ".join(
         [f"{m.scope} {m.metric}" for m in c.metrics if m.verdict == "worse"]
-        + [f"{r.scope} {r.name}" for r in c.rates if r.verdict == "worse"]) if worse else "nothing worse"))
+        + [f"{r.scope} {r.name}" for r in c.rates if r.verdict == "worse"]
+        + (["capacity"] if (c.capacity or {}).get("verdict") == "worse" else [])) if worse else "nothing worse"))
     return "\n".join(out) + "\n"
 
 
@@ -623,6 +637,9 @@ def _render_markdown(c: Comparison) -> str:
                 out.append(f"| {r.name} | {_MD_VERDICT[r.verdict]} | {_rate_cell(r.base, r.unit)} | "
                            f"{_rate_cell(r.candidate, r.unit)} | {_pct(_rel(r.base[2], r.candidate[2]))} | "
                            f"{r.method}, p = {r.p_value:.2g} |")
+    from ._capacity_report import capacity_compare_lines
+
+    out += [line.replace("== capacity ==", "#### capacity").strip() for line in capacity_compare_lines(c.capacity)]
     return "\n".join(out) + "\n"
 
 

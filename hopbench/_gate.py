@@ -134,6 +134,14 @@ def _stat_value(scope: Mapping[str, Any], b: Budget, where: str) -> tuple[float 
 def _measure(summary: Mapping[str, Any], b: Budget, measured_s: float | None,
              where: str) -> tuple[float | None, int] | None:
     """(value, samples) of ``b`` in ``summary``; None when the scope is absent."""
+    if b.capacity is not None:  # summary.json's capacity block (hopbench._stages; docs/slo.md)
+        cap = summary.get("capacity")
+        if not isinstance(cap, Mapping):
+            return None, 0
+        value = cap.get(b.capacity)
+        probes = cap.get("probes")
+        n = probes if isinstance(probes, int) and not isinstance(probes, bool) else 0
+        return (float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None), n
     scope = _scopes(summary, where).get(b.scope)
     if not isinstance(scope, Mapping):
         return None
@@ -180,6 +188,10 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
             return inconclusive(f"baseline has {n} samples, {b.min_count} needed")
         base_value = bgot[0]
         limit = _resolve_limit(b, base_value)
+    if b.capacity is not None and value is None:
+        cap = summary.get("capacity")
+        why = cap.get("message") if isinstance(cap, Mapping) else "not a staged run: no capacity block"
+        return inconclusive(f"no capacity measured ({why})")
     if samples < b.min_count:
         return inconclusive(f"{samples} samples, {b.min_count} needed")
     if value is None:

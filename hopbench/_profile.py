@@ -156,6 +156,8 @@ class Scenario:
     replacement: bool = True
     #: client cancellation (hopbench._cancel, docs/workloads.md), or None
     cancel: CancelSpec | None = None
+    #: its objectives (hopbench._slo_spec.Slo: [slo] with [scenario.slo] over it), None without
+    slo: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +186,10 @@ class Profile:
     scrape: tuple[Any, ...] = field(default=(), compare=False)
     #: A/B arms (hopbench._arms.ArmSpec), empty without ``[[arm]]``
     arms: tuple[Any, ...] = field(default=(), compare=False)
+    #: ``[[stage]]`` entries (hopbench._stage_spec.Stage), possibly empty (docs/slo.md)
+    stages: tuple[Any, ...] = field(default=(), compare=False)
+    #: the ``[search]`` table (hopbench._stage_spec.SearchSpec), or None
+    search: Any = field(default=None, compare=False)
 
     @property
     def scopes(self) -> list[str]:
@@ -225,7 +231,8 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
     return s_to_ns(v)
 
 
-_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "arm")
+_TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "arm", "slo", "stage",
+              "search")
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
@@ -238,7 +245,12 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
     target = _target(root.table("target"), env)
-    scenarios = _scenarios(root, base, target, run.seed)
+    from ._slo_spec import Slo, parse_slo  # [slo] (docs/slo.md)
+
+    slo_base: Slo | None = None
+    if root.has("slo"):
+        slo_base = parse_slo(root.table("slo"))
+    scenarios = _scenarios(root, base, target, run.seed, slo_base)
     emulator_t = root.table("emulator")
     from .emulator._config import EmulatorConfig  # the emulator owns its keys
 
@@ -268,8 +280,19 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     from ._scrape_spec import parse_scrapes  # [[scrape]] endpoints (docs/observability.md)
 
     scrape = parse_scrapes(root.tables("scrape"), env)
+    from ._stage_spec import parse_search, parse_stages  # [[stage]], [search] (docs/slo.md)
+
+    stages = parse_stages(root.tables("stage"))
+    search = None
+    if root.has("search"):
+        search = parse_search(root.table("search"), load.mode)
+        if stages:
+            raise root.error("search", "expected [search] or [[stage]] entries, not both")
+        if all(sc.slo is None for sc in scenarios):
+            raise root.table("search").error(None, "a capacity search judges stages by their objectives: "
+                                                   "add an [slo] table (docs/slo.md)")
     root.done()
-    if run.duration_ns is None and run.requests is None:
+    if run.duration_ns is None and run.requests is None and not stages and search is None:
         raise root.error("run", "expected run.duration_s or run.requests (how long to run)")
     if load.mode == "concurrency" and run.requests is not None and run.requests < 1:
         raise root.table("run").error("requests", "expected a positive integer")
@@ -285,6 +308,8 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         emulator_config=emulator_config,
         scrape=scrape,
         arms=arms,
+        stages=stages,
+        search=search,
     )
 
 
@@ -506,7 +531,8 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     return TargetSpec(url, paths, headers, header_env, api_key_env, auth, verify, transport)
 
 
-def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tuple[Scenario, ...]:
+def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
+               slo_base: Any = None) -> tuple[Scenario, ...]:
     tables = root.tables("scenario")
     if not tables:
         raise root.error("scenario", "expected at least one [[scenario]] table")
@@ -543,6 +569,11 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
         else:
             max_tokens = t.int("max_tokens", 256, min=1)
         include_usage = t.bool("include_usage", True)
+        slo = slo_base
+        if t.has("slo"):
+            from ._slo_spec import parse_slo
+
+            slo = parse_slo(t.table("slo"), slo_base)
         if protocol != "chat" and t.has("include_usage") and "include_usage" in t.data:
             raise t.error("include_usage", "only valid for protocol = \"chat\"")
         extra = t.table("extra")
@@ -566,13 +597,13 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0) -> tu
                                                   include_usage, extra_data) for e in entries),
                                 target.paths[protocol],
                                 lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
-                                replacement=workload.replacement, cancel=cancel))
+                                replacement=workload.replacement, cancel=cancel, slo=slo))
             continue
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,
                             tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),
                             max_tokens, include_usage, extra_data, bodies, target.paths[protocol],
-                            cancel=cancel))
+                            cancel=cancel, slo=slo))
     return tuple(out)
 
 

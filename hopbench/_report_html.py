@@ -42,6 +42,7 @@ from ._format import fmt_num as _num
 from ._hdr import METRICS, Histogram
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 from ._recorder import ALL, Snapshot
+from ._report_capacity import capacity_section
 from ._report_scrape import scrape_section
 from ._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 
@@ -201,10 +202,15 @@ def load_run(results_dir: Path) -> RunData:
     summary = read_summary(path)
     snapshot = snapshot_from_summary(summary)
     notes: list[str] = []
-    timeline = _read_timeline(path / TIMELINE_NAME)
+    record = summary.get("stage_of_record")  # a staged run: its capacity point's files (docs/slo.md)
+    if isinstance(record, str) and record and (path / record).is_dir():
+        path_files = path / record
+    else:
+        path_files = path
+    timeline = _read_timeline(path_files / TIMELINE_NAME)
     if not timeline:
-        notes.append(f"{path / TIMELINE_NAME}: missing or empty; no throughput or in-flight plots")
-    hlog = path / HLOG_NAME
+        notes.append(f"{path_files / TIMELINE_NAME}: missing or empty; no throughput or in-flight plots")
+    hlog = path_files / HLOG_NAME
     intervals: dict[str, list[IntervalHist]] = {}
     if hlog.is_file():
         intervals = read_hlog(hlog, _TIMELINE_TAGS)
@@ -695,6 +701,8 @@ def render_html(runs: Sequence[RunData]) -> str:
         tag = "" if len(runs) == 1 else f"[{'AB'[i]}] "
         heading = [f"<h3>{_e(tag + run.label)}</h3>"] if len(runs) > 1 else []  # h1 names a lone run
         parts += heading + [_run_meta(run), _run_figures(run), _warnings(run), _headline(run)]
+    for run in runs:  # staged runs: latency against offered load (hopbench._report_capacity)
+        parts += capacity_section(run.summary, _figure_html)
     if len(runs) > 1:
         parts += ["<h2>Compare verdicts (B against A)</h2>", _verdicts(runs)]
     arms = a.summary.get("arm_differences")

@@ -34,9 +34,10 @@ from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment, write_error
 from ._inflight import BUSY_PHASES, PHASES
 from ._runner import LoadRunner, RunStats
+from ._slo import slo_summary
 
 __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
-           "timeline_line", "finish_run", "progress_line"]
+           "timeline_line", "finish_run", "progress_line", "slo_block"]
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
 SATURATION_CPU = 0.95
@@ -598,12 +599,18 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
     meta.update(ended_at=_iso(ended), duration_s=round(ended - meta["started_at_unix_s"], 3),
                 saturated=sat or saturated, warnings=_unique(warnings), load=load,
                 headline=headline(total, load["measured_s"]),
+                slo=slo_block(profile, total, load["measured_s"]),
                 error_samples=dict(sorted(stats.error_samples.items())),
                 generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
                            "loop_lag_p99_ms": load["loop_lag_p99_ms"],
                            "intervals": len(stats.intervals), **gc_figures(stats)})
     return writer.finish(meta, total, warmup, complete=complete)
 
+
+
+def slo_block(profile: Profile, total: Snapshot, measured_s: float) -> dict[str, Any] | None:
+    """summary.json's ``slo`` block for ``profile``'s scenarios (hopbench._slo.slo_summary)."""
+    return slo_summary({sc.name: sc.slo for sc in profile.scenarios}, total, measured_s)
 
 
 def _unique(warnings: list[str]) -> list[str]:

@@ -41,6 +41,7 @@ from ._clock import NS_PER_S, monotonic_offset_ns, now_ns, ns_to_s
 from ._collector import CollectorWatch
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
+from ._slo import judge, record_verdict
 from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, record_lengths, record_stream,
                      stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
@@ -692,6 +693,8 @@ class LoadRunner:
             record = measure(meter, end, outcome, detail, result,
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
             record_stream(rec, scope_name, record, self._header_values)
+            if sc.slo is not None:  # docs/slo.md
+                record_verdict(rec, scope_name, judge(sc.slo, record))
             if outcome == CANCEL_OUTCOME and rec is self.rec:  # joined with the upstream's record
                 closed = box[3] if box[3] is not None else end  # (no response yet: httpx closed it)
                 self.cancels.append(ClientCancel(headers[REQUEST_ID_HEADER], scope_name,

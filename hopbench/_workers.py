@@ -60,7 +60,7 @@ from ._inflight import PHASES
 from ._profile import LoadSpec, Profile
 from ._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._results import ResultsWriter
-from ._run import (RunOutcome, analyse, base_meta, default_out_dir, gc_figures, headline, hold_signals,
+from ._run import (RunOutcome, analyse, base_meta, default_out_dir, gc_figures, headline, hold_signals, slo_block,
                    mark_started, progress_line)
 from ._wire_text import merge_samples
 from ._runner import LoadRunner, RunStats
@@ -565,6 +565,7 @@ class Merger:
         meta.update(ended_at=_iso(ended), duration_s=round(ended - started, 3),
                     saturated=any_saturated, warnings=list(dict.fromkeys(warnings)), load=load,
                     headline=headline(total, load["measured_s"]), error_samples=merged.error_samples,
+                    slo=slo_block(profile, total, load["measured_s"]),
                     workers=len(self.workers), engine=engine,
                     hosts=sorted({w.host for w in self.workers.values() if w.host}),
                     worker_detail=detail,

@@ -110,6 +110,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "0: any free port; docs/observability.md)")
     r.set_defaults(handler=_run, parser=r)
 
+    se = sub.add_parser("search", help="find the highest load the gateway holds within its [slo] (the profile's [search])",
+                        description="Run the profile's [search]: probes of growing load, then bisection, "
+                        "each judged by its [slo] good fraction (Wilson lower bound >= target), the load held "
+                        "and hopbench not saturated; writes one results folder with a capacity block (docs/slo.md).")
+    se.add_argument("profile", type=Path, help="a profile with [slo] and [search] tables, e.g. profiles/capacity.toml")
+    se.add_argument("--out", type=Path, metavar="DIR", help="results folder (default results/<name>-<UTC timestamp>)")
+    se.add_argument("--results-root", type=Path, default=Path("results"), metavar="DIR",
+                    help="where result folders are created (default: results)")
+    se.add_argument("--target-url", metavar="URL", help="override target.url")
+    se.add_argument("--quiet", "-q", action="store_true", help="no progress lines and no tables")
+    se.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (overrides run.workers)")
+    se.add_argument("--engine", choices=("local", "ray"), help="where workers run (overrides run.engine)")
+    se.add_argument("--ray-address", metavar="ADDRESS", help="Ray cluster for --engine ray")
+    se.add_argument("--no-report", action="store_true", help="do not write report.html")
+    se.add_argument("--no-gate", action="store_true", help="do not apply the profile's [gate] budgets at the end")
+    se.set_defaults(handler=_search, parser=se)
+
     v = sub.add_parser("validate", help="check a profile without sending load",
                        description="Validate profiles (every key, the [emulator] and [gate] tables, "
                        "prompt files, environment variables); print 'PATH: ok' for each valid one; "
@@ -226,6 +243,14 @@ def _run(args: argparse.Namespace) -> int:
         quiet=args.quiet, no_progress=args.no_progress, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, no_report=args.no_report, no_gate=args.no_gate,
         metrics_port=args.metrics_port))
+
+
+def _search(args: argparse.Namespace) -> int:
+    return _guard("hopbench", lambda: run_command(
+        args.profile, out=args.out, results_root=args.results_root, target_url=args.target_url,
+        quiet=args.quiet, no_progress=True, workers=args.workers, engine=args.engine,
+        ray_address=args.ray_address, no_report=args.no_report, no_gate=args.no_gate,
+        require_search=True))
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -354,7 +379,8 @@ def validate_command(profiles: Sequence[Path]) -> int:
 def run_command(profile_path: Path, *, out: Path | None = None, results_root: Path = Path("results"),
                 target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
                 workers: int | None = None, engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
-                no_report: bool = False, no_gate: bool = False, metrics_port: int | None = None) -> int:
+                no_report: bool = False, no_gate: bool = False, metrics_port: int | None = None,
+                require_search: bool = False) -> int:
     """``hopbench run``: run a profile, write its results folder, report.html, the
     terminal summary and the gate's verdict.
 
@@ -372,6 +398,9 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         no_gate: do not apply the profile's ``[gate]``.
         metrics_port: serve live figures on 127.0.0.1 (overrides ``run.metrics_port``;
             hopbench._live_metrics); a port that cannot be bound is bad input (exit 2, no load).
+        require_search: ``hopbench search``: the profile must have a ``[search]`` table.
+            A profile with ``[[stage]]`` or ``[search]`` runs its stages (hopbench._stages)
+            into one folder, with the latency-vs-load table after the summary.
 
     Returns:
         The exit code: the gate's (0 or 1) after a complete run; 2 when the
@@ -393,6 +422,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     from ._summary_table import render_summary
 
     profile = load_profile(profile_path)
+    if require_search and profile.search is None:
+        raise UsageError(f"{profile_path}: no [search] table: hopbench search needs one (docs/slo.md)")
     if target_url:
         from ._profile import check_base_url
 
@@ -431,6 +462,20 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         runner = run_profile_workers
     else:
         runner = run_profile
+    staged = bool(profile.stages) or profile.search is not None
+    if staged:  # one run per stage into one folder (docs/slo.md); progress: a line per stage
+        from ._stages import run_search, run_stages
+
+        def say(text: str) -> None:
+            if not quiet:
+                err.print(text, highlight=False, soft_wrap=True)
+
+        one_run, drive = runner, (run_search if profile.search is not None else run_stages)
+
+        def runner(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
+            return drive(p, out_dir, one_run, on_line=say)
+
+        no_progress = True
     with ExitStack() as stack:
         stack.enter_context(_signals_interrupt())
         progress: Callable[..., None] | None = None
@@ -482,6 +527,14 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
 
             console.print(render_arm_differences(summary["arm_differences"]), highlight=False,
                           soft_wrap=True, markup=False)
+        from ._capacity_report import slo_lines
+
+        for line in slo_lines(summary):  # [slo] (docs/slo.md)
+            console.print(line, highlight=False, soft_wrap=True)
+        if staged:
+            from ._capacity_report import render_capacity
+
+            render_capacity(summary, console)
     gate_exit = EXIT_OK
     if summary.get("gate") and not no_gate:
         from ._gate import evaluate_gate
@@ -511,4 +564,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
+    capacity = summary.get("capacity") or {}
+    if capacity.get("client_saturated"):  # no capacity could be measured: never a silent 0
+        err.print(f"hopbench: error: {capacity.get('message')}", highlight=False, soft_wrap=True)
+        return max(gate_exit, EXIT_BREACH)
     return gate_exit

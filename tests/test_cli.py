@@ -21,6 +21,8 @@ SMOKE = str(ROOT / "profiles" / "smoke.toml")
 OPTIONS = {
     "run": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--no-progress",
             "--workers", "--engine", "--ray-address", "--no-report", "--no-gate", "--metrics-port"},
+    "search": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--workers",
+               "--engine", "--ray-address", "--no-report", "--no-gate"},
     "validate": {"-h", "--help"},
     "serve": {"-h", "--help", "--host", "--port", "--config", "--record", "--log-level", "--config-json",
               "--ready-file"},
@@ -31,7 +33,7 @@ OPTIONS = {
     "report": {"-h", "--help", "--compare", "--out"},
     "export": {"-h", "--help", "--format", "--out"},
 }
-POSITIONALS = {"run": ["profile"], "validate": ["profile"], "serve": [], "gate": ["results_dir"],
+POSITIONALS = {"run": ["profile"], "search": ["profile"], "validate": ["profile"], "serve": [], "gate": ["results_dir"],
                "compare": ["base_dir", "candidate_dir"], "report": ["results_dir"],
               "export": ["results_dir"]}
 

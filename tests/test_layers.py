@@ -35,12 +35,12 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # pure core: decoder base, recorder, statistics, emulator config
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",
-        "hopbench._dataset"),
+        "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
-        "hopbench._budget", "hopbench.emulator._behaviour", "hopbench._scrape_spec",
-        "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload", "hopbench._cancel",
-        "hopbench._arms"),
+        "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
+        "hopbench._scrape_spec", "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload",
+        "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
         "hopbench.emulator._embedded"),
@@ -48,12 +48,13 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # per-stream meter (pure), the HTTP transport (I/O), the emulator's public surface
     6: ("hopbench._meter", "hopbench._transport", "hopbench.emulator"),
     # the runner (the only async code that stamps), results folder writer/reader
-    7: ("hopbench._runner", "hopbench._results", "hopbench._scrape"),
+    7: ("hopbench._runner", "hopbench._results", "hopbench._scrape", "hopbench._capacity_report"),
     # one run, and the views of a results folder
     8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
+        "hopbench._report_capacity",
         "hopbench._progress"),
     # report.html shows compare's verdicts (two runs); workers drive _run's pieces
-    9: ("hopbench._report_html", "hopbench._workers", "hopbench._arms_report"),
+    9: ("hopbench._report_html", "hopbench._workers", "hopbench._arms_report", "hopbench._stages"),
     10: ("hopbench._ray",),
     # the package's public surface, then the command line and the entry points
     11: ("hopbench",),
@@ -68,7 +69,7 @@ ALLOWED_SIBLINGS: frozenset[tuple[str, str]] = frozenset()
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
         "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
         "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
-        "hopbench._cancel"]
+        "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

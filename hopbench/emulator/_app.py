@@ -45,6 +45,7 @@ from typing import Any, Awaitable, Callable
 
 import anyio
 
+from ._capacity import CapacityGate
 from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, request_rng
 from ._config import EmulatorConfig
 from ._metrics import EmulatorMetrics
@@ -94,6 +95,8 @@ class _StreamState:
 
     t0_ns: int
     keepalive_ns: int
+    #: the schedule's origin: t0_ns plus the wait for a slot (``_capacity``)
+    start_ns: int = 0
     last_write_ns: int = 0
     #: events due and queued, not yet handed to send()
     pending: list[bytes] = field(default_factory=list)
@@ -168,6 +171,7 @@ class EmulatorApp:
         self.writer = writer
         self.requests = 0
         self.metrics = EmulatorMetrics()  # GET /metrics (hopbench.emulator._metrics)
+        self.capacity = CapacityGate(config)  # the slot queue and token budget (_capacity)
         self.created_s = int(time.time())
         names = ["hopbench-emulator", *config.models]
         self._models_body = json.dumps({"object": "list", "data": [
@@ -269,13 +273,37 @@ class EmulatorApp:
             wire = ResponsesWire(rid, model, self.created_s, input_tokens)
         else:
             wire = MessagesWire(rid, model, self.created_s, input_tokens)
-        st = _StreamState(t0, behaviour.keepalive_interval_ns)
+        st = _StreamState(t0, behaviour.keepalive_interval_ns, t0)
         st.run_on = behaviour.on_client_close == "finish"
+        if plan.status == 200 and self.capacity.full():
+            await self._json(send, 503, http_error_body(protocol, 503))
+            self._record(request_id, protocol, model, stream, "queue_full", None, 503,
+                         input_tokens, "http_error", None, st, plan.finish, now_ns())
+            return
 
         if plan.slow_headers_ns:
             await sleep_until_ns(t0 + plan.slow_headers_ns)
         if plan.status != 200:
-            extra = ([(b"retry-after", str(behaviour.faults.retry_after_s).encode())]
+            await self._answer(send, receive, plan, wire, st, behaviour.faults.retry_after_s,
+                               request_id, protocol, model, stream, input_tokens)
+            return
+        # a queued request's whole schedule starts when it leaves the queue
+        await self.capacity.acquire()
+        try:
+            st.start_ns = now_ns()
+            await self._answer(send, receive, plan, wire, st, behaviour.faults.retry_after_s,
+                               request_id, protocol, model, stream, input_tokens)
+        finally:
+            self.capacity.release()
+
+    async def _answer(self, send: Send, receive: Receive, plan: Plan, wire: Wire,
+                      st: _StreamState, retry_after_s: int, request_id: str | None,
+                      protocol: str, model: str, stream: bool, input_tokens: int) -> None:
+        """Carry out a plan from ``st.start_ns`` on and write its ground truth."""
+        if plan.slow_headers_ns:
+            await sleep_until_ns(st.start_ns + plan.slow_headers_ns)
+        if plan.status != 200:
+            extra = ([(b"retry-after", str(retry_after_s).encode())]
                      if plan.status == 429 else None)
             await self._json(send, plan.status, http_error_body(protocol, plan.status), extra)
             self._record(request_id, protocol, model, stream, plan.fault, None, plan.status,
@@ -321,7 +349,7 @@ class EmulatorApp:
 
     async def _plain(self, send: Send, plan: Plan, wire: Wire, st: _StreamState) -> None:
         """A non-streaming answer: the whole body once the whole generation is due."""
-        due_ns = st.t0_ns + plan.first_ns + sum(plan.gaps_ns)
+        due_ns = st.start_ns + plan.first_ns + sum(self.capacity.gap_ns(g) for g in plan.gaps_ns)
         await sleep_until_ns(due_ns)
         body = wire.body(plan.finish, "".join(plan.reasoning), "".join(plan.text),
                          plan.tool_name, "".join(plan.tool_args), plan.n_tokens)
@@ -371,7 +399,7 @@ class EmulatorApp:
         opening = wire.opening()
         self._queue(st, b"".join(opening), len(opening))
         fault = plan.fault if plan.fault in _STREAM_FAULTS else None
-        base_ns = st.t0_ns + plan.first_ns
+        base_ns = st.start_ns + plan.first_ns
         gaps = plan.gaps_ns
         i = 0
         for kind, tokens in (("reasoning", plan.reasoning), ("text", plan.text),
@@ -379,7 +407,7 @@ class EmulatorApp:
             parts = st.parts[kind]
             for token in tokens:
                 if i:
-                    base_ns += gaps[i - 1]
+                    base_ns += self.capacity.gap_ns(gaps[i - 1])
                 if fault is not None and i == plan.fault_at:
                     base_ns, ended = await self._fault(send, plan, wire, st, base_ns)
                     if ended is not None:
@@ -475,4 +503,5 @@ class EmulatorApp:
             duration_ns=max(0, end_ns - st.t0_ns), lag_max_ns=st.lag_max_ns,
             t0_mono_ns=st.t0_ns,  # now_ns is time.monotonic_ns: CLOCK_MONOTONIC
             client_closed_ns=None if st.closed_ns is None else st.closed_ns - st.t0_ns,
-            tokens_after_close=st.tokens_after_close))
+            tokens_after_close=st.tokens_after_close,
+            queue_ns=max(0, st.start_ns - st.t0_ns)))

@@ -198,12 +198,21 @@ class EmulatorConfig:
             ``x-api-key: KEY``; None accepts any request.
         default: the behaviour of models with no table of their own.
         models: per-model behaviours, by the request's ``model`` name.
+        max_concurrency: requests served at once (0: no limit); the others wait
+            in a FIFO queue before their schedule starts (``_capacity``).
+        max_queue: requests that may wait for a slot (0: no limit); one more
+            gets HTTP 503 at once.
+        token_budget_per_s: output tokens/s all streams share (0: no limit):
+            a stream's rate is min(tokens_per_s, budget / streams in service).
     """
 
     seed: int = 0
     api_key: str | None = None
     default: Behaviour = field(default_factory=Behaviour)
     models: dict[str, Behaviour] = field(default_factory=dict)
+    max_concurrency: int = 0
+    max_queue: int = 0
+    token_budget_per_s: float = 0.0
 
     def behaviour_for(self, model: str) -> Behaviour:
         """The behaviour of ``model`` (its own table, else the default)."""
@@ -222,6 +231,11 @@ class EmulatorConfig:
         """
         seed = table.int("seed", 0, min=0)
         api_key = table.str("api_key", None, nonempty=True)
+        max_concurrency = table.int("max_concurrency", 0, min=0)
+        max_queue = table.int("max_queue", 0, min=0)
+        if max_queue and not max_concurrency:
+            raise table.error("max_queue", "only valid with max_concurrency (the queue is for its slots)")
+        token_budget = table.number("token_budget_per_s", 0.0, min=0)
         default = _read_behaviour(table, _BEHAVIOUR_DEFAULT)
         models: dict[str, Behaviour] = {}
         if table.has("models"):
@@ -231,7 +245,9 @@ class EmulatorConfig:
                 models[name] = _read_behaviour(sub, default)
                 sub.done()
         table.done()
-        return cls(seed=seed, api_key=api_key, default=default, models=models)
+        return cls(seed=seed, api_key=api_key, default=default, models=models,
+                   max_concurrency=max_concurrency, max_queue=max_queue,
+                   token_budget_per_s=float(token_budget))
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], source: str = "<emulator>") -> "EmulatorConfig":
@@ -264,6 +280,9 @@ class EmulatorConfig:
         out: dict[str, Any] = {"seed": self.seed}
         if self.api_key is not None:
             out["api_key"] = self.api_key
+        for key in ("max_concurrency", "max_queue", "token_budget_per_s"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
         out.update(_behaviour_mapping(self.default))
         if self.models:
             out["models"] = {name: _behaviour_mapping(b) for name, b in self.models.items()}

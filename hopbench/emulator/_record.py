@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
-__all__ = ["GroundTruth", "GroundTruthWriter", "End", "read_ground_truth"]
+__all__ = ["GroundTruth", "GroundTruthWriter", "End", "read_ground_truth", "knee_path"]
 
 End = Literal["completed", "failed", "disconnect", "stall", "http_error", "client_closed"]
 
@@ -62,6 +62,8 @@ class GroundTruth:
         tokens_after_close: content deltas handed to send() after that notice
             (0 unless ``on_client_close = "finish"``: by default the emulator
             stops a stream at once when its client leaves).
+        queue_ns: request received -> it left the slot queue (``max_concurrency``),
+            in ns; 0 without a slot limit. Its schedule (TTFT, gaps) starts then.
     """
 
     request_id: str | None
@@ -89,6 +91,7 @@ class GroundTruth:
     t0_mono_ns: int = 0
     client_closed_ns: int | None = None
     tokens_after_close: int = 0
+    queue_ns: int = 0
 
 
 _FIELDS = tuple(f.name for f in fields(GroundTruth))
@@ -99,12 +102,16 @@ class GroundTruthWriter:
 
     Args:
         path: the file to append to (created with its parent folders).
+        knee: the configured knee (``Knee.to_json``), written once to
+            ``knee_path(path)``; None writes none.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, knee: dict[str, Any] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        if knee is not None:  # the configured capacity, beside the lines (docs/emulator.md)
+            knee_path(path).write_text(json.dumps(knee, indent=2) + "\n", encoding="utf-8")
 
     def write(self, record: GroundTruth) -> None:
         """Write one line and flush it. A closed writer ignores the record."""
@@ -120,6 +127,12 @@ class GroundTruthWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def knee_path(path: Path) -> Path:
+    """Where the configured knee of the ground truth at ``path`` is written:
+    ``ground_truth.jsonl`` -> ``ground_truth.knee.json`` (``_capacity.Knee.to_json``)."""
+    return path.with_name(path.name.split(".")[0] + ".knee.json")
 
 
 def read_ground_truth(path: Path) -> list[dict[str, object]]:

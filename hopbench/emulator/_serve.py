@@ -57,6 +57,7 @@ from .._errors import ProfileError, UsageError
 from .._exit import EXIT_INPUT, EXIT_OK
 from ._app import EmulatorApp
 from ._config import EmulatorConfig
+from ._capacity import knee
 from ._record import GroundTruthWriter
 
 __all__ = ["serve", "serve_command"]
@@ -201,7 +202,8 @@ async def serve(
     sockets = _listen(host, port)
     writer: GroundTruthWriter | None = None
     try:
-        writer = GroundTruthWriter(record_path) if record_path is not None else None
+        writer = (GroundTruthWriter(record_path, knee(config).to_json())
+                  if record_path is not None else None)
         app = EmulatorApp(config, writer)
         server = _Server(_uvicorn_config(app, log_level),
                          partial(task_status.started, _url(sockets[0])))

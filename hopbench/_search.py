@@ -1,0 +1,250 @@
+"""The capacity search's decisions: which load to probe next, and what was found (docs/slo.md).
+
+Role: pure (no clock, no I/O). :func:`stage_probe` judges one stage from its
+summary.json (good fraction's lower bound against the target, load held,
+hopbench not saturated); :class:`CapacitySearch` decides the next load from
+the probes so far; :func:`search` drives it with any function from a load to
+a ``Probe`` (the real runner in ``_stages``, a fake in tests).
+
+Strategy: start at ``start``; while stages pass, multiply the load by
+``growth`` (capped at ``max``); after the first failure, bisect between the
+highest passing and the lowest failing load until they are within
+``resolution`` of the passing one (a concurrency search also stops when they
+are 1 user apart). Every probe is kept.
+
+Outcomes (``SearchResult.status``):
+- "found": capacity is the highest passing load, the next failing one within resolution;
+- "at_max": ``max`` passed (capacity >= max);
+- "below_min": ``min`` failed (capacity < min);
+- "client_saturated": hopbench itself was the bottleneck at a load it had to
+  judge: no capacity is reported (the fix: ``--workers``);
+- "max_probes": the probe budget ran out before the resolution was reached
+  (capacity is the highest passing load so far);
+- "interrupted": a probe was stopped by a signal, a crash or a lost target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._stage_spec import SearchSpec
+
+__all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "SATURATION_FIX"]
+
+#: What a search limited by hopbench's own saturation tells the user to do.
+SATURATION_FIX = ("hopbench itself was saturated before the gateway's limit: rerun with more "
+                  "load-generating processes (--workers N, or --engine ray), or on a bigger or quieter machine")
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One stage judged.
+
+    Attributes:
+        load: the offered load (users or requests/s).
+        passed: good-fraction lower bound >= target, load held, hopbench not saturated.
+        reasons: why it failed (empty when it passed), e.g. ("slo", "load not held").
+        client_saturated: hopbench was saturated (its latencies are not the gateway's).
+        figures: what the reports show (see ``stage_probe``), JSON-able.
+    """
+
+    load: float
+    passed: bool
+    reasons: tuple[str, ...] = ()
+    client_saturated: bool = False
+    figures: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _ms(scope: Mapping[str, Any], metric: str, stat: str) -> float | None:
+    m = (scope.get("metrics") or {}).get(metric)
+    if not isinstance(m, Mapping) or not m.get("count"):
+        return None
+    v = m.get(stat)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _target(slo: Mapping[str, Any]) -> float | None:
+    """The strictest target among the scenarios' objectives, None without any."""
+    targets = [b.get("target") for k, b in slo.items() if k != "all" and isinstance(b, Mapping)]
+    return max((float(t) for t in targets if isinstance(t, (int, float))), default=None)
+
+
+def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
+    """Judge one stage from its summary.json (pure).
+
+    Args:
+        load: the load the stage offered.
+        summary: the stage's summary (``slo``, ``load``, ``saturated``, ``scopes``).
+
+    Returns:
+        The probe; its reasons among "slo", "slo: too few requests" (the good
+        fraction met the target, its lower bound did not: lengthen the stage),
+        "load not held", "client saturated", "run incomplete"; its ``figures``: good_fraction, good_fraction_lower, target,
+        goodput_rps, goodput_tokens_per_s, judged, held, saturated,
+        achieved_rate_rps / mean_busy, ttft_p50_ms, ttft_p99_ms, itl_p99_ms,
+        completed_per_s, folder (when the summary names one).
+    """
+    slo = summary.get("slo") or {}
+    all_slo = slo.get("all") or {}
+    load_block = summary.get("load") or {}
+    scope = (summary.get("scopes") or {}).get("all") or {}
+    saturated = summary.get("saturated") is True
+    held = load_block.get("held") is not False
+    met = all_slo.get("met") is True
+    reasons: list[str] = []
+    if not met:
+        gf, tgt = all_slo.get("good_fraction"), _target(slo)
+        few = isinstance(gf, (int, float)) and tgt is not None and gf >= tgt
+        reasons.append("slo: too few requests" if few else "slo")
+    if not held:
+        reasons.append("load not held")
+    if saturated:
+        reasons.append("client saturated")
+    if summary.get("complete") is False:
+        reasons.append("run incomplete")
+    figures: dict[str, Any] = {
+        "load": load,
+        "judged": all_slo.get("judged"),
+        "good_fraction": all_slo.get("good_fraction"),
+        "good_fraction_lower": all_slo.get("good_fraction_lower"),
+        "target": _target(slo),
+        "goodput_rps": all_slo.get("goodput_rps"),
+        "goodput_tokens_per_s": all_slo.get("goodput_tokens_per_s"),
+        "held": held, "saturated": saturated,
+        "achieved_rate_rps": load_block.get("achieved_rate_rps"),
+        "mean_busy": load_block.get("mean_busy"),
+        "ttft_p50_ms": _ms(scope, "ttft", "p50"), "ttft_p99_ms": _ms(scope, "ttft", "p99"),
+        "itl_p99_ms": _ms(scope, "itl", "p99"),
+        "completed_per_s": (summary.get("headline") or {}).get("completed_per_s"),
+        # the run's own words on why it was saturated (its cause: the client's CPU, or neighbours)
+        "saturation": next((w for w in summary.get("warnings") or []
+                            if isinstance(w, str) and w.startswith("load generator saturated")), None),
+    }
+    return Probe(load, not reasons, tuple(reasons), saturated, figures)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What a search found.
+
+    Attributes:
+        status: "found", "at_max", "below_min", "client_saturated" or "max_probes".
+        capacity: the highest passing load (None: none passed, or the client saturated).
+        lowest_failing: the lowest load that failed (None: none failed).
+        probes: every probe in the order run.
+        message: one sentence for the terminal and summary.json.
+    """
+
+    status: str
+    capacity: float | None
+    lowest_failing: float | None
+    probes: tuple[Probe, ...]
+    message: str
+
+
+class CapacitySearch:
+    """The search's state: feed it probes, ask it for the next load.
+
+    Args:
+        spec: the ``[search]`` table.
+    """
+
+    def __init__(self, spec: SearchSpec) -> None:
+        self.spec = spec
+        self.probes: list[Probe] = []
+        self.passing: float | None = None
+        self.failing: float | None = None
+        self.status: str | None = None
+        self._integer = spec.mode == "concurrency"
+
+    def _round(self, load: float) -> float:
+        return float(math.floor(load)) if self._integer else load
+
+    def next_load(self) -> float | None:
+        """The next load to probe, or None when the search is over (see ``status``)."""
+        if self.status is not None:
+            return None
+        s = self.spec
+        if not self.probes:
+            return self._round(s.start)
+        if len(self.probes) >= s.max_probes:
+            self.status = "max_probes"
+            return None
+        lo, hi = self.passing, self.failing
+        if hi is None:  # still growing
+            assert lo is not None
+            if lo >= s.max:
+                self.status = "at_max"
+                return None
+            nxt = self._round(min(lo * s.growth, s.max))
+            return nxt if nxt > lo else min(lo + 1, s.max)
+        if lo is None:  # nothing passed yet: try the bottom of the range
+            if hi <= s.min:
+                self.status = "below_min"
+                return None
+            return self._round(s.min)
+        if hi - lo <= s.resolution * lo or (self._integer and hi - lo <= 1):
+            self.status = "found"
+            return None
+        mid = self._round((lo + hi) / 2)
+        if mid <= lo or mid >= hi:
+            self.status = "found"
+            return None
+        return mid
+
+    def record(self, probe: Probe) -> None:
+        """Take one probe's verdict (a client-saturated probe ends the search)."""
+        self.probes.append(probe)
+        if probe.client_saturated:
+            self.status = "client_saturated"
+            return
+        if probe.passed:
+            if self.passing is None or probe.load > self.passing:
+                self.passing = probe.load
+        elif self.failing is None or probe.load < self.failing:
+            self.failing = probe.load
+
+    def result(self) -> SearchResult:
+        """The outcome so far (call once ``next_load`` returned None)."""
+        status = self.status or "max_probes"
+        unit = "users" if self._integer else "requests/s"
+        cap = None if status in ("client_saturated", "below_min") else self.passing
+        if status == "client_saturated":
+            last = self.probes[-1]
+            why = last.figures.get("saturation")
+            msg = (f"no capacity reported: at {last.load:g} {unit} {SATURATION_FIX}"
+                   + (f" ({why})" if why else ""))
+        elif status == "below_min":
+            msg = f"capacity below the search's min: {self.spec.min:g} {unit} already failed"
+        elif status == "at_max":
+            msg = f"capacity at least {self.passing:g} {unit}: the search's max passed"
+        elif status == "interrupted":
+            msg = (f"search interrupted after {len(self.probes)} probes"
+                   + (f"; highest passing load so far {cap:g} {unit}" if cap is not None else ""))
+        elif cap is None:
+            msg = f"no load passed in {len(self.probes)} probes"
+        elif status == "found":
+            msg = f"capacity {cap:g} {unit} ({self.failing:g} failed; resolution {self.spec.resolution:g})"
+        else:
+            msg = (f"capacity at least {cap:g} {unit}; the probe budget ({self.spec.max_probes}) ran out "
+                   f"before the resolution" + (f" ({self.failing:g} failed)" if self.failing else ""))
+        return SearchResult(status, cap, self.failing, tuple(self.probes), msg)
+
+
+def search(spec: SearchSpec, probe: Callable[[float], Probe]) -> SearchResult:
+    """Run a whole search with ``probe`` (a function from a load to its judged stage).
+
+    Args:
+        spec: the ``[search]`` table.
+        probe: runs (or fakes) one stage at the given load.
+
+    Returns:
+        The result with every probe. Raises what ``probe`` raises.
+    """
+    s = CapacitySearch(spec)
+    while (load := s.next_load()) is not None:
+        s.record(probe(load))
+    return s.result()

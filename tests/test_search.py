@@ -1,0 +1,333 @@
+"""Load stages and the capacity search (hopbench/_search.py, _stages.py, _stage_spec.py; docs/slo.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopbench._errors import ProfileError
+from hopbench._profile import parse_profile
+from hopbench._search import SATURATION_FIX, CapacitySearch, Probe, search, stage_probe
+from hopbench._stage_spec import SearchSpec
+from hopbench.cli import main
+
+
+def _spec(mode: str = "rate", lo: float = 1, hi: float = 1000, start: float | None = None,
+          growth: float = 2.0, resolution: float = 0.05, max_probes: int = 30) -> SearchSpec:
+    return SearchSpec(mode, lo, hi, lo if start is None else start, growth, resolution,  # type: ignore[arg-type]
+                      1_000_000_000, 0, max_probes, "constant")
+
+
+def _fake(knee: float, saturates_at: float = float("inf")) -> Any:
+    """A gateway that holds every load up to ``knee``; hopbench saturates at ``saturates_at``."""
+    def probe(load: float) -> Probe:
+        if load >= saturates_at:
+            return Probe(load, False, ("client saturated",), True)
+        return Probe(load, load <= knee, () if load <= knee else ("slo",))
+    return probe
+
+
+@pytest.mark.parametrize("knee", [1.7, 13.0, 137.0, 420.5, 999.0])
+def test_search_rate_finds_the_knee_within_resolution(knee: float) -> None:
+    r = search(_spec(), _fake(knee))
+    assert r.status == "found"
+    assert r.capacity is not None and r.lowest_failing is not None
+    assert r.capacity <= knee < r.lowest_failing
+    assert r.lowest_failing - r.capacity <= 0.05 * r.capacity
+    assert knee - r.capacity <= 0.05 * knee
+    loads = [p.load for p in r.probes]
+    assert len(loads) == len(set(loads))  # every probed point kept, none twice
+    # geometric growth first: 1, 2, 4, ... until the first failure
+    first_fail = next(i for i, p in enumerate(r.probes) if not p.passed)
+    assert loads[:first_fail + 1] == [min(2.0 ** i, 1000) for i in range(first_fail + 1)]  # capped at max
+
+
+@pytest.mark.parametrize("knee", [1, 2, 3, 7, 13, 64])
+def test_search_concurrency_finds_the_exact_number_of_users(knee: int) -> None:
+    r = search(_spec("concurrency", 1, 100), _fake(knee))
+    assert r.status == "found" and r.capacity is not None and r.lowest_failing is not None
+    assert r.capacity <= knee < r.lowest_failing
+    # to the user where 5 % is less than one user; within 5 % above that
+    assert r.lowest_failing - r.capacity <= max(1, 0.05 * r.capacity)
+    if knee < 20:
+        assert (r.capacity, r.lowest_failing) == (knee, knee + 1)
+    assert all(p.load == int(p.load) for p in r.probes)
+
+
+def test_search_edges_of_the_range() -> None:
+    top = search(_spec(hi=50), _fake(1e9))
+    assert (top.status, top.capacity) == ("at_max", 50)
+    assert [p.load for p in top.probes] == [1, 2, 4, 8, 16, 32, 50]
+    bottom = search(_spec(lo=10, start=40), _fake(5))
+    assert (bottom.status, bottom.capacity) == ("below_min", None)
+    assert [p.load for p in bottom.probes] == [40, 10]  # a failing start tries the bottom next
+    budget = search(_spec(max_probes=4), _fake(137))
+    assert budget.status == "max_probes" and budget.capacity == 8 and len(budget.probes) == 4
+
+
+def test_search_client_saturation_reports_no_capacity_and_names_workers() -> None:
+    r = search(_spec(), _fake(knee=500, saturates_at=100))
+    assert r.status == "client_saturated" and r.capacity is None
+    assert r.probes[-1].load == 128 and r.probes[-1].client_saturated
+    assert "--workers" in r.message and SATURATION_FIX in r.message
+    # beyond the gateway's knee first: the search finds it and never saturates hopbench
+    ok = search(_spec(), _fake(knee=50, saturates_at=100))
+    assert ok.status == "found" and ok.capacity is not None and 47.5 <= ok.capacity <= 50
+
+
+def test_search_state_machine_asks_nothing_after_the_end() -> None:
+    s = CapacitySearch(_spec("concurrency", 1, 4))
+    while (load := s.next_load()) is not None:
+        s.record(Probe(load, True))
+    assert s.next_load() is None and s.result().status == "at_max"
+
+
+def _summary(good: int, judged: int, lower: float, target: float = 0.9, held: bool = True,
+             saturated: bool = False) -> dict[str, Any]:
+    block = {"judged": judged, "good": good, "good_fraction": good / judged,
+             "good_fraction_lower": lower, "target": target, "met": lower >= target}
+    return {"complete": True, "saturated": saturated, "load": {"held": held},
+            "slo": {"chat": block, "all": dict(block)},
+            "scopes": {"all": {"metrics": {"ttft": {"count": judged, "p50": 101.0, "p99": 130.0}}}}}
+
+
+def test_stage_probe_judges_lower_bound_load_held_and_saturation() -> None:
+    ok = stage_probe(20, _summary(100, 100, 0.97))
+    assert ok.passed and ok.figures["ttft_p99_ms"] == 130.0 and ok.figures["target"] == 0.9
+    few = stage_probe(4, _summary(15, 15, 0.84))
+    assert not few.passed and "too few requests" in few.reasons[0]
+    bad = stage_probe(30, _summary(50, 100, 0.42))
+    assert bad.reasons == ("slo",)
+    not_held = stage_probe(30, _summary(100, 100, 0.97, held=False))
+    assert not not_held.passed and not_held.reasons == ("load not held",)
+    summary = _summary(100, 100, 0.97, saturated=True)
+    summary["warnings"] = ["load generator saturated: event-loop lag p99 30.0 ms (> 25 ms) ...; the client "
+                           "used little CPU, so other processes on this machine (neighbours) ..."]
+    sat = stage_probe(30, summary)
+    assert not sat.passed and sat.client_saturated
+    s = CapacitySearch(_spec())
+    s.record(sat)
+    assert s.next_load() is None
+    assert "(neighbours)" in s.result().message and "--workers" in s.result().message
+
+
+_BASE = """
+[run]
+duration_s = 5
+[load]
+concurrency = 1
+[target]
+embedded = true
+[[scenario]]
+protocol = "chat"
+"""
+
+
+def test_stages_and_search_parse() -> None:
+    p = parse_profile(_BASE + "[[stage]]\nconcurrency = 2\nduration_s = 3\nwarmup_s = 1\n"
+                      "[[stage]]\nrate_rps = 7.5\nduration_s = 2\n")
+    a, b = p.stages
+    assert (a.mode, a.load, a.duration_ns, a.warmup_ns, a.label) == ("concurrency", 2, 3e9, 1e9, "stage-01-c2")
+    assert (b.mode, b.load, b.label) == ("rate", 7.5, "stage-02-r7.5")
+    s = parse_profile(_BASE + "[slo]\nttft_ms = 100\n[search]\nmin = 1\nmax = 9\n").search
+    assert s is not None and (s.mode, s.min, s.max, s.start, s.growth) == ("concurrency", 1, 9, 1, 2.0)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[[stage]]\nduration_s = 3\n", "stage[0]: expected a load: concurrency (users) or rate_rps "
+                                    "(requests/s), exactly one, got none"),
+    ("[[stage]]\nconcurrency = 2\nrate_rps = 3\nduration_s = 3\n", "exactly one, got both"),
+    ("[[stage]]\nconcurrency = 0\nduration_s = 3\n", "stage[0].concurrency: expected a positive integer (at most 1000000), got 0"),
+    ("[[stage]]\nrate_rps = 5\n", "stage[0].duration_s: required key is missing"),
+    ("[[stage]]\nrate_rps = 5\nduration_s = 2\nwarmup_s = 2\n", "stage[0].warmup_s: expected less than"),
+    ('[[stage]]\nconcurrency = 2\narrival = "constant"\nduration_s = 3\n',
+     "stage[0].arrival: only valid with rate_rps"),
+    ("[slo]\n[search]\nmin = 10\nmax = 10\n", "search.max: expected max > min (10), got 10"),
+    ("[slo]\n[search]\nmin = 10\nmax = 5\n", "search.max: expected max > min (10), got 5"),
+    ("[slo]\n[search]\nmin = 0\nmax = 5\n", "search.min: expected a positive number, got 0"),
+    ("[slo]\n[search]\nmin = 1\nmax = 5\ngrowth = 1\n", "search.growth: expected a factor > 1"),
+    ("[slo]\n[search]\nmin = 1\nmax = 5\nresolution = 0\n", "search.resolution: expected a fraction in (0, 1)"),
+    ("[slo]\n[search]\nmin = 1.5\nmax = 5\n", "a concurrency search needs whole numbers"),
+    ("[search]\nmin = 1\nmax = 5\n", "search: a capacity search judges stages by their objectives"),
+    ("[slo]\n[search]\nmin = 1\nmax = 5\n[[stage]]\nrate_rps = 1\nduration_s = 1\n",
+     "expected [search] or [[stage]] entries, not both"),
+])
+def test_stage_and_search_bad_input(text: str, message: str) -> None:
+    with pytest.raises(ProfileError) as info:
+        parse_profile(_BASE + text, "p.toml")
+    assert message in str(info.value) and "p.toml:" in str(info.value)
+
+
+def test_search_bad_input_exits_2_before_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = tmp_path / "p.toml"
+    profile.write_text(_BASE + "[slo]\ntarget = 0.9\n[search]\nmin = 8\nmax = 4\n")
+    assert main(["search", str(profile), "--out", str(tmp_path / "out")]) == 2
+    assert "search.max: expected max > min (8), got 4" in capsys.readouterr().err
+    plain = tmp_path / "plain.toml"
+    plain.write_text(_BASE)
+    assert main(["search", str(plain), "--out", str(tmp_path / "out")]) == 2
+    assert "no [search] table" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_search_end_to_end_finds_the_emulators_knee(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # The knee moved to 3 users (3 slots; 220 ms service time): a fourth user waits
+    # about a third of a service time for a slot, past the 55 ms TTFT objective.
+    # Three probes of 2.5 s each (2, 4, 3 users): bounded to ~15 s with start-ups.
+    profile = tmp_path / "knee.toml"
+    profile.write_text("""
+[run]
+name = "knee"
+[load]
+concurrency = 1
+[target]
+embedded = true
+[emulator]
+ttft_ms = 20
+tokens_per_s = 100
+output_tokens = 21
+max_concurrency = 3
+[slo]
+ttft_ms = 55
+target = 0.75
+confidence = 0.9
+[search]
+min = 2
+max = 12
+duration_s = 2.5
+warmup_s = 0.5
+[[scenario]]
+protocol = "chat"
+name = "c"
+[gate]
+"capacity.concurrency" = ">= 3"
+""")
+    out = tmp_path / "out"
+    code = main(["search", str(profile), "--out", str(out), "--no-report"])
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    cap = summary["capacity"]
+    knee = json.loads((out / "probe-01-c2" / "ground_truth.knee.json").read_text())["knee_concurrency"]
+    assert knee == 3
+    if cap["status"] == "client_saturated":
+        # A machine so busy that hopbench's own event loop fell behind (loop lag p99
+        # over 25 ms) cannot measure the gateway: the search must say so and name the
+        # fix instead of reporting a capacity. (Seen with 3 copies of this test at once.)
+        assert cap["concurrency"] is None and "--workers" in cap["message"]
+        assert summary["saturated"] is True and code == 1
+        assert summary["stages"][-1]["saturated"] is True
+        pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
+    assert (cap["status"], cap["concurrency"], cap["lowest_failing"]) == ("found", 3, 4), summary["stages"]
+    assert [s["load"] for s in summary["stages"]] == [2, 4, 3]
+    assert summary["stage_of_record"] == "probe-03-c3"
+    for s in summary["stages"]:  # every probe is a complete results folder of its own
+        assert (out / s["folder"] / "summary.json").exists()
+    assert code == 0 and "capacity 3 users" in printed and "3 ◀" in printed
+    assert "capacity.concurrency" in printed and "held" in printed
+
+
+def test_stages_run_into_one_folder_each_its_own_scopes(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # Two short stages, one closed and one open loop; each is a complete results folder
+    # with its own scenario scopes, and the open-loop stage counts latency from the
+    # scheduled arrival (queue_delay recorded beside ttft).
+    profile = tmp_path / "st.toml"
+    profile.write_text("""
+[run]
+name = "st"
+[load]
+concurrency = 1
+[target]
+embedded = true
+[emulator]
+ttft_ms = 20
+tokens_per_s = 0
+output_tokens = 4
+[slo]
+ttft_ms = 500
+target = 0.5
+[[stage]]
+concurrency = 2
+duration_s = 1
+[[stage]]
+rate_rps = 20
+arrival = "constant"
+duration_s = 1.2
+warmup_s = 0.2
+[[scenario]]
+protocol = "chat"
+name = "a"
+[[scenario]]
+protocol = "messages"
+name = "b"
+""")
+    out = tmp_path / "out"
+    assert main(["run", str(profile), "--out", str(out), "--no-report"]) == 0
+    top = json.loads((out / "summary.json").read_text())
+    assert [(s["folder"], s["mode"], s["load"]) for s in top["stages"]] == [
+        ("stage-01-c2", "concurrency", 2), ("stage-02-r20", "rate", 20)]
+    assert top["stages_kind"] == "stages"
+    assert top["capacity"] is None  # stages mixing users and requests/s have no one capacity
+    for s in top["stages"]:  # (a machine busy enough to lag hopbench's loop says so instead)
+        assert s["passed"] or s["reasons"] == ["client saturated"], s
+    assert top["stage_of_record"] in ("stage-01-c2", "stage-02-r20")
+    for s in top["stages"]:
+        sub = json.loads((out / s["folder"] / "summary.json").read_text())
+        assert set(sub["scopes"]) == {"a", "b", "all"}
+        assert sub["slo"]["all"]["judged"] == sub["headline"]["started"] > 0
+    rate = json.loads((out / "stage-02-r20" / "summary.json").read_text())
+    assert rate["resolved_load"]["load.rate_rps"] == 20 and rate["resolved_load"]["run.warmup_s"] == 0.2
+    assert rate["scopes"]["all"]["metrics"]["queue_delay"]["count"] > 0
+    assert (out / "stage-02-r20" / "ground_truth.knee.json").exists()
+    assert "latency (ms) vs offered load (c: users, r: requests/s)" in capsys.readouterr().out
+
+
+def test_search_rate_end_to_end_finds_the_knee_within_10_percent(tmp_path: Path) -> None:
+    # Open loop, constant arrivals: the knee is 20 requests/s (4 slots, 0.2 s service).
+    # Past it the queue grows by (rate - 20) requests/s and TTFT with it. Five probes
+    # of 2 s at most (16, 20, 25, then bisection): bounded to ~20 s with start-ups.
+    profile = tmp_path / "rate.toml"
+    profile.write_text("""
+[run]
+name = "rate"
+[load]
+mode = "rate"
+rate_rps = 10
+[target]
+embedded = true
+[emulator]
+ttft_ms = 100
+tokens_per_s = 100
+output_tokens = 11
+max_concurrency = 4
+[slo]
+ttft_ms = 250
+target = 0.8
+confidence = 0.9
+[search]
+min = 16
+max = 40
+growth = 1.25
+resolution = 0.1
+duration_s = 2
+warmup_s = 0.5
+max_probes = 6
+[[scenario]]
+protocol = "chat"
+name = "c"
+""")
+    out = tmp_path / "out"
+    code = main(["search", str(profile), "--out", str(out), "--no-report", "--quiet"])
+    summary = json.loads((out / "summary.json").read_text())
+    cap = summary["capacity"]
+    assert cap["emulator_knee"]["rate_rps"] == pytest.approx(20.0)
+    if cap["status"] == "client_saturated":
+        assert "--workers" in cap["message"] and code == 1
+        pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
+    assert cap["status"] == "found", summary["stages"]
+    assert abs(cap["rate_rps"] - 20.0) <= 0.10 * 20.0, summary["stages"]
+    assert len(summary["stages"]) <= 6 and code == 0
