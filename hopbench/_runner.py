@@ -41,7 +41,7 @@ from ._collector import CollectorWatch
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, record_lengths, record_stream,
-                     stream_line)
+                     recorder_sink, stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._transport import MalformedResponse, StreamTransport
@@ -50,7 +50,8 @@ from ._workload import Picker
 from ._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
 from .sse import SSEScanner
 
-__all__ = ["LoadRunner", "RunStats", "classify_exception", "REQUEST_ID_HEADER", "UNREACHABLE_AFTER"]
+__all__ = ["LoadRunner", "RunStats", "classify_exception", "interval_end", "REQUEST_ID_HEADER", "TICK_SLACK_NS",
+           "UNREACHABLE_AFTER"]
 
 REQUEST_ID_HEADER = "x-hopbench-request-id"
 UNREACHABLE_AFTER = 20  # connection failures in a row, with no response between, that end a run
@@ -206,6 +207,27 @@ class RunStats:
     error_samples: dict[str, list[str]] = field(default_factory=dict)
     #: wire error codes counted as "other" (the distinct-code cap was reached)
     codes_folded: int = 0
+
+
+TICK_SLACK_NS = 1_000_000
+"""An interval tick closed within this long of its due time (1 ms: the
+resolution of intervals.hlog's stamps) keeps the due time as its end, so
+intervals stay on the ``run.interval_s`` grid (and exact under a fake clock)."""
+
+
+def interval_end(now_rel_ns: int, due_rel_ns: int) -> int:
+    """Where an interval closed at ``now_rel_ns`` ends (ns from the run start).
+
+    Args:
+        now_rel_ns: when the ticker actually closes the interval.
+        due_rel_ns: when it was due (a multiple of the interval).
+
+    Returns:
+        ``due_rel_ns`` when the tick is within ``TICK_SLACK_NS`` of it, else
+        ``now_rel_ns``: a late ticker's interval covers the time that really
+        passed, so its rates, means and CPU share divide by that time.
+    """
+    return due_rel_ns if abs(now_rel_ns - due_rel_ns) <= TICK_SLACK_NS else now_rel_ns
 
 
 class LoadRunner:
@@ -603,8 +625,10 @@ class LoadRunner:
         except Exception as exc:  # raised again inside the per-stream boundary below
             request = exc
         sent = now_ns()
-        meter = StreamMeter(intended_ns if intended_ns is not None else sent, sent)
-        rec = self._recorder_for(meter.start_ns)
+        start = intended_ns if intended_ns is not None else sent
+        rec = self._recorder_for(start)
+        # gaps go to the recorder as they are measured: into the interval they occurred in
+        meter = StreamMeter(start, sent, recorder_sink(rec, sc.name))
         rec.incr(sc.name, "started")
         outcome = "cancelled"
         detail = ""
@@ -825,13 +849,17 @@ class LoadRunner:
         k = 1
         while True:
             await trio.sleep_until(ns_to_s(self._t0 + k * iv))
-            work = self._close_interval(k * iv)
+            # The ticker can run late (a busy loop, a collector pause, a slow
+            # publish): the interval ends when it is closed, not when it was due,
+            # so that rates and means divide by the time they cover (issue 16).
+            end_rel = interval_end(now_ns() - self._t0, k * iv)
+            work = self._close_interval(end_rel)
             if work is not None:
                 # Encoding and folding the interval's histograms, writing the
                 # files and checkpoints take 10-200 ms: off the event loop, so
                 # that no stream's stamps wait for them (loop_lag shows it).
                 await trio.to_thread.run_sync(self._publish, *work)
-            k += 1
+            k = max(k, end_rel // iv) + 1  # ticks missed while late are skipped, not caught up
 
     def _close_interval(self, end_rel_ns: int) -> tuple[Any, Any, dict[str, Any]] | None:
         """On the loop: detach the interval's recordings (O(scopes)) and note
