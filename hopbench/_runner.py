@@ -44,6 +44,7 @@ from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, record
                      recorder_sink, stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
+from ._saturation import host_usage, sample_host
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
 from ._workload import Picker
@@ -201,6 +202,8 @@ class RunStats:
     gc_collections: int = 0
     gc_pause_ns: int = 0
     gc_pause_max_ns: int = 0
+    #: the process's and the machine's CPU use over the run (``_saturation.HostUsage.to_json``)
+    host: dict[str, Any] | None = None
     intervals: list[dict[str, Any]] = field(default_factory=list)
     #: error kind (counter name, e.g. "http_error.501") -> its first messages
     #: or bodies, scrubbed of the run's secrets (hopbench._wire_text)
@@ -406,6 +409,7 @@ class LoadRunner:
                 st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
                 self._gauge = InFlightGauge(t0, t0 + st.steady_from_ns, t0 + run.warmup_ns)
                 self._cpu0 = time.thread_time_ns()
+                host0 = sample_host()
                 self._area0 = [0] * len(PHASES)
                 async with trio.open_nursery() as watchers:
                     watchers.start_soon(self._loop_lag_probe)
@@ -433,6 +437,7 @@ class LoadRunner:
         st.gc_pause_ns, st.gc_pause_max_ns = collector.pause_ns, collector.pause_max_ns
         t_end = now_ns()
         st.ended_ns = t_end - t0
+        st.host = host_usage(host0, sample_host(), st.ended_ns).to_json()
         self._gauge.advance(t_end)
         self._sync_stats()
         return st

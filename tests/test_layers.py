@@ -35,7 +35,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # pure core: decoder base, recorder, statistics, emulator config
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",
-        "hopbench._dataset", "hopbench._series"),
+        "hopbench._dataset", "hopbench._series", "hopbench._saturation"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench._scrape_spec",
