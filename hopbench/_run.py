@@ -580,7 +580,7 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
                 error_samples=dict(sorted(stats.error_samples.items())),
                 generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
                            "loop_lag_p99_ms": load["loop_lag_p99_ms"],
-                           "intervals": len(stats.intervals), **gc_figures(stats),
+                           "intervals": stats.interval_count, **gc_figures(stats),
                            **host_figures(stats), "saturation": load.pop("saturation", None)})
     return writer.finish(meta, total, warmup, complete=complete)
 

@@ -62,6 +62,7 @@ _TARGET_POLL_S = 0.05  # how often the embedded emulator's process is looked at
 _ERROR_BODY_LIMIT = 64 * 1024
 #: how long the rest of a body may take once its terminal signal arrived
 _AFTER_END_S = 1.0
+RECENT_INTERVALS = 60  # timeline records RunStats keeps (the file has them all)
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
 
@@ -204,7 +205,10 @@ class RunStats:
     gc_pause_max_ns: int = 0
     #: the process's and the machine's CPU use over the run (``_saturation.HostUsage.to_json``)
     host: dict[str, Any] | None = None
+    #: the last ``RECENT_INTERVALS`` timeline records (bounded: a run of hours must not
+    #: grow with its length) and how many intervals the run closed in all
     intervals: list[dict[str, Any]] = field(default_factory=list)
+    interval_count: int = 0
     #: error kind (counter name, e.g. "http_error.501") -> its first messages
     #: or bodies, scrubbed of the run's secrets (hopbench._wire_text)
     error_samples: dict[str, list[str]] = field(default_factory=dict)
@@ -894,6 +898,9 @@ class LoadRunner:
         if end_rel_ns - start_rel >= self.profile.run.interval_ns // 2:
             st.cpu_fractions.append(cpu_frac)  # a short final interval would skew it
         st.intervals.append(line)
+        st.interval_count += 1
+        if len(st.intervals) > 2 * RECENT_INTERVALS:
+            del st.intervals[:-RECENT_INTERVALS]
         return (self.rec.detach_interval(start_rel, end_rel_ns),
                 self.warm.detach_interval(start_rel, end_rel_ns), line)
 

@@ -176,7 +176,7 @@ def stats_to_json(stats: RunStats) -> dict[str, Any]:
     """RunStats as a JSON object (the per-interval list replaced by its length)."""
     out = {k: getattr(stats, k) for k in _STATS_FIELDS}
     out["cpu_fractions"] = list(stats.cpu_fractions)
-    out["intervals"] = len(stats.intervals)
+    out["intervals"] = stats.interval_count
     return out
 
 

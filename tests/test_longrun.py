@@ -136,3 +136,19 @@ async def test_runner_late_ticker_rates_and_in_flight_use_the_real_duration(
     assert completed == 2
     dur_s = (late["end_ns"] - late["start_ns"]) / S
     assert completed / dur_s == pytest.approx(2 / 2.95)
+
+
+async def test_runner_keeps_a_bounded_number_of_timeline_records(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RunStats holds the last RECENT_INTERVALS timeline records, not one per interval
+    of the run (an hour-long run must not grow with its length); the count is kept."""
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan()))
+    _publish_on_the_loop(monkeypatch)
+    n_lines: list[int] = []
+    runner = _runner.LoadRunner(_profile("duration_s = 20\ninterval_s = 0.1", "concurrency = 1"),
+                                "http://127.0.0.1:9", Recorder(["chat-m"]), Recorder(["chat-m"]),
+                                on_interval=lambda iv, w, line: n_lines.append(1))
+    stats = await runner.run()
+    assert stats.interval_count == len(n_lines) >= 200
+    assert len(stats.intervals) <= 2 * _runner.RECENT_INTERVALS
+    assert stats.intervals[-1]["end_ns"] == stats.ended_ns
