@@ -152,3 +152,23 @@ async def test_runner_keeps_a_bounded_number_of_timeline_records(
     assert stats.interval_count == len(n_lines) >= 200
     assert len(stats.intervals) <= 2 * _runner.RECENT_INTERVALS
     assert stats.intervals[-1]["end_ns"] == stats.ended_ns
+
+
+def test_live_progress_in_flight_weighted_by_real_interval_length() -> None:
+    """The live figures divide by the time the intervals covered: a late interval of 3 s
+    weighs three times one of 1 s."""
+    from rich.console import Console
+
+    from hopbench._progress import LiveProgress
+
+    profile = parse_profile('[run]\nduration_s = 30\n[load]\nconcurrency = 4\n[target]\nembedded = true\n'
+                            '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
+    p = LiveProgress(profile, Console(record=True), plain=False)
+    empty = IntervalSnapshot(0, 0, {})
+    p.on_interval(empty, {"start_ns": 0, "end_ns": S, "in_flight_mean": 4.0, "cpu": 0.5, "completed": 4})
+    p.on_interval(empty, {"start_ns": S, "end_ns": 4 * S, "in_flight_mean": 2.0, "cpu": 0.1, "completed": 4})
+    fig = p.figures()
+    assert fig is not None
+    assert fig.in_flight_mean == pytest.approx((4 * 1 + 2 * 3) / 4)
+    assert fig.completed_per_s == pytest.approx(8 / 4)
+    assert fig.cpu == pytest.approx((0.5 + 0.1 * 3) / 4)
