@@ -8,7 +8,7 @@ tail per scenario and in "all", plus loop_lag and schedule_lag: 29 hlog lines a
 second, as a 200-stream run at 50 tokens/s writes them: ~10,000 ITL values a
 second), a timeline.jsonl line per interval and a final summary.json. ``build``
 builds report.html from such a folder in this process and prints its peak RSS
-(``ru_maxrss``): run it in a fresh process per measurement.
+(``VmHWM``): run it in a fresh process per measurement.
 
 Run from the repository root::
 
@@ -132,19 +132,32 @@ def gen(out: Path, intervals: int, seed: int = 1) -> None:
           f"{time.monotonic() - t0:.1f} s")
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak RSS: VmHWM (reset at exec, unlike ``ru_maxrss``, which a
+    child started by a big parent inherits); ``ru_maxrss`` where /proc is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def build(folder: Path) -> None:
     """Build report.html for ``folder`` and print the peak RSS of this process."""
     import hopbench
     from hopbench._report_html import write_report
 
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = _peak_rss_mb()
     t0 = time.monotonic()
     path = write_report(folder)
     dt = time.monotonic() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = _peak_rss_mb()
     print(json.dumps({"hopbench": str(Path(hopbench.__file__).parent), "report": str(path),
                       "report_mb": round(path.stat().st_size / 1e6, 2),
-                      "rss_before_build_mb": round(base / 1024, 1), "peak_rss_mb": round(peak / 1024, 1),
+                      "rss_before_build_mb": round(base, 1), "peak_rss_mb": round(peak, 1),
                       "build_s": round(dt, 2)}))
 
 

@@ -54,14 +54,9 @@ def recorder_sink(rec: Recorder, scope: str) -> GapSink:
     at the stream's end (issue 16).
 
     Raises:
-        UsageError: (when called) ``scope`` is not one of ``rec``'s scopes.
+        UsageError: ``scope`` is not one of ``rec``'s scopes.
     """
-    record = rec.record
-
-    def sink(metric: str, value_ns: int) -> None:
-        record(scope, metric, value_ns)
-
-    return sink
+    return rec.sink(scope)
 
 
 class StreamMeter:
