@@ -16,10 +16,11 @@ beside it so the uncorrected figures can be reported too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._digest import bucket_of
 from ._recorder import Recorder
 from ._units import NS_PER_S
 from .protocols import (
@@ -38,7 +39,25 @@ from .protocols import (
 __all__ = [
     "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "record_lengths", "stream_line",
     "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "CLIENT_LAG_MIN_NS",
+    "GapSink", "recorder_sink",
 ]
+
+GapSink = Callable[[str, int], None]
+"""Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
+with metric ``"itl"`` or ``"keepalive_interval"`` (``_hdr.METRICS``)."""
+
+
+def recorder_sink(rec: Recorder, scope: str) -> GapSink:
+    """A :data:`GapSink` that records into ``rec`` under ``scope`` (and "all").
+
+    Each gap lands in the recorder's *current* interval, so intervals.hlog and
+    timeline.jsonl show inter-token gaps in the interval they occurred in, not
+    at the stream's end (issue 16).
+
+    Raises:
+        UsageError: ``scope`` is not one of ``rec``'s scopes.
+    """
+    return rec.sink(scope)
 
 
 class StreamMeter:
@@ -47,6 +66,17 @@ class StreamMeter:
     Args:
         start_ns: when the stream counts as started (intended start in open loop).
         sent_ns: when the request was actually sent (>= start_ns in open loop).
+        sink: receives every inter-token gap (``"itl"``) and keepalive gap
+            (``"keepalive_interval"``) when it is measured (the runner's
+            :func:`recorder_sink`); None: the gaps are only counted.
+        itl_digest: also keep a bounded digest of this stream's gaps
+            (``hopbench._digest``: at most 0.8 % above each gap), for a
+            per-request ITL percentile SLO (docs/slo.md).
+
+    Memory is independent of the stream's length (issue 16): the meter keeps
+    scalars (counts, the sum and largest gap, the last stamps) and at most a
+    digest whose size depends on the gaps' range, never a list of gaps;
+    each gap goes to ``sink`` as it is measured.
 
     All stamp attributes are integer ns from the runner's clock, or None when
     the moment never came. Once the decoder's terminal signal (``StreamEnd``)
@@ -54,11 +84,15 @@ class StreamMeter:
     answer has ended; what follows is the body's tail).
 
     Attributes (beyond the stamps):
-        itl_ns: gaps between consecutive content events (any channel).
-        keepalive_ns: stamps of the keepalive comments before the terminal signal.
-        keepalive_gaps_ns: every silence the keepalives split: headers (or the
-            last read before a keepalive) to the keepalive, keepalive to
-            keepalive, last keepalive to the next read that is not a keepalive.
+        itl_count, itl_max_ns, itl_sum_ns: how many gaps between consecutive
+            content events (any channel) were measured, the largest and their
+            sum (ns, 0 when none).
+        itl_digest: ``{bucket_of(gap): count}``, or None when not asked for.
+        keepalives: keepalive comments before the terminal signal.
+        keepalive_gap_count: silences the keepalives split (each one went to
+            the sink as ``keepalive_interval``): headers (or the last read
+            before a keepalive) to the keepalive, keepalive to keepalive, last
+            keepalive to the next read that is not a keepalive.
         content_reads: network reads that carried at least one content event.
         content_read_lag_max_ns: the largest client-side loop lag (given by the
             runner with each read) of a read that carried content.
@@ -70,13 +104,15 @@ class StreamMeter:
     __slots__ = (
         "start_ns", "sent_ns", "headers_ns", "status", "last_byte_ns",
         "max_silence_ns", "first_token_ns", "first_content_ns", "last_content_ns",
-        "terminal_ns", "itl_ns", "keepalive_ns", "keepalive_gaps_ns", "content_reads",
+        "terminal_ns", "itl_count", "itl_max_ns", "itl_sum_ns", "itl_digest", "keepalives", "keepalive_gap_count",
+        "content_reads", "_sink",
         "_last_content_read", "input_tokens", "output_tokens", "reads",
         "content_read_lag_max_ns", "headers", "_prev_read_ns",
         "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "content_read_lag_gap_ns",
     )
 
-    def __init__(self, start_ns: int, sent_ns: int) -> None:
+    def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
+                 *, itl_digest: bool = False) -> None:
         self.start_ns = start_ns
         self.sent_ns = sent_ns
         self.headers_ns: int | None = None
@@ -88,9 +124,14 @@ class StreamMeter:
         self.first_content_ns: int | None = None
         self.last_content_ns: int | None = None
         self.terminal_ns: int | None = None
-        self.itl_ns: list[int] = []
-        self.keepalive_ns: list[int] = []
-        self.keepalive_gaps_ns: list[int] = []
+        self.itl_count = 0
+        self.itl_max_ns = 0
+        self.itl_sum_ns = 0
+        #: {bucket_of(gap): count} when asked for (a per-request ITL percentile SLO), else None
+        self.itl_digest: dict[int, int] | None = {} if itl_digest else None
+        self.keepalives = 0
+        self.keepalive_gap_count = 0
+        self._sink = sink
         self.content_reads = 0
         self._last_content_read: int | None = None
         self.input_tokens: int | None = None
@@ -127,7 +168,7 @@ class StreamMeter:
         self.last_byte_ns = t_ns
         ka = self._ka_open_ns
         if ka is not None:  # this read ends a silence the last keepalive split
-            self.keepalive_gaps_ns.append(t_ns - ka)
+            self._keepalive_gap(t_ns - ka)
             self._ka_open_ns = None
             self._ka_closed_read = self.reads
 
@@ -144,7 +185,18 @@ class StreamMeter:
             if cls is ContentDelta:
                 last = self.last_content_ns
                 if last is not None:
-                    self.itl_ns.append(t_ns - last)
+                    gap = t_ns - last
+                    self.itl_count += 1
+                    self.itl_sum_ns += gap
+                    if gap > self.itl_max_ns:
+                        self.itl_max_ns = gap
+                    digest = self.itl_digest
+                    if digest is not None:
+                        b = bucket_of(gap)
+                        digest[b] = digest.get(b, 0) + 1
+                    sink = self._sink
+                    if sink is not None:
+                        sink("itl", gap)
                 self.last_content_ns = t_ns
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
@@ -166,14 +218,14 @@ class StreamMeter:
             elif cls is Keepalive:
                 if self.terminal_ns is not None:
                     continue
-                self.keepalive_ns.append(t_ns)
+                self.keepalives += 1
                 if self._ka_open_ns is not None:  # a second keepalive in one read
-                    self.keepalive_gaps_ns.append(t_ns - self._ka_open_ns)
+                    self._keepalive_gap(t_ns - self._ka_open_ns)
                 elif self._ka_closed_read != self.reads:
                     # the silence from the read before (or the headers) to this keepalive
                     prev = self._prev_read_ns
                     if prev is not None:
-                        self.keepalive_gaps_ns.append(t_ns - prev)
+                        self._keepalive_gap(t_ns - prev)
                 self._ka_open_ns = t_ns
             elif cls is UsageReport:
                 u: UsageReport = ob  # type: ignore[assignment]
@@ -194,9 +246,10 @@ class StreamMeter:
         if self.terminal_ns is None and last is not None and t_ns - last > self.max_silence_ns:
             self.max_silence_ns = t_ns - last
 
-    def keepalive_gaps(self) -> list[int]:
-        """Every silence the keepalives split, ns (see ``keepalive_gaps_ns``)."""
-        return list(self.keepalive_gaps_ns)
+    def _keepalive_gap(self, gap_ns: int) -> None:
+        self.keepalive_gap_count += 1
+        if self._sink is not None:
+            self._sink("keepalive_interval", gap_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +296,15 @@ class StreamRecord:
             (answer end - first token) / (answer_tokens - 1), rounded down.
         output_milli_tokens_per_s: completed streams with ``answer_tokens`` and
             e2e > 0: answer_tokens * 1000 / e2e in s (milli-tokens/s).
-        itl_ns: gaps between consecutive content events, in stream order.
-        keepalive_gaps_ns: every silence the keepalives split (StreamMeter).
+        itl_count: gaps between consecutive content events measured (each one
+            was recorded as ``itl`` when it happened, through the meter's sink).
+        itl_max_ns: the largest of them, 0 when none.
+        itl_sum_ns: their sum, ns (the stream's own mean ITL is
+            ``itl_sum_ns // itl_count``).
+        itl_digest: the meter's digest as sorted ``(bucket ns, count)`` pairs
+            (``hopbench._digest``), None when the meter kept none.
+        keepalive_gaps: silences the keepalives split (each recorded as
+            ``keepalive_interval`` when it ended, through the meter's sink).
         keepalives: keepalive comments received before the terminal event.
         max_silence_ns: longest gap with no bytes, from the headers to the
             terminal event (else to ``end_ns``); None without a response head.
@@ -300,8 +360,11 @@ class StreamRecord:
     answer_tokens: float | None
     tpot_ns: int | None
     output_milli_tokens_per_s: int | None
-    itl_ns: tuple[int, ...]
-    keepalive_gaps_ns: tuple[int, ...]
+    itl_count: int
+    itl_max_ns: int
+    itl_sum_ns: int
+    itl_digest: tuple[tuple[int, int], ...] | None
+    keepalive_gaps: int
     keepalives: int
     max_silence_ns: int | None
     keepalive_violation: bool
@@ -440,9 +503,12 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         answer_tokens=answer_tokens,
         tpot_ns=tpot,
         output_milli_tokens_per_s=rate,
-        itl_ns=tuple(m.itl_ns),
-        keepalive_gaps_ns=tuple(m.keepalive_gaps_ns),
-        keepalives=len(m.keepalive_ns),
+        itl_count=m.itl_count,
+        itl_max_ns=m.itl_max_ns,
+        itl_sum_ns=m.itl_sum_ns,
+        itl_digest=None if m.itl_digest is None else tuple(sorted(m.itl_digest.items())),
+        keepalive_gaps=m.keepalive_gap_count,
+        keepalives=m.keepalives,
         # silences are a stream's: an HTTP error's body is no stream (a dead target's
         # instant 501s must not read as "shorter silences" in a compare)
         max_silence_ns=None if headers is None or outcome == "http_error" else m.max_silence_ns,
@@ -556,8 +622,9 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
                   header_values: HeaderValues | None = None) -> None:
     """Record one stream's figures and counters in ``rec`` under ``scope``.
 
-    Histograms get each figure that is not None (``itl``, ``keepalive_interval``:
-    every value); counters: :func:`outcome_counters`, ``keepalive_violations``,
+    Histograms get each figure that is not None; ``itl`` and
+    ``keepalive_interval`` are not recorded here: the meter's sink
+    (:func:`recorder_sink`) recorded each gap when it was measured. Counters: :func:`outcome_counters`, ``keepalive_violations``,
     ``keepalives`` (n), ``anomaly.<kind>`` (n), ``proxy_buffering_suspected``,
     ``client_lagged``,
     ``no_usage``, ``tokens.<input|output>.<completed|broken>`` (n) for
@@ -583,8 +650,6 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
                           ("ttft_content", r.ttft_content_ns), ("tail", r.tail_ns)):
         if value is not None:
             rec.record(scope, metric, value)
-    rec.record_many(scope, "itl", r.itl_ns)
-    rec.record_many(scope, "keepalive_interval", r.keepalive_gaps_ns)
     if r.keepalives:
         rec.incr(scope, "keepalives", r.keepalives)
     for kind, n in r.anomalies:

@@ -258,7 +258,10 @@ class LiveProgress:
                            else max(run_spec.requests - int(last.get("started_total", 0)), 0)),
             warming_up=int(last["end_ns"]) <= run_spec.warmup_ns,
             in_flight_now=int(last.get("in_flight_now", 0)),
-            in_flight_mean=float(sum(float(ln.get("in_flight_mean", 0.0)) for ln in lines) / len(lines)),
+            # weighted by each interval's real length (a late tick's interval is longer)
+            in_flight_mean=float(sum(float(ln.get("in_flight_mean", 0.0))
+                                     * (int(ln["end_ns"]) - int(ln.get("start_ns", 0))) for ln in lines)
+                                 / span_ns),
             started_per_s=sum(int(ln.get("started", 0)) for ln in lines) * per_s,
             completed_per_s=sum(int(ln.get("completed", 0)) for ln in lines) * per_s,
             output_tokens_per_s=sum(int(ln.get("output_tokens", 0)) for ln in lines) * per_s,

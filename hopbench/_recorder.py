@@ -25,7 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,6 +314,30 @@ class Recorder:
         if scope not in self._cur or scope == ALL:
             self._check(scope)
         self._record_into(scope, metric, value)
+
+    def sink(self, scope: str) -> Callable[[str, int], None]:
+        """A function ``(metric, value)`` that records like :meth:`record` into
+        ``scope`` and "all", with the scope checked once here instead of per
+        value (the per-token path: a stream's meter records each gap as it is
+        measured, into the interval open at that moment).
+
+        Raises:
+            UsageError: unknown scope (or "all") now; unknown metric when called.
+        """
+        self._check(scope)
+
+        def record(metric: str, value: int) -> None:
+            hists = self._cur[scope]
+            h = hists.get(metric)
+            if h is None:
+                h = hists[metric] = Histogram(metric)  # UsageError for an unknown metric
+            if not h.record(value):
+                key = "out_of_range." + metric
+                for counters in (self._ctr_tot[scope], self._ctr_iv[scope], self._ctr_tot[ALL],
+                                 self._ctr_iv[ALL]):
+                    _bump(counters, key, 1)
+
+        return record
 
     def record_many(self, scope: str, metric: str, values: Sequence[int]) -> None:
         """Record several values of one metric in ``scope`` and "all" (as

@@ -24,6 +24,11 @@ Invariants:
   the exact interval histograms in intervals.hlog (warm-up and measured lines
   of one interval are added: the timeline shows the whole run, the warm-up
   shaded). Values are in each metric's reporting unit (ms, tokens/s).
+* Memory is bounded whatever the run's length: intervals.hlog and
+  timeline.jsonl are read line by line and folded into at most
+  ``_series.MAX_POINTS`` time buckets (interval histograms added exactly, a
+  bucket's percentiles taken from the sum); the percentile spectra come from
+  summary.json's whole-run histograms.
 * Every text that comes from a results folder is HTML-escaped.
 """
 
@@ -45,6 +50,7 @@ from ._recorder import ALL, Snapshot
 from ._report_capacity import capacity_section
 from ._report_scrape import scrape_section
 from ._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
+from ._series import MAX_POINTS, SERIES_PERCENTILES, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
 
 __all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
 
@@ -88,9 +94,11 @@ class RunData:
         path: the results folder.
         summary: summary.json as a dict (:func:`read_summary`).
         snapshot: the measured histograms and counters per scope.
-        timeline: timeline.jsonl records in order (possibly empty).
-        intervals: tag (``<scope>.<metric>``) -> intervals in time order, for
-            the tags the report plots (possibly empty).
+        timeline: timeline.jsonl records folded into time buckets, in order
+            (``hopbench._series.fold_timeline``; possibly empty).
+        intervals: tag (``<scope>.<metric>``) -> percentile points in time
+            order (``hopbench._series.fold_hlog``), for the tags the report
+            plots (possibly empty).
         notes: what was missing or unreadable but not fatal (shown in the page).
     """
 
@@ -98,7 +106,7 @@ class RunData:
     summary: dict[str, Any]
     snapshot: Snapshot
     timeline: list[dict[str, Any]]
-    intervals: dict[str, list[IntervalHist]]
+    intervals: dict[str, list[SeriesPoint]]
     notes: list[str]
 
     @property
@@ -164,34 +172,13 @@ def read_hlog(path: Path, tags: Iterable[str] | None = None) -> dict[str, list[I
     return {tag: [v[k] for k in sorted(v)] for tag, v in merged.items()}
 
 
-def _read_timeline(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    out: list[dict[str, Any]] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec, dict) or not isinstance(rec.get("end_ns"), int):
-                raise ValueError("expected an object with an integer end_ns")
-        except ValueError as exc:
-            if n == len(lines):
-                break  # cut short by a crash mid-write
-            raise ResultsError(f"{path}:{n}: malformed timeline line: {exc}") from exc
-        out.append(rec)
-    return out
-
-
-def load_run(results_dir: Path) -> RunData:
-    """Read a results folder for the report.
+def load_run(results_dir: Path, max_points: int = MAX_POINTS) -> RunData:
+    """Read a results folder for the report, in memory bounded by ``max_points``.
 
     summary.json is required; intervals.hlog and timeline.jsonl are optional
-    (their absence becomes a note on the page).
+    (their absence becomes a note on the page). Both are folded into at most
+    ``max_points`` time buckets (``hopbench._series``): a run of up to
+    ``max_points`` intervals keeps one point per interval.
 
     Raises:
         ResultsError: naming the folder or file that is missing or malformed.
@@ -207,13 +194,16 @@ def load_run(results_dir: Path) -> RunData:
         path_files = path / record
     else:
         path_files = path
-    timeline = _read_timeline(path_files / TIMELINE_NAME)
+    hlog, tl_path = path_files / HLOG_NAME, path_files / TIMELINE_NAME
+    # bounded memory whatever the run's length (hopbench._series): at most
+    # MAX_POINTS points per series, interval histograms folded as they are read
+    bucket_ns = bucket_ns_for(span_ns(hlog, tl_path), max_points)
+    timeline = fold_timeline(tl_path, bucket_ns)
     if not timeline:
-        notes.append(f"{path_files / TIMELINE_NAME}: missing or empty; no throughput or in-flight plots")
-    hlog = path_files / HLOG_NAME
-    intervals: dict[str, list[IntervalHist]] = {}
+        notes.append(f"{tl_path}: missing or empty; no throughput or in-flight plots")
+    intervals: dict[str, list[SeriesPoint]] = {}
     if hlog.is_file():
-        intervals = read_hlog(hlog, _TIMELINE_TAGS)
+        intervals = fold_hlog(hlog, _TIMELINE_TAGS, bucket_ns)
     else:
         notes.append(f"{hlog}: missing; no latency-over-time plots")
     return RunData(path, summary, snapshot, timeline, intervals, notes)
@@ -308,13 +298,13 @@ def _spectrum_figure(runs: Sequence[RunData], metrics: Sequence[str], title: str
     return fig
 
 
-def _percentile_series(ivs: Sequence[IntervalHist], p: float) -> tuple[list[float], list[float | None]]:
+def _percentile_series(points: Sequence[SeriesPoint], p: float) -> tuple[list[float], list[float | None]]:
+    i = SERIES_PERCENTILES.index(p)
     xs: list[float] = []
     ys: list[float | None] = []
-    for iv in ivs:
-        xs.append(iv.end_ns / _NS_PER_S)
-        h = iv.hist
-        ys.append(h.percentile(p) / h.spec.divisor if h.count else None)
+    for pt in points:
+        xs.append(pt.end_ns / _NS_PER_S)
+        ys.append(pt.values[i] if pt.count else None)
     return xs, ys
 
 
@@ -386,7 +376,8 @@ def _timeline_figure(runs: Sequence[RunData]) -> Any:
                       annotation_text="warm-up", annotation_position="top left", row="all", col=1)
     fig.update_xaxes(title={"text": "seconds since start"}, row=len(titles), col=1)
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(title={"text": "Over time (one point per interval)"}, height=1500,
+    fig.update_layout(title={"text": "Over time (one point per interval, or per bucket of intervals in a "
+                               f"long run: at most {MAX_POINTS} points)"}, height=1500,
                       template="plotly_white", legend={"groupclick": "toggleitem"},
                       margin={"t": 80})
     return fig

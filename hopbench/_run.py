@@ -35,14 +35,11 @@ from ._results import ResultsWriter, environment, write_error
 from ._inflight import BUSY_PHASES, PHASES
 from ._runner import LoadRunner, RunStats
 from ._slo import slo_summary
+from ._saturation import SATURATION_CPU, SATURATION_LAG_NS, GeneratorFigures, HostUsage, judge
 
 __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
            "timeline_line", "finish_run", "progress_line", "slo_block"]
 
-SATURATION_LAG_NS = 25 * NS_PER_MS
-SATURATION_CPU = 0.95
-#: a run whose client used at least this share of a core while lagging was busy itself
-_BUSY_CPU = 0.8
 LOAD_HELD_FRACTION = 0.9
 _CHECKPOINT_S = 5.0
 
@@ -90,6 +87,19 @@ def gc_figures(stats: RunStats) -> dict[str, Any]:
             "gc_pause_max_ms": round(stats.gc_pause_max_ns / NS_PER_MS, 3)}
 
 
+def host_figures(stats: RunStats) -> dict[str, Any]:
+    """The process's and the machine's CPU use over the run (hopbench._saturation):
+    ``process_cpu_cores`` (every thread, cores on average), ``machine_busy_share``
+    and ``steal_share`` (shares of all CPUs' time; None without /proc/stat),
+    ``cpus``; {} when not measured."""
+    host = HostUsage.from_json(stats.host)
+    if host is None:
+        return {}
+    return {"process_cpu_cores": round(host.process_cores, 4), "cpus": host.cpus,
+            "machine_busy_share": None if host.machine_busy_share is None else round(host.machine_busy_share, 4),
+            "steal_share": None if host.steal_share is None else round(host.steal_share, 4)}
+
+
 def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
     """Judge the load generator and the load actually held.
 
@@ -97,8 +107,11 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
         (saturated, warnings, load): saturated is True when the client itself
         was the bottleneck (event-loop lag p99 or open-loop schedule lag p99
         over 25 ms, judged on p90 when there are fewer than 100 samples, or
-        CPU over 95 % of a core), so latencies are not to be trusted; ``load``
-        holds requested vs achieved figures.
+        CPU over 95 % of a core), so latencies are not to be trusted, whatever
+        the cause; the warning names the cause with its figure
+        (hopbench._saturation.judge: the client's CPU, collector pauses, a busy
+        machine); ``load`` holds requested vs achieved figures and
+        ``saturation`` (the verdict, moved to ``generator`` by finish_run).
 
     In flight (hopbench._inflight; docs/results.md, "In flight"):
     ``mean_in_flight`` and ``peak_in_flight`` count what a gateway sees (the
@@ -122,33 +135,21 @@ def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, l
         return h.percentile(99.0 if h.count >= 100 else 90.0) if h.count else 0
 
     lag_p99, sched_p99 = judged(lag), judged(sched)
-    saturated = False
-    # Say what was measured and what it points at: a client that lags while
-    # using little CPU was not busy itself; its neighbours on the machine were.
-    cause = ("the client itself was busy: add --workers or lower the load" if cpu_mean >= _BUSY_CPU else
-             "the client used little CPU, so other processes on this machine (neighbours), not "
-             "the load, are the likely cause")
-    if lag_p99 > SATURATION_LAG_NS:
-        saturated = True
-        warnings.append(f"load generator saturated: event-loop lag p99 {lag_p99 / NS_PER_MS:.1f} ms "
-                        f"(> {SATURATION_LAG_NS / NS_PER_MS:.0f} ms) with the client at {cpu_mean:.0%} of "
-                        f"one core; latencies include client-side delay; {cause}")
-    if sched_p99 > SATURATION_LAG_NS:
-        saturated = True
-        warnings.append(f"load generator saturated: open-loop schedule lag p99 "
-                        f"{sched_p99 / NS_PER_MS:.1f} ms with the client at {cpu_mean:.0%} of one core; "
-                        f"arrivals left late; {cause}")
-    if cpu_mean >= SATURATION_CPU:
-        saturated = True
-        warnings.append(f"load generator saturated: CPU {cpu_mean:.0%} of one core "
-                        f"(event-loop lag p99 {lag_p99 / NS_PER_MS:.1f} ms); add --workers or lower the "
-                        "load (other processes on this machine can also take the core)")
+    # Say what was measured and what it points at (hopbench._saturation): the
+    # client's own CPU, collector pauses, or a busy machine (steal, neighbours).
+    verdict = judge(GeneratorFigures(
+        lag_p99, sched_p99, cpu_mean, max(cpu, default=0.0), stats.gc_collections, stats.gc_pause_ns,
+        stats.gc_pause_max_ns, stats.ended_ns or stats.stop_ns, HostUsage.from_json(stats.host)))
+    saturated = verdict.saturated
+    if verdict.saturated:
+        warnings.append(str(verdict.warning()))
     measured_ns = max(stats.stop_ns - profile.run.warmup_ns, 1)
     load: dict[str, Any] = {"mode": profile.load.mode, "peak_in_flight": stats.peak_in_flight,
                             "peak_open": stats.peak_open,
                             "measured_s": round(measured_ns / NS_PER_S, 6),
                             "cpu_mean": round(cpu_mean, 4), "cpu_max": round(max(cpu, default=0), 4),
-                            "loop_lag_p99_ms": (lag.percentile(99.0) if lag.count else 0) / NS_PER_MS}
+                            "loop_lag_p99_ms": (lag.percentile(99.0) if lag.count else 0) / NS_PER_MS,
+                            "saturation": verdict.to_json()}  # moved to generator by finish_run
     steady_ns = stats.stop_ns - min(stats.steady_from_ns, stats.stop_ns)
     mean_in_flight = stats.steady_area / steady_ns if steady_ns > 0 else None
     load["mean_in_flight"] = None if mean_in_flight is None else round(mean_in_flight, 3)
@@ -603,7 +604,8 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
                 error_samples=dict(sorted(stats.error_samples.items())),
                 generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
                            "loop_lag_p99_ms": load["loop_lag_p99_ms"],
-                           "intervals": len(stats.intervals), **gc_figures(stats)})
+                           "intervals": stats.interval_count, **gc_figures(stats),
+                           **host_figures(stats), "saturation": load.pop("saturation", None)})
     return writer.finish(meta, total, warmup, complete=complete)
 
 

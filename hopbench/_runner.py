@@ -43,16 +43,18 @@ from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ._slo import judge, record_verdict
 from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, record_lengths, record_stream,
-                     stream_line)
+                     recorder_sink, stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
+from ._saturation import host_usage, sample_host
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
 from ._workload import Picker
 from ._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
 from .sse import SSEScanner
 
-__all__ = ["LoadRunner", "RunStats", "classify_exception", "REQUEST_ID_HEADER", "UNREACHABLE_AFTER"]
+__all__ = ["LoadRunner", "RunStats", "classify_exception", "interval_end", "REQUEST_ID_HEADER", "TICK_SLACK_NS",
+           "UNREACHABLE_AFTER"]
 
 REQUEST_ID_HEADER = "x-hopbench-request-id"
 UNREACHABLE_AFTER = 20  # connection failures in a row, with no response between, that end a run
@@ -62,6 +64,7 @@ _TARGET_POLL_S = 0.05  # how often the embedded emulator's process is looked at
 _ERROR_BODY_LIMIT = 64 * 1024
 #: how long the rest of a body may take once its terminal signal arrived
 _AFTER_END_S = 1.0
+RECENT_INTERVALS = 60  # timeline records RunStats keeps (the file has them all)
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
 
@@ -202,12 +205,38 @@ class RunStats:
     gc_collections: int = 0
     gc_pause_ns: int = 0
     gc_pause_max_ns: int = 0
+    #: the process's and the machine's CPU use over the run (``_saturation.HostUsage.to_json``)
+    host: dict[str, Any] | None = None
+    #: the last ``RECENT_INTERVALS`` timeline records (bounded: a run of hours must not
+    #: grow with its length) and how many intervals the run closed in all
     intervals: list[dict[str, Any]] = field(default_factory=list)
+    interval_count: int = 0
     #: error kind (counter name, e.g. "http_error.501") -> its first messages
     #: or bodies, scrubbed of the run's secrets (hopbench._wire_text)
     error_samples: dict[str, list[str]] = field(default_factory=dict)
     #: wire error codes counted as "other" (the distinct-code cap was reached)
     codes_folded: int = 0
+
+
+TICK_SLACK_NS = 1_000_000
+"""An interval tick closed within this long of its due time (1 ms: the
+resolution of intervals.hlog's stamps) keeps the due time as its end, so
+intervals stay on the ``run.interval_s`` grid (and exact under a fake clock)."""
+
+
+def interval_end(now_rel_ns: int, due_rel_ns: int) -> int:
+    """Where an interval closed at ``now_rel_ns`` ends (ns from the run start).
+
+    Args:
+        now_rel_ns: when the ticker actually closes the interval.
+        due_rel_ns: when it was due (a multiple of the interval).
+
+    Returns:
+        ``due_rel_ns`` when the tick is within ``TICK_SLACK_NS`` of it, else
+        ``now_rel_ns``: a late ticker's interval covers the time that really
+        passed, so its rates, means and CPU share divide by that time.
+    """
+    return due_rel_ns if abs(now_rel_ns - due_rel_ns) <= TICK_SLACK_NS else now_rel_ns
 
 
 class LoadRunner:
@@ -405,6 +434,7 @@ class LoadRunner:
                 st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
                 self._gauge = InFlightGauge(t0, t0 + st.steady_from_ns, t0 + run.warmup_ns)
                 self._cpu0 = time.thread_time_ns()
+                host0 = sample_host()
                 self._area0 = [0] * len(PHASES)
                 async with trio.open_nursery() as watchers:
                     watchers.start_soon(self._loop_lag_probe)
@@ -432,6 +462,7 @@ class LoadRunner:
         st.gc_pause_ns, st.gc_pause_max_ns = collector.pause_ns, collector.pause_max_ns
         t_end = now_ns()
         st.ended_ns = t_end - t0
+        st.host = host_usage(host0, sample_host(), st.ended_ns).to_json()
         self._gauge.advance(t_end)
         self._sync_stats()
         return st
@@ -634,8 +665,13 @@ class LoadRunner:
         except Exception as exc:  # raised again inside the per-stream boundary below
             request = exc
         sent = now_ns()
-        meter = StreamMeter(intended_ns if intended_ns is not None else sent, sent)
-        rec = self._recorder_for(meter.start_ns)
+        start = intended_ns if intended_ns is not None else sent
+        rec = self._recorder_for(start)
+        # gaps go to the recorder as they are measured: into the interval they occurred in
+        slo = sc.slo  # a per-request ITL percentile needs the stream's own digest (docs/slo.md)
+        meter = StreamMeter(start, sent, recorder_sink(rec, scope_name),
+                            itl_digest=slo is not None and slo.itl_ns is not None
+                            and slo.itl_percentile is not None)
         rec.incr(scope_name, "started")
         outcome = "cancelled"
         detail = ""
@@ -799,7 +835,7 @@ class LoadRunner:
                         scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
                         rearm_at = never
                     elif cancel_events is not None and not box[1] and (
-                            len(meter.itl_ns) + (meter.last_content_ns is not None) >= cancel_events):
+                            meter.itl_count + (meter.last_content_ns is not None) >= cancel_events):
                         left = True  # closing the response below closes its connection
                         break
             finally:
@@ -883,13 +919,17 @@ class LoadRunner:
         k = 1
         while True:
             await trio.sleep_until(ns_to_s(self._t0 + k * iv))
-            work = self._close_interval(k * iv)
+            # The ticker can run late (a busy loop, a collector pause, a slow
+            # publish): the interval ends when it is closed, not when it was due,
+            # so that rates and means divide by the time they cover (issue 16).
+            end_rel = interval_end(now_ns() - self._t0, k * iv)
+            work = self._close_interval(end_rel)
             if work is not None:
                 # Encoding and folding the interval's histograms, writing the
                 # files and checkpoints take 10-200 ms: off the event loop, so
                 # that no stream's stamps wait for them (loop_lag shows it).
                 await trio.to_thread.run_sync(self._publish, *work)
-            k += 1
+            k = max(k, end_rel // iv) + 1  # ticks missed while late are skipped, not caught up
 
     def _close_interval(self, end_rel_ns: int) -> tuple[Any, Any, dict[str, Any]] | None:
         """On the loop: detach the interval's recordings (O(scopes)) and note
@@ -919,6 +959,9 @@ class LoadRunner:
         if end_rel_ns - start_rel >= self.profile.run.interval_ns // 2:
             st.cpu_fractions.append(cpu_frac)  # a short final interval would skew it
         st.intervals.append(line)
+        st.interval_count += 1
+        if len(st.intervals) > 2 * RECENT_INTERVALS:
+            del st.intervals[:-RECENT_INTERVALS]
         return (self.rec.detach_interval(start_rel, end_rel_ns),
                 self.warm.detach_interval(start_rel, end_rel_ns), line)
 

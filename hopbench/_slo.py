@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Protocol
 
+from ._digest import digest_percentile
 from ._recorder import ALL, Recorder, Snapshot
 from ._slo_spec import OBJECTIVES, Slo, slo_mapping
 
@@ -50,7 +51,13 @@ class StreamRecord(Protocol):
     @property
     def ttft_content_ns(self) -> int | None: ...
     @property
-    def itl_ns(self) -> Sequence[int]: ...
+    def itl_count(self) -> int: ...
+    @property
+    def itl_sum_ns(self) -> int: ...
+    @property
+    def itl_max_ns(self) -> int: ...
+    @property
+    def itl_digest(self) -> Sequence[tuple[int, int]] | None: ...
     @property
     def tpot_ns(self) -> int | None: ...
     @property
@@ -78,24 +85,33 @@ class Verdict:
     output_tokens: int
 
 
-def itl_stat_ns(gaps_ns: Sequence[int], percentile: float | None) -> int | None:
-    """A request's own ITL statistic.
+def itl_stat_ns(r: StreamRecord, percentile: float | None) -> int | None:
+    """A request's own ITL statistic, from its record's bounded ITL figures.
 
     Args:
-        gaps_ns: its gaps between consecutive content events, ns, stream order.
-        percentile: None for the mean (rounded down), else a percentile in
-            (0, 100] by nearest rank (100: the largest gap).
+        r: the stream's record: ``itl_count``, ``itl_sum_ns``, ``itl_max_ns``
+            and, for a percentile under 100, ``itl_digest``.
+        percentile: None for the mean (rounded down, exact), 100 for the
+            largest gap (exact), else a percentile in (0, 100) by nearest rank
+            over the digest (``hopbench._digest``: at most 0.8 % above the gap).
 
     Returns:
         The statistic in ns, None when there is no gap.
+
+    Raises:
+        ValueError: a percentile under 100 asked of a record without a digest
+            (the runner keeps one for every scope whose SLO asks for it).
     """
-    if not gaps_ns:
+    if r.itl_count <= 0:
         return None
     if percentile is None:
-        return sum(gaps_ns) // len(gaps_ns)
-    ordered = sorted(gaps_ns)
-    rank = max(1, math.ceil(percentile / 100 * len(ordered)))
-    return ordered[rank - 1]
+        return r.itl_sum_ns // r.itl_count
+    if percentile >= 100:
+        return r.itl_max_ns
+    if r.itl_digest is None:
+        raise ValueError("a per-request ITL percentile needs the stream's ITL digest "
+                         "(StreamMeter(itl_digest=True))")
+    return digest_percentile(r.itl_digest, percentile)
 
 
 def judge(slo: Slo, r: StreamRecord) -> Verdict:
@@ -124,7 +140,7 @@ def judge(slo: Slo, r: StreamRecord) -> Verdict:
         failed.append("ttft")
     if over(r.ttft_content_ns, slo.content_ttft_ns, completed and r.content_events > 0):
         failed.append("content_ttft")
-    if slo.itl_ns is not None and over(itl_stat_ns(r.itl_ns, slo.itl_percentile), slo.itl_ns, False):
+    if slo.itl_ns is not None and over(itl_stat_ns(r, slo.itl_percentile), slo.itl_ns, False):
         failed.append("itl")
     if over(r.tpot_ns, slo.tpot_ns, False):
         failed.append("tpot")

@@ -169,14 +169,14 @@ _STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "request
                  "in_flight_area", "steady_area", "steady_from_ns",
                  "peak_open", "steady_phase_area", "sent_measured",
                  "last_change_ns", "cpu_fractions", "gc_collections", "gc_pause_ns",
-                 "gc_pause_max_ns", "error_samples", "codes_folded")
+                 "gc_pause_max_ns", "error_samples", "codes_folded", "host")
 
 
 def stats_to_json(stats: RunStats) -> dict[str, Any]:
     """RunStats as a JSON object (the per-interval list replaced by its length)."""
     out = {k: getattr(stats, k) for k in _STATS_FIELDS}
     out["cpu_fractions"] = list(stats.cpu_fractions)
-    out["intervals"] = len(stats.intervals)
+    out["intervals"] = stats.interval_count
     return out
 
 
@@ -518,6 +518,7 @@ class Merger:
                 "schedule_lag_p99_ms": load.get("schedule_lag_p99_ms"),
                 "peak_in_flight": load["peak_in_flight"],
                 **gc_figures(st),
+                "saturation": load.get("saturation"),
                 "start_skew_ms": w.skew_ns / NS_PER_MS,
                 "ended_ms": st.ended_ns / NS_PER_MS,
                 "interrupted_by": st.interrupted_by,
@@ -542,6 +543,7 @@ class Merger:
             codes_folded=sum(s.codes_folded for s in stats_all),
         )
         _, warnings, load = analyse(profile, merged, total)
+        load.pop("saturation", None)  # judged per worker (worker_detail[].saturation)
         warnings = [x for x in warnings if not x.startswith("load generator saturated")]
         warnings = worker_warnings + list(meta.pop("notes", [])) + warnings  # e.g. [[scrape]] failures
         cpus = [d["cpu_mean"] for d in detail]

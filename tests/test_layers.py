@@ -26,7 +26,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: import nothing from hopbench
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
-        "hopbench._wire_text", "hopbench._inflight",
+        "hopbench._wire_text", "hopbench._inflight", "hopbench._digest",
         "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
@@ -35,7 +35,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # pure core: decoder base, recorder, statistics, emulator config
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",
-        "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec"),
+        "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec", "hopbench._series",
+        "hopbench._saturation"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
@@ -69,7 +70,7 @@ ALLOWED_SIBLINGS: frozenset[tuple[str, str]] = frozenset()
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
         "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
         "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
-        "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec"]
+        "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hopbench._meter import StreamMeter
 from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, Keepalive, UsageReport
 
 
+class _Gaps:
+    """A gap sink that keeps what it was given, in order (tests only: the runner's
+    sink records into histograms)."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, int]] = []
+
+    def __call__(self, metric: str, value_ns: int) -> None:
+        self.got.append((metric, value_ns))
+
+    def of(self, metric: str) -> list[int]:
+        return [v for m, v in self.got if m == metric]
+
+
 def test_meter_itl_zero_for_events_of_one_read_and_silences() -> None:
-    m = StreamMeter(start_ns=0, sent_ns=0)
+    gaps = _Gaps()
+    m = StreamMeter(start_ns=0, sent_ns=0, sink=gaps)
     m.on_headers(10)
     m.on_read(100)
     m.on_observations(100, [Keepalive(b" hopbase-keepalive")])
@@ -19,17 +36,21 @@ def test_meter_itl_zero_for_events_of_one_read_and_silences() -> None:
     m.on_observations(1_600, [Keepalive(b""), UsageReport(5, 7)])
     m.close(5_600)
     assert (m.first_token_ns, m.first_content_ns) == (1_000, 1_500)
-    assert m.itl_ns == [500, 0]
+    assert gaps.of("itl") == [500, 0] and (m.itl_count, m.itl_max_ns) == (2, 500)
     assert m.max_silence_ns == 4_000  # from the last read to the end counts
     # headers -> keepalive, keepalive -> next read, read before -> keepalive (still open at the end)
-    assert m.keepalive_gaps() == [90, 900, 100]
+    assert gaps.of("keepalive_interval") == [90, 900, 100] and m.keepalive_gap_count == 3
+    # each gap reached the sink when it was measured, in stream order
+    assert gaps.got == [("keepalive_interval", 90), ("keepalive_interval", 900), ("itl", 500), ("itl", 0),
+                        ("keepalive_interval", 100)]
     assert (m.input_tokens, m.output_tokens) == (5, 7)
     assert m.content_reads == 2
 
 
 # -- measure(): the metric rules, without trio or sockets ----------------------
 
-from hopbench._meter import StreamRecord, measure, outcome_counters, record_stream, stream_line  # noqa: E402
+from hopbench._meter import (StreamRecord, measure, outcome_counters, record_stream,  # noqa: E402
+                             recorder_sink, stream_line)
 from hopbench._recorder import Recorder  # noqa: E402
 from hopbench.protocols import Observation, StreamEnd, StreamResult  # noqa: E402
 
@@ -47,9 +68,10 @@ def _terminal(m: StreamMeter, t_ns: int) -> None:
     m.on_observations(t_ns, [StreamEnd("completed")])
 
 
-def _paced_meter(start_ns: int = 0, sent_ns: int = 0, tokens: int = 5) -> StreamMeter:
+def _paced_meter(start_ns: int = 0, sent_ns: int = 0, tokens: int = 5,
+                 sink: Any = None) -> StreamMeter:
     """Headers at 10 ms, then one text token a read every 10 ms from 100 ms."""
-    m = StreamMeter(start_ns=start_ns, sent_ns=sent_ns)
+    m = StreamMeter(start_ns=start_ns, sent_ns=sent_ns, sink=sink)
     m.on_headers(10_000_000)
     for i in range(tokens):
         t = 100_000_000 + i * 10_000_000
@@ -70,7 +92,7 @@ def test_measure_completed_stream_latencies_tpot_and_rate() -> None:
                                                                     200_000_000)
     assert r.tpot_ns == (200_000_000 - 100_000_000) // 4
     assert r.output_milli_tokens_per_s == 25_000  # 5 tokens in 0.2 s
-    assert r.itl_ns == (10_000_000,) * 4 and r.content_events == 5
+    assert (r.itl_count, r.itl_max_ns) == (4, 10_000_000) and r.content_events == 5
     assert r.max_silence_ns == 90_000_000 and not r.keepalive_violation
     assert (r.queue_delay_ns, r.ttft_from_send_ns, r.e2e_from_send_ns) == (None, None, None)
     assert not r.proxy_buffering_suspected and not r.no_usage
@@ -87,12 +109,14 @@ def test_measure_open_loop_keeps_the_uncorrected_figures() -> None:
 
 
 def test_measure_broken_stream_has_no_e2e_tpot_or_rate_but_keeps_gaps() -> None:
-    m = _paced_meter()
+    gaps = _Gaps()
+    m = _paced_meter(sink=gaps)
     m.close(300_000_000)
     r = measure(m, 300_000_000, "truncated", "closed", StreamResult("truncated", output_tokens=5),
                 keepalive_budget_ns=_BUDGET_NS)
     assert (r.e2e_ns, r.tpot_ns, r.output_milli_tokens_per_s) == (None, None, None)
-    assert r.elapsed_ns == 300_000_000 and r.ttft_ns == 100_000_000 and len(r.itl_ns) == 4
+    assert r.elapsed_ns == 300_000_000 and r.ttft_ns == 100_000_000 and r.itl_count == 4
+    assert gaps.of("itl") == [10_000_000] * 4
 
 
 def test_measure_without_usage_counts_events_and_no_usage() -> None:
@@ -189,14 +213,15 @@ def test_outcome_counters_by_outcome_and_detail() -> None:
 
 
 def test_record_stream_histograms_counters_and_tokens() -> None:
-    m = _paced_meter()
+    rec = Recorder(["s"])
+    m = _paced_meter(sink=recorder_sink(rec, "s"))
     m.on_read(150_000_000)
     m.on_observations(150_000_000, [Keepalive(b""), Keepalive(b"")])
     m.close(200_000_000)
     res = StreamResult("completed", input_tokens=3, output_tokens=5, content_events=5,
                        anomalies={"unknown_event": 2})
     r = measure(m, 200_000_000, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)
-    rec = Recorder(["s"])
+    assert rec.snapshot().histogram("s", "itl").count == 4  # recorded as they came, before the end
     record_stream(rec, "s", r)
     snap = rec.snapshot()
     c = snap.scopes["s"].counters
@@ -251,9 +276,9 @@ _MS = 1_000_000
 
 
 def _through(protocol: str, reads: list[tuple[float, bytes]], end_ms: float, *, headers_ms: float = 0.0,
-             expect_usage: bool = False, outcome: str | None = None) -> StreamRecord:
+             expect_usage: bool = False, outcome: str | None = None, sink: Any = None) -> StreamRecord:
     """Stamp each read at its time (ms), decode it, close the body at ``end_ms``."""
-    m = StreamMeter(0, 0)
+    m = StreamMeter(0, 0, sink)
     m.on_headers(int(headers_ms * _MS))
     scanner, dec = SSEScanner(), new_decoder(protocol, keep_text=False, expect_usage=expect_usage)
     for t_ms, chunk in reads:
@@ -332,21 +357,24 @@ def test_measure_per_answer_tpot_with_several_choices() -> None:
 def test_measure_keepalive_gaps_include_headers_and_the_next_event() -> None:
     # queued: headers at 0, one ": ping" at 5 s, first token at 7 s
     reads = [(5000.0, b": ping\n\n"), (7000.0, _chat('{"content":"x"}', "stop") + DONE)]
-    r = _through("chat", reads, 7000.0)
-    assert r.keepalive_gaps_ns == (5000 * _MS, 2000 * _MS) and r.keepalives == 1
+    gaps = _Gaps()
+    r = _through("chat", reads, 7000.0, sink=gaps)
+    assert gaps.of("keepalive_interval") == [5000 * _MS, 2000 * _MS]
+    assert (r.keepalive_gaps, r.keepalives) == (2, 1)
 
 
 def test_record_stream_sixteen_streams_with_one_ping_each_record_intervals() -> None:
     rec = Recorder(["s"])
     for _ in range(16):
         reads = [(300.0, b": ping\n\n"), (400.0, _chat('{"content":"x"}', "stop") + DONE)]
-        record_stream(rec, "s", _through("chat", reads, 400.0))
+        record_stream(rec, "s", _through("chat", reads, 400.0, sink=recorder_sink(rec, "s")))
     h = rec.snapshot().histogram("s", "keepalive_interval")
     assert h.count == 32  # headers -> ping and ping -> first event, per stream
 
 
 def test_meter_keepalives_and_silences_after_the_terminal_event_do_not_count() -> None:
-    m = StreamMeter(0, 0)
+    gaps = _Gaps()
+    m = StreamMeter(0, 0, gaps)
     m.on_headers(0)
     m.on_read(10)
     m.on_observations(10, [Keepalive(b"")])
@@ -355,12 +383,13 @@ def test_meter_keepalives_and_silences_after_the_terminal_event_do_not_count() -
     m.on_read(5_000)
     m.on_observations(5_000, [Keepalive(b"")])
     m.close(9_000)
-    assert m.keepalive_gaps_ns == [10, 10] and m.keepalive_ns == [10]
+    assert gaps.of("keepalive_interval") == [10, 10] and m.keepalives == 1
     assert m.max_silence_ns == 10 and m.terminal_ns == 20
 
 
 def test_meter_two_keepalives_in_one_read_and_back_to_back_reads() -> None:
-    m = StreamMeter(0, 0)
+    gaps = _Gaps()
+    m = StreamMeter(0, 0, gaps)
     m.on_headers(0)
     m.on_read(100)
     m.on_observations(100, [Keepalive(b""), Keepalive(b"")])
@@ -368,7 +397,7 @@ def test_meter_two_keepalives_in_one_read_and_back_to_back_reads() -> None:
     m.on_observations(250, [Keepalive(b"")])
     m.on_read(300)
     m.on_observations(300, [ContentDelta("text", 1)])
-    assert m.keepalive_gaps_ns == [100, 0, 150, 50]
+    assert gaps.of("keepalive_interval") == [100, 0, 150, 50]
 
 
 def test_measure_stop_classes_refusal_and_engine_abort() -> None:

@@ -171,3 +171,21 @@ def test_snapshot_absent_histogram_and_counter_are_empty() -> None:
     assert s.histogram("a", "ttft").count == 0
     assert s.histogram("zz", "ttft").count == 0
     assert s.counter("zz", "x") == 0
+
+
+def test_recorder_sink_records_into_the_open_interval_and_counts_out_of_range() -> None:
+    rec = Recorder(["a"])
+    sink = rec.sink("a")
+    sink("itl", 5)
+    first = rec.take_interval(0, 1)
+    sink("itl", 7)
+    sink("itl", -1)  # out of range: counted, not recorded
+    second = rec.take_interval(1, 2)
+    assert first.histogram("a", "itl").count == 1 and second.histogram("a", "itl").count == 1
+    assert second.histogram("all", "itl").count == 1
+    assert second.counter("a", "out_of_range.itl") == second.counter("all", "out_of_range.itl") == 1
+    assert rec.snapshot().histogram("a", "itl").count == 2
+    with pytest.raises(UsageError, match="unknown scope"):
+        rec.sink("b")
+    with pytest.raises(UsageError, match="unknown scope"):
+        rec.sink("all")

@@ -219,3 +219,17 @@ def test_scrape_run_embedded_emulator_series_in_results_and_report(tmp_path: Pat
     assert "Gateway metrics" in report and "hopbench_emulator_requests_total" in report
     for path in (tmp_path / "run").iterdir():  # the header's value reached no file
         assert secret not in path.read_text(encoding="utf-8", errors="replace"), path.name
+
+
+def test_scrape_series_long_run_is_thinned_to_max_points() -> None:
+    """An hour of scrapes keeps at most max_points points per series (the last sample of
+    each time bucket); a counter's rate is then its mean rate over each span."""
+    recs = [{"url": "u", "t_ms": 1000 * i, "s": {"c_total": 10.0 * i, "g": float(i % 7)},
+             **({"types": {"c": "counter", "g": "gauge"}} if i == 0 else {})} for i in range(3600)]
+    series = scrape_series(recs, max_points=100)["u"]
+    xs, ys = series["c / c_total (per s)"]
+    assert len(xs) < 100 and all(y == pytest.approx(10.0) for y in ys)
+    gx, gy = series["g / g"]
+    assert len(gx) <= 100 and gx[-1] == 3599.0 and gy[-1] == float(3599 % 7)
+    # a short run keeps every scrape
+    assert len(scrape_series(recs[:50])["u"]["g / g"][0]) == 50

@@ -24,7 +24,7 @@ MS = 1_000_000
 def _record(gaps_ms: tuple[int, ...] = (10, 10, 10, 10), first_ms: int = 100, outcome: str = "completed",
             start_ns: int = 0) -> StreamRecord:
     """A text stream: first token at ``first_ms``, then one token after each gap, then its end."""
-    m = StreamMeter(start_ns=start_ns, sent_ns=start_ns)
+    m = StreamMeter(start_ns=start_ns, sent_ns=start_ns, itl_digest=True)
     m.on_headers(start_ns + 10 * MS)
     t = start_ns + first_ms * MS
     stamps = [t]
@@ -58,10 +58,15 @@ def test_judge_good_when_every_objective_holds() -> None:
 
 def test_judge_itl_statistic_is_the_requests_own() -> None:
     r = _record(gaps_ms=(10, 10, 10, 90))  # mean 30 ms, p50 10 ms, max 90 ms
-    assert itl_stat_ns(r.itl_ns, None) == 30 * MS
-    assert itl_stat_ns(r.itl_ns, 50.0) == 10 * MS
-    assert itl_stat_ns(r.itl_ns, 100.0) == 90 * MS
-    assert itl_stat_ns([], 50.0) is None
+    assert itl_stat_ns(r, None) == 30 * MS  # exact: the sum over the count
+    assert itl_stat_ns(r, 100.0) == 90 * MS  # exact: the largest gap
+    p50 = itl_stat_ns(r, 50.0)  # the digest's bucket: at most 1/128 above the gap
+    assert p50 is not None and 10 * MS <= p50 <= 10 * MS * (1 + 1 / 128)
+    p80 = itl_stat_ns(r, 80.0)
+    assert p80 is not None and 90 * MS <= p80 <= 90 * MS * (1 + 1 / 128)
+    assert itl_stat_ns(_record(gaps_ms=()), 50.0) is None  # one token: no gap
+    with pytest.raises(ValueError, match="digest"):
+        itl_stat_ns(dataclasses.replace(r, itl_digest=None), 50.0)
     assert judge(Slo(itl_ns=40 * MS), r).good
     assert judge(Slo(itl_ns=40 * MS, itl_stat="max"), r).failed == ("itl",)
     assert judge(Slo(itl_ns=40 * MS, itl_stat="p50"), r).good

@@ -1,0 +1,319 @@
+"""Why the load generator could not keep up: a pure verdict, each cause with its figure.
+
+Role: decide whether a run's latencies can be trusted (the ``saturated`` flag of
+summary.json) and, when they cannot, tell apart what held the client back
+(issue 16 item 4), because each asks for a different remedy:
+
+* ``client_cpu``: hopbench's own CPU was the limit (its event-loop thread, or
+  the whole process, at 80 % of a core or more: one Python process runs on
+  one core at a time). Remedy: ``--workers`` (or a lower load).
+* ``collector``: Python's cyclic garbage collector stopped the process long
+  enough and often enough to make the loop late (a pause of 25 ms or more,
+  pauses adding up to 0.5 % of the run or more). ``--workers`` helps only
+  by giving each process fewer live objects to scan.
+* ``machine_busy``: the process wanted to run but was not given a CPU: the
+  hypervisor took CPU time (``steal`` in /proc/stat, 2 % or more), or the
+  machine's CPUs were busy with other processes (at most 10 % of them idle
+  while hopbench used less than 80 % of a core), or, without /proc/stat, the
+  loop was late while hopbench used little CPU and the collector does not
+  explain it. More workers would not help; another machine or a quieter one would.
+* ``unexplained``: none of the above passed its threshold over the whole run
+  (the machine had idle CPUs on average, hopbench and the collector were
+  moderate): the figures are given as measured.
+
+Symptoms (any one makes the run ``saturated``, whatever the cause, because
+the latencies then include client-side delay): event-loop lag p99 over 25 ms,
+open-loop schedule lag p99 over 25 ms (both judged on p90 with fewer than 100
+samples), or the loop thread's CPU at 95 % of a core or more. A saturated run
+always names at least one cause.
+
+Pure and synchronous except :func:`sample_host`, which reads the process's CPU
+time and /proc/stat (Linux; elsewhere the machine figures are None).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._units import NS_PER_MS
+
+__all__ = ["SATURATION_LAG_NS", "SATURATION_CPU", "BUSY_CPU", "GC_PAUSE_SHARE", "STEAL_SHARE",
+           "MACHINE_IDLE_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage", "HostSample",
+           "judge", "sample_host", "host_usage", "parse_proc_stat"]
+
+SATURATION_LAG_NS = 25 * NS_PER_MS
+"""Loop or schedule lag p99 above this: the client's own delay is in the latencies."""
+SATURATION_CPU = 0.95
+"""The loop thread at this share of a core or more is saturated by itself."""
+BUSY_CPU = 0.8
+"""hopbench's loop thread or process at this share of a core or more: its own CPU is the limit."""
+GC_PAUSE_SHARE = 0.005
+"""Collector pauses adding up to this share of the run (with one of 25 ms or more) explain lag."""
+STEAL_SHARE = 0.02
+"""CPU time taken by the hypervisor (steal) at this share of the machine or more."""
+MACHINE_IDLE_SHARE = 0.10
+"""The machine's CPUs at most this idle (share of all CPUs) while hopbench was not busy: neighbours."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostUsage:
+    """CPU use over a run, from the process's and the machine's counters.
+
+    Attributes:
+        wall_ns: the span measured (ns of the run's clock).
+        process_cpu_ns: CPU time of every thread of this process over it.
+        cpus: CPUs the machine has (``os.cpu_count()``).
+        machine_busy_share: share of all CPUs' time that was not idle (user,
+            nice, system, irq, softirq, steal), 0..1; None without /proc/stat.
+        steal_share: share of all CPUs' time taken by the hypervisor, 0..1;
+            None without /proc/stat.
+    """
+
+    wall_ns: int
+    process_cpu_ns: int
+    cpus: int
+    machine_busy_share: float | None = None
+    steal_share: float | None = None
+
+    @property
+    def process_cores(self) -> float:
+        """The process's CPU time over the wall time: cores it used on average."""
+        return self.process_cpu_ns / self.wall_ns if self.wall_ns > 0 else 0.0
+
+    @property
+    def others_cores(self) -> float | None:
+        """Cores the rest of the machine kept busy on average (None without /proc/stat)."""
+        if self.machine_busy_share is None:
+            return None
+        return max(self.machine_busy_share * self.cpus - self.process_cores, 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict of the fields (summary.json, worker messages)."""
+        return {"wall_ns": self.wall_ns, "process_cpu_ns": self.process_cpu_ns, "cpus": self.cpus,
+                "machine_busy_share": self.machine_busy_share, "steal_share": self.steal_share}
+
+    @classmethod
+    def from_json(cls, data: Any) -> HostUsage | None:
+        """Inverse of :meth:`to_json`; None for anything that is not such a dict."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(int(data["wall_ns"]), int(data["process_cpu_ns"]), int(data["cpus"]),
+                       data.get("machine_busy_share"), data.get("steal_share"))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratorFigures:
+    """What the run measured about the load generator itself (the judge's input).
+
+    Attributes:
+        loop_lag_ns: event-loop lag p99 (p90 with fewer than 100 samples), ns.
+        schedule_lag_ns: open-loop schedule lag p99 (same rule), ns; 0 in a closed loop.
+        cpu_mean, cpu_max: the loop thread's CPU, share of one core, time-weighted
+            over the intervals' real lengths (mean) and the largest interval's.
+        gc_collections, gc_pause_ns, gc_pause_max_ns: the collector's collections,
+            total and longest pause (ns) over the run.
+        run_ns: the run's length (ns) the collector's figures cover.
+        host: CPU use of the process and the machine, None when not measured.
+    """
+
+    loop_lag_ns: int
+    schedule_lag_ns: int
+    cpu_mean: float
+    cpu_max: float = 0.0
+    gc_collections: int = 0
+    gc_pause_ns: int = 0
+    gc_pause_max_ns: int = 0
+    run_ns: int = 0
+    host: HostUsage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """One reason the client fell behind.
+
+    Attributes:
+        kind: ``client_cpu`` | ``collector`` | ``machine_busy`` | ``unexplained``
+            (the symptom is real but no cause passed its threshold).
+        figure: the measured figure that shows it, as a sentence fragment.
+        advice: what to do about it.
+    """
+
+    kind: str
+    figure: str
+    advice: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The judgement of one run's load generator.
+
+    Attributes:
+        saturated: latencies include client-side delay (any symptom).
+        symptoms: what was seen, as sentence fragments ("event-loop lag p99 40.0 ms
+            (> 25 ms)", ...), in a fixed order; empty when not saturated.
+        causes: why, strongest first; at least one when saturated, none otherwise.
+    """
+
+    saturated: bool
+    symptoms: tuple[str, ...]
+    causes: tuple[Cause, ...]
+
+    def warning(self) -> str | None:
+        """The summary's warning (``load generator saturated: ...``), None when not saturated."""
+        if not self.saturated:
+            return None
+        why = "; ".join(f"{c.figure}: {c.advice}" for c in self.causes)
+        return (f"load generator saturated: {', '.join(self.symptoms)}; latencies include "
+                f"client-side delay; cause: {why}")
+
+    def to_json(self) -> dict[str, Any]:
+        """summary.json ``generator.saturation``: saturated, symptoms, causes [{kind, figure, advice}]."""
+        return {"saturated": self.saturated, "symptoms": list(self.symptoms),
+                "causes": [{"kind": c.kind, "figure": c.figure, "advice": c.advice} for c in self.causes]}
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / NS_PER_MS:.1f} ms"
+
+
+def judge(f: GeneratorFigures) -> Verdict:
+    """Judge the load generator: saturated or not, and why (the module docstring's rules).
+
+    Args:
+        f: the run's own figures.
+
+    Returns:
+        The Verdict. Never raises.
+    """
+    symptoms: list[str] = []
+    if f.loop_lag_ns > SATURATION_LAG_NS:
+        symptoms.append(f"event-loop lag p99 {_ms(f.loop_lag_ns)} (> {SATURATION_LAG_NS // NS_PER_MS} ms)")
+    if f.schedule_lag_ns > SATURATION_LAG_NS:
+        symptoms.append(f"open-loop schedule lag p99 {_ms(f.schedule_lag_ns)} (arrivals left late)")
+    if f.cpu_mean >= SATURATION_CPU:
+        symptoms.append(f"CPU {f.cpu_mean:.0%} of one core")
+    if not symptoms:
+        return Verdict(False, (), ())
+    causes: list[Cause] = []
+    host = f.host
+    proc = host.process_cores if host is not None else None
+    own = max(f.cpu_mean, proc or 0.0)
+    if own >= BUSY_CPU:
+        fig = f"hopbench's event loop used {f.cpu_mean:.0%} of one core"
+        if proc is not None and proc > f.cpu_mean + 0.05:
+            fig += f" (the whole process {proc:.0%})"
+        causes.append(Cause("client_cpu", fig, "the client itself was busy: add --workers or lower the load"))
+    share = f.gc_pause_ns / f.run_ns if f.run_ns > 0 else 0.0
+    if f.gc_pause_max_ns >= SATURATION_LAG_NS and share >= GC_PAUSE_SHARE:
+        causes.append(Cause(
+            "collector",
+            f"Python's garbage collector paused hopbench {f.gc_collections} times for {_ms(f.gc_pause_ns)} "
+            f"in all ({share:.1%} of the run), the longest {_ms(f.gc_pause_max_ns)}",
+            "collector pauses stop every stream's clock at once (see generator.gc_pause_max_ms); fewer "
+            "streams per process (--workers) shorten them"))
+    steal = host.steal_share if host is not None else None
+    busy = host.machine_busy_share if host is not None else None
+    if host is not None and steal is not None and steal >= STEAL_SHARE:
+        causes.append(Cause("machine_busy",
+                            f"the hypervisor took {steal:.1%} of the machine's CPU time (steal)",
+                            "the machine was busy, not the load: more workers would not help; "
+                            "use a quieter machine"))
+    elif host is not None and busy is not None and own < BUSY_CPU and 1.0 - busy <= MACHINE_IDLE_SHARE:
+        others = host.others_cores or 0.0
+        causes.append(Cause(
+            "machine_busy",
+            f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
+            f"used {others:.1f} cores while hopbench used {own:.0%} of one core",
+            "neighbours took the CPUs, not the load: more workers would not help; use a quieter machine"))
+    elif own < BUSY_CPU and not causes and busy is None:
+        # no machine counters: lagging while using little CPU means waiting for a CPU
+        causes.append(Cause(
+            "machine_busy",
+            f"the client used {own:.0%} of one core while it lagged, so it waited for a CPU: other "
+            "processes on this machine (neighbours)",
+            "likely neighbours, not the load: more workers would not help"))
+    if not causes:  # no cause passed its threshold: say what was measured
+        causes.append(Cause(
+            "unexplained",
+            f"hopbench used {own:.0%} of one core, the collector paused {share:.1%} of the run (longest "
+            f"{_ms(f.gc_pause_max_ns)})" + ("" if busy is None else f", the machine's CPUs were {busy:.0%} busy"),
+            "none of hopbench's CPU, the collector or the machine explains the lag over the whole run "
+            "(short bursts of neighbours, or a blocking call); run it again, and if it repeats, profile it"))
+    return Verdict(True, tuple(symptoms), tuple(causes))
+
+
+# -- measuring the host (the only I/O here) ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    """One reading of the counters :func:`host_usage` subtracts.
+
+    Attributes:
+        process_cpu_ns: ``time.process_time_ns()`` (every thread of the process).
+        proc_stat: the aggregate ``cpu`` line of /proc/stat as (busy, total,
+            steal) clock ticks, or None where it cannot be read.
+    """
+
+    process_cpu_ns: int
+    proc_stat: tuple[int, int, int] | None
+
+
+def parse_proc_stat(text: str) -> tuple[int, int, int] | None:
+    """(busy, total, steal) ticks from /proc/stat's aggregate ``cpu`` line (proc(5)).
+
+    busy = user + nice + system + irq + softirq + steal; total = busy + idle +
+    iowait (guest time is already inside user and nice). None when the line is
+    missing or malformed. Never raises.
+    """
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            try:
+                v = [int(x) for x in line.split()[1:]]
+            except ValueError:
+                return None
+            if len(v) < 4:
+                return None
+            v += [0] * (8 - len(v))
+            user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
+            busy = user + nice + system + irq + softirq + steal
+            return busy, busy + idle + iowait, steal
+    return None
+
+
+def sample_host(proc_stat: Path = Path("/proc/stat")) -> HostSample:
+    """Read the process's CPU time and the machine's counters now. Never raises."""
+    try:
+        ticks = parse_proc_stat(proc_stat.read_text(encoding="ascii", errors="replace"))
+    except OSError:
+        ticks = None
+    return HostSample(time.process_time_ns(), ticks)
+
+
+def host_usage(a: HostSample, b: HostSample, wall_ns: int, cpus: int | None = None) -> HostUsage:
+    """CPU use between two samples taken ``wall_ns`` apart.
+
+    Args:
+        a, b: the samples at the start and the end.
+        wall_ns: the time between them (the run's clock), ns.
+        cpus: the machine's CPUs (default ``os.cpu_count()``).
+
+    Returns:
+        HostUsage; the machine shares are None when either sample lacks
+        /proc/stat or no tick passed. Never raises.
+    """
+    busy_share = steal_share = None
+    if a.proc_stat is not None and b.proc_stat is not None:
+        d_busy, d_total, d_steal = (y - x for x, y in zip(a.proc_stat, b.proc_stat))
+        if d_total > 0:
+            busy_share = min(max(d_busy / d_total, 0.0), 1.0)
+            steal_share = min(max(d_steal / d_total, 0.0), 1.0)
+    return HostUsage(wall_ns, max(b.process_cpu_ns - a.process_cpu_ns, 0), cpus or os.cpu_count() or 1,
+                     busy_share, steal_share)

@@ -1,0 +1,150 @@
+"""hopbench._saturation: the saturation verdict tells the client's own CPU, collector
+pauses and a busy machine apart, each with its figure (issue 16 item 4); a run whose
+latencies include client-side delay is flagged whatever the cause."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hopbench._saturation import (GeneratorFigures, HostSample, HostUsage, host_usage, judge, parse_proc_stat,
+                                  sample_host)
+
+MS = 1_000_000
+S = 1_000_000_000
+RUN_NS = 60 * S
+
+
+def _fig(lag_ms: float = 40.0, cpu: float = 0.3, **kw: object) -> GeneratorFigures:
+    args: dict[str, object] = dict(loop_lag_ns=int(lag_ms * MS), schedule_lag_ns=0, cpu_mean=cpu, cpu_max=cpu,
+                                   run_ns=RUN_NS)
+    args.update(kw)
+    return GeneratorFigures(**args)  # type: ignore[arg-type]
+
+
+def _host(process_cores: float, busy: float | None = None, steal: float | None = None,
+          cpus: int = 2) -> HostUsage:
+    return HostUsage(RUN_NS, int(process_cores * RUN_NS), cpus, busy, steal)
+
+
+def _kinds(f: GeneratorFigures) -> list[str]:
+    return [c.kind for c in judge(f).causes]
+
+
+def test_judge_not_saturated_names_no_cause() -> None:
+    # long collector pauses and a busy machine, but the loop kept its schedule: latencies hold
+    v = judge(_fig(lag_ms=5.0, gc_collections=3, gc_pause_ns=2 * S, gc_pause_max_ns=900 * MS,
+                   host=_host(0.2, busy=1.0, steal=0.3)))
+    assert (v.saturated, v.symptoms, v.causes, v.warning()) == (False, (), (), None)
+
+
+def test_judge_client_cpu_advises_workers() -> None:
+    v = judge(_fig(cpu=0.9, host=_host(0.92, busy=0.6, steal=0.0)))
+    assert v.saturated and _kinds(_fig(cpu=0.9)) == ["client_cpu"]
+    assert [c.kind for c in v.causes] == ["client_cpu"]
+    w = str(v.warning())
+    assert w.startswith("load generator saturated: event-loop lag p99 40.0 ms (> 25 ms)")
+    assert "event loop used 90% of one core" in w and "add --workers" in w
+
+
+def test_judge_client_cpu_of_the_whole_process_counts() -> None:
+    # the loop thread at 50 %, the process at 95 % (the publishing thread holds the GIL)
+    v = judge(_fig(cpu=0.5, host=_host(0.95, busy=0.7, steal=0.0)))
+    assert [c.kind for c in v.causes] == ["client_cpu"]
+    assert "(the whole process 95%)" in v.causes[0].figure
+
+
+def test_judge_collector_pauses_with_their_figure() -> None:
+    v = judge(_fig(lag_ms=260.0, cpu=0.4, gc_collections=12, gc_pause_ns=1_800 * MS,
+                   gc_pause_max_ns=240 * MS, host=_host(0.45, busy=0.5, steal=0.0)))
+    assert [c.kind for c in v.causes] == ["collector"]
+    c = v.causes[0]
+    assert "paused hopbench 12 times for 1800.0 ms in all (3.0% of the run), the longest 240.0 ms" in c.figure
+    assert "lower the load" not in str(v.warning())
+    # short pauses, however many, do not explain a 260 ms lag: no collector cause
+    assert "collector" not in _kinds(_fig(lag_ms=260.0, gc_collections=5000, gc_pause_ns=3 * S,
+                                          gc_pause_max_ns=4 * MS, host=_host(0.4, busy=0.5, steal=0.0)))
+
+
+def test_judge_machine_busy_by_steal() -> None:
+    v = judge(_fig(cpu=0.25, host=_host(0.3, busy=0.7, steal=0.08)))
+    assert [c.kind for c in v.causes] == ["machine_busy"]
+    assert "the hypervisor took 8.0% of the machine's CPU time (steal)" in v.causes[0].figure
+    assert "more workers would not help" in v.causes[0].advice
+
+
+def test_judge_machine_busy_by_neighbours_with_proc_stat() -> None:
+    v = judge(_fig(cpu=0.3, host=_host(0.35, busy=0.97, steal=0.0)))
+    assert [c.kind for c in v.causes] == ["machine_busy"]
+    assert ("the machine's 2 CPUs were 97% busy and other processes on this machine used 1.6 cores "
+            "while hopbench used 35% of one core") in v.causes[0].figure
+
+
+def test_judge_machine_busy_inferred_without_proc_stat() -> None:
+    # no machine counters: the process used little CPU while its loop was late
+    v = judge(_fig(cpu=0.2, host=_host(0.22)))
+    assert [c.kind for c in v.causes] == ["machine_busy"]
+    assert "the client used 22% of one core while it lagged" in v.causes[0].figure
+    assert "other processes on this machine" in v.causes[0].figure
+
+
+def test_judge_unexplained_is_still_flagged_with_the_figures() -> None:
+    # the machine had idle CPUs, hopbench and the collector were moderate: no cause passes
+    v = judge(_fig(cpu=0.3, gc_pause_ns=60 * MS, gc_pause_max_ns=10 * MS, host=_host(0.3, busy=0.5, steal=0.0)))
+    assert v.saturated and [c.kind for c in v.causes] == ["unexplained"]
+    assert "the machine's CPUs were 50% busy" in v.causes[0].figure
+
+
+def test_judge_several_causes_strongest_first_and_other_symptoms() -> None:
+    v = judge(_fig(lag_ms=80.0, cpu=0.97, schedule_lag_ns=50 * MS, gc_collections=4, gc_pause_ns=900 * MS,
+                   gc_pause_max_ns=300 * MS, host=_host(1.0, busy=1.0, steal=0.05)))
+    assert [c.kind for c in v.causes] == ["client_cpu", "collector", "machine_busy"]
+    assert v.symptoms == ("event-loop lag p99 80.0 ms (> 25 ms)", "open-loop schedule lag p99 50.0 ms "
+                          "(arrivals left late)", "CPU 97% of one core")
+    assert v.to_json()["causes"][1]["kind"] == "collector"
+
+
+def test_parse_proc_stat_and_host_usage() -> None:
+    text = "cpu  100 5 50 800 20 3 2 10 0 0\ncpu0 50 2 25 400 10 1 1 5 0 0\nintr 1\n"
+    assert parse_proc_stat(text) == (170, 990, 10)
+    assert parse_proc_stat("cpu  1 2 3\n") is None
+    assert parse_proc_stat("cpu  a b c d\n") is None
+    assert parse_proc_stat("") is None
+    a = HostSample(1 * S, (170, 990, 10))
+    b = HostSample(2 * S, (170 + 150, 990 + 200, 10 + 20))
+    u = host_usage(a, b, 4 * S, cpus=2)
+    assert (u.process_cores, u.machine_busy_share, u.steal_share) == (0.25, 0.75, 0.1)
+    assert u.others_cores == pytest.approx(1.25)
+    assert HostUsage.from_json(u.to_json()) == u
+    assert HostUsage.from_json(None) is None and HostUsage.from_json({"wall_ns": 1}) is None
+    assert host_usage(HostSample(0, None), b, S, cpus=2).machine_busy_share is None
+
+
+def test_sample_host_reads_the_counters(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  1 0 1 8 0 0 0 0 0 0\n")
+    s = sample_host(stat)
+    assert s.proc_stat == (2, 10, 0) and s.process_cpu_ns > 0
+    assert sample_host(tmp_path / "missing").proc_stat is None
+
+
+def test_analyse_warns_with_the_cause_and_keeps_the_verdict() -> None:
+    """The run's judgement (hopbench._run.analyse) uses the verdict: a loop late because of
+    the collector is flagged, its warning names the pauses, not --workers."""
+    from hopbench._profile import parse_profile
+    from hopbench._recorder import Recorder
+    from hopbench._run import analyse
+    from hopbench._runner import RunStats
+
+    profile = parse_profile('[target]\nurl = "http://127.0.0.1:9"\n[run]\nduration_s = 60\n[load]\n'
+                            'concurrency = 1\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
+    rec = Recorder(["chat-m"])
+    for i in range(1000):
+        rec.record_global("loop_lag", (300 if i % 50 == 0 else 1) * MS)  # 2 % of the probes 300 ms late
+    stats = RunStats(stop_ns=RUN_NS, ended_ns=RUN_NS, cpu_fractions=[0.3] * 60, gc_collections=20,
+                     gc_pause_ns=6 * S, gc_pause_max_ns=320 * MS, host=_host(0.35, busy=0.4, steal=0.0).to_json())
+    sat, warnings, load = analyse(profile, stats, rec.snapshot())
+    (w,) = [x for x in warnings if x.startswith("load generator saturated")]
+    assert sat and "garbage collector paused hopbench 20 times" in w and "--workers or lower the load" not in w
+    assert [c["kind"] for c in load["saturation"]["causes"]] == ["collector"]
