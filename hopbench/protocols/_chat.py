@@ -158,9 +158,7 @@ class ChatDecoder(Decoder):
             return None
         if self._keep_text:
             self._text.append(content)
-        out: list[Observation] = []
-        self._content(out, "text", len(content))
-        return tuple(out)
+        return self._emit("text", len(content))
 
     def _fail(self, error: Any) -> Observation:
         if type(error) is dict:
