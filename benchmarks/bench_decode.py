@@ -15,7 +15,10 @@ skipped. Rows are interleaved (every protocol x parser once per round, best of
 ``--repeat`` rounds) so a neighbour's load hits all of them alike; the
 machine's load average is printed with the figures.
 
-Run:  .venv/bin/python benchmarks/bench_decode.py [--events 2000] [--repeat 7]
+Run:  .venv/bin/python benchmarks/bench_decode.py [--events 200] [--repeat 7] [--src DIR]
+
+``--src DIR`` measures another checkout's package (e.g. ``git archive <commit>
+hopbench | tar -x -C DIR``): run both, alternately, for a before/after.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# --src DIR: measure the hopbench package of another checkout (e.g. the code before a change)
+_SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv else str(Path(__file__).resolve().parents[1])
+sys.path.insert(0, _SRC)
 
 from hopbench.protocols import _base, new_decoder  # noqa: E402
 from hopbench.sse import SSEScanner  # noqa: E402
@@ -155,6 +160,7 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=50, help="streams per measurement (default 50)")
     p.add_argument("--repeat", type=int, default=7, help="interleaved rounds; the best counts (default 7)")
     p.add_argument("--parsers", default="", help="comma-separated subset of stdlib,orjson,msgspec")
+    p.add_argument("--src", default="", help="the checkout whose hopbench package to measure (default: this one)")
     args = p.parse_args()
     avail = parsers()
     names = [x for x in args.parsers.split(",") if x] or list(avail)
@@ -171,7 +177,7 @@ def main() -> None:
                     best[proto, name] = min(best.get((proto, name), ns), ns)
     finally:
         _base._fast_loads, _base._FastError = saved
-    print(f"load average after:  {os.getloadavg()}")
+    print(f"load average after:  {os.getloadavg()}; hopbench from {_base.__file__}")
     print(f"{'protocol':10} " + " ".join(f"{n:>14}" for n in names) + "   (ns of CPU per event, best of "
           f"{args.repeat})")
     for proto in items:
