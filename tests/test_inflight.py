@@ -318,7 +318,11 @@ model = "m"
     print(f"in flight {load['mean_in_flight']:.3f}, emulator {emulator_open:.3f}, tolerance {tolerance:.3f}, "
           f"rate {rate:.1f}/s, lag p50 {lag_p50_ms:.2f} ms, emulator lag p90 {emulator_lag_s * 1000:.2f} ms")
     assert abs(load["mean_in_flight"] - emulator_open) <= tolerance, (load, emulator_open, tolerance)
-    # no proxy, no buffering flag: neither the client's lag nor the unpaced origin is one
+    # no proxy, no buffering flag: neither the client's lag nor the unpaced origin is one.
+    # Only a stream the emulator itself held back can be flagged: written >= 10 ms late
+    # by its starved loop, 20 + 10 ms after its head, ~ the 31 ms that 32 events paced at
+    # 1 ms would take (hopbench._meter.PACED_GAP_MIN_NS): a hold no client can tell apart.
     counters = summary["scopes"]["all"]["counters"]
-    assert counters.get("proxy_buffering_suspected", 0) == 0, counters
+    held_by_the_emulator = sum(r["lag_max_ns"] >= 10_000_000 for r in truth)
+    assert counters.get("proxy_buffering_suspected", 0) <= held_by_the_emulator, (counters, held_by_the_emulator)
     assert not any("buffering" in w for w in summary["warnings"])
