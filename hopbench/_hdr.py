@@ -40,6 +40,7 @@ import functools
 import itertools
 import math
 import sys
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -136,8 +137,20 @@ def _spec(metric: str) -> MetricSpec:
         ) from None
 
 
+def _acyclic(h: Any) -> Any:
+    """Return ``h`` (an hdrh.HdrHistogram) with its encoder's back-reference weak.
+
+    hdrh's histogram and its encoder point at each other: every histogram
+    (with its ~270 KB counts array) would be freed only by the cyclic
+    collector, which the per-interval histograms would then keep busy and
+    fat (hopbench/_collector.py). With the link weak, refcounting frees them.
+    """
+    h.encoder.histogram = weakref.proxy(h)
+    return h
+
+
 def _new_hdr(spec: MetricSpec) -> Any:
-    return HdrHistogram(spec.lowest, spec.highest, SIGNIFICANT_FIGURES)
+    return _acyclic(HdrHistogram(spec.lowest, spec.highest, SIGNIFICANT_FIGURES))
 
 
 @functools.lru_cache(maxsize=None)
@@ -292,7 +305,7 @@ class Histogram:
         out = cls(metric)
         spec = out.spec
         try:
-            h = HdrHistogram.decode(text.encode("ascii"))
+            h = _acyclic(HdrHistogram.decode(text.encode("ascii")))
         except Exception as exc:  # hdrh raises TypeError, zlib.error, its own classes
             raise ResultsError(
                 f"histogram {metric}: not a valid hdrh encoding ({type(exc).__name__}: {exc})"

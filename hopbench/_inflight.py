@@ -72,7 +72,7 @@ class InFlightGauge:
         last_ns: the last stamp seen.
     """
 
-    __slots__ = ("now", "peak_in_flight", "peak_open", "sent_measured", "last_ns",
+    __slots__ = ("now", "peak_in_flight", "peak_open", "sent_measured", "last_ns", "_read_ns",
                  "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at")
 
     def __init__(self, t0_ns: int, steady_from_ns: int | None = None,
@@ -85,6 +85,7 @@ class InFlightGauge:
         self.peak_open = 0
         self.sent_measured = 0
         self.last_ns = t0_ns
+        self._read_ns = t0_ns  # the last advance(): areas up to here were read (intervals)
         self._steady_from = t0_ns if steady_from_ns is None else steady_from_ns
         self._measured_from = t0_ns if measured_from_ns is None else measured_from_ns
         self._stopped_at: int | None = None
@@ -128,7 +129,49 @@ class InFlightGauge:
         """
         if t_ns < self.last_ns:
             raise ValueError(f"stamps must not decrease: {t_ns} after {self.last_ns}")
+        self.last_ns = self._read_ns = t_ns
+
+    def move_late(self, t_ns: int, late_ns: int, floor_ns: int, src: int, dst: int) -> int:
+        """A phase change the client learnt of late: its event loop served the
+        read that told it ``late_ns`` after the bytes arrived (the loop lag).
+
+        The change is counted at ``t_ns - late_ns``, but never before
+        ``floor_ns`` (the caller's earliest possible time: the stream's previous
+        read) nor before the last ``advance`` (areas read up to there, the
+        finished intervals', stay as they were read). Counts and areas from
+        then on are as if ``move`` had been called at that time; peaks are not
+        lowered (they were what the client held).
+
+        Args:
+            t_ns: when the client learnt of it, clock ns, >= the last stamp.
+            late_ns: how late the client's loop served that read, ns (<= 0: on time).
+            floor_ns: the earliest time the change can have happened, clock ns.
+            src, dst: as for ``move`` (``dst`` is never ``AWAITING_HEADERS`` here).
+
+        Returns:
+            The stamp the change was counted at, clock ns.
+
+        Raises:
+            ValueError: a decreasing ``t_ns``, or a phase with no stream to leave.
+        """
+        if t_ns < self.last_ns:
+            raise ValueError(f"stamps must not decrease: {t_ns} after {self.last_ns}")
+        at = max(t_ns - max(late_ns, 0), floor_ns, self._read_ns)
+        if at >= self.last_ns:
+            self.move(at, src, dst)
+            self.last_ns = t_ns
+            return at
+        # earlier than the last stamp: the same accounting, the clock stays at t_ns
+        self.move(self.last_ns, src, dst, False)
+        c, cl = self._clip(at), self._clip(self.last_ns)
+        if src != OUT:
+            self._acc[src] -= self.last_ns - at
+            self._steady_acc[src] -= cl - c
+        if dst != OUT:
+            self._acc[dst] += self.last_ns - at
+            self._steady_acc[dst] += cl - c
         self.last_ns = t_ns
+        return at
 
     def move(self, t_ns: int, src: int, dst: int, first_send: bool = True) -> None:
         """One stream goes from phase ``src`` to ``dst`` at ``t_ns``.

@@ -39,7 +39,7 @@ from .protocols import (
 __all__ = [
     "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "record_lengths", "stream_line",
     "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "CLIENT_LAG_MIN_NS",
-    "GapSink", "recorder_sink",
+    "GapSink", "recorder_sink", "PACED_GAP_MIN_NS",
 ]
 
 GapSink = Callable[[str, int], None]
@@ -423,7 +423,17 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
           a lag that long could have piled the events up in the client's own
           socket. A buffering proxy holds the answer for the whole generation,
           a silence far longer than the client's lag. Any other burst is
-          ``proxy_buffering_suspected``.
+          ``proxy_buffering_suspected`` when it was held long enough to have
+          been generated at a paced rate: from the response head (from the
+          send when the head came with the burst, within the client's lag or
+          1 ms) to its arrival in the client's socket (its stamp minus that
+          lag) at least ``(output events - 1) x PACED_GAP_MIN_NS``. The head
+          marks when the server began to answer: time a busy server took to
+          get to the request is not a hold. A shorter one is an
+          origin that wrote the whole answer at once (a mock, a cache, an
+          unpaced emulator), no proxy needed: not flagged. (A client cannot
+          tell a buffering proxy from an unpaced origin whose first byte came
+          that late; the flag says "suspected".)
 
     Never raises.
     """
@@ -474,7 +484,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         burst = (first is not None and m.content_reads <= 2 and output_events >= 4
                  and first - start >= 0.9 * e2e)
         lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
-        buffered = burst and not lagged
+        buffered = burst and not lagged and _held_ns(m, first, sent) >= (output_events - 1) * PACED_GAP_MIN_NS
     # a cut stream, or one that never got a response, had no chance to report usage
     got_body = (outcome not in ("http_error", "connect_error", "cancelled", "client_cancelled")
                 and headers is not None)
@@ -536,6 +546,18 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
     )
 
 
+def _held_ns(m: StreamMeter, first_ns: int | None, sent_ns: int) -> int:
+    """How long a burst was held before it reached the client's socket, ns: from the
+    response head, or from the send when the head came with the burst (within the
+    client's lag or 1 ms, as a proxy that holds the whole response sends it)."""
+    if first_ns is None:
+        return 0
+    lag = m.content_read_lag_max_ns
+    head = m.headers_ns
+    since = sent_ns if head is None or first_ns - head <= max(CLIENT_LAG_MIN_NS, lag) else head
+    return first_ns - since - lag
+
+
 def outcome_counters(outcome: str, detail: str) -> tuple[str, ...]:
     """The counters one stream's outcome increments, each by 1.
 
@@ -558,6 +580,11 @@ def outcome_counters(outcome: str, detail: str) -> tuple[str, ...]:
 CLIENT_LAG_MIN_NS = 1_000_000
 """A read served later than this (and than 10 % of the silence it ended) by the
 client's own event loop explains a burst: 1 ms, about a busy loop's p50 lag."""
+
+PACED_GAP_MIN_NS = 1_000_000
+"""The shortest gap between a paced origin's events the buffering flag assumes, ns:
+1 ms, 1,000 events/s for one stream (faster than LLM decoding per stream). A burst
+of n events held for less than (n - 1) x this was not a paced answer held back."""
 
 HEADER_VALUE_MAX_CHARS = 64
 """A recorded response header value is cut to this many characters."""

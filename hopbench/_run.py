@@ -81,10 +81,11 @@ def _iso(t: float) -> str:
 
 def gc_figures(stats: RunStats) -> dict[str, Any]:
     """The garbage collector's share of the run (hopbench._collector): collections,
-    their total and longest pause in ms."""
+    their total, longest and p99 pause in ms (several workers: the worst worker's p99)."""
     return {"gc_collections": stats.gc_collections,
             "gc_pause_total_ms": round(stats.gc_pause_ns / NS_PER_MS, 3),
-            "gc_pause_max_ms": round(stats.gc_pause_max_ns / NS_PER_MS, 3)}
+            "gc_pause_max_ms": round(stats.gc_pause_max_ns / NS_PER_MS, 3),
+            "gc_pause_p99_ms": round(stats.gc_pause_p99_ns / NS_PER_MS, 3)}
 
 
 def host_figures(stats: RunStats) -> dict[str, Any]:

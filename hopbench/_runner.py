@@ -65,6 +65,7 @@ _ERROR_BODY_LIMIT = 64 * 1024
 #: how long the rest of a body may take once its terminal signal arrived
 _AFTER_END_S = 1.0
 RECENT_INTERVALS = 60  # timeline records RunStats keeps (the file has them all)
+_SPENT_BODY = httpx.ByteStream(b"")  # a closed response's body (no cycle back to it)
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
 
@@ -201,10 +202,11 @@ class RunStats:
     steady_from_ns: int = 0
     last_change_ns: int = 0
     cpu_fractions: list[float] = field(default_factory=list)
-    #: garbage collections during the run, their total and longest pause (ns)
+    #: garbage collections during the run, their total, longest and p99 pause (ns)
     gc_collections: int = 0
     gc_pause_ns: int = 0
     gc_pause_max_ns: int = 0
+    gc_pause_p99_ns: int = 0
     #: the process's and the machine's CPU use over the run (``_saturation.HostUsage.to_json``)
     host: dict[str, Any] | None = None
     #: the last ``RECENT_INTERVALS`` timeline records (bounded: a run of hours must not
@@ -329,6 +331,7 @@ class LoadRunner:
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
         self._reached = False
         self._gauge = InFlightGauge(0)  # replaced at the run's start (its t0)
+        self._collector: CollectorWatch | None = None
         self._connect_failures = 0  # in a row, since the last response
         env_map = os.environ if env is None else env
         secrets: list[str] = []
@@ -460,6 +463,7 @@ class LoadRunner:
                 self._final_interval()
         st.gc_collections = collector.collections
         st.gc_pause_ns, st.gc_pause_max_ns = collector.pause_ns, collector.pause_max_ns
+        st.gc_pause_p99_ns = collector.pause_percentile_ns(99.0)
         t_end = now_ns()
         st.ended_ns = t_end - t0
         st.host = host_usage(host0, sample_host(), st.ended_ns).to_json()
@@ -796,6 +800,8 @@ class LoadRunner:
             # skips httpx's three generator layers per read (closing still goes
             # through response.aclose()).
             direct = response.extensions.get("hopbench.body")
+            # kernel receive stamps of hopbench's transport (its rx_ns), where it has them
+            stamps = direct if identity and hasattr(direct, "rx_ns") else None
             chunks = (direct if direct is not None and identity
                       else response.aiter_raw() if identity else response.aiter_bytes()).__aiter__()
             # Re-arming a trio deadline costs ~1.6 us; doing it on every read
@@ -805,15 +811,19 @@ class LoadRunner:
             # idle_s to idle_s + slack (never early), slack <= 100 ms.
             rearm_at = t + slack
             left = False  # the client cancelled after cancel_events content events
+            prev_t = t  # the read before this one (first: the response head)
             try:
                 async for chunk in chunks:
-                    t = now_ns()
+                    prev_t, t = t, now_ns()
                     # How late the loop serves this read: the probe's overdue time
                     # (it has not run yet), or the lag it just measured (it ran
                     # first in this batch). A burst read late is the client's doing.
                     lag = t - self._probe_due_ns
                     if t - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
                         lag = self._lag_ns
+                    # hopbench's transport knows it exactly: the kernel's receive stamp
+                    if stamps is not None and stamps.rx_ns:
+                        lag = max(t - stamps.rx_ns, 0)
                     meter.on_read(t, lag)
                     if idle_ns is not None and t >= rearm_at:
                         scope.deadline = ns_to_s(min(t + idle_ns + slack, total))
@@ -829,8 +839,11 @@ class LoadRunner:
                         # _AFTER_END_S; a body that then breaks or hangs does
                         # not turn a finished stream into a broken one.
                         box[1] = True
-                        # the gateway is done with it: what is left is the client's
-                        self._gauge.move(t, stage[0], CLOSING)
+                        # the gateway is done with it: what is left is the client's.
+                        # It was done when the bytes arrived, not when a busy loop
+                        # served the read: counted back by the loop's lag (in flight
+                        # as the gateway sees it, docs/results.md "In flight")
+                        self._gauge.move_late(t, lag, prev_t, stage[0], CLOSING)
                         stage[0] = CLOSING
                         scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
                         rearm_at = never
@@ -851,7 +864,13 @@ class LoadRunner:
             return result.outcome, _detail(result), result
         finally:
             box[3] = now_ns()  # a client cancel's close stamp (hopbench._cancel)
-            await response.aclose()
+            try:
+                await response.aclose()
+            finally:
+                # httpx's BoundAsyncStream points back at its response: a cycle
+                # (with the request, headers, URL: ~30 objects a stream) that only
+                # the cyclic collector would free (hopbench/_collector.py)
+                response.stream = _SPENT_BODY
 
     def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
                      text: str | None) -> str:
@@ -958,6 +977,9 @@ class LoadRunner:
             line[f"{name}_now"] = g.now[i]
         if end_rel_ns - start_rel >= self.profile.run.interval_ns // 2:
             st.cpu_fractions.append(cpu_frac)  # a short final interval would skew it
+        if end_rel_ns >= st.steady_from_ns and self._collector is not None:
+            self._collector.freeze_now()  # set up (warm-up, ramp-up done): out of the scans
+            self._collector = None
         st.intervals.append(line)
         st.interval_count += 1
         if len(st.intervals) > 2 * RECENT_INTERVALS:

@@ -44,8 +44,13 @@ written on an open connection (``info`` is an empty dict).
 from __future__ import annotations
 
 import ipaddress
+import platform
 import re
+import socket
 import ssl
+import struct
+import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -58,6 +63,15 @@ from ._clock import now_ns
 __all__ = ["MalformedResponse", "StreamTransport"]
 
 _READ_SIZE = 64 * 1024
+# Kernel receive stamps (Linux SO_TIMESTAMPNS, socket(7)): when a read's latest
+# bytes reached the socket, CLOCK_REALTIME; None where the platform has none.
+# Python < 3.14 does not name it: 35 on Linux x86-64 and arm64 (asm-generic/socket.h,
+# SO_TIMESTAMPNS_OLD, a 64-bit struct timespec there).
+_SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", (
+    35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None))
+_SCM_TIMESTAMPNS: int | None = getattr(socket, "SCM_TIMESTAMPNS", _SO_TIMESTAMPNS)
+_ANC_SIZE = socket.CMSG_SPACE(16) if _SO_TIMESTAMPNS is not None else 0
+_TIMESPEC = struct.Struct("@qq")
 Origin = tuple[bytes, str, int]
 #: RFC 9110 section 5.1: a field name is a token.
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
@@ -376,14 +390,24 @@ async def _open_tcp(host: str, port: int) -> trio.SocketStream:
     try:
         family = trio.socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else trio.socket.AF_INET
     except ValueError:
-        return await trio.open_tcp_stream(host, port)
+        return _stamped(await trio.open_tcp_stream(host, port))
     sock = trio.socket.socket(family, trio.socket.SOCK_STREAM)
     try:
         await sock.connect((host, port))
     except BaseException:
         sock.close()
         raise
-    return trio.SocketStream(sock)  # sets TCP_NODELAY
+    return _stamped(trio.SocketStream(sock))  # sets TCP_NODELAY
+
+
+def _stamped(stream: trio.SocketStream) -> trio.SocketStream:
+    """Ask the kernel to stamp what ``stream`` receives (SO_TIMESTAMPNS), where it can."""
+    if _SO_TIMESTAMPNS is not None:
+        try:
+            stream.socket.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        except OSError:  # pragma: no cover - a kernel without it: no stamps
+            pass
+    return stream
 
 
 def _reason(exc: BaseException) -> str:
@@ -422,7 +446,15 @@ def _parse_error(exc: BaseException) -> str:
 
 
 class _Body(httpx.AsyncByteStream):
-    """A response body: one yielded chunk per network read (framing removed)."""
+    """A response body: one yielded chunk per network read (framing removed).
+
+    Attributes:
+        rx_ns: when the bytes of the last chunk reached the socket, by the
+            kernel's receive stamp (SO_TIMESTAMPNS, Linux), on hopbench's clock
+            (``now_ns``), integer ns; 0 when unknown (TLS, no kernel stamps, the
+            bytes came with the response head). The runner's stamp of a chunk
+            minus ``rx_ns`` is how late its event loop served that read.
+    """
 
     def __init__(self, transport: StreamTransport, conn: _Conn, request: httpx.Request) -> None:
         self._transport = transport
@@ -430,10 +462,23 @@ class _Body(httpx.AsyncByteStream):
         self._request = request
         self._done = False
         self._closed = False
+        self.rx_ns = 0
+
+    async def _receive_stamped(self, n: int) -> bytes:
+        """``receive_some(n)`` through ``recvmsg``, keeping the kernel's receive stamp."""
+        data, anc, _, _ = await self._conn.stream.socket.recvmsg(n, _ANC_SIZE)  # type: ignore[attr-defined]
+        for level, kind, raw in anc:
+            if kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
+                sec, nsec = _TIMESPEC.unpack_from(raw)
+                # CLOCK_REALTIME -> hopbench's clock: both read now, microseconds apart
+                self.rx_ns = sec * 1_000_000_000 + nsec - time.time_ns() + now_ns()
+        return data  # type: ignore[no-any-return]
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         resp = self._conn.response
-        receive = self._conn.stream.receive_some
+        stream = self._conn.stream
+        stamped = _ANC_SIZE and type(stream) is trio.SocketStream
+        receive = self._receive_stamped if stamped else stream.receive_some
         framing = 0  # bytes read since the last body byte
         try:
             if resp.parts:  # body bytes that came with the head

@@ -169,7 +169,7 @@ _STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "request
                  "in_flight_area", "steady_area", "steady_from_ns",
                  "peak_open", "steady_phase_area", "sent_measured",
                  "last_change_ns", "cpu_fractions", "gc_collections", "gc_pause_ns",
-                 "gc_pause_max_ns", "error_samples", "codes_folded", "host")
+                 "gc_pause_max_ns", "gc_pause_p99_ns", "error_samples", "codes_folded", "host")
 
 
 def stats_to_json(stats: RunStats) -> dict[str, Any]:
@@ -539,6 +539,7 @@ class Merger:
             gc_collections=sum(s.gc_collections for s in stats_all),
             gc_pause_ns=sum(s.gc_pause_ns for s in stats_all),
             gc_pause_max_ns=max((s.gc_pause_max_ns for s in stats_all), default=0),
+            gc_pause_p99_ns=max((s.gc_pause_p99_ns for s in stats_all), default=0),
             error_samples=merge_samples(s.error_samples for s in stats_all),
             codes_folded=sum(s.codes_folded for s in stats_all),
         )

@@ -85,3 +85,40 @@ def test_hot_path_chat_text_fast_path_equals_general_path(n: int, monkeypatch: p
     fast = run()
     monkeypatch.setattr(ChatDecoder, "_text_only", lambda self, choice: None)
     assert run() == fast
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":1}', ' {"a":1}', '{"a":1} ', '\n{"a":[1,2]}\r\n', '{"a":1} x', '{"a":1}{"b":2}', "", "   ", "[]",
+    '"s"', "nope", '{"a":' + "9" * 5000 + "}", "[" * 5000 + "]" * 5000, '{"n":NaN}', '{"s":"\\ud800"}',
+])
+def test_hot_path_stdlib_scanner_equals_json_loads(text: str) -> None:
+    def outcome(f: object) -> object:
+        try:
+            return ("ok", f(text))  # type: ignore[operator]
+        except (ValueError, RecursionError) as exc:
+            return ("error", type(exc))
+
+    assert outcome(base._loads) == outcome(json.loads)
+
+
+@pytest.mark.parametrize("protocol,event", [
+    ("chat", b'data: {"choices":[{"index":0,"delta":{"content":"abc"},"finish_reason":null}]}\n\n'),
+    ("responses", b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+                  b'"delta":"abc"}\n\n'),
+    ("messages", b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                 b'"delta":{"type":"text_delta","text":"abc"}}\n\n'),
+])
+def test_hot_path_text_event_allocates_no_observation(protocol: str, event: bytes) -> None:
+    """After the first token, a text event returns a shared pre-built tuple (no
+    list, ContentDelta or tuple per event), equal to what a fresh one would be."""
+    from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, new_decoder
+    from hopbench.sse import SSEScanner
+
+    dec = new_decoder(protocol, keep_text=False)
+    first, second, third = (dec.feed(item) for item in SSEScanner().feed(event * 3))
+    assert first == (FirstToken("text"), FirstContentToken("text"), ContentDelta("text", 3))
+    assert second == third == (ContentDelta("text", 3),)
+    assert second is third
+    long = event.replace(b"abc", b"x" * 300)
+    assert [dec.feed(i) for i in SSEScanner().feed(long)] == [(ContentDelta("text", 300),)]
+    assert dec.finish().events["text"] == 4

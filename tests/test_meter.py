@@ -180,20 +180,20 @@ def test_measure_keepalive_violation_above_budget_only() -> None:
 def test_measure_proxy_buffering_suspected_on_one_late_burst() -> None:
     def burst(end_ns: int) -> StreamMeter:
         m = StreamMeter(0, 0)
-        m.on_headers(1_000)
-        m.on_read(95_000)
-        m.on_observations(95_000, [FirstToken("text"), FirstContentToken("text"), ContentDelta("text", 1)])
+        m.on_headers(1 * _MS)
+        m.on_read(95 * _MS)
+        m.on_observations(95 * _MS, [FirstToken("text"), FirstContentToken("text"), ContentDelta("text", 1)])
         for _ in range(3):  # one read, four events
-            m.on_observations(95_000, [ContentDelta("text", 1)])
+            m.on_observations(95 * _MS, [ContentDelta("text", 1)])
         _terminal(m, end_ns)
         m.close(end_ns)
         return m
 
     res = StreamResult("completed", output_tokens=4, content_events=4, events=_ev(4))
-    assert measure(burst(100_000), 100_000, "completed", "", res,
+    assert measure(burst(100 * _MS), 100 * _MS, "completed", "", res,
                    keepalive_budget_ns=_BUDGET_NS).proxy_buffering_suspected
     # the same burst on a stream that ended much later (ttft < 90 % of e2e): not suspected
-    assert not measure(burst(200_000), 200_000, "completed", "", res,
+    assert not measure(burst(200 * _MS), 200 * _MS, "completed", "", res,
                        keepalive_budget_ns=_BUDGET_NS).proxy_buffering_suspected
     # a paced stream (one event a read) is never suspected
     paced = _paced_meter()
@@ -524,3 +524,47 @@ def test_meter_client_lag_counts_only_reads_that_carried_content() -> None:
     m.on_read(30, 3)
     m.on_observations(30, [ContentDelta("text", 1)])
     assert m.content_read_lag_max_ns == 7
+
+
+def _unpaced_meter(events: int, at_ns: int, lag_ns: int = 0, head_ns: int = 0) -> StreamMeter:
+    """An origin that writes its whole answer at once: the head at ``head_ns``, ``events``
+    events and [DONE] in one read at ``at_ns`` (served ``lag_ns`` late)."""
+    m = StreamMeter(0, 0)
+    m.on_headers(head_ns)
+    m.on_read(at_ns, lag_ns)
+    m.on_observations(at_ns, [FirstToken("text"), FirstContentToken("text"), ContentDelta("text", 1)])
+    for _ in range(events - 1):
+        m.on_observations(at_ns, [ContentDelta("text", 1)])
+    m.on_observations(at_ns, [StreamEnd("completed")])
+    m.close(at_ns)
+    return m
+
+
+def test_measure_unpaced_origin_is_not_a_buffering_proxy() -> None:
+    """Issue 20: an origin that wrote 32 events at once after a 20 ms TTFT (no proxy,
+    the client on time) is no evidence of a proxy: 32 events held 20 ms is not a paced
+    answer held back (31 x PACED_GAP_MIN_NS = 31 ms). Held 60 ms it could be: flagged.
+    The hold counts from the response head, or from the send when the head came with
+    the burst."""
+    from hopbench._meter import PACED_GAP_MIN_NS
+
+    res = StreamResult("completed", output_tokens=32, events=_ev(32))
+    unpaced = measure(_unpaced_meter(32, 20 * _MS), 20 * _MS, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)
+    assert (unpaced.proxy_buffering_suspected, unpaced.client_lagged) == (False, False)
+    edge = 31 * PACED_GAP_MIN_NS  # held exactly 31 gaps (from the send, minus the lag)
+    assert measure(_unpaced_meter(32, edge + 2 * _MS, 2 * _MS), edge + 2 * _MS, "completed", "", res,
+                   keepalive_budget_ns=_BUDGET_NS).proxy_buffering_suspected
+    assert not measure(_unpaced_meter(32, edge + 2 * _MS - 1, 2 * _MS), edge + 2 * _MS - 1, "completed", "", res,
+                       keepalive_budget_ns=_BUDGET_NS).proxy_buffering_suspected
+    held = measure(_unpaced_meter(32, 60 * _MS), 60 * _MS, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)
+    assert (held.proxy_buffering_suspected, held.client_lagged) == (True, False)
+    # a busy server got to the request 15 ms late (its head at 15 ms), then answered at once
+    # 20 ms later: the hold counts from its head, 20 ms: not a paced answer held back
+    late = measure(_unpaced_meter(32, 35 * _MS, head_ns=15 * _MS), 35 * _MS, "completed", "", res,
+                   keepalive_budget_ns=_BUDGET_NS)
+    assert (late.proxy_buffering_suspected, late.client_lagged) == (False, False)
+    # a proxy holding the whole response (its head comes with the burst, as nginx with gzip
+    # sends it): the hold counts from the send
+    whole = measure(_unpaced_meter(32, 60 * _MS, head_ns=59_500_000), 60 * _MS, "completed", "", res,
+                    keepalive_budget_ns=_BUDGET_NS)
+    assert (whole.proxy_buffering_suspected, whole.client_lagged) == (True, False)

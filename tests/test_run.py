@@ -48,6 +48,7 @@ def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dic
     gen = summary["generator"]
     assert gen["gc_collections"] >= 1
     assert 0 < gen["gc_pause_max_ms"] <= gen["gc_pause_total_ms"]
+    assert 0 < gen["gc_pause_p99_ms"] <= gen["gc_pause_max_ms"]
     # the saturation verdict and what it was judged on (hopbench._saturation)
     assert gen["saturation"]["saturated"] == summary["saturated"]
     assert bool(gen["saturation"]["causes"]) == summary["saturated"]

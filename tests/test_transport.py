@@ -341,3 +341,40 @@ async def test_endless_heads_and_trailers_are_malformed_not_memory(reply: bytes)
     results, _, _ = await _exchange_raw([reply + b"<close>"])
     assert isinstance(results[0], MalformedResponse), results
     assert "1 MiB" in str(results[0])
+
+
+async def test_body_reads_carry_the_kernels_receive_stamp() -> None:
+    """Issue 20: a read served late by a busy loop says how late (``rx_ns``: when the
+    bytes reached the socket, by the kernel's stamp, on hopbench's clock)."""
+    import time
+
+    from hopbench._clock import now_ns
+
+    from hopbench._transport import _SO_TIMESTAMPNS
+
+    if _SO_TIMESTAMPNS is None:
+        pytest.skip("no kernel receive stamps on this platform")
+    go = trio.Event()
+
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        await _read_request(stream, conn)
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("transfer-encoding", "chunked")])))
+        await go.wait()
+        await stream.send_all(conn.send(h11.Data(data=b"data: late\n\n")) + conn.send(h11.EndOfMessage()))
+
+    async with trio.open_nursery() as nursery:
+        port = await _serve(handler, nursery)
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            async with c.stream("POST", "/x", content=b"{}") as r:
+                body = r.extensions["hopbench.body"]
+                assert body.rx_ns == 0  # nothing read yet
+                go.set()
+                sent = now_ns()
+                await trio.sleep(0.01)  # the server writes the chunk (same process, its own task)
+                time.sleep(0.05)  # the loop is busy: the bytes wait in the socket
+                chunks = [chunk async for chunk in body]
+                t = now_ns()
+        nursery.cancel_scope.cancel()
+    assert chunks[0] == b"data: late\n\n"
+    assert sent <= body.rx_ns <= t - 50_000_000  # arrived before the busy 50 ms, read after them

@@ -16,9 +16,12 @@ Invariants:
 - Once an in-band terminal signal (completed or failed) arrived, every later
   event is ignored and counted as anomaly ``data_after_end``; comments are
   still counted as keepalives.
-- Hot path: one ``json.loads`` per event, and a shared empty tuple when an
-  event yields nothing to report; a plain text event allocates only its
-  observations.
+- Hot path: one JSON parse per event (orjson when installed, else the
+  stdlib's C scanner called directly, ``_loads``), and a shared empty tuple
+  when an event yields nothing to report; once the first tokens are out, a
+  content event of fewer than ``_CACHED_CHARS`` characters returns a shared
+  pre-built ``(ContentDelta,)`` (``Decoder._emit``): the parsed JSON is its
+  only allocation.
 
 Rules shared by the three protocols (issue 13; docs/results.md "Decoder rules"):
 - Generated fragment: an event carries generated output when it holds
@@ -81,7 +84,31 @@ NOTHING: Observations = ()
 UNPARSED: Any = object()
 """``Decoder._parse``'s value for data that is not JSON (JSON ``null`` is None)."""
 
-_loads = json.loads
+_std_decoder: Any = json.JSONDecoder()
+_scan_once: Any = _std_decoder.scan_once  # the C scanner behind json.loads
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``, without its per-call overhead for a plain value.
+
+    The stdlib's C scanner is called directly (``json.loads`` adds two
+    whitespace regex matches and a method layer: ~600 ns of a ~2 us chat
+    chunk); a value that does not start at offset 0 or does not end the text
+    (whitespace around it, or garbage) goes through ``json.loads`` itself, so
+    results and errors are exactly the stdlib's.
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``, or the int-digits limit).
+        RecursionError: a hostile nesting depth.
+    """
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
+
 try:  # optional (hopbench[fast]): ~4x faster, reads the bytes without a decode step
     import orjson as _orjson
 
@@ -90,6 +117,17 @@ try:  # optional (hopbench[fast]): ~4x faster, reads the bytes without a decode 
 except ImportError:  # pragma: no cover - exercised by test_protocols_json_fallback
     _fast_loads = None
     _FastError = ValueError
+
+
+_CACHED_CHARS = 256
+_KINDS: tuple[ContentKind, ...] = ("text", "reasoning", "tool", "refusal")
+"""ContentDeltas of fewer characters than this are pre-built and shared."""
+
+_DELTA_TUPLES: dict[str, tuple[Observations, ...]] = {
+    kind: tuple((ContentDelta(kind, n),) for n in range(_CACHED_CHARS))
+    for kind in _KINDS
+}
+"""kind -> chars -> the one-observation tuple ``(ContentDelta(kind, chars),)``."""
 
 
 class ToolCallState:
@@ -377,6 +415,25 @@ class Decoder:
         anomalies = self._anomalies
         anomalies[kind] = anomalies.get(kind, 0) + 1
 
+    def _emit(self, kind: ContentKind, chars: int, bad: Observations = NOTHING) -> Observations:
+        """Count one content event of ``kind``; return ``bad`` + its observations.
+
+        The hot path of every decoder: once the first token (and, for a
+        non-reasoning kind, the first content token) was emitted, an event of
+        up to ``_CACHED_CHARS`` characters returns a shared, pre-built
+        one-``ContentDelta`` tuple (observations are frozen, so sharing is
+        safe): no list, record or tuple is allocated per event. Otherwise as
+        ``_content``.
+        """
+        if not bad and self._first and (self._first_content or kind == "reasoning"):
+            self._events[kind] += 1
+            if chars < _CACHED_CHARS:
+                return _DELTA_TUPLES[kind][chars]
+            return (ContentDelta(kind, chars),)
+        out: list[Observation] = list(bad)
+        self._content(out, kind, chars)
+        return tuple(out)
+
     def _content(self, out: list[Observation], kind: ContentKind, chars: int) -> None:
         """Count one content event of ``kind`` and append FirstToken /
         FirstContentToken (once each) and a ContentDelta to ``out``.
@@ -391,7 +448,7 @@ class Decoder:
         if kind != "reasoning" and not self._first_content:
             self._first_content = True
             out.append(FirstContentToken(kind))
-        out.append(ContentDelta(kind, chars))
+        out.append(_DELTA_TUPLES[kind][chars][0] if chars < _CACHED_CHARS else ContentDelta(kind, chars))
 
     def _end(
         self,

@@ -45,13 +45,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import NOTHING, UNPARSED, Decoder, Observations, ToolCallState
+from . import _base
+from ._base import _CACHED_CHARS, _DELTA_TUPLES, NOTHING, UNPARSED, Decoder, Observations, ToolCallState
 from ._signals import as_str, real, reason
 from ._observations import Observation
 
 __all__ = ["ChatDecoder"]
 
 _DONE = b"[DONE]"
+_TEXT_DELTAS = _DELTA_TUPLES["text"]
 
 
 class ChatDecoder(Decoder):
@@ -93,7 +95,14 @@ class ChatDecoder(Decoder):
                 return NOTHING
             return self._anomaly("unknown_event", name)
         malformed = self._malformed
-        chunk, bad = self._parse(data)
+        fast = _base._fast_loads  # read per call: tests swap it
+        if fast is not None:  # orjson inline (the hot path); anything odd goes through _parse
+            try:
+                chunk, bad = fast(data), NOTHING
+            except (ValueError, RecursionError):
+                chunk, bad = self._parse(data)
+        else:
+            chunk, bad = self._parse(data)
         if type(chunk) is not dict:
             if chunk is UNPARSED:
                 if name == "error":  # an error event whose data is a plain message
@@ -158,9 +167,11 @@ class ChatDecoder(Decoder):
             return None
         if self._keep_text:
             self._text.append(content)
-        out: list[Observation] = []
-        self._content(out, "text", len(content))
-        return tuple(out)
+        chars = len(content)
+        if self._first_content and chars < _CACHED_CHARS:  # _emit's shared tuple, inlined
+            self._events["text"] += 1
+            return _TEXT_DELTAS[chars]
+        return self._emit("text", chars)
 
     def _fail(self, error: Any) -> Observation:
         if type(error) is dict:

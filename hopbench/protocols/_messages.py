@@ -131,9 +131,7 @@ class MessagesDecoder(Decoder):
                 self._block(body).arguments.append(fragment)
             else:
                 self._reasoning.append(fragment)
-        out: list[Observation] = list(bad) if bad else []
-        self._content(out, kind, len(fragment))  # type: ignore[arg-type]
-        return tuple(out)
+        return self._emit(kind, len(fragment), bad)  # type: ignore[arg-type]
 
     def _block(self, body: dict[str, Any]) -> ToolCallState:
         """The tool-use block at ``body["index"]`` (created when unseen)."""

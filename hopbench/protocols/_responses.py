@@ -160,26 +160,24 @@ class ResponsesDecoder(Decoder):
             delta = body.get("delta")
             if not delta or type(delta) is not str:
                 return bad
-            out: list[Observation] = list(bad) if bad else []
             if kind == _TEXT:
                 if self._keep_text:
                     self._text.append(delta)
-                self._content(out, "text", len(delta))
-            elif kind == _TOOL:
+                return self._emit("text", len(delta), bad)
+            if kind == _TOOL:
                 if self._keep_text:
                     self._call_for(body).arguments.append(delta)
-                self._content(out, "tool", len(delta))
-            elif kind == _REFUSAL:
+                return self._emit("tool", len(delta), bad)
+            if kind == _REFUSAL:
                 if self._keep_text:
                     self._refusal.append(delta)
-                self._content(out, "refusal", len(delta))
-            elif kind in _REASONING:
+                return self._emit("refusal", len(delta), bad)
+            if kind in _REASONING:
                 if self._keep_text:
                     self._reasoning.append(delta)
-                self._content(out, "reasoning", len(delta))
-            else:  # custom tool input, MCP arguments, interpreter code
-                self._content(out, "tool", len(delta))
-            return tuple(out)
+                return self._emit("reasoning", len(delta), bad)
+            # custom tool input, MCP arguments, interpreter code
+            return self._emit("tool", len(delta), bad)
         if kind in _TERMINAL:
             return bad + self._terminal(kind, body)
         if kind == "response.output_item.added" or kind == "response.output_item.done":
