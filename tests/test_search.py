@@ -244,7 +244,7 @@ concurrency = 1
 [target]
 embedded = true
 [emulator]
-ttft_ms = 20
+ttft_ms = 60
 tokens_per_s = 0
 output_tokens = 4
 [slo]
@@ -272,8 +272,10 @@ name = "b"
         ("stage-01-c2", "concurrency", 2), ("stage-02-r20", "rate", 20)]
     assert top["stages_kind"] == "stages"
     assert top["capacity"] is None  # stages mixing users and requests/s have no one capacity
-    for s in top["stages"]:  # (a machine busy enough to lag hopbench's loop says so instead)
-        assert s["passed"] or s["reasons"] == ["client saturated"], s
+    for s in top["stages"]:  # (a machine busy enough to lag hopbench's loop says so instead:
+        # late reads shorten what the gateway saw in flight, so the load was not held either)
+        assert s["passed"] or set(s["reasons"]) <= {"client saturated", "load not held"}, s
+        assert s["passed"] or s["reasons"], s
     assert top["stage_of_record"] in ("stage-01-c2", "stage-02-r20")
     for s in top["stages"]:
         sub = json.loads((out / s["folder"] / "summary.json").read_text())
