@@ -218,7 +218,7 @@ def test_run_workers_two_workers_match_ground_truth(tmp_path: Path) -> None:
     out = tmp_path / "run"
     seen: list[dict[str, Any]] = []
     outcome = _run_local(_profile(2), out_dir=out, on_line=None,
-                         progress=lambda iv, line, total: seen.append(line),
+                         progress=lambda iv, line: seen.append(line),
                          base_url=None, target=_process_main)
     s = outcome.summary
     assert outcome.complete and outcome.crashed is None, s["warnings"]
