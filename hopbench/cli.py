@@ -182,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--min-abs-ms", type=float, default=MIN_ABS_MS,
                    help=f"times: smallest absolute change that can be a verdict (default {MIN_ABS_MS} ms)")
     c.add_argument("--fail-on-worse", action="store_true", help="exit 1 when any verdict is worse")
-    c.add_argument("--force", action="store_true", help="compare runs whose load shapes differ")
+    c.add_argument("--force", action="store_true",
+                   help="compare runs whose load shapes differ, or a run that did not complete (partial)")
     c.set_defaults(handler=_compare, parser=c)
 
     rep = sub.add_parser("report", help="(re)build report.html for a results folder (hopbench report --help)",
