@@ -325,7 +325,8 @@ def _export(args: argparse.Namespace) -> int:
     from ._export import export_results
 
     try:
-        paths = export_results(args.results_dir, args.format, args.out)
+        paths = export_results(args.results_dir, args.format, args.out,
+                               warn=lambda text: print(f"hopbench export: warning: {text}", file=sys.stderr))
     except HopbenchError as exc:
         print(f"hopbench export: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
