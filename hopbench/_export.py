@@ -117,7 +117,7 @@ def _jsonl(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[s
     Raises:
         ResultsError: any other line is not a JSON object (naming file:line).
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     with open(path, encoding="utf-8") as f:
         lines = f.readlines()
     for n, line in enumerate(lines, start=1):
