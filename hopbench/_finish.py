@@ -80,6 +80,8 @@ class StatsLike(Protocol):
 
     @property
     def codes_folded(self) -> int: ...
+    @property
+    def cancelled_by(self) -> str | None: ...
 
 
 class _RunStatsLike(StatsLike, Protocol):
@@ -144,6 +146,8 @@ class RunCounters:
         gc_pause_max_ns: the longest pause (ns; merged: the longest).
         error_samples: error kind -> first messages (bounded, hopbench._wire_text).
         codes_folded: wire error codes counted as "other" (sum).
+        cancelled_by: what cancelled the streams open after the stop ("run.grace_s",
+            "a second SIGINT", ...; merged: the first seen), else None.
     """
 
     counts: Mapping[str, int] = field(default_factory=dict)
@@ -166,6 +170,7 @@ class RunCounters:
     gc_pause_max_ns: int = 0
     error_samples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     codes_folded: int = 0
+    cancelled_by: str | None = None
 
     @classmethod
     def of(cls, stats: _RunStatsLike, total: Snapshot) -> RunCounters:
@@ -187,7 +192,7 @@ class RunCounters:
             cpu_fractions=tuple(stats.cpu_fractions), gc_collections=stats.gc_collections,
             gc_pause_ns=stats.gc_pause_ns, gc_pause_max_ns=stats.gc_pause_max_ns,
             error_samples={k: tuple(v) for k, v in stats.error_samples.items()},
-            codes_folded=stats.codes_folded)
+            codes_folded=stats.codes_folded, cancelled_by=stats.cancelled_by)
 
     def merge(self, other: RunCounters) -> RunCounters:
         """Both load generators as one: sums, peaks summed (an upper bound), the
@@ -221,7 +226,8 @@ class RunCounters:
             gc_pause_ns=self.gc_pause_ns + other.gc_pause_ns,
             gc_pause_max_ns=max(self.gc_pause_max_ns, other.gc_pause_max_ns),
             error_samples={k: tuple(v) for k, v in samples.items()},
-            codes_folded=self.codes_folded + other.codes_folded)
+            codes_folded=self.codes_folded + other.codes_folded,
+            cancelled_by=self.cancelled_by or other.cancelled_by)
 
     def count(self, name: str) -> int:
         """One "all"-scope counter (0 when never incremented)."""
@@ -419,8 +425,11 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
         out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "
                    f"streams ended in error ({_top_details(counters, BROKEN)})")
     if started and completed and cancelled / started > ERROR_RATE_WARN:
+        by = stats.cancelled_by
+        why = ("still running after run.grace_s" if by is None or by == "run.grace_s" else
+               f"cancelled at once by {by}, before run.grace_s ended")
         out.append(f"interruption rate {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
-                   f"{started} streams were cancelled at the stop (still running after run.grace_s)")
+                   f"{started} streams were cancelled at the stop ({why})")
     fd = counters.get("connect_error.fd_limit", 0)
     if fd:
         try:

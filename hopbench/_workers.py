@@ -168,7 +168,7 @@ _STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "request
                  "in_flight_area", "steady_area", "steady_from_ns",
                  "peak_open", "steady_phase_area", "sent_measured",
                  "last_change_ns", "cpu_fractions", "gc_collections", "gc_pause_ns",
-                 "gc_pause_max_ns", "gc_pause_p99_ns", "error_samples", "codes_folded", "host")
+                 "gc_pause_max_ns", "gc_pause_p99_ns", "error_samples", "codes_folded", "host", "cancelled_by")
 
 
 def stats_to_json(stats: RunStats) -> dict[str, Any]:
