@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import reduce
-from typing import Any, Protocol
+from typing import Any
 
 from ._units import NS_PER_MS, NS_PER_S
 from ._inflight import BUSY_PHASES, PHASES
@@ -41,7 +41,7 @@ from ._profile import Profile
 from ._recorder import ALL, Snapshot
 from ._results import SCHEMA, summary_scopes
 from ._slo import slo_summary
-from ._wire_text import merge_samples
+from ._counters import RunCounters, RunStatsLike, StatsLike
 
 __all__ = [
     "LOAD_HELD_FRACTION",
@@ -51,6 +51,8 @@ __all__ = [
     "Headline",
     "Part",
     "RunCounters",
+    "RunStatsLike",
+    "StatsLike",
     "RunEnd",
     "Summary",
     "Verdict",
@@ -74,194 +76,9 @@ _JUDGED = ("ended_at", "duration_s", "saturated", "warnings", "interrupted_by", 
            "error_samples")
 
 
-class StatsLike(Protocol):
-    """The runner's run-level figures as the judge reads them
-    (``hopbench._runner.RunStats`` has them; so has :class:`RunCounters`)."""
-
-    @property
-    def codes_folded(self) -> int: ...
-    @property
-    def cancelled_by(self) -> str | None: ...
-
-
-class _RunStatsLike(StatsLike, Protocol):
-    @property
-    def stop_ns(self) -> int: ...
-    @property
-    def ended_ns(self) -> int: ...
-    @property
-    def interrupted_by(self) -> str | None: ...
-    @property
-    def requests_started(self) -> int: ...
-    @property
-    def arrivals(self) -> int: ...
-    @property
-    def max_in_flight_hits(self) -> int: ...
-    @property
-    def peak_in_flight(self) -> int: ...
-    @property
-    def peak_open(self) -> int: ...
-    @property
-    def in_flight_area(self) -> float: ...
-    @property
-    def steady_area(self) -> float: ...
-    @property
-    def steady_phase_area(self) -> Mapping[str, int]: ...
-    @property
-    def sent_measured(self) -> int: ...
-    @property
-    def steady_from_ns(self) -> int: ...
-    @property
-    def cpu_fractions(self) -> Sequence[float]: ...
-    @property
-    def gc_collections(self) -> int: ...
-    @property
-    def gc_pause_ns(self) -> int: ...
-    @property
-    def gc_pause_max_ns(self) -> int: ...
-    @property
-    def error_samples(self) -> Mapping[str, Sequence[str]]: ...
-
-
-# -- the counters record ---------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class RunCounters:
-    """One load generator's counts and sums (one process, one worker, or several merged).
-
-    Attributes:
-        counts: the measured run's "all"-scope counters: ``started``,
-            ``completed``, each outcome and outcome detail
-            (``http_error.503``, ...), ``tokens.<dir>.<kind>``, ... (docs/results.md).
-        stop_ns, ended_ns: when the load stopped and the last stream ended (ns
-            from the run start; merged: the latest).
-        steady_from_ns: start of the steady window (ns; merged: the earliest).
-        interrupted_by: the first stop reason seen (a signal name, "target lost: ..."), else None.
-        requests_started, arrivals, max_in_flight_hits, sent_measured: counts (merged: sums).
-        peak_in_flight, peak_open: peaks (merged: the sum, an upper bound).
-        in_flight_area, steady_area: stream-ns (merged: sums).
-        steady_phase_area: phase name -> stream-ns of the steady window (merged: sums).
-        cpu_fractions: CPU share of one core per interval (merged: concatenated).
-        gc_collections, gc_pause_ns: collections and their total pause (ns; sums).
-        gc_pause_max_ns: the longest pause (ns; merged: the longest).
-        error_samples: error kind -> first messages (bounded, hopbench._wire_text).
-        codes_folded: wire error codes counted as "other" (sum).
-        cancelled_by: what cancelled the streams open after the stop ("run.grace_s",
-            "a second SIGINT", ...; merged: the first seen), else None.
-    """
-
-    counts: Mapping[str, int] = field(default_factory=dict)
-    stop_ns: int = 0
-    ended_ns: int = 0
-    steady_from_ns: int = 0
-    interrupted_by: str | None = None
-    requests_started: int = 0
-    arrivals: int = 0
-    max_in_flight_hits: int = 0
-    sent_measured: int = 0
-    peak_in_flight: int = 0
-    peak_open: int = 0
-    in_flight_area: float = 0.0
-    steady_area: float = 0.0
-    steady_phase_area: Mapping[str, int] = field(default_factory=dict)
-    cpu_fractions: tuple[float, ...] = ()
-    gc_collections: int = 0
-    gc_pause_ns: int = 0
-    gc_pause_max_ns: int = 0
-    error_samples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    codes_folded: int = 0
-    cancelled_by: str | None = None
-
-    @classmethod
-    def of(cls, stats: _RunStatsLike, total: Snapshot) -> RunCounters:
-        """The record of one load generator: its runner's figures and its measured snapshot.
-
-        Args:
-            stats: the runner's ``RunStats`` (or another record with its fields).
-            total: the load generator's measured snapshot (its "all" counters are kept).
-        """
-        scope = total.scopes.get(ALL)
-        return cls(
-            counts=dict(scope.counters) if scope is not None else {},
-            stop_ns=stats.stop_ns, ended_ns=stats.ended_ns, steady_from_ns=stats.steady_from_ns,
-            interrupted_by=stats.interrupted_by, requests_started=stats.requests_started,
-            arrivals=stats.arrivals, max_in_flight_hits=stats.max_in_flight_hits,
-            sent_measured=stats.sent_measured, peak_in_flight=stats.peak_in_flight,
-            peak_open=stats.peak_open, in_flight_area=stats.in_flight_area,
-            steady_area=stats.steady_area, steady_phase_area=dict(stats.steady_phase_area),
-            cpu_fractions=tuple(stats.cpu_fractions), gc_collections=stats.gc_collections,
-            gc_pause_ns=stats.gc_pause_ns, gc_pause_max_ns=stats.gc_pause_max_ns,
-            error_samples={k: tuple(v) for k, v in stats.error_samples.items()},
-            codes_folded=stats.codes_folded, cancelled_by=stats.cancelled_by)
-
-    def merge(self, other: RunCounters) -> RunCounters:
-        """Both load generators as one: sums, peaks summed (an upper bound), the
-        latest stop and end, the earliest steady start, the first stop reason.
-
-        Never raises. Associative; the empty record is its identity except for
-        ``steady_from_ns`` (the earliest of the two is kept).
-        """
-        counts = dict(self.counts)
-        for k, n in other.counts.items():
-            counts[k] = counts.get(k, 0) + n
-        phases = dict(self.steady_phase_area)
-        for k, n in other.steady_phase_area.items():
-            phases[k] = phases.get(k, 0) + n
-        samples = merge_samples([self.error_samples, other.error_samples])
-        return RunCounters(
-            counts=counts, stop_ns=max(self.stop_ns, other.stop_ns),
-            ended_ns=max(self.ended_ns, other.ended_ns),
-            steady_from_ns=min(self.steady_from_ns, other.steady_from_ns),
-            interrupted_by=self.interrupted_by or other.interrupted_by,
-            requests_started=self.requests_started + other.requests_started,
-            arrivals=self.arrivals + other.arrivals,
-            max_in_flight_hits=self.max_in_flight_hits + other.max_in_flight_hits,
-            sent_measured=self.sent_measured + other.sent_measured,
-            peak_in_flight=self.peak_in_flight + other.peak_in_flight,
-            peak_open=self.peak_open + other.peak_open,
-            in_flight_area=self.in_flight_area + other.in_flight_area,
-            steady_area=self.steady_area + other.steady_area,
-            steady_phase_area=phases, cpu_fractions=self.cpu_fractions + other.cpu_fractions,
-            gc_collections=self.gc_collections + other.gc_collections,
-            gc_pause_ns=self.gc_pause_ns + other.gc_pause_ns,
-            gc_pause_max_ns=max(self.gc_pause_max_ns, other.gc_pause_max_ns),
-            error_samples={k: tuple(v) for k, v in samples.items()},
-            codes_folded=self.codes_folded + other.codes_folded,
-            cancelled_by=self.cancelled_by or other.cancelled_by)
-
-    def count(self, name: str) -> int:
-        """One "all"-scope counter (0 when never incremented)."""
-        return self.counts.get(name, 0)
-
-    @property
-    def started(self) -> int:
-        """Streams started in the measured window."""
-        return self.count("started")
-
-    @property
-    def completed(self) -> int:
-        """Streams that completed."""
-        return self.count("completed")
-
-    @property
-    def errors(self) -> int:
-        """Streams that ended in error (every outcome of ``_outcomes.BROKEN``)."""
-        return sum(self.count(k) for k in BROKEN)
-
-    @property
-    def cancelled(self) -> int:
-        """Streams cancelled at the stop."""
-        return self.count("cancelled")
-
-    @property
-    def output_tokens(self) -> int:
-        """Output tokens of completed and broken streams."""
-        return self.count("tokens.output.completed") + self.count("tokens.output.broken")
-
-
 # -- the rules -------------------------------------------------------------------
 
-def analyse(profile: Profile, stats: _RunStatsLike, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
+def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
     """Judge the load generator and the load actually held.
 
     Args:

@@ -20,7 +20,7 @@ from collections import deque
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable
 

@@ -39,6 +39,7 @@ import trio
 from ._cancel import CANCEL_OUTCOME, ClientCancel, chooses
 from ._clock import NS_PER_S, monotonic_offset_ns, now_ns, ns_to_s
 from ._collector import CollectorWatch
+from ._counters import RunCounters
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ._slo import judge, record_verdict
@@ -475,6 +476,12 @@ class LoadRunner:
         self._gauge.advance(t_end)
         self._sync_stats()
         return st
+
+    def counters(self) -> RunCounters:
+        """The run's counters as one mergeable record: ``stats`` and the measured
+        recorder's "all" counters (``hopbench._counters``). Call after :meth:`run`
+        (or after a stop before the start: the record is then empty)."""
+        return RunCounters.of(self.stats, self.rec.snapshot())
 
     async def _stop_requested(self) -> None:
         async with trio.open_nursery() as n:

@@ -163,27 +163,6 @@ def share_profile(profile: Profile, share: WorkerShare) -> Profile:
 
 # -- the worker body (runs in a worker process or a Ray task) -----------------
 
-_STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "requests_started",
-                 "arrivals", "max_in_flight_hits", "in_flight", "peak_in_flight",
-                 "in_flight_area", "steady_area", "steady_from_ns",
-                 "peak_open", "steady_phase_area", "sent_measured",
-                 "last_change_ns", "cpu_fractions", "gc_collections", "gc_pause_ns",
-                 "gc_pause_max_ns", "gc_pause_p99_ns", "error_samples", "codes_folded", "host", "cancelled_by")
-
-
-def stats_to_json(stats: RunStats) -> dict[str, Any]:
-    """RunStats as a JSON object (the per-interval list replaced by its length)."""
-    out = {k: getattr(stats, k) for k in _STATS_FIELDS}
-    out["cpu_fractions"] = list(stats.cpu_fractions)
-    out["intervals"] = stats.interval_count
-    return out
-
-
-def stats_from_json(data: Mapping[str, Any]) -> RunStats:
-    """Inverse of :func:`stats_to_json` (``intervals`` comes back empty)."""
-    return RunStats(**{k: data[k] for k in _STATS_FIELDS if k in data})
-
-
 def run_worker(profile: Profile, base_url: str, share: WorkerShare,
                send: Callable[[dict[str, Any]], None],
                wait_go: Callable[[], float | None],
@@ -194,7 +173,7 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
     Messages (JSON-able dicts, each with "kind" and "worker"):
     ``ready`` (host, pid); ``interval`` (iv, warm: ``IntervalSnapshot.to_json()``,
     line: the runner's timeline record) at each interval end; ``done`` (total,
-    warmup: ``Snapshot.to_json()``; stats: :func:`stats_to_json`; start_skew_ns)
+    warmup: ``Snapshot.to_json()``; counters: ``RunCounters.to_json()``; start_skew_ns)
     at the end. Interval stamps are relative to this worker's own start, which
     is the common start (plus the skew, reported).
 
@@ -249,12 +228,11 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         skew_ns = int((time.time() - start_at) * NS_PER_S)
         go_at = None if stop_reason[0] is not None else go_at
     if go_at is not None:
-        stats = trio.run(runner.run)
+        trio.run(runner.run)
     else:
-        stats = runner.stats
-        stats.interrupted_by = stop_reason[0] or "cancelled before start"
+        runner.stats.interrupted_by = stop_reason[0] or "cancelled before start"
     send({"kind": "done", "worker": k, "total": rec.snapshot().to_json(),
-          "warmup": warm.snapshot().to_json(), "stats": stats_to_json(stats),
+          "warmup": warm.snapshot().to_json(), "counters": runner.counters().to_json(),
           "start_skew_ns": skew_ns,
           # client cancels, joined with the embedded emulator's record by the driver (hopbench._cancel)
           "cancels": [[c.request_id, c.scope, c.closed_mono_ns, c.events_read] for c in runner.cancels]})
@@ -307,7 +285,7 @@ class _Worker:
     error: str | None = None
     total: Snapshot | None = None
     warmup: Snapshot | None = None
-    stats: RunStats | None = None
+    counters: RunCounters | None = None  # shipped with "done"
     skew_ns: int = 0
     started_total: int = 0
     acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
@@ -370,7 +348,7 @@ class Merger:
         elif kind == "done":
             w.total = Snapshot.from_json(msg["total"])
             w.warmup = Snapshot.from_json(msg["warmup"])
-            w.stats = stats_from_json(msg["stats"])
+            w.counters = RunCounters.from_json(msg["counters"])
             w.skew_ns = int(msg.get("start_skew_ns", 0))
             w.cancels = list(msg.get("cancels") or [])
             w.state = "done"
@@ -502,8 +480,11 @@ class Merger:
                         "arrival_offset_ms": w.share.arrival_offset_ns / NS_PER_MS})
                 | {"requests": w.share.request_budget},
                 skew_ns=w.skew_ns)
-            parts.append(Part(share_profile(profile, w.share), RunCounters.of(w.stats or RunStats(), snap),
-                              snap, info))
+            # a dead worker: the counts of the intervals it shipped, no run figures; the
+            # stream counts are always those of the snapshot merged into the total
+            counters = (RunCounters.of(RunStats(), snap) if w.counters is None else
+                        dataclasses.replace(w.counters, counts=RunCounters.of(RunStats(), snap).counts))
+            parts.append(Part(share_profile(profile, w.share), counters, snap, info))
         end = RunEnd(ended_at_unix_s=time.time(), crashed=crashed, intervals=self.intervals_written,
                      emulator_warnings=tuple(truth), engine=engine)
         summary = judge(profile, parts, total, warm if profile.run.warmup_ns else None, self.meta, end)

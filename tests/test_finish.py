@@ -4,11 +4,14 @@ process and for workers, and a real run gives the same summary.json shape both w
 from __future__ import annotations
 
 import io
-import re
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from hopbench._errors import ResultsError
 from hopbench._finish import Part, RunCounters, RunEnd, WorkerInfo, judge
 from hopbench._profile import parse_profile
 from hopbench._recorder import ALL, Recorder, Snapshot
@@ -80,6 +83,15 @@ def test_finish_counters_merge_adds_like_one_generator() -> None:
     assert a.merge(b).merge(RunCounters(steady_from_ns=1)) == m  # associative, empty adds nothing
 
 
+def test_finish_counters_cross_processes_as_json() -> None:
+    c = RunCounters.of(RunStats(stop_ns=5, cpu_fractions=[0.5, 0.25], error_samples={"timeout": ["x"]},
+                                cancelled_by="run.grace_s"), _snap(3, 2, 1))
+    assert RunCounters.from_json(json.loads(json.dumps(c.to_json()))) == c
+    assert RunCounters.from_json({"stop_ns": 7}) == RunCounters(stop_ns=7)
+    with pytest.raises(ResultsError, match="counters: unknown field"):
+        RunCounters.from_json({"stop_nss": 7})
+
+
 def _judged(workers: int, **meta: Any) -> dict[str, Any]:
     """The same measured streams judged as one process or split over ``workers`` parts."""
     profile = parse_profile(_PROFILE.format(requests=40, workers=workers))
@@ -121,7 +133,7 @@ def test_finish_merger_says_interrupted_like_one_process(tmp_path: Path) -> None
     for sh in shares:
         rec = Recorder(["chat"])
         merger.handle({"kind": "done", "worker": sh.index, "total": rec.snapshot().to_json(),
-                       "warmup": rec.snapshot().to_json(), "stats": {"stop_ns": 10**9}, "start_skew_ns": 0})
+                       "warmup": rec.snapshot().to_json(), "counters": {"stop_ns": 10**9}, "start_skew_ns": 0})
     summary, complete = merger.finish(None, "local")
     assert not complete
     assert summary["warnings"][0] == "run interrupted (SIGTERM): results are partial (complete: false)"
@@ -158,6 +170,7 @@ def test_finish_one_process_and_two_workers_write_the_same_summary_shape(tmp_pat
                      target=_process_main)
     s1 = json.loads((tmp_path / "one" / "summary.json").read_text())
     s2 = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert (one.summary, two.summary) == (s1, s2)  # what the run returns is what it wrote
     assert seen[1] and seen[2]
     assert _keys(s1) == _keys(s2) - _ENGINE_ONLY, (_keys(s1) ^ (_keys(s2) - _ENGINE_ONLY))
     assert set(s1["scopes"]) == set(s2["scopes"]) == {"chat", ALL}

@@ -41,7 +41,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
         "hopbench._scrape_spec", "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload",
-        "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search"),
+        "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search", "hopbench._counters"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
         "hopbench.emulator._embedded"),
@@ -72,7 +72,8 @@ ALLOWED_SIBLINGS: frozenset[tuple[str, str]] = frozenset()
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
         "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
         "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
-        "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest", "hopbench._finish"]
+        "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest", "hopbench._finish",
+        "hopbench._counters"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",
