@@ -452,7 +452,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     err = Console(stderr=True)
     out = out or default_out_dir(profile, results_root)
     if not quiet:
-        err.print(f"hopbench: running {profile_path} -> {out}", highlight=False, soft_wrap=True)
+        err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
     if profile.run.engine == "ray":
         from ._ray import import_ray, run_profile_ray
 
@@ -491,7 +491,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
 
             live = stack.enter_context(LiveMetrics(port))
             if not quiet:
-                err.print(f"hopbench: live metrics on {live.url}", highlight=False, soft_wrap=True)
+                err.print(f"hopbench: live metrics on {live.url}", markup=False, highlight=False, soft_wrap=True)
             callbacks = [cb for cb in (progress, live.on_interval) if cb is not None]
 
             def fan_out(*args: Any) -> None:
@@ -511,17 +511,17 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                       highlight=False, soft_wrap=True)
     if outcome.late_signals:
         err.print(f"hopbench: {outcome.late_signals[0]} during the final writes: results written, "
-                  "report.html skipped (hopbench report DIR writes it)", highlight=False, soft_wrap=True)
+                  "report.html skipped (hopbench report DIR writes it)", markup=False, highlight=False, soft_wrap=True)
     if not no_report and not outcome.late_signals:
         from ._report_html import write_report
 
         try:
             write_report(outcome.out_dir)
         except HopbenchError as exc:  # a report must never fail a run
-            err.print(f"hopbench: warning: report.html not written: {exc}", highlight=False, soft_wrap=True)
+            err.print(f"hopbench: warning: report.html not written: {exc}", markup=False, highlight=False, soft_wrap=True)
         except KeyboardInterrupt as exc:  # the results are written: a late signal only skips the report
             err.print(f"hopbench: {getattr(exc, 'signal_name', 'SIGINT')}: report.html skipped "
-                      "(hopbench report DIR writes it)", highlight=False, soft_wrap=True)
+                      "(hopbench report DIR writes it)", markup=False, highlight=False, soft_wrap=True)
     if not quiet:
         render_summary(summary, console)
         if summary.get("arm_differences"):
@@ -543,19 +543,20 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
 
         report = evaluate_gate(summary, results_dir=outcome.out_dir, missing_baseline="inconclusive")
         if not quiet:
-            console.print(report.render("text"), highlight=False, soft_wrap=True)
+            console.print(report.render("text"), markup=False, highlight=False, soft_wrap=True)
         gate_exit = report.exit_code
-    console.print(f"results: {outcome.out_dir}", highlight=False)  # also with --quiet: where to look
+    console.print(f"results: {outcome.out_dir}", markup=False, highlight=False,
+                  soft_wrap=True)  # also with --quiet: where to look (one line: copyable)
     reason = summary.get("interrupted_by") or ""
     if reason.startswith("target unreachable"):
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", highlight=False,
+        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_INPUT
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
     if reason.startswith("target lost"):
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", highlight=False,
+        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
     if not outcome.complete:
@@ -563,7 +564,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     head = summary.get("headline") or {}
     if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
-                  f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", highlight=False,
+                  f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
     capacity = summary.get("capacity") or {}
