@@ -533,7 +533,8 @@ def _iso(t: float) -> str:
 
 def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snapshot | None,
           meta: Mapping[str, Any], end: RunEnd) -> Summary:
-    """Judge a run and build its summary record (pure: no clock, no I/O).
+    """Judge a run and build its summary record (pure: no clock, no files; only the
+    file-descriptor warning asks the process for its ``RLIMIT_NOFILE``).
 
     Args:
         profile: the whole profile.
