@@ -78,6 +78,10 @@ class RunStatsLike(StatsLike, Protocol):
     @property
     def gc_pause_max_ns(self) -> int: ...
     @property
+    def gc_pause_p99_ns(self) -> int: ...
+    @property
+    def host(self) -> Mapping[str, Any] | None: ...
+    @property
     def error_samples(self) -> Mapping[str, Sequence[str]]: ...
 
 
@@ -100,6 +104,9 @@ class RunCounters:
         cpu_fractions: CPU share of one core per interval (merged: concatenated).
         gc_collections, gc_pause_ns: collections and their total pause (ns; sums).
         gc_pause_max_ns: the longest pause (ns; merged: the longest).
+        gc_pause_p99_ns: the pauses' p99 (ns; merged: the worst generator's).
+        host: the process's and the machine's CPU use (``_saturation.HostUsage.to_json``);
+            merged: kept only when one side has it (shares of different processes do not add).
         error_samples: error kind -> first messages (bounded, hopbench._wire_text).
         codes_folded: wire error codes counted as "other" (sum).
         cancelled_by: what cancelled the streams open after the stop ("run.grace_s",
@@ -124,6 +131,8 @@ class RunCounters:
     gc_collections: int = 0
     gc_pause_ns: int = 0
     gc_pause_max_ns: int = 0
+    gc_pause_p99_ns: int = 0
+    host: Mapping[str, Any] | None = None
     error_samples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     codes_folded: int = 0
     cancelled_by: str | None = None
@@ -147,6 +156,7 @@ class RunCounters:
             steady_area=stats.steady_area, steady_phase_area=dict(stats.steady_phase_area),
             cpu_fractions=tuple(stats.cpu_fractions), gc_collections=stats.gc_collections,
             gc_pause_ns=stats.gc_pause_ns, gc_pause_max_ns=stats.gc_pause_max_ns,
+            gc_pause_p99_ns=stats.gc_pause_p99_ns, host=stats.host,
             error_samples={k: tuple(v) for k, v in stats.error_samples.items()},
             codes_folded=stats.codes_folded, cancelled_by=stats.cancelled_by)
 
@@ -181,6 +191,8 @@ class RunCounters:
             gc_collections=self.gc_collections + other.gc_collections,
             gc_pause_ns=self.gc_pause_ns + other.gc_pause_ns,
             gc_pause_max_ns=max(self.gc_pause_max_ns, other.gc_pause_max_ns),
+            gc_pause_p99_ns=max(self.gc_pause_p99_ns, other.gc_pause_p99_ns),
+            host=other.host if self.host is None else self.host if other.host is None else None,
             error_samples={k: tuple(v) for k, v in samples.items()},
             codes_folded=self.codes_folded + other.codes_folded,
             cancelled_by=self.cancelled_by or other.cancelled_by)

@@ -40,6 +40,8 @@ from ._outcomes import BROKEN, ERROR_RATE_WARN
 from ._profile import Profile
 from ._recorder import ALL, Snapshot
 from ._results import SCHEMA, summary_scopes
+from ._saturation import SATURATION_CPU, SATURATION_LAG_NS, GeneratorFigures, HostUsage
+from ._saturation import judge as judge_saturation
 from ._slo import slo_summary
 from ._counters import RunCounters, RunStatsLike, StatsLike
 
@@ -59,16 +61,14 @@ __all__ = [
     "WorkerDetail",
     "WorkerInfo",
     "analyse",
+    "gc_figures",
     "headline",
+    "host_figures",
     "judge",
     "outcome_warnings",
     "slo_block",
 ]
 
-SATURATION_LAG_NS = 25 * NS_PER_MS
-SATURATION_CPU = 0.95
-#: a run whose client used at least this share of a core while lagging was busy itself
-_BUSY_CPU = 0.8
 LOAD_HELD_FRACTION = 0.9
 _SATURATED = "load generator saturated"
 #: top-level keys that the judge sets (the rest of the document is the pre-run metadata)
@@ -116,33 +116,21 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         return int(h.percentile(99.0 if h.count >= 100 else 90.0)) if h.count else 0
 
     lag_p99, sched_p99 = judged(lag), judged(sched)
-    saturated = False
-    # Say what was measured and what it points at: a client that lags while
-    # using little CPU was not busy itself; its neighbours on the machine were.
-    cause = ("the client itself was busy: add --workers or lower the load" if cpu_mean >= _BUSY_CPU else
-             "the client used little CPU, so other processes on this machine (neighbours), not "
-             "the load, are the likely cause")
-    if lag_p99 > SATURATION_LAG_NS:
-        saturated = True
-        warnings.append(f"{_SATURATED}: event-loop lag p99 {lag_p99 / NS_PER_MS:.1f} ms "
-                        f"(> {SATURATION_LAG_NS / NS_PER_MS:.0f} ms) with the client at {cpu_mean:.0%} of "
-                        f"one core; latencies include client-side delay; {cause}")
-    if sched_p99 > SATURATION_LAG_NS:
-        saturated = True
-        warnings.append(f"{_SATURATED}: open-loop schedule lag p99 "
-                        f"{sched_p99 / NS_PER_MS:.1f} ms with the client at {cpu_mean:.0%} of one core; "
-                        f"arrivals left late; {cause}")
-    if cpu_mean >= SATURATION_CPU:
-        saturated = True
-        warnings.append(f"{_SATURATED}: CPU {cpu_mean:.0%} of one core "
-                        f"(event-loop lag p99 {lag_p99 / NS_PER_MS:.1f} ms); add --workers or lower the "
-                        "load (other processes on this machine can also take the core)")
+    # Say what was measured and what it points at (hopbench._saturation): the
+    # client's own CPU, collector pauses, or a busy machine (steal, neighbours).
+    verdict = judge_saturation(GeneratorFigures(
+        lag_p99, sched_p99, cpu_mean, max(cpu, default=0.0), stats.gc_collections, stats.gc_pause_ns,
+        stats.gc_pause_max_ns, stats.ended_ns or stats.stop_ns, HostUsage.from_json(stats.host)))
+    saturated = verdict.saturated
+    if verdict.saturated:
+        warnings.append(str(verdict.warning()))
     measured_ns = max(stats.stop_ns - profile.run.warmup_ns, 1)
     load: dict[str, Any] = {"mode": profile.load.mode, "peak_in_flight": stats.peak_in_flight,
                             "peak_open": stats.peak_open,
                             "measured_s": round(measured_ns / NS_PER_S, 6),
                             "cpu_mean": round(cpu_mean, 4), "cpu_max": round(max(cpu, default=0), 4),
-                            "loop_lag_p99_ms": (lag.percentile(99.0) if lag.count else 0) / NS_PER_MS}
+                            "loop_lag_p99_ms": (lag.percentile(99.0) if lag.count else 0) / NS_PER_MS,
+                            "saturation": verdict.to_json()}  # moved to generator by judge
     steady_ns = stats.stop_ns - min(stats.steady_from_ns, stats.stop_ns)
     mean_in_flight = stats.steady_area / steady_ns if steady_ns > 0 else None
     load["mean_in_flight"] = None if mean_in_flight is None else round(mean_in_flight, 3)
@@ -324,34 +312,58 @@ class Generator:
         cpu_mean, cpu_max: share of one core (workers: mean of the workers' means, max of maxes).
         loop_lag_p99_ms: event-loop lag p99 (ms; workers: the worst worker's).
         intervals: intervals written to intervals.hlog / timeline.jsonl.
-        gc_collections: garbage collections during the run (hopbench._collector).
-        gc_pause_total_ms, gc_pause_max_ms: their total and longest pause (ms, 3 decimals).
+        gc: the collector's figures (:func:`gc_figures`).
+        host: the process's and the machine's CPU use (:func:`host_figures`; one process
+            only: empty with workers, whose verdicts are in ``worker_detail``).
+        saturation: the saturation verdict (``_saturation.Verdict.to_json``; one process only).
     """
 
     cpu_mean: float
     cpu_max: float
     loop_lag_p99_ms: float
     intervals: int
-    gc_collections: int
-    gc_pause_total_ms: float
-    gc_pause_max_ms: float
+    gc: Mapping[str, Any]
+    host: Mapping[str, Any]
+    saturation: Mapping[str, Any] | None
+    with_saturation: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The ``generator`` object, keys in the order above."""
-        return {"cpu_mean": self.cpu_mean, "cpu_max": self.cpu_max, "loop_lag_p99_ms": self.loop_lag_p99_ms,
-                "intervals": self.intervals, **gc_figures(self)}
+        out = {"cpu_mean": self.cpu_mean, "cpu_max": self.cpu_max, "loop_lag_p99_ms": self.loop_lag_p99_ms,
+               "intervals": self.intervals, **self.gc, **self.host}
+        if self.with_saturation:
+            out["saturation"] = self.saturation
+        return out
 
 
-def gc_figures(stats: RunCounters | Generator | Any) -> dict[str, Any]:
+def gc_figures(stats: Any) -> dict[str, Any]:
     """The garbage collector's share of the run (hopbench._collector): collections,
-    their total and longest pause in ms (``gc_collections``, ``gc_pause_total_ms``,
-    ``gc_pause_max_ms``)."""
-    if isinstance(stats, Generator):
-        return {"gc_collections": stats.gc_collections, "gc_pause_total_ms": stats.gc_pause_total_ms,
-                "gc_pause_max_ms": stats.gc_pause_max_ms}
+    their total, longest and p99 pause in ms (several workers: the worst worker's p99).
+
+    Args:
+        stats: a ``RunStats`` or :class:`RunCounters` (``gc_*`` fields, ns).
+    """
     return {"gc_collections": stats.gc_collections,
             "gc_pause_total_ms": round(stats.gc_pause_ns / NS_PER_MS, 3),
-            "gc_pause_max_ms": round(stats.gc_pause_max_ns / NS_PER_MS, 3)}
+            "gc_pause_max_ms": round(stats.gc_pause_max_ns / NS_PER_MS, 3),
+            "gc_pause_p99_ms": round(stats.gc_pause_p99_ns / NS_PER_MS, 3)}
+
+
+def host_figures(stats: Any) -> dict[str, Any]:
+    """The process's and the machine's CPU use over the run (hopbench._saturation):
+    ``process_cpu_cores`` (every thread, cores on average), ``machine_busy_share``
+    and ``steal_share`` (shares of all CPUs' time; None without /proc/stat),
+    ``cpus``; {} when not measured.
+
+    Args:
+        stats: a ``RunStats`` or :class:`RunCounters` (``host``).
+    """
+    host = HostUsage.from_json(stats.host)
+    if host is None:
+        return {}
+    return {"process_cpu_cores": round(host.process_cores, 4), "cpus": host.cpus,
+            "machine_busy_share": None if host.machine_busy_share is None else round(host.machine_busy_share, 4),
+            "steal_share": None if host.steal_share is None else round(host.steal_share, 4)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +462,7 @@ class WorkerDetail:
     schedule_lag_p99_ms: float | None
     peak_in_flight: int
     gc: Mapping[str, Any]
+    saturation: Mapping[str, Any] | None
     ended_ms: float
     interrupted_by: str | None
 
@@ -460,7 +473,8 @@ class WorkerDetail:
                 "share": dict(w.share), "started": self.started, "completed": self.completed,
                 "saturated": self.saturated, "cpu_mean": self.cpu_mean, "cpu_max": self.cpu_max,
                 "loop_lag_p99_ms": self.loop_lag_p99_ms, "schedule_lag_p99_ms": self.schedule_lag_p99_ms,
-                "peak_in_flight": self.peak_in_flight, **self.gc, "start_skew_ms": w.skew_ns / NS_PER_MS,
+                "peak_in_flight": self.peak_in_flight, **self.gc, "saturation": self.saturation,
+                "start_skew_ms": w.skew_ns / NS_PER_MS,
                 "ended_ms": self.ended_ms, "interrupted_by": self.interrupted_by}
 
 
@@ -580,8 +594,10 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
             loop_lag_p99_ms=load_i["loop_lag_p99_ms"],
             schedule_lag_p99_ms=load_i.get("schedule_lag_p99_ms"),
             peak_in_flight=load_i["peak_in_flight"], gc=gc_figures(part.counters),
+            saturation=load_i.get("saturation"),
             ended_ms=part.counters.ended_ns / NS_PER_MS, interrupted_by=part.counters.interrupted_by))
     sat, own, load = analyse(profile, merged, total)
+    saturation = load.pop("saturation", None)  # the verdict goes to generator (one process)
     if with_workers:
         # a merged CPU or lag figure means nothing: saturation is each worker's
         own = [x for x in own if not x.startswith(_SATURATED)]
@@ -613,9 +629,10 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
                       interrupted_by=interrupted_by, warnings=tuple(dict.fromkeys(warnings)))
     generator = Generator(cpu_mean=load["cpu_mean"], cpu_max=load["cpu_max"],
                           loop_lag_p99_ms=load["loop_lag_p99_ms"], intervals=end.intervals,
-                          gc_collections=merged.gc_collections,
-                          gc_pause_total_ms=round(merged.gc_pause_ns / NS_PER_MS, 3),
-                          gc_pause_max_ms=round(merged.gc_pause_max_ns / NS_PER_MS, 3))
+                          gc=gc_figures(merged), host={} if with_workers else host_figures(merged),
+                          # with workers each one's verdict is in worker_detail[].saturation
+                          saturation=None if with_workers else saturation,
+                          with_saturation=not with_workers)
     return Summary(meta=meta, verdict=verdict, ended_at=_iso(end.ended_at_unix_s),
                    duration_s=round(end.ended_at_unix_s - started_s, 3), load=load,
                    headline=headline(merged, load["measured_s"]),

@@ -29,7 +29,7 @@ import trio
 from ._clock import NS_PER_MS, NS_PER_S
 from ._errors import HopbenchError, ResultsError, RunAborted
 from ._finish import (LOAD_HELD_FRACTION, SATURATION_CPU, SATURATION_LAG_NS, Part, RunCounters, RunEnd,
-                      analyse, gc_figures, headline, judge, outcome_warnings, slo_block)
+                      analyse, gc_figures, headline, host_figures, judge, outcome_warnings, slo_block)
 from ._outcomes import BROKEN, ERROR_RATE_WARN
 from ._profile import Profile, sanitized
 from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
@@ -37,7 +37,7 @@ from ._results import ResultsWriter, environment, write_error
 from ._runner import LoadRunner, RunStats
 
 __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
-           "timeline_line", "finish_run", "progress_line", "outcome_warnings", "headline", "gc_figures",
+           "timeline_line", "finish_run", "progress_line", "outcome_warnings", "headline", "gc_figures", "host_figures",
            "SATURATION_LAG_NS", "SATURATION_CPU", "LOAD_HELD_FRACTION", "ERROR_RATE_WARN", "slo_block"]
 
 _CHECKPOINT_S = 5.0
@@ -373,7 +373,7 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
     """
     truth = tuple(emulator_warnings(writer.path / meta["ground_truth"])) if meta.get("ground_truth") else ()
     end = RunEnd(ended_at_unix_s=time.time(), crashed=crashed, interrupted_by=stats.interrupted_by,
-                 intervals=len(stats.intervals), emulator_warnings=truth)
+                 intervals=stats.interval_count, emulator_warnings=truth)
     summary = judge(profile, [Part(profile, RunCounters.of(stats, total), total)], total, warmup, meta, end)
     return writer.write_final(summary.to_json(), total)
 
