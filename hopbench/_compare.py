@@ -462,6 +462,19 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
     return out
 
 
+def _run_key(label: str, folder: Path | None) -> str:
+    """One key per results folder: ``DIR`` and ``DIR/summary.json`` name the same run."""
+    if folder is None:
+        return label
+    p = Path(folder)
+    if p.name == "summary.json":
+        p = p.parent
+    try:
+        return str(p.resolve())
+    except OSError:
+        return str(p)
+
+
 def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
                       metrics: Sequence[str] | None = None, alpha: float = ALPHA,
                       min_effect: float = MIN_EFFECT, force: bool = False,
@@ -476,14 +489,16 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
         alpha: significance level, e.g. 0.01.
         min_effect: smallest relative change that can make a verdict, e.g. 0.02.
         min_abs_ms: times only: smallest absolute change (ms) that can make a verdict.
-        force: compare even when the load shapes differ.
+        force: compare even when the load shapes differ or a run did not complete
+            (each such fact then becomes one warning).
         base_dir / candidate_dir: the folders (for throughput per interval and messages).
 
     Returns:
         Comparison.
 
     Raises:
-        UsageError: the load shapes differ (and not ``force``), or an unknown metric.
+        UsageError: the load shapes differ or a run did not complete (``complete`` not
+            true; the message names its folder), and not ``force``; or an unknown metric.
         ResultsError: a malformed summary.
     """
     names = list(metrics) if metrics else list(DEFAULT_METRICS)
@@ -499,9 +514,17 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             raise UsageError(f"{label_a} and {label_b}: the runs' load shapes differ ("
                              + "; ".join(diffs) + "): pass --force to compare anyway")
         warnings.append("load shapes differ (compared with --force): " + "; ".join(diffs))
-    for label, s in ((label_a, base), (label_b, candidate)):
-        if s.get("complete") is not True:
-            warnings.append(f"{label}: the run did not complete (partial results)")
+    # one run named twice (the same folder as base and candidate) is one run: warn once
+    runs = {_run_key(label, d): (label, s) for label, d, s in
+            ((label_a, base_dir, base), (label_b, candidate_dir, candidate))}
+    partial = [label for label, s in runs.values() if s.get("complete") is not True]
+    if partial and not force:
+        raise UsageError(f"{partial[0]}: the run did not complete (complete: false, partial results): its "
+                         "figures cover only part of the planned load; pass --force to compare anyway")
+    if partial:
+        warnings.append(f"{', '.join(partial)}: the run did not complete (partial results; compared with "
+                        "--force)")
+    for label, s in runs.values():
         if s.get("saturated") is True:
             warnings.append(f"{label}: the load generator was saturated (latencies not trustworthy)")
     scopes_a, scopes_b = base.get("scopes"), candidate.get("scopes")
@@ -660,13 +683,14 @@ def compare_command(base_dir: Path, candidate_dir: Path, *, metrics: Sequence[st
         alpha: significance level, in (0, 1).
         min_effect: smallest relative change that can be a verdict (0.02 = 2 %).
         min_abs_ms: times: smallest absolute change (ms) that can be a verdict.
-        force: compare runs whose load shapes differ.
+        force: compare runs whose load shapes differ, or that did not complete.
 
     Returns:
         Comparison.
 
     Raises:
-        UsageError: a setting out of range, an unknown metric, load shapes differ.
+        UsageError: a setting out of range, an unknown metric, load shapes differ,
+            a partial run (``complete: false``) without ``force``.
         ResultsError: a folder that cannot be read.
     """
     from ._results import read_summary

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,27 +67,35 @@ def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def stream_rows(results_dir: Path) -> list[dict[str, Any]]:
+def stream_rows(results_dir: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """streams.jsonl's records ([] when absent).
 
+    Args:
+        results_dir: the results folder.
+        warn: told about a cut last line (skipped, see :func:`_jsonl`).
+
     Raises:
-        ResultsError: a line is not a JSON object (naming file and line).
+        ResultsError: a line other than a cut last one is not a JSON object (naming file and line).
     """
     path = results_dir / "streams.jsonl"
-    return _jsonl(path) if path.exists() else []
+    return _jsonl(path, warn) if path.exists() else []
 
 
-def scrape_rows(results_dir: Path) -> list[dict[str, Any]] | None:
+def scrape_rows(results_dir: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]] | None:
     """scrape.jsonl as long rows (``SCRAPE_COLUMNS``), or None when the run did not scrape.
 
+    Args:
+        results_dir: the results folder.
+        warn: told about a cut last line (skipped, see :func:`_jsonl`).
+
     Raises:
-        ResultsError: a line is not a JSON object (naming file and line).
+        ResultsError: a line other than a cut last one is not a JSON object (naming file and line).
     """
     path = results_dir / "scrape.jsonl"
     if not path.exists():
         return None
     rows: list[dict[str, Any]] = []
-    for rec in _jsonl(path):
+    for rec in _jsonl(path, warn):
         base = {"url": rec.get("url"), "t_ms": rec.get("t_ms")}
         samples = rec.get("s")
         if isinstance(samples, dict):
@@ -98,19 +106,35 @@ def scrape_rows(results_dir: Path) -> list[dict[str, Any]] | None:
     return rows
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
+def _jsonl(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, one per non-blank line.
+
+    The run appends each record as one line ending in a newline; a crash (or
+    ``kill -9``) mid-write can leave the file's last line cut: no newline at
+    its end and not valid JSON. That one line is skipped and ``warn`` is told
+    (naming the file and the line); the complete lines before it are kept.
+
+    Raises:
+        ResultsError: any other line is not a JSON object (naming file:line).
+    """
+    rows: list[dict[str, Any]] = []
     with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
+        lines = f.readlines()
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            if n == len(lines) and not line.endswith("\n"):
+                if warn is not None:
+                    warn(f"{path}:{n}: the last line was cut (no newline at its end, not JSON: the run "
+                         f"stopped mid-write); skipped it, exported the {len(rows)} complete lines before it")
                 continue
-            try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise ResultsError(f"{path}:{n}: not JSON: {exc}") from None
-            if not isinstance(rec, dict):
-                raise ResultsError(f"{path}:{n}: expected a JSON object per line")
-            rows.append(rec)
+            raise ResultsError(f"{path}:{n}: not JSON: {exc}") from None
+        if not isinstance(rec, dict):
+            raise ResultsError(f"{path}:{n}: expected a JSON object per line")
+        rows.append(rec)
     return rows
 
 
@@ -153,13 +177,16 @@ def _write(path: Path, rows: list[dict[str, Any]], columns: list[str], fmt: str)
         pq.write_table(table, path)
 
 
-def export_results(results_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
+def export_results(results_dir: Path, fmt: str, out: Path | None = None,
+                   warn: Callable[[str], None] | None = None) -> list[Path]:
     """Write ``summary.<ext>``, ``streams.<ext>`` (and ``scrape.<ext>``) for one results folder.
 
     Args:
         results_dir: a folder written by ``hopbench run``.
         fmt: one of ``FORMATS``.
         out: the folder to write (default ``results_dir/export``; created).
+        warn: receives one message per jsonl file whose last line was cut by a
+            crash mid-write (that line is skipped; None: silent).
 
     Returns:
         the files written (two, three when the run scraped).
@@ -179,8 +206,8 @@ def export_results(results_dir: Path, fmt: str, out: Path | None = None) -> list
     results_dir = Path(results_dir)
     summary = read_summary(results_dir)
     srows = summary_rows(summary)
-    streams = stream_rows(results_dir)
-    scraped = scrape_rows(results_dir)
+    streams = stream_rows(results_dir, warn)
+    scraped = scrape_rows(results_dir, warn)
     out = out if out is not None else results_dir / "export"
     paths = [out / f"summary.{fmt}", out / f"streams.{fmt}"]
     try:

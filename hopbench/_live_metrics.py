@@ -1,9 +1,10 @@
 """Live figures out: hopbench's run in the Prometheus/OpenMetrics text format.
 
 ``hopbench run --metrics-port PORT`` (or ``[run] metrics_port``) serves
-``http://127.0.0.1:PORT/metrics`` while the run goes. Served by
-``prometheus_client`` (its WSGI server in a daemon thread, a registry of its
-own, never the process-global default); OpenMetrics when the scraper asks for
+``http://127.0.0.1:PORT/metrics`` while the run goes, and answers every other
+path with 404. Rendered by ``prometheus_client``'s WSGI app (a registry of its
+own, never the process-global default) behind a path check, on the standard
+library's WSGI server in a daemon thread; OpenMetrics when the scraper asks for
 it, else the Prometheus text format 0.0.4.
 
 Invariants:
@@ -39,7 +40,10 @@ from ._errors import UsageError
 from ._outcomes import BROKEN, OUTCOMES
 from ._recorder import ALL, IntervalSnapshot, Snapshot
 
-__all__ = ["LiveMetrics", "TIME_BUCKETS_S", "ITL_BUCKETS_S", "HISTOGRAMS"]
+__all__ = ["LiveMetrics", "METRICS_PATH", "TIME_BUCKETS_S", "ITL_BUCKETS_S", "HISTOGRAMS"]
+
+#: the one path served; any other answers 404
+METRICS_PATH = "/metrics"
 
 #: TTFT and E2E bucket upper bounds, seconds (+Inf added).
 TIME_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -94,16 +98,40 @@ class LiveMetrics:
         Raises:
             UsageError: the port cannot be bound (in use, no permission).
         """
-        from prometheus_client import CollectorRegistry, start_http_server
+        import socket
+        from socketserver import ThreadingMixIn
+        from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+        from prometheus_client import CollectorRegistry, make_wsgi_app
 
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Collector(self))
+        metrics = make_wsgi_app(registry)  # text format, OpenMetrics on Accept, gzip: prometheus_client's
+
+        def app(environ: dict[str, Any], start_response: Any) -> Any:
+            # only /metrics: a scraper pointed at a wrong path must see an error, not figures
+            if environ.get("PATH_INFO") != METRICS_PATH:
+                start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+                return [f"not found: hopbench serves its live metrics at {METRICS_PATH} only\n".encode()]
+            return metrics(environ, start_response)
+
+        class Server(ThreadingMixIn, WSGIServer):
+            daemon_threads = True
+            address_family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # no access log on stderr
+                pass
+
         try:
-            self._server, self._thread = start_http_server(self.port, addr=self.host, registry=registry)
+            server = make_server(self.host, self.port, app, server_class=Server, handler_class=Quiet)
         except OSError as exc:
             raise UsageError(f"--metrics-port {self.port}: cannot listen on {self.host}:{self.port}: "
                              f"{exc.strerror or exc} (is another process using it? pick another port)") from None
-        self.port = int(self._server.server_address[1])
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="hopbench-live-metrics", daemon=True)
+        self._thread.start()
+        self.port = int(server.server_address[1])
         return self
 
     def stop(self) -> None:
@@ -125,7 +153,7 @@ class LiveMetrics:
     @property
     def url(self) -> str:
         """``http://host:port/metrics``."""
-        return f"http://{self.host}:{self.port}/metrics"
+        return f"http://{self.host}:{self.port}{METRICS_PATH}"
 
     # -- updates ----------------------------------------------------------------------
     def on_interval(self, iv: IntervalSnapshot, line: dict[str, Any], total: Snapshot | None = None) -> None:

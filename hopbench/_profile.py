@@ -241,6 +241,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         if key not in _TOP_LEVEL:
             hint = " (tables are [[scenario]], singular)" if key == "scenarios" else ""
             raise root.error(key, f"unknown table (expected one of: {', '.join(_TOP_LEVEL)}){hint}")
+    _misplaced_scenario(root)
     base = doc.path.parent if doc.path else Path.cwd()
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
@@ -531,11 +532,55 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     return TargetSpec(url, paths, headers, header_env, api_key_env, auth, verify, transport)
 
 
+_SCENARIO_EXAMPLE = '[[scenario]] followed by its keys, e.g. protocol = "chat"'
+
+
+def _misplaced_scenario(root: Table) -> None:
+    """A ``scenario = ...`` key written below a ``[table]`` header belongs to that
+    table in TOML (``target.scenario``): say so, instead of "unknown key".
+    ``[gate.scenario.NAME]`` (a table) is the gate's own and is left alone.
+
+    Raises:
+        ProfileError: naming the file, line and the key as TOML read it.
+    """
+    def walk(t: Table) -> None:
+        for key, v in t.data.items():
+            if isinstance(v, Mapping):
+                walk(Table(v, t.doc, t.path + (key,)))
+            elif isinstance(v, list):
+                for i, x in enumerate(v):
+                    if isinstance(x, Mapping):
+                        walk(Table(x, t.doc, t.path + (key, i)))
+        v = t.data.get("scenario")
+        if "scenario" in t.data and not isinstance(v, Mapping):
+            name = ".".join(str(p) for p in t.path if isinstance(p, str))
+            header = f"[[{name}]]" if isinstance(t.path[-1], int) else f"[{name}]"
+            raise t.error("scenario", f"expected scenarios as top-level [[scenario]] tables, got a key "
+                                      f"\"scenario\" inside {header} (in TOML a key written below a {header} "
+                                      f"header belongs to that table); write {_SCENARIO_EXAMPLE}")
+
+    for key, v in root.data.items():
+        if isinstance(v, Mapping):
+            walk(Table(v, root.doc, (key,)))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                if isinstance(x, Mapping):
+                    walk(Table(x, root.doc, (key, i)))
+
+
 def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
                slo_base: Any = None) -> tuple[Scenario, ...]:
+    raw = root.data.get("scenario")
+    if isinstance(raw, Mapping):  # [scenario]: one table, not an array of tables
+        raise root.error("scenario", "expected an array of tables, got a table: write [[scenario]] (double "
+                                     "brackets) for each scenario, e.g. protocol = \"chat\" below it")
+    if isinstance(raw, list) and not raw:
+        raise root.error("scenario", f"expected at least one [[scenario]] table, got an empty array "
+                                     f"(scenario = []); write {_SCENARIO_EXAMPLE}")
     tables = root.tables("scenario")
     if not tables:
-        raise root.error("scenario", "expected at least one [[scenario]] table")
+        raise root.error("scenario", f"expected at least one [[scenario]] table, found none; write "
+                                     f"{_SCENARIO_EXAMPLE}")
     out: list[Scenario] = []
     names: set[str] = set()
     for t in tables:

@@ -179,7 +179,7 @@ class LiveProgress:
         elif self.plain:
             fig = self.figures()
             if fig is not None and fig.elapsed_ns != self._last_plain_ns:
-                self.console.print(plain_line(fig), highlight=False, soft_wrap=True)
+                self.console.print(plain_line(fig), markup=False, highlight=False, soft_wrap=True)
 
     def on_interval(self, iv: IntervalSnapshot, line: dict[str, Any], total: Snapshot | None = None) -> None:
         """Take one finished interval (called by the run, once per interval).
@@ -204,7 +204,7 @@ class LiveProgress:
                 fig = self.figures()
                 if fig is not None:
                     self._last_plain_ns = fig.elapsed_ns
-                    self.console.print(plain_line(fig), highlight=False, soft_wrap=True)
+                    self.console.print(plain_line(fig), markup=False, highlight=False, soft_wrap=True)
 
     # -- figures --------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from typing import Any
 from ._clock import NS_PER_S
 from ._errors import UsageError
 from ._profile import Profile
-from ._recorder import IntervalSnapshot, Snapshot
+from ._recorder import IntervalSnapshot
 from ._run import RunOutcome
 from ._workers import (
     _KILL_AFTER_S,
@@ -135,7 +135,7 @@ def _ray_worker(profile: Profile, base_url: str, share: WorkerShare, hub: Any) -
 
 def run_profile_ray(profile: Profile, *, out_dir: Path | None = None,
                     on_line: Callable[[str], None] | None = None,
-                    progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None = None,
+                    progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
                     base_url: str | None = None, address: str | None = None,
                     num_cpus: int | None = None) -> RunOutcome:
     """``run_profile`` over ``profile.run.workers`` Ray tasks.

@@ -304,7 +304,18 @@ class ResultsWriter:
         Raises:
             ResultsError: a file cannot be written.
         """
-        summary = _build_summary(meta, total, warmup, complete)
+        return self.write_final(_build_summary(meta, total, warmup, complete), total)
+
+    def write_final(self, summary: dict[str, Any], total: Snapshot) -> dict[str, Any]:
+        """Write a final summary.json document as given (``hopbench._finish.Summary.to_json``)
+        and ``<scope>.<metric>.hgrm`` for ``total``'s histograms; close intervals.hlog.
+
+        Returns:
+            ``summary``.
+
+        Raises:
+            ResultsError: a file cannot be written.
+        """
         # summary.json first: the smallest and most important file (it holds
         # every histogram as ``hdr``); the .hgrm files are derived views
         try:

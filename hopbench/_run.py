@@ -20,7 +20,7 @@ from collections import deque
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable
 
@@ -28,19 +28,18 @@ import trio
 
 from ._clock import NS_PER_MS, NS_PER_S
 from ._errors import HopbenchError, ResultsError, RunAborted
+from ._finish import (LOAD_HELD_FRACTION, SATURATION_CPU, SATURATION_LAG_NS, Part, RunCounters, RunEnd,
+                      analyse, gc_figures, headline, host_figures, judge, outcome_warnings, slo_block)
 from ._outcomes import BROKEN, ERROR_RATE_WARN
 from ._profile import Profile, sanitized
 from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment, write_error
-from ._inflight import BUSY_PHASES, PHASES
 from ._runner import LoadRunner, RunStats
-from ._slo import slo_summary
-from ._saturation import SATURATION_CPU, SATURATION_LAG_NS, GeneratorFigures, HostUsage, judge
 
 __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
-           "timeline_line", "finish_run", "progress_line", "slo_block"]
+           "timeline_line", "finish_run", "progress_line", "outcome_warnings", "headline", "gc_figures", "host_figures",
+           "SATURATION_LAG_NS", "SATURATION_CPU", "LOAD_HELD_FRACTION", "ERROR_RATE_WARN", "slo_block"]
 
-LOAD_HELD_FRACTION = 0.9
 _CHECKPOINT_S = 5.0
 
 
@@ -77,223 +76,6 @@ def default_out_dir(profile: Profile, root: Path = Path("results")) -> Path:
 
 def _iso(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def gc_figures(stats: RunStats) -> dict[str, Any]:
-    """The garbage collector's share of the run (hopbench._collector): collections,
-    their total, longest and p99 pause in ms (several workers: the worst worker's p99)."""
-    return {"gc_collections": stats.gc_collections,
-            "gc_pause_total_ms": round(stats.gc_pause_ns / NS_PER_MS, 3),
-            "gc_pause_max_ms": round(stats.gc_pause_max_ns / NS_PER_MS, 3),
-            "gc_pause_p99_ms": round(stats.gc_pause_p99_ns / NS_PER_MS, 3)}
-
-
-def host_figures(stats: RunStats) -> dict[str, Any]:
-    """The process's and the machine's CPU use over the run (hopbench._saturation):
-    ``process_cpu_cores`` (every thread, cores on average), ``machine_busy_share``
-    and ``steal_share`` (shares of all CPUs' time; None without /proc/stat),
-    ``cpus``; {} when not measured."""
-    host = HostUsage.from_json(stats.host)
-    if host is None:
-        return {}
-    return {"process_cpu_cores": round(host.process_cores, 4), "cpus": host.cpus,
-            "machine_busy_share": None if host.machine_busy_share is None else round(host.machine_busy_share, 4),
-            "steal_share": None if host.steal_share is None else round(host.steal_share, 4)}
-
-
-def analyse(profile: Profile, stats: RunStats, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
-    """Judge the load generator and the load actually held.
-
-    Returns:
-        (saturated, warnings, load): saturated is True when the client itself
-        was the bottleneck (event-loop lag p99 or open-loop schedule lag p99
-        over 25 ms, judged on p90 when there are fewer than 100 samples, or
-        CPU over 95 % of a core), so latencies are not to be trusted, whatever
-        the cause; the warning names the cause with its figure
-        (hopbench._saturation.judge: the client's CPU, collector pauses, a busy
-        machine); ``load`` holds requested vs achieved figures and
-        ``saturation`` (the verdict, moved to ``generator`` by finish_run).
-
-    In flight (hopbench._inflight; docs/results.md, "In flight"):
-    ``mean_in_flight`` and ``peak_in_flight`` count what a gateway sees (the
-    request sent, not finished); ``in_flight_by_phase`` the steady window's
-    mean per phase, ``mean_busy`` (connecting + in flight) and ``mean_open``
-    (every phase, client-side waiting too). Load held: a closed loop of N
-    users holds its load when on average at least 90 % of N users are busy
-    with the target (connecting to it counts: a k6 VU or a wrk connection
-    that is connecting is still offering load; waiting on the client side,
-    or closing a stream the target has finished, does not); an open loop when the requests actually sent to the target
-    reach 90 % of the requested rate and no arrival was dropped.
-    """
-    warnings: list[str] = []
-    lag = total.histogram(ALL, "loop_lag")
-    sched = total.histogram(ALL, "schedule_lag")
-    cpu = stats.cpu_fractions
-    cpu_mean = sum(cpu) / len(cpu) if cpu else 0.0
-    # p99 needs >= 100 samples to mean anything (1 s of lag probes, 100 arrivals);
-    # shorter runs are judged on p90 so that one startup hiccup is not a verdict.
-    def judged(h: Any) -> int:
-        return h.percentile(99.0 if h.count >= 100 else 90.0) if h.count else 0
-
-    lag_p99, sched_p99 = judged(lag), judged(sched)
-    # Say what was measured and what it points at (hopbench._saturation): the
-    # client's own CPU, collector pauses, or a busy machine (steal, neighbours).
-    verdict = judge(GeneratorFigures(
-        lag_p99, sched_p99, cpu_mean, max(cpu, default=0.0), stats.gc_collections, stats.gc_pause_ns,
-        stats.gc_pause_max_ns, stats.ended_ns or stats.stop_ns, HostUsage.from_json(stats.host)))
-    saturated = verdict.saturated
-    if verdict.saturated:
-        warnings.append(str(verdict.warning()))
-    measured_ns = max(stats.stop_ns - profile.run.warmup_ns, 1)
-    load: dict[str, Any] = {"mode": profile.load.mode, "peak_in_flight": stats.peak_in_flight,
-                            "peak_open": stats.peak_open,
-                            "measured_s": round(measured_ns / NS_PER_S, 6),
-                            "cpu_mean": round(cpu_mean, 4), "cpu_max": round(max(cpu, default=0), 4),
-                            "loop_lag_p99_ms": (lag.percentile(99.0) if lag.count else 0) / NS_PER_MS,
-                            "saturation": verdict.to_json()}  # moved to generator by finish_run
-    steady_ns = stats.stop_ns - min(stats.steady_from_ns, stats.stop_ns)
-    mean_in_flight = stats.steady_area / steady_ns if steady_ns > 0 else None
-    load["mean_in_flight"] = None if mean_in_flight is None else round(mean_in_flight, 3)
-    by_phase = {name: (stats.steady_phase_area.get(name, 0) / steady_ns if steady_ns > 0 else None)
-                for name in PHASES}
-    load["in_flight_by_phase"] = {k: None if v is None else round(v, 3) for k, v in by_phase.items()}
-    mean_busy = None if steady_ns <= 0 else sum(by_phase[PHASES[p]] or 0.0 for p in BUSY_PHASES)
-    load["mean_busy"] = None if mean_busy is None else round(mean_busy, 3)
-    load["mean_open"] = None if steady_ns <= 0 else round(sum(v or 0.0 for v in by_phase.values()), 3)
-    if profile.load.mode == "concurrency":
-        load["requested_concurrency"] = profile.load.concurrency
-        want = profile.load.concurrency
-        # a request budget that ends the run early is not a failure to hold load
-        if (mean_busy is not None and profile.run.requests is None
-                and mean_busy < LOAD_HELD_FRACTION * want):
-            warnings.append(f"load not held: {mean_busy:.1f} of {want} users busy with the target on "
-                            f"average ({mean_in_flight or 0.0:.1f} in flight, "
-                            f"{by_phase['connecting'] or 0.0:.1f} connecting); "
-                            f"{by_phase['waiting'] or 0.0:.1f} waiting to start on the client side")
-            load["held"] = False
-        else:
-            load["held"] = True
-    else:
-        arrivals = total.counter(ALL, "started") + total.counter(ALL, "max_in_flight_hits")
-        # the requests the target received: written to it, not just started (a
-        # stream still waiting for the client's loop or a connection is not load)
-        achieved = stats.sent_measured / (measured_ns / NS_PER_S)
-        load.update(requested_rate_rps=profile.load.rate_rps, achieved_rate_rps=round(achieved, 3),
-                    arrival_rate_rps=round(arrivals / (measured_ns / NS_PER_S), 3),
-                    max_in_flight=profile.load.max_in_flight,
-                    max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
-                    schedule_lag_p99_ms=(sched.percentile(99.0) if sched.count else 0) / NS_PER_MS)
-        held = True
-        if total.counter(ALL, "max_in_flight_hits"):
-            held = False
-            warnings.append(f"load not held: {total.counter(ALL, 'max_in_flight_hits')} arrivals "
-                            f"dropped at max_in_flight = {profile.load.max_in_flight}")
-        if profile.run.requests is None and achieved < LOAD_HELD_FRACTION * profile.load.rate_rps:
-            held = False
-            warnings.append(f"load not held: {achieved:.1f} requests/s sent to the target, "
-                            f"{profile.load.rate_rps:g} requested")
-        load["held"] = held
-    completed = total.counter(ALL, "completed")
-    buffered = total.counter(ALL, "proxy_buffering_suspected")
-    if completed and buffered > completed / 2:
-        warnings.append(f"proxy buffering suspected: {buffered} of {completed} streams arrived as "
-                        "one burst (TTFT close to E2E)")
-    lagged = total.counter(ALL, "client_lagged")
-    if completed and lagged > completed / 2:
-        warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "
-                        "hopbench's own event loop was late to read them (not evidence of a proxy; "
-                        "see loop_lag)")
-    counters = total.scopes[ALL].counters if ALL in total.scopes else {}
-    for key, n in sorted(counters.items()):
-        if key.startswith("out_of_range.") and n:
-            warnings.append(f"{n} {key[13:]} values outside the histogram's range (counted, not recorded)")
-    warnings += outcome_warnings(counters, stats)
-    return saturated, warnings, load
-
-
-def _top_details(counters: Mapping[str, int], outcomes: tuple[str, ...], n: int = 4) -> str:
-    """"http_error.501 50, connect_error.refused 3": the commonest outcome details."""
-    details = [(k, v) for k, v in counters.items() if v and k.partition(".")[0] in outcomes
-               and "." in k and not k.startswith("http_error_code.")]
-    if not details:
-        details = [(k, counters.get(k, 0)) for k in outcomes if counters.get(k)]
-    details.sort(key=lambda kv: (-kv[1], kv[0]))
-    more = f", +{len(details) - n} more" if len(details) > n else ""
-    return ", ".join(f"{k} {v}" for k, v in details[:n]) + more
-
-
-def outcome_warnings(counters: Mapping[str, int], stats: RunStats) -> list[str]:
-    """Warnings about how the streams ended (docs/results.md, "Warnings").
-
-    Args:
-        counters: the "all" scope's counters of the measured run.
-        stats: the runner's figures (``codes_folded``).
-
-    Returns:
-        list of str, possibly empty: always one when streams started and none
-        completed; one when the error rate or the interruption rate is above
-        ``ERROR_RATE_WARN``; one for file-descriptor exhaustion
-        (``connect_error.fd_limit``); one for wire error codes folded into
-        "other".
-    """
-    out: list[str] = []
-    # streams the scenario's cancel key closed on purpose say nothing either way
-    started = counters.get("started", 0) - counters.get("client_cancelled", 0)
-    completed = counters.get("completed", 0)
-    errors = sum(counters.get(k, 0) for k in BROKEN)
-    cancelled = counters.get("cancelled", 0)
-    if started and not completed:
-        out.append(f"nothing completed: none of the {started} streams completed "
-                   f"({_top_details(counters, BROKEN + ('cancelled',))}); "
-                   "see error_samples in summary.json for what the target said")
-    elif started and errors / started > ERROR_RATE_WARN:
-        out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "
-                   f"streams ended in error ({_top_details(counters, BROKEN)})")
-    if started and completed and cancelled / started > ERROR_RATE_WARN:
-        out.append(f"interruption rate {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
-                   f"{started} streams were cancelled at the stop (still running after run.grace_s)")
-    fd = counters.get("connect_error.fd_limit", 0)
-    if fd:
-        try:
-            import resource
-
-            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-            limit = f"{soft} per process" if soft != resource.RLIM_INFINITY else "the system's"
-        except (ImportError, OSError, ValueError):
-            limit = "the process's"
-        out.append(f"{fd} streams could not open a connection: hopbench ran out of file descriptors "
-                   f"(limit: {limit}, `ulimit -n`); raise it (e.g. `ulimit -n 65536` before the run) "
-                   "or lower the concurrency / --workers share per process")
-    if stats.codes_folded:
-        out.append(f"{stats.codes_folded} streams' error codes were counted as \"other\": the server sent "
-                   "more distinct error codes than hopbench counts by name")
-    return out
-
-
-def headline(total: Snapshot, measured_s: float) -> dict[str, Any]:
-    """The run in a few figures (summary.json ``headline``, docs/results.md).
-
-    Args:
-        total: the measured run's snapshot.
-        measured_s: the measured window in seconds (``load.measured_s``).
-
-    Returns:
-        {started, completed, errors, cancelled: int; error_rate,
-        interrupted_rate: float in [0, 1] or None when nothing started;
-        completed_per_s, output_tokens_per_s: float over the measured window}.
-    """
-    c = total.counter
-    started, completed = c(ALL, "started"), c(ALL, "completed")
-    errors = sum(c(ALL, k) for k in BROKEN)
-    cancelled = c(ALL, "cancelled")
-    window = measured_s if measured_s > 0 else 1.0
-    out_tokens = c(ALL, "tokens.output.completed") + c(ALL, "tokens.output.broken")
-    return {"started": started, "completed": completed, "errors": errors, "cancelled": cancelled,
-            "client_cancelled": c(ALL, "client_cancelled"),  # on purpose: the scenarios' cancel key
-            "error_rate": round(errors / started, 4) if started else None,
-            "interrupted_rate": round(cancelled / started, 4) if started else None,
-            "completed_per_s": round(completed / window, 3),
-            "output_tokens_per_s": round(out_tokens / window, 3)}
 
 
 def run_profile(profile: Profile, *, out_dir: Path | None = None,
@@ -574,51 +356,26 @@ def timeline_line(line: dict[str, Any], iv: IntervalSnapshot, warm_iv: IntervalS
 
 
 def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], stats: RunStats,
-               total: Snapshot, warmup: Snapshot | None, crashed: str | None,
-               extra_warnings: list[str] | None = None, saturated: bool = False) -> dict[str, Any]:
-    """Judge the run (``analyse``) and write the final results files.
+               total: Snapshot, warmup: Snapshot | None, crashed: str | None) -> dict[str, Any]:
+    """Judge a single-process run (``hopbench._finish.judge``) and write the final results files.
+
+    Args:
+        profile: the profile run; writer: its results folder; meta: the pre-run metadata.
+        stats: the runner's figures; total, warmup: its measured and warm-up snapshots
+            (warmup None when the profile has no warm-up).
+        crashed: hopbench's own failure (traceback), else None.
 
     Returns:
         the summary dict as written to summary.json.
+
+    Raises:
+        ResultsError: a file cannot be written.
     """
-    if stats.interrupted_by:
-        meta["interrupted_by"] = stats.interrupted_by
-    sat, warnings, load = analyse(profile, stats, total)
-    warnings = (extra_warnings or []) + list(meta.pop("notes", [])) + warnings
-    if meta.get("ground_truth"):
-        warnings += emulator_warnings(writer.path / meta["ground_truth"])
-    if total.counter(ALL, "started") == 0 and (meta.get("interrupted_by") is None and crashed is None):
-        started_warm = warmup.counter(ALL, "started") if warmup is not None else 0
-        warnings.append(f"no stream was measured: {started_warm} started during the warm-up and none "
-                        "after it (lengthen run.duration_s or shorten run.warmup_s)")
-    complete = crashed is None and meta.get("interrupted_by") is None and not extra_warnings
-    if not complete:
-        reason = meta.get("interrupted_by") or ""
-        warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed
-                        else reason if reason.startswith(("target unreachable", "target lost"))
-                        else f"run interrupted ({reason or 'stopped'}): results are partial (complete: false)")
-    ended = time.time()
-    meta.update(ended_at=_iso(ended), duration_s=round(ended - meta["started_at_unix_s"], 3),
-                saturated=sat or saturated, warnings=_unique(warnings), load=load,
-                headline=headline(total, load["measured_s"]),
-                slo=slo_block(profile, total, load["measured_s"]),
-                error_samples=dict(sorted(stats.error_samples.items())),
-                generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
-                           "loop_lag_p99_ms": load["loop_lag_p99_ms"],
-                           "intervals": stats.interval_count, **gc_figures(stats),
-                           **host_figures(stats), "saturation": load.pop("saturation", None)})
-    return writer.finish(meta, total, warmup, complete=complete)
-
-
-
-def slo_block(profile: Profile, total: Snapshot, measured_s: float) -> dict[str, Any] | None:
-    """summary.json's ``slo`` block for ``profile``'s scenarios (hopbench._slo.slo_summary)."""
-    return slo_summary({sc.name: sc.slo for sc in profile.scenarios}, total, measured_s)
-
-
-def _unique(warnings: list[str]) -> list[str]:
-    """``warnings`` without repeats, in first-seen order."""
-    return list(dict.fromkeys(warnings))
+    truth = tuple(emulator_warnings(writer.path / meta["ground_truth"])) if meta.get("ground_truth") else ()
+    end = RunEnd(ended_at_unix_s=time.time(), crashed=crashed, interrupted_by=stats.interrupted_by,
+                 intervals=stats.interval_count, emulator_warnings=truth)
+    summary = judge(profile, [Part(profile, RunCounters.of(stats, total), total)], total, warmup, meta, end)
+    return writer.write_final(summary.to_json(), total)
 
 
 @contextmanager

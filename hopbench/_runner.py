@@ -39,6 +39,7 @@ import trio
 from ._cancel import CANCEL_OUTCOME, ClientCancel, chooses
 from ._clock import NS_PER_S, monotonic_offset_ns, now_ns, ns_to_s
 from ._collector import CollectorWatch
+from ._counters import RunCounters
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ._slo import judge, record_verdict
@@ -218,6 +219,9 @@ class RunStats:
     error_samples: dict[str, list[str]] = field(default_factory=dict)
     #: wire error codes counted as "other" (the distinct-code cap was reached)
     codes_folded: int = 0
+    #: what cancelled the streams still open after the stop: "run.grace_s" (the
+    #: grace period ran out) or "a second SIGINT" / "a second SIGTERM"; None: none was
+    cancelled_by: str | None = None
 
 
 TICK_SLACK_NS = 1_000_000
@@ -453,8 +457,10 @@ class LoadRunner:
                         with trio.move_on_at(ns_to_s(deadline) if deadline else math.inf):
                             await self._stop_requested()
                         self._stop(gen)
-                        with trio.move_on_after(ns_to_s(run.grace_ns)):
+                        with trio.move_on_after(ns_to_s(run.grace_ns)) as grace:
                             await self._wait_idle()
+                        if grace.cancelled_caught and st.cancelled_by is None:
+                            st.cancelled_by = "run.grace_s"
                         streams.cancel_scope.cancel()
                     # Cancelling the watchers waits for a ticker that is still
                     # publishing in its thread: only then may the last interval be
@@ -470,6 +476,12 @@ class LoadRunner:
         self._gauge.advance(t_end)
         self._sync_stats()
         return st
+
+    def counters(self) -> RunCounters:
+        """The run's counters as one mergeable record: ``stats`` and the measured
+        recorder's "all" counters (``hopbench._counters``). Call after :meth:`run`
+        (or after a stop before the start: the record is then empty)."""
+        return RunCounters.of(self.stats, self.rec.snapshot())
 
     async def _stop_requested(self) -> None:
         async with trio.open_nursery() as n:
@@ -545,8 +557,10 @@ class LoadRunner:
                         self.notice(f"{name}: stopping: no new streams; the {self._gauge.open} in flight "
                                     f"get {grace_s:g} s to finish ({name} again cancels them now)")
                     elif count == 2:  # a second signal: no grace
-                        self.notice(f"{name} again: cancelling the streams in flight; then writing results "
-                                    "(a further signal only skips report.html)")
+                        if self._gauge.open and self.stats.cancelled_by is None:
+                            self.stats.cancelled_by = f"a second {name}"
+                        self.notice(f"{name} again: cancelling the streams in flight now ({self._gauge.open} "
+                                    "open), without waiting for run.grace_s; then writing results")
                         self._streams.cancel_scope.cancel()
                     else:
                         self.notice(f"{name}: already stopping; writing results")

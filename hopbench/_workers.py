@@ -60,9 +60,8 @@ from ._inflight import PHASES
 from ._profile import LoadSpec, Profile
 from ._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._results import ResultsWriter
-from ._run import (RunOutcome, analyse, base_meta, default_out_dir, gc_figures, headline, hold_signals, slo_block,
-                   mark_started, progress_line)
-from ._wire_text import merge_samples
+from ._finish import Part, RunCounters, RunEnd, WorkerInfo, judge
+from ._run import RunOutcome, base_meta, default_out_dir, emulator_warnings, hold_signals, mark_started, progress_line
 from ._runner import LoadRunner, RunStats
 
 __all__ = [
@@ -164,27 +163,6 @@ def share_profile(profile: Profile, share: WorkerShare) -> Profile:
 
 # -- the worker body (runs in a worker process or a Ray task) -----------------
 
-_STATS_FIELDS = ("started_ns", "stop_ns", "ended_ns", "interrupted_by", "requests_started",
-                 "arrivals", "max_in_flight_hits", "in_flight", "peak_in_flight",
-                 "in_flight_area", "steady_area", "steady_from_ns",
-                 "peak_open", "steady_phase_area", "sent_measured",
-                 "last_change_ns", "cpu_fractions", "gc_collections", "gc_pause_ns",
-                 "gc_pause_max_ns", "gc_pause_p99_ns", "error_samples", "codes_folded", "host")
-
-
-def stats_to_json(stats: RunStats) -> dict[str, Any]:
-    """RunStats as a JSON object (the per-interval list replaced by its length)."""
-    out = {k: getattr(stats, k) for k in _STATS_FIELDS}
-    out["cpu_fractions"] = list(stats.cpu_fractions)
-    out["intervals"] = stats.interval_count
-    return out
-
-
-def stats_from_json(data: Mapping[str, Any]) -> RunStats:
-    """Inverse of :func:`stats_to_json` (``intervals`` comes back empty)."""
-    return RunStats(**{k: data[k] for k in _STATS_FIELDS if k in data})
-
-
 def run_worker(profile: Profile, base_url: str, share: WorkerShare,
                send: Callable[[dict[str, Any]], None],
                wait_go: Callable[[], float | None],
@@ -195,7 +173,7 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
     Messages (JSON-able dicts, each with "kind" and "worker"):
     ``ready`` (host, pid); ``interval`` (iv, warm: ``IntervalSnapshot.to_json()``,
     line: the runner's timeline record) at each interval end; ``done`` (total,
-    warmup: ``Snapshot.to_json()``; stats: :func:`stats_to_json`; start_skew_ns)
+    warmup: ``Snapshot.to_json()``; counters: ``RunCounters.to_json()``; start_skew_ns)
     at the end. Interval stamps are relative to this worker's own start, which
     is the common start (plus the skew, reported).
 
@@ -250,12 +228,11 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         skew_ns = int((time.time() - start_at) * NS_PER_S)
         go_at = None if stop_reason[0] is not None else go_at
     if go_at is not None:
-        stats = trio.run(runner.run)
+        trio.run(runner.run)
     else:
-        stats = runner.stats
-        stats.interrupted_by = stop_reason[0] or "cancelled before start"
+        runner.stats.interrupted_by = stop_reason[0] or "cancelled before start"
     send({"kind": "done", "worker": k, "total": rec.snapshot().to_json(),
-          "warmup": warm.snapshot().to_json(), "stats": stats_to_json(stats),
+          "warmup": warm.snapshot().to_json(), "counters": runner.counters().to_json(),
           "start_skew_ns": skew_ns,
           # client cancels, joined with the embedded emulator's record by the driver (hopbench._cancel)
           "cancels": [[c.request_id, c.scope, c.closed_mono_ns, c.events_read] for c in runner.cancels]})
@@ -308,7 +285,7 @@ class _Worker:
     error: str | None = None
     total: Snapshot | None = None
     warmup: Snapshot | None = None
-    stats: RunStats | None = None
+    counters: RunCounters | None = None  # shipped with "done"
     skew_ns: int = 0
     started_total: int = 0
     acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
@@ -333,7 +310,7 @@ class Merger:
 
     def __init__(self, profile: Profile, shares: list[WorkerShare], writer: ResultsWriter,
                  timeline: IO[str], meta: dict[str, Any],
-                 progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None = None,
+                 progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
                  on_line: Callable[[str], None] | None = None) -> None:
         self.profile = profile
         self.writer = writer
@@ -371,7 +348,7 @@ class Merger:
         elif kind == "done":
             w.total = Snapshot.from_json(msg["total"])
             w.warmup = Snapshot.from_json(msg["warmup"])
-            w.stats = stats_from_json(msg["stats"])
+            w.counters = RunCounters.from_json(msg["counters"])
             w.skew_ns = int(msg.get("start_skew_ns", 0))
             w.cancels = list(msg.get("cancels") or [])
             w.state = "done"
@@ -430,7 +407,7 @@ class Merger:
         self.timeline.flush()
         self.intervals_written += 1
         if self.progress is not None:
-            self.progress(iv, line, self._total.snapshot())
+            self.progress(iv, line)  # as run_profile calls it (LiveProgress sums the intervals)
         if self.on_line is not None:
             self.on_line(progress_line(iv, line) + f"  workers {len(parts)}")
         if time.monotonic() - self._last_checkpoint >= _CHECKPOINT_S:
@@ -472,8 +449,14 @@ class Merger:
         self._joined = rec.snapshot()
         return warnings
 
-    def finish(self, crashed: str | None, engine: str) -> tuple[dict[str, Any], bool]:
-        """Flush what is left, judge every worker and the whole, write summary.json.
+    def finish(self, crashed: str | None, engine: str, truth: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool]:
+        """Flush what is left, judge every worker and the whole (``hopbench._finish.judge``),
+        write summary.json.
+
+        Args:
+            crashed: the driver's own failure (traceback), else None.
+            engine: "local" or "ray".
+            truth: the embedded emulator's lateness warnings (``_run.emulator_warnings``).
 
         Returns:
             (summary, complete).
@@ -484,106 +467,28 @@ class Merger:
         while self._pending:  # everything is final now: write in index order
             k = min(self._pending)
             self._emit(k, self._pending.pop(k))
-        profile, meta = self.profile, self.meta
+        profile = self.profile
         total, warm = self.totals()
-        detail: list[dict[str, Any]] = []
-        worker_warnings: list[str] = []
-        any_saturated = False
-        stats_all: list[RunStats] = []
+        parts: list[Part] = []
         for i, w in sorted(self.workers.items()):
-            st = w.stats or RunStats()
-            stats_all.append(st)
             snap = w.total if w.total is not None else w.acc.snapshot()
-            sat, warns, load = analyse(share_profile(profile, w.share), st, snap)
-            any_saturated |= sat
-            for text in warns:
-                if text.startswith("load generator saturated"):
-                    worker_warnings.append(f"worker {i}: {text}")
-            if w.state == "crashed":
-                worker_warnings.append(f"worker {i} died: {w.error.splitlines()[-1] if w.error else '?'}"
-                                       "; the others finished, its data up to then is included")
             share = w.share.load
-            detail.append({
-                "index": i, "host": w.host, "pid": w.pid, "state": w.state,
-                "error": w.error,
-                "share": ({"concurrency": share.concurrency} if share.mode == "concurrency" else
-                          {"rate_rps": share.rate_rps, "max_in_flight": share.max_in_flight,
-                           "arrival_offset_ms": w.share.arrival_offset_ns / NS_PER_MS})
-                         | {"requests": w.share.request_budget},
-                "started": snap.counter(ALL, "started"),
-                "completed": snap.counter(ALL, "completed"),
-                "saturated": sat,
-                "cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
-                "loop_lag_p99_ms": load["loop_lag_p99_ms"],
-                "schedule_lag_p99_ms": load.get("schedule_lag_p99_ms"),
-                "peak_in_flight": load["peak_in_flight"],
-                **gc_figures(st),
-                "saturation": load.get("saturation"),
-                "start_skew_ms": w.skew_ns / NS_PER_MS,
-                "ended_ms": st.ended_ns / NS_PER_MS,
-                "interrupted_by": st.interrupted_by,
-            })
-        merged = RunStats(
-            stop_ns=max((s.stop_ns for s in stats_all), default=0),
-            ended_ns=max((s.ended_ns for s in stats_all), default=0),
-            requests_started=sum(s.requests_started for s in stats_all),
-            arrivals=sum(s.arrivals for s in stats_all),
-            max_in_flight_hits=sum(s.max_in_flight_hits for s in stats_all),
-            peak_in_flight=sum(s.peak_in_flight for s in stats_all),
-            in_flight_area=sum(s.in_flight_area for s in stats_all),
-            steady_area=sum(s.steady_area for s in stats_all),
-            peak_open=sum(s.peak_open for s in stats_all),
-            steady_phase_area={ph: sum(s.steady_phase_area.get(ph, 0) for s in stats_all) for ph in PHASES},
-            sent_measured=sum(s.sent_measured for s in stats_all),
-            steady_from_ns=min((s.steady_from_ns for s in stats_all), default=0),
-            gc_collections=sum(s.gc_collections for s in stats_all),
-            gc_pause_ns=sum(s.gc_pause_ns for s in stats_all),
-            gc_pause_max_ns=max((s.gc_pause_max_ns for s in stats_all), default=0),
-            gc_pause_p99_ns=max((s.gc_pause_p99_ns for s in stats_all), default=0),
-            error_samples=merge_samples(s.error_samples for s in stats_all),
-            codes_folded=sum(s.codes_folded for s in stats_all),
-        )
-        _, warnings, load = analyse(profile, merged, total)
-        load.pop("saturation", None)  # judged per worker (worker_detail[].saturation)
-        warnings = [x for x in warnings if not x.startswith("load generator saturated")]
-        warnings = worker_warnings + list(meta.pop("notes", [])) + warnings  # e.g. [[scrape]] failures
-        cpus = [d["cpu_mean"] for d in detail]
-        load.update(cpu_mean=round(sum(cpus) / len(cpus), 4) if cpus else 0.0,
-                    cpu_max=max((d["cpu_max"] for d in detail), default=0.0),
-                    loop_lag_p99_ms=max((d["loop_lag_p99_ms"] for d in detail), default=0.0),
-                    peak_in_flight_note="sum of the workers' peaks (an upper bound)",
-                    peak_open_note="sum of the workers' peaks (an upper bound)")
-        interrupted = next((s.interrupted_by for s in stats_all if s.interrupted_by), None)
-        if meta.get("interrupted_by") is None and interrupted is not None:
-            meta["interrupted_by"] = interrupted
-        dead = any(w.state == "crashed" for w in self.workers.values())
-        complete = crashed is None and meta.get("interrupted_by") is None and not dead
-        if not complete:
-            reason = meta.get("interrupted_by") or ""
-            warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed is not None
-                            else reason if reason.startswith(("target unreachable", "target lost"))
-                            else "run interrupted: results are partial (complete: false)")
-        started = meta.get("started_at_unix_s") or time.time()
-        ended = time.time()
-        meta.update(ended_at=_iso(ended), duration_s=round(ended - started, 3),
-                    saturated=any_saturated, warnings=list(dict.fromkeys(warnings)), load=load,
-                    headline=headline(total, load["measured_s"]), error_samples=merged.error_samples,
-                    slo=slo_block(profile, total, load["measured_s"]),
-                    workers=len(self.workers), engine=engine,
-                    hosts=sorted({w.host for w in self.workers.values() if w.host}),
-                    worker_detail=detail,
-                    generator={"cpu_mean": load["cpu_mean"], "cpu_max": load["cpu_max"],
-                               "loop_lag_p99_ms": load["loop_lag_p99_ms"],
-                               "intervals": self.intervals_written, **gc_figures(merged)})
-        summary = self.writer.finish(meta, total, warm if profile.run.warmup_ns else None,
-                                     complete=complete)
-        return summary, complete
-
-
-def _iso(t: float) -> str:
-    import datetime as _dt
-
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
+            info = WorkerInfo(
+                index=i, host=w.host, pid=w.pid, state=w.state, error=w.error,
+                share=({"concurrency": share.concurrency} if share.mode == "concurrency" else
+                       {"rate_rps": share.rate_rps, "max_in_flight": share.max_in_flight,
+                        "arrival_offset_ms": w.share.arrival_offset_ns / NS_PER_MS})
+                | {"requests": w.share.request_budget},
+                skew_ns=w.skew_ns)
+            # a dead worker: the counts of the intervals it shipped, no run figures; the
+            # stream counts are always those of the snapshot merged into the total
+            counters = (RunCounters.of(RunStats(), snap) if w.counters is None else
+                        dataclasses.replace(w.counters, counts=RunCounters.of(RunStats(), snap).counts))
+            parts.append(Part(share_profile(profile, w.share), counters, snap, info))
+        end = RunEnd(ended_at_unix_s=time.time(), crashed=crashed, intervals=self.intervals_written,
+                     emulator_warnings=tuple(truth), engine=engine)
+        summary = judge(profile, parts, total, warm if profile.run.warmup_ns else None, self.meta, end)
+        return self.writer.write_final(summary.to_json(), total), summary.verdict.complete
 
 
 def build_meta(profile: Profile, engine: str, n_workers: int) -> dict[str, Any]:
@@ -627,7 +532,7 @@ WorkerTarget = Callable[[Profile, str, WorkerShare, Any], None]
 
 def run_profile_workers(profile: Profile, *, out_dir: Path | None = None,
                         on_line: Callable[[str], None] | None = None,
-                        progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None = None,
+                        progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
                         base_url: str | None = None) -> RunOutcome:
     """``run_profile`` over ``profile.run.workers`` local worker processes.
 
@@ -646,7 +551,7 @@ def run_profile_workers(profile: Profile, *, out_dir: Path | None = None,
 
 
 def _run_local(profile: Profile, *, out_dir: Path | None, on_line: Callable[[str], None] | None,
-               progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None,
+               progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None,
                base_url: str | None, target: WorkerTarget) -> RunOutcome:
     shares = split_load(profile, profile.run.workers)
 
@@ -783,7 +688,7 @@ def _watch_emulator(emulator: Any, interrupted: list[str | None], watching: thre
 
 def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
                out_dir: Path | None, on_line: Callable[[str], None] | None,
-               progress: Callable[[IntervalSnapshot, dict[str, Any], Snapshot], None] | None,
+               progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None,
                base_url: str | None,
                drive: Callable[[Merger, str, list[str | None]], None]) -> RunOutcome:
     """The engine-independent shell: results folder, emulator, signals, summary.
@@ -861,7 +766,9 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
             meta["interrupted_by"] = interrupted[0]
         with hold_signals() as late:  # a further Ctrl-C must not cut the final writes
             try:
-                summary, complete = merger.finish(crashed, engine)
+                truth = (tuple(emulator_warnings(out / meta["ground_truth"])) if meta.get("ground_truth")
+                         else ())
+                summary, complete = merger.finish(crashed, engine, truth)
             finally:
                 timeline.close()
     return RunOutcome(summary, out, complete, crashed, tuple(late))

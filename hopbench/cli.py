@@ -182,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--min-abs-ms", type=float, default=MIN_ABS_MS,
                    help=f"times: smallest absolute change that can be a verdict (default {MIN_ABS_MS} ms)")
     c.add_argument("--fail-on-worse", action="store_true", help="exit 1 when any verdict is worse")
-    c.add_argument("--force", action="store_true", help="compare runs whose load shapes differ")
+    c.add_argument("--force", action="store_true",
+                   help="compare runs whose load shapes differ, or a run that did not complete (partial)")
     c.set_defaults(handler=_compare, parser=c)
 
     rep = sub.add_parser("report", help="(re)build report.html for a results folder (hopbench report --help)",
@@ -324,7 +325,8 @@ def _export(args: argparse.Namespace) -> int:
     from ._export import export_results
 
     try:
-        paths = export_results(args.results_dir, args.format, args.out)
+        paths = export_results(args.results_dir, args.format, args.out,
+                               warn=lambda text: print(f"hopbench export: warning: {text}", file=sys.stderr))
     except HopbenchError as exc:
         print(f"hopbench export: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -450,7 +452,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     err = Console(stderr=True)
     out = out or default_out_dir(profile, results_root)
     if not quiet:
-        err.print(f"hopbench: running {profile_path} -> {out}", highlight=False, soft_wrap=True)
+        err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
     if profile.run.engine == "ray":
         from ._ray import import_ray, run_profile_ray
 
@@ -489,7 +491,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
 
             live = stack.enter_context(LiveMetrics(port))
             if not quiet:
-                err.print(f"hopbench: live metrics on {live.url}", highlight=False, soft_wrap=True)
+                err.print(f"hopbench: live metrics on {live.url}", markup=False, highlight=False, soft_wrap=True)
             callbacks = [cb for cb in (progress, live.on_interval) if cb is not None]
 
             def fan_out(*args: Any) -> None:
@@ -509,17 +511,17 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                       highlight=False, soft_wrap=True)
     if outcome.late_signals:
         err.print(f"hopbench: {outcome.late_signals[0]} during the final writes: results written, "
-                  "report.html skipped (hopbench report DIR writes it)", highlight=False, soft_wrap=True)
+                  "report.html skipped (hopbench report DIR writes it)", markup=False, highlight=False, soft_wrap=True)
     if not no_report and not outcome.late_signals:
         from ._report_html import write_report
 
         try:
             write_report(outcome.out_dir)
         except HopbenchError as exc:  # a report must never fail a run
-            err.print(f"hopbench: warning: report.html not written: {exc}", highlight=False, soft_wrap=True)
+            err.print(f"hopbench: warning: report.html not written: {exc}", markup=False, highlight=False, soft_wrap=True)
         except KeyboardInterrupt as exc:  # the results are written: a late signal only skips the report
             err.print(f"hopbench: {getattr(exc, 'signal_name', 'SIGINT')}: report.html skipped "
-                      "(hopbench report DIR writes it)", highlight=False, soft_wrap=True)
+                      "(hopbench report DIR writes it)", markup=False, highlight=False, soft_wrap=True)
     if not quiet:
         render_summary(summary, console)
         if summary.get("arm_differences"):
@@ -541,19 +543,20 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
 
         report = evaluate_gate(summary, results_dir=outcome.out_dir, missing_baseline="inconclusive")
         if not quiet:
-            console.print(report.render("text"), highlight=False, soft_wrap=True)
+            console.print(report.render("text"), markup=False, highlight=False, soft_wrap=True)
         gate_exit = report.exit_code
-    console.print(f"results: {outcome.out_dir}", highlight=False)  # also with --quiet: where to look
+    console.print(f"results: {outcome.out_dir}", markup=False, highlight=False,
+                  soft_wrap=True)  # also with --quiet: where to look (one line: copyable)
     reason = summary.get("interrupted_by") or ""
     if reason.startswith("target unreachable"):
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", highlight=False,
+        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_INPUT
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
     if reason.startswith("target lost"):
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", highlight=False,
+        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
     if not outcome.complete:
@@ -561,7 +564,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     head = summary.get("headline") or {}
     if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
-                  f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", highlight=False,
+                  f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
     capacity = summary.get("capacity") or {}

@@ -138,3 +138,19 @@ def test_cli_python_m_entry_points(module: str, argv: list[str], code: int, usag
                           cwd=ROOT, timeout=60)
     assert proc.returncode == code, proc.stderr[-500:]
     assert usage in proc.stdout + proc.stderr
+
+
+def test_cli_run_prints_paths_as_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Text hopbench prints is not rich markup: a folder named like a tag ("[warm-up]") comes
+    out whole, on one line (the class of the progress line's eaten "[warm-up]")."""
+    from hopbench.cli import main
+
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\nrequests = 4\n[load]\nconcurrency = 2\n[target]\nembedded = true\n'
+                    '[emulator]\nttft_ms = 1\ntokens_per_s = 5000\noutput_tokens = 2\n'
+                    '[[scenario]]\nprotocol = "chat"\n[gate]\n"ttft.p50" = "<= 60s"\n', encoding="utf-8")
+    out = tmp_path / "[warm-up]" / "[b]run"
+    assert main(["run", str(prof), "--out", str(out), "--no-progress", "--no-report"]) == 0
+    captured = capsys.readouterr()
+    assert f"results: {out}" in captured.out
+    assert f"-> {out}" in captured.err

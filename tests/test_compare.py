@@ -222,6 +222,28 @@ def test_compare_refuses_different_load_shapes_unless_forced(tmp_path: Path,
     assert "unknown metric 'ttfx'" in capsys.readouterr().err
 
 
+def test_compare_refuses_a_partial_run_unless_forced_and_then_warns_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    whole = _summary([100.0] * 10, {"started": 10})
+    part = dict(_summary([100.0] * 10, {"started": 10}), complete=False)
+    for name, s in (("whole", whole), ("part", part)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(s), encoding="utf-8")
+    folder = str(tmp_path / "part")
+    with pytest.raises(UsageError, match=r"part: the run did not complete .*--force"):
+        compare_summaries(whole, part, base_dir=tmp_path / "whole", candidate_dir=tmp_path / "part")
+    for argv in ([str(tmp_path / "whole"), folder], [folder, folder], [folder + "/summary.json", folder]):
+        assert main(["compare", *argv]) == 2
+        err = capsys.readouterr().err
+        assert "did not complete" in err and folder in err
+        assert "pass --force to compare anyway" in err
+        assert main(["compare", *argv, "--force"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("did not complete") == 1, out
+    assert main(["compare", str(tmp_path / "whole"), str(tmp_path / "whole")]) == 0
+    assert "did not complete" not in capsys.readouterr().out
+
+
 # -- real runs on the embedded emulator ------------------------------------------------
 
 _PROFILE = """

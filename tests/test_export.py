@@ -128,3 +128,29 @@ def test_export_unwritable_folder_is_a_clear_error(run_dir: Path, tmp_path: Path
     assert main(["export", str(run_dir), "--out", str(blocker / "sub")]) == 2
     assert "pick a writable folder" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "missing")]) == 2
+
+
+def test_export_skips_a_cut_last_line_with_a_warning(run_dir: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A crash mid-write cuts streams.jsonl's last line: the complete lines are exported,
+    the cut one is named and skipped; a broken line in the middle is still an error."""
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(run_dir, cut, ignore=shutil.ignore_patterns("export"))
+    lines = (cut / "streams.jsonl").read_text().splitlines(keepends=True)
+    assert len(lines) >= 3
+    (cut / "streams.jsonl").write_text("".join(lines) + lines[0][:25], encoding="utf-8")
+    assert main(["export", str(cut), "--format", "jsonl", "--out", str(tmp_path / "x")]) == 0
+    err = capsys.readouterr().err
+    assert f"{cut / 'streams.jsonl'}:{len(lines) + 1}: the last line was cut" in err
+    got = (tmp_path / "x" / "streams.jsonl").read_text().splitlines()
+    assert [json.loads(x)["id"] for x in got] == [json.loads(x)["id"] for x in lines]
+    # the same cut line in the middle of the file is corruption, not a crash: an error naming file:line
+    (cut / "streams.jsonl").write_text(lines[0][:25] + "\n" + "".join(lines), encoding="utf-8")
+    assert main(["export", str(cut), "--out", str(tmp_path / "y")]) == 2
+    assert f"{cut / 'streams.jsonl'}:1: not JSON" in capsys.readouterr().err
+    # a broken last line that did end with its newline was written whole: an error too
+    (cut / "streams.jsonl").write_text("".join(lines) + "{oops\n", encoding="utf-8")
+    with pytest.raises(ResultsError, match=rf"streams.jsonl:{len(lines) + 1}: not JSON"):
+        export_results(cut, "csv", tmp_path / "z")

@@ -329,6 +329,54 @@ def test_failures_each_sigint_says_what_happens(tmp_path: Path) -> None:
     assert s["interrupted_by"] == "SIGINT" and s["scopes"]["all"]["counters"]["cancelled"] == 4
 
 
+def test_failures_second_sigint_is_named_as_what_cancelled_the_streams(tmp_path: Path) -> None:
+    """Streams cut by a second SIGINT were not "still running after run.grace_s": the
+    interruption-rate warning and the notice name the second signal."""
+    prof = tmp_path / "mixed.toml"
+    # half the streams finish in ~50 ms, half would take 80 s: the users end up on slow ones
+    prof.write_text('[run]\nduration_s = 60\ngrace_s = 30\n[load]\nconcurrency = 4\n[emulator]\n'
+                    'ttft_ms = 20\ntokens_per_s = 200\noutput_tokens = 5\n'
+                    '[emulator.models.slow]\ntokens_per_s = 5\noutput_tokens = 400\n'
+                    '[[scenario]]\nname = "fast"\nprotocol = "chat"\nmodel = "fast"\n'
+                    '[[scenario]]\nname = "slow"\nprotocol = "chat"\nmodel = "slow"\n')
+    out = tmp_path / "o"
+    proc = _cli("run", str(prof), "--out", str(out), "--no-progress", "--no-report")
+    try:
+        deadline = time.monotonic() + 60
+        timeline = out / "timeline.jsonl"
+        while time.monotonic() < deadline and not (timeline.exists() and timeline.stat().st_size):
+            time.sleep(0.1)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "without waiting for run.grace_s" in err
+    s = read_summary(out)
+    c = s["scopes"]["all"]["counters"]
+    assert c["cancelled"] >= 1 and c["completed"] >= 1, c
+    rate = [w for w in s["warnings"] if w.startswith("interruption rate")]
+    if c["cancelled"] / c["started"] > 0.05:  # 4 slow of a handful: always, in practice
+        assert rate and "cancelled at once by a second SIGINT, before run.grace_s ended" in rate[0], rate
+    assert not any("still running after run.grace_s" in w for w in s["warnings"])
+
+
+def test_failures_interruption_warning_names_what_cancelled() -> None:
+    from hopbench._run import outcome_warnings
+    from hopbench._runner import RunStats
+
+    counters = {"started": 10, "completed": 5, "cancelled": 5}
+    assert "(still running after run.grace_s)" in outcome_warnings(counters, RunStats(cancelled_by="run.grace_s"))[0]
+    second = outcome_warnings(counters, RunStats(cancelled_by="a second SIGTERM"))[0]
+    assert "cancelled at once by a second SIGTERM, before run.grace_s ended" in second
+    assert "still running after" not in second
+
+
 # -- 5: a full disk ------------------------------------------------------------------------------
 
 

@@ -41,7 +41,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
         "hopbench._scrape_spec", "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload",
-        "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search"),
+        "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search", "hopbench._counters"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
         "hopbench.emulator._embedded"),
@@ -50,17 +50,19 @@ LAYERS: dict[int, tuple[str, ...]] = {
     6: ("hopbench._meter", "hopbench._transport", "hopbench.emulator"),
     # the runner (the only async code that stamps), results folder writer/reader
     7: ("hopbench._runner", "hopbench._results", "hopbench._scrape", "hopbench._capacity_report"),
-    # one run, and the views of a results folder
-    8: ("hopbench._run", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
+    # the one finish path (judge, summary record) and the views of a results folder
+    8: ("hopbench._finish", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
         "hopbench._report_capacity",
         "hopbench._progress"),
-    # report.html shows compare's verdicts (two runs); workers drive _run's pieces
-    9: ("hopbench._report_html", "hopbench._workers", "hopbench._arms_report", "hopbench._stages"),
-    10: ("hopbench._ray",),
+    # one run (the single-process shell); report.html shows compare's verdicts (two runs)
+    9: ("hopbench._run", "hopbench._report_html", "hopbench._arms_report"),
+    # workers and stages drive _run's pieces
+    10: ("hopbench._workers", "hopbench._stages"),
+    11: ("hopbench._ray",),
     # the package's public surface, then the command line and the entry points
-    11: ("hopbench",),
-    12: ("hopbench.cli",),
-    13: ("hopbench.__main__", "hopbench.emulator.__main__"),
+    12: ("hopbench",),
+    13: ("hopbench.cli",),
+    14: ("hopbench.__main__", "hopbench.emulator.__main__"),
 }
 RANK = {m: r for r, mods in LAYERS.items() for m in mods}
 
@@ -70,7 +72,8 @@ ALLOWED_SIBLINGS: frozenset[tuple[str, str]] = frozenset()
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
         "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
         "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
-        "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest"]
+        "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest", "hopbench._finish",
+        "hopbench._counters"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

@@ -129,3 +129,17 @@ def test_live_metrics_profile_key_is_validated() -> None:
     assert parse_profile(base.format(key=""), env={}).run.metrics_port is None
     with pytest.raises(ProfileError, match=r"p.toml:3: run.metrics_port: expected a positive integer \(at most 65535\), got 70000"):
         parse_profile(base.format(key="metrics_port = 70000\n"), "p.toml", env={})
+
+
+def test_live_metrics_serves_metrics_only_and_404_elsewhere() -> None:
+    with LiveMetrics(0) as live:
+        base = live.url.removesuffix("/metrics")
+        ok = httpx.get(live.url, timeout=10)
+        assert ok.status_code == 200 and "hopbench_streams_started_total" in ok.text
+        assert ok.headers["content-type"].startswith("text/plain")
+        assert httpx.get(live.url + "?name[]=hopbench_streams_started_total", timeout=10).status_code == 200
+        for path in ("/", "/metricsx", "/metrics/", "/favicon.ico", "/foo/metrics"):
+            r = httpx.get(base + path, timeout=10)
+            assert r.status_code == 404 and "/metrics" in r.text, path
+        om = httpx.get(live.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"}, timeout=10)
+        assert om.headers["content-type"].startswith("application/openmetrics-text")

@@ -166,3 +166,43 @@ def test_profile_unknown_scenario_key_hint_names_the_workload_keys() -> None:
     assert "scenario[0].scrape: unknown key" in msg
     for key in ("input_tokens", "dataset", "replacement", "prompts", "max_tokens"):
         assert key in msg, key
+
+
+_NO_SCENARIO = '[run]\nduration_s = 1\n[load]\nconcurrency = 1\n[target]\nembedded = true\n'
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    # no [[scenario]] at all: the file and the key, what to write
+    (_NO_SCENARIO, r"^s\.toml: scenario: expected at least one \[\[scenario\]\] table, found none; "
+                   r"write \[\[scenario\]\] followed by its keys, e\.g\. protocol = \"chat\"$"),
+    # an empty array at the top level
+    ("scenario = []\n" + _NO_SCENARIO, r"^s\.toml:1: scenario: expected at least one \[\[scenario\]\] table, "
+                                       r"got an empty array \(scenario = \[\]\); write \[\[scenario\]\]"),
+    # an empty array written below [target]: TOML makes it target.scenario
+    (_NO_SCENARIO + "scenario = []\n", r"^s\.toml:7: target\.scenario: expected scenarios as top-level "
+                                       r"\[\[scenario\]\] tables, got a key \"scenario\" inside \[target\] "
+                                       r"\(in TOML a key written below a \[target\] header belongs to that table\)"),
+    # a [scenario] table instead of an array of tables
+    (_NO_SCENARIO + '[scenario]\nprotocol = "chat"\n',
+     r"^s\.toml:7: scenario: expected an array of tables, got a table: write \[\[scenario\]\] \(double brackets\)"),
+    # below an array of tables
+    (_NO_SCENARIO + '[[scrape]]\nurl = "embedded"\nscenario = [1]\n',
+     r"^s\.toml:9: scrape\[0\]\.scenario: expected scenarios as top-level \[\[scenario\]\] tables, got a key "
+     r"\"scenario\" inside \[\[scrape\]\]"),
+])
+def test_profile_missing_or_misshapen_scenarios_say_what_is_expected(text: str, want: str) -> None:
+    with pytest.raises(ProfileError, match=want):
+        parse_profile(text, "s.toml", env={})
+
+
+def test_profile_missing_scenario_is_exit_2_naming_the_file(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from hopbench.cli import main
+
+    for i, text in enumerate((_NO_SCENARIO, "scenario = []\n" + _NO_SCENARIO, _NO_SCENARIO + "scenario = []\n",
+                              _NO_SCENARIO + '[scenario]\nprotocol = "chat"\n')):
+        path = tmp_path / f"p{i}.toml"
+        path.write_text(text, encoding="utf-8")
+        assert main(["validate", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert str(path) in err and "scenario" in err and "[[scenario]]" in err, err

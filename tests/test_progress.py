@@ -146,3 +146,17 @@ def test_live_progress_terminal_draws_the_panel() -> None:
     assert re.search(r"TTFT\s+250\.\d\s+250\.\d\s+250\.\d\s+250\.\d", text)
     assert "broken: failed 1 (rate_limit_error 1)" in text
     assert "keepalive violations 1" in text and "CPU 25%" in text
+
+
+def test_live_progress_plain_line_is_printed_as_is_during_warm_up() -> None:
+    """The plain line is text, not rich markup: "[warm-up]" stays and leaves no stray space
+    (the first line of `hopbench run profiles/smoke.toml` read "(0:09 left) ]")."""
+    rec = Recorder(["chat"])
+    con = Console(record=True, force_terminal=False, width=400)
+    profile = parse_profile("[run]\nduration_s = 10\nwarmup_s = 2\n[load]\nconcurrency = 4\n[target]\n"
+                            "embedded = true\n[[scenario]]\nname = \"chat\"\nprotocol = \"chat\"\n")
+    with LiveProgress(profile, con, plain=True) as p:
+        p.on_interval(*_interval(rec, 0, 100))
+    first = con.export_text().splitlines()[0]
+    assert first.startswith("[0:01 / 0:10 (0:09 left) [warm-up]] in flight "), first
+    assert " ]" not in first

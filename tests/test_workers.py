@@ -185,7 +185,7 @@ def test_merger_writes_intervals_in_order_and_totals_equal_one_recorder(tmp_path
         rec, warm = recs[i]
         merger.handle({"kind": "done", "worker": i, "total": rec.snapshot().to_json(),
                        "warmup": warm.snapshot().to_json(),
-                       "stats": {"stop_ns": 4 * iv_ns, "steady_area": 8 * iv_ns, "sent_measured": 30 + i,
+                       "counters": {"stop_ns": 4 * iv_ns, "steady_area": 8 * iv_ns, "sent_measured": 30 + i,
                                  "peak_open": 5, "steady_phase_area": {"connecting": 2 * iv_ns,
                                                                        "streaming": 8 * iv_ns}},
                        "start_skew_ns": 0})
@@ -218,7 +218,7 @@ def test_run_workers_two_workers_match_ground_truth(tmp_path: Path) -> None:
     out = tmp_path / "run"
     seen: list[dict[str, Any]] = []
     outcome = _run_local(_profile(2), out_dir=out, on_line=None,
-                         progress=lambda iv, line, total: seen.append(line),
+                         progress=lambda iv, line: seen.append(line),
                          base_url=None, target=_process_main)
     s = outcome.summary
     assert outcome.complete and outcome.crashed is None, s["warnings"]

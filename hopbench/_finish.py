@@ -1,0 +1,643 @@
+"""The one finish path: judge a run and build its summary.json record.
+
+Role: every engine (one process in ``hopbench._run``, worker processes in
+``hopbench._workers``, Ray tasks in ``hopbench._ray`` through the workers'
+``Merger``) ends the same way:
+
+1. each load generator's run-level figures become a :class:`RunCounters`
+   (frozen; :meth:`RunCounters.merge` adds two of them exactly);
+2. :func:`judge` (pure: no clock, no I/O) takes the profile, one
+   :class:`Part` per load generator, the merged snapshots and the facts of
+   the end (:class:`RunEnd`), and returns one :class:`Summary` record: the
+   verdict (complete, saturated, load held, warnings), the load figures, the
+   headline, the generator's figures and, with workers, one
+   :class:`WorkerDetail` per worker;
+3. :meth:`Summary.to_json` is the one serialiser of the final summary.json
+   (``hopbench._results.ResultsWriter.write_final`` writes it atomically).
+
+Invariants:
+
+* One process and W workers are judged by the same rules: a single-process
+  run is one :class:`Part` without worker facts; with workers, saturation is
+  judged per worker (a merged CPU figure means nothing) and everything else on
+  the merged counters.
+* The document's keys and their order are those of the pre-run metadata
+  (``hopbench._run.base_meta``), then the judged fields; docs/results.md
+  defines every figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+from ._units import NS_PER_MS, NS_PER_S
+from ._inflight import BUSY_PHASES, PHASES
+from ._outcomes import BROKEN, ERROR_RATE_WARN
+from ._profile import Profile
+from ._recorder import ALL, Snapshot
+from ._results import SCHEMA, summary_scopes
+from ._saturation import SATURATION_CPU, SATURATION_LAG_NS, GeneratorFigures, HostUsage
+from ._saturation import judge as judge_saturation
+from ._slo import slo_summary
+from ._counters import RunCounters, RunStatsLike, StatsLike
+
+__all__ = [
+    "LOAD_HELD_FRACTION",
+    "SATURATION_CPU",
+    "SATURATION_LAG_NS",
+    "Generator",
+    "Headline",
+    "Part",
+    "RunCounters",
+    "RunStatsLike",
+    "StatsLike",
+    "RunEnd",
+    "Summary",
+    "Verdict",
+    "WorkerDetail",
+    "WorkerInfo",
+    "analyse",
+    "gc_figures",
+    "headline",
+    "host_figures",
+    "judge",
+    "outcome_warnings",
+    "slo_block",
+]
+
+LOAD_HELD_FRACTION = 0.9
+_SATURATED = "load generator saturated"
+#: top-level keys that the judge sets (the rest of the document is the pre-run metadata)
+_JUDGED = ("ended_at", "duration_s", "saturated", "warnings", "interrupted_by", "load", "headline",
+           "error_samples")
+
+
+# -- the rules -------------------------------------------------------------------
+
+def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
+    """Judge the load generator and the load actually held.
+
+    Args:
+        profile: the profile as this load generator ran it (a worker: its share).
+        stats: its ``RunStats`` or :class:`RunCounters`.
+        total: its measured snapshot (histograms ``loop_lag`` and ``schedule_lag``, counters).
+
+    Returns:
+        (saturated, warnings, load): saturated is True when the client itself
+        was the bottleneck (event-loop lag p99 or open-loop schedule lag p99
+        over 25 ms, judged on p90 when there are fewer than 100 samples, or
+        CPU over 95 % of a core), so latencies are not to be trusted; ``load``
+        holds requested vs achieved figures (docs/results.md, "load").
+
+    In flight (hopbench._inflight; docs/results.md, "In flight"):
+    ``mean_in_flight`` and ``peak_in_flight`` count what a gateway sees (the
+    request sent, not finished); ``in_flight_by_phase`` the steady window's
+    mean per phase, ``mean_busy`` (connecting + in flight) and ``mean_open``
+    (every phase, client-side waiting too). Load held: a closed loop of N
+    users holds its load when on average at least 90 % of N users are busy
+    with the target (connecting to it counts: a k6 VU or a wrk connection
+    that is connecting is still offering load; waiting on the client side,
+    or closing a stream the target has finished, does not); an open loop when the requests actually sent to the target
+    reach 90 % of the requested rate and no arrival was dropped.
+    """
+    warnings: list[str] = []
+    lag = total.histogram(ALL, "loop_lag")
+    sched = total.histogram(ALL, "schedule_lag")
+    cpu = stats.cpu_fractions
+    cpu_mean = sum(cpu) / len(cpu) if cpu else 0.0
+
+    # p99 needs >= 100 samples to mean anything (1 s of lag probes, 100 arrivals);
+    # shorter runs are judged on p90 so that one startup hiccup is not a verdict.
+    def judged(h: Any) -> int:
+        return int(h.percentile(99.0 if h.count >= 100 else 90.0)) if h.count else 0
+
+    lag_p99, sched_p99 = judged(lag), judged(sched)
+    # Say what was measured and what it points at (hopbench._saturation): the
+    # client's own CPU, collector pauses, or a busy machine (steal, neighbours).
+    verdict = judge_saturation(GeneratorFigures(
+        lag_p99, sched_p99, cpu_mean, max(cpu, default=0.0), stats.gc_collections, stats.gc_pause_ns,
+        stats.gc_pause_max_ns, stats.ended_ns or stats.stop_ns, HostUsage.from_json(stats.host)))
+    saturated = verdict.saturated
+    if verdict.saturated:
+        warnings.append(str(verdict.warning()))
+    measured_ns = max(stats.stop_ns - profile.run.warmup_ns, 1)
+    load: dict[str, Any] = {"mode": profile.load.mode, "peak_in_flight": stats.peak_in_flight,
+                            "peak_open": stats.peak_open,
+                            "measured_s": round(measured_ns / NS_PER_S, 6),
+                            "cpu_mean": round(cpu_mean, 4), "cpu_max": round(max(cpu, default=0), 4),
+                            "loop_lag_p99_ms": (lag.percentile(99.0) if lag.count else 0) / NS_PER_MS,
+                            "saturation": verdict.to_json()}  # moved to generator by judge
+    steady_ns = stats.stop_ns - min(stats.steady_from_ns, stats.stop_ns)
+    mean_in_flight = stats.steady_area / steady_ns if steady_ns > 0 else None
+    load["mean_in_flight"] = None if mean_in_flight is None else round(mean_in_flight, 3)
+    by_phase = {name: (stats.steady_phase_area.get(name, 0) / steady_ns if steady_ns > 0 else None)
+                for name in PHASES}
+    load["in_flight_by_phase"] = {k: None if v is None else round(v, 3) for k, v in by_phase.items()}
+    mean_busy = None if steady_ns <= 0 else sum(by_phase[PHASES[p]] or 0.0 for p in BUSY_PHASES)
+    load["mean_busy"] = None if mean_busy is None else round(mean_busy, 3)
+    load["mean_open"] = None if steady_ns <= 0 else round(sum(v or 0.0 for v in by_phase.values()), 3)
+    if profile.load.mode == "concurrency":
+        load["requested_concurrency"] = profile.load.concurrency
+        want = profile.load.concurrency
+        # a request budget that ends the run early is not a failure to hold load
+        if (mean_busy is not None and profile.run.requests is None
+                and mean_busy < LOAD_HELD_FRACTION * want):
+            warnings.append(f"load not held: {mean_busy:.1f} of {want} users busy with the target on "
+                            f"average ({mean_in_flight or 0.0:.1f} in flight, "
+                            f"{by_phase['connecting'] or 0.0:.1f} connecting); "
+                            f"{by_phase['waiting'] or 0.0:.1f} waiting to start on the client side")
+            load["held"] = False
+        else:
+            load["held"] = True
+    else:
+        arrivals = total.counter(ALL, "started") + total.counter(ALL, "max_in_flight_hits")
+        # the requests the target received: written to it, not just started (a
+        # stream still waiting for the client's loop or a connection is not load)
+        achieved = stats.sent_measured / (measured_ns / NS_PER_S)
+        load.update(requested_rate_rps=profile.load.rate_rps, achieved_rate_rps=round(achieved, 3),
+                    arrival_rate_rps=round(arrivals / (measured_ns / NS_PER_S), 3),
+                    max_in_flight=profile.load.max_in_flight,
+                    max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
+                    schedule_lag_p99_ms=(sched.percentile(99.0) if sched.count else 0) / NS_PER_MS)
+        held = True
+        if total.counter(ALL, "max_in_flight_hits"):
+            held = False
+            warnings.append(f"load not held: {total.counter(ALL, 'max_in_flight_hits')} arrivals "
+                            f"dropped at max_in_flight = {profile.load.max_in_flight}")
+        if profile.run.requests is None and achieved < LOAD_HELD_FRACTION * profile.load.rate_rps:
+            held = False
+            warnings.append(f"load not held: {achieved:.1f} requests/s sent to the target, "
+                            f"{profile.load.rate_rps:g} requested")
+        load["held"] = held
+    completed = total.counter(ALL, "completed")
+    buffered = total.counter(ALL, "proxy_buffering_suspected")
+    if completed and buffered > completed / 2:
+        warnings.append(f"proxy buffering suspected: {buffered} of {completed} streams arrived as "
+                        "one burst (TTFT close to E2E)")
+    lagged = total.counter(ALL, "client_lagged")
+    if completed and lagged > completed / 2:
+        warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "
+                        "hopbench's own event loop was late to read them (not evidence of a proxy; "
+                        "see loop_lag)")
+    counters = total.scopes[ALL].counters if ALL in total.scopes else {}
+    for key, n in sorted(counters.items()):
+        if key.startswith("out_of_range.") and n:
+            warnings.append(f"{n} {key[13:]} values outside the histogram's range (counted, not recorded)")
+    warnings += outcome_warnings(counters, stats)
+    return saturated, warnings, load
+
+
+def _top_details(counters: Mapping[str, int], outcomes: tuple[str, ...], n: int = 4) -> str:
+    """"http_error.501 50, connect_error.refused 3": the commonest outcome details."""
+    details = [(k, v) for k, v in counters.items() if v and k.partition(".")[0] in outcomes
+               and "." in k and not k.startswith("http_error_code.")]
+    if not details:
+        details = [(k, counters.get(k, 0)) for k in outcomes if counters.get(k)]
+    details.sort(key=lambda kv: (-kv[1], kv[0]))
+    more = f", +{len(details) - n} more" if len(details) > n else ""
+    return ", ".join(f"{k} {v}" for k, v in details[:n]) + more
+
+
+def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]:
+    """Warnings about how the streams ended (docs/results.md, "Warnings").
+
+    Args:
+        counters: the "all" scope's counters of the measured run.
+        stats: the runner's figures (``codes_folded``).
+
+    Returns:
+        list of str, possibly empty: always one when streams started and none
+        completed; one when the error rate or the interruption rate is above
+        ``ERROR_RATE_WARN``; one for file-descriptor exhaustion
+        (``connect_error.fd_limit``); one for wire error codes folded into
+        "other".
+    """
+    out: list[str] = []
+    # streams the scenario's cancel key closed on purpose say nothing either way
+    started = counters.get("started", 0) - counters.get("client_cancelled", 0)
+    completed = counters.get("completed", 0)
+    errors = sum(counters.get(k, 0) for k in BROKEN)
+    cancelled = counters.get("cancelled", 0)
+    if started and not completed:
+        out.append(f"nothing completed: none of the {started} streams completed "
+                   f"({_top_details(counters, BROKEN + ('cancelled',))}); "
+                   "see error_samples in summary.json for what the target said")
+    elif started and errors / started > ERROR_RATE_WARN:
+        out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "
+                   f"streams ended in error ({_top_details(counters, BROKEN)})")
+    if started and completed and cancelled / started > ERROR_RATE_WARN:
+        by = stats.cancelled_by
+        why = ("still running after run.grace_s" if by is None or by == "run.grace_s" else
+               f"cancelled at once by {by}, before run.grace_s ended")
+        out.append(f"interruption rate {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
+                   f"{started} streams were cancelled at the stop ({why})")
+    fd = counters.get("connect_error.fd_limit", 0)
+    if fd:
+        try:
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            limit = f"{soft} per process" if soft != resource.RLIM_INFINITY else "the system's"
+        except (ImportError, OSError, ValueError):
+            limit = "the process's"
+        out.append(f"{fd} streams could not open a connection: hopbench ran out of file descriptors "
+                   f"(limit: {limit}, `ulimit -n`); raise it (e.g. `ulimit -n 65536` before the run) "
+                   "or lower the concurrency / --workers share per process")
+    if stats.codes_folded:
+        out.append(f"{stats.codes_folded} streams' error codes were counted as \"other\": the server sent "
+                   "more distinct error codes than hopbench counts by name")
+    return out
+
+
+# -- the summary record --------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """The run in a few figures (summary.json ``headline``, docs/results.md).
+
+    Attributes:
+        started, completed, errors, cancelled: stream counts of the measured run.
+        client_cancelled: streams closed on purpose by a scenario's cancel key (hopbench._cancel).
+        error_rate, interrupted_rate: in [0, 1], 4 decimals; None when nothing started.
+        completed_per_s, output_tokens_per_s: over the measured window (``load.measured_s``).
+    """
+
+    started: int
+    completed: int
+    errors: int
+    cancelled: int
+    client_cancelled: int
+    error_rate: float | None
+    interrupted_rate: float | None
+    completed_per_s: float
+    output_tokens_per_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``headline`` object, keys in the order above."""
+        return {"started": self.started, "completed": self.completed, "errors": self.errors,
+                "cancelled": self.cancelled, "client_cancelled": self.client_cancelled,
+                "error_rate": self.error_rate,
+                "interrupted_rate": self.interrupted_rate, "completed_per_s": self.completed_per_s,
+                "output_tokens_per_s": self.output_tokens_per_s}
+
+
+def headline(total: Snapshot | RunCounters, measured_s: float) -> Headline:
+    """The headline figures of a measured run.
+
+    Args:
+        total: the measured run's snapshot, or its :class:`RunCounters`.
+        measured_s: the measured window in seconds (``load.measured_s``; <= 0 counts as 1 s).
+    """
+    c = total if isinstance(total, RunCounters) else RunCounters(
+        counts=dict(total.scopes[ALL].counters) if ALL in total.scopes else {})
+    started = c.started
+    window = measured_s if measured_s > 0 else 1.0
+    return Headline(started=started, completed=c.completed, errors=c.errors, cancelled=c.cancelled,
+                    client_cancelled=c.count("client_cancelled"),
+                    error_rate=round(c.errors / started, 4) if started else None,
+                    interrupted_rate=round(c.cancelled / started, 4) if started else None,
+                    completed_per_s=round(c.completed / window, 3),
+                    output_tokens_per_s=round(c.output_tokens / window, 3))
+
+
+@dataclass(frozen=True, slots=True)
+class Generator:
+    """The load generator's own figures (summary.json ``generator``).
+
+    Attributes:
+        cpu_mean, cpu_max: share of one core (workers: mean of the workers' means, max of maxes).
+        loop_lag_p99_ms: event-loop lag p99 (ms; workers: the worst worker's).
+        intervals: intervals written to intervals.hlog / timeline.jsonl.
+        gc: the collector's figures (:func:`gc_figures`).
+        host: the process's and the machine's CPU use (:func:`host_figures`; one process
+            only: empty with workers, whose verdicts are in ``worker_detail``).
+        saturation: the saturation verdict (``_saturation.Verdict.to_json``; one process only).
+    """
+
+    cpu_mean: float
+    cpu_max: float
+    loop_lag_p99_ms: float
+    intervals: int
+    gc: Mapping[str, Any]
+    host: Mapping[str, Any]
+    saturation: Mapping[str, Any] | None
+    with_saturation: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``generator`` object, keys in the order above."""
+        out = {"cpu_mean": self.cpu_mean, "cpu_max": self.cpu_max, "loop_lag_p99_ms": self.loop_lag_p99_ms,
+               "intervals": self.intervals, **self.gc, **self.host}
+        if self.with_saturation:
+            out["saturation"] = self.saturation
+        return out
+
+
+def gc_figures(stats: Any) -> dict[str, Any]:
+    """The garbage collector's share of the run (hopbench._collector): collections,
+    their total, longest and p99 pause in ms (several workers: the worst worker's p99).
+
+    Args:
+        stats: a ``RunStats`` or :class:`RunCounters` (``gc_*`` fields, ns).
+    """
+    return {"gc_collections": stats.gc_collections,
+            "gc_pause_total_ms": round(stats.gc_pause_ns / NS_PER_MS, 3),
+            "gc_pause_max_ms": round(stats.gc_pause_max_ns / NS_PER_MS, 3),
+            "gc_pause_p99_ms": round(stats.gc_pause_p99_ns / NS_PER_MS, 3)}
+
+
+def host_figures(stats: Any) -> dict[str, Any]:
+    """The process's and the machine's CPU use over the run (hopbench._saturation):
+    ``process_cpu_cores`` (every thread, cores on average), ``machine_busy_share``
+    and ``steal_share`` (shares of all CPUs' time; None without /proc/stat),
+    ``cpus``; {} when not measured.
+
+    Args:
+        stats: a ``RunStats`` or :class:`RunCounters` (``host``).
+    """
+    host = HostUsage.from_json(stats.host)
+    if host is None:
+        return {}
+    return {"process_cpu_cores": round(host.process_cores, 4), "cpus": host.cpus,
+            "machine_busy_share": None if host.machine_busy_share is None else round(host.machine_busy_share, 4),
+            "steal_share": None if host.steal_share is None else round(host.steal_share, 4)}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """What the driver knows of one worker beyond its counters.
+
+    Attributes:
+        index: 0..W-1.
+        host, pid: where it ran (None when it never reported).
+        state: "done" or "crashed".
+        error: why it died (traceback or reason), else None.
+        share: its share of the load as summary.json shows it
+            (``concurrency`` or ``rate_rps``/``max_in_flight``/``arrival_offset_ms``, and ``requests``).
+        skew_ns: how late it started after the common start (ns).
+    """
+
+    index: int
+    host: str | None
+    pid: int | None
+    state: str
+    error: str | None
+    share: Mapping[str, Any]
+    skew_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One load generator as the judge sees it.
+
+    Attributes:
+        profile: the profile as it ran it (a worker: its share, ``_workers.share_profile``).
+        counters: its run-level record.
+        total: its measured snapshot (a dead worker: the intervals it shipped).
+        worker: the worker's facts; None for a single-process run.
+    """
+
+    profile: Profile
+    counters: RunCounters
+    total: Snapshot
+    worker: WorkerInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """The facts of the end that only the engine's shell knows (clock, files, signals).
+
+    Attributes:
+        ended_at_unix_s: wall-clock end (s since the epoch).
+        crashed: hopbench's own failure (traceback or reason), else None.
+        interrupted_by: the stop reason the shell saw (signal name, "target lost: ..."), else None.
+        intervals: intervals written.
+        notes: warnings from beside the load (unused ``[emulator]``, ``[[scrape]]`` failures).
+        emulator_warnings: the embedded emulator's own lateness (``_run.emulator_warnings``).
+        engine: "local" or "ray" with workers; None for one process.
+    """
+
+    ended_at_unix_s: float
+    crashed: str | None = None
+    interrupted_by: str | None = None
+    intervals: int = 0
+    notes: tuple[str, ...] = ()
+    emulator_warnings: tuple[str, ...] = ()
+    engine: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The run judged (what exit codes, the gate and compare read).
+
+    Attributes:
+        complete: reached its planned end: no crash, no interruption, no dead worker.
+        saturated: the client (any worker) was the bottleneck (``analyse``).
+        load_held: ``load.held``.
+        interrupted_by: the stop reason, else None.
+        warnings: what went wrong, most important first, no repeats.
+    """
+
+    complete: bool
+    saturated: bool
+    load_held: bool
+    interrupted_by: str | None
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerDetail:
+    """One worker in summary.json ``worker_detail`` (docs/results.md, "Workers")."""
+
+    info: WorkerInfo
+    started: int
+    completed: int
+    saturated: bool
+    cpu_mean: float
+    cpu_max: float
+    loop_lag_p99_ms: float
+    schedule_lag_p99_ms: float | None
+    peak_in_flight: int
+    gc: Mapping[str, Any]
+    saturation: Mapping[str, Any] | None
+    ended_ms: float
+    interrupted_by: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The object as summary.json shows it."""
+        w = self.info
+        return {"index": w.index, "host": w.host, "pid": w.pid, "state": w.state, "error": w.error,
+                "share": dict(w.share), "started": self.started, "completed": self.completed,
+                "saturated": self.saturated, "cpu_mean": self.cpu_mean, "cpu_max": self.cpu_max,
+                "loop_lag_p99_ms": self.loop_lag_p99_ms, "schedule_lag_p99_ms": self.schedule_lag_p99_ms,
+                "peak_in_flight": self.peak_in_flight, **self.gc, "saturation": self.saturation,
+                "start_skew_ms": w.skew_ns / NS_PER_MS,
+                "ended_ms": self.ended_ms, "interrupted_by": self.interrupted_by}
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One finished run: what summary.json holds.
+
+    Attributes:
+        meta: the facts known before the judging (``_run.base_meta`` and what the
+            shell added: start, ground truth, scrape, crash); its keys lead the document.
+        verdict: complete, saturated, load held, interrupted, warnings.
+        ended_at: ISO 8601 UTC, ms; duration_s: wall-clock run time (s, 3 decimals).
+        load: requested vs achieved figures (``analyse``; workers: merged, CPU from the workers).
+        headline, generator: see their records.
+        slo: the scenarios' SLO block (``hopbench._slo.slo_summary``), None without SLOs.
+        error_samples: error kind -> first messages, sorted by kind.
+        counters: the merged run-level record.
+        workers: one detail per worker; None for one process.
+        engine: "local" / "ray" with workers, else None.
+        total, warmup: the measured and warm-up snapshots (warmup None without a warm-up).
+    """
+
+    meta: Mapping[str, Any]
+    verdict: Verdict
+    ended_at: str
+    duration_s: float
+    load: Mapping[str, Any]
+    headline: Headline
+    slo: Mapping[str, Any] | None
+    error_samples: Mapping[str, tuple[str, ...]]
+    generator: Generator
+    counters: RunCounters
+    total: Snapshot
+    warmup: Snapshot | None
+    workers: tuple[WorkerDetail, ...] | None = None
+    engine: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary.json document (docs/results.md): ``schema``, the metadata
+        keys in their order, the judged fields, ``complete``, ``scopes``, ``warmup``."""
+        doc: dict[str, Any] = {"schema": SCHEMA}
+        doc.update((k, v) for k, v in self.meta.items() if k != "notes")
+        v = self.verdict
+        doc.update(ended_at=self.ended_at, duration_s=self.duration_s, saturated=v.saturated,
+                   warnings=list(v.warnings), interrupted_by=v.interrupted_by, load=dict(self.load),
+                   headline=self.headline.to_json(), slo=self.slo,
+                   error_samples={k: list(x) for k, x in self.error_samples.items()})
+        if self.workers is not None:
+            doc.update(workers=len(self.workers), engine=self.engine,
+                       hosts=sorted({d.info.host for d in self.workers if d.info.host}),
+                       worker_detail=[d.to_json() for d in self.workers])
+        doc["generator"] = self.generator.to_json()
+        doc["schema"] = SCHEMA
+        doc["complete"] = v.complete
+        doc["scopes"] = summary_scopes(self.total)
+        doc["warmup"] = None if self.warmup is None else summary_scopes(self.warmup)
+        return doc
+
+
+def slo_block(profile: Profile, total: Snapshot, measured_s: float) -> dict[str, Any] | None:
+    """summary.json's ``slo`` block for ``profile``'s scenarios (hopbench._slo.slo_summary)."""
+    return slo_summary({sc.name: sc.slo for sc in profile.scenarios}, total, measured_s)
+
+
+def _iso(t: float) -> str:
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snapshot | None,
+          meta: Mapping[str, Any], end: RunEnd) -> Summary:
+    """Judge a run and build its summary record (pure: no clock, no files; only the
+    file-descriptor warning asks the process for its ``RLIMIT_NOFILE``).
+
+    Args:
+        profile: the whole profile.
+        parts: one per load generator: one without ``worker`` for a
+            single-process run, one per worker (in index order) otherwise.
+        total: the merged measured snapshot; warmup: the merged warm-up
+            snapshot (None: the profile has no warm-up).
+        meta: the pre-run metadata (``started_at_unix_s``, ``interrupted_by``,
+            ``crash``, ``notes`` are read; every key goes to the document).
+        end: the facts of the end.
+
+    Returns:
+        Summary. Warnings, in order: the partial-run reason (first), worker
+        saturation and deaths, notes, the run's own (``analyse``), the
+        embedded emulator's, "no stream was measured".
+
+    Raises:
+        ValueError: ``parts`` is empty.
+    """
+    if not parts:
+        raise ValueError("judge: expected at least one part")
+    with_workers = any(p.worker is not None for p in parts)
+    # the stream counts are the merged snapshot's: it also holds what the driver
+    # joined after the load (client cancels against the emulator's record)
+    merged = dataclasses.replace(reduce(RunCounters.merge, (p.counters for p in parts)),
+                                 counts=dict(total.scopes[ALL].counters) if ALL in total.scopes else {})
+    details: list[WorkerDetail] = []
+    first: list[str] = []
+    any_saturated = False
+    for part in parts:
+        if part.worker is None:
+            continue
+        sat, warns, load_i = analyse(part.profile, part.counters, part.total)
+        any_saturated |= sat
+        w = part.worker
+        first += [f"worker {w.index}: {x}" for x in warns if x.startswith(_SATURATED)]
+        if w.state == "crashed":
+            first.append(f"worker {w.index} died: {w.error.splitlines()[-1] if w.error else '?'}"
+                         "; the others finished, its data up to then is included")
+        details.append(WorkerDetail(
+            info=w, started=part.counters.started, completed=part.counters.completed, saturated=sat,
+            cpu_mean=load_i["cpu_mean"], cpu_max=load_i["cpu_max"],
+            loop_lag_p99_ms=load_i["loop_lag_p99_ms"],
+            schedule_lag_p99_ms=load_i.get("schedule_lag_p99_ms"),
+            peak_in_flight=load_i["peak_in_flight"], gc=gc_figures(part.counters),
+            saturation=load_i.get("saturation"),
+            ended_ms=part.counters.ended_ns / NS_PER_MS, interrupted_by=part.counters.interrupted_by))
+    sat, own, load = analyse(profile, merged, total)
+    saturation = load.pop("saturation", None)  # the verdict goes to generator (one process)
+    if with_workers:
+        # a merged CPU or lag figure means nothing: saturation is each worker's
+        own = [x for x in own if not x.startswith(_SATURATED)]
+        sat = any_saturated
+        cpus = [d.cpu_mean for d in details]
+        load.update(cpu_mean=round(sum(cpus) / len(cpus), 4) if cpus else 0.0,
+                    cpu_max=max((d.cpu_max for d in details), default=0.0),
+                    loop_lag_p99_ms=max((d.loop_lag_p99_ms for d in details), default=0.0),
+                    peak_in_flight_note="sum of the workers' peaks (an upper bound)",
+                    peak_open_note="sum of the workers' peaks (an upper bound)")
+    notes = tuple(meta.get("notes", ())) + end.notes
+    warnings = first + list(notes) + own + list(end.emulator_warnings)
+    interrupted_by = end.interrupted_by or meta.get("interrupted_by") or merged.interrupted_by
+    crashed = end.crashed is not None
+    if merged.started == 0 and interrupted_by is None and not crashed:
+        started_warm = warmup.counter(ALL, "started") if warmup is not None else 0
+        warnings.append(f"no stream was measured: {started_warm} started during the warm-up and none "
+                        "after it (lengthen run.duration_s or shorten run.warmup_s)")
+    dead = any(d.info.state == "crashed" for d in details)
+    complete = not crashed and interrupted_by is None and not dead
+    if not complete:
+        reason = interrupted_by or ("a worker died" if dead else "")
+        warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed
+                        else reason if reason.startswith(("target unreachable", "target lost"))
+                        else f"run interrupted ({reason or 'stopped'}): results are partial (complete: false)")
+    started_s = meta.get("started_at_unix_s")
+    started_s = started_s if isinstance(started_s, (int, float)) else end.ended_at_unix_s
+    verdict = Verdict(complete=complete, saturated=sat, load_held=bool(load.get("held")),
+                      interrupted_by=interrupted_by, warnings=tuple(dict.fromkeys(warnings)))
+    generator = Generator(cpu_mean=load["cpu_mean"], cpu_max=load["cpu_max"],
+                          loop_lag_p99_ms=load["loop_lag_p99_ms"], intervals=end.intervals,
+                          gc=gc_figures(merged), host={} if with_workers else host_figures(merged),
+                          # with workers each one's verdict is in worker_detail[].saturation
+                          saturation=None if with_workers else saturation,
+                          with_saturation=not with_workers)
+    return Summary(meta=meta, verdict=verdict, ended_at=_iso(end.ended_at_unix_s),
+                   duration_s=round(end.ended_at_unix_s - started_s, 3), load=load,
+                   headline=headline(merged, load["measured_s"]),
+                   slo=slo_block(profile, total, load["measured_s"]),
+                   error_samples=dict(sorted(merged.error_samples.items())), generator=generator,
+                   counters=merged, total=total, warmup=warmup,
+                   workers=tuple(details) if with_workers else None,
+                   engine=end.engine if with_workers else None)
