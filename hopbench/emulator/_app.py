@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import anyio
+from anyio.lowlevel import checkpoint
 
 from ._capacity import CapacityGate
 from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, request_rng
@@ -416,6 +417,10 @@ class EmulatorApp:
                 if base_ns > t_ns:
                     await self._wait_until(send, st, base_ns)
                     t_ns = now_ns()
+                if st.client_gone and not st.run_on:
+                    # the watcher cancelled this stream while the wait's wake-up was
+                    # already due: stop here (raises), no token after the close
+                    await checkpoint()
                 if wire.kind != kind:
                     pre = wire.switch(kind, plan.tool_name)
                     data = b"".join(pre) + wire.delta(kind, token)
