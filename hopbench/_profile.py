@@ -299,6 +299,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     scrape = parse_scrapes(root.tables("scrape"), env)
     from ._stage_spec import parse_search, parse_stages  # [[stage]], [search] (docs/slo.md)
 
+    if load.mode == "trace" and (root.has("stage") or root.has("search")):
+        raise root.error("stage" if root.has("stage") else "search",
+                         'stages and the capacity search set their own load: not with load.mode = "trace"')
     stages = parse_stages(root.tables("stage"))
     search = None
     if root.has("search"):
