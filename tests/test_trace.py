@@ -223,3 +223,16 @@ async def test_trace_loop_replays_the_window_until_the_request_budget(
     got = sorted((x["start_ns"], x["trace_line"], x["trace_pass"]) for x in lines)
     # the window starts at the first timestamp (1000 ms) and lasts end_ms - start = 2000 ms
     assert got == [(0, 1, 0), (500 * MS, 2, 0), (2000 * MS, 1, 1), (2500 * MS, 2, 1), (4000 * MS, 1, 2)]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ('[[arm]]\nname = "x"\nurl = "embedded"\n[[arm]]\nname = "y"\nurl = "embedded"\n', "not supported with"),
+    ("[[stage]]\nconcurrency = 2\nduration_s = 1\n", "set their own load"),
+])
+def test_trace_refuses_arms_and_stages(tmp_path: Path, extra: str, message: str) -> None:
+    _trace(tmp_path, '{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n')
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\n[load]\nmode = "trace"\ntrace = "t.jsonl"\n' + extra
+                    + '[[scenario]]\nname = "a"\nprotocol = "chat"\nmodel = "m"\n', encoding="utf-8")
+    with pytest.raises(ProfileError, match=message):
+        load_profile(prof)
