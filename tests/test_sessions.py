@@ -142,10 +142,12 @@ def test_session_example_profile_ttft_rises_with_the_turn(tmp_path: Path) -> Non
     assert [t["turn"] for t in turns] == [1, 2, 3, 4, 5, 6]
     inputs = [t["input_tokens_mean"] for t in turns]
     assert inputs[0] == 200 and all(b > a + 200 for a, b in zip(inputs, inputs[1:]))  # + answer + message
-    # 20,000 prompt tokens/s: each later turn adds ~14 ms of prefill (280 tokens); the emulator
-    # never sends early, so the rise is at least the prefill difference (a lower bound only)
-    first, last = turns[0]["ttft_mean_ms"], turns[-1]["ttft_mean_ms"]
-    assert last - first >= (inputs[-1] - inputs[0]) / 20_000 * 1000 * 0.9
+    # 20,000 prompt tokens/s: each later turn adds ~14 ms of prefill (280 tokens). The emulator
+    # never sends early, so every turn's mean TTFT is at least its 20 ms + its mean prefill
+    # (lower bounds only: a busy machine adds to any turn), which rises with the turn
+    for t in turns:
+        assert t["ttft_mean_ms"] >= 20 + t["input_tokens_mean"] / 20_000 * 1000 - 0.01, t
+    assert turns[-1]["ttft_mean_ms"] > turns[0]["ttft_mean_ms"]
 
 
 async def test_session_replays_a_dataset_records_user_turns(
