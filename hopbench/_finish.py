@@ -78,6 +78,26 @@ _JUDGED = ("ended_at", "duration_s", "saturated", "warnings", "interrupted_by", 
 
 # -- the rules -------------------------------------------------------------------
 
+def trace_load(spec: Any, warmup_ns: int, stop_ns: int, part: tuple[int, int] = (0, 1),
+               ) -> tuple[float, dict[str, Any]]:
+    """What a trace replay asked for in the measured window (docs/results.md, "load").
+
+    Returns:
+        (the trace's request rate over ``[warmup_ns, stop_ns)`` of the run, per
+        second; summary.json's ``load.trace`` block: ``entries`` (in the
+        window), ``speedup``, ``loop``, ``scheduled`` (requests the trace put
+        in the measured window), ``trace_rate_rps`` (the same per second) and
+        ``mean_rate_rps`` (the whole window's mean rate at this speedup)); of
+        one worker's share with ``part`` (its index, the worker count).
+    """
+    measured_s = max(stop_ns - warmup_ns, 1) / NS_PER_S
+    scheduled = spec.scheduled_between(warmup_ns, stop_ns, *part)
+    rate = scheduled / measured_s
+    return rate, {"entries": len(spec.entries), "speedup": spec.speedup, "loop": spec.loop,
+                  "scheduled": scheduled, "trace_rate_rps": round(rate, 3),
+                  "mean_rate_rps": round(spec.rate_rps, 3)}
+
+
 def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
     """Judge the load generator and the load actually held.
 
@@ -158,7 +178,11 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         # the requests the target received: written to it, not just started (a
         # stream still waiting for the client's loop or a connection is not load)
         achieved = stats.sent_measured / (measured_ns / NS_PER_S)
-        load.update(requested_rate_rps=profile.load.rate_rps, achieved_rate_rps=round(achieved, 3),
+        want_rps = profile.load.rate_rps
+        if profile.load.mode == "trace":  # docs/workloads.md, "Trace replay": what the trace asked
+            want_rps, load["trace"] = trace_load(profile.load.trace, profile.run.warmup_ns, stats.stop_ns,
+                                                 profile.load.trace_part)
+        load.update(requested_rate_rps=round(want_rps, 3), achieved_rate_rps=round(achieved, 3),
                     arrival_rate_rps=round(arrivals / (measured_ns / NS_PER_S), 3),
                     max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
@@ -168,10 +192,10 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
             held = False
             warnings.append(f"load not held: {total.counter(ALL, 'max_in_flight_hits')} arrivals "
                             f"dropped at max_in_flight = {profile.load.max_in_flight}")
-        if profile.run.requests is None and achieved < LOAD_HELD_FRACTION * profile.load.rate_rps:
+        if profile.run.requests is None and achieved < LOAD_HELD_FRACTION * want_rps:
             held = False
             warnings.append(f"load not held: {achieved:.1f} requests/s sent to the target, "
-                            f"{profile.load.rate_rps:g} requested")
+                            f"{want_rps:g} requested" + (" by the trace" if profile.load.mode == "trace" else ""))
         load["held"] = held
     completed = total.counter(ALL, "completed")
     buffered = total.counter(ALL, "proxy_buffering_suspected")

@@ -123,6 +123,7 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("connect_wait", "TCP (+TLS) connect time of streams that opened a new connection"),
         _time("tail", "terminal event to the end of the response body (held after the answer)"),
         _time("cancel_delay", "client cancel (connection closed) to the upstream noticing the close"),
+        _time("request_write", "writing the request (head and body) until its last byte is in the send buffer"),
     )
 }
 """Every metric hopbench records, by name. Gate, compare and report import this."""

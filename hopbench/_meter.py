@@ -386,6 +386,9 @@ class StreamRecord:
     no_usage: bool
     anomalies: tuple[tuple[str, int], ...]
     headers: tuple[tuple[str, str], ...] = ()
+    #: prompt tokens the server's prompt cache held, as its usage reported
+    #: them (``StreamResult.cached_tokens``), None when not reported
+    cached_tokens: int | None = None
 
 
 def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
@@ -543,6 +546,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         no_usage=got_body and inp is None and out is None,
         anomalies=anomalies,
         headers=m.headers,
+        cached_tokens=None if result is None else result.cached_tokens,
     )
 
 
@@ -657,7 +661,9 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
     ``no_usage``, ``tokens.<input|output>.<completed|broken>`` (n) for
     streams that got a body, ``stop.<class>``, ``refused``,
     ``hidden_reasoning``, ``no_done``, ``usage_total_mismatch``,
-    ``tokens_source.<usage|events>`` (completed streams) and
+    ``tokens_source.<usage|events>`` (completed streams),
+    ``cache.{streams,prompt_tokens,cached_tokens}`` (streams whose usage
+    reported cached tokens and input tokens) and
     ``header.<name>=<value>`` (through ``header_values``; a fresh
     ``HeaderValues`` when None).
 
@@ -708,6 +714,11 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
         rec.incr(scope, f"tokens.input.{kind}", r.input_tokens)
     if r.output_tokens:
         rec.incr(scope, f"tokens.output.{kind}", r.output_tokens)
+    if r.cached_tokens is not None and r.input_tokens:  # docs/results.md, "Prompt cache"
+        rec.incr(scope, "cache.streams")
+        rec.incr(scope, "cache.prompt_tokens", r.input_tokens)
+        if r.cached_tokens:
+            rec.incr(scope, "cache.cached_tokens", min(r.cached_tokens, r.input_tokens))
 
 
 def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dict[str, Any]:
@@ -721,7 +732,7 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         content_events (non-reasoning), output_events (any channel), events
         (per channel), input/output/total tokens,
         tokens_source, stop_class, max_silence_ns (0 without a response head),
-        keepalives, client_lag_ns, and ``headers`` (name -> value) when any
+        keepalives, client_lag_ns, ``cached_tokens`` when the usage reported it, and ``headers`` (name -> value) when any
         were recorded.
     """
 
@@ -742,6 +753,8 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         "max_silence_ns": r.max_silence_ns or 0, "keepalives": r.keepalives,
         "client_lag_ns": r.client_lag_ns,
     }
+    if r.cached_tokens is not None:  # only where the usage reported it
+        line["cached_tokens"] = r.cached_tokens
     if r.headers:
         line["headers"] = dict(r.headers)
     return line

@@ -100,15 +100,20 @@ class LoadSpec:
     (started over ``ramp_up_ns``); mode "rate" is an open loop of arrivals at
     ``rate_rps`` per second, ``arrival`` "constant" or "poisson", bounded by
     ``max_in_flight`` (arrivals that find the bound full are counted as
-    ``max_in_flight_hits`` and not sent).
+    ``max_in_flight_hits`` and not sent); mode "trace" replays a request
+    trace (``trace``, docs/workloads.md), also bounded by ``max_in_flight``.
     """
 
-    mode: Literal["concurrency", "rate"]
+    mode: Literal["concurrency", "rate", "trace"]
     concurrency: int
     ramp_up_ns: int
     rate_rps: float
     arrival: Literal["constant", "poisson"]
     max_in_flight: int
+    #: mode "trace": the replay (hopbench._trace.TraceSpec; rate_rps is then its mean rate)
+    trace: Any = None
+    #: mode "trace": this process's share of the entries (index, count): workers split the trace
+    trace_part: tuple[int, int] = (0, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +163,8 @@ class Scenario:
     cancel: CancelSpec | None = None
     #: its objectives (hopbench._slo_spec.Slo: [slo] with [scenario.slo] over it), None without
     slo: Any = field(default=None, compare=False)
+    #: multi-turn sessions (hopbench._sessions.SessionSpec), None for single requests
+    session: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +259,12 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     if root.has("slo"):
         slo_base = parse_slo(root.table("slo"))
     scenarios = _scenarios(root, base, target, run.seed, slo_base)
+    if load.mode == "trace":  # the trace file, once the scenarios it names are known
+        from ._trace import parse_trace
+
+        spec = parse_trace(root.table("load"), base,
+                           [(sc.name, sc.model, bool(sc.lengths), sc.weight) for sc in scenarios], run.seed)
+        load = replace(load, trace=spec, rate_rps=spec.rate_rps)
     emulator_t = root.table("emulator")
     from .emulator._config import EmulatorConfig  # the emulator owns its keys
 
@@ -262,6 +275,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
                       scenario_protocols=[s.protocol for s in scenarios], workers=run.workers,
                       check_name=check_name, check_url=check_base_url,
                       arm_target=lambda t: _arm_target(t, target, env))
+    if arms and (load.mode == "trace" or any(sc.session is not None for sc in scenarios)):
+        raise root.error("arm", "[[arm]] tables send each request to every arm: not supported with "
+                                "load.mode = \"trace\" or session scenarios (docs/workloads.md)")
     if arms and (target.url is not None or root.table("target").has("embedded")):
         raise root.table("target").error("url" if target.url is not None else "embedded",
                                          "with [[arm]] tables each arm names its own url: "
@@ -283,6 +299,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     scrape = parse_scrapes(root.tables("scrape"), env)
     from ._stage_spec import parse_search, parse_stages  # [[stage]], [search] (docs/slo.md)
 
+    if load.mode == "trace" and (root.has("stage") or root.has("search")):
+        raise root.error("stage" if root.has("stage") else "search",
+                         'stages and the capacity search set their own load: not with load.mode = "trace"')
     stages = parse_stages(root.tables("stage"))
     search = None
     if root.has("search"):
@@ -293,7 +312,8 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
             raise root.table("search").error(None, "a capacity search judges stages by their objectives: "
                                                    "add an [slo] table (docs/slo.md)")
     root.done()
-    if run.duration_ns is None and run.requests is None and not stages and search is None:
+    if (run.duration_ns is None and run.requests is None and not stages and search is None
+            and not (load.mode == "trace" and not load.trace.loop)):
         raise root.error("run", "expected run.duration_s or run.requests (how long to run)")
     if load.mode == "concurrency" and run.requests is not None and run.requests < 1:
         raise root.table("run").error("requests", "expected a positive integer")
@@ -419,7 +439,17 @@ def _record_headers(t: Table) -> tuple[str, ...]:
 
 
 def _load(t: Table) -> LoadSpec:
-    mode = t.str("mode", "concurrency", choices=("concurrency", "rate"))
+    mode = t.str("mode", "concurrency", choices=("concurrency", "rate", "trace"))
+    if mode == "trace":  # docs/workloads.md, "Trace replay"; the file is read in _build
+        from ._trace import trace_keys
+
+        for k in ("concurrency", "ramp_up_s", "rate_rps", "arrival"):
+            if t.has(k):
+                raise t.error(k, 'not used with load.mode = "trace" (the trace sets the arrivals)')
+        max_in_flight = t.int("max_in_flight", 1000, min=1, max=1_000_000)
+        trace_keys(t)
+        t.done()
+        return LoadSpec("trace", max_in_flight, 0, 0.0, "constant", max_in_flight)
     if mode == "concurrency":
         concurrency = t.int("concurrency", MISSING, min=1, max=1_000_000)
         ramp = _seconds(t, "ramp_up_s", 0.0) or 0
@@ -606,9 +636,14 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
         else:
             prompts = ["Explain server-sent events in three sentences."]
         workload = None
+        session = None
         if uses_workload(t):  # docs/workloads.md: lengths, datasets (hopbench._workload)
             own = t.has("prompts") or t.has("prompts_file") or not (t.has("input_tokens") or t.has("dataset"))
             workload = parse_workload(t, base, seed, len(out), prompts if own else None)
+            if t.has("session"):  # docs/workloads.md, "Multi-turn sessions"
+                from ._sessions import parse_session
+
+                session = parse_session(t.table("session"), workload.entries, seed, len(out), workload.source)
             # the record's one number: the pool's mean (each body carries its own)
             max_tokens = round(sum(e.max_tokens for e in workload.entries) / len(workload.entries))
         else:
@@ -642,7 +677,7 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
                                                   include_usage, extra_data) for e in entries),
                                 target.paths[protocol],
                                 lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
-                                replacement=workload.replacement, cancel=cancel, slo=slo))
+                                replacement=workload.replacement, cancel=cancel, slo=slo, session=session))
             continue
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,

@@ -49,6 +49,7 @@ from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN,
 from ._recorder import ALL, Snapshot
 from ._report_capacity import capacity_section
 from ._report_scrape import scrape_section
+from ._report_workload import workload_section
 from ._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 from ._series import MAX_POINTS, SERIES_PERCENTILES, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
 
@@ -718,6 +719,9 @@ def render_html(runs: Sequence[RunData]) -> str:
         if len(runs) > 1:
             parts.append(f"<h3>{'AB'[i]}</h3>")
         parts.append(_tokens_table(run))
+    # lengths, prompt cache, session turns (docs/workloads.md): only when a scope has them
+    parts += workload_section([("" if len(runs) == 1 else "AB"[i], run.summary.get("scopes") or {})
+                               for i, run in enumerate(runs)])
     parts.append("<h2>Keepalives and silences</h2>")
     ka = _keepalive_figure(runs)
     if ka is not None:

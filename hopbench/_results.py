@@ -41,6 +41,7 @@ from typing import IO, Any
 from ._errors import ResultsError, UsageError
 from ._hdr import METRICS, Histogram
 from ._recorder import ALL, IntervalSnapshot, ScopeSnapshot, Snapshot
+from ._sessions import turns_of
 
 __all__ = [
     "SCHEMA",
@@ -120,6 +121,28 @@ def lengths_of(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
     return out
 
 
+def cache_of(counters: Mapping[str, int]) -> dict[str, float] | None:
+    """The prompt-cache figures of a scope (docs/results.md, "Prompt cache").
+
+    Returns:
+        ``{"streams", "prompt_tokens", "cached_tokens", "hit_ratio"}`` over the
+        streams whose usage reported cached tokens (hit_ratio = cached /
+        prompt tokens), plus ``implied_tokens`` and ``implied_hit_ratio`` for a
+        trace replay (what the trace's hash ids imply over the same streams),
+        or None when no stream reported them.
+    """
+    n = counters.get("cache.streams", 0)
+    prompt = counters.get("cache.prompt_tokens", 0)
+    if not n or not prompt:
+        return None
+    cached = counters.get("cache.cached_tokens", 0)
+    out = {"streams": n, "prompt_tokens": prompt, "cached_tokens": cached, "hit_ratio": cached / prompt}
+    if "cache.implied_tokens" in counters:
+        implied = counters["cache.implied_tokens"]
+        out.update(implied_tokens=implied, implied_hit_ratio=implied / prompt)
+    return out
+
+
 def _scope_json(scope: ScopeSnapshot) -> dict[str, Any]:
     counters = dict(sorted(scope.counters.items()))
     metrics: dict[str, Any] = {}
@@ -132,6 +155,12 @@ def _scope_json(scope: ScopeSnapshot) -> dict[str, Any]:
     lengths = lengths_of(counters)
     if lengths:
         out["lengths"] = lengths
+    cache = cache_of(counters)
+    if cache is not None:
+        out["cache"] = cache
+    turns = turns_of(counters)  # docs/results.md, "Sessions"
+    if turns:
+        out["turns"] = turns
     return out
 
 

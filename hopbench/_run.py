@@ -330,6 +330,9 @@ def resolved_load(profile: Profile) -> dict[str, Any]:
     out: dict[str, Any] = {"load.mode": ld.mode}
     if ld.mode == "concurrency":
         out.update({"load.concurrency": ld.concurrency, "load.ramp_up_s": ld.ramp_up_ns / NS_PER_S})
+    elif ld.mode == "trace":
+        out.update({"load.trace": str(ld.trace.path.name), "load.speedup": ld.trace.speedup,
+                    "load.loop": ld.trace.loop, "load.max_in_flight": ld.max_in_flight})
     else:
         out.update({"load.rate_rps": ld.rate_rps, "load.arrival": ld.arrival,
                     "load.max_in_flight": ld.max_in_flight})

@@ -30,7 +30,7 @@ import ssl
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -50,7 +50,9 @@ from ._recorder import IntervalSnapshot, Recorder
 from ._saturation import host_usage, sample_host
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
-from ._workload import Picker
+from ._sessions import Conversation, record_turn
+from ._trace import TraceBodies, body_template
+from ._workload import Message, Picker, Prepared, encode_body
 from ._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
 from .sse import SSEScanner
 
@@ -354,6 +356,13 @@ class LoadRunner:
         self._last_error = ""  # the last stream exception's text, for the unreachable message
         self._token: Any = None  # the run's TrioToken, for stops from other threads
         self._expect_usage = {b: _asks_usage(s.protocol, b) for s in profile.scenarios for b in s.bodies}
+        # trace replay (docs/workloads.md): bodies joined from shared pre-encoded blocks
+        self._trace_bodies = (TraceBodies(self.load.trace, profile.run.seed)
+                              if self.load.mode == "trace" else None)
+        self._templates: dict[tuple[str, int], tuple[bytes, bytes, bool]] = {}
+        #: the generator ends by itself (a trace replayed once): the run ends when it has
+        self._finite = self.load.mode == "trace" and not self.load.trace.loop
+        self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
         self._header_values = HeaderValues()
         self._record_headers = profile.run.record_headers
         # The loop-lag probe's state, read at every body read (client_lag_ns):
@@ -489,7 +498,7 @@ class LoadRunner:
                 await ev.wait()
                 n.cancel_scope.cancel()
             n.start_soon(on, self._stop_event)
-            if self._requests_left is not None:
+            if self._requests_left is not None or self._finite:
                 n.start_soon(on, self._generator_done)
 
     def request_stop(self, reason: str | None = None) -> None:
@@ -521,7 +530,7 @@ class LoadRunner:
         # themselves after the current stream (``_take_request``), which keeps
         # the grace period for in-flight streams. The open-loop scheduler only
         # sleeps between arrivals, so it can be cancelled outright.
-        if self.load.mode == "rate":
+        if self.load.mode != "concurrency":
             gen.cancel()
 
     async def _wait_idle(self) -> None:
@@ -571,10 +580,12 @@ class LoadRunner:
         with scope:
             if self.load.mode == "concurrency":
                 await self._closed_loop()
+            elif self.load.mode == "trace":
+                await self._trace_loop()
             else:
                 await self._open_loop()
         # closed loop with a request budget: users end by themselves
-        if self._requests_left is not None:
+        if self._requests_left is not None or self._finite:
             with trio.CancelScope(shield=True):
                 await self._wait_idle()
             self._generator_done.set()
@@ -591,7 +602,11 @@ class LoadRunner:
             await trio.sleep_until(ns_to_s(start_ns))
         backoff_s = 0.0
         while self._take_request():
-            outcome = await self._stream(self._pick(), None)
+            sc = self._pick()
+            if sc.session is not None:  # a whole session: its turns one after the other
+                outcome = await self._session(sc, None)
+            else:
+                outcome = await self._stream(sc, None)
             if outcome == "connect_error" and self._reached:
                 # A target that refuses connections answers in microseconds: a
                 # user that retried at once would be a hot loop of errors. Back
@@ -633,21 +648,116 @@ class LoadRunner:
                 st.max_in_flight_hits += 1
                 self._recorder_for(intended).incr_global("max_in_flight_hits")
                 continue
+            sc = self._pick()
+            if sc.session is not None:  # a session arrives: its turns follow by themselves
+                self._streams.start_soon(self._session, sc, intended)
+                continue
             self._gauge.move(t, OUT, WAITING)  # waits for the loop to run its task
-            self._streams.start_soon(self._stream, self._pick(), intended, True)
+            self._streams.start_soon(self._stream, sc, intended, True)
+
+    async def _trace_loop(self) -> None:
+        """Replay the trace: each entry at its scheduled time (docs/workloads.md,
+        "Trace replay"); latency counts from that time, as in the open loop."""
+        spec = self.load.trace
+        scenarios = self.profile.scenarios
+        st = self.stats
+        for offset_ns, i, rep in spec.arrivals(*self.load.trace_part):
+            intended = self._t0 + offset_ns
+            await trio.sleep_until(ns_to_s(intended))
+            if not self._take_request():
+                return
+            t = now_ns()
+            rec = self._recorder_for(intended)
+            rec.record_global("schedule_lag", max(t - intended, 0))
+            st.arrivals += 1
+            if self._gauge.open >= self.load.max_in_flight:
+                st.max_in_flight_hits += 1
+                rec.incr_global("max_in_flight_hits")
+                continue
+            sc = scenarios[spec.scenario_index[i]]
+            req = self._trace_request(sc, i, rep)
+            self._gauge.move(t, OUT, WAITING)
+            self._streams.start_soon(self._stream, sc, intended, True, req)
+
+    def _trace_request(self, sc: Scenario, i: int, rep: int) -> Prepared:
+        """Entry ``i``'s body: the scenario's encoded head and tail around the
+        prompt joined from pre-encoded blocks (nothing shared is re-encoded)."""
+        spec = self.load.trace
+        e = spec.entries[i]
+        key = (sc.name, e.output_tokens)
+        tpl = self._templates.get(key)
+        if tpl is None:
+            def encode(prompt: str) -> bytes:
+                return encode_body(sc.protocol, sc.model, (Message("user", prompt),), e.output_tokens,
+                                   sc.include_usage, sc.extra)
+            head, tail = body_template(encode)
+            tpl = (head, tail, _asks_usage(sc.protocol, encode("")))
+            if len(self._templates) < 4096:
+                self._templates[key] = tpl
+        assert self._trace_bodies is not None
+        body = tpl[0] + self._trace_bodies.prompt(i, rep) + tpl[1]
+        return Prepared(body, (e.input_tokens, e.output_tokens), tpl[2],
+                        spec.implied[i][0 if rep == 0 else 1], (("trace_line", e.line), ("trace_pass", rep)))
+
+    async def _session(self, sc: Scenario, intended_ns: int | None) -> str:
+        """One multi-turn session (docs/workloads.md, "Multi-turn sessions"):
+        each turn sends the conversation so far and the target's streamed
+        text is appended for the next; a think time passes before each later
+        turn. The first turn's request was already taken from the budget.
+        The session ends early when a turn does not complete with text, or
+        the run stops. Open loop: a later turn's latency counts from when its
+        think time ended (its intended start).
+
+        Returns:
+            The last turn's outcome.
+        """
+        spec = sc.session
+        picker = self._pickers[sc.name]
+        k = self._sessions_started.get(sc.name, 0)
+        self._sessions_started[sc.name] = k + 1
+        conv = Conversation(sc.protocol, sc.model, sc.include_usage, sc.extra,
+                            spec.entries[picker.pick(self._rng)], script=spec.from_dataset)
+        # a dataset record replayed as a session has as many turns as user messages
+        n_turns = conv.turns if spec.from_dataset else spec.turn_counts[k % len(spec.turn_counts)]
+        sid = f"{self._id_prefix}{sc.name}-{k}"
+        box: list[Any] = [None]
+        outcome = "cancelled"
+        for turn in range(1, n_turns + 1):
+            if turn > 1:
+                due = now_ns() + spec.think_ns
+                if spec.think_ns:
+                    await trio.sleep_until(ns_to_s(due))
+                if not self._take_request():
+                    break
+                if intended_ns is not None:
+                    intended_ns = due
+                req = conv.request(None if spec.from_dataset else spec.entries[picker.pick(self._rng)])
+            else:
+                req = conv.request(None)
+            req = replace(req, fields=(("session", sid), *req.fields), turn=turn, keep_text=True,
+                          on_result=lambda r: box.__setitem__(0, r))
+            box[0] = None
+            outcome = await self._stream(sc, intended_ns, False, req)
+            result = box[0]
+            if outcome != "completed" or result is None or not result.text:
+                break
+            conv.answer(result.text)
+        return outcome
 
     def _recorder_for(self, start_ns: int) -> Recorder:
         return self.warm if start_ns - self._t0 < self.profile.run.warmup_ns else self.rec
 
     # -- one stream ------------------------------------------------------------
-    async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False) -> str:
+    async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False,
+                      req: Prepared | None = None) -> str:
         to = self.profile.run.timeouts
         self._next_id += 1
         arm = self._arms[self._arm_next] if self._arms else None
         if arm is not None and self._arm_next and self._round is not None:
             sc, pick, cancel = self._round  # the round's other arms: the same request
         else:
-            pick = self._pickers[sc.name].pick(self._rng)
+            # a request built for this send (trace, session turn) picks no pool entry
+            pick = self._pickers[sc.name].pick(self._rng) if req is None else -1
             cancel = sc.cancel if chooses(sc.cancel, self._cancel_rng) else None
             self._round = (sc, pick, cancel)
         if arm is not None:
@@ -655,8 +765,12 @@ class LoadRunner:
         scope_name = arm[0] if arm is not None else sc.name
         headers = dict(self._arm_headers.get((scope_name, sc.protocol)) or self._headers[sc.protocol])
         headers[REQUEST_ID_HEADER] = f"{self._id_prefix}{self._next_id}"
-        body = sc.bodies[pick]
-        shape = sc.lengths[pick] if sc.lengths else None
+        if req is None:  # one of the scenario's pre-encoded bodies
+            body = sc.bodies[pick]
+            shape = sc.lengths[pick] if sc.lengths else None
+            expect = self._expect_usage.get(body, False)
+        else:  # built for this send (trace replay, session turns)
+            body, shape, expect = req.body, req.shape, req.expect_usage
         self.stats.requests_started += 1
         gauge = self._gauge
         if not counted:  # (an open-loop arrival was counted as waiting when it was spawned)
@@ -711,8 +825,9 @@ class LoadRunner:
                         leave.deadline = ns_to_s(sent + cancel.after_ns)
                     try:
                         outcome, detail, result = await self._exchange(
-                            sc, request, meter, scope, total_deadline, rec, box, stage, body,
-                            None if cancel is None else cancel.after_events, scope_name)
+                            sc, request, meter, scope, total_deadline, rec, box, stage, expect,
+                            None if cancel is None else cancel.after_events, scope_name,
+                            req is not None and req.keep_text)
                     except trio.Cancelled:
                         raise
                     except Exception as exc:  # the per-stream boundary
@@ -754,23 +869,34 @@ class LoadRunner:
                 self.cancels.append(ClientCancel(headers[REQUEST_ID_HEADER], scope_name,
                                                  closed + self._mono_offset_ns, record.output_events))
             record_lengths(rec, scope_name, record, shape)
+            if (req is not None and req.implied_cached is not None and record.cached_tokens is not None
+                    and record.input_tokens):  # the trace's own hit figure, over the same streams
+                rec.incr(scope_name, "cache.implied_tokens", req.implied_cached)
+            if req is not None and req.turn:  # docs/results.md, "Sessions"
+                record_turn(rec, scope_name, req.turn, outcome, record.ttft_ns, record.input_tokens,
+                            record.cached_tokens)
             if self.on_stream is not None:
                 line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
                 if arm is not None:
                     line["arm"], line["scenario"] = arm[0], sc.name
                 if shape is not None:  # docs/workloads.md
                     line["requested_input_tokens"], line["requested_max_tokens"] = shape
+                if req is not None:
+                    line.update(req.fields)
                 self.on_stream(line)
             gauge.move(max(end, gauge.last_ns), stage[0], OUT)
             self._idle_changed.set()
             self._idle_changed = trio.Event()
+            if req is not None and req.on_result is not None:
+                req.on_result(result)
         return outcome
 
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
                         rec: Recorder, box: list[Any], stage: list[Any],
-                        body: bytes = b"", cancel_events: int | None = None,
-                        scope_name: str = "") -> tuple[str, str, StreamResult | None]:
+                        expect_usage: bool = False, cancel_events: int | None = None,
+                        scope_name: str = "", keep_text: bool = False,
+                        ) -> tuple[str, str, StreamResult | None]:
         client = self._client
         idle_ns = self.profile.run.timeouts.idle_ns
         if isinstance(request, Exception):
@@ -794,6 +920,9 @@ class LoadRunner:
                 rec.record(scope_name or sc.name, "connect_wait", ext.get("hopbench.connect_ns", 0))
             if ext.get("hopbench.retried"):
                 rec.incr(scope_name or sc.name, "stale_connection_retries")
+            write_ns = ext.get("hopbench.write_ns")
+            if write_ns is not None:  # hopbench's own transport (docs/results.md, request_write)
+                rec.record(scope_name or sc.name, "request_write", write_ns)
             if status >= 300:
                 data = b""
                 async for chunk in response.aiter_raw():
@@ -807,8 +936,7 @@ class LoadRunner:
             if not ctype.startswith("text/event-stream"):
                 rec.incr(scope_name or sc.name, "anomaly.wrong_content_type")
             scanner = SSEScanner(max_event_bytes=self.profile.run.max_event_bytes)
-            dec = new_decoder(sc.protocol, keep_text=False,
-                              expect_usage=self._expect_usage.get(body, False))
+            dec = new_decoder(sc.protocol, keep_text=keep_text, expect_usage=expect_usage)
             identity = response.headers.get("content-encoding", "identity") == "identity"
             # hopbench's own transport hands its body out: iterating it directly
             # skips httpx's three generator layers per read (closing still goes

@@ -183,8 +183,14 @@ class _Conn:
         self.reused = False
 
 
+#: bodies at least this large are written after the head, not copied into one buffer with it
+_SEPARATE_BODY = 64 * 1024
+
+
 def _request_bytes(request: httpx.Request, body: bytes) -> bytes:
-    """The request on the wire: request line, header fields, Content-Length, body.
+    """The request on the wire: request line, header fields, Content-Length, body
+    (the body only when it is under ``_SEPARATE_BODY``: a large one is written
+    after the head as it is, without a copy).
 
     Raises:
         httpx.LocalProtocolError: a header name that is not a token, a value
@@ -206,7 +212,8 @@ def _request_bytes(request: httpx.Request, body: bytes) -> bytes:
     if body or request.method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
         out.append(b"content-length: %d\r\n" % len(body))
     out.append(b"\r\n")
-    out.append(body)
+    if len(body) < _SEPARATE_BODY:
+        out.append(body)
     return b"".join(out)
 
 
@@ -275,8 +282,11 @@ class StreamTransport(httpx.AsyncBaseTransport):
         port = url.port or (443 if scheme == b"https" else 80)
         origin: Origin = (scheme, url.host, port)
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
+        # one part (a bytes body, httpx's ByteStream): join() hands back that object, no copy
         body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
-        data = _request_bytes(request, body)
+        head = _request_bytes(request, body)
+        # a large body is written after the head as it is (no copy into one buffer)
+        data: bytes | tuple[bytes, bytes] = (head, body) if len(body) >= _SEPARATE_BODY else head
         trace = request.extensions.get("trace")
         t0 = now_ns()
         conn = await self._idle_conn(origin)
@@ -310,15 +320,27 @@ class StreamTransport(httpx.AsyncBaseTransport):
             return conn
         return None
 
-    async def _exchange(self, conn: _Conn, data: bytes, request: httpx.Request,
+    async def _exchange(self, conn: _Conn, data: bytes | tuple[bytes, bytes], request: httpx.Request,
                         connect_ns: int, retried: bool, trace: Any = None) -> httpx.Response:
         resp = conn.response
         resp.reset()
         got_bytes = False
         if trace is not None:
             await trace("http11.send_request_headers.started", {})
+        write_ns: int | None = None
         try:
-            await conn.stream.send_all(data)
+            if isinstance(data, tuple):  # a large body: written as it is, after the head
+                # written once its last byte is in the kernel's send buffer: a target
+                # that reads bodies slowly keeps that buffer full. (send_all yields to
+                # the event loop once at its end: up to one loop lag is included.) A
+                # body under _SEPARATE_BODY fits the socket buffers: its write time
+                # would be the client's own scheduling, so none is reported.
+                t_write = now_ns()
+                await conn.stream.send_all(data[0])
+                await conn.stream.send_all(data[1])
+                write_ns = now_ns() - t_write
+            else:
+                await conn.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             await trio.aclose_forcefully(conn.stream)
             if conn.reused:
@@ -361,7 +383,8 @@ class StreamTransport(httpx.AsyncBaseTransport):
             extensions={"http_version": b"HTTP/" + resp.parser.get_http_version().encode("ascii"),
                         "reason_phrase": resp.reason,
                         "hopbench.connect_ns": connect_ns, "hopbench.reused": conn.reused,
-                        "hopbench.retried": retried, "hopbench.body": body},
+                        "hopbench.retried": retried, "hopbench.body": body,
+                        "hopbench.write_ns": write_ns},
         )
 
     def _recycle(self, conn: _Conn) -> None:

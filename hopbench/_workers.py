@@ -148,9 +148,10 @@ def split_load(profile: Profile, workers: int) -> list[WorkerShare]:
         rate = load.rate_rps / n
         gap_ns = NS_PER_S / load.rate_rps
         for i, m in enumerate(_split_int(load.max_in_flight, n)):
-            delay = int(round(i * gap_ns)) if load.arrival == "constant" else 0
+            delay = int(round(i * gap_ns)) if load.arrival == "constant" and load.mode == "rate" else 0
+            # a trace: every n-th entry, at its own time (hopbench._trace.TraceSpec.arrivals)
             shares.append(WorkerShare(i, dataclasses.replace(load, rate_rps=rate, concurrency=m,
-                                                             max_in_flight=m),
+                                                             max_in_flight=m, trace_part=(i, n)),
                                       budgets[i], delay))
     return shares
 

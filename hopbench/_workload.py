@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from ._errors import ProfileError
 from ._lengths import WORDS, Dist, Tokenizer, dist_from, estimate_tokens, load_tokenizer, synthetic_prompt
 from ._toml import MISSING, Table
 
-__all__ = ["Picker", "PoolEntry", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
+__all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
            "encode_body", "parse_workload", "synthetic_prompt", "uses_workload"]
 
 
@@ -50,6 +50,36 @@ class PoolEntry:
     messages: tuple[Message, ...]
     input_tokens: int | None
     max_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One request built for one send (trace replay, session turns), beside a
+    scenario's pre-encoded bodies.
+
+    Attributes:
+        body: the JSON request body.
+        shape: (requested input tokens or None, max_tokens sent) for the
+            ``lengths`` figures, or None.
+        expect_usage: the body asks for usage in the stream (chat
+            ``stream_options.include_usage``).
+        implied_cached: prompt tokens a server prefix cache should hit for it
+            (trace replay: ``_trace.implied_hits``), or None.
+        fields: extra streams.jsonl fields, (name, value) pairs.
+        turn: the session turn (1-based; 0: not a session turn).
+        keep_text: keep the streamed text (a session's next turn sends it back).
+        on_result: called with the decoder's ``StreamResult`` (None when no
+            body was decoded) once the stream is recorded.
+    """
+
+    body: bytes
+    shape: tuple[int | None, int] | None
+    expect_usage: bool
+    implied_cached: int | None = None
+    fields: tuple[tuple[str, Any], ...] = ()
+    turn: int = 0
+    keep_text: bool = False
+    on_result: Callable[[Any], None] | None = None
 
 
 class Picker:
@@ -172,7 +202,8 @@ def build_pool(rng: random.Random, *, max_tokens: Dist | None, pool_size: int,
 
 
 #: scenario keys that switch a scenario to a pool of requests built here
-WORKLOAD_KEYS: tuple[str, ...] = ("input_tokens", "dataset", "tokenizer", "prompt_pool", "replacement")
+WORKLOAD_KEYS: tuple[str, ...] = ("input_tokens", "dataset", "tokenizer", "prompt_pool", "replacement",
+                                   "session")
 DEFAULT_POOL = 512
 
 

@@ -25,7 +25,7 @@ def test_metrics_table_units_and_ranges() -> None:
     expected = {
         "ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
         "keepalive_interval", "max_silence", "queue_delay", "schedule_lag", "loop_lag",
-        "ttft_from_send", "e2e_from_send", "connect_wait", "tail", "cancel_delay",
+        "ttft_from_send", "e2e_from_send", "connect_wait", "tail", "cancel_delay", "request_write",
     }
     assert set(METRICS) == expected
     for name, spec in METRICS.items():

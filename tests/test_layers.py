@@ -27,7 +27,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
         "hopbench._wire_text", "hopbench._inflight", "hopbench._digest",
-        "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics"),
+        "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics",
+        "hopbench.emulator._prefix"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
     1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes",
@@ -36,16 +37,17 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",
         "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec", "hopbench._series",
-        "hopbench._saturation"),
+        "hopbench._saturation", "hopbench._trace"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
         "hopbench._scrape_spec", "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload",
-        "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search", "hopbench._counters"),
+        "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search", "hopbench._counters",
+        "hopbench._report_workload"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
-    4: ("hopbench.protocols._decode", "hopbench._profile", "hopbench.emulator._app",
-        "hopbench.emulator._embedded"),
-    5: ("hopbench.protocols", "hopbench.emulator._serve"),
+    4: ("hopbench.protocols._decode", "hopbench.emulator._app",
+        "hopbench.emulator._embedded", "hopbench._sessions"),
+    5: ("hopbench.protocols", "hopbench.emulator._serve", "hopbench._profile"),
     # per-stream meter (pure), the HTTP transport (I/O), the emulator's public surface
     6: ("hopbench._meter", "hopbench._transport", "hopbench.emulator"),
     # the runner (the only async code that stamps), results folder writer/reader
@@ -73,7 +75,7 @@ PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._reco
         "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
         "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
         "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest", "hopbench._finish",
-        "hopbench._counters"]
+        "hopbench._counters", "hopbench._trace", "hopbench._sessions"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

@@ -378,3 +378,52 @@ async def test_body_reads_carry_the_kernels_receive_stamp() -> None:
         nursery.cancel_scope.cancel()
     assert chunks[0] == b"data: late\n\n"
     assert sent <= body.rx_ns <= t - 50_000_000  # arrived before the busy 50 ms, read after them
+
+
+async def test_transport_request_write_time_shows_a_target_that_reads_bodies_slowly() -> None:
+    """A large body is written after the head as it is; ``hopbench.write_ns`` (the
+    ``request_write`` metric) lasts until its last byte is in the send buffer, so a
+    server that reads 1 MiB every 20 ms holds it (a lower bound only: the kernel's
+    buffers take some megabytes at once)."""
+    body = b"x" * (24 * 1024 * 1024)
+    got: list[int] = []
+
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        n = 0
+        while True:
+            ev = conn.next_event()
+            if ev is h11.NEED_DATA:
+                await trio.sleep(0.02)
+                data = await stream.receive_some(1024 * 1024)
+                conn.receive_data(data)
+                continue
+            if isinstance(ev, h11.Data):
+                n += len(ev.data)
+            if isinstance(ev, h11.EndOfMessage):
+                break
+        got.append(n)
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("content-length", "0")])))
+        await stream.send_all(conn.send(h11.EndOfMessage()))
+
+    import socket
+
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        for listener in listeners:  # a fixed receive buffer (no autotuning), inherited by accepted sockets
+            listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
+        nursery.start_soon(trio.serve_listeners, handler, listeners)
+        port = listeners[0].socket.getsockname()[1]
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            async with c.stream("POST", "/x", content=body) as r:
+                await r.aread()
+            write_ns = r.extensions["hopbench.write_ns"]
+            async with c.stream("POST", "/x", content=b"{}") as r2:
+                await r2.aread()
+        nursery.cancel_scope.cancel()
+    assert got == [len(body), 2]
+    # the server's receive buffer is fixed at 256 KiB (doubled by Linux) and a send buffer
+    # holds at most net.core.wmem_max-sized tcp_wmem (4 MiB here; 16 MiB allowed for): at
+    # least 8 MiB is read after the write began, 1 MiB per 20 ms
+    assert write_ns >= 8 * 20_000_000, write_ns
+    assert r2.extensions["hopbench.write_ns"] is None  # a small body fits the buffers: no figure

@@ -40,16 +40,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable
 
 import anyio
 from anyio.lowlevel import checkpoint
 
 from ._capacity import CapacityGate
-from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, request_rng
+from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, prefill_ns, prompt_parts, request_rng
 from ._config import EmulatorConfig
 from ._metrics import EmulatorMetrics
+from ._prefix import PrefixCache
 from ._record import End, GroundTruth, GroundTruthWriter
 from ._wire import KEEPALIVE, ChatWire, MessagesWire, ResponsesWire, Wire, http_error_body
 
@@ -174,6 +175,9 @@ class EmulatorApp:
         self.metrics = EmulatorMetrics()  # GET /metrics (hopbench.emulator._metrics)
         self.capacity = CapacityGate(config)  # the slot queue and token budget (_capacity)
         self.created_s = int(time.time())
+        #: the prefix cache (docs/emulator.md, "Prefix cache"), None when off
+        self.prefix_cache = (PrefixCache(config.prefix_cache_blocks, config.prefix_block_tokens)
+                             if config.prefix_cache_blocks else None)
         names = ["hopbench-emulator", *config.models]
         self._models_body = json.dumps({"object": "list", "data": [
             {"id": n, "object": "model", "created": self.created_s, "owned_by": "hopbench"}
@@ -245,7 +249,8 @@ class EmulatorApp:
         model = body.get("model")
         model = model if isinstance(model, str) else ""
         stream = body.get("stream") is True
-        input_tokens = input_tokens_of(body)
+        parts = prompt_parts(body)
+        input_tokens = input_tokens_of(body, parts)
         if not self._authorized(scope):
             await self._json(send, 401, http_error_body(protocol, 401))
             self._record(request_id, protocol, model, stream, None, None, 401, input_tokens,
@@ -263,6 +268,15 @@ class EmulatorApp:
                             stream=stream, max_tokens=max_tokens,
                             tool_name=_tool_name(protocol, body),
                             ignore_eos=body.get("ignore_eos") is True, min_tokens=_min_tokens(body))
+        cached: int | None = None
+        created = 0
+        if plan.status == 200 and not self.capacity.full():  # only a request that is served is prefilled
+            if self.prefix_cache is not None:
+                hit = self.prefix_cache.lookup(model, parts)
+                cached, created = min(hit.hit_tokens, input_tokens), hit.new_tokens
+            extra_ns = prefill_ns(behaviour, input_tokens - (cached or 0))
+            if extra_ns:
+                plan = replace(plan, first_ns=plan.first_ns + extra_ns)
         rid = {"chat": "chatcmpl-", "responses": "resp_", "messages": "msg_"}[protocol]
         rid += f"{self.config.seed:x}{index:012x}"
         wire: Wire
@@ -274,6 +288,7 @@ class EmulatorApp:
             wire = ResponsesWire(rid, model, self.created_s, input_tokens)
         else:
             wire = MessagesWire(rid, model, self.created_s, input_tokens)
+        wire.cached_tokens, wire.cache_creation_tokens = cached, created
         st = _StreamState(t0, behaviour.keepalive_interval_ns, t0)
         st.run_on = behaviour.on_client_close == "finish"
         if plan.status == 200 and self.capacity.full():
@@ -313,7 +328,8 @@ class EmulatorApp:
         if not stream:
             await self._plain(send, plan, wire, st)
             self._record(request_id, protocol, model, stream, plan.fault, None, 200,
-                         input_tokens, "completed", plan.n_tokens, st, plan.finish, st.end_ns)
+                         input_tokens, "completed", plan.n_tokens, st, plan.finish, st.end_ns,
+                         wire.cached_tokens)
             return
 
         end: End = "completed"
@@ -334,7 +350,7 @@ class EmulatorApp:
             end = "stall" if st.in_stall else "client_closed"
         self._record(request_id, protocol, model, stream, plan.fault, plan.error_code
                      if end == "failed" else None, st.status, input_tokens, end,
-                     wire.reported_output, st, plan.finish, st.end_ns or now_ns())
+                     wire.reported_output, st, plan.finish, st.end_ns or now_ns(), wire.cached_tokens)
 
     @staticmethod
     async def _watch(receive: Receive, st: _StreamState, scope: anyio.CancelScope) -> None:
@@ -487,7 +503,7 @@ class EmulatorApp:
     def _record(self, request_id: str | None, protocol: str, model: str, stream: bool,
                 fault: str | None, error_code: str | None, status: int, input_tokens: int,
                 end: End, output_tokens: int | None, st: _StreamState, finish: str,
-                end_ns: int) -> None:
+                end_ns: int, cached_tokens: int | None = None) -> None:
         self.metrics.request_done(status, fault, st.events,
                                   len(st.parts["text"]) + len(st.parts["reasoning"]) + len(st.parts["tool"]))
         if self.writer is None:
@@ -509,4 +525,4 @@ class EmulatorApp:
             t0_mono_ns=st.t0_ns,  # now_ns is time.monotonic_ns: CLOCK_MONOTONIC
             client_closed_ns=None if st.closed_ns is None else st.closed_ns - st.t0_ns,
             tokens_after_close=st.tokens_after_close,
-            queue_ns=max(0, st.start_ns - st.t0_ns)))
+            queue_ns=max(0, st.start_ns - st.t0_ns), cached_tokens=cached_tokens))

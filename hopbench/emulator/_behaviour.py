@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from ._config import Behaviour
 
-__all__ = ["Plan", "plan_request", "input_tokens_of", "VOCABULARY", "request_rng"]
+__all__ = ["Plan", "plan_request", "input_tokens_of", "prompt_parts", "VOCABULARY", "request_rng"]
 
 Protocol = Literal["chat", "responses", "messages"]
 Finish = Literal["stop", "length", "tool_calls"]
@@ -104,19 +104,36 @@ def _text_of(value: Any, out: list[str]) -> None:
                 _text_of(value[key], out)
 
 
-def input_tokens_of(body: dict[str, Any]) -> int:
-    """Input tokens of a request body: its prompt characters / 4, rounded up, at least 1.
-
-    Counts ``messages`` (chat, messages), ``input`` and ``instructions`` (responses),
-    ``system`` (messages): every string under ``content``/``text``.
-    """
+def prompt_parts(body: dict[str, Any]) -> list[str]:
+    """The prompt's strings in order: ``system`` (messages), ``instructions``
+    (responses), ``messages`` (chat, messages), ``input`` (responses); every
+    string under ``content``/``text``. Returns a list, possibly empty."""
     parts: list[str] = []
     for key in ("system", "instructions", "messages", "input"):
         if key in body:
             v = body[key]
             _text_of(v if not isinstance(v, dict) else [v], parts)
+    return parts
+
+
+def input_tokens_of(body: dict[str, Any], parts: list[str] | None = None) -> int:
+    """Input tokens of a request body: its prompt characters / 4, rounded up, at least 1.
+
+    Counts the strings of ``prompt_parts(body)`` (or ``parts`` when given).
+    """
+    if parts is None:
+        parts = prompt_parts(body)
     chars = sum(len(p) for p in parts)
     return max(1, math.ceil(chars / 4))
+
+
+def prefill_ns(b: Behaviour, tokens: int) -> int:
+    """Prefill time of ``tokens`` prompt tokens at ``b.prefill_tokens_per_s``, in ns
+    (0 when the rate is 0 or there is nothing to prefill)."""
+    rate = b.prefill_tokens_per_s
+    if rate <= 0 or tokens <= 0:
+        return 0
+    return int(round(tokens * 1e9 / rate))
 
 
 def _ms_ns(ms: float) -> int:
@@ -172,6 +189,7 @@ def plan_request(
     tool_name: str | None,
     ignore_eos: bool = False,
     min_tokens: int = 0,
+    prefill_tokens: int = 0,
 ) -> Plan:
     """Decide one request's behaviour.
 
@@ -188,6 +206,10 @@ def plan_request(
             ``output_tokens``, as vLLM does.
         min_tokens: the request's ``min_tokens`` (vLLM): produce at least this
             many (still capped by ``max_tokens``).
+        prefill_tokens: prompt tokens to process before the first token (the
+            input less what the prefix cache held): with
+            ``b.prefill_tokens_per_s`` > 0 they add ``prefill_tokens / rate`` s
+            to the first token's delay (no random draw: other draws unchanged).
 
     Returns:
         The plan. Never raises.
@@ -236,7 +258,7 @@ def plan_request(
         error_code=code_pick if fault == "midstream_error" else None,
         status=status,
         slow_headers_ns=slow_ns,
-        first_ns=slow_ns + _ms_ns(b.think_time_ms) + ttft_ns,
+        first_ns=slow_ns + _ms_ns(b.think_time_ms) + ttft_ns + prefill_ns(b, prefill_tokens),
         gaps_ns=gaps,
         reasoning=tuple(reasoning),
         text=tuple(text),

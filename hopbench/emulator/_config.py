@@ -99,6 +99,9 @@ class Behaviour:
         reasoning_tokens: reasoning deltas sent before the text (part of output_tokens).
         tool_call_probability: chance that a request carrying ``tools`` ends in a tool call.
         tool_call_tokens: argument deltas of such a tool call (part of output_tokens).
+        prefill_tokens_per_s: prompt tokens processed per second before the
+            first token: the TTFT grows by (input tokens - cached tokens) / rate;
+            0 (the default) adds nothing.
         faults: the fault table.
         on_client_close: "stop" (the stream ends as soon as the client leaves, as
             vLLM aborts a request) or "finish" (it runs on to its end, writing to
@@ -118,6 +121,7 @@ class Behaviour:
     reasoning_tokens: int = 0
     tool_call_probability: float = 0.0
     tool_call_tokens: int = 6
+    prefill_tokens_per_s: float = 0.0
     faults: FaultConfig = field(default_factory=FaultConfig)
     on_client_close: str = "stop"
 
@@ -173,6 +177,7 @@ def _read_behaviour(t: Table, base: Behaviour) -> Behaviour:
         tool_call_probability=t.number("tool_call_probability", base.tool_call_probability,
                                        min=0, max=1),
         tool_call_tokens=t.int("tool_call_tokens", base.tool_call_tokens, min=1),
+        prefill_tokens_per_s=t.number("prefill_tokens_per_s", base.prefill_tokens_per_s, min=0),
         faults=base.faults,
         on_client_close=t.str("on_client_close", base.on_client_close, choices=("stop", "finish")),
     )
@@ -204,6 +209,9 @@ class EmulatorConfig:
             gets HTTP 503 at once.
         token_budget_per_s: output tokens/s all streams share (0: no limit):
             a stream's rate is min(tokens_per_s, budget / streams in service).
+        prefix_cache_blocks: the prefix cache's capacity in blocks (the
+            ``[prefix_cache]`` table's ``capacity_blocks``); 0: no cache.
+        prefix_block_tokens: tokens per cached block (``block_tokens``).
     """
 
     seed: int = 0
@@ -213,6 +221,8 @@ class EmulatorConfig:
     max_concurrency: int = 0
     max_queue: int = 0
     token_budget_per_s: float = 0.0
+    prefix_cache_blocks: int = 0
+    prefix_block_tokens: int = 16
 
     def behaviour_for(self, model: str) -> Behaviour:
         """The behaviour of ``model`` (its own table, else the default)."""
@@ -237,6 +247,12 @@ class EmulatorConfig:
             raise table.error("max_queue", "only valid with max_concurrency (the queue is for its slots)")
         token_budget = table.number("token_budget_per_s", 0.0, min=0)
         default = _read_behaviour(table, _BEHAVIOUR_DEFAULT)
+        blocks, block_tokens = 0, 16
+        if table.has("prefix_cache"):  # docs/emulator.md, "Prefix cache"
+            pc = table.table("prefix_cache")
+            blocks = pc.int("capacity_blocks", 65536, min=1)
+            block_tokens = pc.int("block_tokens", 16, min=1, max=1_000_000)
+            pc.done()
         models: dict[str, Behaviour] = {}
         if table.has("models"):
             mt = table.table("models")
@@ -247,7 +263,8 @@ class EmulatorConfig:
         table.done()
         return cls(seed=seed, api_key=api_key, default=default, models=models,
                    max_concurrency=max_concurrency, max_queue=max_queue,
-                   token_budget_per_s=float(token_budget))
+                   token_budget_per_s=float(token_budget),
+                   prefix_cache_blocks=blocks, prefix_block_tokens=block_tokens)
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], source: str = "<emulator>") -> "EmulatorConfig":
@@ -284,6 +301,9 @@ class EmulatorConfig:
             if getattr(self, key):
                 out[key] = getattr(self, key)
         out.update(_behaviour_mapping(self.default))
+        if self.prefix_cache_blocks:
+            out["prefix_cache"] = {"capacity_blocks": self.prefix_cache_blocks,
+                                   "block_tokens": self.prefix_block_tokens}
         if self.models:
             out["models"] = {name: _behaviour_mapping(b) for name, b in self.models.items()}
         return out

@@ -64,6 +64,8 @@ class GroundTruth:
             stops a stream at once when its client leaves).
         queue_ns: request received -> it left the slot queue (``max_concurrency``),
             in ns; 0 without a slot limit. Its schedule (TTFT, gaps) starts then.
+        cached_tokens: prompt tokens the prefix cache held (their prefill was
+            skipped), None when the emulator has no prefix cache.
     """
 
     request_id: str | None
@@ -92,6 +94,7 @@ class GroundTruth:
     client_closed_ns: int | None = None
     tokens_after_close: int = 0
     queue_ns: int = 0
+    cached_tokens: int | None = None
 
 
 _FIELDS = tuple(f.name for f in fields(GroundTruth))

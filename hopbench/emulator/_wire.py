@@ -110,6 +110,11 @@ class Wire:
         self.sent = 0
         #: output tokens the closing usage reported, None when it reported none.
         self.reported_output: int | None = None
+        #: prompt tokens the prefix cache held, None without a prefix cache (then
+        #: usage carries no cache fields, except Responses' own 0)
+        self.cached_tokens: int | None = None
+        #: prompt tokens newly cached (Anthropic ``cache_creation_input_tokens``)
+        self.cache_creation_tokens = 0
 
     def opening(self) -> list[bytes]:
         raise NotImplementedError
@@ -189,9 +194,12 @@ class ChatWire(Wire):
             out.append(b"data: [DONE]\n\n")
         return out
 
-    def _usage(self, output_tokens: int) -> dict[str, int]:
-        return {"prompt_tokens": self.input_tokens, "completion_tokens": output_tokens,
-                "total_tokens": self.input_tokens + output_tokens}
+    def _usage(self, output_tokens: int) -> dict[str, Any]:
+        usage: dict[str, Any] = {"prompt_tokens": self.input_tokens, "completion_tokens": output_tokens,
+                                 "total_tokens": self.input_tokens + output_tokens}
+        if self.cached_tokens is not None:  # OpenAI: cached tokens are part of prompt_tokens
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
     def error(self, code: str) -> list[bytes]:
         etype = "rate_limit_error" if code == "rate_limit_exceeded" else (
@@ -318,7 +326,7 @@ class ResponsesWire(Wire):
     def _usage(self, output_tokens: int) -> dict[str, Any]:
         return {"input_tokens": self.input_tokens, "output_tokens": output_tokens,
                 "total_tokens": self.input_tokens + output_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": self.cached_tokens or 0},
                 "output_tokens_details": {"reasoning_tokens": 0}}
 
     def closing(self, finish: str, *, omit_done: bool) -> list[bytes]:
@@ -373,10 +381,22 @@ class MessagesWire(Wire):
         self._pre = b""
         self._suffix = b'}}\n\n'
 
+    def _input_usage(self, output_tokens: int) -> dict[str, Any]:
+        """Anthropic usage: with a prefix cache, ``input_tokens`` counts only the
+        tokens after the cached and newly cached ones (Anthropic API reference,
+        prompt caching: total input = cache_read_input_tokens +
+        cache_creation_input_tokens + input_tokens)."""
+        if self.cached_tokens is None:
+            return {"input_tokens": self.input_tokens, "output_tokens": output_tokens}
+        created = min(self.cache_creation_tokens, self.input_tokens - self.cached_tokens)
+        return {"input_tokens": self.input_tokens - self.cached_tokens - created,
+                "cache_creation_input_tokens": created,
+                "cache_read_input_tokens": self.cached_tokens, "output_tokens": output_tokens}
+
     def opening(self) -> list[bytes]:
         message: dict[str, Any] = {"id": self.rid, "type": "message", "role": "assistant", "model": self.model,
                    "content": [], "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": self.input_tokens, "output_tokens": 1}}
+                   "usage": self._input_usage(1)}
         return [_named("message_start", {"type": "message_start", "message": message}),
                 _named("ping", {"type": "ping"})]
 
@@ -441,4 +461,4 @@ class MessagesWire(Wire):
         return _js({"id": self.rid, "type": "message", "role": "assistant", "model": self.model,
                     "content": content, "stop_reason": _STOP_REASONS[finish],
                     "stop_sequence": None,
-                    "usage": {"input_tokens": self.input_tokens, "output_tokens": output_tokens}})
+                    "usage": self._input_usage(output_tokens)})

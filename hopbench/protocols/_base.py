@@ -192,6 +192,7 @@ class Decoder:
         "_events",
         "_malformed",
         "_reasoning_items",
+        "_cached_tokens",
     )
 
     def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
@@ -233,6 +234,7 @@ class Decoder:
         self._events: dict[str, int] = {"text": 0, "reasoning": 0, "tool": 0, "refusal": 0}
         self._malformed = False  # an event's data was unusable: the stream failed
         self._reasoning_items = 0  # reasoning blocks / items announced (messages, responses)
+        self._cached_tokens: int | None = None
 
     # -- public API ---------------------------------------------------------
 
@@ -312,6 +314,7 @@ class Decoder:
             events=events,
             hidden_reasoning=hidden,
             no_done=self._no_done(outcome),
+            cached_tokens=self._cached_tokens,
         )
 
     # -- for subclasses -----------------------------------------------------
@@ -497,6 +500,7 @@ class Decoder:
         output_tokens: object,
         total_tokens: object = None,
         reasoning_tokens: object = None,
+        cached_tokens: object = None,
     ) -> UsageReport | None:
         """Record the stream's own usage (a None or non-int count keeps the old value).
 
@@ -515,8 +519,12 @@ class Decoder:
         if type(reasoning_tokens) is int:
             self._reasoning_tokens = reasoning_tokens
             changed = True
+        if type(cached_tokens) is int:
+            self._cached_tokens = cached_tokens
+            changed = True
         if not changed:
             return None
         return UsageReport(
-            self._input_tokens, self._output_tokens, self._total_tokens, self._reasoning_tokens
+            self._input_tokens, self._output_tokens, self._total_tokens, self._reasoning_tokens,
+            self._cached_tokens,
         )

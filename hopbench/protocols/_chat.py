@@ -56,6 +56,12 @@ _DONE = b"[DONE]"
 _TEXT_DELTAS = _DELTA_TUPLES["text"]
 
 
+def _cached(details: object) -> object:
+    """``prompt_tokens_details.cached_tokens`` (OpenAI API reference: the
+    completion usage object), else None."""
+    return details.get("cached_tokens") if type(details) is dict else None
+
+
 class ChatDecoder(Decoder):
     """Decoder for ``POST /v1/chat/completions`` with ``"stream": true``."""
 
@@ -135,6 +141,7 @@ class ChatDecoder(Decoder):
                     usage.get("completion_tokens"),
                     usage.get("total_tokens"),
                     details.get("reasoning_tokens") if type(details) is dict else None,
+                    _cached(usage.get("prompt_tokens_details")),
                 )
                 if self._finish_seen:
                     self._usage_after_finish = True

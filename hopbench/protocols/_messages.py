@@ -5,8 +5,10 @@ and the rules shared by all protocols.
 
 Rules (Anthropic API reference, "Streaming Messages"; PROTOCOLS.md):
 - The event type is the JSON ``type`` field, falling back to the SSE event name.
-- ``message_start``: ``message.usage.input_tokens`` (cache token counts are
-  ignored: they are not part of ``input_tokens``).
+- ``message_start``: ``message.usage.input_tokens`` plus
+  ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (Anthropic
+  counts those apart; the sum is the whole prompt, as the OpenAI protocols'
+  input figure is); ``cache_read_input_tokens`` is the cached-token count.
 - ``content_block_start``: ``text`` or ``thinking`` (non-empty initial text /
   thinking counts as output); a tool-use block (``tool_use``,
   ``server_tool_use``, ``mcp_tool_use``: ``id``, ``name``) is the call's first
@@ -46,6 +48,22 @@ _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _SILENT_DELTAS = frozenset({"signature_delta", "citations_delta"})
 
 
+def _prompt(usage: dict[str, Any]) -> object:
+    """The whole prompt's tokens: ``input_tokens`` plus the cache reads and
+    writes, which Anthropic counts apart (Anthropic API reference, prompt
+    caching: total input = cache_read_input_tokens +
+    cache_creation_input_tokens + input_tokens); the OpenAI protocols count
+    cached tokens inside their input figure, so all three then agree."""
+    n = usage.get("input_tokens")
+    if type(n) is not int:
+        return n
+    for key in ("cache_read_input_tokens", "cache_creation_input_tokens"):
+        v = usage.get(key)
+        if type(v) is int:
+            n += v
+    return n
+
+
 class MessagesDecoder(Decoder):
     """Decoder for ``POST /v1/messages`` with ``"stream": true``."""
 
@@ -78,8 +96,8 @@ class MessagesDecoder(Decoder):
             usage = body.get("usage")
             if type(usage) is dict:
                 report = self._usage(
-                    usage.get("input_tokens"), usage.get("output_tokens"),
-                    usage.get("total_tokens"),
+                    _prompt(usage), usage.get("output_tokens"),
+                    usage.get("total_tokens"), None, usage.get("cache_read_input_tokens"),
                 )
                 if report is not None:
                     return bad + (report,)
@@ -88,7 +106,8 @@ class MessagesDecoder(Decoder):
             message = body.get("message")
             usage = message.get("usage") if type(message) is dict else None
             if type(usage) is dict:
-                report = self._usage(usage.get("input_tokens"), None)
+                report = self._usage(_prompt(usage), None, None, None,
+                                     usage.get("cache_read_input_tokens"))
                 if report is not None:
                     return bad + (report,)
             return bad

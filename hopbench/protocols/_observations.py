@@ -143,12 +143,17 @@ class UsageReport:
         reasoning_tokens: reasoning tokens where the protocol reports them
             (chat ``completion_tokens_details.reasoning_tokens``, responses
             ``output_tokens_details.reasoning_tokens``), else None.
+        cached_tokens: prompt tokens served from the server's prompt cache
+            (chat ``prompt_tokens_details.cached_tokens``, responses
+            ``input_tokens_details.cached_tokens``, messages
+            ``cache_read_input_tokens``), else None; part of ``input_tokens``.
     """
 
     input_tokens: int | None
     output_tokens: int | None
     total_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +223,8 @@ class StreamResult:
             messages where sent), None when absent; never computed.
         reasoning_tokens: usage's reasoning tokens where the protocol reports
             them, None when absent.
+        cached_tokens: prompt tokens the server's prompt cache held, where
+            usage reports them (``UsageReport.cached_tokens``), None when absent.
         content_events: events that carried non-empty output for the measured
             choice (= ``sum(events.values())``).
         events: content events per channel of the measured choice; keys
@@ -254,3 +261,4 @@ class StreamResult:
     )
     hidden_reasoning: bool = False
     no_done: bool = False
+    cached_tokens: int | None = None

@@ -132,6 +132,12 @@ KNOWN_EVENT_TYPES: frozenset[str] = frozenset(
 )
 
 
+def _cached(details: object) -> object:
+    """``usage.input_tokens_details.cached_tokens`` (OpenAI API reference:
+    the response usage object), else None."""
+    return details.get("cached_tokens") if type(details) is dict else None
+
+
 class ResponsesDecoder(Decoder):
     """Decoder for ``POST /v1/responses`` with ``"stream": true``."""
 
@@ -282,6 +288,7 @@ class ResponsesDecoder(Decoder):
                 usage.get("output_tokens"),
                 usage.get("total_tokens"),
                 details.get("reasoning_tokens") if type(details) is dict else None,
+                _cached(usage.get("input_tokens_details")),
             )
             if report is not None:
                 out.append(report)

@@ -1,0 +1,447 @@
+"""Trace replay: a JSONL request trace read, windowed, scheduled and turned into request bodies.
+
+Role: ``[load] mode = "trace"`` (docs/workloads.md, "Trace replay"). A trace
+holds one request per line: when it arrived (``timestamp_ms``), its input and
+output lengths and, optionally, the prompt blocks it shares with other
+requests (``hash_ids``, as the public Mooncake traces have them) and the
+scenario that sends it. This module reads and checks the file (at profile
+load: every problem is a ``ProfileError`` naming the file and line), gives the
+schedule (``TraceSpec.arrivals``: offsets in ns from the run start), builds
+each request's body (``TraceBodies``: block texts made and JSON-encoded once
+per hash id, so requests that share a hash id share that block of prompt text
+exactly and large bodies are joined from pre-encoded pieces, never
+re-encoded), and says what cache hits the trace implies (``implied_hits``).
+
+Invariants:
+- Pure: no clock, no trio; the only I/O is reading the trace file.
+- Everything random (which words a block holds, the scenario of a line
+  without one) is seeded by the run seed: every worker builds the same text
+  for a hash id, so a shared server cache sees the trace's sharing exactly.
+- A prompt is the concatenation of its hash ids' blocks (``block_tokens``
+  words of 4 characters each: one token each for the emulator and for common
+  BPE vocabularies, ``_lengths.WORDS``), cut to ``input_tokens``; tokens past
+  the last hash id are words unique to the request.
+- Schedule offsets are integer ns, non-decreasing within a pass.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._errors import ProfileError
+from ._lengths import WORDS
+
+__all__ = ["TraceEntry", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits", "trace_keys",
+           "parse_trace",
+           "DEFAULT_BLOCK_TOKENS", "body_template"]
+
+#: Mooncake's traces count hash ids in blocks of 512 tokens
+DEFAULT_BLOCK_TOKENS = 512
+_NS_PER_MS = 1_000_000
+#: JSON field aliases of the public Mooncake traces (``timestamp`` in ms, ``input_length``, ``output_length``)
+_ALIASES = {"timestamp_ms": "timestamp", "input_tokens": "input_length", "output_tokens": "output_length"}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """One request of a trace.
+
+    Attributes:
+        t_ms: its arrival, ms of trace time (float: traces may hold fractions).
+        input_tokens: prompt length, tokens (>= 1).
+        output_tokens: the ``max_tokens`` to send (>= 1).
+        hash_ids: the prefix blocks it is made of, in order (possibly empty).
+        scenario: the scenario named on the line, or None.
+        line: its 1-based line in the trace file.
+    """
+
+    t_ms: float
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...]
+    scenario: str | None
+    line: int
+
+
+def _int_field(obj: Mapping[str, Any], name: str, fail: Callable[[str], ProfileError],
+               minimum: int) -> int:
+    key = name if name in obj else _ALIASES.get(name, name)
+    if key not in obj:
+        raise fail(f'missing field "{name}"')
+    v = obj[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise fail(f'"{key}": expected an integer >= {minimum}, got {json.dumps(v)[:40]}')
+    return v
+
+
+def read_trace(path: Path) -> list[TraceEntry]:
+    """Read and check a JSONL trace.
+
+    Each non-blank line is an object with ``timestamp_ms`` (a number >= 0),
+    ``input_tokens`` (>= 1), ``output_tokens`` (>= 1), optional ``hash_ids``
+    (an array of integers >= 0) and optional ``scenario`` (a string). The
+    Mooncake names ``timestamp``, ``input_length``, ``output_length`` are
+    accepted too. Timestamps may repeat but never go back.
+
+    Returns:
+        list of TraceEntry in file order, non-empty.
+
+    Raises:
+        ProfileError: a missing, unreadable, empty or non-UTF-8 file, a broken
+        JSON line, a line that is not an object, a missing or wrong field, a
+        timestamp earlier than the line before; the message names file:line.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"cannot read the trace {path}: {exc.strerror}", path=path) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ProfileError(f"the trace is not UTF-8 text (byte {exc.start})", path=path, line=line) from None
+    out: list[TraceEntry] = []
+    last_t = -1.0
+    last_line = 0
+    for i, text_line in enumerate(text.splitlines(), start=1):
+        if not text_line.strip():
+            continue
+
+        def fail(reason: str, i: int = i) -> ProfileError:
+            return ProfileError(f"trace line: {reason}", path=path, line=i)
+
+        try:
+            obj = json.loads(text_line)
+        except json.JSONDecodeError as exc:
+            raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})", path=path,
+                               line=i) from None
+        if not isinstance(obj, dict):
+            raise fail(f"expected a JSON object, got {type(obj).__name__}")
+        tkey = "timestamp_ms" if "timestamp_ms" in obj else "timestamp"
+        if tkey not in obj:
+            raise fail('missing field "timestamp_ms"')
+        t = obj[tkey]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0 or t == float("inf"):
+            raise fail(f'"{tkey}": expected a number of ms >= 0, got {json.dumps(t)[:40]}')
+        if t < last_t:
+            raise fail(f'"{tkey}": timestamps out of order: {t:g} after {last_t:g} (line {last_line}); '
+                       "sort the trace by time")
+        inp = _int_field(obj, "input_tokens", fail, 1)
+        outp = _int_field(obj, "output_tokens", fail, 1)
+        hashes = obj.get("hash_ids", [])
+        if not isinstance(hashes, list) or not all(
+                isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hashes):
+            raise fail('"hash_ids": expected an array of integers >= 0')
+        scenario = obj.get("scenario")
+        if scenario is not None and (not isinstance(scenario, str) or not scenario):
+            raise fail('"scenario": expected a scenario name (a non-empty string)')
+        out.append(TraceEntry(float(t), inp, outp, tuple(hashes), scenario, i))
+        last_t, last_line = float(t), i
+    if not out:
+        raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
+    return out
+
+
+def window(entries: Sequence[TraceEntry], start_ms: float | None,
+           end_ms: float | None) -> tuple[list[TraceEntry], float, float]:
+    """The entries of ``[start_ms, end_ms)`` of trace time, with the window's start and period.
+
+    Args:
+        entries: the whole trace (time order).
+        start_ms: window start (trace time); None: the first timestamp.
+        end_ms: window end (exclusive); None: after the last entry.
+
+    Returns:
+        (entries in the window, start ms, period ms): the period, used by
+        ``loop``, is ``end_ms - start_ms`` when an end is given, else the span
+        from the start to the last entry plus the mean gap between entries
+        (so the seam between two passes is a typical gap), at least 1 ms.
+        The entry list may be empty (the caller reports it).
+    """
+    start = entries[0].t_ms if start_ms is None else start_ms
+    kept = [e for e in entries if e.t_ms >= start and (end_ms is None or e.t_ms < end_ms)]
+    if end_ms is not None:
+        period = end_ms - start
+    elif len(kept) > 1:
+        span = kept[-1].t_ms - start
+        period = span + (kept[-1].t_ms - kept[0].t_ms) / (len(kept) - 1)
+    else:
+        period = 1000.0
+    return kept, start, max(period, 1.0)
+
+
+def implied_hits(entries: Sequence[TraceEntry], models: Sequence[str], block_tokens: int,
+                 ) -> tuple[tuple[int, int], ...]:
+    """The prompt-cache hits a trace implies, per entry: (first pass, later passes), tokens.
+
+    A server cache with blocks of ``block_tokens`` tokens and room for every
+    block (vLLM's automatic prefix caching, the emulator's prefix cache)
+    serves a request the leading blocks of its prompt that an earlier request
+    (of the same model) already sent, as full blocks, after the same prefix.
+    In a looped replay every full hash-id block was sent in the first pass, so
+    a later pass hits all of them.
+
+    Args:
+        entries: the replayed entries in schedule order.
+        models: the model of each entry (its scenario's).
+        block_tokens: tokens per hash id (the trace's block size).
+
+    Returns:
+        tuple of (hit tokens in the first pass, hit tokens in later passes), one per entry.
+    """
+    # a trie of the prefixes sent: (model, parent node, hash id) -> node; memory is
+    # one entry per distinct prefix block, not per prefix (which would be quadratic)
+    nodes: dict[tuple[str, int, int], int] = {}
+    out: list[tuple[int, int]] = []
+    for e, model in zip(entries, models):
+        full = min(len(e.hash_ids), e.input_tokens // block_tokens)
+        hits = 0
+        missed = False
+        node = 0
+        for k in range(full):
+            key = (model, node, e.hash_ids[k])
+            nxt = nodes.get(key)
+            if nxt is not None:
+                if not missed:
+                    hits += 1
+            else:
+                missed = True
+                nxt = nodes[key] = len(nodes) + 1
+            node = nxt
+        out.append((hits * block_tokens, full * block_tokens))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSpec:
+    """A validated trace replay (``[load]`` of mode "trace").
+
+    Attributes:
+        path: the trace file.
+        entries: the entries of the window, in time order (non-empty).
+        scenario_index: per entry, the index of the scenario that sends it.
+        start_ms: the window's start, ms of trace time.
+        period_ms: the window's length for ``loop`` (see ``window``).
+        speedup: trace time / replay time (2: twice as fast).
+        loop: replay the window again and again (until the run's duration
+            or request count ends it).
+        block_tokens: tokens per hash id.
+        implied: per entry, the cache hits the trace implies (``implied_hits``).
+    """
+
+    path: Path
+    entries: tuple[TraceEntry, ...]
+    scenario_index: tuple[int, ...]
+    start_ms: float
+    period_ms: float
+    speedup: float
+    loop: bool
+    block_tokens: int
+    implied: tuple[tuple[int, int], ...]
+
+    @property
+    def rate_rps(self) -> float:
+        """The window's mean request rate at this speedup, requests per second."""
+        return len(self.entries) / (self.period_ms / 1000.0) * self.speedup
+
+    def offset_ns(self, i: int, rep: int) -> int:
+        """Entry ``i``'s scheduled time in pass ``rep`` (0-based), ns from the replay's start."""
+        t_ms = self.entries[i].t_ms - self.start_ms + rep * self.period_ms
+        return int(round(t_ms * _NS_PER_MS / self.speedup))
+
+    def arrivals(self, part: int = 0, parts: int = 1) -> Iterator[tuple[int, int, int]]:
+        """The schedule: (offset ns, entry index, pass) in time order.
+
+        Args:
+            part, parts: this worker's share: the entries whose index is
+                ``part`` modulo ``parts`` (the union over the parts is the
+                whole trace; each keeps its own times).
+
+        Yields:
+            Forever when ``loop``, else each entry of the part once.
+        """
+        n = len(self.entries)
+        rep = 0
+        while True:
+            for i in range(part, n, parts):
+                yield self.offset_ns(i, rep), i, rep
+            if not self.loop:
+                return
+            rep += 1
+
+    def scheduled_between(self, a_ns: int, b_ns: int, part: int = 0, parts: int = 1) -> int:
+        """How many requests are scheduled in ``[a_ns, b_ns)`` from the replay's
+        start, counting every pass: of the whole trace, or of one worker's
+        share (``part`` of ``parts``, as ``arrivals``)."""
+        if b_ns <= a_ns:
+            return 0
+        count = 0
+        period_ns = self.period_ms * _NS_PER_MS / self.speedup
+        reps = 1 if not self.loop else int(b_ns // max(period_ns, 1.0)) + 1
+        # offsets are non-decreasing within a pass, and a later pass is the first one
+        # shifted by whole periods (to within 1 ns of rounding): one bisect per pass
+        base = [self.offset_ns(i, 0) for i in range(part, len(self.entries), parts)]
+        for rep in range(reps):
+            shift = int(round(rep * period_ns))
+            count += bisect.bisect_left(base, b_ns - shift) - bisect.bisect_left(base, a_ns - shift)
+        return count
+
+
+_PROMPT_MARK = "\u0000hopbench-prompt\u0000"
+
+
+def body_template(encode: Callable[[str], bytes]) -> tuple[bytes, bytes]:
+    """Split an encoded body around its prompt: (bytes before, bytes after).
+
+    Args:
+        encode: encodes the request with the given prompt text (the caller
+            binds protocol, model, max_tokens, extra).
+
+    Returns:
+        (head, tail): ``head + json_string_body(prompt) + tail`` is the body
+        for any prompt whose JSON string needs no escaping (the synthetic words).
+    """
+    data = encode(_PROMPT_MARK)
+    mark = json.dumps(_PROMPT_MARK)[1:-1].encode("ascii")
+    head, sep, tail = data.partition(mark)
+    if not sep:  # pragma: no cover - encode() must put the prompt in the body
+        raise ValueError("the prompt placeholder is not in the encoded body")
+    return head, tail
+
+
+class TraceBodies:
+    """Builds the prompt bytes of trace entries from shared, pre-encoded blocks.
+
+    Block texts are made once per hash id (seeded by the run seed and the
+    id) and kept as bytes when more than one request uses them (a block sent
+    once is made when it is sent and not kept; made again, it is the same); a request's prompt is the join of its blocks'
+    bytes (the last one cut to the input length) and of words unique to it.
+    The words need no JSON escaping, so the bytes go into the body as they are.
+
+    Args:
+        spec: the trace.
+        seed: the run seed.
+    """
+
+    __slots__ = ("spec", "seed", "_blocks", "_shared")
+
+    def __init__(self, spec: TraceSpec, seed: int) -> None:
+        self.spec = spec
+        self.seed = seed
+        self._blocks: dict[int, bytes] = {}
+        # only blocks that more than one request sends are kept (a long trace's
+        # one-off blocks would otherwise hold block_tokens x 4 bytes each forever)
+        uses: dict[int, int] = {}
+        for e in spec.entries:
+            for h in e.hash_ids:
+                uses[h] = uses.get(h, 0) + 1
+        self._shared = {h for h, n in uses.items() if n > 1}
+
+    def _block(self, h: int) -> bytes:
+        b = self._blocks.get(h)
+        if b is None:
+            # seeded by the id alone: the same text whenever (and in whichever worker) it is made
+            rng = random.Random(f"hopbench-trace-block:{self.seed}:{h}")
+            b = "".join(rng.choices(WORDS, k=self.spec.block_tokens)).encode("ascii")
+            if h in self._shared:
+                self._blocks[h] = b
+        return b
+
+    def prompt(self, i: int, rep: int = 0) -> bytes:
+        """Entry ``i``'s prompt text as UTF-8 (ASCII) bytes: 4 characters per token.
+
+        ``rep`` (the pass) changes only the words past the hash-id blocks, so
+        those stay unique to each request also when a trace is looped.
+        """
+        e = self.spec.entries[i]
+        bt = self.spec.block_tokens
+        parts: list[bytes] = []
+        left = e.input_tokens
+        for h in e.hash_ids:
+            if left <= 0:
+                break
+            block = self._block(h)
+            take = min(left, bt)
+            parts.append(block if take == bt else block[: 4 * take])
+            left -= take
+        if left > 0:
+            rng = random.Random(f"hopbench-trace-tail:{self.seed}:{i}:{rep}")
+            parts.append("".join(rng.choices(WORDS, k=left)).encode("ascii"))
+        return b"".join(parts)
+
+
+def trace_keys(t: Any) -> tuple[str, float, bool, float | None, float | None, int]:
+    """Read and check the trace keys of a ``[load]`` table (not the file).
+
+    Returns:
+        (trace path as written, speedup, loop, start_ms, end_ms, block_tokens).
+
+    Raises:
+        ProfileError: a missing ``trace``, a bad value, ``end_ms <= start_ms``.
+    """
+    rel = t.str("trace", None, nonempty=True)
+    if rel is None:
+        raise t.error("trace", 'expected the trace file (load.trace = "trace.jsonl") with load.mode = "trace"')
+    speedup = float(t.number("speedup", 1.0, positive=True))
+    loop = bool(t.bool("loop", False))
+    start_ms = t.number("start_ms", None, min=0)
+    end_ms = t.number("end_ms", None, min=0)
+    if start_ms is not None and end_ms is not None and end_ms <= start_ms:
+        raise t.error("end_ms", f"expected end_ms > start_ms, got {end_ms:g} <= {start_ms:g}")
+    block_tokens = t.int("block_tokens", DEFAULT_BLOCK_TOKENS, min=1, max=1_000_000)
+    return rel, speedup, loop, start_ms, end_ms, block_tokens
+
+
+def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, float]], seed: int) -> TraceSpec:
+    """Read the trace keys of a ``[load]`` table and the trace file.
+
+    Keys: ``trace`` (path, relative to the profile), ``speedup`` (> 0, default
+    1), ``loop`` (default false), ``start_ms`` / ``end_ms`` (the window, trace
+    time), ``block_tokens`` (tokens per hash id, default 512 as Mooncake's).
+
+    Args:
+        t: the ``[load]`` table (``_toml.Table``: errors carry file, line and key).
+        base: the profile's folder.
+        scenarios: (name, model, uses workload keys, weight) of each scenario, in order.
+        seed: the run seed (a line that names no scenario gets one drawn by
+            weight, seeded: the same in every worker).
+
+    Raises:
+        ProfileError: a bad key, an unreadable or bad trace (file:line), a line
+        naming an unknown scenario, a scenario with its own workload keys, an
+        empty window.
+    """
+    rel, speedup, loop, start_ms, end_ms, block_tokens = trace_keys(t)
+    path = Path(rel) if Path(rel).is_absolute() else base / rel
+    for name, _, workload, _ in scenarios:
+        if workload:
+            raise t.error("mode", f"scenario {name!r} has its own lengths, dataset or session (input_tokens, "
+                                  "dataset, a max_tokens distribution, session): with load.mode = \"trace\" the "
+                                  "trace gives every request's lengths; remove them")
+    entries = read_trace(path)
+    kept, start, period = window(entries, start_ms, end_ms)
+    if not kept:
+        raise t.error("start_ms" if start_ms is not None else "end_ms",
+                      f"no request of {path} ({len(entries)} lines, {entries[0].t_ms:g} to "
+                      f"{entries[-1].t_ms:g} ms) falls in the window")
+    names = {name: i for i, (name, _, _, _) in enumerate(scenarios)}
+    rng = random.Random(f"hopbench-trace-scenario:{seed}")
+    weights = [w for _, _, _, w in scenarios]
+    index: list[int] = []
+    for e in kept:
+        if e.scenario is None:
+            index.append(rng.choices(range(len(scenarios)), weights)[0] if len(scenarios) > 1 else 0)
+        elif e.scenario in names:
+            index.append(names[e.scenario])
+        else:
+            raise ProfileError(f'trace line: "scenario": no scenario named {e.scenario!r} in the profile '
+                               f"(scenarios: {', '.join(sorted(names))})", path=path, line=e.line)
+    models = [scenarios[i][1] for i in index]
+    return TraceSpec(path, tuple(kept), tuple(index), start, period, speedup, loop, block_tokens,
+                     implied_hits(kept, models, block_tokens))

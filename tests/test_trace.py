@@ -1,0 +1,238 @@
+"""Trace replay (issue 17 item 4): reading and checking a trace, its schedule, its
+prompt blocks, the runner's replay under MockClock, and the example profile on the
+emulator (the cache-hit ratio the trace implies)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from hopbench import ProfileError, _runner
+from hopbench._profile import load_profile, parse_profile
+from hopbench._recorder import ALL, Recorder
+from hopbench._trace import TraceBodies, TraceEntry, implied_hits, read_trace, window
+from hopbench.emulator._prefix import PrefixCache
+
+from _fake_transport import Plan, fake_transport
+
+ROOT = Path(__file__).resolve().parents[1]
+MS = 1_000_000
+
+
+def _trace(tmp_path: Path, content: str | bytes, name: str = "t.jsonl") -> Path:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def _profile(tmp_path: Path, trace: str, load: str = "", run: str = "", scenarios: str = "") -> Path:
+    prof = tmp_path / "p.toml"
+    prof.write_text(f'[run]\n{run}\n[load]\nmode = "trace"\ntrace = "{trace}"\n{load}\n'
+                    '[target]\nurl = "http://127.0.0.1:9"\n'
+                    + (scenarios or '[[scenario]]\nname = "a"\nprotocol = "chat"\nmodel = "m"\n'),
+                    encoding="utf-8")
+    return prof
+
+
+GOOD = ('{"timestamp_ms": 0, "input_tokens": 10, "output_tokens": 5, "hash_ids": [1]}\n'
+        '\n'
+        '{"timestamp": 250.5, "input_length": 20, "output_length": 6}\n'  # Mooncake's names
+        '{"timestamp_ms": 250.5, "input_tokens": 30, "output_tokens": 7, "scenario": "a"}\n')
+
+
+def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
+    entries = read_trace(_trace(tmp_path, GOOD))
+    assert [(e.t_ms, e.input_tokens, e.output_tokens, e.hash_ids, e.scenario, e.line) for e in entries] == [
+        (0.0, 10, 5, (1,), None, 1), (250.5, 20, 6, (), None, 3), (250.5, 30, 7, (), "a", 4)]
+
+
+@pytest.mark.parametrize(("content", "line", "message"), [
+    (None, None, "cannot read the trace"),
+    ("", None, "is empty"),
+    ("\n  \n", None, "is empty"),
+    (b'{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"x": "\xff"}\n', 2, "not UTF-8"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{oops\n', 2, "broken JSON line"),
+    ('[1, 2]\n', 1, "expected a JSON object"),
+    ('{"input_tokens": 1, "output_tokens": 1}\n', 1, 'missing field "timestamp_ms"'),
+    ('{"timestamp_ms": 0, "output_tokens": 1}\n', 1, 'missing field "input_tokens"'),
+    ('{"timestamp_ms": 0, "input_tokens": 1}\n', 1, 'missing field "output_tokens"'),
+    ('{"timestamp_ms": 0, "input_tokens": 0, "output_tokens": 1}\n', 1, "expected an integer >= 1"),
+    ('{"timestamp_ms": -1, "input_tokens": 1, "output_tokens": 1}\n', 1, "expected a number of ms >= 0"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1, "hash_ids": [1, "2"]}\n', 1, "hash_ids"),
+    ('{"timestamp_ms": 5, "input_tokens": 1, "output_tokens": 1}\n'
+     '{"timestamp_ms": 4, "input_tokens": 1, "output_tokens": 1}\n', 2, "timestamps out of order: 4 after 5"),
+])
+def test_trace_bad_input_names_file_and_line(tmp_path: Path, content: str | bytes | None, line: int | None,
+                                             message: str) -> None:
+    path = tmp_path / "t.jsonl" if content is None else _trace(tmp_path, content)
+    with pytest.raises(ProfileError) as info:
+        load_profile(_profile(tmp_path, "t.jsonl"))
+    text = str(info.value)
+    assert message in text
+    assert text.startswith(f"{path}:{line}: " if line is not None else f"{path}")
+
+
+@pytest.mark.parametrize(("trace", "load", "scenarios", "message"), [
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1, "scenario": "zz"}\n', "", "",
+     "no scenario named 'zz'"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "start_ms = 10", "", "falls in the window"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "start_ms = 10\nend_ms = 5", "",
+     "expected end_ms > start_ms"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "rate_rps = 3", "", "not used with"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "speedup = 0", "", "speedup"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "", '[[scenario]]\nprotocol = "chat"\n'
+     'model = "m"\ninput_tokens = 5\n', "the trace gives every request's lengths"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "loop = true", "",
+     "expected run.duration_s or run.requests"),
+])
+def test_trace_bad_profile_keys(tmp_path: Path, trace: str, load: str, scenarios: str, message: str) -> None:
+    _trace(tmp_path, trace)
+    with pytest.raises(ProfileError, match=message):
+        load_profile(_profile(tmp_path, "t.jsonl", load, scenarios=scenarios))
+
+
+def test_trace_bad_trace_cli_exit_2_no_traceback(tmp_path: Path) -> None:
+    _trace(tmp_path, '{"timestamp_ms": 3, "input_tokens": 1, "output_tokens": 1}\n'
+                     '{"timestamp_ms": 1, "input_tokens": 1, "output_tokens": 1}\n')
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(_profile(tmp_path, "t.jsonl"))],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{tmp_path / 't.jsonl'}:2: " in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _entry(t_ms: float, inp: int = 10, hashes: tuple[int, ...] = ()) -> TraceEntry:
+    return TraceEntry(t_ms, inp, 4, hashes, None, 1)
+
+
+def test_trace_window_speedup_loop_and_parts(tmp_path: Path) -> None:
+    entries = [_entry(t) for t in (100, 200, 300, 500, 900)]
+    kept, start, period = window(entries, 200, 600)
+    assert [e.t_ms for e in kept] == [200, 300, 500] and (start, period) == (200, 400)
+    kept, start, period = window(entries, None, None)
+    assert start == 100 and period == 800 + 200  # span + the mean gap
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": e.t_ms, "input_tokens": 1, "output_tokens": 1}) + "\n"
+                             for e in entries))
+    spec = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 2\nloop = true\nstart_ms = 200\nend_ms = 600",
+                                 run="requests = 10")).load.trace
+    sched = spec.arrivals()
+    got = [next(sched) for _ in range(7)]
+    assert got == [(0, 0, 0), (50 * MS, 1, 0), (150 * MS, 2, 0), (200 * MS, 0, 1), (250 * MS, 1, 1),
+                   (350 * MS, 2, 1), (400 * MS, 0, 2)]
+    assert spec.rate_rps == 3 / 0.4 * 2
+    # two workers: every other entry, at its own time; together the whole schedule
+    a, b = list(_take(spec.arrivals(0, 2), 4)), list(_take(spec.arrivals(1, 2), 2))
+    assert a[:2] == [(0, 0, 0), (150 * MS, 2, 0)] and b == [(50 * MS, 1, 0), (250 * MS, 1, 1)]
+    assert spec.scheduled_between(0, 200 * MS) == 3 and spec.scheduled_between(100 * MS, 400 * MS) == 4
+    assert spec.scheduled_between(0, 400 * MS, 0, 2) + spec.scheduled_between(0, 400 * MS, 1, 2) == 6
+
+
+def _take(it: Any, n: int) -> list[Any]:
+    return [next(it) for _ in range(n)]
+
+
+def test_trace_implied_hits_follow_shared_leading_blocks() -> None:
+    entries = [_entry(0, 40, (1, 2, 3)),      # 2 full blocks of 16 (+8): nothing seen yet
+               _entry(1, 48, (1, 2, 9)),      # 1, 2 seen: 32 tokens
+               _entry(2, 20, (1, 2)),         # only block 1 is full: 16
+               _entry(3, 64, (5, 1, 2)),      # another first block: no hit
+               _entry(4, 40, (1, 2, 3))]      # block 3 was never full: 32
+    assert implied_hits(entries, ["m"] * 5, 16) == ((0, 32), (32, 48), (16, 16), (0, 48), (32, 32))
+    # another model shares nothing
+    assert implied_hits(entries[:2], ["m", "n"], 16)[1] == (0, 48)
+
+
+def test_trace_bodies_share_blocks_exactly_and_the_emulator_cache_agrees(tmp_path: Path) -> None:
+    lines = [{"timestamp_ms": i, "input_tokens": n, "output_tokens": 2, "hash_ids": h}
+             for i, (n, h) in enumerate([(40, [1, 2, 3]), (48, [1, 2, 9]), (20, [1, 2]), (64, [5, 1, 2]),
+                                         (40, [1, 2, 3]), (70, [7]), (70, [7])])]
+    _trace(tmp_path, "".join(json.dumps(x) + "\n" for x in lines))
+    spec = load_profile(_profile(tmp_path, "t.jsonl", "block_tokens = 16")).load.trace
+    bodies = TraceBodies(spec, seed=0)
+    prompts = [bodies.prompt(i).decode("ascii") for i in range(len(lines))]
+    assert [len(p) for p in prompts] == [4 * x["input_tokens"] for x in lines]
+    assert prompts[0][:128] == prompts[1][:128] and prompts[0][128:] != prompts[1][128:160]
+    assert prompts[5][64:] != prompts[6][64:]  # past the hash ids: words unique to each request
+    assert set(bodies._blocks) == {1, 2, 3, 7}  # only blocks that several requests send are kept
+    cache = PrefixCache(1000, 16)
+    hits = [cache.lookup("m", [p]).hit_tokens for p in prompts]
+    assert hits == [first for first, _ in spec.implied]
+    # every worker builds the same text for a hash id
+    assert TraceBodies(spec, seed=0).prompt(1) == bodies.prompt(1) != TraceBodies(spec, seed=1).prompt(1)
+
+
+async def test_trace_replay_latency_counts_from_the_scheduled_time(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # the fake target takes 1 s to answer each stream; arrivals every 0.1 s of replay time
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 200 * i, "input_tokens": 8, "output_tokens": 4,
+                                         "hash_ids": [i % 2]}) + "\n" for i in range(6)))
+    profile = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 2\nblock_tokens = 4"))
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=1.0, gaps_s=(0.5,), last_s=0.5)))
+    rec = Recorder(["a"])
+    lines: list[dict[str, Any]] = []
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"]), on_stream=lines.append)
+    stats = await runner.run()
+    assert sorted(x["start_ns"] for x in lines) == [100 * MS * i for i in range(6)]
+    assert all(x["ttft_ns"] == 1_500 * MS and x["trace_pass"] == 0 for x in lines)  # from the schedule
+    assert sorted(x["trace_line"] for x in lines) == [1, 2, 3, 4, 5, 6]
+    assert sorted(x["requested_input_tokens"] for x in lines) == [8] * 6
+    assert stats.arrivals == 6 and rec.snapshot().histogram(ALL, "schedule_lag").count == 6
+    assert rec.snapshot().histogram(ALL, "schedule_lag").max <= 1  # MockClock: on time (0 is kept as 1 ns)
+
+
+def test_trace_example_profile_on_the_emulator_hits_the_implied_ratio(tmp_path: Path) -> None:
+    from hopbench._run import run_profile
+
+    text = (ROOT / "profiles" / "trace.toml").read_text(encoding="utf-8")
+    assert "speedup = 2.0" in text
+    text = text.replace("speedup = 2.0", "speedup = 8.0").replace("tokens_per_s = 1000", "tokens_per_s = 0")
+    shutil.copytree(ROOT / "profiles" / "data", tmp_path / "data")
+    prof = tmp_path / "trace.toml"
+    prof.write_text(text, encoding="utf-8")
+    outcome = run_profile(load_profile(prof), out_dir=tmp_path / "run")
+    s = outcome.summary
+    assert s["scopes"]["all"]["counters"]["completed"] == 400
+    for scope in ("chat", "claude", "all"):
+        cache = s["scopes"][scope]["cache"]
+        assert cache["streams"] > 0 and cache["hit_ratio"] > 0.3
+        # one emulator, one client in schedule order: exactly the hits the trace implies
+        assert cache["cached_tokens"] == cache["implied_tokens"], (scope, cache)
+    assert s["load"]["trace"]["scheduled"] == 400 and s["load"]["mode"] == "trace"
+    assert s["load"]["requested_rate_rps"] > 0 and "schedule_lag_p99_ms" in s["load"]
+
+
+async def test_trace_loop_replays_the_window_until_the_request_budget(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _trace(tmp_path, '{"timestamp_ms": 1000, "input_tokens": 8, "output_tokens": 4}\n'
+                     '{"timestamp_ms": 1500, "input_tokens": 8, "output_tokens": 4}\n')
+    profile = load_profile(_profile(tmp_path, "t.jsonl", "loop = true\nend_ms = 3000", run="requests = 5"))
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1)))
+    lines: list[dict[str, Any]] = []
+    await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["a"]), Recorder(["a"]),
+                             on_stream=lines.append).run()
+    got = sorted((x["start_ns"], x["trace_line"], x["trace_pass"]) for x in lines)
+    # the window starts at the first timestamp (1000 ms) and lasts end_ms - start = 2000 ms
+    assert got == [(0, 1, 0), (500 * MS, 2, 0), (2000 * MS, 1, 1), (2500 * MS, 2, 1), (4000 * MS, 1, 2)]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ('[[arm]]\nname = "x"\nurl = "embedded"\n[[arm]]\nname = "y"\nurl = "embedded"\n', "not supported with"),
+    ("[[stage]]\nconcurrency = 2\nduration_s = 1\n", "set their own load"),
+])
+def test_trace_refuses_arms_and_stages(tmp_path: Path, extra: str, message: str) -> None:
+    _trace(tmp_path, '{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n')
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\n[load]\nmode = "trace"\ntrace = "t.jsonl"\n' + extra
+                    + '[[scenario]]\nname = "a"\nprotocol = "chat"\nmodel = "m"\n', encoding="utf-8")
+    with pytest.raises(ProfileError, match=message):
+        load_profile(prof)
