@@ -144,9 +144,12 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     runner: LoadRunner | None = None
     if profile.target.url is not None and profile.emulator:
         meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
-    writer = ResultsWriter(out)
+    with hold_signals(announce=False) as early:  # the folder, then the try that owes it a summary
+        writer = ResultsWriter(out)
     scrapers: list[Any] = []  # the [[scrape]] threads (hopbench._scrape), stopped with the stack
     try:  # from the moment the folder exists, whatever happens leaves a summary.json
+        if early:  # a signal while the folder was made
+            raise Interrupted(early[0])
         files["timeline"] = open(out / "timeline.jsonl", "a", encoding="utf-8")
         files["streams"] = open(out / "streams.jsonl", "a", encoding="utf-8")
         with ExitStack() as stack:
@@ -382,11 +385,12 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
 
 
 @contextmanager
-def hold_signals() -> Iterator[list[str]]:
+def hold_signals(*, announce: bool = True) -> Iterator[list[str]]:
     """While the final results are written, SIGINT and SIGTERM do not
     interrupt: each one is noted (the yielded list receives its name) and
-    announced; the caller may then skip optional work (report.html). Outside
-    the main thread (tests, worker processes' threads) nothing is changed.
+    announced (unless ``announce`` is False: the caller acts on it at once);
+    the caller may then skip optional work (report.html). Outside the main
+    thread (tests, worker processes' threads) nothing is changed.
 
     Yields:
         list of signal names received during the block, in order.
@@ -399,8 +403,9 @@ def hold_signals() -> Iterator[list[str]]:
     def note(signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
         got.append(name)
-        print(f"hopbench: {name}: writing results, please wait (report.html will be skipped)",
-              file=sys.stderr, flush=True)
+        if announce:
+            print(f"hopbench: {name}: writing results, please wait (report.html will be skipped)",
+                  file=sys.stderr, flush=True)
 
     old: dict[int, Any] = {}
     try:

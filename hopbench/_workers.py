@@ -687,6 +687,10 @@ def _watch_emulator(emulator: Any, interrupted: list[str | None], watching: thre
         time.sleep(0.05)
 
 
+class _StoppedEarly(Exception):
+    """A signal arrived while the results folder was made: no worker starts."""
+
+
 def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
                out_dir: Path | None, on_line: Callable[[str], None] | None,
                progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None,
@@ -699,11 +703,12 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
     signal's name, and one more entry is appended per signal received.
     """
     out = out_dir if out_dir is not None else default_out_dir(profile)
-    writer = ResultsWriter(out)
-    meta = build_meta(profile, engine, len(shares))
-    timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
-    merger = Merger(profile, shares, writer, timeline, meta, progress=progress, on_line=on_line)
-    interrupted: list[str | None] = [None]
+    with hold_signals(announce=False) as early:  # the folder, then the try that owes it a summary
+        writer = ResultsWriter(out)
+        meta = build_meta(profile, engine, len(shares))
+        timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
+        merger = Merger(profile, shares, writer, timeline, meta, progress=progress, on_line=on_line)
+    interrupted: list[str | None] = [early[0] if early else None, *early]
 
     def on_signal(signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
@@ -728,6 +733,8 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
     watching = threading.Event()  # cleared when the run ends: the emulator may then stop
     watching.set()
     try:
+        if early:  # a signal while the folder was made: no worker starts
+            raise _StoppedEarly
         url = base_url or profile.target.url
         if url is None:
             from .emulator import EmbeddedEmulator
@@ -747,6 +754,8 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
         if scraper is not None:
             scraper.begin(time.monotonic_ns())
         drive(merger, url, interrupted)
+    except _StoppedEarly:
+        pass
     except HopbenchError:
         raise
     except Exception:

@@ -532,3 +532,41 @@ async def test_outcome_is_decided_by_the_terminal_signal(mode: str, outcome: str
     assert snap.counter(ALL, outcome) == 2
     if detail:
         assert snap.counter(ALL, detail) == 2
+
+
+@pytest.mark.parametrize("engine", ["process", "workers"])
+def test_run_signal_while_the_folder_is_made_still_writes_a_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    # The CLI's handler raises Interrupted; a SIGTERM that lands while the results
+    # folder is being made (after mkdir) used to escape before the try that owes the
+    # folder its summary.json: an empty folder and no summary.
+    import hopbench._run as run_mod
+    import hopbench._workers as workers_mod
+    from hopbench._run import Interrupted
+    from hopbench._workers import run_profile_workers
+
+    def raise_interrupted(signum: int, frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    mod = run_mod if engine == "process" else workers_mod
+    real = mod.ResultsWriter
+
+    class SignalledWriter(real):  # type: ignore[misc, valid-type]
+        def __init__(self, out: Path) -> None:
+            super().__init__(out)
+            os.kill(os.getpid(), signal.SIGTERM)  # handled at the next bytecode: inside the hold
+
+    monkeypatch.setattr(mod, "ResultsWriter", SignalledWriter)
+    old = signal.signal(signal.SIGTERM, raise_interrupted)
+    try:
+        text = ('[run]\nduration_s = 30\n' + ('workers = 2\n' if engine == "workers" else '')
+                + '[load]\nconcurrency = 2\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
+        profile = parse_profile(text, tmp_path / "p.toml")
+        out = tmp_path / "o"
+        run = run_profile if engine == "process" else run_profile_workers
+        outcome = run(profile, out_dir=out)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    s = read_summary(out)
+    assert s["complete"] is False and s["interrupted_by"] == "SIGTERM"
+    assert outcome.summary["headline"]["started"] == 0

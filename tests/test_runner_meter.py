@@ -101,7 +101,9 @@ async def test_runner_e2e_ends_at_the_terminal_event_and_the_rest_is_tail() -> N
     snap, lines = await _run(body)
     for x in lines:
         assert x["outcome"] == "completed" and x["terminal_ns"] is not None
-        assert x["tail_ns"] == x["end_ns"] - x["terminal_ns"] >= hold_s * 1e9
+        # the hold is all tail, less how late a busy loop read the terminal event
+        # (a few ms on a loaded machine): half of it is far above an e2e to the body's end
+        assert x["tail_ns"] == x["end_ns"] - x["terminal_ns"] >= hold_s * 1e9 / 2
         assert x["e2e_ns"] == x["terminal_ns"] - x["start_ns"]  # not the body's end
     assert snap.histogram(ALL, "tail").count == 2 and snap.histogram(ALL, "e2e").count == 2
     assert snap.histogram(ALL, "e2e").max < snap.histogram(ALL, "tail").min
