@@ -44,6 +44,7 @@ from typing import Any
 
 from ._errors import ResultsError
 from ._format import fmt_num as _num
+from ._html import cell, escape, table
 from ._hdr import METRICS, Histogram
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 from ._recorder import ALL, Snapshot
@@ -444,31 +445,7 @@ pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:0.85em;max-height:42
 """
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _fmt(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return _num(value)  # the terminal summary's rounding, so both agree
-    return str(value)
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[object]], left: int = 1) -> str:
-    out = ["<table><tr>"]
-    out += [f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(header)]
-    out.append("</tr>")
-    for row in rows:
-        out.append("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{_e(_fmt(v))}</td>'
-                                    for i, v in enumerate(row)) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
+_e, _fmt, _table = escape, cell, table
 
 
 def _headline(run: RunData) -> str:

@@ -15,39 +15,15 @@ when no scope has any of them (a plain-prompt run).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._format import fmt_num as num
+from ._html import cell, escape, table
 
 __all__ = ["workload_section"]
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return num(value)
-    return str(value)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    out = ["<table><tr>"] + [f'<th class="{"l" if i == 0 else ""}">{_e(h)}</th>' for i, h in enumerate(header)]
-    out.append("</tr>")
-    for row in rows:
-        out.append("<tr>" + "".join(f'<td class="{"l" if i == 0 else ""}">{_e(_cell(v))}</td>'
-                                    for i, v in enumerate(row)) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
+_e, _cell, _table = escape, cell, table
 
 
 def _pct(x: Any) -> str | None:
