@@ -15,9 +15,9 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["SIGNIFICANT_BITS", "bucket_of", "digest_percentile"]
+__all__ = ["SIGNIFICANT_BITS", "bucket_of", "digest_percentile", "value_at_rank"]
 
 #: significant bits kept per value: relative error below 2**-(SIGNIFICANT_BITS - 1)
 SIGNIFICANT_BITS = 8
@@ -51,7 +51,16 @@ def digest_percentile(buckets: Mapping[int, int] | Iterable[tuple[int, int]],
     total = sum(c for _, c in items)
     if total <= 0:
         return None
-    rank = max(1, math.ceil(percentile / 100 * total))
+    return value_at_rank(items, max(1, math.ceil(percentile / 100 * total)))
+
+
+def value_at_rank(items: Sequence[tuple[int, int]], rank: int) -> int:
+    """The value holding the ``rank``-th sample (1-based) of sorted ``(value,
+    count)`` pairs; the last value when ``rank`` is past the total.
+
+    Raises:
+        IndexError: ``items`` is empty.
+    """
     seen = 0
     for value, count in items:
         seen += count

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from ._digest import value_at_rank
 from ._hdr import Histogram
 
 __all__ = [
@@ -141,15 +142,6 @@ def mann_whitney(a: Buckets, b: Buckets) -> MannWhitney:
     return MannWhitney(n_a, n_b, u_a, z, z_two_sided(z), superiority)
 
 
-def _value_at_rank(bk: Buckets, rank: int) -> int:
-    seen = 0
-    for value, count in bk:
-        seen += count
-        if seen >= rank:
-            return value
-    return bk[-1][0]
-
-
 def quantile_ci(bk: Buckets, q: float, confidence: float) -> tuple[int, int] | None:
     """Distribution-free confidence interval of the ``q`` quantile.
 
@@ -176,7 +168,7 @@ def quantile_ci(bk: Buckets, q: float, confidence: float) -> tuple[int, int] | N
     hi = math.ceil(n * q + half) + 1
     if lo < 1 or hi > n:
         return None
-    return _value_at_rank(bk, lo), _value_at_rank(bk, hi)
+    return value_at_rank(bk, lo), value_at_rank(bk, hi)
 
 
 @dataclass(frozen=True, slots=True)
