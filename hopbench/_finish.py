@@ -47,6 +47,8 @@ from ._counters import RunCounters, RunStatsLike, StatsLike
 
 __all__ = [
     "LOAD_HELD_FRACTION",
+    "arm_failed",
+    "failed_arms",
     "SATURATION_CPU",
     "SATURATION_LAG_NS",
     "Generator",
@@ -212,7 +214,28 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         if key.startswith("out_of_range.") and n:
             warnings.append(f"{n} {key[13:]} values outside the histogram's range (counted, not recorded)")
     warnings += outcome_warnings(counters, stats)
+    for arm in profile.arms:  # A/B arms: an arm that failed outright is never hidden by the other
+        c = total.scopes[arm.name].counters if arm.name in total.scopes else {}
+        started = arm_failed(c)
+        if started:
+            warnings.append(f"arm {arm.name}: nothing completed: none of its {started} streams completed "
+                            f"({_top_details(c, BROKEN + ('cancelled',))}); its differences are not "
+                            "measured")
     return saturated, warnings, load
+
+
+def arm_failed(counters: Mapping[str, int]) -> int:
+    """The streams an A/B arm started (less its client cancels) when none of
+    them completed, else 0 (docs/ab-arms.md: such a run exits 4)."""
+    started = counters.get("started", 0) - counters.get("client_cancelled", 0)
+    return started if started > 0 and not counters.get("completed", 0) else 0
+
+
+def failed_arms(summary: Mapping[str, Any]) -> list[str]:
+    """The names of the arms of a summary.json that completed nothing (``arm_failed``)."""
+    scopes = summary.get("scopes") or {}
+    return [a["name"] for a in summary.get("arms") or () if isinstance(a, Mapping)
+            and arm_failed((scopes.get(a.get("name")) or {}).get("counters") or {})]
 
 
 def _top_details(counters: Mapping[str, int], outcomes: tuple[str, ...], n: int = 4) -> str:

@@ -204,6 +204,17 @@ class Profile:
         return [a.name for a in self.arms] or [s.name for s in self.scenarios]
 
 
+def _first_table(root: Table, name: str) -> Table:
+    """``[name]`` or the first ``[[name]]`` entry (its errors carry its line), or
+    the root when the key is neither (its errors name the key)."""
+    value = root.data.get(name)
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return root.tables(name)[0]
+    if isinstance(value, dict):
+        return root.table(name)
+    return root
+
+
 def load_profile(path: str | Path, *, env: Mapping[str, str] | None = None) -> Profile:
     """Read and validate a profile file.
 
@@ -276,7 +287,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
                       check_name=check_name, check_url=check_base_url,
                       arm_target=lambda t: _arm_target(t, target, env))
     if arms and (load.mode == "trace" or any(sc.session is not None for sc in scenarios)):
-        raise root.error("arm", "[[arm]] tables send each request to every arm: not supported with "
+        raise _first_table(root, "arm").error(None, "[[arm]] tables send each request to every arm: not supported with "
                                 "load.mode = \"trace\" or session scenarios (docs/workloads.md)")
     if arms and (target.url is not None or root.table("target").has("embedded")):
         raise root.table("target").error("url" if target.url is not None else "embedded",
@@ -300,7 +311,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     from ._stage_spec import parse_search, parse_stages  # [[stage]], [search] (docs/slo.md)
 
     if load.mode == "trace" and (root.has("stage") or root.has("search")):
-        raise root.error("stage" if root.has("stage") else "search",
+        raise _first_table(root, "stage" if root.has("stage") else "search").error(None,
                          'stages and the capacity search set their own load: not with load.mode = "trace"')
     stages = parse_stages(root.tables("stage"))
     search = None
@@ -311,6 +322,12 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         if all(sc.slo is None for sc in scenarios):
             raise root.table("search").error(None, "a capacity search judges stages by their objectives: "
                                                    "add an [slo] table (docs/slo.md)")
+    if arms and (stages or search is not None or any(sc.slo is not None for sc in scenarios)):
+        what = "stage" if stages else "search" if search is not None else "slo"
+        raise _first_table(root, what).error(
+            None, "[[arm]] tables make one results scope per arm, while SLOs, stages and the capacity "
+                  "search judge scenarios: not supported together (run one profile per arm's url; "
+                  "docs/ab-arms.md)")
     root.done()
     if (run.duration_ns is None and run.requests is None and not stages and search is None
             and not (load.mode == "trace" and not load.trace.loop)):

@@ -567,6 +567,13 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
+    from ._finish import failed_arms
+
+    failed = failed_arms(summary)
+    if failed:  # one arm failed outright: the A/B result means nothing (docs/ab-arms.md)
+        err.print(f"hopbench: error: no stream of arm {', '.join(failed)} completed; see the warnings in "
+                  f"{outcome.out_dir / 'summary.json'}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_TARGET_FAILED
     capacity = summary.get("capacity") or {}
     if capacity.get("client_saturated"):  # no capacity could be measured: never a silent 0
         err.print(f"hopbench: error: {capacity.get('message')}", highlight=False, soft_wrap=True)

@@ -70,6 +70,9 @@ def test_arms_parse_two_targets() -> None:
     ('[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'
      'emulator = { ttft_ms = -1 }\n', "arm[1].emulator.ttft_ms", "expected"),
     (_TWO + '[gate.scenario.chat-m]\n"ttft.p99" = "<= 5s"\n', "gate.scenario.chat-m", "no arm named"),
+    # arms make one scope per arm; objectives, stages and the search judge scenarios
+    (_TWO + '[slo]\nttft_ms = 200\n', "slo", "not supported together"),
+    (_TWO + '[[stage]]\nconcurrency = 1\nduration_s = 1\n', "stage[0]", "not supported together"),
 ])
 def test_arms_bad_input_names_the_key(arms: str, key: str, words: str) -> None:
     with pytest.raises(ProfileError) as err:
@@ -201,3 +204,18 @@ def test_arms_keys_are_checked_and_kept_out_of_results() -> None:
     p = _parse(_HEAD + '[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'
                'emulator = { api_key = "emu-secret" }\n' + _SCEN)
     assert "emu-secret" not in json.dumps(sanitized(p))
+
+
+def test_arms_one_dead_arm_fails_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # One arm answers, the other refuses every connection: the A/B result means
+    # nothing, so the run exits 4 and says which arm, whatever the other did.
+    profile = tmp_path / "dead.toml"
+    profile.write_text('[run]\nrequests = 6\n[load]\nconcurrency = 2\n'
+                       '[[arm]]\nname = "live"\nurl = "embedded"\n'
+                       '[[arm]]\nname = "dead"\nurl = "http://127.0.0.1:9"\n' + _SCEN, encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["run", str(profile), "--out", str(out), "--no-report", "--quiet"]) == _exit.EXIT_TARGET_FAILED
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["scopes"]["live"]["counters"]["completed"] > 0
+    assert [w for w in summary["warnings"] if w.startswith("arm dead: nothing completed")], summary["warnings"]
+    assert "no stream of arm dead completed" in capsys.readouterr().err
