@@ -268,8 +268,14 @@ def join_record(rec: Recorder, cancels: Sequence[ClientCancel], path: Path) -> l
         return []
     matches, unmatched = join_cancels(cancels, read_record(path))
     record_join(rec, matches, unmatched)
-    if not unmatched:
-        return []
-    return [f"client cancellation: {len(unmatched)} of {len(cancels)} cancelled streams have no line "
-            f"with their request id in {path.name} (the upstream never saw them, or the gateway dropped "
-            "the x-hopbench-request-id header): no cancel_delay or wasted tokens for them"]
+    out: list[str] = []
+    ran_on = [m for m in matches if m.upstream_completed]
+    if ran_on:  # what a gateway team must hear: its cancels do not reach the upstream
+        out.append(f"client cancellation: {len(ran_on)} of {len(matches)} cancelled streams ran to their "
+                   f"end upstream ({sum(m.wasted_tokens for m in ran_on):,} tokens generated after the "
+                   "client left): the cancel did not reach the upstream")
+    if unmatched:
+        out.append(f"client cancellation: {len(unmatched)} of {len(cancels)} cancelled streams have no line "
+                   f"with their request id in {path.name} (the upstream never saw them, or the gateway "
+                   "dropped the x-hopbench-request-id header): no cancel_delay or wasted tokens for them")
+    return out

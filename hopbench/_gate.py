@@ -138,7 +138,8 @@ def _measure(summary: Mapping[str, Any], b: Budget, measured_s: float | None,
         cap = summary.get("capacity")
         if not isinstance(cap, Mapping):
             return None, 0
-        value = cap.get(b.capacity)
+        # an interrupted search knows only a lower bound: no verdict either way
+        value = cap.get(b.capacity) if cap.get("status") != "interrupted" else None
         probes = cap.get("probes")
         n = probes if isinstance(probes, int) and not isinstance(probes, bool) else 0
         return (float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None), n
@@ -217,7 +218,9 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
     # "complete" means "ran to its end", not "streams completed": a run whose every
     # stream failed is complete and must still fail its gate (hopbench run exits 4).
     head = summary.get("headline")
-    if isinstance(head, Mapping) and head.get("started") and not head.get("completed"):
+    # streams the scenario's cancel key closed on purpose count neither way (docs/results.md)
+    if isinstance(head, Mapping) and not head.get("completed") and (
+            (head.get("started") or 0) - (head.get("client_cancelled") or 0) > 0):
         checks.append(RunCheck("run.streams_completed", False,
                                f"no stream completed of {head.get('started'):,} started"))
     saturated = summary.get("saturated") is True

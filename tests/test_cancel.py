@@ -281,6 +281,10 @@ def test_cancel_upstream_that_runs_on_wastes_tokens(tmp_path: Path) -> None:
     # every token handed over after the client's close is wasted: at least those after the notice
     assert c["cancel.wasted_tokens"] >= sum(t["tokens_after_close"] for t in truths) >= n * 20
     assert out.summary["scopes"]["c"]["metrics"]["cancel_delay"]["count"] == n
+    # and the run says so: cancels that never reach the upstream are what this measures
+    ran_on = [w for w in out.summary["warnings"] if "ran to their end upstream" in w]
+    assert ran_on and ran_on[0].startswith(f"client cancellation: {n} of {n} cancelled streams"), \
+        out.summary["warnings"]
 
 
 def test_cancel_emulator_on_client_close_is_checked() -> None:

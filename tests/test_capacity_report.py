@@ -57,6 +57,11 @@ def test_gate_capacity_budget_holds_breaches_and_is_inconclusive_without_capacit
     plain = evaluate_gate({"schema": "hopbench.summary/1", "complete": True, "scopes": {}},
                           {"capacity.concurrency": ">= 4"})
     assert not plain.passed and "not a staged run" in plain.render("text")
+    # an interrupted search knows a lower bound only: neither held nor breached
+    cut = evaluate_gate(_staged(8.0, status="interrupted", message="search interrupted"),
+                        {"capacity.rate_rps": ">= 15"})
+    assert not cut.passed and "no capacity measured (search interrupted)" in cut.render("text")
+    assert "breached" not in cut.render("text")
 
 
 @pytest.mark.parametrize(("budget", "message"), [

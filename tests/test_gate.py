@@ -164,6 +164,10 @@ def test_gate_run_where_nothing_completed_fails_and_says_so() -> None:
     assert "run completed" not in text
     ok = evaluate_gate(_summary(headline={"started": 5, "completed": 5}), {"error_rate": "<= 100%"})
     assert ok.passed and "streams_completed" not in ok.render("text")
+    # every stream cancelled on purpose (a scenario's cancel key): as `hopbench run`, no failure
+    cancels = evaluate_gate(_summary(headline={"started": 20, "completed": 0, "client_cancelled": 20}),
+                            {"error_rate": "<= 100%"})
+    assert cancels.passed and "streams_completed" not in cancels.render("text")
 
 
 def test_gate_baseline_relative_limit() -> None:
