@@ -124,7 +124,10 @@ def compare_capacity(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> d
                            "candidate": vb, "change": {"abs": None, "rel": None}, "resolution": res,
                            "verdict": "unknown", "note": ""}
     if a.get("mode") != b.get("mode"):
-        out["note"] = f"capacity modes differ ({a.get('mode')} vs {b.get('mode')})"
+        def shape(c: Mapping[str, Any]) -> str:
+            return str(c["mode"]) if c.get("mode") else "no capacity (not a search)"
+
+        out["note"] = f"capacity modes differ ({shape(a)} vs {shape(b)})"
         return out
     if not isinstance(va, (int, float)) or not isinstance(vb, (int, float)):
         msgs = [f"{side}: {c.get('message') or 'no capacity block'}" for side, c, v in

@@ -222,10 +222,12 @@ class CapacitySearch:
         elif status == "at_max":
             msg = f"capacity at least {self.passing:g} {unit}: the search's max passed"
         elif status == "interrupted":
-            msg = (f"search interrupted after {len(self.probes)} probes"
+            n = len(self.probes)
+            msg = (f"search interrupted after {n} probe{'s' if n != 1 else ''}"
                    + (f"; highest passing load so far {cap:g} {unit}" if cap is not None else ""))
         elif cap is None:
-            msg = f"no load passed in {len(self.probes)} probes"
+            n = len(self.probes)
+            msg = f"no load passed in {n} probe{'s' if n != 1 else ''}"
         elif status == "found":
             msg = f"capacity {cap:g} {unit} ({self.failing:g} failed; resolution {self.spec.resolution:g})"
         else:
