@@ -29,7 +29,8 @@ from typing import Any
 from ._dataset import (DATASET_FORMATS, DatasetSpec, Message, Record, record_from_messages, filter_records,
                        read_dataset)
 from ._errors import ProfileError
-from ._lengths import WORDS, Dist, Tokenizer, dist_from, estimate_tokens, load_tokenizer, synthetic_prompt
+from ._lengths import (MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS, Dist, Tokenizer, dist_from, estimate_tokens,
+                       load_tokenizer, synthetic_prompt)
 from ._toml import MISSING, Table
 
 __all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
@@ -269,10 +270,10 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             raise t.error("max_tokens", 'max_tokens = "dataset" needs a dataset (it takes each '
                                         "record's reference reply length)")
     else:
-        max_tokens = dist_from(raw_max, lambda r: t.error("max_tokens", r))
+        max_tokens = dist_from(raw_max, lambda r: t.error("max_tokens", r), limit=MAX_OUTPUT_TOKENS)
     rng = random.Random(f"hopbench-workload:{seed}:{index}")
     if t.has("input_tokens"):
-        dist = dist_from(t.raw("input_tokens"), lambda r: t.error("input_tokens", r))
+        dist = dist_from(t.raw("input_tokens"), lambda r: t.error("input_tokens", r), limit=MAX_INPUT_TOKENS)
         entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, input_dist=dist,
                              tokenizer=tokenizer)
         return Workload(tuple(entries), replacement, "synthetic", spec)
