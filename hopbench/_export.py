@@ -33,6 +33,7 @@ from typing import Any
 
 from ._errors import ResultsError, UsageError
 from ._results import read_summary
+from ._textfile import decode_line, iter_lines
 
 __all__ = ["export_results", "summary_rows", "stream_rows", "scrape_rows", "FORMATS", "SUMMARY_COLUMNS",
            "SCRAPE_COLUMNS"]
@@ -115,18 +116,28 @@ def _jsonl(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[s
     (naming the file and the line); the complete lines before it are kept.
 
     Raises:
-        ResultsError: any other line is not a JSON object (naming file:line).
+        ResultsError: any other line is not UTF-8 text or not a JSON object
+        (naming file:line), or the file cannot be read.
     """
     rows: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    for n, line in enumerate(lines, start=1):
+    try:
+        lines = list(iter_lines(path))
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    for n, raw, last in lines:
+        cut = last and not raw.endswith(b"\n")
+        try:
+            line = decode_line(raw, path, n)
+        except ResultsError:
+            if not cut:
+                raise
+            line = "\ufffd"  # a character cut by the crash: not JSON, skipped as a cut line below
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except ValueError as exc:
-            if n == len(lines) and not line.endswith("\n"):
+            if cut:
                 if warn is not None:
                     warn(f"{path}:{n}: the last line was cut (no newline at its end, not JSON: the run "
                          f"stopped mid-write); skipped it, exported the {len(rows)} complete lines before it")

@@ -154,3 +154,36 @@ def test_export_skips_a_cut_last_line_with_a_warning(run_dir: Path, tmp_path: Pa
     (cut / "streams.jsonl").write_text("".join(lines) + "{oops\n", encoding="utf-8")
     with pytest.raises(ResultsError, match=rf"streams.jsonl:{len(lines) + 1}: not JSON"):
         export_results(cut, "csv", tmp_path / "z")
+
+
+@pytest.mark.parametrize("name", ["streams.jsonl", "scrape.jsonl", "summary.json"])
+def test_export_non_utf8_bytes_name_file_and_line_exit_2(run_dir: Path, tmp_path: Path, name: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Bytes that are not UTF-8 (a damaged file) are an error naming file:line and the byte
+    within the line, exit 2, no traceback: in the middle of a file or on a whole last line."""
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir, bad, ignore=shutil.ignore_patterns("export"))
+    path = bad / name
+    raw = path.read_bytes()
+    n = raw.count(b"\n") + (1 if raw.endswith(b"\n") else 2)  # the line appended
+    path.write_bytes(raw + (b"" if raw.endswith(b"\n") else b"\n") + b"\xff\xfe\n")
+    assert main(["export", str(bad), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{n}: not UTF-8 text (byte 1 of the line: 0xff)" in err, err
+    assert "Traceback" not in err
+
+
+def test_export_a_last_line_cut_inside_a_character_is_skipped(run_dir: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(run_dir, cut, ignore=shutil.ignore_patterns("export"))
+    raw = (cut / "streams.jsonl").read_bytes()
+    n = raw.count(b"\n")
+    (cut / "streams.jsonl").write_bytes(raw + '{"id": "caf\u00e9'.encode()[:-1])  # é cut after its first byte
+    assert main(["export", str(cut), "--format", "jsonl", "--out", str(tmp_path / "x")]) == 0
+    assert f"{cut / 'streams.jsonl'}:{n + 1}: the last line was cut" in capsys.readouterr().err
+    assert len((tmp_path / "x" / "streams.jsonl").read_text().splitlines()) == n
