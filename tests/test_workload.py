@@ -347,6 +347,20 @@ def test_workload_lengths_above_the_limit_exit_2_at_validate(tmp_path: Path, bod
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(("body", "key"), [
+    ("input_tokens = 2000000\n", "input_tokens"),                     # 512 x 8 MB: 4 GiB
+    ("prompt_pool = 200\ninput_tokens = 2000000\n", "prompt_pool"),
+])
+def test_workload_pool_above_the_memory_limit_exit_2(tmp_path: Path, body: str, key: str) -> None:
+    """Each prompt within the limit but the pool of them too large to build: refused, naming the fit."""
+    path = _profile(tmp_path, body)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert f"{path}:8: scenario[0].{key}: " in str(err.value)
+    assert "more than hopbench's limit of 1,024 MiB" in str(err.value)
+    assert "set prompt_pool = 134 or less" in str(err.value)
+
+
 def test_workload_input_tokens_at_the_limit_is_accepted() -> None:
     d = dist_from(2_000_000, lambda r: ProfileError(r), limit=MAX_INPUT_TOKENS)
     assert d.max == MAX_INPUT_TOKENS == 2_000_000
