@@ -17,6 +17,11 @@ Two tables, written to ``--out`` (default ``DIR/export/``):
   ``value`` (a number, or "NaN"/"+Inf" as text), ``error`` (null; for a failed
   scrape one row with ``series`` and ``value`` null and the outcome here).
 
+A staged or searched folder (``[[stage]]``, ``[search]``: docs/slo.md) is
+exported from its stage/probe sub-folders, every row with a ``stage`` column
+(``staged_rows``; docs/observability.md). A folder with nothing to export is
+an error, never an empty export.
+
 Formats: ``csv`` (RFC 4180, UTF-8, header row; null as an empty field),
 ``jsonl`` (one JSON object per line), ``parquet`` (needs the optional extra
 ``pip install 'hopbench[parquet]'``, i.e. pyarrow; columns typed by pyarrow's
@@ -33,8 +38,9 @@ from typing import Any
 
 from ._errors import ResultsError, UsageError
 from ._results import read_summary
+from ._textfile import decode_line, iter_lines
 
-__all__ = ["export_results", "summary_rows", "stream_rows", "scrape_rows", "FORMATS", "SUMMARY_COLUMNS",
+__all__ = ["export_results", "summary_rows", "stream_rows", "scrape_rows", "staged_rows", "FORMATS", "SUMMARY_COLUMNS",
            "SCRAPE_COLUMNS"]
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -106,6 +112,86 @@ def scrape_rows(results_dir: Path, warn: Callable[[str], None] | None = None) ->
     return rows
 
 
+def _unit(name: str) -> str:
+    if name.endswith("_ms"):
+        return "ms"
+    if name.endswith("_tokens_per_s"):
+        return "tokens/s"
+    if name.endswith("_rps") or name.endswith("_per_s"):
+        return "requests/s"
+    return ""
+
+
+def _numbers(data: Any, prefix: str = "") -> list[tuple[str, float | int]]:
+    """The numbers (bools as 1/0) of a JSON object, nested keys joined by dots, in file order."""
+    out: list[tuple[str, float | int]] = []
+    if not isinstance(data, dict):
+        return out
+    for k, v in data.items():
+        if isinstance(v, bool):
+            out.append((prefix + k, int(v)))
+        elif isinstance(v, (int, float)):
+            out.append((prefix + k, v))
+        elif isinstance(v, dict):
+            out += _numbers(v, f"{prefix}{k}.")
+    return out
+
+
+def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str], None] | None = None,
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The tables of a staged or searched results folder (``[[stage]]``, ``[search]``: docs/slo.md).
+
+    Such a folder holds one complete results folder per stage or probe
+    (``stage-NN-*/``, ``probe-NN-*/``, named by ``summary["stages"][i]["folder"]``);
+    every row gets a ``stage`` column naming that sub-folder.
+
+    Returns:
+        (summary rows, stream rows, scrape rows or None when no stage scraped):
+        summary rows are, per stage, its judged figures (``kind`` "stage":
+        ``load``, ``passed``, ``good_fraction``, ``ttft_p99_ms``..., bools as
+        1/0, plus ``of_record`` 1 for the stage of record) and its own
+        summary.json's figures (as :func:`summary_rows`); then the capacity's
+        numbers (``kind`` "capacity", ``stage`` null: ``rate_rps``,
+        ``concurrency``, ``lowest_failing``..., and ``status.<status>`` = 1).
+
+    Raises:
+        ResultsError: a stage's sub-folder or file is unreadable or damaged
+        (file:line). A stage whose sub-folder is missing is skipped and
+        ``warn`` is told.
+    """
+    run = summary.get("name")
+    record = summary.get("stage_of_record")
+    srows: list[dict[str, Any]] = []
+    streams: list[dict[str, Any]] = []
+    scraped: list[dict[str, Any]] | None = None
+    for st in summary.get("stages") or []:
+        if not isinstance(st, dict):
+            continue
+        folder = st.get("folder")
+        figures = [("of_record", int(folder == record)), *_numbers(st)]
+        srows += [{"run": run, "stage": folder, "scope": "all", "kind": "stage", "name": k, "value": v,
+                   "unit": _unit(k)} for k, v in figures]
+        sub = results_dir / str(folder) if isinstance(folder, str) and folder else None
+        if sub is None or not (sub / "summary.json").is_file():
+            if warn is not None:
+                warn(f"{results_dir}: stage {folder!r} has no results folder (no {sub or folder}/summary.json): "
+                     "its streams and figures are not exported")
+            continue
+        srows += [dict(r, stage=folder) for r in summary_rows(read_summary(sub))]
+        streams += [dict({"stage": folder}, **r) for r in stream_rows(sub, warn)]
+        sc = scrape_rows(sub, warn)
+        if sc is not None:
+            scraped = (scraped or []) + [dict({"stage": folder}, **r) for r in sc]
+    cap = summary.get("capacity")
+    if isinstance(cap, dict):
+        figures = _numbers(cap)
+        if isinstance(cap.get("status"), str):
+            figures.append((f"status.{cap['status']}", 1))
+        srows += [{"run": run, "stage": None, "scope": "all", "kind": "capacity", "name": k, "value": v,
+                   "unit": _unit(k)} for k, v in figures]
+    return srows, streams, scraped
+
+
 def _jsonl(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines file, one per non-blank line.
 
@@ -115,18 +201,28 @@ def _jsonl(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[s
     (naming the file and the line); the complete lines before it are kept.
 
     Raises:
-        ResultsError: any other line is not a JSON object (naming file:line).
+        ResultsError: any other line is not UTF-8 text or not a JSON object
+        (naming file:line), or the file cannot be read.
     """
     rows: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    for n, line in enumerate(lines, start=1):
+    try:
+        lines = list(iter_lines(path))
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    for n, raw, last in lines:
+        cut = last and not raw.endswith(b"\n")
+        try:
+            line = decode_line(raw, path, n)
+        except ResultsError:
+            if not cut:
+                raise
+            line = "\ufffd"  # a character cut by the crash: not JSON, skipped as a cut line below
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except ValueError as exc:
-            if n == len(lines) and not line.endswith("\n"):
+            if cut:
                 if warn is not None:
                     warn(f"{path}:{n}: the last line was cut (no newline at its end, not JSON: the run "
                          f"stopped mid-write); skipped it, exported the {len(rows)} complete lines before it")
@@ -205,18 +301,27 @@ def export_results(results_dir: Path, fmt: str, out: Path | None = None,
                              "(or use --format csv / jsonl)") from None
     results_dir = Path(results_dir)
     summary = read_summary(results_dir)
-    srows = summary_rows(summary)
-    streams = stream_rows(results_dir, warn)
-    scraped = scrape_rows(results_dir, warn)
+    stages = summary.get("stages")
+    if isinstance(stages, list) and stages:
+        srows, streams, scraped = staged_rows(results_dir, summary, warn)
+        summary_cols = ["run", "stage", *SUMMARY_COLUMNS[1:]]
+        stream_cols, scrape_cols = _columns(streams, ("stage",)), ["stage", *SCRAPE_COLUMNS]
+    else:
+        srows = summary_rows(summary)
+        streams = stream_rows(results_dir, warn)
+        scraped = scrape_rows(results_dir, warn)
+        summary_cols, stream_cols, scrape_cols = list(SUMMARY_COLUMNS), _columns(streams), list(SCRAPE_COLUMNS)
+    if not srows and not streams and not scraped:
+        raise ResultsError(f"{results_dir}: nothing to export (no figure in summary.json, no stream, no scrape)")
     out = out if out is not None else results_dir / "export"
     paths = [out / f"summary.{fmt}", out / f"streams.{fmt}"]
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _write(paths[0], srows, list(SUMMARY_COLUMNS), fmt)
-        _write(paths[1], streams, _columns(streams), fmt)
+        _write(paths[0], srows, summary_cols, fmt)
+        _write(paths[1], streams, stream_cols, fmt)
         if scraped is not None:
             paths.append(out / f"scrape.{fmt}")
-            _write(paths[2], scraped, list(SCRAPE_COLUMNS), fmt)
+            _write(paths[2], scraped, scrape_cols, fmt)
     except OSError as exc:
         raise ResultsError(f"cannot write the export to {exc.filename or out}: "
                            f"{exc.strerror or exc} (pick a writable folder with --out)") from None

@@ -198,8 +198,17 @@ def _van_der_corput(i: int, base: int) -> float:
 
 _UNBOUNDED = 10_000_000  # tokens: "no max" (larger than any model's context)
 
+#: the largest input length a profile or trace may request, tokens: 2,000,000 tokens are
+#: about 8 MB of prompt text (4 characters a token), above any served model's context
+#: window (1-2 M tokens at most); a larger request is a typo, and building it would
+#: exhaust memory (docs/workloads.md, "Length limits")
+MAX_INPUT_TOKENS = 2_000_000
+#: the largest ``max_tokens`` (output cap) a profile or trace may request, tokens (as above)
+MAX_OUTPUT_TOKENS = 2_000_000
 
-def dist_from(value: Any, where: Callable[[str], ProfileError], *, default_min: int = 1) -> Dist:
+
+def dist_from(value: Any, where: Callable[[str], ProfileError], *, default_min: int = 1,
+              limit: int | None = None) -> Dist:
     """A ``Dist`` from a profile value: an integer, or a table
     ``{dist, mean, stddev, min, max}``.
 
@@ -207,14 +216,20 @@ def dist_from(value: Any, where: Callable[[str], ProfileError], *, default_min: 
         value: the parsed TOML value.
         where: builds the ProfileError (file, line, key) for a reason.
         default_min: the min when none is given.
+        limit: the largest length allowed, tokens (``MAX_INPUT_TOKENS``...): a
+            fixed value or a ``max`` above it is refused, and it is the ``max``
+            when none is given; None: no limit.
 
     Raises:
         ProfileError: wrong types, an unknown key, min > max, stddev < 0, a mean
-        outside [min, max], a lognormal without a positive mean.
+        outside [min, max], a lognormal without a positive mean, a value or
+        max above ``limit``.
     """
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise where(f"expected a positive integer or a distribution table, got {value}")
+        if limit is not None and value > limit:
+            raise where(f"expected at most {limit:,} tokens (hopbench's limit, docs/workloads.md), got {value:,}")
         return Dist.fixed(value)
     if not isinstance(value, Mapping):
         raise where(f"expected a positive integer or a table {{ dist, mean, stddev, min, max }}, "
@@ -236,7 +251,9 @@ def dist_from(value: Any, where: Callable[[str], ProfileError], *, default_min: 
         return v
 
     lo = num("min", default_min, integer=True)
-    hi = num("max", _UNBOUNDED, integer=True)
+    hi = num("max", _UNBOUNDED if limit is None else limit, integer=True)
+    if limit is not None and hi > limit:
+        raise where(f"expected max <= {limit:,} tokens (hopbench's limit, docs/workloads.md), got {hi:,}")
     if kind == "uniform":
         if "min" in value and "max" in value:
             if "stddev" in value:

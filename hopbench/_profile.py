@@ -27,6 +27,7 @@ from ._units import s_to_ns
 from ._fields import FIELD_NAME, SECRET_HEADERS, field_problem, read_header_env, read_headers
 from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
+from ._lengths import MAX_OUTPUT_TOKENS
 from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
 
 __all__ = [
@@ -664,7 +665,7 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
             # the record's one number: the pool's mean (each body carries its own)
             max_tokens = round(sum(e.max_tokens for e in workload.entries) / len(workload.entries))
         else:
-            max_tokens = t.int("max_tokens", 256, min=1)
+            max_tokens = t.int("max_tokens", 256, min=1, max=MAX_OUTPUT_TOKENS)
         include_usage = t.bool("include_usage", True)
         slo = slo_base
         if t.has("slo"):

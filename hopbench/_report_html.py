@@ -53,6 +53,7 @@ from ._report_scrape import scrape_section
 from ._report_workload import workload_section
 from ._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 from ._series import MAX_POINTS, SERIES_PERCENTILES, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
+from ._textfile import read_text
 
 __all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
 
@@ -144,7 +145,7 @@ def read_hlog(path: Path, tags: Iterable[str] | None = None) -> dict[str, list[I
     """
     want = None if tags is None else set(tags)
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = read_text(Path(path)).splitlines()  # non-UTF-8: ResultsError naming file:line
     except OSError as exc:
         raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
     merged: dict[str, dict[int, IntervalHist]] = {}

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._textfile import decode_line, iter_lines
+
 __all__ = ["read_scrapes", "scrape_series", "scrape_section", "MAX_FAMILIES", "MAX_SERIES_PER_FAMILY",
            "MAX_POINTS"]
 
@@ -36,24 +38,31 @@ _SKIP_LABELS = ('le="', 'quantile="')
 
 class _ScrapeFile:
     """scrape.jsonl's records, read line by line each time it is iterated (malformed
-    lines skipped): the series are folded in two passes without holding the file."""
+    lines skipped): the series are folded in two passes without holding the file.
+
+    Raises (when iterated):
+        ResultsError: a line other than a cut last one is not UTF-8 (file:line).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         try:
-            f = open(self.path, encoding="utf-8")
-        except OSError:
-            return
-        with f:
-            for line in f:
+            lines = iter_lines(self.path)
+            for n, raw, last in lines:
+                if last and not raw.endswith(b"\n"):
+                    line = raw.decode("utf-8", "replace")  # cut by a crash: malformed, skipped
+                else:
+                    line = decode_line(raw, self.path, n)  # not UTF-8: file:line
                 try:
                     rec = json.loads(line)
                 except ValueError:
                     continue
                 if isinstance(rec, dict) and isinstance(rec.get("t_ms"), (int, float)):
                     yield rec
+        except OSError:
+            return
 
 
 def read_scrapes(results_dir: Path) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ from ._errors import ResultsError, UsageError
 from ._hdr import METRICS, Histogram
 from ._recorder import ALL, IntervalSnapshot, ScopeSnapshot, Snapshot
 from ._sessions import turns_of
+from ._textfile import read_text
 
 __all__ = [
     "SCHEMA",
@@ -455,7 +456,7 @@ def read_summary(path: Path) -> dict[str, Any]:
     path = Path(path)
     file = path / SUMMARY_NAME if path.is_dir() else path
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text(file)  # non-UTF-8: ResultsError naming file:line
     except OSError as exc:
         raise ResultsError(f"cannot read {file}: {exc.strerror or exc}") from exc
     try:

@@ -39,6 +39,7 @@ from typing import Any
 
 from ._errors import ResultsError
 from ._hdr import METRICS, Histogram
+from ._textfile import decode_line, iter_lines
 
 __all__ = ["MAX_POINTS", "SERIES_PERCENTILES", "SeriesPoint", "bucket_ns_for", "fold_hlog", "fold_timeline",
            "span_ns"]
@@ -86,16 +87,19 @@ def bucket_ns_for(span: int, max_points: int = MAX_POINTS) -> int:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str, bool]]:
-    """(line number, text without the line end, whether it is the file's last line)."""
+    """(line number, text without the line end, whether it is the file's last line).
+
+    Raises:
+        ResultsError: the file cannot be read, or a line other than a cut last
+        one (no newline: a crash mid-write) is not UTF-8 (file:line).
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            prev: tuple[int, str] | None = None
-            for n, line in enumerate(f, 1):
-                if prev is not None:
-                    yield prev[0], prev[1], False
-                prev = (n, line.rstrip("\n"))
-            if prev is not None:
-                yield prev[0], prev[1], True
+        for n, raw, last in iter_lines(path):
+            if last and not raw.endswith(b"\n"):
+                # a crash may cut a character: the caller skips a malformed last line
+                yield n, raw.decode("utf-8", "replace"), True
+            else:
+                yield n, decode_line(raw, path, n).rstrip("\n"), last
     except OSError as exc:
         raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
 

@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import ProfileError
-from ._lengths import WORDS
+from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
 
-__all__ = ["TraceEntry", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits", "trace_keys",
+__all__ = ["TraceEntry", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits", "check_blocks",
+           "trace_keys",
            "parse_trace",
            "DEFAULT_BLOCK_TOKENS", "body_template"]
 
@@ -70,13 +71,16 @@ class TraceEntry:
 
 
 def _int_field(obj: Mapping[str, Any], name: str, fail: Callable[[str], ProfileError],
-               minimum: int) -> int:
+               minimum: int, maximum: int) -> int:
     key = name if name in obj else _ALIASES.get(name, name)
     if key not in obj:
         raise fail(f'missing field "{name}"')
     v = obj[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise fail(f'"{key}": expected an integer >= {minimum}, got {json.dumps(v)[:40]}')
+    if v > maximum:
+        raise fail(f'"{key}": expected at most {maximum:,} tokens (hopbench\'s limit, docs/workloads.md), '
+                   f"got {v:,}")
     return v
 
 
@@ -105,7 +109,9 @@ def read_trace(path: Path) -> list[TraceEntry]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ProfileError(f"the trace is not UTF-8 text (byte {exc.start})", path=path, line=line) from None
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ProfileError(f"the trace is not UTF-8 text (byte {column} of the line, {exc.start + 1} of the file)",
+                           path=path, line=line) from None
     out: list[TraceEntry] = []
     last_t = -1.0
     last_line = 0
@@ -132,8 +138,8 @@ def read_trace(path: Path) -> list[TraceEntry]:
         if t < last_t:
             raise fail(f'"{tkey}": timestamps out of order: {t:g} after {last_t:g} (line {last_line}); '
                        "sort the trace by time")
-        inp = _int_field(obj, "input_tokens", fail, 1)
-        outp = _int_field(obj, "output_tokens", fail, 1)
+        inp = _int_field(obj, "input_tokens", fail, 1, MAX_INPUT_TOKENS)
+        outp = _int_field(obj, "output_tokens", fail, 1, MAX_OUTPUT_TOKENS)
         hashes = obj.get("hash_ids", [])
         if not isinstance(hashes, list) or not all(
                 isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hashes):
@@ -146,6 +152,29 @@ def read_trace(path: Path) -> list[TraceEntry]:
     if not out:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
     return out
+
+
+def check_blocks(entries: Sequence[TraceEntry], block_tokens: int, path: Path) -> None:
+    """Check each entry's ``hash_ids`` against its input length.
+
+    A Mooncake trace has ``len(hash_ids) == ceil(input_tokens / block_tokens)``:
+    one id per block of the prompt, the last one possibly partial. Fewer ids
+    are allowed (the prompt's remaining blocks are unique to the request:
+    words no other request sends); more ids than blocks are refused (the
+    trace was made with another block size, or its lengths are wrong).
+
+    Raises:
+        ProfileError: an entry with more hash ids than blocks (file:line,
+        naming both numbers and the ``block_tokens`` key).
+    """
+    for e in entries:
+        blocks = -(-e.input_tokens // block_tokens)
+        if len(e.hash_ids) > blocks:
+            raise ProfileError(
+                f'trace line: "hash_ids" has {len(e.hash_ids)} ids, more than the {blocks} block(s) of '
+                f'"input_tokens" = {e.input_tokens} with load.block_tokens = {block_tokens} '
+                f"(ceil(input_tokens / block_tokens)); set block_tokens to the trace's block size or "
+                "fix the line", path=path, line=e.line)
 
 
 def window(entries: Sequence[TraceEntry], start_ms: float | None,
@@ -425,6 +454,7 @@ def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, fl
                                   "dataset, a max_tokens distribution, session): with load.mode = \"trace\" the "
                                   "trace gives every request's lengths; remove them")
     entries = read_trace(path)
+    check_blocks(entries, block_tokens, path)
     kept, start, period = window(entries, start_ms, end_ms)
     if not kept:
         raise t.error("start_ms" if start_ms is not None else "end_ms",

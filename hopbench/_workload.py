@@ -29,7 +29,8 @@ from typing import Any
 from ._dataset import (DATASET_FORMATS, DatasetSpec, Message, Record, record_from_messages, filter_records,
                        read_dataset)
 from ._errors import ProfileError
-from ._lengths import WORDS, Dist, Tokenizer, dist_from, estimate_tokens, load_tokenizer, synthetic_prompt
+from ._lengths import (MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS, Dist, Tokenizer, dist_from, estimate_tokens,
+                       load_tokenizer, synthetic_prompt)
 from ._toml import MISSING, Table
 
 __all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
@@ -204,6 +205,8 @@ def build_pool(rng: random.Random, *, max_tokens: Dist | None, pool_size: int,
 #: scenario keys that switch a scenario to a pool of requests built here
 WORKLOAD_KEYS: tuple[str, ...] = ("input_tokens", "dataset", "tokenizer", "prompt_pool", "replacement",
                                    "session")
+#: the most synthetic prompt text a scenario's pool may hold, bytes (docs/workloads.md, "Length limits")
+MAX_POOL_BYTES = 1 << 30
 DEFAULT_POOL = 512
 
 
@@ -269,10 +272,19 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             raise t.error("max_tokens", 'max_tokens = "dataset" needs a dataset (it takes each '
                                         "record's reference reply length)")
     else:
-        max_tokens = dist_from(raw_max, lambda r: t.error("max_tokens", r))
+        max_tokens = dist_from(raw_max, lambda r: t.error("max_tokens", r), limit=MAX_OUTPUT_TOKENS)
     rng = random.Random(f"hopbench-workload:{seed}:{index}")
     if t.has("input_tokens"):
-        dist = dist_from(t.raw("input_tokens"), lambda r: t.error("input_tokens", r))
+        dist = dist_from(t.raw("input_tokens"), lambda r: t.error("input_tokens", r), limit=MAX_INPUT_TOKENS)
+        # the pool is built at load: bound its memory too (4 bytes a token of synthetic prompt)
+        pool_bytes = pool * dist.mean * 4
+        if pool_bytes > MAX_POOL_BYTES:
+            fit = max(1, int(MAX_POOL_BYTES // (dist.mean * 4)))
+            raise t.error("prompt_pool" if t.has("prompt_pool") else "input_tokens",
+                          f"a pool of {pool} prompts of {dist.mean:,.0f} tokens on average would hold about "
+                          f"{pool_bytes / 2**20:,.0f} MiB of prompt text, more than hopbench's limit of "
+                          f"{MAX_POOL_BYTES // 2**20:,} MiB (docs/workloads.md, \"Length limits\"): set "
+                          f"prompt_pool = {fit} or less")
         entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, input_dist=dist,
                              tokenizer=tokenizer)
         return Workload(tuple(entries), replacement, "synthetic", spec)

@@ -154,3 +154,98 @@ def test_export_skips_a_cut_last_line_with_a_warning(run_dir: Path, tmp_path: Pa
     (cut / "streams.jsonl").write_text("".join(lines) + "{oops\n", encoding="utf-8")
     with pytest.raises(ResultsError, match=rf"streams.jsonl:{len(lines) + 1}: not JSON"):
         export_results(cut, "csv", tmp_path / "z")
+
+
+@pytest.mark.parametrize("name", ["streams.jsonl", "scrape.jsonl", "summary.json"])
+def test_export_non_utf8_bytes_name_file_and_line_exit_2(run_dir: Path, tmp_path: Path, name: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Bytes that are not UTF-8 (a damaged file) are an error naming file:line and the byte
+    within the line, exit 2, no traceback: in the middle of a file or on a whole last line."""
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir, bad, ignore=shutil.ignore_patterns("export"))
+    path = bad / name
+    raw = path.read_bytes()
+    n = raw.count(b"\n") + (1 if raw.endswith(b"\n") else 2)  # the line appended
+    path.write_bytes(raw + (b"" if raw.endswith(b"\n") else b"\n") + b"\xff\xfe\n")
+    assert main(["export", str(bad), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{n}: not UTF-8 text (byte 1 of the line: 0xff)" in err, err
+    assert "Traceback" not in err
+
+
+def test_export_a_last_line_cut_inside_a_character_is_skipped(run_dir: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(run_dir, cut, ignore=shutil.ignore_patterns("export"))
+    raw = (cut / "streams.jsonl").read_bytes()
+    n = raw.count(b"\n")
+    (cut / "streams.jsonl").write_bytes(raw + '{"id": "caf\u00e9'.encode()[:-1])  # é cut after its first byte
+    assert main(["export", str(cut), "--format", "jsonl", "--out", str(tmp_path / "x")]) == 0
+    assert f"{cut / 'streams.jsonl'}:{n + 1}: the last line was cut" in capsys.readouterr().err
+    assert len((tmp_path / "x" / "streams.jsonl").read_text().splitlines()) == n
+
+
+def _staged(run_dir: Path, tmp_path: Path, missing: bool = False) -> Path:
+    """A staged results folder (docs/slo.md) made of two copies of one run as its stages."""
+    import shutil
+
+    top = tmp_path / "staged"
+    for name in ("stage-01-c1", "stage-02-c2"):
+        if not (missing and name == "stage-02-c2"):
+            shutil.copytree(run_dir, top / name, ignore=shutil.ignore_patterns("export"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["stage_of_record"] = "stage-01-c1"
+    summary["stages_kind"] = "stages"
+    summary["stages"] = [
+        {"load": 1.0, "mode": "concurrency", "folder": "stage-01-c1", "passed": True, "reasons": [],
+         "good_fraction": 1.0, "ttft_p99_ms": 12.5, "goodput_rps": 3.0, "saturation": None},
+        {"load": 2.0, "mode": "concurrency", "folder": "stage-02-c2", "passed": False, "reasons": ["slo"],
+         "good_fraction": 0.5, "ttft_p99_ms": 40.0, "goodput_rps": 2.0, "saturation": None}]
+    summary["capacity"] = {"mode": "concurrency", "unit": "users", "status": "stages", "rate_rps": None,
+                           "concurrency": 1, "lowest_failing": 2, "target": 0.9,
+                           "emulator_knee": {"concurrency": 4, "rate_rps": 20.0}}
+    (top / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    return top
+
+
+def test_export_staged_folder_exports_every_stage_with_a_stage_column(run_dir: Path, tmp_path: Path) -> None:
+    """A staged/search folder keeps its streams in stage-NN-*/ sub-folders: they are all
+    exported, each row naming its stage; the stage and capacity figures are summary rows."""
+    top = _staged(run_dir, tmp_path)
+    assert main(["export", str(top), "--format", "jsonl", "--out", str(tmp_path / "x")]) == 0
+    n = len(_streams(run_dir))
+    streams = [json.loads(x) for x in (tmp_path / "x" / "streams.jsonl").read_text().splitlines()]
+    assert len(streams) == 2 * n > 0
+    assert [r["stage"] for r in streams] == ["stage-01-c1"] * n + ["stage-02-c2"] * n
+    assert list(streams[0])[0] == "stage"
+    assert [r["id"] for r in streams[:n]] == [r["id"] for r in _streams(run_dir)]
+    rows = [json.loads(x) for x in (tmp_path / "x" / "summary.jsonl").read_text().splitlines()]
+    assert list(rows[0]) == ["run", "stage", "scope", "kind", "name", "value", "unit"]
+    fig = {(r["stage"], r["kind"], r["name"]): r["value"] for r in rows}
+    assert fig[("stage-01-c1", "stage", "passed")] == 1 and fig[("stage-02-c2", "stage", "passed")] == 0
+    assert fig[("stage-01-c1", "stage", "of_record")] == 1 and fig[("stage-02-c2", "stage", "of_record")] == 0
+    assert fig[("stage-02-c2", "stage", "ttft_p99_ms")] == 40.0
+    assert fig[(None, "capacity", "concurrency")] == 1 and fig[(None, "capacity", "status.stages")] == 1
+    assert fig[(None, "capacity", "emulator_knee.rate_rps")] == 20.0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert fig[("stage-02-c2", "counter", "completed")] == summary["scopes"]["all"]["counters"]["completed"]
+    scrape = (tmp_path / "x" / "scrape.jsonl").read_text().splitlines()
+    assert scrape and {json.loads(x)["stage"] for x in scrape} == {"stage-01-c1", "stage-02-c2"}
+
+
+def test_export_staged_folder_missing_stage_warns(run_dir: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    top = _staged(run_dir, tmp_path, missing=True)
+    assert main(["export", str(top), "--out", str(tmp_path / "x")]) == 0
+    assert "stage 'stage-02-c2' has no results folder" in capsys.readouterr().err
+
+
+def test_export_nothing_to_export_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "summary.json").write_text(json.dumps({"schema": "hopbench.summary/1", "scopes": {}}),
+                                           encoding="utf-8")
+    assert main(["export", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
+    assert "nothing to export" in capsys.readouterr().err

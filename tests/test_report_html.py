@@ -354,3 +354,30 @@ def test_report_html_renders_in_chromium(report: Path, tmp_path: Path) -> None:
     coloured, corner = _coloured_pixels(shot)
     assert corner == (255, 255, 255)
     assert coloured > 2000, f"the screenshot looks blank: {coloured} coloured pixels"
+
+
+@pytest.mark.parametrize("name", ["timeline.jsonl", "intervals.hlog", "summary.json"])
+def test_report_non_utf8_bytes_name_file_and_line(runs: tuple[Path, Path], tmp_path: Path, name: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A results file with bytes that are not UTF-8: exit 2 naming file:line, no traceback."""
+    bad = tmp_path / "bad"
+    shutil.copytree(runs[0], bad)
+    path = bad / name
+    if not path.exists():
+        pytest.skip(f"the run wrote no {name}")
+    raw = path.read_bytes()
+    path.write_bytes(b"\xff\xfe\n" + raw)
+    assert main(["report", str(bad), "--out", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1: not UTF-8 text (byte 1 of the line: 0xff)" in err, err
+    assert "Traceback" not in err
+
+
+def test_report_scrape_reader_non_utf8_line_named_cut_last_line_skipped(tmp_path: Path) -> None:
+    from hopbench._report_scrape import read_scrapes
+
+    (tmp_path / "scrape.jsonl").write_bytes(b'{"t_ms": 1}\n\xff\n{"t_ms": 2}\n')
+    with pytest.raises(ResultsError, match=r"scrape.jsonl:2: not UTF-8 text \(byte 1 of the line"):
+        read_scrapes(tmp_path)
+    (tmp_path / "scrape.jsonl").write_bytes(b'{"t_ms": 1}\n{"t_ms": 2, "x": "\xc3')
+    assert read_scrapes(tmp_path) == [{"t_ms": 1}]

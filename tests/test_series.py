@@ -119,3 +119,15 @@ def test_fold_timeline_malformed_line_named_last_line_cut_ignored(tmp_path: Path
     with pytest.raises(ResultsError, match=r"timeline.jsonl:2: malformed timeline line"):
         fold_timeline(path, 1)
     assert fold_timeline(tmp_path / "missing.jsonl", 1) == []
+
+
+def test_fold_timeline_non_utf8_line_named_last_line_cut_inside_a_character_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "timeline.jsonl"
+    path.write_bytes(b'{"start_ns": 0, "end_ns": 1}\n{"start_ns": 1, "end_ns": 2, "x": "\xff"}\n'
+                     b'{"start_ns": 2, "end_ns": 3}\n')
+    with pytest.raises(ResultsError, match=r"timeline.jsonl:2: not UTF-8 text \(byte 36 of the line: 0xff\)"):
+        fold_timeline(path, 1)
+    with pytest.raises(ResultsError, match=r"timeline.jsonl:2: not UTF-8"):
+        span_ns(None, path)
+    path.write_bytes(b'{"start_ns": 0, "end_ns": 1}\n{"start_ns": 1, "end_ns": 2, "x": "caf\xc3')
+    assert len(fold_timeline(path, 1)) == 1

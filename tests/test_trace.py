@@ -62,6 +62,22 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
     ("", None, "is empty"),
     ("\n  \n", None, "is empty"),
     (b'{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"x": "\xff"}\n', 2, "not UTF-8"),
+    # the offset is counted within the line (byte 8 of line 2, 1-based), and of the file
+    (b'{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"x": "\xff"}\n', 2,
+     "(byte 8 of the line, 67 of the file)"),
+    # lengths above hopbench's limit (docs/workloads.md, "Length limits"): refused, not built
+    ('{"timestamp_ms": 5, "input_tokens": 10000000000, "output_tokens": 5}\n', 1,
+     '"input_tokens": expected at most 2,000,000 tokens'),
+    ('{"timestamp": 5, "input_length": 2000001, "output_length": 5}\n', 1,
+     '"input_length": expected at most 2,000,000 tokens'),
+    ('{"timestamp_ms": 5, "input_tokens": 5, "output_tokens": 10000000000}\n', 1,
+     '"output_tokens": expected at most 2,000,000 tokens'),
+    # more hash ids than ceil(input_tokens / block_tokens) blocks
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n'
+     '{"timestamp_ms": 0, "input_tokens": 10, "output_tokens": 5, "hash_ids": [1, 2, 3, 4]}\n', 2,
+     '"hash_ids" has 4 ids, more than the 1 block(s) of "input_tokens" = 10 with load.block_tokens = 512'),
+    ('{"timestamp_ms": 0, "input_tokens": 1025, "output_tokens": 5, "hash_ids": [1, 2, 3, 4]}\n', 1,
+     '"hash_ids" has 4 ids, more than the 3 block(s)'),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{oops\n', 2, "broken JSON line"),
     ('[1, 2]\n', 1, "expected a JSON object"),
     ('{"input_tokens": 1, "output_tokens": 1}\n', 1, 'missing field "timestamp_ms"'),
@@ -81,6 +97,15 @@ def test_trace_bad_input_names_file_and_line(tmp_path: Path, content: str | byte
     text = str(info.value)
     assert message in text
     assert text.startswith(f"{path}:{line}: " if line is not None else f"{path}")
+
+
+def test_trace_hash_ids_up_to_the_block_count_are_accepted(tmp_path: Path) -> None:
+    """ceil(input_tokens / block_tokens) ids (Mooncake's) or fewer (the rest unique) pass."""
+    _trace(tmp_path, '{"timestamp_ms": 0, "input_tokens": 1025, "output_tokens": 5, "hash_ids": [1, 2, 3]}\n'
+                     '{"timestamp_ms": 1, "input_tokens": 1024, "output_tokens": 5, "hash_ids": [1, 2]}\n'
+                     '{"timestamp_ms": 2, "input_tokens": 1024, "output_tokens": 5, "hash_ids": [1]}\n')
+    spec = load_profile(_profile(tmp_path, "t.jsonl")).load.trace
+    assert spec is not None and [len(e.hash_ids) for e in spec.entries] == [3, 2, 1]
 
 
 @pytest.mark.parametrize(("trace", "load", "scenarios", "message"), [
@@ -109,6 +134,15 @@ def test_trace_bad_trace_cli_exit_2_no_traceback(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     assert f"{tmp_path / 't.jsonl'}:2: " in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_trace_huge_input_tokens_cli_exit_2_no_traceback(tmp_path: Path) -> None:
+    _trace(tmp_path, '{"timestamp_ms":5,"input_tokens":10000000000,"output_tokens":5}\n')
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(_profile(tmp_path, "t.jsonl"))],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{tmp_path / 't.jsonl'}:1: " in proc.stderr and "input_tokens" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def _entry(t_ms: float, inp: int = 10, hashes: tuple[int, ...] = ()) -> TraceEntry:

@@ -16,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from hopbench import ProfileError
+from hopbench._lengths import MAX_INPUT_TOKENS, dist_from
 from hopbench._profile import load_profile, parse_profile
 from hopbench._summary_table import render_summary
 from hopbench._workload import (
@@ -129,6 +130,8 @@ def test_workload_plain_profiles_are_unchanged(tmp_path: Path) -> None:
     ("{ dist = 'uniform', min = 150, max = 50 }", "expected min <= max"),
     ("0", "expected a positive integer"),
     ("'many'", "expected a positive integer"),
+    ("{ dist = 'normal', mean = 100, stddev = 10, max = 10000000000 }", "expected max <= 2,000,000 tokens"),
+    ("{ dist = 'uniform', min = 1, max = 2000001 }", "expected max <= 2,000,000 tokens"),
 ])
 @pytest.mark.parametrize("key", ["input_tokens", "max_tokens"])
 def test_workload_bad_distribution_names_file_line_key(tmp_path: Path, key: str, value: str,
@@ -324,6 +327,45 @@ def test_workload_one_prompt_source(tmp_path: Path) -> None:
         parse_profile(HEAD + "input_tokens = 5\nprompts = ['a']\n", tmp_path / "x.toml")
     with pytest.raises(ProfileError, match=r"dataset.path: required key is missing"):
         parse_profile(HEAD + "dataset = { format = 'sharegpt' }\n", tmp_path / "x.toml")
+
+
+@pytest.mark.parametrize(("body", "key"), [
+    ("input_tokens = 10000000000\n", "input_tokens"),
+    ("input_tokens = 2000001\n", "input_tokens"),
+    ("input_tokens = { dist = 'lognormal', mean = 100, stddev = 10, max = 10000000000 }\n", "input_tokens"),
+    ("max_tokens = 10000000000\ninput_tokens = 10\n", "max_tokens"),
+    ("max_tokens = 10000000000\nprompts = ['a']\n", "max_tokens"),
+])
+def test_workload_lengths_above_the_limit_exit_2_at_validate(tmp_path: Path, body: str, key: str) -> None:
+    """Lengths above 2,000,000 tokens are refused by validate (file:line, key), never built."""
+    path = _profile(tmp_path, body)
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(path)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{path}:8: scenario[0].{key}: " in proc.stderr and "2,000,000" in proc.stderr.replace("2000000",
+                                                                                              "2,000,000")
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("body", "key"), [
+    ("input_tokens = 2000000\n", "input_tokens"),                     # 512 x 8 MB: 4 GiB
+    ("prompt_pool = 200\ninput_tokens = 2000000\n", "prompt_pool"),
+])
+def test_workload_pool_above_the_memory_limit_exit_2(tmp_path: Path, body: str, key: str) -> None:
+    """Each prompt within the limit but the pool of them too large to build: refused, naming the fit."""
+    path = _profile(tmp_path, body)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert f"{path}:8: scenario[0].{key}: " in str(err.value)
+    assert "more than hopbench's limit of 1,024 MiB" in str(err.value)
+    assert "set prompt_pool = 134 or less" in str(err.value)
+
+
+def test_workload_input_tokens_at_the_limit_is_accepted() -> None:
+    d = dist_from(2_000_000, lambda r: ProfileError(r), limit=MAX_INPUT_TOKENS)
+    assert d.max == MAX_INPUT_TOKENS == 2_000_000
+    assert dist_from({"dist": "lognormal", "mean": 100, "stddev": 10}, lambda r: ProfileError(r),
+                     limit=MAX_INPUT_TOKENS).max == MAX_INPUT_TOKENS
 
 
 def test_workload_bad_dataset_cli_exit_2_no_traceback(tmp_path: Path) -> None:
