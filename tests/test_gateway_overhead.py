@@ -375,3 +375,15 @@ def test_per_event_figures_refused_across_hosts(tmp_path: Path, monkeypatch: pyt
     assert "added_ttft" not in s["scopes"]["all"]["metrics"]
     assert any(w.startswith(f'gateway overhead: per-event figures refused ([upstream].listen = "127.0.0.1:{port}")')
                for w in s["warnings"])
+
+
+def test_client_cancels_behind_a_gateway_are_joined_with_the_upstream_record(tmp_path: Path) -> None:
+    """Cancellation (issue 15 item 5) through [upstream]: the upstream emulator's record
+    gives each cancelled stream its cancel_delay (no gateway here: the emulator itself)."""
+    port = free_port()
+    text = _profile(f"http://127.0.0.1:{port}", f'listen = "127.0.0.1:{port}"', requests=6)
+    text = text.replace('prompts = ["hello there"]\n', 'prompts = ["hello there"]\ncancel = { after_events = 3 }\n')
+    run_profile(parse_profile(text, tmp_path / "p.toml", env={}), out_dir=tmp_path / "run")
+    s = _summary(tmp_path / "run")
+    assert s["scopes"]["all"]["metrics"]["cancel_delay"]["count"] == 6
+    assert s["gateway_overhead"]["matched"] == 6
