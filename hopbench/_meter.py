@@ -148,7 +148,7 @@ class StreamMeter:
         #: gateway overhead only (the runner sets both lists): characters and read stamp of
         #: each content event
         self.event_chars: list[int] | None = None
-        self.event_read_ns: list[int] = []
+        self.event_read_ns: list[int] | None = None
         self.first_read_ns: int | None = None  # the first body read
 
     def on_headers(self, t_ns: int) -> None:
@@ -207,7 +207,7 @@ class StreamMeter:
                     if sink is not None:
                         sink("itl", gap)
                 self.last_content_ns = t_ns
-                if self.event_chars is not None:
+                if self.event_chars is not None and self.event_read_ns is not None:
                     self.event_chars.append(ob.chars)  # type: ignore[union-attr]
                     self.event_read_ns.append(t_ns)
                 if self._last_content_read != self.reads:
@@ -776,7 +776,7 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
     """The streams.jsonl fields that gateway overhead needs (docs/gateway-overhead.md).
 
     Args:
-        m: the stream's meter, its ``event_chars`` list set by the runner.
+        m: the stream's meter, its ``event_chars`` and ``event_read_ns`` lists set by the runner.
         t0_ns: the run's start (stamps are relative to it, like ``stream_line``).
 
     Returns:
@@ -786,7 +786,7 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
         characters of each of those events).
     """
     return {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
-            "content_read_ns": [t - t0_ns for t in m.event_read_ns],
+            "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
             "content_chars": list(m.event_chars or ())}
 
 

@@ -818,8 +818,8 @@ class LoadRunner:
         meter = StreamMeter(start, sent, recorder_sink(rec, scope_name),
                             itl_digest=slo is not None and slo.itl_ns is not None
                             and slo.itl_percentile is not None)
-        if self._overhead:
-            meter.event_chars = []
+        if self._overhead:  # per-event stamps for gateway overhead (grow with the stream)
+            meter.event_chars, meter.event_read_ns = [], []
         rec.incr(scope_name, "started")
         outcome = "cancelled"
         detail = ""
