@@ -187,6 +187,15 @@ def test_analyse_flags_buffering() -> None:
     assert o2.block["buffering"]["flag"] is False
 
 
+def test_analyse_a_few_stalled_streams_do_not_flag_the_run() -> None:
+    writes = tuple(i * 20 * MS for i in range(1, 6))
+    held = [_client(f"0-{i}", reads=(101 * MS,) * 5, end=110 * MS) for i in range(1)]
+    passed = [_client(f"0-{i}", reads=tuple(w + MS for w in writes), end=110 * MS) for i in range(1, 4)]
+    ups = [_up(f"0-{i}", writes=writes, end_ns=100 * MS) for i in range(4)]
+    b = analyse(held + passed, ups, boot_id=BOOT).block["buffering"]
+    assert b["streams_buffered"] == 1 and b["streams_multi_event"] == 4 and b["flag"] is False
+
+
 def test_analyse_one_late_read_is_not_a_buffer() -> None:
     writes = tuple(i * 20 * MS for i in range(1, 11))
     reads = list(w + MS for w in writes)
