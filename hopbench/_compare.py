@@ -53,8 +53,11 @@ MIN_EFFECT: Final = 0.05
 MIN_ABS_MS: Final = 1.0
 """Times: smallest absolute change (ms) that can be a verdict (loopback noise is below it)."""
 DEFAULT_METRICS: Final = ("ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
-                          "keepalive_interval", "max_silence", "ttft_from_send", "e2e_from_send")
-"""Gateway-facing metrics compared by default (client-side ones need --metric)."""
+                          "keepalive_interval", "max_silence", "ttft_from_send", "e2e_from_send",
+                          # gateway overhead (docs/gateway-overhead.md): only runs with [upstream] have them
+                          "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e")
+"""Gateway-facing metrics compared by default (client-side ones need --metric); a metric
+neither run recorded is left out."""
 HIGHER_IS_BETTER: Final = frozenset({"output_tokens_per_s", "completion_rate", "throughput.output_tokens_per_s",
                                      "throughput.completed_per_s"})
 SHOWN_STATS: Final = ("count", "p50", "p90", "p99", "p999", "max")

@@ -124,6 +124,12 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("tail", "terminal event to the end of the response body (held after the answer)"),
         _time("cancel_delay", "client cancel (connection closed) to the upstream noticing the close"),
         _time("request_write", "writing the request (head and body) until its last byte is in the send buffer"),
+        # gateway overhead (hopbench._overhead, docs/gateway-overhead.md)
+        _time("request_delay", "gateway overhead: client sent the request -> the upstream received it"),
+        _time("first_event_delay", "gateway overhead: the upstream wrote its first event -> the client read it"),
+        _time("added_ttft", "gateway overhead: client TTFT minus the upstream's own TTFT"),
+        _time("event_delay", "gateway overhead: per content event, upstream write -> client read"),
+        _time("added_e2e", "gateway overhead: client e2e minus the upstream's own duration"),
     )
 }
 """Every metric hopbench records, by name. Gate, compare and report import this."""

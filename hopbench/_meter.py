@@ -40,6 +40,7 @@ __all__ = [
     "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "record_lengths", "stream_line",
     "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "CLIENT_LAG_MIN_NS",
     "GapSink", "recorder_sink", "PACED_GAP_MIN_NS",
+    "overhead_line",
 ]
 
 GapSink = Callable[[str, int], None]
@@ -109,6 +110,7 @@ class StreamMeter:
         "_last_content_read", "input_tokens", "output_tokens", "reads",
         "content_read_lag_max_ns", "headers", "_prev_read_ns",
         "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "content_read_lag_gap_ns",
+        "event_chars", "event_read_ns", "first_read_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -143,6 +145,11 @@ class StreamMeter:
         self._ka_open_ns: int | None = None  # the last keepalive, while its silence is open
         self._ka_closed_read = -1  # the read that closed a keepalive silence
         self._read_lag_ns = 0
+        #: gateway overhead only (the runner sets both lists): characters and read stamp of
+        #: each content event
+        self.event_chars: list[int] | None = None
+        self.event_read_ns: list[int] | None = None
+        self.first_read_ns: int | None = None  # the first body read
 
     def on_headers(self, t_ns: int) -> None:
         """The response head arrived at ``t_ns``."""
@@ -160,6 +167,8 @@ class StreamMeter:
         last = self.last_byte_ns
         self._prev_read_ns = last
         self.reads += 1
+        if self.first_read_ns is None:
+            self.first_read_ns = t_ns
         self._read_lag_ns = lag_ns
         if self.terminal_ns is not None:
             return  # the body's tail: neither silence nor keepalive cadence
@@ -198,6 +207,9 @@ class StreamMeter:
                     if sink is not None:
                         sink("itl", gap)
                 self.last_content_ns = t_ns
+                if self.event_chars is not None and self.event_read_ns is not None:
+                    self.event_chars.append(ob.chars)  # type: ignore[union-attr]
+                    self.event_read_ns.append(t_ns)
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
                     self.content_reads += 1
@@ -758,6 +770,24 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
     if r.headers:
         line["headers"] = dict(r.headers)
     return line
+
+
+def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
+    """The streams.jsonl fields that gateway overhead needs (docs/gateway-overhead.md).
+
+    Args:
+        m: the stream's meter, its ``event_chars`` and ``event_read_ns`` lists set by the runner.
+        t0_ns: the run's start (stamps are relative to it, like ``stream_line``).
+
+    Returns:
+        ``first_read_ns`` (the first body read, ns from the run start, or None),
+        ``content_read_ns`` (list, one read stamp per content event in stream
+        order, ns from the run start) and ``content_chars`` (list, the
+        characters of each of those events).
+    """
+    return {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
+            "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
+            "content_chars": list(m.event_chars or ())}
 
 
 def record_lengths(rec: Recorder, scope: str, r: StreamRecord,

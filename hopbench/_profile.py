@@ -198,6 +198,8 @@ class Profile:
     stages: tuple[Any, ...] = field(default=(), compare=False)
     #: the ``[search]`` table (hopbench._stage_spec.SearchSpec), or None
     search: Any = field(default=None, compare=False)
+    #: the ``[upstream]`` table (hopbench._upstream.UpstreamSpec), or None
+    upstream: Any = field(default=None, compare=False)
 
     @property
     def scopes(self) -> list[str]:
@@ -251,7 +253,7 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
 
 
 _TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "arm", "slo", "stage",
-              "search")
+              "search", "upstream")
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
@@ -329,6 +331,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
             None, "[[arm]] tables make one results scope per arm, while SLOs, stages and the capacity "
                   "search judge scenarios: not supported together (run one profile per arm's url; "
                   "docs/ab-arms.md)")
+    from ._upstream import parse_upstream  # the gateway's upstream (docs/gateway-overhead.md)
+
+    upstream = parse_upstream(root.table("upstream"), base, target.url)
     root.done()
     if (run.duration_ns is None and run.requests is None and not stages and search is None
             and not (load.mode == "trace" and not load.trace.loop)):
@@ -349,6 +354,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         arms=arms,
         stages=stages,
         search=search,
+        upstream=upstream,
     )
 
 
@@ -796,7 +802,8 @@ def sanitized(profile: Profile) -> dict[str, Any]:
     out: dict[str, Any] = json.loads(json.dumps(profile.raw, default=str))
     out["_source"] = str(profile.path) if profile.path else None
     arms: list[Any] = out["arm"] if isinstance(out.get("arm"), list) else []
-    for emulator in [out.get("emulator")] + [a.get("emulator") for a in arms if isinstance(a, dict)]:
+    for emulator in ([out.get("emulator"), out.get("upstream")]
+                     + [a.get("emulator") for a in arms if isinstance(a, dict)]):
         if isinstance(emulator, dict):  # the emulator's own key is a secret too (also an arm's)
             tables = [emulator] + [m for m in (emulator.get("models") or {}).values() if isinstance(m, dict)]
             for table in tables:

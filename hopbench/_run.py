@@ -147,6 +147,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     with hold_signals(announce=False) as early:  # the folder, then the try that owes it a summary
         writer = ResultsWriter(out)
     scrapers: list[Any] = []  # the [[scrape]] threads (hopbench._scrape), stopped with the stack
+    upstream: Any = None  # the gateway's upstream (hopbench._gateway.UpstreamHandle)
     try:  # from the moment the folder exists, whatever happens leaves a summary.json
         if early:  # a signal while the folder was made
             raise Interrupted(early[0])
@@ -164,6 +165,10 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                     profile.emulator_config, record_path=out / "ground_truth.jsonl"))
                 url = emulator.base_url
                 meta["ground_truth"] = "ground_truth.jsonl"
+            if profile.upstream is not None:  # the emulator behind the gateway (docs/gateway-overhead.md)
+                from ._gateway import open_upstream
+
+                upstream = open_upstream(profile.upstream, stack, out, profile.path)
             if profile.scrape:  # started (imports paid) before the load, scraping from its start
                 from ._scrape import Scraper
 
@@ -174,12 +179,14 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             for scraper in scrapers:
                 scraper.begin(time.monotonic_ns())
             runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval,
-                                on_stream=on_stream if profile.run.stream_log else None,
+                                on_stream=on_stream if profile.run.stream_log or upstream else None,
                                 arms=[(name, u) for name, u, _ in arms])
             if meta.get("ground_truth"):  # the embedded emulator: notice its death at once
                 runner.target_alive = emulator.exit_reason
             elif any(e is not None for _, _, e in arms):
                 runner.target_alive = arms_alive(arms)
+            elif upstream is not None and upstream.alive is not None:  # the emulator behind the gateway
+                runner.target_alive = upstream.alive
             try:
                 stats = trio.run(runner.run)
             except KeyboardInterrupt as exc:
@@ -227,6 +234,20 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                         notes.extend(join_record(rec, cancels, out / arm["ground_truth"]))
                         notes.extend(f"arm {arm['name']}: {w}"
                                      for w in emulator_warnings(out / arm["ground_truth"]))
+                if upstream is not None and runner is not None and runner.cancels and upstream.offset == 0:
+                    from ._cancel import join_record  # cancels behind a gateway: its upstream's record
+
+                    meta.setdefault("notes", []).extend(join_record(rec, runner.cancels, upstream.ground_truth))
+                if upstream is not None and runner is not None and runner.t0_mono_ns:
+                    from ._gateway import gateway_overhead
+
+                    try:
+                        meta["gateway_overhead"], notes = gateway_overhead(
+                            upstream, out / "streams.jsonl", runner.t0_mono_ns, profile.run.warmup_ns, rec)
+                    except Exception as exc:  # a bug here must not cost the run's results
+                        meta["gateway_overhead"] = {"upstream": upstream.source, "error": _crash_reason(exc)}
+                        notes = [f"gateway overhead could not be computed: {_crash_reason(exc)}"]
+                    meta.setdefault("notes", []).extend(notes)
                 for scraper in scrapers:  # gateway metrics: counted, warned, never failing the run
                     meta["scrape"] = scraper.summary()
                     meta.setdefault("notes", []).extend(scraper.warnings())

@@ -43,8 +43,8 @@ from ._counters import RunCounters
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ._slo import judge, record_verdict
-from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, record_lengths, record_stream,
-                     recorder_sink, stream_line)
+from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, overhead_line, record_lengths,
+                     record_stream, recorder_sink, stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._saturation import host_usage, sample_host
@@ -53,6 +53,7 @@ from .protocols import StreamResult, new_decoder
 from ._sessions import Conversation, record_turn
 from ._trace import TraceBodies, body_template
 from ._workload import Message, Picker, Prepared, encode_body
+from ._marker import marked_template
 from ._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
 from .sse import SSEScanner
 
@@ -370,6 +371,13 @@ class LoadRunner:
         self._probe_due_ns = 1 << 62
         self._lag_ns = 0
         self._lag_at_ns = -(1 << 62)
+        # Gateway overhead (docs/gateway-overhead.md): each body's last user message
+        # carries the request id too, and streams.jsonl gets per-event stamps.
+        self._overhead = profile.upstream is not None
+        self._markers = ({b: marked_template(s.protocol, b) for s in profile.scenarios for b in s.bodies}
+                         if self._overhead else {})
+        #: CLOCK_MONOTONIC (the emulator's clock) at the run's start t0, ns
+        self.t0_mono_ns = 0
 
     # -- helpers ---------------------------------------------------------------
     def _pick(self) -> Scenario:
@@ -444,6 +452,7 @@ class LoadRunner:
                 self._client = client
                 self._t0 = t0 = now_ns()
                 self._mono_offset_ns = monotonic_offset_ns()
+                self.t0_mono_ns = t0 + self._mono_offset_ns  # t0 on CLOCK_MONOTONIC (gateway overhead)
                 st = self.stats
                 st.started_ns = 0
                 st.last_change_ns = t0
@@ -771,6 +780,11 @@ class LoadRunner:
             expect = self._expect_usage.get(body, False)
         else:  # built for this send (trace replay, session turns)
             body, shape, expect = req.body, req.shape, req.expect_usage
+        content = body
+        if self._overhead:  # the request id also in the last user message (docs/gateway-overhead.md)
+            tpl = self._markers.get(body) if req is None else marked_template(sc.protocol, body)
+            if tpl is not None:
+                content = tpl[0] + headers[REQUEST_ID_HEADER].encode() + tpl[1]
         self.stats.requests_started += 1
         gauge = self._gauge
         if not counted:  # (an open-loop arrival was counted as waiting when it was spawned)
@@ -792,7 +806,7 @@ class LoadRunner:
         request: httpx.Request | Exception
         try:
             request = self._client.build_request("POST", sc.path if arm is None else arm[1] + sc.path,
-                                                 content=body, headers=headers,
+                                                 content=content, headers=headers,
                                                  extensions={"trace": trace})
         except Exception as exc:  # raised again inside the per-stream boundary below
             request = exc
@@ -804,6 +818,8 @@ class LoadRunner:
         meter = StreamMeter(start, sent, recorder_sink(rec, scope_name),
                             itl_digest=slo is not None and slo.itl_ns is not None
                             and slo.itl_percentile is not None)
+        if self._overhead:  # per-event stamps for gateway overhead (grow with the stream)
+            meter.event_chars, meter.event_read_ns = [], []
         rec.incr(scope_name, "started")
         outcome = "cancelled"
         detail = ""
@@ -883,6 +899,8 @@ class LoadRunner:
                     line["requested_input_tokens"], line["requested_max_tokens"] = shape
                 if req is not None:
                     line.update(req.fields)
+                if self._overhead:
+                    line.update(overhead_line(meter, self._t0))
                 self.on_stream(line)
             gauge.move(max(end, gauge.last_ns), stage[0], OUT)
             self._idle_changed.set()

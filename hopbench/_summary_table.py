@@ -259,6 +259,10 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         for line in _scope_lines(scope):
             console.print(line)
         console.print()
+    from ._overhead import overhead_lines  # docs/gateway-overhead.md
+
+    for text in overhead_lines(summary.get("gateway_overhead") or {}):
+        console.print(Text(text))
     head = _headline(summary)
     if head is not None:
         console.print(head)

@@ -448,6 +448,13 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     if profile.arms and (profile.run.workers > 1 or profile.run.engine == "ray"):
         raise UsageError("[[arm]]: A/B arms run in one process: drop --workers / --engine ray "
                          f"(got workers = {profile.run.workers}, engine = {profile.run.engine})")
+    if profile.upstream is not None and (profile.run.workers > 1 or profile.run.engine == "ray"):
+        # gateway overhead matches streams on one clock in one process (docs/gateway-overhead.md)
+        raise UsageError("[upstream] (gateway overhead) runs in one process: drop --workers / run.workers "
+                         "and run.engine = \"ray\" (or run without [upstream])")
+    if profile.upstream is not None and profile.arms:
+        raise UsageError("[upstream] (gateway overhead) and [[arm]] tables cannot be combined yet: "
+                         "measure one gateway per run")
     console = Console(stderr=False)
     err = Console(stderr=True)
     out = out or default_out_dir(profile, results_root)

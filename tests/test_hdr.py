@@ -26,6 +26,8 @@ def test_metrics_table_units_and_ranges() -> None:
         "ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
         "keepalive_interval", "max_silence", "queue_delay", "schedule_lag", "loop_lag",
         "ttft_from_send", "e2e_from_send", "connect_wait", "tail", "cancel_delay", "request_write",
+        # gateway overhead (docs/gateway-overhead.md)
+        "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
     }
     assert set(METRICS) == expected
     for name, spec in METRICS.items():

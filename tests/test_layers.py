@@ -28,7 +28,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
         "hopbench._wire_text", "hopbench._inflight", "hopbench._digest",
         "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics",
-        "hopbench.emulator._prefix"),
+        "hopbench.emulator._prefix",
+        "hopbench._marker", "hopbench._overhead"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
     1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes",
@@ -44,7 +45,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
         "hopbench._scrape_spec", "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload",
         "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search", "hopbench._counters",
-        "hopbench._report_workload"),
+        "hopbench._report_workload", "hopbench._upstream"),
     # the profile (validates [emulator] and [gate] with their owners' parsers)
     4: ("hopbench.protocols._decode", "hopbench.emulator._app",
         "hopbench.emulator._embedded", "hopbench._sessions"),
@@ -52,7 +53,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # per-stream meter (pure), the HTTP transport (I/O), the emulator's public surface
     6: ("hopbench._meter", "hopbench._transport", "hopbench.emulator"),
     # the runner (the only async code that stamps), results folder writer/reader
-    7: ("hopbench._runner", "hopbench._results", "hopbench._scrape", "hopbench._capacity_report"),
+    7: ("hopbench._runner", "hopbench._results", "hopbench._scrape", "hopbench._capacity_report",
+        "hopbench._gateway"),
     # the one finish path (judge, summary record) and the views of a results folder
     8: ("hopbench._finish", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
         "hopbench._report_capacity",
@@ -76,7 +78,8 @@ PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._reco
         "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
         "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
         "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest", "hopbench._finish",
-        "hopbench._counters", "hopbench._trace", "hopbench._sessions"]
+        "hopbench._counters", "hopbench._trace", "hopbench._sessions",
+        "hopbench._marker", "hopbench._overhead"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

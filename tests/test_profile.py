@@ -26,7 +26,8 @@ MODEL = '\nmodel = "gpt-x"\n'
 def test_profile_examples_validate(path: Path) -> None:
     profile = load_profile(path)
     assert profile.scenarios
-    assert profile.target.embedded  # every example runs as-is on the emulator
+    # every example runs as-is on the emulator: as the target, or behind a gateway ([upstream])
+    assert profile.target.embedded or profile.upstream is not None
     assert profile.emulator_config is not None
 
 

@@ -107,6 +107,7 @@ def test_write_report_builds_from_emulator_run(runs: tuple[Path, Path], report: 
     page = report.read_text(encoding="utf-8")
     for div in ("fig-spectrum", "fig-timeline", "fig-outcomes", "fig-keepalive"):
         assert f'id="{div}"' in page
+    assert "Gateway overhead" not in page  # only runs with [upstream] have that section
     # offline: no script, stylesheet or image is fetched from anywhere
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
     assert "cdn.plot.ly" not in page.split("</script>", 1)[1]

@@ -50,8 +50,9 @@ from ._capacity import CapacityGate
 from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, prefill_ns, prompt_parts, request_rng
 from ._config import EmulatorConfig
 from ._metrics import EmulatorMetrics
+from .._marker import find_marker
 from ._prefix import PrefixCache
-from ._record import End, GroundTruth, GroundTruthWriter
+from ._record import End, GroundTruth, GroundTruthWriter, boot_id
 from ._wire import KEEPALIVE, ChatWire, MessagesWire, ResponsesWire, Wire, http_error_body
 
 __all__ = ["EmulatorApp"]
@@ -123,6 +124,12 @@ class _StreamState:
     finished: bool = False
     status: int = 0
     end_ns: int = 0
+    #: the first body bytes handed to send() (gateway overhead's first event)
+    first_write_ns: int | None = None
+    #: the request-id marker found in the body (hopbench._marker)
+    marker_id: str | None = None
+    #: the final body bytes handed to send() (gateway overhead's upstream end)
+    final_write_ns: int | None = None
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -178,6 +185,7 @@ class EmulatorApp:
         #: the prefix cache (docs/emulator.md, "Prefix cache"), None when off
         self.prefix_cache = (PrefixCache(config.prefix_cache_blocks, config.prefix_block_tokens)
                              if config.prefix_cache_blocks else None)
+        self.boot_id = boot_id()
         names = ["hopbench-emulator", *config.models]
         self._models_body = json.dumps({"object": "list", "data": [
             {"id": n, "object": "model", "created": self.created_s, "owned_by": "hopbench"}
@@ -239,8 +247,10 @@ class EmulatorApp:
             if not message.get("more_body", False):
                 break
         request_id = _header(scope, b"x-hopbench-request-id")
+        raw = b"".join(chunks)
+        marker_id = find_marker(raw) if b"[hb:" in raw else None
         try:
-            body = json.loads(b"".join(chunks))
+            body = json.loads(raw)
         except ValueError:
             body = None
         if not isinstance(body, dict):
@@ -254,7 +264,7 @@ class EmulatorApp:
         if not self._authorized(scope):
             await self._json(send, 401, http_error_body(protocol, 401))
             self._record(request_id, protocol, model, stream, None, None, 401, input_tokens,
-                         "http_error", None, _StreamState(t0, 0), "stop", t0)
+                         "http_error", None, _StreamState(t0, 0, marker_id=marker_id), "stop", t0)
             return
         max_tokens = _max_tokens(protocol, body)
         if protocol == "messages" and max_tokens is None:
@@ -289,7 +299,7 @@ class EmulatorApp:
         else:
             wire = MessagesWire(rid, model, self.created_s, input_tokens)
         wire.cached_tokens, wire.cache_creation_tokens = cached, created
-        st = _StreamState(t0, behaviour.keepalive_interval_ns, t0)
+        st = _StreamState(t0, behaviour.keepalive_interval_ns, t0, marker_id=marker_id)
         st.run_on = behaviour.on_client_close == "finish"
         if plan.status == 200 and self.capacity.full():
             await self._json(send, 503, http_error_body(protocol, 503))
@@ -374,7 +384,7 @@ class EmulatorApp:
                     "tool": list(plan.tool_args)}
         st.status = 200
         await send({"type": "http.response.start", "status": 200, "headers": _JSON_HEADERS})
-        st.first_ns = now_ns()
+        st.first_ns = st.first_write_ns = st.final_write_ns = now_ns()
         await send({"type": "http.response.body", "body": body})
         st.end_ns = now_ns()
 
@@ -389,6 +399,11 @@ class EmulatorApp:
         if st.pending or not more_body:
             data = b"".join(st.pending)
             st.pending.clear()
+            t_ns = now_ns()
+            if st.first_write_ns is None and data:
+                st.first_write_ns = t_ns
+            if not more_body:
+                st.final_write_ns = t_ns
             await send({"type": "http.response.body", "body": data, "more_body": more_body})
             st.last_write_ns = st.end_ns = now_ns()
 
@@ -525,4 +540,14 @@ class EmulatorApp:
             t0_mono_ns=st.t0_ns,  # now_ns is time.monotonic_ns: CLOCK_MONOTONIC
             client_closed_ns=None if st.closed_ns is None else st.closed_ns - st.t0_ns,
             tokens_after_close=st.tokens_after_close,
-            queue_ns=max(0, st.start_ns - st.t0_ns), cached_tokens=cached_tokens))
+            queue_ns=max(0, st.start_ns - st.t0_ns), cached_tokens=cached_tokens,
+            **self._overhead_fields(st)))
+
+    def _overhead_fields(self, st: _StreamState) -> dict[str, Any]:
+        """The ground truth's gateway-overhead fields (docs/gateway-overhead.md)."""
+        p = st.parts
+        return {"marker_id": st.marker_id,
+                "first_write_ns": None if st.first_write_ns is None else st.first_write_ns - st.t0_ns,
+                "final_write_ns": None if st.final_write_ns is None else st.final_write_ns - st.t0_ns,
+                "event_chars": [len(x) for kind in ("reasoning", "text", "tool") for x in p[kind]],
+                "boot_id": self.boot_id}

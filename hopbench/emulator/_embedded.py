@@ -67,6 +67,9 @@ class EmbeddedEmulator:
         record_path: the ground-truth file (JSON lines), or None. The child's
             output goes to ``<record_path stem>.log`` beside it.
         host: the loopback address to bind.
+        port: the TCP port to bind; 0 (the default) lets the kernel pick a free
+            one. A fixed port is for an emulator that a gateway's config points
+            at (``[upstream].listen``, docs/gateway-overhead.md).
         startup_timeout_s: how long to wait for the child to answer.
         stop_timeout_s: how long SIGTERM has before SIGKILL.
 
@@ -77,11 +80,12 @@ class EmbeddedEmulator:
     """
 
     def __init__(self, config: EmulatorConfig, *, record_path: Path | None,
-                 host: str = "127.0.0.1", startup_timeout_s: float = 15.0,
+                 host: str = "127.0.0.1", port: int = 0, startup_timeout_s: float = 15.0,
                  stop_timeout_s: float = 5.0) -> None:
         self.config = config
         self.record_path = record_path
         self.host = host
+        self.port = port
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.base_url = ""
@@ -101,7 +105,7 @@ class EmbeddedEmulator:
             self.log_path = self.record_path.with_name(self.record_path.stem + ".log")
         else:
             self.log_path = self._tmp / "emulator.log"
-        cmd = [sys.executable, "-m", "hopbench.emulator", "--host", self.host, "--port", "0",
+        cmd = [sys.executable, "-m", "hopbench.emulator", "--host", self.host, "--port", str(self.port),
                "--config-json", str(cfg), "--ready-file", str(ready), "--log-level", "warning"]
         if self.record_path is not None:
             cmd += ["--record", str(self.record_path)]

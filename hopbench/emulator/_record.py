@@ -15,11 +15,11 @@ Invariants:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Literal
 
-__all__ = ["GroundTruth", "GroundTruthWriter", "End", "read_ground_truth", "knee_path"]
+__all__ = ["GroundTruth", "GroundTruthWriter", "End", "read_ground_truth", "knee_path", "boot_id"]
 
 End = Literal["completed", "failed", "disconnect", "stall", "http_error", "client_closed"]
 
@@ -66,6 +66,16 @@ class GroundTruth:
             in ns; 0 without a slot limit. Its schedule (TTFT, gaps) starts then.
         cached_tokens: prompt tokens the prefix cache held (their prefill was
             skipped), None when the emulator has no prefix cache.
+        marker_id: the request id found in the body's `` [hb:<id>]`` marker
+            (``hopbench._marker``), or None; for gateways that drop headers.
+        first_write_ns: request received -> the first body bytes handed to
+            send(), in ns; None if no body was sent.
+        final_write_ns: request received -> the final body bytes handed to
+            send(), in ns; None if the body never ended (fault, client gone).
+        event_chars: characters (code points) of each content delta, in the
+            order sent (one per content event; ``gaps_ns`` times them).
+        boot_id: the host's boot id (Linux ``/proc/sys/kernel/random/boot_id``)
+            or "" where unknown: monotonic stamps compare only on one boot.
     """
 
     request_id: str | None
@@ -95,9 +105,26 @@ class GroundTruth:
     tokens_after_close: int = 0
     queue_ns: int = 0
     cached_tokens: int | None = None
+    # gateway overhead (docs/gateway-overhead.md)
+    marker_id: str | None = None
+    first_write_ns: int | None = None
+    final_write_ns: int | None = None
+    event_chars: list[int] = field(default_factory=list)
+    boot_id: str = ""
 
 
 _FIELDS = tuple(f.name for f in fields(GroundTruth))
+
+
+def boot_id() -> str:
+    """This host's boot id: Linux's ``/proc/sys/kernel/random/boot_id``
+    (a UUID that changes at every boot), or "" where there is none. Two
+    processes with the same boot id share CLOCK_MONOTONIC. Never raises."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 class GroundTruthWriter:

@@ -1,0 +1,201 @@
+"""A tiny HTTP/1.1 reverse proxy that holds every SSE event for a known delay (tests only).
+
+Run as a process (so that its loop shares nothing with the measuring client)::
+
+    python tests/_delay_proxy.py --port P --upstream 127.0.0.1:9100 --delay-ms 5 --ready FILE --stats FILE
+
+Client connections are kept alive (requests read one after another); each
+request gets its own upstream connection (``Connection: close``); with
+``--retry`` a 429 or 5xx answer is retried once, behind the client's back; with
+``--answer-every N`` every Nth request is answered 503 by the proxy itself. The upstream
+body is de-chunked and, for ``text/event-stream``, cut into SSE events at
+blank lines: every event is written to the client ``delay-ms`` after it
+arrived, in order, as one chunk. Other bodies pass through at once. ``GET
+/healthz`` answers 200 without the upstream.
+
+Self-measurement: each event's lateness (actual write minus due time, ns)
+and each request's forwarding time (its head read -> written upstream, a new
+connection each time) are kept; on SIGTERM the proxy writes
+``{"late_ns": [...], "forward_ns": [...], "events": N}`` to the
+stats file, so a test derives its tolerance from what this proxy really did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"proxy-connection"}
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
+    try:
+        raw = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    lines = raw[:-4].split(b"\r\n")
+    headers = []
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers.append((name.strip().lower(), value.strip()))
+    return lines[0], headers
+
+
+def _get(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    for k, v in headers:
+        if k == name:
+            return v
+    return None
+
+
+async def _body_chunks(reader: asyncio.StreamReader, headers: list[tuple[bytes, bytes]]):  # type: ignore[no-untyped-def]
+    """The upstream body, de-chunked, as it arrives (raises on a broken body)."""
+    if (_get(headers, b"transfer-encoding") or b"").lower() == b"chunked":
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            size = int(size_line.split(b";")[0], 16)
+            if size == 0:
+                await reader.readuntil(b"\r\n")
+                return
+            data = await reader.readexactly(size + 2)
+            yield data[:-2]
+    elif (n := _get(headers, b"content-length")) is not None:
+        yield await reader.readexactly(int(n))
+    else:
+        while data := await reader.read(65536):
+            yield data
+
+
+class Proxy:
+    def __init__(self, upstream: tuple[str, int], delay_ns: int, retry: bool = False,
+                 answer_every: int = 0) -> None:
+        self.upstream = upstream
+        self.retry = retry
+        self.answer_every = answer_every
+        self.requests = 0
+        self.delay_ns = delay_ns
+        self.late_ns: list[int] = []
+        self.forward_ns: list[int] = []  # request head read -> request written upstream
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await self._one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        head = await _read_head(reader)
+        if head is None:
+            return False
+        line, headers = head
+        t_head = time.monotonic_ns()
+        if line.startswith(b"GET /healthz"):
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+            return True
+        n = int(_get(headers, b"content-length") or b"0")
+        body = await reader.readexactly(n) if n else b""
+        self.requests += 1
+        if self.answer_every and self.requests % self.answer_every == 0:  # answered here, never upstream
+            writer.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                         b"content-length: 2\r\n\r\n{}")
+            await writer.drain()
+            return True
+        for attempt in range(2 if self.retry else 1):
+            up_r, up_w = await asyncio.open_connection(*self.upstream)
+            out = [line]
+            out += [k + b": " + v for k, v in headers if k not in _HOP]
+            out += [b"content-length: " + str(len(body)).encode(), b"connection: close"]
+            up_w.write(b"\r\n".join(out) + b"\r\n\r\n" + body)
+            await up_w.drain()
+            if attempt == 0:
+                self.forward_ns.append(time.monotonic_ns() - t_head)
+            rhead = await _read_head(up_r)
+            if rhead is None:
+                up_w.close()
+                return False
+            status, rh = rhead
+            code = int(status.split()[1])
+            if attempt == 0 and self.retry and (code == 429 or code >= 500):
+                up_w.close()  # retried behind the client's back, as gateways do
+                continue
+            break
+        try:
+            back = [status] + [k + b": " + v for k, v in rh if k not in _HOP] + [b"transfer-encoding: chunked"]
+            writer.write(b"\r\n".join(back) + b"\r\n\r\n")
+            sse = (_get(rh, b"content-type") or b"").startswith(b"text/event-stream")
+            queue: asyncio.Queue[tuple[int, bytes] | None] = asyncio.Queue()
+            sender = asyncio.create_task(self._send(queue, writer))
+            buf = b""
+            try:
+                async for data in _body_chunks(up_r, rh):
+                    t = time.monotonic_ns()
+                    if not sse:
+                        queue.put_nowait((t, data))
+                        continue
+                    buf += data
+                    while (i := buf.find(b"\n\n")) >= 0:
+                        queue.put_nowait((t + self.delay_ns, buf[:i + 2]))
+                        buf = buf[i + 2:]
+            except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+                queue.put_nowait(None)
+                await sender
+                writer.close()  # a broken upstream body: break the client's too
+                return False
+            if buf:
+                queue.put_nowait((time.monotonic_ns() + self.delay_ns, buf))
+            queue.put_nowait(None)
+            await sender
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return True
+        finally:
+            up_w.close()
+
+    async def _send(self, queue: asyncio.Queue[tuple[int, bytes] | None], writer: asyncio.StreamWriter) -> None:
+        while (item := await queue.get()) is not None:
+            due, data = item
+            left = due - time.monotonic_ns()
+            if left > 0:
+                await asyncio.sleep(left / 1e9)
+                while (left := due - time.monotonic_ns()) > 0:  # the loop's timers may fire early
+                    await asyncio.sleep(left / 1e9)
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.late_ns.append(time.monotonic_ns() - due)
+            await writer.drain()
+
+
+async def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--delay-ms", type=float, default=0.0)
+    ap.add_argument("--ready", type=Path, required=True)
+    ap.add_argument("--stats", type=Path, required=True)
+    ap.add_argument("--retry", action="store_true", help="retry once on 429 and 5xx")
+    ap.add_argument("--answer-every", type=int, default=0, help="answer every Nth request 503 itself")
+    a = ap.parse_args(argv)
+    host, _, port = a.upstream.rpartition(":")
+    proxy = Proxy((host, int(port)), int(a.delay_ms * 1e6), a.retry, a.answer_every)
+    server = await asyncio.start_server(proxy.handle, "127.0.0.1", a.port, backlog=1024)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    a.ready.write_text("ready")
+    async with server:
+        await stop.wait()
+    a.stats.write_text(json.dumps({"late_ns": proxy.late_ns, "events": len(proxy.late_ns),
+                                   "forward_ns": proxy.forward_ns}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:]))
