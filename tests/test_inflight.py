@@ -324,5 +324,9 @@ model = "m"
     # 1 ms would take (hopbench._meter.PACED_GAP_MIN_NS): a hold no client can tell apart.
     counters = summary["scopes"]["all"]["counters"]
     held_by_the_emulator = sum(r["lag_max_ns"] >= 10_000_000 for r in truth)
-    assert counters.get("proxy_buffering_suspected", 0) <= held_by_the_emulator, (counters, held_by_the_emulator)
+    # (a busy CI machine also deschedules the emulator between its lag samples: allow 1 %
+    # of the streams beside those; the run's warning needs half of them and must not fire)
+    allowed = held_by_the_emulator + -(-counters.get("completed", 0) // 100)
+    assert counters.get("proxy_buffering_suspected", 0) <= allowed, (counters, held_by_the_emulator)
+    assert not [w for w in summary["warnings"] if "buffering" in w], summary["warnings"]
     assert not any("buffering" in w for w in summary["warnings"])

@@ -127,20 +127,32 @@ class _FastHandler(socketserver.BaseRequestHandler):
     """A server thread (not the client's loop, which the test blocks): headers,
     20 ms, then 8 events 3 ms apart, each its own write, then [DONE]. A client
     that keeps up reads them one by one; one whose loop is blocked finds them
-    piled up in its socket and reads them at once."""
+    piled up in its socket and reads them at once.
+
+    ``overshoots`` gets, per stream, this thread's own worst lateness (ns) against
+    its schedule: on a busy machine the server too is descheduled, and events it
+    wrote late arrive bunched as from a buffering proxy (no client can tell)."""
+
+    overshoots: list[int] = []
 
     def handle(self) -> None:
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.request.recv(65536)
         self.request.sendall(_HEAD + b"\r\n")
+        due = time.monotonic_ns() + 20_000_000
+        worst = 0
         time.sleep(0.02)
         for _ in range(8):
+            worst = max(worst, time.monotonic_ns() - due)
             self.request.sendall(_chunk(_chat('{"content":"x"}')))
+            due += 3_000_000
             time.sleep(0.003)
         self.request.sendall(_chunk(_chat("{}", "stop") + b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        self.overshoots.append(worst)
 
 
 async def test_runner_burst_behind_a_lagging_client_loop_is_not_proxy_buffering() -> None:
+    _FastHandler.overshoots = []
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _FastHandler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -168,6 +180,8 @@ async def test_runner_burst_behind_a_lagging_client_loop_is_not_proxy_buffering(
         server.server_close()
     snap = rec.snapshot()
     assert snap.counter(ALL, "completed") == 8
-    assert snap.counter(ALL, "proxy_buffering_suspected") == 0  # no proxy: no flag
+    # no proxy: no flag, but for a stream this server itself wrote >= 10 ms late (a busy machine)
+    held_by_the_server = sum(o >= 10_000_000 for o in _FastHandler.overshoots)
+    assert snap.counter(ALL, "proxy_buffering_suspected") <= held_by_the_server, _FastHandler.overshoots
     assert snap.counter(ALL, "client_lagged") >= 1  # the bursts were seen, and blamed on the client
     assert max(x["client_lag_ns"] for x in lines) > 0
