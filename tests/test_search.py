@@ -291,7 +291,8 @@ name = "b"
 
 def test_search_rate_end_to_end_finds_the_knee_within_10_percent(tmp_path: Path) -> None:
     # Open loop, constant arrivals: the knee is 20 requests/s (4 slots, 0.2 s service).
-    # Past it the queue grows by (rate - 20) requests/s and TTFT with it. Five probes
+    # Past it the queue grows by (rate - 20) requests/s and TTFT with it; below it a busy
+    # machine delays a few first tokens past 250 ms (target 0.7 leaves room). Five probes
     # of 2 s at most (16, 20, 25, then bisection): bounded to ~20 s with start-ups.
     profile = tmp_path / "rate.toml"
     profile.write_text("""
@@ -309,7 +310,7 @@ output_tokens = 11
 max_concurrency = 4
 [slo]
 ttft_ms = 250
-target = 0.8
+target = 0.7
 confidence = 0.9
 [search]
 min = 16
