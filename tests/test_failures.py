@@ -300,20 +300,15 @@ def test_failures_signals_during_final_writes_are_held() -> None:
     assert got == ["SIGINT"]
 
 
-def test_failures_each_sigint_says_what_happens(tmp_path: Path) -> None:
-    prof = tmp_path / "long.toml"
-    prof.write_text('[run]\nduration_s = 60\ngrace_s = 30\n[load]\nconcurrency = 4\n[emulator]\n'
-                    'ttft_ms = 20\ntokens_per_s = 5\noutput_tokens = 400\n[[scenario]]\nprotocol = "chat"\n'
-                    'model = "m"\n')
-    out = tmp_path / "o"
-    proc = _cli("run", str(prof), "--out", str(out), "--no-progress")
+def _sigint_twice(proc: subprocess.Popen[str], out: Path, *, settle_s: float) -> str:
+    """Once a first interval is written (the load and its signal handling run), wait
+    ``settle_s``, send SIGINT, 1 s later SIGINT again; return the run's stderr."""
     try:
         deadline = time.monotonic() + 60
         timeline = out / "timeline.jsonl"
-        # a first interval written: the load (and its signal handling) is running
         while time.monotonic() < deadline and not (timeline.exists() and timeline.stat().st_size):
             time.sleep(0.1)
-        time.sleep(0.5)
+        time.sleep(settle_s)
         proc.send_signal(signal.SIGINT)
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
@@ -322,6 +317,17 @@ def test_failures_each_sigint_says_what_happens(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    return str(err)
+
+
+def test_failures_each_sigint_says_what_happens(tmp_path: Path) -> None:
+    prof = tmp_path / "long.toml"
+    prof.write_text('[run]\nduration_s = 60\ngrace_s = 30\n[load]\nconcurrency = 4\n[emulator]\n'
+                    'ttft_ms = 20\ntokens_per_s = 5\noutput_tokens = 400\n[[scenario]]\nprotocol = "chat"\n'
+                    'model = "m"\n')
+    out = tmp_path / "o"
+    proc = _cli("run", str(prof), "--out", str(out), "--no-progress")
+    err = _sigint_twice(proc, out, settle_s=0.5)
     assert proc.returncode == 130, err
     assert "SIGINT: stopping: no new streams; the 4 in flight get 30 s to finish" in err
     assert "SIGINT again: cancelling the streams in flight" in err
@@ -341,20 +347,7 @@ def test_failures_second_sigint_is_named_as_what_cancelled_the_streams(tmp_path:
                     '[[scenario]]\nname = "slow"\nprotocol = "chat"\nmodel = "slow"\n')
     out = tmp_path / "o"
     proc = _cli("run", str(prof), "--out", str(out), "--no-progress", "--no-report")
-    try:
-        deadline = time.monotonic() + 60
-        timeline = out / "timeline.jsonl"
-        while time.monotonic() < deadline and not (timeline.exists() and timeline.stat().st_size):
-            time.sleep(0.1)
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    err = _sigint_twice(proc, out, settle_s=1.0)
     assert proc.returncode == 130, err
     assert "without waiting for run.grace_s" in err
     s = read_summary(out)
