@@ -496,3 +496,66 @@ def test_workload_sharegpt_skips_records_it_cannot_send(tmp_path: Path) -> None:
     only_bad = json.dumps(records[:3])
     with pytest.raises(ProfileError, match="holds no record with a user prompt"):
         load_profile(_dataset(tmp_path, "s.json", only_bad))
+
+
+def _bpe_tokenizer_json(path: Path) -> Path:
+    """A small BPE tokenizer.json trained here (offline) on the synthetic words:
+    with 40 merges most words split into several tokens, so its counts differ from
+    both the word count and the emulator's characters / 4."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import BPE
+    from tokenizers.pre_tokenizers import Whitespace
+    from tokenizers.trainers import BpeTrainer
+
+    tok = tokenizers.Tokenizer(BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    alphabet = sorted({c for w in WORDS for c in w.strip()})
+    tok.train_from_iterator([" ".join(WORDS)] * 4, BpeTrainer(vocab_size=len(alphabet) + 40,
+                                                              special_tokens=["[UNK]"],
+                                                              initial_alphabet=alphabet))
+    tok.save(str(path))
+    return path
+
+
+def test_workload_tokenizer_on_both_sides_gives_exact_reported_lengths(tmp_path: Path) -> None:
+    """Issue 17 done-when: "exact with a tokenizer". The client makes each prompt N
+    tokens of the tokenizer, the emulator counts with the same tokenizer (as a real
+    server counts with its model's), and every stream's reported input_tokens is
+    exactly the requested N; without the emulator's tokenizer it is not."""
+    from hopbench._lengths import load_tokenizer
+    from hopbench._run import run_profile
+
+    tj = _bpe_tokenizer_json(tmp_path / "tokenizer.json")
+    count = load_tokenizer(str(tj), tmp_path).count
+    assert count(synthetic_prompt(50, random.Random(1))) != 50  # the stand-in differs from words
+
+    def run(emulator_tokenizer: bool, name: str) -> list[dict]:
+        prof = tmp_path / f"{name}.toml"
+        prof.write_text(
+            "[run]\nrequests = 24\nseed = 3\n[load]\nconcurrency = 4\n"
+            "[target]\nembedded = true\n"
+            "[emulator]\nttft_ms = 0\ntokens_per_s = 0\nkeepalive_interval_s = 0\n"
+            + ("tokenizer = 'tokenizer.json'\n" if emulator_tokenizer else "")
+            + "[[scenario]]\nprotocol = 'chat'\ntokenizer = 'tokenizer.json'\n"
+            "input_tokens = { dist = 'lognormal', mean = 300, stddev = 120, min = 20, max = 900 }\n"
+            "max_tokens = 4\nprompt_pool = 12\n", encoding="utf-8")
+        outcome = run_profile(load_profile(prof), out_dir=tmp_path / name)
+        assert outcome.summary["headline"]["completed"] == 24
+        return [json.loads(x) for x in (tmp_path / name / "streams.jsonl").read_text().splitlines()]
+
+    lines = run(True, "both")
+    assert len({x["requested_input_tokens"] for x in lines}) > 3
+    assert all(x["input_tokens"] == x["requested_input_tokens"] for x in lines), lines
+    lines = run(False, "client-only")
+    assert any(x["input_tokens"] != x["requested_input_tokens"] for x in lines)
+
+
+def test_workload_emulator_tokenizer_bad_input(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    with pytest.raises(ProfileError, match=r"tokenizer: nope.json: no such tokenizer file"):
+        EmulatorConfig.from_mapping({"tokenizer": "nope.json"})
+    tj = _bpe_tokenizer_json(tmp_path / "tokenizer.json")
+    with pytest.raises(ProfileError, match=r"tokenizer: not combined with \[prefix_cache\]"):
+        EmulatorConfig.from_mapping({"tokenizer": str(tj), "prefix_cache": {"capacity_blocks": 8}})
+    cfg = EmulatorConfig.from_mapping({"tokenizer": str(tj)})
+    assert EmulatorConfig.from_mapping(cfg.to_mapping()) == cfg

@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import anyio
@@ -50,6 +51,7 @@ from ._capacity import CapacityGate
 from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, prefill_ns, prompt_parts, request_rng
 from ._config import EmulatorConfig
 from ._metrics import EmulatorMetrics
+from .._lengths import load_tokenizer
 from .._marker import find_marker
 from ._prefix import PrefixCache
 from ._record import End, GroundTruth, GroundTruthWriter, boot_id
@@ -185,6 +187,10 @@ class EmulatorApp:
         #: the prefix cache (docs/emulator.md, "Prefix cache"), None when off
         self.prefix_cache = (PrefixCache(config.prefix_cache_blocks, config.prefix_block_tokens)
                              if config.prefix_cache_blocks else None)
+        #: the config's tokenizer's counter (input tokens as a real server counts
+        #: them), None: characters / 4 (``_behaviour.input_tokens_of``)
+        self.count_tokens = (load_tokenizer(config.tokenizer, Path.cwd()).count
+                             if config.tokenizer is not None else None)
         self.boot_id = boot_id()
         names = ["hopbench-emulator", *config.models]
         self._models_body = json.dumps({"object": "list", "data": [
@@ -260,7 +266,7 @@ class EmulatorApp:
         model = model if isinstance(model, str) else ""
         stream = body.get("stream") is True
         parts = prompt_parts(body)
-        input_tokens = input_tokens_of(body, parts)
+        input_tokens = input_tokens_of(body, parts, self.count_tokens)
         if not self._authorized(scope):
             await self._json(send, 401, http_error_body(protocol, 401))
             self._record(request_id, protocol, model, stream, None, None, 401, input_tokens,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -116,13 +117,19 @@ def prompt_parts(body: dict[str, Any]) -> list[str]:
     return parts
 
 
-def input_tokens_of(body: dict[str, Any], parts: list[str] | None = None) -> int:
-    """Input tokens of a request body: its prompt characters / 4, rounded up, at least 1.
+def input_tokens_of(body: dict[str, Any], parts: list[str] | None = None,
+                    count: Callable[[str], int] | None = None) -> int:
+    """Input tokens of a request body, at least 1.
 
-    Counts the strings of ``prompt_parts(body)`` (or ``parts`` when given).
+    Counts the strings of ``prompt_parts(body)`` (or ``parts`` when given):
+    their characters / 4 rounded up, or, with ``count`` (the config's
+    ``tokenizer``), the sum of ``count(part)`` over the parts (each message's
+    text tokenized on its own, no chat template, as hopbench's client counts it).
     """
     if parts is None:
         parts = prompt_parts(body)
+    if count is not None:
+        return max(1, sum(count(p) for p in parts))
     chars = sum(len(p) for p in parts)
     return max(1, math.ceil(chars / 4))
 

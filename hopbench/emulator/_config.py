@@ -22,9 +22,11 @@ The key reference is docs/emulator.md.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from .._errors import ProfileError
+from .._lengths import load_tokenizer
 from .._toml import Table, TomlDoc, load_toml
 
 __all__ = ["Behaviour", "EmulatorConfig", "FaultConfig", "FAULT_NAMES", "MIDSTREAM_CODES"]
@@ -186,6 +188,23 @@ def _read_behaviour(t: Table, base: Behaviour) -> Behaviour:
     return b
 
 
+def _read_tokenizer(table: Table) -> str | None:
+    """The ``tokenizer`` key: loaded once here to check it (never downloads), and
+    returned with a file path made absolute, so the child process finds it."""
+    spec: str | None = table.str("tokenizer", None, nonempty=True)
+    if spec is None:
+        return None
+    source = table.doc.path if table.doc is not None else None
+    base = Path(source).parent if isinstance(source, (str, Path)) and Path(source).is_file() else Path.cwd()
+    try:
+        load_tokenizer(spec, base)
+    except ValueError as exc:
+        raise table.error("tokenizer", str(exc)) from None
+    if spec.startswith("tiktoken:") or Path(spec).is_absolute():
+        return spec
+    return str((base / spec).resolve())
+
+
 def _behaviour_mapping(b: Behaviour) -> dict[str, Any]:
     out = asdict(b)
     out["faults"]["midstream_codes"] = list(b.faults.midstream_codes)
@@ -212,6 +231,11 @@ class EmulatorConfig:
         prefix_cache_blocks: the prefix cache's capacity in blocks (the
             ``[prefix_cache]`` table's ``capacity_blocks``); 0: no cache.
         prefix_block_tokens: tokens per cached block (``block_tokens``).
+        tokenizer: None (input tokens are prompt characters / 4) or the
+            tokenizer that counts them, as a real server's does:
+            ``"tiktoken:<encoding>"`` or an absolute path to a Hugging Face
+            ``tokenizer.json`` (a relative path in the file is resolved against
+            the file's folder when the config is read).
     """
 
     seed: int = 0
@@ -223,6 +247,7 @@ class EmulatorConfig:
     token_budget_per_s: float = 0.0
     prefix_cache_blocks: int = 0
     prefix_block_tokens: int = 16
+    tokenizer: str | None = None
 
     def behaviour_for(self, model: str) -> Behaviour:
         """The behaviour of ``model`` (its own table, else the default)."""
@@ -237,9 +262,11 @@ class EmulatorConfig:
 
         Raises:
             ProfileError: a wrong type or range, an unknown key, fault probabilities
-                summing past 1; the message names file, line and key path.
+                summing past 1, a tokenizer that cannot be loaded or one beside
+                ``[prefix_cache]``; the message names file, line and key path.
         """
         seed = table.int("seed", 0, min=0)
+        tokenizer = _read_tokenizer(table)
         api_key = table.str("api_key", None, nonempty=True)
         max_concurrency = table.int("max_concurrency", 0, min=0)
         max_queue = table.int("max_queue", 0, min=0)
@@ -253,6 +280,9 @@ class EmulatorConfig:
             blocks = pc.int("capacity_blocks", 65536, min=1)
             block_tokens = pc.int("block_tokens", 16, min=1, max=1_000_000)
             pc.done()
+            if tokenizer is not None:  # the cache cuts blocks of 4 characters per token
+                raise table.error("tokenizer", "not combined with [prefix_cache], whose blocks "
+                                  "count 4 characters per token (docs/emulator.md, \"Prefix cache\")")
         models: dict[str, Behaviour] = {}
         if table.has("models"):
             mt = table.table("models")
@@ -264,7 +294,8 @@ class EmulatorConfig:
         return cls(seed=seed, api_key=api_key, default=default, models=models,
                    max_concurrency=max_concurrency, max_queue=max_queue,
                    token_budget_per_s=float(token_budget),
-                   prefix_cache_blocks=blocks, prefix_block_tokens=block_tokens)
+                   prefix_cache_blocks=blocks, prefix_block_tokens=block_tokens,
+                   tokenizer=tokenizer)
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], source: str = "<emulator>") -> "EmulatorConfig":
@@ -306,4 +337,6 @@ class EmulatorConfig:
                                    "block_tokens": self.prefix_block_tokens}
         if self.models:
             out["models"] = {name: _behaviour_mapping(b) for name, b in self.models.items()}
+        if self.tokenizer is not None:
+            out["tokenizer"] = self.tokenizer
         return out
