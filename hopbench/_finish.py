@@ -209,6 +209,11 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "
                         "hopbench's own event loop was late to read them (not evidence of a proxy; "
                         "see loop_lag)")
+    withdrawn = total.counter(ALL, "idle_timeouts_withdrawn")
+    if withdrawn:
+        warnings.append(f"idle_timeouts_withdrawn: {withdrawn} idle timeouts were taken back: the "
+                        "client read so late that the idle limit passed while the server's bytes "
+                        "waited in the socket (latencies include client-side delay; see loop_lag)")
     counters = total.scopes[ALL].counters if ALL in total.scopes else {}
     for key, n in sorted(counters.items()):
         if key.startswith("out_of_range.") and n:

@@ -972,45 +972,81 @@ class LoadRunner:
             rearm_at = t + slack
             left = False  # the client cancelled after cancel_events content events
             prev_t = t  # the read before this one (first: the response head)
+            # The idle limit has its own scope: when it passes, the stream ends
+            # only if the server was silent. Bytes that arrived within the limit
+            # and wait in the socket mean the client was late (its process
+            # descheduled between two reads): the timeout is taken back and the
+            # read goes on (hopbench's transport only: its reader survives a
+            # cancelled read; docs/results.md, "idle_timeouts_withdrawn").
+            if idle_ns is not None:
+                scope.deadline = ns_to_s(total)
+            idle = trio.CancelScope(deadline=ns_to_s(min(t + idle_ns + slack, never)) if idle_ns is not None
+                                    else math.inf)
+            arrived = t  # when the last bytes read reached the socket (kernel stamp, else the read)
             try:
-                async for chunk in chunks:
-                    prev_t, t = t, now_ns()
-                    # How late the loop serves this read: the probe's overdue time
-                    # (it has not run yet), or the lag it just measured (it ran
-                    # first in this batch). A burst read late is the client's doing.
-                    lag = t - self._probe_due_ns
-                    if t - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
-                        lag = self._lag_ns
-                    # hopbench's transport knows it exactly: the kernel's receive stamp
-                    if stamps is not None and stamps.rx_ns:
-                        lag = max(t - stamps.rx_ns, 0)
-                    meter.on_read(t, lag)
-                    if idle_ns is not None and t >= rearm_at:
-                        scope.deadline = ns_to_s(min(t + idle_ns + slack, total))
-                        rearm_at = t + slack
-                    for item in scanner.feed(chunk):
-                        obs = dec.feed(item)
-                        if obs:
-                            meter.on_observations(t, obs)
-                    if dec.ended and not box[1]:
-                        # The terminal signal arrived ([DONE], message_stop,
-                        # response.completed/failed): the stream's outcome is
-                        # decided. What is left (the chunked terminator) gets
-                        # _AFTER_END_S; a body that then breaks or hangs does
-                        # not turn a finished stream into a broken one.
-                        box[1] = True
-                        # the gateway is done with it: what is left is the client's.
-                        # It was done when the bytes arrived, not when a busy loop
-                        # served the read: counted back by the loop's lag (in flight
-                        # as the gateway sees it, docs/results.md "In flight")
-                        self._gauge.move_late(t, lag, prev_t, stage[0], CLOSING)
-                        stage[0] = CLOSING
-                        scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
-                        rearm_at = never
-                    elif cancel_events is not None and not box[1] and (
-                            meter.itl_count + (meter.last_content_ns is not None) >= cancel_events):
-                        left = True  # closing the response below closes its connection
+                while True:  # the idle scope, entered again after a withdrawal
+                    with idle:
+                        async for chunk in chunks:
+                            prev_t, t = t, now_ns()
+                            # How late the loop serves this read: the probe's overdue time
+                            # (it has not run yet), or the lag it just measured (it ran
+                            # first in this batch). A burst read late is the client's doing.
+                            lag = t - self._probe_due_ns
+                            if t - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
+                                lag = self._lag_ns
+                            # hopbench's transport knows it exactly: the kernel's receive stamp
+                            if stamps is not None and stamps.rx_ns:
+                                lag = max(t - stamps.rx_ns, 0)
+                            arrived = t - lag
+                            meter.on_read(t, lag)
+                            if idle_ns is not None and t >= rearm_at:
+                                idle.deadline = ns_to_s(t + idle_ns + slack)
+                                rearm_at = t + slack
+                            for item in scanner.feed(chunk):
+                                obs = dec.feed(item)
+                                if obs:
+                                    meter.on_observations(t, obs)
+                            if dec.ended and not box[1]:
+                                # The terminal signal arrived ([DONE], message_stop,
+                                # response.completed/failed): the stream's outcome is
+                                # decided. What is left (the chunked terminator) gets
+                                # _AFTER_END_S; a body that then breaks or hangs does
+                                # not turn a finished stream into a broken one.
+                                box[1] = True
+                                # the gateway is done with it: what is left is the client's.
+                                # It was done when the bytes arrived, not when a busy loop
+                                # served the read: counted back by the loop's lag (in flight
+                                # as the gateway sees it, docs/results.md "In flight")
+                                self._gauge.move_late(t, lag, prev_t, stage[0], CLOSING)
+                                stage[0] = CLOSING
+                                scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
+                                idle.deadline = math.inf
+                                rearm_at = never
+                            elif cancel_events is not None and not box[1] and (
+                                    meter.itl_count + (meter.last_content_ns is not None) >= cancel_events):
+                                left = True  # closing the response below closes its connection
+                                break
+                    if not idle.cancelled_caught:
                         break
+                    # The idle limit passed: the server's silence, or the client's
+                    # lateness? Only bytes waiting in the socket can tell. Their
+                    # kernel stamp is an upper bound of when the first of them
+                    # arrived (Linux moves a segment's stamp to the latest one
+                    # coalesced into it); the loop's lateness now (as for a read)
+                    # is how much of the silence the client itself made.
+                    waiting = stamps.waiting_rx_ns() if stamps is not None else None
+                    now = now_ns()
+                    late = now - self._probe_due_ns
+                    if now - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > late:
+                        late = self._lag_ns
+                    if waiting is not None and idle_ns is not None and (
+                            waiting - arrived <= idle_ns or now - arrived - late < idle_ns):
+                        rec.incr(scope_name or sc.name, "idle_timeouts_withdrawn")
+                        idle = trio.CancelScope(deadline=ns_to_s(now + idle_ns + slack))
+                        rearm_at = now + slack
+                        continue
+                    scope.cancel()  # a real idle timeout: classified by the caller (detail "idle")
+                    await trio.lowlevel.checkpoint()
             finally:
                 # keep what arrived, also for timeouts and broken connections
                 box[0] = dec.finish(discarded_partial=scanner.close())

@@ -18,6 +18,11 @@ Outcomes (``SearchResult.status``):
 - "below_min": ``min`` failed (capacity < min);
 - "client_saturated": hopbench itself was the bottleneck at a load it had to
   judge: no capacity is reported (the fix: ``--workers``);
+- "too_few_requests": a probe failed only because its good fraction's lower
+  bound missed the target while the fraction itself met it: too few requests
+  to tell, which is no evidence of the gateway's limit. The search stops there
+  (capacity: the highest passing load below it, a lower bound; the fix: a
+  longer ``duration_s``) instead of reading it as a failing load;
 - "max_probes": the probe budget ran out before the resolution was reached
   (capacity is the highest passing load so far);
 - "interrupted": a probe was stopped by a signal, a crash or a lost target.
@@ -32,7 +37,10 @@ from typing import Any
 
 from ._stage_spec import SearchSpec
 
-__all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "SATURATION_FIX"]
+__all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "SATURATION_FIX", "TOO_FEW"]
+
+#: A probe's reason when its good fraction met the target but not its lower bound.
+TOO_FEW = "slo: too few requests"
 
 #: What a search limited by hopbench's own saturation tells the user to do.
 SATURATION_FIX = ("hopbench itself was saturated before the gateway's limit: rerun with more "
@@ -98,7 +106,7 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
     if not met:
         gf, tgt = all_slo.get("good_fraction"), _target(slo)
         few = isinstance(gf, (int, float)) and tgt is not None and gf >= tgt
-        reasons.append("slo: too few requests" if few else "slo")
+        reasons.append(TOO_FEW if few else "slo")
     if not held:
         reasons.append("load not held")
     if saturated:
@@ -131,7 +139,8 @@ class SearchResult:
     """What a search found.
 
     Attributes:
-        status: "found", "at_max", "below_min", "client_saturated" or "max_probes".
+        status: "found", "at_max", "below_min", "client_saturated", "too_few_requests",
+            "max_probes" or "interrupted".
         capacity: the highest passing load (None: none passed, or the client saturated).
         lowest_failing: the lowest load that failed (None: none failed).
         probes: every probe in the order run.
@@ -196,10 +205,14 @@ class CapacitySearch:
         return mid
 
     def record(self, probe: Probe) -> None:
-        """Take one probe's verdict (a client-saturated probe ends the search)."""
+        """Take one probe's verdict (a client-saturated probe, or one with too few
+        requests to judge, ends the search)."""
         self.probes.append(probe)
         if probe.client_saturated:
             self.status = "client_saturated"
+            return
+        if probe.reasons and set(probe.reasons) == {TOO_FEW}:
+            self.status = "too_few_requests"
             return
         if probe.passed:
             if self.passing is None or probe.load > self.passing:
@@ -217,6 +230,13 @@ class CapacitySearch:
             why = last.figures.get("saturation")
             msg = (f"no capacity reported: at {last.load:g} {unit} {SATURATION_FIX}"
                    + (f" ({why})" if why else ""))
+        elif status == "too_few_requests":
+            last = self.probes[-1]
+            f = last.figures
+            msg = (f"inconclusive at {last.load:g} {unit}: good fraction {f.get('good_fraction')} met the "
+                   f"target {f.get('target')} but {f.get('judged')} requests are too few to be sure (lower "
+                   f"bound {f.get('good_fraction_lower')}); lengthen [search] duration_s"
+                   + (f"; capacity at least {cap:g} {unit}" if cap is not None else ""))
         elif status == "below_min":
             msg = f"capacity below the search's min: {self.spec.min:g} {unit} already failed"
         elif status == "at_max":

@@ -51,7 +51,6 @@ import ssl
 import struct
 import sys
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httptools
@@ -468,6 +467,68 @@ def _parse_error(exc: BaseException) -> str:
     return f"malformed HTTP response: {exc}"
 
 
+class _BodyReader:
+    """``_Body``'s iterator: one yielded chunk per network read (framing removed).
+
+    Every call of ``__anext__`` keeps its state in ``resp`` (parsed parts, done)
+    and ``framing``; a ``trio.Cancelled`` raised by a read's checkpoint consumes
+    no bytes, so the next call goes on where this one stopped.
+
+    Raises (from ``__anext__``):
+        httpx.RemoteProtocolError: a framed body cut by the connection's close.
+        MalformedResponse: unparseable framing, or over 1 MiB of framing with no body byte.
+        httpx.ReadError: the connection broke.
+    """
+
+    __slots__ = ("_body", "_receive", "_framing")
+
+    def __init__(self, body: "_Body") -> None:
+        self._body = body
+        stream = body._conn.stream
+        stamped = _ANC_SIZE and type(stream) is trio.SocketStream
+        self._receive = body._receive_stamped if stamped else stream.receive_some
+        self._framing = 0  # bytes read since the last body byte
+
+    def __aiter__(self) -> "_BodyReader":
+        return self
+
+    async def __anext__(self) -> bytes:
+        body = self._body
+        resp = body._conn.response
+        try:
+            if resp.parts:  # body bytes that came with the head, or a read's rest
+                parts, resp.parts = resp.parts, []
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+            while not resp.done:
+                data = await self._receive(_READ_SIZE)
+                if not data:
+                    if resp.framed:
+                        raise httpx.RemoteProtocolError(
+                            "connection closed before the end of the body", request=body._request)
+                    resp.done = True  # a body delimited by the close ends here
+                    resp.keep_alive = False
+                    break
+                _feed(resp, data)
+                parts = resp.parts
+                if parts:
+                    self._framing = 0
+                    resp.parts = []
+                    return parts[0] if len(parts) == 1 else b"".join(parts)
+                self._framing += len(data)
+                if self._framing > _MAX_FRAMING:
+                    raise MalformedResponse("over 1 MiB of chunk framing or trailers without "
+                                            "a body byte", request=body._request)
+        except _PARSE_ERRORS as exc:
+            raise MalformedResponse(_parse_error(exc), request=body._request) from exc
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise httpx.ReadError(f"read failed: {exc}", request=body._request) from exc
+        body._done = True
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Nothing to release here (``_Body.aclose`` closes or recycles the connection)."""
+
+
 class _Body(httpx.AsyncByteStream):
     """A response body: one yielded chunk per network read (framing removed).
 
@@ -497,41 +558,39 @@ class _Body(httpx.AsyncByteStream):
                 self.rx_ns = sec * 1_000_000_000 + nsec - time.time_ns() + now_ns()
         return data  # type: ignore[no-any-return]
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        resp = self._conn.response
+    def __aiter__(self) -> "_BodyReader":
+        """One chunk per network read. The iterator is an object, not a generator:
+        a cancellation that lands in a read (a checkpoint before the system call)
+        leaves it able to go on, so the runner can take back an idle timeout that
+        its own lateness caused (``waiting_rx_ns``)."""
+        return _BodyReader(self)
+
+    def waiting_rx_ns(self) -> int | None:
+        """When the bytes already waiting in the socket arrived, without reading them.
+
+        A non-blocking ``recvmsg(MSG_PEEK)``: the kernel's receive stamp of the
+        waiting bytes (SO_TIMESTAMPNS; with several segments waiting, Linux gives
+        the last one's), on hopbench's clock in ns. None when nothing is waiting,
+        the connection is closed or gone, or the transport has no kernel stamps
+        (TLS, another platform): then nothing can be said.
+        """
         stream = self._conn.stream
-        stamped = _ANC_SIZE and type(stream) is trio.SocketStream
-        receive = self._receive_stamped if stamped else stream.receive_some
-        framing = 0  # bytes read since the last body byte
+        if not _ANC_SIZE or type(stream) is not trio.SocketStream or self._closed:
+            return None
         try:
-            if resp.parts:  # body bytes that came with the head
-                parts, resp.parts = resp.parts, []
-                yield parts[0] if len(parts) == 1 else b"".join(parts)
-            while not resp.done:
-                data = await receive(_READ_SIZE)
-                if not data:
-                    if resp.framed:
-                        raise httpx.RemoteProtocolError(
-                            "connection closed before the end of the body", request=self._request)
-                    resp.done = True  # a body delimited by the close ends here
-                    resp.keep_alive = False
-                    break
-                _feed(resp, data)
-                parts = resp.parts
-                if parts:
-                    framing = 0
-                    resp.parts = []
-                    yield parts[0] if len(parts) == 1 else b"".join(parts)
-                else:
-                    framing += len(data)
-                    if framing > _MAX_FRAMING:
-                        raise MalformedResponse("over 1 MiB of chunk framing or trailers without "
-                                                "a body byte", request=self._request)
-            self._done = True
-        except _PARSE_ERRORS as exc:
-            raise MalformedResponse(_parse_error(exc), request=self._request) from exc
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            raise httpx.ReadError(f"read failed: {exc}", request=self._request) from exc
+            raw_sock = getattr(stream.socket, "_sock", None)  # trio's wrapped stdlib socket
+            if raw_sock is None:
+                return None
+            data, anc, _, _ = raw_sock.recvmsg(1, _ANC_SIZE, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError, OSError):
+            return None
+        if not data:
+            return None
+        for level, kind, raw in anc:
+            if kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
+                sec, nsec = _TIMESPEC.unpack_from(raw)
+                return int(sec * 1_000_000_000 + nsec - time.time_ns() + now_ns())
+        return None
 
     async def aclose(self) -> None:
         if self._closed:

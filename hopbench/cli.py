@@ -582,7 +582,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"{outcome.out_dir / 'summary.json'}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_TARGET_FAILED
     capacity = summary.get("capacity") or {}
-    if capacity.get("client_saturated"):  # no capacity could be measured: never a silent 0
+    if capacity.get("client_saturated") or capacity.get("status") == "too_few_requests":
+        # no capacity could be measured: never a silent 0 (docs/slo.md)
         err.print(f"hopbench: error: {capacity.get('message')}", highlight=False, soft_wrap=True)
         return max(gate_exit, EXIT_BREACH)
     return gate_exit

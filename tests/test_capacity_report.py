@@ -62,6 +62,10 @@ def test_gate_capacity_budget_holds_breaches_and_is_inconclusive_without_capacit
                         {"capacity.rate_rps": ">= 15"})
     assert not cut.passed and "no capacity measured (search interrupted)" in cut.render("text")
     assert "breached" not in cut.render("text")
+    # so does a search stopped by a probe with too few requests to judge (docs/slo.md)
+    few = evaluate_gate(_staged(8.0, status="too_few_requests", message="inconclusive at 16 requests/s"),
+                        {"capacity.rate_rps": ">= 4"})
+    assert not few.passed and "no capacity measured (inconclusive at 16" in few.render("text")
 
 
 @pytest.mark.parametrize(("budget", "message"), [

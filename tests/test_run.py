@@ -381,7 +381,10 @@ model = "m"
     assert load["peak_in_flight"] <= 5
     assert load["held"] is False and load["max_in_flight_hits"] > 0
     started = outcome.summary["scopes"]["all"]["counters"]["started"]
-    assert load["achieved_rate_rps"] == pytest.approx(started / load["measured_s"], rel=1e-3)
+    # achieved counts requests written to the target: every started one but those a
+    # busy client had not yet written when the run ended, at most max_in_flight of them
+    achieved_n = load["achieved_rate_rps"] * load["measured_s"]
+    assert started - 5 - 0.01 <= achieved_n <= started + 0.01, (achieved_n, started)
     assert load["arrival_rate_rps"] > 2 * load["achieved_rate_rps"]
 
 
@@ -521,11 +524,13 @@ async def test_outcome_is_decided_by_the_terminal_signal(mode: str, outcome: str
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
         url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
-        profile = parse_profile(f'[run]\nrequests = 2\n[run.timeouts]\nidle_s = 20\n[load]\nconcurrency = 1\n'
+        profile = parse_profile(f'[run]\nrequests = 2\n[run.timeouts]\nidle_s = 600\n[load]\nconcurrency = 1\n'
                                 f'[target]\nurl = "{url}"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n',
                                 "p.toml", env={})
         rec = Recorder(["chat-m"])
-        with trio.fail_after(8):  # the hang costs _AFTER_END_S per stream, not idle_s
+        # the hang costs _AFTER_END_S per stream, not idle_s: 2 s here, 1,200 s if the
+        # idle limit applied (the bound leaves a busy machine 60 times the room)
+        with trio.fail_after(120):
             await LoadRunner(profile, url, rec, Recorder(["chat-m"])).run()
         nursery.cancel_scope.cancel()
     snap = rec.snapshot()

@@ -10,7 +10,7 @@ import pytest
 
 from hopbench._errors import ProfileError
 from hopbench._profile import parse_profile
-from hopbench._search import SATURATION_FIX, CapacitySearch, Probe, search, stage_probe
+from hopbench._search import SATURATION_FIX, TOO_FEW, CapacitySearch, Probe, search, stage_probe
 from hopbench._stage_spec import SearchSpec
 from hopbench.cli import main
 
@@ -76,6 +76,26 @@ def test_search_client_saturation_reports_no_capacity_and_names_workers() -> Non
     # beyond the gateway's knee first: the search finds it and never saturates hopbench
     ok = search(_spec(), _fake(knee=50, saturates_at=100))
     assert ok.status == "found" and ok.capacity is not None and 47.5 <= ok.capacity <= 50
+
+
+def test_search_stops_when_a_probe_has_too_few_requests_to_judge() -> None:
+    """A probe whose good fraction met the target but not its lower bound is no
+    evidence of the gateway's limit: never "below_min" nor a knee from it."""
+    def probe(load: float) -> Probe:
+        if load >= 8:  # a short stage: the fraction met the target, the bound did not
+            return Probe(load, False, (TOO_FEW,), figures={"good_fraction": 1.0, "target": 0.75,
+                                                            "judged": 6, "good_fraction_lower": 0.69})
+        return Probe(load, True)
+    r = search(_spec(), probe)
+    assert (r.status, r.capacity, r.lowest_failing) == ("too_few_requests", 4, None)
+    assert "inconclusive at 8 requests/s" in r.message and "duration_s" in r.message
+    assert "capacity at least 4 requests/s" in r.message
+    first = search(_spec(lo=2, start=2), lambda load: Probe(load, False, (TOO_FEW,), figures={}))
+    assert (first.status, first.capacity) == ("too_few_requests", None)
+    assert "capacity at least" not in first.message
+    # a probe that also failed its objectives is a failing load, as before
+    mixed = search(_spec(hi=50), lambda load: Probe(load, load <= 10, () if load <= 10 else (TOO_FEW, "load not held")))
+    assert mixed.status == "found" and mixed.capacity is not None
 
 
 def test_search_state_machine_asks_nothing_after_the_end() -> None:
@@ -222,6 +242,11 @@ name = "c"
         assert summary["saturated"] is True and code == 1
         assert summary["stages"][-1]["saturated"] is True
         pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
+    if cap["status"] == "too_few_requests":
+        # A machine so slow that a 2.5 s probe held too few requests for the confidence
+        # asked: the search must say so (not "below min"), exit 1, gate inconclusive.
+        assert cap["concurrency"] in (None, 2, 3) and "duration_s" in cap["message"] and code == 1
+        pytest.skip("this machine fitted too few requests in a probe: reported as such, knee not judged")
     assert (cap["status"], cap["concurrency"], cap["lowest_failing"]) == ("found", 3, 4), summary["stages"]
     assert [s["load"] for s in summary["stages"]] == [2, 4, 3]
     assert summary["stage_of_record"] == "probe-03-c3"
@@ -274,8 +299,9 @@ name = "b"
     assert top["stages_kind"] == "stages"
     assert top["capacity"] is None  # stages mixing users and requests/s have no one capacity
     for s in top["stages"]:  # (a machine busy enough to lag hopbench's loop says so instead:
-        # late reads shorten what the gateway saw in flight, so the load was not held either)
-        assert s["passed"] or set(s["reasons"]) <= {"client saturated", "load not held"}, s
+        # late reads shorten what the gateway saw in flight, so the load was not held either;
+        # one slow enough to fit few requests in a 1 s stage cannot judge it either)
+        assert s["passed"] or set(s["reasons"]) <= {"client saturated", "load not held", TOO_FEW}, s
         assert s["passed"] or s["reasons"], s
     assert top["stage_of_record"] in ("stage-01-c2", "stage-02-r20")
     for s in top["stages"]:
