@@ -132,6 +132,8 @@ class _StreamState:
     marker_id: str | None = None
     #: the final body bytes handed to send() (gateway overhead's upstream end)
     final_write_ns: int | None = None
+    #: each keepalive comment handed to send(), now_ns (gateway overhead: the upstream's silences)
+    keepalive_writes: list[int] = field(default_factory=list)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -423,6 +425,7 @@ class EmulatorApp:
             while st.last_write_ns + ka < due_ns:
                 t_ns = st.last_write_ns + ka
                 await sleep_until_ns(t_ns)
+                st.keepalive_writes.append(now_ns())
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                 st.keepalives += 1
                 # the cadence counts from the scheduled time, so it never drifts
@@ -556,4 +559,5 @@ class EmulatorApp:
                 "first_write_ns": None if st.first_write_ns is None else st.first_write_ns - st.t0_ns,
                 "final_write_ns": None if st.final_write_ns is None else st.final_write_ns - st.t0_ns,
                 "event_chars": [len(x) for kind in ("reasoning", "text", "tool") for x in p[kind]],
+                "keepalive_write_ns": [t - st.t0_ns for t in st.keepalive_writes],
                 "boot_id": self.boot_id}

@@ -74,6 +74,9 @@ class GroundTruth:
             send(), in ns; None if the body never ended (fault, client gone).
         event_chars: characters (code points) of each content delta, in the
             order sent (one per content event; ``gaps_ns`` times them).
+        keepalive_write_ns: request received -> each keepalive comment handed to
+            send(), in ns (``keepalives`` of them: at most one per
+            ``keepalive_interval_s`` of silence).
         boot_id: the host's boot id (Linux ``/proc/sys/kernel/random/boot_id``)
             or "" where unknown: monotonic stamps compare only on one boot.
     """
@@ -110,6 +113,7 @@ class GroundTruth:
     first_write_ns: int | None = None
     final_write_ns: int | None = None
     event_chars: list[int] = field(default_factory=list)
+    keepalive_write_ns: list[int] = field(default_factory=list)
     boot_id: str = ""
 
 
