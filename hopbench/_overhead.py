@@ -21,6 +21,13 @@ Definitions (each value in ns, client stamps minus upstream stamps):
   that delivered its last character (events aligned by order and content).
 - ``added_e2e``: the client's sent -> end minus the upstream's received ->
   last byte written; completed streams only.
+- ``upstream_silence``, ``injected_keepalive_interval``,
+  ``client_silence_in_upstream_silence``: the upstream's silences (gaps over
+  ``SILENCE_FLOOR_NS`` between its writes), the gateway's keepalive cadence
+  inside them and the longest client-side silence inside each (:func:`silences`).
+
+Events are also paired by their text (CRC-32 on both sides): events the gateway
+delivered out of the upstream's order are counted ``reordered`` and get no delay.
 
 Matching: an upstream request belongs to the client stream whose id is its
 ``x-hopbench-request-id`` header, else its body marker (``hopbench._marker``).
