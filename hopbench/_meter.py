@@ -287,9 +287,12 @@ class StreamMeter:
                     crcs.append(-1)
                     continue
                 frags = kept[i]
-                new = frags[seen[i]:]
-                seen[i] = len(frags)
-                crcs.append(zlib.crc32("".join(new).encode("utf-8")) if new else -1)
+                n, start = len(frags), seen[i]
+                seen[i] = n
+                if n == start + 1:  # the usual case: one fragment per event
+                    crcs.append(zlib.crc32(frags[start].encode("utf-8")))
+                else:
+                    crcs.append(zlib.crc32("".join(frags[start:]).encode("utf-8")) if n > start else -1)
 
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut
