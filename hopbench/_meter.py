@@ -157,7 +157,7 @@ class StreamMeter:
         #: gateway overhead only (the runner sets it with the lists above): the CRC-32 of each
         #: content event's text (-1: a tool-call event, not compared), see on_event_texts
         self.event_crc: list[int] | None = None
-        self._kept_seen = [0, 0, 0]  # fragments of (text, reasoning, refusal) already hashed
+        self._kept_seen: list[int] | None = None  # fragments of (text, reasoning, refusal) already hashed
         #: gateway overhead only: the read stamp of each keepalive comment, ns
         self.keepalive_read_ns: list[int] | None = None
 
@@ -280,6 +280,8 @@ class StreamMeter:
         if crcs is None:
             return
         seen = self._kept_seen
+        if seen is None:
+            seen = self._kept_seen = [0, 0, 0]
         for ob in observations:
             if type(ob) is ContentDelta:
                 i = _KEPT_INDEX.get(ob.kind)
