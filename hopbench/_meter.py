@@ -115,6 +115,7 @@ class StreamMeter:
         "content_read_lag_max_ns", "headers", "_prev_read_ns",
         "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "content_read_lag_gap_ns",
         "event_chars", "event_read_ns", "first_read_ns", "event_crc", "_kept_seen", "keepalive_read_ns",
+        "quiet_read_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -160,6 +161,8 @@ class StreamMeter:
         self._kept_seen: list[int] | None = None  # fragments of (text, reasoning, refusal) already hashed
         #: gateway overhead only: the read stamp of each keepalive comment, ns
         self.keepalive_read_ns: list[int] | None = None
+        #: gateway overhead only: the stamp of each body read that carried no content event, ns
+        self.quiet_read_ns: list[int] | None = None
 
     def on_headers(self, t_ns: int) -> None:
         """The response head arrived at ``t_ns``."""
@@ -177,6 +180,9 @@ class StreamMeter:
         last = self.last_byte_ns
         self._prev_read_ns = last
         self.reads += 1
+        quiet = self.quiet_read_ns
+        if quiet is not None:  # until a content event of this read takes it back
+            quiet.append(t_ns)
         if self.first_read_ns is None:
             self.first_read_ns = t_ns
         self._read_lag_ns = lag_ns
@@ -222,6 +228,9 @@ class StreamMeter:
                     self.event_read_ns.append(t_ns)
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
+                    quiet = self.quiet_read_ns
+                    if quiet and quiet[-1] == t_ns:
+                        quiet.pop()
                     self.content_reads += 1
                     lag = self._read_lag_ns
                     if lag > self.content_read_lag_max_ns:
@@ -831,14 +840,16 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
         order, ns from the run start), ``content_chars`` (list, the
         characters of each of those events), ``content_crc`` (list, the CRC-32
         of each event's text, -1 for a tool-call event; ``StreamMeter.on_event_texts``)
-        and ``keepalive_read_ns`` (list, the read stamp of each keepalive comment,
-        ns from the run start).
+        ``keepalive_read_ns`` (list, the read stamp of each keepalive comment,
+        ns from the run start) and ``quiet_read_ns`` (list, the stamp of each body
+        read that carried no content event, ns from the run start).
     """
     return {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
             "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
             "content_chars": list(m.event_chars or ()),
             "content_crc": list(m.event_crc or ()),
-            "keepalive_read_ns": [t - t0_ns for t in m.keepalive_read_ns or ()]}
+            "keepalive_read_ns": [t - t0_ns for t in m.keepalive_read_ns or ()],
+            "quiet_read_ns": [t - t0_ns for t in m.quiet_read_ns or ()]}
 
 
 def record_lengths(rec: Recorder, scope: str, r: StreamRecord,

@@ -123,6 +123,8 @@ class ClientStream:
         client_lag_ns: the client's worst loop lag on a content read.
         content_crc: CRC-32 of each content event's text (< 0: not compared), or empty.
         keepalive_read_ns: the read stamp of each keepalive comment, or empty.
+        quiet_read_ns: the stamp of each body read that carried no content
+            event (keepalives, other events, bytes of an unfinished event), or empty.
     """
 
     id: str
@@ -141,6 +143,7 @@ class ClientStream:
     client_lag_ns: int = 0
     content_crc: Sequence[int] = ()
     keepalive_read_ns: Sequence[int] = ()
+    quiet_read_ns: Sequence[int] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +223,8 @@ def client_from_line(line: Mapping[str, Any], t0_mono_ns: int, warmup_ns: int = 
         output_tokens=line.get("output_tokens"), keepalives=int(line.get("keepalives") or 0),
         client_lag_ns=int(line.get("client_lag_ns") or 0),
         content_crc=array("q", line.get("content_crc") or ()),
-        keepalive_read_ns=array("q", (t + t0_mono_ns for t in line.get("keepalive_read_ns") or ())))
+        keepalive_read_ns=array("q", (t + t0_mono_ns for t in line.get("keepalive_read_ns") or ())),
+        quiet_read_ns=array("q", (t + t0_mono_ns for t in line.get("quiet_read_ns") or ())))
 
 
 def upstream_from_record(rec: Mapping[str, Any]) -> UpstreamRequest | None:
@@ -438,7 +442,7 @@ class Silences:
         intervals_ns: the gap between consecutive injected keepalives inside
             one upstream silence, ns (the gateway's keepalive cadence).
         client_silence_ns: per upstream silence, the longest stretch inside it
-            without any client read (content, keepalive, first read), ns.
+            without any client read (of any bytes: content, keepalive, other), ns.
     """
 
     silences_ns: list[int]
@@ -483,7 +487,8 @@ def silences(c: ClientStream, u: UpstreamRequest, floor_ns: int = SILENCE_FLOOR_
             passed[i] = True
             i += 1
     injected = [t for t, p in zip(ka, passed) if not p]
-    reads = sorted([*([] if c.first_read_ns is None else [c.first_read_ns]), *c.content_read_ns, *ka])
+    reads = sorted([*([] if c.first_read_ns is None else [c.first_read_ns]), *c.content_read_ns, *ka,
+                    *c.quiet_read_ns])
     intervals: list[int] = []
     longest: list[int] = []
     inside = 0

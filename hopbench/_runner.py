@@ -820,6 +820,7 @@ class LoadRunner:
                             and slo.itl_percentile is not None)
         if self._overhead:  # per-event stamps for gateway overhead (grow with the stream)
             meter.event_chars, meter.event_read_ns, meter.event_crc, meter.keepalive_read_ns = [], [], [], []
+            meter.quiet_read_ns = []
         rec.incr(scope_name, "started")
         outcome = "cancelled"
         detail = ""

@@ -394,3 +394,30 @@ def test_meter_fingerprints_each_content_events_text(protocol: str, events: list
            "reasoning_text": "th", "status": 200, "end": "completed"}
     u = upstream_from_record(rec)
     assert u is not None and list(u.event_crc) == line["content_crc"]
+
+
+def test_silences_count_any_client_read_not_only_content_and_keepalives() -> None:
+    # a gateway that keeps the connection alive with events that carry no content
+    c, u = _sil_streams((), ())
+    quiet = tuple(i * 400 * MS for i in range(1, 5))
+    c = ClientStream(c.id, c.scenario, c.outcome, c.detail, c.status, True, c.sent_ns, c.first_read_ns,
+                     c.content_read_ns, c.content_chars, c.end_ns, quiet_read_ns=quiet)
+    sil = silences(c, u)
+    assert sil.injected == 0 and sil.client_silence_ns == [400 * MS]
+
+
+def test_meter_quiet_reads_are_the_reads_without_content() -> None:
+    from hopbench._meter import StreamMeter, overhead_line
+    from hopbench.protocols import ContentDelta, Keepalive
+
+    m = StreamMeter(0, 0)
+    m.event_chars, m.event_read_ns, m.event_crc, m.keepalive_read_ns = [], [], [], []
+    m.quiet_read_ns = []
+    m.on_headers(1)
+    for t, obs in ((10, [Keepalive(b": x")]), (20, []), (30, [ContentDelta("text", 2)]),
+                   (40, [ContentDelta("text", 1), ContentDelta("text", 1)])):
+        m.on_read(t)
+        m.on_observations(t, obs)
+    line = overhead_line(m, 0)
+    assert line["quiet_read_ns"] == [10, 20] and line["keepalive_read_ns"] == [10]
+    assert line["content_read_ns"] == [30, 40, 40]
