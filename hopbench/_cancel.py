@@ -171,7 +171,7 @@ def join_cancels(cancels: Iterable[ClientCancel],
     Args:
         cancels: the client's cancels.
         truths: ground-truth dicts (``hopbench serve --record`` lines:
-            ``request_id``, ``t0_mono_ns``, ``client_closed_ns``, ``ttft_ns``,
+            ``request_id`` (else ``marker_id``), ``t0_mono_ns``, ``client_closed_ns``, ``ttft_ns``,
             ``gaps_ns``, ``end``). When one request id has several lines (a
             gateway that retried), the last one counts.
 
@@ -183,7 +183,10 @@ def join_cancels(cancels: Iterable[ClientCancel],
     """
     by_id: dict[str, Mapping[str, Any]] = {}
     for t in truths:
+        # the header's id, else the body marker's (a gateway that drops unknown headers)
         rid = t.get("request_id")
+        if not isinstance(rid, str):
+            rid = t.get("marker_id")
         if isinstance(rid, str):
             by_id[rid] = t
     matched: list[CancelMatch] = []
@@ -249,7 +252,8 @@ def read_record(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def join_record(rec: Recorder, cancels: Sequence[ClientCancel], path: Path) -> list[str]:
+def join_record(rec: Recorder, cancels: Sequence[ClientCancel], path: Path,
+                truths: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     """Join the client's cancels with the upstream's record file and record
     the figures in ``rec`` (:func:`join_cancels`, :func:`record_join`).
 
@@ -259,6 +263,9 @@ def join_record(rec: Recorder, cancels: Sequence[ClientCancel], path: Path) -> l
         path: the upstream's ground-truth file (the embedded emulator's
             ground_truth.jsonl, or a ``hopbench serve --record`` file behind a
             gateway: its lines carry the request id the gateway passed on).
+        truths: the record's lines when the caller read them already (only
+            those of this run: a ``[upstream] record`` file may hold earlier
+            runs, hopbench._gateway.join_upstream_cancels); None reads ``path``.
 
     Returns:
         warnings for summary.json (e.g. cancels the record does not hold),
@@ -266,7 +273,7 @@ def join_record(rec: Recorder, cancels: Sequence[ClientCancel], path: Path) -> l
     """
     if not cancels:
         return []
-    matches, unmatched = join_cancels(cancels, read_record(path))
+    matches, unmatched = join_cancels(cancels, read_record(path) if truths is None else truths)
     record_join(rec, matches, unmatched)
     out: list[str] = []
     ran_on = [m for m in matches if m.upstream_completed]

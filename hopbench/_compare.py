@@ -55,7 +55,8 @@ MIN_ABS_MS: Final = 1.0
 DEFAULT_METRICS: Final = ("ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
                           "keepalive_interval", "max_silence", "ttft_from_send", "e2e_from_send",
                           # gateway overhead (docs/gateway-overhead.md): only runs with [upstream] have them
-                          "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e")
+                          "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
+                          "injected_keepalive_interval", "client_silence_in_upstream_silence")
 """Gateway-facing metrics compared by default (client-side ones need --metric); a metric
 neither run recorded is left out."""
 HIGHER_IS_BETTER: Final = frozenset({"output_tokens_per_s", "completion_rate", "throughput.output_tokens_per_s",

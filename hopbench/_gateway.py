@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import socket
+import time
 from contextlib import ExitStack
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,11 +27,17 @@ from typing import Any
 
 from ._errors import ProfileError
 from ._overhead import OVERHEAD_METRICS, analyse, client_from_line, upstream_from_record
+from ._cancel import ClientCancel, join_record
 from ._recorder import ALL, Recorder
 from ._upstream import UpstreamSpec
 from .emulator._record import boot_id
 
-__all__ = ["UpstreamHandle", "open_upstream", "gateway_overhead"]
+__all__ = ["UpstreamHandle", "open_upstream", "gateway_overhead", "join_upstream_cancels", "CANCEL_WAIT_S"]
+
+#: how long the run waits, after its load, for a hand-started emulator's record to gain the
+#: lines of the streams the client cancelled, s (an upstream that was not told of the cancel
+#: writes its line only when its stream ends on its own)
+CANCEL_WAIT_S = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,3 +163,74 @@ def gateway_overhead(handle: UpstreamHandle, streams_path: Path, t0_mono_ns: int
             rec.record_many(scope, metric, values)
     warnings = ([missing] if missing else []) + result.warnings
     return result.block, warnings
+
+
+def _complete_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The whole lines (ending in a newline) of ``path`` from ``offset`` on, and where they end.
+
+    A line still being written is left for the next call; a missing file reads as none.
+    """
+    found: list[dict[str, Any]] = []
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break
+                offset += len(raw)
+                try:
+                    doc = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(doc, dict):
+                    found.append(doc)
+    except OSError:
+        pass
+    return found, offset
+
+
+def join_upstream_cancels(handle: UpstreamHandle, cancels: list[ClientCancel], rec: Recorder, *,
+                          wait_s: float = CANCEL_WAIT_S,
+                          sleep: Callable[[float], None] = time.sleep,
+                          clock: Callable[[], float] = time.monotonic) -> list[str]:
+    """Join the client's cancels with the gateway's upstream's record (``cancel_delay``, wasted tokens).
+
+    With ``[upstream] listen`` the emulator has stopped: its record is whole. With
+    ``[upstream] record`` (an emulator started by hand, still running) only the lines
+    written since the run began count, and the lines of the cancelled streams may
+    still be coming: an upstream that was not told of the cancel writes its line
+    when its stream ends. This waits for them (polling the file), at most ``wait_s``.
+
+    Args:
+        handle: from :func:`open_upstream`.
+        cancels: the runner's ``cancels``.
+        rec: the run's measured recorder (hopbench._cancel.record_join).
+        wait_s: the longest wait for the missing lines, s.
+        sleep, clock: injected for tests (``time.sleep``, ``time.monotonic``).
+
+    Returns:
+        warnings (hopbench._cancel.join_record's, and one naming the record and the
+        wait when lines did not arrive in time). Never raises.
+    """
+    if not cancels:
+        return []
+    lines, pos = _complete_lines(handle.ground_truth, handle.offset)
+    warnings: list[str] = []
+    if handle.alive is None:  # a hand-started emulator: it may still be writing
+        want = {c.request_id for c in cancels}
+
+        def missing() -> set[str]:
+            seen = {d.get("request_id") for d in lines} | {d.get("marker_id") for d in lines}
+            return want - seen
+
+        deadline = clock() + wait_s
+        while missing() and clock() < deadline:
+            sleep(0.05)
+            more, pos = _complete_lines(handle.ground_truth, pos)
+            lines.extend(more)
+        late = missing()
+        if late:
+            warnings.append(f"client cancellation: {len(late)} of {len(cancels)} cancelled streams had no line in "
+                            f"the upstream's record ({handle.source}) {wait_s:g} s after the run: its streams "
+                            "may still be running (or never reached it); they count as unmatched")
+    return join_record(rec, cancels, handle.ground_truth, lines) + warnings

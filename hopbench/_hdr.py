@@ -130,6 +130,11 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("added_ttft", "gateway overhead: client TTFT minus the upstream's own TTFT"),
         _time("event_delay", "gateway overhead: per content event, upstream write -> client read"),
         _time("added_e2e", "gateway overhead: client e2e minus the upstream's own duration"),
+        _time("upstream_silence", "gateway overhead: a gap over 500 ms between two upstream writes"),
+        _time("injected_keepalive_interval",
+              "gateway overhead: gap between consecutive gateway-injected keepalives in an upstream silence"),
+        _time("client_silence_in_upstream_silence",
+              "gateway overhead: per upstream silence, the longest stretch without a client read"),
     )
 }
 """Every metric hopbench records, by name. Gate, compare and report import this."""

@@ -16,6 +16,7 @@ beside it so the uncorrected figures can be reported too.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,9 @@ __all__ = [
     "GapSink", "recorder_sink", "PACED_GAP_MIN_NS",
     "overhead_line",
 ]
+
+#: ContentDelta kind -> its list in ``Decoder.kept_fragments()``
+_KEPT_INDEX = {"text": 0, "reasoning": 1, "refusal": 2}
 
 GapSink = Callable[[str, int], None]
 """Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
@@ -110,7 +114,8 @@ class StreamMeter:
         "_last_content_read", "input_tokens", "output_tokens", "reads",
         "content_read_lag_max_ns", "headers", "_prev_read_ns",
         "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "content_read_lag_gap_ns",
-        "event_chars", "event_read_ns", "first_read_ns",
+        "event_chars", "event_read_ns", "first_read_ns", "event_crc", "_kept_seen", "keepalive_read_ns",
+        "quiet_read_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -150,6 +155,14 @@ class StreamMeter:
         self.event_chars: list[int] | None = None
         self.event_read_ns: list[int] | None = None
         self.first_read_ns: int | None = None  # the first body read
+        #: gateway overhead only (the runner sets it with the lists above): the CRC-32 of each
+        #: content event's text (-1: a tool-call event, not compared), see on_event_texts
+        self.event_crc: list[int] | None = None
+        self._kept_seen: list[int] | None = None  # fragments of (text, reasoning, refusal) already hashed
+        #: gateway overhead only: the read stamp of each keepalive comment, ns
+        self.keepalive_read_ns: list[int] | None = None
+        #: gateway overhead only: the stamp of each body read that carried no content event, ns
+        self.quiet_read_ns: list[int] | None = None
 
     def on_headers(self, t_ns: int) -> None:
         """The response head arrived at ``t_ns``."""
@@ -167,6 +180,9 @@ class StreamMeter:
         last = self.last_byte_ns
         self._prev_read_ns = last
         self.reads += 1
+        quiet = self.quiet_read_ns
+        if quiet is not None:  # until a content event of this read takes it back
+            quiet.append(t_ns)
         if self.first_read_ns is None:
             self.first_read_ns = t_ns
         self._read_lag_ns = lag_ns
@@ -212,6 +228,9 @@ class StreamMeter:
                     self.event_read_ns.append(t_ns)
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
+                    quiet = self.quiet_read_ns
+                    if quiet and quiet[-1] == t_ns:
+                        quiet.pop()
                     self.content_reads += 1
                     lag = self._read_lag_ns
                     if lag > self.content_read_lag_max_ns:
@@ -231,6 +250,8 @@ class StreamMeter:
                 if self.terminal_ns is not None:
                     continue
                 self.keepalives += 1
+                if self.keepalive_read_ns is not None:
+                    self.keepalive_read_ns.append(t_ns)
                 if self._ka_open_ns is not None:  # a second keepalive in one read
                     self._keepalive_gap(t_ns - self._ka_open_ns)
                 elif self._ka_closed_read != self.reads:
@@ -249,6 +270,40 @@ class StreamMeter:
                 if self.terminal_ns is None:
                     self.terminal_ns = t_ns
                     self._ka_open_ns = None  # closed by this read (on_read) or left open: not a gap
+
+    def on_event_texts(self, observations: Iterable[Observation],
+                       kept: tuple[list[str], list[str], list[str]]) -> None:
+        """Fingerprint the text of each content event ``on_observations`` just counted
+        (gateway overhead: events the gateway reordered, docs/gateway-overhead.md).
+
+        Args:
+            observations: the same observations, after ``on_observations``.
+            kept: the decoder's kept fragments (``Decoder.kept_fragments()``: its
+                text, reasoning and refusal lists; the decoder keeps text).
+
+        Appends to ``event_crc`` (when set) one value per ``ContentDelta``: the
+        CRC-32 of the UTF-8 of the fragments of its kind kept since the last call,
+        or -1 for a tool-call event (its text is not kept) or none kept.
+        """
+        crcs = self.event_crc
+        if crcs is None:
+            return
+        seen = self._kept_seen
+        if seen is None:
+            seen = self._kept_seen = [0, 0, 0]
+        for ob in observations:
+            if type(ob) is ContentDelta:
+                i = _KEPT_INDEX.get(ob.kind)
+                if i is None:
+                    crcs.append(-1)
+                    continue
+                frags = kept[i]
+                n, start = len(frags), seen[i]
+                seen[i] = n
+                if n == start + 1:  # the usual case: one fragment per event
+                    crcs.append(zlib.crc32(frags[start].encode("utf-8")))
+                else:
+                    crcs.append(zlib.crc32("".join(frags[start:]).encode("utf-8")) if n > start else -1)
 
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut
@@ -782,12 +837,19 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
     Returns:
         ``first_read_ns`` (the first body read, ns from the run start, or None),
         ``content_read_ns`` (list, one read stamp per content event in stream
-        order, ns from the run start) and ``content_chars`` (list, the
-        characters of each of those events).
+        order, ns from the run start), ``content_chars`` (list, the
+        characters of each of those events), ``content_crc`` (list, the CRC-32
+        of each event's text, -1 for a tool-call event; ``StreamMeter.on_event_texts``)
+        ``keepalive_read_ns`` (list, the read stamp of each keepalive comment,
+        ns from the run start) and ``quiet_read_ns`` (list, the stamp of each body
+        read that carried no content event, ns from the run start).
     """
     return {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
             "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
-            "content_chars": list(m.event_chars or ())}
+            "content_chars": list(m.event_chars or ()),
+            "content_crc": list(m.event_crc or ()),
+            "keepalive_read_ns": [t - t0_ns for t in m.keepalive_read_ns or ()],
+            "quiet_read_ns": [t - t0_ns for t in m.quiet_read_ns or ()]}
 
 
 def record_lengths(rec: Recorder, scope: str, r: StreamRecord,

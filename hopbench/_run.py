@@ -234,10 +234,10 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                         notes.extend(join_record(rec, cancels, out / arm["ground_truth"]))
                         notes.extend(f"arm {arm['name']}: {w}"
                                      for w in emulator_warnings(out / arm["ground_truth"]))
-                if upstream is not None and runner is not None and runner.cancels and upstream.offset == 0:
-                    from ._cancel import join_record  # cancels behind a gateway: its upstream's record
+                if upstream is not None and runner is not None and runner.cancels:
+                    from ._gateway import join_upstream_cancels  # cancels behind a gateway: its upstream's record
 
-                    meta.setdefault("notes", []).extend(join_record(rec, runner.cancels, upstream.ground_truth))
+                    meta.setdefault("notes", []).extend(join_upstream_cancels(upstream, runner.cancels, rec))
                 if upstream is not None and runner is not None and runner.t0_mono_ns:
                     from ._gateway import gateway_overhead
 

@@ -819,7 +819,8 @@ class LoadRunner:
                             itl_digest=slo is not None and slo.itl_ns is not None
                             and slo.itl_percentile is not None)
         if self._overhead:  # per-event stamps for gateway overhead (grow with the stream)
-            meter.event_chars, meter.event_read_ns = [], []
+            meter.event_chars, meter.event_read_ns, meter.event_crc, meter.keepalive_read_ns = [], [], [], []
+            meter.quiet_read_ns = []
         rec.incr(scope_name, "started")
         outcome = "cancelled"
         detail = ""
@@ -843,7 +844,7 @@ class LoadRunner:
                         outcome, detail, result = await self._exchange(
                             sc, request, meter, scope, total_deadline, rec, box, stage, expect,
                             None if cancel is None else cancel.after_events, scope_name,
-                            req is not None and req.keep_text)
+                            (req is not None and req.keep_text) or self._overhead)
                     except trio.Cancelled:
                         raise
                     except Exception as exc:  # the per-stream boundary
@@ -955,6 +956,7 @@ class LoadRunner:
                 rec.incr(scope_name or sc.name, "anomaly.wrong_content_type")
             scanner = SSEScanner(max_event_bytes=self.profile.run.max_event_bytes)
             dec = new_decoder(sc.protocol, keep_text=keep_text, expect_usage=expect_usage)
+            kept = dec.kept_fragments() if meter.event_crc is not None else None  # gateway overhead
             identity = response.headers.get("content-encoding", "identity") == "identity"
             # hopbench's own transport hands its body out: iterating it directly
             # skips httpx's three generator layers per read (closing still goes
@@ -1006,6 +1008,8 @@ class LoadRunner:
                                 obs = dec.feed(item)
                                 if obs:
                                     meter.on_observations(t, obs)
+                                    if kept is not None:
+                                        meter.on_event_texts(obs, kept)
                             if dec.ended and not box[1]:
                                 # The terminal signal arrived ([DONE], message_stop,
                                 # response.completed/failed): the stream's outcome is

@@ -17,7 +17,7 @@ from typing import Any
 
 from ._toml import Table
 
-__all__ = ["UpstreamSpec", "parse_upstream", "UPSTREAM_KEYS"]
+__all__ = ["UpstreamSpec", "parse_upstream", "record_override", "UPSTREAM_KEYS"]
 
 #: the table's own keys; every other key is an emulator key ([emulator], docs/emulator.md)
 UPSTREAM_KEYS = ("listen", "record")
@@ -99,3 +99,29 @@ def parse_upstream(t: Table, base: Path, target_url: str | None) -> UpstreamSpec
 
     emu = Table({k: v for k, v in t.data.items() if k not in UPSTREAM_KEYS}, t.doc, t.path)
     return UpstreamSpec(host, port, None, EmulatorConfig.from_table(emu))
+
+
+def record_override(spec: UpstreamSpec | None, record: Path, target_url: str | None) -> UpstreamSpec:
+    """``hopbench run --upstream-record FILE``: the ``[upstream]`` a profile gets from the flag.
+
+    Args:
+        spec: the profile's ``[upstream]`` (None when it has none).
+        record: the flag's file (a relative path is read from the working folder,
+            as every command-line path).
+        target_url: ``[target].url`` after ``--target-url`` (the gateway).
+
+    Returns:
+        ``[upstream] record = FILE``: the flag sets it, or overrides the profile's own ``record``.
+
+    Raises:
+        ValueError: the profile's ``[upstream]`` has ``listen`` (hopbench would start
+            an emulator of its own there: one upstream per run), or there is no
+            ``[target].url`` (the gateway). The message names the flag and the key.
+    """
+    if spec is not None and spec.host is not None:
+        raise ValueError(f"--upstream-record: the profile's [upstream] has listen = \"{spec.listen}\" (hopbench "
+                         "starts the emulator there itself); drop listen from the profile or the flag")
+    if target_url is None:
+        raise ValueError("--upstream-record: expected [target].url (or --target-url) to be the gateway: the "
+                         "record is the ground truth of the emulator behind it")
+    return UpstreamSpec(None, None, record)

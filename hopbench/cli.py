@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve live figures in the Prometheus/OpenMetrics text format on "
                         "http://127.0.0.1:PORT/metrics while the run goes (overrides run.metrics_port; "
                         "0: any free port; docs/observability.md)")
+    r.add_argument("--upstream-record", type=Path, metavar="FILE",
+                   help="the ground truth of a `hopbench serve --record FILE` started by hand behind the "
+                        "gateway: gateway overhead against it (sets or overrides [upstream] record; "
+                        "docs/gateway-overhead.md)")
     r.set_defaults(handler=_run, parser=r)
 
     se = sub.add_parser("search", help="find the highest load the gateway holds within its [slo] (the profile's [search])",
@@ -243,7 +247,7 @@ def _run(args: argparse.Namespace) -> int:
         args.profile, out=args.out, results_root=args.results_root, target_url=args.target_url,
         quiet=args.quiet, no_progress=args.no_progress, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, no_report=args.no_report, no_gate=args.no_gate,
-        metrics_port=args.metrics_port))
+        metrics_port=args.metrics_port, upstream_record=args.upstream_record))
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -382,7 +386,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                 target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
                 workers: int | None = None, engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
                 no_report: bool = False, no_gate: bool = False, metrics_port: int | None = None,
-                require_search: bool = False) -> int:
+                require_search: bool = False, upstream_record: Path | None = None) -> int:
     """``hopbench run``: run a profile, write its results folder, report.html, the
     terminal summary and the gate's verdict.
 
@@ -403,6 +407,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         require_search: ``hopbench search``: the profile must have a ``[search]`` table.
             A profile with ``[[stage]]`` or ``[search]`` runs its stages (hopbench._stages)
             into one folder, with the latency-vs-load table after the summary.
+        upstream_record: ``--upstream-record``: sets or overrides ``[upstream] record``
+            (refused beside ``[upstream] listen``; hopbench._upstream.record_override).
 
     Returns:
         The exit code: the gate's (0 or 1) after a complete run; 2 when the
@@ -443,6 +449,14 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=workers))
     if engine is not None:
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=engine))
+    if upstream_record is not None:
+        from ._upstream import record_override
+
+        try:
+            spec = record_override(profile.upstream, upstream_record, profile.target.url)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        profile = dataclasses.replace(profile, upstream=spec)
     if profile.arms and target_url:
         raise UsageError("--target-url: the profile's [[arm]] tables name the targets (edit their urls)")
     if profile.arms and (profile.run.workers > 1 or profile.run.engine == "ray"):

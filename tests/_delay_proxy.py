@@ -11,7 +11,11 @@ request gets its own upstream connection (``Connection: close``); with
 body is de-chunked and, for ``text/event-stream``, cut into SSE events at
 blank lines: every event is written to the client ``delay-ms`` after it
 arrived, in order, as one chunk. Other bodies pass through at once. ``GET
-/healthz`` answers 200 without the upstream.
+/healthz`` answers 200 without the upstream. With ``--swap-at N`` SSE events N and
+N+1 of every response (0-based, counting every event the upstream wrote) reach the client
+in swapped order (a gateway that reorders); with ``--keepalive-ms K`` the proxy writes
+its own ``: gw-keepalive`` comment whenever the upstream has sent nothing for K ms, every
+K ms until it sends again (a gateway that keeps its client's connection alive).
 
 Self-measurement: each event's lateness (actual write minus due time, ns)
 and each request's forwarding time (its head read -> written upstream, a new
@@ -73,7 +77,10 @@ async def _body_chunks(reader: asyncio.StreamReader, headers: list[tuple[bytes, 
 
 class Proxy:
     def __init__(self, upstream: tuple[str, int], delay_ns: int, retry: bool = False,
-                 answer_every: int = 0) -> None:
+                 answer_every: int = 0, swap_at: int = -1, keepalive_ns: int = 0) -> None:
+        self.swap_at = swap_at
+        self.keepalive_ns = keepalive_ns
+        self.keepalives = 0
         self.upstream = upstream
         self.retry = retry
         self.answer_every = answer_every
@@ -135,21 +142,38 @@ class Proxy:
             queue: asyncio.Queue[tuple[int, bytes] | None] = asyncio.Queue()
             sender = asyncio.create_task(self._send(queue, writer))
             buf = b""
+            n_event = 0
+            held: bytes | None = None  # --swap-at: the event sent after its successor
+            last = [time.monotonic_ns()]  # the upstream's last bytes (or our last keepalive)
+            ticker = asyncio.create_task(self._ticker(last, queue)) if sse and self.keepalive_ns else None
             try:
                 async for data in _body_chunks(up_r, rh):
-                    t = time.monotonic_ns()
+                    t = last[0] = time.monotonic_ns()
                     if not sse:
                         queue.put_nowait((t, data))
                         continue
                     buf += data
                     while (i := buf.find(b"\n\n")) >= 0:
-                        queue.put_nowait((t + self.delay_ns, buf[:i + 2]))
-                        buf = buf[i + 2:]
+                        event, buf = buf[:i + 2], buf[i + 2:]
+                        if n_event == self.swap_at:
+                            held = event
+                        else:
+                            queue.put_nowait((t + self.delay_ns, event))
+                            if held is not None:
+                                queue.put_nowait((t + self.delay_ns, held))
+                                held = None
+                        n_event += 1
             except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+                if ticker is not None:
+                    ticker.cancel()
                 queue.put_nowait(None)
                 await sender
                 writer.close()  # a broken upstream body: break the client's too
                 return False
+            if ticker is not None:
+                ticker.cancel()
+            if held is not None:
+                buf = held + buf
             if buf:
                 queue.put_nowait((time.monotonic_ns() + self.delay_ns, buf))
             queue.put_nowait(None)
@@ -159,6 +183,17 @@ class Proxy:
             return True
         finally:
             up_w.close()
+
+    async def _ticker(self, last: list[int], queue: asyncio.Queue[tuple[int, bytes] | None]) -> None:
+        """--keepalive-ms: a comment whenever the upstream was silent for keepalive_ns."""
+        while True:
+            left = last[0] + self.keepalive_ns - time.monotonic_ns()
+            if left > 0:
+                await asyncio.sleep(left / 1e9)
+                continue
+            last[0] = now = time.monotonic_ns()
+            self.keepalives += 1
+            queue.put_nowait((now, b": gw-keepalive\n\n"))
 
     async def _send(self, queue: asyncio.Queue[tuple[int, bytes] | None], writer: asyncio.StreamWriter) -> None:
         while (item := await queue.get()) is not None:
@@ -182,9 +217,13 @@ async def main(argv: list[str]) -> None:
     ap.add_argument("--stats", type=Path, required=True)
     ap.add_argument("--retry", action="store_true", help="retry once on 429 and 5xx")
     ap.add_argument("--answer-every", type=int, default=0, help="answer every Nth request 503 itself")
+    ap.add_argument("--swap-at", type=int, default=-1, help="swap SSE events N and N+1 of every response")
+    ap.add_argument("--keepalive-ms", type=float, default=0.0,
+                    help="write a keepalive comment after this long without upstream bytes, and every as long")
     a = ap.parse_args(argv)
     host, _, port = a.upstream.rpartition(":")
-    proxy = Proxy((host, int(port)), int(a.delay_ms * 1e6), a.retry, a.answer_every)
+    proxy = Proxy((host, int(port)), int(a.delay_ms * 1e6), a.retry, a.answer_every, a.swap_at,
+                  int(a.keepalive_ms * 1e6))
     server = await asyncio.start_server(proxy.handle, "127.0.0.1", a.port, backlog=1024)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -194,7 +233,7 @@ async def main(argv: list[str]) -> None:
     async with server:
         await stop.wait()
     a.stats.write_text(json.dumps({"late_ns": proxy.late_ns, "events": len(proxy.late_ns),
-                                   "forward_ns": proxy.forward_ns}))
+                                   "forward_ns": proxy.forward_ns, "keepalives": proxy.keepalives}))
 
 
 if __name__ == "__main__":

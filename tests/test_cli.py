@@ -20,7 +20,8 @@ SMOKE = str(ROOT / "profiles" / "smoke.toml")
 # The contract: each subcommand's options, as documented (README, docs/*.md).
 OPTIONS = {
     "run": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--no-progress",
-            "--workers", "--engine", "--ray-address", "--no-report", "--no-gate", "--metrics-port"},
+            "--workers", "--engine", "--ray-address", "--no-report", "--no-gate", "--metrics-port",
+            "--upstream-record"},
     "search": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--workers",
                "--engine", "--ray-address", "--no-report", "--no-gate"},
     "validate": {"-h", "--help"},

@@ -133,13 +133,14 @@ class DelayProxy:
     """tests/_delay_proxy.py in a process: start, yield its URL, stop, read its self-measurement."""
 
     def __init__(self, tmp: Path, upstream_port: int, delay_ms: float, retry: bool = False,
-                 answer_every: int = 0) -> None:
+                 answer_every: int = 0, swap_at: int = -1, keepalive_ms: float = 0.0) -> None:
         self.port = free_port()
         self.ready, self.stats = tmp / "proxy.ready", tmp / "proxy.stats"
         argv = [sys.executable, str(HERE / "_delay_proxy.py"), "--port", str(self.port),
                 "--upstream", f"127.0.0.1:{upstream_port}", "--delay-ms", str(delay_ms),
                 "--ready", str(self.ready), "--stats", str(self.stats)]
-        self.argv = argv + (["--retry"] if retry else []) + ["--answer-every", str(answer_every)]
+        self.argv = argv + (["--retry"] if retry else []) + ["--answer-every", str(answer_every),
+                                                             "--swap-at", str(swap_at), "--keepalive-ms", str(keepalive_ms)]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> DelayProxy:

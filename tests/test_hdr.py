@@ -28,6 +28,7 @@ def test_metrics_table_units_and_ranges() -> None:
         "ttft_from_send", "e2e_from_send", "connect_wait", "tail", "cancel_delay", "request_write",
         # gateway overhead (docs/gateway-overhead.md)
         "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
+        "upstream_silence", "injected_keepalive_interval", "client_silence_in_upstream_silence",
     }
     assert set(METRICS) == expected
     for name, spec in METRICS.items():

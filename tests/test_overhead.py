@@ -11,8 +11,10 @@ from hopbench._overhead import (
     BUFFER_SPAN_NS,
     ClientStream,
     UpstreamRequest,
+    SILENCE_FLOOR_NS,
     align_events,
     analyse,
+    silences,
     client_from_line,
     overhead_lines,
     upstream_from_record,
@@ -91,6 +93,100 @@ def test_align_split_dropped_and_added() -> None:
 def test_align_by_order_without_characters() -> None:
     al = align_events((10, 20), (), (11, 23), ())
     assert al.delays_ns == [1, 3]
+
+
+def _crc(*texts: str) -> list[int]:
+    import zlib
+
+    return [zlib.crc32(t.encode()) for t in texts]
+
+
+def test_align_swapped_events_are_reordered_without_a_delay() -> None:
+    # same lengths: character offsets cannot see the swap; texts can
+    up = ("ab", "cd", "ef", "gh")
+    al = align_events((10, 20, 30, 40), (2, 2, 2, 2), (11, 31, 32, 41), (2, 2, 2, 2),
+                      _crc(*up), _crc("ab", "ef", "cd", "gh"))
+    assert al.reordered == 1 and (al.merged, al.split, al.dropped, al.added) == (0, 0, 0, 0)
+    # the events that stayed in order are timed where they really arrived
+    # (cd moved: by character offsets it would read 31 - 20 = 11 ns, the time "ef" arrived)
+    assert al.delays_ns == [1, 1, 1] and al.written_ns == [10, 30, 40]
+    # different lengths: not a split and a merge, a swap
+    al = align_events((10, 20, 30), (2, 1, 3), (11, 21, 31), (1, 2, 3), _crc("ab", "c", "def"),
+                      _crc("c", "ab", "def"))
+    assert al.reordered == 1 and (al.merged, al.split, al.dropped) == (0, 0, 0)
+    assert len(al.delays_ns) == 2
+
+
+def test_align_reordering_is_not_confused_with_merges_of_repeated_text() -> None:
+    # "x","a","y","a": the gateway merged x+a; the later "a" is in place, nothing moved
+    up = _crc("x", "a", "y", "a")
+    al = align_events((10, 20, 30, 40), (1, 1, 1, 1), (21, 31, 41), (2, 1, 1), up, _crc("xa", "y", "a"))
+    assert al.reordered == 0 and al.merged == 1 and al.delays_ns == [11, 1, 1, 1]
+    # repeated tokens in order: paired in order, nothing reordered
+    al = align_events((10, 20, 30), (1, 1, 1), (11, 21, 31), (1, 1, 1), _crc("a", "b", "a"), _crc("a", "b", "a"))
+    assert al.reordered == 0 and al.delays_ns == [1, 1, 1]
+
+
+def test_align_tool_events_are_not_compared() -> None:
+    al = align_events((10, 20), (1, 1), (11, 21), (1, 1), [-1, -1], [-1, -1])
+    assert al.reordered == 0 and al.delays_ns == [1, 1]
+
+
+def _sil_streams(ka_up: tuple[int, ...], ka_client: tuple[int, ...]) -> tuple[ClientStream, UpstreamRequest]:
+    s = 1_000 * MS  # upstream: first bytes at 0, silence to 2 s, events at 2 s and 2.01 s, end 2.02 s
+    u = UpstreamRequest("r", None, BOOT, 0, 0, (2 * s, 2 * s + 10 * MS), (1, 1), 2 * s + 20 * MS, 200, "completed",
+                        keepalive_write_ns=ka_up)
+    c = ClientStream("r", "chat", "completed", None, 200, True, 0, 1 * MS, (2 * s + MS, 2 * s + 11 * MS), (1, 1),
+                     2 * s + 21 * MS, keepalive_read_ns=ka_client)
+    return c, u
+
+
+def test_silences_gateway_keepalives_keep_the_client_alive() -> None:
+    inj = tuple(i * 300 * MS + MS for i in range(1, 7))  # every 300 ms, 1 ms after the tick
+    c, u = _sil_streams((), inj)
+    sil = silences(c, u)
+    assert sil.silences_ns == [2_000 * MS]
+    assert sil.injected == sil.injected_in_silences == 6
+    assert sil.intervals_ns == [300 * MS] * 5
+    assert sil.client_silence_ns == [300 * MS]  # the keepalive cadence, not the 2 s silence
+
+
+def test_silences_without_gateway_keepalives_the_client_hears_nothing() -> None:
+    c, u = _sil_streams((), ())
+    sil = silences(c, u)
+    assert sil.injected == 0 and sil.intervals_ns == []
+    assert sil.client_silence_ns == [2_000 * MS - MS]  # from the first read (1 ms) to the event
+    # the upstream's own keepalives split its silence and are not counted as injected
+    c, u = _sil_streams((700 * MS, 1_400 * MS), (701 * MS, 1_401 * MS))
+    sil = silences(c, u)
+    assert sil.silences_ns == [700 * MS, 700 * MS, 600 * MS] and sil.injected == 0
+    assert SILENCE_FLOOR_NS < 600 * MS
+
+
+def test_analyse_reports_reordered_events_and_silences() -> None:
+    import zlib
+
+    s = 1_000 * MS
+    rec = {"request_id": "r", "t0_mono_ns": 1, "boot_id": BOOT, "ttft_ns": s, "gaps_ns": [MS, MS], "status": 200,
+           "end": "completed", "first_write_ns": 0, "final_write_ns": s + 3 * MS, "event_chars": [2, 2, 2],
+           "text": "aabbcc", "reasoning_text": "", "keepalive_write_ns": []}
+    u = upstream_from_record(rec)
+    assert u is not None and list(u.event_crc) == [zlib.crc32(b"aa"), zlib.crc32(b"bb"), zlib.crc32(b"cc")]
+    line = {"id": "r", "scenario": "chat", "outcome": "completed", "sent_ns": 0, "start_ns": 0, "end_ns": s + 9 * MS,
+            "first_read_ns": MS, "content_read_ns": [s + 2 * MS, s + 4 * MS, s + 5 * MS],
+            "content_chars": [2, 2, 2], "content_crc": _crc("bb", "aa", "cc"),
+            "keepalive_read_ns": [250 * MS, 500 * MS, 750 * MS]}
+    c = client_from_line(line, 1)
+    assert c is not None
+    out = analyse([c], [u], boot_id=BOOT)
+    assert out.block["events"]["reordered"] == 1
+    assert len(out.values[("chat", "event_delay")]) == 2
+    sil = out.block["silences"]
+    assert sil["upstream_silences"] == 1 and sil["injected_keepalives_inside"] == 3
+    assert out.values[("chat", "injected_keepalive_interval")] == [250 * MS, 250 * MS]
+    assert any("reordered the stream: 1 content events in 1 streams" in w for w in out.warnings)
+    assert any("reordered 1" in x for x in overhead_lines(out.block))
+    assert any("upstream silences (> 500 ms): 1 in 1 streams" in x for x in overhead_lines(out.block))
 
 
 # -- matching and subtraction -------------------------------------------------------------------
@@ -265,3 +361,63 @@ def test_analyse_event_delay_over_time() -> None:
     assert [p["events"] for p in series] == [2, 2]
     assert [p["p50_ms"] for p in series] == [1.0, 10.0]
     assert series[1]["max_ms"] == 10.0
+
+
+@pytest.mark.parametrize("protocol,events", [
+    ("chat", [b'{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}',
+              b'{"choices":[{"index":0,"delta":{"reasoning_content":"th"}}]}',
+              b'{"choices":[{"index":0,"delta":{"content":"h\\u00e9"}}]}',
+              b'{"choices":[{"index":0,"delta":{"content":"llo"}}]}']),
+    ("messages", [b'{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"th"}}',
+                  b'{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"h\\u00e9"}}',
+                  b'{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"llo"}}']),
+])
+def test_meter_fingerprints_each_content_events_text(protocol: str, events: list[bytes]) -> None:
+    """The client's per-event text fingerprints (streams.jsonl content_crc) are the CRC-32 of
+    the same texts the upstream's record cuts from its text (upstream_from_record)."""
+    from hopbench._meter import StreamMeter, overhead_line
+    from hopbench.protocols import new_decoder
+    from hopbench.sse import SSEEvent
+
+    meter = StreamMeter(0, 0)
+    meter.event_chars, meter.event_read_ns, meter.event_crc, meter.keepalive_read_ns = [], [], [], []
+    dec = new_decoder(protocol, keep_text=True)
+    kept = dec.kept_fragments()
+    for t, data in enumerate(events):
+        obs = dec.feed(SSEEvent("message", data))
+        meter.on_observations(t, obs)
+        meter.on_event_texts(obs, kept)
+    line = overhead_line(meter, 0)
+    assert line["content_chars"] == [2, 2, 3]
+    assert line["content_crc"] == _crc("th", "hé", "llo")
+    rec = {"t0_mono_ns": 1, "ttft_ns": 1, "gaps_ns": [1, 1], "event_chars": [2, 2, 3], "text": "héllo",
+           "reasoning_text": "th", "status": 200, "end": "completed"}
+    u = upstream_from_record(rec)
+    assert u is not None and list(u.event_crc) == line["content_crc"]
+
+
+def test_silences_count_any_client_read_not_only_content_and_keepalives() -> None:
+    # a gateway that keeps the connection alive with events that carry no content
+    c, u = _sil_streams((), ())
+    quiet = tuple(i * 400 * MS for i in range(1, 5))
+    c = ClientStream(c.id, c.scenario, c.outcome, c.detail, c.status, True, c.sent_ns, c.first_read_ns,
+                     c.content_read_ns, c.content_chars, c.end_ns, quiet_read_ns=quiet)
+    sil = silences(c, u)
+    assert sil.injected == 0 and sil.client_silence_ns == [400 * MS]
+
+
+def test_meter_quiet_reads_are_the_reads_without_content() -> None:
+    from hopbench._meter import StreamMeter, overhead_line
+    from hopbench.protocols import ContentDelta, Keepalive
+
+    m = StreamMeter(0, 0)
+    m.event_chars, m.event_read_ns, m.event_crc, m.keepalive_read_ns = [], [], [], []
+    m.quiet_read_ns = []
+    m.on_headers(1)
+    for t, obs in ((10, [Keepalive(b": x")]), (20, []), (30, [ContentDelta("text", 2)]),
+                   (40, [ContentDelta("text", 1), ContentDelta("text", 1)])):
+        m.on_read(t)
+        m.on_observations(t, obs)
+    line = overhead_line(m, 0)
+    assert line["quiet_read_ns"] == [10, 20] and line["keepalive_read_ns"] == [10]
+    assert line["content_read_ns"] == [30, 40, 40]

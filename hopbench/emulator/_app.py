@@ -54,7 +54,7 @@ from ._metrics import EmulatorMetrics
 from .._lengths import load_tokenizer
 from .._marker import find_marker
 from ._prefix import PrefixCache
-from ._record import KEEPALIVE_TIMES_KEPT, End, GroundTruth, GroundTruthWriter, boot_id
+from ._record import End, GroundTruth, GroundTruthWriter, boot_id
 from ._wire import KEEPALIVE, ChatWire, MessagesWire, ResponsesWire, Wire, http_error_body
 
 __all__ = ["EmulatorApp"]
@@ -108,8 +108,7 @@ class _StreamState:
     events: int = 0
     content_events: int = 0
     keepalives: int = 0
-    #: keepalive hand-offs (now_ns, the first KEEPALIVE_TIMES_KEPT) and their worst lateness
-    keepalive_at: list[int] = field(default_factory=list)
+    #: the worst lateness of a keepalive's hand-off against its scheduled time, ns
     keepalive_lag_max_ns: int = 0
     first_ns: int | None = None
     prev_ns: int = 0
@@ -135,6 +134,8 @@ class _StreamState:
     marker_id: str | None = None
     #: the final body bytes handed to send() (gateway overhead's upstream end)
     final_write_ns: int | None = None
+    #: each keepalive comment handed to send(), now_ns (gateway overhead: the upstream's silences)
+    keepalive_writes: list[int] = field(default_factory=list)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -427,10 +428,9 @@ class EmulatorApp:
                 t_ns = st.last_write_ns + ka
                 await sleep_until_ns(t_ns)
                 handed = now_ns()
+                st.keepalive_writes.append(handed)
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                 st.keepalives += 1
-                if len(st.keepalive_at) < KEEPALIVE_TIMES_KEPT:
-                    st.keepalive_at.append(handed)
                 st.keepalive_lag_max_ns = max(st.keepalive_lag_max_ns, handed - t_ns)
                 # the cadence counts from the scheduled time, so it never drifts
                 st.last_write_ns = t_ns
@@ -563,6 +563,6 @@ class EmulatorApp:
                 "first_write_ns": None if st.first_write_ns is None else st.first_write_ns - st.t0_ns,
                 "final_write_ns": None if st.final_write_ns is None else st.final_write_ns - st.t0_ns,
                 "event_chars": [len(x) for kind in ("reasoning", "text", "tool") for x in p[kind]],
-                "boot_id": self.boot_id,
-                "keepalive_ns": [t - st.t0_ns for t in st.keepalive_at],
-                "keepalive_lag_max_ns": st.keepalive_lag_max_ns}
+                "keepalive_write_ns": [t - st.t0_ns for t in st.keepalive_writes],
+                "keepalive_lag_max_ns": st.keepalive_lag_max_ns,
+                "boot_id": self.boot_id}

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Literal
 
-__all__ = ["GroundTruth", "GroundTruthWriter", "End", "read_ground_truth", "knee_path", "boot_id",
-           "KEEPALIVE_TIMES_KEPT"]
+__all__ = ["GroundTruth", "GroundTruthWriter", "End", "read_ground_truth", "knee_path", "boot_id"]
 
 End = Literal["completed", "failed", "disconnect", "stall", "http_error", "client_closed"]
 
@@ -75,9 +74,9 @@ class GroundTruth:
             send(), in ns; None if the body never ended (fault, client gone).
         event_chars: characters (code points) of each content delta, in the
             order sent (one per content event; ``gaps_ns`` times them).
-        keepalive_ns: request received -> each ``: hopbase-keepalive`` handed to
-            send(), in ns, in order (the first ``KEEPALIVE_TIMES_KEPT`` only;
-            ``keepalives`` counts them all).
+        keepalive_write_ns: request received -> each keepalive comment handed to
+            send(), in ns (``keepalives`` of them: at most one per
+            ``keepalive_interval_s`` of silence).
         keepalive_lag_max_ns: the worst lateness of a keepalive's hand-off against
             its scheduled time (last write + ``keepalive_interval_s``), in ns.
         boot_id: the host's boot id (Linux ``/proc/sys/kernel/random/boot_id``)
@@ -116,13 +115,9 @@ class GroundTruth:
     first_write_ns: int | None = None
     final_write_ns: int | None = None
     event_chars: list[int] = field(default_factory=list)
+    keepalive_write_ns: list[int] = field(default_factory=list)
     boot_id: str = ""
-    keepalive_ns: list[int] = field(default_factory=list)
     keepalive_lag_max_ns: int = 0
-
-
-#: keepalive hand-off times kept per request (a long silence sends one per interval)
-KEEPALIVE_TIMES_KEPT = 64
 
 
 _FIELDS = tuple(f.name for f in fields(GroundTruth))

@@ -261,6 +261,14 @@ class Decoder:
             return self._anomaly("data_after_end", item.event)  # type: ignore[union-attr]
         return self._on_event(item)  # type: ignore[arg-type]
 
+    def kept_fragments(self) -> tuple[list[str], list[str], list[str]]:
+        """The output fragments kept so far: (text, reasoning, refusal), one entry per
+        fragment, in stream order; the decoder's own lists (they grow as it feeds: read,
+        never change them). Empty without ``keep_text``. Tool-call arguments are not
+        among them. Gateway overhead reads each content event's text from them
+        (``hopbench._meter.StreamMeter.on_event_texts``)."""
+        return self._text, self._reasoning, self._refusal
+
     def finish(self, *, discarded_partial: bool = False) -> StreamResult:
         """Close the stream at the end of the body and return the verdict.
 
