@@ -72,7 +72,7 @@ from ._observations import (
     UsageReport,
 )
 from ._signals import error_name, real
-from ._template import Template, learn
+from ._template import STR, Template, learn
 
 FAST_PATHS = True
 """Decoders created while this is True take the fast paths (the byte template
@@ -430,6 +430,12 @@ class Decoder:
         ``text_path``; ``ignored`` names the top-level fields it never reads
         (see ``_template.learn``). Costs one more parse; at most
         ``_LEARN_TRIES`` per stream; a new template replaces the old one."""
+        if self._tries == _LEARN_TRIES:
+            # the first try cuts only the fields that change in every frame
+            # (kind ``INT``, a counter); strings such as OpenAI's obfuscation
+            # padding stay constant bytes, the cheapest match, unless a later
+            # frame shows they change (a miss, then this second try)
+            ignored = tuple(hole for hole in ignored if hole[1] != STR)
         self._tries -= 1
         fast = _fast_loads
         tpl = learn(event.event, event.data, body, text_path, ignored,

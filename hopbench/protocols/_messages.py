@@ -39,7 +39,7 @@ from typing import Any
 
 from ..sse import SSEEvent
 from . import _base
-from ._base import Decoder, Observations, ToolCallState
+from ._base import _CACHED_CHARS, _DELTA_TUPLES, Decoder, Observations, ToolCallState
 from ._signals import reason
 from ._observations import Observation
 from ._template import match
@@ -48,6 +48,7 @@ __all__ = ["MessagesDecoder"]
 
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _SILENT_DELTAS = frozenset({"signature_delta", "citations_delta"})
+_TEXT_DELTAS = _DELTA_TUPLES["text"]
 _TEXT_PATH: tuple[str | int, ...] = ("delta", "text")
 
 
@@ -88,7 +89,11 @@ class MessagesDecoder(Decoder):
             if text:  # "" and misses take the full parse
                 if self._keep_text:
                     self._text.append(text)
-                return self._emit("text", len(text))
+                chars = len(text)
+                if self._first_content and chars < _CACHED_CHARS:  # _emit's shared tuple, inlined
+                    self._events["text"] += 1
+                    return _TEXT_DELTAS[chars]
+                return self._emit("text", chars)
         body, kind, bad = self._typed_body(event)
         if body is None:
             return bad

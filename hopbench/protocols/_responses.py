@@ -43,7 +43,7 @@ from typing import Any
 
 from ..sse import SSEEvent
 from . import _base
-from ._base import NOTHING, Decoder, Observations, ToolCallState
+from ._base import _CACHED_CHARS, _DELTA_TUPLES, NOTHING, Decoder, Observations, ToolCallState
 from ._signals import reason
 from ._observations import Observation
 from ._template import INT, STR, match
@@ -51,6 +51,7 @@ from ._template import INT, STR, match
 __all__ = ["ResponsesDecoder", "KNOWN_EVENT_TYPES"]
 
 _TEXT = "response.output_text.delta"
+_TEXT_DELTAS = _DELTA_TUPLES["text"]
 _TEXT_PATH: tuple[str | int, ...] = ("delta",)
 # fields of a text delta the decoder never reads that change per event
 _IGNORED = (("sequence_number", INT), ("obfuscation", STR))
@@ -174,7 +175,11 @@ class ResponsesDecoder(Decoder):
                 if text:  # "" and misses take the full parse
                     if self._keep_text:
                         self._text.append(text)
-                    return self._emit("text", len(text))
+                    chars = len(text)
+                    if self._first_content and chars < _CACHED_CHARS:  # _emit's shared tuple, inlined
+                        self._events["text"] += 1
+                        return _TEXT_DELTAS[chars]
+                    return self._emit("text", chars)
             body, kind, bad = self._typed_body(event)
         else:
             # orjson parses a delta in ~0.4 us, about what three template holes
@@ -191,7 +196,11 @@ class ResponsesDecoder(Decoder):
                     if delta and type(delta) is str:
                         if self._keep_text:
                             self._text.append(delta)
-                        return self._emit("text", len(delta))
+                        chars = len(delta)
+                        if self._first_content and chars < _CACHED_CHARS:  # _emit's shared tuple, inlined
+                            self._events["text"] += 1
+                            return _TEXT_DELTAS[chars]
+                        return self._emit("text", chars)
                 kind = named if type(named) is str else event.event
             else:
                 body, kind, bad = self._typed_body(event)

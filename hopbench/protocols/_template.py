@@ -63,7 +63,7 @@ class Template:
             exactly one is ``TEXT``.
     """
 
-    __slots__ = ("event", "head", "segments", "tail", "kinds", "_fixed", "_single", "_steps",
+    __slots__ = ("event", "head", "segments", "tail", "kinds", "_fixed", "_single", "_left", "_right",
                  "_head_len", "_tail_len")
 
     def __init__(self, event: str, head: bytes, segments: tuple[bytes, ...], tail: bytes,
@@ -77,10 +77,12 @@ class Template:
         self._single = kinds == (TEXT,)
         self._head_len = len(head)
         self._tail_len = len(tail)
-        # per hole: (token matcher, is it the text, the segment after it (b"" for
-        # the last), its length)
-        self._steps = tuple((_TOKENS[k], k == TEXT, seg, len(seg))
-                            for k, seg in zip(kinds, segments + (b"",)))
+        at = kinds.index(TEXT)
+        # holes before the text: (token matcher, the segment after the hole, its length)
+        self._left = tuple((_TOKENS[kinds[i]], segments[i], len(segments[i])) for i in range(at))
+        # holes after the text, last first: (kind, the segment before the hole, its length)
+        self._right = tuple((kinds[i], segments[i - 1], len(segments[i - 1]))
+                            for i in range(len(kinds) - 1, at, -1))
 
 
 def _literal(raw: bytes, fast: Any) -> str | None:
@@ -126,25 +128,27 @@ def _closing_quote(data: bytes, start: int) -> int:
     return end
 
 
-# Each hole's token, matched where the hole starts (the segment after it is
-# then compared byte for byte, so a token that runs on cannot match):
-# a string literal up to its first unescaped quote (the parser then checks it),
-_TEXT_TOKEN: Any = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL).match
+# The token of an ignored hole before the text, matched where the hole starts
+# (the segment after it is then compared byte for byte, so a token that runs
+# on cannot match):
 # an ignored string: printable ASCII without quote or backslash, so valid JSON
 # and valid UTF-8 by construction (OpenAI's obfuscation padding is such),
 _STR_TOKEN: Any = re.compile(rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"').match
 # an ignored integer: RFC 8259 §6 without sign, at most _MAX_INT_DIGITS digits.
 _INT_TOKEN: Any = re.compile(rb"0|[1-9][0-9]{0,%d}" % (_MAX_INT_DIGITS - 1)).match
-_TOKENS = {TEXT: _TEXT_TOKEN, STR: _STR_TOKEN, INT: _INT_TOKEN}
+_STR_FULL: Any = re.compile(rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"').fullmatch
+_TOKENS = {STR: _STR_TOKEN, INT: _INT_TOKEN}
 
 
 def match(tpl: Template, data: bytes, fast: Any) -> str | None:
     """The text of ``data`` when it is ``tpl``'s frame with other hole values, else None.
 
-    A hole's token is matched where the hole starts (``_TEXT_TOKEN`` and the
-    other patterns above), the constant segment that follows must start
-    right where the token ends (byte comparison), and the last hole must end
-    where ``tail`` starts; the text's literal is then decoded by the parser.
+    The holes before the text are matched from the left (each token where
+    the hole starts, then the constant segment after it, byte for byte), the
+    holes after it from the right (an ignored string back to its opening
+    quote, an integer back over its digits, then the segment before it); the
+    text's literal is what lies between, and the parser must read it as
+    exactly one JSON string.
 
     Args:
         tpl: a ``Template`` from ``learn`` for this stream.
@@ -160,24 +164,39 @@ def match(tpl: Template, data: bytes, fast: Any) -> str | None:
     # slice comparisons: cheaper than bytes.startswith's argument parsing
     if len(data) < tpl._fixed or data[:tpl._head_len] != tpl.head or data[-tpl._tail_len:] != tpl.tail:
         return None
-    stop = len(data) - tpl._tail_len
-    pos = tpl._head_len
+    lo = tpl._head_len
+    hi = len(data) - tpl._tail_len
     if tpl._single:
-        return _literal(data[pos:stop], fast)
-    literal = b""
-    for token, is_text, segment, length in tpl._steps:
-        found = token(data, pos, stop)
+        if fast is not None:  # _literal inlined: the common case of the hot path
+            try:
+                text = fast(data[lo:hi])
+            except Exception:  # any parser's error: the full parse decides
+                return None
+            return text if type(text) is str else None
+        return _literal(data[lo:hi], None)
+    for token, segment, length in tpl._left:
+        found = token(data, lo, hi)
         if found is None:
             return None
         end = found.end()
-        if is_text:
-            literal = found.group()
-        pos = end + length
-        if data[end:pos] != segment:
+        lo = end + length
+        if data[end:lo] != segment:
             return None
-    if pos != stop:
-        return None
-    return _literal(literal, fast)
+    for kind, segment, length in tpl._right:
+        if kind == STR:
+            start = data.rfind(b'"', lo, hi - 1)
+            if start < 0 or _STR_FULL(data, start, hi) is None:
+                return None
+        else:
+            start = hi
+            while start > lo and 48 <= data[start - 1] <= 57:
+                start -= 1
+            if not _integer(data[start:hi]):
+                return None
+        hi = start - length
+        if hi < lo or data[hi:start] != segment:
+            return None
+    return _literal(data[lo:hi], fast)
 
 
 def _skip_ws(data: bytes, i: int) -> int:
