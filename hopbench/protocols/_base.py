@@ -16,9 +16,13 @@ Invariants:
 - Once an in-band terminal signal (completed or failed) arrived, every later
   event is ignored and counted as anomaly ``data_after_end``; comments are
   still counted as keepalives.
-- Hot path: one JSON parse per event (orjson when installed, else the
-  stdlib's C scanner called directly, ``_loads``), and a shared empty tuple
-  when an event yields nothing to report; once the first tokens are out, a
+- Hot path: a stream's repeated plain text delta is matched against the
+  byte template learned from its first one (``_template``, proven against
+  the full parse; only the text's literal is decoded); any other event is
+  one JSON parse (orjson when installed, else the stdlib's C scanner called
+  directly, ``_loads``). ``FAST_PATHS`` False turns the templates and the
+  protocols' text-delta shortcuts off (the reference in tests). An event
+  that yields nothing to report returns a shared empty tuple; once the first tokens are out, a
   content event of fewer than ``_CACHED_CHARS`` characters returns a shared
   pre-built ``(ContentDelta,)`` (``Decoder._emit``): the parsed JSON is its
   only allocation.

@@ -128,15 +128,18 @@ def _closing_quote(data: bytes, start: int) -> int:
     return end
 
 
-# The token of an ignored hole before the text, matched where the hole starts
-# (the segment after it is then compared byte for byte, so a token that runs
-# on cannot match):
-# an ignored string: printable ASCII without quote or backslash, so valid JSON
-# and valid UTF-8 by construction (OpenAI's obfuscation padding is such),
-_STR_TOKEN: Any = re.compile(rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"').match
-# an ignored integer: RFC 8259 §6 without sign, at most _MAX_INT_DIGITS digits.
+# The tokens of the ignored holes. Before the text a token is matched where
+# its hole starts and the segment after it is then compared byte for byte (a
+# token that runs on cannot match); after the text it is found from the right
+# (see ``match``).
+# An ignored string: printable ASCII without quote or backslash, so valid JSON
+# and valid UTF-8 by construction (OpenAI's obfuscation padding is such); any
+# other string misses and the frame is parsed in full.
+_STR_PATTERN = re.compile(rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"')
+_STR_TOKEN: Any = _STR_PATTERN.match
+_STR_FULL: Any = _STR_PATTERN.fullmatch
+# An ignored integer: RFC 8259 §6 without sign, at most _MAX_INT_DIGITS digits.
 _INT_TOKEN: Any = re.compile(rb"0|[1-9][0-9]{0,%d}" % (_MAX_INT_DIGITS - 1)).match
-_STR_FULL: Any = re.compile(rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"').fullmatch
 _TOKENS = {STR: _STR_TOKEN, INT: _INT_TOKEN}
 
 
@@ -308,6 +311,8 @@ def learn(
         if probed != body:
             return None
         segments = tuple(data[holes[i][1]:holes[i + 1][0]] for i in range(len(holes) - 1))
+        if not holes[0][0] or holes[-1][1] == len(data):  # a JSON object: never, but match slices on it
+            return None
         return Template(event, data[:holes[0][0]], segments, data[holes[-1][1]:],
                         tuple(h[2] for h in holes))
     except Exception:  # any surprise in the proof: no template, the full parse stays
