@@ -186,8 +186,8 @@ class ResponsesDecoder(Decoder):
             # cost: parse inline and shortcut the text delta instead
             try:
                 parsed = fast(event.data)
-            except (ValueError, RecursionError):
-                parsed = None
+            except (_base._FastError, ValueError, RecursionError):
+                parsed = None  # _typed_body's full path decides (stdlib, anomalies)
             if type(parsed) is dict:
                 body, bad = parsed, NOTHING
                 named = parsed.get("type")
