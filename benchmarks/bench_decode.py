@@ -16,9 +16,18 @@ skipped. Rows are interleaved (every protocol x parser once per round, best of
 machine's load average is printed with the figures.
 
 Run:  .venv/bin/python benchmarks/bench_decode.py [--events 200] [--repeat 7] [--src DIR]
+      .venv/bin/python benchmarks/bench_decode.py --against edd96e9 [--repeat 7]
 
 ``--src DIR`` measures another checkout's package (e.g. ``git archive <commit>
-hopbench | tar -x -C DIR``): run both, alternately, for a before/after.
+hopbench | tar -x -C DIR``).
+
+``--against REV`` is the before/after in one run: REV (any git revision of
+this repository) is checked out into a temporary ``git worktree``, and each
+round runs one child process per side (REV's package, then this checkout's,
+the order alternating from round to round), each measuring every protocol x
+parser once after a warm-up stream; the best of ``--repeat`` rounds counts
+per side. It prints before, after and the change per protocol x parser, with
+the load average before and after; the worktree is removed at the end.
 """
 
 from __future__ import annotations
@@ -26,7 +35,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -154,6 +165,64 @@ def one(protocol: str, items: list[Any], streams: int) -> float:
     return cpu / (streams * len(items))
 
 
+def measure(names: list[str], events: int, streams: int, repeat: int) -> dict[tuple[str, str], float]:
+    """(protocol, parser) -> the best ns of CPU per event over ``repeat`` interleaved rounds."""
+    avail = parsers()
+    items = {proto: SSEScanner().feed(body(events)) for proto, body in BODIES.items()}
+    saved = (_base._fast_loads, _base._FastError)
+    best: dict[tuple[str, str], float] = {}
+    try:
+        for proto, its in items.items():  # warm-up: one stream each, not counted
+            for name in names:
+                _base._fast_loads, _base._FastError = avail[name]
+                one(proto, its, 1)
+        for _ in range(repeat):
+            for proto, its in items.items():
+                for name in names:
+                    _base._fast_loads, _base._FastError = avail[name]
+                    ns = one(proto, its, streams)
+                    best[proto, name] = min(best.get((proto, name), ns), ns)
+    finally:
+        _base._fast_loads, _base._FastError = saved
+    return best
+
+
+def against(rev: str, names: list[str], args: argparse.Namespace) -> None:
+    """The before/after of ``--against REV``, interleaved by child process (see the module doc)."""
+    repo = Path(__file__).resolve().parents[1]
+    here = str(repo)
+    tmp = tempfile.mkdtemp(prefix="hopbench-before-")
+    before_dir = os.path.join(tmp, "src")
+    subprocess.run(["git", "-C", here, "worktree", "add", "--detach", "--quiet", before_dir, rev], check=True)
+    sides = {"before": before_dir, "after": here}
+    best: dict[str, dict[tuple[str, str], float]] = {"before": {}, "after": {}}
+    load_before = os.getloadavg()
+    try:
+        for r in range(args.repeat):
+            order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
+            for side in order:
+                cmd = [sys.executable, __file__, "--src", sides[side], "--child", "--repeat", "1",
+                       "--events", str(args.events), "--streams", str(args.streams),
+                       "--parsers", ",".join(names)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                for key, ns in json.loads(out).items():
+                    proto, name = key.split("/")
+                    cur = best[side].get((proto, name), ns)
+                    best[side][proto, name] = min(cur, ns)
+    finally:
+        subprocess.run(["git", "-C", here, "worktree", "remove", "--force", before_dir], check=False)
+        subprocess.run(["rm", "-rf", tmp], check=False)
+    load_after = os.getloadavg()
+    print(f"before = {rev} (git worktree), after = {here}; best of {args.repeat} interleaved rounds, "
+          f"{args.streams} streams x ({args.events} text deltas + opening and closing events)")
+    print(f"load average before: {load_before}; after: {load_after}")
+    print(f"{'protocol':10} {'parser':8} {'before ns':>10} {'after ns':>10} {'change':>8}   (ns of CPU per event)")
+    for proto in BODIES:
+        for name in names:
+            b, a = best["before"][proto, name], best["after"][proto, name]
+            print(f"{proto:10} {name:8} {b:10.0f} {a:10.0f} {(a / b - 1) * 100:+7.1f}%")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, default=200, help="text deltas per stream (default 200)")
@@ -161,26 +230,25 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=7, help="interleaved rounds; the best counts (default 7)")
     p.add_argument("--parsers", default="", help="comma-separated subset of stdlib,orjson,msgspec")
     p.add_argument("--src", default="", help="the checkout whose hopbench package to measure (default: this one)")
+    p.add_argument("--against", default="", metavar="REV",
+                   help="before/after in one run: REV's decoders (a temporary git worktree) against this checkout's")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one side of --against: JSON out
     args = p.parse_args()
     avail = parsers()
     names = [x for x in args.parsers.split(",") if x] or list(avail)
-    items = {proto: SSEScanner().feed(body(args.events)) for proto, body in BODIES.items()}
-    saved = (_base._fast_loads, _base._FastError)
-    best: dict[tuple[str, str], float] = {}
+    if args.against:
+        against(args.against, names, args)
+        return
+    if args.child:
+        best = measure(names, args.events, args.streams, args.repeat)
+        print(json.dumps({f"{proto}/{name}": ns for (proto, name), ns in best.items()}))
+        return
     print(f"load average before: {os.getloadavg()}")
-    try:
-        for _ in range(args.repeat):
-            for proto, its in items.items():
-                for name in names:
-                    _base._fast_loads, _base._FastError = avail[name]
-                    ns = one(proto, its, args.streams)
-                    best[proto, name] = min(best.get((proto, name), ns), ns)
-    finally:
-        _base._fast_loads, _base._FastError = saved
+    best = measure(names, args.events, args.streams, args.repeat)
     print(f"load average after:  {os.getloadavg()}; hopbench from {_base.__file__}")
     print(f"{'protocol':10} " + " ".join(f"{n:>14}" for n in names) + "   (ns of CPU per event, best of "
           f"{args.repeat})")
-    for proto in items:
+    for proto in BODIES:
         base = best[proto, names[0]]
         cells = [f"{best[proto, n]:8.0f} ({best[proto, n] / base:4.2f})" for n in names]
         print(f"{proto:10} " + " ".join(f"{c:>14}" for c in cells))

@@ -19,12 +19,21 @@ Modes:
   pauses, then the peak RSS of building report.html from the folder (a fresh
   process: ``bench_report.py build``). Run ~3-5 minutes and extrapolate; an
   hour-long soak is the same command with ``--duration-s 3600``.
+- ``concurrent``: many paced streams at once, a closed loop of ``--streams``
+  (default 5,000 x 20 tokens/s, 200 tokens a stream: ~10 s each) for
+  ``--duration-s`` (default 60): this process's RSS over its baseline divided
+  by the run's peak in flight (summary.json ``load.peak_in_flight``): the
+  memory one in-flight stream costs, its socket, decoder, meter and task
+  included; and the run's own saturation verdict (``saturated`` and
+  ``generator.saturation``: symptoms and causes), so a figure taken while the
+  client could not keep up says so.
 
 Run from the repository root::
 
     .venv/bin/python benchmarks/bench_longrun.py meter --tokens 20000
     .venv/bin/python benchmarks/bench_longrun.py longstreams
     .venv/bin/python benchmarks/bench_longrun.py soak --duration-s 240
+    .venv/bin/python benchmarks/bench_longrun.py concurrent --streams 5000 --duration-s 60
     # before/after: another checkout's package first on the path
     PYTHONPATH=/tmp/hb-before .venv/bin/python benchmarks/bench_longrun.py longstreams --no-repo-path
 
@@ -184,15 +193,41 @@ def soak(concurrency: int, tokens: int, tokens_per_s: float, duration_s: float, 
             "report_build": report}
 
 
+def concurrent(streams: int, tokens: int, tokens_per_s: float, duration_s: float, out: Path) -> dict[str, Any]:
+    """``streams`` paced streams in a closed loop: RSS per in-flight stream and the saturation verdict."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+
+    profile = parse_profile(_profile_text("concurrent", streams, tokens, tokens_per_s, duration_s, None),
+                            "concurrent.toml", env={})
+    base = _rss_mb()
+    with RssSampler(0.5) as rss:
+        summary = run_profile(profile, out_dir=out).summary
+    load = summary["load"]
+    peak_in_flight = load.get("peak_in_flight") or 0
+    grown_mb = rss.peak_mb - base
+    gen = summary["generator"]
+    return {"streams": streams, "tokens": tokens, "tokens_per_s": tokens_per_s, "duration_s": duration_s,
+            "completed": summary["headline"]["completed"],
+            "output_tokens_per_s": summary["headline"]["output_tokens_per_s"],
+            "peak_in_flight": peak_in_flight, "mean_in_flight": load.get("mean_in_flight"),
+            "rss_base_mb": round(base, 1), "rss_peak_mb": round(rss.peak_mb, 1),
+            "rss_per_in_flight_stream_kb": round(grown_mb * 1024 / peak_in_flight, 1) if peak_in_flight else None,
+            "cpu_mean": gen["cpu_mean"], "loop_lag_p99_ms": gen["loop_lag_p99_ms"],
+            "gc_pause_max_ms": gen.get("gc_pause_max_ms"),
+            "saturated": summary["saturated"], "saturation": gen.get("saturation"),
+            "warnings": summary["warnings"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=("meter", "longstreams", "soak"))
+    ap.add_argument("mode", choices=("meter", "longstreams", "soak", "concurrent"))
     ap.add_argument("--out", type=Path, default=None, help="results folder (default: a new temp folder)")
-    ap.add_argument("--streams", type=int, default=8)
+    ap.add_argument("--streams", type=int, default=None, help="longstreams: 8; concurrent: 5000")
     ap.add_argument("--tokens", type=int, default=None)
     ap.add_argument("--tokens-per-s", type=float, default=None)
     ap.add_argument("--concurrency", type=int, default=200)
-    ap.add_argument("--duration-s", type=float, default=240.0)
+    ap.add_argument("--duration-s", type=float, default=None, help="soak: 240; concurrent: 60")
     ap.add_argument("--no-repo-path", action="store_true",
                     help="do not add this checkout to sys.path (use PYTHONPATH's hopbench)")
     a = ap.parse_args()
@@ -207,9 +242,11 @@ def main() -> None:
     if out is None:
         pass
     elif a.mode == "longstreams":
-        res = longstreams(a.streams, a.tokens or 20_000, a.tokens_per_s or 1000.0, out)
+        res = longstreams(a.streams or 8, a.tokens or 20_000, a.tokens_per_s or 1000.0, out)
+    elif a.mode == "concurrent":
+        res = concurrent(a.streams or 5000, a.tokens or 200, a.tokens_per_s or 20.0, a.duration_s or 60.0, out)
     else:
-        res = soak(a.concurrency, a.tokens or 500, a.tokens_per_s or 50.0, a.duration_s, out)
+        res = soak(a.concurrency, a.tokens or 500, a.tokens_per_s or 50.0, a.duration_s or 240.0, out)
     import hopbench
 
     res.update(hopbench=str(Path(hopbench.__file__).parent), load_avg_before=[round(x, 2) for x in load],

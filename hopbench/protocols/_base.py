@@ -16,9 +16,13 @@ Invariants:
 - Once an in-band terminal signal (completed or failed) arrived, every later
   event is ignored and counted as anomaly ``data_after_end``; comments are
   still counted as keepalives.
-- Hot path: one JSON parse per event (orjson when installed, else the
-  stdlib's C scanner called directly, ``_loads``), and a shared empty tuple
-  when an event yields nothing to report; once the first tokens are out, a
+- Hot path: a stream's repeated plain text delta is matched against the
+  byte template learned from its first one (``_template``, proven against
+  the full parse; only the text's literal is decoded); any other event is
+  one JSON parse (orjson when installed, else the stdlib's C scanner called
+  directly, ``_loads``). ``FAST_PATHS`` False turns the templates and the
+  protocols' text-delta shortcuts off (the reference in tests). An event
+  that yields nothing to report returns a shared empty tuple; once the first tokens are out, a
   content event of fewer than ``_CACHED_CHARS`` characters returns a shared
   pre-built ``(ContentDelta,)`` (``Decoder._emit``): the parsed JSON is its
   only allocation.
@@ -72,6 +76,17 @@ from ._observations import (
     UsageReport,
 )
 from ._signals import error_name, real
+from ._template import STR, Template, learn
+
+FAST_PATHS = True
+"""Decoders created while this is True take the fast paths (the byte template
+of ``_template``, and each protocol's text-delta shortcut); False makes them
+parse and decode every event in full: the reference the fast paths are tested
+against (``tests/test_decode_fast_path.py``). Read at ``Decoder.__init__``."""
+
+_LEARN_TRIES = 3
+"""Template proofs per stream (``Decoder._learn``): a stream whose frames keep
+changing around the text costs at most this many extra parses."""
 
 __all__ = ["Decoder", "Observations", "NOTHING", "UNPARSED", "ToolCallState"]
 
@@ -108,6 +123,12 @@ def _loads(text: str) -> Any:
     if end != len(text):
         return json.loads(text)
     return value
+
+
+def _bytes_loads(data: bytes) -> Any:
+    """``_loads`` of UTF-8 bytes (the stdlib path of ``Decoder._learn``)."""
+    return _loads(data.decode("utf-8"))
+
 
 try:  # optional (hopbench[fast]): ~4x faster, reads the bytes without a decode step
     import orjson as _orjson
@@ -193,6 +214,9 @@ class Decoder:
         "_malformed",
         "_reasoning_items",
         "_cached_tokens",
+        "_fast",
+        "_tpl",
+        "_tries",
     )
 
     def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
@@ -235,6 +259,9 @@ class Decoder:
         self._malformed = False  # an event's data was unusable: the stream failed
         self._reasoning_items = 0  # reasoning blocks / items announced (messages, responses)
         self._cached_tokens: int | None = None
+        self._fast = FAST_PATHS
+        self._tpl: Template | None = None  # the stream's learned text-delta frame
+        self._tries = _LEARN_TRIES if FAST_PATHS else 0
 
     # -- public API ---------------------------------------------------------
 
@@ -398,6 +425,27 @@ class Decoder:
                 return UNPARSED, bad + self._anomaly("empty_data")
             self._malformed = True
             return UNPARSED, bad + self._anomaly("malformed_json", text[:80])
+
+    def _learn(self, event: SSEEvent, body: dict[str, Any], text_path: tuple[str | int, ...],
+               ignored: tuple[tuple[str, int], ...] = ()) -> None:
+        """Learn the stream's text-delta template from ``event``, an event this
+        decoder just parsed in full (``body``, no anomaly) and decoded as a
+        plain text delta whose observations depend on nothing but the text at
+        ``text_path``; ``ignored`` names the top-level fields it never reads
+        (see ``_template.learn``). Costs one more parse; at most
+        ``_LEARN_TRIES`` per stream; a new template replaces the old one."""
+        if self._tries == _LEARN_TRIES:
+            # the first try cuts only the fields that change in every frame
+            # (kind ``INT``, a counter); strings such as OpenAI's obfuscation
+            # padding stay constant bytes, the cheapest match, unless a later
+            # frame shows they change (a miss, then this second try)
+            ignored = tuple(hole for hole in ignored if hole[1] != STR)
+        self._tries -= 1
+        fast = _fast_loads
+        tpl = learn(event.event, event.data, body, text_path, ignored,
+                    fast if fast is not None else _bytes_loads)
+        if tpl is not None:
+            self._tpl = tpl
 
     def _typed_body(self, event: SSEEvent) -> tuple[dict[str, Any] | None, str, Observations]:
         """Parse an event whose JSON names its own type (Responses, Messages).

@@ -49,11 +49,14 @@ from . import _base
 from ._base import _CACHED_CHARS, _DELTA_TUPLES, NOTHING, UNPARSED, Decoder, Observations, ToolCallState
 from ._signals import as_str, real, reason
 from ._observations import Observation
+from ._template import STR, match
 
 __all__ = ["ChatDecoder"]
 
 _DONE = b"[DONE]"
 _TEXT_DELTAS = _DELTA_TUPLES["text"]
+_TEXT_PATH: tuple[str | int, ...] = ("choices", 0, "delta", "content")
+_IGNORED = (("obfuscation", STR),)  # OpenAI's per-chunk padding: never read
 
 
 def _cached(details: object) -> object:
@@ -92,6 +95,18 @@ class ChatDecoder(Decoder):
         return [c.as_dict() for _, c in sorted(self._calls.items())]
 
     def _on_event(self, event: SSEEvent) -> Observations:
+        tpl = self._tpl
+        if tpl is not None and event.event == tpl.event:
+            # the stream's text-delta frame with another text (``_template``)
+            text = match(tpl, event.data, _base._fast_loads)
+            if text:  # "" and misses take the full parse
+                if self._keep_text:
+                    self._text.append(text)
+                chars = len(text)
+                if self._first_content and chars < _CACHED_CHARS:
+                    self._events["text"] += 1
+                    return _TEXT_DELTAS[chars]
+                return self._emit("text", chars)
         data = event.data
         if data[:1] != b"{" and data.strip() == _DONE:
             return (self._end("completed"),)
@@ -122,9 +137,13 @@ class ChatDecoder(Decoder):
         if name == "error" or (error and (type(error) is dict or real(error) is not None)):
             return bad + (self._fail(chunk if error is None else error),)
         choices = chunk.get("choices")
-        if not bad and type(choices) is list and len(choices) == 1 and chunk.get("usage") is None:
+        if (self._fast and not bad and type(choices) is list and len(choices) == 1
+                and chunk.get("usage") is None):
             fast = self._text_only(choices[0])
             if fast is not None:
+                if self._tries:
+                    # observations from here on depend only on the text
+                    self._learn(event, chunk, _TEXT_PATH, _IGNORED)
                 return fast
         out: list[Observation] = list(bad) if bad else []
         if choices:

@@ -38,14 +38,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..sse import SSEEvent
-from ._base import Decoder, Observations, ToolCallState
+from . import _base
+from ._base import _CACHED_CHARS, _DELTA_TUPLES, Decoder, Observations, ToolCallState
 from ._signals import reason
 from ._observations import Observation
+from ._template import match
 
 __all__ = ["MessagesDecoder"]
 
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _SILENT_DELTAS = frozenset({"signature_delta", "citations_delta"})
+_TEXT_DELTAS = _DELTA_TUPLES["text"]
+_TEXT_PATH: tuple[str | int, ...] = ("delta", "text")
 
 
 def _prompt(usage: dict[str, Any]) -> object:
@@ -78,11 +82,23 @@ class MessagesDecoder(Decoder):
         return [b.as_dict() for _, b in sorted(self._tools.items())]
 
     def _on_event(self, event: SSEEvent) -> Observations:
+        tpl = self._tpl
+        if tpl is not None and event.event == tpl.event:
+            # the stream's text_delta frame with another text (``_template``)
+            text = match(tpl, event.data, _base._fast_loads)
+            if text:  # "" and misses take the full parse
+                if self._keep_text:
+                    self._text.append(text)
+                chars = len(text)
+                if self._first_content and chars < _CACHED_CHARS:  # _emit's shared tuple, inlined
+                    self._events["text"] += 1
+                    return _TEXT_DELTAS[chars]
+                return self._emit("text", chars)
         body, kind, bad = self._typed_body(event)
         if body is None:
             return bad
         if kind == "content_block_delta":
-            return self._delta(body, bad)
+            return self._delta(event, body, bad)
         if kind == "ping" or kind == "content_block_stop":
             return bad
         if kind == "content_block_start":
@@ -123,7 +139,7 @@ class MessagesDecoder(Decoder):
             return bad + (self._end("failed", error_code=code, error_message=message),)
         return bad + self._anomaly("unknown_event", kind)
 
-    def _delta(self, body: dict[str, Any], bad: Observations) -> Observations:
+    def _delta(self, event: SSEEvent, body: dict[str, Any], bad: Observations) -> Observations:
         delta = body.get("delta")
         if type(delta) is not dict:
             return bad + self._anomaly("unexpected_shape", "content_block_delta without delta")
@@ -143,6 +159,8 @@ class MessagesDecoder(Decoder):
             return bad + self._anomaly("unknown_event", f"content_block_delta/{dtype}")
         if not fragment or type(fragment) is not str:
             return bad
+        if kind == "text" and self._tries and not bad:
+            self._learn(event, body, _TEXT_PATH)
         if self._keep_text:
             if kind == "text":
                 self._text.append(fragment)
