@@ -30,11 +30,14 @@ show how well two busy processes share two cores.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,8 +110,12 @@ max_tokens = 4
     return prof
 
 
-def run_in_memory(prof: Path) -> None:
-    """Replay ``prof`` in this process against an instant in-memory target; print the lag."""
+def run_in_memory(prof: Path, explain: bool = False) -> dict[str, Any]:
+    """Replay ``prof`` in this process against an instant in-memory target.
+
+    Returns the figures as a dict (ms); with ``explain`` and a runner that has a
+    pacer (hopbench._pacer), also the lag's causes (see ``explain_lag``).
+    """
     import httpx
     import trio
 
@@ -137,21 +144,177 @@ def run_in_memory(prof: Path) -> None:
                                   request=request, extensions={"hopbench.body": body})
 
     _runner.StreamTransport = Instant  # type: ignore[misc]
+    pacer_cls = getattr(_runner, "Pacer", None)
+    log: list[Any] = []
+    if explain and pacer_cls is not None:
+        class LoggingPacer(pacer_cls):  # type: ignore[misc, valid-type]
+            def __init__(self) -> None:
+                super().__init__()
+                self.stats.log = log
+        _runner.Pacer = LoggingPacer
     text = prof.read_text(encoding="utf-8").replace("embedded = true", 'url = "http://127.0.0.1:9"')
     prof.write_text(text, encoding="utf-8")
     profile = load_profile(prof)
     rec, warm = Recorder(["chat-m"]), Recorder(["chat-m"])
     runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, warm)
+    rd0 = _run_delay_ns()
     stats = trio.run(runner.run)
+    rd1 = _run_delay_ns()
     snap = rec.snapshot()
     lag = snap.histogram(ALL, "schedule_lag")
     loop = snap.histogram(ALL, "loop_lag")
     ms = 1e6
-    cpu = sum(stats.cpu_fractions) / max(len(stats.cpu_fractions), 1)
-    print(f"in memory, {profile.load.mode}: {lag.count} arrivals, {snap.counter('chat-m', 'completed')} completed; schedule lag "
-          f"p50 {lag.percentile(50) / ms:.3f} ms, p90 {lag.percentile(90) / ms:.3f} ms, "
-          f"p99 {lag.percentile(99) / ms:.3f} ms, p99.9 {lag.percentile(99.9) / ms:.3f} ms, "
-          f"max {lag.max / ms:.3f} ms; loop lag p99 {loop.percentile(99) / ms:.3f} ms; client CPU {cpu:.0%}")
+    out: dict[str, Any] = {
+        "mode": profile.load.mode, "arrivals": lag.count, "completed": snap.counter("chat-m", "completed"),
+        "p50": lag.percentile(50) / ms, "p90": lag.percentile(90) / ms, "p99": lag.percentile(99) / ms,
+        "p999": lag.percentile(99.9) / ms, "max": lag.max / ms, "loop_lag_p99": loop.percentile(99) / ms,
+        "cpu": sum(stats.cpu_fractions) / max(len(stats.cpu_fractions), 1),
+        # the main thread's run-queue wait over the whole run, as a share of it
+        "runq_share": (rd1 - rd0) / max(stats.ended_ns, 1) if rd0 is not None and rd1 is not None else None,
+        "pacer": pacer_cls is not None,
+    }
+    pacer = getattr(runner, "pacer", None)
+    if pacer is not None:
+        out["timerfd"] = pacer.stats.timerfd_waits > 0
+    if log:
+        out["explain"] = explain_lag(log)
+    return out
+
+
+def _run_delay_ns() -> int | None:
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _pct(values: list[int], q: float) -> float:
+    if not values:
+        return 0.0
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q / 100 * len(v)))] / 1e6
+
+
+def explain_lag(log: list[tuple[int, int, int, int, bool, int]]) -> dict[str, Any]:
+    """Split each arrival's schedule lag into its causes (ns in, ms out).
+
+    ``log`` is the pacer's (hopbench._pacer.PacerStats.log): per arrival
+    (deadline, asked, woke, returned, yielded, run_delay). For an arrival due
+    at d, served by the wake at w (whose wait was asked at a, with the loop
+    thread's run-queue wait q during it), returned at r, lag = r - d is:
+
+    * busy: min(max(w - d, 0), max(a - d, 0)): the loop came back to the
+      scheduler only after d (it was running streams, the previous burst, the
+      collector, or was off the core);
+    * runq: of the rest of the wake's lateness, the part the thread spent
+      runnable but not on a core (/proc/thread-self/schedstat) during the wait;
+    * wake: the rest: timer expiry and epoll, and other tasks trio ran first
+      in that batch;
+    * send: r - max(w, d): sending the arrivals ahead of it in the same wake.
+
+    The four add up to the lag. Returns the means over all arrivals and over
+    the arrivals at or above the lag's p99 (the tail), the burst sizes and the
+    wake lateness percentiles.
+    """
+    rows: list[tuple[int, int, int, int, int]] = []  # lag, busy, runq, wake, send
+    head = (0, 0, 0)  # asked, woke, run_delay of the current wake
+    bursts: list[int] = []
+    for d, a, w, r, yielded, q in log:
+        if yielded:
+            head = (a, w, max(q, 0))
+            bursts.append(1)
+        elif bursts:
+            bursts[-1] += 1
+        a_h, w_h, q_h = head
+        pre = max(w_h - d, 0) if not yielded else max(w - d, 0)
+        busy = min(pre, max(a_h - d, 0))
+        runq = min(pre - busy, q_h)
+        wake = pre - busy - runq
+        send = r - max(w_h, d) if not yielded else 0
+        rows.append((r - d, busy, runq, wake, max(send, 0)))
+    lags = sorted(x[0] for x in rows)
+    p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else 0
+    tail = [x for x in rows if x[0] >= p99]
+
+    def means(sel: list[tuple[int, int, int, int, int]]) -> dict[str, float]:
+        n = max(len(sel), 1)
+        return {k: sum(x[i] for x in sel) / n / 1e6 for i, k in enumerate(("lag", "busy", "runq", "wake", "send"))}
+
+    heads = [x for x, e in zip(rows, log) if e[4]]
+    return {"all": means(rows), "tail": means(tail), "tail_n": len(tail),
+            "wakes": len(bursts), "burst_max": max(bursts, default=0),
+            "burst_mean": sum(bursts) / max(len(bursts), 1),
+            "head_late_p50": _pct([x[0] for x in heads], 50), "head_late_p99": _pct([x[0] for x in heads], 99),
+            "head_runq_p99": _pct([x[2] for x in heads], 99)}
+
+
+def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``hopbench run`` of ``prof`` (embedded emulator, one worker) with ``root``'s code; its figures."""
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "run", str(prof), "--out", str(out),
+                           "--workers", "1"], cwd=root, capture_output=True, text=True, env=env)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    load = summary["load"]
+    lag = summary["scopes"]["all"]["metrics"]["schedule_lag"]
+    return {"mode": "trace", "exit": proc.returncode, "arrivals": lag["count"], "p50": lag["p50"],
+            "p90": lag["p90"], "p99": lag["p99"], "p999": lag["p999"], "max": lag["max"],
+            "requested": load["requested_rate_rps"], "sent": load["achieved_rate_rps"],
+            "cpu": load["cpu_mean"], "loop_lag_p99": load["loop_lag_p99_ms"],
+            "saturated": summary["saturated"],
+            "completed": summary["scopes"]["all"]["counters"].get("completed", 0)}
+
+
+def describe(label: str, r: dict[str, Any]) -> str:
+    """One line of figures (and, with --explain, the lag's causes) for a run's dict."""
+    line = (f"{label}{r['mode']}: {r['arrivals']} arrivals, {r['completed']} completed; schedule lag "
+            f"p50 {r['p50']:.3f} ms, p90 {r['p90']:.3f} ms, p99 {r['p99']:.3f} ms, "
+            f"p99.9 {r['p999']:.3f} ms, max {r['max']:.3f} ms; loop lag p99 {r['loop_lag_p99']:.3f} ms; "
+            f"client CPU {r['cpu']:.0%}")
+    if "sent" in r:
+        line += f"; trace {r['requested']:.1f}/s, sent {r['sent']:.1f}/s; saturated {r['saturated']}"
+    if r.get("runq_share") is not None:
+        line += f"; loop thread waited for a core {r['runq_share']:.1%} of the run"
+    if "timerfd" in r:
+        line += f"; timerfd {r['timerfd']}"
+    ex = r.get("explain")
+    if ex:
+        def parts(m: dict[str, float]) -> str:
+            return (f"lag {m['lag']:.3f} = loop busy past the due time {m['busy']:.3f} + run queue "
+                    f"{m['runq']:.3f} + wake (timer, epoll, tasks ahead) {m['wake']:.3f} + "
+                    f"sending the burst ahead {m['send']:.3f} ms")
+        line += (f"\n    wakes {ex['wakes']}, arrivals per wake mean {ex['burst_mean']:.2f} max {ex['burst_max']}; "
+                 f"wake lateness p50 {ex['head_late_p50']:.3f} ms p99 {ex['head_late_p99']:.3f} ms "
+                 f"(run queue p99 {ex['head_runq_p99']:.3f} ms)"
+                 f"\n    mean over all:          {parts(ex['all'])}"
+                 f"\n    mean over p99 tail ({ex['tail_n']}): {parts(ex['tail'])}")
+    elif "explain" not in r and not r.get("pacer", True):
+        line += " (no pacer at this revision: lag only)"
+    return line
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
+    except OSError:
+        return "?"
+
+
+def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool) -> dict[str, Any]:
+    """One run of ``root``'s code in a fresh process (so both sides start alike)."""
+    env = dict(os.environ, PYTHONPATH=str(root))
+    if args.in_memory:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(folder),
+               "--rps", str(args.rps), "--seconds", str(args.seconds)]
+        if rate:
+            cmd.append("--rate")
+        if args.explain:
+            cmd.append("--explain")
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise SystemExit(f"{root}: {proc.stderr[-2000:]}")
+        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    prof = write_case(folder, args.rps, args.seconds)
+    return run_emulator(prof, folder / "run", root, env)
 
 
 def main() -> None:
@@ -161,29 +324,36 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--in-memory", action="store_true", help="the client alone, against an instant target")
     ap.add_argument("--rate", action="store_true", help="with --in-memory: the same load as mode = \"rate\" too")
+    ap.add_argument("--explain", action="store_true",
+                    help="with --in-memory: split the lag into its causes (needs hopbench._pacer)")
+    ap.add_argument("--against", metavar="REV",
+                    help="also run git revision REV (a temporary worktree), interleaved: REV, this, REV, ...")
+    ap.add_argument("--child", metavar="FOLDER", help=argparse.SUPPRESS)  # one in-memory run, JSON out
     args = ap.parse_args()
-    for k in range(args.repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            prof = write_case(folder, args.rps, args.seconds)
-            if args.in_memory:
-                run_in_memory(prof)
-                if args.rate:
-                    run_in_memory(write_rate_case(folder, args.rps, args.seconds))
-                continue
-            out = folder / "run"
-            proc = subprocess.run([sys.executable, "-m", "hopbench", "run", str(prof), "--out", str(out),
-                                   "--workers", "1"], cwd=ROOT, capture_output=True, text=True)
-            summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-            load = summary["load"]
-            lag = summary["scopes"]["all"]["metrics"]["schedule_lag"]
-            print(f"run {k + 1}: exit {proc.returncode}; {args.rps:g} requests/s for {args.seconds:g} s: "
-                  f"schedule lag p50 {lag['p50']:.3f} ms, p90 {lag['p90']:.3f} ms, p99 {lag['p99']:.3f} ms, "
-                  f"p99.9 {lag['p999']:.3f} ms, max {lag['max']:.3f} ms ({lag['count']} arrivals); "
-                  f"trace {load['requested_rate_rps']:.1f}/s, sent {load['achieved_rate_rps']:.1f}/s; "
-                  f"client CPU {load['cpu_mean']:.0%} of a core, loop lag p99 {load['loop_lag_p99_ms']:.2f} ms; "
-                  f"saturated {summary['saturated']}; completed "
-                  f"{summary['scopes']['all']['counters'].get('completed', 0)}")
+    if args.child:
+        folder = Path(args.child)
+        prof = write_rate_case(folder, args.rps, args.seconds) if args.rate else write_case(
+            folder, args.rps, args.seconds)
+        print(json.dumps(run_in_memory(prof, args.explain)))
+        return
+    sides: list[tuple[str, Path]] = [("this", ROOT)]
+    with contextlib.ExitStack() as stack:
+        if args.against:
+            wt = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "rev"
+            subprocess.run(["git", "worktree", "add", "--detach", str(wt), args.against], cwd=ROOT,
+                           check=True, capture_output=True)
+            stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT,
+                           capture_output=True)
+            sides.insert(0, (args.against, wt))
+        for k in range(args.repeat):
+            for name, root in sides:
+                modes = [False, True] if args.in_memory and args.rate else [False]
+                for rate in modes:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        load = _loadavg()
+                        r = _side(root, args, Path(tmp), rate)
+                        where = "in memory" if args.in_memory else "embedded emulator"
+                        print(describe(f"run {k + 1} [{name}] {where} (load {load}) ", r), flush=True)
 
 
 if __name__ == "__main__":
