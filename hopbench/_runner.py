@@ -235,6 +235,39 @@ resolution of intervals.hlog's stamps) keeps the due time as its end, so
 intervals stay on the ``run.interval_s`` grid (and exact under a fake clock)."""
 
 
+_REQUEST_ID_RAW = REQUEST_ID_HEADER.encode("ascii")
+
+
+class _Cookies(httpx.Cookies):
+    """httpx's cookie jar, minus its work on responses that set no cookie.
+
+    httpx hands every response to ``CookieJar.extract_cookies`` (~70 us each,
+    wrapping the request and response for urllib), which finds nothing to do
+    when there is no Set-Cookie header (RFC 6265 section 5.2; Set-Cookie2 is
+    obsolete, RFC 6265 section 9.4, and urllib ignores it by default).
+    """
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        if "set-cookie" in response.headers:
+            super().extract_cookies(response)
+
+
+class _Client(httpx.AsyncClient):
+    """httpx's AsyncClient with ``_Cookies`` as its jar (otherwise the same)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cookies = super().cookies  # the jar httpx made, as a _Cookies
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._jar
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        self._jar: httpx.Cookies = _Cookies(cookies)
+
+
 SWITCH_INTERVAL_S = 0.0005
 """sys.setswitchinterval during an open-loop run (CPython's default is 0.005 s)."""
 
@@ -384,6 +417,8 @@ class LoadRunner:
         self._trace_bodies = (TraceBodies(self.load.trace, profile.run.seed)
                               if self.load.mode == "trace" else None)
         self._templates: dict[tuple[str, int], tuple[bytes, bytes, bool]] = {}
+        self._request_templates: dict[tuple[int, str], tuple[httpx.URL, list[tuple[bytes, bytes]],
+                                                             dict[str, Any], dict[str, str]]] = {}
         self.pacer: Pacer | None = None  # the open loop's, while it runs (benchmarks read its stats)
         #: the generator ends by itself (a trace replayed once): the run ends when it has
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
@@ -451,8 +486,34 @@ class LoadRunner:
             transport = httpx.AsyncHTTPTransport(
                 verify=t.verify_tls,
                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
-        return httpx.AsyncClient(base_url=self.base_url, transport=transport, timeout=timeout,
-                                 trust_env=t.transport == "httpx")
+        return _Client(base_url=self.base_url, transport=transport, timeout=timeout,
+                       trust_env=t.transport == "httpx")
+
+    def _build_request(self, path: str, content: bytes, base: dict[str, str], request_id: str,
+                       trace: Callable[[str, dict[str, Any]], Any]) -> httpx.Request:
+        """The request ``client.build_request("POST", path, content=..., headers={**base,
+        REQUEST_ID_HEADER: request_id}, extensions={"trace": trace})`` would build, for a
+        sixth of its CPU (~45 us instead of ~300 us): the URL joined with the base URL,
+        the client's headers merged with ``base`` and the timeouts are worked out once
+        per (``base``, ``path``) by httpx itself, then reused.
+
+        Raises:
+            whatever httpx raises for a bad URL or header (the caller's boundary maps it).
+        """
+        key = (id(base), path)
+        tpl = self._request_templates.get(key)
+        if tpl is None:
+            probe = self._client.build_request("POST", path, content=b"", headers=base)
+            merged = httpx.Headers(probe.headers)
+            for name in (REQUEST_ID_HEADER, "content-length"):  # per request
+                if name in merged:
+                    del merged[name]
+            # (base is kept referenced: its id stays its own while the template lives)
+            tpl = (probe.url, merged.raw, probe.extensions["timeout"], base)
+            self._request_templates[key] = tpl
+        return httpx.Request("POST", tpl[0], content=content,
+                             headers=[*tpl[1], (_REQUEST_ID_RAW, request_id.encode("ascii"))],
+                             extensions={"trace": trace, "timeout": tpl[2]})
 
     # -- the run ---------------------------------------------------------------
     async def run(self) -> RunStats:
@@ -848,9 +909,9 @@ class LoadRunner:
         # client's own work, not the target's latency.
         request: httpx.Request | Exception
         try:
-            request = self._client.build_request("POST", sc.path if arm is None else arm[1] + sc.path,
-                                                 content=content, headers=headers,
-                                                 extensions={"trace": trace})
+            request = self._build_request(sc.path if arm is None else arm[1] + sc.path, content,
+                                          self._arm_headers.get((scope_name, sc.protocol))
+                                          or self._headers[sc.protocol], headers[REQUEST_ID_HEADER], trace)
         except Exception as exc:  # raised again inside the per-stream boundary below
             request = exc
         sent = now_ns()
