@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -146,12 +147,36 @@ def run_in_memory(prof: Path, explain: bool = False) -> dict[str, Any]:
     _runner.StreamTransport = Instant  # type: ignore[misc]
     pacer_cls = getattr(_runner, "Pacer", None)
     log: list[Any] = []
+    extra: list[tuple[int, int]] = []  # per wait: (loop thread CPU, other threads' CPU) during it, ns
+    gcs: list[tuple[int, int]] = []  # the collector's pauses: (start, end) on hopbench's clock
     if explain and pacer_cls is not None:
+        import gc
+
+        from hopbench._clock import now_ns
+
         class LoggingPacer(pacer_cls):  # type: ignore[misc, valid-type]
             def __init__(self) -> None:
                 super().__init__()
                 self.stats.log = log
+
+            async def wait(self, deadline_ns: int) -> None:
+                c0, p0 = time.thread_time_ns(), time.process_time_ns()
+                await super().wait(deadline_ns)
+                c1, p1 = time.thread_time_ns(), time.process_time_ns()
+                extra.append((c1 - c0, (p1 - p0) - (c1 - c0)))
         _runner.Pacer = LoggingPacer
+        gc_start = [0]
+
+        def on_gc(phase: str, info: dict[str, Any]) -> None:
+            try:
+                t = now_ns()
+            except RuntimeError:  # outside trio.run
+                return
+            if phase == "start":
+                gc_start[0] = t
+            else:
+                gcs.append((gc_start[0], t))
+        gc.callbacks.append(on_gc)
     text = prof.read_text(encoding="utf-8").replace("embedded = true", 'url = "http://127.0.0.1:9"')
     prof.write_text(text, encoding="utf-8")
     profile = load_profile(prof)
@@ -177,7 +202,7 @@ def run_in_memory(prof: Path, explain: bool = False) -> dict[str, Any]:
     if pacer is not None:
         out["timerfd"] = pacer.stats.timerfd_waits > 0
     if log:
-        out["explain"] = explain_lag(log)
+        out["explain"] = explain_lag(log, extra, gcs)
     return out
 
 
@@ -196,57 +221,75 @@ def _pct(values: list[int], q: float) -> float:
     return v[min(len(v) - 1, int(q / 100 * len(v)))] / 1e6
 
 
-def explain_lag(log: list[tuple[int, int, int, int, bool, int]]) -> dict[str, Any]:
+def explain_lag(log: list[tuple[int, int, int, int, bool, int]], extra: list[tuple[int, int]],
+                gcs: list[tuple[int, int]]) -> dict[str, Any]:
     """Split each arrival's schedule lag into its causes (ns in, ms out).
 
     ``log`` is the pacer's (hopbench._pacer.PacerStats.log): per arrival
-    (deadline, asked, woke, returned, yielded, run_delay). For an arrival due
-    at d, served by the wake at w (whose wait was asked at a, with the loop
-    thread's run-queue wait q during it), returned at r, lag = r - d is:
+    (deadline d, asked a, woke w, returned r, yielded, run-queue wait q);
+    ``extra`` per arrival: the loop thread's CPU and the other threads' CPU
+    during its wait; ``gcs`` the collector's pauses. An arrival is served by
+    a wake (its own when it yielded, else the wake whose burst it joined);
+    its lag r - d is split, in this order, each part capped by what is left
+    of the wake's lateness max(w - d, 0):
 
-    * busy: min(max(w - d, 0), max(a - d, 0)): the loop came back to the
-      scheduler only after d (it was running streams, the previous burst, the
-      collector, or was off the core);
-    * runq: of the rest of the wake's lateness, the part the thread spent
-      runnable but not on a core (/proc/thread-self/schedstat) during the wait;
-    * wake: the rest: timer expiry and epoll, and other tasks trio ran first
-      in that batch;
-    * send: r - max(w, d): sending the arrivals ahead of it in the same wake.
+    * backlog: max(a - d, 0) of that wake: the scheduler only asked for the
+      wake after d, still busy with earlier arrivals (a late wake carries over);
+    * runq: the loop thread runnable but not on a core during the wait
+      (/proc/thread-self/schedstat);
+    * gc: the collector's pauses inside the wait;
+    * threads: CPU other threads of the process used during the wait (the
+      ticker's publishing thread): with one GIL, time the loop could not run;
+    * tasks: the loop thread's own CPU during the wait, less gc: trio running
+      other tasks (streams) before the scheduler's;
+    * timer: the rest: timer expiry, epoll, idle;
 
-    The four add up to the lag. Returns the means over all arrivals and over
-    the arrivals at or above the lag's p99 (the tail), the burst sizes and the
-    wake lateness percentiles.
+    and, for an arrival that joined a burst, send = r - max(w, d): sending the
+    arrivals ahead of it in the same wake. Returns the means over all arrivals
+    and over the arrivals at or above the lag's p99 (the tail), the burst sizes,
+    the wakes' lateness percentiles and the collector's pauses.
     """
-    rows: list[tuple[int, int, int, int, int]] = []  # lag, busy, runq, wake, send
-    head = (0, 0, 0)  # asked, woke, run_delay of the current wake
+    keys = ("lag", "backlog", "runq", "gc", "threads", "tasks", "timer", "send")
+    rows: list[tuple[int, ...]] = []
+    head: tuple[int, ...] = (0, 0, 0, 0, 0, 0)
     bursts: list[int] = []
-    for d, a, w, r, yielded, q in log:
+    gi = 0
+    for (d, a, w, r, yielded, q), (cpu, others) in zip(log, extra):
         if yielded:
-            head = (a, w, max(q, 0))
+            while gi < len(gcs) and gcs[gi][1] < a:
+                gi += 1
+            gc_ns = 0
+            for s, e in gcs[gi:]:
+                if s >= w:
+                    break
+                gc_ns += max(min(e, w) - max(s, a), 0)
+            head = (a, w, max(q, 0), gc_ns, others, cpu)
             bursts.append(1)
         elif bursts:
             bursts[-1] += 1
-        a_h, w_h, q_h = head
-        pre = max(w_h - d, 0) if not yielded else max(w - d, 0)
-        busy = min(pre, max(a_h - d, 0))
-        runq = min(pre - busy, q_h)
-        wake = pre - busy - runq
-        send = r - max(w_h, d) if not yielded else 0
-        rows.append((r - d, busy, runq, wake, max(send, 0)))
+        a_h, w_h, q_h, gc_h, oth_h, cpu_h = head
+        left = max(w_h - d, 0)
+        parts = []
+        for v in (max(a_h - d, 0), q_h, gc_h, oth_h, max(cpu_h - gc_h, 0)):
+            x = min(left, v)
+            parts.append(x)
+            left -= x
+        parts.append(left)
+        rows.append((r - d, *parts, 0 if yielded else max(r - max(w_h, d), 0)))
     lags = sorted(x[0] for x in rows)
     p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else 0
     tail = [x for x in rows if x[0] >= p99]
 
-    def means(sel: list[tuple[int, int, int, int, int]]) -> dict[str, float]:
+    def means(sel: list[tuple[int, ...]]) -> dict[str, float]:
         n = max(len(sel), 1)
-        return {k: sum(x[i] for x in sel) / n / 1e6 for i, k in enumerate(("lag", "busy", "runq", "wake", "send"))}
+        return {k: sum(x[i] for x in sel) / n / 1e6 for i, k in enumerate(keys)}
 
     heads = [x for x, e in zip(rows, log) if e[4]]
     return {"all": means(rows), "tail": means(tail), "tail_n": len(tail),
             "wakes": len(bursts), "burst_max": max(bursts, default=0),
             "burst_mean": sum(bursts) / max(len(bursts), 1),
             "head_late_p50": _pct([x[0] for x in heads], 50), "head_late_p99": _pct([x[0] for x in heads], 99),
-            "head_runq_p99": _pct([x[2] for x in heads], 99)}
+            "gc_pauses": len(gcs), "gc_max": max((e - s for s, e in gcs), default=0) / 1e6}
 
 
 def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -279,12 +322,12 @@ def describe(label: str, r: dict[str, Any]) -> str:
     ex = r.get("explain")
     if ex:
         def parts(m: dict[str, float]) -> str:
-            return (f"lag {m['lag']:.3f} = loop busy past the due time {m['busy']:.3f} + run queue "
-                    f"{m['runq']:.3f} + wake (timer, epoll, tasks ahead) {m['wake']:.3f} + "
-                    f"sending the burst ahead {m['send']:.3f} ms")
+            return (f"lag {m['lag']:.3f} = backlog {m['backlog']:.3f} + run queue {m['runq']:.3f} + "
+                    f"gc {m['gc']:.3f} + other threads {m['threads']:.3f} + other tasks {m['tasks']:.3f} + "
+                    f"timer/epoll {m['timer']:.3f} + burst ahead {m['send']:.3f} ms")
         line += (f"\n    wakes {ex['wakes']}, arrivals per wake mean {ex['burst_mean']:.2f} max {ex['burst_max']}; "
-                 f"wake lateness p50 {ex['head_late_p50']:.3f} ms p99 {ex['head_late_p99']:.3f} ms "
-                 f"(run queue p99 {ex['head_runq_p99']:.3f} ms)"
+                 f"wake lateness p50 {ex['head_late_p50']:.3f} ms p99 {ex['head_late_p99']:.3f} ms; "
+                 f"gc pauses {ex['gc_pauses']} (max {ex['gc_max']:.1f} ms)"
                  f"\n    mean over all:          {parts(ex['all'])}"
                  f"\n    mean over p99 tail ({ex['tail_n']}): {parts(ex['tail'])}")
     elif "explain" not in r and not r.get("pacer", True):

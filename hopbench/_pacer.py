@@ -210,16 +210,16 @@ class Pacer:
                 log.append((deadline_ns, asked, self._woke_ns, asked, False, -1))
             return
         rd0 = read_run_delay_ns() if log is not None else None
+        self._burst = 1  # this call heads the next wake (also when cancelled while yielding)
+        self.stats.wakes += 1
         if asked >= deadline_ns:
             await trio.lowlevel.checkpoint()
         elif self._tfd is not None:
             await self._sleep_timerfd(deadline_ns)
         else:
-            await trio.sleep_until(ns_to_s(deadline_ns))
+            await _sleep_until(deadline_ns)
         woke = now_ns()
         self._woke_ns = woke
-        self._burst = 1
-        self.stats.wakes += 1
         if log is not None:
             rd1 = read_run_delay_ns()
             log.append((deadline_ns, asked, woke, woke, True,
@@ -248,6 +248,15 @@ class Pacer:
             except RuntimeError:  # outside trio.run
                 pass
             tfd.close()
+
+
+async def _sleep_until(deadline_ns: int) -> None:
+    """``trio.sleep_until`` until ``now_ns() >= deadline_ns``: a float deadline can
+    round to a time that ``now_ns()`` (truncating to ns) puts 1 ns early."""
+    pad_ns = 0
+    while now_ns() < deadline_ns:
+        await trio.sleep_until(ns_to_s(deadline_ns + pad_ns))
+        pad_ns = 2 * pad_ns + 1
 
 
 def _system_clock() -> bool:
