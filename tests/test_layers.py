@@ -34,12 +34,12 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # histograms and metric names, outcome/detail/rate names
     1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes",
         "hopbench._html",
-        "hopbench._lengths", "hopbench._textfile", "hopbench._pacer"),
+        "hopbench._lengths", "hopbench._textfile"),
     # pure core: decoder base, recorder, statistics, emulator config
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",
         "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec", "hopbench._series",
-        "hopbench._saturation", "hopbench._trace"),
+        "hopbench._saturation", "hopbench._trace", "hopbench._pacer"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
