@@ -15,12 +15,33 @@ itself saturated. Repeat with --repeat to see the spread.
     .venv/bin/python benchmarks/bench_trace.py --in-memory      # the client alone (no emulator)
     .venv/bin/python benchmarks/bench_trace.py --in-memory --rate --repeat 3   # and the same open loop
 
-``--in-memory`` runs the replay in this process against an in-memory target
+``--in-memory`` runs the replay in a fresh process against an in-memory target
 (an httpx transport that answers every request at once with a 4-token chat
 stream, reporting the same phases as hopbench's transport): the schedule lag
 is then the replay engine's own (scheduling, building each body from the
 trace's blocks, the streams' decoding and recording), without an emulator
 process competing for the cores.
+
+Before / after and the causes (issue 17, "schedule lag p99 under 1 ms"):
+
+    .venv/bin/python benchmarks/bench_trace.py --in-memory --explain --against main --repeat 3
+    .venv/bin/python benchmarks/bench_trace.py --against main --repeat 2       # with the emulator
+    .venv/bin/python benchmarks/bench_trace.py --in-memory --without timerfd,burst,switch,request
+
+``--against REV`` checks REV out in a temporary git worktree and runs it and
+this tree in turn (REV, this, REV, this, ...; each run its own process, the
+load average printed before it), so both sides of a ratio see the same
+machine. ``--explain`` (in memory) logs every wait of the open loop's pacer
+(hopbench._pacer) and splits each arrival's lag into: backlog (the scheduler
+asked for its wake only after the arrival was due: earlier arrivals ran late),
+run queue (the loop thread runnable but off the core, from
+/proc/thread-self/schedstat), gc (the collector's pauses), other threads (CPU
+the process's other threads took while the loop waited: the GIL), other tasks
+(trio ran streams first), timer/epoll (the rest of the wake) and burst ahead
+(sending the arrivals due before it in the same wake); it prints the means over
+all arrivals and over the p99 tail. A revision without the pacer shows its lag
+only. ``--without FIX,...`` also runs this tree with one fix undone (timerfd,
+burst, switch, request), interleaved, to weigh each fix alone.
 
 The emulator runs in its own process on the same machine: on a 2-core
 machine it takes most of one core at 1,000 streams/s, so the figures also
@@ -111,11 +132,14 @@ max_tokens = 4
     return prof
 
 
-def run_in_memory(prof: Path, explain: bool = False) -> dict[str, Any]:
+def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[str, Any]:
     """Replay ``prof`` in this process against an instant in-memory target.
 
     Returns the figures as a dict (ms); with ``explain`` and a runner that has a
     pacer (hopbench._pacer), also the lag's causes (see ``explain_lag``).
+    ``without`` undoes one of issue 17's fixes, to measure it alone: "timerfd"
+    (trio.sleep_until wakes), "burst" (one arrival per wake), "switch" (CPython's
+    5 ms GIL switch interval), "request" (httpx's build_request and cookie jar).
     """
     import httpx
     import trio
@@ -146,6 +170,24 @@ def run_in_memory(prof: Path, explain: bool = False) -> dict[str, Any]:
 
     _runner.StreamTransport = Instant  # type: ignore[misc]
     pacer_cls = getattr(_runner, "Pacer", None)
+    if without in ("timerfd", "burst") and pacer_cls is not None:
+        kw: dict[str, Any] = {"use_timerfd": False} if without == "timerfd" else {"burst_max": 1}
+
+        class Without(pacer_cls):  # type: ignore[misc, valid-type]
+            def __init__(self) -> None:
+                super().__init__(**kw)
+        pacer_cls = _runner.Pacer = Without
+    elif without == "switch":
+        _runner.SWITCH_INTERVAL_S = sys.getswitchinterval()
+    elif without == "request":
+        _runner._Client = httpx.AsyncClient
+
+        def build(self: Any, path: str, content: bytes, base: dict[str, str], request_id: str,
+                  trace: Any) -> httpx.Request:
+            return self._client.build_request("POST", path, content=content,
+                                              headers={**base, _runner.REQUEST_ID_HEADER: request_id},
+                                              extensions={"trace": trace})
+        _runner.LoadRunner._build_request = build
     log: list[Any] = []
     extra: list[tuple[int, int]] = []  # per wait: (loop thread CPU, other threads' CPU) during it, ns
     gcs: list[tuple[int, int]] = []  # the collector's pauses: (start, end) on hopbench's clock
@@ -200,7 +242,7 @@ def run_in_memory(prof: Path, explain: bool = False) -> dict[str, Any]:
     }
     pacer = getattr(runner, "pacer", None)
     if pacer is not None:
-        out["timerfd"] = pacer.stats.timerfd_waits > 0
+        out["timerfd_waits"] = pacer.stats.timerfd_waits
     if log:
         out["explain"] = explain_lag(log, extra, gcs)
     return out
@@ -317,8 +359,8 @@ def describe(label: str, r: dict[str, Any]) -> str:
         line += f"; trace {r['requested']:.1f}/s, sent {r['sent']:.1f}/s; saturated {r['saturated']}"
     if r.get("runq_share") is not None:
         line += f"; loop thread waited for a core {r['runq_share']:.1%} of the run"
-    if "timerfd" in r:
-        line += f"; timerfd {r['timerfd']}"
+    if "timerfd_waits" in r:
+        line += f"; timerfd waits {r['timerfd_waits']}"
     ex = r.get("explain")
     if ex:
         def parts(m: dict[str, float]) -> str:
@@ -342,7 +384,7 @@ def _loadavg() -> str:
         return "?"
 
 
-def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool) -> dict[str, Any]:
+def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool, without: str) -> dict[str, Any]:
     """One run of ``root``'s code in a fresh process (so both sides start alike)."""
     env = dict(os.environ, PYTHONPATH=str(root))
     if args.in_memory:
@@ -352,6 +394,8 @@ def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool) -> dic
             cmd.append("--rate")
         if args.explain:
             cmd.append("--explain")
+        if without:
+            cmd += ["--without", without]
         proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise SystemExit(f"{root}: {proc.stderr[-2000:]}")
@@ -371,15 +415,20 @@ def main() -> None:
                     help="with --in-memory: split the lag into its causes (needs hopbench._pacer)")
     ap.add_argument("--against", metavar="REV",
                     help="also run git revision REV (a temporary worktree), interleaved: REV, this, REV, ...")
+    ap.add_argument("--without", metavar="FIX", default="",
+                    help="with --in-memory: also run this tree without one fix, interleaved (timerfd, burst, "
+                         "switch, request; comma-separated)")
     ap.add_argument("--child", metavar="FOLDER", help=argparse.SUPPRESS)  # one in-memory run, JSON out
     args = ap.parse_args()
     if args.child:
         folder = Path(args.child)
         prof = write_rate_case(folder, args.rps, args.seconds) if args.rate else write_case(
             folder, args.rps, args.seconds)
-        print(json.dumps(run_in_memory(prof, args.explain)))
+        print(json.dumps(run_in_memory(prof, args.explain, args.without)))
         return
-    sides: list[tuple[str, Path]] = [("this", ROOT)]
+    sides: list[tuple[str, Path, str]] = [("this", ROOT, "")]
+    if args.in_memory and args.without and not args.child:
+        sides += [(f"this without {w}", ROOT, w) for w in args.without.split(",")]
     with contextlib.ExitStack() as stack:
         if args.against:
             wt = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "rev"
@@ -387,14 +436,14 @@ def main() -> None:
                            check=True, capture_output=True)
             stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT,
                            capture_output=True)
-            sides.insert(0, (args.against, wt))
+            sides.insert(0, (args.against, wt, ""))
         for k in range(args.repeat):
-            for name, root in sides:
+            for name, root, without in sides:
                 modes = [False, True] if args.in_memory and args.rate else [False]
                 for rate in modes:
                     with tempfile.TemporaryDirectory() as tmp:
                         load = _loadavg()
-                        r = _side(root, args, Path(tmp), rate)
+                        r = _side(root, args, Path(tmp), rate, without)
                         where = "in memory" if args.in_memory else "embedded emulator"
                         print(describe(f"run {k + 1} [{name}] {where} (load {load}) ", r), flush=True)
 
