@@ -1,0 +1,82 @@
+"""LoadRunner._build_request (issue 17): the request it builds from a cached
+template is the one httpx's ``client.build_request`` builds (URL joined with the
+base URL, merged headers, timeouts), and httpx's cookie handling still works
+once a target sets a cookie (then httpx builds every request itself)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from hopbench import _runner
+from hopbench._profile import load_profile
+from hopbench._recorder import Recorder
+
+
+def _runner_for(tmp_path: Path, base_url: str) -> _runner.LoadRunner:
+    prof = tmp_path / "p.toml"
+    prof.write_text("""[run]
+name = "t"
+requests = 1
+
+[load]
+concurrency = 1
+
+[target]
+url = "http://127.0.0.1:9"
+headers = { x-team = "a", user-agent = "hb-test" }
+
+[[scenario]]
+name = "a"
+protocol = "chat"
+model = "m"
+""", encoding="utf-8")
+    return _runner.LoadRunner(load_profile(prof), base_url, Recorder(["a"]), Recorder(["a"]))
+
+
+async def _trace(name: str, info: dict[str, Any]) -> None:
+    pass
+
+
+def test_runner_request_template_matches_httpx_build_request(tmp_path: Path) -> None:
+    async def main() -> None:
+        for base_url in ("http://127.0.0.1:9", "http://127.0.0.1:9/prefix/"):
+            runner = _runner_for(tmp_path, base_url)
+            async with runner._make_client() as client:
+                runner._client = client
+                base = runner._headers["chat"]
+                for k in range(3):  # the first builds the template, the next reuse it
+                    rid = f"w0-{k}"
+                    body = b'{"k": %d}' % k
+                    got = runner._build_request("/v1/chat/completions", body, base, rid, _trace)
+                    want = client.build_request("POST", "/v1/chat/completions", content=body,
+                                                headers={**base, _runner.REQUEST_ID_HEADER: rid},
+                                                extensions={"trace": _trace})
+                    assert got.url == want.url and got.method == want.method == "POST"
+                    assert sorted(got.headers.multi_items()) == sorted(want.headers.multi_items())
+                    assert got.headers["user-agent"] == "hb-test"  # the profile's, not httpx's
+                    assert got.content == want.content == body
+                    assert got.extensions == want.extensions
+                assert len(runner._request_templates) == 1
+    trio.run(main)
+
+
+def test_runner_request_cookies_skip_work_but_are_kept(tmp_path: Path) -> None:
+    async def main() -> None:
+        runner = _runner_for(tmp_path, "http://127.0.0.1:9")
+        async with runner._make_client() as client:
+            runner._client = client
+            base = runner._headers["chat"]
+            req = runner._build_request("/v1/chat/completions", b"{}", base, "w0-1", _trace)
+            client.cookies.extract_cookies(httpx.Response(200, request=req))  # no Set-Cookie: nothing
+            assert not client.cookies
+            client.cookies.extract_cookies(httpx.Response(200, headers={"set-cookie": "s=1; Path=/"},
+                                                          request=req))
+            assert client.cookies.get("s") == "1"
+            # with a cookie in the jar, httpx builds the request (and sends the cookie)
+            again = runner._build_request("/v1/chat/completions", b"{}", base, "w0-2", _trace)
+            assert again.headers["cookie"] == "s=1"
+    trio.run(main)
