@@ -26,7 +26,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: import nothing from hopbench
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
-        "hopbench._wire_text", "hopbench._inflight", "hopbench._digest",
+        "hopbench._wire_text", "hopbench._inflight", "hopbench._digest", "hopbench._runqueue",
         "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics",
         "hopbench.emulator._prefix",
         "hopbench._marker", "hopbench._overhead"),
