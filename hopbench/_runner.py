@@ -1119,29 +1119,34 @@ class LoadRunner:
                 self.request_stop()
 
     def _loop_lag_ns(self, t_ns: int) -> int:
-        """How late the event loop serves what it runs at ``t_ns``, by its own
-        measures, ns >= 0: the larger of the loop-lag probe's overdue time (it has
-        not run yet), the lag it just measured (it ran within the last 10 ms), and
-        the loop thread's run-queue wait since the loop last went idle
-        (hopbench._runqueue; 0 where Linux does not count it)."""
+        """How late the event loop serves what it runs at ``t_ns`` by the loop-lag
+        probe, ns >= 0: its overdue time (it has not run yet), or the lag it just
+        measured (it ran within the last 10 ms)."""
         lag = t_ns - self._probe_due_ns
         if t_ns - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
             lag = self._lag_ns
-        runq = self._runq.wait_ns
-        return max(lag, runq, 0)
+        return lag if lag > 0 else 0
 
     def _client_lag_ns(self, t_ns: int, rx_ns: int) -> tuple[int, int]:
         """A body read served at ``t_ns`` whose latest bytes the kernel stamped
         ``rx_ns`` (clock ns; 0: no stamp): (client lag, lateness of its latest bytes), ns.
 
         The client lag (docs/results.md, "Client lag per read") is the largest of
-        the kernel stamp's lateness and the loop's own measures (``_loop_lag_ns``):
+        the kernel stamp's lateness, the loop-lag probe's estimate and the loop
+        thread's run-queue wait in the loop's latest turn (hopbench._runqueue):
         Linux gives coalesced segments the latest one's stamp, so the stamp alone
-        cannot tell how long the first of a read's bytes waited. The second figure
-        is when the read's latest bytes arrived, as exactly as known: by the
-        kernel stamp when there is one (a terminal event is the last bytes of a
-        stream: the stamp is its arrival), else the client lag."""
+        cannot tell how long the first of a read's bytes waited. The probe's
+        estimate is capped at the time since the loop's previous turn began (no
+        byte of this read arrived before it). The second figure is when the read's
+        latest bytes arrived, as exactly as known: by the kernel stamp when there
+        is one (a terminal event is the last bytes of a stream: the stamp is its
+        arrival), else the client lag."""
+        runq = self._runq
         lag = self._loop_lag_ns(t_ns)
+        if runq.turn_from_ns and lag > t_ns - runq.turn_from_ns:
+            lag = t_ns - runq.turn_from_ns
+        if runq.wait_ns > lag:
+            lag = runq.wait_ns
         if rx_ns:
             late = t_ns - rx_ns if t_ns > rx_ns else 0
             return (late if late > lag else lag), late

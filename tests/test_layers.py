@@ -26,7 +26,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: import nothing from hopbench
     0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
         "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
-        "hopbench._wire_text", "hopbench._inflight", "hopbench._digest", "hopbench._runqueue",
+        "hopbench._wire_text", "hopbench._inflight", "hopbench._digest",
         "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics",
         "hopbench.emulator._prefix",
         "hopbench._marker", "hopbench._overhead"),
@@ -39,7 +39,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",
         "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec", "hopbench._series",
-        "hopbench._saturation", "hopbench._trace"),
+        "hopbench._saturation", "hopbench._trace", "hopbench._runqueue"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
