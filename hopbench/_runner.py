@@ -372,7 +372,7 @@ class LoadRunner:
         self._probe_due_ns = 1 << 62
         self._lag_ns = 0
         self._lag_at_ns = -(1 << 62)
-        #: the loop thread's run-queue wait since the loop last went idle (entered in run())
+        #: the loop thread's run-queue wait in the loop's latest turn (entered in run())
         self._runq = RunQueueWatch()
         # Gateway overhead (docs/gateway-overhead.md): each body's last user message
         # carries the request id too, and streams.jsonl gets per-event stamps.
@@ -1017,9 +1017,9 @@ class LoadRunner:
                                 box[1] = True
                                 # the gateway is done with it: what is left is the client's.
                                 # It was done when the bytes arrived, not when a busy loop
-                                # served the read: counted back to the terminal bytes' arrival
-                                # (in flight as the gateway sees it, docs/results.md "In flight")
-                                # (never before the bytes of the read before it arrived)
+                                # served the read: counted back to the terminal bytes' arrival,
+                                # never before the read before it arrived (in flight as the
+                                # gateway sees it, docs/results.md "In flight")
                                 self._gauge.move_late(t, late, before, stage[0], CLOSING)
                                 stage[0] = CLOSING
                                 scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
