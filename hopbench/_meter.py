@@ -174,8 +174,9 @@ class StreamMeter:
 
         Args:
             t_ns: the read's stamp.
-            lag_ns: how late the client's event loop was serving at that
-                moment (the runner's loop-lag estimate; <= 0: on time).
+            lag_ns: how late the client's event loop served this read: the
+                runner's client lag (docs/results.md, "Client lag per read"), ns;
+                <= 0: on time.
         """
         last = self.last_byte_ns
         self._prev_read_ns = last

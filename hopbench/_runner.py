@@ -49,6 +49,7 @@ from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, overhe
                      record_stream, recorder_sink, stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
+from ._runqueue import RunQueueWatch
 from ._saturation import host_usage, sample_host
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
@@ -430,6 +431,8 @@ class LoadRunner:
         self._probe_due_ns = 1 << 62
         self._lag_ns = 0
         self._lag_at_ns = -(1 << 62)
+        #: the loop thread's run-queue wait in the loop's latest turn (entered in run())
+        self._runq = RunQueueWatch()
         # Gateway overhead (docs/gateway-overhead.md): each body's last user message
         # carries the request id too, and streams.jsonl gets per-event stamps.
         self._overhead = profile.upstream is not None
@@ -537,7 +540,7 @@ class LoadRunner:
         async with self._make_client() as client:
             # start-up objects, the client's among them, are frozen out of the
             # collector's scans (hopbench/_collector.py); its pauses are measured
-            with CollectorWatch() as collector, _switch_interval(self.load.mode):
+            with CollectorWatch() as collector, _switch_interval(self.load.mode), self._runq:
                 self._collector = collector
                 self._client = client
                 self._t0 = t0 = now_ns()
@@ -1082,7 +1085,6 @@ class LoadRunner:
             # idle_s to idle_s + slack (never early), slack <= 100 ms.
             rearm_at = t + slack
             left = False  # the client cancelled after cancel_events content events
-            prev_t = t  # the read before this one (first: the response head)
             # The idle limit has its own scope: when it passes, the stream ends
             # only if the server was silent. Bytes that arrived within the limit
             # and wait in the socket mean the client was late (its process
@@ -1093,22 +1095,18 @@ class LoadRunner:
                 scope.deadline = ns_to_s(total)
             idle = trio.CancelScope(deadline=ns_to_s(min(t + idle_ns + slack, never)) if idle_ns is not None
                                     else math.inf)
-            arrived = t  # when the last bytes read reached the socket (kernel stamp, else the read)
+            # when the last bytes read reached the socket (kernel stamp, else the read less
+            # the loop's lag); first the response head's read
+            arrived = stamps.head_rx_ns if stamps is not None and stamps.head_rx_ns else t
             try:
                 while True:  # the idle scope, entered again after a withdrawal
                     with idle:
                         async for chunk in chunks:
-                            prev_t, t = t, now_ns()
-                            # How late the loop serves this read: the probe's overdue time
-                            # (it has not run yet), or the lag it just measured (it ran
-                            # first in this batch). A burst read late is the client's doing.
-                            lag = t - self._probe_due_ns
-                            if t - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
-                                lag = self._lag_ns
-                            # hopbench's transport knows it exactly: the kernel's receive stamp
-                            if stamps is not None and stamps.rx_ns:
-                                lag = max(t - stamps.rx_ns, 0)
-                            arrived = t - lag
+                            t = now_ns()
+                            # the read's client lag (a burst read late is the client's
+                            # doing) and how late its latest bytes were read
+                            lag, late = self._client_lag_ns(t, stamps.rx_ns if stamps is not None else 0)
+                            before, arrived = arrived, t - late
                             meter.on_read(t, lag)
                             if idle_ns is not None and t >= rearm_at:
                                 idle.deadline = ns_to_s(t + idle_ns + slack)
@@ -1128,9 +1126,10 @@ class LoadRunner:
                                 box[1] = True
                                 # the gateway is done with it: what is left is the client's.
                                 # It was done when the bytes arrived, not when a busy loop
-                                # served the read: counted back by the loop's lag (in flight
-                                # as the gateway sees it, docs/results.md "In flight")
-                                self._gauge.move_late(t, lag, prev_t, stage[0], CLOSING)
+                                # served the read: counted back to the terminal bytes' arrival,
+                                # never before the read before it arrived (in flight as the
+                                # gateway sees it, docs/results.md "In flight")
+                                self._gauge.move_late(t, late, before, stage[0], CLOSING)
                                 stage[0] = CLOSING
                                 scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
                                 idle.deadline = math.inf
@@ -1149,9 +1148,7 @@ class LoadRunner:
                     # is how much of the silence the client itself made.
                     waiting = stamps.waiting_rx_ns() if stamps is not None else None
                     now = now_ns()
-                    late = now - self._probe_due_ns
-                    if now - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > late:
-                        late = self._lag_ns
+                    late = self._loop_lag_ns(now)
                     if waiting is not None and idle_ns is not None and (
                             waiting - arrived <= idle_ns or now - arrived - late < idle_ns):
                         rec.incr(scope_name or sc.name, "idle_timeouts_withdrawn")
@@ -1229,6 +1226,40 @@ class LoadRunner:
                         f"target unreachable: the first {self._connect_failures} connection attempts to "
                         f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
                 self.request_stop()
+
+    def _loop_lag_ns(self, t_ns: int) -> int:
+        """How late the event loop serves what it runs at ``t_ns`` by the loop-lag
+        probe, ns >= 0: its overdue time (it has not run yet), or the lag it just
+        measured (it ran within the last 10 ms)."""
+        lag = t_ns - self._probe_due_ns
+        if t_ns - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
+            lag = self._lag_ns
+        return lag if lag > 0 else 0
+
+    def _client_lag_ns(self, t_ns: int, rx_ns: int) -> tuple[int, int]:
+        """A body read served at ``t_ns`` whose latest bytes the kernel stamped
+        ``rx_ns`` (clock ns; 0: no stamp): (client lag, lateness of its latest bytes), ns.
+
+        The client lag (docs/results.md, "Client lag per read") is the largest of
+        the kernel stamp's lateness, the loop-lag probe's estimate and the loop
+        thread's run-queue wait in the loop's latest turn (hopbench._runqueue):
+        Linux gives coalesced segments the latest one's stamp, so the stamp alone
+        cannot tell how long the first of a read's bytes waited. The probe's
+        estimate is capped at the time since the loop's previous turn began (no
+        byte of this read arrived before it). The second figure is when the read's
+        latest bytes arrived, as exactly as known: by the kernel stamp when there
+        is one (a terminal event is the last bytes of a stream: the stamp is its
+        arrival), else the client lag."""
+        runq = self._runq
+        lag = self._loop_lag_ns(t_ns)
+        if runq.turn_from_ns and lag > t_ns - runq.turn_from_ns:
+            lag = t_ns - runq.turn_from_ns
+        if runq.wait_ns > lag:
+            lag = runq.wait_ns
+        if rx_ns:
+            late = t_ns - rx_ns if t_ns > rx_ns else 0
+            return (late if late > lag else lag), late
+        return lag, lag
 
     # -- watchers --------------------------------------------------------------
     async def _loop_lag_probe(self) -> None:

@@ -346,9 +346,18 @@ class StreamTransport(httpx.AsyncBaseTransport):
                 raise _StaleConnection from exc
             raise httpx.WriteError(f"send failed: {exc}", request=request) from exc
         head_bytes = 0
+        # the head's reads are stamped too: body bytes that came with the head are
+        # read with its last read (their client lag, docs/results.md)
+        stamped = _ANC_SIZE and type(conn.stream) is trio.SocketStream
+        head_rx_ns = 0
+        chunk: bytes | bytearray
         try:
             while not resp.head_done:
-                chunk = await conn.stream.receive_some(_READ_SIZE)
+                if stamped:
+                    chunk, rx = await _recv_stamped(conn.stream, _READ_SIZE)  # type: ignore[arg-type]
+                    head_rx_ns = rx or head_rx_ns
+                else:
+                    chunk = await conn.stream.receive_some(_READ_SIZE)
                 if not chunk:
                     raise httpx.RemoteProtocolError("server closed the connection before responding",
                                                     request=request)
@@ -374,7 +383,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
         except BaseException:
             await trio.aclose_forcefully(conn.stream)
             raise
-        body = _Body(self, conn, request)
+        body = _Body(self, conn, request, head_rx_ns)
         return httpx.Response(
             status_code=resp.status,
             headers=resp.headers,
@@ -430,6 +439,23 @@ def _stamped(stream: trio.SocketStream) -> trio.SocketStream:
         except OSError:  # pragma: no cover - a kernel without it: no stamps
             pass
     return stream
+
+
+async def _recv_stamped(stream: trio.SocketStream, n: int) -> tuple[bytes, int]:
+    """``receive_some(n)`` through ``recvmsg``: the bytes and the kernel's receive
+    stamp of the latest segment among them (SO_TIMESTAMPNS) on hopbench's clock,
+    ns (0 when the kernel gave none).
+
+    Raises:
+        OSError: the read failed (the callers map it to httpx.ReadError).
+    """
+    data, anc, _, _ = await stream.socket.recvmsg(n, _ANC_SIZE)
+    for level, kind, raw in anc:
+        if kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            # CLOCK_REALTIME -> hopbench's clock: both read now, microseconds apart
+            return data, sec * 1_000_000_000 + nsec - time.time_ns() + now_ns()
+    return data, 0
 
 
 def _reason(exc: BaseException) -> str:
@@ -535,28 +561,31 @@ class _Body(httpx.AsyncByteStream):
     Attributes:
         rx_ns: when the bytes of the last chunk reached the socket, by the
             kernel's receive stamp (SO_TIMESTAMPNS, Linux), on hopbench's clock
-            (``now_ns``), integer ns; 0 when unknown (TLS, no kernel stamps, the
-            bytes came with the response head). The runner's stamp of a chunk
-            minus ``rx_ns`` is how late its event loop served that read.
+            (``now_ns``), integer ns; 0 when unknown (TLS, no kernel stamps).
+            Body bytes that came in the same read as the response head carry
+            the head's stamp (``head_rx_ns``). Linux gives a read of several
+            coalesced segments the latest one's stamp: the runner's stamp of a
+            chunk minus ``rx_ns`` is a lower bound of how late its event loop
+            served that read (docs/results.md, "Client lag per read").
+        head_rx_ns: the kernel's receive stamp of the read that completed the
+            response head, clock ns; 0 when unknown.
     """
 
-    def __init__(self, transport: StreamTransport, conn: _Conn, request: httpx.Request) -> None:
+    def __init__(self, transport: StreamTransport, conn: _Conn, request: httpx.Request,
+                 head_rx_ns: int = 0) -> None:
         self._transport = transport
         self._conn = conn
         self._request = request
         self._done = False
         self._closed = False
-        self.rx_ns = 0
+        self.head_rx_ns = self.rx_ns = head_rx_ns
 
     async def _receive_stamped(self, n: int) -> bytes:
         """``receive_some(n)`` through ``recvmsg``, keeping the kernel's receive stamp."""
-        data, anc, _, _ = await self._conn.stream.socket.recvmsg(n, _ANC_SIZE)  # type: ignore[attr-defined]
-        for level, kind, raw in anc:
-            if kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
-                sec, nsec = _TIMESPEC.unpack_from(raw)
-                # CLOCK_REALTIME -> hopbench's clock: both read now, microseconds apart
-                self.rx_ns = sec * 1_000_000_000 + nsec - time.time_ns() + now_ns()
-        return data  # type: ignore[no-any-return]
+        data, rx = await _recv_stamped(self._conn.stream, n)  # type: ignore[arg-type]
+        if rx:
+            self.rx_ns = rx
+        return data
 
     def __aiter__(self) -> "_BodyReader":
         """One chunk per network read. The iterator is an object, not a generator:

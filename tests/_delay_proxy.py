@@ -15,7 +15,10 @@ arrived, in order, as one chunk. Other bodies pass through at once. ``GET
 N+1 of every response (0-based, counting every event the upstream wrote) reach the client
 in swapped order (a gateway that reorders); with ``--keepalive-ms K`` the proxy writes
 its own ``: gw-keepalive`` comment whenever the upstream has sent nothing for K ms, every
-K ms until it sends again (a gateway that keeps its client's connection alive).
+K ms until it sends again (a gateway that keeps its client's connection alive). With
+``--hold`` the SSE events are held until the upstream body ends, then written at once in
+one chunk (a buffering gateway: nginx with ``proxy_buffering on``); the response head is
+still written at once.
 
 Self-measurement: each event's lateness (actual write minus due time, ns)
 and each request's forwarding time (its head read -> written upstream, a new
@@ -77,7 +80,9 @@ async def _body_chunks(reader: asyncio.StreamReader, headers: list[tuple[bytes, 
 
 class Proxy:
     def __init__(self, upstream: tuple[str, int], delay_ns: int, retry: bool = False,
-                 answer_every: int = 0, swap_at: int = -1, keepalive_ns: int = 0) -> None:
+                 answer_every: int = 0, swap_at: int = -1, keepalive_ns: int = 0,
+                 hold: bool = False) -> None:
+        self.hold = hold
         self.swap_at = swap_at
         self.keepalive_ns = keepalive_ns
         self.keepalives = 0
@@ -155,7 +160,9 @@ class Proxy:
                     buf += data
                     while (i := buf.find(b"\n\n")) >= 0:
                         event, buf = buf[:i + 2], buf[i + 2:]
-                        if n_event == self.swap_at:
+                        if self.hold:  # --hold: all of it at the body's end
+                            held = event if held is None else held + event
+                        elif n_event == self.swap_at:
                             held = event
                         else:
                             queue.put_nowait((t + self.delay_ns, event))
@@ -220,10 +227,12 @@ async def main(argv: list[str]) -> None:
     ap.add_argument("--swap-at", type=int, default=-1, help="swap SSE events N and N+1 of every response")
     ap.add_argument("--keepalive-ms", type=float, default=0.0,
                     help="write a keepalive comment after this long without upstream bytes, and every as long")
+    ap.add_argument("--hold", action="store_true",
+                    help="hold the SSE events until the upstream body ends, then write them at once")
     a = ap.parse_args(argv)
     host, _, port = a.upstream.rpartition(":")
     proxy = Proxy((host, int(port)), int(a.delay_ms * 1e6), a.retry, a.answer_every, a.swap_at,
-                  int(a.keepalive_ms * 1e6))
+                  int(a.keepalive_ms * 1e6), a.hold)
     server = await asyncio.start_server(proxy.handle, "127.0.0.1", a.port, backlog=1024)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -133,7 +133,8 @@ class DelayProxy:
     """tests/_delay_proxy.py in a process: start, yield its URL, stop, read its self-measurement."""
 
     def __init__(self, tmp: Path, upstream_port: int, delay_ms: float, retry: bool = False,
-                 answer_every: int = 0, swap_at: int = -1, keepalive_ms: float = 0.0) -> None:
+                 answer_every: int = 0, swap_at: int = -1, keepalive_ms: float = 0.0,
+                 hold: bool = False) -> None:
         self.port = free_port()
         self.ready, self.stats = tmp / "proxy.ready", tmp / "proxy.stats"
         argv = [sys.executable, str(HERE / "_delay_proxy.py"), "--port", str(self.port),
@@ -141,6 +142,7 @@ class DelayProxy:
                 "--ready", str(self.ready), "--stats", str(self.stats)]
         self.argv = argv + (["--retry"] if retry else []) + ["--answer-every", str(answer_every),
                                                              "--swap-at", str(swap_at), "--keepalive-ms", str(keepalive_ms)]
+        self.argv += ["--hold"] if hold else []
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> DelayProxy:
@@ -201,6 +203,44 @@ def test_delay_proxy_overhead_is_the_injected_delay(tmp_path: Path) -> None:
     spread_ms = stats["request_delay"]["p90"] - stats["request_delay"]["p50"]
     assert abs(down_ms - delay_ms) <= tol_ms + spread_ms, (stats["added_ttft"], stats["request_delay"], tol_ms)
     assert stats["request_delay"]["p50"] >= proxy.pct_ns("forward_ns") / MS  # the proxy's own part of it
+
+
+def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_path: Path) -> None:
+    """Issue 20's done-when without nginx: the proxy holds every answer until its upstream
+    body ends (``--hold``), so each stream reaches the client as one burst after its whole
+    generation (40 ms + 20 tokens at 100/s): the streams are flagged
+    ``proxy_buffering_suspected`` (or ``client_lagged`` when the client's own lag explains
+    the burst; it is then not counted as buffering), the run warns, and gateway overhead
+    flags the gateway. Without the proxy, against the same emulator: no stream is flagged
+    but one the emulator itself wrote >= 10 ms late (its ground truth), and no warning."""
+    emu_port = free_port()
+    with DelayProxy(tmp_path, emu_port, 0.0, hold=True) as proxy:
+        profile = parse_profile(_profile(proxy.url, f'listen = "127.0.0.1:{emu_port}"'), tmp_path / "p.toml", env={})
+        run_profile(profile, out_dir=tmp_path / "held")
+    s = _summary(tmp_path / "held")
+    c = s["scopes"]["all"]["counters"]
+    print("held:", {k: c.get(k, 0) for k in ("completed", "proxy_buffering_suspected", "client_lagged")})
+    assert c["completed"] == 24
+    assert c.get("proxy_buffering_suspected", 0) + c.get("client_lagged", 0) == 24, c
+    assert c.get("proxy_buffering_suspected", 0) > 12, c  # the run's warning needs more than half
+    assert any("proxy buffering suspected" in w for w in s["warnings"]), s["warnings"]
+    assert s["gateway_overhead"]["buffering"]["flag"] is True, s["gateway_overhead"]["buffering"]
+
+    # the same emulator, embedded (no [target]): hopbench talks to it directly
+    direct = parse_profile('[run]\nrequests = 24\n[run.timeouts]\nidle_s = 10\n[load]\nconcurrency = 4\n'
+                           '[emulator]\nttft_ms = 40\ntokens_per_s = 100\noutput_tokens = 20\n'
+                           '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\nprompts = ["hello there"]\n',
+                           tmp_path / "d.toml", env={})
+    run_profile(direct, out_dir=tmp_path / "direct")
+    s = _summary(tmp_path / "direct")
+    c = s["scopes"]["all"]["counters"]
+    truth = [json.loads(x) for x in (tmp_path / "direct" / "ground_truth.jsonl").read_text().splitlines()]
+    held_by_the_emulator = sum(r.get("lag_max_ns", 0) >= 10 * MS for r in truth)
+    print("direct:", {k: c.get(k, 0) for k in ("completed", "proxy_buffering_suspected", "client_lagged")},
+          "held by the emulator", held_by_the_emulator)
+    assert c["completed"] == 24
+    assert c.get("proxy_buffering_suspected", 0) <= held_by_the_emulator, c
+    assert not any("proxy buffering" in w for w in s["warnings"]), s["warnings"]
 
 
 def test_delay_proxy_retries_and_fault_matrix(tmp_path: Path) -> None:

@@ -180,11 +180,15 @@ async def test_runner_burst_behind_a_lagging_client_loop_is_not_proxy_buffering(
         server.server_close()
     snap = rec.snapshot()
     assert snap.counter(ALL, "completed") == 8
-    # no proxy: no run-level flag. Per stream, a machine whose cores are both busy can still
-    # get a burst flagged (seen: 4 of 8 with two CPU burners, the server on time: issue 20
-    # keeps this open); never more than half, so the run's warning (> half) stays silent.
+    # no proxy: no flag, but on a stream the server itself wrote late (descheduled >= 10 ms
+    # on a busy machine: its events arrive bunched as from a buffering proxy, which no
+    # client can tell apart). The client's own lateness never makes one: a read's client
+    # lag is the largest of its kernel stamp's lateness, the loop-lag probe's and the loop
+    # thread's run-queue wait (docs/results.md, "Client lag per read").
     held_by_the_server = sum(o >= 10_000_000 for o in _FastHandler.overshoots)
     flagged = snap.counter(ALL, "proxy_buffering_suspected")
-    assert flagged <= max(held_by_the_server, snap.counter(ALL, "completed") // 2), _FastHandler.overshoots
+    print(f"flagged {flagged}, client_lagged {snap.counter(ALL, 'client_lagged')}, "
+          f"held by the server {held_by_the_server}")
+    assert flagged <= held_by_the_server, (flagged, _FastHandler.overshoots)
     assert snap.counter(ALL, "client_lagged") >= 1  # the bursts were seen, and blamed on the client
     assert max(x["client_lag_ns"] for x in lines) > 0

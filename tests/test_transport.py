@@ -368,7 +368,8 @@ async def test_body_reads_carry_the_kernels_receive_stamp() -> None:
         async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
             async with c.stream("POST", "/x", content=b"{}") as r:
                 body = r.extensions["hopbench.body"]
-                assert body.rx_ns == 0  # nothing read yet
+                # the head's read is stamped too; no body read yet
+                assert 0 < body.head_rx_ns == body.rx_ns <= now_ns()
                 go.set()
                 sent = now_ns()
                 await trio.sleep(0.01)  # the server writes the chunk (same process, its own task)
@@ -378,6 +379,39 @@ async def test_body_reads_carry_the_kernels_receive_stamp() -> None:
         nursery.cancel_scope.cancel()
     assert chunks[0] == b"data: late\n\n"
     assert sent <= body.rx_ns <= t - 50_000_000  # arrived before the busy 50 ms, read after them
+
+
+async def test_body_bytes_that_came_with_the_head_carry_the_heads_receive_stamp() -> None:
+    """Issue 20: head and body in one write, read late by a busy loop in one read: the
+    body's first chunk (parsed from the head's read) carries that read's kernel stamp
+    (``head_rx_ns``), so the runner knows how late it was served."""
+    import time
+
+    from hopbench._clock import now_ns
+
+    from hopbench._transport import _SO_TIMESTAMPNS
+
+    if _SO_TIMESTAMPNS is None:
+        pytest.skip("no kernel receive stamps on this platform")
+
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        await _read_request(stream, conn)
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("transfer-encoding", "chunked")]))
+                              + conn.send(h11.Data(data=b"data: early\n\n")) + conn.send(h11.EndOfMessage()))
+
+    async with trio.open_nursery() as nursery:
+        port = await _serve(handler, nursery)
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            sent = now_ns()
+            async with c.stream("POST", "/x", content=b"{}") as r:
+                body = r.extensions["hopbench.body"]
+                time.sleep(0.05)  # the loop is busy after the head's read
+                chunks = [chunk async for chunk in body]
+                t = now_ns()
+        nursery.cancel_scope.cancel()
+    assert chunks == [b"data: early\n\n"]
+    assert sent <= body.head_rx_ns == body.rx_ns <= t - 50_000_000
 
 
 async def test_transport_request_write_time_shows_a_target_that_reads_bodies_slowly() -> None:
