@@ -144,11 +144,16 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     runner: LoadRunner | None = None
     if profile.target.url is not None and profile.emulator:
         meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
-    with hold_signals(announce=False) as early:  # the folder, then the try that owes it a summary
-        writer = ResultsWriter(out)
     scrapers: list[Any] = []  # the [[scrape]] threads (hopbench._scrape), stopped with the stack
     upstream: Any = None  # the gateway's upstream (hopbench._gateway.UpstreamHandle)
-    try:  # from the moment the folder exists, whatever happens leaves a summary.json
+    made = False  # the folder exists (ResultsWriter made it)
+    # The try opens before the folder is made: a signal that lands just as the hold ends (the
+    # CLI's handler back in place) is caught below like any signal of the start-up. From the
+    # moment the folder exists, whatever happens leaves a summary.json.
+    try:
+        with hold_signals(announce=False) as early:
+            writer = ResultsWriter(out)
+            made = True
         if early:  # a signal while the folder was made
             raise Interrupted(early[0])
         files["timeline"] = open(out / "timeline.jsonl", "a", encoding="utf-8")
@@ -202,60 +207,63 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                     crashed = traceback.format_exc()
                     meta["crash"] = _crash_reason(exc)
     except Interrupted as exc:  # a signal before the load started (e.g. while the emulator starts)
+        if not made:  # as the hold began, before the folder was made: no folder, nothing owed
+            raise
         meta["interrupted_by"] = exc.signal_name
     finally:
-        with hold_signals() as late:  # a further Ctrl-C must not cut the final writes
-            try:
-                write_streams()  # the streams that ended after the last interval
-            except OSError as exc:
-                if crashed is None:
-                    crashed = meta["crash"] = write_error(out / "streams.jsonl", exc)
-            for f in files.values():
+        if made:  # else the folder was never made (ResultsError, or a signal first)
+            with hold_signals() as late:  # a further Ctrl-C must not cut the final writes
                 try:
-                    f.close()
-                except OSError:
-                    pass
-            try:
-                if "started_at_unix_s" not in meta:  # stopped (or failed) before the load started
-                    mark_started(meta)
-                    writer.start(meta)
-                stats = stats or (runner.stats if runner is not None else RunStats())
-                if runner is not None and runner.cancels and meta.get("ground_truth"):
-                    from ._cancel import join_record  # the emulator has stopped: its record is whole
-
-                    meta.setdefault("notes", []).extend(
-                        join_record(rec, runner.cancels, out / meta["ground_truth"]))
-                for arm in meta.get("arms") or ():  # embedded arms: each its own record
-                    if arm.get("ground_truth"):
-                        from ._cancel import join_record
-
-                        cancels = [c for c in runner.cancels if c.scope == arm["name"]] if runner else []
-                        notes = meta.setdefault("notes", [])
-                        notes.extend(join_record(rec, cancels, out / arm["ground_truth"]))
-                        notes.extend(f"arm {arm['name']}: {w}"
-                                     for w in emulator_warnings(out / arm["ground_truth"]))
-                if upstream is not None and runner is not None and runner.cancels:
-                    from ._gateway import join_upstream_cancels  # cancels behind a gateway: its upstream's record
-
-                    meta.setdefault("notes", []).extend(join_upstream_cancels(upstream, runner.cancels, rec))
-                if upstream is not None and runner is not None and runner.t0_mono_ns:
-                    from ._gateway import gateway_overhead
-
+                    write_streams()  # the streams that ended after the last interval
+                except OSError as exc:
+                    if crashed is None:
+                        crashed = meta["crash"] = write_error(out / "streams.jsonl", exc)
+                for f in files.values():
                     try:
-                        meta["gateway_overhead"], notes = gateway_overhead(
-                            upstream, out / "streams.jsonl", runner.t0_mono_ns, profile.run.warmup_ns, rec)
-                    except Exception as exc:  # a bug here must not cost the run's results
-                        meta["gateway_overhead"] = {"upstream": upstream.source, "error": _crash_reason(exc)}
-                        notes = [f"gateway overhead could not be computed: {_crash_reason(exc)}"]
-                    meta.setdefault("notes", []).extend(notes)
-                for scraper in scrapers:  # gateway metrics: counted, warned, never failing the run
-                    meta["scrape"] = scraper.summary()
-                    meta.setdefault("notes", []).extend(scraper.warnings())
-                summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
-                                     warm.snapshot() if profile.run.warmup_ns else None, crashed)
-            except ResultsError as exc:
-                writer.close()
-                raise RunAborted(f"the run's results were not fully written: {exc}") from exc
+                        f.close()
+                    except OSError:
+                        pass
+                try:
+                    if "started_at_unix_s" not in meta:  # stopped (or failed) before the load started
+                        mark_started(meta)
+                        writer.start(meta)
+                    stats = stats or (runner.stats if runner is not None else RunStats())
+                    if runner is not None and runner.cancels and meta.get("ground_truth"):
+                        from ._cancel import join_record  # the emulator has stopped: its record is whole
+
+                        meta.setdefault("notes", []).extend(
+                            join_record(rec, runner.cancels, out / meta["ground_truth"]))
+                    for arm in meta.get("arms") or ():  # embedded arms: each its own record
+                        if arm.get("ground_truth"):
+                            from ._cancel import join_record
+
+                            cancels = [c for c in runner.cancels if c.scope == arm["name"]] if runner else []
+                            notes = meta.setdefault("notes", [])
+                            notes.extend(join_record(rec, cancels, out / arm["ground_truth"]))
+                            notes.extend(f"arm {arm['name']}: {w}"
+                                         for w in emulator_warnings(out / arm["ground_truth"]))
+                    if upstream is not None and runner is not None and runner.cancels:
+                        from ._gateway import join_upstream_cancels  # cancels behind a gateway: its upstream's record
+
+                        meta.setdefault("notes", []).extend(join_upstream_cancels(upstream, runner.cancels, rec))
+                    if upstream is not None and runner is not None and runner.t0_mono_ns:
+                        from ._gateway import gateway_overhead
+
+                        try:
+                            meta["gateway_overhead"], notes = gateway_overhead(
+                                upstream, out / "streams.jsonl", runner.t0_mono_ns, profile.run.warmup_ns, rec)
+                        except Exception as exc:  # a bug here must not cost the run's results
+                            meta["gateway_overhead"] = {"upstream": upstream.source, "error": _crash_reason(exc)}
+                            notes = [f"gateway overhead could not be computed: {_crash_reason(exc)}"]
+                        meta.setdefault("notes", []).extend(notes)
+                    for scraper in scrapers:  # gateway metrics: counted, warned, never failing the run
+                        meta["scrape"] = scraper.summary()
+                        meta.setdefault("notes", []).extend(scraper.warnings())
+                    summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
+                                         warm.snapshot() if profile.run.warmup_ns else None, crashed)
+                except ResultsError as exc:
+                    writer.close()
+                    raise RunAborted(f"the run's results were not fully written: {exc}") from exc
     if write_failed:
         raise RunAborted(f"the run stopped: its results could not be written: {write_failed[0]} "
                          f"(what was written is in {out})")
@@ -406,12 +414,19 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
 
 
 @contextmanager
-def hold_signals(*, announce: bool = True) -> Iterator[list[str]]:
+def hold_signals(*, announce: bool = True, then: Any = None) -> Iterator[list[str]]:
     """While the final results are written, SIGINT and SIGTERM do not
     interrupt: each one is noted (the yielded list receives its name) and
     announced (unless ``announce`` is False: the caller acts on it at once);
     the caller may then skip optional work (report.html). Outside the main
     thread (tests, worker processes' threads) nothing is changed.
+
+    Args:
+        announce: print a line to stderr for each signal held.
+        then: a signal handler to install on a normal exit instead of
+            restoring the previous ones (no moment between the two where the previous
+            handler could act); the caller restores them itself (it reads
+            them with ``signal.getsignal`` before the block).
 
     Yields:
         list of signal names received during the block, in order.
@@ -434,11 +449,13 @@ def hold_signals(*, announce: bool = True) -> Iterator[list[str]]:
             old[sig] = signal.signal(sig, note)
     except ValueError:  # not the main thread
         pass
+    handover = None
     try:
         yield got
+        handover = then  # only on a normal exit: after an error the previous handlers return
     finally:
         for signum, h in old.items():
-            signal.signal(signum, h)
+            signal.signal(signum, h if handover is None else handover)
 
 
 def progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:

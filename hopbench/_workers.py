@@ -703,12 +703,7 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
     signal's name, and one more entry is appended per signal received.
     """
     out = out_dir if out_dir is not None else default_out_dir(profile)
-    with hold_signals(announce=False) as early:  # the folder, then the try that owes it a summary
-        writer = ResultsWriter(out)
-        meta = build_meta(profile, engine, len(shares))
-        timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
-        merger = Merger(profile, shares, writer, timeline, meta, progress=progress, on_line=on_line)
-    interrupted: list[str | None] = [early[0] if early else None, *early]
+    interrupted: list[str | None] = [None]
 
     def on_signal(signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
@@ -725,8 +720,17 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
 
     old: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, on_signal)
+        old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # the folder, then the try that owes it a summary: the hold hands over to on_signal with no
+    # moment where the CLI's handler (raising Interrupted outside that try) is back in place
+    with hold_signals(announce=False, then=on_signal if old else None) as early:
+        writer = ResultsWriter(out)
+        meta = build_meta(profile, engine, len(shares))
+        timeline = open(out / "timeline.jsonl", "a", encoding="utf-8")
+        merger = Merger(profile, shares, writer, timeline, meta, progress=progress, on_line=on_line)
+    if early:  # held while the folder was made: first in the list, before any on_signal
+        later = interrupted[1:]
+        interrupted[:] = [early[0], *early, *later]
     emulator = None
     scraper: Any = None
     crashed: str | None = None

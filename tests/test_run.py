@@ -575,3 +575,49 @@ def test_run_signal_while_the_folder_is_made_still_writes_a_summary(
     s = read_summary(out)
     assert s["complete"] is False and s["interrupted_by"] == "SIGTERM"
     assert outcome.summary["headline"]["started"] == 0
+
+
+@pytest.mark.parametrize("engine", ["process", "workers"])
+def test_run_signal_as_the_folder_hold_ends_still_writes_a_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    # A SIGTERM handled just after the folder's signal hold ends (seen under load in
+    # test_run_cli_signal_during_startup_still_writes_a_summary): the CLI's handler was
+    # back and raised Interrupted before the try that owes the folder its summary.json.
+    from contextlib import contextmanager
+    from typing import Any, Iterator
+
+    import hopbench._run as run_mod
+    import hopbench._workers as workers_mod
+    from hopbench._run import Interrupted
+    from hopbench._workers import run_profile_workers
+
+    def raise_interrupted(signum: int, frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    mod = run_mod if engine == "process" else workers_mod
+    real_hold = run_mod.hold_signals
+    fired: list[bool] = []
+
+    @contextmanager
+    def hold_then_signal(**kw: Any) -> Iterator[list[str]]:
+        with real_hold(**kw) as got:
+            yield got
+        if kw.get("announce") is False and not fired:  # the folder's hold, not the final writes'
+            fired.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)  # handled here, at once: the hold has ended
+
+    monkeypatch.setattr(mod, "hold_signals", hold_then_signal)
+    old = signal.signal(signal.SIGTERM, raise_interrupted)
+    try:
+        text = ('[run]\nduration_s = 30\n' + ('workers = 2\n' if engine == "workers" else '')
+                + '[load]\nconcurrency = 2\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
+        profile = parse_profile(text, tmp_path / "p.toml")
+        out = tmp_path / "o"
+        run = run_profile if engine == "process" else run_profile_workers
+        outcome = run(profile, out_dir=out)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert fired
+    s = read_summary(out)
+    assert s["complete"] is False and s["interrupted_by"] == "SIGTERM"
+    assert outcome.summary["headline"]["started"] == 0

@@ -358,6 +358,15 @@ name = "c"
     if cap["status"] == "client_saturated":
         assert "--workers" in cap["message"] and code == 1
         pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
+    if cap["status"] == "too_few_requests":
+        # At the knee itself the good fraction sits near the target: on a busy machine it met
+        # 0.7 with a lower bound below it (seen: 0.77, lower 0.63 over 31 requests). The honest
+        # answer is "cannot tell here", and only within 10 % of the knee; the gate then fails.
+        stop = summary["stages"][-1]
+        assert abs(stop["load"] - 20.0) <= 0.10 * 20.0, summary["stages"]
+        assert stop["good_fraction"] >= 0.7 > stop["good_fraction_lower"]
+        assert code == 1 and (cap.get("rate_rps") or 0) < stop["load"]
+        return
     assert cap["status"] == "found", summary["stages"]
     assert abs(cap["rate_rps"] - 20.0) <= 0.10 * 20.0, summary["stages"]
     assert len(summary["stages"]) <= 6 and code == 0
