@@ -224,6 +224,11 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
             (head.get("started") or 0) - (head.get("client_cancelled") or 0) > 0):
         checks.append(RunCheck("run.streams_completed", False,
                                f"no stream completed of {head.get('started'):,} started"))
+    elif isinstance(head, Mapping) and head.get("completed") and not _output_measured(summary):
+        # every stream ended with its terminal event, none carried output: nothing was measured
+        checks.append(RunCheck("run.output_measured", False,
+                               f"none of the {head.get('completed'):,} completed streams carried output "
+                               "(no ttft sample, no output tokens)"))
     saturated = summary.get("saturated") is True
     if saturated:
         warnings = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "saturated" in w]
@@ -234,6 +239,21 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
         detail = "load generator not saturated"
     checks.append(RunCheck("run.not_saturated", (not saturated) or opts.allow_saturated, detail))
     return checks
+
+
+def _output_measured(summary: Mapping[str, Any]) -> bool:
+    """Whether the "all" scope holds a TTFT sample or output tokens of completed
+    streams; True when the summary does not say (an older or partial summary.json)."""
+    scopes = summary.get("scopes")
+    scope = scopes.get("all") if isinstance(scopes, Mapping) else None
+    if not isinstance(scope, Mapping):
+        return True
+    metrics = scope.get("metrics")
+    counters = scope.get("counters")
+    if not isinstance(metrics, Mapping) or not isinstance(counters, Mapping):
+        return True
+    ttft = metrics.get("ttft")
+    return bool(isinstance(ttft, Mapping) and ttft.get("count")) or bool(counters.get("tokens.output.completed"))
 
 
 def _scenario_names(summary: Mapping[str, Any]) -> set[str]:

@@ -265,6 +265,37 @@ async def test_failures_trickle_completes() -> None:
     assert rec.snapshot().counter(ALL, "completed") == 2
 
 
+async def test_failures_wrong_content_type_is_sampled_for_the_warning() -> None:
+    # "nothing completed ... see error_samples" must find something there: a 200
+    # with an HTML page breaks every stream, and the sample says why
+    runner, rec = await _run_against("html_200", lambda url: _profile_text(url, "requests = 3"))
+    snap = rec.snapshot()
+    assert snap.counter(ALL, "anomaly.wrong_content_type") == 3
+    samples = runner.stats.error_samples
+    assert list(samples) == ["truncated.closed"]
+    assert "Content-Type 'text/html'" in samples["truncated.closed"][0]
+    assert "text/event-stream" in samples["truncated.closed"][0]
+
+
+def test_failures_completed_without_output_warns_and_fails_the_gate(tmp_path: Path, hostile_server) -> None:
+    # every stream "completes" ([DONE]) but none carries output: nothing was measured,
+    # so the run says so and no gate passes it, whatever its budgets (docs/gate.md)
+    port = hostile_server("done_only")
+    prof = tmp_path / "p.toml"
+    prof.write_text(_profile_text(f"http://127.0.0.1:{port}", "requests = 4")
+                    + '[gate]\n"error_rate" = "<= 1%"\n')
+    proc = _cli("run", str(prof), "--out", str(tmp_path / "o"))
+    out, err = proc.communicate(timeout=120)
+    s = read_summary(tmp_path / "o")
+    assert s["headline"]["completed"] == 4
+    assert any(w.startswith("no output: ") for w in s["warnings"]), s["warnings"]
+    assert proc.returncode == 1, (out, err)
+    assert "run.output_measured" in out
+    gate = _cli("gate", str(tmp_path / "o"))
+    gout, _ = gate.communicate(timeout=60)
+    assert gate.returncode == 1 and "FAIL  run.output_measured" in gout
+
+
 # -- 7: file descriptors ---------------------------------------------------------------------
 
 
