@@ -224,6 +224,10 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
             (head.get("started") or 0) - (head.get("client_cancelled") or 0) > 0):
         checks.append(RunCheck("run.streams_completed", False,
                                f"no stream completed of {head.get('started'):,} started"))
+    elif isinstance(head, Mapping) and head.get("started") == 0:
+        # every stream started in the warm-up (or none at all): nothing to judge, never a pass
+        checks.append(RunCheck("run.streams_measured", False,
+                               "no stream was measured (none started after the warm-up)"))
     elif isinstance(head, Mapping) and head.get("completed") and not _output_measured(summary):
         # every stream ended with its terminal event, none carried output: nothing was measured
         checks.append(RunCheck("run.output_measured", False,

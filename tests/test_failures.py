@@ -296,6 +296,18 @@ def test_failures_completed_without_output_warns_and_fails_the_gate(tmp_path: Pa
     assert gate.returncode == 1 and "FAIL  run.output_measured" in gout
 
 
+def test_failures_run_that_measured_nothing_exits_4(tmp_path: Path) -> None:
+    # the only arrival falls in the warm-up: nothing was measured, which is never a pass
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\nduration_s = 1\nwarmup_s = 0.9\n[load]\nmode = "rate"\nrate_rps = 0.1\n'
+                    'arrival = "constant"\n[target]\nurl = "embedded"\n[emulator]\nttft_ms = 5\n'
+                    'output_tokens = 3\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
+    proc = _cli("run", str(prof), "--out", str(tmp_path / "o"), "--no-progress")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, (out, err)
+    assert "no stream was measured" in err
+
+
 # -- 7: file descriptors ---------------------------------------------------------------------
 
 
