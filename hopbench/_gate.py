@@ -353,8 +353,8 @@ def _num(v: float) -> str:
 def _fmt(v: float | None, b: Budget) -> str:
     if v is None:
         return "n/a"
-    if b.stat == "count":
-        return f"{v:.0f}"
+    if b.stat == "count":  # a limit of 159.4 is shown as written, never rounded to the count it fails
+        return f"{v:.0f}" if float(v).is_integer() else f"{v:g}"
     if b.rate is not None and RATES[b.rate].fraction:
         return f"{v:.4g} ({v * 100:.3g} %)"
     return f"{_num(v)} {b.unit}".rstrip()

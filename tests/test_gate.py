@@ -170,6 +170,14 @@ def test_gate_run_where_nothing_completed_fails_and_says_so() -> None:
     assert cancels.passed and "streams_completed" not in cancels.render("text")
 
 
+def test_gate_fractional_count_limit_is_shown_as_written() -> None:
+    # breaker: "159  >= 159  breached" for a limit of 159.4 (the limit was rounded for display)
+    r = evaluate_gate(_summary(), {"ttft.count": ">= 1000.4"}).results[0]
+    assert r.status == "breached"
+    assert ">= 1000.4" in evaluate_gate(_summary(), {"ttft.count": ">= 1000.4"}).render("text")
+    assert ">= 500 " in evaluate_gate(_summary(), {"ttft.count": ">= 500"}).render("text")
+
+
 def test_gate_run_that_measured_nothing_never_passes() -> None:
     # breaker: every stream started in the warm-up, so nothing was measured, and a
     # budget with inconclusive = "pass" made "gate passed: 0 held, 1 inconclusive"
