@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "(OpenAI Chat Completions, OpenAI Responses, Anthropic Messages over SSE).",
                 epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input (also: target "
                        "unreachable), 3 crashed mid-run or results not written (partial results), "
-                       "4 nothing completed or the target died mid-run, 130 SIGINT / 143 SIGTERM "
+                       "4 nothing completed (or nothing measured) or the target died mid-run, 130 SIGINT / 143 SIGTERM "
                        "(partial results).")
     p.add_argument("--version", action="version", version=f"hopbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -72,6 +72,9 @@ def test_profile_max_event_bytes_default_and_set() -> None:
          "run.warmup_s: expected less than run.duration_s"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\ngrace_s = 1e300"),
          "m.toml:4: run.grace_s: expected a number from 0 to 1e+09, got 1e+300"),
+        # breaker: "expected a positive number, got 1000000000000.0" (the bound went unsaid)
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1e12"),
+         "m.toml:3: run.duration_s: expected a positive number (at most 1e+09), got 1000000000000.0"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 0"),
          "m.toml:4: run.max_event_bytes: expected a positive integer (at most 1073741824), got 0"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 1.5"),
