@@ -286,9 +286,13 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
     completed = counters.get("completed", 0)
     errors = sum(counters.get(k, 0) for k in BROKEN)
     cancelled = counters.get("cancelled", 0)
+    wrong_type = counters.get("anomaly.wrong_content_type", 0)
+    # a 2xx that is not an event stream (a web page, a wrong path): the likeliest cause, said first
+    not_sse = (f"; {wrong_type} responses were not text/event-stream (anomaly.wrong_content_type)"
+               if wrong_type else "")
     if started and not completed:
         out.append(f"nothing completed: none of the {started} streams completed "
-                   f"({_top_details(counters, BROKEN + ('cancelled',))}); "
+                   f"({_top_details(counters, BROKEN + ('cancelled',))}){not_sse}; "
                    "see error_samples in summary.json for what the target said")
     elif started and errors / started > ERROR_RATE_WARN:
         out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "

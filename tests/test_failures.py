@@ -271,6 +271,11 @@ async def test_failures_wrong_content_type_is_sampled_for_the_warning() -> None:
     runner, rec = await _run_against("html_200", lambda url: _profile_text(url, "requests = 3"))
     snap = rec.snapshot()
     assert snap.counter(ALL, "anomaly.wrong_content_type") == 3
+    from hopbench._run import outcome_warnings
+    from hopbench._runner import RunStats
+
+    warning = outcome_warnings(snap.scopes[ALL].counters, RunStats())[0]
+    assert warning.startswith("nothing completed") and "3 responses were not text/event-stream" in warning
     samples = runner.stats.error_samples
     assert list(samples) == ["truncated.closed"]
     assert "Content-Type 'text/html'" in samples["truncated.closed"][0]
