@@ -93,13 +93,24 @@ def test_profile_bad_input_names_file_line_and_key(text: str, expected: str) -> 
         ('{ "X-A" = "a\\nb" }', "m.toml:9: target.headers.X-A: the value holds a control character"),
         ('{ "X-A" = "a\\r\\nX-B: 1" }', "target.headers.X-A: the value holds a control character"),
         ('{ "X A" = "1" }', 'target.headers."X A": \'X A\' is not a valid header name'),
-        ('{ "X-A" = "caf\u00e9 \u4f60" }', "outside Latin-1"),
+        ('{ "X-A" = "caf\u00e9 \u4f60" }', "outside ASCII"),
+        # breaker: Latin-1 passed validation, then httpx (ASCII only) crashed the run (exit 3)
+        ('{ "X-A" = "caf\u00e9" }', "target.headers.X-A: the value holds characters outside ASCII"),
     ],
 )
 def test_profile_headers_must_be_sendable(headers: str, expected: str) -> None:
     with pytest.raises(ProfileError) as info:
         parse_profile(MINIMAL + f"[target]\nheaders = {headers}\n", "m.toml", env={})
     assert expected in str(info.value)
+
+
+def test_profile_secret_outside_ascii_is_refused_without_showing_it() -> None:
+    # breaker: HB_KEY="\u00e9-key" validated, then every request crashed in httpx (exit 3)
+    with pytest.raises(ProfileError) as info:
+        parse_profile(MINIMAL + '[target]\napi_key_env = "HB_KEY"\n', "m.toml", env={"HB_KEY": "\u00e9-key"})
+    assert "target.api_key_env: environment variable HB_KEY: its value holds characters outside ASCII" \
+        in str(info.value)
+    assert "\u00e9-key" not in str(info.value)
 
 
 def test_profile_secret_with_a_line_break_is_refused_without_showing_it() -> None:
