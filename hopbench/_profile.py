@@ -531,8 +531,9 @@ def _api_key_env(t: Table, env: Mapping[str, str]) -> str | None:
     if api_key_env is not None:
         problem = field_problem("x-api-key", env[api_key_env])
         if problem is not None:
+            hint = " (a trailing newline?)" if "control character" in problem else ""
             raise t.error("api_key_env", f"environment variable {api_key_env}: "
-                          f"{problem.replace('the value', 'its value')} (a trailing newline?)")
+                          f"{problem.replace('the value', 'its value')}{hint}")
     return api_key_env
 
 
