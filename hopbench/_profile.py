@@ -514,9 +514,11 @@ def check_base_url(url: str) -> str | None:
         return ("a query string or fragment is not allowed in the base URL (it would be recorded "
                 "in the results): put keys in target.api_key_env or target.header_env")
     try:
-        parts.port
+        port = parts.port
     except ValueError as exc:
         return f"invalid port in {url!r}: {exc}"
+    if port == 0:  # httpx would connect to the scheme's default port (80/443) instead
+        return f"invalid port in {url!r}: expected 1 to 65535, got 0"
     return None
 
 

@@ -62,6 +62,9 @@ def test_profile_max_event_bytes_default_and_set() -> None:
         (MINIMAL + '[target]\napi_key_env = "HOPBENCH_TEST_UNSET_VAR"\n',
          "target.api_key_env: environment variable HOPBENCH_TEST_UNSET_VAR is not set"),
         (MINIMAL + '[target]\nurl = "ftp://x"\n', "target.url: expected an http:// or https:// base URL"),
+        # breaker: port 0 was accepted, then every connection went to port 80
+        (MINIMAL + '[target]\nurl = "http://127.0.0.1:0"\n', "target.url: invalid port in 'http://127.0.0.1:0': "
+         "expected 1 to 65535, got 0"),
         (MINIMAL + '[[scenario]]\nprotocol = "chat"\n', "scenario[1].name: expected a unique scenario name"),
         (MINIMAL.replace("concurrency = 2", 'concurrency = "2"'),
          "load.concurrency: expected a positive integer (at most 1000000), got '2' (a string)"),
