@@ -322,6 +322,11 @@ def _hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
         raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
 
 
+_EVERY_ANSWER = frozenset({"ttft"})
+"""Metrics every answer feeds (any output channel starts TTFT): a candidate without
+samples of one the base has is worse, not "no significant change" (docs/compare.md)."""
+
+
 def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha: float = ALPHA,
                    min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS) -> MetricComparison:
     """Compare one metric's histograms (base ``a``, candidate ``b``).
@@ -374,6 +379,10 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
                       "verdict": tv}
     if not a.count or not b.count:
         reasons.append("no samples in " + ("base" if not a.count else "candidate"))
+        if metric in _EVERY_ANSWER and a.count and not b.count:
+            # every answer has a first token: the candidate measured none of what the base did
+            verdicts.append("worse")
+            reasons.append(f"the base has {a.count:,}: the candidate's streams carried no output")
     verdict = "worse" if "worse" in verdicts else "better" if "better" in verdicts else "same"
     return MetricComparison(scope, metric, spec.unit, base, cand, test, tails, verdict, tuple(reasons))
 

@@ -68,6 +68,7 @@ __all__ = [
     "host_figures",
     "judge",
     "outcome_warnings",
+    "NO_OUTPUT_WARNING",
     "slo_block",
 ]
 
@@ -200,6 +201,13 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                             f"{want_rps:g} requested" + (" by the trace" if profile.load.mode == "trace" else ""))
         load["held"] = held
     completed = total.counter(ALL, "completed")
+    if completed and not total.histogram(ALL, "ttft").count \
+            and not total.counter(ALL, "tokens.output.completed"):
+        # every stream ended with its terminal event and none carried output: no
+        # latency of the answer was measured (docs/results.md, "Warnings")
+        warnings.append(f"{NO_OUTPUT_WARNING} none of the {completed} completed streams carried output "
+                        "(no text, reasoning, refusal or tool event, no output tokens reported): "
+                        "TTFT, ITL and TPOT have no samples; see streams.jsonl for what the target sent")
     buffered = total.counter(ALL, "proxy_buffering_suspected")
     if completed and buffered > completed / 2:
         warnings.append(f"proxy buffering suspected: {buffered} of {completed} streams arrived as "
@@ -227,6 +235,10 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                             f"({_top_details(c, BROKEN + ('cancelled',))}); its differences are not "
                             "measured")
     return saturated, warnings, load
+
+
+#: the start of the warning for a run whose completed streams carried no output
+NO_OUTPUT_WARNING = "no output:"
 
 
 def arm_failed(counters: Mapping[str, int]) -> int:
@@ -274,9 +286,13 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
     completed = counters.get("completed", 0)
     errors = sum(counters.get(k, 0) for k in BROKEN)
     cancelled = counters.get("cancelled", 0)
+    wrong_type = counters.get("anomaly.wrong_content_type", 0)
+    # a 2xx that is not an event stream (a web page, a wrong path): the likeliest cause, said first
+    not_sse = (f"; {wrong_type} responses were not text/event-stream (anomaly.wrong_content_type)"
+               if wrong_type else "")
     if started and not completed:
         out.append(f"nothing completed: none of the {started} streams completed "
-                   f"({_top_details(counters, BROKEN + ('cancelled',))}); "
+                   f"({_top_details(counters, BROKEN + ('cancelled',))}){not_sse}; "
                    "see error_samples in summary.json for what the target said")
     elif started and errors / started > ERROR_RATE_WARN:
         out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "

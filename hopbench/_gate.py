@@ -224,6 +224,15 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
             (head.get("started") or 0) - (head.get("client_cancelled") or 0) > 0):
         checks.append(RunCheck("run.streams_completed", False,
                                f"no stream completed of {head.get('started'):,} started"))
+    elif isinstance(head, Mapping) and head.get("started") == 0:
+        # every stream started in the warm-up (or none at all): nothing to judge, never a pass
+        checks.append(RunCheck("run.streams_measured", False,
+                               "no stream was measured (none started after the warm-up)"))
+    elif isinstance(head, Mapping) and head.get("completed") and not _output_measured(summary):
+        # every stream ended with its terminal event, none carried output: nothing was measured
+        checks.append(RunCheck("run.output_measured", False,
+                               f"none of the {head.get('completed'):,} completed streams carried output "
+                               "(no ttft sample, no output tokens)"))
     saturated = summary.get("saturated") is True
     if saturated:
         warnings = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "saturated" in w]
@@ -234,6 +243,21 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
         detail = "load generator not saturated"
     checks.append(RunCheck("run.not_saturated", (not saturated) or opts.allow_saturated, detail))
     return checks
+
+
+def _output_measured(summary: Mapping[str, Any]) -> bool:
+    """Whether the "all" scope holds a TTFT sample or output tokens of completed
+    streams; True when the summary does not say (an older or partial summary.json)."""
+    scopes = summary.get("scopes")
+    scope = scopes.get("all") if isinstance(scopes, Mapping) else None
+    if not isinstance(scope, Mapping):
+        return True
+    metrics = scope.get("metrics")
+    counters = scope.get("counters")
+    if not isinstance(metrics, Mapping) or not isinstance(counters, Mapping):
+        return True
+    ttft = metrics.get("ttft")
+    return bool(isinstance(ttft, Mapping) and ttft.get("count")) or bool(counters.get("tokens.output.completed"))
 
 
 def _scenario_names(summary: Mapping[str, Any]) -> set[str]:
@@ -329,8 +353,8 @@ def _num(v: float) -> str:
 def _fmt(v: float | None, b: Budget) -> str:
     if v is None:
         return "n/a"
-    if b.stat == "count":
-        return f"{v:.0f}"
+    if b.stat == "count":  # a limit of 159.4 is shown as written, never rounded to the count it fails
+        return f"{v:.0f}" if float(v).is_integer() else f"{v:g}"
     if b.rate is not None and RATES[b.rate].fraction:
         return f"{v:.4g} ({v * 100:.3g} %)"
     return f"{_num(v)} {b.unit}".rstrip()

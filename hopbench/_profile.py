@@ -514,9 +514,11 @@ def check_base_url(url: str) -> str | None:
         return ("a query string or fragment is not allowed in the base URL (it would be recorded "
                 "in the results): put keys in target.api_key_env or target.header_env")
     try:
-        parts.port
+        port = parts.port
     except ValueError as exc:
         return f"invalid port in {url!r}: {exc}"
+    if port == 0:  # httpx would connect to the scheme's default port (80/443) instead
+        return f"invalid port in {url!r}: expected 1 to 65535, got 0"
     return None
 
 
@@ -531,8 +533,9 @@ def _api_key_env(t: Table, env: Mapping[str, str]) -> str | None:
     if api_key_env is not None:
         problem = field_problem("x-api-key", env[api_key_env])
         if problem is not None:
+            hint = " (a trailing newline?)" if "control character" in problem else ""
             raise t.error("api_key_env", f"environment variable {api_key_env}: "
-                          f"{problem.replace('the value', 'its value')} (a trailing newline?)")
+                          f"{problem.replace('the value', 'its value')}{hint}")
     return api_key_env
 
 

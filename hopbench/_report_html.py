@@ -665,7 +665,7 @@ def _warnings(run: RunData) -> str:
     for w in warnings:
         # red: results that cannot be trusted as they stand (as the terminal summary does)
         bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial")) \
-            or w.startswith(("nothing completed", "error rate", "target lost", "target unreachable"))
+            or w.startswith(("nothing completed", "no output", "error rate", "target lost", "target unreachable"))
         out.append(f'<div class="{"bad" if bad else "warn"}">{_e(w)}</div>')
     if not warnings:
         out.append('<div class="ok">no warnings: the run completed and the load generator kept up</div>')

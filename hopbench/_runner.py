@@ -941,7 +941,9 @@ class LoadRunner:
         # kept when the body then breaks or times out
         # and [2] the error text worth keeping (exception chain, HTTP error body)
         # and [3] when the response (and, unfinished, its connection) began to close
-        box: list[Any] = [None, False, None, None]
+        # and [4] what was wrong with a 2xx response's head (a Content-Type other than
+        # text/event-stream): the sample of a stream that then broke with no text of its own
+        box: list[Any] = [None, False, None, None, None]
         total_deadline = sent + to.total_ns if to.total_ns else None
         try:
             with trio.CancelScope() as scope:
@@ -986,7 +988,7 @@ class LoadRunner:
         finally:
             end = now_ns()
             meter.close(end)
-            detail = self._wire_detail(outcome, detail, result, box[2])
+            detail = self._wire_detail(outcome, detail, result, box[2], box[4])
             self._check_reachable(outcome, detail, meter.headers_ns is not None)
             record = measure(meter, end, outcome, detail, result,
                              keepalive_budget_ns=self.profile.run.keepalive_budget_ns)
@@ -1066,6 +1068,8 @@ class LoadRunner:
             ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
                 rec.incr(scope_name or sc.name, "anomaly.wrong_content_type")
+                box[4] = (f"{status} with Content-Type {ctype[:64]!r}, expected text/event-stream "
+                          "(not a stream: a web page, a wrong path, or a non-streaming answer?)")
             scanner = SSEScanner(max_event_bytes=self.profile.run.max_event_bytes)
             dec = new_decoder(sc.protocol, keep_text=keep_text, expect_usage=expect_usage)
             kept = dec.kept_fragments() if meter.event_crc is not None else None  # gateway overhead
@@ -1179,13 +1183,17 @@ class LoadRunner:
                 response.stream = _SPENT_BODY
 
     def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
-                     text: str | None) -> str:
+                     text: str | None, head_note: str | None = None) -> str:
         """Bound a detail that holds a wire error code (hopbench._wire_text) and
-        keep the first error texts of its kind (``RunStats.error_samples``)."""
+        keep the first error texts of its kind (``RunStats.error_samples``);
+        ``head_note`` (what was wrong with a 2xx head) is the text when the
+        stream has none of its own, so a broken stream is never sampled empty."""
         if outcome == "failed":
             detail = self._codes.name(detail)
             if text is None and result is not None:
                 text = result.error_message
+        if text is None and head_note is not None:
+            text = self._scrubber.scrub(head_note)
         elif outcome == "http_error" and ":" in detail:
             status, _, code = detail.partition(":")
             detail = f"{status}:{self._codes.name(code)}"

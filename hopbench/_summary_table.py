@@ -26,7 +26,7 @@ __all__ = ["render_summary"]
 _OUTCOMES = ("started", *OUTCOMES)
 _DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 #: warnings that mean the figures cannot be trusted as they stand (red)
-_RED_WARNINGS = ("nothing completed", "error rate", "target lost", "target unreachable",
+_RED_WARNINGS = ("nothing completed", "no output", "error rate", "target lost", "target unreachable",
                  "hopbench crashed", "load generator saturated", "run interrupted")
 _UNIT_LABEL = {"ms": "ms", "tokens/s": "tok/s"}
 #: stop classes in report order (hopbench.protocols.STOP_CLASSES)

@@ -293,6 +293,8 @@ class Table:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise self.error(name, f"expected {want}, got {_describe(v)}")
         if (positive and v <= 0) or (min is not None and v < min) or (max is not None and v > max):
+            if positive and v > 0:  # above the bound: "a positive number, got 1e12" would say nothing
+                want = f"a positive number (at most {max:g})"
             raise self.error(name, f"expected {want}, got {v}")
         return float(v)
 

@@ -15,7 +15,7 @@ Exit codes are the same everywhere (defined in :mod:`hopbench._exit`): 0
 success, 1 a budget breached / a worse verdict (gate, compare), 2 bad input
 (profile, arguments, unreadable results), 3 hopbench itself failed mid-run
 (partial results written; also: results that could not be written, e.g. a full
-disk), 4 the target failed the run: no stream completed, or the target died /
+disk), 4 the target failed the run: no stream completed (or none was measured), or the target died /
 stopped answering mid-run (results written), 130 interrupted by SIGINT and 143
 by SIGTERM (partial results written). A target that cannot be reached at all
 ends the run early with exit 2. ``main`` returns the code (``--help`` and ``--version``: 0,
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "(OpenAI Chat Completions, OpenAI Responses, Anthropic Messages over SSE).",
                 epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input (also: target "
                        "unreachable), 3 crashed mid-run or results not written (partial results), "
-                       "4 nothing completed or the target died mid-run, 130 SIGINT / 143 SIGTERM "
+                       "4 nothing completed (or nothing measured) or the target died mid-run, 130 SIGINT / 143 SIGTERM "
                        "(partial results).")
     p.add_argument("--version", action="version", version=f"hopbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -583,6 +583,11 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     if not outcome.complete:
         return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED
     head = summary.get("headline") or {}
+    if head.get("started", 1) == 0:  # a summary without a headline says nothing here
+        err.print(f"hopbench: error: no stream was measured (none started after the warm-up); see the "
+                  f"warnings in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
+                  soft_wrap=True)
+        return EXIT_TARGET_FAILED
     if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,

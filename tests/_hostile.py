@@ -10,6 +10,8 @@ Each mode misbehaves in one way a real gateway or a wrong target does:
 - ``bad_chunk``: a 200 head and a malformed chunk size in the same write;
 - ``silent``: reads the request and never answers;
 - ``trickle``: a valid chat stream sent a few bytes at a time;
+- ``html_200``: ``200 OK`` with an HTML page (a web server, or a wrong path, behind the URL);
+- ``done_only``: a valid event stream that holds only ``data: [DONE]`` (no chunk, no output);
 - ``ok``: a valid chat stream at once;
 - ``die_after:N``: ``ok`` for N requests, then the whole process exits
   (``os._exit``), as a target that dies mid-run.
@@ -102,6 +104,11 @@ class Hostile:
                 err = {"error": {"code": f"code_{self.requests}", "message": f"error number {self.requests}"}}
                 await stream.send_all(_response("400 Bad Request", json.dumps(err).encode(),
                                                 "application/json"))
+            elif mode == "html_200":
+                await stream.send_all(_response("200 OK", b"<html><body>Welcome to nginx!</body></html>",
+                                                "text/html"))
+            elif mode == "done_only":
+                await stream.send_all(_response("200 OK", b"data: [DONE]\n\n", "text/event-stream"))
             elif mode == "silent":
                 await trio.sleep(60)  # never answers (the client's first-byte limit ends it)
             elif mode == "bad_chunk":

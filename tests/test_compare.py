@@ -142,6 +142,19 @@ def test_compare_metric_twenty_percent_slower_is_worse_faster_is_better() -> Non
     assert compare_metric("all", "output_tokens_per_s", ta, tb).verdict == "better"
 
 
+def test_compare_metric_candidate_without_first_tokens_is_worse() -> None:
+    # breaker: a candidate whose every stream "completed" with a bare [DONE] (no output)
+    # read "compare: nothing worse": ttft went from 300 samples to none
+    rng = random.Random(5)
+    a = _hist(_noisy(rng, 300, 1.0))
+    m = compare_metric("all", "ttft", a, Histogram("ttft"))
+    assert m.verdict == "worse" and any("no samples in candidate" in r for r in m.reasons)
+    # the other way round there is nothing to conclude; a metric that may vanish stays "same"
+    assert compare_metric("all", "ttft", Histogram("ttft"), a).verdict == "same"
+    ka = _hist(_noisy(rng, 300, 1.0), "keepalive_interval")
+    assert compare_metric("all", "keepalive_interval", ka, Histogram("keepalive_interval")).verdict == "same"
+
+
 def test_compare_metric_tail_regression_is_worse() -> None:
     rng = random.Random(6)
     base = _noisy(rng, 5000, 1.0)

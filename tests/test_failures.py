@@ -265,6 +265,54 @@ async def test_failures_trickle_completes() -> None:
     assert rec.snapshot().counter(ALL, "completed") == 2
 
 
+async def test_failures_wrong_content_type_is_sampled_for_the_warning() -> None:
+    # "nothing completed ... see error_samples" must find something there: a 200
+    # with an HTML page breaks every stream, and the sample says why
+    runner, rec = await _run_against("html_200", lambda url: _profile_text(url, "requests = 3"))
+    snap = rec.snapshot()
+    assert snap.counter(ALL, "anomaly.wrong_content_type") == 3
+    from hopbench._run import outcome_warnings
+    from hopbench._runner import RunStats
+
+    warning = outcome_warnings(snap.scopes[ALL].counters, RunStats())[0]
+    assert warning.startswith("nothing completed") and "3 responses were not text/event-stream" in warning
+    samples = runner.stats.error_samples
+    assert list(samples) == ["truncated.closed"]
+    assert "Content-Type 'text/html'" in samples["truncated.closed"][0]
+    assert "text/event-stream" in samples["truncated.closed"][0]
+
+
+def test_failures_completed_without_output_warns_and_fails_the_gate(tmp_path: Path, hostile_server) -> None:
+    # every stream "completes" ([DONE]) but none carries output: nothing was measured,
+    # so the run says so and no gate passes it, whatever its budgets (docs/gate.md)
+    port = hostile_server("done_only")
+    prof = tmp_path / "p.toml"
+    prof.write_text(_profile_text(f"http://127.0.0.1:{port}", "requests = 4")
+                    + '[gate]\n"error_rate" = "<= 1%"\n')
+    proc = _cli("run", str(prof), "--out", str(tmp_path / "o"))
+    out, err = proc.communicate(timeout=120)
+    s = read_summary(tmp_path / "o")
+    assert s["headline"]["completed"] == 4
+    assert any(w.startswith("no output: ") for w in s["warnings"]), s["warnings"]
+    assert proc.returncode == 1, (out, err)
+    assert "run.output_measured" in out
+    gate = _cli("gate", str(tmp_path / "o"))
+    gout, _ = gate.communicate(timeout=60)
+    assert gate.returncode == 1 and "FAIL  run.output_measured" in gout
+
+
+def test_failures_run_that_measured_nothing_exits_4(tmp_path: Path) -> None:
+    # the only arrival falls in the warm-up: nothing was measured, which is never a pass
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\nduration_s = 1\nwarmup_s = 0.9\n[load]\nmode = "rate"\nrate_rps = 0.1\n'
+                    'arrival = "constant"\n[target]\nurl = "embedded"\n[emulator]\nttft_ms = 5\n'
+                    'output_tokens = 3\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
+    proc = _cli("run", str(prof), "--out", str(tmp_path / "o"), "--no-progress")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, (out, err)
+    assert "no stream was measured" in err
+
+
 # -- 7: file descriptors ---------------------------------------------------------------------
 
 

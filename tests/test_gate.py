@@ -170,6 +170,36 @@ def test_gate_run_where_nothing_completed_fails_and_says_so() -> None:
     assert cancels.passed and "streams_completed" not in cancels.render("text")
 
 
+def test_gate_fractional_count_limit_is_shown_as_written() -> None:
+    # breaker: "159  >= 159  breached" for a limit of 159.4 (the limit was rounded for display)
+    r = evaluate_gate(_summary(), {"ttft.count": ">= 1000.4"}).results[0]
+    assert r.status == "breached"
+    assert ">= 1000.4" in evaluate_gate(_summary(), {"ttft.count": ">= 1000.4"}).render("text")
+    assert ">= 500 " in evaluate_gate(_summary(), {"ttft.count": ">= 500"}).render("text")
+
+
+def test_gate_run_that_measured_nothing_never_passes() -> None:
+    # breaker: every stream started in the warm-up, so nothing was measured, and a
+    # budget with inconclusive = "pass" made "gate passed: 0 held, 1 inconclusive"
+    s = _summary(ttft_ms=[], counters={"started": 0}, headline={"started": 0, "completed": 0})
+    report = evaluate_gate(s, {"ttft.p99": {"limit": "<= 1s", "inconclusive": "pass"}})
+    text = report.render("text")
+    assert not report.passed and report.exit_code == 1
+    assert "FAIL  run.streams_measured" in text and "no stream was measured" in text
+
+
+def test_gate_streams_completed_without_output_fail() -> None:
+    # every stream ended with its terminal event ([DONE]) and none carried output
+    s = _summary(ttft_ms=[], counters={"started": 4, "completed": 4}, headline={"started": 4, "completed": 4})
+    report = evaluate_gate(s, {"error_rate": "<= 1%"})
+    text = report.render("text")
+    assert not report.passed and "FAIL  run.output_measured" in text
+    # output tokens reported without a ttft sample still count as output
+    tokens = _summary(ttft_ms=[], counters={"started": 4, "completed": 4, "tokens.output.completed": 8},
+                      headline={"started": 4, "completed": 4})
+    assert evaluate_gate(tokens, {"error_rate": "<= 1%"}).passed
+
+
 def test_gate_baseline_relative_limit() -> None:
     base = _summary([100.0 + i * 0.1 for i in range(1000)])
     slower = _summary([115.0 + i * 0.1 for i in range(1000)])

@@ -62,6 +62,9 @@ def test_profile_max_event_bytes_default_and_set() -> None:
         (MINIMAL + '[target]\napi_key_env = "HOPBENCH_TEST_UNSET_VAR"\n',
          "target.api_key_env: environment variable HOPBENCH_TEST_UNSET_VAR is not set"),
         (MINIMAL + '[target]\nurl = "ftp://x"\n', "target.url: expected an http:// or https:// base URL"),
+        # breaker: port 0 was accepted, then every connection went to port 80
+        (MINIMAL + '[target]\nurl = "http://127.0.0.1:0"\n', "target.url: invalid port in 'http://127.0.0.1:0': "
+         "expected 1 to 65535, got 0"),
         (MINIMAL + '[[scenario]]\nprotocol = "chat"\n', "scenario[1].name: expected a unique scenario name"),
         (MINIMAL.replace("concurrency = 2", 'concurrency = "2"'),
          "load.concurrency: expected a positive integer (at most 1000000), got '2' (a string)"),
@@ -72,6 +75,9 @@ def test_profile_max_event_bytes_default_and_set() -> None:
          "run.warmup_s: expected less than run.duration_s"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\ngrace_s = 1e300"),
          "m.toml:4: run.grace_s: expected a number from 0 to 1e+09, got 1e+300"),
+        # breaker: "expected a positive number, got 1000000000000.0" (the bound went unsaid)
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1e12"),
+         "m.toml:3: run.duration_s: expected a positive number (at most 1e+09), got 1000000000000.0"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 0"),
          "m.toml:4: run.max_event_bytes: expected a positive integer (at most 1073741824), got 0"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 1.5"),
@@ -90,13 +96,24 @@ def test_profile_bad_input_names_file_line_and_key(text: str, expected: str) -> 
         ('{ "X-A" = "a\\nb" }', "m.toml:9: target.headers.X-A: the value holds a control character"),
         ('{ "X-A" = "a\\r\\nX-B: 1" }', "target.headers.X-A: the value holds a control character"),
         ('{ "X A" = "1" }', 'target.headers."X A": \'X A\' is not a valid header name'),
-        ('{ "X-A" = "caf\u00e9 \u4f60" }', "outside Latin-1"),
+        ('{ "X-A" = "caf\u00e9 \u4f60" }', "outside ASCII"),
+        # breaker: Latin-1 passed validation, then httpx (ASCII only) crashed the run (exit 3)
+        ('{ "X-A" = "caf\u00e9" }', "target.headers.X-A: the value holds characters outside ASCII"),
     ],
 )
 def test_profile_headers_must_be_sendable(headers: str, expected: str) -> None:
     with pytest.raises(ProfileError) as info:
         parse_profile(MINIMAL + f"[target]\nheaders = {headers}\n", "m.toml", env={})
     assert expected in str(info.value)
+
+
+def test_profile_secret_outside_ascii_is_refused_without_showing_it() -> None:
+    # breaker: HB_KEY="\u00e9-key" validated, then every request crashed in httpx (exit 3)
+    with pytest.raises(ProfileError) as info:
+        parse_profile(MINIMAL + '[target]\napi_key_env = "HB_KEY"\n', "m.toml", env={"HB_KEY": "\u00e9-key"})
+    assert "target.api_key_env: environment variable HB_KEY: its value holds characters outside ASCII" \
+        in str(info.value)
+    assert "\u00e9-key" not in str(info.value) and "newline" not in str(info.value)
 
 
 def test_profile_secret_with_a_line_break_is_refused_without_showing_it() -> None:
