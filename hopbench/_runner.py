@@ -21,6 +21,7 @@ names, the run's secrets scrubbed, the first few texts kept per error kind).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import json
@@ -60,8 +61,8 @@ from ._marker import marked_template
 from ._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
 from .sse import SSEScanner
 
-__all__ = ["LoadRunner", "RunStats", "classify_exception", "interval_end", "REQUEST_ID_HEADER", "TICK_SLACK_NS",
-           "UNREACHABLE_AFTER"]
+__all__ = ["LoadRunner", "RunStats", "away_ns", "classify_exception", "interval_end", "REQUEST_ID_HEADER",
+           "TICK_SLACK_NS", "UNREACHABLE_AFTER"]
 
 REQUEST_ID_HEADER = "x-hopbench-request-id"
 UNREACHABLE_AFTER = 20  # connection failures in a row, with no response between, that end a run
@@ -75,6 +76,40 @@ RECENT_INTERVALS = 60  # timeline records RunStats keeps (the file has them all)
 _SPENT_BODY = httpx.ByteStream(b"")  # a closed response's body (no cycle back to it)
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
+#: the loop-lag probe's late wake-ups kept for the idle check (``away_ns``): at
+#: least 1 ms late, the newest 1,024 (over 10 s of a loop late at every probe)
+_BLACKOUT_MIN_NS = 1_000_000
+_BLACKOUTS_KEPT = 1024
+
+
+def away_ns(blackouts: Sequence[tuple[int, int]], since_ns: int, now: int, due_ns: int) -> int:
+    """How long the event loop was measured away between ``since_ns`` and ``now``, ns.
+
+    The loop-lag probe sleeps until a deadline; when it wakes ``lag`` ns late at
+    ``woke``, nothing in the loop ran on time during ``[woke - lag, woke]`` (the
+    process was descheduled or the loop busy): no read could have been served.
+    The idle check subtracts this from a silence (docs/results.md,
+    ``idle_timeouts_withdrawn``): it is the client's share of it, however long
+    ago in the silence it happened.
+
+    Args:
+        blackouts: the probe's late wake-ups ``(woke_ns, lag_ns)`` in wake order
+            (they never overlap: the probe measures one after the other).
+        since_ns: the start of the window (the last bytes' arrival), ns.
+        now: the end of the window, ns.
+        due_ns: when the probe is due now; past it, ``[due_ns, now]`` is a
+            blackout not yet measured.
+
+    Returns:
+        The summed overlap of the blackouts with ``[since_ns, now]``, ns (>= 0).
+        Never raises.
+    """
+    away = max(0, now - max(due_ns, since_ns))
+    for woke, lag in reversed(blackouts):
+        if woke <= since_ns:
+            break
+        away += max(0, min(woke, now) - max(woke - lag, since_ns))
+    return away
 
 
 def _stderr_notice(text: str) -> None:
@@ -433,6 +468,8 @@ class LoadRunner:
         self._lag_at_ns = -(1 << 62)
         #: the loop thread's run-queue wait in the loop's latest turn (entered in run())
         self._runq = RunQueueWatch()
+        #: its late wake-ups (woke_ns, lag_ns), newest last: the idle check's ``away_ns``
+        self._blackouts: collections.deque[tuple[int, int]] = collections.deque(maxlen=_BLACKOUTS_KEPT)
         # Gateway overhead (docs/gateway-overhead.md): each body's last user message
         # carries the request id too, and streams.jsonl gets per-event stamps.
         self._overhead = profile.upstream is not None
@@ -1148,11 +1185,16 @@ class LoadRunner:
                     # lateness? Only bytes waiting in the socket can tell. Their
                     # kernel stamp is an upper bound of when the first of them
                     # arrived (Linux moves a segment's stamp to the latest one
-                    # coalesced into it); the loop's lateness now (as for a read)
-                    # is how much of the silence the client itself made.
+                    # coalesced into it); the time the loop was measured away since
+                    # the last bytes arrived (away_ns: every late wake-up of the
+                    # probe in the silence, not only a recent one, as a busy
+                    # machine may deschedule the process again between the probe's
+                    # wake-up and this check) is how much of the silence the
+                    # client itself made.
                     waiting = stamps.waiting_rx_ns() if stamps is not None else None
                     now = now_ns()
-                    late = self._loop_lag_ns(now)
+                    late = max(self._loop_lag_ns(now),
+                               away_ns(self._blackouts, arrived, now, self._probe_due_ns))
                     if waiting is not None and idle_ns is not None and (
                             waiting - arrived <= idle_ns or now - arrived - late < idle_ns):
                         rec.incr(scope_name or sc.name, "idle_timeouts_withdrawn")
@@ -1279,6 +1321,8 @@ class LoadRunner:
             woke = now_ns()
             lag = max(woke - target, 0)
             self._lag_ns, self._lag_at_ns = lag, woke
+            if lag >= _BLACKOUT_MIN_NS:
+                self._blackouts.append((woke, lag))
             self._recorder_for(t).record_global("loop_lag", lag)
 
     async def _ticker(self) -> None:

@@ -226,7 +226,12 @@ def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: st
     assert [t["end"] for t in truths] == ["client_closed"] * n
     assert all(isinstance(t["client_closed_ns"], int) and t["tokens_after_close"] == 0 for t in truths)
     # the close came after what the client read: the emulator sent at least that much
-    assert all(t["output_tokens_sent"] >= 1 for t in truths)
+    # (after_ms: on a busy machine the emulator may not have sent a token within 60 ms,
+    # and the client then read none; the bound is what this stream read, not 1)
+    read = {x["id"]: x["output_events"] for x in map(json.loads, (out.out_dir / "streams.jsonl")
+                                                     .read_text().splitlines())}
+    assert all(t["output_tokens_sent"] >= read[t["request_id"]] for t in truths)
+    assert protocol == "messages" or all(read[t["request_id"]] >= 3 for t in truths)  # after_events
     # the terminal summary says it per scope
     import io
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import httpx
@@ -84,16 +84,45 @@ def test_slot_limit_queues_requests_before_their_ttft(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "ground_truth.knee.json").read_text())["knee_concurrency"] == 2
 
 
+def _status_then_close(base_url: str, i: int) -> int:
+    """Open a streaming request, return its status once its head came, close it unread."""
+    with httpx.Client(trust_env=False, timeout=30) as client:
+        with client.stream("POST", base_url + "/v1/chat/completions", json=_BODY,
+                           headers={"x-hopbench-request-id": f"r{i}"}) as r:
+            return r.status_code
+
+
 def test_full_queue_answers_503(tmp_path: Path) -> None:
     record = tmp_path / "gt.jsonl"
-    config = EmulatorConfig.from_mapping({"max_concurrency": 1, "max_queue": 1, "ttft_ms": 400,
+    # The first request holds the only slot until its client leaves (its TTFT outlasts the
+    # test: the emulator sends the head when a request leaves the queue, then waits), so the
+    # next two find the slot taken however slowly they are sent: one waits in the queue
+    # (max_queue = 1), the other finds it full and gets its 503 at once. Closing the first
+    # frees the slot for the queued one. No step depends on how fast the machine is.
+    config = EmulatorConfig.from_mapping({"max_concurrency": 1, "max_queue": 1, "ttft_ms": 60_000,
                                           "tokens_per_s": 0, "output_tokens": 2})
-    with EmbeddedEmulator(config, record_path=record) as emu:
-        answers = _post_all(emu.base_url, 3)
-    codes = sorted(r.status_code for r in answers)
+    with EmbeddedEmulator(config, record_path=record) as emu, ThreadPoolExecutor(2) as pool:
+        with httpx.Client(trust_env=False, timeout=30) as client:
+            with client.stream("POST", emu.base_url + "/v1/chat/completions", json=_BODY,
+                               headers={"x-hopbench-request-id": "r0"}) as first:
+                assert first.status_code == 200  # in service: it holds the slot
+                later = [pool.submit(_status_then_close, emu.base_url, i) for i in (1, 2)]
+                # while the first holds the slot, only the refusal can come back
+                refused = next(as_completed(later)).result()
+                assert refused == 503 and sum(f.done() for f in later) == 1
+        codes = sorted([first.status_code] + [f.result() for f in later])
     assert codes == [200, 200, 503]
-    faults = sorted(str(line["fault"]) for line in read_ground_truth(record))
+    lines = read_ground_truth(record)
+    faults = sorted(str(line["fault"]) for line in lines)
     assert faults == ["None", "None", "queue_full"]
+    # the one served after the first waited in the queue until the first's client left
+    served = {str(line["request_id"]): line for line in lines if line["fault"] is None}
+    assert served["r0"]["end"] == "client_closed"
+    waited = [line for rid, line in served.items() if rid != "r0"]
+    # (stamps of two requests compare as CLOCK_MONOTONIC: t0_mono_ns + a duration)
+    closed_ns = int(served["r0"]["t0_mono_ns"]) + int(served["r0"]["client_closed_ns"])  # type: ignore[call-overload]
+    assert len(waited) == 1
+    assert int(waited[0]["t0_mono_ns"]) + int(waited[0]["queue_ns"]) >= closed_ns  # type: ignore[call-overload]
 
 
 def test_token_budget_slows_every_stream(tmp_path: Path) -> None:
@@ -107,5 +136,11 @@ def test_token_budget_slows_every_stream(tmp_path: Path) -> None:
     lines = read_ground_truth(record)
     gaps = [g for line in lines for g in line["gaps_ns"]]  # type: ignore[attr-defined]
     assert len(gaps) == 10
-    assert min(gaps) >= 50_000_000
+    # Deltas are due on an absolute schedule (hopbench/emulator/_app.py): a gap is
+    # the budget's 50 ms plus this delta's lateness minus the one before's, so a
+    # gap after a late delta is short by that lateness, never by more (the
+    # emulator's own lag_max_ns: how late it handed any delta of that stream over)
+    for line in lines:
+        late_ns = int(line["lag_max_ns"])  # type: ignore[call-overload]
+        assert min(line["gaps_ns"]) >= 50_000_000 - late_ns, line  # type: ignore[call-overload]
     assert math.fsum(gaps) / len(gaps) > 5_000_000 * 10

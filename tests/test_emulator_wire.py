@@ -47,6 +47,7 @@ class Emulator:
         self._child.__enter__()
         self.url = self._child.base_url
         self.http = httpx.Client(trust_env=False, timeout=10)
+        self.sent_mono_s = 0.0
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -84,21 +85,24 @@ class Emulator:
 
     def raw(self, path: str, body: dict[str, Any], timeout_s: float = 10
             ) -> tuple[list[tuple[float, bytes]], BaseException | None, float]:
-        """POST and read the SSE body: ([(t_s since send, block)], error, headers t_s)."""
+        """POST and read the SSE body: ([(t_s since send, block)], error, headers t_s).
+
+        The send's stamp is kept in ``sent_mono_s`` (``time.monotonic``: CLOCK_MONOTONIC,
+        the clock of the ground truth's ``t0_mono_ns``, so a read joins the emulator's record)."""
         blocks: list[tuple[float, bytes]] = []
         buf = b""
-        t0 = time.perf_counter()
+        t0 = self.sent_mono_s = time.monotonic()
         err: BaseException | None = None
         t_headers = 0.0
         try:
             with self.http.stream("POST", self.url + path, json=body,
                                   timeout=httpx.Timeout(10, read=timeout_s)) as r:
-                t_headers = time.perf_counter() - t0
+                t_headers = time.monotonic() - t0
                 for chunk in r.iter_raw():
                     buf += chunk
                     while b"\n\n" in buf:
                         block, buf = buf.split(b"\n\n", 1)
-                        blocks.append((time.perf_counter() - t0, block))
+                        blocks.append((time.monotonic() - t0, block))
         except httpx.HTTPError as exc:
             err = exc
         return blocks, err, t_headers
@@ -334,8 +338,15 @@ def test_emulator_stall_is_silent_then_continues(record: Path) -> None:
     assert not any(b.startswith(b":") for _, b in full)  # no keepalive in a stall
     assert truths[1]["end"] == "completed" and truths[1]["keepalives"] == 0
     assert max(truths[1]["gaps_ns"]) >= 500_000_000
+    # What the client saw: nothing of the third token until the stall was over. The
+    # silence runs from the emulator's hand-off of the first two (its first write, on
+    # the host's CLOCK_MONOTONIC: t0_mono_ns) to the client's read of the third; the
+    # gap between the client's two reads is no measure of it, as a client that read
+    # the first two late (its process descheduled) shortens it by its own lateness.
     stamps = [t for t, b in full if b"content" in b and b'"content":""' not in b]
-    assert stamps[2] - stamps[1] >= 0.49
+    assert len(stamps) == 6 and stamps[1] <= stamps[2]
+    stall_from_s = (truths[1]["t0_mono_ns"] + truths[1]["first_write_ns"]) / 1e9
+    assert emu.sent_mono_s + stamps[2] - stall_from_s >= 0.5
 
 
 def test_emulator_omit_done_and_slow_headers(record: Path) -> None:

@@ -13,10 +13,28 @@ import pytest
 import trio
 
 from hopbench import _transport
+from hopbench._runner import away_ns
 from hopbench._profile import parse_profile
 from hopbench._run import run_profile
 
-pytestmark = pytest.mark.skipif(not _transport._ANC_SIZE, reason="needs the kernel's receive stamps (Linux)")
+needs_stamps = pytest.mark.skipif(not _transport._ANC_SIZE, reason="needs the kernel's receive stamps (Linux)")
+
+MS = 1_000_000
+
+
+def test_away_ns_counts_every_late_wake_up_in_the_silence() -> None:
+    # the probe woke 960 ms late at 1,000 ms, and 5 ms late at 1,100 ms; the silence ran
+    # from 50 ms to 1,200 ms: the client was away 950 + 5 ms of it (the part of the first
+    # blackout before the silence is not the silence's, nor is one that ended before it)
+    blackouts = [(40 * MS, 2 * MS), (1_000 * MS, 960 * MS), (1_100 * MS, 5 * MS)]
+    assert away_ns(blackouts, 50 * MS, 1_200 * MS, 1_300 * MS) == (950 + 5) * MS
+    # the probe was due at 1,110 ms and has not run yet: 90 ms more away so far
+    assert away_ns(blackouts, 50 * MS, 1_200 * MS, 1_110 * MS) == (950 + 5 + 90) * MS
+    # a silence after every blackout: nothing of the client's
+    assert away_ns(blackouts, 1_150 * MS, 1_200 * MS, 1_300 * MS) == 0
+    assert away_ns([], 0, 10 * MS, 1 << 62) == 0
+
+
 
 PROFILE = """
 [run]
@@ -55,6 +73,7 @@ def _descheduled_once(monkeypatch: pytest.MonkeyPatch, after_reads: int, hold_s:
     monkeypatch.setattr(_transport._Body, "_receive_stamped", receive)
 
 
+@needs_stamps
 def test_idle_timeout_from_the_clients_lateness_is_taken_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _descheduled_once(monkeypatch, after_reads=4, hold_s=0.9)
@@ -64,7 +83,8 @@ def test_idle_timeout_from_the_clients_lateness_is_taken_back(
     streams = [json.loads(x) for x in (out / "streams.jsonl").read_text().splitlines()]
     truth = [json.loads(x) for x in (out / "ground_truth.jsonl").read_text().splitlines()]
     # the emulator sent every stream to its end without a silence near the limit
-    assert all(r["end"] == "completed" and max(r["gaps_ns"]) < 300_000_000 for r in truth)
+    assert [(r["end"], max(r["gaps_ns"]) < 300_000_000) for r in truth] == [("completed", True)] * 3, \
+        ([(r["end"], max(r["gaps_ns"]), r["lag_max_ns"]) for r in truth], c, streams)
     assert c.get("timeout", 0) == 0, streams
     assert c["completed"] == 3 and c["idle_timeouts_withdrawn"] == 1
     assert all(s["outcome"] == "completed" and s["output_tokens"] == 30 for s in streams)
@@ -73,6 +93,7 @@ def test_idle_timeout_from_the_clients_lateness_is_taken_back(
     assert any(w.startswith("idle_timeouts_withdrawn: 1 idle timeouts") for w in summary["warnings"])
 
 
+@needs_stamps
 def test_a_silent_server_still_times_out(tmp_path: Path) -> None:
     """The same limit with the server really silent (a stall fault of 1 s): a timeout."""
     text = PROFILE.replace("keepalive_interval_s = 0", "keepalive_interval_s = 0\n[emulator.faults]\n"

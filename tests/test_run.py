@@ -27,6 +27,26 @@ def _ground_truth(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "ground_truth.jsonl").read_text().splitlines()]
 
 
+IDLE_NS = 1_000_000_000  # profiles/faults.toml: run.timeouts.idle_s
+
+
+def _cut_late(r: dict) -> bool:
+    """A stall that hopbench cut as idle, noticed by the emulator only after it had
+    resumed (its process or loop late on a busy machine): the emulator ends it
+    "client_closed", not "stall". The silence the client judged is in its record
+    (a gap of at least the idle limit), and nothing else closes a stream in this
+    profile, so any other "client_closed" is hopbench's mistake (a live stream cut)."""
+    return r["end"] == "client_closed" and r["fault"] == "stall" and max(r["gaps_ns"], default=0) >= IDLE_NS
+
+
+def _gaps_read(r: dict) -> list[int]:
+    """The gaps of ``r`` that hopbench could read: all, but for a stall cut late
+    (``_cut_late``) those before the silence (after it the client had left)."""
+    if not _cut_late(r):
+        return r["gaps_ns"]
+    return r["gaps_ns"][:next(i for i, g in enumerate(r["gaps_ns"]) if g >= IDLE_NS)]
+
+
 @pytest.fixture(scope="module")
 def faults_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list[dict]]:
     out = tmp_path_factory.mktemp("faults") / "run"
@@ -39,8 +59,9 @@ def faults_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list[dic
 def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dict]]) -> None:
     summary, truth = faults_run
     c = summary["scopes"]["all"]["counters"]
-    ends = collections.Counter(r["end"] for r in truth)
+    ends = collections.Counter("stall" if _cut_late(r) else r["end"] for r in truth)
     assert c["started"] == len(truth) == 600
+    assert ends["client_closed"] == 0, [r for r in truth if r["end"] == "client_closed"]
     assert summary["complete"] is True
     # a busy machine may saturate the client: then the run must say so
     assert summary["saturated"] == any(w.startswith("load generator saturated") for w in summary["warnings"])
@@ -102,7 +123,7 @@ def test_run_timing_matches_injected_ttft_and_gaps(faults_run: tuple[dict, list[
     summary, truth = faults_run
     m = summary["scopes"]["all"]["metrics"]
     inj_ttft = _hist("ttft", [r["ttft_ns"] for r in truth if r["ttft_ns"] is not None])
-    inj_itl = _hist("itl", [g for r in truth for g in r["gaps_ns"]])
+    inj_itl = _hist("itl", [g for r in truth for g in _gaps_read(r)])
     ms = 1_000_000
     assert m["ttft"]["count"] == inj_ttft.count
     assert m["itl"]["count"] == inj_itl.count
@@ -116,11 +137,23 @@ def test_run_timing_matches_injected_ttft_and_gaps(faults_run: tuple[dict, list[
     diffs = sorted((streams[r["request_id"]]["ttft_ns"] - r["ttft_ns"]) / ms for r in truth
                    if r["ttft_ns"] is not None)
     assert diffs[0] >= -1.0, diffs[:5]
-    d50, d99 = diffs[len(diffs) // 2], diffs[min(len(diffs) - 1, int(len(diffs) * 0.99))]
-    assert d50 <= 2.0 + lag["p50"] + late_p50, (d50, lag, late_p50)
-    assert d99 <= 10.0 + lag["max"] + late_max, (d99, lag, late_max)
-    assert abs(m["ttft"]["p50"] - inj_ttft.percentile(50) / ms) <= 2.0 + lag["p50"] + late_p50
-    assert abs(m["ttft"]["p99"] - inj_ttft.percentile(99) / ms) <= 10.0 + lag["max"] + late_max
+    # Each stream's TTFT also holds two delays of the client that this run measured for
+    # that stream: from its intended start to the send (a busy loop sends late), and how
+    # long its bytes waited in the socket before the loop read them (client_lag_ns, by the
+    # kernel's receive stamp). On a quiet machine both are ~0; on a busy one they, not the
+    # wire, make most of the difference (two CPU burners: ~20 ms at p50).
+    own = {r["request_id"]: (streams[r["request_id"]]["sent_ns"] - streams[r["request_id"]]["start_ns"]
+                             + streams[r["request_id"]]["client_lag_ns"]) / ms
+           for r in truth if r["ttft_ns"] is not None}
+    rest = sorted((streams[rid]["ttft_ns"] - r["ttft_ns"]) / ms - own[rid] for r in truth
+                  if (rid := r["request_id"]) in own)
+    r50, r99 = rest[len(rest) // 2], rest[min(len(rest) - 1, int(len(rest) * 0.99))]
+    assert r50 <= 2.0 + lag["p50"] + late_p50, (r50, lag, late_p50)
+    assert r99 <= 10.0 + lag["max"] + late_max, (r99, lag, late_max)
+    own_sorted = sorted(own.values())
+    own50, own_max = own_sorted[len(own_sorted) // 2], own_sorted[-1]
+    assert abs(m["ttft"]["p50"] - inj_ttft.percentile(50) / ms) <= 2.0 + lag["p50"] + late_p50 + own50
+    assert abs(m["ttft"]["p99"] - inj_ttft.percentile(99) / ms) <= 10.0 + lag["max"] + late_max + own_max
     assert abs(m["itl"]["p50"] - inj_itl.percentile(50) / ms) <= 2.0 + lag["p90"]
     assert abs(m["itl"]["p99"] - inj_itl.percentile(99) / ms) <= 10.0 + lag["max"] + late_max
 
@@ -134,7 +167,7 @@ def test_run_stream_log_joins_ground_truth(faults_run: tuple[dict, list[dict]], 
               "http_error": "http_error"}
     for r in truth:
         s = streams[r["request_id"]]
-        assert s["outcome"] == end_of[r["end"]], (r, s)
+        assert s["outcome"] == end_of["stall" if _cut_late(r) else r["end"]], (r, s)
         if r["end"] == "completed":
             assert s["output_tokens"] == r["output_tokens"]
             # the emulator's content_events count every channel: hopbench's output_events
