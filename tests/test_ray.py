@@ -11,7 +11,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,9 +73,9 @@ def test_ray_engine_totals_match_ground_truth(tmp_path: Path, local_ray: Any) ->
     from hopbench._ray import run_profile_ray
 
     out = tmp_path / "run"
-    t0 = time.monotonic()
     outcome = run_profile_ray(parse_profile(_PROFILE), out_dir=out)
-    assert time.monotonic() - t0 < 60
+    # (no wall-clock bound: on a busy 2-core machine Ray's start-up alone took over a minute;
+    # a run that never ends is caught by CI's own limit, a run that ends short by the counts)
     s = outcome.summary
     assert outcome.complete and outcome.crashed is None, s["warnings"]
     assert s["engine"] == "ray" and s["workers"] == 2 and s["hosts"]
