@@ -404,9 +404,12 @@ def test_emulator_timing_matches_what_the_client_sees(record: Path) -> None:
     # the worst lateness the emulator itself measured; on a busy machine that lateness
     # grows, so fixed millisecond bounds would measure the neighbours (issue 14): the
     # emulator's accuracy on a quiet machine is benchmarks/bench_emulator.py's.
+    # The schedule starts once the request is parsed and holds a slot (``queue_ns`` after
+    # the request arrived: on a busy machine the parse alone took 1.5 ms), so the TTFT
+    # adds that too.
     late, ms = gt["lag_max_ns"], 1e6
-    assert late >= 0
-    assert 150 * ms - ms <= gt["ttft_ns"] <= 150 * ms + late + ms
+    assert late >= 0 and gt["queue_ns"] >= 0
+    assert 150 * ms - ms <= gt["ttft_ns"] <= 150 * ms + gt["queue_ns"] + late + ms, gt
     assert all(40 * ms - late - ms <= g <= 40 * ms + late + ms for g in gt["gaps_ns"]), (gt["gaps_ns"], late)
     # The client's clock starts before the request leaves and stops after the event
     # is read: it never sees an event before the emulator sent it.
