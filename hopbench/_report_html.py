@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import ResultsError
-from ._format import fmt_num as _num
 from ._html import cell, escape, table
 from ._hdr import METRICS, Histogram
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES

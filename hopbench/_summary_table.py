@@ -87,7 +87,6 @@ def _cancel_line(counters: Mapping[str, int], metrics: Mapping[str, Any]) -> Tex
 def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
     counters: Mapping[str, int] = scope.get("counters") or {}
     lines: list[Text] = []
-    outcome = [f"{k} {counters.get(k, 0):,}" for k in _OUTCOMES if counters.get(k) or k == "completed"]
     line = Text("outcomes: ")
     for i, k in enumerate(k for k in _OUTCOMES if counters.get(k) or k == "completed"):
         if i:
