@@ -72,7 +72,7 @@ def write_case(folder: Path, rps: float, seconds: float) -> Path:
             f.write(json.dumps({"timestamp_ms": round(i * 1000.0 / rps, 3), "input_tokens": 64,
                                 "output_tokens": 4, "hash_ids": [0, 1000 + i]}) + "\n")
     prof = folder / "bench-trace.toml"
-    prof.write_text(f"""[run]
+    prof.write_text("""[run]
 name = "bench-trace"
 stream_log = false
 
@@ -94,7 +94,7 @@ keepalive_interval_s = 0
 [[scenario]]
 protocol = "chat"
 model = "m"
-extra = {{ ignore_eos = true }}
+extra = { ignore_eos = true }
 """, encoding="utf-8")
     return prof
 

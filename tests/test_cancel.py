@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from hopbench import _runner
-from hopbench._cancel import (CancelSpec, ClientCancel, chooses, join_cancels, join_record, parse_cancel,
+from hopbench._cancel import (CancelSpec, ClientCancel, chooses, join_cancels, join_record,
                               record_join)
 from hopbench._errors import ProfileError
 from hopbench._outcomes import rate_value

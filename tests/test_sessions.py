@@ -17,7 +17,7 @@ import trio.testing
 
 from hopbench import ProfileError, _runner
 from hopbench._dataset import Message
-from hopbench._profile import load_profile, parse_profile
+from hopbench._profile import load_profile
 from hopbench._recorder import Recorder
 from hopbench._results import summary_scopes
 from hopbench._sessions import Conversation, turns_of

@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from hopbench import ProfileError, _runner
-from hopbench._profile import load_profile, parse_profile
+from hopbench._profile import load_profile
 from hopbench._recorder import ALL, Recorder
 from hopbench._trace import TraceBodies, TraceEntry, implied_hits, read_trace, window
 from hopbench.emulator._prefix import PrefixCache
