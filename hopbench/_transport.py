@@ -281,15 +281,30 @@ class StreamTransport(httpx.AsyncBaseTransport):
         port = url.port or (443 if scheme == b"https" else 80)
         origin: Origin = (scheme, url.host, port)
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
+        trace = request.extensions.get("trace")
+        t0 = now_ns()
+        retried = False
+        pre = request.extensions.get("hopbench.presend")
+        data: bytes | tuple[bytes, bytes]
+        if pre is not None:  # written, all or in part, by hopbench._dispatch's thread
+            conn, nsent, whole = pre
+            data, rest = whole, whole[nsent:]
+            conn.reused = True
+            try:
+                # (the trace hears of the write only when the loop writes some of it)
+                return await self._exchange(conn, rest, request, 0, False, trace if rest else None)
+            except _StaleConnection:
+                retried = True
+            if trace is not None:
+                await trace("connection.connect_tcp.started", {})
+            conn = await self._connect(origin, timeouts.get("connect"))
+            return await self._exchange(conn, data, request, now_ns() - t0, retried, trace)
         # one part (a bytes body, httpx's ByteStream): join() hands back that object, no copy
         body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
         head = _request_bytes(request, body)
         # a large body is written after the head as it is (no copy into one buffer)
-        data: bytes | tuple[bytes, bytes] = (head, body) if len(body) >= _SEPARATE_BODY else head
-        trace = request.extensions.get("trace")
-        t0 = now_ns()
+        data = (head, body) if len(body) >= _SEPARATE_BODY else head
         conn = await self._idle_conn(origin)
-        retried = False
         if conn is not None:
             conn.reused = True
             try:
@@ -304,6 +319,51 @@ class StreamTransport(httpx.AsyncBaseTransport):
             await trace("connection.connect_tcp.started", {})
         conn = await self._connect(origin, timeouts.get("connect"))
         return await self._exchange(conn, data, request, now_ns() - t0, retried, trace)
+
+    @staticmethod
+    def origin_of(request: httpx.Request) -> Origin:
+        """The key of ``request``'s target among the idle connections."""
+        url = request.url
+        scheme = url.raw_scheme
+        return (scheme, url.host, url.port or (443 if scheme == b"https" else 80))
+
+    @staticmethod
+    def wire(request: httpx.Request) -> bytes | None:
+        """``request`` as the bytes this transport writes for it, or None when it
+        is not written in one piece (a body of ``_SEPARATE_BODY`` or more, a
+        streamed body, HEAD).
+
+        Raises:
+            httpx.LocalProtocolError: as ``handle_async_request`` would.
+        """
+        if request.method == "HEAD" or not isinstance(request.stream, httpx.ByteStream):
+            return None
+        body = request.content
+        if len(body) >= _SEPARATE_BODY:
+            return None
+        return _request_bytes(request, body)
+
+    def take_idle_fd(self, origin: Origin) -> tuple[_Conn, int] | None:
+        """Pop the most recently used idle plain-TCP connection of ``origin``:
+        (connection, its socket's descriptor), or None (none idle, or the next
+        one is TLS). Unchecked: the caller tells a closed one (readable) and
+        hands it to ``put_back``. Safe from another thread: one list pop."""
+        stack = self._idle.get(origin)
+        try:
+            conn = stack.pop() if stack else None
+        except IndexError:  # emptied by the loop meanwhile
+            return None
+        if conn is None:
+            return None
+        if type(conn.stream) is not trio.SocketStream:
+            stack.append(conn)  # type: ignore[union-attr]
+            return None
+        return conn, conn.stream.socket.fileno()
+
+    def put_back(self, conn: _Conn) -> None:
+        """Close ``conn``, taken by ``take_idle_fd`` and found closed by the
+        server (on the event loop's thread)."""
+        trio.lowlevel.spawn_system_task(trio.aclose_forcefully, conn.stream)
 
     async def _idle_conn(self, origin: Origin) -> _Conn | None:
         """The most recently used idle connection that is still open, or None."""
@@ -328,7 +388,9 @@ class StreamTransport(httpx.AsyncBaseTransport):
             await trace("http11.send_request_headers.started", {})
         write_ns: int | None = None
         try:
-            if isinstance(data, tuple):  # a large body: written as it is, after the head
+            if not data:  # written already (hopbench._dispatch)
+                pass
+            elif isinstance(data, tuple):  # a large body: written as it is, after the head
                 # written once its last byte is in the kernel's send buffer: a target
                 # that reads bodies slowly keeps that buffer full. (send_all yields to
                 # the event loop once at its end: up to one loop lag is included.) A
