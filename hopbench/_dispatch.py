@@ -124,10 +124,14 @@ class Dispatcher:
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
-        #: written by the thread only: arrivals handed over (sent or not)
+        #: written by the thread only: arrivals handed over (sent or not), and
+        #: those of them that become open streams (not dropped at max_in_flight)
         self.taken = 0
-        #: written by the loop only: hand-overs it has run
+        self.taken_open = 0
+        #: written by the loop only: hand-overs it has run, and those of them
+        #: that started a stream (its gauge counts them from then on)
         self.handed = 0
+        self.handed_open = 0
         #: written by the thread only: requests it wrote on its own
         self.sent = 0
         self.error: BaseException | None = None
@@ -195,6 +199,8 @@ class Dispatcher:
                     queue.popleft()
                 self._take_up(slot)
                 self.taken += 1
+                if not slot.full:
+                    self.taken_open += 1
                 self._soon(self._hand_over, slot)
         except BaseException as exc:  # the loop stops the run and raises it (never silent)
             self.error = exc
@@ -205,7 +211,8 @@ class Dispatcher:
 
     def _take_up(self, slot: Slot) -> None:
         """Write ``slot``'s request on an idle connection, if it can (the thread)."""
-        if self._open_count() + (self.taken - self.handed) >= self._max_open:
+        # open streams, and those handed over that the loop has not started yet
+        if self._open_count() + (self.taken_open - self.handed_open) >= self._max_open:
             slot.full = True
             slot.taken_ns = self.now_ns()
             return

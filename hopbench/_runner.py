@@ -330,10 +330,11 @@ class _Plan:
     lag_due_ns: int | None = None
 
 
-DISPATCH = True
+DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1") != "0"
 """Whether open loops write their requests from hopbench._dispatch's thread
-(where it can: see ``LoadRunner._dispatchable``); benchmarks turn it off to
-compare."""
+(where it can: see ``LoadRunner._dispatchable``). ``HOPBENCH_DISPATCH=0`` in
+the environment turns it off (docs/workloads.md, "Open-loop pacing"):
+benchmarks compare the two, and a user can rule the thread out."""
 
 LOOKAHEAD_NS = 50_000_000
 """How far ahead of its time an open-loop arrival is planned and queued for the
@@ -962,6 +963,8 @@ class LoadRunner:
             rec.incr_global("max_in_flight_hits")
             return
         gauge = self._gauge
+        if disp is not None:
+            disp.handed_open += 1  # counted by the gauge from here on
         try:
             if plan is None:  # a session: its first turn is sent by the loop
                 t = now_ns()
@@ -970,16 +973,17 @@ class LoadRunner:
                 return
             if slot.conn is not None:  # written, all or in part, on this connection
                 plan.request.extensions["hopbench.presend"] = (slot.conn, slot.nsent, slot.data)
+            # (started first: the gauge only counts a stream that will end)
             if slot.sent_ns is not None:
+                self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns)
                 rec.record_global("schedule_lag", max(slot.sent_ns - intended, 0))
                 rec.incr_global("dispatched")
                 gauge.move(max(slot.sent_ns, gauge.last_ns), OUT, AWAITING_HEADERS)
                 plan.stage[0], plan.stage[1] = AWAITING_HEADERS, True
-                self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns)
             else:
+                self._streams.start_soon(self._stream, sc, intended, True, None, plan)
                 plan.lag_due_ns = intended  # recorded when the loop writes it
                 gauge.move(now_ns(), OUT, WAITING)
-                self._streams.start_soon(self._stream, sc, intended, True, None, plan)
         except RuntimeError:  # the streams' nursery closed: the run is over
             if slot.conn is not None:
                 self._transport.put_back(slot.conn)
