@@ -345,7 +345,9 @@ def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict
             "p90": lag["p90"], "p99": lag["p99"], "p999": lag["p999"], "max": lag["max"],
             "requested": load["requested_rate_rps"], "sent": load["achieved_rate_rps"],
             "cpu": load["cpu_mean"], "loop_lag_p99": load["loop_lag_p99_ms"],
-            "saturated": summary["saturated"],
+            "saturated": summary["saturated"], "dispatched": load.get("dispatched"),
+            "queue_delay": {q: summary["scopes"]["all"]["metrics"].get("queue_delay", {}).get(q)
+                            for q in ("p50", "p99", "p999")},
             "completed": summary["scopes"]["all"]["counters"].get("completed", 0)}
 
 
@@ -357,6 +359,10 @@ def describe(label: str, r: dict[str, Any]) -> str:
             f"client CPU {r['cpu']:.0%}")
     if "sent" in r:
         line += f"; trace {r['requested']:.1f}/s, sent {r['sent']:.1f}/s; saturated {r['saturated']}"
+    if r.get("dispatched") is not None:
+        qd = r["queue_delay"]
+        line += (f"; written by the dispatcher {r['dispatched']}; queue_delay p50 {qd['p50']} p99 {qd['p99']}"
+                 f" p99.9 {qd['p999']} ms")
     if r.get("runq_share") is not None:
         line += f"; loop thread waited for a core {r['runq_share']:.1%} of the run"
     if "timerfd_waits" in r:

@@ -341,16 +341,19 @@ LOOKAHEAD_NS = 50_000_000
 dispatcher (ns): the loop may be this late without the arrival leaving late."""
 
 
-SWITCH_INTERVAL_S = 0.0005
+SWITCH_INTERVAL_S = 0.0001
 """sys.setswitchinterval during an open-loop run (CPython's default is 0.005 s)."""
 
 
 @contextlib.contextmanager
 def _switch_interval(mode: str) -> Iterator[None]:
-    """During an open-loop run (``mode`` "rate" or "trace"), let the event loop's
-    thread take the GIL back from another thread (the ticker's publishing thread)
-    after 0.5 ms instead of CPython's 5 ms (sys.setswitchinterval): a waiting
-    arrival would otherwise wait up to 5 ms for it. Restored after."""
+    """During an open-loop run (``mode`` "rate" or "trace"), let a thread that
+    waits for the GIL have it after 0.1 ms instead of CPython's 5 ms
+    (sys.setswitchinterval): the dispatcher's thread (hopbench._dispatch) writing
+    a due request while the event loop runs, and the event loop while the
+    ticker's publishing thread runs. Measured with benchmarks/bench_trace.py
+    --canned at 300 requests/s: queue_delay p99 1.8-1.9 ms against 3.2-5.7 ms
+    with 0.5 ms (benchmarks/README.md). Restored after."""
     if mode not in ("rate", "trace"):
         yield
         return
