@@ -314,8 +314,9 @@ class _Plan:
     own cancel draw, scope, headers (with its id), (input, output) length
     shape, whether usage is expected, its in-flight stage ``[phase, written]``,
     the httpx request (or the exception building it raised), and, for an
-    arrival the dispatcher handed over unsent, its due time (ns): its
-    ``schedule_lag`` is then recorded when the loop writes it."""
+    arrival the dispatcher handed over unsent, its due time (ns, in a
+    one-item list shared with the request's trace hook): its ``schedule_lag``
+    is then recorded when the loop writes it."""
 
     sc: Scenario
     req: Prepared | None
@@ -327,7 +328,7 @@ class _Plan:
     expect: bool
     stage: list[Any]
     request: httpx.Request | Exception | None = None
-    lag_due_ns: int | None = None
+    lag_due: list[int | None] = field(default_factory=lambda: [None])
 
 
 DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1") != "0"
@@ -985,7 +986,7 @@ class LoadRunner:
                 plan.stage[0], plan.stage[1] = AWAITING_HEADERS, True
             else:
                 self._streams.start_soon(self._stream, sc, intended, True, None, plan)
-                plan.lag_due_ns = intended  # recorded when the loop writes it
+                plan.lag_due[0] = intended  # recorded when the loop writes it
                 gauge.move(now_ns(), OUT, WAITING)
         except RuntimeError:  # the streams' nursery closed: the run is over
             if slot.conn is not None:
@@ -1094,18 +1095,21 @@ class LoadRunner:
         gauge = self._gauge
         # [the stream's phase (hopbench._inflight), whether its request was written]
         stage: list[Any] = [WAITING, False]
-        plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage)
+        lag_due: list[int | None] = [None]
+        plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage, lag_due=lag_due)
 
+        # (the closure holds plain lists, never the plan: plan -> request -> trace
+        # -> plan would be a cycle per stream, freed only by the collector)
         async def trace(name: str, info: dict[str, Any]) -> None:
             # httpcore's trace names; StreamTransport emits the same two
             if name.endswith("send_request_headers.started"):
                 t = now_ns()
                 gauge.move(t, stage[0], AWAITING_HEADERS, not stage[1])
                 stage[0], stage[1] = AWAITING_HEADERS, True
-                if plan.lag_due_ns is not None:  # an arrival the dispatcher handed over unsent
-                    self._recorder_for(plan.lag_due_ns).record_global("schedule_lag",
-                                                                      max(t - plan.lag_due_ns, 0))
-                    plan.lag_due_ns = None
+                due = lag_due[0]
+                if due is not None:  # an arrival the dispatcher handed over unsent
+                    self._recorder_for(due).record_global("schedule_lag", max(t - due, 0))
+                    lag_due[0] = None
             elif name.endswith(("connect_tcp.started", "connect_unix_socket.started")):
                 gauge.move(now_ns(), stage[0], CONNECTING)
                 stage[0] = CONNECTING
