@@ -35,7 +35,6 @@ runner paces on the loop (hopbench._pacer).
 from __future__ import annotations
 
 import collections
-import errno
 import os
 import select
 import threading
@@ -225,16 +224,14 @@ class Dispatcher:
             if _readable(fd):  # EOF or junk while idle: the server closed it
                 slot.stale.append(conn)
                 continue
+            t = self.now_ns()  # stamped before the write, as the loop's own sends are
             try:
                 n = os.write(fd, data)
             except BlockingIOError:
                 n = 0
-            except OSError as exc:  # reset, broken pipe: closed under us
-                if exc.errno in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF):
-                    slot.stale.append(conn)
-                    continue
-                raise
-            t = self.now_ns()
+            except OSError:  # reset, broken pipe, timed out, unreachable: the connection is
+                slot.stale.append(conn)  # unusable; the loop closes it, the next one is tried
+                continue
             slot.conn, slot.nsent, slot.taken_ns = conn, n, t
             if n == len(data):
                 slot.sent_ns = t

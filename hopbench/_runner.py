@@ -313,10 +313,7 @@ class _Plan:
     scenario, what it was built from, its arm (compare rounds), the client's
     own cancel draw, scope, headers (with its id), (input, output) length
     shape, whether usage is expected, its in-flight stage ``[phase, written]``,
-    the httpx request (or the exception building it raised), and, for an
-    arrival the dispatcher handed over unsent, its due time (ns, in a
-    one-item list shared with the request's trace hook): its ``schedule_lag``
-    is then recorded when the loop writes it."""
+    and the httpx request (or the exception building it raised)."""
 
     sc: Scenario
     req: Prepared | None
@@ -328,7 +325,6 @@ class _Plan:
     expect: bool
     stage: list[Any]
     request: httpx.Request | Exception | None = None
-    lag_due: list[int | None] = field(default_factory=lambda: [None])
 
 
 DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1") != "0"
@@ -718,6 +714,8 @@ class LoadRunner:
         # sleeps between arrivals, so it can be cancelled outright.
         if self.load.mode != "concurrency":
             gen.cancel()
+            if self._dispatcher is not None:  # nothing is written after the stop
+                self._dispatcher.close()
 
     async def _wait_idle(self) -> None:
         while self._gauge.open > 0:
@@ -820,11 +818,13 @@ class LoadRunner:
                              t_next: float) -> None:
         st = self.stats
         rng = self._rng
+        first = True  # (not st.arrivals: with the dispatcher an arrival counts only once written)
         while True:
             if poisson:
                 t_next += rng.expovariate(rate) * NS_PER_S
             else:
-                t_next += gap_ns if st.arrivals else 0
+                t_next += 0 if first else gap_ns
+                first = False
             intended = int(t_next)
             disp = self._dispatcher
             await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
@@ -967,8 +967,6 @@ class LoadRunner:
             rec.incr_global("max_in_flight_hits")
             return
         gauge = self._gauge
-        if disp is not None:
-            disp.handed_open += 1  # counted by the gauge from here on
         try:
             if plan is None:  # a session: its first turn is sent by the loop
                 t = now_ns()
@@ -984,13 +982,17 @@ class LoadRunner:
                 rec.incr_global("dispatched")
                 gauge.move(max(slot.sent_ns, gauge.last_ns), OUT, AWAITING_HEADERS)
                 plan.stage[0], plan.stage[1] = AWAITING_HEADERS, True
-            else:
+            else:  # the loop writes it: lag to the loop's take-over, as without the thread
                 self._streams.start_soon(self._stream, sc, intended, True, None, plan)
-                plan.lag_due[0] = intended  # recorded when the loop writes it
-                gauge.move(now_ns(), OUT, WAITING)
+                t = now_ns()
+                rec.record_global("schedule_lag", max(t - intended, 0))
+                gauge.move(t, OUT, WAITING)
         except RuntimeError:  # the streams' nursery closed: the run is over
             if slot.conn is not None:
                 self._transport.put_back(slot.conn)
+        finally:
+            if disp is not None:  # after the gauge counts it: the thread may over-count, never under
+                disp.handed_open += 1
 
     def _trace_request(self, sc: Scenario, i: int, rep: int) -> Prepared:
         """Entry ``i``'s body: the scenario's encoded head and tail around the
@@ -1095,21 +1097,15 @@ class LoadRunner:
         gauge = self._gauge
         # [the stream's phase (hopbench._inflight), whether its request was written]
         stage: list[Any] = [WAITING, False]
-        lag_due: list[int | None] = [None]
-        plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage, lag_due=lag_due)
+        plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage)
 
-        # (the closure holds plain lists, never the plan: plan -> request -> trace
-        # -> plan would be a cycle per stream, freed only by the collector)
+        # (the closure never holds the plan: plan -> request -> trace -> plan
+        # would be a cycle per stream, freed only by the collector)
         async def trace(name: str, info: dict[str, Any]) -> None:
             # httpcore's trace names; StreamTransport emits the same two
             if name.endswith("send_request_headers.started"):
-                t = now_ns()
-                gauge.move(t, stage[0], AWAITING_HEADERS, not stage[1])
+                gauge.move(now_ns(), stage[0], AWAITING_HEADERS, not stage[1])
                 stage[0], stage[1] = AWAITING_HEADERS, True
-                due = lag_due[0]
-                if due is not None:  # an arrival the dispatcher handed over unsent
-                    self._recorder_for(due).record_global("schedule_lag", max(t - due, 0))
-                    lag_due[0] = None
             elif name.endswith(("connect_tcp.started", "connect_unix_socket.started")):
                 gauge.move(now_ns(), stage[0], CONNECTING)
                 stage[0] = CONNECTING

@@ -362,3 +362,33 @@ def test_session_arrivals_are_handed_to_the_loop_with_the_dispatcher_on(tmp_path
     assert out.complete and len(streams) == 60 and all(x["outcome"] == "completed" for x in streams)
     assert {x["turn"] for x in streams} == {1, 2}  # (turns and new sessions share the budget)
     assert out.summary["load"]["dispatched"] == 0  # a session's turns are the loop's
+
+
+def test_constant_arrivals_keep_their_spacing_with_the_dispatcher(tmp_path: Path) -> None:
+    """Constant arrivals are spaced from the first one planned, not from the first
+    one written (a review found 33 of 60 planned at the same instant: a burst)."""
+    prof = _profile(tmp_path, 'mode = "rate"\nrate_rps = 100\narrival = "constant"')
+    out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
+    streams = [json.loads(line) for line in (out.out_dir / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert out.complete and len(streams) == 60
+    starts = sorted(x["start_ns"] for x in streams)
+    assert starts == [starts[0] + i * 10 * MS for i in range(60)]  # the schedule, to the ns
+    assert out.summary["load"]["dispatched"] > 0
+
+
+def test_the_thread_treats_any_write_error_as_an_unusable_connection() -> None:
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # unconnected: the write fails (EDESTADDRREQ)
+    udp.setblocking(False)
+    _OPEN.append(udp)
+    good_a, good_b = _pair()
+    source = _Source([("good", good_a.fileno()), ("bad", udp.fileno())])
+    disp, handed = _dispatcher(source)
+    try:
+        s = Slot(time.perf_counter_ns(), None, b"hello", None)
+        disp.submit(s)
+        assert handed.get(timeout=60) is s
+    finally:
+        disp.close()
+    assert disp.error is None and s.stale == ["bad"] and s.conn == "good" and s.sent_ns is not None
+    good_b.settimeout(10)
+    assert good_b.recv(10) == b"hello"
