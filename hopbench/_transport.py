@@ -43,6 +43,7 @@ written on an open connection (``info`` is an empty dict).
 
 from __future__ import annotations
 
+import atexit
 import ipaddress
 import platform
 import re
@@ -237,6 +238,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
         self._idle: dict[Origin, list[_Conn]] = {}
         self._max_idle = max_idle_per_origin
         self._closed = False
+        keep_kernel_stamps()  # every read stamped from the first one (see there)
 
     @property
     def _ssl(self) -> ssl.SSLContext:
@@ -491,6 +493,59 @@ async def _open_tcp(host: str, port: int) -> trio.SocketStream:
         sock.close()
         raise
     return _stamped(trio.SocketStream(sock))  # sets TCP_NODELAY
+
+
+_STAMP_KEEPER: socket.socket | None = None
+
+
+def keep_kernel_stamps(tries: int = 200) -> bool:
+    """Turn the kernel's receive stamps on for this process and wait until they are on.
+
+    Linux turns SO_TIMESTAMPNS stamping on system-wide lazily: the first socket
+    that asks schedules deferred work (``net_enable_timestamp``, net/core/dev.c),
+    and packets that arrive before that work ran carry no stamp; when the last
+    socket that asked closes, stamping goes off again (deferred too). On a busy
+    machine that work can wait: the first reads of a run, or of a connection
+    opened after a quiet spell, had no stamp. One UDP socket on 127.0.0.1 that
+    asks for stamps is kept open for the process's life (closed at exit), and
+    datagrams are sent to it until one comes back stamped: at most ``tries``,
+    1 ms apart (a blocking wait: call before the run's clock starts). Idempotent.
+
+    Returns:
+        Whether a stamped datagram came back (False where there are no kernel
+        stamps, or they did not come on in time: reads then say 0, as before).
+    """
+    global _STAMP_KEEPER
+    if _SO_TIMESTAMPNS is None or not _ANC_SIZE:
+        return False
+    try:
+        if _STAMP_KEEPER is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            sock.bind(("127.0.0.1", 0))
+            sock.setblocking(False)
+            _STAMP_KEEPER = sock
+            atexit.register(sock.close)
+        sock = _STAMP_KEEPER
+        addr = sock.getsockname()
+        for k in range(tries):
+            if k:
+                time.sleep(0.001)
+            sock.sendto(b"x", addr)  # (loopback: queued to the socket within the call)
+            while True:
+                try:
+                    _, anc, _, _ = sock.recvmsg(1, _ANC_SIZE)
+                except BlockingIOError:
+                    break
+                if any(kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET for level, kind, _ in anc):
+                    while True:  # drain what is left
+                        try:
+                            sock.recv(1)
+                        except BlockingIOError:
+                            return True
+    except OSError:  # pragma: no cover - no loopback UDP here: reads say 0 where unstamped
+        return False
+    return False
 
 
 def _stamped(stream: trio.SocketStream) -> trio.SocketStream:
