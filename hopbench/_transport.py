@@ -288,34 +288,30 @@ class StreamTransport(httpx.AsyncBaseTransport):
         retried = False
         pre = request.extensions.get("hopbench.presend")
         data: bytes | tuple[bytes, bytes]
+        first: bytes | tuple[bytes, bytes]
         if pre is not None:  # written, all or in part, by hopbench._dispatch's thread
             conn, nsent, whole = pre
-            data, rest = whole, whole[nsent:]
-            conn.reused = True
-            try:
-                # (the trace hears of the write only when the loop writes some of it)
-                return await self._exchange(conn, rest, request, 0, False, trace if rest else None)
-            except _StaleConnection:
-                retried = True
-            if trace is not None:
-                await trace("connection.connect_tcp.started", {})
-            conn = await self._connect(origin, timeouts.get("connect"))
-            return await self._exchange(conn, data, request, now_ns() - t0, retried, trace)
-        # one part (a bytes body, httpx's ByteStream): join() hands back that object, no copy
-        body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
-        head = _request_bytes(request, body)
-        # a large body is written after the head as it is (no copy into one buffer)
-        data = (head, body) if len(body) >= _SEPARATE_BODY else head
-        conn = await self._idle_conn(origin)
+            data, first = whole, whole[nsent:]
+            # (the trace hears of the write only when the loop writes some of it)
+            first_trace = trace if first else None
+        else:
+            # one part (a bytes body, httpx's ByteStream): join() hands back that object, no copy
+            body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
+            head = _request_bytes(request, body)
+            # a large body is written after the head as it is (no copy into one buffer)
+            data = first = (head, body) if len(body) >= _SEPARATE_BODY else head
+            first_trace = trace
+            conn = await self._idle_conn(origin)
         if conn is not None:
             conn.reused = True
             try:
-                return await self._exchange(conn, data, request, 0, False, trace)
+                return await self._exchange(conn, first, request, 0, False, first_trace)
             except _StaleConnection:
                 # The server closed the idle keep-alive connection just as it
                 # was reused: nothing came back (EOF or reset before a single
                 # response byte). Browsers retry that case once; so do we, on a
-                # fresh connection, and the response says so (counted).
+                # fresh connection (the whole request again), and the response
+                # says so (counted).
                 retried = True
         if trace is not None:
             await trace("connection.connect_tcp.started", {})
