@@ -341,11 +341,13 @@ def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     load = summary["load"]
     lag = summary["scopes"]["all"]["metrics"]["schedule_lag"]
-    return {"mode": "trace", "exit": proc.returncode, "arrivals": lag["count"], "p50": lag["p50"],
+    return {"mode": summary["load"]["mode"], "exit": proc.returncode, "arrivals": lag["count"], "p50": lag["p50"],
             "p90": lag["p90"], "p99": lag["p99"], "p999": lag["p999"], "max": lag["max"],
             "requested": load["requested_rate_rps"], "sent": load["achieved_rate_rps"],
             "cpu": load["cpu_mean"], "loop_lag_p99": load["loop_lag_p99_ms"],
-            "saturated": summary["saturated"],
+            "saturated": summary["saturated"], "dispatched": load.get("dispatched"),
+            "queue_delay": {q: summary["scopes"]["all"]["metrics"].get("queue_delay", {}).get(q)
+                            for q in ("p50", "p99", "p999")},
             "completed": summary["scopes"]["all"]["counters"].get("completed", 0)}
 
 
@@ -357,6 +359,10 @@ def describe(label: str, r: dict[str, Any]) -> str:
             f"client CPU {r['cpu']:.0%}")
     if "sent" in r:
         line += f"; trace {r['requested']:.1f}/s, sent {r['sent']:.1f}/s; saturated {r['saturated']}"
+    if r.get("dispatched") is not None:
+        qd = r["queue_delay"]
+        line += (f"; written by the dispatcher {r['dispatched']}; queue_delay p50 {qd['p50']} p99 {qd['p99']}"
+                 f" p99.9 {qd['p999']} ms")
     if r.get("runq_share") is not None:
         line += f"; loop thread waited for a core {r['runq_share']:.1%} of the run"
     if "timerfd_waits" in r:
@@ -384,9 +390,27 @@ def _loadavg() -> str:
         return "?"
 
 
+def run_canned(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``prof`` replayed by ``hopbench run`` (one worker, ``root``'s code) against
+    benchmarks/_canned.py in a process of its own; its figures."""
+    server = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_canned.py")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        text = prof.read_text(encoding="utf-8").replace("embedded = true", f'url = "http://127.0.0.1:{port}"')
+        prof.write_text(text, encoding="utf-8")
+        return run_emulator(prof, out, root, env)
+    finally:
+        server.kill()
+        server.wait()
+
+
 def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool, without: str) -> dict[str, Any]:
     """One run of ``root``'s code in a fresh process (so both sides start alike)."""
     env = dict(os.environ, PYTHONPATH=str(root))
+    if without == "dispatch":  # the open loop paced on the event loop (hopbench._dispatch off)
+        env["HOPBENCH_DISPATCH"] = "0"
     if args.in_memory:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(folder),
                "--rps", str(args.rps), "--seconds", str(args.seconds)]
@@ -400,7 +424,9 @@ def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool, withou
         if proc.returncode != 0:
             raise SystemExit(f"{root}: {proc.stderr[-2000:]}")
         return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-    prof = write_case(folder, args.rps, args.seconds)
+    prof = write_rate_case(folder, args.rps, args.seconds) if rate else write_case(folder, args.rps, args.seconds)
+    if args.canned:
+        return run_canned(prof, folder / "run", root, env)
     return run_emulator(prof, folder / "run", root, env)
 
 
@@ -410,14 +436,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--in-memory", action="store_true", help="the client alone, against an instant target")
-    ap.add_argument("--rate", action="store_true", help="with --in-memory: the same load as mode = \"rate\" too")
+    ap.add_argument("--canned", action="store_true",
+                    help="against benchmarks/_canned.py (real sockets, a target that costs next to nothing)")
+    ap.add_argument("--rate", action="store_true", help="the same load as mode = \"rate\" too")
     ap.add_argument("--explain", action="store_true",
                     help="with --in-memory: split the lag into its causes (needs hopbench._pacer)")
     ap.add_argument("--against", metavar="REV",
                     help="also run git revision REV (a temporary worktree), interleaved: REV, this, REV, ...")
     ap.add_argument("--without", metavar="FIX", default="",
-                    help="with --in-memory: also run this tree without one fix, interleaved (timerfd, burst, "
-                         "switch, request; comma-separated)")
+                    help="also run this tree without one fix, interleaved (in memory: timerfd, burst, switch, "
+                         "request; over sockets: dispatch; comma-separated)")
     ap.add_argument("--child", metavar="FOLDER", help=argparse.SUPPRESS)  # one in-memory run, JSON out
     args = ap.parse_args()
     if args.child:
@@ -427,7 +455,7 @@ def main() -> None:
         print(json.dumps(run_in_memory(prof, args.explain, args.without)))
         return
     sides: list[tuple[str, Path, str]] = [("this", ROOT, "")]
-    if args.in_memory and args.without and not args.child:
+    if args.without:
         sides += [(f"this without {w}", ROOT, w) for w in args.without.split(",")]
     with contextlib.ExitStack() as stack:
         if args.against:
@@ -439,12 +467,13 @@ def main() -> None:
             sides.insert(0, (args.against, wt, ""))
         for k in range(args.repeat):
             for name, root, without in sides:
-                modes = [False, True] if args.in_memory and args.rate else [False]
+                modes = [False, True] if args.rate else [False]
                 for rate in modes:
                     with tempfile.TemporaryDirectory() as tmp:
                         load = _loadavg()
                         r = _side(root, args, Path(tmp), rate, without)
-                        where = "in memory" if args.in_memory else "embedded emulator"
+                        where = ("in memory" if args.in_memory else "canned target" if args.canned
+                                 else "embedded emulator")
                         print(describe(f"run {k + 1} [{name}] {where} (load {load}) ", r), flush=True)
 
 

@@ -189,6 +189,7 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                     arrival_rate_rps=round(arrivals / (measured_ns / NS_PER_S), 3),
                     max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
+                    dispatched=total.counter(ALL, "dispatched"),
                     schedule_lag_p99_ms=(sched.percentile(99.0) if sched.count else 0) / NS_PER_MS)
         held = True
         if total.counter(ALL, "max_in_flight_hits"):

@@ -41,7 +41,7 @@ import trio
 from . import _clock
 from ._clock import now_ns, ns_to_s
 
-__all__ = ["Pacer", "PacerStats", "BURST_MAX", "timerfd_available", "read_run_delay_ns"]
+__all__ = ["Pacer", "PacerStats", "BURST_MAX", "timerfd_available", "read_run_delay_ns", "real_clock"]
 
 BURST_MAX = 16
 """Due arrivals sent in one wake before the scheduler yields to the loop."""
@@ -178,7 +178,7 @@ class Pacer:
         self._woke_ns = 0
         self._tfd: _TimerFd | None = None
         if use_timerfd is None:
-            use_timerfd = _system_clock() and timerfd_available()
+            use_timerfd = real_clock() and timerfd_available()
         if use_timerfd:
             self._tfd = _TimerFd()
             # trio's system clock is time.perf_counter() plus an offset; on Linux
@@ -259,8 +259,9 @@ async def _sleep_until(deadline_ns: int) -> None:
         pad_ns = 2 * pad_ns + 1
 
 
-def _system_clock() -> bool:
-    """Whether hopbench's clock is trio's real clock (not a MockClock, not replaced by a test)."""
+def real_clock() -> bool:
+    """Whether hopbench's clock is trio's real clock (not a MockClock, not replaced
+    by a test). Inside ``trio.run`` only."""
     if _clock._current_time is not trio.current_time:
         return False
     # trio.run's default clock is trio's SystemClock (private: told by its name)

@@ -45,7 +45,8 @@ from ._counters import RunCounters
 from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ._slo import judge, record_verdict
-from ._pacer import Pacer
+from ._dispatch import Dispatcher, Slot
+from ._pacer import Pacer, real_clock
 from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, overhead_line, record_lengths,
                      record_stream, recorder_sink, stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
@@ -263,6 +264,8 @@ class RunStats:
     #: what cancelled the streams still open after the stop: "run.grace_s" (the
     #: grace period ran out) or "a second SIGINT" / "a second SIGTERM"; None: none was
     cancelled_by: str | None = None
+    #: open-loop requests written by hopbench._dispatch's thread (the rest by the loop)
+    dispatched: int = 0
 
 
 TICK_SLACK_NS = 1_000_000
@@ -304,16 +307,50 @@ class _Client(httpx.AsyncClient):
         self._jar: httpx.Cookies = _Cookies(cookies)
 
 
-SWITCH_INTERVAL_S = 0.0005
+@dataclass(slots=True, eq=False)
+class _Plan:
+    """One request made ready before its send (``LoadRunner._plan``): its
+    scenario, what it was built from, its arm (compare rounds), the client's
+    own cancel draw, scope, headers (with its id), (input, output) length
+    shape, whether usage is expected, its in-flight stage ``[phase, written]``,
+    and the httpx request (or the exception building it raised)."""
+
+    sc: Scenario
+    req: Prepared | None
+    arm: tuple[str, str] | None
+    cancel: Any
+    scope_name: str
+    headers: dict[str, str]
+    shape: tuple[int | None, int] | None
+    expect: bool
+    stage: list[Any]
+    request: httpx.Request | Exception | None = None
+
+
+DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1") != "0"
+"""Whether open loops write their requests from hopbench._dispatch's thread
+(where it can: see ``LoadRunner._dispatchable``). ``HOPBENCH_DISPATCH=0`` in
+the environment turns it off (docs/workloads.md, "Open-loop pacing"):
+benchmarks compare the two, and a user can rule the thread out."""
+
+LOOKAHEAD_NS = 50_000_000
+"""How far ahead of its time an open-loop arrival is planned and queued for the
+dispatcher (ns): the loop may be this late without the arrival leaving late."""
+
+
+SWITCH_INTERVAL_S = 0.0001
 """sys.setswitchinterval during an open-loop run (CPython's default is 0.005 s)."""
 
 
 @contextlib.contextmanager
 def _switch_interval(mode: str) -> Iterator[None]:
-    """During an open-loop run (``mode`` "rate" or "trace"), let the event loop's
-    thread take the GIL back from another thread (the ticker's publishing thread)
-    after 0.5 ms instead of CPython's 5 ms (sys.setswitchinterval): a waiting
-    arrival would otherwise wait up to 5 ms for it. Restored after."""
+    """During an open-loop run (``mode`` "rate" or "trace"), let a thread that
+    waits for the GIL have it after 0.1 ms instead of CPython's 5 ms
+    (sys.setswitchinterval): the dispatcher's thread (hopbench._dispatch) writing
+    a due request while the event loop runs, and the event loop while the
+    ticker's publishing thread runs. Measured with benchmarks/bench_trace.py
+    --canned at 300 requests/s: queue_delay p99 1.8-1.9 ms against 3.2-5.7 ms
+    with 0.5 ms (benchmarks/README.md). Restored after."""
     if mode not in ("rate", "trace"):
         yield
         return
@@ -456,6 +493,11 @@ class LoadRunner:
         self._request_templates: dict[tuple[int, str], tuple[httpx.URL, list[tuple[bytes, bytes]],
                                                              dict[str, Any], dict[str, str]]] = {}
         self.pacer: Pacer | None = None  # the open loop's, while it runs (benchmarks read its stats)
+        #: hopbench's own transport (None with httpx's), and the open loop's dispatcher while it runs
+        self._transport: StreamTransport | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._submitted = 0  # arrivals queued for the dispatcher
+        self._drained = trio.Event()
         #: the generator ends by itself (a trace replayed once): the run ends when it has
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
         self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
@@ -520,7 +562,8 @@ class LoadRunner:
         # idle, total), so they can be told apart; httpx's read timeout is off.
         timeout = httpx.Timeout(connect=conn_s, read=None, write=conn_s, pool=conn_s)
         if t.transport == "hopbench":
-            transport: httpx.AsyncBaseTransport = StreamTransport(verify=t.verify_tls)
+            self._transport = own = StreamTransport(verify=t.verify_tls)
+            transport: httpx.AsyncBaseTransport = own
         else:
             n = max(self.load.concurrency, self.load.max_in_flight)
             transport = httpx.AsyncHTTPTransport(
@@ -671,6 +714,8 @@ class LoadRunner:
         # sleeps between arrivals, so it can be cancelled outright.
         if self.load.mode != "concurrency":
             gen.cancel()
+            if self._dispatcher is not None:  # nothing is written after the stop
+                self._dispatcher.close()
 
     async def _wait_idle(self) -> None:
         while self._gauge.open > 0:
@@ -766,22 +811,28 @@ class LoadRunner:
         poisson = self.load.arrival == "poisson"
         gap_ns = NS_PER_S / rate
         t_next = float(self._t0 + self._arrival_offset_ns)
-        with self._open_pacer() as pacer:
+        async with self._open_pacer() as pacer:
             await self._open_arrivals(pacer, rate, poisson, gap_ns, t_next)
 
     async def _open_arrivals(self, pacer: Pacer, rate: float, poisson: bool, gap_ns: float,
                              t_next: float) -> None:
         st = self.stats
         rng = self._rng
+        first = True  # (not st.arrivals: with the dispatcher an arrival counts only once written)
         while True:
             if poisson:
                 t_next += rng.expovariate(rate) * NS_PER_S
             else:
-                t_next += gap_ns if st.arrivals else 0
+                t_next += 0 if first else gap_ns
+                first = False
             intended = int(t_next)
-            await pacer.wait(intended)
+            disp = self._dispatcher
+            await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
             if not self._take_request():
                 return
+            if disp is not None:
+                self._submit(disp, intended, self._pick(), None)
+                continue
             t = now_ns()
             lag = t - intended
             self._recorder_for(intended).record_global("schedule_lag", max(lag, 0))
@@ -802,7 +853,7 @@ class LoadRunner:
     async def _trace_loop(self) -> None:
         """Replay the trace: each entry at its scheduled time (docs/workloads.md,
         "Trace replay"); latency counts from that time, as in the open loop."""
-        with self._open_pacer() as pacer:
+        async with self._open_pacer() as pacer:
             await self._trace_arrivals(pacer)
 
     async def _trace_arrivals(self, pacer: Pacer) -> None:
@@ -811,9 +862,14 @@ class LoadRunner:
         st = self.stats
         for offset_ns, i, rep in spec.arrivals(*self.load.trace_part):
             intended = self._t0 + offset_ns
-            await pacer.wait(intended)
+            disp = self._dispatcher
+            await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
             if not self._take_request():
                 return
+            if disp is not None:
+                sc = scenarios[spec.scenario_index[i]]
+                self._submit(disp, intended, sc, self._trace_request(sc, i, rep))
+                continue
             t = now_ns()
             rec = self._recorder_for(intended)
             rec.record_global("schedule_lag", max(t - intended, 0))
@@ -827,15 +883,116 @@ class LoadRunner:
             self._gauge.move(t, OUT, WAITING)
             self._streams.start_soon(self._stream, sc, intended, True, req)
 
-    @contextlib.contextmanager
-    def _open_pacer(self) -> Iterator[Pacer]:
+    @contextlib.asynccontextmanager
+    async def _open_pacer(self) -> Any:
         """The open loop's pacer (hopbench._pacer: a timerfd wake, due arrivals
-        sent in bounded bursts), kept on ``self.pacer`` for benchmarks; closed after."""
+        sent in bounded bursts), kept on ``self.pacer`` for benchmarks, and its
+        dispatcher (``self._dispatcher``, when ``_dispatchable()``). On a normal
+        exit waits until the dispatcher took up every queued arrival and the
+        loop started them; closes both after (queued arrivals dropped)."""
         pacer = self.pacer = Pacer()
+        disp = None
+        if self._dispatchable():
+            assert self._transport is not None
+            self._drained = trio.Event()
+            disp = self._dispatcher = Dispatcher(
+                self._transport, self._handed, self._token.run_sync_soon,
+                now_ns() - time.perf_counter_ns(), lambda: self._gauge.open, self.load.max_in_flight)
+            self._submitted = 0
+            disp.start()
         try:
             yield pacer
+            if disp is not None:
+                while disp.handed < self._submitted and disp.error is None:
+                    self._drained = trio.Event()
+                    await self._drained.wait()
         finally:
             pacer.close()
+            if disp is not None:
+                self._dispatcher = None
+                disp.close()
+                self.stats.dispatched = disp.sent
+                if disp.error is not None:
+                    raise RuntimeError(f"the open loop's dispatcher thread failed: {disp.error!r}") \
+                        from disp.error
+
+    def _dispatchable(self) -> bool:
+        """Whether this run's open loop writes from hopbench._dispatch's thread:
+        hopbench's own transport, a plain-http target, trio's real clock, and
+        ``DISPATCH`` on. (TLS connections, a fake clock and httpx's transport
+        pace on the loop: docs/workloads.md, "Open-loop pacing".)"""
+        return (DISPATCH and getattr(self._transport, "take_idle_fd", None) is not None and real_clock()
+                and self.base_url.lower().startswith("http://"))
+
+    def _submit(self, disp: Dispatcher, intended: int, sc: Scenario, req: Prepared | None) -> None:
+        """Plan one arrival and queue it for the dispatcher's thread."""
+        plan = None if sc.session is not None else self._plan(sc, req)
+        data = None
+        assert self._transport is not None
+        if plan is not None and isinstance(plan.request, httpx.Request):
+            try:
+                data = self._transport.wire(plan.request)
+            except httpx.LocalProtocolError:
+                data = None  # sent by the loop, and refused there (the stream's boundary)
+            origin = self._transport.origin_of(plan.request)
+        else:
+            origin = None
+        self._submitted += 1
+        disp.submit(Slot(intended, origin, data, (sc, plan)))
+
+    def _handed(self, slot: Slot | None) -> None:
+        """The dispatcher's thread took ``slot`` up (run on the loop's thread by
+        ``run_sync_soon``): count it and start its stream. None: the thread
+        failed (the run stops; the error is raised as the open loop ends)."""
+        disp = self._dispatcher
+        if slot is None:
+            self._drained.set()
+            self.request_stop("the open loop's dispatcher thread failed")
+            return
+        if disp is not None:
+            disp.handed += 1
+            if disp.handed >= self._submitted:
+                self._drained.set()
+        intended = slot.due_ns
+        sc, plan = slot.payload
+        assert self._transport is not None
+        for conn in slot.stale:
+            self._transport.put_back(conn)
+        st = self.stats
+        rec = self._recorder_for(intended)
+        st.arrivals += 1
+        if slot.full:
+            rec.record_global("schedule_lag", max(slot.taken_ns - intended, 0))
+            st.max_in_flight_hits += 1
+            rec.incr_global("max_in_flight_hits")
+            return
+        gauge = self._gauge
+        try:
+            if plan is None:  # a session: its first turn is sent by the loop
+                t = now_ns()
+                rec.record_global("schedule_lag", max(t - intended, 0))
+                self._streams.start_soon(self._session, sc, intended)
+                return
+            if slot.conn is not None:  # written, all or in part, on this connection
+                plan.request.extensions["hopbench.presend"] = (slot.conn, slot.nsent, slot.data)
+            # (started first: the gauge only counts a stream that will end)
+            if slot.sent_ns is not None:
+                self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns)
+                rec.record_global("schedule_lag", max(slot.sent_ns - intended, 0))
+                rec.incr_global("dispatched")
+                gauge.move(max(slot.sent_ns, gauge.last_ns), OUT, AWAITING_HEADERS)
+                plan.stage[0], plan.stage[1] = AWAITING_HEADERS, True
+            else:  # the loop writes it: lag to the loop's take-over, as without the thread
+                self._streams.start_soon(self._stream, sc, intended, True, None, plan)
+                t = now_ns()
+                rec.record_global("schedule_lag", max(t - intended, 0))
+                gauge.move(t, OUT, WAITING)
+        except RuntimeError:  # the streams' nursery closed: the run is over
+            if slot.conn is not None:
+                self._transport.put_back(slot.conn)
+        finally:
+            if disp is not None:  # after the gauge counts it: the thread may over-count, never under
+                disp.handed_open += 1
 
     def _trace_request(self, sc: Scenario, i: int, rep: int) -> Prepared:
         """Entry ``i``'s body: the scenario's encoded head and tail around the
@@ -906,9 +1063,12 @@ class LoadRunner:
         return self.warm if start_ns - self._t0 < self.profile.run.warmup_ns else self.rec
 
     # -- one stream ------------------------------------------------------------
-    async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False,
-                      req: Prepared | None = None) -> str:
-        to = self.profile.run.timeouts
+    def _plan(self, sc: Scenario, req: Prepared | None = None) -> _Plan:
+        """Everything about one request that comes before it is sent: its id,
+        arm, pool entry, cancel draw, headers, body and the httpx request
+        (built here: its ~50 us of CPU are the client's own work, not the
+        target's latency). An open loop plans ahead of the arrival's time
+        (hopbench._dispatch); every other stream right before it sends."""
         self._next_id += 1
         arm = self._arms[self._arm_next] if self._arms else None
         if arm is not None and self._arm_next and self._round is not None:
@@ -934,13 +1094,13 @@ class LoadRunner:
             tpl = self._markers.get(body) if req is None else marked_template(sc.protocol, body)
             if tpl is not None:
                 content = tpl[0] + headers[REQUEST_ID_HEADER].encode() + tpl[1]
-        self.stats.requests_started += 1
         gauge = self._gauge
-        if not counted:  # (an open-loop arrival was counted as waiting when it was spawned)
-            gauge.move(now_ns(), OUT, WAITING)
         # [the stream's phase (hopbench._inflight), whether its request was written]
         stage: list[Any] = [WAITING, False]
+        plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage)
 
+        # (the closure never holds the plan: plan -> request -> trace -> plan
+        # would be a cycle per stream, freed only by the collector)
         async def trace(name: str, info: dict[str, Any]) -> None:
             # httpcore's trace names; StreamTransport emits the same two
             if name.endswith("send_request_headers.started"):
@@ -950,16 +1110,34 @@ class LoadRunner:
                 gauge.move(now_ns(), stage[0], CONNECTING)
                 stage[0] = CONNECTING
 
-        # The request is built before the send stamp: its ~70 us of CPU are the
-        # client's own work, not the target's latency.
-        request: httpx.Request | Exception
         try:
-            request = self._build_request(sc.path if arm is None else arm[1] + sc.path, content,
-                                          self._arm_headers.get((scope_name, sc.protocol))
-                                          or self._headers[sc.protocol], headers[REQUEST_ID_HEADER], trace)
-        except Exception as exc:  # raised again inside the per-stream boundary below
-            request = exc
-        sent = now_ns()
+            plan.request = self._build_request(sc.path if arm is None else arm[1] + sc.path, content,
+                                               self._arm_headers.get((scope_name, sc.protocol))
+                                               or self._headers[sc.protocol], headers[REQUEST_ID_HEADER],
+                                               trace)
+        except Exception as exc:  # raised again inside the per-stream boundary of _stream
+            plan.request = exc
+        return plan
+
+    async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False,
+                      req: Prepared | None = None, plan: _Plan | None = None,
+                      sent_ns: int | None = None) -> str:
+        """One stream, from its send to its record; returns its outcome.
+        ``plan``: made ahead (open loop); ``sent_ns``: when hopbench._dispatch's
+        thread wrote its request (the gauge already has it awaiting headers)."""
+        to = self.profile.run.timeouts
+        if plan is None:
+            plan = self._plan(sc, req)
+        sc, req, arm, cancel = plan.sc, plan.req, plan.arm, plan.cancel
+        scope_name, headers, shape, expect, stage = (plan.scope_name, plan.headers, plan.shape,
+                                                     plan.expect, plan.stage)
+        request = plan.request
+        assert request is not None
+        self.stats.requests_started += 1
+        gauge = self._gauge
+        if not counted:  # (an open-loop arrival was counted when it was spawned or sent)
+            gauge.move(now_ns(), OUT, WAITING)
+        sent = now_ns() if sent_ns is None else sent_ns
         start = intended_ns if intended_ns is not None else sent
         rec = self._recorder_for(start)
         # gaps go to the recorder as they are measured: into the interval they occurred in

@@ -43,6 +43,7 @@ written on an open connection (``info`` is an empty dict).
 
 from __future__ import annotations
 
+import atexit
 import ipaddress
 import platform
 import re
@@ -237,6 +238,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
         self._idle: dict[Origin, list[_Conn]] = {}
         self._max_idle = max_idle_per_origin
         self._closed = False
+        keep_kernel_stamps()  # every read stamped from the first one (see there)
 
     @property
     def _ssl(self) -> ssl.SSLContext:
@@ -281,29 +283,85 @@ class StreamTransport(httpx.AsyncBaseTransport):
         port = url.port or (443 if scheme == b"https" else 80)
         origin: Origin = (scheme, url.host, port)
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
-        # one part (a bytes body, httpx's ByteStream): join() hands back that object, no copy
-        body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
-        head = _request_bytes(request, body)
-        # a large body is written after the head as it is (no copy into one buffer)
-        data: bytes | tuple[bytes, bytes] = (head, body) if len(body) >= _SEPARATE_BODY else head
         trace = request.extensions.get("trace")
         t0 = now_ns()
-        conn = await self._idle_conn(origin)
         retried = False
+        pre = request.extensions.get("hopbench.presend")
+        data: bytes | tuple[bytes, bytes]
+        first: bytes | tuple[bytes, bytes]
+        if pre is not None:  # written, all or in part, by hopbench._dispatch's thread
+            conn, nsent, whole = pre
+            data, first = whole, whole[nsent:]
+            # (the trace hears of the write only when the loop writes some of it)
+            first_trace = trace if first else None
+        else:
+            # one part (a bytes body, httpx's ByteStream): join() hands back that object, no copy
+            body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
+            head = _request_bytes(request, body)
+            # a large body is written after the head as it is (no copy into one buffer)
+            data = first = (head, body) if len(body) >= _SEPARATE_BODY else head
+            first_trace = trace
+            conn = await self._idle_conn(origin)
         if conn is not None:
             conn.reused = True
             try:
-                return await self._exchange(conn, data, request, 0, False, trace)
+                return await self._exchange(conn, first, request, 0, False, first_trace)
             except _StaleConnection:
                 # The server closed the idle keep-alive connection just as it
                 # was reused: nothing came back (EOF or reset before a single
                 # response byte). Browsers retry that case once; so do we, on a
-                # fresh connection, and the response says so (counted).
+                # fresh connection (the whole request again), and the response
+                # says so (counted).
                 retried = True
         if trace is not None:
             await trace("connection.connect_tcp.started", {})
         conn = await self._connect(origin, timeouts.get("connect"))
         return await self._exchange(conn, data, request, now_ns() - t0, retried, trace)
+
+    @staticmethod
+    def origin_of(request: httpx.Request) -> Origin:
+        """The key of ``request``'s target among the idle connections."""
+        url = request.url
+        scheme = url.raw_scheme
+        return (scheme, url.host, url.port or (443 if scheme == b"https" else 80))
+
+    @staticmethod
+    def wire(request: httpx.Request) -> bytes | None:
+        """``request`` as the bytes this transport writes for it, or None when it
+        is not written in one piece (a body of ``_SEPARATE_BODY`` or more, a
+        streamed body, HEAD).
+
+        Raises:
+            httpx.LocalProtocolError: as ``handle_async_request`` would.
+        """
+        if request.method == "HEAD" or not isinstance(request.stream, httpx.ByteStream):
+            return None
+        body = request.content
+        if len(body) >= _SEPARATE_BODY:
+            return None
+        return _request_bytes(request, body)
+
+    def take_idle_fd(self, origin: Origin) -> tuple[_Conn, int] | None:
+        """Pop the most recently used idle plain-TCP connection of ``origin``:
+        (connection, its socket's descriptor), or None (none idle, or the next
+        one is TLS). Unchecked: the caller tells a closed one (readable) and
+        hands it to ``put_back``. Safe from another thread: one list pop."""
+        stack = self._idle.get(origin)
+        try:
+            conn = stack.pop() if stack else None
+        except IndexError:  # emptied by the loop meanwhile
+            return None
+        if conn is None:
+            return None
+        if type(conn.stream) is not trio.SocketStream:
+            stack.append(conn)  # type: ignore[union-attr]
+            return None
+        return conn, conn.stream.socket.fileno()
+
+    def put_back(self, conn: _Conn) -> None:
+        """Close ``conn``, taken by ``take_idle_fd`` and found closed by the
+        server (on the event loop's thread)."""
+        trio.lowlevel.spawn_system_task(trio.aclose_forcefully, conn.stream)
 
     async def _idle_conn(self, origin: Origin) -> _Conn | None:
         """The most recently used idle connection that is still open, or None."""
@@ -328,7 +386,9 @@ class StreamTransport(httpx.AsyncBaseTransport):
             await trace("http11.send_request_headers.started", {})
         write_ns: int | None = None
         try:
-            if isinstance(data, tuple):  # a large body: written as it is, after the head
+            if not data:  # written already (hopbench._dispatch)
+                pass
+            elif isinstance(data, tuple):  # a large body: written as it is, after the head
                 # written once its last byte is in the kernel's send buffer: a target
                 # that reads bodies slowly keeps that buffer full. (send_all yields to
                 # the event loop once at its end: up to one loop lag is included.) A
@@ -429,6 +489,59 @@ async def _open_tcp(host: str, port: int) -> trio.SocketStream:
         sock.close()
         raise
     return _stamped(trio.SocketStream(sock))  # sets TCP_NODELAY
+
+
+_STAMP_KEEPER: socket.socket | None = None
+
+
+def keep_kernel_stamps(tries: int = 200) -> bool:
+    """Turn the kernel's receive stamps on for this process and wait until they are on.
+
+    Linux turns SO_TIMESTAMPNS stamping on system-wide lazily: the first socket
+    that asks schedules deferred work (``net_enable_timestamp``, net/core/dev.c),
+    and packets that arrive before that work ran carry no stamp; when the last
+    socket that asked closes, stamping goes off again (deferred too). On a busy
+    machine that work can wait: the first reads of a run, or of a connection
+    opened after a quiet spell, had no stamp. One UDP socket on 127.0.0.1 that
+    asks for stamps is kept open for the process's life (closed at exit), and
+    datagrams are sent to it until one comes back stamped: at most ``tries``,
+    1 ms apart (a blocking wait: call before the run's clock starts). Idempotent.
+
+    Returns:
+        Whether a stamped datagram came back (False where there are no kernel
+        stamps, or they did not come on in time: reads then say 0, as before).
+    """
+    global _STAMP_KEEPER
+    if _SO_TIMESTAMPNS is None or not _ANC_SIZE:
+        return False
+    try:
+        if _STAMP_KEEPER is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            sock.bind(("127.0.0.1", 0))
+            sock.setblocking(False)
+            _STAMP_KEEPER = sock
+            atexit.register(sock.close)
+        sock = _STAMP_KEEPER
+        addr = sock.getsockname()
+        for k in range(tries):
+            if k:
+                time.sleep(0.001)
+            sock.sendto(b"x", addr)  # (loopback: queued to the socket within the call)
+            while True:
+                try:
+                    _, anc, _, _ = sock.recvmsg(1, _ANC_SIZE)
+                except BlockingIOError:
+                    break
+                if any(kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET for level, kind, _ in anc):
+                    while True:  # drain what is left
+                        try:
+                            sock.recv(1)
+                        except BlockingIOError:
+                            return True
+    except OSError:  # pragma: no cover - no loopback UDP here: reads say 0 where unstamped
+        return False
+    return False
 
 
 def _stamped(stream: trio.SocketStream) -> trio.SocketStream:

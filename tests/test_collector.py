@@ -62,7 +62,8 @@ def test_thresholds_set_inside_and_restored_late_freeze_and_pause_percentile() -
     assert CollectorWatch().pause_percentile_ns(99.0) == 0  # no pause yet
 
 
-def test_a_finished_stream_leaves_no_cyclic_garbage(tmp_path: object) -> None:
+@pytest.mark.parametrize("load", ["concurrency = 8", 'mode = "rate"\nrate_rps = 200'])
+def test_a_finished_stream_leaves_no_cyclic_garbage(tmp_path: object, load: str) -> None:
     """Issue 16 item 5: a finished stream is freed by reference counting alone (the
     runner breaks httpx's response <-> body-stream cycle; hdrh's histogram <->
     encoder link is weak), so the collector has nothing per stream to scan for.
@@ -74,7 +75,8 @@ def test_a_finished_stream_leaves_no_cyclic_garbage(tmp_path: object) -> None:
     from hopbench._recorder import ALL, Recorder
     from hopbench.emulator import EmbeddedEmulator
 
-    profile = parse_profile('[run]\nrequests = 160\n[load]\nconcurrency = 8\n[emulator]\nttft_ms = 0\n'
+    # (the open loop: the dispatcher's planned requests too, hopbench._dispatch)
+    profile = parse_profile('[run]\nrequests = 160\n[load]\n' + load + '\n[emulator]\nttft_ms = 0\n'
                             'tokens_per_s = 0\noutput_tokens = 8\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n',
                             "p.toml")
     freed = [0]

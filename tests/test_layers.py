@@ -40,7 +40,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",
         "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec", "hopbench._series",
-        "hopbench._saturation", "hopbench._trace", "hopbench._pacer", "hopbench._runqueue"),
+        "hopbench._saturation", "hopbench._trace", "hopbench._pacer", "hopbench._runqueue",
+        "hopbench._dispatch"),
     # pure: protocol decoders, the budget grammar, emulator behaviour
     3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
         "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",

@@ -461,3 +461,15 @@ async def test_transport_request_write_time_shows_a_target_that_reads_bodies_slo
     # least 8 MiB is read after the write began, 1 MiB per 20 ms
     assert write_ns >= 8 * 20_000_000, write_ns
     assert r2.extensions["hopbench.write_ns"] is None  # a small body fits the buffers: no figure
+
+
+def test_kernel_stamps_are_on_before_the_first_read() -> None:
+    """Linux turns receive stamping on lazily (deferred work) and off when the last
+    socket that asked closes: a busy machine left a run's first reads unstamped.
+    The transport keeps a stamped socket open and waits until stamps come back."""
+    from hopbench._transport import _SO_TIMESTAMPNS, keep_kernel_stamps
+
+    if _SO_TIMESTAMPNS is None:
+        pytest.skip("no kernel receive stamps on this platform")
+    assert keep_kernel_stamps() is True
+    assert keep_kernel_stamps(tries=1) is True  # kept on: at once the second time

@@ -1,0 +1,394 @@
+"""hopbench._dispatch: open-loop requests written at their time by a thread of their own.
+
+The thread's rules (never early, in due order, max_in_flight, closed and missing
+connections, partial writes, close, failure) on socket pairs without trio; the
+transport's side (a request already written, all or in part; a stale connection
+retried); and the runner's open loops against the embedded emulator with the
+dispatcher on and off. No test bounds a time from above: the machine may be busy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from hopbench import _runner
+from hopbench._dispatch import Dispatcher, Slot
+from hopbench._profile import load_profile
+from hopbench._run import run_profile
+from hopbench._transport import StreamTransport
+
+MS = 1_000_000
+
+
+class _Source:
+    """Idle connections for the thread: a list of (connection, fd), popped from
+    the end; ``put_back`` keeps what it was given."""
+
+    def __init__(self, conns: list[tuple[Any, int]], fail: bool = False) -> None:
+        self.conns = conns
+        self.fail = fail
+        self.back: list[Any] = []
+
+    def take_idle_fd(self, origin: Any) -> tuple[Any, int] | None:
+        if self.fail:
+            raise RuntimeError("the source broke")
+        return self.conns.pop() if self.conns else None
+
+    def put_back(self, conn: Any) -> None:
+        self.back.append(conn)
+
+
+def _dispatcher(source: _Source, open_count: int = 0, max_open: int = 100) -> tuple[Dispatcher, queue.Queue[Any]]:
+    handed: queue.Queue[Any] = queue.Queue()
+    # run_sync_soon stand-in: runs the hand-over at once, in the thread
+    disp = Dispatcher(source, handed.put, lambda fn, *a: fn(*a), 0, lambda: open_count, max_open)
+    disp.start()
+    return disp, handed
+
+
+_OPEN: list[socket.socket] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_sockets() -> Any:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    _OPEN.extend((a, b))
+    return a, b
+
+
+def test_each_request_is_written_at_or_after_its_time_and_in_order() -> None:
+    a, b = _pair()
+    source = _Source([("c", a.fileno())] * 5)
+    disp, handed = _dispatcher(source)
+    try:
+        t0 = time.perf_counter_ns()
+        slots = [Slot(t0 + (20 + 7 * i) * MS, None, b"request %d;" % i, i) for i in range(5)]
+        for s in slots:
+            disp.submit(s)
+        got = [handed.get(timeout=60) for _ in slots]
+    finally:
+        disp.close()
+    assert got == slots  # handed over in due order
+    for s in slots:
+        assert s.sent_ns is not None and s.sent_ns >= s.due_ns  # never early
+        assert s.taken_ns == s.sent_ns and s.nsent == len(s.data or b"") and s.conn == "c"
+    assert [s.sent_ns for s in slots] == sorted(s.sent_ns for s in slots if s.sent_ns is not None)
+    b.settimeout(10)
+    data = b""
+    while len(data) < sum(len(s.data or b"") for s in slots):
+        data += b.recv(4096)
+    assert data == b"".join(s.data or b"" for s in slots)
+    assert disp.sent == 5 and disp.taken == 5 and source.back == []
+
+
+def test_a_due_request_finds_max_in_flight_open_and_is_not_written() -> None:
+    a, b = _pair()
+    disp, handed = _dispatcher(_Source([("c", a.fileno())]), open_count=4, max_open=4)
+    try:
+        s = Slot(time.perf_counter_ns(), None, b"x", None)
+        disp.submit(s)
+        assert handed.get(timeout=60) is s
+    finally:
+        disp.close()
+    assert s.full and s.sent_ns is None and s.conn is None and s.taken_ns >= s.due_ns
+    b.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        b.recv(10)  # nothing was written
+
+
+def test_arrivals_handed_over_but_not_yet_started_count_against_max_in_flight() -> None:
+    a, _b = _pair()
+    disp, handed = _dispatcher(_Source([("c", a.fileno())] * 3), open_count=0, max_open=2)
+    try:
+        t = time.perf_counter_ns()
+        slots = [Slot(t, None, b"x", i) for i in range(3)]
+        for s in slots:
+            disp.submit(s)
+        for _ in slots:
+            handed.get(timeout=60)
+    finally:
+        disp.close()
+    # the loop never ran a hand-over (disp.handed stays 0): the third finds two open
+    assert [s.full for s in slots] == [False, False, True]
+
+
+def test_a_connection_the_server_closed_while_idle_is_handed_back_and_the_next_used() -> None:
+    closed_a, closed_b = _pair()
+    closed_b.close()  # EOF waits on closed_a: readable
+    good_a, good_b = _pair()
+    source = _Source([("good", good_a.fileno()), ("closed", closed_a.fileno())])
+    disp, handed = _dispatcher(source)
+    try:
+        s = Slot(time.perf_counter_ns(), None, b"hello", None)
+        disp.submit(s)
+        handed.get(timeout=60)
+    finally:
+        disp.close()
+    assert s.stale == ["closed"] and s.conn == "good" and s.sent_ns is not None
+    good_b.settimeout(10)
+    assert good_b.recv(10) == b"hello"
+
+
+def test_no_idle_connection_hands_the_arrival_over_unsent() -> None:
+    disp, handed = _dispatcher(_Source([]))
+    try:
+        s = Slot(time.perf_counter_ns() + MS, None, b"x", None)
+        disp.submit(s)
+        handed.get(timeout=60)
+    finally:
+        disp.close()
+    assert s.sent_ns is None and s.conn is None and s.nsent == 0 and not s.full
+    assert s.taken_ns >= s.due_ns
+
+
+def test_a_request_larger_than_the_socket_takes_is_written_in_part() -> None:
+    a, b = _pair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    data = b"x" * (4 << 20)  # far more than both buffers: nobody reads b
+    disp, handed = _dispatcher(_Source([("c", a.fileno())]))
+    try:
+        s = Slot(time.perf_counter_ns(), None, data, None)
+        disp.submit(s)
+        handed.get(timeout=60)
+    finally:
+        disp.close()
+    assert s.conn == "c" and 0 <= s.nsent < len(data) and s.sent_ns is None  # the loop writes the rest
+
+
+def test_close_drops_what_was_not_due_and_stops_the_thread() -> None:
+    disp, handed = _dispatcher(_Source([]))
+    later = [Slot(time.perf_counter_ns() + 3600 * 10**9, None, b"x", i) for i in range(3)]
+    for s in later:
+        disp.submit(s)
+    left = disp.close()
+    assert left == later and handed.empty() and disp.closed
+    assert disp.close() == []  # idempotent
+
+
+def test_a_failing_thread_says_so() -> None:
+    disp, handed = _dispatcher(_Source([], fail=True))
+    try:
+        disp.submit(Slot(time.perf_counter_ns(), None, b"x", None))
+        assert handed.get(timeout=60) is None  # the loop is told (the runner stops the run)
+    finally:
+        disp.close()
+    assert isinstance(disp.error, RuntimeError)
+
+
+# -- the transport's side ----------------------------------------------------------------
+
+async def _keepalive_server(nursery: trio.Nursery, seen: list[bytes], conns: list[int],
+                            close_after: int | None = None) -> int:
+    """Answers each request with a 2-byte body, keeping the connection open
+    (or closing it after ``close_after`` responses)."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        conns.append(1)
+        buf = b""
+        served = 0
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(buf) < length:
+                buf += await stream.receive_some(65536)
+            seen.append(head + b"\r\n\r\n" + buf[:length])
+            buf = buf[length:]
+            await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            served += 1
+            if close_after is not None and served >= close_after:
+                await stream.aclose()
+                return
+
+    listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+    return int(listeners[0].socket.getsockname()[1])
+
+
+@pytest.mark.parametrize("part", [None, 5])
+async def test_transport_reads_the_answer_to_a_request_the_dispatcher_wrote(part: int | None) -> None:
+    seen: list[bytes] = []
+    conns: list[int] = []
+    async with trio.open_nursery() as nursery:
+        port = await _keepalive_server(nursery, seen, conns)
+        transport = StreamTransport()
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://127.0.0.1:{port}") as c:
+            assert (await c.post("/x", content=b"first")).text == "ok"
+            request = c.build_request("POST", "/x", content=b"second")
+            data = transport.wire(request)
+            assert data is not None and data.endswith(b"\r\n\r\nsecond")
+            got = transport.take_idle_fd(transport.origin_of(request))
+            assert got is not None
+            conn, fd = got
+            n = len(data) if part is None else part
+            assert os.write(fd, data[:n]) == n
+            request.extensions["hopbench.presend"] = (conn, n, data)
+            r = await c.send(request)
+            assert r.text == "ok" and r.extensions["hopbench.reused"] is True
+            assert r.extensions["hopbench.retried"] is False
+        nursery.cancel_scope.cancel()
+    assert len(conns) == 1 and len(seen) == 2 and seen[1].endswith(b"second")  # written once, whole
+
+
+async def test_transport_retries_on_a_fresh_connection_when_the_written_one_was_closed() -> None:
+    seen: list[bytes] = []
+    conns: list[int] = []
+    async with trio.open_nursery() as nursery:
+        port = await _keepalive_server(nursery, seen, conns, close_after=1)
+        transport = StreamTransport()
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://127.0.0.1:{port}") as c:
+            assert (await c.post("/x", content=b"first")).text == "ok"
+            await trio.sleep(0.05)  # the server has closed it
+            request = c.build_request("POST", "/x", content=b"second")
+            data = transport.wire(request)
+            got = transport.take_idle_fd(transport.origin_of(request))
+            assert data is not None and got is not None
+            conn, fd = got
+            try:
+                n = os.write(fd, data)  # the race: written just as the server closed it
+            except OSError:
+                n = 0
+            request.extensions["hopbench.presend"] = (conn, n, data)
+            r = await c.send(request)
+            assert r.text == "ok" and r.extensions["hopbench.retried"] is True
+        nursery.cancel_scope.cancel()
+    assert len(conns) == 2 and seen[-1].endswith(b"second")
+
+
+def test_wire_is_none_for_what_is_not_written_in_one_piece() -> None:
+    c = httpx.Client(base_url="http://127.0.0.1:9")
+    assert StreamTransport.wire(c.build_request("POST", "/x", content=b"y" * (64 * 1024))) is None
+    assert StreamTransport.wire(c.build_request("HEAD", "/x")) is None
+    with pytest.raises(httpx.LocalProtocolError):
+        StreamTransport.wire(c.build_request("POST", "/x", content=b"{}", headers={"x": "a\nb"}))
+
+
+# -- the runner's open loops ---------------------------------------------------------------
+
+def _profile(tmp_path: Path, load: str, scenario: str = "") -> Path:
+    p = tmp_path / "p.toml"
+    p.write_text(f"""[run]
+name = "dispatch"
+requests = 60
+seed = 3
+
+[load]
+{load}
+max_in_flight = 200
+
+[target]
+url = "embedded"
+
+[emulator]
+ttft_ms = 5
+tokens_per_s = 2000
+output_tokens = 4
+
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "m"
+prompts = ["hello"]
+max_tokens = 4
+{scenario}
+""", encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("dispatch", [True, False])
+def test_an_open_loop_writes_from_the_dispatcher_and_counts_every_arrival(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dispatch: bool) -> None:
+    monkeypatch.setattr(_runner, "DISPATCH", dispatch)
+    out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out")
+    s = out.summary
+    assert out.complete
+    streams = [json.loads(line) for line in (out.out_dir / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(streams) == 60 and all(x["outcome"] == "completed" for x in streams)
+    assert len({x["id"] for x in streams}) == 60
+    for x in streams:  # every request left at or after its scheduled time
+        assert x["sent_ns"] >= x["start_ns"]
+    assert s["load"]["max_in_flight_hits"] == 0
+    if dispatch:
+        # the first requests open connections (the loop writes those); once
+        # connections are idle the thread writes most of the rest
+        assert 0 < s["load"]["dispatched"] <= 60
+    else:
+        assert s["load"]["dispatched"] == 0
+
+
+def test_a_trace_replay_writes_from_the_dispatcher(tmp_path: Path) -> None:
+    with (tmp_path / "t.jsonl").open("w", encoding="utf-8") as f:
+        for i in range(60):
+            f.write(json.dumps({"timestamp_ms": 10 * i, "input_tokens": 16, "output_tokens": 4,
+                                "hash_ids": [0, 100 + i]}) + "\n")
+    prof = _profile(tmp_path, 'mode = "trace"\ntrace = "t.jsonl"\nblock_tokens = 8')
+    prof.write_text(prof.read_text(encoding="utf-8").replace('prompts = ["hello"]\nmax_tokens = 4\n', ""),
+                    encoding="utf-8")
+    out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
+    s = out.summary
+    streams = [json.loads(line) for line in (out.out_dir / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert out.complete and len(streams) == 60 and all(x["outcome"] == "completed" for x in streams)
+    assert sorted(x["trace_line"] for x in streams) == list(range(1, 61))
+    assert all(x["sent_ns"] >= x["start_ns"] for x in streams)
+    assert 0 < s["load"]["dispatched"] <= 60 and s["load"]["trace"]["scheduled"] == 60
+
+
+def test_session_arrivals_are_handed_to_the_loop_with_the_dispatcher_on(tmp_path: Path) -> None:
+    session = 'session = { turns = 2, think_time_s = 0.01 }'
+    prof = _profile(tmp_path, 'mode = "rate"\nrate_rps = 50', session)
+    out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
+    streams = [json.loads(line) for line in (out.out_dir / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert out.complete and len(streams) == 60 and all(x["outcome"] == "completed" for x in streams)
+    assert {x["turn"] for x in streams} == {1, 2}  # (turns and new sessions share the budget)
+    assert out.summary["load"]["dispatched"] == 0  # a session's turns are the loop's
+
+
+def test_constant_arrivals_keep_their_spacing_with_the_dispatcher(tmp_path: Path) -> None:
+    """Constant arrivals are spaced from the first one planned, not from the first
+    one written (a review found 33 of 60 planned at the same instant: a burst)."""
+    prof = _profile(tmp_path, 'mode = "rate"\nrate_rps = 100\narrival = "constant"')
+    out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
+    streams = [json.loads(line) for line in (out.out_dir / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert out.complete and len(streams) == 60
+    starts = sorted(x["start_ns"] for x in streams)
+    assert starts == [starts[0] + i * 10 * MS for i in range(60)]  # the schedule, to the ns
+    assert out.summary["load"]["dispatched"] > 0
+
+
+def test_the_thread_treats_any_write_error_as_an_unusable_connection() -> None:
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # unconnected: the write fails (EDESTADDRREQ)
+    udp.setblocking(False)
+    _OPEN.append(udp)
+    good_a, good_b = _pair()
+    source = _Source([("good", good_a.fileno()), ("bad", udp.fileno())])
+    disp, handed = _dispatcher(source)
+    try:
+        s = Slot(time.perf_counter_ns(), None, b"hello", None)
+        disp.submit(s)
+        assert handed.get(timeout=60) is s
+    finally:
+        disp.close()
+    assert disp.error is None and s.stale == ["bad"] and s.conn == "good" and s.sent_ns is not None
+    good_b.settimeout(10)
+    assert good_b.recv(10) == b"hello"
