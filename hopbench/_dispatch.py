@@ -148,11 +148,6 @@ class Dispatcher:
             if len(self._queue) == 1:  # the thread waits for a first slot (else for the head's time)
                 self._cond.notify()
 
-    @property
-    def queued(self) -> int:
-        """Slots submitted and not yet taken up."""
-        return len(self._queue)
-
     def close(self) -> list[Slot]:
         """Stop the thread (waits for it: at most ``MAX_SLEEP_S`` plus one write);
         returns the slots it never took up."""
