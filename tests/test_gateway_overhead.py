@@ -202,7 +202,10 @@ def test_delay_proxy_overhead_is_the_injected_delay(tmp_path: Path) -> None:
     down_ms = _p50_ms(s, "added_ttft") - _p50_ms(s, "request_delay")
     spread_ms = stats["request_delay"]["p90"] - stats["request_delay"]["p50"]
     assert abs(down_ms - delay_ms) <= tol_ms + spread_ms, (stats["added_ttft"], stats["request_delay"], tol_ms)
-    assert stats["request_delay"]["p50"] >= proxy.pct_ns("forward_ns") / MS  # the proxy's own part of it
+    # the proxy's own part of it (request head read -> written upstream, stamped by the proxy
+    # after its write: a proxy descheduled there stamps late; its lateness, as measured, allowed)
+    assert stats["request_delay"]["p50"] + tol_ms >= proxy.pct_ns("forward_ns") / MS, \
+        (stats["request_delay"], proxy.pct_ns("forward_ns"), tol_ms)
 
 
 def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_path: Path) -> None:
