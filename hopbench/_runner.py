@@ -264,8 +264,6 @@ class RunStats:
     #: what cancelled the streams still open after the stop: "run.grace_s" (the
     #: grace period ran out) or "a second SIGINT" / "a second SIGTERM"; None: none was
     cancelled_by: str | None = None
-    #: open-loop requests written by hopbench._dispatch's thread (the rest by the loop)
-    dispatched: int = 0
 
 
 TICK_SLACK_NS = 1_000_000
@@ -911,7 +909,6 @@ class LoadRunner:
             if disp is not None:
                 self._dispatcher = None
                 disp.close()
-                self.stats.dispatched = disp.sent
                 if disp.error is not None:
                     raise RuntimeError(f"the open loop's dispatcher thread failed: {disp.error!r}") \
                         from disp.error
