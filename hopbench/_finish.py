@@ -190,6 +190,7 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                     max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
                     dispatched=total.counter(ALL, "dispatched"),
+                    spare_connections=total.counter(ALL, "spare_connections"),
                     schedule_lag_p99_ms=(sched.percentile(99.0) if sched.count else 0) / NS_PER_MS)
         held = True
         if total.counter(ALL, "max_in_flight_hits"):

@@ -336,6 +336,17 @@ LOOKAHEAD_NS = 50_000_000
 dispatcher (ns): the loop may be this late without the arrival leaving late."""
 
 
+SPARES_PER_MISS = 2
+"""Spare connections the loop opens each time hopbench._dispatch's thread found
+no idle connection for an arrival (``LoadRunner._missed``)."""
+
+SPARES_OPENING_MAX = 8
+"""At most this many spare connections are being opened at once."""
+
+SPARES_AT_START_MAX = 64
+"""At most this many spare connections are opened before an open loop starts."""
+
+
 SWITCH_INTERVAL_S = 0.0001
 """sys.setswitchinterval during an open-loop run (CPython's default is 0.005 s)."""
 
@@ -495,6 +506,7 @@ class LoadRunner:
         self._transport: StreamTransport | None = None
         self._dispatcher: Dispatcher | None = None
         self._submitted = 0  # arrivals queued for the dispatcher
+        self._spares_opening = 0  # spare connections being opened (_open_spare)
         self._drained = trio.Event()
         #: the generator ends by itself (a trace replayed once): the run ends when it has
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
@@ -621,6 +633,7 @@ class LoadRunner:
             with CollectorWatch() as collector, _switch_interval(self.load.mode), self._runq:
                 self._collector = collector
                 self._client = client
+                await self._open_spares_at_start()
                 self._t0 = t0 = now_ns()
                 self._mono_offset_ns = monotonic_offset_ns()
                 self.t0_mono_ns = t0 + self._mono_offset_ns  # t0 on CLOCK_MONOTONIC (gateway overhead)
@@ -921,6 +934,52 @@ class LoadRunner:
         return (DISPATCH and getattr(self._transport, "take_idle_fd", None) is not None and real_clock()
                 and self.base_url.lower().startswith("http://"))
 
+    async def _open_spares_at_start(self) -> None:
+        """Before an open loop's clock starts, open the keep-alive connections its
+        first ``LOOKAHEAD_NS`` of arrivals need, so that the dispatcher's thread
+        finds them idle (docs/workloads.md, "Open-loop pacing"): the requested
+        rate (a trace: its first second's) times ``LOOKAHEAD_NS``, plus
+        ``SPARES_PER_MISS``, at most ``SPARES_AT_START_MAX`` and
+        ``max_in_flight``. Waits at most the connect timeout (2 s at most); a
+        target that does not answer is left to the requests to report."""
+        if self.load.mode not in ("rate", "trace") or not self._dispatchable():
+            return
+        if self.load.mode == "rate":
+            rate = self.load.rate_rps
+        else:
+            rate = float(self.load.trace.scheduled_between(0, NS_PER_S, *self.load.trace_part))
+        n = min(math.ceil(rate * LOOKAHEAD_NS / NS_PER_S) + SPARES_PER_MISS, SPARES_AT_START_MAX,
+                self.load.max_in_flight)
+        origin = StreamTransport.origin_of(httpx.Request("POST", self.base_url))
+        connect_ns = self.profile.run.timeouts.connect_ns
+        with trio.move_on_after(min(ns_to_s(connect_ns) if connect_ns else 2.0, 2.0)):
+            async with trio.open_nursery() as nursery:
+                for _ in range(n):
+                    nursery.start_soon(self._open_spare, origin)
+                    self._spares_opening += 1
+
+    async def _open_spare(self, origin: Any) -> None:
+        """One spare connection to ``origin`` (counted in "spare_connections")."""
+        assert isinstance(self._transport, StreamTransport)
+        connect_ns = self.profile.run.timeouts.connect_ns
+        try:
+            if await self._transport.open_spare(origin, ns_to_s(connect_ns) if connect_ns else None):
+                self.rec.incr_global("spare_connections")
+        finally:
+            self._spares_opening -= 1
+
+    def _missed(self, origin: Any) -> None:
+        """The dispatcher's thread found no idle connection for an arrival (the
+        loop writes it on a new one): open ``SPARES_PER_MISS`` spare connections
+        so that the pool grows ahead of the load (at most ``SPARES_OPENING_MAX``
+        being opened at once). Raises RuntimeError once the streams' nursery
+        closed (the run is over)."""
+        if self._spares_opening + SPARES_PER_MISS > SPARES_OPENING_MAX:
+            return
+        for _ in range(SPARES_PER_MISS):
+            self._streams.start_soon(self._open_spare, origin)
+            self._spares_opening += 1
+
     def _submit(self, disp: Dispatcher, intended: int, sc: Scenario, req: Prepared | None) -> None:
         """Plan one arrival and queue it for the dispatcher's thread."""
         plan = None if sc.session is not None else self._plan(sc, req)
@@ -984,6 +1043,8 @@ class LoadRunner:
                 t = now_ns()
                 rec.record_global("schedule_lag", max(t - intended, 0))
                 gauge.move(t, OUT, WAITING)
+                if slot.data is not None and slot.conn is None and slot.origin is not None:
+                    self._missed(slot.origin)  # no idle connection: grow the pool
         except RuntimeError:  # the streams' nursery closed: the run is over
             if slot.conn is not None:
                 self._transport.put_back(slot.conn)

@@ -358,6 +358,30 @@ class StreamTransport(httpx.AsyncBaseTransport):
             return None
         return conn, conn.stream.socket.fileno()
 
+    async def open_spare(self, origin: Origin, timeout_s: float | None) -> bool:
+        """Open a keep-alive connection to ``origin`` ahead of need and leave it
+        idle, below the recently used ones (hopbench._dispatch's thread takes
+        the most recently used first). Its connect delayed no request: the
+        request that first uses it reports no ``connect_wait`` (it is reused).
+
+        Returns:
+            Whether a connection was added (False: the connect failed or timed
+            out, the transport is closed, or ``max_idle_per_origin`` are idle).
+            Never raises for the target's behaviour: the requests that would
+            have used it meet the same failure and report it.
+        """
+        try:
+            conn = await self._connect(origin, timeout_s)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            return False
+        stack = self._idle.setdefault(origin, [])
+        if self._closed or len(stack) >= self._max_idle:
+            await trio.aclose_forcefully(conn.stream)
+            return False
+        conn.reused = True
+        stack.insert(0, conn)  # one list operation: safe beside take_idle_fd's pop
+        return True
+
     def put_back(self, conn: _Conn) -> None:
         """Close ``conn``, taken by ``take_idle_fd`` and found closed by the
         server (on the event loop's thread)."""

@@ -183,6 +183,22 @@ def test_close_drops_what_was_not_due_and_stops_the_thread() -> None:
     assert disp.close() == []  # idempotent
 
 
+def test_a_submit_wakes_a_thread_that_waits_for_its_first_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread's wait for work has no timeout to fall back on here: a submit
+    that did not wake it would hang the test (the harness's timeout fails it)."""
+    monkeypatch.setattr("hopbench._dispatch.MAX_SLEEP_S", 3600.0)
+    a, b = socket.socketpair()
+    _OPEN.extend((a, b))
+    disp, handed = _dispatcher(_Source([(i, a.fileno()) for i in range(3)]))
+    try:
+        for i in range(3):
+            time.sleep(0.02)  # the thread has found the queue empty and waits
+            disp.submit(Slot(time.perf_counter_ns(), None, b"r%d" % i, i))
+            assert handed.get(timeout=600).payload == i
+    finally:
+        disp.close()
+
+
 def test_a_failing_thread_says_so() -> None:
     disp, handed = _dispatcher(_Source([], fail=True))
     try:
@@ -276,6 +292,54 @@ async def test_transport_retries_on_a_fresh_connection_when_the_written_one_was_
     assert len(conns) == 2 and seen[-1].endswith(b"second")
 
 
+async def test_a_spare_connection_waits_idle_and_its_first_request_reports_no_connect() -> None:
+    seen: list[bytes] = []
+    conns: list[int] = []
+    async with trio.open_nursery() as nursery:
+        port = await _keepalive_server(nursery, seen, conns)
+        transport = StreamTransport()
+        origin = (b"http", "127.0.0.1", port)
+        assert await transport.open_spare(origin, 5.0)
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://127.0.0.1:{port}") as c:
+            for _ in range(2):
+                r = await c.post("/x", content=b"y")
+                assert r.text == "ok" and r.extensions["hopbench.reused"] is True
+                assert r.extensions["hopbench.connect_ns"] == 0
+        nursery.cancel_scope.cancel()
+    assert len(conns) == 1 and len(seen) == 2  # both on the spare
+
+
+async def test_a_spare_that_cannot_be_opened_or_kept_is_not_added() -> None:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there: the connect is refused
+    transport = StreamTransport()
+    assert await transport.open_spare((b"http", "127.0.0.1", port), 5.0) is False
+    seen: list[bytes] = []
+    conns: list[int] = []
+    async with trio.open_nursery() as nursery:
+        live = await _keepalive_server(nursery, seen, conns)
+        await transport.aclose()  # a closed transport keeps nothing idle
+        assert await transport.open_spare((b"http", "127.0.0.1", live), 5.0) is False
+        assert transport.take_idle_fd((b"http", "127.0.0.1", live)) is None
+        full = StreamTransport(max_idle_per_origin=1)
+        assert await full.open_spare((b"http", "127.0.0.1", live), 5.0) is True
+        assert await full.open_spare((b"http", "127.0.0.1", live), 5.0) is False
+        await full.aclose()
+        nursery.cancel_scope.cancel()
+
+
+def test_spare_connections_are_opened_only_for_an_open_loop_the_thread_writes(tmp_path: Path) -> None:
+    prof = _profile(tmp_path, 'mode = "concurrency"\nconcurrency = 2')
+    prof.write_text(prof.read_text(encoding="utf-8").replace("max_in_flight = 200\n", ""), encoding="utf-8")
+    out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
+    assert out.complete and out.summary["scopes"]["all"]["counters"].get("spare_connections", 0) == 0
+    # (an open loop counts them there too)
+    out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "o2")
+    assert out.summary["scopes"]["all"]["counters"]["spare_connections"] == out.summary["load"]["spare_connections"] > 0
+
+
 def test_wire_is_none_for_what_is_not_written_in_one_piece() -> None:
     c = httpx.Client(base_url="http://127.0.0.1:9")
     assert StreamTransport.wire(c.build_request("POST", "/x", content=b"y" * (64 * 1024))) is None
@@ -330,11 +394,12 @@ def test_an_open_loop_writes_from_the_dispatcher_and_counts_every_arrival(
         assert x["sent_ns"] >= x["start_ns"]
     assert s["load"]["max_in_flight_hits"] == 0
     if dispatch:
-        # the first requests open connections (the loop writes those); once
-        # connections are idle the thread writes most of the rest
-        assert 0 < s["load"]["dispatched"] <= 60
+        # spare connections are opened before the clock starts (5 at 100/s: the
+        # first 50 ms of arrivals, plus 2): the thread writes at least those
+        assert s["load"]["spare_connections"] >= 5
+        assert 5 <= s["load"]["dispatched"] <= 60
     else:
-        assert s["load"]["dispatched"] == 0
+        assert s["load"]["dispatched"] == 0 and s["load"]["spare_connections"] == 0
 
 
 def test_a_trace_replay_writes_from_the_dispatcher(tmp_path: Path) -> None:
@@ -392,3 +457,14 @@ def test_the_thread_treats_any_write_error_as_an_unusable_connection() -> None:
     assert disp.error is None and s.stale == ["bad"] and s.conn == "good" and s.sent_ns is not None
     good_b.settimeout(10)
     assert good_b.recv(10) == b"hello"
+
+
+def test_an_arrival_that_finds_no_idle_connection_grows_the_pool(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No spares at the start: the first arrival finds no idle connection (the
+    loop writes it on a new one) and the loop opens SPARES_PER_MISS spares."""
+    monkeypatch.setattr(_runner, "SPARES_AT_START_MAX", 0)
+    out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out")
+    s = out.summary
+    assert out.complete and s["load"]["dispatched"] < 60  # the first one at least was the loop's
+    assert s["load"]["spare_connections"] >= _runner.SPARES_PER_MISS
