@@ -346,6 +346,7 @@ def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict
             "requested": load["requested_rate_rps"], "sent": load["achieved_rate_rps"],
             "cpu": load["cpu_mean"], "loop_lag_p99": load["loop_lag_p99_ms"],
             "saturated": summary["saturated"], "dispatched": load.get("dispatched"),
+            "spares": load.get("spare_connections"), "gc_max": summary.get("generator", {}).get("gc_pause_max_ms"),
             "queue_delay": {q: summary["scopes"]["all"]["metrics"].get("queue_delay", {}).get(q)
                             for q in ("p50", "p99", "p999")},
             "completed": summary["scopes"]["all"]["counters"].get("completed", 0)}
@@ -363,6 +364,10 @@ def describe(label: str, r: dict[str, Any]) -> str:
         qd = r["queue_delay"]
         line += (f"; written by the dispatcher {r['dispatched']}; queue_delay p50 {qd['p50']} p99 {qd['p99']}"
                  f" p99.9 {qd['p999']} ms")
+        if r.get("spares") is not None:
+            line += f"; spare connections {r['spares']}"
+        if r.get("gc_max") is not None:
+            line += f"; gc pause max {r['gc_max']} ms"
     if r.get("runq_share") is not None:
         line += f"; loop thread waited for a core {r['runq_share']:.1%} of the run"
     if "timerfd_waits" in r:
