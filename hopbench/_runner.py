@@ -346,6 +346,10 @@ SPARES_OPENING_MAX = 8
 SPARES_AT_START_MAX = 64
 """At most this many spare connections are opened before an open loop starts."""
 
+SPARES_AHEAD_NS = 50_000_000
+"""Spares opened before an open loop starts cover this much of its first
+arrivals (ns): the requested rate times this, plus ``SPARES_PER_MISS``."""
+
 
 SWITCH_INTERVAL_S = 0.0001
 """sys.setswitchinterval during an open-loop run (CPython's default is 0.005 s)."""
@@ -936,9 +940,9 @@ class LoadRunner:
 
     async def _open_spares_at_start(self) -> None:
         """Before an open loop's clock starts, open the keep-alive connections its
-        first ``LOOKAHEAD_NS`` of arrivals need, so that the dispatcher's thread
+        first ``SPARES_AHEAD_NS`` of arrivals need, so that the dispatcher's thread
         finds them idle (docs/workloads.md, "Open-loop pacing"): the requested
-        rate (a trace: its first second's) times ``LOOKAHEAD_NS``, plus
+        rate (a trace: its first second's) times ``SPARES_AHEAD_NS``, plus
         ``SPARES_PER_MISS``, at most ``SPARES_AT_START_MAX`` and
         ``max_in_flight``. Waits at most the connect timeout (2 s at most); a
         target that does not answer is left to the requests to report."""
@@ -948,7 +952,7 @@ class LoadRunner:
             rate = self.load.rate_rps
         else:
             rate = float(self.load.trace.scheduled_between(0, NS_PER_S, *self.load.trace_part))
-        n = min(math.ceil(rate * LOOKAHEAD_NS / NS_PER_S) + SPARES_PER_MISS, SPARES_AT_START_MAX,
+        n = min(math.ceil(rate * SPARES_AHEAD_NS / NS_PER_S) + SPARES_PER_MISS, SPARES_AT_START_MAX,
                 self.load.max_in_flight)
         origin = StreamTransport.origin_of(httpx.Request("POST", self.base_url))
         connect_ns = self.profile.run.timeouts.connect_ns
