@@ -325,10 +325,10 @@ class _Plan:
     request: httpx.Request | Exception | None = None
 
 
-DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1") != "0"
+DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1").strip().lower() not in ("0", "false", "no", "off")
 """Whether open loops write their requests from hopbench._dispatch's thread
 (where it can: see ``LoadRunner._dispatchable``). ``HOPBENCH_DISPATCH=0`` in
-the environment turns it off (docs/workloads.md, "Open-loop pacing"):
+the environment (or ``false``, ``no``, ``off``) turns it off (docs/workloads.md, "Open-loop pacing"):
 benchmarks compare the two, and a user can rule the thread out."""
 
 LOOKAHEAD_NS = 50_000_000
@@ -342,6 +342,9 @@ no idle connection for an arrival (``LoadRunner._missed``)."""
 
 SPARES_OPENING_MAX = 8
 """At most this many spare connections are being opened at once."""
+
+SPARES_FAILED_MAX = 4
+"""No more spare connections to an origin once this many of them failed to open."""
 
 SPARES_AT_START_MAX = 64
 """At most this many spare connections are opened before an open loop starts."""
@@ -511,6 +514,9 @@ class LoadRunner:
         self._dispatcher: Dispatcher | None = None
         self._submitted = 0  # arrivals queued for the dispatcher
         self._spares_opening = 0  # spare connections being opened (_open_spare)
+        self._spares_failed: dict[Any, int] = {}  # origin -> spare connects that failed
+        self._dispatchers: list[Dispatcher] = []  # this run's (the stop waits for their hand-overs)
+        self._deadline_ns: int | None = None  # t0 + run.duration: no arrival at or after it
         self._drained = trio.Event()
         #: the generator ends by itself (a trace replayed once): the run ends when it has
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
@@ -637,8 +643,8 @@ class LoadRunner:
             with CollectorWatch() as collector, _switch_interval(self.load.mode), self._runq:
                 self._collector = collector
                 self._client = client
-                await self._open_spares_at_start()
                 self._t0 = t0 = now_ns()
+                self._deadline_ns = t0 + run.duration_ns if run.duration_ns else None
                 self._mono_offset_ns = monotonic_offset_ns()
                 self.t0_mono_ns = t0 + self._mono_offset_ns  # t0 on CLOCK_MONOTONIC (gateway overhead)
                 st = self.stats
@@ -659,7 +665,7 @@ class LoadRunner:
                         self._streams = streams
                         gen = trio.CancelScope()
                         streams.start_soon(self._generate, gen)
-                        deadline = t0 + run.duration_ns if run.duration_ns else None
+                        deadline = self._deadline_ns
                         with trio.move_on_at(ns_to_s(deadline) if deadline else math.inf):
                             await self._stop_requested()
                         self._stop(gen)
@@ -733,6 +739,13 @@ class LoadRunner:
                 self._dispatcher.close()
 
     async def _wait_idle(self) -> None:
+        # Arrivals the dispatcher's thread took up before the stop (written, or
+        # handed over to be written) reach the loop through run_sync_soon: they
+        # are started (and counted open) before the wait for the open ones, so
+        # that they get the grace period too (a review found them cancelled at
+        # once). _stop closed the thread: ``taken`` no longer grows.
+        while any(d.closed and d.error is None and d.handed < d.taken for d in self._dispatchers):
+            await trio.sleep(0)
         while self._gauge.open > 0:
             await self._idle_changed.wait()
 
@@ -841,6 +854,8 @@ class LoadRunner:
                 t_next += 0 if first else gap_ns
                 first = False
             intended = int(t_next)
+            if self._deadline_ns is not None and intended >= self._deadline_ns:
+                return  # the run's window is [t0, t0 + duration): nothing is due at its end
             disp = self._dispatcher
             await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
             if not self._take_request():
@@ -877,6 +892,8 @@ class LoadRunner:
         st = self.stats
         for offset_ns, i, rep in spec.arrivals(*self.load.trace_part):
             intended = self._t0 + offset_ns
+            if self._deadline_ns is not None and intended >= self._deadline_ns:
+                return  # the run's window is [t0, t0 + duration): nothing is due at its end
             disp = self._dispatcher
             await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
             if not self._take_request():
@@ -914,7 +931,9 @@ class LoadRunner:
                 self._transport, self._handed, self._token.run_sync_soon,
                 now_ns() - time.perf_counter_ns(), lambda: self._gauge.open, self.load.max_in_flight)
             self._submitted = 0
+            self._dispatchers.append(disp)
             disp.start()
+            self._open_spares_at_start()
         try:
             yield pacer
             if disp is not None:
@@ -938,37 +957,46 @@ class LoadRunner:
         return (DISPATCH and getattr(self._transport, "take_idle_fd", None) is not None and real_clock()
                 and self.base_url.lower().startswith("http://"))
 
-    async def _open_spares_at_start(self) -> None:
-        """Before an open loop's clock starts, open the keep-alive connections its
-        first ``SPARES_AHEAD_NS`` of arrivals need, so that the dispatcher's thread
-        finds them idle (docs/workloads.md, "Open-loop pacing"): the requested
-        rate (a trace: its first second's) times ``SPARES_AHEAD_NS``, plus
-        ``SPARES_PER_MISS``, at most ``SPARES_AT_START_MAX`` and
-        ``max_in_flight``. Waits at most the connect timeout (2 s at most); a
-        target that does not answer is left to the requests to report."""
-        if self.load.mode not in ("rate", "trace") or not self._dispatchable():
-            return
+    def _spares_at_start(self) -> int:
+        """How many spare connections an open loop opens per target origin as
+        its clock starts (docs/workloads.md, "Open-loop pacing"): the arrivals
+        due in its first ``SPARES_AHEAD_NS``, or the requested rate (a trace: its
+        first second's) times that, whichever is more, plus ``SPARES_PER_MISS``;
+        at most ``SPARES_AT_START_MAX`` and ``max_in_flight``."""
         if self.load.mode == "rate":
-            rate = self.load.rate_rps
+            rate, first = self.load.rate_rps, 0
         else:
-            rate = float(self.load.trace.scheduled_between(0, NS_PER_S, *self.load.trace_part))
-        n = min(math.ceil(rate * SPARES_AHEAD_NS / NS_PER_S) + SPARES_PER_MISS, SPARES_AT_START_MAX,
-                self.load.max_in_flight)
-        origin = StreamTransport.origin_of(httpx.Request("POST", self.base_url))
-        connect_ns = self.profile.run.timeouts.connect_ns
-        with trio.move_on_after(min(ns_to_s(connect_ns) if connect_ns else 2.0, 2.0)):
-            async with trio.open_nursery() as nursery:
-                for _ in range(n):
-                    nursery.start_soon(self._open_spare, origin)
-                    self._spares_opening += 1
+            spec, part = self.load.trace, self.load.trace_part
+            rate = float(spec.scheduled_between(0, NS_PER_S, *part))
+            first = spec.scheduled_between(0, SPARES_AHEAD_NS, *part)  # a burst at the start
+        n = max(math.ceil(rate * SPARES_AHEAD_NS / NS_PER_S), first) + SPARES_PER_MISS
+        return min(n, SPARES_AT_START_MAX, self.load.max_in_flight)
+
+    def _open_spares_at_start(self) -> None:
+        """Start opening the spare connections of ``_spares_at_start`` for each
+        plain-http target origin (the arms' or the target's), in the background
+        as the clock starts: an arrival due before they are open is written by
+        the loop, as without them. Not awaited: a target that does not accept
+        delays nothing and is left to the requests to report."""
+        urls = [url for _, url in self._arms] if self._arms else [self.base_url]
+        origins = {StreamTransport.origin_of(httpx.Request("POST", u)) for u in urls}
+        n = self._spares_at_start()
+        for origin in sorted(o for o in origins if o[0] == b"http"):
+            for _ in range(n):
+                self._streams.start_soon(self._open_spare, origin)
+                self._spares_opening += 1
 
     async def _open_spare(self, origin: Any) -> None:
-        """One spare connection to ``origin`` (counted in "spare_connections")."""
+        """One spare connection to ``origin``: counted in "spare_connections", or,
+        when it could not be opened or kept, in "spare_connection_failures"."""
         assert isinstance(self._transport, StreamTransport)
         connect_ns = self.profile.run.timeouts.connect_ns
         try:
             if await self._transport.open_spare(origin, ns_to_s(connect_ns) if connect_ns else None):
                 self.rec.incr_global("spare_connections")
+            else:
+                self.rec.incr_global("spare_connection_failures")
+                self._spares_failed[origin] = self._spares_failed.get(origin, 0) + 1
         finally:
             self._spares_opening -= 1
 
@@ -976,9 +1004,12 @@ class LoadRunner:
         """The dispatcher's thread found no idle connection for an arrival (the
         loop writes it on a new one): open ``SPARES_PER_MISS`` spare connections
         so that the pool grows ahead of the load (at most ``SPARES_OPENING_MAX``
-        being opened at once). Raises RuntimeError once the streams' nursery
-        closed (the run is over)."""
-        if self._spares_opening + SPARES_PER_MISS > SPARES_OPENING_MAX:
+        being opened at once). Never for a TLS origin (the thread does not write
+        on those), nor once ``SPARES_FAILED_MAX`` spares of that origin failed
+        (the target refuses them: its requests report why). Raises RuntimeError
+        once the streams' nursery closed (the run is over)."""
+        if (self._spares_opening + SPARES_PER_MISS > SPARES_OPENING_MAX or origin[0] != b"http"
+                or self._spares_failed.get(origin, 0) >= SPARES_FAILED_MAX):
             return
         for _ in range(SPARES_PER_MISS):
             self._streams.start_soon(self._open_spare, origin)
@@ -995,6 +1026,8 @@ class LoadRunner:
             except httpx.LocalProtocolError:
                 data = None  # sent by the loop, and refused there (the stream's boundary)
             origin = self._transport.origin_of(plan.request)
+            if origin[0] != b"http":  # TLS (an arm's https URL): the loop writes it
+                data = None
         else:
             origin = None
         self._submitted += 1
@@ -1004,7 +1037,7 @@ class LoadRunner:
         """The dispatcher's thread took ``slot`` up (run on the loop's thread by
         ``run_sync_soon``): count it and start its stream. None: the thread
         failed (the run stops; the error is raised as the open loop ends)."""
-        disp = self._dispatcher
+        disp = self._dispatchers[-1] if self._dispatchers else None  # the open loop's (one at a time)
         if slot is None:
             self._drained.set()
             self.request_stop("the open loop's dispatcher thread failed")
@@ -1040,15 +1073,18 @@ class LoadRunner:
                 self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns)
                 rec.record_global("schedule_lag", max(slot.sent_ns - intended, 0))
                 rec.incr_global("dispatched")
-                gauge.move(max(slot.sent_ns, gauge.last_ns), OUT, AWAITING_HEADERS)
-                plan.stage[0], plan.stage[1] = AWAITING_HEADERS, True
+                t_sent = max(slot.sent_ns, gauge.last_ns)
+                gauge.move(t_sent, OUT, AWAITING_HEADERS)
+                plan.stage[0], plan.stage[1], plan.stage[2] = AWAITING_HEADERS, True, t_sent
             else:  # the loop writes it: lag to the loop's take-over, as without the thread
                 self._streams.start_soon(self._stream, sc, intended, True, None, plan)
                 t = now_ns()
                 rec.record_global("schedule_lag", max(t - intended, 0))
                 gauge.move(t, OUT, WAITING)
-                if slot.data is not None and slot.conn is None and slot.origin is not None:
-                    self._missed(slot.origin)  # no idle connection: grow the pool
+                if slot.data is not None and slot.conn is None and slot.origin is not None and not slot.stale:
+                    # every connection busy: grow the pool (idle ones the server had closed
+                    # mean it was large enough: more would only be closed in turn)
+                    self._missed(slot.origin)
         except RuntimeError:  # the streams' nursery closed: the run is over
             if slot.conn is not None:
                 self._transport.put_back(slot.conn)
@@ -1157,8 +1193,9 @@ class LoadRunner:
             if tpl is not None:
                 content = tpl[0] + headers[REQUEST_ID_HEADER].encode() + tpl[1]
         gauge = self._gauge
-        # [the stream's phase (hopbench._inflight), whether its request was written]
-        stage: list[Any] = [WAITING, False]
+        # [the stream's phase (hopbench._inflight), whether its request was written,
+        # when the gauge counted it awaiting headers (clock ns)]
+        stage: list[Any] = [WAITING, False, 0]
         plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage)
 
         # (the closure never holds the plan: plan -> request -> trace -> plan
@@ -1166,8 +1203,9 @@ class LoadRunner:
         async def trace(name: str, info: dict[str, Any]) -> None:
             # httpcore's trace names; StreamTransport emits the same two
             if name.endswith("send_request_headers.started"):
-                gauge.move(now_ns(), stage[0], AWAITING_HEADERS, not stage[1])
-                stage[0], stage[1] = AWAITING_HEADERS, True
+                t = now_ns()
+                gauge.move(t, stage[0], AWAITING_HEADERS, not stage[1])
+                stage[0], stage[1], stage[2] = AWAITING_HEADERS, True, t
             elif name.endswith(("connect_tcp.started", "connect_unix_socket.started")):
                 gauge.move(now_ns(), stage[0], CONNECTING)
                 stage[0] = CONNECTING
@@ -1318,7 +1356,14 @@ class LoadRunner:
             meter.on_headers(t)
             if self._record_headers:
                 meter.headers = capture_headers(response.headers.get, self._record_headers)
-            self._gauge.move(t, stage[0], STREAMING)
+            # The head arrived at its kernel stamp, maybe well before a busy loop read it:
+            # the stream is counted streaming from then on (never before its send), so
+            # that an end counted back to its bytes' arrival (below) never comes before
+            # it (a head and its terminal event in one read made "streaming" negative).
+            body = response.extensions.get("hopbench.body")
+            head_rx = getattr(body, "head_rx_ns", 0) or 0
+            streaming_ns = self._gauge.move_late(t, t - head_rx if head_rx else 0,
+                                                 max(meter.sent_ns, stage[2]), stage[0], STREAMING)
             stage[0] = STREAMING
             slack = min(idle_ns // 16, _IDLE_SLACK_NS) if idle_ns is not None else 0
             never = 1 << 62
@@ -1409,8 +1454,9 @@ class LoadRunner:
                                 # It was done when the bytes arrived, not when a busy loop
                                 # served the read: counted back to the terminal bytes' arrival,
                                 # never before the read before it arrived (in flight as the
-                                # gateway sees it, docs/results.md "In flight")
-                                self._gauge.move_late(t, late, before, stage[0], CLOSING)
+                                # gateway sees it, docs/results.md "In flight"), nor before the
+                                # gauge counted it streaming
+                                self._gauge.move_late(t, late, max(before, streaming_ns), stage[0], CLOSING)
                                 stage[0] = CLOSING
                                 scope.deadline = min(scope.deadline, trio.current_time() + _AFTER_END_S)
                                 idle.deadline = math.inf

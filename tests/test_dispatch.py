@@ -468,3 +468,168 @@ def test_an_arrival_that_finds_no_idle_connection_grows_the_pool(
     s = out.summary
     assert out.complete and s["load"]["dispatched"] < 60  # the first one at least was the loop's
     assert s["load"]["spare_connections"] >= _runner.SPARES_PER_MISS
+
+
+class _Nursery:
+    """Records what is started (stands in for the runner's streams nursery)."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[Any, ...]] = []
+
+    def start_soon(self, fn: Any, *args: Any) -> None:
+        self.started.append(args)
+
+
+def _spare_owner(**kw: Any) -> Any:
+    from types import SimpleNamespace
+    fields: dict[str, Any] = dict(_spares_opening=0, _spares_failed={}, _streams=_Nursery(), _arms=(),
+                                  base_url="http://127.0.0.1:9", _spares_at_start=lambda: 3, _open_spare=None)
+    return SimpleNamespace(**{**fields, **kw})
+
+
+def test_spares_are_opened_for_plain_http_origins_only_and_not_after_failures() -> None:
+    http, tls = (b"http", "127.0.0.1", 9), (b"https", "127.0.0.1", 10)
+    o = _spare_owner()
+    _runner.LoadRunner._missed(o, tls)  # the thread never writes on TLS: no spare for it
+    assert o._streams.started == []
+    _runner.LoadRunner._missed(o, http)
+    assert o._streams.started == [(http,)] * _runner.SPARES_PER_MISS
+    o = _spare_owner()
+    o._spares_failed[http] = _runner.SPARES_FAILED_MAX  # the target refuses them
+    _runner.LoadRunner._missed(o, http)
+    assert o._streams.started == []
+    o = _spare_owner()
+    o._spares_opening = _runner.SPARES_OPENING_MAX  # enough being opened already
+    _runner.LoadRunner._missed(o, http)
+    assert o._streams.started == []
+    # at the start: each plain-http arm's origin, none for the https one
+    o = _spare_owner(_arms=(("a", "http://127.0.0.1:9/v1"), ("b", "https://127.0.0.1:10"),
+                            ("c", "http://127.0.0.1:11")))
+    _runner.LoadRunner._open_spares_at_start(o)
+    assert sorted(o._streams.started) == [(http,)] * 3 + [((b"http", "127.0.0.1", 11),)] * 3
+    assert o._spares_opening == 6
+
+
+def test_a_burst_at_the_start_of_a_trace_gets_its_spares(tmp_path: Path) -> None:
+    with (tmp_path / "t.jsonl").open("w", encoding="utf-8") as f:
+        for i in range(40):  # 30 at once, then 10 over the next 10 s
+            f.write(json.dumps({"timestamp_ms": 0 if i < 30 else 1000 * (i - 29), "input_tokens": 16,
+                                "output_tokens": 4}) + "\n")
+    prof = _profile(tmp_path, 'mode = "trace"\ntrace = "t.jsonl"')
+    prof.write_text(prof.read_text(encoding="utf-8").replace('prompts = ["hello"]\nmax_tokens = 4\n', ""),
+                    encoding="utf-8")
+    runner = _runner.LoadRunner(load_profile(prof), "http://127.0.0.1:9", _recorder(), _recorder())
+    assert runner._spares_at_start() == 30 + _runner.SPARES_PER_MISS  # not 30/s x 50 ms
+
+
+def _recorder() -> Any:
+    from hopbench._recorder import Recorder
+    return Recorder(["chat"])
+
+
+class _OneWrite:
+    """A keep-alive target that answers each POST with a whole chat stream in
+    one write (head and terminal event arrive in one read), in a thread."""
+
+    EVENT = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+             b'[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n')
+    LAST = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+            b'[{"index":0,"delta":{},"finish_reason":"stop"}],'
+            b'"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}\n\ndata: [DONE]\n\n')
+
+    def __init__(self) -> None:
+        import socketserver
+        import threading
+        body = self.EVENT * 2 + self.LAST
+        reply = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n"
+                 % len(body)) + body
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                buf = b""
+                while True:
+                    data = self.request.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                    while b"\r\n\r\n" in buf:
+                        head, _, rest = buf.partition(b"\r\n\r\n")
+                        n = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                        if len(rest) < n:
+                            break
+                        buf = rest[n:]
+                        self.request.sendall(reply)
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _target_profile(tmp_path: Path, port: int, load: str, run: str) -> Path:
+    p = tmp_path / "t.toml"
+    p.write_text(f"""[run]
+name = "onewrite"
+seed = 3
+{run}
+
+[run.timeouts]
+idle_s = 10
+
+[load]
+{load}
+
+[target]
+url = "http://127.0.0.1:{port}"
+
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "m"
+prompts = ["hello"]
+max_tokens = 2
+""", encoding="utf-8")
+    return p
+
+
+def test_a_head_and_its_end_in_one_read_never_make_a_phase_negative(tmp_path: Path) -> None:
+    """The stream is counted streaming from its head's arrival, its end from its
+    terminal bytes' arrival: when both came in one read the end was counted
+    before the stream was counted streaming ("streaming" -0.5 at 300/s)."""
+    target = _OneWrite()
+    try:
+        out = run_profile(load_profile(_target_profile(tmp_path, target.port, 'mode = "rate"\nrate_rps = 200',
+                                                       "requests = 200")), out_dir=tmp_path / "out")
+    finally:
+        target.close()
+    load = out.summary["load"]
+    assert out.complete and out.summary["scopes"]["all"]["counters"]["completed"] == 200
+    assert load["mean_in_flight"] >= 0
+    assert all(v is None or v >= 0 for v in load["in_flight_by_phase"].values()), load["in_flight_by_phase"]
+
+
+def test_nothing_is_due_at_the_runs_end_and_what_was_written_gets_the_grace(tmp_path: Path) -> None:
+    """The run's window is [t0, t0 + duration): at 400/s for 0.5 s at most 200
+    arrivals (201 before: one due at the end), and a request the thread wrote
+    before the stop is never cancelled with the grace period unused (a review
+    found 1 in 2 runs)."""
+    target = _OneWrite()
+    try:
+        for i in range(3):
+            out = run_profile(load_profile(_target_profile(
+                tmp_path, target.port, 'mode = "rate"\nrate_rps = 400\narrival = "constant"',
+                "duration_s = 0.5\ngrace_s = 30")), out_dir=tmp_path / f"out{i}")
+            streams = [json.loads(line) for line in
+                       (out.out_dir / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
+            assert 0 < len(streams) <= 200
+            assert all(x["start_ns"] < 500 * MS for x in streams)
+            assert [x for x in streams if x["outcome"] != "completed"] == []
+    finally:
+        target.close()
