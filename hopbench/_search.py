@@ -19,8 +19,9 @@ Outcomes (``SearchResult.status``):
 - "client_saturated": hopbench itself was the bottleneck at a load it had to
   judge: no capacity is reported (the fix: ``--workers``);
 - "too_few_requests": a probe failed only because its good fraction's lower
-  bound missed the target while the fraction itself met it: too few requests
-  to tell, which is no evidence of the gateway's limit. The search stops there
+  bound missed the target while the fraction itself met it (a concurrency
+  search: and, maybe, because its load was not held, which is the client's):
+  too few requests to tell, which is no evidence of the gateway's limit. The search stops there
   (capacity: the highest passing load below it, a lower bound; the fix: a
   longer ``duration_s``) instead of reading it as a failing load;
 - "max_probes": the probe budget ran out before the resolution was reached
@@ -214,6 +215,12 @@ class CapacitySearch:
         if probe.reasons and set(probe.reasons) == {TOO_FEW}:
             self.status = "too_few_requests"
             return
+        if self._integer and TOO_FEW in probe.reasons and set(probe.reasons) <= {TOO_FEW, "load not held"}:
+            # Concurrency: a load not held is the client's (its users waited to start, on
+            # its side), and the objectives' point estimate was met: still no evidence of the
+            # gateway's limit (seen on a busy machine: a 2-user min probe called "below_min")
+            self.status = "too_few_requests"
+            return
         if probe.passed:
             if self.passing is None or probe.load > self.passing:
                 self.passing = probe.load
@@ -235,7 +242,9 @@ class CapacitySearch:
             f = last.figures
             msg = (f"inconclusive at {last.load:g} {unit}: good fraction {f.get('good_fraction')} met the "
                    f"target {f.get('target')} but {f.get('judged')} requests are too few to be sure (lower "
-                   f"bound {f.get('good_fraction_lower')}); lengthen [search] duration_s"
+                   f"bound {f.get('good_fraction_lower')})"
+                   + ("; the load was not held either (the client's)" if "load not held" in last.reasons else "")
+                   + "; lengthen [search] duration_s"
                    + (f"; capacity at least {cap:g} {unit}" if cap is not None else ""))
         elif status == "below_min":
             msg = f"capacity below the search's min: {self.spec.min:g} {unit} already failed"

@@ -96,6 +96,14 @@ def test_search_stops_when_a_probe_has_too_few_requests_to_judge() -> None:
     # a probe that also failed its objectives is a failing load, as before
     mixed = search(_spec(hi=50), lambda load: Probe(load, load <= 10, () if load <= 10 else (TOO_FEW, "load not held")))
     assert mixed.status == "found" and mixed.capacity is not None
+    # a concurrency probe whose load was not held (the client's users waited on its side)
+    # and whose point estimate met the target: inconclusive too, never "below_min"
+    users = search(_spec("concurrency", 2, 12, 2),
+                   lambda load: Probe(load, False, (TOO_FEW, "load not held"), figures={"judged": 8}))
+    assert (users.status, users.capacity) == ("too_few_requests", None)
+    assert "load was not held" in users.message and "duration_s" in users.message
+    failed = search(_spec("concurrency", 2, 12, 2), lambda load: Probe(load, False, ("slo", "load not held")))
+    assert failed.status == "below_min"
 
 
 def test_search_state_machine_asks_nothing_after_the_end() -> None:
