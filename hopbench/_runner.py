@@ -1360,8 +1360,10 @@ class LoadRunner:
             # the stream is counted streaming from then on (never before its send), so
             # that an end counted back to its bytes' arrival (below) never comes before
             # it (a head and its terminal event in one read made "streaming" negative).
-            body = response.extensions.get("hopbench.body")
-            head_rx = getattr(body, "head_rx_ns", 0) or 0
+            # hopbench's own transport hands its body out (None from httpx's): its stamps
+            # here, and below it is iterated directly (no httpx generator layers per read)
+            direct = response.extensions.get("hopbench.body")
+            head_rx = getattr(direct, "head_rx_ns", 0) or 0
             streaming_ns = self._gauge.move_late(t, t - head_rx if head_rx else 0,
                                                  max(meter.sent_ns, stage[2]), stage[0], STREAMING)
             stage[0] = STREAMING
@@ -1396,10 +1398,8 @@ class LoadRunner:
             dec = new_decoder(sc.protocol, keep_text=keep_text, expect_usage=expect_usage)
             kept = dec.kept_fragments() if meter.event_crc is not None else None  # gateway overhead
             identity = response.headers.get("content-encoding", "identity") == "identity"
-            # hopbench's own transport hands its body out: iterating it directly
-            # skips httpx's three generator layers per read (closing still goes
-            # through response.aclose()).
-            direct = response.extensions.get("hopbench.body")
+            # iterating hopbench's body directly skips httpx's three generator layers
+            # per read (closing still goes through response.aclose())
             # kernel receive stamps of hopbench's transport (its rx_ns), where it has them
             stamps = direct if identity and hasattr(direct, "rx_ns") else None
             chunks = (direct if direct is not None and identity
