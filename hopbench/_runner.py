@@ -1194,8 +1194,10 @@ class LoadRunner:
                 content = tpl[0] + headers[REQUEST_ID_HEADER].encode() + tpl[1]
         gauge = self._gauge
         # [the stream's phase (hopbench._inflight), whether its request was written,
-        # when the gauge counted it awaiting headers (clock ns)]
-        stage: list[Any] = [WAITING, False, 0]
+        # when the gauge counted it awaiting headers (clock ns), the stream's timeout
+        # scope and its total deadline (ns) once _stream has them]
+        stage: list[Any] = [WAITING, False, 0, None, None]
+        first_byte_ns = self.profile.run.timeouts.first_byte_ns
         plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage)
 
         # (the closure never holds the plan: plan -> request -> trace -> plan
@@ -1204,9 +1206,18 @@ class LoadRunner:
             # httpcore's trace names; StreamTransport emits the same two
             if name.endswith("send_request_headers.started"):
                 t = now_ns()
+                if stage[0] == CONNECTING and stage[3] is not None and first_byte_ns:
+                    # first_byte_s counts from the request's send, not from before its
+                    # connect (docs/profiles.md): a slow connect within connect_s is
+                    # not a first-byte timeout
+                    total = stage[4]
+                    stage[3].deadline = ns_to_s(t + first_byte_ns if total is None
+                                                else min(t + first_byte_ns, total))
                 gauge.move(t, stage[0], AWAITING_HEADERS, not stage[1])
                 stage[0], stage[1], stage[2] = AWAITING_HEADERS, True, t
             elif name.endswith(("connect_tcp.started", "connect_unix_socket.started")):
+                if stage[3] is not None and first_byte_ns:  # the connect has connect_s
+                    stage[3].deadline = ns_to_s(1 << 62 if stage[4] is None else stage[4])
                 gauge.move(now_ns(), stage[0], CONNECTING)
                 stage[0] = CONNECTING
 
@@ -1264,6 +1275,7 @@ class LoadRunner:
             with trio.CancelScope() as scope:
                 first = sent + to.first_byte_ns if to.first_byte_ns else None
                 scope.deadline = ns_to_s(min(x for x in (first, total_deadline, 1 << 62) if x is not None))
+                stage[3], stage[4] = scope, total_deadline  # (a connect moves `first`: see _plan)
                 # the client's own cancel after a time (hopbench._cancel): a scope
                 # of its own, told apart from the timeouts' scope
                 with trio.CancelScope() as leave:

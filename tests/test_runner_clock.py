@@ -98,3 +98,26 @@ async def test_runner_max_event_bytes_from_the_profile_reaches_the_scanner(
     if outcome == "truncated":
         assert x["detail"] == "oversize_event"
         assert rec.snapshot().counter(ALL, "truncated.oversize_event") == 1
+
+
+async def test_runner_clock_first_byte_counts_from_the_write_not_the_connect(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/profiles.md: first_byte_s runs from the request's write; a connect is bounded
+    # by connect_s alone. A 3 s connect with first_byte_s = 1 is not a first-byte timeout.
+    timeouts = "connect_s = 10\nfirst_byte_s = 1"
+    _, lines = await _run(monkeypatch, Plan(connect_s=3.0, head_s=0.5), timeouts, requests=1)
+    (x,) = lines
+    assert x["outcome"] == "completed"
+    assert x["headers_ns"] - x["sent_ns"] == int(3.5 * S)
+    # ... and a head that takes longer than first_byte_s after that write is one,
+    # cut first_byte_s after the write (connect 0.5 s + 1 s)
+    rec, lines = await _run(monkeypatch, Plan(connect_s=0.5, head_s=5.0), timeouts, requests=1)
+    (x,) = lines
+    assert (x["outcome"], x["detail"]) == ("timeout", "first_byte")
+    assert x["e2e_ns"] == int(1.5 * S)
+    # total_s still bounds a slow connect
+    _, lines = await _run(monkeypatch, Plan(connect_s=8.0), "connect_s = 10\nfirst_byte_s = 1\ntotal_s = 2",
+                          requests=1)
+    (x,) = lines
+    assert (x["outcome"], x["detail"]) == ("timeout", "total")
+    assert x["e2e_ns"] == int(2.0 * S)
