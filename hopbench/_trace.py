@@ -322,6 +322,54 @@ class TraceSpec:
         return count
 
 
+#: a replay (one pass of the window) longer than this gets a warning before the load
+LONG_REPLAY_S = 24 * 3600.0
+
+
+def _span(seconds: float) -> str:
+    """A replay's length for a person: s, min, h or days."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.3g} days"
+
+
+def replay_plan(spec: TraceSpec, duration_ns: int | None, requests: int | None,
+                ) -> tuple[str, str | None]:
+    """What a trace replay will do, said before the load: (plan line, warning or None).
+
+    The line gives the window's requests, one pass's replay time at
+    ``spec.speedup`` and the mean rate. The warning: one pass takes longer than
+    ``LONG_REPLAY_S`` with nothing else to end it (a speedup far below 1 stretches
+    the trace: ``speedup = 1e-6`` makes a 10 s trace 116 days), or
+    ``run.duration_s`` ends the replay before the window's last request.
+
+    Args:
+        spec: the replay.
+        duration_ns: ``run.duration_s`` (ns) or None.
+        requests: ``run.requests`` or None.
+    """
+    n = len(spec.entries)
+    last_s = spec.offset_ns(n - 1, 0) / 1e9  # the window's last request, from the replay's start
+    pass_s = spec.period_ms / 1000.0 / spec.speedup if spec.loop else last_s
+    line = (f"trace replay: {n} request{'s' if n != 1 else ''} from {spec.path.name}, "
+            f"{_span(pass_s)} a pass at speedup {spec.speedup:g} (mean {spec.rate_rps:.3g} requests/s)"
+            + (", looped" if spec.loop else ""))
+    warning = None
+    if duration_ns is None and requests is None and pass_s > LONG_REPLAY_S:
+        warning = (f"the trace's window takes {_span(pass_s)} to replay at load.speedup = {spec.speedup:g} "
+                   "(trace time / replay time: below 1 replays slower than recorded); raise the "
+                   "speedup or set run.duration_s")
+    elif duration_ns is not None and not spec.loop and last_s * 1e9 >= duration_ns:
+        sent = spec.scheduled_between(0, duration_ns)
+        warning = (f"run.duration_s = {duration_ns / 1e9:g} ends the replay after {sent} of its {n} "
+                   f"requests (the window takes {_span(last_s)} at speedup {spec.speedup:g})")
+    return line, warning
+
+
 _PROMPT_MARK = "\u0000hopbench-prompt\u0000"
 
 

@@ -474,6 +474,14 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     out = out or default_out_dir(profile, results_root)
     if not quiet:
         err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
+    if profile.load.mode == "trace":  # the replay's length and rate, before the load (docs/workloads.md)
+        from ._trace import replay_plan
+
+        plan_line, plan_warning = replay_plan(profile.load.trace, profile.run.duration_ns, profile.run.requests)
+        if not quiet:
+            err.print(f"hopbench: {plan_line}", markup=False, highlight=False, soft_wrap=True)
+        if plan_warning:
+            err.print(f"hopbench: warning: {plan_warning}", markup=False, highlight=False, soft_wrap=True)
     if profile.run.engine == "ray":
         from ._ray import import_ray, run_profile_ray
 

@@ -18,7 +18,7 @@ import trio.testing
 from hopbench import ProfileError, _runner
 from hopbench._profile import load_profile
 from hopbench._recorder import ALL, Recorder
-from hopbench._trace import TraceBodies, TraceEntry, implied_hits, read_trace, window
+from hopbench._trace import TraceBodies, TraceEntry, implied_hits, read_trace, replay_plan, window
 from hopbench.emulator._prefix import PrefixCache
 
 from _fake_transport import Plan, fake_transport
@@ -270,3 +270,31 @@ def test_trace_refuses_arms_and_stages(tmp_path: Path, extra: str, message: str)
                     + '[[scenario]]\nname = "a"\nprotocol = "chat"\nmodel = "m"\n', encoding="utf-8")
     with pytest.raises(ProfileError, match=message):
         load_profile(prof)
+
+
+def test_trace_replay_plan_says_its_length_and_warns_of_a_stretched_or_cut_replay(tmp_path: Path) -> None:
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": t, "input_tokens": 1, "output_tokens": 1}) + "\n"
+                             for t in (0, 2000, 4000, 10000)))
+    spec = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 2")).load.trace
+    line, warning = replay_plan(spec, None, None)
+    assert line.startswith("trace replay: 4 requests from t.jsonl, 5.0 s a pass at speedup 2") and warning is None
+    # a speedup far below 1: 10 s of trace over 116 days, with nothing to end it
+    slow = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 1e-6")).load.trace
+    line, warning = replay_plan(slow, None, None)
+    assert "116 days" in line and warning is not None and "load.speedup = 1e-06" in warning
+    assert replay_plan(slow, 60 * 10**9, None)[1] == (
+        "run.duration_s = 60 ends the replay after 1 of its 4 requests (the window takes 116 days at speedup 1e-06)")
+    # run.duration_s shorter than the replay: how many requests it leaves
+    assert replay_plan(spec, 3 * 10**9, None)[1] == (
+        "run.duration_s = 3 ends the replay after 3 of its 4 requests (the window takes 5.0 s at speedup 2)")
+
+
+def test_trace_stretched_replay_warns_on_the_command_line(tmp_path: Path) -> None:
+    _trace(tmp_path, '{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n'
+                     '{"timestamp_ms": 1000, "input_tokens": 1, "output_tokens": 1}\n')
+    prof = _profile(tmp_path, "t.jsonl", "speedup = 1e-9", run="duration_s = 0.5")
+    # the target refuses: the run stops at once (one request, then the deadline); the warning came first
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "run", str(prof), "--out", str(tmp_path / "r"),
+                           "--no-progress"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "hopbench: warning: run.duration_s = 0.5 ends the replay after 1 of its 2 requests" in proc.stderr
+    assert "Traceback" not in proc.stderr
