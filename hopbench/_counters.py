@@ -46,6 +46,8 @@ class RunStatsLike(StatsLike, Protocol):
     @property
     def stop_ns(self) -> int: ...
     @property
+    def schedule_end_ns(self) -> int: ...
+    @property
     def ended_ns(self) -> int: ...
     @property
     def interrupted_by(self) -> str | None: ...
@@ -95,6 +97,9 @@ class RunCounters:
             (``http_error.503``, ...), ``tokens.<dir>.<kind>``, ... (docs/results.md).
         stop_ns, ended_ns: when the load stopped and the last stream ended (ns
             from the run start; merged: the latest).
+        schedule_end_ns: an open loop whose schedule ran out by itself (``run.requests``,
+            a trace without ``loop``): one mean gap after its last arrival was due
+            (ns from the run start; merged: the latest); 0 otherwise.
         steady_from_ns: start of the steady window (ns; merged: the earliest).
         interrupted_by: the first stop reason seen (a signal name, "target lost: ..."), else None.
         requests_started, arrivals, max_in_flight_hits, sent_measured: counts (merged: sums).
@@ -115,6 +120,7 @@ class RunCounters:
 
     counts: Mapping[str, int] = field(default_factory=dict)
     stop_ns: int = 0
+    schedule_end_ns: int = 0
     ended_ns: int = 0
     steady_from_ns: int = 0
     interrupted_by: str | None = None
@@ -148,7 +154,7 @@ class RunCounters:
         scope = total.scopes.get(ALL)
         return cls(
             counts=dict(scope.counters) if scope is not None else {},
-            stop_ns=stats.stop_ns, ended_ns=stats.ended_ns, steady_from_ns=stats.steady_from_ns,
+            stop_ns=stats.stop_ns, schedule_end_ns=stats.schedule_end_ns, ended_ns=stats.ended_ns, steady_from_ns=stats.steady_from_ns,
             interrupted_by=stats.interrupted_by, requests_started=stats.requests_started,
             arrivals=stats.arrivals, max_in_flight_hits=stats.max_in_flight_hits,
             sent_measured=stats.sent_measured, peak_in_flight=stats.peak_in_flight,
@@ -176,6 +182,7 @@ class RunCounters:
         samples = merge_samples([self.error_samples, other.error_samples])
         return RunCounters(
             counts=counts, stop_ns=max(self.stop_ns, other.stop_ns),
+            schedule_end_ns=max(self.schedule_end_ns, other.schedule_end_ns),
             ended_ns=max(self.ended_ns, other.ended_ns),
             steady_from_ns=min(self.steady_from_ns, other.steady_from_ns),
             interrupted_by=self.interrupted_by or other.interrupted_by,

@@ -178,15 +178,20 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
             load["held"] = True
     else:
         arrivals = total.counter(ALL, "started") + total.counter(ALL, "max_in_flight_hits")
+        # the load's window: to the stop, or to the end of a schedule that ran out by
+        # itself (a request budget, a trace without loop), not through the drain of
+        # the streams still open after it (docs/results.md, achieved_rate_rps)
+        end_ns = min(stats.stop_ns, stats.schedule_end_ns) if stats.schedule_end_ns else stats.stop_ns
+        window_s = max(end_ns - profile.run.warmup_ns, 1) / NS_PER_S
         # the requests the target received: written to it, not just started (a
         # stream still waiting for the client's loop or a connection is not load)
-        achieved = stats.sent_measured / (measured_ns / NS_PER_S)
+        achieved = stats.sent_measured / window_s
         want_rps = profile.load.rate_rps
         if profile.load.mode == "trace":  # docs/workloads.md, "Trace replay": what the trace asked
-            want_rps, load["trace"] = trace_load(profile.load.trace, profile.run.warmup_ns, stats.stop_ns,
+            want_rps, load["trace"] = trace_load(profile.load.trace, profile.run.warmup_ns, end_ns,
                                                  profile.load.trace_part)
         load.update(requested_rate_rps=round(want_rps, 3), achieved_rate_rps=round(achieved, 3),
-                    arrival_rate_rps=round(arrivals / (measured_ns / NS_PER_S), 3),
+                    arrival_rate_rps=round(arrivals / window_s, 3), load_window_s=round(window_s, 6),
                     max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
                     dispatched=total.counter(ALL, "dispatched"),

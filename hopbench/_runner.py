@@ -230,6 +230,7 @@ class RunStats:
 
     started_ns: int = 0
     stop_ns: int = 0
+    schedule_end_ns: int = 0
     ended_ns: int = 0
     interrupted_by: str | None = None
     requests_started: int = 0
@@ -520,6 +521,7 @@ class LoadRunner:
         self._drained = trio.Event()
         #: the generator ends by itself (a trace replayed once): the run ends when it has
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
+        self._last_due_ns: int | None = None  # the open loop's latest arrival taken up (clock ns)
         self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
         self._header_values = HeaderValues()
         self._record_headers = profile.run.record_headers
@@ -796,6 +798,12 @@ class LoadRunner:
                 await self._trace_loop()
             else:
                 await self._open_loop()
+        if self.load.mode != "concurrency" and not self._stopping and self._last_due_ns is not None and (
+                self._requests_left is not None or self._finite):
+            # The schedule ran out by itself (a request budget, a trace without loop):
+            # the load's window ends one mean gap after its last arrival, not after
+            # the streams still open drain (docs/results.md, achieved_rate_rps)
+            self.stats.schedule_end_ns = self._last_due_ns - self._t0 + int(NS_PER_S / self.load.rate_rps)
         # closed loop with a request budget: users end by themselves
         if self._requests_left is not None or self._finite:
             with trio.CancelScope(shield=True):
@@ -860,6 +868,7 @@ class LoadRunner:
             await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
             if not self._take_request():
                 return
+            self._last_due_ns = intended
             if disp is not None:
                 self._submit(disp, intended, self._pick(), None)
                 continue
@@ -898,6 +907,7 @@ class LoadRunner:
             await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
             if not self._take_request():
                 return
+            self._last_due_ns = intended
             if disp is not None:
                 sc = scenarios[spec.scenario_index[i]]
                 self._submit(disp, intended, sc, self._trace_request(sc, i, rep))

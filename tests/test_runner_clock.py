@@ -121,3 +121,35 @@ async def test_runner_clock_first_byte_counts_from_the_write_not_the_connect(
     (x,) = lines
     assert (x["outcome"], x["detail"]) == ("timeout", "total")
     assert x["e2e_ns"] == int(2.0 * S)
+
+
+@pytest.mark.parametrize("load", [
+    'mode = "rate"\nrate_rps = 5\narrival = "constant"',
+    # a trace without loop: its schedule runs out by itself too (5 requests, 100 ms apart)
+    'mode = "trace"\ntrace = "t.jsonl"',
+])
+async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+        load: str) -> None:
+    # docs/results.md, "Load held": the load's window ends one mean gap after the last
+    # arrival was due, not when the 3 s streams still open after it have drained
+    from hopbench._finish import analyse
+
+    (tmp_path / "t.jsonl").write_text("".join(
+        f'{{"timestamp_ms": {100 * i}, "input_tokens": 4, "output_tokens": 4}}\n' for i in range(5)))
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(1.0, 1.0, 1.0))))
+    path = tmp_path / "p.toml"
+    path.write_text(f'[run]\nrequests = 10\n[load]\n{load}\n[target]\nurl = "http://127.0.0.1:9"\n'
+                    '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
+    from hopbench._profile import load_profile
+
+    profile = load_profile(path)
+    rec = Recorder(["chat-m"])
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]))
+    await runner.run()
+    _, warnings, got = analyse(profile, runner.stats, rec.snapshot())
+    n, window_s = (10, 2.0) if "rate" in load else (5, 0.5)   # 10 x 0.2 s; 400 ms + the mean gap
+    assert runner.stats.stop_ns >= 3 * S                          # the streams drained after it
+    assert got["load_window_s"] == window_s
+    assert got["achieved_rate_rps"] == got["requested_rate_rps"] == n / window_s
+    assert got["held"] and not [w for w in warnings if "load not held" in w]
