@@ -194,6 +194,7 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                     arrival_rate_rps=round(arrivals / window_s, 3), load_window_s=round(window_s, 6),
                     max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
+                    dispatcher_threads=total.counter(ALL, "dispatcher_threads"),
                     dispatched=total.counter(ALL, "dispatched"),
                     spare_connections=total.counter(ALL, "spare_connections"),
                     schedule_lag_p99_ms=(sched.percentile(99.0) if sched.count else 0) / NS_PER_MS)

@@ -52,6 +52,7 @@ from ._report_scrape import scrape_section
 from ._report_workload import workload_section
 from ._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 from ._series import MAX_POINTS, SERIES_PERCENTILES, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
+from ._summary_table import load_text
 from ._textfile import read_text
 
 __all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
@@ -485,6 +486,10 @@ def _run_figures(run: RunData) -> str:
             parts.append(f"interrupted {head['interrupted_rate']:.1%}")
         parts += [f"{_fmt(head.get('completed_per_s'))} completed/s",
                   f"{_fmt(head.get('output_tokens_per_s'))} output tokens/s (over the run)"]
+    load = s.get("load")
+    held = load_text(load) if isinstance(load, Mapping) else None
+    if held is not None:
+        parts.append(f"load: {held}")
     return f'<div class="{cls}"><b>{_e(" · ".join(parts))}</b></div>'
 
 

@@ -515,6 +515,7 @@ class LoadRunner:
         self._dispatcher: Dispatcher | None = None
         self._submitted = 0  # arrivals queued for the dispatcher
         self._spares_opening = 0  # spare connections being opened (_open_spare)
+        self._reserve = self._spares_reserve() if self.load.mode != "concurrency" else 0  # (_top_up)
         self._spares_failed: dict[Any, int] = {}  # origin -> spare connects that failed
         self._dispatchers: list[Dispatcher] = []  # this run's (the stop waits for their hand-overs)
         self._deadline_ns: int | None = None  # t0 + run.duration: no arrival at or after it
@@ -943,6 +944,7 @@ class LoadRunner:
             self._submitted = 0
             self._dispatchers.append(disp)
             disp.start()
+            self.rec.incr_global("dispatcher_threads")  # (the measured record: whatever the warm-up)
             self._open_spares_at_start()
         try:
             yield pacer
@@ -1009,6 +1011,31 @@ class LoadRunner:
                 self._spares_failed[origin] = self._spares_failed.get(origin, 0) + 1
         finally:
             self._spares_opening -= 1
+
+    def _spares_reserve(self) -> int:
+        """The idle connections per origin the open loop keeps ready while the
+        dispatcher's thread writes (``_top_up``): the requested rate's arrivals
+        in ``SPARES_AHEAD_NS`` plus ``SPARES_PER_MISS``, at most
+        ``SPARES_AT_START_MAX``."""
+        return min(math.ceil(self.load.rate_rps * SPARES_AHEAD_NS / NS_PER_S) + SPARES_PER_MISS,
+                   SPARES_AT_START_MAX)
+
+    def _top_up(self, origin: Any) -> None:
+        """The thread took an idle connection of ``origin``: if fewer than
+        ``_spares_reserve()`` are left idle, open one spare, so that a load
+        whose streams pile up (the first seconds of an open loop of long
+        streams: in flight grows to rate x stream length) finds one idle at
+        each arrival instead of missing (``_missed``) once per new connection.
+        Bounded as ``_missed``: ``SPARES_OPENING_MAX`` being opened, none to an
+        origin after ``SPARES_FAILED_MAX`` failures, plain http only. Raises
+        RuntimeError once the streams' nursery closed."""
+        assert isinstance(self._transport, StreamTransport)
+        if (self._spares_opening >= SPARES_OPENING_MAX or origin[0] != b"http"
+                or self._spares_failed.get(origin, 0) >= SPARES_FAILED_MAX
+                or self._transport.idle_count(origin) + self._spares_opening >= self._reserve):
+            return
+        self._streams.start_soon(self._open_spare, origin)
+        self._spares_opening += 1
 
     def _missed(self, origin: Any) -> None:
         """The dispatcher's thread found no idle connection for an arrival (the
@@ -1083,6 +1110,7 @@ class LoadRunner:
                 self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns)
                 rec.record_global("schedule_lag", max(slot.sent_ns - intended, 0))
                 rec.incr_global("dispatched")
+                self._top_up(slot.origin)
                 t_sent = max(slot.sent_ns, gauge.last_ns)
                 gauge.move(t_sent, OUT, AWAITING_HEADERS)
                 plan.stage[0], plan.stage[1], plan.stage[2] = AWAITING_HEADERS, True, t_sent

@@ -21,7 +21,7 @@ from ._format import fmt_num as _num
 from ._hdr import METRICS
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 
-__all__ = ["render_summary"]
+__all__ = ["load_text", "render_summary"]
 
 _OUTCOMES = ("started", *OUTCOMES)
 _DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
@@ -156,6 +156,25 @@ def _headline(summary: Mapping[str, Any]) -> Text | None:
     return text
 
 
+def load_text(load: Mapping[str, Any]) -> str | None:
+    """The load the run held, one line (summary.json ``load``; docs/results.md,
+    "Load held"): an open loop's achieved against requested rate, its schedule
+    lag p99 and how many requests the dispatcher thread wrote; a closed loop's
+    busy users against its concurrency. None when the block says neither."""
+    if load.get("requested_rate_rps") is not None and load.get("achieved_rate_rps") is not None:
+        text = (f"{_num(load['achieved_rate_rps'])} of {_num(load['requested_rate_rps'])} requests/s "
+                f"sent · schedule lag p99 {_num(load.get('schedule_lag_p99_ms'))} ms")
+        if load.get("dispatcher_threads"):
+            text += (f" · {_int(load.get('dispatched'))} written by the dispatcher thread, "
+                     f"{_int(load.get('spare_connections'))} spare connections")
+        if load.get("max_in_flight_hits"):
+            text += f" · {_int(load['max_in_flight_hits'])} dropped at max_in_flight"
+        return text
+    if load.get("requested_concurrency") is not None and load.get("mean_busy") is not None:
+        return f"{_num(load['mean_busy'])} of {load['requested_concurrency']} users busy on average"
+    return None
+
+
 def _has(warnings: list[str], phrase: str | tuple[str, ...]) -> bool:
     """True when a warning already says ``phrase`` (e.g. "worker 2: load generator saturated")."""
     phrases = (phrase,) if isinstance(phrase, str) else phrase
@@ -262,6 +281,9 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
 
     for text in overhead_lines(summary.get("gateway_overhead") or {}):
         console.print(Text(text))
+    held = load_text(summary.get("load") or {})
+    if held is not None:
+        console.print(Text.assemble(("load: ", "bold"), held))
     head = _headline(summary)
     if head is not None:
         console.print(head)

@@ -358,6 +358,12 @@ class StreamTransport(httpx.AsyncBaseTransport):
             return None
         return conn, conn.stream.socket.fileno()
 
+    def idle_count(self, origin: Origin) -> int:
+        """Idle keep-alive connections of ``origin`` (some may have been closed by
+        the server since: they are told apart when taken)."""
+        stack = self._idle.get(origin)
+        return len(stack) if stack else 0
+
     async def open_spare(self, origin: Origin, timeout_s: float | None) -> bool:
         """Open a keep-alive connection to ``origin`` ahead of need and leave it
         idle, below the recently used ones (hopbench._dispatch's thread takes

@@ -398,8 +398,10 @@ def test_an_open_loop_writes_from_the_dispatcher_and_counts_every_arrival(
         # first 50 ms of arrivals, plus 2): the thread writes at least those
         assert s["load"]["spare_connections"] >= 5
         assert 5 <= s["load"]["dispatched"] <= 60
+        assert s["load"]["dispatcher_threads"] == 1
     else:
         assert s["load"]["dispatched"] == 0 and s["load"]["spare_connections"] == 0
+        assert s["load"]["dispatcher_threads"] == 0
 
 
 def test_a_trace_replay_writes_from_the_dispatcher(tmp_path: Path) -> None:
@@ -485,6 +487,33 @@ def _spare_owner(**kw: Any) -> Any:
     fields: dict[str, Any] = dict(_spares_opening=0, _spares_failed={}, _streams=_Nursery(), _arms=(),
                                   base_url="http://127.0.0.1:9", _spares_at_start=lambda: 3, _open_spare=None)
     return SimpleNamespace(**{**fields, **kw})
+
+
+def test_a_dispatched_arrival_tops_the_idle_connections_up_to_the_reserve() -> None:
+    """Streams that pile up (long ones, the first seconds of an open loop) take a
+    new connection per arrival: one spare is opened each time the thread leaves
+    fewer than the reserve idle, so the next arrivals find one (and not a miss each)."""
+    from hopbench._transport import StreamTransport
+
+    http, tls = (b"http", "127.0.0.1", 9), (b"https", "127.0.0.1", 10)
+    transport = StreamTransport()
+    o = _spare_owner(_transport=transport, _reserve=3)
+    transport._idle[http] = [object(), object()]  # type: ignore[list-item]
+    _runner.LoadRunner._top_up(o, http)           # 2 idle < 3: one more
+    assert o._streams.started == [(http,)] and o._spares_opening == 1
+    _runner.LoadRunner._top_up(o, http)           # 2 idle + 1 being opened: enough
+    assert o._streams.started == [(http,)]
+    o._spares_opening = 0
+    transport._idle[http] = [object()] * 3        # type: ignore[list-item]
+    _runner.LoadRunner._top_up(o, http)
+    assert o._streams.started == [(http,)]
+    transport._idle[http] = []
+    o._spares_failed[http] = _runner.SPARES_FAILED_MAX  # the target refuses them
+    _runner.LoadRunner._top_up(o, http)
+    _runner.LoadRunner._top_up(o, tls)                  # never for TLS
+    o._spares_opening = _runner.SPARES_OPENING_MAX
+    _runner.LoadRunner._top_up(o, (b"http", "127.0.0.1", 11))
+    assert o._streams.started == [(http,)]
 
 
 def test_spares_are_opened_for_plain_http_origins_only_and_not_after_failures() -> None:
@@ -633,3 +662,23 @@ def test_nothing_is_due_at_the_runs_end_and_what_was_written_gets_the_grace(tmp_
             assert [x for x in streams if x["outcome"] != "completed"] == []
     finally:
         target.close()
+
+
+def test_an_open_loop_of_long_streams_keeps_connections_ready_as_they_pile_up(tmp_path: Path) -> None:
+    """50 arrivals/s of 0.5 s streams: in flight grows to ~25 over the first half
+    second, each arrival needing a connection the earlier ones still hold. With the
+    reserve topped up, the thread finds one idle for all but a few of them (before:
+    one miss per new connection, 2 spares each: ~10 of 40 written by the loop)."""
+    p = tmp_path / "long.toml"
+    p.write_text('[run]\nrequests = 40\n[load]\nmode = "rate"\nrate_rps = 50\narrival = "constant"\n'
+                 '[target]\nembedded = true\n[emulator]\nttft_ms = 400\ntokens_per_s = 20\n'
+                 'keepalive_interval_s = 0\n'
+                 '[[scenario]]\nprotocol = "chat"\nmodel = "m"\nmax_tokens = 2\n', encoding="utf-8")
+    out = run_profile(load_profile(p), out_dir=tmp_path / "out")
+    load = out.summary["load"]
+    assert out.complete and load["max_in_flight_hits"] == 0
+    # the streams overlapped (the case this is about), and the pool grew ahead of them
+    assert load["peak_in_flight"] >= 10 and load["spare_connections"] >= load["peak_in_flight"]
+    # misses: the arrivals due before the first spares were open (a loaded machine
+    # may open them late), not one per connection the load needed
+    assert load["dispatched"] >= 40 - 5
