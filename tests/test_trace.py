@@ -171,6 +171,23 @@ def test_trace_window_speedup_loop_and_parts(tmp_path: Path) -> None:
     assert spec.scheduled_between(0, 400 * MS, 0, 2) + spec.scheduled_between(0, 400 * MS, 1, 2) == 6
 
 
+
+def test_trace_scheduled_between_counts_whole_passes_without_walking_them(tmp_path: Path) -> None:
+    # a looped trace of 3 requests at one instant has a 1 ms period: at speedup 1e5 that is
+    # 10 ns, so the first second holds 1e8 passes; the count walked them one by one and the
+    # run hung before its first request (spare connections sized from the first second)
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}) + "\n"
+                             for _ in range(3)))
+    spec = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 1e5\nloop = true", run="duration_s = 1")).load.trace
+    assert spec.scheduled_between(0, 10**9) == 3 * 10**8
+    assert spec.scheduled_between(0, 3600 * 10**9, 1, 2) == 3600 * 10**8
+    # against the schedule itself: every arrival of [a, b), over passes that straddle both ends
+    spec = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 3\nloop = true", run="duration_s = 1")).load.trace
+    sched = spec.arrivals()
+    times = [next(sched)[0] for _ in range(3000)]
+    for a_ns, b_ns in ((0, 1), (5, 99 * MS), (MS // 7, 200 * MS + 3), (333_333, 333_334)):
+        assert spec.scheduled_between(a_ns, b_ns) == sum(a_ns <= t < b_ns for t in times)
+
 def _take(it: Any, n: int) -> list[Any]:
     return [next(it) for _ in range(n)]
 
