@@ -115,7 +115,7 @@ def read_trace(path: Path) -> list[TraceEntry]:
     out: list[TraceEntry] = []
     last_t = -1.0
     last_line = 0
-    for i, text_line in enumerate(text.splitlines(), start=1):
+    for i, text_line in enumerate(text.split("\n"), start=1):  # not splitlines: see _dataset
         if not text_line.strip():
             continue
 

@@ -308,6 +308,27 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
     ("s.json", '[\n{"conversations": []}\n,\n{"id": 1}]', "", "s.json:4", '"conversations" array'),
     ("r.jsonl", '{"messages": [{"role": "assistant", "content": "a"}]}\n', "", "r.jsonl:1",
      "end with a user message"),
+    # a \u escape without its pair: refused at load, not a UnicodeEncodeError traceback at encode
+    ("z.jsonl", '"ok"\n{"prompt": "a\\ud800b"}\n', "", "z.jsonl:2", "lone UTF-16 surrogate (U+D800"),
+    ("u.jsonl", b'"ok"\n"ab\xe9"\n', "", "u.jsonl:2", "byte 4 of the line, 9 of the file"),
+    # tool turns (OpenAI tool_calls / role tool, Anthropic tool_use / tool_result blocks) say so
+    ("t.jsonl", json.dumps({"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "c", "content": "sun"}, {"role": "user", "content": "ok"}]}),
+     "", "t.jsonl:1", 'messages[1]: an assistant message with "tool_calls"; tool calls'),
+    ("t.jsonl", json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                         {"role": "tool", "content": "sun"}, {"role": "user", "content": "c"}]}),
+     "", "t.jsonl:1", "got 'tool'; tool calls"),
+    ("t.jsonl", json.dumps({"system": "s", "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [{"type": "text", "text": "let me"}, {"type": "tool_use", "id": "t"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]}]}),
+     "", "t.jsonl:1", "messages[1].content: expected a string or text blocks, got blocks of type text, tool_use; "),
+    ("t.jsonl", json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}),
+     "", "t.jsonl:1", "got blocks of type image_url and no text"),
+    ("t.jsonl", json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": None},
+                                         {"role": "user", "content": "b"}]}), "", "t.jsonl:1", "got null"),
 ])
 def test_workload_bad_dataset_names_file_and_line(tmp_path: Path, name: str, content: str | bytes | None,
                                                    extra: str, where: str, words: str) -> None:
@@ -319,6 +340,23 @@ def test_workload_bad_dataset_names_file_and_line(tmp_path: Path, name: str, con
     assert str(err.value).startswith(str(tmp_path / where)), str(err.value)
     assert words in str(err.value) and "scenario[0].dataset" in str(err.value)
 
+
+
+def test_workload_dataset_lines_break_at_newlines_only(tmp_path: Path) -> None:
+    # U+2028, U+2029 and U+0085 are legal unescaped in a JSON string; str.splitlines broke
+    # the line there ("broken JSON line"); CRLF, blank lines and a BOM are fine too
+    prompts = ["a\u2028b", "c\u2029d", "e\x85f", "g"]
+    text = "\ufeff" + "\r\n\r\n".join(json.dumps(p, ensure_ascii=False) for p in prompts) + "\r\n"
+    bodies = _bodies(_dataset(tmp_path, "p.jsonl", text))
+    assert sorted(b["messages"][0]["content"] for b in bodies) == sorted(prompts)
+    sc = load_profile(_profile(tmp_path, "prompts_file = 'p.jsonl'\n", "q.toml")).scenarios[0]
+    assert sorted(sc.prompts) == sorted(prompts)  # prompts_file: the same reading
+
+
+def test_workload_prompts_file_lone_surrogate_names_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text('"ok"\n{"messages": [{"role": "user", "content": "\\udfff"}]}\n')
+    with pytest.raises(ProfileError, match=r"p.jsonl:2: a string holds a lone UTF-16 surrogate"):
+        load_profile(_profile(tmp_path, "prompts_file = 'p.jsonl'\n"))
 
 def test_workload_one_prompt_source(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="expected input_tokens or dataset, not both"):
