@@ -40,11 +40,15 @@ from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
 __all__ = ["TraceEntry", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits", "check_blocks",
            "trace_keys",
            "parse_trace",
-           "DEFAULT_BLOCK_TOKENS", "body_template"]
+           "DEFAULT_BLOCK_TOKENS", "MAX_REPLAY_S", "body_template"]
 
 #: Mooncake's traces count hash ids in blocks of 512 tokens
 DEFAULT_BLOCK_TOKENS = 512
 _NS_PER_MS = 1_000_000
+#: s, the longest replay of one pass of the window hopbench accepts (365 days): a longer
+#: one is a typo (a tiny speedup, timestamps in us or ns read as ms) that would leave the
+#: run idle, waiting for its next arrival, for ever
+MAX_REPLAY_S = 365 * 86_400
 #: JSON field aliases of the public Mooncake traces (``timestamp`` in ms, ``input_length``, ``output_length``)
 _ALIASES = {"timestamp_ms": "timestamp", "input_tokens": "input_length", "output_tokens": "output_length"}
 
@@ -274,6 +278,16 @@ class TraceSpec:
     block_tokens: int
     implied: tuple[tuple[int, int], ...]
 
+    def describe(self) -> str:
+        """One line for the terminal at the run's start: the requests, when the last is due
+        (s after the start: a slow speedup shows before the wait), the loop's period and
+        the mean rate, e.g. ``"20 requests, the last due 3.8 s after the start (speedup
+        0.5; mean 5 requests/s)"``."""
+        last_s = (self.entries[-1].t_ms - self.start_ms) / 1000.0 / self.speedup
+        looped = f", looped every {self.period_ms / 1000.0 / self.speedup:,.4g} s" if self.loop else ""
+        return (f"{len(self.entries):,} requests, the last due {last_s:,.4g} s after the start "
+                f"(speedup {self.speedup:g}{looped}; mean {self.rate_rps:,.4g} requests/s)")
+
     @property
     def rate_rps(self) -> float:
         """The window's mean request rate at this speedup, requests per second."""
@@ -460,7 +474,8 @@ def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, fl
     Raises:
         ProfileError: a bad key, an unreadable or bad trace (file:line), a line
         naming an unknown scenario, a scenario with its own workload keys, an
-        empty window.
+        empty window, a pass of the window that would take more than
+        ``MAX_REPLAY_S`` to replay.
     """
     rel, speedup, loop, start_ms, end_ms, block_tokens = trace_keys(t)
     path = Path(rel) if Path(rel).is_absolute() else base / rel
@@ -476,6 +491,12 @@ def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, fl
         raise t.error("start_ms" if start_ms is not None else "end_ms",
                       f"no request of {path} ({len(entries)} lines, {entries[0].t_ms:g} to "
                       f"{entries[-1].t_ms:g} ms) falls in the window")
+    span_ms = max(kept[-1].t_ms - start, period if loop else 0.0)
+    if span_ms / 1000.0 / speedup > MAX_REPLAY_S:
+        raise t.error("speedup", f"replaying {span_ms:,.6g} ms of trace (lines {kept[0].line} to {kept[-1].line} "
+                                 f"of {path}) at speedup {speedup:g} takes {span_ms / 1000.0 / speedup / 86_400:,.3g} "
+                                 f"days, more than hopbench's limit of {MAX_REPLAY_S // 86_400} days: raise the "
+                                 "speedup, or check that the timestamps are ms")
     names = {name: i for i, (name, _, _, _) in enumerate(scenarios)}
     rng = random.Random(f"hopbench-trace-scenario:{seed}")
     weights = [w for _, _, _, w in scenarios]

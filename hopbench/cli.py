@@ -474,6 +474,9 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     out = out or default_out_dir(profile, results_root)
     if not quiet:
         err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
+        if profile.load.trace is not None:  # how long the replay takes, before the wait
+            err.print(f"hopbench: trace: {profile.load.trace.describe()}", markup=False, highlight=False,
+                      soft_wrap=True)
     if profile.run.engine == "ray":
         from ._ray import import_ray, run_profile_ray
 

@@ -120,6 +120,12 @@ def test_trace_hash_ids_up_to_the_block_count_are_accepted(tmp_path: Path) -> No
      'model = "m"\ninput_tokens = 5\n', "the trace gives every request's lengths"),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "loop = true", "",
      "expected run.duration_s or run.requests"),
+    # a replay of more than a year: the run would idle for ever (a tiny speedup, us read as ms)
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"timestamp_ms": 1900, "input_tokens": 1, '
+     '"output_tokens": 1}\n', "speedup = 1e-12", "", r"load.speedup: replaying 1,900 ms of trace \(lines 1 to 2 "
+     r".* at speedup 1e-12 takes 2.2e\+07 days, more than hopbench's limit of 365 days"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"timestamp_ms": 1e300, "input_tokens": 1, '
+     '"output_tokens": 1}\n', "", "", "check that the timestamps are ms"),
 ])
 def test_trace_bad_profile_keys(tmp_path: Path, trace: str, load: str, scenarios: str, message: str) -> None:
     _trace(tmp_path, trace)
@@ -167,6 +173,8 @@ def test_trace_window_speedup_loop_and_parts(tmp_path: Path) -> None:
     # two workers: every other entry, at its own time; together the whole schedule
     a, b = list(_take(spec.arrivals(0, 2), 4)), list(_take(spec.arrivals(1, 2), 2))
     assert a[:2] == [(0, 0, 0), (150 * MS, 2, 0)] and b == [(50 * MS, 1, 0), (250 * MS, 1, 1)]
+    assert spec.describe() == ("3 requests, the last due 0.15 s after the start (speedup 2, looped every 0.2 s; "
+                               "mean 15 requests/s)")
     assert spec.scheduled_between(0, 200 * MS) == 3 and spec.scheduled_between(100 * MS, 400 * MS) == 4
     assert spec.scheduled_between(0, 400 * MS, 0, 2) + spec.scheduled_between(0, 400 * MS, 1, 2) == 6
 
