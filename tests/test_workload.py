@@ -216,6 +216,11 @@ def test_workload_emulator_ignore_eos_gives_exactly_max_tokens() -> None:
     assert _plan(max_tokens=None, ignore_eos=True) == 20  # nothing to honour
     assert _plan(max_tokens=100, min_tokens=50) == 50
     assert _plan(max_tokens=30, min_tokens=50) == 30
+    # the stop reason as vLLM gives it: ignore_eos runs to max_tokens, a "length" stop (it said "stop")
+    b = EmulatorConfig.from_mapping({"output_tokens": 20}).behaviour_for("m")
+    finish = [plan_request(b, request_rng(1, 0), protocol="chat", stream=True, tool_name=None, max_tokens=m,
+                           ignore_eos=e).finish for m, e in ((100, True), (7, True), (100, False), (10, False))]
+    assert finish == ["length", "length", "stop", "length"]
 
 
 def test_workload_max_tokens_reaches_every_protocol(tmp_path: Path) -> None:
