@@ -83,6 +83,15 @@ def test_workload_stratified_pool_has_the_requested_mean(dist: Dist) -> None:
     assert values == dist.stratified(512, random.Random(1))  # seeded
 
 
+def test_workload_lognormal_of_a_huge_stddev_does_not_overflow() -> None:
+    # cv^2 overflowed a float (OverflowError at load); ln(1 + cv^2) = 2 ln cv + ln(1 + cv^-2)
+    for sd in (1e3, 1e160, 1e300):
+        d = Dist("lognormal", 100, sd, 1, 2_000_000)
+        assert d.spread(8, 2, random.Random(1)) and 0 <= d._cdf(50) <= 1
+    a, b = Dist("lognormal", 100, 80, 1, 1000), Dist("lognormal", 100, 80.0 * (1 + 1e-12), 1, 1000)
+    assert abs(a._cdf(120) - b._cdf(120)) < 1e-9  # the two branches agree at cv near 1
+
+
 def test_workload_uniform_from_mean_and_stddev() -> None:
     from hopbench._lengths import dist_from
 
@@ -132,6 +141,13 @@ def test_workload_plain_profiles_are_unchanged(tmp_path: Path) -> None:
     ("'many'", "expected a positive integer"),
     ("{ dist = 'normal', mean = 100, stddev = 10, max = 10000000000 }", "expected max <= 2,000,000 tokens"),
     ("{ dist = 'uniform', min = 1, max = 2000001 }", "expected max <= 2,000,000 tokens"),
+    # min/max may not move a normal's or lognormal's mean more than 2 % (as for uniform)
+    ("{ dist = 'normal', mean = 10, stddev = 1000 }",
+     "the normal of mean 10 and stddev 1000 cut to [min, max] = [1, 2,000,000] has the mean 801.8, not 10"),
+    ("{ dist = 'normal', mean = 100, stddev = 50, min = 90 }", "widen min/max or lower the stddev"),
+    ("{ dist = 'lognormal', mean = 100, stddev = 1e9 }", "has the mean 468.7, not 100 (more than 2% off)"),
+    # a stddev whose square overflows a float: no OverflowError traceback, and no mass left
+    ("{ dist = 'lognormal', mean = 100, stddev = 1e300 }", "cut to [min, max] = [1, 2,000,000] would hold none"),
 ])
 @pytest.mark.parametrize("key", ["input_tokens", "max_tokens"])
 def test_workload_bad_distribution_names_file_line_key(tmp_path: Path, key: str, value: str,
