@@ -88,6 +88,9 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1, "hash_ids": [1, "2"]}\n', 1, "hash_ids"),
     ('{"timestamp_ms": 5, "input_tokens": 1, "output_tokens": 1}\n'
      '{"timestamp_ms": 4, "input_tokens": 1, "output_tokens": 1}\n', 2, "timestamps out of order: 4 after 5"),
+    # a raw U+2028 in a string is valid JSON: it neither breaks its line nor shifts the next ones'
+    ('{"timestamp_ms": 5, "input_tokens": 1, "output_tokens": 1, "note": "a\u2028b\x85c"}\n'
+     '{"timestamp_ms": 4, "input_tokens": 1, "output_tokens": 1}\n', 2, "timestamps out of order: 4 after 5"),
 ])
 def test_trace_bad_input_names_file_and_line(tmp_path: Path, content: str | bytes | None, line: int | None,
                                              message: str) -> None:
