@@ -55,6 +55,10 @@ class Record:
     line: int
 
 
+#: Anthropic content blocks of tool use (Messages API reference, "Tool use")
+_TOOL_BLOCKS = ("tool_use", "tool_result", "server_tool_use")
+
+
 def _content_text(content: Any) -> str | None:
     """A message content as text: a string, or the text blocks of a block array."""
     if isinstance(content, str):
@@ -62,12 +66,32 @@ def _content_text(content: Any) -> str | None:
     if isinstance(content, list):
         parts = []
         for block in content:
+            if isinstance(block, Mapping) and block.get("type") in _TOOL_BLOCKS:
+                return None  # a tool turn has no text equivalent: refused (_content_kind says why)
             if isinstance(block, str):
                 parts.append(block)
             elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
                 parts.append(block["text"])
         return "\n".join(parts) if parts else None
     return None
+
+
+#: why a record with tool turns is refused (the reason, after what was seen)
+_NO_TOOLS = ("; tool calls and tool results are not supported (hopbench sends text conversations): "
+             "remove such records from the dataset")
+
+
+def _content_kind(m: Mapping[str, Any]) -> str:
+    """What a message's unusable ``content`` holds, for the error message."""
+    content = m.get("content")
+    if content is None:
+        return "null" if "content" in m else "no content"
+    if isinstance(content, list):
+        kinds = sorted({str(b.get("type")) for b in content if isinstance(b, Mapping)})
+        if any(k in _TOOL_BLOCKS for k in kinds):
+            return f"blocks of type {', '.join(kinds)}" + _NO_TOOLS
+        return f"blocks of type {', '.join(kinds)} and no text" if kinds else "no text block"
+    return f"a {type(content).__name__}"
 
 
 def record_from_messages(obj: Mapping[str, Any], line: int,
@@ -105,10 +129,14 @@ def record_from_messages(obj: Mapping[str, Any], line: int,
         if role == "developer":
             role = "system"
         if role not in ("system", "user", "assistant"):
-            raise fail(line, f'messages[{i}].role: expected system, user or assistant, got {role!r}')
+            raise fail(line, f'messages[{i}].role: expected system, user or assistant, got {role!r}'
+                             + (_NO_TOOLS if role in ("tool", "function") else ""))
+        if m.get("tool_calls") or m.get("function_call"):  # OpenAI: an assistant's tool call
+            raise fail(line, f'messages[{i}]: an assistant message with "tool_calls"' + _NO_TOOLS)
         text = _content_text(m.get("content"))
         if text is None:
-            raise fail(line, f'messages[{i}].content: expected a string or text blocks')
+            raise fail(line, f'messages[{i}].content: expected a string or text blocks, got '
+                             f'{_content_kind(m)}')
         if role == "system" and out and out[-1].role != "system":
             raise fail(line, f"messages[{i}]: a system message after the conversation started")
         out.append(Message(role, text))
@@ -197,7 +225,9 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise fail(line, f"the dataset is not UTF-8 text (byte {exc.start})") from None
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise fail(line, f"the dataset is not UTF-8 text (byte {column} of the line, "
+                         f"{exc.start + 1} of the file)") from None
     if not text.strip():
         raise fail(None, f"the dataset {path} is empty")
     items: list[tuple[int, Any]] = []
@@ -209,7 +239,10 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         starts = _array_lines(text, len(data)) if isinstance(data, list) else []
         items = [(starts[i] if i < len(starts) else 1, v) for i, v in enumerate(data)]
     else:
-        for i, text_line in enumerate(text.splitlines(), start=1):
+        # "\n" only: str.splitlines also breaks at U+0085, U+2028 and U+2029, which a
+        # JSON string may hold unescaped (RFC 8259 section 7 escapes only U+0000-U+001F,
+        # quote and backslash); a "\r" left at a line's end is JSON whitespace
+        for i, text_line in enumerate(text.split("\n"), start=1):
             if not text_line.strip():
                 continue
             try:
@@ -239,6 +272,13 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
             out.append(record_from_messages(obj, line, fail_at))
     if not out:
         raise fail(None, f"the dataset {path} holds no record with a user prompt")
+    for rec in out:  # a JSON "\\ud800" escape decodes to a lone surrogate, which no body can encode
+        for text_ in (m.text for m in rec.messages):  # (the reply is only measured, never sent)
+            try:
+                text_.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise fail_at(rec.line, f"a text holds a lone UTF-16 surrogate (U+{ord(text_[exc.start]):04X}, "
+                                        f"a \\u escape without its pair): not sendable as UTF-8") from None
     return out
 
 

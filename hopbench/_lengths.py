@@ -103,11 +103,18 @@ class Dist:
         if self.kind == "normal":
             return statistics.NormalDist(self.mean, self.stddev).inv_cdf(u)
         if self.kind == "lognormal":
-            sigma2 = math.log(1 + (self.stddev / self.mean) ** 2)
-            mu = math.log(self.mean) - sigma2 / 2
-            return math.exp(statistics.NormalDist(mu, math.sqrt(sigma2)).inv_cdf(u))
+            return math.exp(self._log_normal().inv_cdf(u))
         lo, hi = self._uniform_bounds()
         return lo + u * (hi - lo)
+
+    def _log_normal(self) -> statistics.NormalDist:
+        """The normal distribution of a lognormal's logarithm, from its own mean and sd:
+        sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2 (cv = stddev / mean), with
+        ln(1 + cv^2) taken as 2 ln cv + ln(1 + cv^-2) for cv > 1 (cv^2 overflows a float
+        from cv ~ 1.3e154 on: an OverflowError at load)."""
+        cv = self.stddev / self.mean
+        sigma2 = math.log1p(cv * cv) if cv <= 1 else 2 * math.log(cv) + math.log1p(1 / (cv * cv))
+        return statistics.NormalDist(math.log(self.mean) - sigma2 / 2, math.sqrt(sigma2))
 
     def _uniform_bounds(self) -> tuple[float, float]:
         # every integer in [min, max] gets the same share of the real line
@@ -119,9 +126,7 @@ class Dist:
         if self.kind == "lognormal":
             if x <= 0:
                 return 0.0
-            sigma2 = math.log(1 + (self.stddev / self.mean) ** 2)
-            mu = math.log(self.mean) - sigma2 / 2
-            return statistics.NormalDist(mu, math.sqrt(sigma2)).cdf(math.log(x))
+            return self._log_normal().cdf(math.log(x))
         lo, hi = self._uniform_bounds()
         return min(1.0, max(0.0, (x - lo) / (hi - lo)))
 
@@ -205,6 +210,12 @@ _UNBOUNDED = 10_000_000  # tokens: "no max" (larger than any model's context)
 MAX_INPUT_TOKENS = 2_000_000
 #: the largest ``max_tokens`` (output cap) a profile or trace may request, tokens (as above)
 MAX_OUTPUT_TOKENS = 2_000_000
+
+
+#: how far (a share of ``mean``, or 0.5 token if more) min/max may move a normal's or
+#: lognormal's mean by truncation before the profile is refused: the 2 % within which
+#: docs/workloads.md promises the lengths sent match the profile's means
+TRUNCATED_MEAN_TOLERANCE = 0.02
 
 
 def dist_from(value: Any, where: Callable[[str], ProfileError], *, default_min: int = 1,
@@ -291,6 +302,16 @@ def dist_from(value: Any, where: Callable[[str], ProfileError], *, default_min: 
         problem = f"expected a positive mean for a lognormal, got {mean:g}"
     if problem is None and kind == "fixed" and (mean != int(mean)):
         problem = f"expected an integer mean for dist = \"fixed\", got {mean:g}"
+    if problem is None and not d.constant:  # as for uniform: min/max may not move the mean
+        # (a heavy cut, mean 10 and stddev 1,000 above min = 1, sent a mean of 800 and
+        # reported it as requested: ratio 1.000); the truncated mean on a fine quantile grid
+        mass = d._cdf(hi + 0.5) - d._cdf(lo - 0.5)
+        got = statistics.fmean(d.stratified(8192, random.Random(0))) if mass > 0 else None
+        if got is None or abs(got - mean) > max(0.5, TRUNCATED_MEAN_TOLERANCE * mean):
+            cut = ("would hold none of it" if got is None else
+                   f"has the mean {got:.4g}, not {mean:g} (more than {TRUNCATED_MEAN_TOLERANCE:.0%} off)")
+            problem = (f"the {kind} of mean {mean:g} and stddev {stddev:g} cut to [min, max] = [{lo:,}, {hi:,}] "
+                       f"{cut}: widen min/max or lower the stddev")
     if problem:
         raise where(problem)
     return d

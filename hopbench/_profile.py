@@ -718,7 +718,9 @@ def _read_prompts(t: Table, base: Path) -> list[Any]:
     rel = t.str("prompts_file", MISSING, nonempty=True)
     path = (base / rel) if not Path(rel).is_absolute() else Path(rel)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # utf-8-sig: a BOM (Windows editors) is not part of the first line; "\n" only, as
+        # _dataset.read_dataset: splitlines would break a line at a raw U+2028 in a string
+        lines = path.read_text(encoding="utf-8-sig").split("\n")
     except OSError as exc:
         raise t.error("prompts_file", f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -743,6 +745,11 @@ def _read_prompts(t: Table, base: Path) -> list[Any]:
         elif not isinstance(v, str):
             raise ProfileError(f"expected a JSON string or object, got {type(v).__name__}",
                                path=path, line=i)
+        try:  # a "\\ud800" escape decodes to a lone surrogate, which no request body can encode
+            json.dumps(v, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProfileError("a string holds a lone UTF-16 surrogate (a \\u escape without its pair): "
+                               "not sendable as UTF-8", path=path, line=i) from None
         prompts.append(v)
     if not prompts:
         raise t.error("prompts_file", f"{path} holds no prompts")

@@ -40,11 +40,15 @@ from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
 __all__ = ["TraceEntry", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits", "check_blocks",
            "trace_keys",
            "parse_trace",
-           "DEFAULT_BLOCK_TOKENS", "body_template"]
+           "DEFAULT_BLOCK_TOKENS", "MAX_REPLAY_S", "body_template"]
 
 #: Mooncake's traces count hash ids in blocks of 512 tokens
 DEFAULT_BLOCK_TOKENS = 512
 _NS_PER_MS = 1_000_000
+#: s, the longest replay of one pass of the window hopbench accepts (365 days): a longer
+#: one is a typo (a tiny speedup, timestamps in us or ns read as ms) that would leave the
+#: run idle, waiting for its next arrival, for ever
+MAX_REPLAY_S = 365 * 86_400
 #: JSON field aliases of the public Mooncake traces (``timestamp`` in ms, ``input_length``, ``output_length``)
 _ALIASES = {"timestamp_ms": "timestamp", "input_tokens": "input_length", "output_tokens": "output_length"}
 
@@ -115,7 +119,7 @@ def read_trace(path: Path) -> list[TraceEntry]:
     out: list[TraceEntry] = []
     last_t = -1.0
     last_line = 0
-    for i, text_line in enumerate(text.splitlines(), start=1):
+    for i, text_line in enumerate(text.split("\n"), start=1):  # not splitlines: see _dataset
         if not text_line.strip():
             continue
 
@@ -312,11 +316,27 @@ class TraceSpec:
             return 0
         count = 0
         period_ns = self.period_ms * _NS_PER_MS / self.speedup
-        reps = 1 if not self.loop else int(b_ns // max(period_ns, 1.0)) + 1
         # offsets are non-decreasing within a pass, and a later pass is the first one
         # shifted by whole periods (to within 1 ns of rounding): one bisect per pass
+        # that may straddle a_ns or b_ns; the passes between lie wholly inside and
+        # count len(base) each, so a long looped window of a short period costs
+        # O(1) passes, not one per pass (a 1 ms period over an hour: 3.6 M bisects)
         base = [self.offset_ns(i, 0) for i in range(part, len(self.entries), parts)]
-        for rep in range(reps):
+        if not base:
+            return 0
+        if not self.loop:
+            return bisect.bisect_left(base, b_ns) - bisect.bisect_left(base, a_ns)
+        margin = 2 + int(2 / period_ns)  # passes of slack for the 1 ns of rounding per pass
+        first = max(0, int((a_ns - base[-1]) // period_ns) - margin)  # earlier passes end before a_ns
+        last = int((b_ns - base[0]) // period_ns) + margin  # later passes start at or after b_ns
+        inner_lo = max(first, int((a_ns - base[0]) // period_ns) + margin)
+        inner_hi = min(last, int((b_ns - base[-1]) // period_ns) - margin)  # exclusive
+        if inner_hi > inner_lo:  # wholly inside [a_ns, b_ns)
+            count += (inner_hi - inner_lo) * len(base)
+            straddle = [*range(first, inner_lo), *range(inner_hi, last + 1)]
+        else:
+            straddle = list(range(first, last + 1))
+        for rep in straddle:
             shift = int(round(rep * period_ns))
             count += bisect.bisect_left(base, b_ns - shift) - bisect.bisect_left(base, a_ns - shift)
         return count
@@ -492,7 +512,8 @@ def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, fl
     Raises:
         ProfileError: a bad key, an unreadable or bad trace (file:line), a line
         naming an unknown scenario, a scenario with its own workload keys, an
-        empty window.
+        empty window, a pass of the window that would take more than
+        ``MAX_REPLAY_S`` to replay.
     """
     rel, speedup, loop, start_ms, end_ms, block_tokens = trace_keys(t)
     path = Path(rel) if Path(rel).is_absolute() else base / rel
@@ -508,6 +529,12 @@ def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, fl
         raise t.error("start_ms" if start_ms is not None else "end_ms",
                       f"no request of {path} ({len(entries)} lines, {entries[0].t_ms:g} to "
                       f"{entries[-1].t_ms:g} ms) falls in the window")
+    span_ms = max(kept[-1].t_ms - start, period if loop else 0.0)
+    if span_ms / 1000.0 / speedup > MAX_REPLAY_S:
+        raise t.error("speedup", f"replaying {span_ms:,.6g} ms of trace (lines {kept[0].line} to {kept[-1].line} "
+                                 f"of {path}) at speedup {speedup:g} takes {span_ms / 1000.0 / speedup / 86_400:,.3g} "
+                                 f"days, more than hopbench's limit of {MAX_REPLAY_S // 86_400} days: raise the "
+                                 "speedup, or check that the timestamps are ms")
     names = {name: i for i, (name, _, _, _) in enumerate(scenarios)}
     rng = random.Random(f"hopbench-trace-scenario:{seed}")
     weights = [w for _, _, _, w in scenarios]

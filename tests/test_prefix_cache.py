@@ -215,3 +215,22 @@ def test_messages_decoder_reads_cache_counts_in_message_delta_too() -> None:
     r = _usage("messages", raw)
     assert r.outcome == "completed"
     assert (r.input_tokens, r.cached_tokens, r.output_tokens) == (1003, 900, 1)
+
+
+@pytest.mark.parametrize("delta_usage", [
+    b'{"output_tokens":5}',
+    b'{"input_tokens":10,"output_tokens":5}',  # cumulative input, the cache fields left out
+    b'{"input_tokens":10,"cache_read_input_tokens":null,"output_tokens":5}',
+    b'{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":90,"output_tokens":5}',
+])
+def test_messages_decoder_keeps_message_start_cache_counts_when_the_delta_omits_them(delta_usage: bytes) -> None:
+    # MessageDeltaUsage's fields are cumulative and each optional (Anthropic API reference): a
+    # delta repeating input_tokens (uncached) alone made the prompt 10 with 90 of it cached
+    raw = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",'
+           b'"role":"assistant","content":[],"model":"m","usage":{"input_tokens":10,'
+           b'"cache_creation_input_tokens":0,"cache_read_input_tokens":90,"output_tokens":1}}}\n\n'
+           b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+           b'"usage":' + delta_usage + b'}\n\n'
+           b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    r = _usage("messages", raw)
+    assert (r.input_tokens, r.cached_tokens, r.output_tokens) == (100, 90, 5)

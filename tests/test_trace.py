@@ -88,6 +88,9 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1, "hash_ids": [1, "2"]}\n', 1, "hash_ids"),
     ('{"timestamp_ms": 5, "input_tokens": 1, "output_tokens": 1}\n'
      '{"timestamp_ms": 4, "input_tokens": 1, "output_tokens": 1}\n', 2, "timestamps out of order: 4 after 5"),
+    # a raw U+2028 in a string is valid JSON: it neither breaks its line nor shifts the next ones'
+    ('{"timestamp_ms": 5, "input_tokens": 1, "output_tokens": 1, "note": "a\u2028b\x85c"}\n'
+     '{"timestamp_ms": 4, "input_tokens": 1, "output_tokens": 1}\n', 2, "timestamps out of order: 4 after 5"),
 ])
 def test_trace_bad_input_names_file_and_line(tmp_path: Path, content: str | bytes | None, line: int | None,
                                              message: str) -> None:
@@ -120,6 +123,12 @@ def test_trace_hash_ids_up_to_the_block_count_are_accepted(tmp_path: Path) -> No
      'model = "m"\ninput_tokens = 5\n', "the trace gives every request's lengths"),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "loop = true", "",
      "expected run.duration_s or run.requests"),
+    # a replay of more than a year: the run would idle for ever (a tiny speedup, us read as ms)
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"timestamp_ms": 1900, "input_tokens": 1, '
+     '"output_tokens": 1}\n', "speedup = 1e-12", "", r"load.speedup: replaying 1,900 ms of trace \(lines 1 to 2 "
+     r".* at speedup 1e-12 takes 2.2e\+07 days, more than hopbench's limit of 365 days"),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"timestamp_ms": 1e300, "input_tokens": 1, '
+     '"output_tokens": 1}\n', "", "", "check that the timestamps are ms"),
 ])
 def test_trace_bad_profile_keys(tmp_path: Path, trace: str, load: str, scenarios: str, message: str) -> None:
     _trace(tmp_path, trace)
@@ -167,9 +176,28 @@ def test_trace_window_speedup_loop_and_parts(tmp_path: Path) -> None:
     # two workers: every other entry, at its own time; together the whole schedule
     a, b = list(_take(spec.arrivals(0, 2), 4)), list(_take(spec.arrivals(1, 2), 2))
     assert a[:2] == [(0, 0, 0), (150 * MS, 2, 0)] and b == [(50 * MS, 1, 0), (250 * MS, 1, 1)]
+    assert replay_plan(spec, None, 10)[0] == ("trace replay: 3 requests from t.jsonl, 0.2 s a pass at speedup 2 "
+                                              "(mean 15 requests/s), looped")
     assert spec.scheduled_between(0, 200 * MS) == 3 and spec.scheduled_between(100 * MS, 400 * MS) == 4
     assert spec.scheduled_between(0, 400 * MS, 0, 2) + spec.scheduled_between(0, 400 * MS, 1, 2) == 6
 
+
+
+def test_trace_scheduled_between_counts_whole_passes_without_walking_them(tmp_path: Path) -> None:
+    # a looped trace of 3 requests at one instant has a 1 ms period: at speedup 1e5 that is
+    # 10 ns, so the first second holds 1e8 passes; the count walked them one by one and the
+    # run hung before its first request (spare connections sized from the first second)
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}) + "\n"
+                             for _ in range(3)))
+    spec = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 1e5\nloop = true", run="duration_s = 1")).load.trace
+    assert spec.scheduled_between(0, 10**9) == 3 * 10**8
+    assert spec.scheduled_between(0, 3600 * 10**9, 1, 2) == 3600 * 10**8
+    # against the schedule itself: every arrival of [a, b), over passes that straddle both ends
+    spec = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 3\nloop = true", run="duration_s = 1")).load.trace
+    sched = spec.arrivals()
+    times = [next(sched)[0] for _ in range(3000)]
+    for a_ns, b_ns in ((0, 1), (5, 99 * MS), (MS // 7, 200 * MS + 3), (333_333, 333_334)):
+        assert spec.scheduled_between(a_ns, b_ns) == sum(a_ns <= t < b_ns for t in times)
 
 def _take(it: Any, n: int) -> list[Any]:
     return [next(it) for _ in range(n)]
@@ -292,7 +320,7 @@ def test_trace_replay_plan_says_its_length_and_warns_of_a_stretched_or_cut_repla
 def test_trace_stretched_replay_warns_on_the_command_line(tmp_path: Path) -> None:
     _trace(tmp_path, '{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n'
                      '{"timestamp_ms": 1000, "input_tokens": 1, "output_tokens": 1}\n')
-    prof = _profile(tmp_path, "t.jsonl", "speedup = 1e-9", run="duration_s = 0.5")
+    prof = _profile(tmp_path, "t.jsonl", "speedup = 1e-4", run="duration_s = 0.5")
     # the target refuses: the run stops at once (one request, then the deadline); the warning came first
     proc = subprocess.run([sys.executable, "-m", "hopbench", "run", str(prof), "--out", str(tmp_path / "r"),
                            "--no-progress"], capture_output=True, text=True, timeout=120, cwd=ROOT)

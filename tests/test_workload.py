@@ -83,6 +83,15 @@ def test_workload_stratified_pool_has_the_requested_mean(dist: Dist) -> None:
     assert values == dist.stratified(512, random.Random(1))  # seeded
 
 
+def test_workload_lognormal_of_a_huge_stddev_does_not_overflow() -> None:
+    # cv^2 overflowed a float (OverflowError at load); ln(1 + cv^2) = 2 ln cv + ln(1 + cv^-2)
+    for sd in (1e3, 1e160, 1e300):
+        d = Dist("lognormal", 100, sd, 1, 2_000_000)
+        assert d.spread(8, 2, random.Random(1)) and 0 <= d._cdf(50) <= 1
+    a, b = Dist("lognormal", 100, 80, 1, 1000), Dist("lognormal", 100, 80.0 * (1 + 1e-12), 1, 1000)
+    assert abs(a._cdf(120) - b._cdf(120)) < 1e-9  # the two branches agree at cv near 1
+
+
 def test_workload_uniform_from_mean_and_stddev() -> None:
     from hopbench._lengths import dist_from
 
@@ -132,6 +141,13 @@ def test_workload_plain_profiles_are_unchanged(tmp_path: Path) -> None:
     ("'many'", "expected a positive integer"),
     ("{ dist = 'normal', mean = 100, stddev = 10, max = 10000000000 }", "expected max <= 2,000,000 tokens"),
     ("{ dist = 'uniform', min = 1, max = 2000001 }", "expected max <= 2,000,000 tokens"),
+    # min/max may not move a normal's or lognormal's mean more than 2 % (as for uniform)
+    ("{ dist = 'normal', mean = 10, stddev = 1000 }",
+     "the normal of mean 10 and stddev 1000 cut to [min, max] = [1, 2,000,000] has the mean 801.8, not 10"),
+    ("{ dist = 'normal', mean = 100, stddev = 50, min = 90 }", "widen min/max or lower the stddev"),
+    ("{ dist = 'lognormal', mean = 100, stddev = 1e9 }", "has the mean 468.7, not 100 (more than 2% off)"),
+    # a stddev whose square overflows a float: no OverflowError traceback, and no mass left
+    ("{ dist = 'lognormal', mean = 100, stddev = 1e300 }", "cut to [min, max] = [1, 2,000,000] would hold none"),
 ])
 @pytest.mark.parametrize("key", ["input_tokens", "max_tokens"])
 def test_workload_bad_distribution_names_file_line_key(tmp_path: Path, key: str, value: str,
@@ -216,6 +232,11 @@ def test_workload_emulator_ignore_eos_gives_exactly_max_tokens() -> None:
     assert _plan(max_tokens=None, ignore_eos=True) == 20  # nothing to honour
     assert _plan(max_tokens=100, min_tokens=50) == 50
     assert _plan(max_tokens=30, min_tokens=50) == 30
+    # the stop reason as vLLM gives it: ignore_eos runs to max_tokens, a "length" stop (it said "stop")
+    b = EmulatorConfig.from_mapping({"output_tokens": 20}).behaviour_for("m")
+    finish = [plan_request(b, request_rng(1, 0), protocol="chat", stream=True, tool_name=None, max_tokens=m,
+                           ignore_eos=e).finish for m, e in ((100, True), (7, True), (100, False), (10, False))]
+    assert finish == ["length", "length", "stop", "length"]
 
 
 def test_workload_max_tokens_reaches_every_protocol(tmp_path: Path) -> None:
@@ -308,6 +329,27 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
     ("s.json", '[\n{"conversations": []}\n,\n{"id": 1}]', "", "s.json:4", '"conversations" array'),
     ("r.jsonl", '{"messages": [{"role": "assistant", "content": "a"}]}\n', "", "r.jsonl:1",
      "end with a user message"),
+    # a \u escape without its pair: refused at load, not a UnicodeEncodeError traceback at encode
+    ("z.jsonl", '"ok"\n{"prompt": "a\\ud800b"}\n', "", "z.jsonl:2", "lone UTF-16 surrogate (U+D800"),
+    ("u.jsonl", b'"ok"\n"ab\xe9"\n', "", "u.jsonl:2", "byte 4 of the line, 9 of the file"),
+    # tool turns (OpenAI tool_calls / role tool, Anthropic tool_use / tool_result blocks) say so
+    ("t.jsonl", json.dumps({"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "c", "content": "sun"}, {"role": "user", "content": "ok"}]}),
+     "", "t.jsonl:1", 'messages[1]: an assistant message with "tool_calls"; tool calls'),
+    ("t.jsonl", json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                         {"role": "tool", "content": "sun"}, {"role": "user", "content": "c"}]}),
+     "", "t.jsonl:1", "got 'tool'; tool calls"),
+    ("t.jsonl", json.dumps({"system": "s", "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [{"type": "text", "text": "let me"}, {"type": "tool_use", "id": "t"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]}]}),
+     "", "t.jsonl:1", "messages[1].content: expected a string or text blocks, got blocks of type text, tool_use; "),
+    ("t.jsonl", json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}),
+     "", "t.jsonl:1", "got blocks of type image_url and no text"),
+    ("t.jsonl", json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": None},
+                                         {"role": "user", "content": "b"}]}), "", "t.jsonl:1", "got null"),
 ])
 def test_workload_bad_dataset_names_file_and_line(tmp_path: Path, name: str, content: str | bytes | None,
                                                    extra: str, where: str, words: str) -> None:
@@ -319,6 +361,23 @@ def test_workload_bad_dataset_names_file_and_line(tmp_path: Path, name: str, con
     assert str(err.value).startswith(str(tmp_path / where)), str(err.value)
     assert words in str(err.value) and "scenario[0].dataset" in str(err.value)
 
+
+
+def test_workload_dataset_lines_break_at_newlines_only(tmp_path: Path) -> None:
+    # U+2028, U+2029 and U+0085 are legal unescaped in a JSON string; str.splitlines broke
+    # the line there ("broken JSON line"); CRLF, blank lines and a BOM are fine too
+    prompts = ["a\u2028b", "c\u2029d", "e\x85f", "g"]
+    text = "\ufeff" + "\r\n\r\n".join(json.dumps(p, ensure_ascii=False) for p in prompts) + "\r\n"
+    bodies = _bodies(_dataset(tmp_path, "p.jsonl", text))
+    assert sorted(b["messages"][0]["content"] for b in bodies) == sorted(prompts)
+    sc = load_profile(_profile(tmp_path, "prompts_file = 'p.jsonl'\n", "q.toml")).scenarios[0]
+    assert sorted(sc.prompts) == sorted(prompts)  # prompts_file: the same reading
+
+
+def test_workload_prompts_file_lone_surrogate_names_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text('"ok"\n{"messages": [{"role": "user", "content": "\\udfff"}]}\n')
+    with pytest.raises(ProfileError, match=r"p.jsonl:2: a string holds a lone UTF-16 surrogate"):
+        load_profile(_profile(tmp_path, "prompts_file = 'p.jsonl'\n"))
 
 def test_workload_one_prompt_source(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="expected input_tokens or dataset, not both"):

@@ -251,6 +251,8 @@ def plan_request(
         tool_args = tool_args[: max(0, keep - len(reasoning) - len(text))]
         finish = "length"
         total = keep
+    elif ignore_eos and max_tokens is not None and not tool_args:
+        finish = "length"  # vLLM: with ignore_eos only max_tokens ends the output, a "length" stop
     gap = b.gap_ns
     jitter_ns = _ms_ns(b.token_jitter_ms)
     if jitter_ns:

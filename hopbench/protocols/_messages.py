@@ -52,31 +52,42 @@ _TEXT_DELTAS = _DELTA_TUPLES["text"]
 _TEXT_PATH: tuple[str | int, ...] = ("delta", "text")
 
 
-def _prompt(usage: dict[str, Any]) -> object:
+_CACHE_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def _prompt(usage: dict[str, Any], seen: dict[str, int]) -> object:
     """The whole prompt's tokens: ``input_tokens`` plus the cache reads and
     writes, which Anthropic counts apart (Anthropic API reference, prompt
     caching: total input = cache_read_input_tokens +
     cache_creation_input_tokens + input_tokens); the OpenAI protocols count
-    cached tokens inside their input figure, so all three then agree."""
+    cached tokens inside their input figure, so all three then agree.
+
+    ``seen`` holds the stream's cache figures so far, updated here: the usage
+    of ``message_delta`` is cumulative and each of its fields optional
+    (Anthropic API reference, ``MessageDeltaUsage``), so a delta that repeats
+    ``input_tokens`` without the cache fields keeps those of ``message_start``
+    (taking its ``input_tokens`` alone made the prompt smaller than its cached
+    part: a hit ratio above 1)."""
+    for key in _CACHE_KEYS:
+        v = usage.get(key)
+        if type(v) is int:
+            seen[key] = v
     n = usage.get("input_tokens")
     if type(n) is not int:
         return n
-    for key in ("cache_read_input_tokens", "cache_creation_input_tokens"):
-        v = usage.get(key)
-        if type(v) is int:
-            n += v
-    return n
+    return n + sum(seen.values())
 
 
 class MessagesDecoder(Decoder):
     """Decoder for ``POST /v1/messages`` with ``"stream": true``."""
 
     protocol = "messages"
-    __slots__ = ("_tools",)
+    __slots__ = ("_tools", "_cache_seen")
 
     def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
         super().__init__(keep_text=keep_text, expect_usage=expect_usage)
         self._tools: dict[int, ToolCallState] = {}  # content block index -> tool-use block
+        self._cache_seen: dict[str, int] = {}  # cache read / creation tokens reported so far (_prompt)
 
     def _tool_calls(self) -> list[dict[str, object]]:
         return [b.as_dict() for _, b in sorted(self._tools.items())]
@@ -112,7 +123,7 @@ class MessagesDecoder(Decoder):
             usage = body.get("usage")
             if type(usage) is dict:
                 report = self._usage(
-                    _prompt(usage), usage.get("output_tokens"),
+                    _prompt(usage, self._cache_seen), usage.get("output_tokens"),
                     usage.get("total_tokens"), None, usage.get("cache_read_input_tokens"),
                 )
                 if report is not None:
@@ -122,7 +133,7 @@ class MessagesDecoder(Decoder):
             message = body.get("message")
             usage = message.get("usage") if type(message) is dict else None
             if type(usage) is dict:
-                report = self._usage(_prompt(usage), None, None, None,
+                report = self._usage(_prompt(usage, self._cache_seen), None, None, None,
                                      usage.get("cache_read_input_tokens"))
                 if report is not None:
                     return bad + (report,)
