@@ -294,6 +294,9 @@ def dist_from(value: Any, where: Callable[[str], ProfileError], *, default_min: 
             raise where(f'dist = "{kind}" needs a mean')
         mean = num("mean", None)
     stddev = num("stddev", 0.0)
+    if kind == "fixed" and stddev != 0:
+        raise where(f'dist = "fixed" sends exactly mean tokens: stddev = {stddev:g} would be ignored '
+                    '(use dist = "normal" for a spread, or drop stddev)')
     if kind in ("normal", "lognormal") and "stddev" not in value:
         raise where(f'dist = "{kind}" needs a stddev')
     d = Dist(kind, float(mean), float(stddev), lo, hi)

@@ -132,6 +132,7 @@ def test_workload_plain_profiles_are_unchanged(tmp_path: Path) -> None:
     ("{ dist = 'normal', mean = 100 }", "needs a stddev"),
     ("{ dist = 'gauss', mean = 100 }", "expected dist one of"),
     ("{ dist = 'fixed', mean = 100, sd = 3 }", "unknown key 'sd'"),
+    ("{ dist = 'fixed', mean = 100, stddev = 5 }", 'dist = "fixed" sends exactly mean tokens: stddev = 5'),
     ("{ dist = 'uniform', min = 5 }", "needs min and max, or mean and stddev"),
     ("{ dist = 'uniform', min = 50, max = 150, mean = 120 }", "has the mean 100, got mean = 120"),
     ("{ dist = 'uniform', min = 50, max = 150, stddev = 9 }", "not both"),
