@@ -174,8 +174,8 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                             f"{by_phase['connecting'] or 0.0:.1f} connecting); "
                             f"{by_phase['waiting'] or 0.0:.1f} waiting to start on the client side")
             load["held"] = False
-        else:
-            load["held"] = True
+        else:  # null: a run.requests budget is not judged (its end is not a failure to hold load)
+            load["held"] = True if profile.run.requests is None or mean_busy is None else None
     else:
         arrivals = total.counter(ALL, "started") + total.counter(ALL, "max_in_flight_hits")
         # the load's window: to the stop, or to the end of a schedule that ran out by
@@ -198,7 +198,8 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                     dispatched=total.counter(ALL, "dispatched"),
                     spare_connections=total.counter(ALL, "spare_connections"),
                     schedule_lag_p99_ms=(sched.percentile(99.0) if sched.count else 0) / NS_PER_MS)
-        held = True
+        # null: a run.requests budget is judged only on dropped arrivals
+        held: bool | None = True if profile.run.requests is None else None
         if total.counter(ALL, "max_in_flight_hits"):
             held = False
             warnings.append(f"load not held: {total.counter(ALL, 'max_in_flight_hits')} arrivals "
@@ -242,6 +243,16 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
             warnings.append(f"arm {arm.name}: nothing completed: none of its {started} streams completed "
                             f"({_top_details(c, BROKEN + ('cancelled',))}); its differences are not "
                             "measured")
+    if not profile.arms and len(profile.scenarios) > 1:
+        # one scenario that failed outright (a wrong path, a model the gateway does not
+        # route) is never hidden by the others' successes in the run's error rate
+        for sc in profile.scenarios:
+            c = total.scopes[sc.name].counters if sc.name in total.scopes else {}
+            started = arm_failed(c)
+            if started:
+                warnings.append(f"scenario {sc.name}: nothing completed: none of its {started} streams "
+                                f"completed ({_top_details(c, BROKEN + ('cancelled',))}); its figures are "
+                                "not measured")
     return saturated, warnings, load
 
 
@@ -254,6 +265,17 @@ def arm_failed(counters: Mapping[str, int]) -> int:
     them completed, else 0 (docs/ab-arms.md: such a run exits 4)."""
     started = counters.get("started", 0) - counters.get("client_cancelled", 0)
     return started if started > 0 and not counters.get("completed", 0) else 0
+
+
+def failed_scenarios(summary: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    """Of the scenarios ``names`` (the profile's, in order), those whose scope in
+    a summary.json started streams and completed none (``arm_failed``'s rule:
+    docs/results.md, "Warnings"; such a run exits 4). Empty with A/B arms (their
+    own rule) or a single scenario (the whole run's "nothing completed")."""
+    if summary.get("arms") or len(names) < 2:
+        return []
+    scopes = summary.get("scopes") or {}
+    return [n for n in names if arm_failed((scopes.get(n) or {}).get("counters") or {})]
 
 
 def failed_arms(summary: Mapping[str, Any]) -> list[str]:
@@ -512,14 +534,14 @@ class Verdict:
     Attributes:
         complete: reached its planned end: no crash, no interruption, no dead worker.
         saturated: the client (any worker) was the bottleneck (``analyse``).
-        load_held: ``load.held``.
+        load_held: ``load.held`` (None: not judged, a ``run.requests`` budget).
         interrupted_by: the stop reason, else None.
         warnings: what went wrong, most important first, no repeats.
     """
 
     complete: bool
     saturated: bool
-    load_held: bool
+    load_held: bool | None
     interrupted_by: str | None
     warnings: tuple[str, ...]
 
@@ -701,7 +723,7 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
                         else f"run interrupted ({reason or 'stopped'}): results are partial (complete: false)")
     started_s = meta.get("started_at_unix_s")
     started_s = started_s if isinstance(started_s, (int, float)) else end.ended_at_unix_s
-    verdict = Verdict(complete=complete, saturated=sat, load_held=bool(load.get("held")),
+    verdict = Verdict(complete=complete, saturated=sat, load_held=load.get("held"),
                       interrupted_by=interrupted_by, warnings=tuple(dict.fromkeys(warnings)))
     generator = Generator(cpu_mean=load["cpu_mean"], cpu_max=load["cpu_max"],
                           loop_lag_p99_ms=load["loop_lag_p99_ms"], intervals=end.intervals,

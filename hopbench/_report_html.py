@@ -481,6 +481,12 @@ def _run_figures(run: RunData) -> str:
     rate = errors / started
     cls = "bad" if not completed or rate > ERROR_RATE_WARN else "warn" if errors else "ok"
     parts = [f"{completed:,} of {started:,} streams completed", f"error rate {rate:.1%}"]
+    if s.get("complete") is False:  # an interrupted run's figures cover the part that ran: never green
+        cls = "bad"
+        by = s.get("interrupted_by")
+        parts.insert(0, "INCOMPLETE" + (f" (interrupted by {by})" if by else ""))
+    elif s.get("saturated") and cls == "ok":
+        cls = "warn"
     if head:
         if head.get("interrupted_rate"):
             parts.append(f"interrupted {head['interrupted_rate']:.1%}")
@@ -669,7 +675,8 @@ def _warnings(run: RunData) -> str:
     for w in warnings:
         # red: results that cannot be trusted as they stand (as the terminal summary does)
         bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial")) \
-            or w.startswith(("nothing completed", "no output", "error rate", "target lost", "target unreachable"))
+            or w.startswith(("nothing completed", "no output", "error rate", "target lost", "target unreachable")) \
+            or ": nothing completed:" in w
         out.append(f'<div class="{"bad" if bad else "warn"}">{_e(w)}</div>')
     if not warnings:
         out.append('<div class="ok">no warnings: the run completed and the load generator kept up</div>')

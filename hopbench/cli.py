@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "(OpenAI Chat Completions, OpenAI Responses, Anthropic Messages over SSE).",
                 epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input (also: target "
                        "unreachable), 3 crashed mid-run or results not written (partial results), "
-                       "4 nothing completed (or nothing measured) or the target died mid-run, 130 SIGINT / 143 SIGTERM "
+                       "4 nothing completed (in the run, one scenario or one arm) or nothing measured, or the target died mid-run, 130 SIGINT / 143 SIGTERM "
                        "(partial results).")
     p.add_argument("--version", action="version", version=f"hopbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -601,12 +601,24 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
-    from ._finish import failed_arms
+    from ._finish import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
 
     failed = failed_arms(summary)
     if failed:  # one arm failed outright: the A/B result means nothing (docs/ab-arms.md)
         err.print(f"hopbench: error: no stream of arm {', '.join(failed)} completed; see the warnings in "
                   f"{outcome.out_dir / 'summary.json'}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_TARGET_FAILED
+    failed = failed_scenarios(summary, [sc.name for sc in profile.scenarios])
+    if failed:  # one scenario failed outright, hidden in the run's error rate (docs/results.md)
+        err.print(f"hopbench: error: no stream of scenario {', '.join(failed)} completed; see the warnings "
+                  f"and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
+                  soft_wrap=True)
+        return EXIT_TARGET_FAILED
+    if any(isinstance(w, str) and w.startswith(NO_OUTPUT_WARNING) for w in summary.get("warnings") or ()):
+        # streams completed, none carried output: no latency of an answer was measured
+        err.print(f"hopbench: error: no completed stream carried output (TTFT, ITL and TPOT have no samples); "
+                  f"see the warnings in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
+                  soft_wrap=True)
         return EXIT_TARGET_FAILED
     capacity = summary.get("capacity") or {}
     if capacity.get("client_saturated") or capacity.get("status") == "too_few_requests":

@@ -294,8 +294,9 @@ def test_failures_completed_without_output_warns_and_fails_the_gate(tmp_path: Pa
     s = read_summary(tmp_path / "o")
     assert s["headline"]["completed"] == 4
     assert any(w.startswith("no output: ") for w in s["warnings"]), s["warnings"]
-    assert proc.returncode == 1, (out, err)
-    assert "run.output_measured" in out
+    # the run itself fails (exit 4, as for nothing completed), before its gate's breach (1)
+    assert proc.returncode == 4, (out, err)
+    assert "run.output_measured" in out and "no completed stream carried output" in err
     gate = _cli("gate", str(tmp_path / "o"))
     gout, _ = gate.communicate(timeout=60)
     assert gate.returncode == 1 and "FAIL  run.output_measured" in gout
@@ -621,3 +622,26 @@ def test_failures_embedded_emulator_killed_mid_run_with_workers(tmp_path: Path,
     assert killed and not outcome.complete
     assert s["interrupted_by"].startswith("target lost: the embedded emulator exited (killed by SIGKILL)")
     assert s["warnings"][0] == s["interrupted_by"] and s["duration_s"] < 60
+
+
+def test_failures_one_scenario_that_completes_nothing_warns_and_exits_4(tmp_path: Path) -> None:
+    # a wrong path for one protocol (a route the gateway does not have): its streams all
+    # fail while the other scenario's complete; the run's error rate alone would hide it
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\nrequests = 24\nseed = 1\n[load]\nconcurrency = 2\n'
+                    '[target]\nembedded = true\npaths = { messages = "/v1/nope" }\n'
+                    '[emulator]\nttft_ms = 1\ntokens_per_s = 2000\nkeepalive_interval_s = 0\n'
+                    '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\nmax_tokens = 4\nweight = 0.9\n'
+                    '[[scenario]]\nname = "claude"\nprotocol = "messages"\nmodel = "c"\nmax_tokens = 4\n'
+                    'weight = 0.1\n')
+    proc = _cli("run", str(prof), "--out", str(tmp_path / "o"), "--no-progress")
+    out, err = proc.communicate(timeout=180)
+    s = read_summary(tmp_path / "o")
+    claude = s["scopes"]["claude"]["counters"]
+    assert claude["started"] > 0 and not claude.get("completed") and s["scopes"]["chat"]["counters"]["completed"]
+    warning = [w for w in s["warnings"] if w.startswith("scenario claude: nothing completed: ")]
+    assert warning and "http_error.404" in warning[0], s["warnings"]
+    assert proc.returncode == 4, (out, err)
+    assert "no stream of scenario claude completed" in err
+    # red on the terminal, as the run's own "nothing completed"
+    assert "scenario claude: nothing completed" in out

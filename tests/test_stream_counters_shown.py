@@ -96,3 +96,18 @@ def test_the_load_held_is_shown_on_the_terminal_and_in_the_report(tmp_path: Path
                       "dispatcher_threads": 0, "dispatched": 0}) == "5.00 of 5.00 requests/s sent · schedule lag p99 2.00 ms"
     assert load_text({"requested_concurrency": 8, "mean_busy": 7.9}) == "7.90 of 8 users busy on average"
     assert load_text({}) is None
+
+
+def test_the_report_headline_of_an_interrupted_run_is_never_green(tmp_path: Path) -> None:
+    from hopbench._report_html import _run_figures
+
+    summary, snap = _summary(tmp_path)
+    summary["headline"] = {"started": 40, "completed": 40, "errors": 0, "completed_per_s": 4.0,
+                           "output_tokens_per_s": 80.0}
+    run = RunData(path=tmp_path / "run", summary=summary, snapshot=snap, timeline=[], intervals={}, notes=[])
+    assert _run_figures(run).startswith('<div class="ok">')
+    summary["complete"], summary["interrupted_by"] = False, "SIGINT"
+    html = _run_figures(run)
+    assert html.startswith('<div class="bad">') and "INCOMPLETE (interrupted by SIGINT)" in html
+    summary["complete"], summary["saturated"] = True, True
+    assert _run_figures(run).startswith('<div class="warn">')
