@@ -522,6 +522,10 @@ def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, fl
             raise t.error("mode", f"scenario {name!r} has its own lengths, dataset or session (input_tokens, "
                                   "dataset, a max_tokens distribution, session): with load.mode = \"trace\" the "
                                   "trace gives every request's lengths; remove them")
+    try:  # a file that cannot be opened is the profile's error: its file, line and key
+        path.open("rb").close()
+    except OSError as exc:
+        raise t.error("trace", f"cannot read the trace {path}: {exc.strerror}") from None
     entries = read_trace(path)
     check_blocks(entries, block_tokens, path)
     kept, start, period = window(entries, start_ms, end_ms)

@@ -306,6 +306,10 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
         def fail(line: int | None, reason: str) -> ProfileError:
             return ProfileError(f"{reason} (dataset of {where})", path=path, line=line)
 
+        try:  # a file that cannot be opened is the profile's error: its file, line and key
+            path.open("rb").close()
+        except OSError as exc:
+            raise dt.error("path", f"cannot read the dataset {path}: {exc.strerror}") from None
         records = read_dataset(path, fmt, fail)
         kept = filter_records(records, ds, tokenizer)
         if not kept:

@@ -99,7 +99,10 @@ def test_trace_bad_input_names_file_and_line(tmp_path: Path, content: str | byte
         load_profile(_profile(tmp_path, "t.jsonl"))
     text = str(info.value)
     assert message in text
-    assert text.startswith(f"{path}:{line}: " if line is not None else f"{path}")
+    if content is None:  # a file that cannot be opened: the profile's line and key
+        assert text.startswith(f"{tmp_path / 'p.toml'}:") and ": load.trace: " in text, text
+    else:
+        assert text.startswith(f"{path}:{line}: " if line is not None else f"{path}")
 
 
 def test_trace_hash_ids_up_to_the_block_count_are_accepted(tmp_path: Path) -> None:

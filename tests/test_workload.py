@@ -318,7 +318,8 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "content", "extra", "where", "words"), [
-    ("missing.jsonl", None, "", "missing.jsonl", "cannot read the dataset"),
+    # a file that cannot be opened: the profile's line and key (scenario[0].dataset.path)
+    ("missing.jsonl", None, "", "p.toml", "cannot read the dataset"),
     ("e.jsonl", "\n  \n", "", "e.jsonl", "is empty"),
     ("u.jsonl", b'"ok"\n"\xff\xfe"\n', "", "u.jsonl:2", "not UTF-8"),
     ("b.jsonl", '"ok"\n{"prompt": \n', "", "b.jsonl:2", "broken JSON line"),
