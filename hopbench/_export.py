@@ -17,6 +17,16 @@ Two tables, written to ``--out`` (default ``DIR/export/``):
   ``value`` (a number, or "NaN"/"+Inf" as text), ``error`` (null; for a failed
   scrape one row with ``series`` and ``value`` null and the outcome here).
 
+After the figures, ``summary.<ext>`` carries whether the run can be trusted
+(``trust_rows``, appended: the figure rows before them are unchanged):
+``kind`` ``run`` (``complete``, ``saturated``, ``load.held`` as 1/0, the
+load's requested and achieved figures, ``warnings`` (their number), and text
+facts as ``<fact>.<text>`` = 1, as capacity's ``status.<status>``:
+``interrupted_by.SIGINT``, ``profile.<file>``, ``hopbench_version.<v>``) and
+``kind`` ``warning`` (one row per warning: ``name`` its text, ``value`` its
+1-based place in summary.json's list). Text never goes in ``value``, so that
+column stays numeric (parquet infers one type per column).
+
 A staged or searched folder (``[[stage]]``, ``[search]``: docs/slo.md) is
 exported from its stage/probe sub-folders, every row with a ``stage`` column
 (``staged_rows``; docs/observability.md). A folder with nothing to export is
@@ -40,13 +50,15 @@ from ._errors import ResultsError, UsageError
 from ._results import read_summary
 from ._textfile import decode_line, iter_lines
 
-__all__ = ["export_results", "summary_rows", "stream_rows", "scrape_rows", "staged_rows", "FORMATS", "SUMMARY_COLUMNS",
-           "SCRAPE_COLUMNS"]
+__all__ = ["export_results", "summary_rows", "trust_rows", "trust_warnings", "stream_rows", "scrape_rows",
+           "staged_rows", "FORMATS", "SUMMARY_COLUMNS", "SCRAPE_COLUMNS"]
 
 FORMATS = ("csv", "jsonl", "parquet")
 SUMMARY_COLUMNS = ("run", "scope", "kind", "name", "value", "unit")
 SCRAPE_COLUMNS = ("url", "t_ms", "series", "value", "error")
 _STATS = ("count", "min", "mean", "p50", "p90", "p99", "p999", "max", "out_of_range")
+#: summary.json ``load`` figures exported as ``run`` rows (``load.<key>``), when present and numbers
+_LOAD_FIGURES = ("requested_rate_rps", "achieved_rate_rps", "requested_concurrency", "mean_busy")
 
 
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -71,6 +83,104 @@ def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
                     rows.append({"run": run, "scope": scope, "kind": "metric", "name": f"{metric}.{stat}",
                                  "value": stats[stat], "unit": unit})
     return rows
+
+
+def trust_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Whether the run can be trusted, as long rows (``SUMMARY_COLUMNS``, ``scope`` "all").
+
+    The run-level facts of summary.json (docs/results.md, "summary.json" and
+    "Warnings") that :func:`summary_rows` leaves out, so that a partial,
+    saturated or under-loaded run does not look whole in a notebook. Each row
+    only when summary.json has the fact (an older or a running summary may lack some):
+
+    - ``kind`` "run": ``complete``, ``saturated``, ``load.held`` (1/0);
+      ``load.requested_rate_rps``, ``load.achieved_rate_rps`` (requests/s),
+      ``load.requested_concurrency``, ``load.mean_busy`` (users); ``warnings``
+      (how many); and the text facts as ``<fact>.<text>`` = 1 (the convention of
+      capacity's ``status.<status>``): ``interrupted_by.<reason>`` (only when
+      interrupted), ``profile.<profile file>``, ``hopbench_version.<version>``.
+    - ``kind`` "warning": one row per warning, ``name`` its text, ``value`` its
+      1-based place in the list (most important first).
+
+    The run's name is every row's ``run``. summary.json records the ``[gate]``
+    budgets, not a gate verdict: export does not re-run the gate.
+
+    Args:
+        summary: a summary.json dict.
+
+    Returns:
+        list of row dicts, in the order above; [] when summary.json has none of them.
+    """
+    run = summary.get("name")
+    facts: list[tuple[str, float | int, str]] = []
+
+    def flag(name: str, v: Any) -> None:
+        if isinstance(v, bool):
+            facts.append((name, int(v), ""))
+
+    def text(fact: str, v: Any) -> None:
+        if isinstance(v, str) and v:
+            facts.append((f"{fact}.{v}", 1, ""))
+
+    flag("complete", summary.get("complete"))
+    text("interrupted_by", summary.get("interrupted_by"))
+    flag("saturated", summary.get("saturated"))
+    load = summary.get("load")
+    if isinstance(load, dict):
+        flag("load.held", load.get("held"))
+        for key in _LOAD_FIGURES:
+            v = load.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                facts.append((f"load.{key}", v, _unit(key)))
+    warnings = summary.get("warnings")
+    warnings = [w for w in warnings if isinstance(w, str)] if isinstance(warnings, list) else None
+    if warnings is not None:
+        facts.append(("warnings", len(warnings), ""))
+    profile = summary.get("profile")
+    if isinstance(profile, dict):
+        text("profile", profile.get("_source"))
+    env = summary.get("environment")
+    if isinstance(env, dict):
+        text("hopbench_version", env.get("hopbench"))
+    rows = [{"run": run, "scope": "all", "kind": "run", "name": k, "value": v, "unit": u} for k, v, u in facts]
+    rows += [{"run": run, "scope": "all", "kind": "warning", "name": w, "value": i, "unit": ""}
+             for i, w in enumerate(warnings or (), 1)]
+    return rows
+
+
+def trust_warnings(summary: dict[str, Any], where: Path | str) -> list[str]:
+    """What ``hopbench export`` says on stderr about a run that cannot be taken at face value.
+
+    One message each for an incomplete run (``complete`` false), a saturated
+    load generator (``saturated``) and a load not held (``load.held`` false),
+    naming ``where`` and, when summary.json has one, the matching warning.
+
+    Args:
+        summary: a summary.json dict (a staged folder's: the whole staged run).
+        where: the results folder, as the messages name it.
+
+    Returns:
+        list of messages, possibly empty.
+    """
+    warnings = [w for w in summary.get("warnings") or () if isinstance(w, str)]
+
+    def first(*starts: str) -> str:  # the matching warning; a worker's ("worker K: ...") too
+        return next((f": {w}" for w in warnings
+                     if w.startswith(starts) or w.partition(": ")[2].startswith(starts)), "")
+
+    out: list[str] = []
+    if summary.get("complete") is False:
+        reason = summary.get("interrupted_by")
+        why = f"interrupted by {reason}" if isinstance(reason, str) and reason else "complete: false"
+        out.append(f"exported run {where} is incomplete ({why}): its figures cover only part of the planned "
+                   f"run{first('hopbench crashed', 'run interrupted', 'target ')}")
+    if summary.get("saturated") is True:
+        out.append(f"exported run {where} is saturated: the load generator was the bottleneck, its latencies "
+                   f"include client-side delay{first('load generator saturated')}")
+    load = summary.get("load")
+    if isinstance(load, dict) and load.get("held") is False:
+        out.append(f"exported run {where} did not hold its load{first('load not held')}")
+    return out
 
 
 def stream_rows(results_dir: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
@@ -152,7 +262,10 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
         1/0, plus ``of_record`` 1 for the stage of record) and its own
         summary.json's figures (as :func:`summary_rows`); then the capacity's
         numbers (``kind`` "capacity", ``stage`` null: ``rate_rps``,
-        ``concurrency``, ``lowest_failing``..., and ``status.<status>`` = 1).
+        ``concurrency``, ``lowest_failing``..., and ``status.<status>`` = 1);
+        then, appended so that the rows above stay as they were, each
+        stage's :func:`trust_rows` (from its own summary.json) and the whole
+        staged run's (``stage`` null: its ``complete`` covers every stage).
 
     Raises:
         ResultsError: a stage's sub-folder or file is unreadable or damaged
@@ -162,6 +275,7 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
     run = summary.get("name")
     record = summary.get("stage_of_record")
     srows: list[dict[str, Any]] = []
+    trust: list[dict[str, Any]] = []
     streams: list[dict[str, Any]] = []
     scraped: list[dict[str, Any]] | None = None
     for st in summary.get("stages") or []:
@@ -177,7 +291,9 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
                 warn(f"{results_dir}: stage {folder!r} has no results folder (no {sub or folder}/summary.json): "
                      "its streams and figures are not exported")
             continue
-        srows += [dict(r, stage=folder) for r in summary_rows(read_summary(sub))]
+        sub_summary = read_summary(sub)
+        srows += [dict(r, stage=folder) for r in summary_rows(sub_summary)]
+        trust += [dict(r, stage=folder) for r in trust_rows(sub_summary)]
         streams += [dict({"stage": folder}, **r) for r in stream_rows(sub, warn)]
         sc = scrape_rows(sub, warn)
         if sc is not None:
@@ -189,6 +305,7 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
             figures.append((f"status.{cap['status']}", 1))
         srows += [{"run": run, "stage": None, "scope": "all", "kind": "capacity", "name": k, "value": v,
                    "unit": _unit(k)} for k, v in figures]
+    srows += trust + [dict(r, stage=None) for r in trust_rows(summary)]
     return srows, streams, scraped
 
 
@@ -282,7 +399,9 @@ def export_results(results_dir: Path, fmt: str, out: Path | None = None,
         fmt: one of ``FORMATS``.
         out: the folder to write (default ``results_dir/export``; created).
         warn: receives one message per jsonl file whose last line was cut by a
-            crash mid-write (that line is skipped; None: silent).
+            crash mid-write (that line is skipped), and one per reason the run
+            cannot be taken at face value (:func:`trust_warnings`: incomplete,
+            saturated, load not held); None: silent.
 
     Returns:
         the files written (two, three when the run scraped).
@@ -304,15 +423,21 @@ def export_results(results_dir: Path, fmt: str, out: Path | None = None,
     stages = summary.get("stages")
     if isinstance(stages, list) and stages:
         srows, streams, scraped = staged_rows(results_dir, summary, warn)
+        figures = any(r["kind"] not in ("run", "warning") for r in srows)
         summary_cols = ["run", "stage", *SUMMARY_COLUMNS[1:]]
         stream_cols, scrape_cols = _columns(streams, ("stage",)), ["stage", *SCRAPE_COLUMNS]
     else:
         srows = summary_rows(summary)
+        figures = bool(srows)
+        srows += trust_rows(summary)
         streams = stream_rows(results_dir, warn)
         scraped = scrape_rows(results_dir, warn)
         summary_cols, stream_cols, scrape_cols = list(SUMMARY_COLUMNS), _columns(streams), list(SCRAPE_COLUMNS)
-    if not srows and not streams and not scraped:
+    if not figures and not streams and not scraped:
         raise ResultsError(f"{results_dir}: nothing to export (no figure in summary.json, no stream, no scrape)")
+    if warn is not None:
+        for text in trust_warnings(summary, results_dir):
+            warn(text)
     out = out if out is not None else results_dir / "export"
     paths = [out / f"summary.{fmt}", out / f"streams.{fmt}"]
     try:

@@ -14,7 +14,7 @@ import pytest
 
 from hopbench import ResultsError
 from hopbench._errors import UsageError
-from hopbench._export import SCRAPE_COLUMNS, SUMMARY_COLUMNS, export_results, summary_rows
+from hopbench._export import SCRAPE_COLUMNS, SUMMARY_COLUMNS, export_results, summary_rows, trust_rows
 from hopbench._profile import parse_profile
 from hopbench._run import run_profile
 from hopbench.cli import main
@@ -85,7 +85,8 @@ def test_export_csv_round_trips(run_dir: Path, tmp_path: Path) -> None:
 def test_export_jsonl_round_trips(run_dir: Path, tmp_path: Path) -> None:
     paths = export_results(run_dir, "jsonl", tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert [json.loads(x) for x in paths[0].read_text().splitlines()] == summary_rows(summary)
+    # the figures first, as they always were; then whether the run can be trusted
+    assert [json.loads(x) for x in paths[0].read_text().splitlines()] == summary_rows(summary) + trust_rows(summary)
     assert [json.loads(x) for x in paths[1].read_text().splitlines()] == _streams(run_dir)
     # the scraped samples, one row each, back to scrape.jsonl's records
     rows = [json.loads(x) for x in paths[2].read_text().splitlines()]
@@ -115,8 +116,8 @@ def test_export_parquet_round_trips_or_names_the_extra(run_dir: Path, tmp_path: 
 
     paths = export_results(run_dir, "parquet", tmp_path)
     assert pq.read_table(paths[1]).to_pylist() == _streams(run_dir)
-    assert len(pq.read_table(paths[0]).to_pylist()) == len(summary_rows(json.loads(
-        (run_dir / "summary.json").read_text())))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert pq.read_table(paths[0]).to_pylist() == summary_rows(summary) + trust_rows(summary)
 
 
 def test_export_unwritable_folder_is_a_clear_error(run_dir: Path, tmp_path: Path,
@@ -249,3 +250,148 @@ def test_export_nothing_to_export_is_an_error(tmp_path: Path, capsys: pytest.Cap
                                            encoding="utf-8")
     assert main(["export", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
     assert "nothing to export" in capsys.readouterr().err
+
+
+# -- whether the run can be trusted (trust_rows), on built summaries: no load runs ---------------
+
+_SCOPES = {"all": {"counters": {"completed": 5, "started": 7},
+                   "tokens": {"output": {"completed": 30}},
+                   "metrics": {"ttft": {"unit": "ms", "count": 5, "p50": 12.5, "p99": 40.0}}}}
+
+
+def _summary(**extra: Any) -> dict[str, Any]:
+    """A summary.json as a partial, saturated open-loop run writes it (docs/results.md)."""
+    doc: dict[str, Any] = {
+        "schema": "hopbench.summary/1", "name": "nightly",
+        "profile": {"_source": "profiles/nightly.toml", "run": {"name": "nightly"}},
+        "environment": {"hopbench": "0.1.0", "python": "3.11.9"},
+        "saturated": True,
+        "warnings": ["run interrupted (SIGINT): results are partial (complete: false)",
+                     "load generator saturated: loop lag p99 80 ms (> 25 ms)",
+                     "load not held: 6.0 requests/s sent to the target, 10 requested"],
+        "interrupted_by": "SIGINT",
+        "load": {"mode": "rate", "held": False, "requested_rate_rps": 10.0, "achieved_rate_rps": 6.0,
+                 "mean_busy": 2.5, "peak_in_flight": 4},
+        "gate": {"ttft.p99": "< 500 ms"},
+        "complete": False, "scopes": _SCOPES, "warmup": None}
+    doc.update(extra)
+    return doc
+
+
+def _folder(tmp_path: Path, summary: dict[str, Any], name: str = "run") -> Path:
+    out = tmp_path / name
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    return out
+
+
+def test_trust_rows_of_a_partial_saturated_run() -> None:
+    rows = trust_rows(_summary())
+    assert {(r["run"], r["scope"]) for r in rows} == {("nightly", "all")}
+    assert [(r["kind"], r["name"], r["value"], r["unit"]) for r in rows] == [
+        ("run", "complete", 0, ""),
+        ("run", "interrupted_by.SIGINT", 1, ""),
+        ("run", "saturated", 1, ""),
+        ("run", "load.held", 0, ""),
+        ("run", "load.requested_rate_rps", 10.0, "requests/s"),
+        ("run", "load.achieved_rate_rps", 6.0, "requests/s"),
+        ("run", "load.mean_busy", 2.5, ""),
+        ("run", "warnings", 3, ""),
+        ("run", "profile.profiles/nightly.toml", 1, ""),
+        ("run", "hopbench_version.0.1.0", 1, ""),
+        ("warning", "run interrupted (SIGINT): results are partial (complete: false)", 1, ""),
+        ("warning", "load generator saturated: loop lag p99 80 ms (> 25 ms)", 2, ""),
+        ("warning", "load not held: 6.0 requests/s sent to the target, 10 requested", 3, "")]
+
+
+def test_trust_rows_of_a_complete_closed_loop_run_and_of_an_old_summary() -> None:
+    good = _summary(saturated=False, warnings=[], interrupted_by=None, complete=True,
+                    load={"mode": "concurrency", "held": True, "requested_concurrency": 8, "mean_busy": 7.9})
+    got = {r["name"]: r["value"] for r in trust_rows(good)}
+    assert got == {"complete": 1, "saturated": 0, "load.held": 1, "load.requested_concurrency": 8,
+                   "load.mean_busy": 7.9, "warnings": 0, "profile.profiles/nightly.toml": 1,
+                   "hopbench_version.0.1.0": 1}
+    # a summary without those facts (older, hand-made) gets no invented ones
+    assert trust_rows({"name": "x", "scopes": _SCOPES, "load": {"mean_busy": None}}) == []
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_export_adds_trust_rows_after_the_unchanged_figures(tmp_path: Path, fmt: str) -> None:
+    """The figure rows are byte for byte what they were; the trust rows follow them and
+    keep ``value`` numeric (the text facts are in ``name``)."""
+    summary = _summary()
+    run = _folder(tmp_path, summary)
+    figures = summary_rows(summary)
+    export_results(run, fmt, tmp_path / "x")
+    text = (tmp_path / "x" / f"summary.{fmt}").read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    if fmt == "csv":
+        with open(tmp_path / "old.csv", "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(SUMMARY_COLUMNS)
+            for r in figures:
+                w.writerow(["" if r[c] is None else r[c] for c in SUMMARY_COLUMNS])
+        old = (tmp_path / "old.csv").read_text(encoding="utf-8")
+        rows = list(csv.DictReader(lines))
+        assert all(float(r["value"]) == float(r["value"]) for r in rows)  # numbers, every one
+    else:
+        old = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in figures)
+        rows = [json.loads(x) for x in lines]
+        assert all(isinstance(r["value"], (int, float)) for r in rows)
+    assert text.startswith(old) and len(lines) > len(old.splitlines())
+    trust = rows[len(figures):]
+    assert {(r["kind"], r["name"]) for r in trust} >= {("run", "complete"), ("run", "interrupted_by.SIGINT"),
+                                                        ("run", "saturated"), ("run", "load.held")}
+    assert [r["name"] for r in trust if r["kind"] == "warning"] == summary["warnings"]
+
+
+def test_export_warns_on_an_incomplete_saturated_unheld_run(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    run = _folder(tmp_path, _summary())
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"hopbench export: warning: exported run {run} is incomplete (interrupted by SIGINT): its figures "
+        "cover only part of the planned run: run interrupted (SIGINT): results are partial (complete: false)",
+        f"hopbench export: warning: exported run {run} is saturated: the load generator was the bottleneck, "
+        "its latencies include client-side delay: load generator saturated: loop lag p99 80 ms (> 25 ms)",
+        f"hopbench export: warning: exported run {run} did not hold its load: load not held: 6.0 requests/s "
+        "sent to the target, 10 requested"]
+    # a complete run that held its load exports in silence
+    good = _folder(tmp_path, _summary(complete=True, interrupted_by=None, saturated=False, warnings=[],
+                                      load={"held": True}), "good")
+    assert main(["export", str(good), "--out", str(tmp_path / "y")]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_export_staged_folder_adds_each_stage_trust_rows(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Per stage, its own summary's trust rows (``stage`` its folder); then the whole staged
+    run's (``stage`` null); the stage, capacity and figure rows before them unchanged."""
+    top = tmp_path / "staged"
+    top.mkdir()
+    ok = _summary(complete=True, interrupted_by=None, saturated=False, warnings=[],
+                  load={"mode": "rate", "held": True, "requested_rate_rps": 4.0, "achieved_rate_rps": 4.0})
+    _folder(top, ok, "probe-01-r4")
+    _folder(top, _summary(), "probe-02-r10")
+    whole = _summary(stage_of_record="probe-01-r4", stages_kind="search", saturated=False,
+                     load=ok["load"], warnings=["run interrupted (SIGINT): results are partial (complete: false)"],
+                     stages=[{"load": 4.0, "folder": "probe-01-r4", "passed": True, "held": True},
+                             {"load": 10.0, "folder": "probe-02-r10", "passed": False, "held": False}],
+                     capacity={"mode": "rate", "status": "interrupted", "rate_rps": 4.0})
+    (top / "summary.json").write_text(json.dumps(whole), encoding="utf-8")
+    assert main(["export", str(top), "--format", "jsonl", "--out", str(tmp_path / "x")]) == 0
+    err = capsys.readouterr().err
+    assert f"exported run {top} is incomplete (interrupted by SIGINT)" in err
+    assert "saturated" not in err and "did not hold" not in err  # the stage of record held its load
+    rows = [json.loads(x) for x in (tmp_path / "x" / "summary.jsonl").read_text().splitlines()]
+    kinds = [r["kind"] for r in rows]
+    first = kinds.index("run")
+    assert set(kinds[first:]) == {"run", "warning"} and "capacity" in kinds[:first]
+    fig = {(r["stage"], r["kind"], r["name"]): r["value"] for r in rows[first:]}
+    assert fig[("probe-01-r4", "run", "complete")] == 1 and fig[("probe-01-r4", "run", "load.held")] == 1
+    assert fig[("probe-02-r10", "run", "complete")] == 0 and fig[("probe-02-r10", "run", "saturated")] == 1
+    assert fig[("probe-02-r10", "run", "interrupted_by.SIGINT")] == 1
+    assert fig[("probe-02-r10", "warning", "load not held: 6.0 requests/s sent to the target, 10 requested")] == 3
+    assert fig[(None, "run", "complete")] == 0 and fig[(None, "run", "warnings")] == 1
+    assert fig[(None, "run", "load.achieved_rate_rps")] == 4.0
