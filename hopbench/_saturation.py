@@ -217,13 +217,13 @@ def judge(f: GeneratorFigures) -> Verdict:
             f"Python's garbage collector paused hopbench {f.gc_collections} times for {_ms(f.gc_pause_ns)} "
             f"in all ({share:.1%} of the run), the longest {_ms(f.gc_pause_max_ns)}",
             "collector pauses stop every stream's clock at once (see generator.gc_pause_max_ms); fewer "
-            "streams per process (--workers) shorten them"))
+            "streams per process (--workers, where the machine has idle cores) shorten them"))
     steal = host.steal_share if host is not None else None
     busy = host.machine_busy_share if host is not None else None
     if host is not None and steal is not None and steal >= STEAL_SHARE:
         causes.append(Cause("machine_busy",
                             f"the hypervisor took {steal:.1%} of the machine's CPU time (steal)",
-                            "the machine was busy, not the load: more workers would not help; "
+                            "the machine was busy, not the load: more workers would not add CPU here; "
                             "use a quieter machine"))
     elif host is not None and busy is not None and own < BUSY_CPU and 1.0 - busy <= MACHINE_IDLE_SHARE:
         others = host.others_cores or 0.0
@@ -231,14 +231,15 @@ def judge(f: GeneratorFigures) -> Verdict:
             "machine_busy",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
             f"used {others:.1f} cores while hopbench used {own:.0%} of one core",
-            "neighbours took the CPUs, not the load: more workers would not help; use a quieter machine"))
+            "neighbours took the CPUs, not the load: more workers would not add CPU here; use a quieter "
+            "machine (the embedded emulator, if used, counts among them)"))
     elif own < BUSY_CPU and not causes and busy is None:
         # no machine counters: lagging while using little CPU means waiting for a CPU
         causes.append(Cause(
             "machine_busy",
             f"the client used {own:.0%} of one core while it lagged, so it waited for a CPU: other "
             "processes on this machine (neighbours)",
-            "likely neighbours, not the load: more workers would not help"))
+            "likely neighbours, not the load: more workers would not add CPU here"))
     if not causes:  # no cause passed its threshold: say what was measured
         causes.append(Cause(
             "unexplained",

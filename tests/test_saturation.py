@@ -71,7 +71,7 @@ def test_judge_machine_busy_by_steal() -> None:
     v = judge(_fig(cpu=0.25, host=_host(0.3, busy=0.7, steal=0.08)))
     assert [c.kind for c in v.causes] == ["machine_busy"]
     assert "the hypervisor took 8.0% of the machine's CPU time (steal)" in v.causes[0].figure
-    assert "more workers would not help" in v.causes[0].advice
+    assert "more workers would not add CPU here" in v.causes[0].advice
 
 
 def test_judge_machine_busy_by_neighbours_with_proc_stat() -> None:
