@@ -7,12 +7,13 @@ response headers of ``run.record_headers``) and ``_scrape_spec`` (``[[scrape]]``
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 
 from ._toml import Table
 
-__all__ = ["FIELD_NAME", "SECRET_HEADERS", "field_problem", "read_headers", "read_header_env"]
+__all__ = ["FIELD_NAME", "field_problem", "is_secret_header", "read_headers", "read_header_env"]
 
 #: RFC 9110 section 5.1: a field name is a token.
 FIELD_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
@@ -20,10 +21,46 @@ FIELD_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 #: (a line break would end the header: request smuggling, or a broken request).
 _FIELD_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
-#: request headers that carry credentials: never written in a profile, only named
-#: through an environment variable (lower case)
-SECRET_HEADERS: frozenset[str] = frozenset(
-    {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"})
+#: header names that carry credentials or session state (lower case)
+_SECRET_NAMES = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+#: stems that mark a secret wherever they occur in a name: X-Client-Secret,
+#: X-Session-Id, X-Hub-Signature, X-Amz-Credential, Helicone-Auth, WWW-Authenticate
+_SECRET_ANYWHERE = re.compile(r"secret|auth|session|passw|credential|signature|cookie|api[-_]?key")
+#: "key" and "token" mark a secret only at the end of the name (X-Goog-Api-Key,
+#: Ocp-Apim-Subscription-Key, X-Auth-Token, X-Amz-Security-Token, apikey): inside a
+#: name they are usually metadata an LLM gateway reports or expects, e.g.
+#: x-ratelimit-remaining-tokens, anthropic-ratelimit-tokens-remaining,
+#: x-litellm-key-spend, x-portkey-provider
+_SECRET_AT_END = re.compile(r"(key|token)\Z")
+#: names that end in "key" but hold no secret (a client-chosen request id)
+_NOT_SECRET = frozenset({"idempotency-key", "x-idempotency-key"})
+
+
+def is_secret_header(name: str) -> bool:
+    """True when a header named ``name`` may carry a credential or session state.
+
+    The one rule for what a profile may not write out literally (``headers``
+    tables: such values come only from ``header_env`` / ``api_key_env``) and
+    for what ``run.record_headers`` may not record.
+
+    Args:
+        name: a header field name, any case.
+
+    Returns:
+        True for ``authorization``, ``proxy-authorization``, ``cookie``,
+        ``set-cookie``; any name containing ``secret``, ``auth``, ``session``,
+        ``passw``, ``credential``, ``signature``, ``cookie`` or ``api-key`` /
+        ``api_key`` / ``apikey``; any name ending in ``key`` or ``token``
+        (except ``idempotency-key``). False for e.g. ``content-type``,
+        ``x-request-id``, ``anthropic-version``, ``openai-beta``,
+        ``x-stainless-retry-count``, ``x-ratelimit-remaining-tokens``.
+        Never raises.
+    """
+    low = name.lower()
+    if low in _NOT_SECRET:
+        return False
+    return (low in _SECRET_NAMES or _SECRET_ANYWHERE.search(low) is not None
+            or _SECRET_AT_END.search(low) is not None)
 
 
 def field_problem(name: str, value: str) -> str | None:
@@ -58,7 +95,8 @@ def read_headers(ht: Table, where_env: str) -> dict[str, str]:
             (e.g. ``"target.api_key_env or target.header_env"``).
 
     Raises:
-        ProfileError: a value that is not a string, a secret header written out,
+        ProfileError: a value that is not a string, a header :func:`is_secret_header`
+            names written out,
             or a field :func:`field_problem` refuses.
     """
     headers: dict[str, str] = {}
@@ -66,9 +104,10 @@ def read_headers(ht: Table, where_env: str) -> dict[str, str]:
         v = ht.data[k]
         if not isinstance(v, str):
             raise ht.error(k, f"expected a string header value, got {v!r}")
-        if k.lower() in SECRET_HEADERS:
-            raise ht.error(k, f"secret headers may not be written in a profile: name an environment "
-                              f"variable with {where_env}")
+        if is_secret_header(k):  # its value would be recorded in summary.json and report.html
+            raise ht.error(k, f"secret headers may not be written in a profile (the value would be "
+                              f"recorded in summary.json and report.html): name an environment variable "
+                              f"with {where_env}, e.g. header_env = {{ {json.dumps(k)} = \"MY_VAR\" }}")
         problem = field_problem(k, v)
         if problem is not None:
             raise ht.error(k, problem)

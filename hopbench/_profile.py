@@ -5,8 +5,9 @@ checked before any load is sent: unknown keys, wrong types and impossible values
 raise ``ProfileError`` naming file, line and key path (see ``_toml``). Human
 units (seconds, requests per second) are converted to integer nanoseconds here,
 once. Secrets are never read from the profile itself: the API key comes only
-from the environment variable that ``target.api_key_env`` names, and literal
-``Authorization`` / ``x-api-key`` headers are refused.
+from the environment variable that ``target.api_key_env`` names, and a literal
+value for a header that may carry one (``_fields.is_secret_header``: ``Authorization``,
+``x-api-key``, ``X-Auth-Token``...) is refused: such values come from ``header_env``.
 
 Every key, its unit and default is documented in docs/profiles.md.
 """
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 
 from ._cancel import CancelSpec, parse_cancel
 from ._units import s_to_ns
-from ._fields import FIELD_NAME, SECRET_HEADERS, field_problem, read_header_env, read_headers
+from ._fields import FIELD_NAME, field_problem, is_secret_header, read_header_env, read_headers
 from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
 from ._lengths import MAX_OUTPUT_TOKENS
@@ -437,8 +438,6 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
                    max_event_bytes)
 
 
-#: response headers that may carry credentials or session state: never recorded
-_SECRET_RESPONSE_HEADERS = SECRET_HEADERS | {"set-cookie", "www-authenticate", "proxy-authenticate"}
 _RECORD_HEADERS_MAX = 16
 
 
@@ -453,8 +452,7 @@ def _record_headers(t: Table) -> tuple[str, ...]:
             raise t.error("record_headers", f"{name!r} is not a valid header name (RFC 9110 section 5.1: "
                                             "letters, digits, !#$%&'*+-.^_`|~)")
         low = name.lower()
-        if low in _SECRET_RESPONSE_HEADERS or any(w in low for w in ("api-key", "authorization", "cookie",
-                                                                      "secret", "session")):
+        if is_secret_header(low):  # the same rule as for the headers a profile may write out
             raise t.error("record_headers", f"{name!r} may carry a secret and is never recorded")
         if low in out:
             raise t.error("record_headers", f"{name!r} is listed twice")
@@ -806,9 +804,15 @@ def request_headers(target: TargetSpec, protocol: str, env: Mapping[str, str] | 
 
 
 def sanitized(profile: Profile) -> dict[str, Any]:
-    """The profile as recorded in results: the parsed TOML (client secrets only
-    appear as environment-variable *names*), with the emulator's ``api_key``
-    redacted."""
+    """The profile as recorded in results (summary.json, report.html).
+
+    The parsed TOML: client secrets only appear as environment-variable *names*
+    (``api_key_env``, ``header_env``), the emulator's ``api_key`` is replaced by
+    ``"<redacted>"``, and so is the value of any ``headers`` entry (target, arm,
+    scrape) whose name :func:`hopbench._fields.is_secret_header` flags. Loading
+    refuses such entries already; this keeps a profile built another way (or
+    by a future key) from recording one. Never raises.
+    """
     out: dict[str, Any] = json.loads(json.dumps(profile.raw, default=str))
     out["_source"] = str(profile.path) if profile.path else None
     arms: list[Any] = out["arm"] if isinstance(out.get("arm"), list) else []
@@ -819,4 +823,21 @@ def sanitized(profile: Profile) -> dict[str, Any]:
             for table in tables:
                 if "api_key" in table:
                     table["api_key"] = "<redacted>"
+    _redact_secret_headers(out)
     return out
+
+
+def _redact_secret_headers(node: Any) -> None:
+    """Replace, in place, the value of every secret-named entry of every
+    ``headers`` table inside ``node`` (JSON-shaped) by ``"<redacted>"``."""
+    if isinstance(node, list):
+        for item in node:
+            _redact_secret_headers(item)
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if k == "headers" and isinstance(v, dict):
+                for name in v:
+                    if is_secret_header(str(name)):
+                        v[name] = "<redacted>"
+            else:
+                _redact_secret_headers(v)

@@ -9,9 +9,10 @@ Invariants:
 * a counter name built from a wire code is at most ``CODE_MAX_CHARS``
   characters of ``[A-Za-z0-9_-]`` (anything else becomes ``_``);
 * no text kept or counted contains one of the run's secrets (the API key and
-  the ``header_env`` values the requests carry) or a ``Bearer`` credential:
-  such a code is counted as ``redacted``, such a message has it replaced by
-  ``[redacted]``;
+  the ``header_env`` values the requests carry), as sent or as a server or
+  proxy commonly echoes it (JSON-escaped, percent-encoded: see
+  :func:`secret_spellings`), or a ``Bearer`` credential: such a code is counted
+  as ``redacted``, such a message has it replaced by ``[redacted]``;
 * at most ``MAX_CODES`` distinct codes per process are counted by name; the
   rest are folded into ``other`` (and counted in ``folded``), so a server that
   sends a unique code per request cannot make one counter per request;
@@ -21,12 +22,16 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 __all__ = ["CODE_MAX_CHARS", "MAX_CODES", "SAMPLES_PER_KIND", "MAX_SAMPLE_KINDS", "SAMPLE_MAX_CHARS",
-           "Scrubber", "CodeNames", "ErrorSamples", "describe_exception", "exception_chain",
+           "Scrubber", "secret_spellings", "CodeNames", "ErrorSamples", "describe_exception", "exception_chain",
            "merge_samples"]
 
 CODE_MAX_CHARS = 64
@@ -40,26 +45,104 @@ _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;}]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
+_UNICODE_ESCAPE = re.compile(r"\\u[0-9a-f]{4}")
+#: an HTTP credential with its scheme (RFC 9110 section 11.4): "Basic dXNlcjpwYXNz"
+_SCHEME_CREDENTIAL = re.compile(r"([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*)[ \t]+([A-Za-z0-9._~+/=-]+)\Z")
+
+
+def _json_spellings(text: str) -> set[str]:
+    """``text`` as JSON encoders write it inside a string (quotes left off)."""
+    out = set()
+    for ascii_only in (True, False):
+        j = json.dumps(text, ensure_ascii=ascii_only)[1:-1]
+        out |= {j, j.replace("/", "\\/")}  # PHP, and some Java encoders, escape "/"
+    # \u00e9 (Python, Go) or \u00E9 (Jackson); Go also escapes <, > and & (HTML safety)
+    out |= {_UNICODE_ESCAPE.sub(lambda m: m.group(0).upper().replace("\\U", "\\u"), j) for j in list(out)}
+    out |= {j.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") for j in list(out)}
+    return out
+
+
+def secret_spellings(secret: str) -> set[str]:
+    """The ways a server or proxy commonly echoes ``secret`` in an error body.
+
+    Args:
+        secret: a value the run sends (an API key, a ``header_env`` value).
+
+    Returns:
+        A set holding ``secret`` itself; its JSON string escapes (as
+        ``json.dumps`` writes it without the quotes, ASCII-only or not, with
+        ``/`` written ``\\/``, ``\\uXXXX`` in either case, Go's ``\\u003c``
+        for ``<>&``), and the escapes of those escapes (a JSON error body
+        quoted inside another one, as gateways wrap an upstream's error); its
+        URL percent-encodings (``quote`` with ``safe=""`` and with ``/`` kept,
+        ``quote_plus``; hex digits in either case). For a credential with an
+        HTTP auth scheme (``"Basic dXNlcjpwYXNz"``, ``"Token abc"``): also the
+        spellings of the credential without its scheme and, for ``Basic``, of
+        the decoded ``user:pass``, since servers echo those.
+
+    Base64 of a secret is not added: a server only meets base64 in Basic
+    auth, where the encoded text is ``user:pass`` (covered above, decoded from
+    the value the run sends), and the base64 of a secret that sits inside a
+    longer text depends on its offset there, so ``b64encode(secret)`` would
+    not match it. Never raises.
+    """
+    roots = {secret}
+    m = _SCHEME_CREDENTIAL.match(secret)
+    if m is not None:
+        roots.add(m.group(2))
+        if m.group(1).lower() == "basic":  # RFC 7617
+            try:
+                plain = base64.b64decode(m.group(2), validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                plain = ""
+            roots |= {plain} - {""}
+    out: set[str] = set()
+    for root in roots:
+        once = _json_spellings(root)
+        out |= once
+        for j in once:
+            out |= _json_spellings(j)
+        for q in (quote(root, safe=""), quote(root), quote_plus(root)):
+            out |= {q, _PERCENT.sub(lambda m: m.group(0).lower(), q)}
+    return out
+
+
 class Scrubber:
-    """Removes the run's secrets from text.
+    """Removes the run's secrets from text, in every spelling :func:`secret_spellings` lists.
+
+    Time linear in the text's length: each spelling is first looked for with
+    ``in`` (a fast substring search; the common case, no secret, ends there),
+    and only a text that holds one goes through one compiled alternation of
+    all spellings, longest first (so a spelling that starts another is not
+    matched in its place).
 
     Args:
         secrets: the secret values (API keys, secret header values); values
-            shorter than 4 characters are ignored.
+            shorter than 4 characters are ignored, and so are spellings
+            shorter than 4 characters.
     """
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        self._secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET_CHARS}, key=len, reverse=True)
+        spellings: set[str] = set()
+        for s in secrets:
+            if len(s) >= _MIN_SECRET_CHARS:
+                spellings |= secret_spellings(s)
+        ordered = sorted((s for s in spellings if len(s) >= _MIN_SECRET_CHARS), key=lambda s: (-len(s), s))
+        self._spellings = tuple(ordered)
+        self._pattern = re.compile("|".join(map(re.escape, ordered)))
+
+    def _holds_spelling(self, text: str) -> bool:
+        return any(s in text for s in self._spellings)
 
     def has_secret(self, text: str) -> bool:
-        """True when ``text`` holds a secret or a Bearer credential."""
-        return any(s in text for s in self._secrets) or _BEARER.search(text) is not None
+        """True when ``text`` holds a secret (in any spelling) or a Bearer credential."""
+        return self._holds_spelling(text) or _BEARER.search(text) is not None
 
     def scrub(self, text: str) -> str:
-        """``text`` with each secret and Bearer credential replaced by ``[redacted]``."""
-        for s in self._secrets:
-            if s in text:
-                text = text.replace(s, "[redacted]")
+        """``text`` with each secret (in any spelling) and Bearer credential replaced by ``[redacted]``."""
+        if self._holds_spelling(text):
+            text = self._pattern.sub("[redacted]", text)
         return _BEARER.sub(r"\1[redacted]", text)
 
 

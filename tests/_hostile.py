@@ -6,6 +6,9 @@ Each mode misbehaves in one way a real gateway or a wrong target does:
   (what ``python3 -m http.server`` answers to a POST);
 - ``echo_key``: HTTP 401 whose JSON ``error.code`` echoes the request's
   Authorization header (a server that reflects the caller's key);
+- ``echo_key_encoded``: HTTP 401 that echoes the request's ``x-api-key`` only
+  encoded: percent-encoded in ``error.code``, JSON-escaped with ``/`` written
+  ``\\/`` (as PHP does) in ``error.message``;
 - ``unique_code``: HTTP 400 with a different ``error.code`` per request;
 - ``bad_chunk``: a 200 head and a malformed chunk size in the same write;
 - ``silent``: reads the request and never answers;
@@ -29,6 +32,7 @@ import ssl
 import sys
 from functools import partial
 from typing import Any
+from urllib.parse import quote
 
 import trio
 
@@ -99,6 +103,11 @@ class Hostile:
             elif mode == "echo_key":
                 err = {"error": {"code": _header(head, b"authorization"), "message": "bad key"}}
                 await stream.send_all(_response("401 Unauthorized", json.dumps(err).encode(),
+                                                "application/json"))
+            elif mode == "echo_key_encoded":
+                key = _header(head, b"x-api-key")
+                err = {"error": {"code": quote(key, safe=""), "message": f"Incorrect API key provided: {key}"}}
+                await stream.send_all(_response("401 Unauthorized", json.dumps(err).replace("/", "\\/").encode(),
                                                 "application/json"))
             elif mode == "unique_code":
                 err = {"error": {"code": f"code_{self.requests}", "message": f"error number {self.requests}"}}

@@ -203,6 +203,8 @@ def test_arms_keys_are_checked_and_kept_out_of_results() -> None:
         _parse(_HEAD + _TWO + 'api_key_env = "NOPE"\n' + _SCEN)
     with pytest.raises(ProfileError, match=r"arm\[1\]\.headers"):
         _parse(_HEAD + _TWO + 'headers = { authorization = "Bearer x" }\n' + _SCEN)
+    with pytest.raises(ProfileError, match=r"arm\[1\]\.headers\.X-Goog-Api-Key: secret headers.*header_env"):
+        _parse(_HEAD + _TWO + 'headers = { "X-Goog-Api-Key" = "AIza-x" }\n' + _SCEN)
     from hopbench._profile import sanitized
 
     p = _parse(_HEAD + '[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'

@@ -116,6 +116,19 @@ def test_cli_validate_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["validate", str(tmp_path / "missing.toml")]) == _exit.EXIT_INPUT
 
 
+def test_cli_validate_refuses_a_secret_header_written_out(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # breaker: a literal X-Goog-Api-Key validated, and the run recorded it in summary.json and report.html
+    bad = tmp_path / "key.toml"
+    bad.write_text('[run]\nrequests = 1\n[load]\nconcurrency = 1\n[target]\n'
+                   'headers = { "X-Goog-Api-Key" = "AIzaSy-do-not-show" }\n[[scenario]]\nprotocol = "chat"\n',
+                   encoding="utf-8")
+    assert main(["validate", str(bad)]) == _exit.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert f"{bad}:6: target.headers.X-Goog-Api-Key: secret headers may not be written" in err
+    assert "header_env" in err and "AIzaSy" not in err
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--workers", "0"], "--workers: expected an integer from 1 to "),
     (["--target-url", "ftp://example.com"], "--target-url: "),

@@ -15,6 +15,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import trio
@@ -183,6 +184,74 @@ async def test_failures_echoed_key_never_reaches_counters_or_samples() -> None:
     assert secret not in dump
     assert snap.counter(ALL, "http_error_code.redacted") == 6
     assert "[redacted]" in runner.stats.error_samples["http_error.401"][0]
+
+
+async def test_failures_encoded_echo_of_key_never_reaches_counters_or_samples() -> None:
+    # breaker: a key echoed JSON-escaped ("sk-proj\\/Ab12...") or percent-encoded
+    # was kept verbatim in error_samples and counted as http_error_code.sk-proj_2FAb12...
+    secret = "sk-proj/Ab12+Cd34/EfGh-" + "9" * 20
+    env = {"HB_KEY": secret}
+    lines: list[dict] = []
+    runner, rec = await _run_against(
+        "echo_key_encoded",
+        lambda url: _profile_text(url, "requests = 4", target='api_key_env = "HB_KEY"\nauth = "x-api-key"'),
+        env=env, lines=lines)
+    snap = rec.snapshot()
+    dump = json.dumps({"c": snap.scopes[ALL].counters, "s": runner.stats.error_samples, "l": lines})
+    for spelling in (secret, secret.replace("/", "\\/"), quote(secret, safe="")):
+        assert spelling not in dump
+        assert json.dumps(spelling)[1:-1] not in dump  # as json.dumps wrote it here
+    assert "Ab12" not in dump and "Cd34" not in dump
+    assert snap.counter(ALL, "http_error_code.redacted") == 4
+    assert "Incorrect API key provided: [redacted]" in runner.stats.error_samples["http_error.401"][0]
+
+
+_ECHOED = "sk-proj/Ab12+Cd34/EfGh"
+
+
+@pytest.mark.parametrize(("secret", "echo"), [
+    (_ECHOED, _ECHOED),
+    (_ECHOED, "sk-proj\\/Ab12+Cd34\\/EfGh"),  # JSON with "/" escaped (PHP, some Java encoders)
+    (_ECHOED, "sk-proj\\\\\\/Ab12+Cd34\\\\\\/EfGh"),  # that JSON quoted inside another JSON string
+    (_ECHOED, "sk-proj%2FAb12%2BCd34%2FEfGh"),  # quote(safe="")
+    (_ECHOED, "sk-proj%2fAb12%2bCd34%2fEfGh"),  # the same, lower-case hex
+    (_ECHOED, "sk-proj/Ab12%2BCd34/EfGh"),  # quote() keeping "/", as in a URL path
+    ('k"ey\\9876', 'k\\"ey\\\\9876'),  # json.dumps escapes " and \\
+    ("key with space+1", "key+with+space%2B1"),  # quote_plus (a form body)
+    ("caf\u00e9-key-42", "caf\\u00e9-key-42"),  # json.dumps: non-ASCII as \\uXXXX
+    ("caf\u00e9-key-42", "caf\\u00E9-key-42"),  # upper-case hex (Jackson)
+    ("caf\u00e9-key-42", "caf%C3%A9-key-42"),  # percent-encoded UTF-8
+    ("a<b>&c-key", "a\\u003cb\\u003e\\u0026c-key"),  # Go's encoding/json (HTML-safe)
+    ("Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),  # the credential without its scheme
+    ("Basic dXNlcjpwYXNzd29yZA==", "user:password"),  # Basic auth, decoded
+    ("Basic dXNlcjpwYXNzd29yZA==", "user%3Apassword"),
+])
+def test_failures_scrubber_redacts_echoed_spellings(secret: str, echo: str) -> None:
+    from hopbench._wire_text import CodeNames, ErrorSamples, Scrubber
+
+    scrubber = Scrubber([secret])
+    text = f'{{"error":{{"message":"invalid key {echo} (see docs)"}}}}'
+    assert scrubber.has_secret(text)
+    assert scrubber.scrub(text) == '{"error":{"message":"invalid key [redacted] (see docs)"}}'
+    assert CodeNames(scrubber).name(echo) == "redacted"
+    samples = ErrorSamples(scrubber)
+    samples.add("http_error.401", text)
+    assert echo not in json.dumps(samples.samples) and "[redacted]" in samples.samples["http_error.401"][0]
+
+
+def test_failures_scrubber_leaves_other_text_alone() -> None:
+    from hopbench._wire_text import Scrubber, secret_spellings
+
+    scrubber = Scrubber([_ECHOED, "abc", "Basic dXNlcjpwYXNzd29yZA=="])  # "abc": too short to scrub
+    text = '{"error":{"message":"rate limited: abc sk-proj Ab12 user password %2F \\/"}}'
+    assert not scrubber.has_secret(text) and scrubber.scrub(text) == text
+    assert Scrubber([]).scrub(text) == text and not Scrubber(["abc"]).has_secret(text)
+    # longest spelling first: the double-escaped echo leaves no backslash of it behind
+    doubled = "x sk-proj\\\\\\/Ab12+Cd34\\\\\\/EfGh y"
+    assert scrubber.scrub(doubled) == "x [redacted] y"
+    # base64 of the key itself is not a spelling (see secret_spellings: it would not match
+    # the key inside a longer base64 text, and Basic auth is covered decoded)
+    assert all("c2stcHJvai" not in s for s in secret_spellings(_ECHOED))
 
 
 async def test_failures_unique_codes_are_capped_and_folded() -> None:

@@ -107,6 +107,87 @@ def test_profile_headers_must_be_sendable(headers: str, expected: str) -> None:
     assert expected in str(info.value)
 
 
+_SECRET_NAMES = ["Authorization", "proxy-authorization", "Cookie", "set-cookie", "x-api-key", "api-key",
+                 "X-Goog-Api-Key", "X-Auth-Token", "Ocp-Apim-Subscription-Key", "X-Session-Token",
+                 "x-portkey-virtual-key", "X-Amz-Security-Token", "X-Client-Secret", "X-Session-Id",
+                 "X-Hub-Signature", "X-Amz-Credential", "Helicone-Auth", "X-Db-Password", "apikey",
+                 "x-litellm-api-key", "WWW-Authenticate"]
+_PLAIN_NAMES = ["X-Request-Id", "Content-Type", "Accept", "User-Agent", "anthropic-version", "anthropic-beta",
+                "openai-beta", "OpenAI-Organization", "OpenAI-Project", "X-Stainless-Retry-Count",
+                "X-Stainless-Arch", "x-ratelimit-remaining-tokens", "anthropic-ratelimit-tokens-remaining",
+                "x-litellm-key-spend", "x-litellm-attempted-retries", "x-portkey-provider", "Idempotency-Key",
+                "Keep-Alive", "x-cache"]
+
+
+def test_profile_is_secret_header_names() -> None:
+    from hopbench._fields import is_secret_header
+
+    assert [n for n in _SECRET_NAMES if not is_secret_header(n)] == []
+    assert [n for n in _SECRET_NAMES if not is_secret_header(n.upper())] == []
+    assert [n for n in _PLAIN_NAMES if is_secret_header(n)] == []
+
+
+@pytest.mark.parametrize("name", ["X-Goog-Api-Key", "X-Auth-Token", "Ocp-Apim-Subscription-Key",
+                                  "X-Session-Token", "x-portkey-virtual-key"])
+def test_profile_secret_header_written_out_is_refused(name: str) -> None:
+    # breaker: these literal values were accepted, then recorded in summary.json
+    # (the profile copy) and report.html
+    with pytest.raises(ProfileError) as info:
+        parse_profile(MINIMAL + f'[target]\nheaders = {{ "{name}" = "AIzaSy-literal-key-42" }}\n', "m.toml",
+                      env={})
+    msg = str(info.value)
+    assert f"m.toml:9: target.headers.{name}: secret headers may not be written in a profile" in msg
+    assert f'header_env = {{ "{name}" = "MY_VAR" }}' in msg and "AIzaSy" not in msg
+    # the environment form is the way
+    p = parse_profile(MINIMAL + f'[target]\nheader_env = {{ "{name}" = "HB_H" }}\n', "m.toml",
+                      env={"HB_H": "AIzaSy-literal-key-42"})
+    assert request_headers(p.target, "chat", env={"HB_H": "AIzaSy-literal-key-42"})[name.lower()] \
+        == "AIzaSy-literal-key-42"
+
+
+def test_profile_plain_headers_may_be_written() -> None:
+    table = ", ".join(f'"{n}" = "v1"' for n in _PLAIN_NAMES)
+    p = parse_profile(MINIMAL + f"[target]\nheaders = {{ {table} }}\n", "m.toml", env={})
+    assert set(p.target.headers) == set(_PLAIN_NAMES)
+
+
+@pytest.mark.parametrize("name", ["X-Auth-Token", "Ocp-Apim-Subscription-Key", "X-Csrf-Token", "X-Goog-Api-Key",
+                                  "Set-Cookie", "X-Session-Id", "Proxy-Authenticate"])
+def test_profile_record_headers_refuses_secret_names(name: str) -> None:
+    # breaker: record_headers had its own list, which let X-Auth-Token and
+    # Ocp-Apim-Subscription-Key through (recorded per stream in streams.jsonl)
+    text = MINIMAL.replace("duration_s = 1", f'duration_s = 1\nrecord_headers = ["{name}"]')
+    with pytest.raises(ProfileError) as info:
+        parse_profile(text, "m.toml", env={})
+    assert f"run.record_headers: {name!r} may carry a secret and is never recorded" in str(info.value)
+
+
+def test_profile_record_headers_takes_rate_limit_headers() -> None:
+    names = ["x-ratelimit-remaining-tokens", "anthropic-ratelimit-tokens-remaining", "x-litellm-key-spend"]
+    p = parse_profile(MINIMAL.replace("duration_s = 1", f"duration_s = 1\nrecord_headers = {json.dumps(names)}"),
+                      "m.toml", env={})
+    assert p.run.record_headers == tuple(names)
+
+
+def test_profile_sanitized_redacts_secret_header_values() -> None:
+    from dataclasses import replace
+
+    from hopbench._profile import sanitized
+
+    p = parse_profile(MINIMAL + '[target]\nheaders = { "X-Team" = "blue" }\nheader_env = { "X-Auth-Token" = "HB_T" }\n',
+                      "m.toml", env={"HB_T": "tok-from-env-123"})
+    out = sanitized(p)
+    assert out["target"]["headers"] == {"X-Team": "blue"}
+    assert out["target"]["header_env"] == {"X-Auth-Token": "HB_T"}  # the variable's name, never its value
+    assert "tok-from-env-123" not in json.dumps(out)
+    # a profile not built by parse_profile (or by a future key) is redacted too
+    raw = {**p.raw, "target": {"headers": {"X-Team": "blue", "X-Goog-Api-Key": "AIza-leak"}},
+           "arm": [{"name": "a", "headers": {"Cookie": "sid=leak"}}], "scrape": [{"headers": {"X-Api-Key": "leak"}}]}
+    out = sanitized(replace(p, raw=raw))
+    assert "leak" not in json.dumps(out)
+    assert out["target"]["headers"] == {"X-Team": "blue", "X-Goog-Api-Key": "<redacted>"}
+
+
 def test_profile_secret_outside_ascii_is_refused_without_showing_it() -> None:
     # breaker: HB_KEY="\u00e9-key" validated, then every request crashed in httpx (exit 3)
     with pytest.raises(ProfileError) as info:

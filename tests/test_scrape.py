@@ -57,6 +57,7 @@ authorization = "MY_METRICS_KEY"
     ('url = "http://h/m"\ninterval_s = 0', 12, "interval_s"),
     ('url = "http://h/m"\nmetrics = ["bad name"]', 12, "metric-name prefixes"),
     ('url = "http://h/m"\n[scrape.headers]\nAuthorization = "Bearer x"', 13, "secret headers"),
+    ('url = "http://h/m"\n[scrape.headers]\nX-Vault-Token = "hvs.x"', 13, "secret headers"),
     ('url = "http://h/m"\n[scrape.header_env]\nx-key = "UNSET_VAR_HB"', 13, "UNSET_VAR_HB is not set"),
     ('url = "http://h/m"\nintervl_s = 1', 12, "unknown key"),
     ('interval_s = 1', 10, "required key is missing"),
