@@ -44,7 +44,7 @@ _QTY_RE = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us
 _BASELINE_RE = re.compile(r"^baseline(?:\s*([*+-])\s*(.+))?$")
 _PCT_RE = re.compile(r"^p(\d{1,3}(?:\.\d+)?)$")
 _STATS_FIXED: Final = ("count", "min", "mean", "max")
-_OPTION_KEYS: Final = ("allow_incomplete", "allow_saturated")
+_OPTION_KEYS: Final = ("allow_incomplete", "allow_saturated", "allow_load_not_held")
 #: ``capacity.<field>`` budgets on summary.json's ``capacity`` block: field -> unit.
 CAPACITY_FIELDS: Final = {"rate_rps": "requests/s", "concurrency": "users"}
 
@@ -234,10 +234,12 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
 
 @dataclass(frozen=True, slots=True)
 class GateOptions:
-    """Run-check switches from the gate table (``allow_incomplete``, ``allow_saturated``)."""
+    """Run-check switches from the gate table (``allow_incomplete``, ``allow_saturated``,
+    ``allow_load_not_held``; docs/gate.md)."""
 
     allow_incomplete: bool = False
     allow_saturated: bool = False
+    allow_load_not_held: bool = False
 
 
 def parse_budgets(t: Table) -> tuple[list[Budget], GateOptions]:
@@ -250,6 +252,7 @@ def parse_budgets(t: Table) -> tuple[list[Budget], GateOptions]:
     budgets: list[Budget] = []
     allow_incomplete = t.bool("allow_incomplete", False)
     allow_saturated = t.bool("allow_saturated", False)
+    allow_load_not_held = t.bool("allow_load_not_held", False)
     for key in t.keys():
         if key in _OPTION_KEYS:
             continue
@@ -261,7 +264,7 @@ def parse_budgets(t: Table) -> tuple[list[Budget], GateOptions]:
                     budgets.append(_parse_one(sub, skey, name))
             continue
         budgets.append(_parse_one(t, key, ALL))
-    return budgets, GateOptions(allow_incomplete, allow_saturated)
+    return budgets, GateOptions(allow_incomplete, allow_saturated, allow_load_not_held)
 
 
 def table_from_mapping(data: Mapping[str, Any], source: str) -> Table:

@@ -44,6 +44,7 @@ __all__ = [
     "compare_command",
     "compare_summaries",
     "load_shape",
+    "shape_differences",
 ]
 
 ALPHA: Final = 0.01
@@ -296,7 +297,19 @@ def load_shape(summary: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _shape_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+def shape_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """How two runs' load shapes (:func:`load_shape`) differ: the one rule that
+    ``hopbench compare`` and ``hopbench gate --baseline`` refuse a pair by.
+
+    Args:
+        a: the base (or baseline) run's summary.json dict.
+        b: the candidate (or gated) run's.
+
+    Returns:
+        list of ``"<key>: <a's value as JSON> vs <b's value as JSON>"``, in
+        ``a``'s key order then ``b``'s extra keys; empty when the shapes are the
+        same. Never raises on a malformed summary (missing parts read as null).
+    """
     sa, sb = load_shape(a), load_shape(b)
     diffs = []
     for k in list(sa) + [k for k in sb if k not in sa]:
@@ -520,7 +533,7 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             raise UsageError(f"--metric: unknown metric {m!r}: expected one of {', '.join(METRICS)}")
     label_a = str(base_dir) if base_dir is not None else "base"
     label_b = str(candidate_dir) if candidate_dir is not None else "candidate"
-    diffs = _shape_differences(base, candidate)
+    diffs = shape_differences(base, candidate)
     warnings = []
     if diffs:
         if not force:

@@ -9,10 +9,13 @@ any folder takes milliseconds. User documentation: docs/gate.md.
 
 Invariants:
 
-* Exit codes: 0 every budget held (and the run was complete and not
-  saturated); 1 a budget breached, an inconclusive budget that must not pass,
-  or a failed run check; 2 bad input (``ProfileError``/``ResultsError``/
-  ``UsageError``, naming the file, line and key).
+* Exit codes: 0 every budget held (and the run was complete, not saturated,
+  and held the load it asked for); 1 a budget breached, an inconclusive
+  budget that must not pass, or a failed run check; 2 bad input
+  (``ProfileError``/``ResultsError``/``UsageError``, naming the file, line
+  and key), including a baseline whose load shape differs from the run's
+  (the rule is compare's, :func:`hopbench._compare.shape_differences`) unless
+  ``force``.
 * Values are compared in the metric's reporting unit (``_hdr.METRICS``: ms
   for times, tokens/s for rates); a limit's unit (ns, us, ms, s) is
   converted once at parse time.
@@ -32,8 +35,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._budget import Budget, GateOptions, load_budget_file, parse_budgets, table_from_mapping
+from ._compare import load_shape, shape_differences
 from ._errors import ProfileError, ResultsError, UsageError
 from ._exit import EXIT_BREACH, EXIT_OK
+from ._format import fmt_num
 from ._hdr import Histogram
 from ._outcomes import RATES, measured_duration_s, rate_value
 from ._recorder import ALL
@@ -86,7 +91,14 @@ class BudgetResult:
 
 @dataclass(frozen=True, slots=True)
 class RunCheck:
-    """A check on the run itself (complete, not saturated)."""
+    """A check on the run itself (complete, not saturated, load held, ...; docs/gate.md).
+
+    Attributes:
+        name: ``run.<check>``, e.g. ``run.load_held``.
+        passed: whether this check lets the gate pass (an allowed failure passes).
+        detail: one line quoting the summary's own figures; ``"; allowed (<option>)"``
+            at its end when an ``allow_*`` option let a failure pass.
+    """
 
     name: str
     passed: bool
@@ -242,7 +254,100 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
     else:
         detail = "load generator not saturated"
     checks.append(RunCheck("run.not_saturated", (not saturated) or opts.allow_saturated, detail))
+    checks.append(_load_held_check(summary, opts))
     return checks
+
+
+def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
+    """``run.load_held``: the run held the load it asked for (summary.json ``load.held``).
+
+    The rule is the run's own (``hopbench._finish.analyse``; docs/results.md,
+    "Load held"): a closed loop of N users holds when on average at least 90 %
+    of N were busy with the target; an open loop when the requests sent reach
+    90 % of the requested rate and no arrival was dropped at ``max_in_flight``.
+    Budgets measured under a lighter load than asked are no evidence of the
+    gateway at that load, so ``held: false`` fails unless ``allow_load_not_held``.
+    ``held`` absent or null passes: nothing was judged (an older summary).
+
+    As ``run.not_saturated`` reads the top-level ``saturated``, this reads the
+    top-level ``load``: with workers it is the merged load of all of them (the
+    load the target saw; ``worker_detail`` records no ``held`` of its own); for
+    a staged run or a capacity search it is the stage of record's, whose
+    figures are the ones the budgets judge (the other stages' ``held`` is part
+    of their probe verdicts, and probes past the capacity are expected to fail it).
+    """
+    load = summary.get("load")
+    load = load if isinstance(load, Mapping) else {}
+    held = load.get("held")
+    figures = _load_figures(load)
+    stage = summary.get("stage_of_record")
+    where = f"stage of record {stage}: " if isinstance(stage, str) and stage else ""
+    if held is not False:
+        if held is True:
+            return RunCheck("run.load_held", True, f"{where}load held" + (f" ({figures})" if figures else ""))
+        return RunCheck("run.load_held", True, f"{where}load not judged (summary.json has no load.held)")
+    if not figures:  # a summary without the figures: the run's own words
+        warned = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "load not held" in w]
+        figures = warned[0].split("load not held: ", 1)[-1] if warned else "load.held: false"
+    detail = f"{where}load not held: {figures}"
+    if opts.allow_load_not_held:
+        detail += "; allowed (allow_load_not_held)"
+    return RunCheck("run.load_held", opts.allow_load_not_held, detail)
+
+
+def _load_figures(load: Mapping[str, Any]) -> str:
+    """The load block's requested vs achieved figures, one phrase ("" when it has none):
+    ``5.50 of 15.00 requests/s sent, 57 arrivals dropped at max_in_flight = 5`` or
+    ``mean_busy 10.2 of 16 users busy with the target``."""
+    def number(key: str) -> bool:
+        v = load.get(key)
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if number("requested_rate_rps") and number("achieved_rate_rps"):
+        text = (f"{fmt_num(load['achieved_rate_rps'])} of {fmt_num(load['requested_rate_rps'])} "
+                "requests/s sent")
+        if number("max_in_flight_hits") and load["max_in_flight_hits"]:
+            text += f", {load['max_in_flight_hits']:,} arrivals dropped at max_in_flight"
+            if number("max_in_flight"):
+                text += f" = {load['max_in_flight']}"
+        return text
+    if number("requested_concurrency") and number("mean_busy"):
+        return f"mean_busy {fmt_num(load['mean_busy'])} of {load['requested_concurrency']} users busy with the target"
+    return ""
+
+
+def _shape_text(summary: Mapping[str, Any]) -> str:
+    """A run's load shape in a few words (``closed loop, 16 users``), for messages."""
+    shape = load_shape(summary)
+    mode = shape.get("load.mode")
+    if mode == "concurrency":
+        return f"closed loop, {shape.get('load.concurrency')} users"
+    if mode == "rate":
+        rate = shape.get("load.rate_rps")
+        return f"open loop, {fmt_num(rate) if rate is not None else '?'} requests/s"
+    return f"load.mode {mode}"
+
+
+def _check_baseline_shape(summary: Mapping[str, Any], baseline: Mapping[str, Any], force: bool,
+                          run_label: str, base_label: str) -> list[str]:
+    """Refuse a baseline of another load shape, as ``hopbench compare`` refuses the pair.
+
+    Returns:
+        warnings for the report: one when ``force`` let a different shape through, else none.
+
+    Raises:
+        UsageError: the shapes differ and not ``force``.
+    """
+    diffs = shape_differences(baseline, summary)
+    if not diffs:
+        return []
+    both = f"baseline {_shape_text(baseline)}, run {_shape_text(summary)}"
+    if not force:
+        raise UsageError(f"{base_label} and {run_label}: the runs' load shapes differ ({both}; "
+                         + "; ".join(diffs) + " [baseline vs run]): a limit relative to a baseline "
+                         "measured under another load says nothing about the gateway; pass --force "
+                         "to use it anyway")
+    return [f"load shapes differ ({both}; baseline used with --force): " + "; ".join(diffs)]
 
 
 def _output_measured(summary: Mapping[str, Any]) -> bool:
@@ -272,6 +377,7 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
                   baseline: dict[str, Any] | None = None, *, source: str = "summary.json [gate]",
                   results_dir: Path | None = None, baseline_dir: Path | None = None,
                   allow_incomplete: bool = False, allow_saturated: bool = False,
+                  allow_load_not_held: bool = False, force: bool = False,
                   missing_baseline: str = "error") -> GateReport:
     """Hold a run's summary to budgets.
 
@@ -286,6 +392,10 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         baseline_dir: the baseline's folder, likewise.
         allow_incomplete: an interrupted run does not fail the gate by itself.
         allow_saturated: a saturated load generator does not fail the gate by itself.
+        allow_load_not_held: a run that did not hold its load (summary.json
+            ``load.held`` false) does not fail the gate by itself.
+        force: use a baseline whose load shape differs from the run's (the
+            report then carries a warning), as ``hopbench compare --force``.
         missing_baseline: ``"error"`` (a relative budget without a baseline is
             bad input) or ``"inconclusive"`` (e.g. at the end of ``hopbench run``).
 
@@ -296,7 +406,9 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         ProfileError: a malformed budget (file:line: key), a scenario the run
             does not have, or a relative budget with no baseline.
         ResultsError: the summary is malformed.
-        UsageError: no budgets at all.
+        UsageError: no budgets at all; or a baseline whose load shape differs
+            from the run's (:func:`hopbench._compare.shape_differences`, the
+            rule ``hopbench compare`` refuses a pair by) and not ``force``.
     """
     if budget is None:
         budget = summary.get("gate")
@@ -316,7 +428,13 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         if b.baseline_op is not None and baseline is None and missing_baseline == "error":
             raise ProfileError(f"{b.limit_text!r} is relative to the baseline: pass --baseline BASE_RESULTS_DIR",
                                path=b.file, line=b.line, key=key)
-    opts = GateOptions(opts.allow_incomplete or allow_incomplete, opts.allow_saturated or allow_saturated)
+    warnings: list[str] = []
+    if baseline is not None:
+        warnings = _check_baseline_shape(
+            summary, baseline, force, str(results_dir) if results_dir is not None else "run",
+            str(baseline_dir) if baseline_dir is not None else "baseline")
+    opts = GateOptions(opts.allow_incomplete or allow_incomplete, opts.allow_saturated or allow_saturated,
+                       opts.allow_load_not_held or allow_load_not_held)
     measured_s, measured_src = measured_duration_s(summary, results_dir)
     base_measured_s = measured_duration_s(baseline, baseline_dir)[0] if baseline is not None else None
     where = f"{results_dir}/summary.json" if results_dir is not None else "summary"
@@ -332,6 +450,7 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         checks=tuple(_run_checks(summary, opts)),
         measured_s=measured_s,
         measured_source=measured_src,
+        warnings=tuple(warnings),
     )
 
 
@@ -381,9 +500,11 @@ class GateReport:
         results_dir: the results folder, when known.
         source: where the budgets came from (file, or ``summary.json [gate]``).
         results: one :class:`BudgetResult` per budget, in table order.
-        checks: run checks (complete, not saturated).
+        checks: run checks (complete, not saturated, load held, ...).
         measured_s: measured duration used by per-second rates (None: unknown).
         measured_source: where ``measured_s`` came from.
+        warnings: what the verdict should be read with, e.g. a baseline of
+            another load shape used with ``force``; possibly empty.
     """
 
     name: str | None
@@ -393,6 +514,7 @@ class GateReport:
     checks: tuple[RunCheck, ...]
     measured_s: float | None = None
     measured_source: str = field(default="unknown")
+    warnings: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -441,7 +563,7 @@ class GateReport:
         raise UsageError(f"unknown format {fmt!r}: expected text, markdown, json or junit")
 
     def _text(self) -> str:
-        lines = []
+        lines = [f"warning: {w}" for w in self.warnings]
         width = max([len(f"{r.budget.scope} {r.budget.key}") for r in self.results]
                     + [len(c.name) for c in self.checks])
         for c in self.checks:
@@ -458,8 +580,9 @@ class GateReport:
     def _markdown(self) -> str:
         head = f"### hopbench gate{f': {self.name}' if self.name else ''}: " + (
             "passed :white_check_mark:" if self.passed else "FAILED :x:")
-        out = [head, "", self.headline(), "",
-               "| result | scope | budget | value | limit | samples |",
+        out = [head, "", self.headline(), ""]
+        out += [f"> warning: {_md(w)}" for w in self.warnings] + ([""] if self.warnings else [])
+        out += ["| result | scope | budget | value | limit | samples |",
                "|---|---|---|---|---|---|"]
         for c in self.checks:
             out.append(f"| {'✅ pass' if c.passed else '❌ fail'} | | {_md(c.name)} | {_md(c.detail)} | | |")
@@ -483,6 +606,7 @@ class GateReport:
             "exit_code": self.exit_code,
             "measured_s": self.measured_s,
             "measured_source": self.measured_source,
+            "warnings": list(self.warnings),
             "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in self.checks],
             "budgets": [
                 {
@@ -520,6 +644,8 @@ class GateReport:
                 else:
                     ET.SubElement(case, "failure", message=r.reason, type="inconclusive").text = text
             ET.SubElement(case, "system-out").text = text
+        if self.warnings:
+            ET.SubElement(suite, "system-err").text = "\n".join(f"warning: {w}" for w in self.warnings)
         ET.indent(suites)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
@@ -533,7 +659,8 @@ def _md(text: str) -> str:
 
 def gate_command(results_dir: Path, *, budget_path: Path | None = None, baseline_dir: Path | None = None,
                  junit: Path | None = None, allow_incomplete: bool = False,
-                 allow_saturated: bool = False) -> GateReport:
+                 allow_saturated: bool = False, allow_load_not_held: bool = False,
+                 force: bool = False) -> GateReport:
     """``hopbench gate``: read a results folder, hold it to budgets, write JUnit XML.
 
     The arguments are parsed by :mod:`hopbench.cli`, which prints the report
@@ -547,14 +674,17 @@ def gate_command(results_dir: Path, *, budget_path: Path | None = None, baseline
         junit: also write JUnit XML (one test case per budget) here.
         allow_incomplete: an interrupted run does not fail the gate by itself.
         allow_saturated: a saturated load generator does not fail the gate by itself.
+        allow_load_not_held: a run that did not hold its load does not fail the gate by itself.
+        force: use a baseline whose load shape differs from the run's.
 
     Returns:
         GateReport.
 
     Raises:
         HopbenchError: bad input (a ``ProfileError``, ``ResultsError`` or
-            ``UsageError`` naming the file, line and key), or a JUnit file that
-            cannot be written (``UsageError``).
+            ``UsageError`` naming the file, line and key), a baseline of
+            another load shape without ``force`` (``UsageError``), or a JUnit
+            file that cannot be written (``UsageError``).
     """
     from ._results import read_summary
 
@@ -565,7 +695,8 @@ def gate_command(results_dir: Path, *, budget_path: Path | None = None, baseline
                            source=f"{results_dir}/summary.json [gate]",
                            results_dir=results_dir if results_dir.is_dir() else None,
                            baseline_dir=baseline_dir if baseline_dir and baseline_dir.is_dir() else None,
-                           allow_incomplete=allow_incomplete, allow_saturated=allow_saturated)
+                           allow_incomplete=allow_incomplete, allow_saturated=allow_saturated,
+                           allow_load_not_held=allow_load_not_held, force=force)
     if junit is not None:
         try:
             junit.parent.mkdir(parents=True, exist_ok=True)

@@ -154,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Hold a results folder to budgets: the profile's [gate] table "
                                    "(recorded in summary.json) or --budget FILE. See docs/gate.md.",
                        epilog="Exit codes: 0 every budget held, 1 a budget breached (or inconclusive, or "
-                              "the run was interrupted or saturated), 2 bad input.")
+                              "the run was interrupted, saturated or did not hold its load), 2 bad input "
+                              "(also a --baseline of another load shape, without --force).")
     g.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a folder written by hopbench run")
     g.add_argument("--budget", type=Path, metavar="FILE",
                    help="budget TOML (its [gate] table, or the whole file); replaces the profile's [gate]")
@@ -167,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an interrupted run does not fail the gate by itself")
     g.add_argument("--allow-saturated", action="store_true",
                    help="a saturated load generator does not fail the gate by itself")
+    g.add_argument("--allow-load-not-held", action="store_true",
+                   help="a run that did not hold the load it asked for (summary.json load.held false) "
+                        "does not fail the gate by itself")
+    g.add_argument("--force", action="store_true",
+                   help="use a --baseline whose load shape differs from the run's (as hopbench compare --force)")
     g.set_defaults(handler=_gate, parser=g)
 
     from ._compare import ALPHA, MIN_ABS_MS, MIN_EFFECT  # the defaults live with the statistics
@@ -291,7 +297,8 @@ def _gate(args: argparse.Namespace) -> int:
     try:
         report = gate_command(args.results_dir, budget_path=args.budget, baseline_dir=args.baseline,
                               junit=args.junit, allow_incomplete=args.allow_incomplete,
-                              allow_saturated=args.allow_saturated)
+                              allow_saturated=args.allow_saturated,
+                              allow_load_not_held=args.allow_load_not_held, force=args.force)
     except HopbenchError as exc:
         print(f"hopbench gate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

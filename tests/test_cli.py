@@ -28,7 +28,7 @@ OPTIONS = {
     "serve": {"-h", "--help", "--host", "--port", "--config", "--record", "--log-level", "--config-json",
               "--ready-file"},
     "gate": {"-h", "--help", "--budget", "--baseline", "--format", "--junit", "--allow-incomplete",
-             "--allow-saturated"},
+             "--allow-saturated", "--allow-load-not-held", "--force"},
     "compare": {"-h", "--help", "--format", "--metric", "--alpha", "--min-effect", "--min-abs-ms",
                 "--fail-on-worse", "--force"},
     "report": {"-h", "--help", "--compare", "--out"},

@@ -583,19 +583,19 @@ def test_failures_cli_overrides_are_validated_like_the_profile(tmp_path: Path, a
 
 
 def test_failures_compare_resolved_load_shape() -> None:
-    from hopbench._compare import _shape_differences
+    from hopbench._compare import shape_differences
     from hopbench._run import base_meta
 
     base = '[run]\nrequests = 1\n[target]\nurl = "http://127.0.0.1:9"\n[load]\n{mode}concurrency = 4\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n'
     a = parse_profile(base.format(mode='mode = "concurrency"\n'), "a.toml", env={})
     b = parse_profile(base.format(mode=""), "b.toml", env={})
-    assert _shape_differences(base_meta(a), base_meta(b)) == []
+    assert shape_differences(base_meta(a), base_meta(b)) == []
     # old summaries without resolved_load: the text with defaults applied
     sa, sb = base_meta(a), base_meta(b)
     del sa["resolved_load"], sb["resolved_load"]
-    assert _shape_differences(sa, sb) == []
+    assert shape_differences(sa, sb) == []
     c = parse_profile(base.format(mode="").replace("= 4", "= 5"), "c.toml", env={})
-    assert _shape_differences(base_meta(a), base_meta(c)) == ["load.concurrency: 4 vs 5"]
+    assert shape_differences(base_meta(a), base_meta(c)) == ["load.concurrency: 4 vs 5"]
 
 
 # -- 12: warnings once, no_usage only with a response, saturation says what was measured -----------

@@ -154,6 +154,163 @@ def test_gate_incomplete_or_saturated_run_fails_by_default() -> None:
     assert "FAIL  run.complete" in text and "SIGINT" in text
 
 
+# summary.json load blocks as hopbench._finish.analyse writes them (docs/results.md, "Load held")
+_OPEN_NOT_HELD = {"mode": "rate", "measured_s": 8.0, "requested_rate_rps": 15.0, "achieved_rate_rps": 5.5,
+                  "arrival_rate_rps": 12.6, "max_in_flight": 5, "max_in_flight_hits": 57, "held": False}
+_OPEN_WARNINGS = ["load not held: 57 arrivals dropped at max_in_flight = 5",
+                  "load not held: 5.5 requests/s sent to the target, 15 requested"]
+_CLOSED_NOT_HELD = {"mode": "concurrency", "measured_s": 8.0, "requested_concurrency": 16, "mean_busy": 10.2,
+                    "held": False}
+
+
+def _check(report: Any, name: str) -> Any:
+    return next(c for c in report.checks if c.name == name)
+
+
+def test_gate_load_not_held_fails_and_quotes_the_figures() -> None:
+    # breaker: an open loop at 15 requests/s with max_in_flight = 5 sent 5.5/s and
+    # dropped 57 arrivals (load.held false), and "gate passed", exit 0
+    s = _summary(load=_OPEN_NOT_HELD, warnings=_OPEN_WARNINGS)
+    report = evaluate_gate(s, {"ttft.p50": "<= 1s"})
+    assert report.results[0].status == "held"
+    assert not report.passed and report.exit_code == 1
+    c = _check(report, "run.load_held")
+    assert not c.passed
+    assert c.detail == "load not held: 5.50 of 15.00 requests/s sent, 57 arrivals dropped at max_in_flight = 5"
+    assert "FAIL  run.load_held" in report.render("text")
+    assert report.headline() == "gate FAILED: 1 held, 1 run check failed"
+    closed = evaluate_gate(_summary(load=_CLOSED_NOT_HELD), {"ttft.p50": "<= 1s"})
+    c = _check(closed, "run.load_held")
+    assert not closed.passed and not c.passed
+    assert c.detail == "load not held: mean_busy 10.20 of 16 users busy with the target"
+    # an open loop short of its rate without a drop: no drop is mentioned
+    short = dict(_OPEN_NOT_HELD, max_in_flight_hits=0)
+    assert _check(evaluate_gate(_summary(load=short), {"ttft.p50": "<= 1s"}), "run.load_held").detail == (
+        "load not held: 5.50 of 15.00 requests/s sent")
+
+
+def test_gate_load_not_held_allowed_by_flag_or_budget_key() -> None:
+    s = _summary(load=_OPEN_NOT_HELD, warnings=_OPEN_WARNINGS)
+    for report in (evaluate_gate(s, {"ttft.p50": "<= 1s"}, allow_load_not_held=True),
+                   evaluate_gate(s, {"ttft.p50": "<= 1s", "allow_load_not_held": True})):
+        c = _check(report, "run.load_held")
+        assert report.passed and c.passed
+        assert c.detail.startswith("load not held: 5.50 of 15.00") and c.detail.endswith(
+            "; allowed (allow_load_not_held)")
+    # the other allow_* options do not let it pass
+    assert not evaluate_gate(s, {"ttft.p50": "<= 1s"}, allow_saturated=True, allow_incomplete=True).passed
+    assert not evaluate_gate(s, {"ttft.p50": "<= 1s", "allow_load_not_held": False}).passed
+
+
+def test_gate_load_held_or_not_judged_passes() -> None:
+    held = dict(_OPEN_NOT_HELD, achieved_rate_rps=14.9, max_in_flight_hits=0, held=True)
+    report = evaluate_gate(_summary(load=held), {"ttft.p50": "<= 1s"})
+    assert report.passed
+    assert _check(report, "run.load_held").detail == "load held (14.90 of 15.00 requests/s sent)"
+    # a run bounded by run.requests is not judged (held is true there); an older
+    # summary without held, or with null, says nothing: not a failure
+    for load in ({"measured_s": 10.0}, {"measured_s": 10.0, "held": None}, None):
+        report = evaluate_gate(_summary(load=load), {"ttft.p50": "<= 1s"})
+        c = _check(report, "run.load_held")
+        assert report.passed and c.passed and c.detail == "load not judged (summary.json has no load.held)"
+
+
+def test_gate_load_not_held_without_figures_quotes_the_warning() -> None:
+    s = _summary(load={"mode": "rate", "held": False}, warnings=_OPEN_WARNINGS)
+    c = _check(evaluate_gate(s, {"ttft.p50": "<= 1s"}), "run.load_held")
+    assert not c.passed and c.detail == "load not held: 57 arrivals dropped at max_in_flight = 5"
+    bare = _check(evaluate_gate(_summary(load={"held": False}), {"ttft.p50": "<= 1s"}), "run.load_held")
+    assert not bare.passed and bare.detail == "load not held: load.held: false"
+
+
+def test_gate_load_held_staged_and_workers_judge_the_top_level_load() -> None:
+    # a staged run's load is its stage of record's (the budgets judge its figures);
+    # a probe past the capacity that did not hold its load is the search's business
+    stages = [{"load": 8.0, "held": True, "passed": True, "folder": "probe-01-r8"},
+              {"load": 16.0, "held": False, "passed": False, "folder": "probe-02-r16"}]
+    staged = _summary(load=dict(_OPEN_NOT_HELD, requested_rate_rps=8.0, achieved_rate_rps=8.0,
+                                max_in_flight_hits=0, held=True),
+                      stages=stages, stage_of_record="probe-01-r8")
+    report = evaluate_gate(staged, {"ttft.p50": "<= 1s"})
+    assert report.passed
+    assert _check(report, "run.load_held").detail == "stage of record probe-01-r8: load held (8.00 of 8.00 requests/s sent)"
+    unheld = _summary(load=_CLOSED_NOT_HELD, stages=stages, stage_of_record="probe-02-r16")
+    c = _check(evaluate_gate(unheld, {"ttft.p50": "<= 1s"}), "run.load_held")
+    assert not c.passed and c.detail.startswith("stage of record probe-02-r16: load not held: mean_busy 10.20")
+    # with workers, load is the merged load of every worker (what the target saw)
+    workers = _summary(load=_OPEN_NOT_HELD, workers=2, worker_detail=[{"index": 0}, {"index": 1}])
+    assert not _check(evaluate_gate(workers, {"ttft.p50": "<= 1s"}), "run.load_held").passed
+
+
+def test_gate_load_not_held_in_json_and_junit() -> None:
+    report = evaluate_gate(_summary(load=_OPEN_NOT_HELD), {"ttft.p50": "<= 1s"})
+    data = json.loads(report.render("json"))
+    check = next(c for c in data["checks"] if c["name"] == "run.load_held")
+    assert check["passed"] is False and "57 arrivals dropped" in check["detail"]
+    assert data["warnings"] == []
+    root = ET.fromstring(report.render("junit").split("\n", 1)[1])
+    case = next(c for c in root.iter("testcase") if c.get("name") == "run.load_held")
+    failure = case.find("failure")
+    assert failure is not None and "5.50 of 15.00 requests/s sent" in (failure.get("message") or "")
+
+
+def _open_loop(rate_rps: float, **top: Any) -> dict[str, Any]:
+    """A summary of an open loop at ``rate_rps`` (resolved_load as hopbench._run writes it)."""
+    return _summary(resolved_load={"load.mode": "rate", "load.rate_rps": rate_rps, "load.arrival": "poisson",
+                                   "load.max_in_flight": 1000, "run.duration_s": 10.0, "run.requests": None,
+                                   "run.warmup_s": 1.0, "scenarios": [["chat", 1]]}, **top)
+
+
+def _closed_loop(users: int, **top: Any) -> dict[str, Any]:
+    return _summary(resolved_load={"load.mode": "concurrency", "load.concurrency": users, "load.ramp_up_s": 0.0,
+                                   "run.duration_s": 10.0, "run.requests": None, "run.warmup_s": 1.0,
+                                   "scenarios": [["chat", 1]]}, **top)
+
+
+def test_gate_baseline_of_another_load_shape_is_refused_unless_forced() -> None:
+    # breaker: a 40 requests/s open loop gated against a 16-user closed-loop
+    # baseline passed with no word, while hopbench compare refuses the pair
+    run, base = _open_loop(40.0), _closed_loop(16)
+    budget = {"ttft.p50": "<= baseline * 1.10"}
+    with pytest.raises(UsageError) as err:
+        evaluate_gate(run, budget, base)
+    msg = str(err.value)
+    assert "load shapes differ" in msg and "--force" in msg
+    assert "baseline closed loop, 16 users, run open loop, 40.00 requests/s" in msg
+    assert 'load.mode: "concurrency" vs "rate"' in msg
+    # also when no budget uses the baseline: it was given, so it must be comparable
+    with pytest.raises(UsageError, match="load shapes differ"):
+        evaluate_gate(run, {"ttft.p50": "<= 1s"}, base)
+    # another rate of the same mode is another shape too (compare's rule)
+    with pytest.raises(UsageError, match='load.rate_rps: 20.0 vs 40.0'):
+        evaluate_gate(run, budget, _open_loop(20.0))
+    forced = evaluate_gate(run, budget, base, force=True)
+    assert forced.passed and forced.results[0].status == "held"
+    assert len(forced.warnings) == 1 and forced.warnings[0].startswith(
+        "load shapes differ (baseline closed loop, 16 users, run open loop, 40.00 requests/s; "
+        "baseline used with --force): load.mode:")
+    assert forced.render("text").startswith("warning: load shapes differ")
+    assert json.loads(forced.render("json"))["warnings"] == list(forced.warnings)
+    assert "> warning: load shapes differ" in forced.render("markdown")
+    assert "warning: load shapes differ" in forced.render("junit")
+    # the same shape: no warning
+    same = evaluate_gate(run, budget, _open_loop(40.0))
+    assert same.passed and same.warnings == ()
+
+
+def test_gate_baseline_uses_compares_load_shape_rule() -> None:
+    from hopbench._compare import compare_summaries, shape_differences
+
+    run, base = _open_loop(40.0), _closed_loop(16)
+    with pytest.raises(UsageError, match="load shapes differ") as err:
+        compare_summaries(base, run)
+    diffs = shape_differences(base, run)
+    assert diffs and "; ".join(diffs) in str(err.value)
+    with pytest.raises(UsageError) as gate_err:
+        evaluate_gate(run, {"ttft.p50": "<= 1s"}, base)
+    assert "; ".join(diffs) in str(gate_err.value)
+
+
 def test_gate_run_where_nothing_completed_fails_and_says_so() -> None:
     # breaker: "PASS run.complete — run completed" on a run with 0 of 2569 completed
     s = _summary(headline={"started": 2569, "completed": 0})
@@ -270,6 +427,41 @@ def test_gate_main_budget_file_errors_name_file_line_and_key(tmp_path: Path,
     assert data["budgets"][1]["where"] == f"{budget}:3"
 
 
+def test_gate_main_load_not_held_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _write(tmp_path, "run", _summary(load=_OPEN_NOT_HELD, warnings=_OPEN_WARNINGS,
+                                         gate={"ttft.p50": "<= 1s"}))
+    assert main(["gate", str(d)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  run.load_held" in out and "57 arrivals dropped at max_in_flight = 5" in out
+    assert out.splitlines()[-1] == "gate FAILED: 1 held, 1 run check failed"
+    assert main(["gate", str(d), "--allow-load-not-held"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS  run.load_held" in out and "allowed (allow_load_not_held)" in out
+    budget = tmp_path / "b.toml"
+    budget.write_text('[gate]\n"ttft.p50" = "<= 1s"\nallow_load_not_held = true\n', encoding="utf-8")
+    assert main(["gate", str(d), "--budget", str(budget)]) == 0
+    capsys.readouterr()
+    budget.write_text('[gate]\n"ttft.p50" = "<= 1s"\nallow_load_not_held = "yes"\n', encoding="utf-8")
+    assert main(["gate", str(d), "--budget", str(budget)]) == 2
+    assert f"{budget}:3" in capsys.readouterr().err
+
+
+def test_gate_main_baseline_of_another_shape_exit_2_unless_forced(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    run = _write(tmp_path, "open40", _open_loop(40.0))
+    base = _write(tmp_path, "closed16", _closed_loop(16))
+    budget = tmp_path / "b.toml"
+    budget.write_text('[gate]\n"ttft.p50" = "<= baseline * 1.10"\n', encoding="utf-8")
+    assert main(["gate", str(run), "--budget", str(budget), "--baseline", str(base)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hopbench gate: error: {base} and {run}: the runs' load shapes differ")
+    assert "closed loop, 16 users" in err and "open loop, 40.00 requests/s" in err and "--force" in err
+    assert main(["gate", str(run), "--budget", str(budget), "--baseline", str(base), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("warning: load shapes differ") and out.splitlines()[-1] == "gate passed: 1 held"
+    assert main(["gate", str(run), "--budget", str(budget), "--baseline", str(run)]) == 0
+
+
 def test_gate_markdown_table_parses_back() -> None:
     report = evaluate_gate(_summary([100.0] * 50), {"ttft.p50": "<= 1s", "ttft.max": "<= 10ms",
                                                     "ttft.p99": "<= 1s"})
@@ -294,9 +486,9 @@ def test_gate_junit_parses_back(tmp_path: Path) -> None:
     suite = root.find("testsuite")
     assert suite is not None
     cases = {c.get("name"): c for c in suite.findall("testcase")}
-    assert set(cases) == {"run.complete", "run.not_saturated", "ttft.p50 <= 1s", "ttft.max <= 10ms",
-                          "ttft.p99 <= 1s"}
-    assert suite.get("tests") == "5" and suite.get("failures") == "1" and suite.get("skipped") == "1"
+    assert set(cases) == {"run.complete", "run.not_saturated", "run.load_held", "ttft.p50 <= 1s",
+                          "ttft.max <= 10ms", "ttft.p99 <= 1s"}
+    assert suite.get("tests") == "6" and suite.get("failures") == "1" and suite.get("skipped") == "1"
     assert cases["ttft.max <= 10ms"].find("failure") is not None
     assert cases["ttft.p50 <= 1s"].find("failure") is None
     assert cases["ttft.p99 <= 1s"].find("skipped") is not None

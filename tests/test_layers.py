@@ -58,11 +58,12 @@ LAYERS: dict[int, tuple[str, ...]] = {
     7: ("hopbench._runner", "hopbench._results", "hopbench._scrape", "hopbench._capacity_report",
         "hopbench._gateway"),
     # the one finish path (judge, summary record) and the views of a results folder
-    8: ("hopbench._finish", "hopbench._export", "hopbench._gate", "hopbench._compare", "hopbench._summary_table",
+    8: ("hopbench._finish", "hopbench._export", "hopbench._compare", "hopbench._summary_table",
         "hopbench._report_capacity",
         "hopbench._progress"),
-    # one run (the single-process shell); report.html shows compare's verdicts (two runs)
-    9: ("hopbench._run", "hopbench._report_html", "hopbench._arms_report"),
+    # one run (the single-process shell); report.html shows compare's verdicts (two runs);
+    # the gate refuses a baseline by compare's load-shape rule
+    9: ("hopbench._run", "hopbench._report_html", "hopbench._arms_report", "hopbench._gate"),
     # workers and stages drive _run's pieces
     10: ("hopbench._workers", "hopbench._stages"),
     11: ("hopbench._ray",),
