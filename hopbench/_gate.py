@@ -267,7 +267,8 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     90 % of the requested rate and no arrival was dropped at ``max_in_flight``.
     Budgets measured under a lighter load than asked are no evidence of the
     gateway at that load, so ``held: false`` fails unless ``allow_load_not_held``.
-    ``held`` absent or null passes: nothing was judged (an older summary).
+    ``held`` null passes (a run bounded by ``run.requests`` is not judged: its
+    end is not a failure to hold load), and so does a summary without it.
 
     As ``run.not_saturated`` reads the top-level ``saturated``, this reads the
     top-level ``load``: with workers it is the merged load of all of them (the
@@ -285,7 +286,9 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     if held is not False:
         if held is True:
             return RunCheck("run.load_held", True, f"{where}load held" + (f" ({figures})" if figures else ""))
-        return RunCheck("run.load_held", True, f"{where}load not judged (summary.json has no load.held)")
+        why = ("load.held null: a run bounded by run.requests" if "held" in load
+               else "summary.json has no load.held")
+        return RunCheck("run.load_held", True, f"{where}load not judged ({why})")
     if not figures:  # a summary without the figures: the run's own words
         warned = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "load not held" in w]
         figures = warned[0].split("load not held: ", 1)[-1] if warned else "load.held: false"

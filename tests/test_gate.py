@@ -207,12 +207,14 @@ def test_gate_load_held_or_not_judged_passes() -> None:
     report = evaluate_gate(_summary(load=held), {"ttft.p50": "<= 1s"})
     assert report.passed
     assert _check(report, "run.load_held").detail == "load held (14.90 of 15.00 requests/s sent)"
-    # a run bounded by run.requests is not judged (held is true there); an older
-    # summary without held, or with null, says nothing: not a failure
-    for load in ({"measured_s": 10.0}, {"measured_s": 10.0, "held": None}, None):
+    # a run bounded by run.requests is not judged (held null); an older summary
+    # without held says nothing either: not a failure
+    for load, why in (({"measured_s": 10.0}, "summary.json has no load.held"),
+                      (None, "summary.json has no load.held"),
+                      ({"measured_s": 10.0, "held": None}, "load.held null: a run bounded by run.requests")):
         report = evaluate_gate(_summary(load=load), {"ttft.p50": "<= 1s"})
         c = _check(report, "run.load_held")
-        assert report.passed and c.passed and c.detail == "load not judged (summary.json has no load.held)"
+        assert report.passed and c.passed and c.detail == f"load not judged ({why})"
 
 
 def test_gate_load_not_held_without_figures_quotes_the_warning() -> None:
@@ -562,3 +564,25 @@ def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
     data = json.loads(capsys.readouterr().out)
     assert [b["status"] for b in data["budgets"]] == ["breached", "held"]
     assert data["measured_s"] > 0
+
+
+def test_gate_run_exits_1_when_its_load_was_not_held(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # One stream in flight at most, each ~200 ms long, asked for 20 requests/s: at most
+    # ~5/s can be sent whatever the machine (a busier one sends fewer), so the load is
+    # never held and the profile's [gate] must fail the run (exit 1) unless it allows it.
+    text = ('[run]\nduration_s = 1.5\n[load]\nmode = "rate"\nrate_rps = 20\narrival = "constant"\n'
+            'max_in_flight = 1\n[target]\nembedded = true\n[emulator]\nttft_ms = 150\ntokens_per_s = 100\n'
+            'output_tokens = 4\n[[scenario]]\nprotocol = "chat"\n'
+            '[gate]\n"error_rate" = "<= 100%"\nallow_saturated = true\n')
+    prof = tmp_path / "p.toml"
+    prof.write_text(text, encoding="utf-8")
+    assert main(["run", str(prof), "--out", str(tmp_path / "a"), "--no-progress", "--no-report"]) == 1
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["load"]["held"] is False and summary["load"]["max_in_flight_hits"] > 0, summary["load"]
+    assert "FAIL  run.load_held" in out and "arrivals dropped at max_in_flight = 1" in out
+    assert main(["gate", str(tmp_path / "a"), "--allow-load-not-held", "--allow-saturated"]) == 0
+    capsys.readouterr()
+    prof.write_text(text + "allow_load_not_held = true\n", encoding="utf-8")
+    assert main(["run", str(prof), "--out", str(tmp_path / "b"), "--no-progress", "--no-report"]) == 0
+    assert "allowed (allow_load_not_held)" in capsys.readouterr().out
