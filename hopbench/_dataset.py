@@ -199,7 +199,8 @@ def _detect(first: Any) -> str:
     return "prompts"
 
 
-def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], ProfileError]) -> list[Record]:
+def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], ProfileError],
+                 skipped: list[int] | None = None) -> list[Record]:
     """Read a dataset file into records (at profile load; the only file I/O here).
 
     Args:
@@ -208,6 +209,8 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         fmt: one of ``DATASET_FORMATS``; "auto" looks at the extension and the
             first record.
         fail: builds a ProfileError for (line or None, reason) in ``path``.
+        skipped: when given, the line of each record skipped (ShareGPT records
+            without a user turn first) is appended to it.
 
     Returns:
         list of Record in file order (ShareGPT records without a user turn skipped).
@@ -268,6 +271,8 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
             rec = _from_sharegpt(obj, line, fail_at)
             if rec is not None:
                 out.append(rec)
+            elif skipped is not None:
+                skipped.append(line)
         else:
             out.append(record_from_messages(obj, line, fail_at))
     if not out:

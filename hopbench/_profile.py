@@ -167,6 +167,8 @@ class Scenario:
     slo: Any = field(default=None, compare=False)
     #: multi-turn sessions (hopbench._sessions.SessionSpec), None for single requests
     session: Any = None
+    #: a dataset's records as read, skipped and used (``_workload.Workload.note``), else None
+    dataset_note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -702,7 +704,8 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
                                                   include_usage, extra_data) for e in entries),
                                 target.paths[protocol],
                                 lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
-                                replacement=workload.replacement, cancel=cancel, slo=slo, session=session))
+                                replacement=workload.replacement, cancel=cancel, slo=slo, session=session,
+                                dataset_note=workload.note))
             continue
         bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,

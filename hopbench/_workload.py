@@ -219,12 +219,15 @@ class Workload:
         replacement: the ``Picker`` mode.
         source: "synthetic", "dataset" or "prompts" (for the record).
         tokenizer: the exact tokenizer's name, or None (word-based count).
+        note: a dataset's records as read, skipped, filtered and sampled (one
+            line, said before the load), else None.
     """
 
     entries: tuple[PoolEntry, ...]
     replacement: bool
     source: str
     tokenizer: str | None
+    note: str | None = None
 
 
 def uses_workload(t: Table) -> bool:
@@ -310,8 +313,10 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             path.open("rb").close()
         except OSError as exc:
             raise dt.error("path", f"cannot read the dataset {path}: {exc.strerror}") from None
-        records = read_dataset(path, fmt, fail)
+        skipped: list[int] = []
+        records = read_dataset(path, fmt, fail, skipped)
         kept = filter_records(records, ds, tokenizer)
+        filtered = len(kept)
         if not kept:
             raise dt.error(None, f"no record of {path} ({len(records)} read) passes the length filters")
         if max_tokens is None:
@@ -326,7 +331,13 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             kept = [kept[i] for i in sorted(rng.sample(range(len(kept)), sample))]
         entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, records=kept,
                              tokenizer=tokenizer)
-        return Workload(tuple(entries), replacement, "dataset", spec)
+        note = f"{path.name}: {len(records) + len(skipped):,} records"
+        if skipped:
+            note += (f", {len(skipped):,} skipped (no user turn first: line {skipped[0]}"
+                     + (f" and {len(skipped) - 1:,} more" if len(skipped) > 1 else "") + ")")
+        note += f", {filtered:,} within the length filters" if filtered < len(records) else ""
+        note += f", {len(kept):,} used" if len(kept) < filtered else ""
+        return Workload(tuple(entries), replacement, "dataset", spec, note)
     convs: list[tuple[Message, ...]] = []
     for p in prompts or ():
         if isinstance(p, Mapping):  # a prompts_file line {"messages": [...]}

@@ -481,6 +481,10 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     out = out or default_out_dir(profile, results_root)
     if not quiet:
         err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
+    for sc in profile.scenarios:  # what a dataset gave, skipped records included (docs/workloads.md)
+        if sc.dataset_note and not quiet:
+            err.print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", markup=False, highlight=False,
+                      soft_wrap=True)
     if profile.load.mode == "trace":  # the replay's length and rate, before the load (docs/workloads.md)
         from ._trace import replay_plan
 

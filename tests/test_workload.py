@@ -620,3 +620,14 @@ def test_workload_emulator_tokenizer_bad_input(tmp_path: Path) -> None:
         EmulatorConfig.from_mapping({"tokenizer": str(tj), "prefix_cache": {"capacity_blocks": 8}})
     cfg = EmulatorConfig.from_mapping({"tokenizer": str(tj)})
     assert EmulatorConfig.from_mapping(cfg.to_mapping()) == cfg
+
+
+def test_workload_dataset_note_says_what_was_skipped_filtered_and_used(tmp_path: Path) -> None:
+    convs = [[{"from": "gpt", "value": "hi"}], [], [{"from": "human", "value": "a " * 40}, {"from": "gpt", "value": "b"}],
+             [{"from": "human", "value": "c"}], [{"from": "human", "value": "d e"}]]
+    text = "[\n" + ",\n".join(json.dumps({"id": str(i), "conversations": c}) for i, c in enumerate(convs)) + "\n]\n"
+    path = _dataset(tmp_path, "s.json", text, ", max_input_tokens = 10, sample = 1")
+    (sc,) = load_profile(path).scenarios
+    # two records skipped (opened by the model, empty), one too long, one of the two left sampled
+    assert sc.dataset_note == ("s.json: 5 records, 2 skipped (no user turn first: line 2 and 1 more), "
+                               "2 within the length filters, 1 used")
