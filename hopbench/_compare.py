@@ -335,13 +335,27 @@ def _hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
         raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
 
 
+PER_EVENT = frozenset({"itl", "keepalive_interval", "injected_keepalive_interval", "event_delay",
+                       "upstream_silence", "client_silence_in_upstream_silence"})
+"""Metrics with many samples per stream: their samples are not independent (a
+stream's gaps share its path, its upstream, the machine's state while it ran), so
+their tests count streams, not events (``compare_metric``'s ``streams``)."""
+
 _EVERY_ANSWER = frozenset({"ttft"})
 """Metrics every answer feeds (any output channel starts TTFT): a candidate without
 samples of one the base has is worse, not "no significant change" (docs/compare.md)."""
 
 
+def _streams(scope: Mapping[str, Any]) -> int:
+    """The streams a scope's per-event samples came from (its "started" counter)."""
+    counters = scope.get("counters")
+    n = counters.get("started", 0) if isinstance(counters, Mapping) else 0
+    return n if isinstance(n, int) else 0
+
+
 def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha: float = ALPHA,
-                   min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS) -> MetricComparison:
+                   min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS,
+                   streams: tuple[int, int] | None = None) -> MetricComparison:
     """Compare one metric's histograms (base ``a``, candidate ``b``).
 
     Verdict rules (docs/compare.md): a *shift* when Mann-Whitney U is
@@ -351,13 +365,23 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
     percentile moved by at least ``min_effect``. For times both must also
     move by at least ``min_abs_ms`` (sub-millisecond loopback noise is no
     verdict). Any worse -> "worse"; else any better -> "better"; else "same".
+
+    ``streams``: (base, candidate) streams behind a metric of ``PER_EVENT``:
+    each side's samples per stream is its design effect (the events of a stream
+    counted as one independent sample, the conservative bound), which widens
+    the percentiles' intervals and Mann-Whitney's variance; None (or a metric
+    of one sample per stream): independent samples.
     """
     spec = METRICS[metric]
     sa, sb = a.stats(), b.stats()
     base = {k: sa[k] for k in SHOWN_STATS}
     cand = {k: sb[k] for k in SHOWN_STATS}
     ba, bb = buckets(a), buckets(b)
-    test = mann_whitney(ba, bb)
+    deff_a = deff_b = 1.0
+    if streams is not None and metric in PER_EVENT:
+        deff_a = a.count / streams[0] if streams[0] > 0 and a.count > streams[0] else 1.0
+        deff_b = b.count / streams[1] if streams[1] > 0 and b.count > streams[1] else 1.0
+    test = mann_whitney(ba, bb, max(deff_a, deff_b))
     verdicts: list[str] = []
     reasons: list[str] = []
     floor = min_abs_ms if spec.unit == "ms" else 0.0
@@ -378,7 +402,7 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
         reasons.append(f"significant but small: median {rel50:+.1%} ({why}; p = {test.p_value:.2g})")
     tails: dict[str, dict[str, Any]] = {}
     for key, q in _TAILS:
-        ca, cb = quantile_ci(ba, q, 1 - alpha), quantile_ci(bb, q, 1 - alpha)
+        ca, cb = quantile_ci(ba, q, 1 - alpha, deff_a), quantile_ci(bb, q, 1 - alpha, deff_b)
         tv = "same"
         rel = _rel(sa[key], sb[key])
         if ca is not None and cb is not None and big(key, rel):
@@ -567,7 +591,7 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             if not ha.count and not hb.count:
                 continue
             out_m.append(compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect,
-                                        min_abs_ms=min_abs_ms))
+                                        min_abs_ms=min_abs_ms, streams=(_streams(a), _streams(b))))
         out_r.extend(_compare_rates(scope, a, b, alpha))
     if "all" in common:
         out_r.extend(_compare_throughput(base, candidate, base_dir, candidate_dir, alpha, min_effect))

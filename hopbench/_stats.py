@@ -91,7 +91,7 @@ class MannWhitney:
     superiority: float
 
 
-def mann_whitney(a: Buckets, b: Buckets) -> MannWhitney:
+def mann_whitney(a: Buckets, b: Buckets, deff: float = 1.0) -> MannWhitney:
     """Mann-Whitney U test of two samples given as bucketed counts.
 
     Each bucket is one group of tied values: its members all get the mean rank
@@ -103,6 +103,9 @@ def mann_whitney(a: Buckets, b: Buckets) -> MannWhitney:
     Args:
         a: buckets of the first sample, (value, count) ascending by value.
         b: buckets of the second sample, same value scale.
+        deff: design effect (>= 1): the samples come in correlated clusters (the
+            events of one stream), so the variance of U is this many times the
+            independent samples' (Kish, *Survey Sampling*, 1965, §8.2); 1: independent.
 
     Returns:
         MannWhitney. Never raises on empty input.
@@ -132,7 +135,7 @@ def mann_whitney(a: Buckets, b: Buckets) -> MannWhitney:
         below += t
     u_a = rank_sum_a2 / 2 - n_a * (n_a + 1) / 2
     mean_u = n_a * n_b / 2
-    var_u = n_a * n_b / 12 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
+    var_u = n_a * n_b / 12 * ((n + 1) - tie_term / (n * (n - 1))) * max(deff, 1.0) if n > 1 else 0.0
     superiority = 1.0 - u_a / (n_a * n_b)
     if var_u <= 0:
         return MannWhitney(n_a, n_b, u_a, 0.0, 1.0, superiority)
@@ -142,7 +145,7 @@ def mann_whitney(a: Buckets, b: Buckets) -> MannWhitney:
     return MannWhitney(n_a, n_b, u_a, z, z_two_sided(z), superiority)
 
 
-def quantile_ci(bk: Buckets, q: float, confidence: float) -> tuple[int, int] | None:
+def quantile_ci(bk: Buckets, q: float, confidence: float, deff: float = 1.0) -> tuple[int, int] | None:
     """Distribution-free confidence interval of the ``q`` quantile.
 
     The ranks ``n q -/+ z sqrt(n q (1 - q))`` (binomial order statistics,
@@ -153,6 +156,8 @@ def quantile_ci(bk: Buckets, q: float, confidence: float) -> tuple[int, int] | N
         bk: buckets (value, count) ascending.
         q: quantile in (0, 1), e.g. 0.99.
         confidence: e.g. 0.99.
+        deff: design effect (>= 1): the rank's variance is this many times the
+            independent samples' (clustered samples, as ``mann_whitney``).
 
     Returns:
         (low, high) in the buckets' unit, or None when the sample is too small
@@ -163,7 +168,7 @@ def quantile_ci(bk: Buckets, q: float, confidence: float) -> tuple[int, int] | N
     if not n or not 0.0 < q < 1.0:
         return None
     z = _NORMAL.inv_cdf(0.5 + confidence / 2)
-    half = z * math.sqrt(n * q * (1 - q))
+    half = z * math.sqrt(n * q * (1 - q) * max(deff, 1.0))
     lo = math.floor(n * q - half)
     hi = math.ceil(n * q + half) + 1
     if lo < 1 or hi > n:

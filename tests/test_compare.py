@@ -366,3 +366,28 @@ def test_compare_sub_millisecond_time_shift_reads_same() -> None:
         b.record(1_800_000 + (i % 100) * 1_000)
     assert compare_metric("all", "ttfb", a, b).verdict == "same"
     assert compare_metric("all", "ttfb", a, b, min_abs_ms=0.1).verdict == "worse"
+
+
+def test_compare_per_event_metrics_count_streams_not_events() -> None:
+    """20 streams of 100 gaps each, every gap of a stream alike: 2,000 samples but 20
+    independent ones. A 6 % shift is a verdict only when the events are wrongly
+    counted as independent; a 50 % shift is one either way (docs/compare.md)."""
+    from hopbench._hdr import Histogram
+
+    def itl(scale: float) -> Histogram:
+        h = Histogram("itl")
+        for i in range(20):
+            for _ in range(100):
+                h.record(int((10 + i) * scale * 1_000_000))
+        return h
+
+    a = itl(1.0)
+    assert compare_metric("all", "itl", a, itl(1.06)).verdict == "worse"  # as if independent
+    assert compare_metric("all", "itl", a, itl(1.06), streams=(20, 20)).verdict == "same"
+    big = compare_metric("all", "itl", a, itl(1.5), streams=(20, 20))
+    assert big.verdict == "worse" and big.reasons[0].startswith("median +50.0% (Mann-Whitney")
+    # one sample per stream (ttft): the streams change nothing
+    t = Histogram("ttft")
+    for v in range(1, 2001):
+        t.record(v * 1_000_000)
+    assert compare_metric("all", "ttft", t, t, streams=(2000, 2000)).verdict == "same"
