@@ -236,23 +236,17 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         if key.startswith("out_of_range.") and n:
             warnings.append(f"{n} {key[13:]} values outside the histogram's range (counted, not recorded)")
     warnings += outcome_warnings(counters, stats)
-    for arm in profile.arms:  # A/B arms: an arm that failed outright is never hidden by the other
-        c = total.scopes[arm.name].counters if arm.name in total.scopes else {}
+    # an A/B arm, or one of several scenarios, that failed outright (a wrong path, a model the
+    # gateway does not route) is never hidden by the others' successes in the run's error rate
+    parts = ([("arm", a.name, "its differences are not measured") for a in profile.arms] if profile.arms
+             else [("scenario", sc.name, "its figures are not measured") for sc in profile.scenarios]
+             if len(profile.scenarios) > 1 else [])
+    for kind, name, what in parts:
+        c = total.scopes[name].counters if name in total.scopes else {}
         started = arm_failed(c)
         if started:
-            warnings.append(f"arm {arm.name}: nothing completed: none of its {started} streams completed "
-                            f"({_top_details(c, BROKEN + ('cancelled',))}); its differences are not "
-                            "measured")
-    if not profile.arms and len(profile.scenarios) > 1:
-        # one scenario that failed outright (a wrong path, a model the gateway does not
-        # route) is never hidden by the others' successes in the run's error rate
-        for sc in profile.scenarios:
-            c = total.scopes[sc.name].counters if sc.name in total.scopes else {}
-            started = arm_failed(c)
-            if started:
-                warnings.append(f"scenario {sc.name}: nothing completed: none of its {started} streams "
-                                f"completed ({_top_details(c, BROKEN + ('cancelled',))}); its figures are "
-                                "not measured")
+            warnings.append(f"{kind} {name}: nothing completed: none of its {started} streams completed "
+                            f"({_top_details(c, BROKEN + ('cancelled',))}); {what}")
     return saturated, warnings, load
 
 
