@@ -146,6 +146,8 @@ def record_from_messages(obj: Mapping[str, Any], line: int,
     if not out or out[-1].role != "user":
         raise fail(line, "expected the conversation to end with a user message "
                          "(optionally followed by the assistant's reply)")
+    if not out[-1].text.strip():  # (the prompts format refuses an empty prompt too)
+        raise fail(line, f"messages[{len(out) - 1}]: the last user message is empty: nothing to answer")
     return Record(tuple(out), reply, line)
 
 

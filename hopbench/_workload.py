@@ -319,11 +319,21 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
         filtered = len(kept)
         if not kept:
             raise dt.error(None, f"no record of {path} ({len(records)} read) passes the length filters")
+        for rec, n in kept:  # docs/workloads.md, "Length limits"
+            if n > MAX_INPUT_TOKENS:
+                raise fail(rec.line, f"a record of {n:,} input tokens, above hopbench's limit of "
+                                     f"{MAX_INPUT_TOKENS:,}: leave it out with the dataset's max_input_tokens")
         if max_tokens is None:
             kept = [(rec, n) for rec, n in kept if rec.reply and rec.reply.strip()]
             if not kept:
                 raise t.error("max_tokens", f'max_tokens = "dataset": no record of {path} that passes '
                                             "the filters has a reference reply")
+            for rec, _ in kept:  # each reply's length is sent as max_tokens
+                r = estimate_tokens(rec.reply or "", tokenizer)
+                if r > MAX_OUTPUT_TOKENS:
+                    raise fail(rec.line, f'max_tokens = "dataset": a reference reply of {r:,} tokens, above '
+                                         f"hopbench's limit of {MAX_OUTPUT_TOKENS:,}: leave it out with the "
+                                         "dataset's max_output_tokens")
         if sample is not None:
             if sample > len(kept):
                 raise dt.error("sample", f"expected at most the {len(kept)} records that pass the "

@@ -352,6 +352,14 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
      "", "t.jsonl:1", "got blocks of type image_url and no text"),
     ("t.jsonl", json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": None},
                                          {"role": "user", "content": "b"}]}), "", "t.jsonl:1", "got null"),
+    # an empty last user message: nothing to answer (OpenAI and Anthropic records alike)
+    ("m.jsonl", '{"messages": [{"role": "user", "content": "a"}]}\n{"messages": [{"role": "user", "content": " "}]}\n',
+     "", "m.jsonl:2", "messages[0]: the last user message is empty"),
+    ("m.jsonl", json.dumps({"system": "s", "messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]}),
+     "", "m.jsonl:1", "the last user message is empty"),
+    # a record above the length limit (docs/workloads.md, "Length limits"): 2,000,001 tokens at 4 characters each
+    ("l.jsonl", '"ok"\n' + json.dumps("a" * 8_000_004) + "\n", "", "l.jsonl:2",
+     "a record of 2,000,001 input tokens, above hopbench's limit of 2,000,000"),
 ])
 def test_workload_bad_dataset_names_file_and_line(tmp_path: Path, name: str, content: str | bytes | None,
                                                    extra: str, where: str, words: str) -> None:
@@ -631,3 +639,16 @@ def test_workload_dataset_note_says_what_was_skipped_filtered_and_used(tmp_path:
     # two records skipped (opened by the model, empty), one too long, one of the two left sampled
     assert sc.dataset_note == ("s.json: 5 records, 2 skipped (no user turn first: line 2 and 1 more), "
                                "2 within the length filters, 1 used")
+
+
+def test_workload_dataset_reply_above_the_output_limit_is_refused(tmp_path: Path) -> None:
+    # max_tokens = "dataset" sends each reference reply's length: 2,000,001 tokens is over the limit
+    (tmp_path / "r.jsonl").write_text(
+        json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ok"}]}) + "\n"
+        + json.dumps({"messages": [{"role": "user", "content": "q"},
+                                   {"role": "assistant", "content": "a" * 8_000_004}]}) + "\n", encoding="utf-8")
+    path = _profile(tmp_path, "max_tokens = 'dataset'\ndataset = { path = 'r.jsonl' }\n")
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert str(err.value).startswith(f"{tmp_path / 'r.jsonl'}:2: ")
+    assert "a reference reply of 2,000,001 tokens, above hopbench's limit of 2,000,000" in str(err.value)
