@@ -97,3 +97,30 @@ def test_embedded_emulator_stops_when_its_parent_is_killed(tmp_path: Path) -> No
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_embedded_folder_is_removed_when_a_second_ctrl_c_interrupts_the_stop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt while waiting for the child to exit (a repeated Ctrl-C) left
+    /tmp/hopbench-emulator-* behind; the child is still stopped (it watches its parent,
+    and the stop is retried here)."""
+    import subprocess
+
+    emu = EmbeddedEmulator(EmulatorConfig.from_mapping({"ttft_ms": 1}), record_path=None)
+    emu.__enter__()
+    folder = emu._tmp
+    assert folder is not None and folder.is_dir()
+    proc = emu._proc
+    assert proc is not None
+    real_wait = subprocess.Popen.wait
+
+    def interrupted(self: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        emu.__exit__(None, None, None)
+    assert not folder.exists()
+    monkeypatch.setattr(subprocess.Popen, "wait", real_wait)
+    emu.__exit__(None, None, None)  # a later stop reaps the child
+    assert proc.poll() is not None

@@ -201,23 +201,25 @@ class EmbeddedEmulator:
 
     def _stop(self) -> None:
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            for sig, wait_s in ((signal.SIGTERM, self.stop_timeout_s), (signal.SIGKILL, 5.0)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=wait_s)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        if proc is not None:
-            self.exit_status = proc.wait()
-        self._proc = None
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+        try:
+            if proc is not None and proc.poll() is None:
+                for sig, wait_s in ((signal.SIGTERM, self.stop_timeout_s), (signal.SIGKILL, 5.0)):
+                    try:
+                        os.killpg(proc.pid, sig)
+                    except ProcessLookupError:
+                        break
+                    try:
+                        proc.wait(timeout=wait_s)
+                        break
+                    except subprocess.TimeoutExpired:
+                        continue
+            if proc is not None:
+                self.exit_status = proc.wait()
+            self._proc = None
+        finally:  # a signal raised while waiting (a second Ctrl-C) still removes the folder
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
