@@ -1437,7 +1437,9 @@ class LoadRunner:
                     if len(data) > _ERROR_BODY_LIMIT:
                         break
                 code = _http_error_code(data)
-                box[2] = data[:1024].decode("utf-8", "replace")
+                # whole (at most _ERROR_BODY_LIMIT and a read): the sample is scrubbed of
+                # secrets before it is cut short, so a key across a cut cannot leak in part
+                box[2] = data.decode("utf-8", "replace")
                 return "http_error", f"{status}" + (f":{code}" if code else ""), None
             ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):

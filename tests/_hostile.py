@@ -9,6 +9,9 @@ Each mode misbehaves in one way a real gateway or a wrong target does:
 - ``echo_key_encoded``: HTTP 401 that echoes the request's ``x-api-key`` only
   encoded: percent-encoded in ``error.code``, JSON-escaped with ``/`` written
   ``\\/`` (as PHP does) in ``error.message``;
+- ``echo_key_padded``: HTTP 401 that echoes the ``x-api-key`` header after 1,000
+  spaces, so that the key crosses the body's 1,024th byte (whitespace a sample
+  collapses: a cut there would keep the key's first part);
 - ``unique_code``: HTTP 400 with a different ``error.code`` per request;
 - ``bad_chunk``: a 200 head and a malformed chunk size in the same write;
 - ``silent``: reads the request and never answers;
@@ -104,6 +107,9 @@ class Hostile:
                 err = {"error": {"code": _header(head, b"authorization"), "message": "bad key"}}
                 await stream.send_all(_response("401 Unauthorized", json.dumps(err).encode(),
                                                 "application/json"))
+            elif mode == "echo_key_padded":
+                body = b'{"error": "' + b" " * 1000 + _header(head, b"x-api-key").encode() + b'"}'
+                await stream.send_all(_response("401 Unauthorized", body, "application/json"))
             elif mode == "echo_key_encoded":
                 key = _header(head, b"x-api-key")
                 err = {"error": {"code": quote(key, safe=""), "message": f"Incorrect API key provided: {key}"}}

@@ -186,6 +186,18 @@ async def test_failures_echoed_key_never_reaches_counters_or_samples() -> None:
     assert "[redacted]" in runner.stats.error_samples["http_error.401"][0]
 
 
+async def test_failures_key_across_the_error_bodys_cut_never_leaks_in_part() -> None:
+    # the key starts 1,011 bytes into the body: a cut at 1,024 bytes kept its first 13
+    # characters, which the whitespace collapse brought into the sample
+    secret = "sk-hopbench-" + "5" * 30
+    runner, rec = await _run_against(
+        "echo_key_padded",
+        lambda url: _profile_text(url, "requests = 2", target='api_key_env = "HB_KEY"\nauth = "x-api-key"'),
+        env={"HB_KEY": secret})
+    sample = runner.stats.error_samples["http_error.401"][0]
+    assert secret[:13] not in sample and "[redacted]" in sample, sample
+
+
 async def test_failures_encoded_echo_of_key_never_reaches_counters_or_samples() -> None:
     # breaker: a key echoed JSON-escaped ("sk-proj\\/Ab12...") or percent-encoded
     # was kept verbatim in error_samples and counted as http_error_code.sk-proj_2FAb12...
