@@ -60,7 +60,8 @@ class ProgressFigures:
     Attributes:
         elapsed_ns: run time at the end of the last interval received.
         planned_ns: the run's planned duration (warm-up included), or None.
-        requests_left: run.requests minus requests started, or None.
+        requests_left: run.requests minus requests started and arrivals dropped
+            at max_in_flight, or None.
         warming_up: the last interval ended inside the warm-up period.
         in_flight_now, in_flight_mean: streams a gateway sees open (request
             sent, not finished) at the interval's end / on average.
@@ -254,8 +255,10 @@ class LiveProgress:
         fig = ProgressFigures(
             elapsed_ns=int(last["end_ns"]),
             planned_ns=run_spec.duration_ns,
+            # arrivals dropped at max_in_flight used up the budget too
             requests_left=(None if run_spec.requests is None
-                           else max(run_spec.requests - int(last.get("started_total", 0)), 0)),
+                           else max(run_spec.requests - int(last.get("started_total", 0))
+                                    - int(last.get("dropped_total", 0)), 0)),
             warming_up=int(last["end_ns"]) <= run_spec.warmup_ns,
             in_flight_now=int(last.get("in_flight_now", 0)),
             # weighted by each interval's real length (a late tick's interval is longer)

@@ -1701,6 +1701,7 @@ class LoadRunner:
             "in_flight_mean": (area[AWAITING_HEADERS] + area[STREAMING]) / dur,
             "in_flight_now": st.in_flight, "cpu": round(cpu_frac, 4),
             "started_total": st.requests_started,
+            "dropped_total": st.max_in_flight_hits,  # (they count against run.requests too)
         }
         for i, name in enumerate(PHASES):  # the phases by name (docs/results.md, "In flight")
             line[f"{name}_mean"] = area[i] / dur

@@ -289,6 +289,7 @@ class _Worker:
     counters: RunCounters | None = None  # shipped with "done"
     skew_ns: int = 0
     started_total: int = 0
+    dropped_total: int = 0
     acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
     warm_acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
     cancels: list[Any] = dataclasses.field(default_factory=list)  # [request id, scope, mono ns, events]
@@ -342,6 +343,7 @@ class Merger:
             w.state = "running"
             w.last_index = max(w.last_index, idx)
             w.started_total = int(msg["line"].get("started_total", w.started_total))
+            w.dropped_total = int(msg["line"].get("dropped_total", w.dropped_total))
             w.acc.add(iv.scopes)
             w.warm_acc.add(warm.scopes)
             self._pending.setdefault(idx, {})[w.share.index] = (iv, warm, dict(msg["line"]))
@@ -398,6 +400,7 @@ class Merger:
                for ph in PHASES for k in ("mean", "now")},
             "cpu": max(cpus.values(), default=0.0),
             "started_total": sum(w.started_total for w in self.workers.values()),
+            "dropped_total": sum(w.dropped_total for w in self.workers.values()),
             "completed": iv.counter(ALL, "completed") + warm.counter(ALL, "completed"),
             "started": iv.counter(ALL, "started") + warm.counter(ALL, "started"),
             "output_tokens": sum(iv.counter(ALL, f"tokens.output.{x}") for x in ("completed", "broken")),

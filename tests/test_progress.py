@@ -117,6 +117,11 @@ def test_live_progress_requests_left_and_warm_up() -> None:
     assert fig is not None
     assert fig.requests_left == 15 and fig.remaining_ns is None and fig.warming_up
     assert "15 requests left" in plain_line(fig) and "[warm-up]" in plain_line(fig)
+    # open-loop arrivals dropped at max_in_flight used up the budget too
+    iv, line = _interval(rec, 1, 100, length_ns=S // 2)
+    p.on_interval(iv, dict(line, dropped_total=5))
+    fig = p.figures()
+    assert fig is not None and fig.requests_left == 0 and "0 requests left" in plain_line(fig)
 
 
 def test_live_progress_plain_prints_at_most_one_line_per_second() -> None:
