@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import ResultsError, UsageError
-from ._results import read_summary
+from ._results import GATE_NAME, read_summary
 from ._textfile import decode_line, iter_lines
 
 __all__ = ["export_results", "summary_rows", "trust_rows", "trust_warnings", "stream_rows", "scrape_rows",
@@ -85,6 +85,34 @@ def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def gate_rows(results_dir: Path, run: Any) -> list[dict[str, Any]]:
+    """The gate's verdict as ``hopbench run`` wrote it (``gate.json``, docs/results.md),
+    as long rows (``kind`` "run", ``scope`` "all"): ``gate.passed`` (1/0),
+    ``gate.exit_code``, and per budget ``gate.budget.<key>`` = 1 when it held, 0
+    when it breached or was inconclusive. [] without gate.json (no ``[gate]``, or
+    results written before it existed).
+
+    Raises:
+        ResultsError: gate.json exists but is not a JSON object with a boolean "passed".
+    """
+    path = Path(results_dir) / GATE_NAME
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{path}: unreadable gate verdict: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("passed"), bool):
+        raise ResultsError(f'{path}: expected a JSON object with a boolean "passed" (hopbench run\'s gate verdict)')
+    facts: list[tuple[str, int]] = [("gate.passed", int(data["passed"]))]
+    if isinstance(data.get("exit_code"), int):
+        facts.append(("gate.exit_code", data["exit_code"]))
+    for b in data.get("budgets") or ():
+        if isinstance(b, dict) and isinstance(b.get("key"), str):
+            facts.append((f"gate.budget.{b['key']}", int(b.get("passed") is True)))
+    return [{"run": run, "scope": "all", "kind": "run", "name": k, "value": v, "unit": ""} for k, v in facts]
+
+
 def trust_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Whether the run can be trusted, as long rows (``SUMMARY_COLUMNS``, ``scope`` "all").
 
@@ -103,7 +131,8 @@ def trust_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
       1-based place in the list (most important first).
 
     The run's name is every row's ``run``. summary.json records the ``[gate]``
-    budgets, not a gate verdict: export does not re-run the gate.
+    budgets, not a gate verdict: the verdict ``hopbench run`` wrote (gate.json)
+    is :func:`gate_rows`; export does not re-run the gate.
 
     Args:
         summary: a summary.json dict.
@@ -305,7 +334,7 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
             figures.append((f"status.{cap['status']}", 1))
         srows += [{"run": run, "stage": None, "scope": "all", "kind": "capacity", "name": k, "value": v,
                    "unit": _unit(k)} for k, v in figures]
-    srows += trust + [dict(r, stage=None) for r in trust_rows(summary)]
+    srows += trust + [dict(r, stage=None) for r in trust_rows(summary) + gate_rows(results_dir, run)]
     return srows, streams, scraped
 
 
@@ -429,7 +458,7 @@ def export_results(results_dir: Path, fmt: str, out: Path | None = None,
     else:
         srows = summary_rows(summary)
         figures = bool(srows)
-        srows += trust_rows(summary)
+        srows += trust_rows(summary) + gate_rows(results_dir, summary.get("name"))
         streams = stream_rows(results_dir, warn)
         scraped = scrape_rows(results_dir, warn)
         summary_cols, stream_cols, scrape_cols = list(SUMMARY_COLUMNS), _columns(streams), list(SCRAPE_COLUMNS)

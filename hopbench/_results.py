@@ -56,6 +56,8 @@ __all__ = [
 SCHEMA = "hopbench.summary/1"
 SUMMARY_NAME = "summary.json"
 HLOG_NAME = "intervals.hlog"
+#: ``hopbench run``'s verdict on the profile's ``[gate]`` (``GateReport.to_json``), when it has one
+GATE_NAME = "gate.json"
 _PROBE_NAME = ".hopbench-write-probe"
 _TOKEN_KEYS = (("input", "completed"), ("output", "completed"), ("input", "broken"), ("output", "broken"))
 

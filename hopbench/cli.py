@@ -585,6 +585,13 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         if not quiet:
             console.print(report.render("text"), markup=False, highlight=False, soft_wrap=True)
         gate_exit = report.exit_code
+        from ._results import GATE_NAME, replace_text
+
+        try:  # the verdict beside the results (docs/results.md): `hopbench export` reads it
+            replace_text(outcome.out_dir / GATE_NAME, report.render("json"))
+        except (OSError, ResultsError) as exc:
+            err.print(f"hopbench: warning: {GATE_NAME} not written: {exc}", markup=False, highlight=False,
+                      soft_wrap=True)
     console.print(f"results: {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)  # also with --quiet: where to look (one line: copyable)
     reason = summary.get("interrupted_by") or ""
