@@ -472,10 +472,14 @@ def _interval_rates(results_dir: Path | None, summary: Mapping[str, Any]) -> lis
             and isinstance(r.get("end_ns"), int) and r["start_ns"] >= warm_ns]
     if len(rows) < 3:
         return None
-    length = max(r["end_ns"] - r["start_ns"] for r in rows)
-    # drop short intervals and the last one (the drain after the load stopped)
-    values = sorted(int(r.get("output_tokens", 0) * 1e9 / length) for r in rows[:-1]
-                    if r["end_ns"] - r["start_ns"] == length)
+    interval_s = run.get("interval_s", 1) if isinstance(run, Mapping) else 1
+    length = int(float(interval_s if isinstance(interval_s, (int, float)) and interval_s > 0 else 1) * 1e9)
+    # drop short intervals and the last one (the drain after the load stopped); the one
+    # the stop ended is full-length too, a little longer (the stop is seen late), so
+    # each rate is over its own interval's length (the longest is not "the" length: that
+    # kept the stop's interval alone, one value, and the test could never be significant)
+    values = sorted(int(r.get("output_tokens", 0) * 1e9 / (r["end_ns"] - r["start_ns"])) for r in rows[:-1]
+                    if r["end_ns"] - r["start_ns"] >= length - length // 100)
     out: dict[int, int] = {}
     for v in values:
         out[v] = out.get(v, 0) + 1

@@ -803,8 +803,11 @@ class LoadRunner:
                 self._requests_left is not None or self._finite):
             # The schedule ran out by itself (a request budget, a trace without loop):
             # the load's window ends one mean gap after its last arrival, not after
-            # the streams still open drain (docs/results.md, achieved_rate_rps)
-            self.stats.schedule_end_ns = self._last_due_ns - self._t0 + int(NS_PER_S / self.load.rate_rps)
+            # the streams still open drain (docs/results.md, achieved_rate_rps). The gap is
+            # the whole run's: a worker's share (rate / n, trace_part) interleaves with the
+            # others', whose ends are merged by max (hopbench._counters)
+            whole_rps = self.load.rate_rps * self.load.trace_part[1]
+            self.stats.schedule_end_ns = self._last_due_ns - self._t0 + int(NS_PER_S / whole_rps)
         # closed loop with a request budget: users end by themselves
         if self._requests_left is not None or self._finite:
             with trio.CancelScope(shield=True):

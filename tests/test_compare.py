@@ -391,3 +391,18 @@ def test_compare_per_event_metrics_count_streams_not_events() -> None:
     for v in range(1, 2001):
         t.record(v * 1_000_000)
     assert compare_metric("all", "ttft", t, t, streams=(2000, 2000)).verdict == "same"
+
+
+def test_interval_rates_keep_the_grid_intervals_beside_the_one_the_stop_ended_late(tmp_path: Path) -> None:
+    # timeline.jsonl of a 5 s run (1 s intervals): the stop was seen 1 ms late, so the
+    # interval it ended is the longest; the regular ones are full-length too (they were
+    # all dropped as "short", leaving one value: the throughput test could never fire)
+    from hopbench._compare import _interval_rates
+
+    s = 1_000_000_000
+    rows = [(i * s, (i + 1) * s, 100) for i in range(4)]
+    rows += [(4 * s, 5 * s + s // 1000, 200), (5 * s + s // 1000, 6 * s, 50)]
+    (tmp_path / "timeline.jsonl").write_text("".join(
+        json.dumps({"start_ns": a, "end_ns": b, "output_tokens": n}) + "\n" for a, b, n in rows))
+    got = _interval_rates(tmp_path, {"profile": {"run": {"interval_s": 1}}})
+    assert got == [(100, 4), (199, 1)]  # the drain (the last) left out; each over its own length

@@ -153,3 +153,25 @@ async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
     assert got["load_window_s"] == window_s
     assert got["achieved_rate_rps"] == got["requested_rate_rps"] == n / window_s
     assert got["held"] is None and not [w for w in warnings if "load not held" in w]  # a budget: not judged
+
+
+async def test_runner_clock_worker_share_ends_its_window_one_whole_run_gap_after_its_last_arrival(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # 2 workers at 10 requests/s constant, 10 requests: worker 1 sends at 0.1, 0.3, ..., 0.9 s.
+    # The run's window ends at 1.0 s (its last arrival plus the whole run's 0.1 s gap), not at
+    # 1.1 s (plus the worker's own 0.2 s gap): 10 requests / 1.0 s, the rate asked for
+    from hopbench._profile import load_profile
+    from hopbench._workers import share_profile, split_load
+
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(1.0,))))
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nrequests = 10\n[load]\nmode = "rate"\nrate_rps = 10\narrival = "constant"\n'
+                    '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
+    profile = load_profile(path)
+    share = split_load(profile, 2)[1]
+    part = share_profile(profile, share)
+    runner = _runner.LoadRunner(part, "http://127.0.0.1:9", Recorder(["chat-m"]), Recorder(["chat-m"]),
+                                load=share.load, request_budget=share.request_budget,
+                                arrival_offset_ns=share.arrival_offset_ns)
+    await runner.run()
+    assert runner.stats.schedule_end_ns == int(1.0 * S)
