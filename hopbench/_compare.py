@@ -347,10 +347,15 @@ samples of one the base has is worse, not "no significant change" (docs/compare.
 
 
 def _streams(scope: Mapping[str, Any]) -> int:
-    """The streams a scope's per-event samples came from (its "started" counter)."""
+    """The streams a scope's per-event samples came from: those started, less those
+    that never had a body (connection errors, HTTP errors), so the count is not
+    inflated by streams that gave no event (a smaller count is the conservative side)."""
     counters = scope.get("counters")
-    n = counters.get("started", 0) if isinstance(counters, Mapping) else 0
-    return n if isinstance(n, int) else 0
+    if not isinstance(counters, Mapping):
+        return 0
+    n = sum(v if isinstance(v, int) else 0 for v in
+            (counters.get("started", 0), -counters.get("connect_error", 0), -counters.get("http_error", 0)))
+    return max(n, 0)
 
 
 def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha: float = ALPHA,

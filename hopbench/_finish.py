@@ -243,10 +243,17 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
              if len(profile.scenarios) > 1 else [])
     for kind, name, what in parts:
         c = total.scopes[name].counters if name in total.scopes else {}
-        started = arm_failed(c)
+        started = arm_failed(c) if kind == "arm" else scenario_failed(c)
         if started:
             warnings.append(f"{kind} {name}: nothing completed: none of its {started} streams completed "
                             f"({_top_details(c, BROKEN + ('cancelled',))}); {what}")
+        elif (kind == "scenario" and c.get("completed", 0) and not total.histogram(name, "ttft").count
+              and not c.get("tokens.output.completed", 0) and not (completed and not total.histogram(ALL, "ttft").count
+                                                                   and not total.counter(ALL, "tokens.output.completed"))):
+            # its completed streams carried nothing (the run's own "no output" warning says it for all)
+            warnings.append(f"scenario {name}: {NO_OUTPUT_WARNING} none of its {c['completed']} completed streams "
+                            "carried output (no text, reasoning, refusal or tool event, no output tokens reported): "
+                            "its TTFT, ITL and TPOT have no samples")
     return saturated, warnings, load
 
 
@@ -261,6 +268,15 @@ def arm_failed(counters: Mapping[str, int]) -> int:
     return started if started > 0 and not counters.get("completed", 0) else 0
 
 
+def scenario_failed(counters: Mapping[str, int]) -> int:
+    """``arm_failed`` for one of several scenarios, less the streams cancelled at
+    the run's stop too: a scenario of streams longer than the run completes none,
+    and that is the run's length (the interruption-rate warning), not the target
+    failing. The streams that ended by themselves when none completed, else 0."""
+    ended = arm_failed(counters) - counters.get("cancelled", 0)
+    return ended if ended > 0 else 0
+
+
 def failed_scenarios(summary: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     """Of the scenarios ``names`` (the profile's, in order), those whose scope in
     a summary.json started streams and completed none (``arm_failed``'s rule:
@@ -269,7 +285,7 @@ def failed_scenarios(summary: Mapping[str, Any], names: Sequence[str]) -> list[s
     if summary.get("arms") or len(names) < 2:
         return []
     scopes = summary.get("scopes") or {}
-    return [n for n in names if arm_failed((scopes.get(n) or {}).get("counters") or {})]
+    return [n for n in names if scenario_failed((scopes.get(n) or {}).get("counters") or {})]
 
 
 def failed_arms(summary: Mapping[str, Any]) -> list[str]:

@@ -676,7 +676,7 @@ def _warnings(run: RunData) -> str:
         # red: results that cannot be trusted as they stand (as the terminal summary does)
         bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial")) \
             or w.startswith(("nothing completed", "no output", "error rate", "target lost", "target unreachable")) \
-            or ": nothing completed:" in w
+            or ": nothing completed:" in w or ": no output:" in w
         out.append(f'<div class="{"bad" if bad else "warn"}">{_e(w)}</div>')
     if not warnings:
         out.append('<div class="ok">no warnings: the run completed and the load generator kept up</div>')

@@ -1113,7 +1113,8 @@ class LoadRunner:
                 self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns)
                 rec.record_global("schedule_lag", max(slot.sent_ns - intended, 0))
                 rec.incr_global("dispatched")
-                self._top_up(slot.origin)
+                if not slot.stale:  # idle ones the server had closed: more would be closed in turn
+                    self._top_up(slot.origin)
                 t_sent = max(slot.sent_ns, gauge.last_ns)
                 gauge.move(t_sent, OUT, AWAITING_HEADERS)
                 plan.stage[0], plan.stage[1], plan.stage[2] = AWAITING_HEADERS, True, t_sent

@@ -245,7 +245,8 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
     if counters.get("keepalive_violations"):
         out.append(Text(f"keepalive violations: {counters['keepalive_violations']:,}", style="yellow"))
     for w in listed:
-        bad = w.startswith(_RED_WARNINGS) or ": nothing completed:" in w  # (an arm's, a scenario's)
+        # (an arm's or a scenario's own "nothing completed" / "no output" too)
+        bad = w.startswith(_RED_WARNINGS) or ": nothing completed:" in w or ": no output:" in w
         out.append(Text(w, style="bold red" if bad else "yellow"))
     return out
 

@@ -632,11 +632,15 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
-    if any(isinstance(w, str) and w.startswith(NO_OUTPUT_WARNING) for w in summary.get("warnings") or ()):
-        # streams completed, none carried output: no latency of an answer was measured
-        err.print(f"hopbench: error: no completed stream carried output (TTFT, ITL and TPOT have no samples); "
-                  f"see the warnings in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
-                  soft_wrap=True)
+    silent = [w for w in summary.get("warnings") or () if isinstance(w, str) and (
+        w.startswith(NO_OUTPUT_WARNING) or (w.startswith("scenario ") and f": {NO_OUTPUT_WARNING}" in w))]
+    if silent:
+        # streams completed, none (of the run, or of one scenario) carried output: no latency
+        # of an answer was measured
+        which = "" if silent[0].startswith(NO_OUTPUT_WARNING) else f" of {silent[0].split(':')[0]}"
+        err.print(f"hopbench: error: no completed stream{which} carried output (TTFT, ITL and TPOT have no "
+                  f"samples); see the warnings in {outcome.out_dir / 'summary.json'}", markup=False,
+                  highlight=False, soft_wrap=True)
         return EXIT_TARGET_FAILED
     capacity = summary.get("capacity") or {}
     if capacity.get("client_saturated") or capacity.get("status") == "too_few_requests":

@@ -726,3 +726,30 @@ def test_failures_one_scenario_that_completes_nothing_warns_and_exits_4(tmp_path
     assert "no stream of scenario claude completed" in err
     # red on the terminal, as the run's own "nothing completed"
     assert "scenario claude: nothing completed" in out
+
+
+def test_failures_a_scenario_cancelled_at_the_stop_is_not_failed_but_one_without_output_is() -> None:
+    from hopbench._finish import analyse, failed_scenarios, scenario_failed
+    from hopbench._runner import RunStats
+
+    # streams longer than the run: all cancelled at the stop is the run's length, not the target
+    assert scenario_failed({"started": 5, "cancelled": 5}) == 0
+    assert scenario_failed({"started": 5, "cancelled": 2, "http_error": 3}) == 3
+    assert scenario_failed({"started": 5, "completed": 1, "http_error": 4}) == 0
+    summary = {"scopes": {"a": {"counters": {"started": 3, "completed": 3}},
+                          "long": {"counters": {"started": 4, "cancelled": 4}}}}
+    assert failed_scenarios(summary, ["a", "long"]) == []
+    # one scenario's completed streams carried no output (a model that answers a bare [DONE])
+    profile = parse_profile('[run]\nduration_s = 2\n[load]\nconcurrency = 2\n[target]\nurl = "http://127.0.0.1:9"\n'
+                            '[[scenario]]\nname = "a"\nprotocol = "chat"\nmodel = "m"\n'
+                            '[[scenario]]\nname = "empty"\nprotocol = "chat"\nmodel = "e"\n', "p.toml", env={})
+    rec = Recorder(["a", "empty"])
+    for scope in ("a", "empty"):
+        for _ in range(3):
+            rec.incr(scope, "started")
+            rec.incr(scope, "completed")
+    rec.record("a", "ttft", 5_000_000)
+    _, warnings, _ = analyse(profile, RunStats(stop_ns=2 * 10**9), rec.snapshot())
+    assert [w for w in warnings if "no output" in w] == [
+        "scenario empty: no output: none of its 3 completed streams carried output (no text, reasoning, refusal "
+        "or tool event, no output tokens reported): its TTFT, ITL and TPOT have no samples"]
