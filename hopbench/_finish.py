@@ -210,8 +210,13 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                             f"{want_rps:g} requested" + (" by the trace" if profile.load.mode == "trace" else ""))
         load["held"] = held
     completed = total.counter(ALL, "completed")
-    if completed and not total.histogram(ALL, "ttft").count \
-            and not total.counter(ALL, "tokens.output.completed"):
+
+    def silent(scope: str, done: int) -> bool:  # completed streams, none carried output
+        return bool(done) and not total.histogram(scope, "ttft").count \
+            and not total.counter(scope, "tokens.output.completed")
+
+    run_silent = silent(ALL, completed)
+    if run_silent:
         # every stream ended with its terminal event and none carried output: no
         # latency of the answer was measured (docs/results.md, "Warnings")
         warnings.append(f"{NO_OUTPUT_WARNING} none of the {completed} completed streams carried output "
@@ -247,9 +252,7 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         if started:
             warnings.append(f"{kind} {name}: nothing completed: none of its {started} streams completed "
                             f"({_top_details(c, BROKEN + ('cancelled',))}); {what}")
-        elif (kind == "scenario" and c.get("completed", 0) and not total.histogram(name, "ttft").count
-              and not c.get("tokens.output.completed", 0) and not (completed and not total.histogram(ALL, "ttft").count
-                                                                   and not total.counter(ALL, "tokens.output.completed"))):
+        elif kind == "scenario" and not run_silent and silent(name, c.get("completed", 0)):
             # its completed streams carried nothing (the run's own "no output" warning says it for all)
             warnings.append(f"scenario {name}: {NO_OUTPUT_WARNING} none of its {c['completed']} completed streams "
                             "carried output (no text, reasoning, refusal or tool event, no output tokens reported): "
@@ -279,9 +282,10 @@ def scenario_failed(counters: Mapping[str, int]) -> int:
 
 def failed_scenarios(summary: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     """Of the scenarios ``names`` (the profile's, in order), those whose scope in
-    a summary.json started streams and completed none (``arm_failed``'s rule:
-    docs/results.md, "Warnings"; such a run exits 4). Empty with A/B arms (their
-    own rule) or a single scenario (the whole run's "nothing completed")."""
+    a summary.json had streams end by themselves and completed none
+    (``scenario_failed``: docs/results.md, "Warnings"; such a run exits 4). Empty
+    with A/B arms (their own rule) or a single scenario (the whole run's "nothing
+    completed")."""
     if summary.get("arms") or len(names) < 2:
         return []
     scopes = summary.get("scopes") or {}

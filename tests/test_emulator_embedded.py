@@ -102,7 +102,7 @@ def test_embedded_emulator_stops_when_its_parent_is_killed(tmp_path: Path) -> No
 def test_embedded_folder_is_removed_when_a_second_ctrl_c_interrupts_the_stop(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A KeyboardInterrupt while waiting for the child to exit (a repeated Ctrl-C) left
-    /tmp/hopbench-emulator-* behind; the child is still stopped (it watches its parent,
+    the emulator's temporary folder behind; the child is still stopped (it watches its parent,
     and the stop is retried here)."""
     import subprocess
 
