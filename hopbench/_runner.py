@@ -75,6 +75,7 @@ _ERROR_BODY_LIMIT = 64 * 1024
 _AFTER_END_S = 1.0
 RECENT_INTERVALS = 60  # timeline records RunStats keeps (the file has them all)
 _SPENT_BODY = httpx.ByteStream(b"")  # a closed response's body (no cycle back to it)
+_NO_SCOPE = contextlib.nullcontext()  # a stream without a client cancel: no scope of its own
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
 #: the loop-lag probe's late wake-ups kept for the idle check (``away_ns``): at
@@ -1320,9 +1321,10 @@ class LoadRunner:
                 stage[3], stage[4] = scope, total_deadline  # (a connect moves `first`: see _plan)
                 # the client's own cancel after a time (hopbench._cancel): a scope
                 # of its own, told apart from the timeouts' scope
-                with trio.CancelScope() as leave:
-                    if cancel is not None and cancel.after_ns is not None:
-                        leave.deadline = ns_to_s(sent + cancel.after_ns)
+                # (no scope at all without one: ~5 us a stream)
+                leave = (trio.CancelScope(deadline=ns_to_s(sent + cancel.after_ns))
+                         if cancel is not None and cancel.after_ns is not None else None)
+                with leave if leave is not None else _NO_SCOPE:
                     try:
                         outcome, detail, result = await self._exchange(
                             sc, request, meter, scope, total_deadline, rec, box, stage, expect,
@@ -1337,7 +1339,7 @@ class LoadRunner:
                         result = box[0]
                         if box[1]:  # broken after its terminal signal: the stream itself ended
                             outcome, detail = result.outcome, _detail(result)
-                if leave.cancelled_caught:
+                if leave is not None and leave.cancelled_caught:
                     outcome, detail, result = CANCEL_OUTCOME, "after_ms", box[0]
                     if box[1]:  # its terminal signal had arrived: it ended by itself
                         outcome, detail = result.outcome, _detail(result)
@@ -1403,7 +1405,9 @@ class LoadRunner:
         idle_ns = self.profile.run.timeouts.idle_ns
         if isinstance(request, Exception):
             raise request
-        response = await client.send(request, stream=True)
+        own = self._transport
+        response = (await client.send(request, stream=True) if own is None
+                    else await self._send_own(own, request))
         try:
             t = now_ns()
             status = meter.status = response.status_code
@@ -1565,6 +1569,30 @@ class LoadRunner:
                 # (with the request, headers, URL: ~30 objects a stream) that only
                 # the cyclic collector would free (hopbench/_collector.py)
                 response.stream = _SPENT_BODY
+
+    async def _send_own(self, own: StreamTransport, request: httpx.Request) -> httpx.Response:
+        """``self._client.send(request, stream=True)`` through hopbench's own
+        transport, without httpx's client layers (auth, redirects, event hooks,
+        the response's timer), which a load client's requests never use: they
+        cost ~40 us a request, ~5 % of a stream's CPU in a replay at 1,000
+        requests/s. What of them matters is kept: the response's request, the
+        cookie jar (a target's Set-Cookie goes into it; every later request is
+        then built by httpx with it, ``_build_request``), the request of an
+        httpx error (as httpx's ``request_context`` sets it).
+
+        Raises:
+            whatever the transport raises (httpx's exceptions, MalformedResponse).
+        """
+        try:
+            response = await own.handle_async_request(request)
+        except httpx.RequestError as exc:
+            if exc._request is None:  # (httpx's own request_context does the same)
+                exc.request = request
+            raise
+        response.request = request
+        if "set-cookie" in response.headers:
+            self._client.cookies.extract_cookies(response)
+        return response
 
     def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
                      text: str | None, head_note: str | None = None) -> str:

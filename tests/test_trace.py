@@ -25,6 +25,7 @@ from _fake_transport import Plan, fake_transport
 
 ROOT = Path(__file__).resolve().parents[1]
 MS = 1_000_000
+PINNED_BLOCK = b" two use say now one low"  # _words("hopbench-trace-block:0:1", 6)
 
 
 def _trace(tmp_path: Path, content: str | bytes, name: str = "t.jsonl") -> Path:
@@ -234,6 +235,21 @@ def test_trace_bodies_share_blocks_exactly_and_the_emulator_cache_agrees(tmp_pat
     assert hits == [first for first, _ in spec.implied]
     # every worker builds the same text for a hash id
     assert TraceBodies(spec, seed=0).prompt(1) == bodies.prompt(1) != TraceBodies(spec, seed=1).prompt(1)
+
+
+def test_block_words_depend_on_the_key_alone_and_on_no_machine() -> None:
+    from hopbench._lengths import WORDS
+    from hopbench._trace import _words
+
+    text = _words("hopbench-trace-block:0:1", 6)
+    # pinned: workers on other machines (other byte orders, other Pythons) send the same block
+    assert text == PINNED_BLOCK
+    assert _words("hopbench-trace-block:0:1", 6) == text != _words("hopbench-trace-block:0:2", 6)
+    long = _words("k", 5000).decode("ascii")
+    words = [long[i:i + 4] for i in range(0, len(long), 4)]
+    assert len(words) == 5000 and set(words) <= set(WORDS)
+    assert len(set(words)) == len(WORDS)  # every word is drawn
+    assert _words("k", 0) == b"" and _words("k", 3) == long[:12].encode("ascii")
 
 
 async def test_trace_replay_latency_counts_from_the_scheduled_time(
