@@ -9,14 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import trio
 
 from hopbench import _runner
 from hopbench._profile import load_profile
 from hopbench._recorder import Recorder
+from hopbench._transport import _request_bytes
 
 
-def _runner_for(tmp_path: Path, base_url: str) -> _runner.LoadRunner:
+def _runner_for(tmp_path: Path, base_url: str, transport: str = "hopbench") -> _runner.LoadRunner:
     prof = tmp_path / "p.toml"
     prof.write_text("""[run]
 name = "t"
@@ -28,12 +30,13 @@ concurrency = 1
 [target]
 url = "http://127.0.0.1:9"
 headers = { x-team = "a", user-agent = "hb-test" }
+transport = "TRANSPORT"
 
 [[scenario]]
 name = "a"
 protocol = "chat"
 model = "m"
-""", encoding="utf-8")
+""".replace("TRANSPORT", transport), encoding="utf-8")
     return _runner.LoadRunner(load_profile(prof), base_url, Recorder(["a"]), Recorder(["a"]))
 
 
@@ -41,10 +44,11 @@ async def _trace(name: str, info: dict[str, Any]) -> None:
     pass
 
 
-def test_runner_request_template_matches_httpx_build_request(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["hopbench", "httpx"])
+def test_runner_request_template_matches_httpx_build_request(tmp_path: Path, transport: str) -> None:
     async def main() -> None:
         for base_url in ("http://127.0.0.1:9", "http://127.0.0.1:9/prefix/"):
-            runner = _runner_for(tmp_path, base_url)
+            runner = _runner_for(tmp_path, base_url, transport)
             async with runner._make_client() as client:
                 runner._client = client
                 base = runner._headers["chat"]
@@ -56,7 +60,13 @@ def test_runner_request_template_matches_httpx_build_request(tmp_path: Path) -> 
                                                 headers={**base, _runner.REQUEST_ID_HEADER: rid},
                                                 extensions={"trace": _trace})
                     assert got.url == want.url and got.method == want.method == "POST"
-                    assert sorted(got.headers.multi_items()) == sorted(want.headers.multi_items())
+                    if transport == "httpx":  # httpx frames the body by the request's own headers
+                        assert sorted(got.headers.multi_items()) == sorted(want.headers.multi_items())
+                    else:  # hopbench's transport frames it itself: the same bytes on the wire
+                        assert sorted(got.headers.multi_items()) == sorted(
+                            (k, v) for k, v in want.headers.multi_items() if k != "content-length")
+                        assert _request_bytes(got, got.content) == _request_bytes(want, want.content)
+                        assert b"content-length: %d\r\n" % len(body) in _request_bytes(got, got.content)
                     assert got.headers["user-agent"] == "hb-test"  # the profile's, not httpx's
                     assert got.content == want.content == body
                     assert got.extensions == want.extensions
