@@ -376,7 +376,8 @@ def replay_plan(spec: TraceSpec, duration_ns: int | None, requests: int | None,
     """What a trace replay will do, said before the load: (plan line, warning or None).
 
     The line gives the window's requests, one pass's replay time at
-    ``spec.speedup`` and the mean rate. The warning: one pass takes longer than
+    ``spec.speedup`` and the mean rate (a replay of :attr:`TraceSpec.one_instant`
+    has none: the line says the requests are due at one instant). The warning: one pass takes longer than
     ``LONG_REPLAY_S`` with nothing else to end it (a speedup far below 1 stretches
     the trace: ``speedup = 1e-6`` makes a 10 s trace 116 days), or
     ``run.duration_s`` ends the replay before the window's last request.
