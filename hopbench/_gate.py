@@ -279,8 +279,8 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
 
     * plain ``[[stage]]`` entries (``stages_kind`` "stages"): every stage is a
       load the profile asked for, so any stage in ``stages`` whose ``held`` is
-      false fails the check too, named with its figures (the first such stage
-      leads the detail, the others are counted);
+      false fails the check too: the first such stage (or the stage of record)
+      leads the detail with its figures, the others are named after it;
     * a capacity search (``stages_kind`` "search"): only the stage of record is
       judged; probes above the capacity are expected not to hold their load
       (their ``held`` is part of their probe verdicts).
