@@ -70,6 +70,8 @@ class RunStatsLike(StatsLike, Protocol):
     @property
     def sent_measured(self) -> int: ...
     @property
+    def due(self) -> int: ...
+    @property
     def steady_from_ns(self) -> int: ...
     @property
     def cpu_fractions(self) -> Sequence[float]: ...
@@ -103,6 +105,9 @@ class RunCounters:
         steady_from_ns: start of the steady window (ns; merged: the earliest).
         interrupted_by: the first stop reason seen (a signal name, "target lost: ..."), else None.
         requests_started, arrivals, max_in_flight_hits, sent_measured: counts (merged: sums).
+        due: an open loop's arrivals its schedule had due in the measured window
+            (``hopbench._schedule.DueCount``; merged: the sum, each worker's share of
+            the schedule being its own); 0 for a closed loop.
         peak_in_flight, peak_open: peaks (merged: the sum, an upper bound).
         in_flight_area, steady_area: stream-ns (merged: sums).
         steady_phase_area: phase name -> stream-ns of the steady window (merged: sums).
@@ -128,6 +133,7 @@ class RunCounters:
     arrivals: int = 0
     max_in_flight_hits: int = 0
     sent_measured: int = 0
+    due: int = 0
     peak_in_flight: int = 0
     peak_open: int = 0
     in_flight_area: float = 0.0
@@ -157,7 +163,7 @@ class RunCounters:
             stop_ns=stats.stop_ns, schedule_end_ns=stats.schedule_end_ns, ended_ns=stats.ended_ns, steady_from_ns=stats.steady_from_ns,
             interrupted_by=stats.interrupted_by, requests_started=stats.requests_started,
             arrivals=stats.arrivals, max_in_flight_hits=stats.max_in_flight_hits,
-            sent_measured=stats.sent_measured, peak_in_flight=stats.peak_in_flight,
+            sent_measured=stats.sent_measured, due=stats.due, peak_in_flight=stats.peak_in_flight,
             peak_open=stats.peak_open, in_flight_area=stats.in_flight_area,
             steady_area=stats.steady_area, steady_phase_area=dict(stats.steady_phase_area),
             cpu_fractions=tuple(stats.cpu_fractions), gc_collections=stats.gc_collections,
@@ -190,6 +196,7 @@ class RunCounters:
             arrivals=self.arrivals + other.arrivals,
             max_in_flight_hits=self.max_in_flight_hits + other.max_in_flight_hits,
             sent_measured=self.sent_measured + other.sent_measured,
+            due=self.due + other.due,
             peak_in_flight=self.peak_in_flight + other.peak_in_flight,
             peak_open=self.peak_open + other.peak_open,
             in_flight_area=self.in_flight_area + other.in_flight_area,

@@ -58,7 +58,7 @@ SUMMARY_COLUMNS = ("run", "scope", "kind", "name", "value", "unit")
 SCRAPE_COLUMNS = ("url", "t_ms", "series", "value", "error")
 _STATS = ("count", "min", "mean", "p50", "p90", "p99", "p999", "max", "out_of_range")
 #: summary.json ``load`` figures exported as ``run`` rows (``load.<key>``), when present and numbers
-_LOAD_FIGURES = ("requested_rate_rps", "achieved_rate_rps", "requested_concurrency", "mean_busy")
+_LOAD_FIGURES = ("requested_rate_rps", "achieved_rate_rps", "due", "sent", "requested_concurrency", "mean_busy")
 
 
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -123,6 +123,7 @@ def trust_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
     - ``kind`` "run": ``complete``, ``saturated``, ``load.held`` (1/0);
       ``load.requested_rate_rps``, ``load.achieved_rate_rps`` (requests/s),
+      ``load.due``, ``load.sent`` (an open loop's arrivals due and requests sent),
       ``load.requested_concurrency``, ``load.mean_busy`` (users); ``warnings``
       (how many); and the text facts as ``<fact>.<text>`` = 1 (the convention of
       capacity's ``status.<status>``): ``interrupted_by.<reason>`` (only when

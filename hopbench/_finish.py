@@ -82,23 +82,31 @@ _JUDGED = ("ended_at", "duration_s", "saturated", "warnings", "interrupted_by", 
 # -- the rules -------------------------------------------------------------------
 
 def trace_load(spec: Any, warmup_ns: int, stop_ns: int, part: tuple[int, int] = (0, 1),
-               ) -> tuple[float, dict[str, Any]]:
+               ) -> tuple[float | None, dict[str, Any]]:
     """What a trace replay asked for in the measured window (docs/results.md, "load").
+
+    Args:
+        spec: the replay (``hopbench._trace.TraceSpec``).
+        warmup_ns, stop_ns: the load's window, ns from the run start.
+        part: a worker's share (its index, the worker count).
 
     Returns:
         (the trace's request rate over ``[warmup_ns, stop_ns)`` of the run, per
-        second; summary.json's ``load.trace`` block: ``entries`` (in the
-        window), ``speedup``, ``loop``, ``scheduled`` (requests the trace put
-        in the measured window), ``trace_rate_rps`` (the same per second) and
-        ``mean_rate_rps`` (the whole window's mean rate at this speedup)); of
-        one worker's share with ``part`` (its index, the worker count).
+        second, or None when the replay is one instant (``TraceSpec.one_instant``:
+        every request at one time, not looped: it has no rate, and the window
+        would be the made-up gap after that instant); summary.json's
+        ``load.trace`` block: ``entries`` (in the window), ``speedup``,
+        ``loop``, ``scheduled`` (requests the trace put in the measured
+        window), ``trace_rate_rps`` (the same per second) and ``mean_rate_rps``
+        (the whole window's mean rate at this speedup), both null for one
+        instant; of one worker's share with ``part``.
     """
     measured_s = max(stop_ns - warmup_ns, 1) / NS_PER_S
     scheduled = spec.scheduled_between(warmup_ns, stop_ns, *part)
-    rate = scheduled / measured_s
+    rate = None if spec.one_instant else scheduled / measured_s
     return rate, {"entries": len(spec.entries), "speedup": spec.speedup, "loop": spec.loop,
-                  "scheduled": scheduled, "trace_rate_rps": round(rate, 3),
-                  "mean_rate_rps": round(spec.rate_rps, 3)}
+                  "scheduled": scheduled, "trace_rate_rps": None if rate is None else round(rate, 3),
+                  "mean_rate_rps": None if spec.one_instant else round(spec.rate_rps, 3)}
 
 
 def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[bool, list[str], dict[str, Any]]:
@@ -124,8 +132,11 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
     users holds its load when on average at least 90 % of N users are busy
     with the target (connecting to it counts: a k6 VU or a wrk connection
     that is connecting is still offering load; waiting on the client side,
-    or closing a stream the target has finished, does not); an open loop when the requests actually sent to the target
-    reach 90 % of the requested rate and no arrival was dropped.
+    or closing a stream the target has finished, does not); an open loop when the
+    requests actually sent to the target in the load's window reach 90 % of the
+    arrivals its schedule had due in that window (``load.due``, counted by the
+    runner on the seeded schedule itself: a short Poisson run judged on rate x
+    window would fail on the schedule's own noise) and no arrival was dropped.
     """
     warnings: list[str] = []
     lag = total.histogram(ALL, "loop_lag")
@@ -185,14 +196,21 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         window_s = max(end_ns - profile.run.warmup_ns, 1) / NS_PER_S
         # the requests the target received: written to it, not just started (a
         # stream still waiting for the client's loop or a connection is not load)
-        achieved = stats.sent_measured / window_s
-        want_rps = profile.load.rate_rps
+        sent, due = stats.sent_measured, stats.due
+        achieved: float | None = sent / window_s
+        arrival_rps: float | None = arrivals / window_s
+        want_rps: float | None = profile.load.rate_rps
         if profile.load.mode == "trace":  # docs/workloads.md, "Trace replay": what the trace asked
             want_rps, load["trace"] = trace_load(profile.load.trace, profile.run.warmup_ns, end_ns,
                                                  profile.load.trace_part)
-        load.update(requested_rate_rps=round(want_rps, 3), achieved_rate_rps=round(achieved, 3),
-                    arrival_rate_rps=round(arrivals / window_s, 3), load_window_s=round(window_s, 6),
-                    max_in_flight=profile.load.max_in_flight,
+            if want_rps is None:  # one instant: no rate, neither asked nor achieved
+                achieved = arrival_rps = None
+                load["requested_rate_note"] = (
+                    f"the trace's {len(profile.load.trace.entries)} request(s) are due at one instant "
+                    "(one timestamp, not looped): no rate; judged on the requests due")
+        load.update(requested_rate_rps=_round3(want_rps), achieved_rate_rps=_round3(achieved),
+                    arrival_rate_rps=_round3(arrival_rps), load_window_s=round(window_s, 6),
+                    due=due, sent=sent, max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
                     dispatcher_threads=total.counter(ALL, "dispatcher_threads"),
                     dispatched=total.counter(ALL, "dispatched"),
@@ -204,10 +222,13 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
             held = False
             warnings.append(f"load not held: {total.counter(ALL, 'max_in_flight_hits')} arrivals "
                             f"dropped at max_in_flight = {profile.load.max_in_flight}")
-        if profile.run.requests is None and achieved < LOAD_HELD_FRACTION * want_rps:
+        if profile.run.requests is None and sent < LOAD_HELD_FRACTION * due:
             held = False
-            warnings.append(f"load not held: {achieved:.1f} requests/s sent to the target, "
-                            f"{want_rps:g} requested" + (" by the trace" if profile.load.mode == "trace" else ""))
+            rates = ("" if achieved is None or want_rps is None else
+                     f" ({achieved:.1f} requests/s, {want_rps:g} requested"
+                     + (" by the trace)" if profile.load.mode == "trace" else ")"))
+            warnings.append(f"load not held: {sent:,} of the {due:,} arrivals due in the load's window "
+                            f"were sent to the target{rates}")
         load["held"] = held
     completed = total.counter(ALL, "completed")
 
@@ -258,6 +279,10 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                             "carried output (no text, reasoning, refusal or tool event, no output tokens reported): "
                             "its TTFT, ITL and TPOT have no samples")
     return saturated, warnings, load
+
+
+def _round3(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
 
 
 #: the start of the warning for a run whose completed streams carried no output

@@ -1,13 +1,20 @@
-"""Number formatting shared by the terminal summary and report.html.
+"""Number formatting and the load's phrase, shared by the views of a results folder.
 
 Role: one rounding rule for reporting-unit figures (ms, tokens/s), so the
-terminal and the HTML page show the same digits for the same value. Pure;
-imports nothing from hopbench.
+terminal and the HTML page show the same digits for the same value; and one
+phrase for summary.json ``load``'s requested-vs-achieved figures
+(:func:`load_phrase`), so that the terminal's and report.html's ``load:``
+line and ``hopbench gate``'s ``run.load_held`` say the same thing in the same
+words. Pure; imports nothing from hopbench (every view may import it; the gate
+does not load rich for it).
 """
 
 from __future__ import annotations
 
-__all__ = ["fmt_num"]
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["fmt_num", "load_phrase"]
 
 
 def fmt_num(value: object) -> str:
@@ -23,3 +30,44 @@ def fmt_num(value: object) -> str:
     if a >= 1:
         return f"{v:.2f}"
     return f"{v:.3f}"
+
+
+def _number(load: Mapping[str, Any], key: str) -> bool:
+    v = load.get(key)
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def load_phrase(load: Mapping[str, Any]) -> str:
+    """The load a run held against what it asked, one phrase (docs/results.md, "Load held").
+
+    Args:
+        load: summary.json's ``load`` block, or a stage's figures in ``stages``
+            (the same keys); missing or null figures are left out.
+
+    Returns:
+        An open loop: ``9 of 10 due arrivals sent (7.50 of 10.00 requests/s)``
+        (``sent`` of ``due``, then ``achieved_rate_rps`` of ``requested_rate_rps``;
+        without ``due``, an older summary: ``5.50 of 15.00 requests/s sent``;
+        without rates, a trace at one instant: ``2 of 2 due arrivals sent``),
+        then ``, 57 arrivals dropped at max_in_flight = 5`` when some were; a
+        closed loop: ``7.90 of 8 users busy with the target on average``
+        (``mean_busy`` of ``requested_concurrency``); "" when the block has neither.
+        Never raises.
+    """
+    rates = _number(load, "requested_rate_rps") and _number(load, "achieved_rate_rps")
+    if _number(load, "due") and _number(load, "sent"):
+        text = f"{load['sent']:,} of {load['due']:,} due arrivals sent"
+        if rates:
+            text += f" ({fmt_num(load['achieved_rate_rps'])} of {fmt_num(load['requested_rate_rps'])} requests/s)"
+    elif rates:
+        text = f"{fmt_num(load['achieved_rate_rps'])} of {fmt_num(load['requested_rate_rps'])} requests/s sent"
+    elif _number(load, "requested_concurrency") and _number(load, "mean_busy"):
+        return (f"{fmt_num(load['mean_busy'])} of {load['requested_concurrency']:,} users busy with the "
+                "target on average")
+    else:
+        return ""
+    if _number(load, "max_in_flight_hits") and load["max_in_flight_hits"]:
+        text += f", {load['max_in_flight_hits']:,} arrivals dropped at max_in_flight"
+        if _number(load, "max_in_flight"):
+            text += f" = {load['max_in_flight']:,}"
+    return text

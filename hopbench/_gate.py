@@ -38,7 +38,7 @@ from ._budget import Budget, GateOptions, load_budget_file, parse_budgets, table
 from ._compare import load_shape, shape_differences
 from ._errors import ProfileError, ResultsError, UsageError
 from ._exit import EXIT_BREACH, EXIT_OK
-from ._format import fmt_num
+from ._format import fmt_num, load_phrase
 from ._hdr import Histogram
 from ._outcomes import RATES, measured_duration_s, rate_value
 from ._recorder import ALL
@@ -264,59 +264,92 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     The rule is the run's own (``hopbench._finish.analyse``; docs/results.md,
     "Load held"): a closed loop of N users holds when on average at least 90 %
     of N were busy with the target; an open loop when the requests sent reach
-    90 % of the requested rate and no arrival was dropped at ``max_in_flight``.
-    Budgets measured under a lighter load than asked are no evidence of the
-    gateway at that load, so ``held: false`` fails unless ``allow_load_not_held``.
-    ``held`` null passes (a run bounded by ``run.requests`` is not judged: its
-    end is not a failure to hold load), and so does a summary without it.
+    90 % of the arrivals its schedule had due in the load's window (``load.due``)
+    and no arrival was dropped at ``max_in_flight``. Budgets measured under a
+    lighter load than asked are no evidence of the gateway at that load, so
+    ``held: false`` fails unless ``allow_load_not_held``. ``held`` null passes (a
+    run bounded by ``run.requests`` is not judged: its end is not a failure to
+    hold load), and so does a summary without it. The figures are said in the
+    words of the terminal's ``load:`` line (``hopbench._format.load_phrase``).
 
     As ``run.not_saturated`` reads the top-level ``saturated``, this reads the
     top-level ``load``: with workers it is the merged load of all of them (the
-    load the target saw; ``worker_detail`` records no ``held`` of its own); for
-    a staged run or a capacity search it is the stage of record's, whose
-    figures are the ones the budgets judge (the other stages' ``held`` is part
-    of their probe verdicts, and probes past the capacity are expected to fail it).
+    load the target saw; ``worker_detail`` records no ``held`` of its own). A
+    staged folder's top-level ``load`` is its stage of record's:
+
+    * plain ``[[stage]]`` entries (``stages_kind`` "stages"): every stage is a
+      load the profile asked for, so any stage in ``stages`` whose ``held`` is
+      false fails the check too: the first such stage (or the stage of record)
+      leads the detail with its figures, the others are named after it;
+    * a capacity search (``stages_kind`` "search"): only the stage of record is
+      judged; probes above the capacity are expected not to hold their load
+      (their ``held`` is part of their probe verdicts).
+
+    Args:
+        summary: a summary.json dict.
+        opts: the gate's options (``allow_load_not_held``).
+
+    Returns:
+        the check; never raises on a malformed summary (what is missing is not judged).
     """
     load = summary.get("load")
     load = load if isinstance(load, Mapping) else {}
     held = load.get("held")
-    figures = _load_figures(load)
+    figures = load_phrase(load)
     stage = summary.get("stage_of_record")
     where = f"stage of record {stage}: " if isinstance(stage, str) and stage else ""
-    if held is not False:
+    failed = _stages_not_held(summary)
+    if held is not False and not failed:
         if held is True:
-            return RunCheck("run.load_held", True, f"{where}load held" + (f" ({figures})" if figures else ""))
+            return RunCheck("run.load_held", True, f"{where}load held" + (f": {figures}" if figures else ""))
         why = ("load.held null: a run bounded by run.requests" if "held" in load
                else "summary.json has no load.held")
         return RunCheck("run.load_held", True, f"{where}load not judged ({why})")
-    if not figures:  # a summary without the figures: the run's own words
-        warned = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "load not held" in w]
-        figures = warned[0].split("load not held: ", 1)[-1] if warned else "load.held: false"
-    detail = f"{where}load not held: {figures}"
+    if held is False:
+        if not figures:  # a summary without the figures: the run's own words
+            warned = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "load not held" in w]
+            figures = warned[0].split("load not held: ", 1)[-1] if warned else "load.held: false"
+        detail = f"{where}load not held: {figures}"
+        # the stage of record is one of the stages: the others are named after it
+        failed = [f for f in failed if f.get("folder") != stage]
+    else:
+        first = failed.pop(0)
+        detail = f"stage {first.get('folder') or '?'}: load not held: {_stage_figures(first)}"
+    if failed:
+        detail += (f"; and {len(failed)} more stage{'s' if len(failed) > 1 else ''} not held: "
+                   + ", ".join(str(f.get("folder") or "?") for f in failed))
     if opts.allow_load_not_held:
         detail += "; allowed (allow_load_not_held)"
     return RunCheck("run.load_held", opts.allow_load_not_held, detail)
 
 
-def _load_figures(load: Mapping[str, Any]) -> str:
-    """The load block's requested vs achieved figures, one phrase ("" when it has none):
-    ``5.50 of 15.00 requests/s sent, 57 arrivals dropped at max_in_flight = 5`` or
-    ``mean_busy 10.2 of 16 users busy with the target``."""
-    def number(key: str) -> bool:
-        v = load.get(key)
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+def _stages_not_held(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The stages of a plain ``[[stage]]`` run whose ``held`` is false, in the order run
+    ([] for a capacity search, whose probes above capacity are expected to fail it, and
+    for a run without stages)."""
+    kind = summary.get("stages_kind")
+    if kind is None:  # (a folder written before stages_kind: its load shape says it)
+        shape = summary.get("resolved_load")
+        kind = shape.get("load.mode") if isinstance(shape, Mapping) else None
+    stages = summary.get("stages")
+    if kind != "stages" or not isinstance(stages, list):
+        return []
+    return [st for st in stages if isinstance(st, Mapping) and st.get("held") is False]
 
-    if number("requested_rate_rps") and number("achieved_rate_rps"):
-        text = (f"{fmt_num(load['achieved_rate_rps'])} of {fmt_num(load['requested_rate_rps'])} "
-                "requests/s sent")
-        if number("max_in_flight_hits") and load["max_in_flight_hits"]:
-            text += f", {load['max_in_flight_hits']:,} arrivals dropped at max_in_flight"
-            if number("max_in_flight"):
-                text += f" = {load['max_in_flight']}"
+
+def _stage_figures(stage: Mapping[str, Any]) -> str:
+    """A stage's load figures (its entry in ``stages``): the shared phrase when the
+    entry has them, else its load and achieved rate or busy users."""
+    text = load_phrase(stage)
+    if text:
         return text
-    if number("requested_concurrency") and number("mean_busy"):
-        return f"mean_busy {fmt_num(load['mean_busy'])} of {load['requested_concurrency']} users busy with the target"
-    return ""
+    load, mode = stage.get("load"), stage.get("mode")
+    if not isinstance(load, (int, float)):
+        return "held: false"
+    if mode == "rate":  # the stage's own load is the rate it asked
+        return load_phrase({"requested_rate_rps": load, "achieved_rate_rps": stage.get("achieved_rate_rps")}) \
+            or "held: false"
+    return load_phrase({"requested_concurrency": int(load), "mean_busy": stage.get("mean_busy")}) or "held: false"
 
 
 def _shape_text(summary: Mapping[str, Any]) -> str:

@@ -52,6 +52,7 @@ from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, overhe
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._runqueue import RunQueueWatch
+from ._schedule import Arrivals, DueCount
 from ._saturation import host_usage, sample_host
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
@@ -226,7 +227,9 @@ class RunStats:
     count what a gateway sees (request sent, not finished); ``peak_open``
     every stream the client held open; ``steady_phase_area`` the steady
     window's stream-ns per phase name; ``sent_measured`` the requests written
-    to the target in the measured window (after warm-up, before the stop).
+    to the target in the measured window (after warm-up, before the stop);
+    ``due`` (open loop) the arrivals its schedule had due in that window
+    (``hopbench._schedule.DueCount``; docs/results.md, ``load.due``).
     """
 
     started_ns: int = 0
@@ -244,6 +247,7 @@ class RunStats:
     peak_open: int = 0
     steady_phase_area: dict[str, int] = field(default_factory=dict)
     sent_measured: int = 0
+    due: int = 0
     steady_from_ns: int = 0
     last_change_ns: int = 0
     cpu_fractions: list[float] = field(default_factory=list)
@@ -524,6 +528,10 @@ class LoadRunner:
         #: the generator ends by itself (a trace replayed once): the run ends when it has
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
         self._last_due_ns: int | None = None  # the open loop's latest arrival taken up (clock ns)
+        #: the open loop's schedule (its arrival times, ns) and the count of those due in the
+        #: measured window (load.due); set as the clock starts
+        self._schedule: Iterator[int] | None = None
+        self._due: DueCount | None = None
         self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
         self._header_values = HeaderValues()
         self._record_headers = profile.run.record_headers
@@ -743,6 +751,8 @@ class LoadRunner:
         self._sync_stats()
         self._stopping = True
         self.stats.stop_ns = t - self._t0
+        if self._due is not None:
+            self.stats.due = self._due_at(t)
         # Closed-loop users run their streams inside the generator: they stop by
         # themselves after the current stream (``_take_request``), which keeps
         # the grace period for in-flight streams. The open-loop scheduler only
@@ -857,32 +867,48 @@ class LoadRunner:
             # task, the stop and the signal handlers.
             await trio.lowlevel.checkpoint()
 
-    async def _open_loop(self) -> None:
-        rate = self.load.rate_rps
-        poisson = self.load.arrival == "poisson"
-        gap_ns = NS_PER_S / rate
-        t_next = float(self._t0 + self._arrival_offset_ns)
-        async with self._open_pacer() as pacer:
-            await self._open_arrivals(pacer, rate, poisson, gap_ns, t_next)
+    def _due_at(self, stop_ns: int) -> int:
+        """The arrivals the open loop's schedule had due from the measured start to
+        ``stop_ns`` (clock ns) or the deadline, whichever is first: those taken up,
+        and those the loop had not reached yet (continued on a fork of the schedule;
+        a trace's own rest, which the cancelled generator no longer reads). At most
+        the rest of a ``run.requests`` budget of the latter."""
+        assert self._due is not None
+        end = stop_ns if self._deadline_ns is None else min(stop_ns, self._deadline_ns)
+        sched = self._schedule
+        rest: Iterator[int] = iter(())
+        if isinstance(sched, Arrivals):
+            rest = sched.fork()
+        elif sched is not None:
+            rest = sched
+        return self._due.at_stop(end, rest, self._requests_left)
 
-    async def _open_arrivals(self, pacer: Pacer, rate: float, poisson: bool, gap_ns: float,
-                             t_next: float) -> None:
+    async def _open_loop(self) -> None:
+        arrivals = Arrivals(self._t0 + self._arrival_offset_ns, self.load.rate_rps,
+                            self.load.arrival == "poisson", self._rng)
+        self._schedule = arrivals
+        self._due = DueCount(self._t0 + self.profile.run.warmup_ns)
+        async with self._open_pacer() as pacer:
+            await self._open_arrivals(pacer, arrivals)
+
+    async def _open_arrivals(self, pacer: Pacer, arrivals: Arrivals) -> None:
         st = self.stats
-        rng = self._rng
-        first = True  # (not st.arrivals: with the dispatcher an arrival counts only once written)
-        while True:
-            if poisson:
-                t_next += rng.expovariate(rate) * NS_PER_S
-            else:
-                t_next += 0 if first else gap_ns
-                first = False
-            intended = int(t_next)
+        due = self._due
+        assert due is not None
+        # (not st.arrivals: with the dispatcher an arrival counts only once written)
+        for intended in arrivals:
             if self._deadline_ns is not None and intended >= self._deadline_ns:
+                due.ended()
                 return  # the run's window is [t0, t0 + duration): nothing is due at its end
+            due.pending(intended)
             disp = self._dispatcher
-            await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
+            wake = intended if disp is None else intended - LOOKAHEAD_NS
+            await pacer.wait(wake)
+            due.passed(wake)  # (the pacer never returns early: every time before it is past)
             if not self._take_request():
+                due.ended()
                 return
+            due.planned()
             self._last_due_ns = intended
             if disp is not None:
                 self._submit(disp, intended, self._pick(), None)
@@ -914,14 +940,26 @@ class LoadRunner:
         spec = self.load.trace
         scenarios = self.profile.scenarios
         st = self.stats
-        for offset_ns, i, rep in spec.arrivals(*self.load.trace_part):
-            intended = self._t0 + offset_ns
+        t0 = self._t0
+        entries = spec.arrivals(*self.load.trace_part)
+        # the schedule's times (load.due): the entries the loop has not reached yet, read
+        # only once the loop stopped reading them (the rest of a schedule cut by the stop)
+        self._schedule = (t0 + offset_ns for offset_ns, _, _ in entries)
+        due = self._due = DueCount(t0 + self.profile.run.warmup_ns)
+        for offset_ns, i, rep in entries:
+            intended = t0 + offset_ns
             if self._deadline_ns is not None and intended >= self._deadline_ns:
+                due.ended()
                 return  # the run's window is [t0, t0 + duration): nothing is due at its end
+            due.pending(intended)
             disp = self._dispatcher
-            await pacer.wait(intended if disp is None else intended - LOOKAHEAD_NS)
+            wake = intended if disp is None else intended - LOOKAHEAD_NS
+            await pacer.wait(wake)
+            due.passed(wake)  # (the pacer never returns early: every time before it is past)
             if not self._take_request():
+                due.ended()
                 return
+            due.planned()
             self._last_due_ns = intended
             if disp is not None:
                 sc = scenarios[spec.scenario_index[i]]

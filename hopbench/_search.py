@@ -81,6 +81,12 @@ def _target(slo: Mapping[str, Any]) -> float | None:
     return max((float(t) for t in targets if isinstance(t, (int, float))), default=None)
 
 
+#: load-block figures a stage keeps besides achieved_rate_rps and mean_busy
+#: (``hopbench._format.load_phrase`` reads them; docs/results.md, "Capacity")
+_LOAD_KEYS = ("requested_rate_rps", "due", "sent", "max_in_flight_hits", "max_in_flight",
+              "requested_concurrency")
+
+
 def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
     """Judge one stage from its summary.json (pure).
 
@@ -93,7 +99,10 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         fraction met the target, its lower bound did not: lengthen the stage),
         "load not held", "client saturated", "run incomplete"; its ``figures``: good_fraction, good_fraction_lower, target,
         goodput_rps, goodput_tokens_per_s, judged, held, saturated,
-        achieved_rate_rps / mean_busy, ttft_p50_ms, ttft_p99_ms, itl_p99_ms,
+        achieved_rate_rps / mean_busy (with an open loop's requested_rate_rps, due,
+        sent, max_in_flight_hits, max_in_flight, or a closed loop's
+        requested_concurrency, when its load block has them), ttft_p50_ms,
+        ttft_p99_ms, itl_p99_ms,
         completed_per_s, folder (when the summary names one).
     """
     slo = summary.get("slo") or {}
@@ -125,6 +134,8 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         "held": held, "saturated": saturated,
         "achieved_rate_rps": load_block.get("achieved_rate_rps"),
         "mean_busy": load_block.get("mean_busy"),
+        # the rest of its load block's figures, for the gate's words on a stage not held
+        **{k: load_block[k] for k in _LOAD_KEYS if k in load_block},
         "ttft_p50_ms": _ms(scope, "ttft", "p50"), "ttft_p99_ms": _ms(scope, "ttft", "p99"),
         "itl_p99_ms": _ms(scope, "itl", "p99"),
         "completed_per_s": (summary.get("headline") or {}).get("completed_per_s"),

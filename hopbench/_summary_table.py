@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ._format import fmt_num as _num
+from ._format import load_phrase
 from ._hdr import METRICS
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 
@@ -158,21 +159,18 @@ def _headline(summary: Mapping[str, Any]) -> Text | None:
 
 def load_text(load: Mapping[str, Any]) -> str | None:
     """The load the run held, one line (summary.json ``load``; docs/results.md,
-    "Load held"): an open loop's achieved against requested rate, its schedule
-    lag p99 and how many requests the dispatcher thread wrote; a closed loop's
-    busy users against its concurrency. None when the block says neither."""
-    if load.get("requested_rate_rps") is not None and load.get("achieved_rate_rps") is not None:
-        text = (f"{_num(load['achieved_rate_rps'])} of {_num(load['requested_rate_rps'])} requests/s "
-                f"sent · schedule lag p99 {_num(load.get('schedule_lag_p99_ms'))} ms")
+    "Load held"): the shared phrase (``hopbench._format.load_phrase``, the words
+    ``hopbench gate`` uses too), then, for an open loop, its schedule lag p99 and
+    how many requests the dispatcher thread wrote. None when the block says neither."""
+    text = load_phrase(load)
+    if not text:
+        return None
+    if load.get("requested_concurrency") is None and load.get("mode") != "concurrency":
+        text += f" · schedule lag p99 {_num(load.get('schedule_lag_p99_ms'))} ms"
         if load.get("dispatcher_threads"):
             text += (f" · {_int(load.get('dispatched'))} written by the dispatcher thread, "
                      f"{_int(load.get('spare_connections'))} spare connections")
-        if load.get("max_in_flight_hits"):
-            text += f" · {_int(load['max_in_flight_hits'])} dropped at max_in_flight"
-        return text
-    if load.get("requested_concurrency") is not None and load.get("mean_busy") is not None:
-        return f"{_num(load['mean_busy'])} of {load['requested_concurrency']} users busy on average"
-    return None
+    return text
 
 
 def _has(warnings: list[str], phrase: str | tuple[str, ...]) -> bool:

@@ -283,8 +283,22 @@ class TraceSpec:
 
     @property
     def rate_rps(self) -> float:
-        """The window's mean request rate at this speedup, requests per second."""
+        """The window's mean request rate at this speedup, requests per second.
+
+        Meaningless for a replay of :attr:`one_instant` (its period is made up:
+        1 ms, or 1 s for a single entry); the reports show no rate for one.
+        """
         return len(self.entries) / (self.period_ms / 1000.0) * self.speedup
+
+    @property
+    def one_instant(self) -> bool:
+        """The replay is one instant: not looped, and every entry of the window
+        at one timestamp (a single entry, or a burst). Such a schedule has no
+        rate: requests/s over the gap after the instant (a made-up mean gap: 0.5
+        ms for two entries) would read as thousands per second
+        (docs/workloads.md, "Trace replay"). A looped one repeats every
+        ``period_ms``: that is its rate."""
+        return not self.loop and self.entries[0].t_ms == self.entries[-1].t_ms
 
     def offset_ns(self, i: int, rep: int) -> int:
         """Entry ``i``'s scheduled time in pass ``rep`` (0-based), ns from the replay's start."""
@@ -365,7 +379,8 @@ def replay_plan(spec: TraceSpec, duration_ns: int | None, requests: int | None,
     """What a trace replay will do, said before the load: (plan line, warning or None).
 
     The line gives the window's requests, one pass's replay time at
-    ``spec.speedup`` and the mean rate. The warning: one pass takes longer than
+    ``spec.speedup`` and the mean rate (a replay of :attr:`TraceSpec.one_instant`
+    has none: the line says the requests are due at one instant). The warning: one pass takes longer than
     ``LONG_REPLAY_S`` with nothing else to end it (a speedup far below 1 stretches
     the trace: ``speedup = 1e-6`` makes a 10 s trace 116 days), or
     ``run.duration_s`` ends the replay before the window's last request.
@@ -378,9 +393,13 @@ def replay_plan(spec: TraceSpec, duration_ns: int | None, requests: int | None,
     n = len(spec.entries)
     last_s = spec.offset_ns(n - 1, 0) / 1e9  # the window's last request, from the replay's start
     pass_s = spec.period_ms / 1000.0 / spec.speedup if spec.loop else last_s
-    line = (f"trace replay: {n} request{'s' if n != 1 else ''} from {spec.path.name}, "
-            f"{_span(pass_s)} a pass at speedup {spec.speedup:g} (mean {spec.rate_rps:.3g} requests/s)"
-            + (", looped" if spec.loop else ""))
+    if spec.one_instant:  # no rate (TraceSpec.one_instant): say what it is instead
+        line = (f"trace replay: {n} request{'s' if n != 1 else ''} from {spec.path.name}, "
+                + ("all due at one instant (no rate)" if n > 1 else "due at the replay's start (no rate)"))
+    else:
+        line = (f"trace replay: {n} request{'s' if n != 1 else ''} from {spec.path.name}, "
+                f"{_span(pass_s)} a pass at speedup {spec.speedup:g} (mean {spec.rate_rps:.3g} requests/s)"
+                + (", looped" if spec.loop else ""))
     warning = None
     if duration_ns is None and requests is None and pass_s > LONG_REPLAY_S:
         warning = (f"the trace's window takes {_span(pass_s)} to replay at load.speedup = {spec.speedup:g} "

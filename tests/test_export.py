@@ -271,7 +271,7 @@ def _summary(**extra: Any) -> dict[str, Any]:
                      "load not held: 6.0 requests/s sent to the target, 10 requested"],
         "interrupted_by": "SIGINT",
         "load": {"mode": "rate", "held": False, "requested_rate_rps": 10.0, "achieved_rate_rps": 6.0,
-                 "mean_busy": 2.5, "peak_in_flight": 4},
+                 "due": 98, "sent": 60, "mean_busy": 2.5, "peak_in_flight": 4},
         "gate": {"ttft.p99": "< 500 ms"},
         "complete": False, "scopes": _SCOPES, "warmup": None}
     doc.update(extra)
@@ -295,6 +295,8 @@ def test_trust_rows_of_a_partial_saturated_run() -> None:
         ("run", "load.held", 0, ""),
         ("run", "load.requested_rate_rps", 10.0, "requests/s"),
         ("run", "load.achieved_rate_rps", 6.0, "requests/s"),
+        ("run", "load.due", 98, ""),
+        ("run", "load.sent", 60, ""),
         ("run", "load.mean_busy", 2.5, ""),
         ("run", "warnings", 3, ""),
         ("run", "profile.profiles/nightly.toml", 1, ""),

@@ -156,9 +156,11 @@ def test_gate_incomplete_or_saturated_run_fails_by_default() -> None:
 
 # summary.json load blocks as hopbench._finish.analyse writes them (docs/results.md, "Load held")
 _OPEN_NOT_HELD = {"mode": "rate", "measured_s": 8.0, "requested_rate_rps": 15.0, "achieved_rate_rps": 5.5,
-                  "arrival_rate_rps": 12.6, "max_in_flight": 5, "max_in_flight_hits": 57, "held": False}
+                  "arrival_rate_rps": 12.6, "due": 101, "sent": 44, "max_in_flight": 5,
+                  "max_in_flight_hits": 57, "held": False}
 _OPEN_WARNINGS = ["load not held: 57 arrivals dropped at max_in_flight = 5",
-                  "load not held: 5.5 requests/s sent to the target, 15 requested"]
+                  "load not held: 44 of the 101 arrivals due in the load's window were sent to the target "
+                  "(5.5 requests/s, 15 requested)"]
 _CLOSED_NOT_HELD = {"mode": "concurrency", "measured_s": 8.0, "requested_concurrency": 16, "mean_busy": 10.2,
                     "held": False}
 
@@ -176,16 +178,21 @@ def test_gate_load_not_held_fails_and_quotes_the_figures() -> None:
     assert not report.passed and report.exit_code == 1
     c = _check(report, "run.load_held")
     assert not c.passed
-    assert c.detail == "load not held: 5.50 of 15.00 requests/s sent, 57 arrivals dropped at max_in_flight = 5"
+    assert c.detail == ("load not held: 44 of 101 due arrivals sent (5.50 of 15.00 requests/s), "
+                        "57 arrivals dropped at max_in_flight = 5")
     assert "FAIL  run.load_held" in report.render("text")
     assert report.headline() == "gate FAILED: 1 held, 1 run check failed"
     closed = evaluate_gate(_summary(load=_CLOSED_NOT_HELD), {"ttft.p50": "<= 1s"})
     c = _check(closed, "run.load_held")
     assert not closed.passed and not c.passed
-    assert c.detail == "load not held: mean_busy 10.20 of 16 users busy with the target"
-    # an open loop short of its rate without a drop: no drop is mentioned
+    assert c.detail == "load not held: 10.20 of 16 users busy with the target on average"
+    # an open loop short of its due arrivals without a drop: no drop is mentioned
     short = dict(_OPEN_NOT_HELD, max_in_flight_hits=0)
     assert _check(evaluate_gate(_summary(load=short), {"ttft.p50": "<= 1s"}), "run.load_held").detail == (
+        "load not held: 44 of 101 due arrivals sent (5.50 of 15.00 requests/s)")
+    # a summary written before load.due: its rates
+    old = {k: v for k, v in short.items() if k not in ("due", "sent")}
+    assert _check(evaluate_gate(_summary(load=old), {"ttft.p50": "<= 1s"}), "run.load_held").detail == (
         "load not held: 5.50 of 15.00 requests/s sent")
 
 
@@ -195,7 +202,7 @@ def test_gate_load_not_held_allowed_by_flag_or_budget_key() -> None:
                    evaluate_gate(s, {"ttft.p50": "<= 1s", "allow_load_not_held": True})):
         c = _check(report, "run.load_held")
         assert report.passed and c.passed
-        assert c.detail.startswith("load not held: 5.50 of 15.00") and c.detail.endswith(
+        assert c.detail.startswith("load not held: 44 of 101") and c.detail.endswith(
             "; allowed (allow_load_not_held)")
     # the other allow_* options do not let it pass
     assert not evaluate_gate(s, {"ttft.p50": "<= 1s"}, allow_saturated=True, allow_incomplete=True).passed
@@ -203,10 +210,10 @@ def test_gate_load_not_held_allowed_by_flag_or_budget_key() -> None:
 
 
 def test_gate_load_held_or_not_judged_passes() -> None:
-    held = dict(_OPEN_NOT_HELD, achieved_rate_rps=14.9, max_in_flight_hits=0, held=True)
+    held = dict(_OPEN_NOT_HELD, achieved_rate_rps=14.9, sent=119, due=120, max_in_flight_hits=0, held=True)
     report = evaluate_gate(_summary(load=held), {"ttft.p50": "<= 1s"})
     assert report.passed
-    assert _check(report, "run.load_held").detail == "load held (14.90 of 15.00 requests/s sent)"
+    assert _check(report, "run.load_held").detail == "load held: 119 of 120 due arrivals sent (14.90 of 15.00 requests/s)"
     # a run bounded by run.requests is not judged (held null); an older summary
     # without held says nothing either: not a failure
     for load, why in (({"measured_s": 10.0}, "summary.json has no load.held"),
@@ -230,15 +237,16 @@ def test_gate_load_held_staged_and_workers_judge_the_top_level_load() -> None:
     # a probe past the capacity that did not hold its load is the search's business
     stages = [{"load": 8.0, "held": True, "passed": True, "folder": "probe-01-r8"},
               {"load": 16.0, "held": False, "passed": False, "folder": "probe-02-r16"}]
-    staged = _summary(load=dict(_OPEN_NOT_HELD, requested_rate_rps=8.0, achieved_rate_rps=8.0,
+    staged = _summary(load=dict(_OPEN_NOT_HELD, requested_rate_rps=8.0, achieved_rate_rps=8.0, due=64, sent=64,
                                 max_in_flight_hits=0, held=True),
                       stages=stages, stage_of_record="probe-01-r8")
     report = evaluate_gate(staged, {"ttft.p50": "<= 1s"})
     assert report.passed
-    assert _check(report, "run.load_held").detail == "stage of record probe-01-r8: load held (8.00 of 8.00 requests/s sent)"
+    assert _check(report, "run.load_held").detail == (
+        "stage of record probe-01-r8: load held: 64 of 64 due arrivals sent (8.00 of 8.00 requests/s)")
     unheld = _summary(load=_CLOSED_NOT_HELD, stages=stages, stage_of_record="probe-02-r16")
     c = _check(evaluate_gate(unheld, {"ttft.p50": "<= 1s"}), "run.load_held")
-    assert not c.passed and c.detail.startswith("stage of record probe-02-r16: load not held: mean_busy 10.20")
+    assert not c.passed and c.detail.startswith("stage of record probe-02-r16: load not held: 10.20 of 16 users")
     # with workers, load is the merged load of every worker (what the target saw)
     workers = _summary(load=_OPEN_NOT_HELD, workers=2, worker_detail=[{"index": 0}, {"index": 1}])
     assert not _check(evaluate_gate(workers, {"ttft.p50": "<= 1s"}), "run.load_held").passed
@@ -253,7 +261,7 @@ def test_gate_load_not_held_in_json_and_junit() -> None:
     root = ET.fromstring(report.render("junit").split("\n", 1)[1])
     case = next(c for c in root.iter("testcase") if c.get("name") == "run.load_held")
     failure = case.find("failure")
-    assert failure is not None and "5.50 of 15.00 requests/s sent" in (failure.get("message") or "")
+    assert failure is not None and "44 of 101 due arrivals sent" in (failure.get("message") or "")
 
 
 def _open_loop(rate_rps: float, **top: Any) -> dict[str, Any]:

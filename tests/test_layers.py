@@ -35,7 +35,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # histograms and metric names, outcome/detail/rate names
     1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes",
         "hopbench._html",
-        "hopbench._lengths", "hopbench._textfile"),
+        "hopbench._lengths", "hopbench._textfile", "hopbench._schedule"),
     # pure core: decoder base, recorder, statistics, emulator config
     2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
         "hopbench._fields",

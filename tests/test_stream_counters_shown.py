@@ -81,20 +81,21 @@ def test_the_load_held_is_shown_on_the_terminal_and_in_the_report(tmp_path: Path
 
     summary, snap = _summary(tmp_path)
     summary["load"] = {"mode": "rate", "requested_rate_rps": 50.0, "achieved_rate_rps": 48.5,
+                       "due": 100, "sent": 97, "max_in_flight": 1000,
                        "schedule_lag_p99_ms": 0.84, "dispatcher_threads": 1, "dispatched": 97,
                        "spare_connections": 12, "max_in_flight_hits": 3}
-    want = ("48.50 of 50.00 requests/s sent · schedule lag p99 0.840 ms · 97 written by the dispatcher "
-            "thread, 12 spare connections · 3 dropped at max_in_flight")
+    want = ("97 of 100 due arrivals sent (48.50 of 50.00 requests/s), 3 arrivals dropped at max_in_flight "
+            "= 1,000 · schedule lag p99 0.840 ms · 97 written by the dispatcher thread, 12 spare connections")
     assert load_text(summary["load"]) == want  # type: ignore[arg-type]
     console = Console(record=True, width=200, color_system=None)
     render_summary(summary, console)
     assert f"load: {want}" in console.export_text()
     run = RunData(path=tmp_path / "run", summary=summary, snapshot=snap, timeline=[], intervals={}, notes=[])
-    assert "load: 48.50 of 50.00 requests/s sent" in _run_figures(run)
+    assert "load: 97 of 100 due arrivals sent (48.50 of 50.00 requests/s)" in _run_figures(run)
     # the event loop paced it: no dispatcher figures; a closed loop: its busy users
     assert load_text({"requested_rate_rps": 5, "achieved_rate_rps": 5, "schedule_lag_p99_ms": 2,
                       "dispatcher_threads": 0, "dispatched": 0}) == "5.00 of 5.00 requests/s sent · schedule lag p99 2.00 ms"
-    assert load_text({"requested_concurrency": 8, "mean_busy": 7.9}) == "7.90 of 8 users busy on average"
+    assert load_text({"requested_concurrency": 8, "mean_busy": 7.9}) == "7.90 of 8 users busy with the target on average"
     assert load_text({}) is None
 
 

@@ -1,0 +1,170 @@
+"""An open loop's arrival times, and how many of them were due in the measured window.
+
+Role: ``hopbench._runner`` takes its open loop's arrival times from
+:class:`Arrivals` (constant or Poisson at ``rate_rps``; a trace replay has its
+own schedule, ``hopbench._trace.TraceSpec.arrivals``) and notes each one it
+plans in a :class:`DueCount`; at the stop, :meth:`DueCount.at_stop` says how
+many arrivals the schedule had due in ``[measured start, stop)``: summary.json
+``load.due``, the figure an open loop's "load held" is judged against
+(``hopbench._finish.analyse``; docs/results.md, "Load held"). A seeded Poisson
+schedule that happened to be sparse over a short run is then judged on the
+arrivals it really had, not on rate x window.
+
+Invariants:
+
+* Pure: no clock, no trio; times are integer ns on the runner's clock
+  (``hopbench._clock.now_ns``), passed in.
+* :class:`Arrivals` draws exactly what the runner drew before it existed (one
+  ``expovariate`` per Poisson arrival, from the run's random stream, when the
+  arrival is planned), so a seeded run keeps its schedule; :meth:`Arrivals.fork`
+  continues it on a copy of that stream and leaves the run's own untouched.
+* :class:`DueCount` holds only the planned arrivals that may still be at or
+  after the stop (those within the look-ahead of the latest wake-up): memory
+  does not grow with the run's length.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+from collections.abc import Iterable, Iterator
+
+from ._units import NS_PER_S
+
+__all__ = ["Arrivals", "DueCount"]
+
+
+class Arrivals:
+    """Open-loop arrival times in order, ns on the runner's clock (an iterator of int).
+
+    The first arrival is at ``start_ns`` (constant) or one exponential gap after it
+    (Poisson); each next one a gap of ``1 / rate_rps`` s later (constant) or an
+    exponential gap of mean ``1 / rate_rps`` s (Poisson: ``rng.expovariate``). The
+    times are accumulated as a float and truncated to ns, as the runner always did.
+
+    Args:
+        start_ns: the schedule's origin (the run's start plus a worker's arrival offset), ns.
+        rate_rps: requests per second, > 0.
+        poisson: exponential gaps (``load.arrival = "poisson"``) instead of constant ones.
+        rng: the run's random stream (Poisson gaps are drawn from it).
+    """
+
+    __slots__ = ("_t", "_gap_ns", "_rate", "_poisson", "_rng", "_first")
+
+    def __init__(self, start_ns: float, rate_rps: float, poisson: bool, rng: random.Random) -> None:
+        self._t = float(start_ns)
+        self._rate = rate_rps
+        self._gap_ns = NS_PER_S / rate_rps
+        self._poisson = poisson
+        self._rng = rng
+        self._first = True
+
+    def __iter__(self) -> Iterator[int]:
+        return self
+
+    def __next__(self) -> int:
+        if self._poisson:
+            self._t += self._rng.expovariate(self._rate) * NS_PER_S
+        else:
+            self._t += 0 if self._first else self._gap_ns
+            self._first = False
+        return int(self._t)
+
+    def fork(self) -> Arrivals:
+        """The same schedule from here on, drawing from a copy of the random stream.
+
+        Returns:
+            an independent :class:`Arrivals` whose next time follows the last one
+            this one gave; drawing from it leaves this one's stream untouched (a
+            Poisson continuation: the run's own stream also serves other draws,
+            so the copy's times are a fair sample of the schedule, not the very
+            times the run would have planned).
+        """
+        rng = random.Random()
+        rng.setstate(self._rng.getstate())
+        other = Arrivals(0.0, self._rate, self._poisson, rng)
+        other._t, other._first = self._t, self._first
+        return other
+
+
+class DueCount:
+    """How many arrivals of an open loop's schedule were due in ``[from_ns, stop)``.
+
+    The runner calls, for each arrival in schedule order: :meth:`pending` when it
+    takes the arrival's time from the schedule (before it waits for it), then
+    :meth:`planned` once the arrival is taken up (sent, queued for the dispatcher
+    thread, or dropped at ``max_in_flight``: all were due), or :meth:`ended` when
+    the schedule runs out there (a ``run.requests`` budget); :meth:`passed` after
+    each wake-up tells it which planned times are surely in the past. At the stop,
+    :meth:`at_stop` counts.
+
+    Args:
+        from_ns: the measured window's start (the run's start plus ``run.warmup_s``), ns.
+    """
+
+    __slots__ = ("from_ns", "_done", "_ahead", "_pending", "_ended")
+
+    def __init__(self, from_ns: int) -> None:
+        self.from_ns = from_ns
+        self._done = 0  # planned, in the window, and before some moment already past
+        self._ahead: collections.deque[int] = collections.deque()  # planned, maybe not yet due
+        self._pending: int | None = None
+        self._ended = False
+
+    def pending(self, t_ns: int) -> None:
+        """The schedule's next arrival is due at ``t_ns`` (not taken up yet)."""
+        self._pending = t_ns
+
+    def planned(self) -> None:
+        """The pending arrival was taken up."""
+        t = self._pending
+        self._pending = None
+        if t is not None and t >= self.from_ns:
+            self._ahead.append(t)
+
+    def ended(self) -> None:
+        """The schedule ran out: the pending arrival is not part of it, none follows."""
+        self._pending = None
+        self._ended = True
+
+    def passed(self, before_ns: int) -> None:
+        """Every instant before ``before_ns`` is past (the clock has reached it)."""
+        ahead = self._ahead
+        while ahead and ahead[0] < before_ns:
+            ahead.popleft()
+            self._done += 1
+
+    def at_stop(self, stop_ns: int, rest: Iterable[int] = (), limit: int | None = None) -> int:
+        """The arrivals due in ``[from_ns, stop_ns)``.
+
+        Args:
+            stop_ns: when the load stopped, ns (an arrival due at it is not in the window).
+            rest: the schedule's times after the pending one, in order (e.g.
+                :meth:`Arrivals.fork`, or the rest of a trace's); read only up to
+                ``stop_ns``, and not at all once the schedule ended: arrivals due
+                before the stop that the loop had not reached yet (it was late)
+                were due all the same.
+            limit: at most this many of the arrivals not yet taken up (the
+                pending one and ``rest``) count: what was left of a ``run.requests``
+                budget; None: no bound.
+
+        Returns:
+            the count, >= 0.
+        """
+        n = self._done + sum(1 for t in self._ahead if t < stop_ns)
+        if self._ended:
+            return n
+        late = taken = 0
+        times = rest if self._pending is None else _chain(self._pending, rest)
+        for t in times:
+            if t >= stop_ns or (limit is not None and taken >= limit):
+                break
+            taken += 1  # (an arrival of the warm-up would have used up the budget too)
+            if t >= self.from_ns:
+                late += 1
+        return n + late
+
+
+def _chain(first: int, rest: Iterable[int]) -> Iterator[int]:
+    yield first
+    yield from rest

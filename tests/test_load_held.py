@@ -1,0 +1,306 @@
+"""Whether an open loop held its load, judged on the arrivals its schedule had due
+(summary.json ``load.due``; docs/results.md, "Load held"), over the whole run: a short
+seeded Poisson run, a client that falls behind, a trace replay, workers, a trace at one
+instant, every stage of a staged run, and the words the terminal and the gate share.
+
+Timing runs under trio's MockClock (autojump): exact whatever the machine's load."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from hopbench import _runner
+from hopbench._counters import RunCounters
+from hopbench._finish import LOAD_HELD_FRACTION, Part, RunEnd, WorkerInfo, analyse, judge
+from hopbench._format import load_phrase
+from hopbench._gate import evaluate_gate
+from hopbench._profile import Profile, load_profile
+from hopbench._recorder import ALL, Recorder, Snapshot
+from hopbench._schedule import Arrivals, DueCount
+from hopbench._summary_table import load_text
+
+from _fake_transport import Plan, fake_transport
+
+S = 1_000_000_000
+_TARGET = '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n'
+
+
+def _profile(tmp_path: Path, run: str, load: str, trace: list[float] | None = None) -> Profile:
+    if trace is not None:
+        (tmp_path / "t.jsonl").write_text("".join(
+            f'{{"timestamp_ms": {t}, "input_tokens": 4, "output_tokens": 4}}\n' for t in trace))
+    path = tmp_path / "p.toml"
+    path.write_text(f"[run]\n{run}\n[load]\n{load}\n{_TARGET}")
+    return load_profile(path)
+
+
+async def _run(profile: Profile, stop_s: float | None = None, **kw: Any,
+               ) -> tuple[_runner.LoadRunner, Recorder]:
+    """Run ``profile`` on the fake transport; a SIGINT-like stop at ``stop_s`` (fake clock)."""
+    rec = Recorder(["chat-m"])
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]), **kw)
+    async with trio.open_nursery() as n:
+        if stop_s is not None:
+            async def stop() -> None:
+                await trio.sleep(stop_s)
+                runner.request_stop("SIGINT")
+            n.start_soon(stop)
+        await runner.run()
+        n.cancel_scope.cancel()
+    return runner, rec
+
+
+def _not_held(warnings: list[str]) -> list[str]:
+    return [w for w in warnings if "load not held" in w]
+
+
+# -- 1. a short seeded Poisson run ------------------------------------------------
+
+async def test_load_held_short_poisson_run_is_judged_on_its_due_arrivals(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # breaker: Poisson at 10/s, Ctrl-C after 1.2 s. Seed 4's schedule had 9 arrivals in
+    # [0, 1.2 s) where rate x window expects 12; the client sent every one on time, and the
+    # run said "load not held: 7.5 requests/s sent to the target, 10 requested"
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    profile = _profile(tmp_path, "duration_s = 60\nseed = 4",
+                       'mode = "rate"\nrate_rps = 10\narrival = "poisson"')
+    lines: list[dict[str, Any]] = []
+    runner, rec = await _run(profile, 1.2, on_stream=lines.append)
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert runner.stats.stop_ns == int(1.2 * S)
+    # the schedule's own arrivals before the stop, each sent at its time
+    starts = sorted(x["start_ns"] for x in lines)
+    assert len(starts) == 9 and starts[-1] < 1.2 * S
+    assert load["due"] == load["sent"] == 9
+    assert load["requested_rate_rps"] == 10.0  # what the profile asked, kept
+    assert load["achieved_rate_rps"] < LOAD_HELD_FRACTION * load["requested_rate_rps"]  # the noise
+    assert load["held"] is True and not _not_held(warnings)
+    assert load_text(load) is not None and load_text(load).startswith(  # type: ignore[union-attr]
+        "9 of 9 due arrivals sent (7.50 of 10.00 requests/s)")
+
+
+async def test_load_held_a_client_behind_its_schedule_is_not_held(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # the loop takes 0.15 s more than the schedule per arrival (constant, 10/s): by the stop at
+    # 2 s it has taken up 13 of the 20 arrivals due; the 7 it never reached were due all the same
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+
+    class LatePacer(_runner.Pacer):
+        async def wait(self, deadline_ns: int) -> None:
+            await super().wait(deadline_ns)
+            await trio.sleep(0.15)
+
+    monkeypatch.setattr(_runner, "Pacer", LatePacer)
+    profile = _profile(tmp_path, "duration_s = 2", 'mode = "rate"\nrate_rps = 10\narrival = "constant"')
+    runner, rec = await _run(profile)
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert load["due"] == 20                       # 0, 0.1, ..., 1.9 s
+    assert load["sent"] == runner.stats.arrivals == 13  # taken up at 0.15, 0.30, ..., 1.95 s (late)
+    assert load["held"] is False
+    assert _not_held(warnings) == ["load not held: 13 of the 20 arrivals due in the load's window were sent "
+                                   "to the target (6.5 requests/s, 10 requested)"]
+
+
+def test_load_held_due_count_takes_the_planned_and_the_unreached_arrivals() -> None:
+    # hopbench._schedule, pure: constant 10/s from 0, measured from 0.25 s
+    arrivals = Arrivals(0, 10.0, False, random.Random(0))
+    due = DueCount(int(0.25 * S))
+    for t in (next(arrivals) for _ in range(5)):  # 0 .. 0.4 s planned, the last one pending
+        due.pending(t)
+        due.passed(t)
+        due.planned()
+    assert due.at_stop(int(0.45 * S)) == 2                       # 0.3, 0.4 (not 0.0-0.2: warm-up)
+    assert due.at_stop(int(1.0 * S), arrivals.fork()) == 7       # + 0.5 .. 0.9, not reached
+    assert due.at_stop(int(1.0 * S), arrivals.fork(), limit=2) == 4  # what was left of a budget
+    due.pending(next(arrivals))
+    assert due.at_stop(int(0.5 * S), arrivals.fork()) == 2       # 0.5 s is at the stop: not due
+    assert due.at_stop(int(0.51 * S), arrivals.fork()) == 3      # pending 0.5 s: due, not taken up
+    due.ended()                                                  # a budget ran out there
+    assert due.at_stop(int(5 * S), arrivals.fork()) == 2
+
+
+def test_load_held_poisson_fork_continues_the_same_schedule() -> None:
+    a = Arrivals(0, 50.0, True, random.Random(7))
+    [next(a) for _ in range(10)]
+    fork = a.fork()
+    assert [next(fork) for _ in range(20)] == [next(a) for _ in range(20)]  # the same stream, copied
+    # ... and drawing from the fork leaves the run's own stream where it was
+    b, c = Arrivals(0, 50.0, True, random.Random(7)), Arrivals(0, 50.0, True, random.Random(7))
+    [next(c.fork()) for _ in range(5)]
+    assert [next(b) for _ in range(5)] == [next(c) for _ in range(5)]
+
+
+# -- 2. a trace replay, and a trace at one instant -------------------------------
+
+async def test_load_held_trace_due_is_the_entries_due_in_the_window(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"',
+                       [0, 10, 20, 700, 1100, 1300, 2000])
+    runner, rec = await _run(profile, 1.2)
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert load["due"] == load["sent"] == load["trace"]["scheduled"] == 5  # 0 .. 1100 ms
+    assert load["held"] is True and not _not_held(warnings)
+
+
+@pytest.mark.parametrize("trace", [[500.0], [500.0, 500.0, 500.0]])
+async def test_load_held_trace_at_one_instant_has_no_rate(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        trace: list[float]) -> None:
+    # breaker: 3 entries at one timestamp made a 0.33 ms window: "9,000 of 9,000 requests/s"
+    from hopbench._trace import replay_plan
+
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', trace)
+    runner, rec = await _run(profile)
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    n = len(trace)
+    assert profile.load.trace.one_instant
+    assert load["requested_rate_rps"] is load["achieved_rate_rps"] is load["arrival_rate_rps"] is None
+    assert load["trace"]["trace_rate_rps"] is load["trace"]["mean_rate_rps"] is None
+    assert "one instant" in load["requested_rate_note"]
+    assert load["due"] == load["sent"] == n and load["held"] is True and not _not_held(warnings)
+    text = load_text(load)
+    assert text is not None and text.startswith(f"{n} of {n} due arrivals sent · ") and "requests/s" not in text
+    assert "requests/s" not in replay_plan(profile.load.trace, None, None)[0]
+    # a looped one repeats: its period is its rate
+    looped = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"\nloop = true', trace)
+    assert not looped.load.trace.one_instant
+
+
+def test_load_held_trace_at_one_instant_short_of_its_due_is_not_held(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', [0.0] * 10)
+    counters = RunCounters(stop_ns=5 * S, schedule_end_ns=int(0.0001 * S), due=10, sent_measured=5)
+    _, warnings, load = analyse(profile, counters, Snapshot.merge([]))
+    assert load["held"] is False
+    assert _not_held(warnings) == ["load not held: 5 of the 10 arrivals due in the load's window were sent "
+                                   "to the target"]
+
+
+# -- 3. workers: the due counts add up ---------------------------------------------
+
+async def test_load_held_workers_due_adds_up(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from hopbench._workers import share_profile, split_load
+
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    profile = _profile(tmp_path, "duration_s = 60\nseed = 4", 'mode = "rate"\nrate_rps = 10\narrival = "poisson"')
+    parts, snaps = [], []
+    for share in split_load(profile, 2):
+        part = share_profile(profile, share)
+        runner, rec = await _run(part, 1.2, load=share.load, request_budget=share.request_budget,
+                                 seed_offset=share.index, arrival_offset_ns=share.arrival_offset_ns)
+        snap = rec.snapshot()
+        snaps.append(snap)
+        parts.append(Part(part, runner.counters(), snap,
+                          WorkerInfo(share.index, "h", 1, "done", None, {"rate_rps": share.load.rate_rps})))
+    total = Snapshot.merge(snaps)
+    doc = judge(profile, parts, total, None, {"started_at_unix_s": 1.0}, RunEnd(ended_at_unix_s=3.0)).to_json()
+    dues = [p.counters.due for p in parts]
+    assert all(d > 0 for d in dues)
+    assert doc["load"]["due"] == sum(dues) == total.counter(ALL, "started")
+    assert doc["load"]["sent"] == sum(p.counters.sent_measured for p in parts)
+    assert doc["load"]["held"] is True and not _not_held(doc["warnings"])
+    assert RunCounters.from_json(parts[0].counters.to_json()).due == dues[0]  # shipped between processes
+
+
+# -- 4. every stage of a staged run; a search's stage of record only --------------
+
+_STAGES = [
+    {"load": 10.0, "mode": "rate", "folder": "stage-00-r10", "held": True, "passed": True,
+     "requested_rate_rps": 10.0, "achieved_rate_rps": 10.0, "due": 50, "sent": 50},
+    {"load": 40.0, "mode": "rate", "folder": "stage-01-r40", "held": False, "passed": False,
+     "requested_rate_rps": 40.0, "achieved_rate_rps": 30.0, "due": 200, "sent": 150},
+    {"load": 20.0, "mode": "rate", "folder": "stage-02-r20", "held": True, "passed": True,
+     "requested_rate_rps": 20.0, "achieved_rate_rps": 20.0, "due": 100, "sent": 100},
+]
+
+
+def _staged(kind: str, stages: list[dict[str, Any]] = _STAGES, record: int = 2) -> dict[str, Any]:
+    rec = stages[record]
+    load = {k: rec[k] for k in ("requested_rate_rps", "achieved_rate_rps", "due", "sent")}
+    return {"complete": True, "saturated": False, "warnings": [],
+            "headline": {"started": 100, "completed": 100},
+            "scopes": {"all": {"metrics": {"ttft": {"count": 100, "p50": 10.0}}, "counters": {"started": 100,
+                                                                                               "completed": 100}}},
+            "load": dict(load, mode="rate", held=rec["held"]), "stage_of_record": rec["folder"],
+            "stages_kind": kind, "stages": stages}
+
+
+def test_load_held_gate_fails_a_staged_run_whose_any_stage_did_not_hold() -> None:
+    # breaker: [[stage]] 10, 40, 20 requests/s; the 40/s stage sent 150 of its 200 arrivals,
+    # the gate judged only the stage of record (20/s, held) and passed
+    c = next(c for c in evaluate_gate(_staged("stages"), {"ttft.p50": "<= 1s"}).checks
+             if c.name == "run.load_held")
+    assert not c.passed
+    assert c.detail == "stage stage-01-r40: load not held: 150 of 200 due arrivals sent (30.00 of 40.00 requests/s)"
+    allowed = evaluate_gate(_staged("stages"), {"ttft.p50": "<= 1s"}, allow_load_not_held=True)
+    assert allowed.passed
+    # a folder written before stages_kind: its load shape says "stages"
+    old = _staged("stages")
+    del old["stages_kind"]
+    old["resolved_load"] = {"load.mode": "stages"}
+    assert not evaluate_gate(old, {"ttft.p50": "<= 1s"}).passed
+    # a stage entry without the new figures: its own load and achieved rate
+    bare = [dict(s) for s in _STAGES]
+    for k in ("requested_rate_rps", "due", "sent"):
+        bare[1].pop(k)
+    c = next(c for c in evaluate_gate(_staged("stages", bare), {"ttft.p50": "<= 1s"}).checks
+             if c.name == "run.load_held")
+    assert c.detail == "stage stage-01-r40: load not held: 30.00 of 40.00 requests/s sent"
+
+
+def test_load_held_gate_names_the_record_first_then_counts_the_others() -> None:
+    stages = [dict(s) for s in _STAGES]
+    stages[0]["held"] = False
+    stages[2] = dict(stages[2], held=False, sent=80, achieved_rate_rps=16.0)
+    c = next(c for c in evaluate_gate(_staged("stages", stages), {"ttft.p50": "<= 1s"}).checks
+             if c.name == "run.load_held")
+    assert not c.passed and c.detail == (
+        "stage of record stage-02-r20: load not held: 80 of 100 due arrivals sent (16.00 of 20.00 requests/s); "
+        "and 2 more stages not held: stage-00-r10, stage-01-r40")
+
+
+def test_load_held_gate_a_search_judges_its_stage_of_record_only() -> None:
+    # probes above the capacity are expected not to hold their load
+    report = evaluate_gate(_staged("search"), {"ttft.p50": "<= 1s"})
+    c = next(c for c in report.checks if c.name == "run.load_held")
+    assert report.passed and c.passed
+    assert c.detail == "stage of record stage-02-r20: load held: 100 of 100 due arrivals sent (20.00 of 20.00 requests/s)"
+
+
+def test_load_held_stage_probe_keeps_the_figures_the_gate_quotes() -> None:
+    from hopbench._search import stage_probe
+
+    load = {"mode": "rate", "held": False, "requested_rate_rps": 40.0, "achieved_rate_rps": 30.0,
+            "due": 200, "sent": 150, "max_in_flight": 100, "max_in_flight_hits": 3}
+    p = stage_probe(40.0, {"load": load, "complete": True})
+    assert p.figures["held"] is False and "load not held" in p.reasons
+    assert load_phrase(p.figures) == load_phrase(load) == (
+        "150 of 200 due arrivals sent (30.00 of 40.00 requests/s), 3 arrivals dropped at max_in_flight = 100")
+
+
+# -- 5. one phrase for the terminal, report.html and the gate ----------------------
+
+@pytest.mark.parametrize("load", [
+    {"mode": "rate", "requested_rate_rps": 15.0, "achieved_rate_rps": 5.5, "due": 101, "sent": 44,
+     "max_in_flight": 5, "max_in_flight_hits": 57, "schedule_lag_p99_ms": 1.0, "held": False},
+    {"mode": "concurrency", "requested_concurrency": 16, "mean_busy": 10.2, "held": False},
+    {"mode": "trace", "requested_rate_rps": None, "achieved_rate_rps": None, "due": 3, "sent": 2,
+     "schedule_lag_p99_ms": 1.0, "held": False},
+])
+def test_load_held_gate_and_terminal_share_one_phrase(load: dict[str, Any]) -> None:
+    phrase = load_phrase(load)
+    assert phrase
+    c = next(c for c in evaluate_gate({"load": load, "complete": True, "headline": {"started": 1, "completed": 1},
+                                       "scopes": {"all": {"metrics": {"ttft": {"count": 1, "p50": 1.0}}}}},
+                                      {"ttft.p50": "<= 1s"}).checks if c.name == "run.load_held")
+    assert c.detail == f"load not held: {phrase}"
+    text = load_text(load)
+    assert text is not None and (text == phrase or text.startswith(phrase + " · "))
