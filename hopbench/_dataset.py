@@ -22,6 +22,7 @@ from typing import Any
 
 from ._errors import ProfileError
 from ._lengths import Tokenizer, estimate_tokens
+from ._textfile import json_value, read_regular
 
 __all__ = ["DATASET_FORMATS", "DatasetSpec", "Message", "Record", "filter_records", "read_dataset",
            "record_from_messages",
@@ -223,7 +224,7 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         usable record at all.
     """
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as exc:
         raise fail(None, f"cannot read the dataset {path}: {exc.strerror}") from None
     try:
@@ -238,7 +239,7 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
     items: list[tuple[int, Any]] = []
     if text.lstrip().startswith("["):  # one JSON array (ShareGPT's own files)
         try:
-            data = json.loads(text)
+            data = json_value(text)
         except json.JSONDecodeError as exc:
             raise fail(exc.lineno, f"broken JSON: {exc.msg}") from None
         starts = _array_lines(text, len(data)) if isinstance(data, list) else []
@@ -251,7 +252,7 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
             if not text_line.strip():
                 continue
             try:
-                items.append((i, json.loads(text_line)))
+                items.append((i, json_value(text_line)))
             except json.JSONDecodeError as exc:
                 raise fail(i, f"broken JSON line: {exc.msg} (column {exc.colno})") from None
     if not items:

@@ -36,6 +36,7 @@ from typing import Any
 
 from ._errors import ProfileError
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
+from ._textfile import check_regular, json_value, read_regular
 
 __all__ = ["TraceEntry", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits", "check_blocks",
            "trace_keys",
@@ -106,7 +107,7 @@ def read_trace(path: Path) -> list[TraceEntry]:
         timestamp earlier than the line before; the message names file:line.
     """
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as exc:
         raise ProfileError(f"cannot read the trace {path}: {exc.strerror}", path=path) from None
     try:
@@ -127,7 +128,7 @@ def read_trace(path: Path) -> list[TraceEntry]:
             return ProfileError(f"trace line: {reason}", path=path, line=i)
 
         try:
-            obj = json.loads(text_line)
+            obj = json_value(text_line)
         except json.JSONDecodeError as exc:
             raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})", path=path,
                                line=i) from None
@@ -523,7 +524,7 @@ def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, fl
                                   "dataset, a max_tokens distribution, session): with load.mode = \"trace\" the "
                                   "trace gives every request's lengths; remove them")
     try:  # a file that cannot be opened is the profile's error: its file, line and key
-        path.open("rb").close()
+        check_regular(path)
     except OSError as exc:
         raise t.error("trace", f"cannot read the trace {path}: {exc.strerror}") from None
     entries = read_trace(path)

@@ -32,6 +32,7 @@ from ._errors import ProfileError
 from ._lengths import (MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS, Dist, Tokenizer, dist_from, estimate_tokens,
                        load_tokenizer, synthetic_prompt)
 from ._toml import MISSING, Table
+from ._textfile import check_regular
 
 __all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
            "encode_body", "parse_workload", "synthetic_prompt", "uses_workload"]
@@ -310,7 +311,7 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             return ProfileError(f"{reason} (dataset of {where})", path=path, line=line)
 
         try:  # a file that cannot be opened is the profile's error: its file, line and key
-            path.open("rb").close()
+            check_regular(path)
         except OSError as exc:
             raise dt.error("path", f"cannot read the dataset {path}: {exc.strerror}") from None
         skipped: list[int] = []

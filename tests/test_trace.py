@@ -5,6 +5,7 @@ emulator (the cache-hit ratio the trace implies)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,11 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
     # a raw U+2028 in a string is valid JSON: it neither breaks its line nor shifts the next ones'
     ('{"timestamp_ms": 5, "input_tokens": 1, "output_tokens": 1, "note": "a\u2028b\x85c"}\n'
      '{"timestamp_ms": 4, "input_tokens": 1, "output_tokens": 1}\n', 2, "timestamps out of order: 4 after 5"),
+    # json.loads's other failures (RecursionError, the 4,300-digit integer limit): file:line, no traceback
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"x": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+     2, "broken JSON line: arrays or objects nested too deeply to parse"),
+    ('{"timestamp_ms": 0, "input_tokens": 1' + "0" * 5000 + ', "output_tokens": 1}\n', 1,
+     "broken JSON line: an integer of more than 4,300 digits"),
 ])
 def test_trace_bad_input_names_file_and_line(tmp_path: Path, content: str | bytes | None, line: int | None,
                                              message: str) -> None:
@@ -146,6 +152,24 @@ def test_trace_bad_trace_cli_exit_2_no_traceback(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     assert f"{tmp_path / 't.jsonl'}:2: " in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_trace_not_a_regular_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    """A FIFO (open waits for a writer) or /dev/zero (read never ends) as the trace: exit 2
+    naming load.trace, never a hang."""
+    if kind == "fifo":
+        target = tmp_path / "f.jsonl"
+        os.mkfifo(target)
+    else:
+        target = Path("/dev/zero") if kind == "device" else tmp_path
+    prof = _profile(tmp_path, str(target))
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(prof)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    name = {"fifo": "a FIFO", "device": "a character device", "directory": "a directory"}[kind]
+    assert ": load.trace: " in proc.stderr and f"not a regular file ({name})" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_trace_huge_input_tokens_cli_exit_2_no_traceback(tmp_path: Path) -> None:

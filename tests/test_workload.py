@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import shutil
 import statistics
@@ -360,6 +361,13 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
     # a record above the length limit (docs/workloads.md, "Length limits"): 2,000,001 tokens at 4 characters each
     ("l.jsonl", '"ok"\n' + json.dumps("a" * 8_000_004) + "\n", "", "l.jsonl:2",
      "a record of 2,000,001 input tokens, above hopbench's limit of 2,000,000"),
+    # what json.loads raises besides JSONDecodeError: RecursionError (deep nesting) and
+    # ValueError (an integer past Python's 4,300-digit limit): a file:line error, not a traceback
+    ("n.jsonl", '"ok"\n{"prompt": "a", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "", "n.jsonl:2",
+     "broken JSON line: arrays or objects nested too deeply to parse"),
+    ("n.json", "[" * 100_000 + "]" * 100_000, "", "n.json:1", "broken JSON: arrays or objects nested too deeply"),
+    ("i.jsonl", '"ok"\n{"prompt": "a", "x": 1' + "0" * 5000 + "}\n", "", "i.jsonl:2",
+     "broken JSON line: an integer of more than 4,300 digits"),
 ])
 def test_workload_bad_dataset_names_file_and_line(tmp_path: Path, name: str, content: str | bytes | None,
                                                    extra: str, where: str, words: str) -> None:
@@ -382,6 +390,38 @@ def test_workload_dataset_lines_break_at_newlines_only(tmp_path: Path) -> None:
     assert sorted(b["messages"][0]["content"] for b in bodies) == sorted(prompts)
     sc = load_profile(_profile(tmp_path, "prompts_file = 'p.jsonl'\n", "q.toml")).scenarios[0]
     assert sorted(sc.prompts) == sorted(prompts)  # prompts_file: the same reading
+
+
+@pytest.mark.parametrize(("line", "words"), [
+    ('{"prompt": "a", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "arrays or objects nested too deeply"),
+    ('{"prompt": "a", "x": 1' + "0" * 5000 + "}", "an integer of more than 4,300 digits"),
+])
+def test_workload_prompts_file_unparsable_json_names_file_and_line(tmp_path: Path, line: str, words: str) -> None:
+    (tmp_path / "p.jsonl").write_text('"ok"\n' + line + "\n")
+    with pytest.raises(ProfileError, match=f"p.jsonl:2: expected one JSON value per line .*: {words}"):
+        load_profile(_profile(tmp_path, "prompts_file = 'p.jsonl'\n"))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+@pytest.mark.parametrize("key", ["dataset", "prompts_file"])
+def test_workload_input_file_not_regular_is_refused_unread(tmp_path: Path, kind: str, key: str) -> None:
+    """A FIFO (open waits for a writer) or /dev/zero (read never ends, memory grows) named as
+    a dataset or prompts file: exit 2 at load, the profile's line and key, never a hang."""
+    if kind == "fifo":
+        target = tmp_path / "f.jsonl"
+        os.mkfifo(target)
+    elif kind == "device":
+        target = Path("/dev/zero")
+    else:
+        target = tmp_path
+    body = (f"dataset = {{ path = '{target}' }}\n" if key == "dataset" else f"prompts_file = '{target}'\n")
+    path = _profile(tmp_path, body)
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(path)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    name = {"fifo": "a FIFO", "device": "a character device", "directory": "a directory"}[kind]
+    assert f"{path}:8: scenario[0].{key}" in proc.stderr and f"not a regular file ({name})" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_workload_prompts_file_lone_surrogate_names_file_and_line(tmp_path: Path) -> None:
