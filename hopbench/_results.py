@@ -111,7 +111,9 @@ def lengths_of(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
     Returns:
         ``{"input" | "output": {"streams", "requested_mean", "reported_mean",
         "ratio"}}`` for each direction some stream measured (empty when the
-        scenarios use no workload keys); ratio = reported / requested.
+        scenarios use no workload keys); ratio = reported / requested; output
+        also has ``over_max``: the streams that reported more output tokens
+        than their ``max_tokens`` (the target ignores it).
     """
     out: dict[str, dict[str, float]] = {}
     for direction in ("input", "output"):
@@ -121,6 +123,8 @@ def lengths_of(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
             got = counters.get(f"length.{direction}.reported", 0)
             out[direction] = {"streams": n, "requested_mean": req / n, "reported_mean": got / n,
                               "ratio": got / req}
+            if direction == "output":
+                out[direction]["over_max"] = counters.get("length.output.over_max", 0)
     return out
 
 

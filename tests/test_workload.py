@@ -533,6 +533,53 @@ def test_workload_encode_body_per_protocol() -> None:
     assert msgs["system"] == "s" and msgs["messages"][0]["role"] == "user" and msgs["max_tokens"] == 5
 
 
+# -- lengths the target reported: max_tokens ignored, prompts cut -------------------------
+def test_workload_record_lengths_counts_streams_past_their_max_tokens() -> None:
+    from types import SimpleNamespace
+
+    from hopbench._meter import record_lengths
+    from hopbench._recorder import Recorder
+    from hopbench._results import lengths_of
+
+    rec = Recorder(["s"])
+    for outcome, out in (("completed", 30), ("completed", 20), ("completed", 8), ("truncated", 99)):
+        record_lengths(rec, "s", SimpleNamespace(outcome=outcome, input_tokens=50, output_tokens=out),  # type: ignore[arg-type]
+                       (50, 20))
+    lengths = lengths_of(rec.snapshot().scopes["s"].counters)
+    # 30 > 20 ran past the cap; 20 is at it; the broken stream is not judged
+    assert lengths["output"] == {"streams": 3, "requested_mean": 20.0, "reported_mean": 58 / 3,
+                                 "ratio": 58 / 60, "over_max": 1}
+    assert "over_max" not in lengths["input"]
+
+
+def _length_counters(n: int, req_in: int, got_in: int, req_out: int, got_out: int, over: int) -> dict[str, int]:
+    return {"length.input.streams": n, "length.input.requested": req_in, "length.input.reported": got_in,
+            "length.output.streams": n, "length.output.requested": req_out, "length.output.reported": got_out,
+            "length.output.over_max": over}
+
+
+def test_workload_length_warnings_say_max_tokens_ignored_and_prompts_cut() -> None:
+    """Measured against real servers: llmock ignores max_tokens (streams of 30 tokens for
+    max_tokens = 20 while others stopped at 8: the mean ratio 0.87 looked like early stops);
+    llm-mock-api reports 10 prompt tokens for any prompt (ratio 0.019 for 514 tokens sent)."""
+    from hopbench._finish import length_warnings
+
+    ok = _length_counters(10, 5000, 5100, 2000, 1500, 0)  # a chat template adds; EOS stops early
+    llmock = _length_counters(36, 5336, 5238, 720, 624, 14)
+    cut = _length_counters(24, 12338, 240, 4752, 120, 0)
+    assert length_warnings({"a": ok, "all": ok}) == []
+    warned = length_warnings({"a": ok, "llmock": llmock, "cut": cut, "all": ok})
+    assert len(warned) == 2, warned
+    assert warned[0] == ("scope llmock: max_tokens not honoured: 14 of 36 completed streams reported more "
+                         "output tokens than the max_tokens they were sent; the target ignores max_tokens "
+                         "(the output ratio ×0.867 mixes streams cut short with streams run past the cap)")
+    assert warned[1].startswith("scope cut: the target reported ×0.019 of the prompt tokens sent "
+                                "(mean 10.0 of 514.1 over 24 streams): it cuts the prompts")
+    # a run whose scopes hold no length counters but "all" does (a summary merged elsewhere)
+    assert length_warnings({"all": llmock})[0].startswith("max_tokens not honoured: 14 of 36")
+    assert length_warnings({"a": {}, "all": {}}) == []
+
+
 # -- the whole run on the emulator --------------------------------------------------------
 def test_workload_example_profile_lengths_on_the_emulator(tmp_path: Path) -> None:
     from hopbench._run import run_profile
