@@ -134,9 +134,11 @@ def cache_of(counters: Mapping[str, int]) -> dict[str, float] | None:
     Returns:
         ``{"streams", "prompt_tokens", "cached_tokens", "hit_ratio"}`` over the
         streams whose usage reported cached tokens (hit_ratio = cached /
-        prompt tokens), plus ``implied_tokens`` and ``implied_hit_ratio`` for a
-        trace replay (what the trace's hash ids imply over the same streams),
-        or None when no stream reported them.
+        prompt tokens), plus ``implied_tokens``, ``implied_prompt_tokens`` and
+        ``implied_hit_ratio`` for a trace replay (what the trace's hash ids
+        imply over the same streams, over the prompt tokens hopbench sent them:
+        hopbench's own count on both sides, so a server that counts tokens
+        otherwise does not skew it), or None when no stream reported them.
     """
     n = counters.get("cache.streams", 0)
     prompt = counters.get("cache.prompt_tokens", 0)
@@ -146,7 +148,9 @@ def cache_of(counters: Mapping[str, int]) -> dict[str, float] | None:
     out = {"streams": n, "prompt_tokens": prompt, "cached_tokens": cached, "hit_ratio": cached / prompt}
     if "cache.implied_tokens" in counters:
         implied = counters["cache.implied_tokens"]
-        out.update(implied_tokens=implied, implied_hit_ratio=implied / prompt)
+        # summaries written before cache.implied_prompt_tokens existed: the server's count
+        sent = counters.get("cache.implied_prompt_tokens") or prompt
+        out.update(implied_tokens=implied, implied_prompt_tokens=sent, implied_hit_ratio=implied / sent)
     return out
 
 

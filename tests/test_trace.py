@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -19,6 +20,7 @@ import trio.testing
 from hopbench import ProfileError, _runner
 from hopbench._profile import load_profile
 from hopbench._recorder import ALL, Recorder
+from hopbench._results import cache_of
 from hopbench._trace import TraceBodies, TraceEntry, implied_hits, read_trace, replay_plan, window
 from hopbench.emulator._prefix import PrefixCache
 
@@ -258,6 +260,48 @@ def test_trace_bodies_share_blocks_exactly_and_the_emulator_cache_agrees(tmp_pat
     assert hits == [first for first, _ in spec.implied]
     # every worker builds the same text for a hash id
     assert TraceBodies(spec, seed=0).prompt(1) == bodies.prompt(1) != TraceBodies(spec, seed=1).prompt(1)
+
+
+# a usage chunk whose prompt count is not hopbench's (llm-mock-api 0.1.2 reports 10 for any prompt)
+USAGE_10 = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":'
+            b'{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":0}}}'
+            b'\n\n')
+
+
+async def test_trace_implied_hit_ratio_is_over_the_prompt_tokens_hopbench_sent(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The implied ratio divides what the trace implies (hopbench's tokens) by what hopbench sent,
+    not by the server's count: against llm-mock-api (10 prompt tokens for any prompt) it read
+    "the trace implies 4679.4%"."""
+    from _fake_transport import CHUNK, LAST
+
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 10 * i, "input_tokens": 64, "output_tokens": 4,
+                                         "hash_ids": [7]}) + "\n" for i in range(4)))
+    profile = load_profile(_profile(tmp_path, "t.jsonl", "block_tokens = 32"))
+    base = fake_transport(Plan(gaps_s=(0.01,), last_s=0.01))
+
+    class Body(httpx.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            for chunk in (CHUNK, USAGE_10, LAST):
+                await trio.sleep(0.01)
+                yield chunk
+
+    class Transport(base):  # type: ignore[misc,valid-type]
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            await super().handle_async_request(request)
+            body = Body()
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body,
+                                  request=request, extensions={"hopbench.body": body})
+
+    monkeypatch.setattr(_runner, "StreamTransport", Transport)
+    rec = Recorder(["a"])
+    await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"])).run()
+    cache = cache_of(rec.snapshot().scopes["a"].counters)
+    # 4 requests of 64 tokens, each a 32-token block of hash id 7 then 32 unique: the first
+    # sends block 7, the 3 others hit it (32 tokens each): 96 of 256 tokens sent
+    assert cache is not None and cache["prompt_tokens"] == 40 and cache["hit_ratio"] == 0.0
+    assert cache["implied_tokens"] == 96 and cache["implied_prompt_tokens"] == 256
+    assert cache["implied_hit_ratio"] == 96 / 256
 
 
 async def test_trace_replay_latency_counts_from_the_scheduled_time(
