@@ -228,6 +228,30 @@ def test_trace_scheduled_between_counts_whole_passes_without_walking_them(tmp_pa
     for a_ns, b_ns in ((0, 1), (5, 99 * MS), (MS // 7, 200 * MS + 3), (333_333, 333_334)):
         assert spec.scheduled_between(a_ns, b_ns) == sum(a_ns <= t < b_ns for t in times)
 
+def test_trace_scheduled_between_reads_a_few_offsets_of_a_long_trace(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner sizes its spare connections with scheduled_between as its clock starts: it
+    made a list of every offset (0.3-0.6 s for 500,000 lines, the first second's arrivals
+    that late). Now it reads O(log n) offsets per pass it bisects."""
+    from hopbench._trace import TraceSpec
+
+    n = 50_000
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": i, "input_tokens": 1, "output_tokens": 1}) + "\n"
+                             for i in range(n)))
+    spec = load_profile(_profile(tmp_path, "t.jsonl")).load.trace
+    calls = [0]
+    offset_ns = TraceSpec.offset_ns
+
+    def counting(self: TraceSpec, i: int, rep: int) -> int:
+        calls[0] += 1
+        return offset_ns(self, i, rep)
+
+    monkeypatch.setattr(TraceSpec, "offset_ns", counting)
+    assert spec.scheduled_between(0, 1000 * MS) == 1000
+    assert spec.scheduled_between(0, 50 * MS, 1, 2) == 25
+    assert calls[0] < 100, calls
+
+
 def _take(it: Any, n: int) -> list[Any]:
     return [next(it) for _ in range(n)]
 
