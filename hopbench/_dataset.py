@@ -82,6 +82,15 @@ _NO_TOOLS = ("; tool calls and tool results are not supported (hopbench sends te
              "remove such records from the dataset")
 
 
+def _non_text_kinds(obj: Mapping[str, Any]) -> str:
+    """The types of the content blocks of a record (its ``system`` and messages)
+    that are not text, sorted and comma-separated, or "" when all are text."""
+    contents = [obj.get("system"), *(m.get("content") for m in obj.get("messages") or () if isinstance(m, Mapping))]
+    kinds = {str(b.get("type")) for c in contents if isinstance(c, list) for b in c
+             if isinstance(b, Mapping) and not isinstance(b.get("text"), str)}
+    return ", ".join(sorted(kinds))
+
+
 def _content_kind(m: Mapping[str, Any]) -> str:
     """What a message's unusable ``content`` holds, for the error message."""
     content = m.get("content")
@@ -203,7 +212,8 @@ def _detect(first: Any) -> str:
 
 
 def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], ProfileError],
-                 skipped: list[int] | None = None) -> list[Record]:
+                 skipped: list[int] | None = None,
+                 non_text: list[tuple[int, str]] | None = None) -> list[Record]:
     """Read a dataset file into records (at profile load; the only file I/O here).
 
     Args:
@@ -214,6 +224,10 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         fail: builds a ProfileError for (line or None, reason) in ``path``.
         skipped: when given, the line of each record skipped (ShareGPT records
             without a user turn first) is appended to it.
+        non_text: when given, (line, block types) of each OpenAI or Anthropic
+            record whose content blocks beside the text (``image_url``,
+            ``image``, ``input_audio``, ...) are left out: hopbench sends the
+            text only, so the run must say so.
 
     Returns:
         list of Record in file order (ShareGPT records without a user turn skipped).
@@ -278,6 +292,9 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
                 skipped.append(line)
         else:
             out.append(record_from_messages(obj, line, fail_at))
+            kinds = _non_text_kinds(obj)
+            if kinds and non_text is not None:
+                non_text.append((line, kinds))
     if not out:
         raise fail(None, f"the dataset {path} holds no record with a user prompt")
     for rec in out:  # a JSON "\\ud800" escape decodes to a lone surrogate, which no body can encode

@@ -728,6 +728,23 @@ def test_workload_dataset_note_says_what_was_skipped_filtered_and_used(tmp_path:
                                "2 within the length filters, 1 used")
 
 
+def test_workload_dataset_note_says_which_non_text_blocks_were_left_out(tmp_path: Path) -> None:
+    """A record with an image beside its text was sent as its text only, and nothing said so
+    (an image alone, or a tool block, is refused): a multimodal dataset measured text prompts."""
+    recs = [{"messages": [{"role": "user", "content": "plain"}]},
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                                         {"type": "image_url", "image_url": {"url": "x"}}]}]},
+            {"system": [{"type": "text", "text": "s"}], "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "and this?"}, {"type": "image", "source": {}},
+                {"type": "input_audio"}]}]}]
+    path = _dataset(tmp_path, "m.jsonl", "\n".join(json.dumps(r) for r in recs), ", format = 'openai'")
+    (sc,) = load_profile(path).scenarios
+    assert sc.dataset_note == ("m.jsonl: 3 records, 2 with content blocks sent as their text only "
+                               "(image, image_url, input_audio left out: line 2 and 1 more)")
+    assert sorted(json.loads(b)["messages"][-1]["content"] for b in sc.bodies) == [
+        "and this?", "plain", "what is this?"]
+
+
 def test_workload_dataset_reply_above_the_output_limit_is_refused(tmp_path: Path) -> None:
     # max_tokens = "dataset" sends each reference reply's length: 2,000,001 tokens is over the limit
     (tmp_path / "r.jsonl").write_text(
