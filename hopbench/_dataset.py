@@ -22,6 +22,7 @@ from typing import Any
 
 from ._errors import ProfileError
 from ._lengths import Tokenizer, estimate_tokens
+from ._textfile import json_value, read_regular
 
 __all__ = ["DATASET_FORMATS", "DatasetSpec", "Message", "Record", "filter_records", "read_dataset",
            "record_from_messages",
@@ -79,6 +80,15 @@ def _content_text(content: Any) -> str | None:
 #: why a record with tool turns is refused (the reason, after what was seen)
 _NO_TOOLS = ("; tool calls and tool results are not supported (hopbench sends text conversations): "
              "remove such records from the dataset")
+
+
+def _non_text_kinds(obj: Mapping[str, Any]) -> str:
+    """The types of the content blocks of a record (its ``system`` and messages)
+    that are not text, sorted and comma-separated, or "" when all are text."""
+    contents = [obj.get("system"), *(m.get("content") for m in obj.get("messages") or () if isinstance(m, Mapping))]
+    kinds = {str(b.get("type")) for c in contents if isinstance(c, list) for b in c
+             if isinstance(b, Mapping) and not isinstance(b.get("text"), str)}
+    return ", ".join(sorted(kinds))
 
 
 def _content_kind(m: Mapping[str, Any]) -> str:
@@ -202,7 +212,8 @@ def _detect(first: Any) -> str:
 
 
 def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], ProfileError],
-                 skipped: list[int] | None = None) -> list[Record]:
+                 skipped: list[int] | None = None,
+                 non_text: list[tuple[int, str]] | None = None) -> list[Record]:
     """Read a dataset file into records (at profile load; the only file I/O here).
 
     Args:
@@ -213,6 +224,10 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         fail: builds a ProfileError for (line or None, reason) in ``path``.
         skipped: when given, the line of each record skipped (ShareGPT records
             without a user turn first) is appended to it.
+        non_text: when given, (line, block types) of each OpenAI or Anthropic
+            record whose content blocks beside the text (``image_url``,
+            ``image``, ``input_audio``, ...) are left out: hopbench sends the
+            text only, so the run must say so.
 
     Returns:
         list of Record in file order (ShareGPT records without a user turn skipped).
@@ -223,7 +238,7 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         usable record at all.
     """
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as exc:
         raise fail(None, f"cannot read the dataset {path}: {exc.strerror}") from None
     try:
@@ -238,7 +253,7 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
     items: list[tuple[int, Any]] = []
     if text.lstrip().startswith("["):  # one JSON array (ShareGPT's own files)
         try:
-            data = json.loads(text)
+            data = json_value(text)
         except json.JSONDecodeError as exc:
             raise fail(exc.lineno, f"broken JSON: {exc.msg}") from None
         starts = _array_lines(text, len(data)) if isinstance(data, list) else []
@@ -251,7 +266,7 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
             if not text_line.strip():
                 continue
             try:
-                items.append((i, json.loads(text_line)))
+                items.append((i, json_value(text_line)))
             except json.JSONDecodeError as exc:
                 raise fail(i, f"broken JSON line: {exc.msg} (column {exc.colno})") from None
     if not items:
@@ -277,6 +292,9 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
                 skipped.append(line)
         else:
             out.append(record_from_messages(obj, line, fail_at))
+            kinds = _non_text_kinds(obj)
+            if kinds and non_text is not None:
+                non_text.append((line, kinds))
     if not out:
         raise fail(None, f"the dataset {path} holds no record with a user prompt")
     for rec in out:  # a JSON "\\ud800" escape decodes to a lone surrogate, which no body can encode

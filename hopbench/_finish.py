@@ -68,6 +68,8 @@ __all__ = [
     "host_figures",
     "judge",
     "outcome_warnings",
+    "length_warnings",
+    "INPUT_RATIO_WARN",
     "NO_OUTPUT_WARNING",
     "slo_block",
 ]
@@ -278,11 +280,59 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
             warnings.append(f"scenario {name}: {NO_OUTPUT_WARNING} none of its {c['completed']} completed streams "
                             "carried output (no text, reasoning, refusal or tool event, no output tokens reported): "
                             "its TTFT, ITL and TPOT have no samples")
+    warnings += length_warnings({name: s.counters for name, s in total.scopes.items()})
     return saturated, warnings, load
 
 
 def _round3(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
+
+
+#: a scope whose target reported less than this share of the prompt tokens sent warns
+INPUT_RATIO_WARN = 0.5
+
+
+def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """Warnings about the lengths the target reported against those requested
+    (docs/workloads.md, "What the results show"; docs/results.md, "Warnings").
+
+    Args:
+        scopes: scope name -> counters (each scenario or arm, and ``ALL``).
+
+    Returns:
+        list of str, possibly empty; per scope with workload keys (``ALL`` only
+        when no other scope counted lengths): one when some completed streams
+        reported more output tokens than their ``max_tokens`` (the target
+        ignores the cap: the output ratio then mixes streams cut short with
+        streams run past the cap), one when the reported prompt tokens are
+        below ``INPUT_RATIO_WARN`` of those sent. A chat template only adds
+        tokens and the word-based count is exact for BPE vocabularies, so less
+        than half means the prompt was cut (a gateway or server truncating the
+        context) or the usage is not a count of it; TTFT and tokens/s then do
+        not describe the prompts the profile asked for.
+    """
+    named = [(n, c) for n, c in scopes.items()
+             if n != ALL and (c.get("length.output.streams") or c.get("length.input.streams"))]
+    if not named and ALL in scopes:
+        named = [(ALL, scopes[ALL])]
+    out: list[str] = []
+    for name, c in named:
+        who = "" if name == ALL else f"scope {name}: "
+        over, n_out = c.get("length.output.over_max", 0), c.get("length.output.streams", 0)
+        if over and n_out:
+            req, got = c.get("length.output.requested", 0), c.get("length.output.reported", 0)
+            out.append(f"{who}max_tokens not honoured: {over} of {n_out} completed streams reported more "
+                       "output tokens than the max_tokens they were sent; the target ignores max_tokens "
+                       f"(the output ratio ×{got / req if req else 0:.3f} mixes streams cut short with "
+                       "streams run past the cap)")
+        n_in, req_in = c.get("length.input.streams", 0), c.get("length.input.requested", 0)
+        got_in = c.get("length.input.reported", 0)
+        if n_in and req_in and got_in < INPUT_RATIO_WARN * req_in:
+            out.append(f"{who}the target reported ×{got_in / req_in:.3f} of the prompt tokens sent "
+                       f"(mean {got_in / n_in:,.1f} of {req_in / n_in:,.1f} over {n_in} streams): it cuts the "
+                       "prompts (context truncation) or its usage does not count them; TTFT and tokens/s "
+                       "do not describe the prompts requested")
+    return out
 
 
 #: the start of the warning for a run whose completed streams carried no output

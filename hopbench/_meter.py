@@ -867,7 +867,10 @@ def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
     Counters: ``length.input.{streams,requested,reported}`` for streams with a
     requested input length that reported ``input_tokens``;
     ``length.output.{streams,requested,reported}`` for completed streams that
-    reported output tokens. Never raises.
+    reported output tokens; ``length.output.over_max`` for those of them that
+    reported more output tokens than the ``max_tokens`` they were sent (the
+    cap covers every generated token, reasoning included, in all three APIs:
+    a target past it ignores ``max_tokens``). Never raises.
     """
     if shape is None:
         return
@@ -880,3 +883,5 @@ def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
         rec.incr(scope, "length.output.streams")
         rec.incr(scope, "length.output.requested", shape[1])
         rec.incr(scope, "length.output.reported", out)
+        if out > shape[1]:
+            rec.incr(scope, "length.output.over_max")

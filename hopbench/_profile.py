@@ -30,6 +30,7 @@ from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
 from ._lengths import MAX_OUTPUT_TOKENS
 from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
+from ._textfile import json_value, read_regular
 
 __all__ = [
     "check_base_url",
@@ -721,7 +722,7 @@ def _read_prompts(t: Table, base: Path) -> list[Any]:
     try:
         # utf-8-sig: a BOM (Windows editors) is not part of the first line; "\n" only, as
         # _dataset.read_dataset: splitlines would break a line at a raw U+2028 in a string
-        lines = path.read_text(encoding="utf-8-sig").split("\n")
+        lines = read_regular(path).decode("utf-8-sig").split("\n")
     except OSError as exc:
         raise t.error("prompts_file", f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -731,7 +732,7 @@ def _read_prompts(t: Table, base: Path) -> list[Any]:
         if not line.strip():
             continue
         try:
-            v = json.loads(line)
+            v = json_value(line)
         except json.JSONDecodeError as exc:
             raise ProfileError(f"expected one JSON value per line (a string, or an object with "
                                f"\"prompt\" or \"messages\"): {exc.msg}", path=path, line=i) from None

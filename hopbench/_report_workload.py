@@ -51,7 +51,8 @@ def workload_section(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]
                 ratio = v.get("ratio")
                 length_rows.append([label, direction, v.get("streams"), v.get("requested_mean"),
                                     v.get("reported_mean"),
-                                    f"×{ratio:.3f}" if isinstance(ratio, (int, float)) else None])
+                                    f"×{ratio:.3f}" if isinstance(ratio, (int, float)) else None,
+                                    v.get("over_max")])  # output only: the target ignores max_tokens
             cache = scope.get("cache")
             if cache:
                 cache_rows.append([label, cache.get("streams"), cache.get("prompt_tokens"),
@@ -70,8 +71,8 @@ def workload_section(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]
              "summary.json's lengths, cache and turns.</p>"]
     if length_rows:
         parts += ["<h3>Lengths: requested and reported (mean tokens)</h3>",
-                  _table(["scope", "direction", "streams", "requested mean", "reported mean", "ratio"],
-                         length_rows)]
+                  _table(["scope", "direction", "streams", "requested mean", "reported mean", "ratio",
+                          "over max_tokens"], length_rows)]
     if cache_rows:
         parts += ["<h3>Prompt cache</h3>",
                   _table(["scope", "streams reporting it", "prompt tokens", "cached tokens", "hit ratio",

@@ -111,7 +111,9 @@ def lengths_of(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
     Returns:
         ``{"input" | "output": {"streams", "requested_mean", "reported_mean",
         "ratio"}}`` for each direction some stream measured (empty when the
-        scenarios use no workload keys); ratio = reported / requested.
+        scenarios use no workload keys); ratio = reported / requested; output
+        also has ``over_max``: the streams that reported more output tokens
+        than their ``max_tokens`` (the target ignores it).
     """
     out: dict[str, dict[str, float]] = {}
     for direction in ("input", "output"):
@@ -121,6 +123,8 @@ def lengths_of(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
             got = counters.get(f"length.{direction}.reported", 0)
             out[direction] = {"streams": n, "requested_mean": req / n, "reported_mean": got / n,
                               "ratio": got / req}
+            if direction == "output":
+                out[direction]["over_max"] = counters.get("length.output.over_max", 0)
     return out
 
 
@@ -130,9 +134,11 @@ def cache_of(counters: Mapping[str, int]) -> dict[str, float] | None:
     Returns:
         ``{"streams", "prompt_tokens", "cached_tokens", "hit_ratio"}`` over the
         streams whose usage reported cached tokens (hit_ratio = cached /
-        prompt tokens), plus ``implied_tokens`` and ``implied_hit_ratio`` for a
-        trace replay (what the trace's hash ids imply over the same streams),
-        or None when no stream reported them.
+        prompt tokens), plus ``implied_tokens``, ``implied_prompt_tokens`` and
+        ``implied_hit_ratio`` for a trace replay (what the trace's hash ids
+        imply over the same streams, over the prompt tokens hopbench sent them:
+        hopbench's own count on both sides, so a server that counts tokens
+        otherwise does not skew it), or None when no stream reported them.
     """
     n = counters.get("cache.streams", 0)
     prompt = counters.get("cache.prompt_tokens", 0)
@@ -142,7 +148,9 @@ def cache_of(counters: Mapping[str, int]) -> dict[str, float] | None:
     out = {"streams": n, "prompt_tokens": prompt, "cached_tokens": cached, "hit_ratio": cached / prompt}
     if "cache.implied_tokens" in counters:
         implied = counters["cache.implied_tokens"]
-        out.update(implied_tokens=implied, implied_hit_ratio=implied / prompt)
+        # summaries written before cache.implied_prompt_tokens existed: the server's count
+        sent = counters.get("cache.implied_prompt_tokens") or prompt
+        out.update(implied_tokens=implied, implied_prompt_tokens=sent, implied_hit_ratio=implied / sent)
     return out
 
 

@@ -1422,6 +1422,8 @@ class LoadRunner:
             if (req is not None and req.implied_cached is not None and record.cached_tokens is not None
                     and record.input_tokens):  # the trace's own hit figure, over the same streams
                 rec.incr(scope_name, "cache.implied_tokens", req.implied_cached)
+                if shape is not None and shape[0]:  # its denominator: the tokens hopbench sent
+                    rec.incr(scope_name, "cache.implied_prompt_tokens", shape[0])
             if req is not None and req.turn:  # docs/results.md, "Sessions"
                 record_turn(rec, scope_name, req.turn, outcome, record.ttft_ns, record.input_tokens,
                             record.cached_tokens)

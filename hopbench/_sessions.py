@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._dataset import Message
-from ._lengths import Dist, dist_from
+from ._lengths import MAX_INPUT_TOKENS, Dist, dist_from, estimate_tokens
 from ._workload import PoolEntry, Prepared, encode_body
 
 __all__ = ["SessionSpec", "Conversation", "parse_session", "record_turn", "turns_of", "MAX_TURNS"]
@@ -103,6 +103,17 @@ def parse_session(t: Any, entries: Sequence[PoolEntry], seed: int, index: int,
         problem = turns.problem()
         if problem:
             raise t.error("turns", f"{problem} (turns are capped at {MAX_TURNS}: set max)")
+    # each turn adds a user message: the longest session's last turn sends them all (and the
+    # answers), so its prompt must stay within the length limit (docs/workloads.md, "Length limits")
+    sizes = [e.input_tokens if e.input_tokens is not None else estimate_tokens("".join(m.text for m in e.messages))
+             for e in entries]
+    mean_in = sum(sizes) / len(sizes) if sizes else 0.0
+    if turns.max * mean_in > MAX_INPUT_TOKENS:
+        fit = max(1, int(MAX_INPUT_TOKENS // mean_in))
+        raise t.error("turns", f"sessions of up to {turns.max:,} turns of {mean_in:,.0f}-token user messages "
+                               f"(the prompts' mean) send about {turns.max * mean_in:,.0f} prompt tokens by their "
+                               f"last turn, above hopbench's limit of {MAX_INPUT_TOKENS:,}: at most {fit:,} turns "
+                               "of these prompts, or shorter prompts")
     think_s = t.number("think_time_s", 0.0, min=0)
     t.done()
     rng = random.Random(f"hopbench-session:{seed}:{index}")

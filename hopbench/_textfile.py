@@ -1,10 +1,15 @@
-"""UTF-8 text of results files, with a file:line error for bytes that are not UTF-8.
+"""UTF-8 text of results files, with a file:line error for bytes that are not UTF-8; the
+checks every input file of a profile passes before it is read.
 
 Role: every reader of a results folder (summary.json, streams.jsonl,
 scrape.jsonl, timeline.jsonl, latency.hlog) decodes through here, so a file
 damaged by a disk error, a foreign tool or a crash says where (``file:line``
 and the byte within the line) instead of raising ``UnicodeDecodeError``
-(docs/results.md, "Reading a results folder").
+(docs/results.md, "Reading a results folder"). The readers of a profile's
+input files (datasets, traces, prompts files) open them with
+``open_regular`` (a device or a FIFO would be read for ever) and parse their
+JSON with ``json_value`` (every parse failure a ``json.JSONDecodeError``, so
+each reader's file:line error covers it).
 
 Invariants:
 - Pure: the only I/O is reading the named file.
@@ -13,12 +18,18 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ._errors import ResultsError
 
-__all__ = ["not_utf8", "decode_line", "read_text", "iter_lines"]
+__all__ = ["not_utf8", "decode_line", "read_text", "iter_lines", "check_regular", "read_regular", "json_value"]
 
 
 def not_utf8(path: Path, raw: bytes, exc: UnicodeDecodeError, first_line: int = 1) -> ResultsError:
@@ -83,3 +94,61 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
             prev = (n, line)
         if prev is not None:
             yield prev[0], prev[1], True
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_regular(path: Path) -> None:
+    """Check that ``path`` names a regular file that can be opened for reading.
+
+    Checked before the file is opened: opening a FIFO waits for a writer, and
+    reading ``/dev/zero`` or ``/dev/urandom`` never ends (the whole file is
+    read into memory at profile load).
+
+    Raises:
+        OSError: the file does not exist or cannot be opened (as ``open``
+        raises it), or it is not a regular file (``strerror``: "not a regular
+        file (a character device)"; the caller names the file).
+    """
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        raise OSError(errno.EINVAL, f"not a regular file ({kind})", str(path))
+    open(path, "rb").close()
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file (``check_regular``, then read).
+
+    Raises:
+        OSError: as ``check_regular``, or the read failed.
+    """
+    check_regular(path)
+    return Path(path).read_bytes()
+
+
+def json_value(text: str) -> Any:
+    """``json.loads(text)``, every failure on the text raised as ``json.JSONDecodeError``.
+
+    Beyond malformed JSON, the standard library's parser raises
+    ``RecursionError`` on arrays or objects nested about a thousand deep (its
+    scanner recurses) and ``ValueError`` on an integer of more digits than
+    ``sys.get_int_max_str_digits()`` (4,300 by default since Python 3.11,
+    CVE-2020-10735); both are the file's fault, so its reader's file:line
+    error must cover them.
+
+    Raises:
+        json.JSONDecodeError: ``msg`` says why; ``lineno``/``colno`` are
+        those of the parser's own errors, else of the text's start.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("arrays or objects nested too deeply to parse", text, 0) from None
+    except ValueError:  # the integer digit limit (the only other ValueError of json.loads)
+        raise json.JSONDecodeError(f"an integer of more than {sys.get_int_max_str_digits():,} digits",
+                                   text, 0) from None

@@ -32,6 +32,7 @@ from ._errors import ProfileError
 from ._lengths import (MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS, Dist, Tokenizer, dist_from, estimate_tokens,
                        load_tokenizer, synthetic_prompt)
 from ._toml import MISSING, Table
+from ._textfile import check_regular
 
 __all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
            "encode_body", "parse_workload", "synthetic_prompt", "uses_workload"]
@@ -310,11 +311,12 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             return ProfileError(f"{reason} (dataset of {where})", path=path, line=line)
 
         try:  # a file that cannot be opened is the profile's error: its file, line and key
-            path.open("rb").close()
+            check_regular(path)
         except OSError as exc:
             raise dt.error("path", f"cannot read the dataset {path}: {exc.strerror}") from None
         skipped: list[int] = []
-        records = read_dataset(path, fmt, fail, skipped)
+        non_text: list[tuple[int, str]] = []
+        records = read_dataset(path, fmt, fail, skipped, non_text)
         kept = filter_records(records, ds, tokenizer)
         filtered = len(kept)
         if not kept:
@@ -345,6 +347,11 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
         if skipped:
             note += (f", {len(skipped):,} skipped (no user turn first: line {skipped[0]}"
                      + (f" and {len(skipped) - 1:,} more" if len(skipped) > 1 else "") + ")")
+        if non_text:  # images, audio...: hopbench sends text conversations
+            kinds = ", ".join(sorted({k for _, ks in non_text for k in ks.split(", ")}))
+            note += (f", {len(non_text):,} with content blocks sent as their text only ({kinds} left out: "
+                     f"line {non_text[0][0]}" + (f" and {len(non_text) - 1:,} more" if len(non_text) > 1 else "")
+                     + ")")
         note += f", {filtered:,} within the length filters" if filtered < len(records) else ""
         note += f", {len(kept):,} used" if len(kept) < filtered else ""
         return Workload(tuple(entries), replacement, "dataset", spec, note)

@@ -18,6 +18,9 @@ What is checked, through the real entry point (``python -m hopbench run``):
   counted, and in every scope the outcomes add up to the streams started;
 - one stream per protocol fetched with httpx and decoded with
   ``decode_stream``: text, stop reason and usage exactly.
+- multi-turn sessions, per protocol: each turn's body carries the turn
+  before, the text llmock streamed back and a new user message; TTFT per
+  turn; llmock ignores max_tokens and the run warns of it.
 
 If llmock cannot be installed (no registry) the tests fail, unless
 ``HOPBENCH_SKIP_NETWORK_INSTALL=1`` is set (then they are skipped).
@@ -248,3 +251,46 @@ def test_llmock_decode_stream_text_and_usage_exact(protocol: str, admin: httpx.C
     # the same bytes cut one byte at a time decode the same
     one_by_one = [bytes([b]) for b in b"".join(chunks)]
     assert decode_stream(protocol, one_by_one) == result
+
+
+def _turn_messages(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """A request body's conversation as (role, text) pairs, system first, in any of the three shapes."""
+    def text(c: Any) -> str:
+        return c if isinstance(c, str) else "".join(b.get("text", "") for b in c)
+
+    out = [("system", text(body[k])) for k in ("system", "instructions") if k in body]
+    items = body["messages"] if "messages" in body else body["input"]
+    if isinstance(items, str):
+        return [*out, ("user", items)]
+    return [*out, *((m["role"], text(m["content"])) for m in items)]
+
+
+@pytest.mark.parametrize("protocol", ["chat", "responses", "messages"])
+def test_llmock_sessions_send_the_streamed_text_back_and_warn_of_max_tokens_ignored(
+        protocol: str, llmock: str, admin: httpx.Client, hopbench_cli: Any, tmp_path: Path) -> None:
+    """Multi-turn sessions against a real server: each turn's body is the turn before's, then
+    the text llmock streamed for it, then a new user message; TTFT is recorded per turn. llmock
+    ignores max_tokens (its reply is 6 tokens for max_tokens = 3): the run says so."""
+    _queue(admin, {"type": "reply", "text": REPLY, "times": None})
+    admin.delete("/_llmock/requests").raise_for_status()
+    text = _profile(llmock, (protocol,), 9, 1).replace(
+        "max_tokens = 32\n", "max_tokens = 3\ninput_tokens = 20\nsession = { turns = 3 }\n")
+    summary = _run(hopbench_cli, tmp_path, text)
+    bodies = [r["body"] for r in admin.get("/_llmock/requests").json()["requests"]]
+    assert len(bodies) == 9
+    for s in range(3):  # concurrency 1: the sessions' turns in order, one session after the other
+        convs = [_turn_messages(b) for b in bodies[3 * s: 3 * s + 3]]
+        assert [len(c) for c in convs] == [1, 3, 5], convs
+        for before, after in zip(convs, convs[1:]):
+            assert after[:len(before)] == before
+            assert after[len(before)] == ("assistant", REPLY)  # what llmock streamed, as decoded
+            assert after[-1][0] == "user" and len(after[-1][1].split()) == 20
+    turns = summary["scopes"][protocol]["turns"]
+    assert [t["turn"] for t in turns] == [1, 2, 3]
+    assert all(t["streams"] == t["completed"] == 3 and t["ttft_mean_ms"] > 0 for t in turns), turns
+    means = [t["input_tokens_mean"] for t in turns]
+    assert means[0] < means[1] < means[2], means  # the context grows turn by turn
+    lengths = summary["scopes"][protocol]["lengths"]["output"]
+    assert lengths["over_max"] == 9 and lengths["reported_mean"] == REPLY_OUTPUT_TOKENS, lengths
+    assert any(w.startswith(f"scope {protocol}: max_tokens not honoured: 9 of 9 completed streams")
+               for w in summary["warnings"]), summary["warnings"]

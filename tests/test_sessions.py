@@ -70,6 +70,28 @@ def test_session_bad_keys_are_profile_errors(tmp_path: Path, session: str, messa
     assert str(info.value).startswith(f"{tmp_path / 'p.toml'}:")
 
 
+@pytest.mark.parametrize(("body", "message"), [
+    # 1,000 turns of 1,000,000-token prompts: turn 1,000 alone would be a 4 GB body
+    ("input_tokens = 1000000\nprompt_pool = 2\nsession = { turns = 1000 }",
+     "scenario[0].session.turns: sessions of up to 1,000 turns of 1,000,000-token user messages (the prompts' mean) "
+     "send about 1,000,000,000 prompt tokens by their last turn, above hopbench's limit of 2,000,000: at most 2 "
+     "turns of these prompts, or shorter prompts"),
+    ("input_tokens = 3000\nsession = { turns = { dist = 'uniform', min = 1, max = 999 } }", "at most 666 turns"),
+])
+def test_session_conversation_above_the_length_limit_is_refused(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nrequests = 6\n[load]\nconcurrency = 1\n[target]\nurl = "http://127.0.0.1:9"\n'
+                    f'[[scenario]]\nprotocol = "chat"\nmodel = "m"\n{body}\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(path)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    line = next(i for i, x in enumerate(path.read_text().splitlines(), 1) if x.startswith("session"))
+    assert f"{path}:{line}: " in proc.stderr
+    # at the limit: accepted
+    path.write_text(path.read_text().replace("turns = 1000", "turns = 2").replace("max = 999", "max = 666"))
+    assert load_profile(path).scenarios[0].session is not None
+
+
 def test_session_zero_turns_cli_exit_2_no_traceback(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(_profile(tmp_path, "{ turns = 0 }"))],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)

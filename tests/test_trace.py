@@ -5,12 +5,14 @@ emulator (the cache-hit ratio the trace implies)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -18,6 +20,7 @@ import trio.testing
 from hopbench import ProfileError, _runner
 from hopbench._profile import load_profile
 from hopbench._recorder import ALL, Recorder
+from hopbench._results import cache_of
 from hopbench._trace import TraceBodies, TraceEntry, implied_hits, read_trace, replay_plan, window
 from hopbench.emulator._prefix import PrefixCache
 
@@ -92,6 +95,11 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
     # a raw U+2028 in a string is valid JSON: it neither breaks its line nor shifts the next ones'
     ('{"timestamp_ms": 5, "input_tokens": 1, "output_tokens": 1, "note": "a\u2028b\x85c"}\n'
      '{"timestamp_ms": 4, "input_tokens": 1, "output_tokens": 1}\n', 2, "timestamps out of order: 4 after 5"),
+    # json.loads's other failures (RecursionError, the 4,300-digit integer limit): file:line, no traceback
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"x": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+     2, "broken JSON line: arrays or objects nested too deeply to parse"),
+    ('{"timestamp_ms": 0, "input_tokens": 1' + "0" * 5000 + ', "output_tokens": 1}\n', 1,
+     "broken JSON line: an integer of more than 4,300 digits"),
 ])
 def test_trace_bad_input_names_file_and_line(tmp_path: Path, content: str | bytes | None, line: int | None,
                                              message: str) -> None:
@@ -149,6 +157,24 @@ def test_trace_bad_trace_cli_exit_2_no_traceback(tmp_path: Path) -> None:
     assert f"{tmp_path / 't.jsonl'}:2: " in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_trace_not_a_regular_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    """A FIFO (open waits for a writer) or /dev/zero (read never ends) as the trace: exit 2
+    naming load.trace, never a hang."""
+    if kind == "fifo":
+        target = tmp_path / "f.jsonl"
+        os.mkfifo(target)
+    else:
+        target = Path("/dev/zero") if kind == "device" else tmp_path
+    prof = _profile(tmp_path, str(target))
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(prof)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    name = {"fifo": "a FIFO", "device": "a character device", "directory": "a directory"}[kind]
+    assert ": load.trace: " in proc.stderr and f"not a regular file ({name})" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_trace_huge_input_tokens_cli_exit_2_no_traceback(tmp_path: Path) -> None:
     _trace(tmp_path, '{"timestamp_ms":5,"input_tokens":10000000000,"output_tokens":5}\n')
     proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(_profile(tmp_path, "t.jsonl"))],
@@ -203,6 +229,30 @@ def test_trace_scheduled_between_counts_whole_passes_without_walking_them(tmp_pa
     for a_ns, b_ns in ((0, 1), (5, 99 * MS), (MS // 7, 200 * MS + 3), (333_333, 333_334)):
         assert spec.scheduled_between(a_ns, b_ns) == sum(a_ns <= t < b_ns for t in times)
 
+def test_trace_scheduled_between_reads_a_few_offsets_of_a_long_trace(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner sizes its spare connections with scheduled_between as its clock starts: it
+    made a list of every offset (0.3-0.6 s for 500,000 lines, the first second's arrivals
+    that late). Now it reads O(log n) offsets per pass it bisects."""
+    from hopbench._trace import TraceSpec
+
+    n = 50_000
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": i, "input_tokens": 1, "output_tokens": 1}) + "\n"
+                             for i in range(n)))
+    spec = load_profile(_profile(tmp_path, "t.jsonl")).load.trace
+    calls = [0]
+    offset_ns = TraceSpec.offset_ns
+
+    def counting(self: TraceSpec, i: int, rep: int) -> int:
+        calls[0] += 1
+        return offset_ns(self, i, rep)
+
+    monkeypatch.setattr(TraceSpec, "offset_ns", counting)
+    assert spec.scheduled_between(0, 1000 * MS) == 1000
+    assert spec.scheduled_between(0, 50 * MS, 1, 2) == 25
+    assert calls[0] < 100, calls
+
+
 def _take(it: Any, n: int) -> list[Any]:
     return [next(it) for _ in range(n)]
 
@@ -250,6 +300,48 @@ def test_block_words_depend_on_the_key_alone_and_on_no_machine() -> None:
     assert len(words) == 5000 and set(words) <= set(WORDS)
     assert len(set(words)) == len(WORDS)  # every word is drawn
     assert _words("k", 0) == b"" and _words("k", 3) == long[:12].encode("ascii")
+
+
+# a usage chunk whose prompt count is not hopbench's (llm-mock-api 0.1.2 reports 10 for any prompt)
+USAGE_10 = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":'
+            b'{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":0}}}'
+            b'\n\n')
+
+
+async def test_trace_implied_hit_ratio_is_over_the_prompt_tokens_hopbench_sent(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The implied ratio divides what the trace implies (hopbench's tokens) by what hopbench sent,
+    not by the server's count: against llm-mock-api (10 prompt tokens for any prompt) it read
+    "the trace implies 4679.4%"."""
+    from _fake_transport import CHUNK, LAST
+
+    _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 10 * i, "input_tokens": 64, "output_tokens": 4,
+                                         "hash_ids": [7]}) + "\n" for i in range(4)))
+    profile = load_profile(_profile(tmp_path, "t.jsonl", "block_tokens = 32"))
+    base = fake_transport(Plan(gaps_s=(0.01,), last_s=0.01))
+
+    class Body(httpx.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            for chunk in (CHUNK, USAGE_10, LAST):
+                await trio.sleep(0.01)
+                yield chunk
+
+    class Transport(base):  # type: ignore[misc,valid-type]
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            await super().handle_async_request(request)
+            body = Body()
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body,
+                                  request=request, extensions={"hopbench.body": body})
+
+    monkeypatch.setattr(_runner, "StreamTransport", Transport)
+    rec = Recorder(["a"])
+    await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"])).run()
+    cache = cache_of(rec.snapshot().scopes["a"].counters)
+    # 4 requests of 64 tokens, each a 32-token block of hash id 7 then 32 unique: the first
+    # sends block 7, the 3 others hit it (32 tokens each): 96 of 256 tokens sent
+    assert cache is not None and cache["prompt_tokens"] == 40 and cache["hit_ratio"] == 0.0
+    assert cache["implied_tokens"] == 96 and cache["implied_prompt_tokens"] == 256
+    assert cache["implied_hit_ratio"] == 96 / 256
 
 
 async def test_trace_replay_latency_counts_from_the_scheduled_time(

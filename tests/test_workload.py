@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import shutil
 import statistics
@@ -360,6 +361,13 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
     # a record above the length limit (docs/workloads.md, "Length limits"): 2,000,001 tokens at 4 characters each
     ("l.jsonl", '"ok"\n' + json.dumps("a" * 8_000_004) + "\n", "", "l.jsonl:2",
      "a record of 2,000,001 input tokens, above hopbench's limit of 2,000,000"),
+    # what json.loads raises besides JSONDecodeError: RecursionError (deep nesting) and
+    # ValueError (an integer past Python's 4,300-digit limit): a file:line error, not a traceback
+    ("n.jsonl", '"ok"\n{"prompt": "a", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "", "n.jsonl:2",
+     "broken JSON line: arrays or objects nested too deeply to parse"),
+    ("n.json", "[" * 100_000 + "]" * 100_000, "", "n.json:1", "broken JSON: arrays or objects nested too deeply"),
+    ("i.jsonl", '"ok"\n{"prompt": "a", "x": 1' + "0" * 5000 + "}\n", "", "i.jsonl:2",
+     "broken JSON line: an integer of more than 4,300 digits"),
 ])
 def test_workload_bad_dataset_names_file_and_line(tmp_path: Path, name: str, content: str | bytes | None,
                                                    extra: str, where: str, words: str) -> None:
@@ -382,6 +390,38 @@ def test_workload_dataset_lines_break_at_newlines_only(tmp_path: Path) -> None:
     assert sorted(b["messages"][0]["content"] for b in bodies) == sorted(prompts)
     sc = load_profile(_profile(tmp_path, "prompts_file = 'p.jsonl'\n", "q.toml")).scenarios[0]
     assert sorted(sc.prompts) == sorted(prompts)  # prompts_file: the same reading
+
+
+@pytest.mark.parametrize(("line", "words"), [
+    ('{"prompt": "a", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "arrays or objects nested too deeply"),
+    ('{"prompt": "a", "x": 1' + "0" * 5000 + "}", "an integer of more than 4,300 digits"),
+])
+def test_workload_prompts_file_unparsable_json_names_file_and_line(tmp_path: Path, line: str, words: str) -> None:
+    (tmp_path / "p.jsonl").write_text('"ok"\n' + line + "\n")
+    with pytest.raises(ProfileError, match=f"p.jsonl:2: expected one JSON value per line .*: {words}"):
+        load_profile(_profile(tmp_path, "prompts_file = 'p.jsonl'\n"))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+@pytest.mark.parametrize("key", ["dataset", "prompts_file"])
+def test_workload_input_file_not_regular_is_refused_unread(tmp_path: Path, kind: str, key: str) -> None:
+    """A FIFO (open waits for a writer) or /dev/zero (read never ends, memory grows) named as
+    a dataset or prompts file: exit 2 at load, the profile's line and key, never a hang."""
+    if kind == "fifo":
+        target = tmp_path / "f.jsonl"
+        os.mkfifo(target)
+    elif kind == "device":
+        target = Path("/dev/zero")
+    else:
+        target = tmp_path
+    body = (f"dataset = {{ path = '{target}' }}\n" if key == "dataset" else f"prompts_file = '{target}'\n")
+    path = _profile(tmp_path, body)
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate", str(path)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    name = {"fifo": "a FIFO", "device": "a character device", "directory": "a directory"}[kind]
+    assert f"{path}:8: scenario[0].{key}" in proc.stderr and f"not a regular file ({name})" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_workload_prompts_file_lone_surrogate_names_file_and_line(tmp_path: Path) -> None:
@@ -491,6 +531,53 @@ def test_workload_encode_body_per_protocol() -> None:
     assert resp["instructions"] == "s" and len(resp["input"]) == 3 and resp["max_output_tokens"] == 5
     msgs = json.loads(encode_body("messages", "m", conv, 5, True, {}))
     assert msgs["system"] == "s" and msgs["messages"][0]["role"] == "user" and msgs["max_tokens"] == 5
+
+
+# -- lengths the target reported: max_tokens ignored, prompts cut -------------------------
+def test_workload_record_lengths_counts_streams_past_their_max_tokens() -> None:
+    from types import SimpleNamespace
+
+    from hopbench._meter import record_lengths
+    from hopbench._recorder import Recorder
+    from hopbench._results import lengths_of
+
+    rec = Recorder(["s"])
+    for outcome, out in (("completed", 30), ("completed", 20), ("completed", 8), ("truncated", 99)):
+        record_lengths(rec, "s", SimpleNamespace(outcome=outcome, input_tokens=50, output_tokens=out),  # type: ignore[arg-type]
+                       (50, 20))
+    lengths = lengths_of(rec.snapshot().scopes["s"].counters)
+    # 30 > 20 ran past the cap; 20 is at it; the broken stream is not judged
+    assert lengths["output"] == {"streams": 3, "requested_mean": 20.0, "reported_mean": 58 / 3,
+                                 "ratio": 58 / 60, "over_max": 1}
+    assert "over_max" not in lengths["input"]
+
+
+def _length_counters(n: int, req_in: int, got_in: int, req_out: int, got_out: int, over: int) -> dict[str, int]:
+    return {"length.input.streams": n, "length.input.requested": req_in, "length.input.reported": got_in,
+            "length.output.streams": n, "length.output.requested": req_out, "length.output.reported": got_out,
+            "length.output.over_max": over}
+
+
+def test_workload_length_warnings_say_max_tokens_ignored_and_prompts_cut() -> None:
+    """Measured against real servers: llmock ignores max_tokens (streams of 30 tokens for
+    max_tokens = 20 while others stopped at 8: the mean ratio 0.87 looked like early stops);
+    llm-mock-api reports 10 prompt tokens for any prompt (ratio 0.019 for 514 tokens sent)."""
+    from hopbench._finish import length_warnings
+
+    ok = _length_counters(10, 5000, 5100, 2000, 1500, 0)  # a chat template adds; EOS stops early
+    llmock = _length_counters(36, 5336, 5238, 720, 624, 14)
+    cut = _length_counters(24, 12338, 240, 4752, 120, 0)
+    assert length_warnings({"a": ok, "all": ok}) == []
+    warned = length_warnings({"a": ok, "llmock": llmock, "cut": cut, "all": ok})
+    assert len(warned) == 2, warned
+    assert warned[0] == ("scope llmock: max_tokens not honoured: 14 of 36 completed streams reported more "
+                         "output tokens than the max_tokens they were sent; the target ignores max_tokens "
+                         "(the output ratio ×0.867 mixes streams cut short with streams run past the cap)")
+    assert warned[1].startswith("scope cut: the target reported ×0.019 of the prompt tokens sent "
+                                "(mean 10.0 of 514.1 over 24 streams): it cuts the prompts")
+    # a run whose scopes hold no length counters but "all" does (a summary merged elsewhere)
+    assert length_warnings({"all": llmock})[0].startswith("max_tokens not honoured: 14 of 36")
+    assert length_warnings({"a": {}, "all": {}}) == []
 
 
 # -- the whole run on the emulator --------------------------------------------------------
@@ -639,6 +726,23 @@ def test_workload_dataset_note_says_what_was_skipped_filtered_and_used(tmp_path:
     # two records skipped (opened by the model, empty), one too long, one of the two left sampled
     assert sc.dataset_note == ("s.json: 5 records, 2 skipped (no user turn first: line 2 and 1 more), "
                                "2 within the length filters, 1 used")
+
+
+def test_workload_dataset_note_says_which_non_text_blocks_were_left_out(tmp_path: Path) -> None:
+    """A record with an image beside its text was sent as its text only, and nothing said so
+    (an image alone, or a tool block, is refused): a multimodal dataset measured text prompts."""
+    recs = [{"messages": [{"role": "user", "content": "plain"}]},
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                                         {"type": "image_url", "image_url": {"url": "x"}}]}]},
+            {"system": [{"type": "text", "text": "s"}], "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "and this?"}, {"type": "image", "source": {}},
+                {"type": "input_audio"}]}]}]
+    path = _dataset(tmp_path, "m.jsonl", "\n".join(json.dumps(r) for r in recs), ", format = 'openai'")
+    (sc,) = load_profile(path).scenarios
+    assert sc.dataset_note == ("m.jsonl: 3 records, 2 with content blocks sent as their text only "
+                               "(image, image_url, input_audio left out: line 2 and 1 more)")
+    assert sorted(json.loads(b)["messages"][-1]["content"] for b in sc.bodies) == [
+        "and this?", "plain", "what is this?"]
 
 
 def test_workload_dataset_reply_above_the_output_limit_is_refused(tmp_path: Path) -> None:
