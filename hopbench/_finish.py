@@ -198,7 +198,12 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         window_s = max(end_ns - profile.run.warmup_ns, 1) / NS_PER_S
         # the requests the target received: written to it, not just started (a
         # stream still waiting for the client's loop or a connection is not load)
-        sent, due = stats.sent_measured, stats.due
+        # an open loop of sessions has sessions arriving, not requests: their later
+        # turns (sent after think times, not on the schedule) are neither arrivals
+        # nor what the schedule asked (docs/results.md, "Load held")
+        later_sent = total.counter(ALL, "session.later_turns_sent")
+        arrivals = max(arrivals - total.counter(ALL, "session.later_turns_started"), 0)
+        sent, due = max(stats.sent_measured - later_sent, 0), stats.due
         achieved: float | None = sent / window_s
         arrival_rps: float | None = arrivals / window_s
         want_rps: float | None = profile.load.rate_rps
@@ -212,7 +217,7 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                     "(one timestamp, not looped): no rate; judged on the requests due")
         load.update(requested_rate_rps=_round3(want_rps), achieved_rate_rps=_round3(achieved),
                     arrival_rate_rps=_round3(arrival_rps), load_window_s=round(window_s, 6),
-                    due=due, sent=sent, max_in_flight=profile.load.max_in_flight,
+                    due=due, sent=sent, later_turns_sent=later_sent, max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
                     dispatcher_threads=total.counter(ALL, "dispatcher_threads"),
                     dispatched=total.counter(ALL, "dispatched"),

@@ -49,7 +49,9 @@ def load_phrase(load: Mapping[str, Any]) -> str:
         (``sent`` of ``due``, then ``achieved_rate_rps`` of ``requested_rate_rps``;
         without ``due``, an older summary: ``5.50 of 15.00 requests/s sent``;
         without rates, a trace at one instant: ``2 of 2 due arrivals sent``),
-        then ``, 57 arrivals dropped at max_in_flight = 5`` when some were; a
+        then ``, and 36 later session turns`` when sessions arrived (their turns
+        after the first are not arrivals: ``later_turns_sent``), then
+        ``, 57 arrivals dropped at max_in_flight = 5`` when some were; a
         closed loop: ``7.90 of 8 users busy with the target on average``
         (``mean_busy`` of ``requested_concurrency``); "" when the block has neither.
         Never raises.
@@ -66,6 +68,8 @@ def load_phrase(load: Mapping[str, Any]) -> str:
                 "target on average")
     else:
         return ""
+    if _number(load, "later_turns_sent") and load["later_turns_sent"]:
+        text += f", and {load['later_turns_sent']:,} later session turns"
     if _number(load, "max_in_flight_hits") and load["max_in_flight_hits"]:
         text += f", {load['max_in_flight_hits']:,} arrivals dropped at max_in_flight"
         if _number(load, "max_in_flight"):

@@ -1427,6 +1427,10 @@ class LoadRunner:
             if req is not None and req.turn:  # docs/results.md, "Sessions"
                 record_turn(rec, scope_name, req.turn, outcome, record.ttft_ns, record.input_tokens,
                             record.cached_tokens)
+                if req.turn > 1:  # not an arrival: "Load held" counts sessions, not their turns
+                    rec.incr(scope_name, "session.later_turns_started")
+                    if stage[1]:
+                        rec.incr(scope_name, "session.later_turns_sent")
             if self.on_stream is not None:
                 line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
                 if arm is not None:

@@ -304,3 +304,38 @@ def test_load_held_gate_and_terminal_share_one_phrase(load: dict[str, Any]) -> N
     assert c.detail == f"load not held: {phrase}"
     text = load_text(load)
     assert text is not None and (text == phrase or text.startswith(phrase + " · "))
+
+
+# -- sessions: the arrivals are sessions, not their turns ------------------------------
+
+async def test_load_held_open_loop_sessions_count_sessions_not_their_later_turns(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # breaker (real llmock): rate_rps = 4 sessions/s of 4 turns read "load: 9.50 of 4.00
+    # requests/s sent", and a shortfall of sessions would have hidden behind later turns
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nduration_s = 60\n[load]\nmode = "rate"\nrate_rps = 4\narrival = "constant"\n'
+                    '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nname = "s"\nprotocol = "chat"\n'
+                    'model = "m"\nprompts = ["p"]\nsession = { turns = 4, think_time_s = 0.5 }\n')
+    profile = load_profile(path)
+    rec = Recorder(["s"])
+    lines: list[dict[str, Any]] = []
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["s"]), on_stream=lines.append)
+    async with trio.open_nursery() as n:
+        async def stop() -> None:
+            await trio.sleep(1.9)
+            runner.request_stop("SIGINT")
+        n.start_soon(stop)
+        await runner.run()
+        n.cancel_scope.cancel()
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    firsts = [x for x in lines if x["turn"] == 1]
+    later = [x for x in lines if x["turn"] > 1 and x["start_ns"] < 1.9 * S]
+    assert len(firsts) == 8 and later  # sessions at 0, 0.25, ..., 1.75 s; their turns after
+    assert load["due"] == load["sent"] == 8 and load["later_turns_sent"] == len(later)
+    assert runner.stats.sent_measured == 8 + len(later)  # the gauge counts every request written
+    assert load["achieved_rate_rps"] == load["arrival_rate_rps"] == round(8 / 1.9, 3) and load["held"] is True
+    assert not _not_held(warnings)
+    assert load_phrase(load) == f"8 of 8 due arrivals sent (4.21 of 4.00 requests/s), and {len(later)} later session turns"
+    counters = rec.snapshot().scopes["s"].counters
+    assert counters["session.later_turns_sent"] == counters["session.later_turns_started"] == len(later)
