@@ -52,8 +52,8 @@ from typing import Any
 from ._units import NS_PER_MS
 
 __all__ = ["SATURATION_LAG_NS", "SATURATION_CPU", "BUSY_CPU", "GC_PAUSE_SHARE", "STEAL_SHARE",
-           "MACHINE_IDLE_SHARE", "CULPRIT_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage", "HostSample",
-           "judge", "sample_host", "host_usage", "parse_proc_stat", "parse_pid_stat"]
+           "MACHINE_IDLE_SHARE", "CULPRIT_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage",
+           "HostSample", "judge", "sample_host", "host_usage", "parse_proc_stat", "parse_pid_stat"]
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
 """Loop or schedule lag p99 above this: the client's own delay is in the latencies."""
@@ -423,8 +423,9 @@ def host_usage(a: HostSample, b: HostSample, wall_ns: int, cpus: int | None = No
     Returns:
         HostUsage; the machine shares are None when either sample lacks
         /proc/stat or no tick passed; ``emulator_cpu_ns`` is the emulators' CPU
-        between the samples, None when ``a`` has no emulator or one of ``a``'s
-        is missing from ``b`` (or is another process by then: a new start time).
+        between the samples, None when ``a`` has no emulator or the two
+        samples do not hold the same processes (one gone by the end, or another
+        process by then under its pid: a new start time).
         Never raises.
     """
     busy_share = steal_share = None
@@ -436,7 +437,7 @@ def host_usage(a: HostSample, b: HostSample, wall_ns: int, cpus: int | None = No
     emulator_ns: int | None = None
     if a.emulators:
         ends = {(pid, start): cpu for pid, start, cpu in b.emulators}
-        if all((pid, start) in ends for pid, start, _ in a.emulators):
+        if set(ends) == {(pid, start) for pid, start, _ in a.emulators}:  # the same processes at both ends
             emulator_ns = sum(max(ends[pid, start] - cpu, 0) for pid, start, cpu in a.emulators)
     return HostUsage(wall_ns, max(b.process_cpu_ns - a.process_cpu_ns, 0), cpus or os.cpu_count() or 1,
                      busy_share, steal_share, emulator_ns)

@@ -173,6 +173,8 @@ def test_host_usage_keeps_the_emulator_apart() -> None:
     assert host_usage(HostSample(0, None), b, S).emulator_cpu_ns is None
     assert host_usage(a, HostSample(1, None), S).emulator_cpu_ns is None
     assert host_usage(a, HostSample(1, None, ((7, 99, 5 * S),)), S).emulator_cpu_ns is None
+    # one more process at the end than at the start: its CPU before the start is unknown
+    assert host_usage(a, HostSample(1, None, ((7, 50, 3 * S), (8, 60, 1 * S))), S).emulator_cpu_ns is None
     # a summary written before the figure existed reads as not measured
     old = {k: v for k, v in u.to_json().items() if k != "emulator_cpu_ns"}
     assert HostUsage.from_json(old) == HostUsage(4 * S, 2 * S, 2, 0.75, 0.0, None)
