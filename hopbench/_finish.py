@@ -153,7 +153,7 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
 
     lag_p99, sched_p99 = judged(lag), judged(sched)
     # Say what was measured and what it points at (hopbench._saturation): the
-    # client's own CPU, collector pauses, or a busy machine (steal, neighbours).
+    # client's own CPU, collector pauses, or a busy machine (steal, hopbench's emulator, neighbours).
     verdict = judge_saturation(GeneratorFigures(
         lag_p99, sched_p99, cpu_mean, max(cpu, default=0.0), stats.gc_collections, stats.gc_pause_ns,
         stats.gc_pause_max_ns, stats.ended_ns or stats.stop_ns, HostUsage.from_json(stats.host)))
@@ -543,9 +543,10 @@ def gc_figures(stats: Any) -> dict[str, Any]:
 
 def host_figures(stats: Any) -> dict[str, Any]:
     """The process's and the machine's CPU use over the run (hopbench._saturation):
-    ``process_cpu_cores`` (every thread, cores on average), ``machine_busy_share``
-    and ``steal_share`` (shares of all CPUs' time; None without /proc/stat),
-    ``cpus``; {} when not measured.
+    ``process_cpu_cores`` (every thread, cores on average), ``emulator_cpu_cores``
+    (hopbench's own emulator processes on this machine, cores on average; None
+    without one or when unreadable), ``machine_busy_share`` and ``steal_share``
+    (shares of all CPUs' time; None without /proc/stat), ``cpus``; {} when not measured.
 
     Args:
         stats: a ``RunStats`` or :class:`RunCounters` (``host``).
@@ -553,7 +554,9 @@ def host_figures(stats: Any) -> dict[str, Any]:
     host = HostUsage.from_json(stats.host)
     if host is None:
         return {}
-    return {"process_cpu_cores": round(host.process_cores, 4), "cpus": host.cpus,
+    emu = host.emulator_cores
+    return {"process_cpu_cores": round(host.process_cores, 4),
+            "emulator_cpu_cores": None if emu is None else round(emu, 4), "cpus": host.cpus,
             "machine_busy_share": None if host.machine_busy_share is None else round(host.machine_busy_share, 4),
             "steal_share": None if host.steal_share is None else round(host.steal_share, 4)}
 

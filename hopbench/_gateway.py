@@ -50,12 +50,15 @@ class UpstreamHandle:
         source: how the profile named the upstream, for messages.
         alive: with ``listen``: why the emulator's process is gone, or None
             while it runs (``EmbeddedEmulator.exit_reason``); None with ``record``.
+        pid: with ``listen``: the emulator's process id (its CPU is kept apart
+            from the neighbours', hopbench._saturation); None with ``record``.
     """
 
     ground_truth: Path
     offset: int
     source: str
     alive: Callable[[], str | None] | None = None
+    pid: int | None = None
 
 
 def _check_free(spec: UpstreamSpec, profile_path: Path | None) -> None:
@@ -109,7 +112,7 @@ def open_upstream(spec: UpstreamSpec, stack: ExitStack, out: Path, profile_path:
         why = emu.exit_reason()
         return None if why is None else why.replace("the embedded emulator", "the upstream emulator ([upstream])")
 
-    return UpstreamHandle(path, 0, f'[upstream].listen = "{spec.listen}"', alive)
+    return UpstreamHandle(path, 0, f'[upstream].listen = "{spec.listen}"', alive, emu.pid)
 
 
 def _lines(path: Path, offset: int) -> list[dict[str, Any]]:

@@ -186,6 +186,11 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval,
                                 on_stream=on_stream if profile.run.stream_log or upstream else None,
                                 arms=[(name, u) for name, u, _ in arms])
+            # hopbench's own emulators on this machine: their CPU is not the neighbours' (_saturation)
+            runner.emulator_pids = tuple(pid for pid in (
+                emulator.pid if meta.get("ground_truth") else None,
+                *(e.pid for _, _, e in arms if e is not None),
+                upstream.pid if upstream is not None else None) if pid is not None)
             if meta.get("ground_truth"):  # the embedded emulator: notice its death at once
                 runner.target_alive = emulator.exit_reason
             elif any(e is not None for _, _, e in arms):

@@ -504,6 +504,10 @@ class LoadRunner:
         #: polled by a watcher: returns why the target is gone (e.g. the
         #: embedded emulator's process exited), or None while it is alive
         self.target_alive: Callable[[], str | None] | None = None
+        #: the emulator processes hopbench started on this machine for the run (the
+        #: embedded target's, the embedded arms', the [upstream] one): their CPU is
+        #: sampled with the host's and kept apart from the neighbours' (hopbench._saturation)
+        self.emulator_pids: tuple[int, ...] = ()
         self.notice: Callable[[str], None] = _stderr_notice  #: what a signal does now
         self._last_error = ""  # the last stream exception's text, for the unreachable message
         self._token: Any = None  # the run's TrioToken, for stops from other threads
@@ -675,7 +679,7 @@ class LoadRunner:
                 st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
                 self._gauge = InFlightGauge(t0, t0 + st.steady_from_ns, t0 + run.warmup_ns)
                 self._cpu0 = time.thread_time_ns()
-                host0 = sample_host()
+                host0 = sample_host(emulator_pids=self.emulator_pids)
                 self._area0 = [0] * len(PHASES)
                 async with trio.open_nursery() as watchers:
                     watchers.start_soon(self._loop_lag_probe)
@@ -706,7 +710,7 @@ class LoadRunner:
         st.gc_pause_p99_ns = collector.pause_percentile_ns(99.0)
         t_end = now_ns()
         st.ended_ns = t_end - t0
-        st.host = host_usage(host0, sample_host(), st.ended_ns).to_json()
+        st.host = host_usage(host0, sample_host(emulator_pids=self.emulator_pids), st.ended_ns).to_json()
         self._gauge.advance(t_end)
         self._sync_stats()
         return st

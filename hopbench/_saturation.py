@@ -11,12 +11,21 @@ summary.json) and, when they cannot, tell apart what held the client back
   enough and often enough to make the loop late (a pause of 25 ms or more,
   pauses adding up to 0.5 % of the run or more). ``--workers`` helps only
   by giving each process fewer live objects to scan.
+* ``emulator``: the machine's CPUs were busy (at most 10 % of them idle while
+  hopbench used less than 80 % of a core) and hopbench's own emulator (the
+  embedded target, an embedded A/B arm, the ``[upstream]`` emulator: a child
+  process on this machine) used 10 % of the machine's CPUs or more. Remedy:
+  put the emulator on another machine (an external ``target.url``) or lower
+  the load; a quieter machine would not help.
 * ``machine_busy``: the process wanted to run but was not given a CPU: the
   hypervisor took CPU time (``steal`` in /proc/stat, 2 % or more), or the
-  machine's CPUs were busy with other processes (at most 10 % of them idle
-  while hopbench used less than 80 % of a core), or, without /proc/stat, the
+  machine's CPUs were busy (as above) and other processes, neighbours, used
+  10 % of them or more (or the emulator did not), or, without /proc/stat, the
   loop was late while hopbench used little CPU and the collector does not
-  explain it. More workers would not help; another machine or a quieter one would.
+  explain it. More workers would not help; another machine or a quieter one
+  would. The emulator's CPU is measured apart (its /proc/PID/stat over the
+  same span as /proc/stat) and never counted among the neighbours; when both
+  took 10 % of the CPUs or more both causes are named, more cores first.
 * ``unexplained``: none of the above passed its threshold over the whole run
   (the machine had idle CPUs on average, hopbench and the collector were
   moderate): the figures are given as measured.
@@ -28,7 +37,8 @@ samples), or the loop thread's CPU at 95 % of a core or more. A saturated run
 always names at least one cause.
 
 Pure and synchronous except :func:`sample_host`, which reads the process's CPU
-time and /proc/stat (Linux; elsewhere the machine figures are None).
+time, /proc/stat and the emulator's /proc/PID/stat (Linux; elsewhere the
+machine and emulator figures are None).
 """
 
 from __future__ import annotations
@@ -42,8 +52,8 @@ from typing import Any
 from ._units import NS_PER_MS
 
 __all__ = ["SATURATION_LAG_NS", "SATURATION_CPU", "BUSY_CPU", "GC_PAUSE_SHARE", "STEAL_SHARE",
-           "MACHINE_IDLE_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage", "HostSample",
-           "judge", "sample_host", "host_usage", "parse_proc_stat"]
+           "MACHINE_IDLE_SHARE", "CULPRIT_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage",
+           "HostSample", "judge", "sample_host", "host_usage", "parse_proc_stat", "parse_pid_stat"]
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
 """Loop or schedule lag p99 above this: the client's own delay is in the latencies."""
@@ -56,7 +66,9 @@ GC_PAUSE_SHARE = 0.005
 STEAL_SHARE = 0.02
 """CPU time taken by the hypervisor (steal) at this share of the machine or more."""
 MACHINE_IDLE_SHARE = 0.10
-"""The machine's CPUs at most this idle (share of all CPUs) while hopbench was not busy: neighbours."""
+"""The machine's CPUs at most this idle (share of all CPUs) while hopbench was not busy: a busy machine."""
+CULPRIT_SHARE = 0.10
+"""On a busy machine, hopbench's emulator or the neighbours at this share of all CPUs or more are named."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +83,11 @@ class HostUsage:
             nice, system, irq, softirq, steal), 0..1; None without /proc/stat.
         steal_share: share of all CPUs' time taken by the hypervisor, 0..1;
             None without /proc/stat.
+        emulator_cpu_ns: CPU time (user + system, every thread) of the emulator
+            processes hopbench started on this machine for the run, over the same
+            span, ns (resolution one clock tick, 10 ms on most kernels); None when
+            hopbench ran no emulator here or its counters could not be read at
+            both ends (it exited mid-run, or no /proc).
     """
 
     wall_ns: int
@@ -78,6 +95,7 @@ class HostUsage:
     cpus: int
     machine_busy_share: float | None = None
     steal_share: float | None = None
+    emulator_cpu_ns: int | None = None
 
     @property
     def process_cores(self) -> float:
@@ -85,25 +103,38 @@ class HostUsage:
         return self.process_cpu_ns / self.wall_ns if self.wall_ns > 0 else 0.0
 
     @property
+    def emulator_cores(self) -> float | None:
+        """The emulator's CPU time over the wall time: cores (share of one core) it
+        used on average; None when not measured."""
+        if self.emulator_cpu_ns is None:
+            return None
+        return self.emulator_cpu_ns / self.wall_ns if self.wall_ns > 0 else 0.0
+
+    @property
     def others_cores(self) -> float | None:
-        """Cores the rest of the machine kept busy on average (None without /proc/stat)."""
+        """Cores the rest of the machine (neighbours: neither hopbench nor its
+        emulator) kept busy on average; None without /proc/stat."""
         if self.machine_busy_share is None:
             return None
-        return max(self.machine_busy_share * self.cpus - self.process_cores, 0.0)
+        return max(self.machine_busy_share * self.cpus - self.process_cores - (self.emulator_cores or 0.0), 0.0)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict of the fields (summary.json, worker messages)."""
         return {"wall_ns": self.wall_ns, "process_cpu_ns": self.process_cpu_ns, "cpus": self.cpus,
-                "machine_busy_share": self.machine_busy_share, "steal_share": self.steal_share}
+                "machine_busy_share": self.machine_busy_share, "steal_share": self.steal_share,
+                "emulator_cpu_ns": self.emulator_cpu_ns}
 
     @classmethod
     def from_json(cls, data: Any) -> HostUsage | None:
-        """Inverse of :meth:`to_json`; None for anything that is not such a dict."""
+        """Inverse of :meth:`to_json`; None for anything that is not such a dict
+        (a dict without ``emulator_cpu_ns``, from an older hopbench, reads as None there)."""
         if not isinstance(data, dict):
             return None
         try:
+            emu = data.get("emulator_cpu_ns")
             return cls(int(data["wall_ns"]), int(data["process_cpu_ns"]), int(data["cpus"]),
-                       data.get("machine_busy_share"), data.get("steal_share"))
+                       data.get("machine_busy_share"), data.get("steal_share"),
+                       None if emu is None else int(emu))
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -139,8 +170,8 @@ class Cause:
     """One reason the client fell behind.
 
     Attributes:
-        kind: ``client_cpu`` | ``collector`` | ``machine_busy`` | ``unexplained``
-            (the symptom is real but no cause passed its threshold).
+        kind: ``client_cpu`` | ``collector`` | ``emulator`` | ``machine_busy`` |
+            ``unexplained`` (the symptom is real but no cause passed its threshold).
         figure: the measured figure that shows it, as a sentence fragment.
         advice: what to do about it.
     """
@@ -181,6 +212,41 @@ class Verdict:
 
 def _ms(ns: int) -> str:
     return f"{ns / NS_PER_MS:.1f} ms"
+
+
+def _busy_machine(host: HostUsage, busy: float, own: float) -> list[Cause]:
+    """The causes of a machine at most ``MACHINE_IDLE_SHARE`` idle while hopbench was
+    not busy: its emulator, its neighbours or both, more cores first.
+
+    Each is named when it used ``CULPRIT_SHARE`` of the machine's CPUs or more;
+    when neither did, the neighbours (the only explanation when the emulator's
+    CPU was not measured). A share of the machine, not a counterfactual "idle
+    without it": hopbench's own process fills the machine too, so on 2 CPUs a
+    client at 75 % of a core and an emulator at 100 % leave so little idle that
+    a background of 0.07 cores would count as a cause.
+    """
+    emu = host.emulator_cores
+    others = host.others_cores or 0.0
+    found: list[tuple[float, Cause]] = []
+    if emu is not None and emu >= CULPRIT_SHARE * host.cpus:
+        found.append((emu, Cause(
+            "emulator",
+            f"the machine's {host.cpus} CPUs were {busy:.0%} busy and hopbench's own emulator (a child "
+            f"process on this machine) used {emu:.0%} of one core, other processes {others:.1f} cores, "
+            f"while hopbench used {own:.0%} of one core",
+            f"the client and the emulator share this machine's {host.cpus} CPUs: more workers would not add "
+            "CPU here; run the emulator on another machine (an external target.url) or lower the load "
+            "(fewer streams)")))
+    if others >= CULPRIT_SHARE * host.cpus or not found:
+        besides = f" and its emulator {emu:.0%} of one core" if emu else ""
+        found.append((others, Cause(
+            "machine_busy",
+            f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
+            f"used {others:.1f} cores while hopbench used {own:.0%} of one core{besides}",
+            "neighbours took the CPUs, not the load: more workers would not add CPU here; use a quieter "
+            "machine")))
+    found.sort(key=lambda fc: -fc[0])  # stable: equal cores keep the emulator first
+    return [c for _, c in found]
 
 
 def judge(f: GeneratorFigures) -> Verdict:
@@ -226,13 +292,7 @@ def judge(f: GeneratorFigures) -> Verdict:
                             "the machine was busy, not the load: more workers would not add CPU here; "
                             "use a quieter machine"))
     elif host is not None and busy is not None and own < BUSY_CPU and 1.0 - busy <= MACHINE_IDLE_SHARE:
-        others = host.others_cores or 0.0
-        causes.append(Cause(
-            "machine_busy",
-            f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
-            f"used {others:.1f} cores while hopbench used {own:.0%} of one core",
-            "neighbours took the CPUs, not the load: more workers would not add CPU here; use a quieter "
-            "machine (the embedded emulator, if used, counts among them)"))
+        causes.extend(_busy_machine(host, busy, own))
     elif own < BUSY_CPU and not causes and busy is None:
         # no machine counters: lagging while using little CPU means waiting for a CPU
         causes.append(Cause(
@@ -240,11 +300,13 @@ def judge(f: GeneratorFigures) -> Verdict:
             f"the client used {own:.0%} of one core while it lagged, so it waited for a CPU: other "
             "processes on this machine (neighbours)",
             "likely neighbours, not the load: more workers would not add CPU here"))
+    emu = host.emulator_cores if host is not None else None
     if not causes:  # no cause passed its threshold: say what was measured
         causes.append(Cause(
             "unexplained",
             f"hopbench used {own:.0%} of one core, the collector paused {share:.1%} of the run (longest "
-            f"{_ms(f.gc_pause_max_ns)})" + ("" if busy is None else f", the machine's CPUs were {busy:.0%} busy"),
+            f"{_ms(f.gc_pause_max_ns)})" + ("" if busy is None else f", the machine's CPUs were {busy:.0%} busy")
+            + ("" if emu is None else f", hopbench's emulator used {emu:.0%} of one core"),
             "none of hopbench's CPU, the collector or the machine explains the lag over the whole run "
             "(short bursts of neighbours, or a blocking call); run it again, and if it repeats, profile it"))
     return Verdict(True, tuple(symptoms), tuple(causes))
@@ -261,10 +323,14 @@ class HostSample:
         process_cpu_ns: ``time.process_time_ns()`` (every thread of the process).
         proc_stat: the aggregate ``cpu`` line of /proc/stat as (busy, total,
             steal) clock ticks, or None where it cannot be read.
+        emulators: one (pid, start time in clock ticks since boot, CPU time in
+            ns) per emulator process asked for and readable, in the order asked;
+            the start time tells a process from a later one that reused its pid.
     """
 
     process_cpu_ns: int
     proc_stat: tuple[int, int, int] | None
+    emulators: tuple[tuple[int, int, int], ...] = ()
 
 
 def parse_proc_stat(text: str) -> tuple[int, int, int] | None:
@@ -289,13 +355,61 @@ def parse_proc_stat(text: str) -> tuple[int, int, int] | None:
     return None
 
 
-def sample_host(proc_stat: Path = Path("/proc/stat")) -> HostSample:
-    """Read the process's CPU time and the machine's counters now. Never raises."""
+def parse_pid_stat(text: str) -> tuple[int, int] | None:
+    """(CPU ticks, start ticks) from one /proc/PID/stat line (proc(5)).
+
+    CPU ticks = utime + stime (fields 14 and 15: every thread of the process;
+    children are not included); start ticks = starttime (field 22, clock ticks
+    since boot). The fields are counted after the last ``)``, since the command
+    name (field 2) may hold spaces and parentheses. None when malformed. Never raises.
+    """
+    _, sep, rest = text.rpartition(")")
+    fields = rest.split()
+    if not sep or len(fields) < 20:
+        return None
+    try:  # fields[0] is field 3 (state): field n is fields[n - 3]
+        return int(fields[11]) + int(fields[12]), int(fields[19])
+    except ValueError:
+        return None
+
+
+def _tick_ns() -> int:
+    try:
+        hz = os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError, AttributeError):
+        hz = 100
+    return 1_000_000_000 // hz if hz > 0 else 10_000_000
+
+
+def sample_host(proc_stat: Path = Path("/proc/stat"), emulator_pids: tuple[int, ...] = (),
+                proc: Path = Path("/proc")) -> HostSample:
+    """Read the process's CPU time, the machine's counters and the emulators' CPU now.
+
+    Args:
+        proc_stat: the machine's counters (/proc/stat).
+        emulator_pids: the emulator processes hopbench started on this machine
+            (``EmbeddedEmulator.pid``); their ``<proc>/PID/stat`` is read.
+        proc: the proc file system's root (tests point it at a folder).
+
+    Returns:
+        The HostSample; a pid whose stat cannot be read (gone) is left out of
+        ``emulators``. Never raises.
+    """
     try:
         ticks = parse_proc_stat(proc_stat.read_text(encoding="ascii", errors="replace"))
     except OSError:
         ticks = None
-    return HostSample(time.process_time_ns(), ticks)
+    emulators: list[tuple[int, int, int]] = []
+    if emulator_pids:
+        tick_ns = _tick_ns()
+        for pid in emulator_pids:
+            try:
+                got = parse_pid_stat((proc / str(pid) / "stat").read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                got = None
+            if got is not None:
+                emulators.append((pid, got[1], got[0] * tick_ns))
+    return HostSample(time.process_time_ns(), ticks, tuple(emulators))
 
 
 def host_usage(a: HostSample, b: HostSample, wall_ns: int, cpus: int | None = None) -> HostUsage:
@@ -308,7 +422,11 @@ def host_usage(a: HostSample, b: HostSample, wall_ns: int, cpus: int | None = No
 
     Returns:
         HostUsage; the machine shares are None when either sample lacks
-        /proc/stat or no tick passed. Never raises.
+        /proc/stat or no tick passed; ``emulator_cpu_ns`` is the emulators' CPU
+        between the samples, None when ``a`` has no emulator or the two
+        samples do not hold the same processes (one gone by the end, or another
+        process by then under its pid: a new start time).
+        Never raises.
     """
     busy_share = steal_share = None
     if a.proc_stat is not None and b.proc_stat is not None:
@@ -316,5 +434,10 @@ def host_usage(a: HostSample, b: HostSample, wall_ns: int, cpus: int | None = No
         if d_total > 0:
             busy_share = min(max(d_busy / d_total, 0.0), 1.0)
             steal_share = min(max(d_steal / d_total, 0.0), 1.0)
+    emulator_ns: int | None = None
+    if a.emulators:
+        ends = {(pid, start): cpu for pid, start, cpu in b.emulators}
+        if set(ends) == {(pid, start) for pid, start, _ in a.emulators}:  # the same processes at both ends
+            emulator_ns = sum(max(ends[pid, start] - cpu, 0) for pid, start, cpu in a.emulators)
     return HostUsage(wall_ns, max(b.process_cpu_ns - a.process_cpu_ns, 0), cpus or os.cpu_count() or 1,
-                     busy_share, steal_share)
+                     busy_share, steal_share, emulator_ns)

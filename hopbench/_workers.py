@@ -97,12 +97,17 @@ class WorkerShare:
         arrival_offset_ns: open loop, constant arrivals: the phase shift of
             this worker's schedule (k / R), so that the merged schedule stays
             evenly spaced; 0 otherwise. All workers start together.
+        emulator_pids: the local engine: the embedded emulator the driver
+            started on this machine, whose CPU the worker keeps apart from the
+            neighbours' (hopbench._saturation); () otherwise (Ray's tasks may
+            run on other hosts, where the pid names another process).
     """
 
     index: int
     load: LoadSpec
     request_budget: int | None
     arrival_offset_ns: int
+    emulator_pids: tuple[int, ...] = ()
 
 
 def _split_int(total: int, parts: int) -> list[int]:
@@ -219,6 +224,7 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
                         request_budget=share.request_budget, seed_offset=k,
                         arrival_offset_ns=share.arrival_offset_ns)
     runner.notice = lambda text: None  # the driver announces what a signal does, once
+    runner.emulator_pids = share.emulator_pids
     send({"kind": "ready", "worker": k, "host": socket.gethostname(), "pid": os.getpid()})
     go_at = wait_go()
     skew_ns = 0
@@ -326,6 +332,9 @@ class Merger:
         self._pending: dict[int, dict[int, tuple[IntervalSnapshot, IntervalSnapshot, dict[str, Any]]]] = {}
         self._total = _Accumulator()
         self._joined: Snapshot | None = None  # the client cancels joined with the emulator's record
+        #: the embedded emulator the driver started on this host (set once it runs): the
+        #: local engine hands it to its workers (WorkerShare.emulator_pids)
+        self.emulator_pids: tuple[int, ...] = ()
         self.intervals_written = 0
         self._last_checkpoint = time.monotonic()
 
@@ -565,6 +574,7 @@ def _run_local(profile: Profile, *, out_dir: Path | None, on_line: Callable[[str
         conns: dict[int, Any] = {}
         for s in shares:
             parent, child = ctx.Pipe(duplex=True)
+            s = dataclasses.replace(s, emulator_pids=merger.emulator_pids)  # one host: the pid is valid here
             p = ctx.Process(target=target, args=(profile, url, s, child),
                             name=f"hopbench-worker-{s.index}", daemon=True)
             p.start()
@@ -749,6 +759,7 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
             emulator = EmbeddedEmulator(profile.emulator_config, record_path=out / "ground_truth.jsonl")
             url = emulator.__enter__().base_url
             meta["ground_truth"] = "ground_truth.jsonl"
+            merger.emulator_pids = () if emulator.pid is None else (emulator.pid,)
             threading.Thread(target=_watch_emulator, name="hopbench-emulator-watch", daemon=True,
                              args=(emulator, interrupted, watching, time.monotonic())).start()
         if profile.scrape:  # [[scrape]]: the driver scrapes (hopbench._scrape)

@@ -171,6 +171,8 @@ def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
         assert summary["scopes"][arm]["counters"]["completed"] > 10
         assert (out.out_dir / f"ground_truth.{arm}.jsonl").exists()
     on_disk = json.loads((out.out_dir / "summary.json").read_text(encoding="utf-8"))
+    # both arms' emulators are hopbench's own: their CPU together, apart from the neighbours'
+    assert 0 <= on_disk["generator"]["emulator_cpu_cores"] <= on_disk["generator"]["cpus"]
     pair = on_disk["arm_differences"]["pairs"][0]
     # "slow" adds 200 ms to each first token: a verdict, whatever the machine's load
     assert pair["metrics"]["ttft"]["verdict"] == "worse"

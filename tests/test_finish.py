@@ -156,7 +156,8 @@ def _keys(obj: Any, prefix: str = "") -> set[str]:
 _ENGINE_ONLY = {"engine", "hosts", "worker_detail", "load.peak_in_flight_note", "load.peak_open_note"}
 # measured per process: with workers each one's saturation verdict is in worker_detail[]
 _PROCESS_ONLY = {"generator.saturation", "generator.saturation.saturated", "generator.saturation.symptoms",
-                 "generator.saturation.causes", "generator.process_cpu_cores", "generator.cpus",
+                 "generator.saturation.causes", "generator.process_cpu_cores", "generator.emulator_cpu_cores",
+                 "generator.cpus",
                  "generator.machine_busy_share", "generator.steal_share"}
 # figures that depend on the machine's load at that moment, not on the engine
 _MACHINE = ("load generator saturated", "worker ", "the embedded emulator fell behind", "client_lagged",

@@ -125,6 +125,8 @@ def test_upstream_record_of_an_emulator_started_by_hand(tmp_path: Path) -> None:
     g = _summary(tmp_path / "run")["gateway_overhead"]
     assert g["match_rate"] == 1.0 and g["upstream_requests_unmatched"] == 0
     assert g["per_event"] is True and g["upstream"] == f'[upstream].record = "{record}"'
+    # an emulator hopbench did not start is not its own: no emulator CPU figure (a neighbour)
+    assert _summary(tmp_path / "run")["generator"]["emulator_cpu_cores"] is None
 
 
 # -- the delaying proxy --------------------------------------------------------------------------
@@ -182,6 +184,8 @@ def test_delay_proxy_overhead_is_the_injected_delay(tmp_path: Path) -> None:
     s = _summary(tmp_path / "run")
     g = s["gateway_overhead"]
     assert g["match_rate"] == 1.0 and g["per_event"] is True and g["clock"] == "same host"
+    # the [upstream] emulator is hopbench's own: its CPU is measured apart from the neighbours'
+    assert 0 <= s["generator"]["emulator_cpu_cores"] <= s["generator"]["cpus"]
     assert g["buffering"]["flag"] is False
     assert g["events"]["dropped"] == 0 and g["events"]["upstream"] == 24 * 20
     # the proxy holds each event delay_ms after it arrived, so no event can come sooner

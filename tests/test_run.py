@@ -74,6 +74,8 @@ def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dic
     assert gen["saturation"]["saturated"] == summary["saturated"]
     assert bool(gen["saturation"]["causes"]) == summary["saturated"]
     assert gen["process_cpu_cores"] > 0 and gen["cpus"] >= 1
+    # the embedded emulator's CPU over the same span, kept apart from the neighbours'
+    assert isinstance(gen["emulator_cpu_cores"], float) and 0 <= gen["emulator_cpu_cores"] <= gen["cpus"]
     assert c.get("completed", 0) == ends["completed"]
     assert c.get("failed", 0) == ends["failed"]
     assert c.get("truncated", 0) == ends["disconnect"]

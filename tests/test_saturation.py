@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hopbench._saturation import (GeneratorFigures, HostSample, HostUsage, host_usage, judge, parse_proc_stat,
-                                  sample_host)
+from hopbench._saturation import (GeneratorFigures, HostSample, HostUsage, host_usage, judge, parse_pid_stat,
+                                  parse_proc_stat, sample_host)
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -24,8 +24,9 @@ def _fig(lag_ms: float = 40.0, cpu: float = 0.3, **kw: object) -> GeneratorFigur
 
 
 def _host(process_cores: float, busy: float | None = None, steal: float | None = None,
-          cpus: int = 2) -> HostUsage:
-    return HostUsage(RUN_NS, int(process_cores * RUN_NS), cpus, busy, steal)
+          cpus: int = 2, emulator_cores: float | None = None) -> HostUsage:
+    emu = None if emulator_cores is None else int(emulator_cores * RUN_NS)
+    return HostUsage(RUN_NS, int(process_cores * RUN_NS), cpus, busy, steal, emu)
 
 
 def _kinds(f: GeneratorFigures) -> list[str]:
@@ -81,6 +82,36 @@ def test_judge_machine_busy_by_neighbours_with_proc_stat() -> None:
             "while hopbench used 35% of one core") in v.causes[0].figure
 
 
+def test_judge_emulator_not_neighbours_when_it_filled_the_machine() -> None:
+    # 2 CPUs 97 % busy = 1.94 cores: hopbench 0.35, its embedded emulator 0.95, the rest 0.64
+    v = judge(_fig(cpu=0.3, host=_host(0.35, busy=0.97, steal=0.0, emulator_cores=0.95)))
+    assert [c.kind for c in v.causes] == ["emulator", "machine_busy"]
+    # the emulator alone: the rest (0.09 cores, under 10 % of the CPUs) is not named
+    v = judge(_fig(cpu=0.7, host=_host(0.75, busy=0.92, steal=0.0, emulator_cores=1.0)))
+    assert [c.kind for c in v.causes] == ["emulator"]
+    c = v.causes[0]
+    assert c.figure == ("the machine's 2 CPUs were 92% busy and hopbench's own emulator (a child process on "
+                        "this machine) used 100% of one core, other processes 0.1 cores, while hopbench used "
+                        "75% of one core")
+    assert "share this machine's 2 CPUs" in c.advice and "external target.url" in c.advice
+    w = str(v.warning())
+    assert "neighbours" not in w and "quieter machine" not in w and "emulator" in w
+    assert v.to_json()["causes"][0]["kind"] == "emulator"
+
+
+def test_judge_neighbours_still_busy_without_the_emulator() -> None:
+    # 4 CPUs 98 % busy = 3.92 cores: hopbench 0.4, emulator 0.3 (under 10 % of the CPUs), the rest 3.22
+    v = judge(_fig(cpu=0.35, host=_host(0.4, busy=0.98, steal=0.0, cpus=4, emulator_cores=0.3)))
+    assert [c.kind for c in v.causes] == ["machine_busy"]
+    assert v.causes[0].figure == ("the machine's 4 CPUs were 98% busy and other processes on this machine used "
+                                  "3.2 cores while hopbench used 40% of one core and its emulator 30% of one core")
+    assert "quieter machine" in v.causes[0].advice and "emulator" not in v.causes[0].advice
+    # neighbours and the emulator both took a share: both named, more cores first
+    v = judge(_fig(cpu=0.35, host=_host(0.4, busy=0.98, steal=0.0, cpus=4, emulator_cores=0.9)))
+    assert [c.kind for c in v.causes] == ["machine_busy", "emulator"]
+    assert "2.6 cores" in v.causes[0].figure and "used 90% of one core" in v.causes[1].figure
+
+
 def test_judge_machine_busy_inferred_without_proc_stat() -> None:
     # no machine counters: the process used little CPU while its loop was late
     v = judge(_fig(cpu=0.2, host=_host(0.22)))
@@ -119,6 +150,45 @@ def test_parse_proc_stat_and_host_usage() -> None:
     assert HostUsage.from_json(u.to_json()) == u
     assert HostUsage.from_json(None) is None and HostUsage.from_json({"wall_ns": 1}) is None
     assert host_usage(HostSample(0, None), b, S, cpus=2).machine_busy_share is None
+
+
+def test_parse_pid_stat_counts_fields_after_the_command_name() -> None:
+    # fields 14, 15 (utime, stime) and 22 (starttime); a command name with spaces and ')'
+    rest = "S 1 2 3 0 -1 4194304 10 0 0 0 70 30 5 6 20 0 3 0 4242 1000 200 18446744073709551615"
+    assert parse_pid_stat(f"123 (python3) {rest}\n") == (100, 4242)
+    assert parse_pid_stat(f"123 (a b) c)) {rest}\n") == (100, 4242)
+    assert parse_pid_stat("123 (python3) S 1 2\n") is None
+    assert parse_pid_stat("garbage") is None and parse_pid_stat("") is None
+    assert parse_pid_stat(f"123 (x) {rest.replace('70', 'x')}") is None
+
+
+def test_host_usage_keeps_the_emulator_apart() -> None:
+    a = HostSample(0, (0, 0, 0), ((7, 50, 1 * S),))
+    b = HostSample(2 * S, (300, 400, 0), ((7, 50, 3 * S),))
+    u = host_usage(a, b, 4 * S, cpus=2)  # 4 s: hopbench 0.5 core, the emulator 0.5, the machine 75 % busy
+    assert (u.emulator_cpu_ns, u.emulator_cores, u.process_cores) == (2 * S, 0.5, 0.5)
+    assert u.others_cores == pytest.approx(0.5)
+    assert HostUsage.from_json(u.to_json()) == u
+    # no emulator, or one gone (or its pid reused: another start time) by the end: not measured
+    assert host_usage(HostSample(0, None), b, S).emulator_cpu_ns is None
+    assert host_usage(a, HostSample(1, None), S).emulator_cpu_ns is None
+    assert host_usage(a, HostSample(1, None, ((7, 99, 5 * S),)), S).emulator_cpu_ns is None
+    # one more process at the end than at the start: its CPU before the start is unknown
+    assert host_usage(a, HostSample(1, None, ((7, 50, 3 * S), (8, 60, 1 * S))), S).emulator_cpu_ns is None
+    # a summary written before the figure existed reads as not measured
+    old = {k: v for k, v in u.to_json().items() if k != "emulator_cpu_ns"}
+    assert HostUsage.from_json(old) == HostUsage(4 * S, 2 * S, 2, 0.75, 0.0, None)
+
+
+def test_sample_host_reads_the_emulators_stat(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  1 0 1 8 0 0 0 0 0 0\n")
+    (tmp_path / "41").mkdir()
+    (tmp_path / "41" / "stat").write_text("41 (python) S" + " 0" * 10 + " 3 4" + " 0" * 6 + " 77 0 0\n")
+    s = sample_host(stat, emulator_pids=(41, 42), proc=tmp_path)  # 42: gone, left out
+    (pid, start, cpu_ns), = s.emulators
+    assert (pid, start) == (41, 77) and cpu_ns > 0 and cpu_ns % 7 == 0  # 7 ticks, whatever the tick
+    assert sample_host(stat).emulators == ()
 
 
 def test_sample_host_reads_the_counters(tmp_path: Path) -> None:

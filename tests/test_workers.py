@@ -7,6 +7,7 @@ import io
 import json
 import os
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,38 @@ def test_run_workers_two_workers_match_ground_truth(tmp_path: Path) -> None:
     assert seen and seen == timeline
     assert [x["start_ns"] for x in timeline] == sorted(x["start_ns"] for x in timeline)
     assert all(d["state"] == "done" and d["pid"] != os.getpid() for d in detail)
+
+
+def _worker_knows_the_emulator(profile: Profile, base_url: str, share: WorkerShare, conn: Any) -> None:
+    """Worker target: dies (the run then says "worker K died") unless its share names
+    the driver's embedded emulator, a process other than itself."""
+    (pid,) = share.emulator_pids
+    assert pid != os.getpid() and b"hopbench.emulator" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    _process_main(profile, base_url, share, conn)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the emulator's CPU is read from /proc")
+def test_run_workers_measure_the_drivers_emulator_apart(tmp_path: Path) -> None:
+    """The local engine hands each worker the embedded emulator's pid, and a worker's
+    host figures then hold the emulator's CPU over its run (hopbench._saturation)."""
+    outcome = _run_local(_profile(2, requests=40), out_dir=tmp_path / "run", on_line=None, progress=None,
+                         base_url=None, target=_worker_knows_the_emulator)
+    assert outcome.complete, outcome.summary["warnings"]
+    # the worker body itself, in this process, against an emulator of its own
+    from hopbench._saturation import HostUsage
+    from hopbench._workers import run_worker
+    from hopbench.emulator import EmbeddedEmulator
+
+    profile = _profile(1, requests=10)
+    sent: list[dict[str, Any]] = []
+    with EmbeddedEmulator(profile.emulator_config, record_path=None) as emu:
+        assert emu.pid is not None
+        share = split_load(profile, 1)[0]
+        share = WorkerShare(share.index, share.load, share.request_budget, share.arrival_offset_ns, (emu.pid,))
+        run_worker(profile, emu.base_url, share, sent.append, lambda: time.time(), install_signals=False)
+    (done,) = [m for m in sent if m["kind"] == "done"]
+    host = HostUsage.from_json(done["counters"]["host"])
+    assert host is not None and host.emulator_cpu_ns is not None and host.emulator_cpu_ns >= 0
 
 
 def _crash_worker_one(profile: Profile, base_url: str, share: WorkerShare, conn: Any) -> None:
