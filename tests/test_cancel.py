@@ -216,14 +216,22 @@ def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: st
     out = run_profile(profile, out_dir=tmp_path / "out")
     summary = out.summary
     c = summary["scopes"]["c"]["counters"]
-    assert c["client_cancelled"] == n and c.get("completed", 0) == 0
-    assert c["cancel.matched"] == n and "cancel.unmatched" not in c
-    assert "cancel.upstream_completed" not in c  # the emulator stops when its client leaves
-    assert summary["scopes"]["c"]["metrics"]["cancel_delay"]["count"] == n
-    assert "e2e" not in summary["scopes"]["c"]["metrics"]
-    assert not [w for w in summary["warnings"] if "completed" in w or "cancel" in w]
+    lines = [json.loads(x) for x in (out.out_dir / "streams.jsonl").read_text().splitlines()]
     truths = [json.loads(x) for x in (out.out_dir / "ground_truth.jsonl").read_text().splitlines()]
-    assert [t["end"] for t in truths] == ["client_closed"] * n
+    # after_ms on a busy machine: a stream cancelled before any response head may have
+    # left before the emulator's handler read its request (no ground-truth line): that
+    # one, and only that one, is unmatched. Every stream that got a head is matched.
+    seen = {t["request_id"] for t in truths}
+    unseen = {x["id"] for x in lines} - seen
+    assert all(x["headers_ns"] is None for x in lines if x["id"] in unseen)
+    assert protocol == "messages" or not unseen  # after_events: every stream had its events
+    assert c["client_cancelled"] == n and c.get("completed", 0) == 0
+    assert c["cancel.matched"] == n - len(unseen) and c.get("cancel.unmatched", 0) == len(unseen)
+    assert "cancel.upstream_completed" not in c  # the emulator stops when its client leaves
+    assert summary["scopes"]["c"]["metrics"]["cancel_delay"]["count"] == n - len(unseen)
+    assert "e2e" not in summary["scopes"]["c"]["metrics"]
+    assert not [w for w in summary["warnings"] if "completed" in w or ("cancel" in w and not unseen)]
+    assert [t["end"] for t in truths] == ["client_closed"] * (n - len(unseen))
     assert all(isinstance(t["client_closed_ns"], int) and t["tokens_after_close"] == 0 for t in truths)
     # the close came after what the client read: the emulator sent at least that much
     # (after_ms: on a busy machine the emulator may not have sent a token within 60 ms,
