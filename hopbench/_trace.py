@@ -137,6 +137,9 @@ def read_trace(path: Path) -> list[TraceEntry]:
                                line=i) from None
         if not isinstance(obj, dict):
             raise fail(f"expected a JSON object, got {type(obj).__name__}")
+        for name, alias in _ALIASES.items():  # which one is meant? (one would be dropped unread)
+            if name in obj and alias in obj:
+                raise fail(f'both "{name}" and its Mooncake name "{alias}": keep one')
         tkey = "timestamp_ms" if "timestamp_ms" in obj else "timestamp"
         if tkey not in obj:
             raise fail('missing field "timestamp_ms"')

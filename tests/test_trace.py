@@ -76,6 +76,11 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
      '"input_length": expected at most 2,000,000 tokens'),
     ('{"timestamp_ms": 5, "input_tokens": 5, "output_tokens": 10000000000}\n', 1,
      '"output_tokens": expected at most 2,000,000 tokens'),
+    # a field under both its names: which one was meant cannot be told (one would go unread)
+    ('{"timestamp_ms": 5, "timestamp": 9, "input_tokens": 5, "output_tokens": 5}\n', 1,
+     'both "timestamp_ms" and its Mooncake name "timestamp": keep one'),
+    ('{"timestamp_ms": 5, "input_tokens": 5, "input_length": 7, "output_tokens": 5}\n', 1,
+     'both "input_tokens" and its Mooncake name "input_length"'),
     # more hash ids than ceil(input_tokens / block_tokens) blocks
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n'
      '{"timestamp_ms": 0, "input_tokens": 10, "output_tokens": 5, "hash_ids": [1, 2, 3, 4]}\n', 2,
