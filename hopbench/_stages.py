@@ -244,6 +244,17 @@ def _finish(profile: Profile, out: Path, probes: list[Probe], outcomes: list[Run
     complete = all(o.complete for o in outcomes) and not (capacity or {}).get("status") == "interrupted"
     summary["complete"] = complete
     warnings = list(summary.get("warnings") or [])
+    if kind == "stages":
+        # every [[stage]] is load the user asked for (a search's probes past capacity
+        # are expected to fail): a stage that did not hold it, or whose client was
+        # saturated, says so here too, not only in its own folder (docs/slo.md)
+        for i, o in enumerate(outcomes):
+            if i == record:
+                continue
+            folder = probes[i].figures.get("folder")
+            for w in o.summary.get("warnings") or []:
+                if isinstance(w, str) and w.startswith(("load not held", "load generator saturated")):
+                    warnings.append(f"stage {folder}: {w}")
     if capacity is not None and capacity.get("client_saturated"):
         summary["saturated"] = True
         warnings.insert(0, "load generator saturated: " + str(capacity["message"]))

@@ -339,3 +339,32 @@ async def test_load_held_open_loop_sessions_count_sessions_not_their_later_turns
     assert load_phrase(load) == f"8 of 8 due arrivals sent (4.21 of 4.00 requests/s), and {len(later)} later session turns"
     counters = rec.snapshot().scopes["s"].counters
     assert counters["session.later_turns_sent"] == counters["session.later_turns_started"] == len(later)
+
+
+def test_load_held_a_staged_run_warns_of_every_stage_that_did_not_hold(tmp_path: Path) -> None:
+    # the terminal, report.html and summary.json's warnings were the stage of record's
+    # alone: a middle stage that dropped arrivals was named only by `hopbench gate`
+    from hopbench._run import RunOutcome
+    from hopbench._stages import run_stages
+
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nduration_s = 5\n[load]\nconcurrency = 1\n' + _TARGET
+                    + "[[stage]]\nrate_rps = 10\nduration_s = 2\n[[stage]]\nrate_rps = 40\nduration_s = 2\n"
+                    "[[stage]]\nrate_rps = 20\nduration_s = 2\n")
+    profile = load_profile(path)
+
+    def runner(p: Profile, out_dir: Path, progress: Any = None) -> RunOutcome:
+        rate = p.load.rate_rps
+        held = rate != 40
+        warnings = [] if held else ["load not held: 150 of the 200 arrivals due in the load's window were sent"]
+        load = {"mode": "rate", "requested_rate_rps": rate, "achieved_rate_rps": rate if held else 30.0,
+                "due": int(rate * 5), "sent": int(rate * 5) if held else 150, "held": held}
+        summary = {"load": load, "warnings": warnings, "saturated": False, "complete": True,
+                   "scopes": {}}
+        return RunOutcome(summary, out_dir, True, None)
+
+    out = run_stages(profile, tmp_path / "out", runner)
+    assert out.summary["stage_of_record"] == "stage-03-r20"
+    assert out.summary["load"]["held"] is True  # the stage of record's
+    assert out.summary["warnings"] == [
+        "stage stage-02-r40: load not held: 150 of the 200 arrivals due in the load's window were sent"]
