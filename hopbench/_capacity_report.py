@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["capacity_rows", "render_capacity", "COLUMNS", "compare_capacity", "capacity_compare_lines", "slo_lines"]
@@ -83,11 +84,13 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
         load = f"{prefix}{row['load']:g}" + (" ◀" if row["knee"] else "")
         style = "bold" if row["knee"] else None
         table.add_row(load, *(_fmt(row.get(field), fmt) for _, field, fmt in COLUMNS),
-                      row["verdict"], style=style)
+                      escape(row["verdict"]), style=style)  # (reasons are text, not markup)
     console.print(table)
     if cap:
         color = "red" if cap.get("client_saturated") else "bold"
-        console.print(f"[{color}]capacity: {cap.get('message')}[/{color}]", highlight=False, soft_wrap=True)
+        # the message is text: "lengthen [search] duration_s" is not a markup tag
+        console.print(f"[{color}]capacity: {escape(str(cap.get('message')))}[/{color}]", highlight=False,
+                      soft_wrap=True)
         knee = cap.get("emulator_knee")
         if isinstance(knee, Mapping) and (knee.get("rate_rps") or knee.get("concurrency")):
             configured = knee.get("rate_rps") if cap.get("mode") == "rate" else knee.get("concurrency")

@@ -870,7 +870,10 @@ def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
     reported output tokens; ``length.output.over_max`` for those of them that
     reported more output tokens than the ``max_tokens`` they were sent (the
     cap covers every generated token, reasoning included, in all three APIs:
-    a target past it ignores ``max_tokens``). Never raises.
+    a target past it ignores ``max_tokens``). The cap is per choice while the
+    usage counts every choice (OpenAI chat ``n`` > 1: ``completion_tokens``
+    sums them), so a stream of ``choices`` choices is past it only above
+    ``max_tokens`` x ``choices``. Never raises.
     """
     if shape is None:
         return
@@ -883,5 +886,5 @@ def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
         rec.incr(scope, "length.output.streams")
         rec.incr(scope, "length.output.requested", shape[1])
         rec.incr(scope, "length.output.reported", out)
-        if out > shape[1]:
+        if out > shape[1] * max(r.choices, 1):  # (the cap is per choice: see above)
             rec.incr(scope, "length.output.over_max")

@@ -645,6 +645,6 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     capacity = summary.get("capacity") or {}
     if capacity.get("client_saturated") or capacity.get("status") == "too_few_requests":
         # no capacity could be measured: never a silent 0 (docs/slo.md)
-        err.print(f"hopbench: error: {capacity.get('message')}", highlight=False, soft_wrap=True)
+        err.print(f"hopbench: error: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
         return max(gate_exit, EXIT_BREACH)
     return gate_exit

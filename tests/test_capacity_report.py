@@ -135,3 +135,16 @@ def test_slo_lines_for_the_terminal() -> None:
         "477.6 tok/s · failed: ttft 2",
         "slo all: no request judged"]
     assert slo_lines({"slo": None}) == []
+
+
+def test_render_capacity_prints_brackets_in_the_message_and_reasons_as_text() -> None:
+    """The search's advice names a profile table ("lengthen [search] duration_s"): rich
+    took it for a markup tag and printed "lengthen  duration_s" (found by review)."""
+    summary = _staged(None, status="inconclusive",
+                      message="inconclusive at 8 requests/s: lengthen [search] duration_s")
+    summary["stages"][0]["reasons"] = ["too few requests: lengthen [search] duration_s"]
+    console = Console(record=True, width=400)
+    render_capacity(summary, console)
+    text = console.export_text()
+    assert "capacity: inconclusive at 8 requests/s: lengthen [search] duration_s" in text
+    assert "fail: too few requests: lengthen [search] duration_s" in text

@@ -90,3 +90,62 @@ def test_runner_request_cookies_skip_work_but_are_kept(tmp_path: Path) -> None:
             again = runner._build_request("/v1/chat/completions", b"{}", base, "w0-2", _trace)
             assert again.headers["cookie"] == "s=1"
     trio.run(main)
+
+
+@pytest.mark.parametrize("transport", ["hopbench", "httpx"])
+async def test_runner_request_cookies_and_large_bodies_reach_the_wire(transport: str) -> None:
+    """End to end over 127.0.0.1 (review of the direct send to hopbench's transport):
+    a cookie the target sets is sent back on later requests, and a body of several
+    MB (past the transport's 64 KiB one-buffer size) arrives whole with its
+    Content-Length, on both transports."""
+    from functools import partial
+
+    seen: list[tuple[str | None, str | None, int]] = []  # (cookie, content-length, body bytes read)
+    sse = (b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+           b'{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+    async def handler(stream: trio.SocketStream) -> None:
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    got = await stream.receive_some(65536)
+                    if not got:
+                        return
+                    buf += got
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                fields = {k.strip().lower(): v.strip().decode("latin-1") for k, _, v in
+                          (line.partition(b":") for line in head.split(b"\r\n")[1:])}
+                length = int(fields.get(b"content-length", "0"))
+                while len(buf) < length:
+                    got = await stream.receive_some(1 << 20)
+                    if not got:
+                        break
+                    buf += got
+                body, buf = buf[:length], buf[length:]
+                seen.append((fields.get(b"cookie"), fields.get(b"content-length"), len(body)))
+                cookie = b"set-cookie: sid=s1; Path=/\r\n" if len(seen) == 1 else b""
+                await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + cookie
+                                      + b"content-length: %d\r\n\r\n" % len(sse) + sse)
+        except trio.BrokenResourceError:
+            pass
+        finally:
+            await stream.aclose()
+
+    pad = "x" * 3_000_000
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        from hopbench._profile import parse_profile
+
+        profile = parse_profile(
+            f'[run]\nrequests = 3\n[load]\nconcurrency = 1\n[target]\nurl = "{url}"\n'
+            f'transport = "{transport}"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n'
+            f'extra = {{ pad = "{pad}" }}\n', "p.toml", env={})
+        rec = Recorder(["chat-m"])
+        with trio.fail_after(60):
+            await _runner.LoadRunner(profile, url, rec, Recorder(["chat-m"])).run()
+        nursery.cancel_scope.cancel()
+    assert rec.snapshot().counter("all", "completed") == 3
+    assert [c for c, _, _ in seen] == [None, "sid=s1", "sid=s1"]
+    assert all(n > 3_000_000 and cl == str(n) for _, cl, n in seen)

@@ -543,13 +543,29 @@ def test_workload_record_lengths_counts_streams_past_their_max_tokens() -> None:
 
     rec = Recorder(["s"])
     for outcome, out in (("completed", 30), ("completed", 20), ("completed", 8), ("truncated", 99)):
-        record_lengths(rec, "s", SimpleNamespace(outcome=outcome, input_tokens=50, output_tokens=out),  # type: ignore[arg-type]
-                       (50, 20))
+        record_lengths(rec, "s", SimpleNamespace(outcome=outcome, input_tokens=50, output_tokens=out,  # type: ignore[arg-type]
+                                                 choices=1), (50, 20))
     lengths = lengths_of(rec.snapshot().scopes["s"].counters)
     # 30 > 20 ran past the cap; 20 is at it; the broken stream is not judged
     assert lengths["output"] == {"streams": 3, "requested_mean": 20.0, "reported_mean": 58 / 3,
                                  "ratio": 58 / 60, "over_max": 1}
     assert "over_max" not in lengths["input"]
+
+
+def test_workload_record_lengths_judges_max_tokens_per_choice() -> None:
+    """Chat ``n`` > 1: ``max_tokens`` caps each choice while ``completion_tokens`` sums
+    every choice, so 3 choices of 20 tokens under ``max_tokens = 20`` honour the cap
+    (a review found them counted over it: a false "max_tokens not honoured")."""
+    from types import SimpleNamespace
+
+    from hopbench._meter import record_lengths
+    from hopbench._recorder import Recorder
+
+    rec = Recorder(["s"])
+    for out, choices in ((60, 3), (41, 2), (40, 2)):
+        record_lengths(rec, "s", SimpleNamespace(outcome="completed", input_tokens=50,  # type: ignore[arg-type]
+                                                 output_tokens=out, choices=choices), (50, 20))
+    assert rec.snapshot().scopes["s"].counters["length.output.over_max"] == 1  # 41 > 2 x 20 only
 
 
 def _length_counters(n: int, req_in: int, got_in: int, req_out: int, got_out: int, over: int) -> dict[str, int]:
