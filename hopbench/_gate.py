@@ -246,13 +246,21 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
                                f"none of the {head.get('completed'):,} completed streams carried output "
                                "(no ttft sample, no output tokens)"))
     saturated = summary.get("saturated") is True
-    if saturated:
+    # a plain [[stage]] run: every stage is load the profile asked for (as run.load_held)
+    stage = summary.get("stage_of_record")
+    others = [str(st.get("folder") or "?") for st in _staged_stages(summary)
+              if st.get("saturated") is True and st.get("folder") != stage]
+    if saturated or others:
         warnings = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "saturated" in w]
         detail = warnings[0] if warnings else "load generator saturated"
+        if others:
+            detail = ((detail + "; and " if saturated else "")
+                      + f"load generator saturated in stage{'s' if len(others) > 1 else ''} {', '.join(others)}")
         if opts.allow_saturated:
             detail += "; allowed (allow_saturated)"
     else:
         detail = "load generator not saturated"
+    saturated = saturated or bool(others)
     checks.append(RunCheck("run.not_saturated", (not saturated) or opts.allow_saturated, detail))
     checks.append(_load_held_check(summary, opts))
     return checks
@@ -323,10 +331,10 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     return RunCheck("run.load_held", opts.allow_load_not_held, detail)
 
 
-def _stages_not_held(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The stages of a plain ``[[stage]]`` run whose ``held`` is false, in the order run
-    ([] for a capacity search, whose probes above capacity are expected to fail it, and
-    for a run without stages)."""
+def _staged_stages(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The stages of a plain ``[[stage]]`` run (its ``stages`` entries), in the order run;
+    [] for a capacity search (its probes above capacity are expected to fail) and for a
+    run without stages."""
     kind = summary.get("stages_kind")
     if kind is None:  # (a folder written before stages_kind: its load shape says it)
         shape = summary.get("resolved_load")
@@ -334,7 +342,14 @@ def _stages_not_held(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     stages = summary.get("stages")
     if kind != "stages" or not isinstance(stages, list):
         return []
-    return [st for st in stages if isinstance(st, Mapping) and st.get("held") is False]
+    return [st for st in stages if isinstance(st, Mapping)]
+
+
+def _stages_not_held(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The stages of a plain ``[[stage]]`` run whose ``held`` is false, in the order run
+    ([] for a capacity search, whose probes above capacity are expected to fail it, and
+    for a run without stages)."""
+    return [st for st in _staged_stages(summary) if st.get("held") is False]
 
 
 def _stage_figures(stage: Mapping[str, Any]) -> str:

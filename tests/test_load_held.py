@@ -368,3 +368,23 @@ def test_load_held_a_staged_run_warns_of_every_stage_that_did_not_hold(tmp_path:
     assert out.summary["load"]["held"] is True  # the stage of record's
     assert out.summary["warnings"] == [
         "stage stage-02-r40: load not held: 150 of the 200 arrivals due in the load's window were sent"]
+
+
+def test_gate_not_saturated_judges_every_stage_of_a_staged_run_not_a_searchs_probes() -> None:
+    # reviewer: a [[stage]] run whose 3,000/s stage saturated the client passed
+    # run.not_saturated (only the stage of record was read), while run.load_held failed it
+    stages = [dict(s) for s in _STAGES]
+    stages[1]["saturated"] = True
+    checks = {c.name: c for c in evaluate_gate(_staged("stages", stages), {"ttft.p50": "<= 1s"}).checks}
+    c = checks["run.not_saturated"]
+    assert not c.passed and c.detail == "load generator saturated in stage stage-01-r40"
+    allowed = evaluate_gate(_staged("stages", stages), {"ttft.p50": "<= 1s"}, allow_saturated=True)
+    assert next(c for c in allowed.checks if c.name == "run.not_saturated").passed
+    # a search's probe past capacity may saturate the client: only its stage of record counts
+    search = {c.name: c for c in evaluate_gate(_staged("search", stages), {"ttft.p50": "<= 1s"}).checks}
+    assert search["run.not_saturated"].passed
+    # the stage of record's own saturation is the top-level flag, said once
+    top = _staged("stages", [dict(s, saturated=True) if i == 2 else s for i, s in enumerate(_STAGES)])
+    top["saturated"], top["warnings"] = True, ["load generator saturated: loop lag p99 40 ms"]
+    c = next(c for c in evaluate_gate(top, {"ttft.p50": "<= 1s"}).checks if c.name == "run.not_saturated")
+    assert not c.passed and c.detail == "load generator saturated: loop lag p99 40 ms"
