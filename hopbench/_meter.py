@@ -873,7 +873,8 @@ def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
     a target past it ignores ``max_tokens``). The cap is per choice while the
     usage counts every choice (OpenAI chat ``n`` > 1: ``completion_tokens``
     sums them), so a stream of ``choices`` choices is past it only above
-    ``max_tokens`` x ``choices``. Never raises.
+    ``max_tokens`` x ``choices``, and that is what it counts as requested (the
+    output ratio is then per choice too). Never raises.
     """
     if shape is None:
         return
@@ -883,8 +884,9 @@ def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
         rec.incr(scope, "length.input.requested", shape[0])
         rec.incr(scope, "length.input.reported", inp)
     if r.outcome == "completed" and out:
+        cap = shape[1] * max(r.choices, 1)  # (the cap is per choice: see above)
         rec.incr(scope, "length.output.streams")
-        rec.incr(scope, "length.output.requested", shape[1])
+        rec.incr(scope, "length.output.requested", cap)
         rec.incr(scope, "length.output.reported", out)
-        if out > shape[1] * max(r.choices, 1):  # (the cap is per choice: see above)
+        if out > cap:
             rec.incr(scope, "length.output.over_max")

@@ -565,7 +565,11 @@ def test_workload_record_lengths_judges_max_tokens_per_choice() -> None:
     for out, choices in ((60, 3), (41, 2), (40, 2)):
         record_lengths(rec, "s", SimpleNamespace(outcome="completed", input_tokens=50,  # type: ignore[arg-type]
                                                  output_tokens=out, choices=choices), (50, 20))
-    assert rec.snapshot().scopes["s"].counters["length.output.over_max"] == 1  # 41 > 2 x 20 only
+    counters = rec.snapshot().scopes["s"].counters
+    assert counters["length.output.over_max"] == 1  # 41 > 2 x 20 only
+    # the requested side is per choice too: the ratio of streams that honour the cap is <= 1
+    assert counters["length.output.requested"] == 3 * 20 + 2 * 20 + 2 * 20
+    assert counters["length.output.reported"] == 60 + 41 + 40
 
 
 def _length_counters(n: int, req_in: int, got_in: int, req_out: int, got_out: int, over: int) -> dict[str, int]:
