@@ -1648,8 +1648,7 @@ class LoadRunner:
                 exc.request = request
             raise
         response.request = request
-        if "set-cookie" in response.headers:
-            self._client.cookies.extract_cookies(response)
+        self._client.cookies.extract_cookies(response)  # (_Cookies: nothing without a Set-Cookie)
         return response
 
     def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
