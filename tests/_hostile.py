@@ -39,6 +39,8 @@ from urllib.parse import quote
 
 import trio
 
+from _raw_http import read_request
+
 CHAT_BODY = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
              b'[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
              b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
@@ -50,24 +52,9 @@ _SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
 
 
 async def _read_request(stream: trio.abc.Stream) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = await stream.receive_some(65536)
-        if not chunk:
-            return data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            length = int(v.strip())
-    while len(body) < length:
-        chunk = await stream.receive_some(65536)
-        if not chunk:
-            break
-        body += chunk
-    return head
+    """The next request's head (b"" when the stream ends before a whole one); its body is read and dropped."""
+    got = await read_request(stream, b"")
+    return b"" if got is None else got[0]
 
 
 def _header(head: bytes, name: bytes) -> str:

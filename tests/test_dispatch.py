@@ -28,6 +28,8 @@ from hopbench._profile import load_profile
 from hopbench._run import run_profile
 from hopbench._transport import StreamTransport
 
+from _raw_http import read_request
+
 MS = 1_000_000
 
 
@@ -220,18 +222,9 @@ async def _keepalive_server(nursery: trio.Nursery, seen: list[bytes], conns: lis
         conns.append(1)
         buf = b""
         served = 0
-        while True:
-            while b"\r\n\r\n" not in buf:
-                data = await stream.receive_some(65536)
-                if not data:
-                    return
-                buf += data
-            head, _, buf = buf.partition(b"\r\n\r\n")
-            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-            while len(buf) < length:
-                buf += await stream.receive_some(65536)
-            seen.append(head + b"\r\n\r\n" + buf[:length])
-            buf = buf[length:]
+        while (got := await read_request(stream, buf)) is not None:
+            head, body, buf = got
+            seen.append(head + b"\r\n\r\n" + body)
             await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
             served += 1
             if close_after is not None and served >= close_after:

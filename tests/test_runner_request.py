@@ -17,6 +17,8 @@ from hopbench._profile import load_profile
 from hopbench._recorder import Recorder
 from hopbench._transport import _request_bytes
 
+from _raw_http import read_request
+
 
 def _runner_for(tmp_path: Path, base_url: str, transport: str = "hopbench") -> _runner.LoadRunner:
     prof = tmp_path / "p.toml"
@@ -107,22 +109,10 @@ async def test_runner_request_cookies_and_large_bodies_reach_the_wire(transport:
     async def handler(stream: trio.SocketStream) -> None:
         buf = b""
         try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    got = await stream.receive_some(65536)
-                    if not got:
-                        return
-                    buf += got
-                head, _, buf = buf.partition(b"\r\n\r\n")
+            while (got := await read_request(stream, buf)) is not None:
+                head, body, buf = got
                 fields = {k.strip().lower(): v.strip().decode("latin-1") for k, _, v in
                           (line.partition(b":") for line in head.split(b"\r\n")[1:])}
-                length = int(fields.get(b"content-length", "0"))
-                while len(buf) < length:
-                    got = await stream.receive_some(1 << 20)
-                    if not got:
-                        break
-                    buf += got
-                body, buf = buf[:length], buf[length:]
                 seen.append((fields.get(b"cookie"), fields.get(b"content-length"), len(body)))
                 cookie = b"set-cookie: sid=s1; Path=/\r\n" if len(seen) == 1 else b""
                 await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + cookie

@@ -12,6 +12,8 @@ import trio
 
 from hopbench._transport import StreamTransport
 
+from _raw_http import read_request
+
 
 async def _serve(handler: Callable[[trio.SocketStream], object], nursery: trio.Nursery) -> int:
     listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
@@ -154,21 +156,11 @@ async def _raw_server(nursery: trio.Nursery, replies: list[bytes], seen: list[by
         connections.append(1)
         buf = b""
         while replies:
-            while b"\r\n\r\n" not in buf:
-                data = await stream.receive_some(65536)
-                if not data:
-                    return
-                buf += data
-            head, _, buf = buf.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            while len(buf) < length:
-                buf += await stream.receive_some(65536)
-            seen.append(head + b"\r\n\r\n" + buf[:length])
-            buf = buf[length:]
+            got = await read_request(stream, buf)
+            if got is None:
+                return
+            head, body, buf = got
+            seen.append(head + b"\r\n\r\n" + body)
             reply = replies.pop(0)
             try:
                 if reply.endswith(b"<close>"):
