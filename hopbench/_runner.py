@@ -532,6 +532,10 @@ class LoadRunner:
         #: the generator ends by itself (a trace replayed once): the run ends when it has
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
         self._last_due_ns: int | None = None  # the open loop's latest arrival taken up (clock ns)
+        # a schedule that runs out by itself (a request budget, a trace without loop): one
+        # gap of the whole run's rate, past which a send is after the load's window
+        # (InFlightGauge.raise_send_floor; docs/results.md, "Load held"); None otherwise
+        self._send_gap_ns: int | None = None
         #: the open loop's schedule (its arrival times, ns) and the count of those due in the
         #: measured window (load.due); set as the clock starts
         self._schedule: Iterator[int] | None = None
@@ -678,6 +682,8 @@ class LoadRunner:
                 st.last_change_ns = t0
                 st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
                 self._gauge = InFlightGauge(t0, t0 + st.steady_from_ns, t0 + run.warmup_ns)
+                if self.load.mode != "concurrency" and (self._requests_left is not None or self._finite):
+                    self._send_gap_ns = int(NS_PER_S / (self.load.rate_rps * self.load.trace_part[1]))
                 self._cpu0 = time.thread_time_ns()
                 host0 = sample_host(emulator_pids=self.emulator_pids)
                 self._area0 = [0] * len(PHASES)
@@ -833,6 +839,8 @@ class LoadRunner:
             # others', whose ends are merged by max (hopbench._counters)
             whole_rps = self.load.rate_rps * self.load.trace_part[1]
             self.stats.schedule_end_ns = self._last_due_ns - self._t0 + int(NS_PER_S / whole_rps)
+            # requests a late client wrote after that are not load the window held
+            self._gauge.end_sends(self._t0 + self.stats.schedule_end_ns)
         # closed loop with a request budget: users end by themselves
         if self._requests_left is not None or self._finite:
             with trio.CancelScope(shield=True):
@@ -914,6 +922,8 @@ class LoadRunner:
                 return
             due.planned()
             self._last_due_ns = intended
+            if self._send_gap_ns is not None:
+                self._gauge.raise_send_floor(intended + self._send_gap_ns)
             if disp is not None:
                 self._submit(disp, intended, self._pick(), None)
                 continue
@@ -965,6 +975,8 @@ class LoadRunner:
                 return
             due.planned()
             self._last_due_ns = intended
+            if self._send_gap_ns is not None:
+                self._gauge.raise_send_floor(intended + self._send_gap_ns)
             if disp is not None:
                 sc = scenarios[spec.scenario_index[i]]
                 self._submit(disp, intended, sc, self._trace_request(sc, i, rep))
