@@ -12,6 +12,7 @@ itself saturated. Repeat with --repeat to see the spread.
 
     .venv/bin/python benchmarks/bench_trace.py                  # 1,000 requests/s for 10 s
     .venv/bin/python benchmarks/bench_trace.py --rps 2000 --seconds 5 --repeat 3
+    .venv/bin/python benchmarks/bench_trace.py --canned --workers 2    # the same rate split over two processes
     .venv/bin/python benchmarks/bench_trace.py --in-memory      # the client alone (no emulator)
     .venv/bin/python benchmarks/bench_trace.py --in-memory --rate --repeat 3   # and the same open loop
 
@@ -334,10 +335,12 @@ def explain_lag(log: list[tuple[int, int, int, int, bool, int]], extra: list[tup
             "gc_pauses": len(gcs), "gc_max": max((e - s for s, e in gcs), default=0) / 1e6}
 
 
-def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict[str, Any]:
-    """``hopbench run`` of ``prof`` (embedded emulator, one worker) with ``root``'s code; its figures."""
+def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str], workers: int = 1) -> dict[str, Any]:
+    """``hopbench run`` of ``prof`` (embedded emulator, ``workers`` worker
+    processes: each replays every n-th entry of the trace) with ``root``'s
+    code; its figures (with several workers: the merged summary's)."""
     proc = subprocess.run([sys.executable, "-m", "hopbench", "run", str(prof), "--out", str(out),
-                           "--workers", "1"], cwd=root, capture_output=True, text=True, env=env)
+                           "--workers", str(workers)], cwd=root, capture_output=True, text=True, env=env)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     load = summary["load"]
     lag = summary["scopes"]["all"]["metrics"]["schedule_lag"]
@@ -395,8 +398,8 @@ def _loadavg() -> str:
         return "?"
 
 
-def run_canned(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict[str, Any]:
-    """``prof`` replayed by ``hopbench run`` (one worker, ``root``'s code) against
+def run_canned(prof: Path, out: Path, root: Path, env: dict[str, str], workers: int = 1) -> dict[str, Any]:
+    """``prof`` replayed by ``hopbench run`` (``workers`` workers, ``root``'s code) against
     benchmarks/_canned.py in a process of its own; its figures."""
     server = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_canned.py")],
                               stdout=subprocess.PIPE, text=True)
@@ -405,7 +408,7 @@ def run_canned(prof: Path, out: Path, root: Path, env: dict[str, str]) -> dict[s
         port = int(server.stdout.readline())
         text = prof.read_text(encoding="utf-8").replace("embedded = true", f'url = "http://127.0.0.1:{port}"')
         prof.write_text(text, encoding="utf-8")
-        return run_emulator(prof, out, root, env)
+        return run_emulator(prof, out, root, env, workers)
     finally:
         server.kill()
         server.wait()
@@ -431,8 +434,8 @@ def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool, withou
         return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     prof = write_rate_case(folder, args.rps, args.seconds) if rate else write_case(folder, args.rps, args.seconds)
     if args.canned:
-        return run_canned(prof, folder / "run", root, env)
-    return run_emulator(prof, folder / "run", root, env)
+        return run_canned(prof, folder / "run", root, env, args.workers)
+    return run_emulator(prof, folder / "run", root, env, args.workers)
 
 
 def main() -> None:
@@ -451,8 +454,13 @@ def main() -> None:
     ap.add_argument("--without", metavar="FIX", default="",
                     help="also run this tree without one fix, interleaved (in memory: timerfd, burst, switch, "
                          "request; over sockets: dispatch; comma-separated)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="worker processes of `hopbench run` (not with --in-memory; default 1: the goal's "
+                         "'one worker')")
     ap.add_argument("--child", metavar="FOLDER", help=argparse.SUPPRESS)  # one in-memory run, JSON out
     args = ap.parse_args()
+    if args.workers < 1 or (args.workers > 1 and args.in_memory):
+        ap.error("--workers takes a count >= 1, and not with --in-memory")
     if args.child:
         folder = Path(args.child)
         prof = write_rate_case(folder, args.rps, args.seconds) if args.rate else write_case(
@@ -479,6 +487,8 @@ def main() -> None:
                         r = _side(root, args, Path(tmp), rate, without)
                         where = ("in memory" if args.in_memory else "canned target" if args.canned
                                  else "embedded emulator")
+                        if args.workers > 1:
+                            where += f", {args.workers} workers"
                         print(describe(f"run {k + 1} [{name}] {where} (load {load}) ", r), flush=True)
 
 
