@@ -205,6 +205,29 @@ def test_workload_tokenizer_json_missing_package_or_file(tmp_path: Path) -> None
         load_profile(path)
 
 
+@pytest.mark.parametrize("target, said", [
+    ("/dev/zero", "/dev/zero is not a regular file (a character device): expected a Hugging Face tokenizer.json file"),
+    ("DIR", "{dir} is not a regular file (a directory): expected a Hugging Face tokenizer.json file"),
+    ("LOOP", "cannot read the tokenizer file {loop}: Too many levels of symbolic links"),
+    ("JUNK", "{junk} is not a tokenizer.json: "),
+])
+def test_workload_tokenizer_path_that_is_not_a_tokenizer_says_what_it_is(
+        tmp_path: Path, target: str, said: str) -> None:
+    # breaker: tokenizer = "/dev/zero" (it exists) said "no such tokenizer file /dev/zero"
+    pytest.importorskip("tokenizers")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "junk.json").write_text('{"not": "a tokenizer"}')
+    paths = {"DIR": str(tmp_path / "d"), "LOOP": str(tmp_path / "loop"), "JUNK": str(tmp_path / "junk.json")}
+    spec = paths.get(target, target)
+    path = _profile(tmp_path, f"tokenizer = '{spec}'\ninput_tokens = 10\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    want = said.format(dir=paths["DIR"], loop=paths["LOOP"], junk=paths["JUNK"])
+    assert str(info.value).startswith(f"{path}:8: scenario[0].tokenizer: {spec}: {want}")
+    assert "no such" not in str(info.value)
+
+
 def test_workload_tokenizer_json_gives_exact_lengths(tmp_path: Path) -> None:
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers.models import WordLevel
