@@ -303,6 +303,10 @@ def _round3(x: float | None) -> float | None:
 INPUT_RATIO_WARN = 0.5
 
 
+#: the most scopes a run's "max_tokens not honoured" warning names one by one (then "+N more")
+OVER_MAX_SCOPES_NAMED = 8
+
+
 def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
     """Warnings about the lengths the target reported against those requested
     (docs/workloads.md, "What the results show"; docs/results.md, "Warnings").
@@ -311,31 +315,51 @@ def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
         scopes: scope name -> counters (each scenario or arm, and ``ALL``).
 
     Returns:
-        list of str, possibly empty; per scope with workload keys (``ALL`` only
-        when no other scope counted lengths): one when some completed streams
-        reported more output tokens than their ``max_tokens`` (the target
-        ignores the cap: the output ratio then mixes streams cut short with
-        streams run past the cap), one when the reported prompt tokens are
-        below ``INPUT_RATIO_WARN`` of those sent. A chat template only adds
-        tokens and the word-based count is exact for BPE vocabularies, so less
-        than half means the prompt was cut (a gateway or server truncating the
-        context) or the usage is not a count of it; TTFT and tokens/s then do
-        not describe the prompts the profile asked for.
+        list of str, possibly empty, over the scopes with workload keys (``ALL``
+        only when no other scope counted lengths): first one warning for the
+        whole run when some completed streams reported more output tokens than
+        their ``max_tokens`` (the target ignores the cap: the output ratio then
+        mixes streams cut short with streams run past the cap), naming each
+        scope concerned with its own count and ratio (at most
+        ``OVER_MAX_SCOPES_NAMED``; a target that ignores the cap does so for
+        every scope: one warning, not one per scope); then one per scope whose
+        reported prompt tokens are below ``INPUT_RATIO_WARN`` of those sent. A
+        chat template only adds tokens and the word-based count is exact for BPE
+        vocabularies, so less than half means the prompt was cut (a gateway or
+        server truncating the context) or the usage is not a count of it; TTFT
+        and tokens/s then do not describe the prompts the profile asked for.
     """
     named = [(n, c) for n, c in scopes.items()
              if n != ALL and (c.get("length.output.streams") or c.get("length.input.streams"))]
     if not named and ALL in scopes:
         named = [(ALL, scopes[ALL])]
     out: list[str] = []
+    over_by: list[tuple[str, int, int, float]] = []  # (scope, over, streams, output ratio)
     for name, c in named:
-        who = "" if name == ALL else f"scope {name}: "
         over, n_out = c.get("length.output.over_max", 0), c.get("length.output.streams", 0)
         if over and n_out:
             req, got = c.get("length.output.requested", 0), c.get("length.output.reported", 0)
-            out.append(f"{who}max_tokens not honoured: {over} of {n_out} completed streams reported more "
-                       "output tokens than the max_tokens they were sent; the target ignores max_tokens "
-                       f"(the output ratio ×{got / req if req else 0:.3f} mixes streams cut short with "
-                       "streams run past the cap)")
+            over_by.append((name, over, n_out, got / req if req else 0.0))
+    if len(over_by) == 1:
+        name, over, n_out, ratio = over_by[0]
+        who = "" if name == ALL else f"scope {name}: "
+        out.append(f"{who}max_tokens not honoured: {over} of {n_out} completed streams reported more "
+                   "output tokens than the max_tokens they were sent; the target ignores max_tokens "
+                   f"(the output ratio ×{ratio:.3f} mixes streams cut short with "
+                   "streams run past the cap)")
+    elif over_by:
+        over_all = sum(o for _, o, _, _ in over_by)
+        n_all = sum(c.get("length.output.streams", 0) for _, c in named)
+        each = "; ".join(f"{name}: {over} of {n_out}, ×{ratio:.3f}"
+                         for name, over, n_out, ratio in over_by[:OVER_MAX_SCOPES_NAMED])
+        more = (f"; +{len(over_by) - OVER_MAX_SCOPES_NAMED} more"
+                if len(over_by) > OVER_MAX_SCOPES_NAMED else "")
+        out.append(f"max_tokens not honoured in {len(over_by)} scopes ({each}{more}): {over_all} of {n_all} "
+                   "completed streams reported more output tokens than the max_tokens they were sent; the "
+                   "target ignores max_tokens (each scope's output ratio mixes streams cut short with "
+                   "streams run past the cap; lengths.output.over_max per scope)")
+    for name, c in named:
+        who = "" if name == ALL else f"scope {name}: "
         n_in, req_in = c.get("length.input.streams", 0), c.get("length.input.requested", 0)
         got_in = c.get("length.input.reported", 0)
         if n_in and req_in and got_in < INPUT_RATIO_WARN * req_in:
