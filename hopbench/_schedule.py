@@ -27,7 +27,7 @@ Invariants:
 * :class:`DueCount` holds only the planned arrivals that may still be at or
   after the stop (those within the look-ahead of the latest wake-up): memory
   does not grow with the run's length; :class:`WindowCount` only those noted at
-  their very due time before the stop was known (at most a burst's worth).
+  their very due time, until the clock moves past it or the stop is known.
 """
 
 from __future__ import annotations
@@ -211,15 +211,17 @@ class WindowCount:
         self.deadline_ns = deadline_ns
         self.counts = [0, 0, 0]
         self._stop: int | None = None
-        # (kind, due ns) noted at their due instant before the stop: the stop may fall on it
-        self._undecided: list[tuple[int, int]] = []
+        # (kind, due ns) noted at their due instant before the stop, the stop may fall on it;
+        # in due order (each was noted at its due time, and notes come in clock order)
+        self._undecided: collections.deque[tuple[int, int]] = collections.deque()
 
     def note(self, kind: int, due_ns: int, now_ns: int) -> None:
         """One request of ``kind`` due at ``due_ns``, noted at ``now_ns`` (both ns on the
         runner's clock; ``due_ns <= now_ns``: nothing is taken up or written before its time).
 
         Before the stop, a request due before ``now_ns`` is surely before it (the stop
-        is read from the same clock later); one due at ``now_ns`` waits for :meth:`stop`.
+        is read from the same clock later); one due at ``now_ns`` waits for a later note
+        whose ``now_ns`` has passed it, or for :meth:`stop`.
         """
         if due_ns < self.from_ns or (self.deadline_ns is not None and due_ns >= self.deadline_ns):
             return
@@ -227,10 +229,14 @@ class WindowCount:
         if stop is not None:
             if due_ns < stop:
                 self.counts[kind] += 1
-        elif due_ns < now_ns:
+            return
+        undecided = self._undecided
+        while undecided and undecided[0][1] < now_ns:  # the clock has passed them: before the stop
+            self.counts[undecided.popleft()[0]] += 1
+        if due_ns < now_ns:
             self.counts[kind] += 1
         else:
-            self._undecided.append((kind, due_ns))
+            undecided.append((kind, due_ns))
 
     def stop(self, stop_ns: int) -> None:
         """The window ends at ``stop_ns`` (ns: the stop; the deadline bounds it too).

@@ -476,9 +476,10 @@ def test_load_held_window_count_is_half_open_on_due_times() -> None:
     w.note(TAKEN, 0, 0)                      # warm-up: never
     w.note(TAKEN, 2 * S, 2 * S + 5)          # before a later stop: counted now
     w.note(TAKEN, 3 * S, 3 * S)              # at the instant it is noted: the stop may fall on it
-    w.note(SENT, 4 * S, 4 * S)
     assert w.counts == [1, 0, 0]
-    w.stop(4 * S)                            # [1 s, 4 s): 3 s is in, 4 s is out
+    w.note(SENT, 4 * S, 4 * S)               # the clock passed 3 s: it was before the stop
+    assert w.counts == [2, 0, 0]
+    w.stop(4 * S)                            # [1 s, 4 s): 4 s is out
     assert w.counts == [2, 0, 0]
     w.note(SENT, 2 * S, 5 * S)               # written after the stop, due before it: sent
     w.note(LATER_SENT, 3 * S + 1, 6 * S)
@@ -486,6 +487,14 @@ def test_load_held_window_count_is_half_open_on_due_times() -> None:
     w.stop(9 * S)                            # (a second stop changes nothing)
     w.note(SENT, 5 * S, 9 * S)
     assert w.counts == [2, 1, 1]
+    at = WindowCount(0)                      # the stop at the very instant an arrival was noted
+    at.note(TAKEN, 3 * S, 3 * S)
+    at.stop(3 * S)
+    assert at.counts == [0, 0, 0]
+    m = WindowCount(0)                       # (a fake clock notes at the due instant: kept until passed)
+    for t in range(1, 6):
+        m.note(TAKEN, t, t)
+    assert m.counts == [4, 0, 0] and len(m._undecided) == 1
     d = WindowCount(0, 2 * S)                # the deadline bounds it before the stop is read
     d.note(LATER_SENT, 2 * S, 3 * S)
     d.note(LATER_SENT, 2 * S - 1, 3 * S)
