@@ -72,6 +72,12 @@ class RunStatsLike(StatsLike, Protocol):
     @property
     def due(self) -> int: ...
     @property
+    def arrivals_in_window(self) -> int: ...
+    @property
+    def sent_in_window(self) -> int: ...
+    @property
+    def later_sent_in_window(self) -> int: ...
+    @property
     def steady_from_ns(self) -> int: ...
     @property
     def cpu_fractions(self) -> Sequence[float]: ...
@@ -108,6 +114,11 @@ class RunCounters:
         due: an open loop's arrivals its schedule had due in the measured window
             (``hopbench._schedule.DueCount``; merged: the sum, each worker's share of
             the schedule being its own); 0 for a closed loop.
+        arrivals_in_window, sent_in_window, later_sent_in_window: an open loop's
+            arrivals due in the measured window ``[start, stop)`` that the client took
+            up, those of them whose request it wrote (after the stop too), and the later
+            session turns due in it that it wrote (``hopbench._schedule.WindowCount``;
+            merged: sums); 0 for a closed loop.
         peak_in_flight, peak_open: peaks (merged: the sum, an upper bound).
         in_flight_area, steady_area: stream-ns (merged: sums).
         steady_phase_area: phase name -> stream-ns of the steady window (merged: sums).
@@ -134,6 +145,9 @@ class RunCounters:
     max_in_flight_hits: int = 0
     sent_measured: int = 0
     due: int = 0
+    arrivals_in_window: int = 0
+    sent_in_window: int = 0
+    later_sent_in_window: int = 0
     peak_in_flight: int = 0
     peak_open: int = 0
     in_flight_area: float = 0.0
@@ -163,7 +177,9 @@ class RunCounters:
             stop_ns=stats.stop_ns, schedule_end_ns=stats.schedule_end_ns, ended_ns=stats.ended_ns, steady_from_ns=stats.steady_from_ns,
             interrupted_by=stats.interrupted_by, requests_started=stats.requests_started,
             arrivals=stats.arrivals, max_in_flight_hits=stats.max_in_flight_hits,
-            sent_measured=stats.sent_measured, due=stats.due, peak_in_flight=stats.peak_in_flight,
+            sent_measured=stats.sent_measured, due=stats.due, arrivals_in_window=stats.arrivals_in_window,
+            sent_in_window=stats.sent_in_window, later_sent_in_window=stats.later_sent_in_window,
+            peak_in_flight=stats.peak_in_flight,
             peak_open=stats.peak_open, in_flight_area=stats.in_flight_area,
             steady_area=stats.steady_area, steady_phase_area=dict(stats.steady_phase_area),
             cpu_fractions=tuple(stats.cpu_fractions), gc_collections=stats.gc_collections,
@@ -197,6 +213,9 @@ class RunCounters:
             max_in_flight_hits=self.max_in_flight_hits + other.max_in_flight_hits,
             sent_measured=self.sent_measured + other.sent_measured,
             due=self.due + other.due,
+            arrivals_in_window=self.arrivals_in_window + other.arrivals_in_window,
+            sent_in_window=self.sent_in_window + other.sent_in_window,
+            later_sent_in_window=self.later_sent_in_window + other.later_sent_in_window,
             peak_in_flight=self.peak_in_flight + other.peak_in_flight,
             peak_open=self.peak_open + other.peak_open,
             in_flight_area=self.in_flight_area + other.in_flight_area,

@@ -135,10 +135,13 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
     with the target (connecting to it counts: a k6 VU or a wrk connection
     that is connecting is still offering load; waiting on the client side,
     or closing a stream the target has finished, does not); an open loop when the
-    requests actually sent to the target in the load's window reach 90 % of the
-    arrivals its schedule had due in that window (``load.due``, counted by the
-    runner on the seeded schedule itself: a short Poisson run judged on rate x
-    window would fail on the schedule's own noise) and no arrival was dropped.
+    arrivals due in the load's window that were actually written to the target
+    (whenever: the grace period after the stop too) reach 90 % of the arrivals its
+    schedule had due in that window (``load.due``, counted by the runner on the
+    seeded schedule itself: a short Poisson run judged on rate x window would
+    fail on the schedule's own noise) and no arrival was dropped. The window is
+    ``[measured start, stop)`` on the arrivals' due times for ``due``, ``sent``,
+    ``arrival_rate_rps`` and ``later_turns_sent`` alike (``hopbench._schedule``).
     """
     warnings: list[str] = []
     lag = total.histogram(ALL, "loop_lag")
@@ -190,33 +193,36 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         else:  # null: a run.requests budget is not judged (its end is not a failure to hold load)
             load["held"] = True if profile.run.requests is None or mean_busy is None else None
     else:
-        arrivals = total.counter(ALL, "started") + total.counter(ALL, "max_in_flight_hits")
         # the load's window: to the stop, or to the end of a schedule that ran out by
         # itself (a request budget, a trace without loop), not through the drain of
         # the streams still open after it (docs/results.md, achieved_rate_rps)
         end_ns = min(stats.stop_ns, stats.schedule_end_ns) if stats.schedule_end_ns else stats.stop_ns
         window_s = max(end_ns - profile.run.warmup_ns, 1) / NS_PER_S
-        # the requests the target received: written to it, not just started (a
-        # stream still waiting for the client's loop or a connection is not load)
-        # an open loop of sessions has sessions arriving, not requests: their later
-        # turns (sent after think times, not on the schedule) are neither arrivals
-        # nor what the schedule asked (docs/results.md, "Load held")
-        later_sent = total.counter(ALL, "session.later_turns_sent")
-        arrivals = max(arrivals - total.counter(ALL, "session.later_turns_started"), 0)
-        sent, due = max(stats.sent_measured - later_sent, 0), stats.due
+        # One rule for due, sent and the arrivals: the requests *due* in [measured
+        # start, stop) (hopbench._schedule.WindowCount). Sent: written to the target,
+        # not just started (a stream still waiting for the client's loop or a
+        # connection is not load), whenever the write happened: an arrival due just
+        # before the stop and written just after it is due and sent. An open loop of
+        # sessions has sessions arriving, not requests: their later turns (sent after
+        # think times, not on the schedule) are neither arrivals nor what the schedule
+        # asked; they are counted apart (docs/results.md, "Load held")
+        arrivals, later_sent = stats.arrivals_in_window, stats.later_sent_in_window
+        sent, due = stats.sent_in_window, stats.due
         achieved: float | None = sent / window_s
         arrival_rps: float | None = arrivals / window_s
+        load_window_s: float | None = round(window_s, 6)
         want_rps: float | None = profile.load.rate_rps
         if profile.load.mode == "trace":  # docs/workloads.md, "Trace replay": what the trace asked
             want_rps, load["trace"] = trace_load(profile.load.trace, profile.run.warmup_ns, end_ns,
                                                  profile.load.trace_part)
-            if want_rps is None:  # one instant: no rate, neither asked nor achieved
-                achieved = arrival_rps = None
+            if want_rps is None:  # one instant: no rate, neither asked nor achieved, and no window
+                # (its end would be one made-up mean gap after the instant: docs/results.md)
+                achieved = arrival_rps = load_window_s = None
                 load["requested_rate_note"] = (
                     f"the trace's {len(profile.load.trace.entries)} request(s) are due at one instant "
-                    "(one timestamp, not looped): no rate; judged on the requests due")
+                    "(one timestamp, not looped): no rate and no load window; judged on the requests due")
         load.update(requested_rate_rps=_round3(want_rps), achieved_rate_rps=_round3(achieved),
-                    arrival_rate_rps=_round3(arrival_rps), load_window_s=round(window_s, 6),
+                    arrival_rate_rps=_round3(arrival_rps), load_window_s=load_window_s,
                     due=due, sent=sent, later_turns_sent=later_sent, max_in_flight=profile.load.max_in_flight,
                     max_in_flight_hits=total.counter(ALL, "max_in_flight_hits"),
                     dispatcher_threads=total.counter(ALL, "dispatcher_threads"),
@@ -297,6 +303,10 @@ def _round3(x: float | None) -> float | None:
 INPUT_RATIO_WARN = 0.5
 
 
+#: the most scopes a run's "max_tokens not honoured" warning names one by one (then "+N more")
+OVER_MAX_SCOPES_NAMED = 8
+
+
 def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
     """Warnings about the lengths the target reported against those requested
     (docs/workloads.md, "What the results show"; docs/results.md, "Warnings").
@@ -305,31 +315,51 @@ def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
         scopes: scope name -> counters (each scenario or arm, and ``ALL``).
 
     Returns:
-        list of str, possibly empty; per scope with workload keys (``ALL`` only
-        when no other scope counted lengths): one when some completed streams
-        reported more output tokens than their ``max_tokens`` (the target
-        ignores the cap: the output ratio then mixes streams cut short with
-        streams run past the cap), one when the reported prompt tokens are
-        below ``INPUT_RATIO_WARN`` of those sent. A chat template only adds
-        tokens and the word-based count is exact for BPE vocabularies, so less
-        than half means the prompt was cut (a gateway or server truncating the
-        context) or the usage is not a count of it; TTFT and tokens/s then do
-        not describe the prompts the profile asked for.
+        list of str, possibly empty, over the scopes with workload keys (``ALL``
+        only when no other scope counted lengths): first one warning for the
+        whole run when some completed streams reported more output tokens than
+        their ``max_tokens`` (the target ignores the cap: the output ratio then
+        mixes streams cut short with streams run past the cap), naming each
+        scope concerned with its own count and ratio (at most
+        ``OVER_MAX_SCOPES_NAMED``; a target that ignores the cap does so for
+        every scope: one warning, not one per scope); then one per scope whose
+        reported prompt tokens are below ``INPUT_RATIO_WARN`` of those sent. A
+        chat template only adds tokens and the word-based count is exact for BPE
+        vocabularies, so less than half means the prompt was cut (a gateway or
+        server truncating the context) or the usage is not a count of it; TTFT
+        and tokens/s then do not describe the prompts the profile asked for.
     """
     named = [(n, c) for n, c in scopes.items()
              if n != ALL and (c.get("length.output.streams") or c.get("length.input.streams"))]
     if not named and ALL in scopes:
         named = [(ALL, scopes[ALL])]
     out: list[str] = []
+    over_by: list[tuple[str, int, int, float]] = []  # (scope, over, streams, output ratio)
     for name, c in named:
-        who = "" if name == ALL else f"scope {name}: "
         over, n_out = c.get("length.output.over_max", 0), c.get("length.output.streams", 0)
         if over and n_out:
             req, got = c.get("length.output.requested", 0), c.get("length.output.reported", 0)
-            out.append(f"{who}max_tokens not honoured: {over} of {n_out} completed streams reported more "
-                       "output tokens than the max_tokens they were sent; the target ignores max_tokens "
-                       f"(the output ratio ×{got / req if req else 0:.3f} mixes streams cut short with "
-                       "streams run past the cap)")
+            over_by.append((name, over, n_out, got / req if req else 0.0))
+    if len(over_by) == 1:
+        name, over, n_out, ratio = over_by[0]
+        who = "" if name == ALL else f"scope {name}: "
+        out.append(f"{who}max_tokens not honoured: {over} of {n_out} completed streams reported more "
+                   "output tokens than the max_tokens they were sent; the target ignores max_tokens "
+                   f"(the output ratio ×{ratio:.3f} mixes streams cut short with "
+                   "streams run past the cap)")
+    elif over_by:
+        over_all = sum(o for _, o, _, _ in over_by)
+        n_all = sum(c.get("length.output.streams", 0) for _, c in named)
+        each = "; ".join(f"{name}: {over} of {n_out}, ×{ratio:.3f}"
+                         for name, over, n_out, ratio in over_by[:OVER_MAX_SCOPES_NAMED])
+        more = (f"; +{len(over_by) - OVER_MAX_SCOPES_NAMED} more"
+                if len(over_by) > OVER_MAX_SCOPES_NAMED else "")
+        out.append(f"max_tokens not honoured in {len(over_by)} scopes ({each}{more}): {over_all} of {n_all} "
+                   "completed streams reported more output tokens than the max_tokens they were sent; the "
+                   "target ignores max_tokens (each scope's output ratio mixes streams cut short with "
+                   "streams run past the cap; lengths.output.over_max per scope)")
+    for name, c in named:
+        who = "" if name == ALL else f"scope {name}: "
         n_in, req_in = c.get("length.input.streams", 0), c.get("length.input.requested", 0)
         got_in = c.get("length.input.reported", 0)
         if n_in and req_in and got_in < INPUT_RATIO_WARN * req_in:

@@ -26,6 +26,7 @@ import hashlib
 import math
 import os
 import random
+import stat
 import statistics
 import tempfile
 from collections.abc import Callable, Mapping
@@ -364,7 +365,9 @@ def load_tokenizer(spec: str, base: Path) -> Tokenizer:
 
     Raises:
         ValueError: the package is not installed, the encoding's file is not
-        cached, or the file cannot be read (the message says which and how to fix).
+        cached, or the file is missing, not a regular file (``/dev/zero``, a
+        directory), unreadable or not a tokenizer.json (the message says which,
+        with the path, and how to fix).
     """
     if spec.startswith("tiktoken:"):
         name = spec.split(":", 1)[1]
@@ -391,13 +394,41 @@ def load_tokenizer(spec: str, base: Path) -> Tokenizer:
     except ImportError:
         raise ValueError(f"{spec}: the optional package tokenizers is not installed "
                          "(pip install tokenizers)") from None
-    if not path.is_file():
-        raise ValueError(f"{spec}: no such tokenizer file {path}")
+    _check_tokenizer_file(spec, path)
     try:
         tok = HFTokenizer.from_file(str(path))
     except Exception as exc:  # tokenizers raises its own Exception subclass
         raise ValueError(f"{spec}: {path} is not a tokenizer.json: {exc}") from None
     return Tokenizer(spec, lambda text: len(tok.encode(text, add_special_tokens=False).ids))
+
+
+#: (test, name) of the file kinds that are not regular files, for the message
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _check_tokenizer_file(spec: str, path: Path) -> None:
+    """Say what is wrong with a tokenizer path before the tokenizers package reads it
+    (reading ``/dev/zero`` would never end; a FIFO would wait for a writer).
+
+    Raises:
+        ValueError: no such file; not a regular file (which kind: a directory, a
+        character device, ...); or it cannot be opened (the OS's reason), with the path.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ValueError(f"{spec}: no such tokenizer file {path}") from None
+    except OSError as exc:
+        raise ValueError(f"{spec}: cannot read the tokenizer file {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        raise ValueError(f"{spec}: {path} is not a regular file ({kind}): expected a Hugging Face "
+                         "tokenizer.json file")
+    try:
+        open(path, "rb").close()
+    except OSError as exc:
+        raise ValueError(f"{spec}: cannot read the tokenizer file {path}: {exc.strerror}") from None
 
 
 def estimate_tokens(text: str, tokenizer: Tokenizer | None = None) -> int:

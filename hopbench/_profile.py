@@ -211,6 +211,31 @@ class Profile:
         return [a.name for a in self.arms] or [s.name for s in self.scenarios]
 
 
+def _no_workload_in_trace(root: Table) -> None:
+    """Reject a scenario with its own lengths in a trace replay, on the scenario's own key.
+
+    Raises:
+        ProfileError: at the file:line of the first workload key (``_workload.WORKLOAD_KEYS``,
+            a ``max_tokens`` distribution or ``"dataset"``) of the first scenario holding one:
+            the trace gives every request's lengths (docs/workloads.md, "Trace replay").
+    """
+    value = root.data.get("scenario")
+    if not (isinstance(value, list) and all(isinstance(x, dict) for x in value)):
+        return  # not [[scenario]] tables: _scenarios says what is wrong
+    mode_line = root.doc.line_of(("load", "mode")) if root.doc else None
+    where = f" (line {mode_line})" if mode_line is not None else ""
+    for t in root.tables("scenario"):
+        if not uses_workload(t):
+            continue
+        key = next((k for k in t.data if k in WORKLOAD_KEYS or k == "max_tokens"), None)
+        name = t.data.get("name")
+        whose = f" (scenario {name!r})" if isinstance(name, str) else ""
+        raise t.error(key, f'not used with load.mode = "trace"{where}{whose}: the trace gives every '
+                           "request's input and output tokens; expected a scenario without lengths of its "
+                           "own (no input_tokens, dataset, tokenizer, prompt_pool, replacement, session, "
+                           "max_tokens distribution or max_tokens = \"dataset\"); remove it")
+
+
 def _first_table(root: Table, name: str) -> Table:
     """``[name]`` or the first ``[[name]]`` entry (its errors carry its line), or
     the root when the key is neither (its errors name the key)."""
@@ -276,6 +301,8 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     slo_base: Slo | None = None
     if root.has("slo"):
         slo_base = parse_slo(root.table("slo"))
+    if load.mode == "trace":  # before the scenarios' own lengths are read (datasets, tokenizers)
+        _no_workload_in_trace(root)
     scenarios = _scenarios(root, base, target, run.seed, slo_base)
     if load.mode == "trace":  # the trace file, once the scenarios it names are known
         from ._trace import parse_trace

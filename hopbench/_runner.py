@@ -52,7 +52,7 @@ from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, overhe
 from ._profile import LoadSpec, Profile, Scenario, request_headers
 from ._recorder import IntervalSnapshot, Recorder
 from ._runqueue import RunQueueWatch
-from ._schedule import Arrivals, DueCount
+from ._schedule import LATER_SENT, SENT, TAKEN, Arrivals, DueCount, WindowCount
 from ._saturation import host_usage, sample_host
 from ._transport import MalformedResponse, StreamTransport
 from .protocols import StreamResult, new_decoder
@@ -229,7 +229,12 @@ class RunStats:
     window's stream-ns per phase name; ``sent_measured`` the requests written
     to the target in the measured window (after warm-up, before the stop);
     ``due`` (open loop) the arrivals its schedule had due in that window
-    (``hopbench._schedule.DueCount``; docs/results.md, ``load.due``).
+    (``hopbench._schedule.DueCount``; docs/results.md, ``load.due``);
+    ``arrivals_in_window``, ``sent_in_window``, ``later_sent_in_window`` (open
+    loop) the arrivals due in that window that the client took up, those of them
+    it wrote (after the stop too), and the later session turns due in it that it
+    wrote (``hopbench._schedule.WindowCount``: ``load.arrival_rate_rps``,
+    ``load.sent``, ``load.later_turns_sent``).
     """
 
     started_ns: int = 0
@@ -248,6 +253,9 @@ class RunStats:
     steady_phase_area: dict[str, int] = field(default_factory=dict)
     sent_measured: int = 0
     due: int = 0
+    arrivals_in_window: int = 0
+    sent_in_window: int = 0
+    later_sent_in_window: int = 0
     steady_from_ns: int = 0
     last_change_ns: int = 0
     cpu_fractions: list[float] = field(default_factory=list)
@@ -540,6 +548,8 @@ class LoadRunner:
         #: measured window (load.due); set as the clock starts
         self._schedule: Iterator[int] | None = None
         self._due: DueCount | None = None
+        #: the open loop's requests by due time in the measured window (load.sent, ...)
+        self._window: WindowCount | None = None
         self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
         self._header_values = HeaderValues()
         self._record_headers = profile.run.record_headers
@@ -593,6 +603,8 @@ class LoadRunner:
         st.steady_phase_area = dict(zip(PHASES, steady))
         st.sent_measured = g.sent_measured
         st.last_change_ns = g.last_ns
+        if self._window is not None:
+            st.arrivals_in_window, st.sent_in_window, st.later_sent_in_window = self._window.counts
 
     def _make_client(self) -> httpx.AsyncClient:
         t = self.profile.target
@@ -763,6 +775,8 @@ class LoadRunner:
         self.stats.stop_ns = t - self._t0
         if self._due is not None:
             self.stats.due = self._due_at(t)
+        if self._window is not None:  # (its deadline bounds it too)
+            self._window.stop(t)
         # Closed-loop users run their streams inside the generator: they stop by
         # themselves after the current stream (``_take_request``), which keeps
         # the grace period for in-flight streams. The open-loop scheduler only
@@ -900,13 +914,14 @@ class LoadRunner:
                             self.load.arrival == "poisson", self._rng)
         self._schedule = arrivals
         self._due = DueCount(self._t0 + self.profile.run.warmup_ns)
+        self._window = WindowCount(self._due.from_ns, self._deadline_ns)
         async with self._open_pacer() as pacer:
             await self._open_arrivals(pacer, arrivals)
 
     async def _open_arrivals(self, pacer: Pacer, arrivals: Arrivals) -> None:
         st = self.stats
-        due = self._due
-        assert due is not None
+        due, window = self._due, self._window
+        assert due is not None and window is not None
         # (not st.arrivals: with the dispatcher an arrival counts only once written)
         for intended in arrivals:
             if self._deadline_ns is not None and intended >= self._deadline_ns:
@@ -931,6 +946,7 @@ class LoadRunner:
             lag = t - intended
             self._recorder_for(intended).record_global("schedule_lag", max(lag, 0))
             st.arrivals += 1
+            window.note(TAKEN, intended, t)
             # every stream the client holds counts, also those spawned but not
             # yet running (waiting): max_in_flight is a hard bound on the client
             if self._gauge.open >= self.load.max_in_flight:
@@ -960,6 +976,7 @@ class LoadRunner:
         # only once the loop stopped reading them (the rest of a schedule cut by the stop)
         self._schedule = (t0 + offset_ns for offset_ns, _, _ in entries)
         due = self._due = DueCount(t0 + self.profile.run.warmup_ns)
+        window = self._window = WindowCount(due.from_ns, self._deadline_ns)
         for offset_ns, i, rep in entries:
             intended = t0 + offset_ns
             if self._deadline_ns is not None and intended >= self._deadline_ns:
@@ -985,6 +1002,7 @@ class LoadRunner:
             rec = self._recorder_for(intended)
             rec.record_global("schedule_lag", max(t - intended, 0))
             st.arrivals += 1
+            window.note(TAKEN, intended, t)
             if self._gauge.open >= self.load.max_in_flight:
                 st.max_in_flight_hits += 1
                 rec.incr_global("max_in_flight_hits")
@@ -1159,6 +1177,8 @@ class LoadRunner:
         st = self.stats
         rec = self._recorder_for(intended)
         st.arrivals += 1
+        if self._window is not None:
+            self._window.note(TAKEN, intended, now_ns())
         if slot.full:
             rec.record_global("schedule_lag", max(slot.taken_ns - intended, 0))
             st.max_in_flight_hits += 1
@@ -1447,6 +1467,10 @@ class LoadRunner:
                     rec.incr(scope_name, "session.later_turns_started")
                     if stage[1]:
                         rec.incr(scope_name, "session.later_turns_sent")
+            if stage[1] and intended_ns is not None and self._window is not None:
+                # an open loop's request, counted by its due time whenever it was written
+                # (load.sent; a later session turn is not an arrival: docs/results.md, "Load held")
+                self._window.note(LATER_SENT if req is not None and req.turn > 1 else SENT, intended_ns, end)
             if self.on_stream is not None:
                 line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
                 if arm is not None:

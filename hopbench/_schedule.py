@@ -1,4 +1,5 @@
-"""An open loop's arrival times, and how many of them were due in the measured window.
+"""An open loop's arrival times, how many of them were due in the measured window, and
+how many of those the client took up and wrote.
 
 Role: ``hopbench._runner`` takes its open loop's arrival times from
 :class:`Arrivals` (constant or Poisson at ``rate_rps``; a trace replay has its
@@ -8,7 +9,12 @@ many arrivals the schedule had due in ``[measured start, stop)``: summary.json
 ``load.due``, the figure an open loop's "load held" is judged against
 (``hopbench._finish.analyse``; docs/results.md, "Load held"). A seeded Poisson
 schedule that happened to be sparse over a short run is then judged on the
-arrivals it really had, not on rate x window.
+arrivals it really had, not on rate x window. :class:`WindowCount` counts, by
+the same window and the same due times, the arrivals the client took up
+(``load.arrival_rate_rps``), those whose request it wrote (``load.sent``), and
+the later turns of sessions it wrote (``load.later_turns_sent``): one
+half-open window ``[measured start, stop)`` on the arrivals' due times for
+every figure, whenever the write itself happened (docs/results.md, "Load held").
 
 Invariants:
 
@@ -20,7 +26,8 @@ Invariants:
   continues it on a copy of that stream and leaves the run's own untouched.
 * :class:`DueCount` holds only the planned arrivals that may still be at or
   after the stop (those within the look-ahead of the latest wake-up): memory
-  does not grow with the run's length.
+  does not grow with the run's length; :class:`WindowCount` only those noted at
+  their very due time, until the clock moves past it or the stop is known.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from collections.abc import Iterable, Iterator
 
 from ._units import NS_PER_S
 
-__all__ = ["Arrivals", "DueCount"]
+__all__ = ["Arrivals", "DueCount", "WindowCount", "TAKEN", "SENT", "LATER_SENT"]
 
 
 class Arrivals:
@@ -163,6 +170,84 @@ class DueCount:
             if t >= self.from_ns:
                 late += 1
         return n + late
+
+
+#: :meth:`WindowCount.note` kinds: an arrival taken up by the client (a stream
+#: started for it, or dropped at ``max_in_flight``); an arrival whose request was
+#: written to the target; a session's later turn whose request was written
+TAKEN, SENT, LATER_SENT = range(3)
+
+
+class WindowCount:
+    """Open-loop requests counted by their due time in ``[from_ns, stop)``.
+
+    The rule (docs/results.md, "Load held"): a request belongs to the load's
+    window when it was *due* in it, whenever it was then written. An arrival
+    due just before the stop whose request the client wrote just after it (its
+    connection was being opened) is sent, as ``load.due`` counts it due; one due
+    at the stop instant or after it is in neither (the window is half-open, as
+    :meth:`DueCount.at_stop`'s). A session's later turn is due when its think
+    time ends; it is never an arrival and counts only in :data:`LATER_SENT`.
+
+    The runner calls :meth:`note` as it takes an arrival up and as each stream
+    ends (whether its request was written is known only then, possibly in the
+    grace period after the stop), and :meth:`stop` once, at the stop.
+
+    Args:
+        from_ns: the measured window's start (the run's start plus ``run.warmup_s``), ns.
+        deadline_ns: the run's deadline (its start plus ``run.duration_s``), ns, or None:
+            the window never reaches past it, whenever the stop is read.
+
+    Attributes:
+        counts: list of 3 ints, indexed by :data:`TAKEN`, :data:`SENT`,
+            :data:`LATER_SENT`: the requests due in the window so far (final
+            once :meth:`stop` was called and every stream ended).
+    """
+
+    __slots__ = ("from_ns", "deadline_ns", "counts", "_stop", "_undecided")
+
+    def __init__(self, from_ns: int, deadline_ns: int | None = None) -> None:
+        self.from_ns = from_ns
+        self.deadline_ns = deadline_ns
+        self.counts = [0, 0, 0]
+        self._stop: int | None = None
+        # (kind, due ns) noted at their due instant before the stop, the stop may fall on it;
+        # in due order (each was noted at its due time, and notes come in clock order)
+        self._undecided: collections.deque[tuple[int, int]] = collections.deque()
+
+    def note(self, kind: int, due_ns: int, now_ns: int) -> None:
+        """One request of ``kind`` due at ``due_ns``, noted at ``now_ns`` (both ns on the
+        runner's clock; ``due_ns <= now_ns``: nothing is taken up or written before its time).
+
+        Before the stop, a request due before ``now_ns`` is surely before it (the stop
+        is read from the same clock later); one due at ``now_ns`` waits for a later note
+        whose ``now_ns`` has passed it, or for :meth:`stop`.
+        """
+        if due_ns < self.from_ns or (self.deadline_ns is not None and due_ns >= self.deadline_ns):
+            return
+        stop = self._stop
+        if stop is not None:
+            if due_ns < stop:
+                self.counts[kind] += 1
+            return
+        undecided = self._undecided
+        while undecided and undecided[0][1] < now_ns:  # the clock has passed them: before the stop
+            self.counts[undecided.popleft()[0]] += 1
+        if due_ns < now_ns:
+            self.counts[kind] += 1
+        else:
+            undecided.append((kind, due_ns))
+
+    def stop(self, stop_ns: int) -> None:
+        """The window ends at ``stop_ns`` (ns: the stop; the deadline bounds it too).
+        A second call changes nothing."""
+        if self._stop is not None:
+            return
+        self._stop = stop_ns
+        for kind, due_ns in self._undecided:
+            if due_ns < stop_ns:
+                self.counts[kind] += 1
+        self._undecided.clear()
 
 
 def _chain(first: int, rest: Iterable[int]) -> Iterator[int]:

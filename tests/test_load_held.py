@@ -164,7 +164,9 @@ async def test_load_held_trace_at_one_instant_has_no_rate(
     assert profile.load.trace.one_instant
     assert load["requested_rate_rps"] is load["achieved_rate_rps"] is load["arrival_rate_rps"] is None
     assert load["trace"]["trace_rate_rps"] is load["trace"]["mean_rate_rps"] is None
-    assert "one instant" in load["requested_rate_note"]
+    assert "one instant" in load["requested_rate_note"] and "no load window" in load["requested_rate_note"]
+    # breaker: load_window_s was the made-up gap after the instant (0.33 ms for 3 entries)
+    assert load["load_window_s"] is None and load["measured_s"] > 0
     assert load["due"] == load["sent"] == n and load["held"] is True and not _not_held(warnings)
     text = load_text(load)
     assert text is not None and text.startswith(f"{n} of {n} due arrivals sent · ") and "requests/s" not in text
@@ -176,7 +178,7 @@ async def test_load_held_trace_at_one_instant_has_no_rate(
 
 def test_load_held_trace_at_one_instant_short_of_its_due_is_not_held(tmp_path: Path) -> None:
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', [0.0] * 10)
-    counters = RunCounters(stop_ns=5 * S, schedule_end_ns=int(0.0001 * S), due=10, sent_measured=5)
+    counters = RunCounters(stop_ns=5 * S, schedule_end_ns=int(0.0001 * S), due=10, sent_in_window=5)
     _, warnings, load = analyse(profile, counters, Snapshot.merge([]))
     assert load["held"] is False
     assert _not_held(warnings) == ["load not held: 5 of the 10 arrivals due in the load's window were sent "
@@ -205,7 +207,7 @@ async def test_load_held_workers_due_adds_up(
     dues = [p.counters.due for p in parts]
     assert all(d > 0 for d in dues)
     assert doc["load"]["due"] == sum(dues) == total.counter(ALL, "started")
-    assert doc["load"]["sent"] == sum(p.counters.sent_measured for p in parts)
+    assert doc["load"]["sent"] == sum(p.counters.sent_in_window for p in parts)
     assert doc["load"]["held"] is True and not _not_held(doc["warnings"])
     assert RunCounters.from_json(parts[0].counters.to_json()).due == dues[0]  # shipped between processes
 
@@ -388,3 +390,112 @@ def test_gate_not_saturated_judges_every_stage_of_a_staged_run_not_a_searchs_pro
     top["saturated"], top["warnings"] = True, ["load generator saturated: loop lag p99 40 ms"]
     c = next(c for c in evaluate_gate(top, {"ttft.p50": "<= 1s"}).checks if c.name == "run.not_saturated")
     assert not c.passed and c.detail == "load generator saturated: loop lag p99 40 ms"
+
+
+# -- the window's edges: one half-open window [start, stop) on the due times -------
+
+async def test_load_held_an_arrival_due_before_the_stop_and_written_after_it_is_sent(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # breaker: 1/s for 2.5 s, each connect 0.7 s: the arrival due at 2.0 s was written at 2.7 s,
+    # after the stop; due counted it, sent did not: "load not held: 2 of the 3 arrivals due"
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,))))
+    profile = _profile(tmp_path, "duration_s = 2.5", 'mode = "rate"\nrate_rps = 1\narrival = "constant"')
+    lines: list[dict[str, Any]] = []
+    runner, rec = await _run(profile, on_stream=lines.append)
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert runner.stats.stop_ns == int(2.5 * S)
+    assert sorted(x["start_ns"] for x in lines) == [0, 1 * S, 2 * S]  # all three written (in the grace)
+    assert runner.stats.sent_measured == 2  # the gauge: written before the stop
+    assert load["due"] == load["sent"] == 3 and load["arrival_rate_rps"] == round(3 / 2.5, 3)
+    assert load["held"] is True and not _not_held(warnings)
+
+
+async def test_load_held_an_arrival_due_in_the_warm_up_and_written_after_it_is_not_sent(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # the other edge: the arrival due at 0 s (warm-up to 0.5 s), written at 0.7 s, is neither
+    # due nor sent; those due at 1, 2, 3 s are (the one at 3 s written at 3.7 s, after the stop)
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,))))
+    profile = _profile(tmp_path, "duration_s = 3.5\nwarmup_s = 0.5",
+                       'mode = "rate"\nrate_rps = 1\narrival = "constant"')
+    runner, rec = await _run(profile)
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert load["due"] == load["sent"] == 3 and runner.stats.arrivals_in_window == 3
+    assert load["held"] is True and not _not_held(warnings)
+
+
+async def test_load_held_an_arrival_taken_up_at_the_stop_instant_is_in_no_figure(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # breaker: 4/s stopped at 2.0 s: the loop took up the arrival due at 2.0 s before it saw the
+    # stop; arrival_rate_rps counted it (9 / 2 s = 4.5) where due did not (8: 4.0)
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
+    profile = _profile(tmp_path, "duration_s = 60", 'mode = "rate"\nrate_rps = 4\narrival = "constant"')
+    lines: list[dict[str, Any]] = []
+    runner, rec = await _run(profile, 2.0, on_stream=lines.append)
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert runner.stats.stop_ns == 2 * S
+    assert max(x["start_ns"] for x in lines) == 2 * S  # (it was taken up: the breaker's condition)
+    assert load["due"] == load["sent"] == 8
+    assert load["arrival_rate_rps"] == load["achieved_rate_rps"] == 4.0
+    assert load["held"] is True and not _not_held(warnings)
+
+
+async def test_load_held_a_later_turn_due_before_the_stop_and_written_after_it_counts_apart(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # breaker: a session at 0 s (connect 0.3 s, done at 0.4 s, think 0.5 s): its second turn due
+    # at 0.9 s was written at 1.2 s, after the stop at 0.95 s. It was subtracted from a sent count
+    # that had never held it: "load not held: 0 of the 1 arrivals due"
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.3, gaps_s=(0.05,),
+                                                                         last_s=0.05)))
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nduration_s = 60\n[load]\nmode = "rate"\nrate_rps = 1\narrival = "constant"\n'
+                    '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nname = "s"\nprotocol = "chat"\n'
+                    'model = "m"\nprompts = ["p"]\nsession = { turns = 2, think_time_s = 0.5 }\n')
+    profile = load_profile(path)
+    rec = Recorder(["s"])
+    lines: list[dict[str, Any]] = []
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["s"]), on_stream=lines.append)
+    async with trio.open_nursery() as n:
+        async def stop() -> None:
+            await trio.sleep(0.95)
+            runner.request_stop("SIGINT")
+        n.start_soon(stop)
+        await runner.run()
+        n.cancel_scope.cancel()
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert [x["turn"] for x in lines] == [1, 2] and lines[1]["start_ns"] == pytest.approx(0.9 * S, abs=1000)
+    assert rec.snapshot().scopes["s"].counters["session.later_turns_sent"] == 1
+    assert load["due"] == load["sent"] == 1 and load["later_turns_sent"] == 1
+    assert load["held"] is True and not _not_held(warnings)
+
+
+def test_load_held_window_count_is_half_open_on_due_times() -> None:
+    # hopbench._schedule, pure: measured from 1 s, deadline at 10 s
+    from hopbench._schedule import LATER_SENT, SENT, TAKEN, WindowCount
+
+    w = WindowCount(1 * S, 10 * S)
+    w.note(TAKEN, 0, 0)                      # warm-up: never
+    w.note(TAKEN, 2 * S, 2 * S + 5)          # before a later stop: counted now
+    w.note(TAKEN, 3 * S, 3 * S)              # at the instant it is noted: the stop may fall on it
+    assert w.counts == [1, 0, 0]
+    w.note(SENT, 4 * S, 4 * S)               # the clock passed 3 s: it was before the stop
+    assert w.counts == [2, 0, 0]
+    w.stop(4 * S)                            # [1 s, 4 s): 4 s is out
+    assert w.counts == [2, 0, 0]
+    w.note(SENT, 2 * S, 5 * S)               # written after the stop, due before it: sent
+    w.note(LATER_SENT, 3 * S + 1, 6 * S)
+    w.note(SENT, 4 * S, 6 * S)               # due at the stop: out
+    w.stop(9 * S)                            # (a second stop changes nothing)
+    w.note(SENT, 5 * S, 9 * S)
+    assert w.counts == [2, 1, 1]
+    at = WindowCount(0)                      # the stop at the very instant an arrival was noted
+    at.note(TAKEN, 3 * S, 3 * S)
+    at.stop(3 * S)
+    assert at.counts == [0, 0, 0]
+    m = WindowCount(0)                       # (a fake clock notes at the due instant: kept until passed)
+    for t in range(1, 6):
+        m.note(TAKEN, t, t)
+    assert m.counts == [4, 0, 0] and len(m._undecided) == 1
+    d = WindowCount(0, 2 * S)                # the deadline bounds it before the stop is read
+    d.note(LATER_SENT, 2 * S, 3 * S)
+    d.note(LATER_SENT, 2 * S - 1, 3 * S)
+    assert d.counts == [0, 0, 1]

@@ -305,3 +305,25 @@ def test_profile_missing_scenario_is_exit_2_naming_the_file(tmp_path: Path,
         assert main(["validate", str(path)]) == 2
         err = capsys.readouterr().err
         assert str(path) in err and "scenario" in err and "[[scenario]]" in err, err
+
+
+@pytest.mark.parametrize("key, value", [
+    ("input_tokens", "100"),
+    ("max_tokens", "{ dist = \"uniform\", min = 1, max = 9 }"),
+    ("session", "{ turns = 2 }"),
+])
+def test_profile_trace_scenario_lengths_blame_the_scenario_key(tmp_path: Path, key: str, value: str) -> None:
+    # breaker: a scenario's input_tokens in a trace replay was blamed on [load].mode (line 4):
+    # "p.toml:4: load.mode: scenario 'chat-m' has its own lengths ..."
+    (tmp_path / "t.jsonl").write_text('{"timestamp_ms": 0, "input_tokens": 4, "output_tokens": 4}\n')
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nduration_s = 1\n[load]\nmode = "trace"\ntrace = "t.jsonl"\n'
+                    '[target]\nurl = "http://127.0.0.1:9"\n'
+                    '[[scenario]]\nname = "a"\nprotocol = "chat"\nmodel = "m"\n'
+                    '[[scenario]]\nname = "b"\nprotocol = "chat"\nmodel = "m"\n'
+                    f'{key} = {value}\nprompts = ["p"]\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert str(info.value).startswith(
+        f"{path}:16: scenario[1].{key}: not used with load.mode = \"trace\" (line 4) (scenario 'b'): "
+        "the trace gives every request's input and output tokens; expected a scenario without lengths of its own")

@@ -137,7 +137,7 @@ def test_trace_hash_ids_up_to_the_block_count_are_accepted(tmp_path: Path) -> No
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "rate_rps = 3", "", "not used with"),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "speedup = 0", "", "speedup"),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "", '[[scenario]]\nprotocol = "chat"\n'
-     'model = "m"\ninput_tokens = 5\n', "the trace gives every request's lengths"),
+     'model = "m"\ninput_tokens = 5\n', r"scenario\[0\]\.input_tokens: not used with load.mode = \"trace\""),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n', "loop = true", "",
      "expected run.duration_s or run.requests"),
     # a replay of more than a year: the run would idle for ever (a tiny speedup, us read as ms)

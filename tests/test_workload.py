@@ -205,6 +205,29 @@ def test_workload_tokenizer_json_missing_package_or_file(tmp_path: Path) -> None
         load_profile(path)
 
 
+@pytest.mark.parametrize("target, said", [
+    ("/dev/zero", "/dev/zero is not a regular file (a character device): expected a Hugging Face tokenizer.json file"),
+    ("DIR", "{dir} is not a regular file (a directory): expected a Hugging Face tokenizer.json file"),
+    ("LOOP", "cannot read the tokenizer file {loop}: Too many levels of symbolic links"),
+    ("JUNK", "{junk} is not a tokenizer.json: "),
+])
+def test_workload_tokenizer_path_that_is_not_a_tokenizer_says_what_it_is(
+        tmp_path: Path, target: str, said: str) -> None:
+    # breaker: tokenizer = "/dev/zero" (it exists) said "no such tokenizer file /dev/zero"
+    pytest.importorskip("tokenizers")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "junk.json").write_text('{"not": "a tokenizer"}')
+    paths = {"DIR": str(tmp_path / "d"), "LOOP": str(tmp_path / "loop"), "JUNK": str(tmp_path / "junk.json")}
+    spec = paths.get(target, target)
+    path = _profile(tmp_path, f"tokenizer = '{spec}'\ninput_tokens = 10\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    want = said.format(dir=paths["DIR"], loop=paths["LOOP"], junk=paths["JUNK"])
+    assert str(info.value).startswith(f"{path}:8: scenario[0].tokenizer: {spec}: {want}")
+    assert "no such" not in str(info.value)
+
+
 def test_workload_tokenizer_json_gives_exact_lengths(tmp_path: Path) -> None:
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers.models import WordLevel
@@ -776,3 +799,25 @@ def test_workload_dataset_reply_above_the_output_limit_is_refused(tmp_path: Path
         load_profile(path)
     assert str(err.value).startswith(f"{tmp_path / 'r.jsonl'}:2: ")
     assert "a reference reply of 2,000,001 tokens, above hopbench's limit of 2,000,000" in str(err.value)
+
+
+def test_workload_length_warnings_max_tokens_ignored_once_per_run_naming_the_scopes() -> None:
+    # breaker: a target that ignores max_tokens for every scenario gave one warning per scope
+    # (three scenarios: three "max_tokens not honoured" warnings saying the same thing)
+    from hopbench._finish import OVER_MAX_SCOPES_NAMED, length_warnings
+
+    a = _length_counters(36, 5336, 5238, 720, 624, 14)
+    b = _length_counters(10, 1000, 1000, 200, 250, 10)
+    ok = _length_counters(10, 1000, 1000, 200, 150, 0)
+    cut = _length_counters(24, 12338, 240, 4752, 120, 0)
+    warned = length_warnings({"a": a, "ok": ok, "b": b, "cut": cut, "all": a})
+    over = [w for w in warned if "max_tokens not honoured" in w]
+    assert over == ["max_tokens not honoured in 2 scopes (a: 14 of 36, ×0.867; b: 10 of 10, ×1.250): 24 of 80 "
+                    "completed streams reported more output tokens than the max_tokens they were sent; the "
+                    "target ignores max_tokens (each scope's output ratio mixes streams cut short with streams "
+                    "run past the cap; lengths.output.over_max per scope)"]
+    assert warned[0] == over[0] and warned[1].startswith("scope cut: the target reported ×0.019")
+    many = {f"s{i:02d}": b for i in range(OVER_MAX_SCOPES_NAMED + 3)}
+    (w,) = length_warnings(many)
+    assert w.startswith(f"max_tokens not honoured in {OVER_MAX_SCOPES_NAMED + 3} scopes (s00: 10 of 10")
+    assert "; +3 more): 110 of 110 completed streams" in w and "s08" not in w
