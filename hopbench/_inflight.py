@@ -33,8 +33,6 @@ Invariants:
 
 from __future__ import annotations
 
-import collections
-
 __all__ = ["PHASES", "WAITING", "CONNECTING", "AWAITING_HEADERS", "STREAMING", "CLOSING", "OUT",
            "IN_FLIGHT_PHASES", "BUSY_PHASES", "InFlightGauge"]
 
@@ -70,17 +68,12 @@ class InFlightGauge:
         peak_in_flight: most streams a gateway saw open at once.
         peak_open: most streams the client held open at once (every phase).
         sent_measured: requests written to the target (first entries into
-            ``awaiting_headers``) from ``measured_from_ns`` until the stop, or
-            until the end of the window of a schedule that ran out by itself
-            (``end_sends``). While a send floor is set (``raise_send_floor``),
-            sends at or after it wait to be counted until the floor passes
-            them or the window's end is known.
+            ``awaiting_headers``) from ``measured_from_ns`` until the stop.
         last_ns: the last stamp seen.
     """
 
     __slots__ = ("now", "peak_in_flight", "peak_open", "sent_measured", "last_ns", "_read_ns",
-                 "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at",
-                 "_send_floor", "_send_end", "_late_sends")
+                 "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at")
 
     def __init__(self, t0_ns: int, steady_from_ns: int | None = None,
                  measured_from_ns: int | None = None) -> None:
@@ -96,12 +89,6 @@ class InFlightGauge:
         self._steady_from = t0_ns if steady_from_ns is None else steady_from_ns
         self._measured_from = t0_ns if measured_from_ns is None else measured_from_ns
         self._stopped_at: int | None = None
-        # a schedule that runs out by itself: its window ends at or after _send_floor;
-        # sends from the floor on wait in _late_sends (their stamps, in order) until
-        # it passes them or end_sends() says where the window ended
-        self._send_floor: int | None = None
-        self._send_end = 1 << 62
-        self._late_sends: collections.deque[int] = collections.deque()
 
     # -- reading -----------------------------------------------------------------
     @property
@@ -229,12 +216,8 @@ class InFlightGauge:
             self._acc[dst] -= t_ns
             self._steady_acc[dst] -= c
             if dst == AWAITING_HEADERS and first_send and t_ns >= self._measured_from \
-                    and self._stopped_at is None and t_ns < self._send_end:
-                floor = self._send_floor
-                if floor is None or t_ns < floor:
-                    self.sent_measured += 1
-                else:
-                    self._late_sends.append(t_ns)
+                    and self._stopped_at is None:
+                self.sent_measured += 1
             in_flight = now[AWAITING_HEADERS] + now[STREAMING]
             if in_flight > self.peak_in_flight:
                 self.peak_in_flight = in_flight
@@ -249,36 +232,3 @@ class InFlightGauge:
         self.advance(t_ns)
         if self._stopped_at is None:
             self._stopped_at = t_ns
-            if self._send_floor is not None:  # every send waiting was before the stop
-                self.end_sends(t_ns)
-
-    def raise_send_floor(self, floor_ns: int) -> None:
-        """The measured window of sends ends at ``floor_ns`` or later (an open
-        loop whose schedule runs out by itself: its latest arrival taken up plus
-        one gap, docs/results.md "Load held"). Sends before it count in
-        ``sent_measured`` at once; later ones wait for ``end_sends``. A lower
-        floor than one set before is ignored.
-
-        Args:
-            floor_ns: clock ns.
-        """
-        if self._send_floor is not None and floor_ns <= self._send_floor:
-            return
-        self._send_floor = floor_ns
-        late = self._late_sends
-        while late and late[0] < floor_ns:
-            late.popleft()
-            self.sent_measured += 1
-
-    def end_sends(self, end_ns: int) -> None:
-        """The measured window of sends ends at ``end_ns`` (clock ns): the sends
-        waiting before it count in ``sent_measured``, those at or after it and
-        every later one do not (a client that fell behind its schedule wrote
-        them after the window: they are not load the window held)."""
-        late = self._late_sends
-        while late and late[0] < end_ns:
-            late.popleft()
-            self.sent_measured += 1
-        late.clear()
-        self._send_floor = None
-        self._send_end = min(self._send_end, end_ns)

@@ -540,10 +540,9 @@ class LoadRunner:
         #: the generator ends by itself (a trace replayed once): the run ends when it has
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
         self._last_due_ns: int | None = None  # the open loop's latest arrival taken up (clock ns)
-        # a schedule that runs out by itself (a request budget, a trace without loop): one
-        # gap of the whole run's rate, past which a send is after the load's window
-        # (InFlightGauge.raise_send_floor; docs/results.md, "Load held"); None otherwise
-        self._send_gap_ns: int | None = None
+        # a schedule that runs out by itself (a request budget, a trace without loop): one gap
+        # of the whole run's rate (WindowCount.raise_floor; docs/results.md, "Load held")
+        self._take_gap_ns: int | None = None
         #: the open loop's schedule (its arrival times, ns) and the count of those due in the
         #: measured window (load.due); set as the clock starts
         self._schedule: Iterator[int] | None = None
@@ -695,7 +694,7 @@ class LoadRunner:
                 st.steady_from_ns = run.warmup_ns + self.load.ramp_up_ns
                 self._gauge = InFlightGauge(t0, t0 + st.steady_from_ns, t0 + run.warmup_ns)
                 if self.load.mode != "concurrency" and (self._requests_left is not None or self._finite):
-                    self._send_gap_ns = int(NS_PER_S / (self.load.rate_rps * self.load.trace_part[1]))
+                    self._take_gap_ns = int(NS_PER_S / (self.load.rate_rps * self.load.trace_part[1]))
                 self._cpu0 = time.thread_time_ns()
                 host0 = sample_host(emulator_pids=self.emulator_pids)
                 self._area0 = [0] * len(PHASES)
@@ -853,8 +852,8 @@ class LoadRunner:
             # others', whose ends are merged by max (hopbench._counters)
             whole_rps = self.load.rate_rps * self.load.trace_part[1]
             self.stats.schedule_end_ns = self._last_due_ns - self._t0 + int(NS_PER_S / whole_rps)
-            # requests a late client wrote after that are not load the window held
-            self._gauge.end_sends(self._t0 + self.stats.schedule_end_ns)
+            if self._window is not None:  # arrivals a late client took up after it are not its load
+                self._window.end(self._t0 + self.stats.schedule_end_ns)
         # closed loop with a request budget: users end by themselves
         if self._requests_left is not None or self._finite:
             with trio.CancelScope(shield=True):
@@ -937,8 +936,8 @@ class LoadRunner:
                 return
             due.planned()
             self._last_due_ns = intended
-            if self._send_gap_ns is not None:
-                self._gauge.raise_send_floor(intended + self._send_gap_ns)
+            if self._take_gap_ns is not None:  # (WindowCount.raise_floor: a finite schedule)
+                window.raise_floor(intended + self._take_gap_ns)
             if disp is not None:
                 self._submit(disp, intended, self._pick(), None)
                 continue
@@ -958,7 +957,7 @@ class LoadRunner:
                 self._streams.start_soon(self._session, sc, intended)
                 continue
             self._gauge.move(t, OUT, WAITING)  # waits for the loop to run its task
-            self._streams.start_soon(self._stream, sc, intended, True)
+            self._streams.start_soon(self._stream, sc, intended, True, None, None, None, t)
 
     async def _trace_loop(self) -> None:
         """Replay the trace: each entry at its scheduled time (docs/workloads.md,
@@ -992,8 +991,8 @@ class LoadRunner:
                 return
             due.planned()
             self._last_due_ns = intended
-            if self._send_gap_ns is not None:
-                self._gauge.raise_send_floor(intended + self._send_gap_ns)
+            if self._take_gap_ns is not None:  # (WindowCount.raise_floor: a finite schedule)
+                window.raise_floor(intended + self._take_gap_ns)
             if disp is not None:
                 sc = scenarios[spec.scenario_index[i]]
                 self._submit(disp, intended, sc, self._trace_request(sc, i, rep))
@@ -1010,7 +1009,7 @@ class LoadRunner:
             sc = scenarios[spec.scenario_index[i]]
             req = self._trace_request(sc, i, rep)
             self._gauge.move(t, OUT, WAITING)
-            self._streams.start_soon(self._stream, sc, intended, True, req)
+            self._streams.start_soon(self._stream, sc, intended, True, req, None, None, t)
 
     @contextlib.asynccontextmanager
     async def _open_pacer(self) -> Any:
@@ -1178,7 +1177,7 @@ class LoadRunner:
         rec = self._recorder_for(intended)
         st.arrivals += 1
         if self._window is not None:
-            self._window.note(TAKEN, intended, now_ns())
+            self._window.note(TAKEN, intended, now_ns(), slot.taken_ns)
         if slot.full:
             rec.record_global("schedule_lag", max(slot.taken_ns - intended, 0))
             st.max_in_flight_hits += 1
@@ -1195,7 +1194,8 @@ class LoadRunner:
                 plan.request.extensions["hopbench.presend"] = (slot.conn, slot.nsent, slot.data)
             # (started first: the gauge only counts a stream that will end)
             if slot.sent_ns is not None:
-                self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns)
+                self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns,
+                                         slot.taken_ns)
                 rec.record_global("schedule_lag", max(slot.sent_ns - intended, 0))
                 rec.incr_global("dispatched")
                 if not slot.stale:  # idle ones the server had closed: more would be closed in turn
@@ -1204,7 +1204,7 @@ class LoadRunner:
                 gauge.move(t_sent, OUT, AWAITING_HEADERS)
                 plan.stage[0], plan.stage[1], plan.stage[2] = AWAITING_HEADERS, True, t_sent
             else:  # the loop writes it: lag to the loop's take-over, as without the thread
-                self._streams.start_soon(self._stream, sc, intended, True, None, plan)
+                self._streams.start_soon(self._stream, sc, intended, True, None, plan, None, slot.taken_ns)
                 t = now_ns()
                 rec.record_global("schedule_lag", max(t - intended, 0))
                 gauge.move(t, OUT, WAITING)
@@ -1359,10 +1359,11 @@ class LoadRunner:
 
     async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False,
                       req: Prepared | None = None, plan: _Plan | None = None,
-                      sent_ns: int | None = None) -> str:
+                      sent_ns: int | None = None, taken_ns: int | None = None) -> str:
         """One stream, from its send to its record; returns its outcome.
         ``plan``: made ahead (open loop); ``sent_ns``: when hopbench._dispatch's
-        thread wrote its request (the gauge already has it awaiting headers)."""
+        thread wrote its request (the gauge already has it awaiting headers);
+        ``taken_ns``: when the open loop took its arrival up (load.sent)."""
         to = self.profile.run.timeouts
         if plan is None:
             plan = self._plan(sc, req)
@@ -1470,7 +1471,8 @@ class LoadRunner:
             if stage[1] and intended_ns is not None and self._window is not None:
                 # an open loop's request, counted by its due time whenever it was written
                 # (load.sent; a later session turn is not an arrival: docs/results.md, "Load held")
-                self._window.note(LATER_SENT if req is not None and req.turn > 1 else SENT, intended_ns, end)
+                later = req is not None and req.turn > 1
+                self._window.note(LATER_SENT if later else SENT, intended_ns, end, None if later else taken_ns)
             if self.on_stream is not None:
                 line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
                 if arm is not None:

@@ -33,6 +33,7 @@ Invariants:
 from __future__ import annotations
 
 import collections
+import heapq
 import random
 from collections.abc import Iterable, Iterator
 
@@ -193,6 +194,17 @@ class WindowCount:
     ends (whether its request was written is known only then, possibly in the
     grace period after the stop), and :meth:`stop` once, at the stop.
 
+    A schedule that runs out by itself (a trace without ``loop``, a
+    ``run.requests`` budget) has no stop to bound what the client takes up: a
+    client that fell behind takes up and writes the rest of it seconds late,
+    after the load's window ended one gap past the last arrival's due time.
+    Such an arrival is load the window did not hold: an arrival (and its
+    request) counts only when the client took it up before the window's end
+    (:meth:`end`; until it is known, :meth:`raise_floor` gives a time it is
+    surely not before, so only arrivals taken up later wait). Without it a
+    1,000 requests/s trace replayed 3 s late read "6,000 of 6,000 due arrivals
+    sent (1,000 of 1,000 requests/s)", held.
+
     Args:
         from_ns: the measured window's start (the run's start plus ``run.warmup_s``), ns.
         deadline_ns: the run's deadline (its start plus ``run.duration_s``), ns, or None:
@@ -204,7 +216,7 @@ class WindowCount:
             once :meth:`stop` was called and every stream ended).
     """
 
-    __slots__ = ("from_ns", "deadline_ns", "counts", "_stop", "_undecided")
+    __slots__ = ("from_ns", "deadline_ns", "counts", "_stop", "_undecided", "_floor", "_end", "_late")
 
     def __init__(self, from_ns: int, deadline_ns: int | None = None) -> None:
         self.from_ns = from_ns
@@ -214,17 +226,64 @@ class WindowCount:
         # (kind, due ns) noted at their due instant before the stop, the stop may fall on it;
         # in due order (each was noted at its due time, and notes come in clock order)
         self._undecided: collections.deque[tuple[int, int]] = collections.deque()
+        # a schedule that runs out by itself: the window's end for take-ups is at or after
+        # _floor; the requests taken up from the floor on wait in _late, a heap of
+        # (taken ns, kind, due ns), until the floor passes their take-up or _end is known
+        self._floor: int | None = None
+        self._end: int | None = None
+        self._late: list[tuple[int, int, int]] = []
 
-    def note(self, kind: int, due_ns: int, now_ns: int) -> None:
+    def note(self, kind: int, due_ns: int, now_ns: int, taken_ns: int | None = None) -> None:
         """One request of ``kind`` due at ``due_ns``, noted at ``now_ns`` (both ns on the
         runner's clock; ``due_ns <= now_ns``: nothing is taken up or written before its time).
 
         Before the stop, a request due before ``now_ns`` is surely before it (the stop
         is read from the same clock later); one due at ``now_ns`` waits for a later note
         whose ``now_ns`` has passed it, or for :meth:`stop`.
+
+        ``taken_ns``: when the client took the arrival up (ns; a :data:`TAKEN` note's
+        own ``now_ns`` when None; None for a later session turn: not an arrival). Once
+        :meth:`end` said where a schedule that ran out by itself ended, an arrival taken
+        up at or after that end is not counted.
         """
         if due_ns < self.from_ns or (self.deadline_ns is not None and due_ns >= self.deadline_ns):
             return
+        if taken_ns is None and kind == TAKEN:
+            taken_ns = now_ns
+        if taken_ns is not None:
+            if self._end is not None:
+                if taken_ns >= self._end:
+                    return
+            elif self._floor is not None and taken_ns >= self._floor and self._stop is None:
+                heapq.heappush(self._late, (taken_ns, kind, due_ns))
+                return
+        self._count(kind, due_ns, now_ns)
+
+    def raise_floor(self, floor_ns: int) -> None:
+        """The window of a schedule that runs out by itself ends at ``floor_ns`` or
+        later (ns: the latest arrival taken up so far, plus one gap of the schedule):
+        arrivals taken up before it are in; a lower floor than before changes nothing."""
+        if self._floor is not None and floor_ns <= self._floor:
+            return
+        self._floor = floor_ns
+        late = self._late
+        while late and late[0][0] < floor_ns:  # (a heap: each waiting request leaves it once)
+            taken_ns, kind, due_ns = heapq.heappop(late)
+            self._count(kind, due_ns, taken_ns)
+
+    def end(self, end_ns: int) -> None:
+        """The window of a schedule that ran out by itself ends at ``end_ns`` (ns):
+        arrivals the client took up at or after it (it was behind its schedule) are
+        not counted, now or when their streams end. A second call changes nothing."""
+        if self._end is not None:
+            return
+        self._end = end_ns
+        waiting, self._late = self._late, []
+        for taken_ns, kind, due_ns in sorted(waiting):
+            if taken_ns < end_ns:
+                self._count(kind, due_ns, taken_ns)
+
+    def _count(self, kind: int, due_ns: int, now_ns: int) -> None:
         stop = self._stop
         if stop is not None:
             if due_ns < stop:
@@ -248,6 +307,10 @@ class WindowCount:
             if due_ns < stop_ns:
                 self.counts[kind] += 1
         self._undecided.clear()
+        if self._end is None:  # the stop came first: every arrival waiting was taken up before it
+            waiting, self._late = self._late, []
+            for taken_ns, kind, due_ns in waiting:
+                self._count(kind, due_ns, taken_ns)
 
 
 def _chain(first: int, rest: Iterable[int]) -> Iterator[int]:

@@ -1,7 +1,7 @@
 """A schedule that runs out by itself (a trace without loop, a request budget) and a
-client that fell behind it: the requests it wrote after the load's window are not
-load the window held (docs/results.md, "Load held"; hopbench._inflight.InFlightGauge
-``raise_send_floor``/``end_sends``).
+client that fell behind it: the arrivals it took up after the load's window ended are
+not load the window held (docs/results.md, "Load held"; hopbench._schedule.WindowCount
+``raise_floor``/``end``).
 
 Timing runs under trio's MockClock (autojump): exact whatever the machine's load."""
 
@@ -16,9 +16,9 @@ import trio.testing
 
 from hopbench import _runner
 from hopbench._finish import analyse
-from hopbench._inflight import AWAITING_HEADERS, OUT, InFlightGauge
 from hopbench._profile import Profile, load_profile
 from hopbench._recorder import Recorder
+from hopbench._schedule import LATER_SENT, SENT, TAKEN, WindowCount
 
 from _fake_transport import Plan, fake_transport
 
@@ -56,7 +56,7 @@ async def test_load_held_late_trace_counts_only_what_was_sent_in_its_window(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # 20 entries at 10/s (0 .. 1.9 s): the window ends one gap after the last, at 2.0 s. The
     # client takes each up 0.15 s after the one before: at 0.15, 0.30, ..., 3.0 s. It wrote
-    # all 20, 13 of them in the window. Before: "20 of 20 due arrivals sent (10.00 of 10.00
+    # all 20, 13 of them taken up (and written) in the window. Before: "20 of 20 due arrivals sent (10.00 of 10.00
     # requests/s)", held, with every request up to 1.1 s late (seen at 1,000/s with two
     # workers on a busy machine: "6,000 of 6,000 ... schedule lag p99 2,905 ms")
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
@@ -68,7 +68,7 @@ async def test_load_held_late_trace_counts_only_what_was_sent_in_its_window(
     assert runner.stats.arrivals == 20 and runner.stats.schedule_end_ns == 2 * S
     assert load["due"] == 20
     assert load["sent"] == 13
-    assert load["achieved_rate_rps"] == 6.5
+    assert load["achieved_rate_rps"] == load["arrival_rate_rps"] == 6.5
     assert load["held"] is False
     assert [w for w in warnings if "load not held" in w] == [
         "load not held: 13 of the 20 arrivals due in the load's window were sent to the target "
@@ -100,25 +100,30 @@ async def test_load_held_late_request_budget_reads_the_rate_it_achieved(
     assert load["held"] is None
 
 
-def test_inflight_gauge_send_floor_and_window_end() -> None:
-    g = InFlightGauge(0)
-    g.raise_send_floor(100)
-    for t in (10, 99, 100, 150, 240):
-        g.move(t, OUT, AWAITING_HEADERS)
-    assert g.sent_measured == 2              # 10, 99: before the floor; the rest wait
-    g.raise_send_floor(50)                   # a lower floor changes nothing
-    assert g.sent_measured == 2
-    g.raise_send_floor(151)                  # 100 and 150 are now surely in the window
-    assert g.sent_measured == 4
-    g.end_sends(200)                         # 240 was after the window's end
-    assert g.sent_measured == 4
-    g.move(250, OUT, AWAITING_HEADERS)       # later sends: not counted either
-    assert g.sent_measured == 4
-    g2 = InFlightGauge(0)
-    g2.raise_send_floor(100)
-    for t in (120, 130):
-        g2.move(t, OUT, AWAITING_HEADERS)
-    g2.stop(140)                             # a stop first: every send before it counts
-    assert g2.sent_measured == 2
-    g2.move(150, OUT, AWAITING_HEADERS)
-    assert g2.sent_measured == 2
+def test_window_count_takes_up_to_the_end_of_a_schedule_that_ran_out() -> None:
+    # hopbench._schedule.WindowCount, pure: the window from 0; a finite schedule's end
+    # is known only once its last arrival is taken up
+    w = WindowCount(0)
+    w.raise_floor(100)
+    w.note(TAKEN, 10, 20)                    # taken before the floor: in at once
+    w.note(SENT, 10, 60, taken_ns=20)
+    w.note(TAKEN, 90, 150)                   # taken at or after the floor: waits
+    w.note(SENT, 90, 170, taken_ns=150)
+    w.note(TAKEN, 95, 260)
+    assert w.counts == [1, 1, 0]
+    w.raise_floor(50)                        # a lower floor changes nothing
+    assert w.counts == [1, 1, 0]
+    w.raise_floor(151)                       # the arrival taken at 150 is now surely in
+    assert w.counts == [2, 2, 0]
+    w.end(200)                               # the one taken at 260 was after the window
+    assert w.counts == [2, 2, 0]
+    w.note(SENT, 95, 300, taken_ns=260)      # its request, written later: not counted either
+    w.note(LATER_SENT, 120, 310)             # a later session turn: not an arrival, no take-up rule
+    w.stop(400)
+    assert w.counts == [2, 2, 1]
+    s = WindowCount(0)                       # a stop before the schedule ran out: it ends the window
+    s.raise_floor(100)
+    s.note(TAKEN, 90, 150)
+    s.stop(180)
+    s.note(SENT, 90, 190, taken_ns=150)      # written after the stop: due and taken before it
+    assert s.counts == [1, 1, 0]
