@@ -190,6 +190,21 @@ def _cli(*args: str, **kw: object) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)  # type: ignore[call-overload]
 
 
+def _timeline_started(out: Path, n: int) -> bool:
+    """Whether a finished interval of ``out``'s timeline.jsonl has ``n`` streams started."""
+    try:
+        lines = (out / "timeline.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        try:
+            if json.loads(line).get("started_total", 0) >= n:
+                return True
+        except ValueError:  # a line being written
+            pass
+    return False
+
+
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_run_cli_signal_leaves_partial_results(tmp_path: Path, sig: signal.Signals, code: int) -> None:
     prof = tmp_path / "long.toml"
@@ -210,10 +225,12 @@ model = "m"
     out = tmp_path / "out"
     proc = _cli("run", str(prof), "--out", str(out))
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (out / "timeline.jsonl").exists():
+        # the signal once the 8 streams are running, as the run's own timeline says: the
+        # file exists from the start, and a fixed sleep after that fell before the first
+        # stream on a busy machine (load 8: the emulator and the client still starting)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not _timeline_started(out, 8):
             time.sleep(0.1)
-        time.sleep(2.5)
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
