@@ -330,12 +330,15 @@ class Merger:
         timeline: the open timeline.jsonl.
         meta: the summary metadata (updated in place at the end).
         progress, on_line: as for ``run_profile``; they see the merged view.
+        sample: reads the driver's machine now: (``_saturation.sample_host`` of the
+            given emulator pids, ``time.monotonic_ns()``); tests give fake readings.
     """
 
     def __init__(self, profile: Profile, shares: list[WorkerShare], writer: ResultsWriter,
                  timeline: IO[str], meta: dict[str, Any],
                  progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
-                 on_line: Callable[[str], None] | None = None) -> None:
+                 on_line: Callable[[str], None] | None = None,
+                 sample: Callable[[tuple[int, ...]], tuple[HostSample, int]] | None = None) -> None:
         self.profile = profile
         self.writer = writer
         self.timeline = timeline
@@ -358,6 +361,8 @@ class Merger:
         #: (sample, time.monotonic_ns()) at each end; see load_window
         self._host_at: list[tuple[HostSample, int] | None] = [None, None]
         self._host_timer: threading.Timer | None = None
+        self._sample = sample if sample is not None else (
+            lambda pids: (sample_host(emulator_pids=pids), time.monotonic_ns()))
         self._last_checkpoint = time.monotonic()
 
     # -- the driver's view of the machine ----------------------------------------
@@ -383,15 +388,19 @@ class Merger:
         would count it once per worker."""
         def start() -> None:
             if self._host_at[1] is None:
-                self._host_at[0] = (sample_host(emulator_pids=self.emulator_pids), time.monotonic_ns())
+                self._host_at[0] = self._sample(self.emulator_pids)
 
-        self._host_timer = threading.Timer(max(go_at - time.time(), 0.0), start)
+        delay_s = go_at - time.time()
+        if delay_s <= 0:  # already due (and tests): now, in this thread
+            start()
+            return
+        self._host_timer = threading.Timer(delay_s, start)
         self._host_timer.daemon = True
         self._host_timer.start()
 
     def _load_ended(self) -> None:
         if self._host_at[0] is not None and self._host_at[1] is None and not self.running:
-            self._host_at[1] = (sample_host(emulator_pids=self.emulator_pids), time.monotonic_ns())
+            self._host_at[1] = self._sample(self.emulator_pids)
 
     def driver_host(self) -> HostUsage | None:
         """The driver's sample over the load window (its machine, its emulator,
