@@ -6,7 +6,11 @@ summary.json) and, when they cannot, tell apart what held the client back
 
 * ``client_cpu``: hopbench's own CPU was the limit (its event-loop thread, or
   the whole process, at 80 % of a core or more: one Python process runs on
-  one core at a time). Remedy: ``--workers`` (or a lower load).
+  one core at a time). Remedy: ``--workers`` (or a lower load). With
+  ``--workers`` also when the machine's CPUs were busy (as below) and the
+  run's other load-generator processes on it (sibling workers, the driver:
+  ``HostUsage.siblings_cpu_ns``) used 10 % of them or more: the run fills the
+  machine by itself; they are never counted among the neighbours.
 * ``collector``: Python's cyclic garbage collector stopped the process long
   enough and often enough to make the loop late (a pause of 25 ms or more,
   pauses adding up to 0.5 % of the run or more). ``--workers`` helps only

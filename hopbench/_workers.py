@@ -24,6 +24,11 @@ Invariants:
   arrivals with independent seeds (a superposition of independent Poisson
   processes of rates R/W is a Poisson process of rate R), constant arrivals
   phase-shifted by k/R so the merged schedule is evenly spaced at 1/R.
+* The machine is sampled once, by the driver, over the load window (the common
+  start to the last worker's end: :meth:`Merger.load_window`); each worker's own
+  host figures count the other workers on its host and, on the driver's host,
+  the driver as the run's own CPU (``siblings_cpu_ns``), never as neighbours
+  (hopbench._saturation).
 * A worker that dies is reported (summary ``warnings`` and ``worker_detail``),
   the others finish, the run is ``complete: false``; what the dead worker
   shipped before it died is kept (its intervals merged into the total).

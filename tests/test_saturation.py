@@ -286,3 +286,25 @@ def test_emulator_here_only_on_the_drivers_machine(tmp_path: Path) -> None:
     assert pids == () and why is not None and "pid 4242" in why
     pids, why = emulator_here((4243,), (1000,), "boot-a", proc)  # no such process here
     assert pids == () and why is not None and "not visible" in why
+
+
+def test_cpu_phrase_and_the_terminals_cpu_line() -> None:
+    """The machine's figures of summary.json ``generator`` on one line, the same words in the
+    terminal and report.html (hopbench._format.cpu_phrase); a null figure's note is shown."""
+    import io
+
+    from rich.console import Console
+
+    from hopbench._format import cpu_phrase
+    from hopbench._summary_table import render_summary
+
+    gen = {"client_cpu_cores": 1.25, "emulator_cpu_cores": 0.6, "emulator_cpu_note": None,
+           "neighbours_cpu_cores": 0.0, "cpus": 2, "machine_busy_share": 0.925}
+    assert cpu_phrase(gen, 2) == ("client 1.25 cores (2 workers and the driver) · emulator 0.600 cores · "
+                                  "neighbours 0.000 cores · machine: 2 CPUs 92% busy")
+    assert cpu_phrase(dict(gen, emulator_cpu_cores=None, emulator_cpu_note="not measured: x"), 1).startswith(
+        "client 1.25 cores · emulator not measured: x · ")
+    assert cpu_phrase({"cpu_mean": 0.3}) == ""  # an older summary: no line
+    buf = io.StringIO()
+    render_summary({"workers": 2, "generator": gen, "scopes": {}}, Console(file=buf, width=200, color_system=None))
+    assert "cpu: client 1.25 cores (2 workers and the driver)" in buf.getvalue()
