@@ -312,14 +312,18 @@ def _busy_machine(host: HostUsage, busy: float, own: float) -> list[Cause]:
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and this run's own load generator used "
             f"{host.client_cores:.1f} cores (this worker {own:.0%} of one core, its sibling workers and the "
             f"driver {sib:.1f} cores)",
-            f"the run's own workers fill this machine's {host.cpus} CPUs: more workers would not add CPU "
-            "here; lower the load or spread the workers over more machines (engine = \"ray\")")))
+            f"the run's own load-generator processes took {host.client_cores:.1f} of this machine's "
+            f"{host.cpus} CPUs: more workers would not add CPU here; lower the load or spread the workers "
+            "over more machines (engine = \"ray\")")))
+    # with workers, "hopbench" is this worker: say so, and what the whole run used
+    me = "hopbench" if sib is None else "this worker"
+    run = "" if sib is None else f" (the run's load generator {host.client_cores:.1f} cores)"
     if emu is not None and emu >= CULPRIT_SHARE * host.cpus:
         found.append((emu, Cause(
             "emulator",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and hopbench's own emulator (a child "
             f"process on this machine) used {emu:.0%} of one core, other processes {others:.1f} cores, "
-            f"while hopbench used {own:.0%} of one core",
+            f"while {me} used {own:.0%} of one core{run}",
             f"the client and the emulator share this machine's {host.cpus} CPUs: more workers would not add "
             "CPU here; run the emulator on another machine (an external target.url) or lower the load "
             "(fewer streams)")))
@@ -328,10 +332,10 @@ def _busy_machine(host: HostUsage, busy: float, own: float) -> list[Cause]:
         found.append((others, Cause(
             "machine_busy",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
-            f"used {others:.1f} cores while hopbench used {own:.0%} of one core{besides}",
+            f"used {others:.1f} cores while {me} used {own:.0%} of one core{run}{besides}",
             "neighbours took the CPUs, not the load: more workers would not add CPU here; use a quieter "
             "machine")))
-    found.sort(key=lambda fc: -fc[0])  # stable: equal cores keep the emulator first
+    found.sort(key=lambda fc: -fc[0])  # stable: equal cores keep the run's own, then the emulator, first
     return [c for _, c in found]
 
 

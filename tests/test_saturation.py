@@ -239,6 +239,7 @@ def test_judge_workers_siblings_are_the_runs_own_cpu_not_neighbours() -> None:
     assert [c.kind for c in v.causes] == ["client_cpu"]
     assert "this run's own load generator used 1.8 cores" in v.causes[0].figure
     assert "spread the workers over more machines" in v.causes[0].advice
+    assert "took 1.8 of this machine's 2 CPUs" in v.causes[0].advice
 
 
 def test_judge_workers_with_the_emulator_and_real_neighbours() -> None:
