@@ -567,7 +567,7 @@ def emulator_here(pids: tuple[int, ...], starts: tuple[int, ...], boot_id: str |
     """
     if not pids:
         return (), None
-    if boot_id is None or len(starts) != len(pids):
+    if not boot_id or len(starts) != len(pids):
         return (), "not measured: the driver could not identify its emulator's machine (no /proc)"
     here = read_boot_id(proc)
     if here != boot_id:

@@ -281,6 +281,8 @@ def test_emulator_here_only_on_the_drivers_machine(tmp_path: Path) -> None:
     assert read_boot_id(proc) == "boot-a"
     assert emulator_here((4242,), (1000,), "boot-a", proc) == ((4242,), None)
     assert emulator_here((), (), None, proc) == ((), None)
+    pids, why = emulator_here((4242,), (1000,), "", proc)  # the driver could not read its boot id
+    assert pids == () and why is not None and "could not identify" in why
     pids, why = emulator_here((4242,), (1000,), "boot-b", proc)
     assert pids == () and why is not None and "another machine" in why
     pids, why = emulator_here((4242,), (999,), "boot-a", proc)  # the pid names another process here
