@@ -19,8 +19,11 @@ Invariants:
 
 * One process and W workers are judged by the same rules: a single-process
   run is one :class:`Part` without worker facts; with workers, saturation is
-  judged per worker (a merged CPU figure means nothing) and everything else on
-  the merged counters.
+  judged per worker (a merged CPU figure means nothing; each worker's sibling
+  workers and the driver count as the run's own CPU, not as neighbours), the
+  verdicts merged into ``generator.saturation``, the machine's figures taken
+  once by the driver (``RunEnd.host``), and everything else on the merged
+  counters.
 * The document's keys and their order are those of the pre-run metadata
   (``hopbench._run.base_meta``), then the judged fields; docs/results.md
   defines every figure.
@@ -66,6 +69,8 @@ __all__ = [
     "gc_figures",
     "headline",
     "host_figures",
+    "host_usage_figures",
+    "merge_saturation",
     "judge",
     "outcome_warnings",
     "length_warnings",
@@ -535,9 +540,11 @@ class Generator:
         loop_lag_p99_ms: event-loop lag p99 (ms; workers: the worst worker's).
         intervals: intervals written to intervals.hlog / timeline.jsonl.
         gc: the collector's figures (:func:`gc_figures`).
-        host: the process's and the machine's CPU use (:func:`host_figures`; one process
-            only: empty with workers, whose verdicts are in ``worker_detail``).
-        saturation: the saturation verdict (``_saturation.Verdict.to_json``; one process only).
+        host: the process's and the machine's CPU use (:func:`host_figures`; with workers
+            the driver's sample of its machine over the load window, every worker's CPU in
+            ``client_cpu_cores``: ``_saturation.run_host``).
+        saturation: the saturation verdict (``_saturation.Verdict.to_json``; with workers
+            the workers' verdicts merged: :func:`merge_saturation`).
     """
 
     cpu_mean: float
@@ -547,15 +554,11 @@ class Generator:
     gc: Mapping[str, Any]
     host: Mapping[str, Any]
     saturation: Mapping[str, Any] | None
-    with_saturation: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The ``generator`` object, keys in the order above."""
-        out = {"cpu_mean": self.cpu_mean, "cpu_max": self.cpu_max, "loop_lag_p99_ms": self.loop_lag_p99_ms,
-               "intervals": self.intervals, **self.gc, **self.host}
-        if self.with_saturation:
-            out["saturation"] = self.saturation
-        return out
+        return {"cpu_mean": self.cpu_mean, "cpu_max": self.cpu_max, "loop_lag_p99_ms": self.loop_lag_p99_ms,
+                "intervals": self.intervals, **self.gc, **self.host, "saturation": self.saturation}
 
 
 def gc_figures(stats: Any) -> dict[str, Any]:
@@ -573,22 +576,65 @@ def gc_figures(stats: Any) -> dict[str, Any]:
 
 def host_figures(stats: Any) -> dict[str, Any]:
     """The process's and the machine's CPU use over the run (hopbench._saturation):
-    ``process_cpu_cores`` (every thread, cores on average), ``emulator_cpu_cores``
+    ``process_cpu_cores`` (every thread, cores on average), ``client_cpu_cores``
+    (the run's whole load generator on this machine: the process and, with
+    ``--workers``, its sibling workers and the driver), ``emulator_cpu_cores``
     (hopbench's own emulator processes on this machine, cores on average; None
-    without one or when unreadable), ``machine_busy_share`` and ``steal_share``
-    (shares of all CPUs' time; None without /proc/stat), ``cpus``; {} when not measured.
+    without one or when unreadable) and ``emulator_cpu_note`` (why it is None
+    although the run had an emulator, else None), ``neighbours_cpu_cores`` (the
+    rest of the machine; None without /proc/stat), ``cpus``,
+    ``machine_busy_share`` and ``steal_share`` (shares of all CPUs' time; None
+    without /proc/stat); {} when not measured.
 
     Args:
         stats: a ``RunStats`` or :class:`RunCounters` (``host``).
     """
-    host = HostUsage.from_json(stats.host)
+    return host_usage_figures(HostUsage.from_json(stats.host))
+
+
+def _r4(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def host_usage_figures(host: HostUsage | None) -> dict[str, Any]:
+    """:func:`host_figures` of one ``HostUsage`` ({} for None)."""
     if host is None:
         return {}
-    emu = host.emulator_cores
-    return {"process_cpu_cores": round(host.process_cores, 4),
-            "emulator_cpu_cores": None if emu is None else round(emu, 4), "cpus": host.cpus,
-            "machine_busy_share": None if host.machine_busy_share is None else round(host.machine_busy_share, 4),
-            "steal_share": None if host.steal_share is None else round(host.steal_share, 4)}
+    return {"process_cpu_cores": round(host.process_cores, 4), "client_cpu_cores": round(host.client_cores, 4),
+            "emulator_cpu_cores": _r4(host.emulator_cores), "emulator_cpu_note": host.emulator_note,
+            "neighbours_cpu_cores": _r4(host.others_cores), "cpus": host.cpus,
+            "machine_busy_share": _r4(host.machine_busy_share), "steal_share": _r4(host.steal_share)}
+
+
+def merge_saturation(verdicts: Sequence[tuple[int, Mapping[str, Any] | None]]) -> dict[str, Any]:
+    """The workers' saturation verdicts as one (summary.json ``generator.saturation``
+    with ``--workers``): saturated when any worker was; each symptom prefixed
+    ``worker K: ``; one cause per kind, in the order first named (workers in
+    index order, each strongest first), with the first naming worker's figure
+    (prefixed) and ``workers``: every worker that named it.
+
+    Args:
+        verdicts: (worker index, ``Verdict.to_json()`` or None) per worker.
+
+    Returns:
+        {"saturated", "symptoms", "causes": [{"kind", "figure", "advice", "workers"}]}. Never raises.
+    """
+    saturated = False
+    symptoms: list[str] = []
+    causes: dict[str, dict[str, Any]] = {}
+    for i, v in verdicts:
+        if not isinstance(v, Mapping):
+            continue
+        saturated |= bool(v.get("saturated"))
+        symptoms += [f"worker {i}: {x}" for x in v.get("symptoms") or ()]
+        for c in v.get("causes") or ():
+            kind = str(c.get("kind"))
+            if kind in causes:
+                causes[kind]["workers"].append(i)
+            else:
+                causes[kind] = {"kind": kind, "figure": f"worker {i}: {c.get('figure')}",
+                                "advice": c.get("advice"), "workers": [i]}
+    return {"saturated": saturated, "symptoms": symptoms, "causes": list(causes.values())}
 
 
 @dataclass(frozen=True, slots=True)
@@ -643,6 +689,9 @@ class RunEnd:
         notes: warnings from beside the load (unused ``[emulator]``, ``[[scrape]]`` failures).
         emulator_warnings: the embedded emulator's own lateness (``_run.emulator_warnings``).
         engine: "local" or "ray" with workers; None for one process.
+        host: with workers, the run on the driver's machine over the load window
+            (``_saturation.run_host(...).to_json()``); None when not measured or for
+            one process (its own is in its counters).
     """
 
     ended_at_unix_s: float
@@ -652,6 +701,7 @@ class RunEnd:
     notes: tuple[str, ...] = ()
     emulator_warnings: tuple[str, ...] = ()
     engine: str | None = None
+    host: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -690,6 +740,7 @@ class WorkerDetail:
     saturation: Mapping[str, Any] | None
     ended_ms: float
     interrupted_by: str | None
+    host_cpu: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The object as summary.json shows it."""
@@ -700,7 +751,8 @@ class WorkerDetail:
                 "loop_lag_p99_ms": self.loop_lag_p99_ms, "schedule_lag_p99_ms": self.schedule_lag_p99_ms,
                 "peak_in_flight": self.peak_in_flight, **self.gc, "saturation": self.saturation,
                 "start_skew_ms": w.skew_ns / NS_PER_MS,
-                "ended_ms": self.ended_ms, "interrupted_by": self.interrupted_by}
+                "ended_ms": self.ended_ms, "interrupted_by": self.interrupted_by,
+                "host_cpu": dict(self.host_cpu)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -820,7 +872,8 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
             schedule_lag_p99_ms=load_i.get("schedule_lag_p99_ms"),
             peak_in_flight=load_i["peak_in_flight"], gc=gc_figures(part.counters),
             saturation=load_i.get("saturation"),
-            ended_ms=part.counters.ended_ns / NS_PER_MS, interrupted_by=part.counters.interrupted_by))
+            ended_ms=part.counters.ended_ns / NS_PER_MS, interrupted_by=part.counters.interrupted_by,
+            host_cpu=host_figures(part.counters)))
     sat, own, load = analyse(profile, merged, total)
     saturation = load.pop("saturation", None)  # the verdict goes to generator (one process)
     if with_workers:
@@ -852,12 +905,14 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
     started_s = started_s if isinstance(started_s, (int, float)) else end.ended_at_unix_s
     verdict = Verdict(complete=complete, saturated=sat, load_held=load.get("held"),
                       interrupted_by=interrupted_by, warnings=tuple(dict.fromkeys(warnings)))
+    if with_workers:  # the driver's one sample of its machine; the workers' verdicts merged
+        host = host_usage_figures(HostUsage.from_json(dict(end.host) if end.host is not None else None))
+        saturation = merge_saturation([(d.info.index, d.saturation) for d in details])
+    else:
+        host = host_figures(merged)
     generator = Generator(cpu_mean=load["cpu_mean"], cpu_max=load["cpu_max"],
                           loop_lag_p99_ms=load["loop_lag_p99_ms"], intervals=end.intervals,
-                          gc=gc_figures(merged), host={} if with_workers else host_figures(merged),
-                          # with workers each one's verdict is in worker_detail[].saturation
-                          saturation=None if with_workers else saturation,
-                          with_saturation=not with_workers)
+                          gc=gc_figures(merged), host=host, saturation=saturation)
     return Summary(meta=meta, verdict=verdict, ended_at=_iso(end.ended_at_unix_s),
                    duration_s=round(end.ended_at_unix_s - started_s, 3), load=load,
                    headline=headline(merged, load["measured_s"]),

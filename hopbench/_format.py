@@ -5,7 +5,8 @@ terminal and the HTML page show the same digits for the same value; and one
 phrase for summary.json ``load``'s requested-vs-achieved figures
 (:func:`load_phrase`), so that the terminal's and report.html's ``load:``
 line and ``hopbench gate``'s ``run.load_held`` say the same thing in the same
-words. Pure; imports nothing from hopbench (every view may import it; the gate
+words; and one phrase for the machine's CPU figures of summary.json
+``generator`` (:func:`cpu_phrase`, the ``cpu:`` line of both views). Pure; imports nothing from hopbench (every view may import it; the gate
 does not load rich for it).
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fmt_num", "load_phrase"]
+__all__ = ["fmt_num", "load_phrase", "cpu_phrase"]
 
 
 def fmt_num(value: object) -> str:
@@ -75,3 +76,33 @@ def load_phrase(load: Mapping[str, Any]) -> str:
         if _number(load, "max_in_flight"):
             text += f" = {load['max_in_flight']:,}"
     return text
+
+
+def cpu_phrase(generator: Mapping[str, Any], workers: int | None = None) -> str:
+    """Who used the machine's CPUs, one phrase (docs/results.md, "Saturation verdict").
+
+    Args:
+        generator: summary.json's ``generator`` block (``client_cpu_cores``,
+            ``emulator_cpu_cores`` / ``emulator_cpu_note``, ``neighbours_cpu_cores``,
+            ``cpus``, ``machine_busy_share``); missing or null figures are left out.
+        workers: summary.json ``workers`` (the client is then "N workers and the driver").
+
+    Returns:
+        ``client 1.25 cores (2 workers and the driver) · emulator 0.600 cores ·
+        neighbours 0.000 cores · machine: 2 CPUs 92% busy``; the emulator's note
+        in place of its figure when it was not measured; "" when the block has
+        no client figure (an older summary). Never raises.
+    """
+    if not _number(generator, "client_cpu_cores"):
+        return ""
+    who = f" ({workers} workers and the driver)" if isinstance(workers, int) and workers > 1 else ""
+    parts = [f"client {fmt_num(generator['client_cpu_cores'])} cores{who}"]
+    if _number(generator, "emulator_cpu_cores"):
+        parts.append(f"emulator {fmt_num(generator['emulator_cpu_cores'])} cores")
+    elif generator.get("emulator_cpu_note"):
+        parts.append(f"emulator {generator['emulator_cpu_note']}")
+    if _number(generator, "neighbours_cpu_cores"):
+        parts.append(f"neighbours {fmt_num(generator['neighbours_cpu_cores'])} cores")
+    if _number(generator, "cpus") and _number(generator, "machine_busy_share"):
+        parts.append(f"machine: {generator['cpus']} CPUs {generator['machine_busy_share']:.0%} busy")
+    return " · ".join(parts)

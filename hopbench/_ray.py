@@ -22,7 +22,10 @@ Invariants:
   the tasks through the hub ("stop", seen at their next interval end, then
   ``run.grace_s``); a second one cancels the tasks.
 * The embedded emulator listens on 127.0.0.1 of the driver's host: with a
-  remote cluster give the profile a ``target.url`` the nodes can reach.
+  remote cluster give the profile a ``target.url`` the nodes can reach. A task
+  measures the emulator's CPU only on the driver's machine (same boot id, same
+  process start time: ``_saturation.emulator_here``); elsewhere its
+  ``emulator_cpu_cores`` is null with ``emulator_cpu_note`` saying why.
 """
 
 from __future__ import annotations
@@ -170,7 +173,8 @@ def run_profile_ray(profile: Profile, *, out_dir: Path | None = None,
     def drive(merger: Merger, url: str, interrupted: list[str | None]) -> None:
         hub = ray.remote(num_cpus=0)(_Hub).remote()
         task = ray.remote(num_cpus=1, max_retries=0)(_ray_worker)
-        refs = {task.remote(profile, url, s, hub): s.index for s in shares}
+        # the emulator's identity goes with each share: a task measures it only on its machine
+        refs = {task.remote(profile, url, merger.remote_share(s), hub): s.index for s in shares}
         try:
             _pump_ray(ray, merger, hub, refs, interrupted, profile)
         finally:
@@ -213,8 +217,10 @@ def _pump_ray(ray: Any, merger: Merger, hub: Any, refs: dict[Any, int],
         if not go_sent:
             ready = all(w.state != "starting" for w in merger.workers.values())
             if ready or time.monotonic() > ready_deadline:
-                ray.get(hub.set_go.remote(time.time() + START_DELAY_S))
+                go_at = time.time() + START_DELAY_S
+                ray.get(hub.set_go.remote(go_at))
                 go_sent = True
+                merger.load_window(go_at)
                 if profile.run.duration_ns and profile.run.requests is None:
                     run_deadline = (time.monotonic() + START_DELAY_S + _KILL_AFTER_S
                                     + (profile.run.duration_ns + profile.run.grace_ns) / NS_PER_S)

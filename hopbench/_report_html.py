@@ -52,6 +52,7 @@ from ._report_scrape import scrape_section
 from ._report_workload import workload_section
 from ._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 from ._series import MAX_POINTS, SERIES_PERCENTILES, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
+from ._format import cpu_phrase
 from ._summary_table import load_text
 from ._textfile import read_text
 
@@ -496,6 +497,10 @@ def _run_figures(run: RunData) -> str:
     held = load_text(load) if isinstance(load, Mapping) else None
     if held is not None:
         parts.append(f"load: {held}")
+    gen = s.get("generator")
+    cpu = cpu_phrase(gen, s.get("workers")) if isinstance(gen, Mapping) else ""
+    if cpu:
+        parts.append(f"cpu: {cpu}")
     return f'<div class="{cls}"><b>{_e(" · ".join(parts))}</b></div>'
 
 

@@ -6,7 +6,11 @@ summary.json) and, when they cannot, tell apart what held the client back
 
 * ``client_cpu``: hopbench's own CPU was the limit (its event-loop thread, or
   the whole process, at 80 % of a core or more: one Python process runs on
-  one core at a time). Remedy: ``--workers`` (or a lower load).
+  one core at a time). Remedy: ``--workers`` (or a lower load). With
+  ``--workers`` also when the machine's CPUs were busy (as below) and the
+  run's other load-generator processes on it (sibling workers, the driver:
+  ``HostUsage.siblings_cpu_ns``) used 10 % of them or more: the run fills the
+  machine by itself; they are never counted among the neighbours.
 * ``collector``: Python's cyclic garbage collector stopped the process long
   enough and often enough to make the loop late (a pause of 25 ms or more,
   pauses adding up to 0.5 % of the run or more). ``--workers`` helps only
@@ -45,7 +49,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +58,8 @@ from ._units import NS_PER_MS
 
 __all__ = ["SATURATION_LAG_NS", "SATURATION_CPU", "BUSY_CPU", "GC_PAUSE_SHARE", "STEAL_SHARE",
            "MACHINE_IDLE_SHARE", "CULPRIT_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage",
-           "HostSample", "judge", "sample_host", "host_usage", "parse_proc_stat", "parse_pid_stat"]
+           "HostSample", "judge", "sample_host", "host_usage", "parse_proc_stat", "parse_pid_stat",
+           "with_siblings", "run_host", "emulator_here", "read_boot_id"]
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
 """Loop or schedule lag p99 above this: the client's own delay is in the latencies."""
@@ -88,6 +94,14 @@ class HostUsage:
             span, ns (resolution one clock tick, 10 ms on most kernels); None when
             hopbench ran no emulator here or its counters could not be read at
             both ends (it exited mid-run, or no /proc).
+        siblings_cpu_ns: CPU time of the same run's other load-generator
+            processes on this machine (the sibling workers of ``--workers``
+            and the driver) over the same span, ns: the run's own CPU, never
+            the neighbours'; None for one process (it has none) or when not
+            known (:func:`with_siblings`, :func:`run_host`).
+        emulator_note: why ``emulator_cpu_ns`` is None although the run had an
+            emulator (a Ray task on another host than the driver's emulator),
+            else None.
     """
 
     wall_ns: int
@@ -96,6 +110,8 @@ class HostUsage:
     machine_busy_share: float | None = None
     steal_share: float | None = None
     emulator_cpu_ns: int | None = None
+    siblings_cpu_ns: int | None = None
+    emulator_note: str | None = None
 
     @property
     def process_cores(self) -> float:
@@ -111,32 +127,88 @@ class HostUsage:
         return self.emulator_cpu_ns / self.wall_ns if self.wall_ns > 0 else 0.0
 
     @property
+    def siblings_cores(self) -> float | None:
+        """The run's other load-generator processes on this machine: cores on
+        average; None when not known (one process)."""
+        if self.siblings_cpu_ns is None:
+            return None
+        return self.siblings_cpu_ns / self.wall_ns if self.wall_ns > 0 else 0.0
+
+    @property
+    def client_cores(self) -> float:
+        """The whole run's client CPU on this machine: this process and its
+        siblings (workers, driver), cores on average."""
+        return self.process_cores + (self.siblings_cores or 0.0)
+
+    @property
     def others_cores(self) -> float | None:
-        """Cores the rest of the machine (neighbours: neither hopbench nor its
-        emulator) kept busy on average; None without /proc/stat."""
+        """Cores the rest of the machine (neighbours: neither this run's
+        load-generator processes nor its emulator) kept busy on average; None
+        without /proc/stat."""
         if self.machine_busy_share is None:
             return None
-        return max(self.machine_busy_share * self.cpus - self.process_cores - (self.emulator_cores or 0.0), 0.0)
+        return max(self.machine_busy_share * self.cpus - self.client_cores - (self.emulator_cores or 0.0), 0.0)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict of the fields (summary.json, worker messages)."""
         return {"wall_ns": self.wall_ns, "process_cpu_ns": self.process_cpu_ns, "cpus": self.cpus,
                 "machine_busy_share": self.machine_busy_share, "steal_share": self.steal_share,
-                "emulator_cpu_ns": self.emulator_cpu_ns}
+                "emulator_cpu_ns": self.emulator_cpu_ns, "siblings_cpu_ns": self.siblings_cpu_ns,
+                "emulator_note": self.emulator_note}
 
     @classmethod
     def from_json(cls, data: Any) -> HostUsage | None:
         """Inverse of :meth:`to_json`; None for anything that is not such a dict
-        (a dict without ``emulator_cpu_ns``, from an older hopbench, reads as None there)."""
+        (a dict without ``emulator_cpu_ns``, ``siblings_cpu_ns`` or
+        ``emulator_note``, from an older hopbench, reads as None there)."""
         if not isinstance(data, dict):
             return None
         try:
-            emu = data.get("emulator_cpu_ns")
+            emu, sib, note = data.get("emulator_cpu_ns"), data.get("siblings_cpu_ns"), data.get("emulator_note")
             return cls(int(data["wall_ns"]), int(data["process_cpu_ns"]), int(data["cpus"]),
                        data.get("machine_busy_share"), data.get("steal_share"),
-                       None if emu is None else int(emu))
+                       None if emu is None else int(emu), None if sib is None else int(sib),
+                       None if note is None else str(note))
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def with_siblings(own: HostUsage, siblings_cores: float) -> HostUsage:
+    """``own`` with the run's other load-generator processes on its machine counted
+    as the run's own (``siblings_cpu_ns``), not as neighbours.
+
+    Args:
+        own: one worker's figures over its own span.
+        siblings_cores: the sibling workers' and the driver's CPU on the same
+            machine, cores on average (each measured over its own span, which is
+            nearly the worker's: they start together at the common start).
+
+    Returns:
+        The HostUsage with ``siblings_cpu_ns = siblings_cores x own.wall_ns``. Never raises.
+    """
+    return replace(own, siblings_cpu_ns=round(max(siblings_cores, 0.0) * own.wall_ns))
+
+
+def run_host(driver: HostUsage, workers: Sequence[HostUsage]) -> HostUsage:
+    """The whole run on the driver's machine: one sample of the machine and the
+    emulator (the driver's, over the load window), the client CPU of every process.
+
+    Combining per-worker samples would count the machine once per worker: the
+    machine's shares and the emulator's CPU come from ``driver`` alone, and each
+    worker adds only its own process CPU (its cores over its span, times the
+    driver's span: the spans differ by the start-up and the shipping of results).
+
+    Args:
+        driver: the driver's sample over the load window (its own process CPU,
+            the machine, the emulator).
+        workers: the workers that ran on the driver's machine (their own spans).
+
+    Returns:
+        ``driver`` with ``siblings_cpu_ns`` = the workers' CPU, so that
+        ``client_cores`` is the run's client CPU and ``others_cores`` the
+        neighbours'. Never raises.
+    """
+    return with_siblings(driver, sum(w.process_cores for w in workers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +292,10 @@ def _busy_machine(host: HostUsage, busy: float, own: float) -> list[Cause]:
 
     Each is named when it used ``CULPRIT_SHARE`` of the machine's CPUs or more;
     when neither did, the neighbours (the only explanation when the emulator's
-    CPU was not measured). A share of the machine, not a counterfactual "idle
+    CPU was not measured). With ``--workers`` on one machine the run's other
+    load-generator processes (``siblings_cpu_ns``) are the run's own CPU: named as
+    ``client_cpu`` when they used ``CULPRIT_SHARE`` of the CPUs, never counted
+    among the neighbours. A share of the machine, not a counterfactual "idle
     without it": hopbench's own process fills the machine too, so on 2 CPUs a
     client at 75 % of a core and an emulator at 100 % leave so little idle that
     a background of 0.07 cores would count as a cause.
@@ -228,12 +303,27 @@ def _busy_machine(host: HostUsage, busy: float, own: float) -> list[Cause]:
     emu = host.emulator_cores
     others = host.others_cores or 0.0
     found: list[tuple[float, Cause]] = []
+    sib = host.siblings_cores
+    if sib is not None and sib >= CULPRIT_SHARE * host.cpus:
+        # --workers on one machine: the sibling workers (and the driver) are the run's
+        # own CPU, not neighbours (a 2-worker run on 2 CPUs fills them by itself)
+        found.append((sib, Cause(
+            "client_cpu",
+            f"the machine's {host.cpus} CPUs were {busy:.0%} busy and this run's own load generator used "
+            f"{host.client_cores:.1f} cores (this worker {own:.0%} of one core, its sibling workers and the "
+            f"driver {sib:.1f} cores)",
+            f"the run's own load-generator processes took {host.client_cores:.1f} of this machine's "
+            f"{host.cpus} CPUs: more workers would not add CPU here; lower the load or spread the workers "
+            "over more machines (engine = \"ray\")")))
+    # with workers, "hopbench" is this worker: say so, and what the whole run used
+    me = "hopbench" if sib is None else "this worker"
+    run = "" if sib is None else f" (the run's load generator {host.client_cores:.1f} cores)"
     if emu is not None and emu >= CULPRIT_SHARE * host.cpus:
         found.append((emu, Cause(
             "emulator",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and hopbench's own emulator (a child "
             f"process on this machine) used {emu:.0%} of one core, other processes {others:.1f} cores, "
-            f"while hopbench used {own:.0%} of one core",
+            f"while {me} used {own:.0%} of one core{run}",
             f"the client and the emulator share this machine's {host.cpus} CPUs: more workers would not add "
             "CPU here; run the emulator on another machine (an external target.url) or lower the load "
             "(fewer streams)")))
@@ -242,10 +332,10 @@ def _busy_machine(host: HostUsage, busy: float, own: float) -> list[Cause]:
         found.append((others, Cause(
             "machine_busy",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
-            f"used {others:.1f} cores while hopbench used {own:.0%} of one core{besides}",
+            f"used {others:.1f} cores while {me} used {own:.0%} of one core{run}{besides}",
             "neighbours took the CPUs, not the load: more workers would not add CPU here; use a quieter "
             "machine")))
-    found.sort(key=lambda fc: -fc[0])  # stable: equal cores keep the emulator first
+    found.sort(key=lambda fc: -fc[0])  # stable: equal cores keep the run's own, then the emulator, first
     return [c for _, c in found]
 
 
@@ -441,3 +531,54 @@ def host_usage(a: HostSample, b: HostSample, wall_ns: int, cpus: int | None = No
             emulator_ns = sum(max(ends[pid, start] - cpu, 0) for pid, start, cpu in a.emulators)
     return HostUsage(wall_ns, max(b.process_cpu_ns - a.process_cpu_ns, 0), cpus or os.cpu_count() or 1,
                      busy_share, steal_share, emulator_ns)
+
+
+def read_boot_id(proc: Path = Path("/proc")) -> str | None:
+    """This machine's boot id (``<proc>/sys/kernel/random/boot_id``, proc(5): a
+    random UUID per boot, the same for every process of the machine); None where
+    it cannot be read. Never raises."""
+    try:
+        text = (proc / "sys" / "kernel" / "random" / "boot_id").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    return text.strip() or None
+
+
+def emulator_here(pids: tuple[int, ...], starts: tuple[int, ...], boot_id: str | None,
+                  proc: Path = Path("/proc")) -> tuple[tuple[int, ...], str | None]:
+    """Which of the driver's emulator processes this process can measure.
+
+    A process on another machine (a Ray task) must not read the driver's pid:
+    there it names another process or none. The pids are kept only when this
+    machine has the driver's boot id and each pid's start time (field 22 of
+    ``<proc>/PID/stat``) is the one the driver read: the same machine, the same
+    process (not a namespace where the pid names another one).
+
+    Args:
+        pids: the driver's emulator pids (``EmbeddedEmulator.pid``).
+        starts: their start times, clock ticks since boot, in the same order.
+        boot_id: the driver's :func:`read_boot_id`.
+        proc: the proc file system's root (tests point it at a folder).
+
+    Returns:
+        (pids to measure, None) when all are here; ((), reason) otherwise, the
+        reason a sentence fragment for summary.json (``emulator_cpu_note``);
+        ((), None) when there is no emulator. Never raises.
+    """
+    if not pids:
+        return (), None
+    if not boot_id or len(starts) != len(pids):
+        return (), "not measured: the driver could not identify its emulator's machine (no /proc)"
+    here = read_boot_id(proc)
+    if here != boot_id:
+        return (), ("not measured: this worker ran on another machine than the driver's emulator"
+                    if here is not None else "not measured: this worker cannot read its machine's boot id")
+    for pid, start in zip(pids, starts):
+        try:
+            got = parse_pid_stat((proc / str(pid) / "stat").read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            got = None
+        if got is None or got[1] != start:
+            return (), (f"not measured: the driver's emulator (pid {pid}) is not visible from this worker "
+                        "(another pid namespace, or it exited)")
+    return pids, None

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ._format import fmt_num as _num
-from ._format import load_phrase
+from ._format import cpu_phrase, load_phrase
 from ._hdr import METRICS
 from ._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 
@@ -283,6 +283,10 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     held = load_text(summary.get("load") or {})
     if held is not None:
         console.print(Text.assemble(("load: ", "bold"), held))
+    gen = summary.get("generator")
+    cpu = cpu_phrase(gen, summary.get("workers")) if isinstance(gen, Mapping) else ""
+    if cpu:  # who used the machine's CPUs (one process and --workers alike)
+        console.print(Text.assemble(("cpu: ", "bold"), cpu))
     head = _headline(summary)
     if head is not None:
         console.print(head)

@@ -24,6 +24,11 @@ Invariants:
   arrivals with independent seeds (a superposition of independent Poisson
   processes of rates R/W is a Poisson process of rate R), constant arrivals
   phase-shifted by k/R so the merged schedule is evenly spaced at 1/R.
+* The machine is sampled once, by the driver, over the load window (the common
+  start to the last worker's end: :meth:`Merger.load_window`); each worker's own
+  host figures count the other workers on its host and, on the driver's host,
+  the driver as the run's own CPU (``siblings_cpu_ns``), never as neighbours
+  (hopbench._saturation).
 * A worker that dies is reported (summary ``warnings`` and ``worker_detail``),
   the others finish, the run is ``complete: false``; what the dead worker
   shipped before it died is kept (its intervals merged into the total).
@@ -63,6 +68,8 @@ from ._results import ResultsWriter
 from ._finish import Part, RunCounters, RunEnd, WorkerInfo, judge
 from ._run import RunOutcome, base_meta, default_out_dir, emulator_warnings, hold_signals, mark_started, progress_line
 from ._runner import LoadRunner, RunStats
+from ._saturation import (HostSample, HostUsage, emulator_here, host_usage, parse_pid_stat, read_boot_id,
+                          run_host, sample_host, with_siblings)
 
 __all__ = [
     "WorkerShare",
@@ -97,10 +104,15 @@ class WorkerShare:
         arrival_offset_ns: open loop, constant arrivals: the phase shift of
             this worker's schedule (k / R), so that the merged schedule stays
             evenly spaced; 0 otherwise. All workers start together.
-        emulator_pids: the local engine: the embedded emulator the driver
-            started on this machine, whose CPU the worker keeps apart from the
-            neighbours' (hopbench._saturation); () otherwise (Ray's tasks may
-            run on other hosts, where the pid names another process).
+        emulator_pids: the embedded emulator the driver started on its
+            machine, whose CPU the worker keeps apart from the neighbours'
+            (hopbench._saturation); () without one.
+        emulator_starts, emulator_boot_id: how a worker that may run on
+            another machine (a Ray task) tells whether ``emulator_pids`` are
+            its machine's processes (``_saturation.emulator_here``): their
+            start times (clock ticks since boot) and the driver's boot id.
+            ``emulator_boot_id`` None: the pids are trusted as they are (the
+            local engine: one machine by construction).
     """
 
     index: int
@@ -108,6 +120,8 @@ class WorkerShare:
     request_budget: int | None
     arrival_offset_ns: int
     emulator_pids: tuple[int, ...] = ()
+    emulator_starts: tuple[int, ...] = ()
+    emulator_boot_id: str | None = None
 
 
 def _split_int(total: int, parts: int) -> list[int]:
@@ -224,7 +238,11 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
                         request_budget=share.request_budget, seed_offset=k,
                         arrival_offset_ns=share.arrival_offset_ns)
     runner.notice = lambda text: None  # the driver announces what a signal does, once
-    runner.emulator_pids = share.emulator_pids
+    if share.emulator_boot_id is None:  # the local engine: the driver's machine
+        runner.emulator_pids, emulator_note = share.emulator_pids, None
+    else:  # a Ray task: measure the driver's emulator only on its machine, else say why not
+        runner.emulator_pids, emulator_note = emulator_here(
+            share.emulator_pids, share.emulator_starts, share.emulator_boot_id)
     send({"kind": "ready", "worker": k, "host": socket.gethostname(), "pid": os.getpid()})
     go_at = wait_go()
     skew_ns = 0
@@ -238,8 +256,11 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         trio.run(runner.run)
     else:
         runner.stats.interrupted_by = stop_reason[0] or "cancelled before start"
+    counters = runner.counters()
+    if emulator_note is not None and counters.host is not None:  # never silently absent
+        counters = dataclasses.replace(counters, host={**counters.host, "emulator_note": emulator_note})
     send({"kind": "done", "worker": k, "total": rec.snapshot().to_json(),
-          "warmup": warm.snapshot().to_json(), "counters": runner.counters().to_json(),
+          "warmup": warm.snapshot().to_json(), "counters": counters.to_json(),
           "start_skew_ns": skew_ns,
           # client cancels, joined with the embedded emulator's record by the driver (hopbench._cancel)
           "cancels": [[c.request_id, c.scope, c.closed_mono_ns, c.events_read] for c in runner.cancels]})
@@ -314,12 +335,15 @@ class Merger:
         timeline: the open timeline.jsonl.
         meta: the summary metadata (updated in place at the end).
         progress, on_line: as for ``run_profile``; they see the merged view.
+        sample: reads the driver's machine now: (``_saturation.sample_host`` of the
+            given emulator pids, ``time.monotonic_ns()``); tests give fake readings.
     """
 
     def __init__(self, profile: Profile, shares: list[WorkerShare], writer: ResultsWriter,
                  timeline: IO[str], meta: dict[str, Any],
                  progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
-                 on_line: Callable[[str], None] | None = None) -> None:
+                 on_line: Callable[[str], None] | None = None,
+                 sample: Callable[[tuple[int, ...]], tuple[HostSample, int]] | None = None) -> None:
         self.profile = profile
         self.writer = writer
         self.timeline = timeline
@@ -336,7 +360,83 @@ class Merger:
         #: local engine hands it to its workers (WorkerShare.emulator_pids)
         self.emulator_pids: tuple[int, ...] = ()
         self.intervals_written = 0
+        #: the driver's machine (workers reporting this host share it: hopbench._saturation)
+        self.hostname = socket.gethostname()
+        #: the driver's host samples over the load window (common start, last worker's end):
+        #: (sample, time.monotonic_ns()) at each end; see load_window
+        self._host_at: list[tuple[HostSample, int] | None] = [None, None]
+        self._host_timer: threading.Timer | None = None
+        self._sample = sample if sample is not None else (
+            lambda pids: (sample_host(emulator_pids=pids), time.monotonic_ns()))
         self._last_checkpoint = time.monotonic()
+
+    # -- the driver's view of the machine ----------------------------------------
+    def remote_share(self, share: WorkerShare) -> WorkerShare:
+        """``share`` for a worker that may run on another machine (a Ray task): the
+        emulator's pids with their start times and this machine's boot id, so that
+        the worker measures the emulator only where it is (``_saturation.emulator_here``)."""
+        starts: list[int] = []
+        for pid in self.emulator_pids:
+            try:
+                got = parse_pid_stat(Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                got = None
+            starts.append(-1 if got is None else got[1])  # -1: no process will match it
+        return dataclasses.replace(share, emulator_pids=self.emulator_pids, emulator_starts=tuple(starts),
+                                   emulator_boot_id=read_boot_id() or "")
+
+    def load_window(self, go_at: float) -> None:
+        """The load starts at ``go_at`` (Unix time, s): sample the machine, the
+        emulator and the driver's own CPU then (a timer thread), and again when the
+        last worker has finished (:meth:`handle`, :meth:`lost`, :meth:`finish`).
+        One sample of the one machine for the whole run: the workers' own samples
+        would count it once per worker."""
+        def start() -> None:
+            if self._host_at[1] is None:
+                self._host_at[0] = self._sample(self.emulator_pids)
+
+        delay_s = go_at - time.time()
+        if delay_s <= 0:  # already due (and tests): now, in this thread
+            start()
+            return
+        self._host_timer = threading.Timer(delay_s, start)
+        self._host_timer.daemon = True
+        self._host_timer.start()
+
+    def _load_ended(self) -> None:
+        if self._host_at[0] is not None and self._host_at[1] is None and not self.running:
+            self._host_at[1] = self._sample(self.emulator_pids)
+
+    def driver_host(self) -> HostUsage | None:
+        """The driver's sample over the load window (its machine, its emulator,
+        its own process CPU), None when the window was not both opened and closed."""
+        a, b = self._host_at
+        if a is None or b is None:
+            return None
+        return host_usage(a[0], b[0], max(b[1] - a[1], 0))
+
+    def _hosts(self) -> tuple[dict[int, Mapping[str, Any]], dict[str, Any] | None]:
+        """Each worker's host figures with its siblings counted as the run's own
+        (``siblings_cpu_ns``: the workers on its machine and, on the driver's machine,
+        the driver), and the run's figures on the driver's machine (``run_host``)."""
+        own = {i: HostUsage.from_json(w.counters.host if w.counters is not None else None)
+               for i, w in self.workers.items()}
+        driver = self.driver_host()
+        out: dict[int, Mapping[str, Any]] = {}
+        for i, h in own.items():
+            if h is None:
+                continue
+            here = self.workers[i].host
+            sib = sum(o.process_cores for j, o in own.items()
+                      if o is not None and j != i and self.workers[j].host == here)
+            if driver is not None and here == self.hostname:
+                sib += driver.process_cores
+            out[i] = with_siblings(h, sib).to_json()
+        run = None
+        if driver is not None:
+            run = run_host(driver, [h for j, h in own.items()
+                                    if h is not None and self.workers[j].host == self.hostname]).to_json()
+        return out, run
 
     # -- messages ----------------------------------------------------------------
     def handle(self, msg: Mapping[str, Any]) -> None:
@@ -364,6 +464,7 @@ class Merger:
             w.skew_ns = int(msg.get("start_skew_ns", 0))
             w.cancels = list(msg.get("cancels") or [])
             w.state = "done"
+            self._load_ended()
             self._flush()
 
     def lost(self, index: int, error: str) -> None:
@@ -372,6 +473,7 @@ class Merger:
         if w.state in ("done", "crashed"):
             return
         w.state, w.error = "crashed", error.strip() or "exited without a result"
+        self._load_ended()
         self._flush()
 
     @property
@@ -480,8 +582,12 @@ class Merger:
         while self._pending:  # everything is final now: write in index order
             k = min(self._pending)
             self._emit(k, self._pending.pop(k))
+        if self._host_timer is not None:
+            self._host_timer.cancel()
+        self._load_ended()
         profile = self.profile
         total, warm = self.totals()
+        hosts, run_host_json = self._hosts()
         parts: list[Part] = []
         for i, w in sorted(self.workers.items()):
             snap = w.total if w.total is not None else w.acc.snapshot()
@@ -496,10 +602,11 @@ class Merger:
             # a dead worker: the counts of the intervals it shipped, no run figures; the
             # stream counts are always those of the snapshot merged into the total
             counters = (RunCounters.of(RunStats(), snap) if w.counters is None else
-                        dataclasses.replace(w.counters, counts=RunCounters.of(RunStats(), snap).counts))
+                        dataclasses.replace(w.counters, counts=RunCounters.of(RunStats(), snap).counts,
+                                            host=hosts.get(i, w.counters.host)))
             parts.append(Part(share_profile(profile, w.share), counters, snap, info))
         end = RunEnd(ended_at_unix_s=time.time(), crashed=crashed, intervals=self.intervals_written,
-                     emulator_warnings=tuple(truth), engine=engine)
+                     emulator_warnings=tuple(truth), engine=engine, host=run_host_json)
         summary = judge(profile, parts, total, warm if profile.run.warmup_ns else None, self.meta, end)
         return self.writer.write_final(summary.to_json(), total), summary.verdict.complete
 
@@ -634,6 +741,8 @@ def _pump_local(merger: Merger, procs: dict[int, Any], conns: dict[int, Any],
                     except OSError:
                         pass
                 go_sent = True
+                if interrupted[0] is None:
+                    merger.load_window(go_at)
                 run_s = (profile.run.duration_ns or 0) / NS_PER_S
                 # a request budget has no planned end: no kill deadline then
                 run_deadline = (time.monotonic() + START_DELAY_S + run_s + profile.run.grace_ns / NS_PER_S

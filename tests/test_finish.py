@@ -154,11 +154,6 @@ def _keys(obj: Any, prefix: str = "") -> set[str]:
 
 
 _ENGINE_ONLY = {"engine", "hosts", "worker_detail", "load.peak_in_flight_note", "load.peak_open_note"}
-# measured per process: with workers each one's saturation verdict is in worker_detail[]
-_PROCESS_ONLY = {"generator.saturation", "generator.saturation.saturated", "generator.saturation.symptoms",
-                 "generator.saturation.causes", "generator.process_cpu_cores", "generator.emulator_cpu_cores",
-                 "generator.cpus",
-                 "generator.machine_busy_share", "generator.steal_share"}
 # figures that depend on the machine's load at that moment, not on the engine
 _MACHINE = ("load generator saturated", "worker ", "the embedded emulator fell behind", "client_lagged",
             "proxy buffering suspected")
@@ -177,9 +172,17 @@ def test_finish_one_process_and_two_workers_write_the_same_summary_shape(tmp_pat
     s2 = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert (one.summary, two.summary) == (s1, s2)  # what the run returns is what it wrote
     assert seen[1] and seen[2]
-    k1, k2 = _keys(s1) - _PROCESS_ONLY, _keys(s2) - _ENGINE_ONLY
+    # the host figures too: with workers the driver's one sample of the machine, every
+    # worker's CPU in client_cpu_cores, the workers' verdicts merged (generator.saturation)
+    k1, k2 = _keys(s1), _keys(s2) - _ENGINE_ONLY
     assert k1 == k2, k1 ^ k2
     assert "generator.saturation" in _keys(s1) and all("saturation" in d for d in s2["worker_detail"])
+    if Path("/proc/stat").exists():
+        g = s2["generator"]
+        assert g["machine_busy_share"] is not None and g["neighbours_cpu_cores"] is not None
+        assert g["emulator_cpu_cores"] is not None and g["emulator_cpu_note"] is None
+        workers_cpu = sum(d["host_cpu"]["process_cpu_cores"] for d in s2["worker_detail"])
+        assert g["client_cpu_cores"] == pytest.approx(g["process_cpu_cores"] + workers_cpu, abs=3e-4)
     assert set(s1["scopes"]) == set(s2["scopes"]) == {"chat", ALL}
     for s in (s1, s2):
         c = s["scopes"][ALL]["counters"]

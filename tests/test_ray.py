@@ -89,6 +89,16 @@ def test_ray_engine_totals_match_ground_truth(tmp_path: Path, local_ray: Any) ->
     timeline = [json.loads(x) for x in (out / "timeline.jsonl").read_text().splitlines()]
     assert sum(x["started"] for x in timeline) == 200
     assert all(d["state"] == "done" and d["pid"] != os.getpid() for d in detail)
+    if Path("/proc/sys/kernel/random/boot_id").exists():
+        # local Ray: the tasks run on the driver's machine, so each measures the embedded
+        # emulator (same boot id, same process start time) and counts the other as its own
+        for d in detail:
+            h = d["host_cpu"]
+            assert h["emulator_cpu_cores"] is not None and h["emulator_cpu_note"] is None, h
+            assert h["client_cpu_cores"] > h["process_cpu_cores"]
+        g = s["generator"]
+        assert g["emulator_cpu_cores"] is not None and g["client_cpu_cores"] >= g["process_cpu_cores"]
+        assert g["saturation"] is not None and g["machine_busy_share"] is not None
 
 
 def test_ray_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -218,3 +218,96 @@ def test_analyse_warns_with_the_cause_and_keeps_the_verdict() -> None:
     (w,) = [x for x in warnings if x.startswith("load generator saturated")]
     assert sat and "garbage collector paused hopbench 20 times" in w and "--workers or lower the load" not in w
     assert [c["kind"] for c in load["saturation"]["causes"]] == ["collector"]
+
+
+# -- --workers: the run's own processes are not neighbours ------------------------------
+
+
+def test_judge_workers_siblings_are_the_runs_own_cpu_not_neighbours() -> None:
+    """2 workers on 2 CPUs, 0.78 cores each, the driver 0.25, nothing else: the machine
+    is 90.5 % busy. Each worker used under 80 % of a core, so the busy machine is judged;
+    its sibling and the driver are the run's own CPU (client_cpu), not neighbours."""
+    alone = _host(0.78, busy=0.905, steal=0.0)  # what a worker measured by itself
+    v_old = judge(_fig(cpu=0.6, host=alone))
+    assert [c.kind for c in v_old.causes] == ["machine_busy"]  # without its siblings: blamed on neighbours
+    from hopbench._saturation import with_siblings
+
+    host = with_siblings(alone, 0.78 + 0.25)
+    assert host.siblings_cores == pytest.approx(1.03) and host.client_cores == pytest.approx(1.81)
+    assert host.others_cores == pytest.approx(0.0, abs=1e-9)
+    v = judge(_fig(cpu=0.6, host=host))
+    assert [c.kind for c in v.causes] == ["client_cpu"]
+    assert "this run's own load generator used 1.8 cores" in v.causes[0].figure
+    assert "spread the workers over more machines" in v.causes[0].advice
+    assert "took 1.8 of this machine's 2 CPUs" in v.causes[0].advice
+
+
+def test_judge_workers_with_the_emulator_and_real_neighbours() -> None:
+    # workers 0.6 + 0.6, driver 0.05, emulator 0.5, neighbours 0.3: 2.05 of 2 CPUs (busy 1.0)
+    host = HostUsage(RUN_NS, int(0.6 * RUN_NS), 2, 1.0, 0.0, int(0.5 * RUN_NS), int(0.65 * RUN_NS))
+    assert host.others_cores == pytest.approx(0.25)
+    assert _kinds(_fig(cpu=0.5, host=host)) == ["client_cpu", "emulator", "machine_busy"]
+
+
+def test_run_host_counts_the_machine_once_and_every_workers_cpu() -> None:
+    from hopbench._saturation import run_host
+
+    # the driver's one sample over 10 s: 0.1 cores of its own, the machine 95 % of 2 CPUs, the
+    # emulator 0.5; two workers over their own (shorter) spans at 0.6 cores each
+    driver = HostUsage(10 * S, S, 2, 0.95, 0.0, 5 * S)
+    workers = [HostUsage(9 * S, int(5.4 * S), 2, 0.97, 0.0, 4 * S) for _ in range(2)]
+    run = run_host(driver, workers)
+    assert run.client_cores == pytest.approx(1.3) and run.emulator_cores == pytest.approx(0.5)
+    assert run.machine_busy_share == 0.95 and run.others_cores == pytest.approx(0.1)
+    assert HostUsage.from_json(run.to_json()) == run
+
+
+def _fake_proc(root: Path, boot_id: str, pids: dict[int, int]) -> Path:
+    (root / "sys" / "kernel" / "random").mkdir(parents=True)
+    (root / "sys" / "kernel" / "random" / "boot_id").write_text(boot_id + "\n")
+    for pid, start in pids.items():
+        (root / str(pid)).mkdir()
+        fields = ["S"] + ["0"] * 10 + ["7", "3"] + ["0"] * 6 + [str(start)] + ["0"] * 5
+        (root / str(pid) / "stat").write_text(f"{pid} (python (emu)) " + " ".join(fields) + "\n")
+    return root
+
+
+def test_emulator_here_only_on_the_drivers_machine(tmp_path: Path) -> None:
+    """A Ray task measures the driver's emulator only on its machine (same boot id, the
+    same process start time); elsewhere a reason, never a silent absence."""
+    from hopbench._saturation import emulator_here, read_boot_id
+
+    proc = _fake_proc(tmp_path, "boot-a", {4242: 1000})
+    assert read_boot_id(proc) == "boot-a"
+    assert emulator_here((4242,), (1000,), "boot-a", proc) == ((4242,), None)
+    assert emulator_here((), (), None, proc) == ((), None)
+    pids, why = emulator_here((4242,), (1000,), "", proc)  # the driver could not read its boot id
+    assert pids == () and why is not None and "could not identify" in why
+    pids, why = emulator_here((4242,), (1000,), "boot-b", proc)
+    assert pids == () and why is not None and "another machine" in why
+    pids, why = emulator_here((4242,), (999,), "boot-a", proc)  # the pid names another process here
+    assert pids == () and why is not None and "pid 4242" in why
+    pids, why = emulator_here((4243,), (1000,), "boot-a", proc)  # no such process here
+    assert pids == () and why is not None and "not visible" in why
+
+
+def test_cpu_phrase_and_the_terminals_cpu_line() -> None:
+    """The machine's figures of summary.json ``generator`` on one line, the same words in the
+    terminal and report.html (hopbench._format.cpu_phrase); a null figure's note is shown."""
+    import io
+
+    from rich.console import Console
+
+    from hopbench._format import cpu_phrase
+    from hopbench._summary_table import render_summary
+
+    gen = {"client_cpu_cores": 1.25, "emulator_cpu_cores": 0.6, "emulator_cpu_note": None,
+           "neighbours_cpu_cores": 0.0, "cpus": 2, "machine_busy_share": 0.925}
+    assert cpu_phrase(gen, 2) == ("client 1.25 cores (2 workers and the driver) · emulator 0.600 cores · "
+                                  "neighbours 0.000 cores · machine: 2 CPUs 92% busy")
+    assert cpu_phrase(dict(gen, emulator_cpu_cores=None, emulator_cpu_note="not measured: x"), 1).startswith(
+        "client 1.25 cores · emulator not measured: x · ")
+    assert cpu_phrase({"cpu_mean": 0.3}) == ""  # an older summary: no line
+    buf = io.StringIO()
+    render_summary({"workers": 2, "generator": gen, "scopes": {}}, Console(file=buf, width=200, color_system=None))
+    assert "cpu: client 1.25 cores (2 workers and the driver)" in buf.getvalue()

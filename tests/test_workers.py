@@ -294,3 +294,108 @@ def test_run_workers_crash_is_reported_and_the_rest_finish(tmp_path: Path) -> No
     d0, d1 = s["worker_detail"]
     assert d0["state"] == "done" and d1["state"] == "crashed"
     assert s["scopes"]["all"]["counters"]["started"] == d0["started"] == 30 == len(_truth(out))
+
+
+# -- the machine's figures with workers (hopbench._saturation) ---------------------------
+
+MS = 1_000_000
+
+
+def _lagging_done(k: int, host: dict[str, Any]) -> dict[str, Any]:
+    """A worker's "done": its loop 40 ms late (saturated), 50 % of a core, ``host`` measured."""
+    rec = Recorder(["chat", "messages"])
+    for _ in range(100):
+        rec.record_global("loop_lag", 40 * MS)
+    return {"kind": "done", "worker": k, "total": rec.snapshot().to_json(),
+            "warmup": Recorder(["chat", "messages"]).snapshot().to_json(),
+            "counters": {"stop_ns": 10 * NS_PER_S, "ended_ns": 10 * NS_PER_S, "cpu_fractions": [0.5],
+                         "host": host},
+            "start_skew_ns": 0}
+
+
+def test_merger_counts_sibling_workers_as_the_runs_own_and_samples_the_machine_once(tmp_path: Path) -> None:
+    """2 workers on a 2-CPU machine at 0.6 cores each, the driver 0.05, the emulator 0.6,
+    nothing else: the machine 92.5 % busy. No worker blames neighbours (its sibling and
+    the driver are the run's own CPU), and generator holds the whole run's figures,
+    the machine counted once (fake readings: no clock, no /proc)."""
+    from hopbench._saturation import HostSample, HostUsage
+
+    p = _profile(2)
+    shares = split_load(p, 2)
+    writer = ResultsWriter(tmp_path)
+    writer.start({"started_at_unix_s": 0.0})
+    ticks = 2 * 10 * 100  # 2 CPUs for 10 s at 100 ticks per s
+    readings = iter([(HostSample(0, (0, 0, 0), ((77, 5, 0),)), 0),
+                     (HostSample(NS_PER_S // 2, (int(0.925 * ticks), ticks, 0), ((77, 5, 6 * NS_PER_S),)),
+                      10 * NS_PER_S)])
+    merger = Merger(p, shares, writer, io.StringIO(), {"interrupted_by": None},
+                    sample=lambda pids: next(readings))
+    merger.emulator_pids = (77,)
+    for sh in shares:
+        merger.handle({"kind": "ready", "worker": sh.index, "host": merger.hostname, "pid": 100 + sh.index})
+    merger.load_window(time.time() - 1.0)  # due: the start is sampled now
+    worker_host = HostUsage(10 * NS_PER_S, 6 * NS_PER_S, 2, 0.925, 0.0, 6 * NS_PER_S).to_json()
+    for sh in shares:
+        merger.handle(_lagging_done(sh.index, worker_host))
+    summary, complete = merger.finish(None, "local")
+    assert complete
+    for d in summary["worker_detail"]:
+        assert d["saturated"]
+        kinds = [c["kind"] for c in d["saturation"]["causes"]]
+        assert kinds == ["client_cpu", "emulator"], d["saturation"]  # not "machine_busy" (neighbours)
+        h = d["host_cpu"]
+        assert (h["process_cpu_cores"], h["client_cpu_cores"], h["neighbours_cpu_cores"]) == (0.6, 1.25, 0.0)
+    g = summary["generator"]
+    assert (g["process_cpu_cores"], g["client_cpu_cores"], g["emulator_cpu_cores"]) == (0.05, 1.25, 0.6)
+    assert (g["cpus"], g["machine_busy_share"], g["neighbours_cpu_cores"], g["emulator_cpu_note"]) == (
+        2, 0.925, 0.0, None)
+    sat = g["saturation"]  # the workers' verdicts merged, each cause once with who named it
+    assert sat["saturated"] and [c["kind"] for c in sat["causes"]] == ["client_cpu", "emulator"]
+    assert all(c["workers"] == [0, 1] and c["figure"].startswith("worker 0: ") for c in sat["causes"])
+    assert sat["symptoms"] == ["worker 0: event-loop lag p99 40.0 ms (> 25 ms)",
+                               "worker 1: event-loop lag p99 40.0 ms (> 25 ms)"]
+
+
+def test_merger_workers_on_another_host_are_not_the_drivers_siblings(tmp_path: Path) -> None:
+    """Ray: a task on another machine counts only the tasks on its own machine as siblings."""
+    from hopbench._saturation import HostSample, HostUsage
+
+    p = _profile(2)
+    shares = split_load(p, 2)
+    writer = ResultsWriter(tmp_path)
+    writer.start({"started_at_unix_s": 0.0})
+    readings = iter([(HostSample(0, (0, 0, 0)), 0), (HostSample(NS_PER_S, (1000, 2000, 0)), 10 * NS_PER_S)])
+    merger = Merger(p, shares, writer, io.StringIO(), {"interrupted_by": None}, sample=lambda pids: next(readings))
+    merger.handle({"kind": "ready", "worker": 0, "host": merger.hostname, "pid": 100})
+    merger.handle({"kind": "ready", "worker": 1, "host": merger.hostname + "-elsewhere", "pid": 101})
+    merger.load_window(time.time() - 1.0)
+    note = "not measured: this worker ran on another machine than the driver's emulator"
+    merger.handle(_lagging_done(0, HostUsage(10 * NS_PER_S, 5 * NS_PER_S, 2, 0.5, 0.0).to_json()))
+    merger.handle(_lagging_done(1, HostUsage(10 * NS_PER_S, 5 * NS_PER_S, 2, 0.3, 0.0, None, None,
+                                             note).to_json()))
+    summary, _ = merger.finish(None, "ray")
+    d0, d1 = (d["host_cpu"] for d in summary["worker_detail"])
+    assert d0["client_cpu_cores"] == 0.6  # itself and the driver, not the task elsewhere
+    assert d1["client_cpu_cores"] == 0.5 and d1["emulator_cpu_cores"] is None and d1["emulator_cpu_note"] == note
+    assert summary["generator"]["client_cpu_cores"] == 0.6  # the driver's machine: the driver and worker 0
+
+
+def test_run_worker_on_another_machine_says_the_emulator_is_not_measured(tmp_path: Path) -> None:
+    """A Ray task's share names the driver's emulator with the driver's boot id: a task
+    on another machine (here: another boot id) leaves it null and says why."""
+    from hopbench._saturation import HostUsage
+    from hopbench._workers import run_worker
+    from hopbench.emulator import EmbeddedEmulator
+
+    profile = _profile(1, requests=10)
+    sent: list[dict[str, Any]] = []
+    with EmbeddedEmulator(profile.emulator_config, record_path=None) as emu:
+        assert emu.pid is not None
+        share = split_load(profile, 1)[0]
+        share = WorkerShare(share.index, share.load, share.request_budget, share.arrival_offset_ns, (emu.pid,),
+                            (1,), "the-boot-id-of-another-machine")
+        run_worker(profile, emu.base_url, share, sent.append, lambda: time.time(), install_signals=False)
+    (done,) = [m for m in sent if m["kind"] == "done"]
+    host = HostUsage.from_json(done["counters"]["host"])
+    assert host is not None and host.emulator_cpu_ns is None
+    assert host.emulator_note is not None and host.emulator_note.startswith("not measured: ")
