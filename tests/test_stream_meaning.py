@@ -1,0 +1,176 @@
+"""Stream meaning at the edges the specs allow: what a crafted stream decodes to.
+
+Each test feeds a stream built from the wire shapes of the OpenAI and Anthropic
+API references (and of OpenAI-compatible servers: vLLM, TGI, Mistral) through
+the real SSE scanner and a decoder, whole and split at every byte, and checks
+the outcome and its kind, the first-token observations (TTFT) and the token
+counts. The rules are in docs/results.md, "Decoder rules"; what was checked and
+found right is listed there too ("Stream shapes checked").
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hopbench.protocols import (
+    FirstContentToken,
+    FirstToken,
+    StreamResult,
+    decode_stream,
+    new_decoder,
+    stop_class,
+)
+from hopbench.protocols._observations import Anomaly
+from hopbench.sse import SSEScanner
+
+
+def _ev(data: object, event: str | None = None) -> bytes:
+    raw = data if isinstance(data, bytes) else json.dumps(data, ensure_ascii=False).encode()
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + raw + b"\n\n"
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0) -> bytes:
+    return _ev({"object": "chat.completion.chunk", "choices": [{"index": index, "delta": delta, "finish_reason": finish}]})
+
+
+def _typed(kind: str, **fields: object) -> bytes:
+    return _ev({"type": kind, **fields}, kind)
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def _decode_all_splits(protocol: str, body: bytes, **kw: Any) -> StreamResult:
+    """The result of ``body`` in one read; the same at every two-piece split."""
+    whole = decode_stream(protocol, [body], **kw)
+    for i in range(len(body) + 1):
+        assert decode_stream(protocol, [body[:i], body[i:]], **kw) == whole, i
+    return whole
+
+
+def _firsts(protocol: str, body: bytes) -> list[object]:
+    dec = new_decoder(protocol)
+    out: list[object] = []
+    for item in SSEScanner().feed(body):
+        out.extend(o for o in dec.feed(item) if type(o) in (FirstToken, FirstContentToken))
+    return out
+
+
+# -- Chat Completions -----------------------------------------------------------
+
+
+def test_chat_bare_object_error_chunk_fails_the_stream() -> None:
+    # The error object some OpenAI-compatible servers stream as a chunk of its
+    # own, unwrapped (vLLM's ErrorResponse shape: object "error", message,
+    # type, code); [DONE] after it does not make the stream completed.
+    body = (
+        _chunk({"role": "assistant", "content": "Hi"})
+        + _ev({"object": "error", "message": "CUDA out of memory", "type": "InternalServerError", "param": None, "code": 500})
+        + DONE
+    )
+    r = _decode_all_splits("chat", body)
+    assert (r.outcome, r.error_code, r.error_message) == ("failed", "InternalServerError", "CUDA out of memory")
+    assert (r.error_wire_code, r.error_type) == ("500", "InternalServerError")
+    assert r.anomalies == {"data_after_end": 1}
+
+
+def test_chat_error_string_with_error_type_names_the_failure() -> None:
+    # TGI's in-stream error: {"error": "<message>", "error_type": "<kind>"}.
+    body = _chunk({"content": "Hi"}) + _ev({"error": "Request failed during generation: out of memory", "error_type": "generation"})
+    r = _decode_all_splits("chat", body)
+    assert (r.outcome, r.error_code, r.error_message) == ("failed", "generation", "Request failed during generation: out of memory")
+
+
+def test_chat_finish_reason_error_is_an_interruption() -> None:
+    # vLLM FinishReason.ERROR: "retryable request-level internal error".
+    body = _chunk({"content": "Hi"}) + _chunk({}, "error") + DONE
+    r = _decode_all_splits("chat", body)
+    assert (r.outcome, r.detail, r.stop_reason) == ("failed", "engine_error", "error")
+    assert stop_class("error") == "other"
+
+
+def test_chat_content_as_a_list_of_parts_is_output() -> None:
+    # Mistral's reasoning models stream delta.content as a list of chunks:
+    # {"type": "thinking", "thinking": [{"type": "text", "text": ...}]} and
+    # {"type": "text", "text": ...}.
+    body = (
+        _chunk({"role": "assistant", "content": ""})
+        + _chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Let me see"}]}]})
+        + _chunk({"content": [{"type": "thinking", "thinking": "."}]})
+        + _chunk({"content": [{"type": "text", "text": "Four"}]})
+        + _chunk({"content": [{"type": "text", "text": "."}, {"type": "reference", "reference_ids": [1]}]})
+        + _chunk({}, "stop")
+        + DONE
+    )
+    r = _decode_all_splits("chat", body)
+    assert (r.outcome, r.text, r.reasoning_text) == ("completed", "Four.", "Let me see.")
+    assert r.events == {"text": 2, "reasoning": 2, "tool": 0, "refusal": 0}
+    assert r.anomalies == {}
+    assert _firsts("chat", body) == [FirstToken("reasoning"), FirstContentToken("text")]
+
+
+# -- Responses -------------------------------------------------------------------
+
+
+def _rseq(seqs: list[int]) -> bytes:
+    """created, one text delta per middle number, completed; numbered by ``seqs``."""
+    first, *middle, last = seqs
+    body = _typed("response.created", response={"id": "r", "status": "in_progress"}, sequence_number=first)
+    for n in middle:
+        body += _typed("response.output_text.delta", item_id="m", output_index=0, content_index=0, delta="x", sequence_number=n)
+    return body + _typed("response.completed", response={"id": "r", "status": "completed"}, sequence_number=last)
+
+
+def test_responses_sequence_numbers_in_step_are_no_anomaly() -> None:
+    r = _decode_all_splits("responses", _rseq([0, 1, 2, 3, 4]))
+    assert (r.outcome, r.anomalies, r.events["text"]) == ("completed", {}, 3)
+
+
+def test_responses_sequence_gap_is_counted_not_fatal() -> None:
+    # sequence_number is one more per event (OpenAI API reference, Responses
+    # streaming events): a jump means the stream lost events on the way.
+    r = _decode_all_splits("responses", _rseq([0, 1, 2, 4, 5]))
+    assert (r.outcome, r.anomalies) == ("completed", {"sequence_gap": 1})
+
+
+def test_responses_sequence_gap_detail_says_expected_and_seen() -> None:
+    dec = new_decoder("responses")
+    seen: list[object] = []
+    for item in SSEScanner().feed(_rseq([0, 1, 7])):
+        seen.extend(o for o in dec.feed(item) if type(o) is Anomaly)
+    assert seen == [Anomaly("sequence_gap", "expected 2, got 7")]
+
+
+def test_responses_stream_without_sequence_numbers_is_no_anomaly() -> None:
+    body = (
+        _typed("response.created", response={"id": "r"})
+        + _typed("response.output_text.delta", delta="x")
+        + _typed("response.completed", response={"status": "completed"})
+    )
+    assert decode_stream("responses", [body]).anomalies == {}
+
+
+# -- Messages --------------------------------------------------------------------
+
+
+def test_messages_context_window_exceeded_is_a_length_stop() -> None:
+    # Anthropic API reference, stop_reason: "model_context_window_exceeded"
+    # (the output was cut by the context window, as max_tokens cuts it).
+    assert stop_class("model_context_window_exceeded") == "length"
+    body = (
+        _typed("message_start", message={"usage": {"input_tokens": 9, "output_tokens": 1}})
+        + _typed("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hi"})
+        + _typed("message_delta", delta={"stop_reason": "model_context_window_exceeded"}, usage={"output_tokens": 3})
+        + _typed("message_stop")
+    )
+    r = _decode_all_splits("messages", body)
+    assert (r.outcome, r.stop_reason, r.output_tokens) == ("completed", "model_context_window_exceeded", 3)
+
+
+@pytest.mark.parametrize("reason", ["repetition", "compaction"])
+def test_stop_reasons_without_a_class_are_other(reason: str) -> None:
+    assert stop_class(reason) == "other"
