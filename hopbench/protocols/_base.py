@@ -49,7 +49,8 @@ Rules shared by the three protocols (issue 13; docs/results.md "Decoder rules"):
   raise on such an event (openai-python and anthropic-sdk-python
   ``_streaming.py``: ``sse.json()`` is ``json.loads(data)``).
 - Abort: a stream that ends "completed" with stop reason "abort" (vLLM's
-  engine abort) is "failed" with detail "abort".
+  engine abort) is "failed" with detail "abort"; with stop reason "error"
+  (vLLM's retryable internal error) "failed" with detail "engine_error".
 - Error names: ``error_name`` picks the more specific of an error's code and
   type; ``error_type`` / ``error_wire_code`` keep both as sent.
 - Hidden reasoning: usage reports reasoning tokens > 0 (or the protocol
@@ -139,6 +140,15 @@ except ImportError:  # pragma: no cover - exercised by test_protocols_json_fallb
     _fast_loads = None
     _FastError = ValueError
 
+
+_INTERRUPTED: dict[str, str] = {
+    "abort": "abort",  # vLLM / SGLang: the engine aborted the request
+    "error": "engine_error",  # vLLM FinishReason.ERROR: a retryable request-level internal error
+}
+"""Stop reasons that end a stream "failed" although its terminal signal came
+(stop reason -> ``StreamResult.detail``): the engine broke the answer off.
+Source: vLLM ``vllm/v1/engine/__init__.py``, ``FINISH_REASON_STRINGS`` and
+``FinishReason`` ("abort", "error")."""
 
 _CACHED_CHARS = 256
 _KINDS: tuple[ContentKind, ...] = ("text", "reasoning", "tool", "refusal")
@@ -378,13 +388,16 @@ class Decoder:
         """The final (outcome, detail) of a stream that reached ``outcome``.
 
         A "completed" stream fails when one of its events was unusable
-        (detail "malformed_event") or when its stop reason is an engine abort
-        (detail "abort"); a "failed" one keeps the malformed detail.
+        (detail "malformed_event") or when its stop reason says the engine
+        broke it off (``_INTERRUPTED``: "abort" gives detail "abort", "error"
+        detail "engine_error"); a "failed" one keeps the malformed detail.
         """
         if self._malformed:
             return "failed", "malformed_event"
-        if outcome == "completed" and self._stop_reason == "abort":
-            return "failed", "abort"
+        if outcome == "completed":
+            interrupted = _INTERRUPTED.get(self._stop_reason)  # type: ignore[arg-type]
+            if interrupted is not None:
+                return "failed", interrupted
         return outcome, self._detail
 
     def _tool_calls(self) -> list[dict[str, object]]:

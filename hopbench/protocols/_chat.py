@@ -6,7 +6,8 @@ malformed events, error names, abort, hidden reasoning).
 
 Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
 - Each event's data is one chunk. Channels of ``choices[i].delta``: text
-  ``content``; reasoning ``reasoning_content`` or ``reasoning`` (DeepSeek,
+  ``content`` (a string; or, from Mistral, a list of typed chunks whose
+  ``text`` chunks are text and ``thinking`` chunks reasoning: ``_parts``); reasoning ``reasoning_content`` or ``reasoning`` (DeepSeek,
   vLLM, OpenRouter); refusal ``refusal`` (its own channel: ``refusal_text``,
   never joined into ``text``); tool ``tool_calls[j]`` joined by ``index``
   (the deprecated ``function_call`` delta too). A tool call's first fragment
@@ -33,7 +34,12 @@ Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
   "failed" with detail "abort", with or without ``[DONE]``.
 - Failed: ``data: {"error": {...}}`` (no ``event:`` line), or an event named
   ``error`` (some servers). ``error_code`` by ``_signals.error_name`` from
-  ``error.code`` and ``error.type``.
+  ``error.code`` and ``error.type``. Also TGI's ``{"error": "<message>",
+  "error_type": "<kind>"}`` (the kind names it) and an unwrapped error object
+  streamed as a chunk, ``{"object": "error", "message", "type", "code"}``
+  (vLLM's ``ErrorResponse``): both fail the stream, also when ``[DONE]`` follows.
+- ``finish_reason: "error"`` (vLLM: a retryable internal error) is an
+  interruption: "failed" with detail "engine_error" (``_base._INTERRUPTED``).
 - Usage: any non-null ``usage`` object (the ``choices: []`` chunk of
   ``stream_options.include_usage``, or a chunk with choices; some providers send
   it on every chunk): the last one wins. ``total_tokens`` and
@@ -63,6 +69,36 @@ def _cached(details: object) -> object:
     """``prompt_tokens_details.cached_tokens`` (OpenAI API reference: the
     completion usage object), else None."""
     return details.get("cached_tokens") if type(details) is dict else None
+
+
+def _parts(content: list[Any]) -> tuple[list[str], list[str]]:
+    """The (text, thinking) fragments of a ``delta.content`` sent as a list of
+    typed chunks (Mistral API reference, chat completion chunk: ``TextChunk``
+    ``{"type": "text", "text": ...}`` and ``ThinkChunk`` ``{"type":
+    "thinking", "thinking": [TextChunk, ...]}``; a plain string in
+    ``thinking`` is taken too). Non-empty strings only, in order; other chunk
+    types (references, images) carry no generated text."""
+    text: list[str] = []
+    thinking: list[str] = []
+    for part in content:
+        if type(part) is not dict:
+            continue
+        ptype = part.get("type")
+        if ptype == "text":
+            value = part.get("text")
+            if value and type(value) is str:
+                text.append(value)
+        elif ptype == "thinking":
+            inner = part.get("thinking")
+            if inner and type(inner) is str:
+                thinking.append(inner)
+            elif type(inner) is list:
+                for sub in inner:
+                    if type(sub) is dict:
+                        value = sub.get("text")
+                        if value and type(value) is str:
+                            thinking.append(value)
+    return text, thinking
 
 
 class ChatDecoder(Decoder):
@@ -135,7 +171,14 @@ class ChatDecoder(Decoder):
             return bad + self._anomaly("unexpected_shape", "chunk is not an object")
         error = chunk.get("error")
         if name == "error" or (error and (type(error) is dict or real(error) is not None)):
+            if type(error) is str and real(chunk.get("error_type")) is not None:
+                # TGI: {"error": "<message>", "error_type": "<kind>"}
+                error = {"message": error, "type": chunk["error_type"]}
             return bad + (self._fail(chunk if error is None else error),)
+        if chunk.get("object") == "error":
+            # an unwrapped error object streamed as a chunk (vLLM's
+            # ErrorResponse: object, message, type, param, code)
+            return bad + (self._fail(chunk),)
         choices = chunk.get("choices")
         if (self._fast and not bad and type(choices) is list and len(choices) == 1
                 and chunk.get("usage") is None):
@@ -247,6 +290,16 @@ class ChatDecoder(Decoder):
                 text_chars += len(content)
                 if self._keep_text:
                     self._text.append(content)
+            elif content and type(content) is list:
+                text, thinking = _parts(content)
+                for fragment in thinking:
+                    reasoning_chars += len(fragment)
+                    if self._keep_text:
+                        self._reasoning.append(fragment)
+                for fragment in text:
+                    text_chars += len(fragment)
+                    if self._keep_text:
+                        self._text.append(fragment)
             calls = delta.get("tool_calls")
             if calls and type(calls) is list:
                 tool_chars += self._tool_deltas(calls)
