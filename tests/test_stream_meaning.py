@@ -174,3 +174,38 @@ def test_messages_context_window_exceeded_is_a_length_stop() -> None:
 @pytest.mark.parametrize("reason", ["repetition", "compaction"])
 def test_stop_reasons_without_a_class_are_other(reason: str) -> None:
     assert stop_class(reason) == "other"
+
+
+def _mstart(**usage: int) -> bytes:
+    return _typed("message_start", message={"id": "m", "role": "assistant", "content": [], "usage": usage})
+
+
+def _mend(**usage: int) -> bytes:
+    return (
+        _typed("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hi"})
+        + _typed("message_delta", delta={"stop_reason": "end_turn"}, usage=usage)
+        + _typed("message_stop")
+    )
+
+
+def test_messages_zero_input_in_message_delta_keeps_the_prompt() -> None:
+    # message_delta usage is cumulative (Anthropic streaming docs), so a 0 there is a
+    # placeholder (SGLang's Anthropic endpoint, some gateways), not a prompt that shrank.
+    body = _mstart(input_tokens=15, cache_read_input_tokens=100, output_tokens=1) + _mend(
+        input_tokens=0, cache_read_input_tokens=0, output_tokens=7
+    )
+    r = _decode_all_splits("messages", body)
+    assert (r.input_tokens, r.cached_tokens, r.output_tokens) == (115, 100, 7)
+
+
+def test_messages_input_only_in_message_delta_is_taken() -> None:
+    # Bridges that know the prompt only at the end: message_start says 0.
+    body = _mstart(input_tokens=0, output_tokens=0) + _mend(input_tokens=11, output_tokens=5)
+    r = _decode_all_splits("messages", body)
+    assert (r.input_tokens, r.cached_tokens, r.output_tokens) == (11, None, 5)
+
+
+def test_messages_cache_counts_only_in_message_delta_update_the_prompt() -> None:
+    body = _mstart(input_tokens=4, output_tokens=1) + _mend(cache_read_input_tokens=96, output_tokens=5)
+    r = _decode_all_splits("messages", body)
+    assert (r.input_tokens, r.cached_tokens) == (100, 96)
