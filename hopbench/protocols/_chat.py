@@ -175,10 +175,6 @@ class ChatDecoder(Decoder):
                 # TGI: {"error": "<message>", "error_type": "<kind>"}
                 error = {"message": error, "type": chunk["error_type"]}
             return bad + (self._fail(chunk if error is None else error),)
-        if chunk.get("object") == "error":
-            # an unwrapped error object streamed as a chunk (vLLM's
-            # ErrorResponse: object, message, type, param, code)
-            return bad + (self._fail(chunk),)
         choices = chunk.get("choices")
         if (self._fast and not bad and type(choices) is list and len(choices) == 1
                 and chunk.get("usage") is None):
@@ -188,6 +184,11 @@ class ChatDecoder(Decoder):
                     # observations from here on depend only on the text
                     self._learn(event, chunk, _TEXT_PATH, _IGNORED)
                 return fast
+        if chunk.get("object") == "error":
+            # an unwrapped error object streamed as a chunk (vLLM's
+            # ErrorResponse: object, message, type, param, code); after the
+            # fast path, which never takes a chunk without one choice
+            return bad + (self._fail(chunk),)
         out: list[Observation] = list(bad) if bad else []
         if choices:
             if type(choices) is list:
