@@ -209,3 +209,41 @@ def test_messages_cache_counts_only_in_message_delta_update_the_prompt() -> None
     body = _mstart(input_tokens=4, output_tokens=1) + _mend(cache_read_input_tokens=96, output_tokens=5)
     r = _decode_all_splits("messages", body)
     assert (r.input_tokens, r.cached_tokens) == (100, 96)
+
+
+# -- [DONE] outside Chat Completions ---------------------------------------------
+
+
+def test_responses_done_sentinel_without_completed_is_truncated_not_malformed() -> None:
+    # openai-python stops reading at data "[DONE]" on every stream
+    # (_streaming.py); without response.completed the answer was cut.
+    body = (
+        _typed("response.created", response={"id": "r"}, sequence_number=0)
+        + _typed("response.output_text.delta", delta="x", sequence_number=1)
+        + DONE
+    )
+    r = _decode_all_splits("responses", body)
+    assert (r.outcome, r.detail, r.anomalies) == ("truncated", None, {"done_sentinel": 1})
+
+
+def test_responses_done_sentinel_mid_stream_takes_no_sequence_number() -> None:
+    body = (
+        _typed("response.created", response={"id": "r"}, sequence_number=0)
+        + DONE
+        + _typed("response.completed", response={"status": "completed"}, sequence_number=1)
+    )
+    r = _decode_all_splits("responses", body)
+    assert (r.outcome, r.anomalies) == ("completed", {"done_sentinel": 1})
+
+
+def test_messages_done_sentinel_is_ignored() -> None:
+    # anthropic-sdk-python dispatches by event name: a nameless "[DONE]" is skipped.
+    body = (
+        _typed("message_start", message={"usage": {"input_tokens": 3}})
+        + _typed("content_block_delta", index=0, delta={"type": "text_delta", "text": "x"})
+        + _typed("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 2})
+        + DONE
+        + _typed("message_stop")
+    )
+    r = _decode_all_splits("messages", body)
+    assert (r.outcome, r.detail, r.anomalies) == ("completed", None, {"done_sentinel": 1})
