@@ -45,8 +45,11 @@ Rules shared by the three protocols (issue 13; docs/results.md "Decoder rules"):
   object, is unusable: the stream is "failed" with detail "malformed_event",
   whatever ends it, and decoding goes on (later events still give text, usage,
   stop reason and timings); the anomaly is counted too. Empty or whitespace
-  data is only an anomaly (``empty_data``): no content was lost. The official SDKs
-  raise on such an event (openai-python and anthropic-sdk-python
+  data is only an anomaly (``empty_data``): no content was lost; so is
+  ``[DONE]`` in a Responses or Messages stream (``done_sentinel``: some
+  gateways append Chat Completions' end marker; the protocol's own terminal
+  event still decides the outcome). The official SDKs
+  raise on a malformed event (openai-python and anthropic-sdk-python
   ``_streaming.py``: ``sse.json()`` is ``json.loads(data)``).
 - Abort: a stream that ends "completed" with stop reason "abort" (vLLM's
   engine abort) is "failed" with detail "abort"; with stop reason "error"
@@ -411,7 +414,9 @@ class Decoder:
         Invalid UTF-8 is replaced (U+FFFD) and counted as ``invalid_utf8``;
         unparsable JSON is counted as ``malformed_json`` (RFC 8259) and marks
         the stream malformed (it will fail with detail "malformed_event");
-        data that is empty or whitespace is only counted (``empty_data``).
+        data that is empty or whitespace is only counted (``empty_data``), and
+        so is ``[DONE]`` (``done_sentinel``: chat's end marker, which the
+        chat decoder handles before parsing).
         """
         if _fast_loads is not None:
             try:
@@ -432,10 +437,18 @@ class Decoder:
         except (ValueError, RecursionError):
             # ValueError covers JSONDecodeError and the int-digits limit;
             # RecursionError a hostile nesting depth.
-            if not text.strip():
+            stripped = text.strip()
+            if not stripped:
                 # ``data:`` with nothing (a heartbeat of some servers): no
                 # content was lost, so it does not break the stream.
                 return UNPARSED, bad + self._anomaly("empty_data")
+            if stripped == "[DONE]":
+                # Chat Completions' end sentinel in a Responses or Messages
+                # stream (gateways that append it): no content was lost; the
+                # protocol's own terminal event decides the outcome.
+                # openai-python stops reading at it on every stream,
+                # anthropic-sdk-python skips it (it dispatches by event name).
+                return UNPARSED, bad + self._anomaly("done_sentinel")
             self._malformed = True
             return UNPARSED, bad + self._anomaly("malformed_json", text[:80])
 

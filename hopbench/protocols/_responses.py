@@ -216,7 +216,8 @@ class ResponsesDecoder(Decoder):
             else:
                 body, kind, bad = self._typed_body(event)
         if body is None:
-            self._seq_seen += 1  # an unusable event still took its number
+            if event.data.strip() != b"[DONE]":
+                self._seq_seen += 1  # an unusable event still took its number
             return bad
         if kind == _TEXT:
             self._seq_seen += 1  # as the fast paths count it: no check here
