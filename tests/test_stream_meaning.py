@@ -247,3 +247,16 @@ def test_messages_done_sentinel_is_ignored() -> None:
     )
     r = _decode_all_splits("messages", body)
     assert (r.outcome, r.detail, r.anomalies) == ("completed", None, {"done_sentinel": 1})
+
+
+def test_chat_deepseek_cache_hit_tokens_are_the_cached_tokens() -> None:
+    # DeepSeek API reference (context caching): usage.prompt_cache_hit_tokens /
+    # prompt_cache_miss_tokens instead of prompt_tokens_details.cached_tokens.
+    usage = {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105,
+             "prompt_cache_hit_tokens": 64, "prompt_cache_miss_tokens": 36}
+    body = _chunk({"content": "Hi"}, "stop") + _ev({"choices": [], "usage": usage}) + DONE
+    r = _decode_all_splits("chat", body)
+    assert (r.input_tokens, r.cached_tokens) == (100, 64)
+    both = dict(usage, prompt_tokens_details={"cached_tokens": 60})
+    r = decode_stream("chat", [_chunk({"content": "Hi"}, "stop") + _ev({"choices": [], "usage": both}) + DONE])
+    assert r.cached_tokens == 60  # OpenAI's own field first
