@@ -43,7 +43,9 @@ Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
 - Usage: any non-null ``usage`` object (the ``choices: []`` chunk of
   ``stream_options.include_usage``, or a chunk with choices; some providers send
   it on every chunk): the last one wins. ``total_tokens`` and
-  ``completion_tokens_details.reasoning_tokens`` are kept as sent.
+  ``completion_tokens_details.reasoning_tokens`` are kept as sent; cached
+  prompt tokens are ``prompt_tokens_details.cached_tokens``, else DeepSeek's
+  ``prompt_cache_hit_tokens``.
 """
 
 from __future__ import annotations
@@ -65,10 +67,13 @@ _TEXT_PATH: tuple[str | int, ...] = ("choices", 0, "delta", "content")
 _IGNORED = (("obfuscation", STR),)  # OpenAI's per-chunk padding: never read
 
 
-def _cached(details: object) -> object:
-    """``prompt_tokens_details.cached_tokens`` (OpenAI API reference: the
-    completion usage object), else None."""
-    return details.get("cached_tokens") if type(details) is dict else None
+def _cached(usage: dict[str, Any]) -> object:
+    """``usage.prompt_tokens_details.cached_tokens`` (OpenAI API reference: the
+    completion usage object), else DeepSeek's ``usage.prompt_cache_hit_tokens``
+    (DeepSeek API reference, context caching), else None."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if type(details) is dict else None
+    return cached if type(cached) is int else usage.get("prompt_cache_hit_tokens")
 
 
 def _parts(content: list[Any]) -> tuple[list[str], list[str]]:
@@ -204,7 +209,7 @@ class ChatDecoder(Decoder):
                     usage.get("completion_tokens"),
                     usage.get("total_tokens"),
                     details.get("reasoning_tokens") if type(details) is dict else None,
-                    _cached(usage.get("prompt_tokens_details")),
+                    _cached(usage),
                 )
                 if self._finish_seen:
                     self._usage_after_finish = True
