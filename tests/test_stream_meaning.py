@@ -260,3 +260,42 @@ def test_chat_deepseek_cache_hit_tokens_are_the_cached_tokens() -> None:
     both = dict(usage, prompt_tokens_details={"cached_tokens": 60})
     r = decode_stream("chat", [_chunk({"content": "Hi"}, "stop") + _ev({"choices": [], "usage": both}) + DONE])
     assert r.cached_tokens == 60  # OpenAI's own field first
+
+
+# -- SSE framing as the decoders see it ------------------------------------------
+
+
+def test_chat_chunk_split_over_two_data_lines_parses() -> None:
+    # WHATWG HTML §9.2.6: data lines of one event are joined with LF.
+    body = b'data: {"choices":[{"index":0,\ndata: "delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\n' + DONE
+    r = _decode_all_splits("chat", body)
+    assert (r.outcome, r.text, r.anomalies) == ("completed", "Hi", {})
+
+
+def test_chat_usage_null_on_every_chunk_is_no_usage() -> None:
+    # OpenAI with stream_options.include_usage: "usage": null on every chunk but the last.
+    def c(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _ev({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": None})
+    body = c({"role": "assistant", "content": ""}) + c({"content": "Hi"}) + c({}, "stop")
+    cut = _decode_all_splits("chat", body, expect_usage=True)
+    assert (cut.outcome, cut.detail, cut.input_tokens) == ("truncated", "usage_missing", None)
+    whole = body + _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}) + DONE
+    r = _decode_all_splits("chat", whole, expect_usage=True)
+    assert (r.outcome, r.input_tokens, r.output_tokens, r.anomalies) == ("completed", 3, 1, {})
+
+
+def test_chat_done_without_its_blank_line_is_not_seen() -> None:
+    # §9.2.6: the end of the body discards a pending event; the finish reason completes it.
+    r = _decode_all_splits("chat", _chunk({"content": "Hi"}, "stop") + b"data: [DONE]\n")
+    assert (r.outcome, r.no_done, r.anomalies) == ("completed", True, {"partial_event": 1})
+
+
+def test_messages_stop_without_its_blank_line_is_truncated() -> None:
+    body = (
+        _typed("message_start", message={"usage": {"input_tokens": 3}})
+        + _typed("content_block_delta", index=0, delta={"type": "text_delta", "text": "x"})
+        + _typed("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 2})
+        + b'event: message_stop\ndata: {"type":"message_stop"}\n'
+    )
+    r = _decode_all_splits("messages", body)
+    assert (r.outcome, r.stop_reason, r.output_tokens, r.anomalies) == ("truncated", "end_turn", 2, {"partial_event": 1})
