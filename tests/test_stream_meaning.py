@@ -299,3 +299,19 @@ def test_messages_stop_without_its_blank_line_is_truncated() -> None:
     )
     r = _decode_all_splits("messages", body)
     assert (r.outcome, r.stop_reason, r.output_tokens, r.anomalies) == ("truncated", "end_turn", 2, {"partial_event": 1})
+
+
+# -- never raises on server input ------------------------------------------------
+
+
+@pytest.mark.parametrize("odd", [[], ["tool_use"], {"a": 1}])
+def test_decoders_never_raise_on_an_unhashable_type_field(odd: object) -> None:
+    # A "type" that is a list or an object once raised TypeError in a set lookup.
+    resp = _typed("response.output_item.added", output_index=0, item={"type": odd, "name": "f"})
+    msgs = (
+        _typed("content_block_start", index=0, content_block={"type": odd, "name": "f"})
+        + _typed("content_block_delta", index=0, delta={"type": odd, "text": "x"})
+    )
+    for protocol, body in (("responses", resp), ("messages", msgs)):
+        r = _decode_all_splits(protocol, body)
+        assert (r.outcome, r.content_events) == ("truncated", 0)
