@@ -170,6 +170,8 @@ class MessagesDecoder(Decoder):
         if type(delta) is not dict:
             return bad + self._anomaly("unexpected_shape", "content_block_delta without delta")
         dtype = delta.get("type")
+        if type(dtype) is not str:  # a list would raise in the set lookups below
+            return bad + self._anomaly("unknown_event", f"content_block_delta/{dtype}")
         if dtype == "text_delta":
             fragment = delta.get("text")
             kind = "text"
@@ -211,6 +213,8 @@ class MessagesDecoder(Decoder):
         if type(block) is not dict:
             return bad + self._anomaly("unexpected_shape", "content_block_start without block")
         btype = block.get("type")
+        if type(btype) is not str:  # a list would raise in the set lookup
+            return bad
         if btype in _TOOL_BLOCKS:
             # The block carries the tool's name, which the model generated:
             # the call's first fragment (TTFT starts here, not at the first

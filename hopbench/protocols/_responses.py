@@ -323,7 +323,7 @@ class ResponsesDecoder(Decoder):
         if type(item) is not dict:
             return 0
         itype = item.get("type")
-        if itype not in _CALL_ITEMS:
+        if type(itype) is not str or itype not in _CALL_ITEMS:  # a list would raise in the set lookup
             if itype == "reasoning" and added:
                 self._reasoning_items += 1  # hidden unless summary / text deltas follow
             return 0
