@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hopbench.protocols import (
     FirstContentToken,
@@ -315,3 +317,52 @@ def test_decoders_never_raise_on_an_unhashable_type_field(odd: object) -> None:
     for protocol, body in (("responses", resp), ("messages", msgs)):
         r = _decode_all_splits(protocol, body)
         assert (r.outcome, r.content_events) == ("truncated", 0)
+
+
+_KEYS = [
+    # the keys decoders dispatch on, several times: drawn more often
+    *["type"] * 8, *["item", "content_block", "delta", "choices", "error"] * 3,
+    "choices", "delta", "content", "reasoning_content", "refusal", "tool_calls", "function",
+    "name", "arguments", "index", "id", "finish_reason", "usage", "error", "object", "error_type",
+    "text", "thinking", "response", "status", "incomplete_details", "reason", "item", "item_id",
+    "output_index", "sequence_number", "message", "content_block", "partial_json", "stop_reason",
+    "input_tokens", "output_tokens", "prompt_tokens", "completion_tokens", "cache_read_input_tokens",
+    "prompt_tokens_details", "cached_tokens", "output_tokens_details", "reasoning_tokens", "code",
+]
+_NAMES = [
+    "response.output_item.added", "response.output_text.delta", "response.completed",
+    "response.failed", "error", "content_block_start", "content_block_delta", "message_delta",
+    "message_start", "message_stop", "function_call", "tool_use", "text_delta", "text", "thinking",
+    "stop", "abort",
+]
+_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2**70), st.floats(allow_nan=False),
+    st.sampled_from(_NAMES), st.text(max_size=3),
+)
+_JSON = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    protocol=st.sampled_from(["chat", "responses", "messages"]),
+    events=st.lists(
+        st.tuples(
+            st.sampled_from([None, "error", *_NAMES]),
+            _JSON | st.builds(lambda t, rest: {**rest, "type": t}, st.sampled_from(_NAMES), st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=4)),
+        ),
+        max_size=6,
+    ),
+)
+def test_decoders_never_raise_on_any_json_shape(protocol: str, events: list[tuple[str | None, object]]) -> None:
+    # Every field of every protocol, at any depth, with any JSON type (lists and
+    # objects where strings belong included): counted, never raised.
+    body = b"".join(_ev(data, name) for name, data in events)
+    r = decode_stream(protocol, [body])
+    assert r.outcome in ("completed", "failed", "truncated")
+    assert r.input_tokens is None or type(r.input_tokens) is int
+    lean = decode_stream(protocol, [body], keep_text=False)
+    assert (lean.outcome, lean.events, lean.anomalies) == (r.outcome, r.events, r.anomalies)
