@@ -346,7 +346,7 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     protocol=st.sampled_from(["chat", "responses", "messages"]),
     events=st.lists(
