@@ -775,7 +775,7 @@ def test_responses_refusal_delta_is_refusal_channel() -> None:
     ("length", "length"), ("max_tokens", "length"), ("max_output_tokens", "length"),
     ("tool_calls", "tool_calls"), ("tool_use", "tool_calls"), ("function_call", "tool_calls"),
     ("content_filter", "content_filter"), ("refusal", "content_filter"), ("pause_turn", "pause_turn"),
-    ("abort", "abort"), ("model_context_window_exceeded", "other"), ("STOP", "other"), (None, "none"),
+    ("abort", "abort"), ("model_context_window_exceeded", "length"), ("repetition", "other"), ("STOP", "other"), (None, "none"),
 ])
 def test_stop_class(reason: str | None, klass: str) -> None:
     assert protocols.stop_class(reason) == klass and klass in protocols.STOP_CLASSES

@@ -45,11 +45,15 @@ Rules shared by the three protocols (issue 13; docs/results.md "Decoder rules"):
   object, is unusable: the stream is "failed" with detail "malformed_event",
   whatever ends it, and decoding goes on (later events still give text, usage,
   stop reason and timings); the anomaly is counted too. Empty or whitespace
-  data is only an anomaly (``empty_data``): no content was lost. The official SDKs
-  raise on such an event (openai-python and anthropic-sdk-python
+  data is only an anomaly (``empty_data``): no content was lost; so is
+  ``[DONE]`` in a Responses or Messages stream (``done_sentinel``: some
+  gateways append Chat Completions' end marker; the protocol's own terminal
+  event still decides the outcome). The official SDKs
+  raise on a malformed event (openai-python and anthropic-sdk-python
   ``_streaming.py``: ``sse.json()`` is ``json.loads(data)``).
 - Abort: a stream that ends "completed" with stop reason "abort" (vLLM's
-  engine abort) is "failed" with detail "abort".
+  engine abort) is "failed" with detail "abort"; with stop reason "error"
+  (vLLM's retryable internal error) "failed" with detail "engine_error".
 - Error names: ``error_name`` picks the more specific of an error's code and
   type; ``error_type`` / ``error_wire_code`` keep both as sent.
 - Hidden reasoning: usage reports reasoning tokens > 0 (or the protocol
@@ -139,6 +143,15 @@ except ImportError:  # pragma: no cover - exercised by test_protocols_json_fallb
     _fast_loads = None
     _FastError = ValueError
 
+
+_INTERRUPTED: dict[str, str] = {
+    "abort": "abort",  # vLLM / SGLang: the engine aborted the request
+    "error": "engine_error",  # vLLM FinishReason.ERROR: a retryable request-level internal error
+}
+"""Stop reasons that end a stream "failed" although its terminal signal came
+(stop reason -> ``StreamResult.detail``): the engine broke the answer off.
+Source: vLLM ``vllm/v1/engine/__init__.py``, ``FINISH_REASON_STRINGS`` and
+``FinishReason`` ("abort", "error")."""
 
 _CACHED_CHARS = 256
 _KINDS: tuple[ContentKind, ...] = ("text", "reasoning", "tool", "refusal")
@@ -378,13 +391,16 @@ class Decoder:
         """The final (outcome, detail) of a stream that reached ``outcome``.
 
         A "completed" stream fails when one of its events was unusable
-        (detail "malformed_event") or when its stop reason is an engine abort
-        (detail "abort"); a "failed" one keeps the malformed detail.
+        (detail "malformed_event") or when its stop reason says the engine
+        broke it off (``_INTERRUPTED``: "abort" gives detail "abort", "error"
+        detail "engine_error"); a "failed" one keeps the malformed detail.
         """
         if self._malformed:
             return "failed", "malformed_event"
-        if outcome == "completed" and self._stop_reason == "abort":
-            return "failed", "abort"
+        if outcome == "completed":
+            interrupted = _INTERRUPTED.get(self._stop_reason)  # type: ignore[arg-type]
+            if interrupted is not None:
+                return "failed", interrupted
         return outcome, self._detail
 
     def _tool_calls(self) -> list[dict[str, object]]:
@@ -398,7 +414,9 @@ class Decoder:
         Invalid UTF-8 is replaced (U+FFFD) and counted as ``invalid_utf8``;
         unparsable JSON is counted as ``malformed_json`` (RFC 8259) and marks
         the stream malformed (it will fail with detail "malformed_event");
-        data that is empty or whitespace is only counted (``empty_data``).
+        data that is empty or whitespace is only counted (``empty_data``), and
+        so is ``[DONE]`` (``done_sentinel``: chat's end marker, which the
+        chat decoder handles before parsing).
         """
         if _fast_loads is not None:
             try:
@@ -419,10 +437,18 @@ class Decoder:
         except (ValueError, RecursionError):
             # ValueError covers JSONDecodeError and the int-digits limit;
             # RecursionError a hostile nesting depth.
-            if not text.strip():
+            stripped = text.strip()
+            if not stripped:
                 # ``data:`` with nothing (a heartbeat of some servers): no
                 # content was lost, so it does not break the stream.
                 return UNPARSED, bad + self._anomaly("empty_data")
+            if stripped == "[DONE]":
+                # Chat Completions' end sentinel in a Responses or Messages
+                # stream (gateways that append it): no content was lost; the
+                # protocol's own terminal event decides the outcome.
+                # openai-python stops reading at it on every stream,
+                # anthropic-sdk-python skips it (it dispatches by event name).
+                return UNPARSED, bad + self._anomaly("done_sentinel")
             self._malformed = True
             return UNPARSED, bad + self._anomaly("malformed_json", text[:80])
 

@@ -6,7 +6,8 @@ malformed events, error names, abort, hidden reasoning).
 
 Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
 - Each event's data is one chunk. Channels of ``choices[i].delta``: text
-  ``content``; reasoning ``reasoning_content`` or ``reasoning`` (DeepSeek,
+  ``content`` (a string; or, from Mistral, a list of typed chunks whose
+  ``text`` chunks are text and ``thinking`` chunks reasoning: ``_parts``); reasoning ``reasoning_content`` or ``reasoning`` (DeepSeek,
   vLLM, OpenRouter); refusal ``refusal`` (its own channel: ``refusal_text``,
   never joined into ``text``); tool ``tool_calls[j]`` joined by ``index``
   (the deprecated ``function_call`` delta too). A tool call's first fragment
@@ -33,11 +34,18 @@ Rules (OpenAI API reference, "The chat completion chunk object"; PROTOCOLS.md):
   "failed" with detail "abort", with or without ``[DONE]``.
 - Failed: ``data: {"error": {...}}`` (no ``event:`` line), or an event named
   ``error`` (some servers). ``error_code`` by ``_signals.error_name`` from
-  ``error.code`` and ``error.type``.
+  ``error.code`` and ``error.type``. Also TGI's ``{"error": "<message>",
+  "error_type": "<kind>"}`` (the kind names it) and an unwrapped error object
+  streamed as a chunk, ``{"object": "error", "message", "type", "code"}``
+  (vLLM's ``ErrorResponse``): both fail the stream, also when ``[DONE]`` follows.
+- ``finish_reason: "error"`` (vLLM: a retryable internal error) is an
+  interruption: "failed" with detail "engine_error" (``_base._INTERRUPTED``).
 - Usage: any non-null ``usage`` object (the ``choices: []`` chunk of
   ``stream_options.include_usage``, or a chunk with choices; some providers send
   it on every chunk): the last one wins. ``total_tokens`` and
-  ``completion_tokens_details.reasoning_tokens`` are kept as sent.
+  ``completion_tokens_details.reasoning_tokens`` are kept as sent; cached
+  prompt tokens are ``prompt_tokens_details.cached_tokens``, else DeepSeek's
+  ``prompt_cache_hit_tokens``.
 """
 
 from __future__ import annotations
@@ -59,10 +67,43 @@ _TEXT_PATH: tuple[str | int, ...] = ("choices", 0, "delta", "content")
 _IGNORED = (("obfuscation", STR),)  # OpenAI's per-chunk padding: never read
 
 
-def _cached(details: object) -> object:
-    """``prompt_tokens_details.cached_tokens`` (OpenAI API reference: the
-    completion usage object), else None."""
-    return details.get("cached_tokens") if type(details) is dict else None
+def _cached(usage: dict[str, Any]) -> object:
+    """``usage.prompt_tokens_details.cached_tokens`` (OpenAI API reference: the
+    completion usage object), else DeepSeek's ``usage.prompt_cache_hit_tokens``
+    (DeepSeek API reference, context caching), else None."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if type(details) is dict else None
+    return cached if type(cached) is int else usage.get("prompt_cache_hit_tokens")
+
+
+def _parts(content: list[Any]) -> tuple[list[str], list[str]]:
+    """The (text, thinking) fragments of a ``delta.content`` sent as a list of
+    typed chunks (Mistral API reference, chat completion chunk: ``TextChunk``
+    ``{"type": "text", "text": ...}`` and ``ThinkChunk`` ``{"type":
+    "thinking", "thinking": [TextChunk, ...]}``; a plain string in
+    ``thinking`` is taken too). Non-empty strings only, in order; other chunk
+    types (references, images) carry no generated text."""
+    text: list[str] = []
+    thinking: list[str] = []
+    for part in content:
+        if type(part) is not dict:
+            continue
+        ptype = part.get("type")
+        if ptype == "text":
+            value = part.get("text")
+            if value and type(value) is str:
+                text.append(value)
+        elif ptype == "thinking":
+            inner = part.get("thinking")
+            if inner and type(inner) is str:
+                thinking.append(inner)
+            elif type(inner) is list:
+                for sub in inner:
+                    if type(sub) is dict:
+                        value = sub.get("text")
+                        if value and type(value) is str:
+                            thinking.append(value)
+    return text, thinking
 
 
 class ChatDecoder(Decoder):
@@ -135,6 +176,9 @@ class ChatDecoder(Decoder):
             return bad + self._anomaly("unexpected_shape", "chunk is not an object")
         error = chunk.get("error")
         if name == "error" or (error and (type(error) is dict or real(error) is not None)):
+            if type(error) is str and real(chunk.get("error_type")) is not None:
+                # TGI: {"error": "<message>", "error_type": "<kind>"}
+                error = {"message": error, "type": chunk["error_type"]}
             return bad + (self._fail(chunk if error is None else error),)
         choices = chunk.get("choices")
         if (self._fast and not bad and type(choices) is list and len(choices) == 1
@@ -145,6 +189,11 @@ class ChatDecoder(Decoder):
                     # observations from here on depend only on the text
                     self._learn(event, chunk, _TEXT_PATH, _IGNORED)
                 return fast
+        if chunk.get("object") == "error":
+            # an unwrapped error object streamed as a chunk (vLLM's
+            # ErrorResponse: object, message, type, param, code); after the
+            # fast path, which never takes a chunk without one choice
+            return bad + (self._fail(chunk),)
         out: list[Observation] = list(bad) if bad else []
         if choices:
             if type(choices) is list:
@@ -160,7 +209,7 @@ class ChatDecoder(Decoder):
                     usage.get("completion_tokens"),
                     usage.get("total_tokens"),
                     details.get("reasoning_tokens") if type(details) is dict else None,
-                    _cached(usage.get("prompt_tokens_details")),
+                    _cached(usage),
                 )
                 if self._finish_seen:
                     self._usage_after_finish = True
@@ -247,6 +296,16 @@ class ChatDecoder(Decoder):
                 text_chars += len(content)
                 if self._keep_text:
                     self._text.append(content)
+            elif content and type(content) is list:
+                text, thinking = _parts(content)
+                for fragment in thinking:
+                    reasoning_chars += len(fragment)
+                    if self._keep_text:
+                        self._reasoning.append(fragment)
+                for fragment in text:
+                    text_chars += len(fragment)
+                    if self._keep_text:
+                        self._text.append(fragment)
             calls = delta.get("tool_calls")
             if calls and type(calls) is list:
                 tool_chars += self._tool_deltas(calls)

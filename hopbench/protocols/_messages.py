@@ -21,7 +21,10 @@ Rules (Anthropic API reference, "Streaming Messages"; PROTOCOLS.md):
   ``signature_delta`` and ``citations_delta`` are known and carry no tokens.
 - ``message_delta``: ``delta.stop_reason`` when it is a real string (``""``,
   whitespace, null and non-strings are no reason); ``usage.output_tokens`` is
-  cumulative, the last one wins (so does a non-null ``usage.input_tokens``).
+  cumulative, the last one wins; the input-side counts (``input_tokens`` and
+  the cache fields) are cumulative too and never go down: each keeps the
+  largest value sent, so a placeholder 0 in ``message_delta`` keeps
+  ``message_start``'s figure (``_prompt``).
 - Completed: ``message_stop`` (a stop reason alone, without it, is no end).
   Failed: ``error`` (``error.type``, ``error.message``; a gateway's extra
   ``error.code`` is ranked by ``_signals.error_name``). ``ping`` and
@@ -52,30 +55,42 @@ _TEXT_DELTAS = _DELTA_TUPLES["text"]
 _TEXT_PATH: tuple[str | int, ...] = ("delta", "text")
 
 
-_CACHE_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens")
+_INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-def _prompt(usage: dict[str, Any], seen: dict[str, int]) -> object:
-    """The whole prompt's tokens: ``input_tokens`` plus the cache reads and
-    writes, which Anthropic counts apart (Anthropic API reference, prompt
+def _prompt(usage: dict[str, Any], seen: dict[str, int]) -> int | None:
+    """The whole prompt's tokens so far: ``input_tokens`` plus the cache reads
+    and writes, which Anthropic counts apart (Anthropic API reference, prompt
     caching: total input = cache_read_input_tokens +
     cache_creation_input_tokens + input_tokens); the OpenAI protocols count
     cached tokens inside their input figure, so all three then agree.
 
-    ``seen`` holds the stream's cache figures so far, updated here: the usage
-    of ``message_delta`` is cumulative and each of its fields optional
-    (Anthropic API reference, ``MessageDeltaUsage``), so a delta that repeats
-    ``input_tokens`` without the cache fields keeps those of ``message_start``
-    (taking its ``input_tokens`` alone made the prompt smaller than its cached
-    part: a hit ratio above 1)."""
-    for key in _CACHE_KEYS:
+    ``seen`` holds the stream's input-side counts so far, updated here. The
+    usage of ``message_delta`` is cumulative and each of its fields optional
+    (Anthropic API reference, streaming: "the token counts in the usage field
+    of the message_delta event are cumulative"; ``MessageDeltaUsage``), so a
+    count never goes down: each keeps the largest value sent. A delta that
+    leaves out the cache fields keeps those of ``message_start``, and one
+    that sends ``input_tokens: 0`` (SGLang's Anthropic endpoint and some
+    gateways put a placeholder 0 there) keeps the prompt; a bridge that sends
+    0 in ``message_start`` and the real count at the end gets the real count.
+
+    Returns:
+        The sum, or None while no ``input_tokens`` (a non-negative int) was
+        seen. Counts that are not non-negative ints are ignored.
+    """
+    for key in _INPUT_KEYS:
         v = usage.get(key)
-        if type(v) is int:
+        if type(v) is int and v > seen.get(key, -1):
             seen[key] = v
-    n = usage.get("input_tokens")
-    if type(n) is not int:
-        return n
-    return n + sum(seen.values())
+    if "input_tokens" not in seen:
+        return None
+    return sum(seen.values())
+
+
+def _cached(seen: dict[str, int]) -> int | None:
+    """The cache reads seen so far (``cache_read_input_tokens``), or None."""
+    return seen.get("cache_read_input_tokens")
 
 
 class MessagesDecoder(Decoder):
@@ -87,7 +102,7 @@ class MessagesDecoder(Decoder):
     def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
         super().__init__(keep_text=keep_text, expect_usage=expect_usage)
         self._tools: dict[int, ToolCallState] = {}  # content block index -> tool-use block
-        self._cache_seen: dict[str, int] = {}  # cache read / creation tokens reported so far (_prompt)
+        self._cache_seen: dict[str, int] = {}  # input-side counts reported so far (_prompt)
 
     def _tool_calls(self) -> list[dict[str, object]]:
         return [b.as_dict() for _, b in sorted(self._tools.items())]
@@ -124,7 +139,7 @@ class MessagesDecoder(Decoder):
             if type(usage) is dict:
                 report = self._usage(
                     _prompt(usage, self._cache_seen), usage.get("output_tokens"),
-                    usage.get("total_tokens"), None, usage.get("cache_read_input_tokens"),
+                    usage.get("total_tokens"), None, _cached(self._cache_seen),
                 )
                 if report is not None:
                     return bad + (report,)
@@ -134,7 +149,7 @@ class MessagesDecoder(Decoder):
             usage = message.get("usage") if type(message) is dict else None
             if type(usage) is dict:
                 report = self._usage(_prompt(usage, self._cache_seen), None, None, None,
-                                     usage.get("cache_read_input_tokens"))
+                                     _cached(self._cache_seen))
                 if report is not None:
                     return bad + (report,)
             return bad
@@ -155,6 +170,8 @@ class MessagesDecoder(Decoder):
         if type(delta) is not dict:
             return bad + self._anomaly("unexpected_shape", "content_block_delta without delta")
         dtype = delta.get("type")
+        if type(dtype) is not str:  # a list would raise in the set lookups below
+            return bad + self._anomaly("unknown_event", f"content_block_delta/{dtype}")
         if dtype == "text_delta":
             fragment = delta.get("text")
             kind = "text"
@@ -196,6 +213,8 @@ class MessagesDecoder(Decoder):
         if type(block) is not dict:
             return bad + self._anomaly("unexpected_shape", "content_block_start without block")
         btype = block.get("type")
+        if type(btype) is not str:  # a list would raise in the set lookup
+            return bad
         if btype in _TOOL_BLOCKS:
             # The block carries the tool's name, which the model generated:
             # the call's first fragment (TTFT starts here, not at the first

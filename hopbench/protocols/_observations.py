@@ -58,6 +58,7 @@ _STOP_CLASS: dict[str, str] = {
     "length": "length",  # chat
     "max_tokens": "length",  # messages; responses incomplete_details.reason
     "max_output_tokens": "length",  # responses incomplete_details.reason
+    "model_context_window_exceeded": "length",  # messages: the context window cut the output
     # the model called a tool
     "tool_calls": "tool_calls",  # chat
     "tool_use": "tool_calls",  # messages
@@ -80,15 +81,18 @@ def stop_class(stop_reason: str | None) -> str:
 
     Returns:
         One of ``STOP_CLASSES``: "stop" (stop, end_turn, stop_sequence,
-        completed), "length" (length, max_tokens, max_output_tokens),
-        "tool_calls" (tool_calls, tool_use, function_call), "content_filter"
+        completed), "length" (length, max_tokens, max_output_tokens,
+        model_context_window_exceeded), "tool_calls" (tool_calls, tool_use, function_call), "content_filter"
         (content_filter, refusal), "pause_turn", "abort" (vLLM's engine abort),
-        "none" (None), "other" (any other value). Matching is exact
+        "none" (None), "other" (any other value, e.g. vLLM's "repetition",
+        Anthropic's "compaction", chat "error"). Matching is exact
         (case-sensitive, as the APIs spell them).
 
     Spec: OpenAI chat completion chunk ``finish_reason``; Anthropic Messages
-    ``stop_reason``; OpenAI Responses ``status`` / ``incomplete_details.reason``;
-    vLLM ``finish_reason: "abort"``.
+    ``stop_reason`` (API reference, "Handling stop reasons": end_turn,
+    max_tokens, stop_sequence, tool_use, pause_turn, refusal,
+    model_context_window_exceeded); OpenAI Responses ``status`` /
+    ``incomplete_details.reason``; vLLM ``finish_reason: "abort"``.
     """
     if stop_reason is None:
         return "none"

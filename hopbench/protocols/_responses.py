@@ -35,6 +35,10 @@ Rules (OpenAI API reference, "Responses streaming events"; PROTOCOLS.md):
   and no reasoning delta (encrypted / unsummarised reasoning).
 - Every other official type is known and ignored; anything else is counted as
   anomaly ``unknown_event``, never fatal.
+- Sequence: ``sequence_number`` goes up by one per event; an event other than
+  a text delta whose number is not the next one after the events counted so
+  far is anomaly ``sequence_gap`` (events lost, repeated or reordered), never
+  fatal (``_sequence``).
 """
 
 from __future__ import annotations
@@ -148,12 +152,17 @@ class ResponsesDecoder(Decoder):
     """Decoder for ``POST /v1/responses`` with ``"stream": true``."""
 
     protocol = "responses"
-    __slots__ = ("_calls", "_by_item")
+    __slots__ = ("_calls", "_by_item", "_seq_seen", "_seq_origin")
 
     def __init__(self, *, keep_text: bool = True, expect_usage: bool = False) -> None:
         super().__init__(keep_text=keep_text, expect_usage=expect_usage)
         self._calls: dict[int, ToolCallState] = {}  # output_index -> call
         self._by_item: dict[str, ToolCallState] = {}  # item id -> call
+        # Sequence check (``_sequence``): events counted so far (every text
+        # delta, and every other event that carries a sequence_number), and
+        # the sequence_number the count started from (None: none seen yet).
+        self._seq_seen = 0
+        self._seq_origin: int | None = None
 
     def _tool_calls(self) -> list[dict[str, object]]:
         calls: list[dict[str, object]] = []
@@ -173,6 +182,7 @@ class ResponsesDecoder(Decoder):
                 # number (``_template``): the stdlib's parse is the cost to cut
                 text = match(tpl, event.data, None)
                 if text:  # "" and misses take the full parse
+                    self._seq_seen += 1
                     if self._keep_text:
                         self._text.append(text)
                     chars = len(text)
@@ -194,6 +204,7 @@ class ResponsesDecoder(Decoder):
                 if named == _TEXT and self._fast:
                     delta = parsed.get("delta")
                     if delta and type(delta) is str:
+                        self._seq_seen += 1
                         if self._keep_text:
                             self._text.append(delta)
                         chars = len(delta)
@@ -205,7 +216,15 @@ class ResponsesDecoder(Decoder):
             else:
                 body, kind, bad = self._typed_body(event)
         if body is None:
+            if event.data.strip() != b"[DONE]":
+                self._seq_seen += 1  # an unusable event still took its number
             return bad
+        if kind == _TEXT:
+            self._seq_seen += 1  # as the fast paths count it: no check here
+        else:
+            seq = body.get("sequence_number")
+            if type(seq) is int:
+                bad = self._sequence(seq, bad)
         if kind in _DELTAS:
             delta = body.get("delta")
             if not delta or type(delta) is not str:
@@ -248,6 +267,32 @@ class ResponsesDecoder(Decoder):
             return bad
         return bad + self._anomaly("unknown_event", kind)
 
+    def _sequence(self, seq: int, bad: Observations) -> Observations:
+        """Check an event's ``sequence_number`` against the events counted.
+
+        OpenAI API reference, Responses streaming events: every event carries
+        ``sequence_number``, one more than the event before. Text deltas are
+        only counted (their fast paths never read the number); every other
+        event that carries one is checked: not the count's next number means
+        events were lost, repeated or reordered on the way (anomaly
+        ``sequence_gap``, never fatal; the count then restarts from it).
+        An unusable event (not JSON) is counted as one event: it is already
+        a failure (``malformed_event``), not also a gap. Checking only there
+        makes the verdict the same on every path.
+
+        Returns:
+            ``bad`` plus the ``sequence_gap`` anomaly when the number is off.
+        """
+        self._seq_seen += 1
+        origin = self._seq_origin
+        if origin is not None:
+            expected = origin + self._seq_seen
+            if seq == expected:
+                return bad
+            bad = bad + self._anomaly("sequence_gap", f"expected {expected}, got {seq}")
+        self._seq_origin = seq - self._seq_seen
+        return bad
+
     def _call_for(self, body: dict[str, Any]) -> ToolCallState:
         """The function call an arguments event belongs to (created when unseen)."""
         item_id = body.get("item_id")
@@ -278,7 +323,7 @@ class ResponsesDecoder(Decoder):
         if type(item) is not dict:
             return 0
         itype = item.get("type")
-        if itype not in _CALL_ITEMS:
+        if type(itype) is not str or itype not in _CALL_ITEMS:  # a list would raise in the set lookup
             if itype == "reasoning" and added:
                 self._reasoning_items += 1  # hidden unless summary / text deltas follow
             return 0
