@@ -31,12 +31,13 @@ import bisect
 import hashlib
 import itertools
 import json
+import operator
 import random
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import TYPE_CHECKING, Any, BinaryIO, overload
 
 from ._errors import ProfileError
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
@@ -273,6 +274,8 @@ _NO_HASHES: list[int] = []  # never changed
 #: hold in 64 bits: such a line is read again by the standard library
 _BIG_FLOAT = 2.0 ** 63
 _U32, _U64 = 2 ** 32, 2 ** 64
+#: ms: below it a float holds every integer exactly (a block's times are compared as floats)
+_EXACT_FLOAT = 2.0 ** 53
 
 
 def read_trace(path: Path) -> TraceEntries:
@@ -337,6 +340,13 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
         lines = text.split("\n")  # not splitlines: see _dataset
         if not last:
             lines.pop()  # the block ends with "\n": what follows it is the next block's
+        if _fast_loads is not None and isinstance(hashes, array.array):
+            block_t = _bulk(lines, i + 1, last_t, (t_col, inp_col, out_col, line_col, hoff, hashes, sc_col),
+                            names)
+            if block_t is not None:
+                i += len(lines)
+                last_t, last_line = block_t, i
+                continue
         for text_line in lines:
             i += 1
             if not text_line or text_line.isspace():  # = not text_line.strip()
@@ -387,6 +397,93 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
     if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
     return TraceEntries(t_col, inp_col, out_col, line_col, hoff, hashes, sc_col, list(names))
+
+
+if TYPE_CHECKING:  # (array.array is subscriptable for types only, before Python 3.12)
+    _Columns = tuple[array.array[float], array.array[int], array.array[int], array.array[int], array.array[int],
+                     array.array[int], array.array[int]]
+_PAIRS = tuple(_ALIASES.items())
+
+
+def _bulk(lines: list[str], first_line: int, last_t: float, columns: _Columns,
+          names: dict[str, int]) -> float | None:
+    """A block's lines checked and appended column by column, by C loops (``map``, ``set``,
+    ``min``), when every line is sure to pass ``read_trace``'s per-line checks as it is:
+    no blank line, every line an object, all of them naming the timestamp and lengths
+    by the same keys, timestamps in order below 2**53 ms (where a float holds every
+    integer exactly), lengths ints in range, ``hash_ids`` lists of ints below 2**32
+    or 2**64 (the hash column's width), ``scenario`` absent, null or a non-empty string.
+
+    Args:
+        lines: the block's lines (the text between its ``\n``s).
+        first_line: the 1-based line number of ``lines[0]``.
+        last_t: the timestamp of the line before the block (-1.0: none).
+        columns: ``read_trace``'s columns (times, input and output tokens, lines,
+            hash-id offsets, hash ids, scenario indices), appended to.
+        names: the scenario names seen so far -> their index, added to.
+
+    Returns:
+        the block's last timestamp, or None: nothing was appended (the caller
+        reads the block line by line, which decides and says what is wrong).
+    """
+    assert _fast_loads is not None
+    if not lines or "" in lines or any(map(str.isspace, lines)):
+        return None
+    try:
+        objs = list(map(_fast_loads, lines))
+    except Exception:  # noqa: BLE001 - the per-line reading says what is wrong
+        return None
+    if set(map(type, objs)) != {dict}:
+        return None
+    keys: set[tuple[str, ...]] = set()
+    for shape in set(map(tuple, objs)):  # the distinct key sets (orders) of the block: a few
+        chosen = []
+        for pair in _PAIRS:
+            present = [k for k in pair if k in shape]
+            if len(present) != 1:  # missing, or under both names
+                return None
+            chosen.append(present[0])
+        keys.add(tuple(chosen))
+    if len(keys) != 1:
+        return None
+    tk, ik, ok = keys.pop()
+    ts = list(map(operator.itemgetter(tk), objs))
+    if not set(map(type, ts)) <= {int, float}:
+        return None
+    t_arr = array.array("d", ts)
+    if not (t_arr[0] >= last_t and min(t_arr) >= 0 and max(t_arr) < _EXACT_FLOAT
+            and all(map(operator.le, t_arr, itertools.islice(t_arr, 1, None)))):
+        return None
+    inps = list(map(operator.itemgetter(ik), objs))
+    outs = list(map(operator.itemgetter(ok), objs))
+    if (set(map(type, inps)) != {int} or set(map(type, outs)) != {int} or min(inps) < 1
+            or max(inps) > MAX_INPUT_TOKENS or min(outs) < 1 or max(outs) > MAX_OUTPUT_TOKENS):
+        return None
+    ids = list(map(operator.methodcaller("get", "hash_ids", _NO_HASHES), objs))
+    scs = list(map(operator.methodcaller("get", "scenario"), objs))
+    sc_types = set(map(type, scs))
+    if set(map(type, ids)) != {list} or not sc_types <= {type(None), str} or "" in scs:
+        return None
+    flat = list(itertools.chain.from_iterable(ids))
+    if flat and set(map(type, flat)) != {int}:  # a JSON boolean would pass fromlist as 0 or 1
+        return None
+    t_col, inp_col, out_col, line_col, hoff, hashes, sc_col = columns
+    try:
+        hashes.fromlist(flat)  # unchanged if it raises
+    except (TypeError, OverflowError):  # not ints, or too wide: the per-line reading widens the column
+        return None
+    ends = itertools.accumulate(map(len, ids), initial=hoff[-1])
+    next(ends)
+    hoff.extend(ends)
+    t_col.extend(t_arr)
+    inp_col.fromlist(inps)
+    out_col.fromlist(outs)
+    line_col.extend(range(first_line, first_line + len(lines)))
+    if sc_types == {type(None)}:
+        sc_col.fromlist([-1] * len(scs))
+    else:
+        sc_col.fromlist([-1 if x is None else names.setdefault(x, len(names)) for x in scs])
+    return float(t_arr[-1])
 
 
 def _add_ids(hashes: array.array[int] | list[int], ids: list[int]) -> array.array[int] | list[int]:
