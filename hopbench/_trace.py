@@ -518,14 +518,15 @@ def check_blocks(entries: Sequence[TraceEntry], block_tokens: int, path: Path) -
     """
     if isinstance(entries, TraceEntries):  # the columns: no TraceEntry made per line
         inp, hoff, lines, _, _ = entries.columns()
-        for k, n in enumerate(inp):
-            ids = hoff[k + 1] - hoff[k]
-            if ids and (ids - 1) * block_tokens >= n:  # ids > ceil(n / block_tokens)
-                _too_many_ids(ids, n, block_tokens, path, lines[k])
+        counts = list(map(operator.sub, itertools.islice(hoff, 1, None), hoff))
+        # ceil(n / block_tokens) < ids, by C loops: -(-n // block_tokens) < ids
+        ceil = map(operator.neg, map(operator.floordiv, map(operator.neg, inp), itertools.repeat(block_tokens)))
+        k = next(itertools.compress(itertools.count(), map(operator.lt, ceil, counts)), None)
+        if k is not None:
+            _too_many_ids(counts[k], inp[k], block_tokens, path, lines[k])
         return
     for e in entries:
-        blocks = -(-e.input_tokens // block_tokens)
-        if len(e.hash_ids) > blocks:
+        if len(e.hash_ids) > -(-e.input_tokens // block_tokens):
             _too_many_ids(len(e.hash_ids), e.input_tokens, block_tokens, path, e.line)
 
 
@@ -1074,28 +1075,27 @@ def _scenario_index(kept: TraceEntries, scenarios: Sequence[tuple[str, str, bool
     rng = random.Random(f"hopbench-trace-scenario:{seed}")
     weights = [w for _, _, _, w in scenarios]
     _, _, lines, named, trace_names = kept.columns()
-    to_index = [names.get(name, -1) for name in trace_names]
-    index: array.array[int] = array.array("i", bytes(4 * len(kept)))  # all 0
-    many = len(scenarios) > 1
-    cum: list[float] = []
-    total = 0.0
-    for k, s in enumerate(named):
-        if s < 0:
-            if not many:
-                continue
-            if not cum:  # the first draw as the library makes it (its errors, if any)
-                index[k] = rng.choices(range(len(scenarios)), weights)[0]
-                # then the same draw without rebuilding the weights each time: Lib/random.py,
-                # Random.choices (3.11): population[bisect(cum_weights, random() * total, 0, n - 1)]
-                cum = list(itertools.accumulate(weights))
-                total = cum[-1] + 0.0
-                continue
-            index[k] = bisect.bisect(cum, rng.random() * total, 0, len(cum) - 1)
-        elif (x := to_index[s]) >= 0:
-            index[k] = x
-        else:
-            raise ProfileError(f'trace line: "scenario": no scenario named {trace_names[s]!r} in the profile '
-                               f"(scenarios: {', '.join(sorted(names))})", path=path, line=lines[k])
+    # each trace name's scenario (-1: none of the profile's), and -2 for a line naming none (index -1)
+    lookup = [names.get(name, -1) for name in trace_names] + [-2]
+    index: array.array[int] = array.array("i", map(lookup.__getitem__, named))
+    bad = index.index(-1) if -1 in index else len(index)  # entries before it are drawn, as they were
+    if len(scenarios) > 1:
+        unnamed = itertools.compress(range(bad), map(operator.eq, index, itertools.repeat(-2)))
+        k = next(unnamed, None)
+        if k is not None:
+            # the first draw as the library makes it (its errors, if any), then the same draw
+            # without rebuilding the weights each time: Lib/random.py (3.11), Random.choices:
+            # population[bisect(cum_weights, random() * total, 0, n - 1)]
+            index[k] = rng.choices(range(len(scenarios)), weights)[0]
+            cum = list(itertools.accumulate(weights))
+            total, hi, rand, draw = cum[-1] + 0.0, len(cum) - 1, rng.random, bisect.bisect
+            for k in unnamed:
+                index[k] = draw(cum, rand() * total, 0, hi)
+    elif bad == len(index):
+        index = array.array("i", map(max, index, itertools.repeat(0)))  # the only scenario: 0
+    if bad < len(index):
+        raise ProfileError(f'trace line: "scenario": no scenario named {trace_names[named[bad]]!r} in the profile '
+                           f"(scenarios: {', '.join(sorted(names))})", path=path, line=lines[bad])
     return index
 
 
