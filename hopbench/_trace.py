@@ -341,7 +341,7 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
         if not last:
             lines.pop()  # the block ends with "\n": what follows it is the next block's
         if _fast_loads is not None and isinstance(hashes, array.array):
-            block_t = _bulk(lines, i + 1, last_t, (t_col, inp_col, out_col, line_col, hoff, hashes, sc_col),
+            block_t = _bulk(lines, text, i + 1, last_t, (t_col, inp_col, out_col, line_col, hoff, hashes, sc_col),
                             names)
             if block_t is not None:
                 i += len(lines)
@@ -405,17 +405,21 @@ if TYPE_CHECKING:  # (array.array is subscriptable for types only, before Python
 _PAIRS = tuple(_ALIASES.items())
 
 
-def _bulk(lines: list[str], first_line: int, last_t: float, columns: _Columns,
+def _bulk(lines: list[str], text: str, first_line: int, last_t: float, columns: _Columns,
           names: dict[str, int]) -> float | None:
-    """A block's lines checked and appended column by column, by C loops (``map``, ``set``,
-    ``min``), when every line is sure to pass ``read_trace``'s per-line checks as it is:
-    no blank line, every line an object, all of them naming the timestamp and lengths
-    by the same keys, timestamps in order below 2**53 ms (where a float holds every
-    integer exactly), lengths ints in range, ``hash_ids`` lists of ints below 2**32
-    or 2**64 (the hash column's width), ``scenario`` absent, null or a non-empty string.
+    """A block's lines checked and appended column by column, by C loops (``map``, ``min``,
+    ``array``), when every line is sure to pass ``read_trace``'s per-line checks as it is:
+    every line an object (so no blank line: orjson refuses an empty document), all of them
+    naming the timestamp and lengths by the same keys, timestamps numbers in order below
+    2**53 ms (where a float holds every integer exactly), lengths ints in range,
+    ``hash_ids`` absent or lists of ints that fit the hash column (below 2**32, or 2**64
+    once widened), ``scenario`` absent, null or a non-empty string, and no ``true`` or
+    ``false`` in the block's text (a JSON boolean is an int to ``array``; it is then read
+    line by line, which refuses it).
 
     Args:
         lines: the block's lines (the text between its ``\n``s).
+        text: the block's text (for the boolean scan).
         first_line: the 1-based line number of ``lines[0]``.
         last_t: the timestamp of the line before the block (-1.0: none).
         columns: ``read_trace``'s columns (times, input and output tokens, lines,
@@ -427,7 +431,7 @@ def _bulk(lines: list[str], first_line: int, last_t: float, columns: _Columns,
         reads the block line by line, which decides and says what is wrong).
     """
     assert _fast_loads is not None
-    if not lines or "" in lines or any(map(str.isspace, lines)):
+    if not lines or "true" in text or "false" in text:
         return None
     try:
         objs = list(map(_fast_loads, lines))
@@ -447,25 +451,21 @@ def _bulk(lines: list[str], first_line: int, last_t: float, columns: _Columns,
     if len(keys) != 1:
         return None
     tk, ik, ok = keys.pop()
-    ts = list(map(operator.itemgetter(tk), objs))
-    if not set(map(type, ts)) <= {int, float}:
-        return None
-    t_arr = array.array("d", ts)
-    if not (t_arr[0] >= last_t and min(t_arr) >= 0 and max(t_arr) < _EXACT_FLOAT
-            and all(map(operator.le, t_arr, itertools.islice(t_arr, 1, None)))):
-        return None
-    inps = list(map(operator.itemgetter(ik), objs))
-    outs = list(map(operator.itemgetter(ok), objs))
-    if (set(map(type, inps)) != {int} or set(map(type, outs)) != {int} or min(inps) < 1
-            or max(inps) > MAX_INPUT_TOKENS or min(outs) < 1 or max(outs) > MAX_OUTPUT_TOKENS):
-        return None
-    ids = list(map(operator.methodcaller("get", "hash_ids", _NO_HASHES), objs))
-    scs = list(map(operator.methodcaller("get", "scenario"), objs))
+    ids = list(map(dict.get, objs, itertools.repeat("hash_ids"), itertools.repeat(_NO_HASHES)))
+    scs = list(map(dict.get, objs, itertools.repeat("scenario")))
     sc_types = set(map(type, scs))
     if set(map(type, ids)) != {list} or not sc_types <= {type(None), str} or "" in scs:
         return None
-    flat = list(itertools.chain.from_iterable(ids))
-    if flat and set(map(type, flat)) != {int}:  # a JSON boolean would pass fromlist as 0 or 1
+    try:  # array() refuses what is not a number (times) or not an int (the rest): no booleans here
+        t_arr = array.array("d", map(operator.itemgetter(tk), objs))
+        inps = array.array("i", map(operator.itemgetter(ik), objs))
+        outs = array.array("i", map(operator.itemgetter(ok), objs))
+        flat = list(itertools.chain.from_iterable(ids))
+    except (TypeError, OverflowError):
+        return None
+    if not (t_arr[0] >= last_t and min(t_arr) >= 0 and max(t_arr) < _EXACT_FLOAT
+            and all(map(operator.le, t_arr, itertools.islice(t_arr, 1, None)))
+            and min(inps) >= 1 and max(inps) <= MAX_INPUT_TOKENS and min(outs) >= 1 and max(outs) <= MAX_OUTPUT_TOKENS):
         return None
     t_col, inp_col, out_col, line_col, hoff, hashes, sc_col = columns
     try:
@@ -476,8 +476,8 @@ def _bulk(lines: list[str], first_line: int, last_t: float, columns: _Columns,
     next(ends)
     hoff.extend(ends)
     t_col.extend(t_arr)
-    inp_col.fromlist(inps)
-    out_col.fromlist(outs)
+    inp_col.extend(inps)
+    out_col.extend(outs)
     line_col.extend(range(first_line, first_line + len(lines)))
     if sc_types == {type(None)}:
         sc_col.fromlist([-1] * len(scs))
