@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import bisect
+import collections
 import hashlib
 import itertools
 import json
@@ -1088,9 +1089,11 @@ def _scenario_index(kept: TraceEntries, scenarios: Sequence[tuple[str, str, bool
             # population[bisect(cum_weights, random() * total, 0, n - 1)]
             index[k] = rng.choices(range(len(scenarios)), weights)[0]
             cum = list(itertools.accumulate(weights))
-            total, hi, rand, draw = cum[-1] + 0.0, len(cum) - 1, rng.random, bisect.bisect
-            for k in unnamed:
-                index[k] = draw(cum, rand() * total, 0, hi)
+            total, hi = cum[-1] + 0.0, len(cum) - 1
+            rest = list(unnamed)  # (drawn in entry order, by C loops: operator.call calls rng.random)
+            xs = map(operator.mul, map(operator.call, itertools.repeat(rng.random, len(rest))), itertools.repeat(total))
+            drawn = map(bisect.bisect, itertools.repeat(cum), xs, itertools.repeat(0), itertools.repeat(hi))
+            collections.deque(map(operator.setitem, itertools.repeat(index), rest, drawn), maxlen=0)
     elif bad == len(index):
         index = array.array("i", map(max, index, itertools.repeat(0)))  # the only scenario: 0
     if bad < len(index):
