@@ -9,10 +9,12 @@ fixed seed) and a profile replaying it (``load.mode = "trace"``), then, in a
 fresh process per measurement:
 
 - ``load s``: ``load_profile`` (reading and checking the trace, the window,
-  each line's scenario, the cache hits it implies: ``hopbench._trace.parse_trace``);
-- ``ready s``: then what the runner does before its first request
-  (``TraceBodies``, ``scheduled_between`` for the spare connections, the first
-  1,000 arrivals and their prompts);
+  each line's scenario: ``hopbench._trace.parse_trace``), wall time; ``cpu s``:
+  the same in CPU time of the process (less sensitive to other processes on a
+  shared machine, though not immune: hyper-threads and caches are shared);
+- ``ready s``: then what the runner does before its first request and for its
+  first 1,000 (``TraceBodies``, ``scheduled_between`` for the spare
+  connections, the first 1,000 arrivals, their prompts and implied cache hits);
 - ``base MB``: peak RSS after importing hopbench (before the load);
 - ``load MB`` / ``ready MB``: peak RSS after each step (``resource.getrusage``
   ``ru_maxrss``: the process's high-water mark, so it counts the load's
@@ -87,9 +89,11 @@ def child(profile: Path) -> dict[str, float]:
     from hopbench._trace import TraceBodies
 
     base = _peak_mb()
+    c0 = time.process_time()
     t0 = time.perf_counter()
     prof = load_profile(profile)
     t1 = time.perf_counter()
+    cpu = time.process_time() - c0
     load_mb = _peak_mb()
     spec = prof.load.trace
     bodies = TraceBodies(spec, prof.run.seed)
@@ -98,9 +102,9 @@ def child(profile: Path) -> dict[str, float]:
     sent = 0
     for _ in range(1000):
         _, i, rep = next(arrivals)
-        sent += len(bodies.prompt(i, rep))
+        sent += len(bodies.prompt(i, rep)) + spec.implied[i][0]
     t2 = time.perf_counter()
-    return {"entries": len(spec.entries), "load_s": t1 - t0, "ready_s": t2 - t1, "base_mb": base,
+    return {"entries": len(spec.entries), "load_s": t1 - t0, "load_cpu_s": cpu, "ready_s": t2 - t1, "base_mb": base,
             "load_mb": load_mb, "ready_mb": _peak_mb()}
 
 
@@ -140,13 +144,14 @@ def main() -> None:
             stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT,
                            capture_output=True)
             sides.insert(0, (args.against, wt))
-        print(f"{'side':>12} {'load avg':>16} {'load s':>7} {'ready s':>7} {'base MB':>7} {'load MB':>7} "
-              f"{'ready MB':>8}", flush=True)
+        print(f"{'side':>12} {'load avg':>16} {'load s':>7} {'cpu s':>6} {'ready s':>7} {'base MB':>7} "
+              f"{'load MB':>7} {'ready MB':>8}", flush=True)
         for k in range(args.repeat):
             for name, src in (sides if k % 2 == 0 else sides[::-1]):
                 load = _loadavg()
                 r = _measure(src, prof)
-                print(f"{name:>12} {load:>16} {r['load_s']:7.2f} {r['ready_s']:7.2f} {r['base_mb']:7.0f} "
+                print(f"{name:>12} {load:>16} {r['load_s']:7.2f} {r['load_cpu_s']:6.2f} {r['ready_s']:7.2f} "
+                      f"{r['base_mb']:7.0f} "
                       f"{r['load_mb']:7.0f} {r['ready_mb']:8.0f}", flush=True)
 
 

@@ -12,6 +12,13 @@ per hash id, so requests that share a hash id share that block of prompt text
 exactly and large bodies are joined from pre-encoded pieces, never
 re-encoded), and says what cache hits the trace implies (``implied_hits``).
 
+A trace of millions of lines is held as columns of compact arrays
+(``TraceEntries``: ~36 bytes a line plus 4 a hash id, no object per line),
+read 1 MiB at a time, each block's columns filled by C loops where every line
+is plainly valid (``_bulk``) and line by line by the reference checks
+(``_check_line``) elsewhere; the cache hits it implies are worked out as the
+runner reads them (``_Implied``). Measured with benchmarks/bench_trace_load.py.
+
 Invariants:
 - Pure: no clock, no trio; the only I/O is reading the trace file.
 - Everything random (which words a block holds, the scenario of a line
@@ -22,6 +29,10 @@ Invariants:
   BPE vocabularies, ``_lengths.WORDS``), cut to ``input_tokens``; tokens past
   the last hash id are words unique to the request.
 - Schedule offsets are integer ns, non-decreasing within a pass.
+- A line is accepted with exactly the values, and refused with exactly the
+  message, that ``_check_line`` (the standard library's parse, then each
+  check in a fixed order) gives it; a file that is not UTF-8 anywhere is
+  refused as such, whatever else is wrong with it.
 """
 
 from __future__ import annotations
@@ -51,7 +62,8 @@ try:  # optional (hopbench[fast]): a trace line parses ~4x faster
 except ImportError:  # pragma: no cover - read_trace then parses every line with the standard library
     _fast_loads = None
 
-__all__ = ["TraceEntry", "TraceEntries", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits", "check_blocks",
+__all__ = ["TraceEntry", "TraceEntries", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits",
+           "check_blocks",
            "trace_keys",
            "parse_trace",
            "DEFAULT_BLOCK_TOKENS", "MAX_REPLAY_S", "body_template"]
@@ -370,8 +382,9 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
                 fast = ((tt is int and t >= 0 or tt is float and 0.0 <= t < _BIG_FLOAT) and t >= last_t
                         and type(inp) is int and 1 <= inp <= max_in and type(outp) is int and 1 <= outp <= max_out
                         and (scenario is None or type(scenario) is str and scenario != "")
-                        and type(ids) is list and (not ids or compact and "true" not in text_line
-                                                   and "false" not in text_line))
+                        and type(ids) is list and (not ids or compact and (
+                            "true" not in text_line and "false" not in text_line  # no JSON boolean
+                            or set(map(type, ids)) == {int})))  # (one would pass fromlist as 0 or 1)
                 if fast and ids:
                     try:
                         hashes.fromlist(ids)  # type: ignore[union-attr]  # compact: an array
