@@ -185,10 +185,11 @@ class TraceEntries(Sequence[TraceEntry]):
 
     def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int], list[str]]:
         """This view's input tokens, hash-id offsets (``len(self) + 1`` of them, into the flat
-        ids), lines and scenario indices (-1: none), and the scenario names they index;
-        the arrays are copies of this view's part."""
+        ids), lines and scenario indices (-1: none), and the scenario names they index:
+        read-only views of the arrays (no copy)."""
         lo, hi = self._lo, self._lo + self._n
-        return self._inp[lo:hi], self._hoff[lo:hi + 1], self._line[lo:hi], self._sc[lo:hi], self._names
+        return (memoryview(self._inp)[lo:hi].toreadonly(), memoryview(self._hoff)[lo:hi + 1].toreadonly(),
+                memoryview(self._line)[lo:hi].toreadonly(), memoryview(self._sc)[lo:hi].toreadonly(), self._names)
 
 
 def _int_field(obj: Mapping[str, Any], name: str, fail: Callable[[str], ProfileError],
@@ -532,12 +533,12 @@ def check_blocks(entries: Sequence[TraceEntry], block_tokens: int, path: Path) -
     """
     if isinstance(entries, TraceEntries):  # the columns: no TraceEntry made per line
         inp, hoff, lines, _, _ = entries.columns()
-        counts = list(map(operator.sub, itertools.islice(hoff, 1, None), hoff))
+        counts = map(operator.sub, itertools.islice(hoff, 1, None), hoff)
         # ceil(n / block_tokens) < ids, by C loops: -(-n // block_tokens) < ids
         ceil = map(operator.neg, map(operator.floordiv, map(operator.neg, inp), itertools.repeat(block_tokens)))
         k = next(itertools.compress(itertools.count(), map(operator.lt, ceil, counts)), None)
         if k is not None:
-            _too_many_ids(counts[k], inp[k], block_tokens, path, lines[k])
+            _too_many_ids(hoff[k + 1] - hoff[k], inp[k], block_tokens, path, lines[k])
         return
     for e in entries:
         if len(e.hash_ids) > -(-e.input_tokens // block_tokens):
@@ -1103,10 +1104,11 @@ def _scenario_index(kept: TraceEntries, scenarios: Sequence[tuple[str, str, bool
             index[k] = rng.choices(range(len(scenarios)), weights)[0]
             cum = list(itertools.accumulate(weights))
             total, hi = cum[-1] + 0.0, len(cum) - 1
-            rest = list(unnamed)  # (drawn in entry order, by C loops: operator.call calls rng.random)
-            xs = map(operator.mul, map(operator.call, itertools.repeat(rng.random, len(rest))), itertools.repeat(total))
+            # the others in entry order, by C loops (operator.call calls rng.random); map stops at
+            # the end of `unnamed` before it draws once more
+            xs = map(operator.mul, map(operator.call, itertools.repeat(rng.random)), itertools.repeat(total))
             drawn = map(bisect.bisect, itertools.repeat(cum), xs, itertools.repeat(0), itertools.repeat(hi))
-            collections.deque(map(operator.setitem, itertools.repeat(index), rest, drawn), maxlen=0)
+            collections.deque(map(operator.setitem, itertools.repeat(index), unnamed, drawn), maxlen=0)
     elif bad == len(index):
         index = array.array("i", map(max, index, itertools.repeat(0)))  # the only scenario: 0
     if bad < len(index):
