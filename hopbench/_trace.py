@@ -14,10 +14,12 @@ re-encoded), and says what cache hits the trace implies (``implied_hits``).
 
 A trace of millions of lines is held as columns of compact arrays
 (``TraceEntries``: ~36 bytes a line plus 4 a hash id, no object per line),
-read 1 MiB at a time, each block's columns filled by C loops where every line
-is plainly valid (``_bulk``) and line by line by the reference checks
-(``_check_line``) elsewhere; the cache hits it implies are worked out as the
-runner reads them (``_Implied``). Measured with benchmarks/bench_trace_load.py.
+read 1 MiB at a time, each line parsed (orjson when installed) and checked
+on the spot, and checked again by the reference checks (``_check_line``)
+when anything about it is unusual; the checks over all lines (hash-id counts,
+scenarios) run as C loops over the columns; the cache hits a trace implies
+are worked out as the runner reads them (``_Implied``). Measured with
+benchmarks/bench_trace_load.py.
 
 Invariants:
 - Pure: no clock, no trio; the only I/O is reading the trace file.
@@ -49,7 +51,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, overload
+from typing import Any, BinaryIO, overload
 
 from ._errors import ProfileError
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
@@ -103,10 +105,11 @@ class TraceEntry:
 class TraceEntries(Sequence[TraceEntry]):
     """The entries of a trace (or of a window of it), stored column-wise in compact arrays.
 
-    A 500,000-line trace held as ``TraceEntry`` objects took ~550 MB (an object,
-    a tuple and an int object per hash id per line); here a line costs 36 bytes
-    plus 4 bytes per hash id (8 when an id is 2**32 or more; a Python int per id
-    only for ids of 2**64 or more). Indexing makes a ``TraceEntry`` when asked
+    A 500,000-line trace held as ``TraceEntry`` objects took ~870 MB with ~8.5
+    hash ids a line (an object, a tuple and an int object per hash id per line;
+    benchmarks/bench_trace_load.py); here a line costs 36 bytes plus 4 bytes per
+    hash id (8 when an id is 2**32 or more; a Python int per id only for ids of
+    2**64 or more): ~35 MB. Indexing makes a ``TraceEntry`` when asked
     (equal to the one the line describes); the hot readers (the schedule, the
     body builder, the implied cache hits) read the columns with the accessors
     below instead. Slicing with step 1 gives a view sharing the arrays (a window).
@@ -288,8 +291,6 @@ _NO_HASHES: list[int] = []  # never changed
 #: hold in 64 bits: such a line is read again by the standard library
 _BIG_FLOAT = 2.0 ** 63
 _U32, _U64 = 2 ** 32, 2 ** 64
-#: ms: below it a float holds every integer exactly (a block's times are compared as floats)
-_EXACT_FLOAT = 2.0 ** 53
 
 
 def read_trace(path: Path) -> TraceEntries:
@@ -327,6 +328,9 @@ def read_trace(path: Path) -> TraceEntries:
 
 
 def _read(f: BinaryIO, path: Path) -> TraceEntries:
+    """``read_trace`` on the opened file, line by line: each line's dict is dropped as soon
+    as its fields are in the columns (holding a block's dicts to check them column by
+    column with C loops was tried: 1.7x the CPU, the memory no longer reused while hot)."""
     t_col: array.array[float] = array.array("d")
     inp_col: array.array[int] = array.array("i")
     out_col: array.array[int] = array.array("i")
@@ -338,6 +342,8 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
     names: dict[str, int] = {}
     loads: Callable[[str], Any] = json_value if _fast_loads is None else _fast_loads
     max_in, max_out = MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+    add_t, add_inp, add_out, add_line = t_col.append, inp_col.append, out_col.append, line_col.append
+    add_end, add_sc = hoff.append, sc_col.append
     last_t = -1.0
     last_line = 0
     i = 0
@@ -354,13 +360,6 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
         lines = text.split("\n")  # not splitlines: see _dataset
         if not last:
             lines.pop()  # the block ends with "\n": what follows it is the next block's
-        if _fast_loads is not None and isinstance(hashes, array.array):
-            block_t = _bulk(lines, text, i + 1, last_t, (t_col, inp_col, out_col, line_col, hoff, hashes, sc_col),
-                            names)
-            if block_t is not None:
-                i += len(lines)
-                last_t, last_line = block_t, i
-                continue
         for text_line in lines:
             i += 1
             if not text_line or text_line.isspace():  # = not text_line.strip()
@@ -402,103 +401,16 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
                     hashes = _add_ids(hashes, ids)
                     compact = type(hashes) is not list
             tf = float(t)
-            t_col.append(tf)
-            inp_col.append(inp)
-            out_col.append(outp)
-            line_col.append(i)
-            hoff.append(len(hashes))
-            sc_col.append(-1 if scenario is None else names.setdefault(scenario, len(names)))
+            add_t(tf)
+            add_inp(inp)
+            add_out(outp)
+            add_line(i)
+            add_end(len(hashes))
+            add_sc(-1 if scenario is None else names.setdefault(scenario, len(names)))
             last_t, last_line = tf, i
     if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
     return TraceEntries(t_col, inp_col, out_col, line_col, hoff, hashes, sc_col, list(names))
-
-
-if TYPE_CHECKING:  # (array.array is subscriptable for types only, before Python 3.12)
-    _Columns = tuple[array.array[float], array.array[int], array.array[int], array.array[int], array.array[int],
-                     array.array[int], array.array[int]]
-_PAIRS = tuple(_ALIASES.items())
-
-
-def _bulk(lines: list[str], text: str, first_line: int, last_t: float, columns: _Columns,
-          names: dict[str, int]) -> float | None:
-    """A block's lines checked and appended column by column, by C loops (``map``, ``min``,
-    ``array``), when every line is sure to pass ``read_trace``'s per-line checks as it is:
-    every line an object (so no blank line: orjson refuses an empty document), all of them
-    naming the timestamp and lengths by the same keys, timestamps numbers in order below
-    2**53 ms (where a float holds every integer exactly), lengths ints in range,
-    ``hash_ids`` absent or lists of ints that fit the hash column (below 2**32, or 2**64
-    once widened), ``scenario`` absent, null or a non-empty string, and no ``true`` or
-    ``false`` in the block's text (a JSON boolean is an int to ``array``; it is then read
-    line by line, which refuses it).
-
-    Args:
-        lines: the block's lines (the text between its ``\n``s).
-        text: the block's text (for the boolean scan).
-        first_line: the 1-based line number of ``lines[0]``.
-        last_t: the timestamp of the line before the block (-1.0: none).
-        columns: ``read_trace``'s columns (times, input and output tokens, lines,
-            hash-id offsets, hash ids, scenario indices), appended to.
-        names: the scenario names seen so far -> their index, added to.
-
-    Returns:
-        the block's last timestamp, or None: nothing was appended (the caller
-        reads the block line by line, which decides and says what is wrong).
-    """
-    assert _fast_loads is not None
-    if not lines or "true" in text or "false" in text:
-        return None
-    try:
-        objs = list(map(_fast_loads, lines))
-    except Exception:  # noqa: BLE001 - the per-line reading says what is wrong
-        return None
-    if set(map(type, objs)) != {dict}:
-        return None
-    keys: set[tuple[str, ...]] = set()
-    for shape in set(map(tuple, objs)):  # the distinct key sets (orders) of the block: a few
-        chosen = []
-        for pair in _PAIRS:
-            present = [k for k in pair if k in shape]
-            if len(present) != 1:  # missing, or under both names
-                return None
-            chosen.append(present[0])
-        keys.add(tuple(chosen))
-    if len(keys) != 1:
-        return None
-    tk, ik, ok = keys.pop()
-    ids = list(map(dict.get, objs, itertools.repeat("hash_ids"), itertools.repeat(_NO_HASHES)))
-    scs = list(map(dict.get, objs, itertools.repeat("scenario")))
-    sc_types = set(map(type, scs))
-    if set(map(type, ids)) != {list} or not sc_types <= {type(None), str} or "" in scs:
-        return None
-    try:  # array() refuses what is not a number (times) or not an int (the rest): no booleans here
-        t_arr = array.array("d", map(operator.itemgetter(tk), objs))
-        inps = array.array("i", map(operator.itemgetter(ik), objs))
-        outs = array.array("i", map(operator.itemgetter(ok), objs))
-        flat = list(itertools.chain.from_iterable(ids))
-    except (TypeError, OverflowError):
-        return None
-    if not (t_arr[0] >= last_t and min(t_arr) >= 0 and max(t_arr) < _EXACT_FLOAT
-            and all(map(operator.le, t_arr, itertools.islice(t_arr, 1, None)))
-            and min(inps) >= 1 and max(inps) <= MAX_INPUT_TOKENS and min(outs) >= 1 and max(outs) <= MAX_OUTPUT_TOKENS):
-        return None
-    t_col, inp_col, out_col, line_col, hoff, hashes, sc_col = columns
-    try:
-        hashes.fromlist(flat)  # unchanged if it raises
-    except (TypeError, OverflowError):  # not ints, or too wide: the per-line reading widens the column
-        return None
-    ends = itertools.accumulate(map(len, ids), initial=hoff[-1])
-    next(ends)
-    hoff.extend(ends)
-    t_col.extend(t_arr)
-    inp_col.extend(inps)
-    out_col.extend(outs)
-    line_col.extend(range(first_line, first_line + len(lines)))
-    if sc_types == {type(None)}:
-        sc_col.fromlist([-1] * len(scs))
-    else:
-        sc_col.fromlist([-1 if x is None else names.setdefault(x, len(names)) for x in scs])
-    return float(t_arr[-1])
 
 
 def _add_ids(hashes: array.array[int] | list[int], ids: list[int]) -> array.array[int] | list[int]:

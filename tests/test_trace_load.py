@@ -1,8 +1,9 @@
 """Loading a large trace (hopbench._trace.read_trace and the TraceSpec built on it): the
-compact columns, read a block at a time by C loops where every line is plainly valid and
-line by line elsewhere, give the same entries, arrivals, scenarios, implied cache hits and
-prompts as a straightforward reading of the file, and refuse what it refuses with the
-same file:line messages. No timing here: the speed is benchmarks/bench_trace_load.py's."""
+compact columns, read a block of lines at a time with orjson's parse checked on the spot
+(and the standard library's for any unusual line), give the same entries, arrivals,
+scenarios, implied cache hits and prompts as a straightforward reading of the file, and
+refuse what it refuses with the same file:line messages. No timing here: the speed is
+benchmarks/bench_trace_load.py's."""
 
 from __future__ import annotations
 
@@ -99,10 +100,10 @@ def test_trace_load_large_trace_matches_a_reference_parse(tmp_path: Path, monkey
                                                           reader: str) -> None:
     """20,000 lines: the entries, the window, each pass's arrivals (whole, and a worker's
     share), the scenarios drawn, the implied hits and the prompts are those of the
-    reference reading (4 KiB blocks: many blocks, some read line by line for a blank line
-    or a wide id; without orjson: every line by the standard library)."""
+    reference reading (64-byte reads: lines longer than a read, gathered; without
+    orjson: every line by the standard library)."""
     if reader == "small blocks":
-        monkeypatch.setattr(_trace, "_CHUNK_BYTES", 4096)
+        monkeypatch.setattr(_trace, "_CHUNK_BYTES", 64)
     elif reader == "no orjson":
         monkeypatch.setattr(_trace, "_fast_loads", None)
     path = tmp_path / "t.jsonl"
@@ -170,7 +171,7 @@ OK = '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_ids": [1, 2]
 
 
 @pytest.mark.parametrize(("content", "line", "message"), [
-    # a JSON boolean is an int to array(): the block is read line by line, which refuses it
+    # a JSON boolean is an int to array(): the line goes to the reference checks, which refuse it
     (OK * 5 + '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_ids": [1, true]}\n', 6,
      '"hash_ids": expected an array of integers >= 0'),
     (OK * 5 + '{"timestamp": 1, "input_length": true, "output_length": 2}\n', 6,
