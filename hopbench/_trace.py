@@ -186,6 +186,24 @@ class TraceEntries(Sequence[TraceEntry]):
         """The first entry whose time is ``>= t_ms`` (``len(self)`` if none): the times never go back."""
         return bisect.bisect_left(self._t, t_ms, self._lo, self._lo + self._n) - self._lo
 
+    def ids_column(self) -> Sequence[int]:
+        """Every line's hash ids in one sequence (of the whole trace: ``columns``' offsets
+        index it), not a copy: not to be changed."""
+        return self._hashes
+
+    @classmethod
+    def of(cls, entries: Sequence[TraceEntry]) -> TraceEntries:
+        """``entries`` as columns (for the functions that take any sequence of entries)."""
+        if isinstance(entries, TraceEntries):
+            return entries
+        names = list(dict.fromkeys(e.scenario for e in entries if e.scenario is not None))
+        index = {name: k for k, name in enumerate(names)}
+        return cls(array.array("d", [e.t_ms for e in entries]), array.array("i", [e.input_tokens for e in entries]),
+                   array.array("i", [e.output_tokens for e in entries]), array.array("q", [e.line for e in entries]),
+                   array.array("q", itertools.accumulate((len(e.hash_ids) for e in entries), initial=0)),
+                   [h for e in entries for h in e.hash_ids],
+                   array.array("i", [-1 if e.scenario is None else index[e.scenario] for e in entries]), names)
+
     def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int], list[str]]:
         """This view's input tokens, hash-id offsets (``len(self) + 1`` of them, into the flat
         ids), lines and scenario indices (-1: none), and the scenario names they index:
@@ -556,7 +574,7 @@ class _Implied(Sequence[tuple[int, int]]):
         block_tokens: tokens per hash id.
     """
 
-    __slots__ = ("_entries", "_model", "_bt", "_hits", "_tries", "_nodes")
+    __slots__ = ("_entries", "_model", "_bt", "_hits", "_tries", "_nodes", "_columns")
 
     def __init__(self, entries: Sequence[TraceEntry], model: Sequence[int], block_tokens: int) -> None:
         self._entries, self._model, self._bt = entries, model, block_tokens
@@ -565,6 +583,7 @@ class _Implied(Sequence[tuple[int, int]]):
         # and node -> its tail (entry << 22 | block index: at most 2,000,000 blocks a prompt)
         self._tries: dict[int, tuple[dict[object, int], dict[int, int]]] = {}
         self._nodes = 0
+        self._columns: tuple[Sequence[int], Sequence[int], Sequence[int]] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:  # a worker gets the inputs, not the walk so far
         return (_Implied, (self._entries, self._model, self._bt))
@@ -572,18 +591,20 @@ class _Implied(Sequence[tuple[int, int]]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _ids_and_length(self, k: int) -> tuple[Sequence[int], int]:
-        entries = self._entries
-        if isinstance(entries, TraceEntries):
-            return entries.hash_ids(k), entries.input_tokens(k)
-        e = entries[k]
-        return e.hash_ids, e.input_tokens
+    def _cols(self) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
+        """(input tokens, hash-id offsets, the flat hash ids) of the entries, read in place."""
+        if self._columns is None:
+            entries = TraceEntries.of(self._entries)
+            inp, hoff, _, _, _ = entries.columns()
+            self._columns = (inp, hoff, entries.ids_column())
+        return self._columns
 
     def _walk_to(self, k: int) -> None:
         bt, hits_col, model = self._bt, self._hits, self._model
+        inp, hoff, flat = self._cols()
         for e in range(len(hits_col), k + 1):
-            ids, n = self._ids_and_length(e)
-            full = min(len(ids), n // bt)
+            a = hoff[e]
+            full = min(hoff[e + 1] - a, inp[e] // bt)
             pair = self._tries.get(model[e])
             if pair is None:
                 pair = self._tries[model[e]] = ({}, {})
@@ -591,17 +612,16 @@ class _Implied(Sequence[tuple[int, int]]):
             hits = 0
             node = 0
             while hits < full:
-                h = ids[hits]
+                h = flat[a + hits]
                 key: object = node << 64 | h if h < _U64 else (node, h)
                 nxt = trie.get(key)
                 if nxt is None and node in tails:  # make the node's tail's first block a node
                     tail = tails.pop(node)
                     j, at = tail >> 22, tail & _TAIL_BLOCK
-                    ids_j, n_j = self._ids_and_length(j)
-                    h_j = ids_j[at]
+                    h_j = flat[hoff[j] + at]
                     self._nodes += 1
                     trie[node << 64 | h_j if h_j < _U64 else (node, h_j)] = self._nodes
-                    if at + 1 < min(len(ids_j), n_j // bt):
+                    if at + 1 < min(hoff[j + 1] - hoff[j], inp[j] // bt):
                         tails[self._nodes] = j << 22 | (at + 1)
                     if h_j == h:
                         nxt = self._nodes
@@ -630,8 +650,8 @@ class _Implied(Sequence[tuple[int, int]]):
             raise IndexError("trace entry index out of range")
         if k >= len(self._hits):
             self._walk_to(k)
-        ids, n = self._ids_and_length(k)
-        return self._hits[k] * self._bt, min(len(ids), n // self._bt) * self._bt
+        inp, hoff, _ = self._cols()
+        return self._hits[k] * self._bt, min(hoff[k + 1] - hoff[k], inp[k] // self._bt) * self._bt
 
 
 @dataclass(frozen=True, slots=True)
