@@ -12,6 +12,15 @@ per hash id, so requests that share a hash id share that block of prompt text
 exactly and large bodies are joined from pre-encoded pieces, never
 re-encoded), and says what cache hits the trace implies (``implied_hits``).
 
+A trace of millions of lines is held as columns of compact arrays
+(``TraceEntries``: ~36 bytes a line plus 4 a hash id, no object per line),
+read 1 MiB at a time, each line parsed (orjson when installed) and checked
+on the spot, and checked again by the reference checks (``_check_line``)
+when anything about it is unusual; the checks over all lines (hash-id counts,
+scenarios) run as C loops over the columns; the cache hits a trace implies
+are worked out as the runner reads them (``_Implied``). Measured with
+benchmarks/bench_trace_load.py.
+
 Invariants:
 - Pure: no clock, no trio; the only I/O is reading the trace file.
 - Everything random (which words a block holds, the scenario of a line
@@ -22,26 +31,41 @@ Invariants:
   BPE vocabularies, ``_lengths.WORDS``), cut to ``input_tokens``; tokens past
   the last hash id are words unique to the request.
 - Schedule offsets are integer ns, non-decreasing within a pass.
+- A line is accepted with exactly the values, and refused with exactly the
+  message, that ``_check_line`` (the standard library's parse, then each
+  check in a fixed order) gives it; a file that is not UTF-8 anywhere is
+  refused as such, whatever else is wrong with it.
 """
 
 from __future__ import annotations
 
 import array
 import bisect
+import collections
 import hashlib
+import itertools
 import json
+import operator
 import random
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, BinaryIO, overload
 
 from ._errors import ProfileError
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
-from ._textfile import check_regular, json_value, read_regular
+from ._textfile import check_regular, json_value
 
-__all__ = ["TraceEntry", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits", "check_blocks",
+try:  # optional (hopbench[fast]): parses a trace line ~4x faster (the whole load: ~1.9x)
+    import orjson as _orjson
+
+    _fast_loads: Callable[[str], Any] | None = _orjson.loads
+except ImportError:  # pragma: no cover - read_trace then parses every line with the standard library
+    _fast_loads = None
+
+__all__ = ["TraceEntry", "TraceEntries", "TraceSpec", "TraceBodies", "read_trace", "window", "implied_hits",
+           "check_blocks",
            "trace_keys",
            "parse_trace",
            "DEFAULT_BLOCK_TOKENS", "MAX_REPLAY_S", "body_template"]
@@ -78,6 +102,117 @@ class TraceEntry:
     line: int
 
 
+class TraceEntries(Sequence[TraceEntry]):
+    """The entries of a trace (or of a window of it), stored column-wise in compact arrays.
+
+    A 500,000-line trace held as ``TraceEntry`` objects took ~870 MB with ~8.5
+    hash ids a line (an object, a tuple and an int object per hash id per line;
+    benchmarks/bench_trace_load.py); here a line costs 36 bytes plus 4 bytes per
+    hash id (8 when an id is 2**32 or more; a Python int per id only for ids of
+    2**64 or more): ~35 MB. Indexing makes a ``TraceEntry`` when asked
+    (equal to the one the line describes); the hot readers (the schedule, the
+    body builder, the implied cache hits) read the columns with the accessors
+    below instead. Slicing with step 1 gives a view sharing the arrays (a window).
+
+    Columns: ``t_ms`` (float64, ms of trace time), input and output tokens
+    (int32), the line (int64), each line's hash ids (one flat array and the
+    offset of each line's first id) and its scenario (an index into the names
+    seen in the trace, -1 for none).
+    """
+
+    __slots__ = ("_t", "_inp", "_out", "_line", "_hoff", "_hashes", "_sc", "_names", "_lo", "_n")
+
+    def __init__(self, t: array.array[float], inp: array.array[int], out: array.array[int],
+                 line: array.array[int], hoff: array.array[int], hashes: array.array[int] | list[int],
+                 sc: array.array[int], names: list[str], lo: int = 0, n: int | None = None) -> None:
+        self._t, self._inp, self._out, self._line = t, inp, out, line
+        self._hoff, self._hashes, self._sc, self._names = hoff, hashes, sc, names
+        self._lo = lo
+        self._n = len(t) - lo if n is None else n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _index(self, k: int) -> int:
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError("trace entry index out of range")
+        return self._lo + k
+
+    @overload
+    def __getitem__(self, k: int) -> TraceEntry: ...
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[TraceEntry]: ...
+
+    def __getitem__(self, k: int | slice) -> TraceEntry | Sequence[TraceEntry]:
+        if isinstance(k, slice):
+            lo, hi, step = k.indices(self._n)
+            return self.view(lo, hi) if step == 1 else [self[j] for j in range(lo, hi, step)]
+        j = self._index(k)
+        s = self._sc[j]
+        return TraceEntry(self._t[j], self._inp[j], self._out[j], tuple(self._hashes[self._hoff[j]:self._hoff[j + 1]]),
+                          None if s < 0 else self._names[s], self._line[j])
+
+    def __iter__(self) -> Iterator[TraceEntry]:
+        for k in range(self._n):
+            yield self[k]
+
+    def view(self, lo: int, hi: int) -> TraceEntries:
+        """Entries ``lo`` to ``hi`` (exclusive; clamped to this view), sharing the arrays."""
+        lo = min(max(lo, 0), self._n)
+        hi = min(max(hi, lo), self._n)
+        return TraceEntries(self._t, self._inp, self._out, self._line, self._hoff, self._hashes, self._sc,
+                            self._names, self._lo + lo, hi - lo)
+
+    def t_ms(self, k: int) -> float:
+        """Entry ``k``'s arrival, ms of trace time."""
+        return self._t[self._index(k)]
+
+    def input_tokens(self, k: int) -> int:
+        """Entry ``k``'s prompt length, tokens."""
+        return self._inp[self._index(k)]
+
+    def hash_ids(self, k: int) -> Sequence[int]:
+        """Entry ``k``'s hash ids, in order (a copy: an array, or a list for ids of 2**64 or more)."""
+        j = self._index(k)
+        return self._hashes[self._hoff[j]:self._hoff[j + 1]]
+
+    def line(self, k: int) -> int:
+        """Entry ``k``'s 1-based line in the trace file."""
+        return self._line[self._index(k)]
+
+    def bisect_t(self, t_ms: float) -> int:
+        """The first entry whose time is ``>= t_ms`` (``len(self)`` if none): the times never go back."""
+        return bisect.bisect_left(self._t, t_ms, self._lo, self._lo + self._n) - self._lo
+
+    def ids_column(self) -> Sequence[int]:
+        """Every line's hash ids in one sequence (of the whole trace: ``columns``' offsets
+        index it), not a copy: not to be changed."""
+        return self._hashes
+
+    @classmethod
+    def of(cls, entries: Sequence[TraceEntry]) -> TraceEntries:
+        """``entries`` as columns (for the functions that take any sequence of entries)."""
+        if isinstance(entries, TraceEntries):
+            return entries
+        names = list(dict.fromkeys(e.scenario for e in entries if e.scenario is not None))
+        index = {name: k for k, name in enumerate(names)}
+        return cls(array.array("d", [e.t_ms for e in entries]), array.array("i", [e.input_tokens for e in entries]),
+                   array.array("i", [e.output_tokens for e in entries]), array.array("q", [e.line for e in entries]),
+                   array.array("q", itertools.accumulate((len(e.hash_ids) for e in entries), initial=0)),
+                   [h for e in entries for h in e.hash_ids],
+                   array.array("i", [-1 if e.scenario is None else index[e.scenario] for e in entries]), names)
+
+    def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int], list[str]]:
+        """This view's input tokens, hash-id offsets (``len(self) + 1`` of them, into the flat
+        ids), lines and scenario indices (-1: none), and the scenario names they index:
+        read-only views of the arrays (no copy)."""
+        lo, hi = self._lo, self._lo + self._n
+        return (memoryview(self._inp)[lo:hi].toreadonly(), memoryview(self._hoff)[lo:hi + 1].toreadonly(),
+                memoryview(self._line)[lo:hi].toreadonly(), memoryview(self._sc)[lo:hi].toreadonly(), self._names)
+
+
 def _int_field(obj: Mapping[str, Any], name: str, fail: Callable[[str], ProfileError],
                minimum: int, maximum: int) -> int:
     key = name if name in obj else _ALIASES.get(name, name)
@@ -92,7 +227,92 @@ def _int_field(obj: Mapping[str, Any], name: str, fail: Callable[[str], ProfileE
     return v
 
 
-def read_trace(path: Path) -> list[TraceEntry]:
+def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: int,
+                ) -> tuple[int | float, int, int, list[int], str | None]:
+    """Every check of one trace line, on the standard library's parse: the line's values,
+    or the ProfileError that names what is wrong (the first problem, in a fixed order).
+
+    The reference for ``read_trace``'s fast path: a line that path does not take
+    whole comes here, so every message and every accepted value is this code's.
+    """
+    def fail(reason: str) -> ProfileError:
+        return ProfileError(f"trace line: {reason}", path=path, line=i)
+
+    try:
+        obj = json_value(text_line)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})", path=path, line=i) from None
+    if not isinstance(obj, dict):
+        raise fail(f"expected a JSON object, got {type(obj).__name__}")
+    for name, alias in _ALIASES.items():  # which one is meant? (one would be dropped unread)
+        if name in obj and alias in obj:
+            raise fail(f'both "{name}" and its Mooncake name "{alias}": keep one')
+    tkey = "timestamp_ms" if "timestamp_ms" in obj else "timestamp"
+    if tkey not in obj:
+        raise fail('missing field "timestamp_ms"')
+    t = obj[tkey]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0 or t == float("inf"):
+        raise fail(f'"{tkey}": expected a number of ms >= 0, got {json.dumps(t)[:40]}')
+    if t < last_t:
+        raise fail(f'"{tkey}": timestamps out of order: {t:g} after {last_t:g} (line {last_line}); '
+                   "sort the trace by time")
+    inp = _int_field(obj, "input_tokens", fail, 1, MAX_INPUT_TOKENS)
+    outp = _int_field(obj, "output_tokens", fail, 1, MAX_OUTPUT_TOKENS)
+    hashes = obj.get("hash_ids", [])
+    if not isinstance(hashes, list) or not all(
+            isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hashes):
+        raise fail('"hash_ids": expected an array of integers >= 0')
+    scenario = obj.get("scenario")
+    if scenario is not None and (not isinstance(scenario, str) or not scenario):
+        raise fail('"scenario": expected a scenario name (a non-empty string)')
+    return t, inp, outp, hashes, scenario
+
+
+def _not_utf8(path: Path) -> ProfileError | None:
+    """The error for a trace that is not UTF-8 (line, byte of the line and of the file), or
+    None when it is. Reads the whole file: only on the way to an error."""
+    raw = Path(path).read_bytes()
+    try:
+        raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        return ProfileError(f"the trace is not UTF-8 text (byte {column} of the line, {exc.start + 1} of the file)",
+                            path=path, line=line)
+    return None
+
+
+def _blocks(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """The file's bytes in blocks of whole lines (each ends with ``\\n`` but the last,
+    which is the file's last line when it has no ``\\n``): (block, is it the last)."""
+    parts: list[bytes] = []
+    while True:
+        chunk = f.read(_CHUNK_BYTES)
+        if not chunk:
+            rest = b"".join(parts)
+            if rest:
+                yield rest, True
+            return
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:  # a line longer than a chunk: gather it (a join at its end, never quadratic)
+            parts.append(chunk)
+            continue
+        parts.append(chunk[:cut])
+        yield b"".join(parts), False
+        parts = [chunk[cut:]] if cut < len(chunk) else []
+
+
+_CHUNK_BYTES = 1 << 20
+_NO: Any = object()
+_NO_HASHES: list[int] = []  # never changed
+#: a float timestamp at least this large may be an integer the fast parser (orjson) could not
+#: hold in 64 bits: such a line is read again by the standard library
+_BIG_FLOAT = 2.0 ** 63
+_U32, _U64 = 2 ** 32, 2 ** 64
+_TAIL_BLOCK = (1 << 22) - 1
+
+
+def read_trace(path: Path) -> TraceEntries:
     """Read and check a JSONL trace.
 
     Each non-blank line is an object with ``timestamp_ms`` (a number >= 0),
@@ -101,68 +321,132 @@ def read_trace(path: Path) -> list[TraceEntry]:
     Mooncake names ``timestamp``, ``input_length``, ``output_length`` are
     accepted too. Timestamps may repeat but never go back.
 
+    The file is read in blocks of 1 MiB of whole lines (memory: the entries'
+    columns, ``TraceEntries``, not the file). A line is parsed by orjson when
+    installed (hopbench[fast]) and checked on the spot; a line that fails any
+    check there, or holds what orjson reads otherwise than the standard
+    library (``true``/``false``, an integer of 64 bits or more), is read again
+    by the standard library and checked by ``_check_line``: its verdict and
+    message are the only ones.
+
     Returns:
-        list of TraceEntry in file order, non-empty.
+        TraceEntries in file order, non-empty.
 
     Raises:
         ProfileError: a missing, unreadable, empty or non-UTF-8 file, a broken
         JSON line, a line that is not an object, a missing or wrong field, a
         timestamp earlier than the line before; the message names file:line.
+        A file that is not UTF-8 anywhere gets that error whatever else is wrong.
     """
     try:
-        raw = read_regular(path)
+        check_regular(path)
+        with open(path, "rb") as f:
+            return _read(f, path)
     except OSError as exc:
         raise ProfileError(f"cannot read the trace {path}: {exc.strerror}", path=path) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ProfileError(f"the trace is not UTF-8 text (byte {column} of the line, {exc.start + 1} of the file)",
-                           path=path, line=line) from None
-    out: list[TraceEntry] = []
+
+
+def _read(f: BinaryIO, path: Path) -> TraceEntries:
+    """``read_trace`` on the opened file, line by line: each line's dict is dropped as soon
+    as its fields are in the columns (holding a block's dicts to check them column by
+    column with C loops was tried: 1.7x the CPU, the memory no longer reused while hot)."""
+    t_col: array.array[float] = array.array("d")
+    inp_col: array.array[int] = array.array("i")
+    out_col: array.array[int] = array.array("i")
+    line_col: array.array[int] = array.array("q")
+    hoff: array.array[int] = array.array("q", [0])
+    hashes: array.array[int] | list[int] = array.array("I")
+    compact = True  # hashes is an array (ids below 2**64): fromlist checks the ids' type and sign
+    sc_col: array.array[int] = array.array("i")
+    names: dict[str, int] = {}
+    loads: Callable[[str], Any] = json_value if _fast_loads is None else _fast_loads
+    max_in, max_out = MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+    add_t, add_inp, add_out, add_line = t_col.append, inp_col.append, out_col.append, line_col.append
+    add_end, add_sc = hoff.append, sc_col.append
     last_t = -1.0
     last_line = 0
-    for i, text_line in enumerate(text.split("\n"), start=1):  # not splitlines: see _dataset
-        if not text_line.strip():
-            continue
-
-        def fail(reason: str, i: int = i) -> ProfileError:
-            return ProfileError(f"trace line: {reason}", path=path, line=i)
-
+    i = 0
+    first = True
+    for block, last in _blocks(f):
         try:
-            obj = json_value(text_line)
-        except json.JSONDecodeError as exc:
-            raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})", path=path,
-                               line=i) from None
-        if not isinstance(obj, dict):
-            raise fail(f"expected a JSON object, got {type(obj).__name__}")
-        for name, alias in _ALIASES.items():  # which one is meant? (one would be dropped unread)
-            if name in obj and alias in obj:
-                raise fail(f'both "{name}" and its Mooncake name "{alias}": keep one')
-        tkey = "timestamp_ms" if "timestamp_ms" in obj else "timestamp"
-        if tkey not in obj:
-            raise fail('missing field "timestamp_ms"')
-        t = obj[tkey]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0 or t == float("inf"):
-            raise fail(f'"{tkey}": expected a number of ms >= 0, got {json.dumps(t)[:40]}')
-        if t < last_t:
-            raise fail(f'"{tkey}": timestamps out of order: {t:g} after {last_t:g} (line {last_line}); '
-                       "sort the trace by time")
-        inp = _int_field(obj, "input_tokens", fail, 1, MAX_INPUT_TOKENS)
-        outp = _int_field(obj, "output_tokens", fail, 1, MAX_OUTPUT_TOKENS)
-        hashes = obj.get("hash_ids", [])
-        if not isinstance(hashes, list) or not all(
-                isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hashes):
-            raise fail('"hash_ids": expected an array of integers >= 0')
-        scenario = obj.get("scenario")
-        if scenario is not None and (not isinstance(scenario, str) or not scenario):
-            raise fail('"scenario": expected a scenario name (a non-empty string)')
-        out.append(TraceEntry(float(t), inp, outp, tuple(hashes), scenario, i))
-        last_t, last_line = float(t), i
-    if not out:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            raise (_not_utf8(path) or ProfileError("the trace changed while it was read", path=path)) from None
+        if first:
+            first = False
+            if text.startswith("\ufeff"):  # as the "utf-8-sig" codec: a BOM at the file's start only
+                text = text[1:]
+        lines = text.split("\n")  # not splitlines: see _dataset
+        if not last:
+            lines.pop()  # the block ends with "\n": what follows it is the next block's
+        for text_line in lines:
+            i += 1
+            if not text_line or text_line.isspace():  # = not text_line.strip()
+                continue
+            try:
+                obj = loads(text_line)
+            except Exception:  # noqa: BLE001 - _check_line says what is wrong
+                obj = None
+            if type(obj) is dict:
+                get = obj.get
+                a, b = get("timestamp_ms", _NO), get("timestamp", _NO)
+                t = a if b is _NO else (b if a is _NO else _NO)
+                a, b = get("input_tokens", _NO), get("input_length", _NO)
+                inp = a if b is _NO else (b if a is _NO else _NO)
+                a, b = get("output_tokens", _NO), get("output_length", _NO)
+                outp = a if b is _NO else (b if a is _NO else _NO)
+                ids = get("hash_ids", _NO_HASHES)
+                scenario = get("scenario")
+                tt = type(t)
+                fast = ((tt is int and t >= 0 or tt is float and 0.0 <= t < _BIG_FLOAT) and t >= last_t
+                        and type(inp) is int and 1 <= inp <= max_in and type(outp) is int and 1 <= outp <= max_out
+                        and (scenario is None or type(scenario) is str and scenario != "")
+                        and type(ids) is list and (not ids or compact and (
+                            "true" not in text_line and "false" not in text_line  # no JSON boolean
+                            or set(map(type, ids)) == {int})))  # (one would pass fromlist as 0 or 1)
+                if fast and ids:
+                    try:
+                        hashes.fromlist(ids)  # type: ignore[union-attr]  # compact: an array
+                    except (TypeError, OverflowError):  # not ints >= 0 of 32 bits: _check_line decides
+                        fast = False
+            else:
+                fast = False
+            if not fast:
+                try:
+                    t, inp, outp, ids, scenario = _check_line(text_line, i, path, last_t, last_line)
+                except ProfileError as exc:
+                    raise (_not_utf8(path) or exc) from None  # as a whole-file decode would have
+                if ids:
+                    hashes = _add_ids(hashes, ids)
+                    compact = type(hashes) is not list
+            tf = float(t)
+            add_t(tf)
+            add_inp(inp)
+            add_out(outp)
+            add_line(i)
+            add_end(len(hashes))
+            add_sc(-1 if scenario is None else names.setdefault(scenario, len(names)))
+            last_t, last_line = tf, i
+    if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
-    return out
+    return TraceEntries(t_col, inp_col, out_col, line_col, hoff, hashes, sc_col, list(names))
+
+
+def _add_ids(hashes: array.array[int] | list[int], ids: list[int]) -> array.array[int] | list[int]:
+    """``ids`` (checked: ints >= 0) appended to the flat hash ids, widened as they need:
+    4-byte ids, 8-byte ids once one is 2**32 or more, a list of ints once one is 2**64 or more."""
+    if isinstance(hashes, list):
+        hashes.extend(ids)
+        return hashes
+    top = max(ids)
+    if top >= _U64:
+        wide = hashes.tolist()
+        wide.extend(ids)
+        return wide
+    if top >= _U32 and hashes.typecode == "I":
+        hashes = array.array("Q", hashes)
+    hashes.fromlist(ids)
+    return hashes
 
 
 def check_blocks(entries: Sequence[TraceEntry], block_tokens: int, path: Path) -> None:
@@ -178,18 +462,39 @@ def check_blocks(entries: Sequence[TraceEntry], block_tokens: int, path: Path) -
         ProfileError: an entry with more hash ids than blocks (file:line,
         naming both numbers and the ``block_tokens`` key).
     """
+    if isinstance(entries, TraceEntries):  # the columns: no TraceEntry made per line
+        inp, hoff, lines, _, _ = entries.columns()
+        counts = map(operator.sub, itertools.islice(hoff, 1, None), hoff)
+        # ceil(n / block_tokens) < ids, by C loops: -(-n // block_tokens) < ids
+        ceil = map(operator.neg, map(operator.floordiv, map(operator.neg, inp), itertools.repeat(block_tokens)))
+        k = next(itertools.compress(itertools.count(), map(operator.lt, ceil, counts)), None)
+        if k is not None:
+            _too_many_ids(hoff[k + 1] - hoff[k], inp[k], block_tokens, path, lines[k])
+        return
     for e in entries:
-        blocks = -(-e.input_tokens // block_tokens)
-        if len(e.hash_ids) > blocks:
-            raise ProfileError(
-                f'trace line: "hash_ids" has {len(e.hash_ids)} ids, more than the {blocks} block(s) of '
-                f'"input_tokens" = {e.input_tokens} with load.block_tokens = {block_tokens} '
-                f"(ceil(input_tokens / block_tokens)); set block_tokens to the trace's block size or "
-                "fix the line", path=path, line=e.line)
+        if len(e.hash_ids) > -(-e.input_tokens // block_tokens):
+            _too_many_ids(len(e.hash_ids), e.input_tokens, block_tokens, path, e.line)
+
+
+def _too_many_ids(ids: int, input_tokens: int, block_tokens: int, path: Path, line: int) -> None:
+    blocks = -(-input_tokens // block_tokens)
+    raise ProfileError(
+        f'trace line: "hash_ids" has {ids} ids, more than the {blocks} block(s) of '
+        f'"input_tokens" = {input_tokens} with load.block_tokens = {block_tokens} '
+        f"(ceil(input_tokens / block_tokens)); set block_tokens to the trace's block size or "
+        "fix the line", path=path, line=line)
+
+
+@overload
+def window(entries: TraceEntries, start_ms: float | None,
+           end_ms: float | None) -> tuple[TraceEntries, float, float]: ...
+@overload
+def window(entries: Sequence[TraceEntry], start_ms: float | None,
+           end_ms: float | None) -> tuple[Sequence[TraceEntry], float, float]: ...
 
 
 def window(entries: Sequence[TraceEntry], start_ms: float | None,
-           end_ms: float | None) -> tuple[list[TraceEntry], float, float]:
+           end_ms: float | None) -> tuple[Sequence[TraceEntry], float, float]:
     """The entries of ``[start_ms, end_ms)`` of trace time, with the window's start and period.
 
     Args:
@@ -198,19 +503,29 @@ def window(entries: Sequence[TraceEntry], start_ms: float | None,
         end_ms: window end (exclusive); None: after the last entry.
 
     Returns:
-        (entries in the window, start ms, period ms): the period, used by
+        (entries in the window: a view of ``entries`` when it is ``TraceEntries``,
+        else a list; start ms, period ms): the period, used by
         ``loop``, is ``end_ms - start_ms`` when an end is given, else the span
         from the start to the last entry plus the mean gap between entries
         (so the seam between two passes is a typical gap), at least 1 ms.
         The entry list may be empty (the caller reports it).
     """
-    start = entries[0].t_ms if start_ms is None else start_ms
-    kept = [e for e in entries if e.t_ms >= start and (end_ms is None or e.t_ms < end_ms)]
+    kept: Sequence[TraceEntry]
+    if isinstance(entries, TraceEntries):  # in time order: the window is a slice, found by bisection
+        start = entries.t_ms(0) if start_ms is None else start_ms
+        lo = entries.bisect_t(start)
+        view = entries.view(lo, len(entries) if end_ms is None else entries.bisect_t(end_ms))
+        first, last = (view.t_ms(0), view.t_ms(len(view) - 1)) if len(view) else (0.0, 0.0)
+        kept = view
+    else:
+        start = entries[0].t_ms if start_ms is None else start_ms
+        kept = [e for e in entries if e.t_ms >= start and (end_ms is None or e.t_ms < end_ms)]
+        first, last = (kept[0].t_ms, kept[-1].t_ms) if kept else (0.0, 0.0)
     if end_ms is not None:
         period = end_ms - start
     elif len(kept) > 1:
-        span = kept[-1].t_ms - start
-        period = span + (kept[-1].t_ms - kept[0].t_ms) / (len(kept) - 1)
+        span = last - start
+        period = span + (last - first) / (len(kept) - 1)
     else:
         period = 1000.0
     return kept, start, max(period, 1.0)
@@ -235,27 +550,108 @@ def implied_hits(entries: Sequence[TraceEntry], models: Sequence[str], block_tok
     Returns:
         tuple of (hit tokens in the first pass, hit tokens in later passes), one per entry.
     """
-    # a trie of the prefixes sent: (model, parent node, hash id) -> node; memory is
-    # one entry per distinct prefix block, not per prefix (which would be quadratic)
-    nodes: dict[tuple[str, int, int], int] = {}
-    out: list[tuple[int, int]] = []
-    for e, model in zip(entries, models):
-        full = min(len(e.hash_ids), e.input_tokens // block_tokens)
-        hits = 0
-        missed = False
-        node = 0
-        for k in range(full):
-            key = (model, node, e.hash_ids[k])
-            nxt = nodes.get(key)
-            if nxt is not None:
-                if not missed:
-                    hits += 1
-            else:
-                missed = True
-                nxt = nodes[key] = len(nodes) + 1
-            node = nxt
-        out.append((hits * block_tokens, full * block_tokens))
-    return tuple(out)
+    ids = {m: k for k, m in enumerate(dict.fromkeys(models))}
+    return tuple(_Implied(entries, array.array("i", [ids[m] for m in models]), block_tokens))
+
+
+class _Implied(Sequence[tuple[int, int]]):
+    """``implied_hits`` computed as it is read: entry ``k``'s figures walk the trie of the
+    prefixes sent (in entry order) up to ``k`` the first time an entry at or past it is
+    read, so loading a trace costs nothing here and the runner, which reads its entries
+    in order, pays a few us per request (a dict look-up per block it shares, plus one).
+
+    The trie is path-compressed: where an entry's prefix leaves the trie, one node is
+    made and the rest of the entry's full blocks hang off it unmade (the node's tail:
+    that entry, from that block on); a later entry that follows a tail makes its nodes
+    one block at a time. The hits are those of the whole trie (every prefix of every
+    earlier entry's full blocks), while the memory is ~2 dict entries per entry plus
+    one per block shared (a trie of every prefix block took one per block: ~4 M for
+    500,000 Mooncake-style lines).
+
+    Args:
+        entries: the replayed entries in schedule order.
+        model: per entry, an index standing for its model (equal indices: one cache).
+        block_tokens: tokens per hash id.
+    """
+
+    __slots__ = ("_entries", "_model", "_bt", "_hits", "_tries", "_nodes", "_columns")
+
+    def __init__(self, entries: Sequence[TraceEntry], model: Sequence[int], block_tokens: int) -> None:
+        self._entries, self._model, self._bt = entries, model, block_tokens
+        self._hits: array.array[int] = array.array("q")  # first-pass hit blocks of the entries walked
+        # per model: (parent node << 64 | hash id) -> node (ids of 2**64 or more: a tuple key),
+        # and node -> its tail (entry << 22 | block index: at most 2,000,000 blocks a prompt)
+        self._tries: dict[int, tuple[dict[object, int], dict[int, int]]] = {}
+        self._nodes = 0
+        self._columns: tuple[Sequence[int], Sequence[int], Sequence[int]] | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a worker gets the inputs, not the walk so far
+        return (_Implied, (self._entries, self._model, self._bt))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _cols(self) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
+        """(input tokens, hash-id offsets, the flat hash ids) of the entries, read in place."""
+        if self._columns is None:
+            entries = TraceEntries.of(self._entries)
+            inp, hoff, _, _, _ = entries.columns()
+            self._columns = (inp, hoff, entries.ids_column())
+        return self._columns
+
+    def _walk_to(self, k: int) -> None:
+        bt, hits_col, model = self._bt, self._hits, self._model
+        inp, hoff, flat = self._cols()
+        for e in range(len(hits_col), k + 1):
+            a = hoff[e]
+            full = min(hoff[e + 1] - a, inp[e] // bt)
+            pair = self._tries.get(model[e])
+            if pair is None:
+                pair = self._tries[model[e]] = ({}, {})
+            trie, tails = pair
+            hits = 0
+            node = 0
+            while hits < full:
+                h = flat[a + hits]
+                key: object = node << 64 | h if h < _U64 else (node, h)
+                nxt = trie.get(key)
+                if nxt is None and node in tails:  # make the node's tail's first block a node
+                    tail = tails.pop(node)
+                    j, at = tail >> 22, tail & _TAIL_BLOCK
+                    h_j = flat[hoff[j] + at]
+                    self._nodes += 1
+                    trie[node << 64 | h_j if h_j < _U64 else (node, h_j)] = self._nodes
+                    if at + 1 < min(hoff[j + 1] - hoff[j], inp[j] // bt):
+                        tails[self._nodes] = j << 22 | (at + 1)
+                    if h_j == h:
+                        nxt = self._nodes
+                if nxt is None:  # the prefix leaves the trie here: one node, the rest its tail
+                    self._nodes += 1
+                    trie[key] = self._nodes
+                    if hits + 1 < full:
+                        tails[self._nodes] = e << 22 | (hits + 1)
+                    break
+                hits += 1
+                node = nxt
+            hits_col.append(hits)
+
+    @overload
+    def __getitem__(self, k: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[tuple[int, int]]: ...
+
+    def __getitem__(self, k: int | slice) -> tuple[int, int] | Sequence[tuple[int, int]]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        n_entries = len(self._entries)
+        if k < 0:
+            k += n_entries
+        if not 0 <= k < n_entries:
+            raise IndexError("trace entry index out of range")
+        if k >= len(self._hits):
+            self._walk_to(k)
+        inp, hoff, _ = self._cols()
+        return self._hits[k] * self._bt, min(hoff[k + 1] - hoff[k], inp[k] // self._bt) * self._bt
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,26 +660,28 @@ class TraceSpec:
 
     Attributes:
         path: the trace file.
-        entries: the entries of the window, in time order (non-empty).
-        scenario_index: per entry, the index of the scenario that sends it.
+        entries: the entries of the window, in time order (non-empty; compact
+            columns: index it for a ``TraceEntry``, or read a column).
+        scenario_index: per entry, the index of the scenario that sends it (an int array).
         start_ms: the window's start, ms of trace time.
         period_ms: the window's length for ``loop`` (see ``window``).
         speedup: trace time / replay time (2: twice as fast).
         loop: replay the window again and again (until the run's duration
             or request count ends it).
         block_tokens: tokens per hash id.
-        implied: per entry, the cache hits the trace implies (``implied_hits``).
+        implied: per entry, the cache hits the trace implies (``implied_hits``;
+            computed in entry order as it is read).
     """
 
     path: Path
-    entries: tuple[TraceEntry, ...]
-    scenario_index: tuple[int, ...]
+    entries: TraceEntries
+    scenario_index: Sequence[int]
     start_ms: float
     period_ms: float
     speedup: float
     loop: bool
     block_tokens: int
-    implied: tuple[tuple[int, int], ...]
+    implied: Sequence[tuple[int, int]]
 
     @property
     def rate_rps(self) -> float:
@@ -302,11 +700,11 @@ class TraceSpec:
         ms for two entries) would read as thousands per second
         (docs/workloads.md, "Trace replay"). A looped one repeats every
         ``period_ms``: that is its rate."""
-        return not self.loop and self.entries[0].t_ms == self.entries[-1].t_ms
+        return not self.loop and self.entries.t_ms(0) == self.entries.t_ms(len(self.entries) - 1)
 
     def offset_ns(self, i: int, rep: int) -> int:
         """Entry ``i``'s scheduled time in pass ``rep`` (0-based), ns from the replay's start."""
-        t_ms = self.entries[i].t_ms - self.start_ms + rep * self.period_ms
+        t_ms = self.entries.t_ms(i) - self.start_ms + rep * self.period_ms
         return int(round(t_ms * _NS_PER_MS / self.speedup))
 
     def arrivals(self, part: int = 0, parts: int = 1) -> Iterator[tuple[int, int, int]]:
@@ -468,36 +866,49 @@ class TraceBodies:
     """Builds the prompt bytes of trace entries from shared, pre-encoded blocks.
 
     Block texts are made once per hash id (seeded by the run seed and the
-    id) and kept as bytes when more than one request uses them (a block sent
-    once is made when it is sent and not kept; made again, it is the same); a request's prompt is the join of its blocks'
+    id) and kept as bytes from the second time one is sent (a block sent
+    once is made when it is sent and not kept; made again, it is the same:
+    a long trace's one-off blocks would otherwise hold ``block_tokens`` x 4
+    bytes each for ever); a request's prompt is the join of its blocks'
     bytes (the last one cut to the input length) and of words unique to it.
     The words need no JSON escaping, so the bytes go into the body as they are.
+    Which ids were sent is a bitmap for ids below 2**26 (at most 8 MiB, grown
+    as ids are sent), a set above.
 
     Args:
         spec: the trace.
         seed: the run seed.
     """
 
-    __slots__ = ("spec", "seed", "_blocks", "_shared")
+    __slots__ = ("spec", "seed", "_blocks", "_sent", "_sent_big")
 
     def __init__(self, spec: TraceSpec, seed: int) -> None:
         self.spec = spec
         self.seed = seed
         self._blocks: dict[int, bytes] = {}
-        # only blocks that more than one request sends are kept (a long trace's
-        # one-off blocks would otherwise hold block_tokens x 4 bytes each forever)
-        uses: dict[int, int] = {}
-        for e in spec.entries:
-            for h in e.hash_ids:
-                uses[h] = uses.get(h, 0) + 1
-        self._shared = {h for h, n in uses.items() if n > 1}
+        self._sent = bytearray()  # bit h: block h was made before
+        self._sent_big: set[int] = set()
+
+    def _sent_before(self, h: int) -> bool:
+        """Whether block ``h`` was made before; notes that it is now."""
+        if h >= _BITMAP_IDS:
+            if h in self._sent_big:
+                return True
+            self._sent_big.add(h)
+            return False
+        sent, at, bit = self._sent, h >> 3, 1 << (h & 7)
+        if at >= len(sent):
+            sent.extend(bytes(at + 1 - len(sent)))
+        was = sent[at] & bit
+        sent[at] |= bit
+        return bool(was)
 
     def _block(self, h: int) -> bytes:
         b = self._blocks.get(h)
         if b is None:
             # seeded by the id alone: the same text whenever (and in whichever worker) it is made
             b = _words(f"hopbench-trace-block:{self.seed}:{h}", self.spec.block_tokens)
-            if h in self._shared:
+            if self._sent_before(h):
                 self._blocks[h] = b
         return b
 
@@ -507,11 +918,11 @@ class TraceBodies:
         ``rep`` (the pass) changes only the words past the hash-id blocks, so
         those stay unique to each request also when a trace is looped.
         """
-        e = self.spec.entries[i]
+        entries = self.spec.entries
         bt = self.spec.block_tokens
         parts: list[bytes] = []
-        left = e.input_tokens
-        for h in e.hash_ids:
+        left = entries.input_tokens(i)
+        for h in entries.hash_ids(i):
             if left <= 0:
                 break
             block = self._block(h)
@@ -523,6 +934,8 @@ class TraceBodies:
         return b"".join(parts)
 
 
+#: hash ids below this are noted in TraceBodies' bitmap (8 MiB at most), larger ones in a set
+_BITMAP_IDS = 1 << 26
 _WORD_BYTES: tuple[bytes, ...] = tuple(w.encode("ascii") for w in WORDS)
 _BIG_ENDIAN = sys.byteorder == "big"
 
@@ -615,18 +1028,54 @@ def parse_trace(t: Any, base: Path, scenarios: Sequence[tuple[str, str, bool, fl
                                  f"of {path}) at speedup {speedup:g} takes {span_ms / 1000.0 / speedup / 86_400:,.3g} "
                                  f"days, more than hopbench's limit of {MAX_REPLAY_S // 86_400} days: raise the "
                                  "speedup, or check that the timestamps are ms")
+    return TraceSpec(path, kept, (index := _scenario_index(kept, scenarios, seed, path)), start, period, speedup,
+                     loop, block_tokens, _Implied(kept, _model_index(index, scenarios), block_tokens))
+
+
+def _scenario_index(kept: TraceEntries, scenarios: Sequence[tuple[str, str, bool, float]], seed: int,
+                    path: Path) -> array.array[int]:
+    """Per entry, the index of the scenario that sends it: the one its line names, else one
+    drawn by weight (``random.Random(f"hopbench-trace-scenario:{seed}")``, one
+    ``choices`` draw per such entry, in entry order).
+
+    Raises:
+        ProfileError: a line naming no scenario of the profile (file:line).
+    """
     names = {name: i for i, (name, _, _, _) in enumerate(scenarios)}
     rng = random.Random(f"hopbench-trace-scenario:{seed}")
     weights = [w for _, _, _, w in scenarios]
-    index: list[int] = []
-    for e in kept:
-        if e.scenario is None:
-            index.append(rng.choices(range(len(scenarios)), weights)[0] if len(scenarios) > 1 else 0)
-        elif e.scenario in names:
-            index.append(names[e.scenario])
-        else:
-            raise ProfileError(f'trace line: "scenario": no scenario named {e.scenario!r} in the profile '
-                               f"(scenarios: {', '.join(sorted(names))})", path=path, line=e.line)
-    models = [scenarios[i][1] for i in index]
-    return TraceSpec(path, tuple(kept), tuple(index), start, period, speedup, loop, block_tokens,
-                     implied_hits(kept, models, block_tokens))
+    _, _, lines, named, trace_names = kept.columns()
+    # each trace name's scenario (-1: none of the profile's), and -2 for a line naming none (index -1)
+    lookup = [names.get(name, -1) for name in trace_names] + [-2]
+    index: array.array[int] = array.array("i", map(lookup.__getitem__, named))
+    bad = index.index(-1) if -1 in index else len(index)  # entries before it are drawn, as they were
+    if len(scenarios) > 1:
+        unnamed = itertools.compress(range(bad), map(operator.eq, index, itertools.repeat(-2)))
+        k = next(unnamed, None)
+        if k is not None:
+            # the first draw as the library makes it (its errors, if any), then the same draw
+            # without rebuilding the weights each time: Lib/random.py (3.11), Random.choices:
+            # population[bisect(cum_weights, random() * total, 0, n - 1)]
+            index[k] = rng.choices(range(len(scenarios)), weights)[0]
+            cum = list(itertools.accumulate(weights))
+            total, hi = cum[-1] + 0.0, len(cum) - 1
+            # the others in entry order, by C loops (operator.call calls rng.random); map stops at
+            # the end of `unnamed` before it draws once more
+            xs = map(operator.mul, map(operator.call, itertools.repeat(rng.random)), itertools.repeat(total))
+            drawn = map(bisect.bisect, itertools.repeat(cum), xs, itertools.repeat(0), itertools.repeat(hi))
+            collections.deque(map(operator.setitem, itertools.repeat(index), unnamed, drawn), maxlen=0)
+    elif bad == len(index):
+        index = array.array("i", map(max, index, itertools.repeat(0)))  # the only scenario: 0
+    if bad < len(index):
+        raise ProfileError(f'trace line: "scenario": no scenario named {trace_names[named[bad]]!r} in the profile '
+                           f"(scenarios: {', '.join(sorted(names))})", path=path, line=lines[bad])
+    return index
+
+
+def _model_index(index: Sequence[int], scenarios: Sequence[tuple[str, str, bool, float]]) -> array.array[int]:
+    """Per entry, an index standing for its scenario's model (scenarios of one model: one index)."""
+    models = {m: k for k, m in enumerate(dict.fromkeys(m for _, m, _, _ in scenarios))}
+    of_scenario = [models[m] for _, m, _, _ in scenarios]
+    if len(set(of_scenario)) == 1:
+        return array.array("i", bytes(4 * len(index)))
+    return array.array("i", [of_scenario[k] for k in index])

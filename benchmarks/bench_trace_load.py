@@ -1,0 +1,159 @@
+"""How long a trace replay's profile takes to load, and its peak memory, against the trace's length.
+
+Writes a synthetic Mooncake-style JSONL trace of ``--lines`` lines in a
+temporary folder (``timestamp`` in ms, ``input_length``, ``output_length``,
+``hash_ids``: prompts of 1 to 16,384 tokens, mean ~4,100, so ~8.5 hash ids a
+line, whose leading 1-4 blocks come from one of 2,000 shared prefixes and the
+rest are ids unique to the line; every 10th line names a ``scenario``;
+fixed seed) and a profile replaying it (``load.mode = "trace"``), then, in a
+fresh process per measurement:
+
+- ``load s``: ``load_profile`` (reading and checking the trace, the window,
+  each line's scenario: ``hopbench._trace.parse_trace``), wall time; ``cpu s``:
+  the same in CPU time of the process (less sensitive to other processes on a
+  shared machine, though not immune: hyper-threads and caches are shared);
+- ``ready s``: then what the runner does before its first request and for its
+  first 1,000 (``TraceBodies``, ``scheduled_between`` for the spare
+  connections, the first 1,000 arrivals, their prompts and implied cache hits);
+- ``base MB``: peak RSS after importing hopbench (before the load);
+- ``load MB`` / ``ready MB``: peak RSS after each step (``resource.getrusage``
+  ``ru_maxrss``: the process's high-water mark, so it counts the load's
+  temporaries too).
+
+    .venv/bin/python benchmarks/bench_trace_load.py                        # 500,000 lines
+    .venv/bin/python benchmarks/bench_trace_load.py --lines 100000 --repeat 3
+    .venv/bin/python benchmarks/bench_trace_load.py --against main --repeat 2
+
+``--against REV`` checks REV out in a temporary git worktree and measures it
+and this tree in turn on the same trace file (REV, this, this, REV, ...: each
+measurement its own process, the load average printed before it), so both
+sides of a ratio see the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_trace(path: Path, lines: int, seed: int = 1) -> None:
+    """A synthetic Mooncake-style trace (see the module doc) of ``lines`` lines."""
+    rng = random.Random(seed)
+    prefixes = [[rng.randrange(10**6) for _ in range(4)] for _ in range(2000)]
+    next_id = 10**6
+    t_ms = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(lines):
+            t_ms += rng.choice((0, 1, 1, 2, 3))
+            inp = rng.randint(1, 16384) if rng.random() < 0.5 else rng.randint(1, 2048)
+            blocks = -(-inp // 512)
+            shared = prefixes[rng.randrange(len(prefixes))][: min(blocks, rng.randint(1, 4))]
+            own = list(range(next_id, next_id + blocks - len(shared)))
+            next_id += len(own)
+            line: dict[str, Any] = {"timestamp": t_ms, "input_length": inp,
+                                    "output_length": rng.randint(1, 1000), "hash_ids": shared + own}
+            if i % 10 == 0:
+                line["scenario"] = "b"
+            f.write(json.dumps(line) + "\n")
+
+
+def write_profile(folder: Path, trace: Path) -> Path:
+    prof = folder / "p.toml"
+    prof.write_text(f'[run]\nrequests = 10\n[load]\nmode = "trace"\ntrace = "{trace}"\nloop = true\n'
+                    '[target]\nurl = "http://127.0.0.1:9"\n'
+                    '[[scenario]]\nname = "a"\nprotocol = "chat"\nmodel = "m"\n'
+                    '[[scenario]]\nname = "b"\nprotocol = "chat"\nmodel = "n"\n', encoding="utf-8")
+    return prof
+
+
+def _peak_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def child(profile: Path) -> dict[str, float]:
+    """One measurement in this (fresh) process: the ``hopbench`` on ``sys.path`` loads ``profile``."""
+    from hopbench._profile import load_profile
+    from hopbench._trace import TraceBodies
+
+    base = _peak_mb()
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    prof = load_profile(profile)
+    t1 = time.perf_counter()
+    cpu = time.process_time() - c0
+    load_mb = _peak_mb()
+    spec = prof.load.trace
+    bodies = TraceBodies(spec, prof.run.seed)
+    spec.scheduled_between(0, 10**9)
+    arrivals = spec.arrivals()
+    sent = 0
+    for _ in range(1000):
+        _, i, rep = next(arrivals)
+        sent += len(bodies.prompt(i, rep)) + spec.implied[i][0]
+    t2 = time.perf_counter()
+    return {"entries": len(spec.entries), "load_s": t1 - t0, "load_cpu_s": cpu, "ready_s": t2 - t1, "base_mb": base,
+            "load_mb": load_mb, "ready_mb": _peak_mb()}
+
+
+def _measure(src: Path, profile: Path) -> dict[str, float]:
+    code = (f"import sys, json; sys.path.insert(0, {str(src)!r}); sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
+            f"import bench_trace_load as b; from pathlib import Path; "
+            f"print(json.dumps(b.child(Path({str(profile)!r}))))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=str(src)).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lines", type=int, default=500_000, help="trace lines (default 500,000)")
+    ap.add_argument("--repeat", type=int, default=1, help="measurements per side (default 1)")
+    ap.add_argument("--against", metavar="REV",
+                    help="also measure git revision REV (a temporary worktree), interleaved")
+    args = ap.parse_args()
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hopbench-trace-load-")))
+        trace = tmp / "trace.jsonl"
+        t0 = time.perf_counter()
+        write_trace(trace, args.lines)
+        print(f"trace: {args.lines:,} lines, {trace.stat().st_size / 1e6:.1f} MB "
+              f"(written in {time.perf_counter() - t0:.1f} s)", flush=True)
+        prof = write_profile(tmp, trace)
+        sides: list[tuple[str, Path]] = [("this", ROOT)]
+        if args.against:
+            wt = tmp / "rev"
+            subprocess.run(["git", "worktree", "add", "--detach", str(wt), args.against], cwd=ROOT,
+                           check=True, capture_output=True)
+            stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT,
+                           capture_output=True)
+            sides.insert(0, (args.against, wt))
+        print(f"{'side':>12} {'load avg':>16} {'load s':>7} {'cpu s':>6} {'ready s':>7} {'base MB':>7} "
+              f"{'load MB':>7} {'ready MB':>8}", flush=True)
+        for k in range(args.repeat):
+            for name, src in (sides if k % 2 == 0 else sides[::-1]):
+                load = _loadavg()
+                r = _measure(src, prof)
+                print(f"{name:>12} {load:>16} {r['load_s']:7.2f} {r['load_cpu_s']:6.2f} {r['ready_s']:7.2f} "
+                      f"{r['base_mb']:7.0f} "
+                      f"{r['load_mb']:7.0f} {r['ready_mb']:8.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
