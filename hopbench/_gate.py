@@ -223,8 +223,17 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
     checks = []
     complete = summary.get("complete") is True
     by = summary.get("interrupted_by")
-    detail = "run ran to its end (not interrupted)" if complete else (
-        f"run did not complete (interrupted_by: {by})" if by else "run did not complete (complete: false)")
+    if complete:
+        detail = "run ran to its end (not interrupted)"
+    elif by:
+        detail = f"run did not complete (interrupted_by: {by})"
+    elif "ended_at" in summary and summary.get("ended_at") is None:
+        # the checkpoint written every few seconds during the load (hopbench._run): the
+        # process never wrote its final summary (SIGKILL, out of memory, a power cut)
+        detail = ("run did not complete (complete: false): summary.json is a checkpoint written during "
+                  "the load (ended_at null): the run was killed before its final write")
+    else:
+        detail = "run did not complete (complete: false)"
     if not complete and opts.allow_incomplete:
         detail += "; allowed (allow_incomplete)"
     checks.append(RunCheck("run.complete", complete or opts.allow_incomplete, detail))
@@ -308,8 +317,11 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     where = f"stage of record {stage}: " if isinstance(stage, str) and stage else ""
     failed = _stages_not_held(summary)
     if held is not False and not failed:
-        if held is True:
-            return RunCheck("run.load_held", True, f"{where}load held" + (f": {figures}" if figures else ""))
+        if held is True and figures:
+            return RunCheck("run.load_held", True, f"{where}load held: {figures}")
+        if held is True:  # held with no figure: no load reached the target (e.g. unreachable)
+            return RunCheck("run.load_held", True, f"{where}load not judged (load.held true without "
+                            "figures: nothing was measured)")
         why = ("load.held null: a run bounded by run.requests" if "held" in load
                else "summary.json has no load.held")
         return RunCheck("run.load_held", True, f"{where}load not judged ({why})")
@@ -753,5 +765,8 @@ def gate_command(results_dir: Path, *, budget_path: Path | None = None, baseline
             junit.parent.mkdir(parents=True, exist_ok=True)
             junit.write_text(report.render("junit"), encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"--junit: cannot write {junit}: {exc.strerror or exc}") from exc
+            # mkdir(exist_ok) on a path through a file says "File exists": name the file instead
+            blocker = next((p for p in junit.parents if p.exists() and not p.is_dir()), None)
+            why = f"{blocker} is a file, not a directory" if blocker is not None else (exc.strerror or str(exc))
+            raise UsageError(f"--junit: cannot write {junit}: {why}") from exc
     return report
