@@ -730,8 +730,19 @@ def _render_text(c: Comparison) -> str:
     out.append("compare: " + ("WORSE: " + ", ".join(
         [f"{m.scope} {m.metric}" for m in c.metrics if m.verdict == "worse"]
         + [f"{r.scope} {r.name}" for r in c.rates if r.verdict == "worse"]
-        + (["capacity"] if (c.capacity or {}).get("verdict") == "worse" else [])) if worse else "nothing worse"))
+        + (["capacity"] if (c.capacity or {}).get("verdict") == "worse" else [])) if worse else "nothing worse")
+        + _untrusted(c))
     return "\n".join(out) + "\n"
+
+
+def _untrusted(c: Comparison) -> str:
+    """The closing line's caveat when a side's latencies include client-side delay."""
+    saturated = [w.split(": the load generator was saturated")[0] for w in c.warnings
+                 if w.endswith(": the load generator was saturated (latencies not trustworthy)")]
+    if not saturated:
+        return ""
+    return (f" (latencies not trustworthy: the load generator was saturated in {' and '.join(saturated)}; "
+            "a latency verdict may be the client's or the machine's, not the target's)")
 
 
 def _md_cell(m: MetricComparison, k: str) -> str:

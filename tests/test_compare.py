@@ -444,3 +444,12 @@ def test_compare_a_killed_run_says_it_is_a_checkpoint() -> None:
         compare_summaries(base, killed)
     with pytest.raises(UsageError, match="interrupted_by: SIGINT"):
         compare_summaries(base, dict(base, complete=False, interrupted_by="SIGINT"))
+
+
+def test_compare_closing_line_says_a_saturated_side_is_not_trustworthy() -> None:
+    base = _summary([10.0 + i * 0.01 for i in range(1000)], {"started": 1000, "completed": 1000})
+    slow = dict(_summary([20.0 + i * 0.01 for i in range(1000)], {"started": 1000, "completed": 1000}),
+                saturated=True)
+    last = compare_summaries(base, slow).render("text").rstrip().splitlines()[-1]
+    assert last.startswith("compare: WORSE: ") and "not trustworthy" in last and "candidate" in last, last
+    assert "not trustworthy" not in compare_summaries(base, base).render("text").splitlines()[-1]
