@@ -467,6 +467,9 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=workers))
     if engine is not None:
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=engine))
+    if ray_address is not None and profile.run.engine != "ray":
+        raise UsageError(f"--ray-address: only with --engine ray (or run.engine = \"ray\"); this run's "
+                         f"engine is {profile.run.engine!r}, which would ignore {ray_address!r}")
     if upstream_record is not None:
         from ._upstream import record_override
 

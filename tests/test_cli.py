@@ -132,6 +132,8 @@ def test_cli_validate_refuses_a_secret_header_written_out(tmp_path: Path,
 @pytest.mark.parametrize(("extra", "message"), [
     (["--workers", "0"], "--workers: expected an integer from 1 to "),
     (["--target-url", "ftp://example.com"], "--target-url: "),
+    # silently ignored before: the run went ahead on this machine with the address unused
+    (["--ray-address", "ray://10.0.0.1:10001"], "--ray-address: only with --engine ray"),
 ])
 def test_cli_run_rejects_bad_overrides_before_any_load(extra: list[str], message: str, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
