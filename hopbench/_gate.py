@@ -254,6 +254,11 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
         checks.append(RunCheck("run.output_measured", False,
                                f"none of the {head.get('completed'):,} completed streams carried output "
                                "(no ttft sample, no output tokens)"))
+    failed = _failed_parts(summary)
+    if failed and not any(c.name == "run.streams_completed" for c in checks):
+        # one scenario (or A/B arm) of several completed nothing: `hopbench run` exits 4 for it
+        # (a wrong path, a model the gateway does not route); the others' budgets may all hold
+        checks.append(RunCheck("run.scenarios_completed", False, "; ".join(failed)))
     saturated = summary.get("saturated") is True
     # a plain [[stage]] run: every stage is load the profile asked for (as run.load_held)
     stage = summary.get("stage_of_record")
@@ -426,6 +431,23 @@ def _output_measured(summary: Mapping[str, Any]) -> bool:
         return True
     ttft = metrics.get("ttft")
     return bool(isinstance(ttft, Mapping) and ttft.get("count")) or bool(counters.get("tokens.output.completed"))
+
+
+def _failed_parts(summary: Mapping[str, Any]) -> list[str]:
+    """Of several scenarios, or of the A/B arms, those that completed none of their streams
+    (``hopbench._finish.failed_scenarios`` / ``failed_arms``, the rule ``hopbench run`` exits 4
+    by), each said by the run's own warning, or ``scenario NAME: no stream completed``."""
+    from ._finish import failed_arms, failed_scenarios
+
+    scopes = summary.get("scopes")  # the scenarios' resolved names (the profile may not write them)
+    names = [k for k in scopes if k != ALL] if isinstance(scopes, Mapping) else []
+    warnings = [w for w in summary.get("warnings") or () if isinstance(w, str)]
+    out = []
+    for kind, failed in (("arm", failed_arms(summary)), ("scenario", failed_scenarios(summary, names))):
+        for name in failed:
+            said = next((w for w in warnings if w.startswith(f"{kind} {name}: nothing completed")), None)
+            out.append(said or f"{kind} {name}: no stream completed")
+    return out
 
 
 def _scenario_names(summary: Mapping[str, Any]) -> set[str]:

@@ -660,3 +660,30 @@ def test_gate_junit_into_a_file_names_the_real_problem(tmp_path: Path,
     assert main(["gate", str(d), "--junit", str(blocker / "gate.xml")]) == 2
     err = capsys.readouterr().err
     assert "not a directory" in err.lower() and "File exists" not in err, err
+
+
+def test_gate_fails_a_run_in_which_one_scenario_completed_nothing(tmp_path: Path) -> None:
+    # one scenario on a wrong path (every request a 404): `hopbench run` exits 4; a later
+    # `hopbench gate` must not pass it because the other scenario's budgets held
+    rec = Recorder(["chat", "messages"])
+    for i in range(200):
+        rec.record("chat", "ttft", int((100.0 + i * 0.1) * MS))
+    rec.incr("chat", "started", 200)
+    rec.incr("chat", "completed", 200)
+    rec.incr("messages", "started", 66)
+    rec.incr("messages", "http_error", 66)
+    rec.incr("messages", "http_error.404", 66)
+    warning = ("scenario messages: nothing completed: none of its 66 streams completed (http_error.404 66); "
+               "its figures are not measured")
+    summary = _summary(scopes=summary_scopes(rec.snapshot()), warnings=[warning],
+                       headline={"started": 266, "completed": 200, "client_cancelled": 0},
+                       profile={"run": {"warmup_s": 1}, "load": {"concurrency": 8},
+                                "scenario": [{"name": "chat"}, {"name": "messages"}]})
+    report = evaluate_gate(summary, {"ttft.p50": "<= 1s"})
+    assert [r.status for r in report.results] == ["held"]
+    (check,) = [c for c in report.checks if c.name == "run.scenarios_completed"]
+    assert not check.passed and check.detail == warning, check.detail
+    assert report.exit_code == 1
+    # a single scenario's failure is the whole run's (run.streams_completed), not this check
+    one = evaluate_gate(_summary(), {"ttft.p50": "<= 1s"})
+    assert not [c for c in one.checks if c.name == "run.scenarios_completed"]
