@@ -437,7 +437,7 @@ def _failed_parts(summary: Mapping[str, Any]) -> list[str]:
     """Of several scenarios, or of the A/B arms, those that completed none of their streams
     (``hopbench._finish.failed_scenarios`` / ``failed_arms``, the rule ``hopbench run`` exits 4
     by), each said by the run's own warning, or ``scenario NAME: no stream completed``."""
-    from ._finish import failed_arms, failed_scenarios
+    from ._finish import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
 
     scopes = summary.get("scopes")  # the scenarios' resolved names (the profile may not write them)
     names = [k for k in scopes if k != ALL] if isinstance(scopes, Mapping) else []
@@ -447,6 +447,8 @@ def _failed_parts(summary: Mapping[str, Any]) -> list[str]:
         for name in failed:
             said = next((w for w in warnings if w.startswith(f"{kind} {name}: nothing completed")), None)
             out.append(said or f"{kind} {name}: no stream completed")
+    # streams of one scenario completed, none carried output: nothing of it was measured (exit 4 too)
+    out += [w for w in warnings if w.startswith("scenario ") and f": {NO_OUTPUT_WARNING}" in w]
     return out
 
 

@@ -687,3 +687,11 @@ def test_gate_fails_a_run_in_which_one_scenario_completed_nothing(tmp_path: Path
     # a single scenario's failure is the whole run's (run.streams_completed), not this check
     one = evaluate_gate(_summary(), {"ttft.p50": "<= 1s"})
     assert not [c for c in one.checks if c.name == "run.scenarios_completed"]
+
+
+def test_gate_fails_a_run_in_which_one_scenario_carried_no_output() -> None:
+    silent = ("scenario messages: no output: none of its 40 completed streams carried output (no text, "
+              "reasoning, refusal or tool event, no output tokens reported)")
+    report = evaluate_gate(_summary(warnings=[silent]), {"ttft.p50": "<= 1s"})
+    (check,) = [c for c in report.checks if c.name == "run.scenarios_completed"]
+    assert not check.passed and check.detail == silent
