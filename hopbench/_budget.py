@@ -17,9 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -33,6 +34,7 @@ __all__ = [
     "Budget",
     "GateOptions",
     "default_min_count",
+    "did_you_mean",
     "load_budget_file",
     "parse_budgets",
     "table_from_mapping",
@@ -115,6 +117,26 @@ def default_min_count(stat: str | None) -> int:
     return 1
 
 
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``: did you mean 'X'?`` for the closest known name, or "" (a typo's hint).
+
+    The match is difflib's (ratio >= 0.75, case-insensitive first: ``P99`` -> ``p99``).
+
+    Args:
+        word: the name as written.
+        known: the names allowed there.
+
+    Returns:
+        The hint with its leading ``: ``, or "" when nothing is close. Never raises.
+    """
+    names = list(known)
+    by_lower = {n.lower(): n for n in names}
+    if word.lower() in by_lower and by_lower[word.lower()] != word:
+        return f": did you mean {by_lower[word.lower()]!r}?"
+    close = difflib.get_close_matches(word, names, n=1, cutoff=0.75)
+    return f": did you mean {close[0]!r}?" if close else ""
+
+
 def _parse_quantity(text: str, budget: str, unit_kind: str, t: Table, key: str) -> float:
     """Parse ``800ms`` / ``0.5%`` / ``500`` into the reporting unit."""
     m = _QTY_RE.match(text.strip())
@@ -123,14 +145,14 @@ def _parse_quantity(text: str, budget: str, unit_kind: str, t: Table, key: str) 
     number, unit = float(m.group(1)), m.group(2)
     if unit_kind == "time":
         if unit is None or unit == "%":
-            raise t.error(key, f"{budget}: expected a time with a unit (ns, us, ms, s), e.g. '800ms', got {text!r}")
+            raise t.error(key, f"expected a time with a unit (ns, us, ms, s), e.g. '800ms', got {text!r}")
         return number * _TIME_UNITS_MS[unit]
     if unit == "%":
         if unit_kind != "fraction":
-            raise t.error(key, f"{budget}: '%' only applies to rates, got {text!r}")
+            raise t.error(key, f"'%' only applies to rates, got {text!r}")
         return number / 100.0
     if unit is not None:
-        raise t.error(key, f"{budget}: expected a plain number (no unit), got {text!r}")
+        raise t.error(key, f"expected a plain number (no unit), got {text!r}")
     return number
 
 
@@ -152,6 +174,10 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
         sub.done()
     elif isinstance(value, str):
         limit_text = value
+    elif isinstance(value, bool) and "." not in key:  # an option's value under a misspelt name
+        raise t.error(key, f"unknown option {key!r}{did_you_mean(key, _OPTION_KEYS) or ''}"
+                           f" (options: {', '.join(_OPTION_KEYS)}; a budget is a comparison string "
+                           "such as \"<= 800ms\")")
     else:
         raise t.error(key, f"expected a comparison string such as \"<= 800ms\" or a table "
                            f"{{ limit = \"<= 800ms\", min_count = 50 }}, got {value!r}")
@@ -178,10 +204,12 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
     else:
         metric, dot, stat = key.partition(".")
         if not dot or not stat:
-            raise t.error(key, f"unknown budget: expected \"<metric>.<statistic>\" (metrics: "
+            hint = did_you_mean(key, [*RATES, *_OPTION_KEYS])
+            raise t.error(key, f"unknown budget{hint or ':'} expected \"<metric>.<statistic>\" (metrics: "
                                f"{', '.join(METRICS)}) or a rate ({', '.join(RATES)})")
         if metric not in METRICS:
-            raise t.error(key, f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
+            hint = did_you_mean(metric, METRICS)
+            raise t.error(key, f"unknown metric {metric!r}{hint or ':'} expected one of {', '.join(METRICS)}")
         if stat == "p999":
             stat = "p99.9"
         pm = _PCT_RE.match(stat)
@@ -190,7 +218,8 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
             if percentile > 100:
                 raise t.error(key, f"percentile {stat!r} is above 100")
         elif stat not in _STATS_FIXED:
-            raise t.error(key, f"unknown statistic {stat!r}: expected count, min, mean, max or pNN.N "
+            hint = did_you_mean(stat, (*_STATS_FIXED, "p50", "p90", "p99", "p99.9"))
+            raise t.error(key, f"unknown statistic {stat!r}{hint or ':'} expected count, min, mean, max or pNN.N "
                                "(p50, p90, p99, p99.9, ...)")
         spec = METRICS[metric]
         if stat == "count":

@@ -521,6 +521,41 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
     return out
 
 
+#: run warnings (hopbench._finish) that say streams arrived as bursts: compare repeats them
+_BURST_WARNINGS: Final = ("proxy buffering suspected", "client_lagged")
+
+
+def _partial_why(summary: Mapping[str, Any]) -> str:
+    """Why a run is partial, for messages: its ``interrupted_by``, or a checkpoint's fate."""
+    by = summary.get("interrupted_by")
+    if by:
+        return f"complete: false, interrupted_by: {by}"
+    if "ended_at" in summary and summary.get("ended_at") is None:
+        return ("complete: false; summary.json is a checkpoint written during the load: the run was killed "
+                "before its final write")
+    return "complete: false, partial results"
+
+
+def _same_read_notes(metrics: Sequence[MetricComparison]) -> list[str]:
+    """A warning per ITL comparison whose median is a same-read gap on one side only.
+
+    A gap of 0 means two events arrived in one read (docs/results.md): when half
+    or more of a run's gaps are 0 its streams came in bursts (a buffering gateway,
+    or a client that read late), and a lower ITL there is not a faster stream.
+    """
+    notes = []
+    for m in metrics:
+        if m.metric != "itl":
+            continue
+        zero = [side for side, v in (("base", m.base.get("p50")), ("candidate", m.candidate.get("p50")))
+                if isinstance(v, (int, float)) and v < 0.001]
+        if len(zero) == 1:
+            notes.append(f"{m.scope} itl: half or more of the {zero[0]}'s gaps are 0 (events that arrived in "
+                         "one read: bursts from a buffering gateway or a client that read late); a lower "
+                         "ITL there is not a faster stream")
+    return notes
+
+
 def _run_key(label: str, folder: Path | None) -> str:
     """One key per results folder: ``DIR`` and ``DIR/summary.json`` name the same run."""
     if folder is None:
@@ -578,7 +613,8 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             ((label_a, base_dir, base), (label_b, candidate_dir, candidate))}
     partial = [label for label, s in runs.values() if s.get("complete") is not True]
     if partial and not force:
-        raise UsageError(f"{partial[0]}: the run did not complete (complete: false, partial results): its "
+        why = _partial_why(next(s for label, s in runs.values() if label == partial[0]))
+        raise UsageError(f"{partial[0]}: the run did not complete ({why}): its "
                          "figures cover only part of the planned load; pass --force to compare anyway")
     if partial:
         warnings.append(f"{', '.join(partial)}: the run did not complete (partial results; compared with "
@@ -586,6 +622,9 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
     for label, s in runs.values():
         if s.get("saturated") is True:
             warnings.append(f"{label}: the load generator was saturated (latencies not trustworthy)")
+        for w in s.get("warnings") or ():  # streams that arrived as bursts: their ITL is not a stream's pace
+            if isinstance(w, str) and w.startswith(_BURST_WARNINGS):
+                warnings.append(f"{label}: {w}")
     scopes_a, scopes_b = base.get("scopes"), candidate.get("scopes")
     if not isinstance(scopes_a, Mapping) or not isinstance(scopes_b, Mapping):
         raise ResultsError("summary: expected a \"scopes\" object in both runs")
@@ -602,6 +641,7 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             out_m.append(compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect,
                                         min_abs_ms=min_abs_ms, streams=(_streams(a), _streams(b))))
         out_r.extend(_compare_rates(scope, a, b, alpha))
+    warnings += _same_read_notes(out_m)
     if "all" in common:
         out_r.extend(_compare_throughput(base, candidate, base_dir, candidate_dir, alpha, min_effect))
     from ._capacity_report import compare_capacity  # staged runs (docs/slo.md)
@@ -634,6 +674,8 @@ def _num(v: float | int | None) -> str:
         return f"{v:.1f}"
     if a >= 1:
         return f"{v:.2f}"
+    if a < 0.001:  # below 1 us: a "same read" gap (0, kept as HDR's 1 ns), never "1e-06"
+        return "<0.001" if v > 0 else ">-0.001"
     return f"{v:.3g}"
 
 
@@ -688,8 +730,19 @@ def _render_text(c: Comparison) -> str:
     out.append("compare: " + ("WORSE: " + ", ".join(
         [f"{m.scope} {m.metric}" for m in c.metrics if m.verdict == "worse"]
         + [f"{r.scope} {r.name}" for r in c.rates if r.verdict == "worse"]
-        + (["capacity"] if (c.capacity or {}).get("verdict") == "worse" else [])) if worse else "nothing worse"))
+        + (["capacity"] if (c.capacity or {}).get("verdict") == "worse" else [])) if worse else "nothing worse")
+        + _untrusted(c))
     return "\n".join(out) + "\n"
+
+
+def _untrusted(c: Comparison) -> str:
+    """The closing line's caveat when a side's latencies include client-side delay."""
+    saturated = [w.split(": the load generator was saturated")[0] for w in c.warnings
+                 if w.endswith(": the load generator was saturated (latencies not trustworthy)")]
+    if not saturated:
+        return ""
+    return (f" (latencies not trustworthy: the load generator was saturated in {' and '.join(saturated)}; "
+            "a latency verdict may be the client's or the machine's, not the target's)")
 
 
 def _md_cell(m: MetricComparison, k: str) -> str:

@@ -182,8 +182,10 @@ def trust_warnings(summary: dict[str, Any], where: Path | str) -> list[str]:
     """What ``hopbench export`` says on stderr about a run that cannot be taken at face value.
 
     One message each for an incomplete run (``complete`` false), a saturated
-    load generator (``saturated``) and a load not held (``load.held`` false),
-    naming ``where`` and, when summary.json has one, the matching warning.
+    load generator (``saturated``), a load not held (``load.held`` false) and
+    a run in which no stream completed, or none was measured (``headline``:
+    what ``hopbench run`` exits 4 for), naming ``where`` and, when summary.json
+    has one, the matching warning.
 
     Args:
         summary: a summary.json dict (a staged folder's: the whole staged run).
@@ -210,6 +212,15 @@ def trust_warnings(summary: dict[str, Any], where: Path | str) -> list[str]:
     load = summary.get("load")
     if isinstance(load, dict) and load.get("held") is False:
         out.append(f"exported run {where} did not hold its load{first('load not held')}")
+    head = summary.get("headline")
+    if isinstance(head, dict):  # what `hopbench run` exits 4 for (run.streams_* in docs/gate.md)
+        started = head.get("started")
+        cancelled = head.get("client_cancelled") or 0
+        if started == 0:
+            out.append(f"exported run {where}: no stream was measured (none started after the warm-up)")
+        elif isinstance(started, int) and not head.get("completed") and started > cancelled:
+            out.append(f"exported run {where}: no stream completed ({started:,} started): its figures are of "
+                       f"failures, not answers{first('nothing completed')}")
     return out
 
 

@@ -223,8 +223,17 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
     checks = []
     complete = summary.get("complete") is True
     by = summary.get("interrupted_by")
-    detail = "run ran to its end (not interrupted)" if complete else (
-        f"run did not complete (interrupted_by: {by})" if by else "run did not complete (complete: false)")
+    if complete:
+        detail = "run ran to its end (not interrupted)"
+    elif by:
+        detail = f"run did not complete (interrupted_by: {by})"
+    elif "ended_at" in summary and summary.get("ended_at") is None:
+        # the checkpoint written every few seconds during the load (hopbench._run): the
+        # process never wrote its final summary (SIGKILL, out of memory, a power cut)
+        detail = ("run did not complete (complete: false): summary.json is a checkpoint written during "
+                  "the load (ended_at null): the run was killed before its final write")
+    else:
+        detail = "run did not complete (complete: false)"
     if not complete and opts.allow_incomplete:
         detail += "; allowed (allow_incomplete)"
     checks.append(RunCheck("run.complete", complete or opts.allow_incomplete, detail))
@@ -245,6 +254,11 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
         checks.append(RunCheck("run.output_measured", False,
                                f"none of the {head.get('completed'):,} completed streams carried output "
                                "(no ttft sample, no output tokens)"))
+    failed = _failed_parts(summary)
+    if failed and not any(c.name == "run.streams_completed" for c in checks):
+        # one scenario (or A/B arm) of several completed nothing: `hopbench run` exits 4 for it
+        # (a wrong path, a model the gateway does not route); the others' budgets may all hold
+        checks.append(RunCheck("run.scenarios_completed", False, "; ".join(failed)))
     saturated = summary.get("saturated") is True
     # a plain [[stage]] run: every stage is load the profile asked for (as run.load_held)
     stage = summary.get("stage_of_record")
@@ -308,8 +322,11 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     where = f"stage of record {stage}: " if isinstance(stage, str) and stage else ""
     failed = _stages_not_held(summary)
     if held is not False and not failed:
-        if held is True:
-            return RunCheck("run.load_held", True, f"{where}load held" + (f": {figures}" if figures else ""))
+        if held is True and figures:
+            return RunCheck("run.load_held", True, f"{where}load held: {figures}")
+        if held is True:  # held with no figure: no load reached the target (e.g. unreachable)
+            return RunCheck("run.load_held", True, f"{where}load not judged (load.held true without "
+                            "figures: nothing was measured)")
         why = ("load.held null: a run bounded by run.requests" if "held" in load
                else "summary.json has no load.held")
         return RunCheck("run.load_held", True, f"{where}load not judged ({why})")
@@ -414,6 +431,25 @@ def _output_measured(summary: Mapping[str, Any]) -> bool:
         return True
     ttft = metrics.get("ttft")
     return bool(isinstance(ttft, Mapping) and ttft.get("count")) or bool(counters.get("tokens.output.completed"))
+
+
+def _failed_parts(summary: Mapping[str, Any]) -> list[str]:
+    """Of several scenarios, or of the A/B arms, those that completed none of their streams
+    (``hopbench._finish.failed_scenarios`` / ``failed_arms``, the rule ``hopbench run`` exits 4
+    by), each said by the run's own warning, or ``scenario NAME: no stream completed``."""
+    from ._finish import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
+
+    scopes = summary.get("scopes")  # the scenarios' resolved names (the profile may not write them)
+    names = [k for k in scopes if k != ALL] if isinstance(scopes, Mapping) else []
+    warnings = [w for w in summary.get("warnings") or () if isinstance(w, str)]
+    out = []
+    for kind, failed in (("arm", failed_arms(summary)), ("scenario", failed_scenarios(summary, names))):
+        for name in failed:
+            said = next((w for w in warnings if w.startswith(f"{kind} {name}: nothing completed")), None)
+            out.append(said or f"{kind} {name}: no stream completed")
+    # streams of one scenario completed, none carried output: nothing of it was measured (exit 4 too)
+    out += [w for w in warnings if w.startswith("scenario ") and f": {NO_OUTPUT_WARNING}" in w]
+    return out
 
 
 def _scenario_names(summary: Mapping[str, Any]) -> set[str]:
@@ -753,5 +789,8 @@ def gate_command(results_dir: Path, *, budget_path: Path | None = None, baseline
             junit.parent.mkdir(parents=True, exist_ok=True)
             junit.write_text(report.render("junit"), encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"--junit: cannot write {junit}: {exc.strerror or exc}") from exc
+            # mkdir(exist_ok) on a path through a file says "File exists": name the file instead
+            blocker = next((p for p in junit.parents if p.exists() and not p.is_dir()), None)
+            why = f"{blocker} is a file, not a directory" if blocker is not None else (exc.strerror or str(exc))
+            raise UsageError(f"--junit: cannot write {junit}: {why}") from exc
     return report

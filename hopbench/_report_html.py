@@ -485,7 +485,8 @@ def _run_figures(run: RunData) -> str:
     if s.get("complete") is False:  # an interrupted run's figures cover the part that ran: never green
         cls = "bad"
         by = s.get("interrupted_by")
-        parts.insert(0, "INCOMPLETE" + (f" (interrupted by {by})" if by else ""))
+        parts.insert(0, "INCOMPLETE" + (f" (interrupted by {by})" if by else
+                                        " (killed before its final write)" if _checkpoint(s) else ""))
     elif s.get("saturated") and cls == "ok":
         cls = "warn"
     if head:
@@ -661,12 +662,21 @@ def _kv_table(data: Mapping[str, Any]) -> str:
     return _table(["key", "value"], rows, left=2)
 
 
+def _checkpoint(s: Mapping[str, Any]) -> bool:
+    """summary.json is the checkpoint written during the load (hopbench._run): the process
+    never wrote its final summary (SIGKILL, out of memory): ``ended_at`` null, no ``interrupted_by``."""
+    return s.get("complete") is False and not s.get("interrupted_by") and "ended_at" in s \
+        and s.get("ended_at") is None
+
+
 def _warnings(run: RunData) -> str:
     s = run.summary
     out = []
     warnings = [w for w in s.get("warnings") or [] if isinstance(w, str)]
     if s.get("complete") is False and not any("interrupted" in w or "crashed" in w for w in warnings):
-        warnings.insert(0, "run incomplete (complete: false): results are partial")
+        warnings.insert(0, "run incomplete (complete: false): " + (
+            "summary.json is a checkpoint written during the load: the run was killed before its final write; "
+            if _checkpoint(s) else "") + "results are partial")
     completed = run.snapshot.counter(ALL, "completed")
     buffered = run.snapshot.counter(ALL, "proxy_buffering_suspected")
     # flags warn past summary.json's rule only (more than half of the completed streams)

@@ -479,6 +479,13 @@ def read_summary(path: Path) -> dict[str, Any]:
         raise ResultsError(f"{file}: expected \"schema\": \"{SCHEMA}\", got {data.get('schema')!r}")
     if not isinstance(data.get("scopes"), dict):
         raise ResultsError(f"{file}: expected a \"scopes\" object")
+    for name, scope in data["scopes"].items():  # every view reads a scope's parts as objects
+        if not isinstance(scope, dict):
+            raise ResultsError(f"{file}: scopes.{name}: expected an object, got {type(scope).__name__}")
+        for part in ("counters", "metrics", "tokens"):
+            if part in scope and not isinstance(scope[part], dict):
+                raise ResultsError(f"{file}: scopes.{name}.{part}: expected an object, "
+                                   f"got {type(scope[part]).__name__}")
     return data
 
 

@@ -15,7 +15,8 @@ Exit codes are the same everywhere (defined in :mod:`hopbench._exit`): 0
 success, 1 a budget breached / a worse verdict (gate, compare), 2 bad input
 (profile, arguments, unreadable results), 3 hopbench itself failed mid-run
 (partial results written; also: results that could not be written, e.g. a full
-disk), 4 the target failed the run: no stream completed (or none was measured), or the target died /
+disk; also a bug: an uncaught exception in any subcommand, with its traceback, never Python's
+exit 1, which reads as a verdict), 4 the target failed the run: no stream completed (or none was measured), or the target died /
 stopped answering mid-run (results written), 130 interrupted by SIGINT and 143
 by SIGTERM (partial results written). A target that cannot be reached at all
 ends the run early with exit 2. ``main`` returns the code (``--help`` and ``--version``: 0,
@@ -124,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where result folders are created (default: results)")
     se.add_argument("--target-url", metavar="URL", help="override target.url")
     se.add_argument("--quiet", "-q", action="store_true", help="no progress lines and no tables")
+    se.add_argument("--no-progress", action="store_true", help="no line per stage (the tables still shown)")
     se.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (overrides run.workers)")
     se.add_argument("--engine", choices=("local", "ray"), help="where workers run (overrides run.engine)")
     se.add_argument("--ray-address", metavar="ADDRESS", help="Ray cluster for --engine ray")
@@ -242,7 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_INPUT
     handler: Callable[[argparse.Namespace], int] = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except Exception:  # a bug: exit 3, never Python's 1 (a breach to gate, "worse" to compare)
+        import traceback
+
+        traceback.print_exc()
+        prog = "hopbench" if args.command in ("run", "search", "validate") else f"hopbench {args.command}"
+        print(f"{prog}: internal error (a bug in hopbench, not in the input; the traceback is above): "
+              f"exit {EXIT_CRASH}", file=sys.stderr)
+        return EXIT_CRASH
 
 
 # -- handlers: parsed arguments -> typed calls, errors -> exit codes ------------
@@ -259,7 +270,7 @@ def _run(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     return _guard("hopbench", lambda: run_command(
         args.profile, out=args.out, results_root=args.results_root, target_url=args.target_url,
-        quiet=args.quiet, no_progress=True, workers=args.workers, engine=args.engine,
+        quiet=args.quiet, no_progress=args.no_progress, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, no_report=args.no_report, no_gate=args.no_gate,
         require_search=True))
 
@@ -456,6 +467,9 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=workers))
     if engine is not None:
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=engine))
+    if ray_address is not None and profile.run.engine != "ray":
+        raise UsageError(f"--ray-address: only with --engine ray (or run.engine = \"ray\"); this run's "
+                         f"engine is {profile.run.engine!r}, which would ignore {ray_address!r}")
     if upstream_record is not None:
         from ._upstream import record_override
 
@@ -508,8 +522,10 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     if staged:  # one run per stage into one folder (docs/slo.md); progress: a line per stage
         from ._stages import run_search, run_stages
 
+        stage_lines = not (quiet or no_progress)  # a staged run's progress: its line per stage
+
         def say(text: str) -> None:
-            if not quiet:
+            if stage_lines:
                 err.print(text, highlight=False, soft_wrap=True)
 
         one_run, drive = runner, (run_search if profile.search is not None else run_stages)

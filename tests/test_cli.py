@@ -22,8 +22,8 @@ OPTIONS = {
     "run": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--no-progress",
             "--workers", "--engine", "--ray-address", "--no-report", "--no-gate", "--metrics-port",
             "--upstream-record"},
-    "search": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--workers",
-               "--engine", "--ray-address", "--no-report", "--no-gate"},
+    "search": {"-h", "--help", "--out", "--results-root", "--target-url", "--quiet", "-q", "--no-progress",
+               "--workers", "--engine", "--ray-address", "--no-report", "--no-gate"},
     "validate": {"-h", "--help"},
     "serve": {"-h", "--help", "--host", "--port", "--config", "--record", "--log-level", "--config-json",
               "--ready-file"},
@@ -132,6 +132,8 @@ def test_cli_validate_refuses_a_secret_header_written_out(tmp_path: Path,
 @pytest.mark.parametrize(("extra", "message"), [
     (["--workers", "0"], "--workers: expected an integer from 1 to "),
     (["--target-url", "ftp://example.com"], "--target-url: "),
+    # silently ignored before: the run went ahead on this machine with the address unused
+    (["--ray-address", "ray://10.0.0.1:10001"], "--ray-address: only with --engine ray"),
 ])
 def test_cli_run_rejects_bad_overrides_before_any_load(extra: list[str], message: str, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
@@ -168,3 +170,35 @@ def test_cli_run_prints_paths_as_is(tmp_path: Path, capsys: pytest.CaptureFixtur
     captured = capsys.readouterr()
     assert f"results: {out}" in captured.out
     assert f"-> {out}" in captured.err
+
+
+def test_cli_a_bug_exits_3_never_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # exit 1 means "a budget breached" (gate) or "worse" (compare --fail-on-worse): an
+    # uncaught exception must not read as a verdict in CI
+    from hopbench import _compare
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AttributeError("'NoneType' object has no attribute 'get'")
+
+    monkeypatch.setattr(_compare, "compare_command", boom)
+    assert main(["compare", str(tmp_path), str(tmp_path), "--fail-on-worse"]) == _exit.EXIT_CRASH
+    err = capsys.readouterr().err
+    assert "hopbench compare: internal error" in err and "AttributeError" in err, err
+
+
+def test_cli_compare_a_summary_with_a_null_scope_is_bad_input(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from hopbench._results import SCHEMA
+
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps({"schema": SCHEMA, "complete": True, "scopes": {"all": None}}),
+                                    encoding="utf-8")
+    assert main(["compare", str(d), str(d)]) == _exit.EXIT_INPUT
+    assert "scopes.all: expected an object" in capsys.readouterr().err
+    (tmp_path / "b.toml").write_text('"ttft.p99" = "<= 1s"\n', encoding="utf-8")
+    assert main(["gate", str(d), "--budget", str(tmp_path / "b.toml")]) == _exit.EXIT_INPUT
+    assert "scopes.all: expected an object" in capsys.readouterr().err

@@ -406,3 +406,50 @@ def test_interval_rates_keep_the_grid_intervals_beside_the_one_the_stop_ended_la
         json.dumps({"start_ns": a, "end_ns": b, "output_tokens": n}) + "\n" for a, b, n in rows))
     got = _interval_rates(tmp_path, {"profile": {"run": {"interval_s": 1}}})
     assert got == [(100, 4), (199, 1)]  # the drain (the last) left out; each over its own length
+
+
+def test_compare_text_never_prints_sub_microsecond_times_in_exponent_form() -> None:
+    # an inter-token gap of 0 ("same read", recorded as 1 ns) made a p50 of 1e-06 ms
+    rec_ms = [0.000001] * 600 + [12.0 + i * 0.01 for i in range(400)]
+    base = _summary([12.0 + i * 0.01 for i in range(1000)], {"started": 1000, "completed": 1000})
+    cand = _summary(rec_ms, {"started": 1000, "completed": 1000})
+    text = compare_summaries(base, cand).render("text")
+    assert "e-0" not in text, text
+    assert "<0.001" in text
+
+
+def test_compare_warns_when_itl_drops_to_same_read_gaps_on_one_side() -> None:
+    # a gateway that buffers (or a client that read late) delivers events in bursts: most gaps
+    # are 0, and a lower ITL there is not a faster stream
+    base = _summary([12.0 + i * 0.01 for i in range(1000)], {"started": 1000, "completed": 1000})
+    cand = _summary([12.0 + i * 0.01 for i in range(1000)], {"started": 1000, "completed": 1000})
+    for s, gaps in ((base, [12.0 + i * 0.01 for i in range(1000)]), (cand, [0.000001] * 600 + [12.0] * 400)):
+        rec = Recorder(["chat"])
+        for v in gaps:
+            rec.record("chat", "itl", int(v * MS))
+        for scope, data in summary_scopes(rec.snapshot()).items():
+            s["scopes"][scope]["metrics"]["itl"] = data["metrics"]["itl"]
+    cand["warnings"] = ["client_lagged: 900 of 1000 streams arrived as one burst because hopbench's own "
+                        "event loop was late to read them"]
+    c = compare_summaries(base, cand, metrics=["itl"])
+    assert any("all itl: half or more of the candidate's gaps are 0" in w for w in c.warnings), c.warnings
+    assert any(w.startswith("candidate: client_lagged: 900") for w in c.warnings), c.warnings
+    assert not any("itl: half" in w for w in compare_summaries(base, base, metrics=["itl"]).warnings)
+
+
+def test_compare_a_killed_run_says_it_is_a_checkpoint() -> None:
+    base = _summary([10.0] * 100, {"started": 100, "completed": 100})
+    killed = dict(base, complete=False, ended_at=None, interrupted_by=None)
+    with pytest.raises(UsageError, match="checkpoint written during the load: the run was killed"):
+        compare_summaries(base, killed)
+    with pytest.raises(UsageError, match="interrupted_by: SIGINT"):
+        compare_summaries(base, dict(base, complete=False, interrupted_by="SIGINT"))
+
+
+def test_compare_closing_line_says_a_saturated_side_is_not_trustworthy() -> None:
+    base = _summary([10.0 + i * 0.01 for i in range(1000)], {"started": 1000, "completed": 1000})
+    slow = dict(_summary([20.0 + i * 0.01 for i in range(1000)], {"started": 1000, "completed": 1000}),
+                saturated=True)
+    last = compare_summaries(base, slow).render("text").rstrip().splitlines()[-1]
+    assert last.startswith("compare: WORSE: ") and "not trustworthy" in last and "candidate" in last, last
+    assert "not trustworthy" not in compare_summaries(base, base).render("text").splitlines()[-1]

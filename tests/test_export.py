@@ -418,3 +418,23 @@ def test_run_writes_its_gate_verdict_and_export_carries_it(tmp_path: Path) -> No
     (out / "gate.json").write_text("[]", encoding="utf-8")
     with pytest.raises(ResultsError, match='boolean "passed"'):
         export_results(out, "jsonl")
+
+
+def test_export_warns_when_nothing_completed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # every stream a 401 (a wrong key): `hopbench run` exits 4, and the export must say so too,
+    # or the ttfb of the error responses reads like a gateway's latency in a notebook
+    nothing = "nothing completed: none of the 519 streams completed (http_error.401 519)"
+    run = _folder(tmp_path, _summary(complete=True, interrupted_by=None, saturated=False, load={"held": True},
+                                     headline={"started": 519, "completed": 0, "client_cancelled": 0},
+                                     warnings=[nothing, "scenario chat: nothing completed: none of its 275 "
+                                               "streams completed (http_error.401 275); its figures are not "
+                                               "measured"]))
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"hopbench export: warning: exported run {run}: no stream completed (519 started): its "
+                   f"figures are of failures, not answers: {nothing}"], err
+    none = _folder(tmp_path, _summary(complete=True, interrupted_by=None, saturated=False, load={"held": True},
+                                      headline={"started": 0, "completed": 0}, warnings=[]), "none")
+    assert main(["export", str(none), "--out", str(tmp_path / "y")]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"hopbench export: warning: exported run {none}: no stream was measured (none started after the warm-up)"]

@@ -594,3 +594,104 @@ def test_gate_run_exits_1_when_its_load_was_not_held(tmp_path: Path, capsys: pyt
     prof.write_text(text + "allow_load_not_held = true\n", encoding="utf-8")
     assert main(["run", str(prof), "--out", str(tmp_path / "b"), "--no-progress", "--no-report"]) == 0
     assert "allowed (allow_load_not_held)" in capsys.readouterr().out
+
+
+# -- a user's typos: the message names the key and the likely intended one -----------
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        ({"eror_rate": "<= 1%"}, "did you mean 'error_rate'"),
+        ({"ttfft.p99": "<= 1s"}, "did you mean 'ttft'"),
+        ({"ttft.P99": "<= 1s"}, "did you mean 'p99'"),
+        ({"ttft.p99.9x": "<= 1s"}, "unknown statistic"),
+        ({"allow_saturate": True}, "unknown option 'allow_saturate': did you mean 'allow_saturated'"),
+        ({"ttft.p99": {"limit": "<= 1s", "min_counts": 3}}, "unknown key"),
+    ],
+)
+def test_gate_typo_in_a_budget_key_suggests_the_known_one(budget: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProfileError, match=message):
+        evaluate_gate(_summary(), budget)
+
+
+def test_gate_budget_file_typo_names_file_line_and_suggestion(tmp_path: Path) -> None:
+    budget = tmp_path / "b.toml"
+    budget.write_text('[gate]\n"ttft.p99" = "<= 1s"\n"eror_rate" = "<= 1%"\n', encoding="utf-8")
+    d = _write(tmp_path, "r", _summary())
+    with pytest.raises(ProfileError, match=r"b\.toml:3: gate\.eror_rate: .*did you mean 'error_rate'"):
+        from hopbench._gate import gate_command
+
+        gate_command(d, budget_path=budget)
+
+
+def test_gate_time_without_unit_names_the_key_once() -> None:
+    with pytest.raises(ProfileError) as info:
+        evaluate_gate(_summary(), {"ttft.p99": "<= 800"})
+    assert str(info.value).count("ttft.p99") == 1, str(info.value)
+
+
+# -- a run that measured nothing never reads "load held" -------------------------------
+
+
+def test_gate_load_held_without_figures_is_not_judged() -> None:
+    # a target that refused every connection: summary.json's load says held, with no figure
+    load = {"mode": "concurrency", "measured_s": 0.0, "mean_busy": None, "requested_concurrency": 4,
+            "held": True}
+    report = evaluate_gate(_summary(load=load), {"ttft.p99": "<= 1s"})
+    (check,) = [c for c in report.checks if c.name == "run.load_held"]
+    assert check.passed and check.detail.startswith("load not judged"), check.detail
+    assert "nothing was measured" in check.detail
+
+
+def test_gate_killed_run_says_its_summary_is_a_checkpoint() -> None:
+    # SIGKILL: the last summary.json is a checkpoint (ended_at null, no interrupted_by)
+    report = evaluate_gate(_summary(complete=False, ended_at=None), {"ttft.p99": "<= 1s"})
+    (check,) = [c for c in report.checks if c.name == "run.complete"]
+    assert not check.passed and "checkpoint" in check.detail and "killed" in check.detail, check.detail
+    assert report.exit_code == 1
+
+
+def test_gate_junit_into_a_file_names_the_real_problem(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    d = _write(tmp_path, "r", _summary(gate={"ttft.p99": "<= 800ms"}))
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    assert main(["gate", str(d), "--junit", str(blocker / "gate.xml")]) == 2
+    err = capsys.readouterr().err
+    assert "not a directory" in err.lower() and "File exists" not in err, err
+
+
+def test_gate_fails_a_run_in_which_one_scenario_completed_nothing(tmp_path: Path) -> None:
+    # one scenario on a wrong path (every request a 404): `hopbench run` exits 4; a later
+    # `hopbench gate` must not pass it because the other scenario's budgets held
+    rec = Recorder(["chat", "messages"])
+    for i in range(200):
+        rec.record("chat", "ttft", int((100.0 + i * 0.1) * MS))
+    rec.incr("chat", "started", 200)
+    rec.incr("chat", "completed", 200)
+    rec.incr("messages", "started", 66)
+    rec.incr("messages", "http_error", 66)
+    rec.incr("messages", "http_error.404", 66)
+    warning = ("scenario messages: nothing completed: none of its 66 streams completed (http_error.404 66); "
+               "its figures are not measured")
+    summary = _summary(scopes=summary_scopes(rec.snapshot()), warnings=[warning],
+                       headline={"started": 266, "completed": 200, "client_cancelled": 0},
+                       profile={"run": {"warmup_s": 1}, "load": {"concurrency": 8},
+                                "scenario": [{"name": "chat"}, {"name": "messages"}]})
+    report = evaluate_gate(summary, {"ttft.p50": "<= 1s"})
+    assert [r.status for r in report.results] == ["held"]
+    (check,) = [c for c in report.checks if c.name == "run.scenarios_completed"]
+    assert not check.passed and check.detail == warning, check.detail
+    assert report.exit_code == 1
+    # a single scenario's failure is the whole run's (run.streams_completed), not this check
+    one = evaluate_gate(_summary(), {"ttft.p50": "<= 1s"})
+    assert not [c for c in one.checks if c.name == "run.scenarios_completed"]
+
+
+def test_gate_fails_a_run_in_which_one_scenario_carried_no_output() -> None:
+    silent = ("scenario messages: no output: none of its 40 completed streams carried output (no text, "
+              "reasoning, refusal or tool event, no output tokens reported)")
+    report = evaluate_gate(_summary(warnings=[silent]), {"ttft.p50": "<= 1s"})
+    (check,) = [c for c in report.checks if c.name == "run.scenarios_completed"]
+    assert not check.passed and check.detail == silent

@@ -146,6 +146,19 @@ def test_write_report_shows_warnings_escaped(runs: tuple[Path, Path], tmp_path: 
     assert "no warnings" not in page
 
 
+def test_write_report_names_a_killed_runs_checkpoint(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    # SIGKILL: the last summary.json is a checkpoint (ended_at null, no interrupted_by)
+    killed = tmp_path / "killed"
+    shutil.copytree(runs[0], killed)
+    summary = json.loads((killed / "summary.json").read_text())
+    summary.update(complete=False, ended_at=None, interrupted_by=None, warnings=[])
+    (killed / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    page = write_report(killed).read_text(encoding="utf-8")
+    assert "INCOMPLETE (killed before its final write)" in page
+    assert ('<div class="bad">run incomplete (complete: false): summary.json is a checkpoint written during '
+            'the load: the run was killed before its final write; results are partial</div>') in page
+
+
 def test_spectrum_matches_hgrm_file(runs: tuple[Path, Path]) -> None:
     run = load_run(runs[0])
     h = run.snapshot.histogram("chat", "ttft")
