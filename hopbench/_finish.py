@@ -195,8 +195,10 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                             f"{by_phase['connecting'] or 0.0:.1f} connecting); "
                             f"{by_phase['waiting'] or 0.0:.1f} waiting to start on the client side")
             load["held"] = False
-        else:  # null: a run.requests budget is not judged (its end is not a failure to hold load)
-            load["held"] = True if profile.run.requests is None or mean_busy is None else None
+        else:  # null: a run.requests budget is not judged (its end is not a failure to hold load),
+            # nor a run that measured nothing (stopped before its steady window: a target down
+            # at the start, a signal during start-up)
+            load["held"] = True if profile.run.requests is None and mean_busy is not None else None
     else:
         # the load's window: to the stop, or to the end of a schedule that ran out by
         # itself (a request budget, a trace without loop), not through the drain of
@@ -234,8 +236,9 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                     dispatched=total.counter(ALL, "dispatched"),
                     spare_connections=total.counter(ALL, "spare_connections"),
                     schedule_lag_p99_ms=(sched.percentile(99.0) if sched.count else 0) / NS_PER_MS)
-        # null: a run.requests budget is judged only on dropped arrivals
-        held: bool | None = True if profile.run.requests is None else None
+        # null: a run.requests budget is judged only on dropped arrivals; nothing due in the
+        # window (stopped in warm-up or start-up) is not judged either
+        held: bool | None = True if profile.run.requests is None and due > 0 else None
         if total.counter(ALL, "max_in_flight_hits"):
             held = False
             warnings.append(f"load not held: {total.counter(ALL, 'max_in_flight_hits')} arrivals "

@@ -127,3 +127,23 @@ def test_window_count_takes_up_to_the_end_of_a_schedule_that_ran_out() -> None:
     s.stop(180)
     s.note(SENT, 90, 190, taken_ns=150)      # written after the stop: due and taken before it
     assert s.counts == [1, 1, 0]
+
+
+async def test_load_held_is_null_when_the_run_measured_nothing(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a stop during warm-up (a signal in start-up, a target down at the start): nothing was
+    # due in the window, no user was measured busy; both read "held": true
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    for load_text in ('mode = "rate"\nrate_rps = 10', "concurrency = 2\nramp_up_s = 0"):
+        profile = _profile(tmp_path, "duration_s = 60\nwarmup_s = 5", load_text)
+        rec = Recorder(["chat-m"])
+        runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]))
+        async with trio.open_nursery() as n:
+            async def stop() -> None:
+                await trio.sleep(1)
+                runner.request_stop("SIGINT")
+            n.start_soon(stop)
+            await runner.run()
+        _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+        assert load["held"] is None, (load_text, load)
+        assert not [w for w in warnings if "load not held" in w]
