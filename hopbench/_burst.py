@@ -184,7 +184,7 @@ def record_rejudged(rec: _Incr, judged: Mapping[str, Mapping[str, int]], scopes:
                 rec.incr(scope, name, n)
 
 
-def burst_warnings(counters: Mapping[str, int], *, embedded: bool, record: str = "the upstream's record") -> list[str]:
+def burst_warnings(counters: Mapping[str, int], *, embedded: bool) -> list[str]:
     """The run's burst warnings from its ``all`` counters (docs/results.md, "Warnings").
 
     Args:
@@ -192,7 +192,6 @@ def burst_warnings(counters: Mapping[str, int], *, embedded: bool, record: str =
             and the :data:`BURST_COUNTERS`).
         embedded: the target was the embedded emulator: no proxy can be in
             between, so no warning names one.
-        record: how to name the origin's record in the text.
 
     Returns:
         At most one warning, when more than half of the completed streams share
@@ -206,6 +205,7 @@ def burst_warnings(counters: Mapping[str, int], *, embedded: bool, record: str =
     suspected = counters.get(SUSPECTED, 0)
     origin = counters.get("origin_burst", 0)
     confirmed = counters.get("proxy_buffering_confirmed", 0)
+    record = "the upstream's record"
     if not done or not suspected:
         return []
     if embedded:

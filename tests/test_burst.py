@@ -215,3 +215,39 @@ def test_burst_counters_are_defined_in_results_md() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
     for name in BURST_COUNTERS:
         assert f"| `{name}` |" in doc, name
+
+
+# -- end to end: the embedded emulator --------------------------------------------------------------
+
+def test_run_embedded_bursts_are_the_origins_never_a_proxy(tmp_path: Path) -> None:
+    """The embedded emulator with ``tokens_per_s = 0`` writes each answer at once, 50 ms
+    after the request: every stream reaches the client as one burst. Whether the client
+    flags it (``proxy_buffering_suspected``) or its own lag explains it
+    (``client_lagged``) depends on the machine's load; every flagged stream is then
+    judged against ground_truth.jsonl, where the emulator wrote the 8 events in one go:
+    ``origin_burst``, and no warning names a proxy. No timing threshold: the verdict
+    follows from what the emulator recorded."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+
+    profile = parse_profile('[run]\nrequests = 8\n[load]\nconcurrency = 2\n[target]\nembedded = true\n'
+                            '[emulator]\nttft_ms = 50\ntokens_per_s = 0\noutput_tokens = 8\nkeepalive_interval_s = 0\n'
+                            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\nprompts = ["hi"]\n',
+                            tmp_path / "p.toml", env={})
+    run_profile(profile, out_dir=tmp_path / "run")
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    c = s["scopes"]["all"]["counters"]
+    truth = [json.loads(x) for x in (tmp_path / "run" / "ground_truth.jsonl").read_text().splitlines()]
+    at_once = sum(sum(t["gaps_ns"]) < 7 * PACED_GAP_MIN_NS for t in truth)
+    print({k: c.get(k, 0) for k in ("completed", "proxy_buffering_suspected", "client_lagged", *BURST_COUNTERS)},
+          "written at once:", at_once)
+    assert c["completed"] == 8
+    assert c.get("proxy_buffering_suspected", 0) + c.get("client_lagged", 0) == 8, c
+    # each flagged stream joined and judged the origin's (as many as the record shows written at once)
+    assert c.get("origin_burst", 0) == c.get("proxy_buffering_suspected", 0) <= at_once, c
+    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")), c
+    assert not any("proxy buffering" in w for w in s["warnings"]), s["warnings"]
+    if c.get("proxy_buffering_suspected", 0) > 4:
+        assert any(w.startswith("origin_burst: ") and "embedded emulator" in w for w in s["warnings"])
+    flagged = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text().splitlines()]
+    assert sum(x.get("burst") == "proxy_buffering_suspected" for x in flagged) == c.get("proxy_buffering_suspected", 0)
