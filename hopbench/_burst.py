@@ -225,7 +225,7 @@ def burst_warnings(counters: Mapping[str, int], *, embedded: bool) -> list[str]:
                 "(TTFT close to E2E)" + (f"; {confirmed} confirmed by {record}" if confirmed else "")]
     if origin * 2 > done:
         return [f"origin_burst: {origin} of {done} streams arrived as one burst because the origin itself wrote "
-                f"them at once or late ({record}: gaps_ns, queue_ns, lag_max_ns): not proxy buffering"]
+                f"them at once or late ({record}: gaps_ns, queue_ns, lag_max_ns): not a buffering proxy"]
     return []
 
 

@@ -131,7 +131,7 @@ def test_burst_warnings_confirmed_by_the_record() -> None:
 def test_burst_warnings_origin_bursts_are_not_proxy_buffering() -> None:
     c = {"completed": 10, "proxy_buffering_suspected": 9, "origin_burst": 9}
     (w,) = burst_warnings(c, embedded=False)
-    assert w.startswith("origin_burst: 9 of 10 streams") and "not proxy buffering" in w
+    assert w.startswith("origin_burst: 9 of 10 streams") and "not a buffering proxy" in w
     assert "proxy buffering suspected" not in w
 
 
@@ -251,3 +251,52 @@ def test_run_embedded_bursts_are_the_origins_never_a_proxy(tmp_path: Path) -> No
         assert any(w.startswith("origin_burst: ") and "embedded emulator" in w for w in s["warnings"])
     flagged = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text().splitlines()]
     assert sum(x.get("burst") == "proxy_buffering_suspected" for x in flagged) == c.get("proxy_buffering_suspected", 0)
+
+
+# -- the run's judge and the views ------------------------------------------------------------------
+
+def _judge_bursts(target: str, counts: dict[str, int]) -> list[str]:
+    from hopbench._finish import Part, RunCounters, RunEnd, judge
+    from hopbench._profile import parse_profile
+    from hopbench._run import base_meta
+    from hopbench._runner import RunStats
+
+    profile = parse_profile(f'[run]\nrequests = 10\n[load]\nconcurrency = 2\n[target]\n{target}\n'
+                            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\n', env={})
+    rec = Recorder(["chat"])
+    for name, n in counts.items():
+        rec.incr("chat", name, n)
+    total = rec.snapshot()
+    meta = dict(base_meta(profile), started_at_unix_s=1.0)
+    doc = judge(profile, [Part(profile, RunCounters.of(RunStats(stop_ns=10**9), total), total)], total, None, meta,
+                RunEnd(ended_at_unix_s=2.0, intervals=1)).to_json()
+    return [w for w in doc["warnings"] if "burst" in w]
+
+
+def test_judge_embedded_target_never_warns_of_a_proxy_even_unjoined() -> None:
+    """``--workers`` or ``stream_log = false``: no streams.jsonl line to join, the counters
+    stay the client's; the embedded target still gets no proxy warning (the reported case:
+    3,577 of 6,000 streams)."""
+    counts = {"started": 6000, "completed": 6000, "tokens.output.completed": 24000, "proxy_buffering_suspected": 3577}
+    (w,) = _judge_bursts("embedded = true", counts)
+    assert w.startswith("origin_burst: 3577 of 6000 streams arrived as one burst from the embedded emulator")
+    assert "proxy buffering" not in w
+    (w,) = _judge_bursts('url = "http://127.0.0.1:9"', counts)
+    assert w.startswith("proxy buffering suspected: 3577 of 6000 streams arrived as one burst")
+    (w,) = _judge_bursts('url = "http://127.0.0.1:9"', {**counts, "proxy_buffering_confirmed": 3500, "origin_burst": 77})
+    assert w.startswith("proxy buffering confirmed by the upstream's record: 3500 of 6000")
+
+
+def test_terminal_summary_falls_back_to_the_same_rule() -> None:
+    """An older summary without the warning: the terminal applies burst_warnings itself, once."""
+    from rich.console import Console
+
+    from hopbench._summary_table import render_summary
+
+    counters = {"started": 10, "completed": 10, "proxy_buffering_suspected": 9, "origin_burst": 9}
+    for target, want in (("http://gw", "origin_burst: 9 of 10 streams"), ("embedded", "from the embedded emulator")):
+        console = Console(record=True, width=400)
+        render_summary({"complete": True, "target": target, "warnings": [],
+                        "scopes": {"all": {"counters": counters}}}, console)
+        text = console.export_text()
+        assert want in text and "proxy buffering" not in text and text.count("origin_burst:") == 1, text
