@@ -807,9 +807,10 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         content_events (non-reasoning), output_events (any channel), events
         (per channel), input/output/total tokens,
         tokens_source, stop_class, max_silence_ns (0 without a response head),
-        keepalives, client_lag_ns, ``cached_tokens`` when the usage reported it, ``headers`` (name -> value) when any
-        were recorded, and for a burst ``burst`` ("proxy_buffering_suspected" with
-        ``burst_held_ns``, or "client_lagged").
+        keepalives, client_lag_ns, ``burst`` ("proxy_buffering_suspected",
+        "client_lagged" or None) and ``burst_held_ns`` (the suspected burst's hold,
+        else None), ``cached_tokens`` when the usage reported it, and ``headers``
+        (name -> value) when any were recorded.
     """
 
     def rel(t: int | None) -> int | None:
@@ -833,10 +834,9 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         line["cached_tokens"] = r.cached_tokens
     if r.headers:
         line["headers"] = dict(r.headers)
-    if r.proxy_buffering_suspected:  # re-judged after the run (hopbench._burst.BURST_LINE_MARK)
-        line["burst"], line["burst_held_ns"] = SUSPECTED, r.burst_held_ns
-    elif r.client_lagged:
-        line["burst"] = "client_lagged"
+    # the client's burst flag, re-judged after the run (hopbench._burst.BURST_LINE_MARK)
+    line["burst"] = SUSPECTED if r.proxy_buffering_suspected else "client_lagged" if r.client_lagged else None
+    line["burst_held_ns"] = r.burst_held_ns
     return line
 
 
