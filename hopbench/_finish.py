@@ -38,6 +38,7 @@ from functools import reduce
 from typing import Any
 
 from ._units import NS_PER_MS, NS_PER_S
+from ._burst import burst_warnings
 from ._inflight import BUSY_PHASES, PHASES
 from ._outcomes import BROKEN, ERROR_RATE_WARN
 from ._profile import Profile
@@ -264,10 +265,10 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         warnings.append(f"{NO_OUTPUT_WARNING} none of the {completed} completed streams carried output "
                         "(no text, reasoning, refusal or tool event, no output tokens reported): "
                         "TTFT, ITL and TPOT have no samples; see streams.jsonl for what the target sent")
-    buffered = total.counter(ALL, "proxy_buffering_suspected")
-    if completed and buffered > completed / 2:
-        warnings.append(f"proxy buffering suspected: {buffered} of {completed} streams arrived as "
-                        "one burst (TTFT close to E2E)")
+    # re-judged against the origin's record where one exists (hopbench._burst); the embedded
+    # emulator has no proxy in front of it: no warning names one
+    warnings += burst_warnings(total.scopes[ALL].counters if ALL in total.scopes else {},
+                               embedded=profile.target.embedded and not profile.arms)
     lagged = total.counter(ALL, "client_lagged")
     if completed and lagged > completed / 2:
         warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._burst import PACED_GAP_MIN_NS, SUSPECTED
 from ._digest import bucket_of
 from ._recorder import Recorder
 from ._units import NS_PER_S
@@ -377,7 +378,11 @@ class StreamRecord:
         max_silence_ns: longest gap with no bytes, from the headers to the
             terminal event (else to ``end_ns``); None without a response head.
         keepalive_violation: ``max_silence_ns`` > the keepalive budget.
-        proxy_buffering_suspected: see :func:`measure`.
+        proxy_buffering_suspected: see :func:`measure` (re-judged after the run
+            against the origin's record where one exists: ``hopbench._burst``).
+        burst_held_ns: for a ``proxy_buffering_suspected`` stream, how long the
+            burst was held before it reached the client's socket, ns (see
+            :func:`measure`); None for every other stream.
         client_lagged: the stream arrived as such a burst, but a read that
             carried its content was served late by the client's own event
             loop (see :func:`measure`): not evidence of a buffering proxy.
@@ -457,6 +462,7 @@ class StreamRecord:
     #: prompt tokens the server's prompt cache held, as its usage reported
     #: them (``StreamResult.cached_tokens``), None when not reported
     cached_tokens: int | None = None
+    burst_held_ns: int | None = None
 
 
 def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
@@ -504,7 +510,9 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
           origin that wrote the whole answer at once (a mock, a cache, an
           unpaced emulator), no proxy needed: not flagged. (A client cannot
           tell a buffering proxy from an unpaced origin whose first byte came
-          that late; the flag says "suspected".)
+          that late; the flag says "suspected". Where the origin's own record
+          exists, ``hopbench._burst`` judges each flagged stream again after the
+          run: ``origin_burst`` or ``proxy_buffering_confirmed``.)
 
     Never raises.
     """
@@ -546,6 +554,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
     e2e = answer_end - start if completed else None
     tpot = rate = None
     buffered = lagged = False
+    held: int | None = None
     if e2e is not None:
         if answer_tokens and first is not None:
             if answer_tokens > 1:
@@ -555,7 +564,9 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         burst = (first is not None and m.content_reads <= 2 and output_events >= 4
                  and first - start >= 0.9 * e2e)
         lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
-        buffered = burst and not lagged and _held_ns(m, first, sent) >= (output_events - 1) * PACED_GAP_MIN_NS
+        if burst and not lagged:
+            held = _held_ns(m, first, sent)
+            buffered = held >= (output_events - 1) * PACED_GAP_MIN_NS
     # a cut stream, or one that never got a response, had no chance to report usage
     got_body = (outcome not in ("http_error", "connect_error", "cancelled", "client_cancelled")
                 and headers is not None)
@@ -615,6 +626,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         anomalies=anomalies,
         headers=m.headers,
         cached_tokens=None if result is None else result.cached_tokens,
+        burst_held_ns=held if buffered else None,
     )
 
 
@@ -652,11 +664,6 @@ def outcome_counters(outcome: str, detail: str) -> tuple[str, ...]:
 CLIENT_LAG_MIN_NS = 1_000_000
 """A read served later than this (and than 10 % of the silence it ended) by the
 client's own event loop explains a burst: 1 ms, about a busy loop's p50 lag."""
-
-PACED_GAP_MIN_NS = 1_000_000
-"""The shortest gap between a paced origin's events the buffering flag assumes, ns:
-1 ms, 1,000 events/s for one stream (faster than LLM decoding per stream). A burst
-of n events held for less than (n - 1) x this was not a paced answer held back."""
 
 HEADER_VALUE_MAX_CHARS = 64
 """A recorded response header value is cut to this many characters."""
@@ -800,8 +807,10 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         content_events (non-reasoning), output_events (any channel), events
         (per channel), input/output/total tokens,
         tokens_source, stop_class, max_silence_ns (0 without a response head),
-        keepalives, client_lag_ns, ``cached_tokens`` when the usage reported it, and ``headers`` (name -> value) when any
-        were recorded.
+        keepalives, client_lag_ns, ``burst`` ("proxy_buffering_suspected",
+        "client_lagged" or None) and ``burst_held_ns`` (the suspected burst's hold,
+        else None), ``cached_tokens`` when the usage reported it, and ``headers``
+        (name -> value) when any were recorded.
     """
 
     def rel(t: int | None) -> int | None:
@@ -825,6 +834,9 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         line["cached_tokens"] = r.cached_tokens
     if r.headers:
         line["headers"] = dict(r.headers)
+    # the client's burst flag, re-judged after the run (hopbench._burst.BURST_LINE_MARK)
+    line["burst"] = SUSPECTED if r.proxy_buffering_suspected else "client_lagged" if r.client_lagged else None
+    line["burst_held_ns"] = r.burst_held_ns
     return line
 
 

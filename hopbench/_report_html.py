@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._burst import BURST_COUNTERS, burst_warnings
 from ._errors import ResultsError
 from ._html import cell, escape, table
 from ._hdr import METRICS, Histogram
@@ -576,7 +577,7 @@ def _tokens_table(run: RunData) -> str:
 
 _STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
 _STREAM_FLAGS = ("refused", "hidden_reasoning", "no_done", "usage_total_mismatch", "tokens_source.usage",
-                 "tokens_source.events", "proxy_buffering_suspected", "client_lagged")
+                 "tokens_source.events", "proxy_buffering_suspected", "client_lagged") + BURST_COUNTERS
 
 
 def _stop_table(run: RunData) -> str:
@@ -678,11 +679,11 @@ def _warnings(run: RunData) -> str:
             "summary.json is a checkpoint written during the load: the run was killed before its final write; "
             if _checkpoint(s) else "") + "results are partial")
     completed = run.snapshot.counter(ALL, "completed")
-    buffered = run.snapshot.counter(ALL, "proxy_buffering_suspected")
-    # flags warn past summary.json's rule only (more than half of the completed streams)
-    if buffered * 2 > completed > 0 and not any("proxy buffering" in w for w in warnings):
-        warnings.append(f"proxy buffering suspected for {buffered} of {completed} completed streams "
-                        "(TTFT close to E2E: tokens arrived in one burst)")
+    # flags warn past summary.json's rule only (more than half of the completed streams;
+    # bursts re-judged against the origin's record: hopbench._burst)
+    if not any("proxy buffering" in w or "origin_burst" in w for w in warnings):
+        warnings += burst_warnings(dict(run.snapshot.scopes[ALL].counters) if ALL in run.snapshot.scopes else {},
+                                   embedded=s.get("target") == "embedded")
     lagged = run.snapshot.counter(ALL, "client_lagged")
     if lagged * 2 > completed > 0 and not any("client_lagged" in w for w in warnings):
         warnings.append(f"{lagged} streams arrived in bursts because the client's own event loop was late "

@@ -251,6 +251,16 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                         from ._gateway import join_upstream_cancels  # cancels behind a gateway: its upstream's record
 
                         meta.setdefault("notes", []).extend(join_upstream_cancels(upstream, runner.cancels, rec))
+                    if runner is not None and (meta.get("ground_truth") or upstream is not None):
+                        from ._burst import join_bursts  # the flagged bursts, against what the origin did
+                        from ._gateway import _complete_lines
+
+                        record = (out / meta["ground_truth"], 0) if meta.get("ground_truth") else \
+                            (upstream.ground_truth, upstream.offset)
+                        meta.setdefault("notes", []).extend(join_bursts(
+                            rec, out / "streams.jsonl", lambda: _complete_lines(*record)[0], profile.run.warmup_ns,
+                            proxy_possible=upstream is not None,
+                            record=record[0].name if meta.get("ground_truth") else upstream.source))
                     if upstream is not None and runner is not None and runner.t0_mono_ns:
                         from ._gateway import gateway_overhead
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ._burst import burst_warnings
 from ._format import fmt_num as _num
 from ._format import cpu_phrase, load_phrase
 from ._hdr import METRICS
@@ -223,13 +224,10 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
     # reasons); a warning only past the rule summary.json's warnings use (docs/results.md:
     # more than half of the completed streams), so a few flagged streams warn nowhere.
     done = counters.get("completed", 0)
-    if counters.get("proxy_buffering_suspected", 0) * 2 > done > 0 \
-            and not _has(listed, "proxy buffering suspected"):
-        out.append(Text(
-            f"proxy buffering suspected on {counters['proxy_buffering_suspected']:,} of {done:,} completed "
-            "streams (tokens arrive in bursts; ttft close to e2e)",
-            style="yellow",
-        ))
+    # the burst verdict: summary.json's own rule (hopbench._burst), re-judged counters included
+    if not _has(listed, "proxy buffering") and not _has(listed, "origin_burst"):
+        for w in burst_warnings(counters, embedded=summary.get("target") == "embedded"):
+            out.append(Text(w, style="yellow"))
     if counters.get("client_lagged", 0) * 2 > done > 0 and not _has(listed, "client_lagged"):
         out.append(Text(
             f"{counters['client_lagged']:,} streams arrived in bursts because the client's own event loop "

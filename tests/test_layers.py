@@ -30,7 +30,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "hopbench._wire_text", "hopbench._inflight", "hopbench._digest",
         "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics",
         "hopbench.emulator._prefix",
-        "hopbench._marker", "hopbench._overhead"),
+        "hopbench._marker", "hopbench._overhead", "hopbench._burst"),
     # pure foundations: the clock constants, TOML with locations, the SSE scanner,
     # histograms and metric names, outcome/detail/rate names
     1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes",
@@ -82,7 +82,7 @@ PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._reco
         "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
         "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest", "hopbench._finish",
         "hopbench._counters", "hopbench._trace", "hopbench._sessions",
-        "hopbench._marker", "hopbench._overhead"]
+        "hopbench._marker", "hopbench._overhead", "hopbench._burst"]
 HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

@@ -261,7 +261,7 @@ def test_stream_line_relative_stamps_and_every_field() -> None:
         "e2e_ns": 300_000_000 - 1_000, "tail_ns": None,  # no terminal event: the whole stream
         "content_events": 5, "output_events": 5, "events": {"text": 5, "reasoning": 0, "tool": 0, "refusal": 0}, "input_tokens": None, "output_tokens": 5, "total_tokens": None,
         "tokens_source": None, "stop_class": "none",
-        "max_silence_ns": 160_000_000, "keepalives": 0, "client_lag_ns": 0,
+        "max_silence_ns": 160_000_000, "keepalives": 0, "client_lag_ns": 0, "burst": None, "burst_held_ns": None,
     }
     assert isinstance(r, StreamRecord)
 

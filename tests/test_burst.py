@@ -1,0 +1,303 @@
+"""Flagged bursts judged again after the run against the origin's own record (hopbench._burst).
+
+Unit tests on hand-written ground-truth lines (docs/emulator.md) and streams.jsonl
+lines (hopbench._meter.stream_line); the post-run path from a measured stream to
+summary.json's warning with a fake record; one run against the embedded emulator
+(its bursts are the origin's, whatever the machine's load: never a proxy). The
+``[upstream]`` case behind a holding proxy is in tests/test_gateway_overhead.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hopbench._burst import (
+    BURST_COUNTERS,
+    PACED_GAP_MIN_NS,
+    FlaggedBurst,
+    burst_from_line,
+    burst_warnings,
+    join_bursts,
+    judge_burst,
+    read_flagged,
+    record_rejudged,
+    rejudge,
+)
+from hopbench._meter import StreamMeter, measure, record_stream, stream_line
+from hopbench._recorder import ALL, Recorder
+from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, StreamEnd, StreamResult
+
+MS = 1_000_000
+
+
+def _truth(rid: str = "0-1", *, gaps_ms: list[float] | None = None, ttft_ms: float | None = 40,
+           queue_ms: float = 0, lag_ms: float = 0, **extra: Any) -> dict[str, Any]:
+    """A ground-truth line as the emulator writes it (the fields the join reads)."""
+    gaps = [0.01, 0.01, 0.01] if gaps_ms is None else gaps_ms
+    return {"request_id": rid, "ttft_ns": None if ttft_ms is None else int(ttft_ms * MS),
+            "gaps_ns": [int(g * MS) for g in gaps], "queue_ns": int(queue_ms * MS),
+            "lag_max_ns": int(lag_ms * MS), "end": "completed", **extra}
+
+
+def _burst(rid: str = "0-1", held_ms: float = 80, events: int = 4, scope: str = "chat") -> FlaggedBurst:
+    return FlaggedBurst(rid, scope, int(held_ms * MS), events)
+
+
+# -- one stream ---------------------------------------------------------------------------------
+
+def test_judge_burst_origin_wrote_the_events_at_once() -> None:
+    """4 events within 0.03 ms at the origin: its own burst, not a proxy's."""
+    assert judge_burst(_burst(), _truth(gaps_ms=[0.01, 0.01, 0.01]), proxy_possible=True) == "origin_burst"
+    # the span is judged on the origin's own events: (4 - 1) x 1 ms is the line
+    just_under = [(3 * PACED_GAP_MIN_NS - 1) / MS / 3] * 3
+    assert judge_burst(_burst(), _truth(gaps_ms=just_under), proxy_possible=True) == "origin_burst"
+
+
+def test_judge_burst_paced_origin_is_confirmed_behind_a_proxy() -> None:
+    """20 ms between events at the origin, one burst at the client 100 ms after the head."""
+    paced = _truth(gaps_ms=[20, 20, 20])
+    assert judge_burst(_burst(held_ms=100), paced, proxy_possible=True) == "proxy_buffering_confirmed"
+    # the embedded emulator: nothing between the client and it can buffer
+    assert judge_burst(_burst(held_ms=100), paced, proxy_possible=False) == "burst_unexplained"
+
+
+def test_judge_burst_origin_lateness_covers_the_hold() -> None:
+    """The origin's own queue and lateness take the hold below a paced answer's 3 ms."""
+    paced = dict(gaps_ms=[1.5, 1.5, 1.5])
+    assert judge_burst(_burst(held_ms=60), _truth(**paced, queue_ms=40, lag_ms=18),
+                       proxy_possible=True) == "origin_burst"          # 60 - 58 = 2 ms < 3 ms
+    assert judge_burst(_burst(held_ms=60), _truth(**paced, queue_ms=40, lag_ms=10),
+                       proxy_possible=True) == "proxy_buffering_confirmed"  # 60 - 50 = 10 ms
+
+
+def test_judge_burst_without_a_line_or_a_usable_one() -> None:
+    assert judge_burst(_burst(), None, proxy_possible=True) == "burst_unmatched"
+    # no content event written (ttft_ns null), one event, or garbage gaps: the origin wrote no paced answer
+    assert judge_burst(_burst(), _truth(ttft_ms=None), proxy_possible=True) == "origin_burst"
+    assert judge_burst(_burst(), _truth(gaps_ms=[]), proxy_possible=True) == "origin_burst"
+    assert judge_burst(_burst(), {"request_id": "0-1", "ttft_ns": 5, "gaps_ns": "x", "lag_max_ns": "y"},
+                       proxy_possible=True) == "origin_burst"
+
+
+# -- a run's bursts -----------------------------------------------------------------------------
+
+def test_rejudge_joins_by_request_id_marker_and_last_attempt() -> None:
+    truths = [
+        _truth("a", gaps_ms=[20, 20, 20]),                           # paced
+        {"request_id": None, **{k: v for k, v in _truth("x").items() if k != "request_id"}, "marker_id": "b"},
+        _truth("c", gaps_ms=[20, 20, 20]),                           # retried by the gateway:
+        _truth("c", gaps_ms=[0.0, 0.0, 0.0]),                        # the last attempt answered
+        "not a dict line" and {"request_id": 7},                     # malformed: matches nothing
+    ]
+    got = rejudge([_burst("a"), _burst("b", scope="other"), _burst("c"), _burst("d")], truths, proxy_possible=True)
+    assert got == {"chat": {"proxy_buffering_confirmed": 1, "origin_burst": 1, "burst_unmatched": 1},
+                   "other": {"origin_burst": 1}}
+
+
+def test_record_rejudged_counts_per_scope_and_skips_unknown_scopes() -> None:
+    rec = Recorder(["chat"])
+    record_rejudged(rec, {"chat": {"origin_burst": 2}, "gone": {"origin_burst": 5}}, rec.scopes)
+    snap = rec.snapshot()
+    assert snap.counter("chat", "origin_burst") == 2 and snap.counter(ALL, "origin_burst") == 2
+
+
+def test_burst_from_line_reads_flagged_measured_lines_only() -> None:
+    line = {"id": "0-3", "scenario": "chat", "start_ns": 5 * MS, "output_events": 6,
+            "burst": "proxy_buffering_suspected", "burst_held_ns": 70 * MS}
+    assert burst_from_line(line) == FlaggedBurst("0-3", "chat", 70 * MS, 6)
+    assert burst_from_line(line, warmup_ns=10 * MS) is None           # a warm-up stream
+    assert burst_from_line({**line, "burst": "client_lagged"}) is None
+    assert burst_from_line({**line, "arm": "b"}) == FlaggedBurst("0-3", "b", 70 * MS, 6)
+    assert burst_from_line({**line, "burst_held_ns": None}) is None
+
+
+# -- the warning --------------------------------------------------------------------------------
+
+def test_burst_warnings_without_a_record_say_suspected_as_before() -> None:
+    c = {"completed": 10, "proxy_buffering_suspected": 6}
+    assert burst_warnings(c, embedded=False) == [
+        "proxy buffering suspected: 6 of 10 streams arrived as one burst (TTFT close to E2E)"]
+    assert burst_warnings({**c, "proxy_buffering_suspected": 5}, embedded=False) == []   # half: no warning
+
+
+def test_burst_warnings_confirmed_by_the_record() -> None:
+    c = {"completed": 10, "proxy_buffering_suspected": 9, "proxy_buffering_confirmed": 8, "origin_burst": 1}
+    (w,) = burst_warnings(c, embedded=False)
+    assert w.startswith("proxy buffering confirmed by the upstream's record: 8 of 10 streams arrived as one burst")
+
+
+def test_burst_warnings_origin_bursts_are_not_proxy_buffering() -> None:
+    c = {"completed": 10, "proxy_buffering_suspected": 9, "origin_burst": 9}
+    (w,) = burst_warnings(c, embedded=False)
+    assert w.startswith("origin_burst: 9 of 10 streams") and "not a buffering proxy" in w
+    assert "proxy buffering suspected" not in w
+
+
+def test_burst_warnings_embedded_never_names_a_proxy() -> None:
+    """The embedded emulator: the client talks straight to it; joined or not, confirmed or not."""
+    for c in ({"completed": 6000, "proxy_buffering_suspected": 3577},
+              {"completed": 6000, "proxy_buffering_suspected": 3577, "origin_burst": 3500, "burst_unexplained": 77}):
+        (w,) = burst_warnings(c, embedded=True)
+        assert w.startswith("origin_burst: 3577 of 6000 streams arrived as one burst from the embedded emulator")
+        assert "proxy buffering" not in w
+
+
+# -- from a measured stream to summary.json's warning, with a fake record -------------------------
+
+def _held_burst(t0: int, *, head_ms: float, burst_ms: float) -> StreamMeter:
+    """A completed 4-event stream: head at ``head_ms``, all 4 events and the end in one read at ``burst_ms``."""
+    m = StreamMeter(t0, t0)
+    m.on_headers(t0 + int(head_ms * MS))
+    t = t0 + int(burst_ms * MS)
+    m.on_read(t, 0)
+    m.on_observations(t, [FirstToken("text"), FirstContentToken("text"), ContentDelta("text", 1)])
+    for _ in range(3):
+        m.on_observations(t, [ContentDelta("text", 1)])
+    m.on_observations(t, [StreamEnd("completed")])
+    m.close(t)
+    return m
+
+
+def _result() -> StreamResult:
+    return StreamResult("completed", output_tokens=4, events={"text": 4, "reasoning": 0, "tool": 0, "refusal": 0})
+
+
+def test_post_run_join_turns_suspected_into_origin_burst(tmp_path: Path) -> None:
+    # two measured bursts (held 80 ms after the head): the client flags both
+    rec = Recorder(["chat"])
+    lines = []
+    for i in (1, 2):
+        m = _held_burst(0, head_ms=1, burst_ms=81)
+        r = measure(m, 81 * MS, "completed", "", _result(), keepalive_budget_ns=10**12)
+        assert r.proxy_buffering_suspected and r.burst_held_ns == 80 * MS
+        record_stream(rec, "chat", r)
+        lines.append(stream_line(r, f"0-{i}", "chat", 0))
+    assert lines[0]["burst"] == "proxy_buffering_suspected" and lines[0]["burst_held_ns"] == 80 * MS
+    streams = tmp_path / "streams.jsonl"
+    streams.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines) + "{cut")
+    assert [b.request_id for b in read_flagged(streams)] == ["0-1", "0-2"]
+    # the origin's record: 0-1 written at once (its own burst), 0-2 paced 20 ms apart
+    truths = [_truth("0-1"), _truth("0-2", gaps_ms=[20, 20, 20])]
+    read: list[int] = []
+
+    def reader() -> list[dict[str, Any]]:
+        read.append(1)
+        return truths
+
+    assert join_bursts(rec, streams, reader, 0, proxy_possible=True, record="gt.jsonl") == []
+    c = rec.snapshot().scopes[ALL].counters
+    assert (c["proxy_buffering_suspected"], c["origin_burst"], c["proxy_buffering_confirmed"]) == (2, 1, 1)
+    assert read == [1]
+    # a run without a flagged stream never reads the record
+    quiet = tmp_path / "quiet.jsonl"
+    quiet.write_text(json.dumps({"id": "0-9", "burst": "client_lagged"}) + "\n")
+    assert join_bursts(rec, quiet, reader, 0, proxy_possible=True, record="gt.jsonl") == [] and read == [1]
+    # a flagged stream the record does not hold stays suspected, and the run says so
+    (w,) = join_bursts(Recorder(["chat"]), streams, lambda: truths[:1], 0, proxy_possible=True, record="gt.jsonl")
+    assert w.startswith("bursts: 1 of 2 streams flagged proxy_buffering_suspected have no line")
+
+
+def test_meter_lines_carry_the_burst_flag_only_on_bursts() -> None:
+    m = _held_burst(0, head_ms=1, burst_ms=81)
+    r = measure(m, 81 * MS, "completed", "", _result(), keepalive_budget_ns=10**12)
+    assert {k: stream_line(r, "0-1", "chat", 0)[k] for k in ("burst", "burst_held_ns")} == \
+        {"burst": "proxy_buffering_suspected", "burst_held_ns": 80 * MS}
+    # the head came with the burst after a short wait: an unpaced origin, not flagged, no field
+    quick = measure(_held_burst(0, head_ms=2, burst_ms=2), 2 * MS, "completed", "", _result(),
+                    keepalive_budget_ns=10**12)
+    assert not quick.proxy_buffering_suspected and quick.burst_held_ns is None
+    line = stream_line(quick, "0-2", "chat", 0)
+    assert (line["burst"], line["burst_held_ns"]) == (None, None)
+
+
+def test_burst_counters_are_defined_in_results_md() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
+    for name in BURST_COUNTERS:
+        assert f"| `{name}` |" in doc, name
+
+
+# -- end to end: the embedded emulator --------------------------------------------------------------
+
+def test_run_embedded_bursts_are_the_origins_never_a_proxy(tmp_path: Path) -> None:
+    """The embedded emulator with ``tokens_per_s = 0`` writes each answer at once, 50 ms
+    after the request: every stream reaches the client as one burst. Whether the client
+    flags it (``proxy_buffering_suspected``) or its own lag explains it
+    (``client_lagged``) depends on the machine's load; every flagged stream is then
+    judged against ground_truth.jsonl, where the emulator wrote the 8 events in one go:
+    ``origin_burst``, and no warning names a proxy. No timing threshold: the verdict
+    follows from what the emulator recorded."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+
+    profile = parse_profile('[run]\nrequests = 8\n[load]\nconcurrency = 2\n[target]\nembedded = true\n'
+                            '[emulator]\nttft_ms = 50\ntokens_per_s = 0\noutput_tokens = 8\nkeepalive_interval_s = 0\n'
+                            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\nprompts = ["hi"]\n',
+                            tmp_path / "p.toml", env={})
+    run_profile(profile, out_dir=tmp_path / "run")
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    c = s["scopes"]["all"]["counters"]
+    truth = [json.loads(x) for x in (tmp_path / "run" / "ground_truth.jsonl").read_text().splitlines()]
+    at_once = sum(sum(t["gaps_ns"]) < 7 * PACED_GAP_MIN_NS for t in truth)
+    print({k: c.get(k, 0) for k in ("completed", "proxy_buffering_suspected", "client_lagged", *BURST_COUNTERS)},
+          "written at once:", at_once)
+    assert c["completed"] == 8
+    assert c.get("proxy_buffering_suspected", 0) + c.get("client_lagged", 0) == 8, c
+    # each flagged stream joined and judged the origin's (as many as the record shows written at once)
+    assert c.get("origin_burst", 0) == c.get("proxy_buffering_suspected", 0) <= at_once, c
+    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")), c
+    assert not any("proxy buffering" in w for w in s["warnings"]), s["warnings"]
+    if c.get("proxy_buffering_suspected", 0) > 4:
+        assert any(w.startswith("origin_burst: ") and "embedded emulator" in w for w in s["warnings"])
+    flagged = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text().splitlines()]
+    assert sum(x.get("burst") == "proxy_buffering_suspected" for x in flagged) == c.get("proxy_buffering_suspected", 0)
+
+
+# -- the run's judge and the views ------------------------------------------------------------------
+
+def _judge_bursts(target: str, counts: dict[str, int]) -> list[str]:
+    from hopbench._finish import Part, RunCounters, RunEnd, judge
+    from hopbench._profile import parse_profile
+    from hopbench._run import base_meta
+    from hopbench._runner import RunStats
+
+    profile = parse_profile(f'[run]\nrequests = 10\n[load]\nconcurrency = 2\n[target]\n{target}\n'
+                            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\n', env={})
+    rec = Recorder(["chat"])
+    for name, n in counts.items():
+        rec.incr("chat", name, n)
+    total = rec.snapshot()
+    meta = dict(base_meta(profile), started_at_unix_s=1.0)
+    doc = judge(profile, [Part(profile, RunCounters.of(RunStats(stop_ns=10**9), total), total)], total, None, meta,
+                RunEnd(ended_at_unix_s=2.0, intervals=1)).to_json()
+    return [w for w in doc["warnings"] if "burst" in w]
+
+
+def test_judge_embedded_target_never_warns_of_a_proxy_even_unjoined() -> None:
+    """``--workers`` or ``stream_log = false``: no streams.jsonl line to join, the counters
+    stay the client's; the embedded target still gets no proxy warning (the reported case:
+    3,577 of 6,000 streams)."""
+    counts = {"started": 6000, "completed": 6000, "tokens.output.completed": 24000, "proxy_buffering_suspected": 3577}
+    (w,) = _judge_bursts("embedded = true", counts)
+    assert w.startswith("origin_burst: 3577 of 6000 streams arrived as one burst from the embedded emulator")
+    assert "proxy buffering" not in w
+    (w,) = _judge_bursts('url = "http://127.0.0.1:9"', counts)
+    assert w.startswith("proxy buffering suspected: 3577 of 6000 streams arrived as one burst")
+    (w,) = _judge_bursts('url = "http://127.0.0.1:9"', {**counts, "proxy_buffering_confirmed": 3500, "origin_burst": 77})
+    assert w.startswith("proxy buffering confirmed by the upstream's record: 3500 of 6000")
+
+
+def test_terminal_summary_falls_back_to_the_same_rule() -> None:
+    """An older summary without the warning: the terminal applies burst_warnings itself, once."""
+    from rich.console import Console
+
+    from hopbench._summary_table import render_summary
+
+    counters = {"started": 10, "completed": 10, "proxy_buffering_suspected": 9, "origin_burst": 9}
+    for target, want in (("http://gw", "origin_burst: 9 of 10 streams"), ("embedded", "from the embedded emulator")):
+        console = Console(record=True, width=400)
+        render_summary({"complete": True, "target": target, "warnings": [],
+                        "scopes": {"all": {"counters": counters}}}, console)
+        text = console.export_text()
+        assert want in text and "proxy buffering" not in text and text.count("origin_burst:") == 1, text
