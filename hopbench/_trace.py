@@ -253,6 +253,9 @@ def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: in
     t = obj[tkey]
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0 or t == float("inf"):
         raise fail(f'"{tkey}": expected a number of ms >= 0, got {json.dumps(t)[:40]}')
+    if t >= MAX_TIMESTAMP_MS:  # (an int past a float's range raised OverflowError further on)
+        raise fail(f'"{tkey}": expected ms under {MAX_TIMESTAMP_MS:.3g} (292 years: its offsets are '
+                   f'int64 ns; a timestamp in us or ns?), got {str(t)[:40]}')
     if t < last_t:
         raise fail(f'"{tkey}": timestamps out of order: {t:g} after {last_t:g} (line {last_line}); '
                    "sort the trace by time")
@@ -305,9 +308,11 @@ def _blocks(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
 _CHUNK_BYTES = 1 << 20
 _NO: Any = object()
 _NO_HASHES: list[int] = []  # never changed
-#: a float timestamp at least this large may be an integer the fast parser (orjson) could not
-#: hold in 64 bits: such a line is read again by the standard library
-_BIG_FLOAT = 2.0 ** 63
+#: a trace timestamp (ms) must be under this: 2**63 ns, the offsets' int64 range (292 years;
+#: today's Unix time in ms is ~1.8e12, in us ~1.8e15). A line whose timestamp is not (e.g. an
+#: integer the fast parser, orjson, read as a float past 64 bits) is read again by the
+#: standard library, which refuses it at its line
+MAX_TIMESTAMP_MS = 2 ** 63 / 1e6
 _U32, _U64 = 2 ** 32, 2 ** 64
 _TAIL_BLOCK = (1 << 22) - 1
 
@@ -398,7 +403,7 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
                 ids = get("hash_ids", _NO_HASHES)
                 scenario = get("scenario")
                 tt = type(t)
-                fast = ((tt is int and t >= 0 or tt is float and 0.0 <= t < _BIG_FLOAT) and t >= last_t
+                fast = ((tt is int or tt is float) and 0 <= t < MAX_TIMESTAMP_MS and t >= last_t
                         and type(inp) is int and 1 <= inp <= max_in and type(outp) is int and 1 <= outp <= max_out
                         and (scenario is None or type(scenario) is str and scenario != "")
                         and type(ids) is list and (not ids or compact and (

@@ -105,6 +105,14 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
      2, "broken JSON line: arrays or objects nested too deeply to parse"),
     ('{"timestamp_ms": 0, "input_tokens": 1' + "0" * 5000 + ', "output_tokens": 1}\n', 1,
      "broken JSON line: an integer of more than 4,300 digits"),
+    # a timestamp past a float's range (an uncaught OverflowError, exit 3), or past the offsets'
+    # int64 ns (292 years; a timestamp in ns given as ms), with or without the fast parser
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"timestamp_ms": 1' + "0" * 400
+     + ', "input_tokens": 1, "output_tokens": 1}\n', 2, '"timestamp_ms": expected ms under 9.22e+12'),
+    ('{"timestamp": 1764633600000000000, "input_length": 1, "output_length": 1}\n', 1,
+     '"timestamp": expected ms under 9.22e+12'),
+    ('{"timestamp_ms": 1e300, "input_tokens": 1, "output_tokens": 1}\n', 1,
+     '"timestamp_ms": expected ms under 9.22e+12'),
 ])
 def test_trace_bad_input_names_file_and_line(tmp_path: Path, content: str | bytes | None, line: int | None,
                                              message: str) -> None:
@@ -144,7 +152,7 @@ def test_trace_hash_ids_up_to_the_block_count_are_accepted(tmp_path: Path) -> No
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"timestamp_ms": 1900, "input_tokens": 1, '
      '"output_tokens": 1}\n', "speedup = 1e-12", "", r"load.speedup: replaying 1,900 ms of trace \(lines 1 to 2 "
      r".* at speedup 1e-12 takes 2.2e\+07 days, more than hopbench's limit of 365 days"),
-    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"timestamp_ms": 1e300, "input_tokens": 1, '
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{"timestamp_ms": 1e12, "input_tokens": 1, '
      '"output_tokens": 1}\n', "", "", "check that the timestamps are ms"),
 ])
 def test_trace_bad_profile_keys(tmp_path: Path, trace: str, load: str, scenarios: str, message: str) -> None:

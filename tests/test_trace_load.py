@@ -178,10 +178,11 @@ OK = '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_ids": [1, 2]
      '"input_length": expected an integer >= 1, got true'),
     (OK * 5 + '{"timestamp": false, "input_length": 5, "output_length": 2}\n', 6,
      '"timestamp": expected a number of ms >= 0, got false'),
-    # an integer timestamp too large for orjson's 64 bits (it reads a float): the standard library's
+    # an integer timestamp too large for orjson's 64 bits (it reads a float): the standard
+    # library's check refuses it (past the offsets' int64 ns), at its own line
     (OK + '{"timestamp": 36893488147419111424, "input_length": 5, "output_length": 2}\n'  # 2**65 + 2**13
-          '{"timestamp": 36893488147419111423, "input_length": 5, "output_length": 2}\n', 3,
-     "timestamps out of order: 3.68935e+19 after 3.68935e+19 (line 2)"),
+          '{"timestamp": 36893488147419111423, "input_length": 5, "output_length": 2}\n', 2,
+     '"timestamp": expected ms under 9.22e+12'),
     (OK * 3 + '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_ids": ""}\n', 4,
      '"hash_ids": expected an array of integers >= 0'),
     (OK * 3 + '{"timestamp": 1, "input_length": 5, "output_length": 2, "scenario": ""}\n', 4,
