@@ -42,7 +42,7 @@ from typing import Any, Final, Protocol
 
 __all__ = ["PACED_GAP_MIN_NS", "BURST_COUNTERS", "SUSPECTED", "FlaggedBurst", "burst_from_line",
            "judge_burst", "rejudge", "record_rejudged", "burst_warnings", "BURST_LINE_MARK", "read_flagged",
-           "join_bursts"]
+           "join_bursts", "truth_by_id"]
 
 PACED_GAP_MIN_NS: Final = 1_000_000
 """The shortest gap between a paced origin's events the buffering flag assumes, ns:
@@ -139,6 +139,21 @@ def judge_burst(b: FlaggedBurst, truth: Mapping[str, Any] | None, *, proxy_possi
     return "proxy_buffering_confirmed" if proxy_possible else "burst_unexplained"
 
 
+def truth_by_id(truths: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """An upstream record's lines (ground_truth.jsonl: dicts) by request id: the
+    ``request_id`` header's id, else the body marker's ``marker_id`` (a gateway that
+    drops unknown headers); the last line of an id wins (a gateway that retried: it
+    wrote the answer the client got). Lines with neither id are left out; never raises."""
+    by_id: dict[str, Mapping[str, Any]] = {}
+    for t in truths:
+        rid = t.get("request_id")
+        if not isinstance(rid, str):
+            rid = t.get("marker_id")
+        if isinstance(rid, str):
+            by_id[rid] = t
+    return by_id
+
+
 def rejudge(bursts: Iterable[FlaggedBurst], truths: Iterable[Mapping[str, Any]], *,
             proxy_possible: bool) -> dict[str, Counter[str]]:
     """Judge every flagged stream against the origin's record, by request id.
@@ -155,13 +170,7 @@ def rejudge(bursts: Iterable[FlaggedBurst], truths: Iterable[Mapping[str, Any]],
         scope -> Counter of :data:`BURST_COUNTERS` names (only those counted).
         Never raises on malformed lines: they do not match.
     """
-    by_id: dict[str, Mapping[str, Any]] = {}
-    for t in truths:
-        rid = t.get("request_id")
-        if not isinstance(rid, str):
-            rid = t.get("marker_id")
-        if isinstance(rid, str):
-            by_id[rid] = t
+    by_id = truth_by_id(truths)
     out: dict[str, Counter[str]] = {}
     for b in bursts:
         out.setdefault(b.scope, Counter())[judge_burst(b, by_id.get(b.request_id), proxy_possible=proxy_possible)] += 1

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ._burst import truth_by_id
 from ._recorder import Recorder
 from ._toml import Table
 from ._units import s_to_ns
@@ -181,14 +182,7 @@ def join_cancels(cancels: Iterable[ClientCancel],
 
     Never raises on malformed lines: they do not match.
     """
-    by_id: dict[str, Mapping[str, Any]] = {}
-    for t in truths:
-        # the header's id, else the body marker's (a gateway that drops unknown headers)
-        rid = t.get("request_id")
-        if not isinstance(rid, str):
-            rid = t.get("marker_id")
-        if isinstance(rid, str):
-            by_id[rid] = t
+    by_id = truth_by_id(truths)  # the header's id, else the body marker's
     matched: list[CancelMatch] = []
     unmatched: list[ClientCancel] = []
     for c in cancels:
