@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from ._cancel import CancelSpec, parse_cancel
 from ._units import s_to_ns
-from ._fields import FIELD_NAME, field_problem, is_secret_header, read_header_env, read_headers
+from ._fields import FIELD_NAME, empty_secret, field_problem, is_secret_header, read_header_env, read_headers
 from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
 from ._lengths import MAX_OUTPUT_TOKENS
@@ -554,10 +554,18 @@ _AUTH = ("auto", "bearer", "x-api-key", "none")
 
 
 def _api_key_env(t: Table, env: Mapping[str, str]) -> str | None:
-    """A table's ``api_key_env``: the name of a set variable whose value can be sent."""
+    """A table's ``api_key_env``: the name of a set, non-empty variable whose value can be sent.
+
+    Raises:
+        ProfileError: the variable is not set, is set but empty (``_fields.empty_secret``),
+            or holds a value no header can carry; the value itself is never shown.
+    """
     api_key_env: str | None = t.str("api_key_env", None, nonempty=True)
     if api_key_env is not None and api_key_env not in env:
         raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
+    if api_key_env is not None and empty_secret(env[api_key_env]):
+        raise t.error("api_key_env", f"environment variable {api_key_env} is set but empty (e.g. "
+                                     f"{api_key_env}= on the command line): set it to the API key")
     if api_key_env is not None:
         problem = field_problem("x-api-key", env[api_key_env])
         if problem is not None:
