@@ -27,7 +27,7 @@ from ._cancel import CancelSpec, parse_cancel
 from ._units import s_to_ns
 from ._fields import FIELD_NAME, empty_secret, field_problem, is_secret_header, read_header_env, read_headers
 from ._errors import ProfileError
-from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
+from ._toml import MISSING, Table, TomlDoc, closest_key, load_toml, parse_toml
 from ._lengths import MAX_OUTPUT_TOKENS
 from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
 from ._textfile import json_value, read_regular
@@ -290,7 +290,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     for key in root.data:  # a misspelt table first, before what it should have held is missed
         if key not in _TOP_LEVEL:
             hint = " (tables are [[scenario]], singular)" if key == "scenarios" else ""
-            raise root.error(key, f"unknown table (expected one of: {', '.join(_TOP_LEVEL)}){hint}")
+            fix = None if hint else closest_key(key, set(_TOP_LEVEL) - set(root.data))
+            near = f"; did you mean {fix!r}?" if fix is not None else ""
+            raise root.error(key, f"unknown table{near} (expected one of: {', '.join(_TOP_LEVEL)}){hint}")
     _misplaced_scenario(root)
     base = doc.path.parent if doc.path else Path.cwd()
     run = _run(root.table("run"), doc)

@@ -61,6 +61,11 @@ def test_unknown_key_does_not_suggest_a_key_already_written() -> None:
     assert "did you mean" not in str(info.value)
 
 
+def test_unknown_table_suggests_the_closest_table() -> None:
+    msg = _error(GOOD.replace("[load]", "[lod]"))
+    assert msg.startswith("p.toml:4: lod: unknown table; did you mean 'load'? (expected one of: run, load,")
+
+
 def test_missing_required_key_reports_the_typo_at_its_own_line() -> None:
     # breaker: "p.toml:5: load.concurrency: required key is missing", line 6 never named
     text = GOOD.replace("concurrency = 2", "mode = \"concurrency\"\nconcurency = 4")
@@ -138,3 +143,9 @@ def test_cli_empty_secret_variable_exits_2_naming_header_variable_and_line(
     assert (f"{profile}:11: target.header_env.X-Api-Key: environment variable HB_TYPO_KEY is set but empty"
             in err)
     assert not (tmp_path / "results").exists()
+
+
+def test_scrape_header_variable_set_but_empty_is_an_error() -> None:
+    text = GOOD + '\n[[scrape]]\nurl = "http://127.0.0.1:9/metrics"\n[scrape.header_env]\nx-key = "KEY"\n'
+    msg = _error(text, env={"KEY": ""})
+    assert msg.startswith("p.toml:13: scrape[0].header_env.x-key: environment variable KEY is set but empty")
