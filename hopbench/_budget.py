@@ -17,7 +17,6 @@ Invariants:
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -28,7 +27,7 @@ from typing import Any, Final
 from ._hdr import METRICS
 from ._outcomes import RATES
 from ._recorder import ALL
-from ._toml import Table, TomlDoc, load_toml
+from ._toml import Table, TomlDoc, closest_key, load_toml
 
 __all__ = [
     "Budget",
@@ -120,7 +119,8 @@ def default_min_count(stat: str | None) -> int:
 def did_you_mean(word: str, known: Iterable[str]) -> str:
     """``: did you mean 'X'?`` for the closest known name, or "" (a typo's hint).
 
-    The match is difflib's (ratio >= 0.75, case-insensitive first: ``P99`` -> ``p99``).
+    The match is ``_toml.closest_key``'s, shared with profiles' "unknown key"
+    messages (ratio >= 0.75, case-insensitive first: ``P99`` -> ``p99``).
 
     Args:
         word: the name as written.
@@ -129,12 +129,8 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     Returns:
         The hint with its leading ``: ``, or "" when nothing is close. Never raises.
     """
-    names = list(known)
-    by_lower = {n.lower(): n for n in names}
-    if word.lower() in by_lower and by_lower[word.lower()] != word:
-        return f": did you mean {by_lower[word.lower()]!r}?"
-    close = difflib.get_close_matches(word, names, n=1, cutoff=0.75)
-    return f": did you mean {close[0]!r}?" if close else ""
+    close = closest_key(word, known)
+    return f": did you mean {close!r}?" if close is not None else ""
 
 
 def _parse_quantity(text: str, budget: str, unit_kind: str, t: Table, key: str) -> float:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from ._toml import Table
 
-__all__ = ["FIELD_NAME", "field_problem", "is_secret_header", "read_headers", "read_header_env"]
+__all__ = ["FIELD_NAME", "empty_secret", "field_problem", "is_secret_header", "read_headers", "read_header_env"]
 
 #: RFC 9110 section 5.1: a field name is a token.
 FIELD_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
@@ -86,6 +86,15 @@ def field_problem(name: str, value: str) -> str | None:
     return None
 
 
+def empty_secret(value: str) -> bool:
+    """True when an environment variable's ``value`` would send an empty header.
+
+    Empty or white space only: HTTP strips a field value's surrounding white space
+    (RFC 9110 section 5.5), so ``"  "`` is sent as an empty key too. Never raises.
+    """
+    return not value.strip(" \t")
+
+
 def read_headers(ht: Table, where_env: str) -> dict[str, str]:
     """A ``headers`` table: name -> value, each a field HTTP/1.1 can send.
 
@@ -124,7 +133,8 @@ def read_header_env(het: Table, env: Mapping[str, str]) -> dict[str, str]:
 
     Raises:
         ProfileError: a variable name that is not a non-empty string, a variable
-            that is not set, or a value :func:`field_problem` refuses.
+            that is not set or is set but empty (white space only: an empty header
+            would be sent; :func:`empty_secret`), or a value :func:`field_problem` refuses.
     """
     header_env: dict[str, str] = {}
     for k in het.keys():
@@ -133,6 +143,9 @@ def read_header_env(het: Table, env: Mapping[str, str]) -> dict[str, str]:
             raise het.error(k, f"expected the name of an environment variable, got {v!r}")
         if v not in env:
             raise het.error(k, f"environment variable {v} is not set")
+        if empty_secret(env[v]):
+            raise het.error(k, f"environment variable {v} is set but empty (e.g. {v}= on the command "
+                               "line): set it to the header's value, or remove the header")
         problem = field_problem(k, env[v])
         if problem is not None:  # never the value itself: it is a secret
             raise het.error(k, f"environment variable {v}: {problem.replace('the value', 'its value')}"

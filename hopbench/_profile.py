@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 
 from ._cancel import CancelSpec, parse_cancel
 from ._units import s_to_ns
-from ._fields import FIELD_NAME, field_problem, is_secret_header, read_header_env, read_headers
+from ._fields import FIELD_NAME, empty_secret, field_problem, is_secret_header, read_header_env, read_headers
 from ._errors import ProfileError
-from ._toml import MISSING, Table, TomlDoc, load_toml, parse_toml
+from ._toml import MISSING, Table, TomlDoc, closest_key, load_toml, parse_toml
 from ._lengths import MAX_OUTPUT_TOKENS
 from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
 from ._textfile import json_value, read_regular
@@ -290,7 +290,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     for key in root.data:  # a misspelt table first, before what it should have held is missed
         if key not in _TOP_LEVEL:
             hint = " (tables are [[scenario]], singular)" if key == "scenarios" else ""
-            raise root.error(key, f"unknown table (expected one of: {', '.join(_TOP_LEVEL)}){hint}")
+            fix = None if hint else closest_key(key, set(_TOP_LEVEL) - set(root.data))
+            near = f"; did you mean {fix!r}?" if fix is not None else ""
+            raise root.error(key, f"unknown table{near} (expected one of: {', '.join(_TOP_LEVEL)}){hint}")
     _misplaced_scenario(root)
     base = doc.path.parent if doc.path else Path.cwd()
     run = _run(root.table("run"), doc)
@@ -554,10 +556,18 @@ _AUTH = ("auto", "bearer", "x-api-key", "none")
 
 
 def _api_key_env(t: Table, env: Mapping[str, str]) -> str | None:
-    """A table's ``api_key_env``: the name of a set variable whose value can be sent."""
+    """A table's ``api_key_env``: the name of a set, non-empty variable whose value can be sent.
+
+    Raises:
+        ProfileError: the variable is not set, is set but empty (``_fields.empty_secret``),
+            or holds a value no header can carry; the value itself is never shown.
+    """
     api_key_env: str | None = t.str("api_key_env", None, nonempty=True)
     if api_key_env is not None and api_key_env not in env:
         raise t.error("api_key_env", f"environment variable {api_key_env} is not set")
+    if api_key_env is not None and empty_secret(env[api_key_env]):
+        raise t.error("api_key_env", f"environment variable {api_key_env} is set but empty (e.g. "
+                                     f"{api_key_env}= on the command line): set it to the API key")
     if api_key_env is not None:
         problem = field_problem("x-api-key", env[api_key_env])
         if problem is not None:

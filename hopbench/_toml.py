@@ -17,9 +17,10 @@ Profiles, the emulator config and gate budget files all read through it.
 from __future__ import annotations
 
 import builtins
+import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,7 +31,7 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - 3.10 fallback
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["TomlDoc", "Table", "load_toml", "parse_toml", "MISSING"]
+__all__ = ["TomlDoc", "Table", "load_toml", "parse_toml", "closest_key", "MISSING"]
 
 KeyPath = tuple[str | int, ...]
 
@@ -167,6 +168,30 @@ def load_toml(path: str | Path) -> TomlDoc:
     return parse_toml(text, p)
 
 
+#: how close a typo must be to a valid key to be named as its fix (difflib's ratio)
+CLOSE_RATIO: Final = 0.75
+
+
+def closest_key(word: str, known: Iterable[str]) -> str | None:
+    """The valid key ``word`` most likely misspells, or None when none is close.
+
+    A case-only difference wins (``Seed`` -> ``seed``); otherwise difflib's
+    ``get_close_matches`` with ratio >= ``CLOSE_RATIO`` (0.75: one wrong, missing or
+    swapped letter in a word of 4 or more). Shared by "unknown key" messages here and
+    the gate's budget grammar (``_budget.did_you_mean``). Never raises.
+
+    Args:
+        word: the key as written.
+        known: the keys allowed there.
+    """
+    names = [n for n in known if n != word]
+    by_lower = {n.lower(): n for n in names}
+    if word.lower() in by_lower:
+        return by_lower[word.lower()]
+    close = difflib.get_close_matches(word, names, n=1, cutoff=CLOSE_RATIO)
+    return close[0] if close else None
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"{'true' if value else 'false'} (a boolean)"
@@ -234,8 +259,19 @@ class Table:
         if name in self.data:
             return self.data[name]
         if default is MISSING:
+            typo = self._typo_of(name)
+            if typo is not None:  # the typo is the real error: name it, at its own line
+                raise self.error(typo, f"unknown key; did you mean {name!r}? "
+                                       f"({self.key_name(name)} is required and missing)")
             raise self.error(name, "required key is missing")
         return default
+
+    def _typo_of(self, name: str) -> str | None:
+        """A key written here, not (yet) read, that ``name`` is the closest fix of."""
+        for key in self.data:
+            if key not in self._seen and key != name and closest_key(key, [name]) == name:
+                return key
+        return None
 
     # -- typed getters -------------------------------------------------------
     def raw(self, name: str, default: Any = MISSING) -> Any:
@@ -331,12 +367,17 @@ class Table:
                 (e.g. workload keys of a plain-prompt scenario), named in the hint.
 
         Raises:
-            ProfileError: naming the first unknown key and the keys allowed here.
+            ProfileError: naming the first unknown key, the closest allowed key not
+                already written (``; did you mean 'duration_s'?``, ``closest_key``)
+                and the keys allowed here.
         """
         unknown = [k for k in self.data if k not in self._seen]
         if unknown:
-            allowed = ", ".join(sorted(set(self._seen) | set(also_allowed))) or "none"
-            raise self.error(unknown[0], f"unknown key (expected one of: {allowed})")
+            known = set(self._seen) | set(also_allowed)
+            allowed = ", ".join(sorted(known)) or "none"
+            fix = closest_key(unknown[0], known - set(self.data))
+            hint = f"; did you mean {fix!r}?" if fix is not None else ""
+            raise self.error(unknown[0], f"unknown key{hint} (expected one of: {allowed})")
 
 
 def _range_text(kind: str, lo: float | None, hi: float | None, integer: bool = False) -> str:
