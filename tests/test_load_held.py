@@ -58,6 +58,16 @@ async def _run(profile: Profile, stop_s: float | None = None, scope: str = "chat
     return runner, rec
 
 
+def _session_profile(tmp_path: Path, rate_rps: float, turns: int) -> Profile:
+    """An open loop of ``rate_rps`` sessions/s of ``turns`` turns, 0.5 s of think time (scope "s")."""
+    path = tmp_path / "p.toml"
+    path.write_text(f'[run]\nduration_s = 60\n[load]\nmode = "rate"\nrate_rps = {rate_rps}\n'
+                    'arrival = "constant"\n[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nname = "s"\n'
+                    'protocol = "chat"\nmodel = "m"\nprompts = ["p"]\n'
+                    f'session = {{ turns = {turns}, think_time_s = 0.5 }}\n')
+    return load_profile(path)
+
+
 def _not_held(warnings: list[str]) -> list[str]:
     return [w for w in warnings if "load not held" in w]
 
@@ -317,11 +327,7 @@ async def test_load_held_open_loop_sessions_count_sessions_not_their_later_turns
     # breaker (real llmock): rate_rps = 4 sessions/s of 4 turns read "load: 9.50 of 4.00
     # requests/s sent", and a shortfall of sessions would have hidden behind later turns
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
-    path = tmp_path / "p.toml"
-    path.write_text('[run]\nduration_s = 60\n[load]\nmode = "rate"\nrate_rps = 4\narrival = "constant"\n'
-                    '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nname = "s"\nprotocol = "chat"\n'
-                    'model = "m"\nprompts = ["p"]\nsession = { turns = 4, think_time_s = 0.5 }\n')
-    profile = load_profile(path)
+    profile = _session_profile(tmp_path, 4, 4)
     lines: list[dict[str, Any]] = []
     runner, rec = await _run(profile, 1.9, "s", on_stream=lines.append)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
@@ -440,11 +446,7 @@ async def test_load_held_a_later_turn_due_before_the_stop_and_written_after_it_c
     # that had never held it: "load not held: 0 of the 1 arrivals due"
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.3, gaps_s=(0.05,),
                                                                          last_s=0.05)))
-    path = tmp_path / "p.toml"
-    path.write_text('[run]\nduration_s = 60\n[load]\nmode = "rate"\nrate_rps = 1\narrival = "constant"\n'
-                    '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nname = "s"\nprotocol = "chat"\n'
-                    'model = "m"\nprompts = ["p"]\nsession = { turns = 2, think_time_s = 0.5 }\n')
-    profile = load_profile(path)
+    profile = _session_profile(tmp_path, 1, 2)
     lines: list[dict[str, Any]] = []
     runner, rec = await _run(profile, 0.95, "s", on_stream=lines.append)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
