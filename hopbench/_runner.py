@@ -541,7 +541,8 @@ class LoadRunner:
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
         self._last_due_ns: int | None = None  # the open loop's latest arrival taken up (clock ns)
         # a schedule that runs out by itself (a request budget, a trace without loop): one gap
-        # of the whole run's rate (WindowCount.raise_floor; docs/results.md, "Load held")
+        # of the whole run's rate, set as the clock starts; its window ends that long after its
+        # last arrival (WindowCount.raise_floor, stats.schedule_end_ns; docs/results.md, "Load held")
         self._take_gap_ns: int | None = None
         #: the open loop's schedule (its arrival times, ns) and the count of those due in the
         #: measured window (load.due); set as the clock starts
@@ -843,15 +844,13 @@ class LoadRunner:
                 await self._trace_loop()
             else:
                 await self._open_loop()
-        if self.load.mode != "concurrency" and not self._stopping and self._last_due_ns is not None and (
-                self._requests_left is not None or self._finite):
+        if self._take_gap_ns is not None and not self._stopping and self._last_due_ns is not None:
             # The schedule ran out by itself (a request budget, a trace without loop):
             # the load's window ends one mean gap after its last arrival, not after
             # the streams still open drain (docs/results.md, achieved_rate_rps). The gap is
             # the whole run's: a worker's share (rate / n, trace_part) interleaves with the
             # others', whose ends are merged by max (hopbench._counters)
-            whole_rps = self.load.rate_rps * self.load.trace_part[1]
-            self.stats.schedule_end_ns = self._last_due_ns - self._t0 + int(NS_PER_S / whole_rps)
+            self.stats.schedule_end_ns = self._last_due_ns - self._t0 + self._take_gap_ns
             if self._window is not None:  # arrivals a late client took up after it are not its load
                 self._window.end(self._t0 + self.stats.schedule_end_ns)
         # closed loop with a request budget: users end by themselves
