@@ -16,7 +16,9 @@ from typing import Any
 from hopbench._burst import (
     BURST_COUNTERS,
     PACED_GAP_MIN_NS,
+    FLAGGED_MAX,
     FlaggedBurst,
+    FlaggedLog,
     burst_from_line,
     burst_warnings,
     join_bursts,
@@ -186,16 +188,17 @@ def test_post_run_join_turns_suspected_into_origin_burst(tmp_path: Path) -> None
         read.append(1)
         return truths
 
-    assert join_bursts(rec, streams, reader, 0, proxy_possible=True, record="gt.jsonl") == []
+    flagged = FlaggedLog()
+    for b in read_flagged(streams):  # the file and the runner's memory hold the same bursts
+        flagged.add(b)
+    assert join_bursts(rec, flagged, reader, proxy_possible=True, record="gt.jsonl") == []
     c = rec.snapshot().scopes[ALL].counters
     assert (c["proxy_buffering_suspected"], c["origin_burst"], c["proxy_buffering_confirmed"]) == (2, 1, 1)
     assert read == [1]
     # a run without a flagged stream never reads the record
-    quiet = tmp_path / "quiet.jsonl"
-    quiet.write_text(json.dumps({"id": "0-9", "burst": "client_lagged"}) + "\n")
-    assert join_bursts(rec, quiet, reader, 0, proxy_possible=True, record="gt.jsonl") == [] and read == [1]
+    assert join_bursts(rec, FlaggedLog(), reader, proxy_possible=True, record="gt.jsonl") == [] and read == [1]
     # a flagged stream the record does not hold stays suspected, and the run says so
-    (w,) = join_bursts(Recorder(["chat"]), streams, lambda: truths[:1], 0, proxy_possible=True, record="gt.jsonl")
+    (w,) = join_bursts(Recorder(["chat"]), flagged, lambda: truths[:1], proxy_possible=True, record="gt.jsonl")
     assert w.startswith("bursts: 1 of 2 streams flagged proxy_buffering_suspected have no line")
 
 
