@@ -23,6 +23,8 @@ from hopbench._burst import (
     burst_warnings,
     join_bursts,
     judge_burst,
+    not_rejudged,
+    SUSPECTED,
     read_flagged,
     record_rejudged,
     rejudge,
@@ -219,6 +221,12 @@ def test_burst_counters_are_defined_in_results_md() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
     for name in BURST_COUNTERS:
         assert f"| `{name}` |" in doc, name
+    # the note for what cannot be re-judged, each of its reasons, and the bound
+    assert "| `" + not_rejudged(0, "WHY").replace("0 streams", "N streams") + "` |" in doc
+    for why in ("a load generator keeps at most 100,000 flagged streams", "worker K ended before its final message",
+                "its target is a URL (URL), whose origin's record hopbench does not hold"):
+        assert why in doc, why
+    assert f"{FLAGGED_MAX:,}" == "100,000"
 
 
 # -- end to end: the embedded emulator --------------------------------------------------------------
@@ -278,9 +286,9 @@ def _judge_bursts(target: str, counts: dict[str, int]) -> list[str]:
 
 
 def test_judge_embedded_target_never_warns_of_a_proxy_even_unjoined() -> None:
-    """``--workers`` or ``stream_log = false``: no streams.jsonl line to join, the counters
-    stay the client's; the embedded target still gets no proxy warning (the reported case:
-    3,577 of 6,000 streams)."""
+    """Flagged streams not re-judged (a worker that died before its final message, past
+    FLAGGED_MAX): the counters stay the client's; the embedded target still gets no proxy
+    warning (the reported case: 3,577 of 6,000 streams)."""
     counts = {"started": 6000, "completed": 6000, "tokens.output.completed": 24000, "proxy_buffering_suspected": 3577}
     (w,) = _judge_bursts("embedded = true", counts)
     assert w.startswith("origin_burst: 3577 of 6000 streams arrived as one burst from the embedded emulator")
@@ -304,3 +312,214 @@ def test_terminal_summary_falls_back_to_the_same_rule() -> None:
                         "scopes": {"all": {"counters": counters}}}, console)
         text = console.export_text()
         assert want in text and "proxy buffering" not in text and text.count("origin_burst:") == 1, text
+
+
+# -- the flagged streams in memory (LoadRunner.flagged), bounded ----------------------------------
+
+def test_flagged_log_keeps_at_most_its_limit_and_counts_the_rest() -> None:
+    log = FlaggedLog(limit=2)
+    for b in (_burst("0-1"), _burst("0-2", scope="b"), _burst("0-3", scope="b"), _burst("0-4")):
+        log.add(b)
+    assert [b.request_id for b in log.bursts] == ["0-1", "0-2"]
+    assert dict(log.dropped) == {"b": 1, "chat": 1} and len(log) == 4
+    # as a worker ships it, and back (the driver applies no limit of its own)
+    doc = json.loads(json.dumps(log.to_json()))
+    back = FlaggedLog.from_json(doc)
+    assert back.bursts == log.bursts and back.dropped == log.dropped and back.limit == FLAGGED_MAX
+    # a malformed message reads as nothing, an entry of the wrong shape as absent
+    assert len(FlaggedLog.from_json(None)) == 0 and len(FlaggedLog.from_json({"bursts": "x", "dropped": 3})) == 0
+    odd = FlaggedLog.from_json({"bursts": [["0-9", "chat", 5, 4], ["0-8", "chat", "5", 4], [1, 2]],
+                                "dropped": {"chat": 2, "b": -1, "c": "x"}})
+    assert odd.bursts == [FlaggedBurst("0-9", "chat", 5, 4)] and dict(odd.dropped) == {"chat": 2}
+    # several workers' logs, then one arm's part of them
+    back.merge(odd)
+    assert len(back) == 7 and dict(back.dropped) == {"b": 1, "chat": 3}
+    arm = back.only("b")
+    assert [b.request_id for b in arm.bursts] == ["0-2"] and dict(arm.dropped) == {"b": 1}
+
+
+def test_join_bursts_names_the_flagged_streams_past_the_bound() -> None:
+    """Past FLAGGED_MAX the streams are only counted: a note says so, the rest are judged."""
+    log = FlaggedLog(limit=1)
+    log.add(_burst("0-1"))
+    log.add(_burst("0-2"))
+    rec = Recorder(["chat"])
+    (note,) = join_bursts(rec, log, lambda: [_truth("0-1")], proxy_possible=False, record="ground_truth.jsonl")
+    assert note == ("bursts: 1 streams flagged proxy_buffering_suspected were not re-judged: a load generator "
+                    "keeps at most 1 flagged streams for the join with ground_truth.jsonl, and these came after; "
+                    "they stay suspected")
+    assert rec.snapshot().counter("chat", "origin_burst") == 1
+    # only drops: the record is not read
+    only = FlaggedLog(limit=0)
+    only.add(_burst("0-1"))
+
+    def unread() -> list[dict[str, Any]]:
+        raise AssertionError("the record was read")
+
+    (note,) = join_bursts(rec, only, unread, proxy_possible=False, record="gt")
+    assert note.startswith("bursts: 1 streams flagged proxy_buffering_suspected were not re-judged")
+
+
+# -- --workers: the driver re-judges what the workers shipped -------------------------------------
+
+def _done(k: int, bursts: list[FlaggedBurst], suspected: dict[str, int]) -> dict[str, Any]:
+    """A worker's final message: its counters (the flag) and its flagged streams."""
+    rec = Recorder(["chat", "other"])
+    for scope, n in suspected.items():
+        rec.incr(scope, "completed", n)
+        rec.incr(scope, "proxy_buffering_suspected", n)
+    log = FlaggedLog()
+    for b in bursts:
+        log.add(b)
+    return {"kind": "done", "worker": k, "total": rec.snapshot().to_json(),
+            "warmup": Recorder(["chat", "other"]).snapshot().to_json(),
+            "counters": {"stop_ns": 10**9, "ended_ns": 10**9}, "bursts": log.to_json()}
+
+
+def test_merger_rejudges_the_workers_bursts_as_one_process_would(tmp_path: Path) -> None:
+    """Three workers: two ship their flagged streams with their end (as the client cancels
+    travel), one dies after an interval in which it flagged 2. The merged counters are
+    exactly those of rejudge() over all the shipped streams (one process's verdicts); the
+    dead worker's 2 are named in a note, not re-judged in part."""
+    import io
+
+    from hopbench._profile import parse_profile
+    from hopbench._results import ResultsWriter
+    from hopbench._workers import Merger, split_load
+
+    profile = parse_profile('[run]\nrequests = 30\nworkers = 3\n[load]\nconcurrency = 3\n[target]\nembedded = true\n'
+                            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nprompts = ["hi"]\n'
+                            '[[scenario]]\nname = "other"\nprotocol = "chat"\nprompts = ["hi"]\n', env={})
+    shares = split_load(profile, 3)
+    writer = ResultsWriter(tmp_path / "run")
+    writer.start({"started_at_unix_s": 0.0})
+    merger = Merger(profile, shares, writer, io.StringIO(), {"interrupted_by": None, "started_at_unix_s": 0.0})
+    shipped = {0: [_burst("0-1"), _burst("0-2", held_ms=100), _burst("0-3", scope="other")],
+               1: [_burst("1-1", held_ms=100), _burst("1-2"), _burst("1-9")]}
+    truths = [_truth("0-1"), _truth("0-2", gaps_ms=[20, 20, 20]), _truth("0-3"),
+              _truth("1-1", gaps_ms=[20, 20, 20]), _truth("1-2", queue_ms=78, gaps_ms=[2, 2, 2])]
+    record = tmp_path / "run" / "ground_truth.jsonl"
+    record.write_text("".join(json.dumps(t) + "\n" for t in truths))
+    for k, bursts in shipped.items():
+        merger.handle(_done(k, bursts, {"chat": sum(b.scope == "chat" for b in bursts),
+                                        "other": sum(b.scope == "other" for b in bursts)}))
+    dead = Recorder(["chat", "other"])
+    dead.incr("chat", "proxy_buffering_suspected", 2)
+    merger.handle({"kind": "interval", "worker": 2, "iv": dead.take_interval(0, 10**9).to_json(),
+                   "warm": Recorder(["chat", "other"]).take_interval(0, 10**9).to_json(),
+                   "line": {"start_ns": 0, "end_ns": 10**9}})
+    merger.lost(2, "killed")
+    notes = merger.join_bursts(record)
+    assert notes == [
+        "bursts: 1 of 6 streams flagged proxy_buffering_suspected have no line with their request id in "
+        "ground_truth.jsonl: they stay suspected (burst_unmatched)",
+        "bursts: 2 streams flagged proxy_buffering_suspected were not re-judged: worker 2 ended before its final "
+        "message, which carries its flagged streams to the driver; they stay suspected"]
+    one = Recorder(["chat", "other"])  # what one process would have counted
+    record_rejudged(one, rejudge([b for bs in shipped.values() for b in bs], truths, proxy_possible=False),
+                    one.scopes)
+    total, _ = merger.totals()
+    for scope in ("chat", "other", ALL):
+        for name in BURST_COUNTERS:
+            assert total.counter(scope, name) == one.snapshot().counter(scope, name), (scope, name)
+    assert (total.counter(ALL, "origin_burst"), total.counter(ALL, "burst_unexplained"),
+            total.counter(ALL, "burst_unmatched"), total.counter(ALL, "proxy_buffering_suspected")) == (3, 2, 1, 8)
+    # into summary.json, the notes among its warnings (as _workers._drive_run hands them over)
+    merger.meta["notes"] = notes
+    summary, _ = merger.finish(None, "local")
+    assert summary["scopes"]["all"]["counters"]["burst_unexplained"] == 2
+    assert all(n in summary["warnings"] for n in notes)
+
+
+# -- end to end: --workers, run.stream_log = false, embedded A/B arms ----------------------------------
+
+_AT_ONCE = ('[run]\nrequests = {n}\n{run}[load]\nconcurrency = {c}\n{target}'
+            '[emulator]\nttft_ms = 300\ntokens_per_s = 0\noutput_tokens = 8\nkeepalive_interval_s = 0\n{arms}'
+            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\nprompts = ["hi"]\n')
+"""The emulator writes each answer at once, 300 ms after the request: each stream reaches
+the client as one burst held 300 ms, flagged unless the client's own lag reached 30 ms
+(then ``client_lagged``). The verdicts follow from the emulator's record, not from a clock."""
+
+
+def _all_rejudged(c: dict[str, int], at_once: int) -> None:
+    """Every flagged stream joined and judged the origin's, as the record shows it wrote them."""
+    assert c.get("origin_burst", 0) == c.get("proxy_buffering_suspected", 0) <= at_once, c
+    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")), c
+
+
+def _at_once(path: Path) -> int:
+    truth = [json.loads(x) for x in path.read_text().splitlines()]
+    return sum(sum(t["gaps_ns"]) < 7 * PACED_GAP_MIN_NS for t in truth)
+
+
+def test_run_workers_rejudge_the_bursts_in_the_driver(tmp_path: Path) -> None:
+    """``--workers 2``: no streams.jsonl; the workers ship their flagged streams, the
+    driver judges them against ground_truth.jsonl: the same verdicts as one process."""
+    from hopbench._profile import parse_profile
+    from hopbench._workers import run_profile_workers
+
+    profile = parse_profile(_AT_ONCE.format(n=8, c=4, run="workers = 2\n", target="[target]\nembedded = true\n",
+                                            arms=""), tmp_path / "p.toml", env={})
+    out = run_profile_workers(profile, out_dir=tmp_path / "run")
+    s = out.summary
+    c = s["scopes"]["all"]["counters"]
+    print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
+    assert s["workers"] == 2 and c["completed"] == 8, s["warnings"]
+    assert not (tmp_path / "run" / "streams.jsonl").exists()
+    assert c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 8, c
+    _all_rejudged(c, _at_once(tmp_path / "run" / "ground_truth.jsonl"))
+    assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
+
+
+def test_run_without_stream_log_still_rejudges_the_bursts(tmp_path: Path) -> None:
+    """``run.stream_log = false``: streams.jsonl stays empty, the flagged streams are kept in
+    memory (LoadRunner.flagged) and judged against ground_truth.jsonl all the same."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+
+    profile = parse_profile(_AT_ONCE.format(n=6, c=3, run="stream_log = false\n",
+                                            target="[target]\nembedded = true\n", arms=""),
+                            tmp_path / "p.toml", env={})
+    s = run_profile(profile, out_dir=tmp_path / "run").summary
+    c = s["scopes"]["all"]["counters"]
+    print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
+    assert (tmp_path / "run" / "streams.jsonl").read_text() == ""
+    assert c["completed"] == 6 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 6, c
+    _all_rejudged(c, _at_once(tmp_path / "run" / "ground_truth.jsonl"))
+    assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
+
+
+def test_run_arms_rejudge_each_arm_against_its_own_record(tmp_path: Path) -> None:
+    """Three arms: ``a`` and ``c`` each with an embedded emulator of its own (``c`` answers
+    100 ms sooner), ``b`` a URL (an emulator the test started, whose record the run does not
+    hold). Each embedded arm's flagged streams are judged against its own
+    ground_truth.<arm>.jsonl (against the other's they would match nothing:
+    ``burst_unmatched``); ``b``'s cannot be, and a note says so."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+    from hopbench.emulator import EmbeddedEmulator
+
+    arms = ('[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "{url}"\n'
+            '[[arm]]\nname = "c"\nurl = "embedded"\nemulator = {{ ttft_ms = 200 }}\n')
+    first = parse_profile(_AT_ONCE.format(n=9, c=3, run="", target="", arms=arms.format(url="embedded")),
+                          tmp_path / "p.toml", env={})
+    with EmbeddedEmulator(first.arms[0].emulator_config, record_path=None) as other:
+        profile = parse_profile(_AT_ONCE.format(n=9, c=3, run="", target="", arms=arms.format(url=other.base_url)),
+                                tmp_path / "p.toml", env={})
+        s = run_profile(profile, out_dir=tmp_path / "run").summary
+    scopes = s["scopes"]
+    for name in ("a", "b", "c"):
+        c = scopes[name]["counters"]
+        print(name, {k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
+        assert c["completed"] == 3 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 3, (name, c)
+    for name in ("a", "c"):
+        _all_rejudged(scopes[name]["counters"], _at_once(tmp_path / "run" / f"ground_truth.{name}.jsonl"))
+    b = scopes["b"]["counters"]
+    assert not any(b.get(k, 0) for k in BURST_COUNTERS), b  # nothing to judge it against
+    notes = [w for w in s["warnings"] if "not re-judged" in w]
+    if b.get(SUSPECTED, 0):
+        assert notes == [f"arm b: bursts: {b[SUSPECTED]} streams flagged proxy_buffering_suspected were not "
+                         f"re-judged: its target is a URL ({other.base_url}), whose origin's record hopbench "
+                         "does not hold; they stay suspected"], s["warnings"]
+    else:
+        assert notes == [], s["warnings"]
