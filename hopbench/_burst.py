@@ -67,9 +67,10 @@ BURST_COUNTERS: Final = ("origin_burst", "proxy_buffering_confirmed", "burst_une
 """Counters :func:`record_rejudged` writes per scope (docs/results.md, counters)."""
 
 FLAGGED_MAX: Final = 100_000
-"""The most flagged streams one load generator keeps for the re-judging (about
-150 bytes each in memory, 40 in a worker's final message: 15 MB at most). Those
-past it are counted per scope (``FlaggedLog.dropped``) and named in a note."""
+"""The most flagged streams one load generator keeps for the re-judging: about
+160 bytes each in memory (16 MB at the bound) and 35 in a worker's final message
+(3.5 MB), measured with request ids like ``12-34567``. Those past it are counted
+per scope (``FlaggedLog.dropped``) and named in a note (:func:`join_bursts`)."""
 
 BURST_LINE_MARK: Final = b'"burst":"proxy_buffering_suspected"'
 """How a flagged stream's streams.jsonl line reads (compact JSON, ``_run``): a
