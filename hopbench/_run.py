@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import trio
 
+from ._burst import FlaggedLog, join_bursts, not_rejudged
 from ._clock import NS_PER_MS, NS_PER_S
-from ._burst import FlaggedLog
 from ._errors import HopbenchError, ResultsError, RunAborted
 from ._finish import (LOAD_HELD_FRACTION, SATURATION_CPU, SATURATION_LAG_NS, Part, RunCounters, RunEnd,
                       analyse, gc_figures, headline, host_figures, judge, outcome_warnings, slo_block)
@@ -302,7 +302,6 @@ def rejudge_bursts(rec: Recorder, flagged: FlaggedLog, out: Path, meta: Mapping[
         notes for summary.json's warnings (``join_bursts``'s, and per arm prefixed
         ``arm NAME: ``), possibly none. Never raises on a missing or cut record.
     """
-    from ._burst import join_bursts, not_rejudged
     from ._cancel import read_record
 
     if not len(flagged):

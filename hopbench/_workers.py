@@ -59,7 +59,7 @@ from typing import IO, Any
 
 import trio
 
-from ._burst import FlaggedLog
+from ._burst import FlaggedLog, join_bursts, not_rejudged
 from ._clock import NS_PER_MS, NS_PER_S
 from ._errors import HopbenchError
 from ._hdr import Histogram
@@ -588,7 +588,6 @@ class Merger:
         Returns:
             notes for summary.json's warnings, possibly none.
         """
-        from ._burst import join_bursts, not_rejudged
         from ._cancel import read_record
 
         flagged = FlaggedLog()
