@@ -453,15 +453,17 @@ def _at_once(path: Path) -> int:
 
 
 def test_run_workers_rejudge_the_bursts_in_the_driver(tmp_path: Path) -> None:
-    """``--workers 2``: no streams.jsonl; the workers ship their flagged streams, the
-    driver judges them against ground_truth.jsonl: the same verdicts as one process."""
-    from hopbench._profile import parse_profile
-    from hopbench._workers import run_profile_workers
+    """``hopbench run --workers 2``: no streams.jsonl; the workers ship their flagged
+    streams, the driver judges them against ground_truth.jsonl: the same verdicts as
+    one process."""
+    from hopbench import _exit
+    from hopbench.cli import main
 
-    profile = parse_profile(_AT_ONCE.format(n=8, c=4, run="workers = 2\n", target="[target]\nembedded = true\n",
-                                            arms=""), tmp_path / "p.toml", env={})
-    out = run_profile_workers(profile, out_dir=tmp_path / "run")
-    s = out.summary
+    path = tmp_path / "p.toml"
+    path.write_text(_AT_ONCE.format(n=8, c=4, run="", target="[target]\nembedded = true\n", arms=""))
+    assert main(["run", str(path), "--workers", "2", "--out", str(tmp_path / "run"), "--no-report",
+                 "--quiet"]) == _exit.EXIT_OK
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
     c = s["scopes"]["all"]["counters"]
     print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
     assert s["workers"] == 2 and c["completed"] == 8, s["warnings"]
