@@ -2,9 +2,14 @@
 
 Unit tests on hand-written ground-truth lines (docs/emulator.md) and streams.jsonl
 lines (hopbench._meter.stream_line); the post-run path from a measured stream to
-summary.json's warning with a fake record; one run against the embedded emulator
-(its bursts are the origin's, whatever the machine's load: never a proxy). The
-``[upstream]`` case behind a holding proxy is in tests/test_gateway_overhead.py.
+summary.json's warning with a fake record; the flagged streams kept in memory
+(FlaggedLog: its bound, a worker's message) and the driver's join of what workers
+ship (hopbench._workers.Merger.join_bursts); runs against the embedded emulator
+(its bursts are the origin's, whatever the machine's load: never a proxy): one
+process, ``hopbench run --workers 2`` (and a worker that dies before its final
+message), ``run.stream_log = false``, and A/B arms each with its own emulator beside
+a URL arm. The ``[upstream]`` case behind a holding proxy is in
+tests/test_gateway_overhead.py.
 """
 
 from __future__ import annotations
@@ -525,3 +530,57 @@ def test_run_arms_rejudge_each_arm_against_its_own_record(tmp_path: Path) -> Non
                          "does not hold; they stay suspected"], s["warnings"]
     else:
         assert notes == [], s["warnings"]
+
+
+class _NoFinalMessage:
+    """A worker's pipe that dies (exit 3) instead of sending the final message."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def send(self, msg: dict[str, Any]) -> None:
+        if msg.get("kind") == "done":
+            import os
+
+            os._exit(3)
+        self.conn.send(msg)
+
+    def recv(self) -> Any:
+        return self.conn.recv()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _worker_one_dies_before_its_end(profile: Any, base_url: str, share: Any, conn: Any) -> None:
+    """Worker target: worker 1 runs its share, ships its intervals, then dies before "done"."""
+    from hopbench._workers import _process_main
+
+    _process_main(profile, base_url, share, conn if share.index != 1 else _NoFinalMessage(conn))
+
+
+def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) -> None:
+    """Worker 1 dies before its final message (which carries its flagged streams): its
+    flagged streams, counted from the intervals it shipped, are named in a note; worker
+    0's are re-judged. Every flagged stream is one or the other, none silently suspected."""
+    from hopbench._profile import parse_profile
+    from hopbench._workers import _run_local
+
+    profile = parse_profile(_AT_ONCE.format(n=8, c=4, run="workers = 2\n", target="[target]\nembedded = true\n",
+                                            arms=""), tmp_path / "p.toml", env={})
+    out = _run_local(profile, out_dir=tmp_path / "run", on_line=None, progress=None, base_url=None,
+                     target=_worker_one_dies_before_its_end)
+    s = out.summary
+    c = s["scopes"]["all"]["counters"]
+    print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)}, s["warnings"])
+    assert not out.complete and any(w.startswith("worker 1 died") for w in s["warnings"]), s["warnings"]
+    assert c["completed"] == 8 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 8, c
+    notes = [w for w in s["warnings"] if "not re-judged" in w]
+    lost = 0
+    if notes:
+        (note,) = notes
+        assert note.endswith("were not re-judged: worker 1 ended before its final message, which carries its "
+                             "flagged streams to the driver; they stay suspected"), note
+        lost = int(note.split()[1])
+    assert c.get("origin_burst", 0) + lost == c.get(SUSPECTED, 0), c
+    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")), c
