@@ -287,9 +287,11 @@ def rejudge_bursts(rec: Recorder, flagged: FlaggedLog, out: Path, meta: Mapping[
     Which record: the embedded emulator's (``meta["ground_truth"]``), the ``[upstream]``
     emulator's behind a gateway (only the lines this run added), or, with ``[[arm]]``
     tables, each embedded arm's own ``ground_truth.<arm>.jsonl`` for that arm's streams.
-    An arm whose target is a URL has no record: its flagged streams are named in a note.
-    A URL target without ``[upstream]`` has none either, by design: nothing is noted
-    there (the client's flag and its warning say all a client can know).
+    An arm whose target is a URL has no record: beside an embedded arm (whose flagged
+    streams are re-judged) its flagged streams are named in a note, so that the arms'
+    counters are not read alike. A URL target without ``[upstream]`` (or URL arms
+    only) has no record at all, by design: nothing is noted there (the client's flag
+    and its warning say all a client can know).
 
     Args:
         rec: the run's measured recorder: receives the verdict counters per scope.
@@ -314,8 +316,11 @@ def rejudge_bursts(rec: Recorder, flagged: FlaggedLog, out: Path, meta: Mapping[
 
         return join_bursts(rec, flagged, lambda: _complete_lines(upstream.ground_truth, upstream.offset)[0],
                            proxy_possible=True, record=upstream.source)
+    arms = meta.get("arms") or ()
+    if not any(arm.get("ground_truth") for arm in arms):
+        return []  # no record at all (URL arms only): as a URL target, nothing to note
     notes: list[str] = []
-    for arm in meta.get("arms") or ():  # each arm against its own emulator's record
+    for arm in arms:  # each arm against its own emulator's record
         mine = flagged.only(arm["name"])
         if not len(mine):
             continue

@@ -584,3 +584,26 @@ def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) 
         lost = int(note.split()[1])
     assert c.get("origin_burst", 0) + lost == c.get(SUSPECTED, 0), c
     assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")), c
+
+
+def test_rejudge_bursts_one_process_picks_each_arms_record(tmp_path: Path) -> None:
+    """hopbench._run.rejudge_bursts without a run: each embedded arm's streams against its
+    own file; a URL arm beside it noted; URL arms only (no record at all) note nothing."""
+    from hopbench._run import rejudge_bursts
+
+    log = FlaggedLog()
+    for b in (_burst("0-1", scope="a"), _burst("0-2", scope="b", held_ms=100), _burst("0-3", scope="u")):
+        log.add(b)
+    (tmp_path / "ground_truth.a.jsonl").write_text(json.dumps(_truth("0-1")) + "\n")
+    (tmp_path / "ground_truth.b.jsonl").write_text(json.dumps(_truth("0-2", gaps_ms=[20, 20, 20])) + "\n{cut")
+    arms = [{"name": "a", "target": "embedded", "ground_truth": "ground_truth.a.jsonl"},
+            {"name": "b", "target": "embedded", "ground_truth": "ground_truth.b.jsonl"},
+            {"name": "u", "target": "http://127.0.0.1:9", "ground_truth": None}]
+    rec = Recorder(["a", "b", "u"])
+    assert rejudge_bursts(rec, log, tmp_path, {"arms": arms}) == [
+        "arm u: " + not_rejudged(1, "its target is a URL (http://127.0.0.1:9), whose origin's record hopbench "
+                                    "does not hold")]
+    snap = rec.snapshot()
+    assert (snap.counter("a", "origin_burst"), snap.counter("b", "burst_unexplained")) == (1, 1)
+    assert not any(snap.counter("u", k) for k in BURST_COUNTERS)
+    assert rejudge_bursts(Recorder(["a", "b", "u"]), log, tmp_path, {"arms": arms[2:]}) == []
