@@ -607,3 +607,23 @@ def test_rejudge_bursts_one_process_picks_each_arms_record(tmp_path: Path) -> No
     assert (snap.counter("a", "origin_burst"), snap.counter("b", "burst_unexplained")) == (1, 1)
     assert not any(snap.counter("u", k) for k in BURST_COUNTERS)
     assert rejudge_bursts(Recorder(["a", "b", "u"]), log, tmp_path, {"arms": arms[2:]}) == []
+
+
+def test_run_warmup_streams_are_not_rejudged(tmp_path: Path) -> None:
+    """Streams that started in the warm-up are neither counted nor kept for the join
+    (LoadRunner.flagged takes the measured ones only): the re-judged counters stay a
+    subset of the measured flag, and the warm-up's own bursts are in the record."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+
+    profile = parse_profile(_AT_ONCE.format(n=1, c=2, run="stream_log = false\nduration_s = 1.6\nwarmup_s = 0.7\n",
+                                            target="[target]\nembedded = true\n", arms="")
+                            .replace("requests = 1\n", ""), tmp_path / "p.toml", env={})
+    s = run_profile(profile, out_dir=tmp_path / "run").summary
+    c = s["scopes"]["all"]["counters"]
+    warm = s["warmup"]["all"]["counters"] if s.get("warmup") else {}
+    truth = (tmp_path / "run" / "ground_truth.jsonl").read_text().splitlines()
+    print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)},
+          "warm-up:", {k: warm.get(k, 0) for k in ("completed", SUSPECTED)}, "record lines:", len(truth))
+    assert len(truth) > c["completed"] >= 1  # the warm-up's streams are in the record too
+    _all_rejudged(c, _at_once(tmp_path / "run" / "ground_truth.jsonl"))
