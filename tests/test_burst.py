@@ -446,15 +446,15 @@ the client as one burst held 300 ms, flagged unless the client's own lag reached
 (then ``client_lagged``). The verdicts follow from the emulator's record, not from a clock."""
 
 
-def _all_rejudged(c: dict[str, int], at_once: int) -> None:
-    """Every flagged stream joined and judged the origin's, as the record shows it wrote them."""
-    assert c.get("origin_burst", 0) == c.get("proxy_buffering_suspected", 0) <= at_once, c
-    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")), c
-
-
-def _at_once(path: Path) -> int:
-    truth = [json.loads(x) for x in path.read_text().splitlines()]
-    return sum(sum(t["gaps_ns"]) < 7 * PACED_GAP_MIN_NS for t in truth)
+def _all_rejudged(c: dict[str, int], record: Path) -> None:
+    """Every flagged stream joined with the origin's record and judged by it: ``origin_burst``,
+    or ``burst_unexplained`` only for as many streams as the record shows the emulator wrote
+    paced (a busy machine can stall it between two events; it never is most of them)."""
+    truth = [json.loads(x) for x in record.read_text().splitlines()]
+    paced = sum(sum(t["gaps_ns"]) >= 7 * PACED_GAP_MIN_NS for t in truth)
+    assert c.get("origin_burst", 0) + c.get("burst_unexplained", 0) == c.get(SUSPECTED, 0), c
+    assert c.get("burst_unexplained", 0) <= paced, (c, paced)
+    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
 
 
 def test_run_workers_rejudge_the_bursts_in_the_driver(tmp_path: Path) -> None:
@@ -474,7 +474,7 @@ def test_run_workers_rejudge_the_bursts_in_the_driver(tmp_path: Path) -> None:
     assert s["workers"] == 2 and c["completed"] == 8, s["warnings"]
     assert not (tmp_path / "run" / "streams.jsonl").exists()
     assert c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 8, c
-    _all_rejudged(c, _at_once(tmp_path / "run" / "ground_truth.jsonl"))
+    _all_rejudged(c, tmp_path / "run" / "ground_truth.jsonl")
     assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
 
 
@@ -492,7 +492,7 @@ def test_run_without_stream_log_still_rejudges_the_bursts(tmp_path: Path) -> Non
     print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
     assert (tmp_path / "run" / "streams.jsonl").read_text() == ""
     assert c["completed"] == 6 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 6, c
-    _all_rejudged(c, _at_once(tmp_path / "run" / "ground_truth.jsonl"))
+    _all_rejudged(c, tmp_path / "run" / "ground_truth.jsonl")
     assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
 
 
@@ -520,7 +520,7 @@ def test_run_arms_rejudge_each_arm_against_its_own_record(tmp_path: Path) -> Non
         print(name, {k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
         assert c["completed"] == 3 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 3, (name, c)
     for name in ("a", "c"):
-        _all_rejudged(scopes[name]["counters"], _at_once(tmp_path / "run" / f"ground_truth.{name}.jsonl"))
+        _all_rejudged(scopes[name]["counters"], tmp_path / "run" / f"ground_truth.{name}.jsonl")
     b = scopes["b"]["counters"]
     assert not any(b.get(k, 0) for k in BURST_COUNTERS), b  # nothing to judge it against
     notes = [w for w in s["warnings"] if "not re-judged" in w]
@@ -582,8 +582,8 @@ def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) 
         assert note.endswith("were not re-judged: worker 1 ended before its final message, which carries its "
                              "flagged streams to the driver; they stay suspected"), note
         lost = int(note.split()[1])
-    assert c.get("origin_burst", 0) + lost == c.get(SUSPECTED, 0), c
-    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")), c
+    assert c.get("origin_burst", 0) + c.get("burst_unexplained", 0) + lost == c.get(SUSPECTED, 0), c
+    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
 
 
 def test_rejudge_bursts_one_process_picks_each_arms_record(tmp_path: Path) -> None:
@@ -626,4 +626,4 @@ def test_run_warmup_streams_are_not_rejudged(tmp_path: Path) -> None:
     print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)},
           "warm-up:", {k: warm.get(k, 0) for k in ("completed", SUSPECTED)}, "record lines:", len(truth))
     assert len(truth) > c["completed"] >= 1  # the warm-up's streams are in the record too
-    _all_rejudged(c, _at_once(tmp_path / "run" / "ground_truth.jsonl"))
+    _all_rejudged(c, tmp_path / "run" / "ground_truth.jsonl")
