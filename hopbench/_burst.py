@@ -25,8 +25,19 @@ Each re-judged counter is a subset of ``proxy_buffering_suspected``, which keeps
 the client's own flag. :func:`burst_warnings` is the one rule for the run's
 warning (summary.json, the terminal, report.html).
 
-Invariants: pure (no clock, no trio), but for :func:`read_flagged` (the one reader
-of a file: the run's streams.jsonl) and :func:`join_bursts` on top of it. Times
+The flagged streams travel in memory, not through streams.jsonl: each load
+generator (``hopbench._runner.LoadRunner.flagged``) keeps its measured flagged
+streams in a :class:`FlaggedLog` (at most :data:`FLAGGED_MAX`; only flagged
+streams, so ``run.stream_log = false`` loses nothing); a worker ships its log to
+the driver with its final message (``FlaggedLog.to_json``), as it ships its client
+cancels; the driver joins them once against the emulator's whole record. A/B arms
+are joined per arm, each against its own emulator's record. A flagged stream that
+cannot be re-judged (past the bound, a worker that died before its final message,
+an arm whose target is a URL) is named in a note (:func:`not_rejudged`), never
+left silently suspected.
+
+Invariants: pure (no clock, no trio, no file), but for :func:`read_flagged` (the
+one reader of a file: a run's streams.jsonl, for a look after the run). Times
 are integer ns; the origin's are durations on its own clock, the client's hold a
 duration on the client's: only durations are compared, never stamps.
 """
@@ -40,9 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-__all__ = ["PACED_GAP_MIN_NS", "BURST_COUNTERS", "SUSPECTED", "FlaggedBurst", "burst_from_line",
-           "judge_burst", "rejudge", "record_rejudged", "burst_warnings", "BURST_LINE_MARK", "read_flagged",
-           "join_bursts", "truth_by_id"]
+__all__ = ["PACED_GAP_MIN_NS", "BURST_COUNTERS", "SUSPECTED", "FLAGGED_MAX", "FlaggedBurst", "FlaggedLog",
+           "burst_from_line", "judge_burst", "rejudge", "record_rejudged", "burst_warnings", "BURST_LINE_MARK",
+           "read_flagged", "join_bursts", "not_rejudged", "truth_by_id"]
 
 PACED_GAP_MIN_NS: Final = 1_000_000
 """The shortest gap between a paced origin's events the buffering flag assumes, ns:
@@ -54,6 +65,12 @@ SUSPECTED: Final = "proxy_buffering_suspected"
 
 BURST_COUNTERS: Final = ("origin_burst", "proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")
 """Counters :func:`record_rejudged` writes per scope (docs/results.md, counters)."""
+
+FLAGGED_MAX: Final = 100_000
+"""The most flagged streams one load generator keeps for the re-judging: about
+160 bytes each in memory (16 MB at the bound) and 35 in a worker's final message
+(3.5 MB), measured with request ids like ``12-34567``. Those past it are counted
+per scope (``FlaggedLog.dropped``) and named in a note (:func:`join_bursts`)."""
 
 BURST_LINE_MARK: Final = b'"burst":"proxy_buffering_suspected"'
 """How a flagged stream's streams.jsonl line reads (compact JSON, ``_run``): a
@@ -86,6 +103,87 @@ class FlaggedBurst:
     scope: str
     held_ns: int
     output_events: int
+
+    def to_json(self) -> list[Any]:
+        """``[request_id, scope, held_ns, output_events]`` (a worker's final message)."""
+        return [self.request_id, self.scope, self.held_ns, self.output_events]
+
+    @staticmethod
+    def from_json(doc: Any) -> FlaggedBurst | None:
+        """The inverse of :meth:`to_json`; None for anything else (never raises)."""
+        if not (isinstance(doc, list) and len(doc) == 4):
+            return None
+        rid, scope, held, n = doc
+        if not (isinstance(rid, str) and isinstance(scope, str) and isinstance(held, int) and isinstance(n, int)):
+            return None
+        return FlaggedBurst(rid, scope, held, n)
+
+
+class FlaggedLog:
+    """A load generator's measured flagged streams, bounded (mutable; not thread-safe:
+    the runner's event loop adds, the caller reads after the run).
+
+    Args:
+        limit: the most bursts kept (:data:`FLAGGED_MAX`); later ones are only
+            counted, per scope, in ``dropped``.
+
+    Attributes:
+        bursts: list of FlaggedBurst in the order the streams ended (at most ``limit``
+            from one generator; a merge of several holds each one's).
+        dropped: scope -> flagged streams not kept (past ``limit``).
+    """
+
+    __slots__ = ("limit", "bursts", "dropped")
+
+    def __init__(self, limit: int = FLAGGED_MAX) -> None:
+        self.limit = limit
+        self.bursts: list[FlaggedBurst] = []
+        self.dropped: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self.bursts) + sum(self.dropped.values())
+
+    def add(self, b: FlaggedBurst) -> None:
+        """Keep ``b``, or count it in ``dropped`` when ``limit`` bursts are kept."""
+        if len(self.bursts) < self.limit:
+            self.bursts.append(b)
+        else:
+            self.dropped[b.scope] += 1
+
+    def merge(self, other: FlaggedLog) -> None:
+        """Add another generator's log (a worker's): its bursts and its drops, all kept."""
+        self.bursts.extend(other.bursts)
+        self.dropped.update(other.dropped)
+
+    def only(self, scope: str) -> FlaggedLog:
+        """A new log of this one's bursts (and drops) of ``scope`` (an A/B arm)."""
+        out = FlaggedLog(self.limit)
+        out.bursts = [b for b in self.bursts if b.scope == scope]
+        if self.dropped.get(scope):
+            out.dropped[scope] = self.dropped[scope]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"bursts": [FlaggedBurst.to_json(), ...], "dropped": {scope: n}}``."""
+        return {"bursts": [b.to_json() for b in self.bursts], "dropped": dict(self.dropped)}
+
+    @staticmethod
+    def from_json(doc: Any) -> FlaggedLog:
+        """The inverse of :meth:`to_json`; a malformed entry (or document) is left
+        out, never raised on; the limit is not applied (the sender applied its own)."""
+        out = FlaggedLog()
+        if not isinstance(doc, dict):
+            return out
+        bursts = doc.get("bursts")
+        for x in bursts if isinstance(bursts, list) else ():
+            b = FlaggedBurst.from_json(x)
+            if b is not None:
+                out.bursts.append(b)
+        dropped = doc.get("dropped")
+        for scope, n in (dropped.items() if isinstance(dropped, dict) else ()):
+            if isinstance(scope, str) and isinstance(n, int) and n > 0:
+                out.dropped[scope] += n
+        return out
 
 
 def burst_from_line(line: Mapping[str, Any], warmup_ns: int = 0) -> FlaggedBurst | None:
@@ -263,31 +361,50 @@ def read_flagged(path: Path, warmup_ns: int = 0) -> list[FlaggedBurst]:
     return out
 
 
-def join_bursts(rec: _Rec, streams_path: Path, truths: Callable[[], Iterable[Mapping[str, Any]]], warmup_ns: int, *,
+def not_rejudged(n: int, why: str) -> str:
+    """The note for flagged streams that could not be re-judged (docs/results.md, "Warnings").
+
+    Args:
+        n: how many (> 0).
+        why: the reason, a clause ("its target is a URL: ...").
+
+    Returns:
+        "bursts: N streams flagged proxy_buffering_suspected were not re-judged: WHY;
+        they stay suspected".
+    """
+    return (f"bursts: {n} streams flagged proxy_buffering_suspected were not re-judged: {why}; "
+            "they stay suspected")
+
+
+def join_bursts(rec: _Rec, flagged: FlaggedLog, truths: Callable[[], Iterable[Mapping[str, Any]]], *,
                 proxy_possible: bool, record: str) -> list[str]:
     """Re-judge a run's flagged streams against the origin's record; count the verdicts in ``rec``.
 
     Args:
-        rec: the run's measured recorder (``Recorder``: ``incr`` and ``scopes``).
-        streams_path: the run's streams.jsonl (the flagged lines carry ``burst`` and
-            ``burst_held_ns``).
+        rec: the run's measured recorder (``Recorder``: ``incr`` and ``scopes``), or
+            one merged into the run's totals (``--workers``).
+        flagged: the measured flagged streams (``LoadRunner.flagged``, or the
+            workers' logs merged); warm-up streams are not in it.
         truths: reads the origin's record lines (only this run's); called only
             when a stream was flagged.
-        warmup_ns: the run's warm-up, ns (warm-up streams are not re-judged).
         proxy_possible: False for the embedded emulator (see :func:`judge_burst`).
-        record: the record's name, for the warning.
+        record: the record's name, for the notes.
 
     Returns:
-        warnings for summary.json: the flagged streams the record does not hold,
+        notes for summary.json's warnings: the flagged streams the record does not
+        hold (``burst_unmatched``), those past the log's bound (:func:`not_rejudged`),
         possibly none. Never raises.
     """
-    bursts = read_flagged(streams_path, warmup_ns)
-    if not bursts:
-        return []
-    judged = rejudge(bursts, truths(), proxy_possible=proxy_possible)
-    record_rejudged(rec, judged, rec.scopes)
-    missing = sum(c["burst_unmatched"] for c in judged.values())
-    if not missing:
-        return []
-    return [f"bursts: {missing} of {len(bursts)} streams flagged proxy_buffering_suspected have no line with their "
-            f"request id in {record}: they stay suspected (burst_unmatched)"]
+    notes: list[str] = []
+    if flagged.bursts:
+        judged = rejudge(flagged.bursts, truths(), proxy_possible=proxy_possible)
+        record_rejudged(rec, judged, rec.scopes)
+        missing = sum(c["burst_unmatched"] for c in judged.values())
+        if missing:
+            notes.append(f"bursts: {missing} of {len(flagged.bursts)} streams flagged proxy_buffering_suspected have no "
+                         f"line with their request id in {record}: they stay suspected (burst_unmatched)")
+    dropped = sum(flagged.dropped.values())
+    if dropped:
+        notes.append(not_rejudged(dropped, f"a load generator keeps at most {flagged.limit:,} flagged streams for "
+                                           f"the join with {record}, and these came after"))
+    return notes

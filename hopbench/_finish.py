@@ -266,9 +266,9 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
                         "(no text, reasoning, refusal or tool event, no output tokens reported): "
                         "TTFT, ITL and TPOT have no samples; see streams.jsonl for what the target sent")
     # re-judged against the origin's record where one exists (hopbench._burst); the embedded
-    # emulator has no proxy in front of it: no warning names one
+    # emulator (or every A/B arm's own) has no proxy in front of it: no warning names one
     warnings += burst_warnings(total.scopes[ALL].counters if ALL in total.scopes else {},
-                               embedded=profile.target.embedded and not profile.arms)
+                               embedded=profile.target.embedded and all(a.url is None for a in profile.arms))
     lagged = total.counter(ALL, "client_lagged")
     if completed and lagged > completed / 2:
         warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "

@@ -18,14 +18,16 @@ import time
 import traceback
 from collections import deque
 from contextlib import ExitStack
+from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Callable
 
 import trio
 
+from ._burst import FlaggedLog, join_bursts, not_rejudged
 from ._clock import NS_PER_MS, NS_PER_S
 from ._errors import HopbenchError, ResultsError, RunAborted
 from ._finish import (LOAD_HELD_FRACTION, SATURATION_CPU, SATURATION_LAG_NS, Part, RunCounters, RunEnd,
@@ -36,7 +38,7 @@ from ._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment, write_error
 from ._runner import LoadRunner, RunStats
 
-__all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
+__all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "rejudge_bursts", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
            "timeline_line", "finish_run", "progress_line", "outcome_warnings", "headline", "gc_figures", "host_figures",
            "SATURATION_LAG_NS", "SATURATION_CPU", "LOAD_HELD_FRACTION", "ERROR_RATE_WARN", "slo_block"]
 
@@ -251,16 +253,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                         from ._gateway import join_upstream_cancels  # cancels behind a gateway: its upstream's record
 
                         meta.setdefault("notes", []).extend(join_upstream_cancels(upstream, runner.cancels, rec))
-                    if runner is not None and (meta.get("ground_truth") or upstream is not None):
-                        from ._burst import join_bursts  # the flagged bursts, against what the origin did
-                        from ._gateway import _complete_lines
-
-                        record = (out / meta["ground_truth"], 0) if meta.get("ground_truth") else \
-                            (upstream.ground_truth, upstream.offset)
-                        meta.setdefault("notes", []).extend(join_bursts(
-                            rec, out / "streams.jsonl", lambda: _complete_lines(*record)[0], profile.run.warmup_ns,
-                            proxy_possible=upstream is not None,
-                            record=record[0].name if meta.get("ground_truth") else upstream.source))
+                    if runner is not None:  # the flagged bursts, against what the origin did
+                        meta.setdefault("notes", []).extend(rejudge_bursts(rec, runner.flagged, out, meta, upstream))
                     if upstream is not None and runner is not None and runner.t0_mono_ns:
                         from ._gateway import gateway_overhead
 
@@ -284,6 +278,60 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                          f"(what was written is in {out})")
     complete = summary["complete"]
     return RunOutcome(summary, out, complete, crashed, tuple(late))
+
+
+def rejudge_bursts(rec: Recorder, flagged: FlaggedLog, out: Path, meta: Mapping[str, Any],
+                   upstream: Any = None) -> list[str]:
+    """Re-judge a one-process run's flagged bursts against each origin's record (hopbench._burst).
+
+    Which record: the embedded emulator's (``meta["ground_truth"]``), the ``[upstream]``
+    emulator's behind a gateway (only the lines this run added), or, with ``[[arm]]``
+    tables, each embedded arm's own ``ground_truth.<arm>.jsonl`` for that arm's streams.
+    An arm whose target is a URL has no record: beside an embedded arm (whose flagged
+    streams are re-judged) its flagged streams are named in a note, so that the arms'
+    counters are not read alike. A URL target without ``[upstream]`` (or URL arms
+    only) has no record at all, by design: nothing is noted there (the client's flag
+    and its warning say all a client can know).
+
+    Args:
+        rec: the run's measured recorder: receives the verdict counters per scope.
+        flagged: the runner's ``FlaggedLog`` (the measured flagged streams, in memory:
+            ``run.stream_log`` plays no part).
+        out: the results folder; meta: the run's metadata (``ground_truth``, ``arms``).
+        upstream: the ``[upstream]`` handle (hopbench._gateway.UpstreamHandle), else None.
+
+    Returns:
+        notes for summary.json's warnings (``join_bursts``'s, and per arm prefixed
+        ``arm NAME: ``), possibly none. Never raises on a missing or cut record.
+    """
+    from ._cancel import read_record
+
+    if not len(flagged):
+        return []
+    if meta.get("ground_truth"):  # the embedded emulator: stopped, its record is whole
+        path = out / meta["ground_truth"]
+        return join_bursts(rec, flagged, partial(read_record, path), proxy_possible=False, record=path.name)
+    if upstream is not None:
+        from ._gateway import _complete_lines
+
+        return join_bursts(rec, flagged, lambda: _complete_lines(upstream.ground_truth, upstream.offset)[0],
+                           proxy_possible=True, record=upstream.source)
+    arms = meta.get("arms") or ()
+    if not any(arm.get("ground_truth") for arm in arms):
+        return []  # no record at all (URL arms only): as a URL target, nothing to note
+    notes: list[str] = []
+    for arm in arms:  # each arm against its own emulator's record
+        mine = flagged.only(arm["name"])
+        if not len(mine):
+            continue
+        if arm.get("ground_truth"):
+            path = out / arm["ground_truth"]
+            got = join_bursts(rec, mine, partial(read_record, path), proxy_possible=False, record=path.name)
+        else:
+            got = [not_rejudged(len(mine), f"its target is a URL ({arm['target']}), whose origin's record "
+                                           "hopbench does not hold")]
+        notes += [f"arm {arm['name']}: {n}" for n in got]
+    return notes
 
 
 class Interrupted(KeyboardInterrupt):

@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 import trio
 
+from ._burst import FlaggedBurst, FlaggedLog
 from ._cancel import CANCEL_OUTCOME, ClientCancel, chooses
 from ._clock import NS_PER_S, monotonic_offset_ns, now_ns, ns_to_s
 from ._collector import CollectorWatch
@@ -469,6 +470,9 @@ class LoadRunner:
         self._cancel_rng = random.Random(f"cancel:{profile.run.seed}:{seed_offset}")
         #: the measured streams the client cancelled on purpose (hopbench._cancel)
         self.cancels: list[ClientCancel] = []
+        #: the measured streams flagged proxy_buffering_suspected, re-judged after the run
+        #: against the origin's record (hopbench._burst; bounded, kept whatever run.stream_log)
+        self.flagged = FlaggedLog()
         self._mono_offset_ns = 0  # CLOCK_MONOTONIC - trio's clock, taken at the run's start
         #: per scenario: which of its bodies each request sends (docs/workloads.md)
         self._pickers = {s.name: Picker(len(s.bodies), s.replacement) for s in profile.scenarios}
@@ -1454,6 +1458,9 @@ class LoadRunner:
                 closed = box[3] if box[3] is not None else end  # (no response yet: httpx closed it)
                 self.cancels.append(ClientCancel(headers[REQUEST_ID_HEADER], scope_name,
                                                  closed + self._mono_offset_ns, record.output_events))
+            if record.proxy_buffering_suspected and record.burst_held_ns is not None and rec is self.rec:
+                self.flagged.add(FlaggedBurst(headers[REQUEST_ID_HEADER], scope_name, record.burst_held_ns,
+                                              record.output_events))
             record_lengths(rec, scope_name, record, shape)
             if (req is not None and req.implied_cached is not None and record.cached_tokens is not None
                     and record.input_tokens):  # the trace's own hit figure, over the same streams

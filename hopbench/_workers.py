@@ -53,11 +53,13 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 import trio
 
+from ._burst import FlaggedLog, join_bursts, not_rejudged
 from ._clock import NS_PER_MS, NS_PER_S
 from ._errors import HopbenchError
 from ._hdr import Histogram
@@ -193,9 +195,12 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
     Messages (JSON-able dicts, each with "kind" and "worker"):
     ``ready`` (host, pid); ``interval`` (iv, warm: ``IntervalSnapshot.to_json()``,
     line: the runner's timeline record) at each interval end; ``done`` (total,
-    warmup: ``Snapshot.to_json()``; counters: ``RunCounters.to_json()``; start_skew_ns)
-    at the end. Interval stamps are relative to this worker's own start, which
-    is the common start (plus the skew, reported).
+    warmup: ``Snapshot.to_json()``; counters: ``RunCounters.to_json()``; start_skew_ns;
+    cancels: the client cancels as [request id, scope, CLOCK_MONOTONIC ns, events];
+    bursts: the measured flagged bursts, ``_burst.FlaggedLog.to_json()``) at the end;
+    the driver joins the last two with the embedded emulator's record. Interval
+    stamps are relative to this worker's own start, which is the common start (plus
+    the skew, reported).
 
     Args:
         profile: the whole profile (the share says what part of it to run).
@@ -263,7 +268,9 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
           "warmup": warm.snapshot().to_json(), "counters": counters.to_json(),
           "start_skew_ns": skew_ns,
           # client cancels, joined with the embedded emulator's record by the driver (hopbench._cancel)
-          "cancels": [[c.request_id, c.scope, c.closed_mono_ns, c.events_read] for c in runner.cancels]})
+          "cancels": [[c.request_id, c.scope, c.closed_mono_ns, c.events_read] for c in runner.cancels],
+          # flagged bursts, re-judged by the driver against the same record (hopbench._burst)
+          "bursts": runner.flagged.to_json()})
 
 
 # -- merging on the driver -----------------------------------------------------
@@ -320,6 +327,7 @@ class _Worker:
     acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
     warm_acc: _Accumulator = dataclasses.field(default_factory=_Accumulator)
     cancels: list[Any] = dataclasses.field(default_factory=list)  # [request id, scope, mono ns, events]
+    flagged: FlaggedLog = dataclasses.field(default_factory=FlaggedLog)  # shipped with "done"
 
 
 class Merger:
@@ -355,7 +363,8 @@ class Merger:
         self.interval_ns = profile.run.interval_ns
         self._pending: dict[int, dict[int, tuple[IntervalSnapshot, IntervalSnapshot, dict[str, Any]]]] = {}
         self._total = _Accumulator()
-        self._joined: Snapshot | None = None  # the client cancels joined with the emulator's record
+        #: the joins with the emulator's record (client cancels, re-judged bursts): added to the totals
+        self._joined: list[Snapshot] = []
         #: the embedded emulator the driver started on this host (set once it runs): the
         #: local engine hands it to its workers (WorkerShare.emulator_pids)
         self.emulator_pids: tuple[int, ...] = ()
@@ -463,6 +472,7 @@ class Merger:
             w.counters = RunCounters.from_json(msg["counters"])
             w.skew_ns = int(msg.get("start_skew_ns", 0))
             w.cancels = list(msg.get("cancels") or [])
+            w.flagged = FlaggedLog.from_json(msg.get("bursts"))
             w.state = "done"
             self._load_ended()
             self._flush()
@@ -541,8 +551,7 @@ class Merger:
             else:
                 tot.append(w.acc.snapshot())
                 warm.append(w.warm_acc.snapshot())
-        if self._joined is not None:
-            tot.append(self._joined)
+        tot.extend(self._joined)
         return (Snapshot(_merge_scopes([s.scopes for s in tot], self.scopes)),
                 Snapshot(_merge_scopes([s.scopes for s in warm], self.scopes)))
 
@@ -561,8 +570,40 @@ class Merger:
             return []
         rec = Recorder([s for s in self.scopes if s != ALL])
         warnings = join_record(rec, cancels, record)
-        self._joined = rec.snapshot()
+        self._joined.append(rec.snapshot())
         return warnings
+
+    def join_bursts(self, record: Path) -> list[str]:
+        """Re-judge the workers' flagged bursts against the embedded emulator's whole
+        record (hopbench._burst.join_bursts), as one process would; the verdict
+        counters join the totals (not the workers' own parts).
+
+        A worker that died before its final message shipped no flagged streams:
+        those it counted (``proxy_buffering_suspected`` in the intervals it
+        shipped) are named in a note (``_burst.not_rejudged``), never re-judged in part.
+
+        Args:
+            record: the emulator's ground_truth.jsonl (the emulator has stopped).
+
+        Returns:
+            notes for summary.json's warnings, possibly none.
+        """
+        from ._cancel import read_record
+
+        flagged = FlaggedLog()
+        notes: list[str] = []
+        for i, w in sorted(self.workers.items()):
+            flagged.merge(w.flagged)
+            lost = w.acc.snapshot().counter(ALL, "proxy_buffering_suspected") if w.total is None else 0
+            if lost:
+                notes.append(not_rejudged(lost, f"worker {i} ended before its final message, which carries its "
+                                                "flagged streams to the driver"))
+        if len(flagged):
+            rec = Recorder([s for s in self.scopes if s != ALL])
+            notes[:0] = join_bursts(rec, flagged, partial(read_record, record), proxy_possible=False,
+                                    record=record.name)
+            self._joined.append(rec.snapshot())
+        return notes
 
     def finish(self, crashed: str | None, engine: str, truth: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool]:
         """Flush what is left, judge every worker and the whole (``hopbench._finish.judge``),
@@ -899,6 +940,7 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
         if emulator is not None:
             emulator.__exit__(None, None, None)  # its record is whole now
             meta.setdefault("notes", []).extend(merger.join_cancels(out / meta["ground_truth"]))
+            meta.setdefault("notes", []).extend(merger.join_bursts(out / meta["ground_truth"]))
         if interrupted[0] is not None:
             meta["interrupted_by"] = interrupted[0]
         with hold_signals() as late:  # a further Ctrl-C must not cut the final writes

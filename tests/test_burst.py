@@ -2,9 +2,14 @@
 
 Unit tests on hand-written ground-truth lines (docs/emulator.md) and streams.jsonl
 lines (hopbench._meter.stream_line); the post-run path from a measured stream to
-summary.json's warning with a fake record; one run against the embedded emulator
-(its bursts are the origin's, whatever the machine's load: never a proxy). The
-``[upstream]`` case behind a holding proxy is in tests/test_gateway_overhead.py.
+summary.json's warning with a fake record; the flagged streams kept in memory
+(FlaggedLog: its bound, a worker's message) and the driver's join of what workers
+ship (hopbench._workers.Merger.join_bursts); runs against the embedded emulator
+(its bursts are the origin's, whatever the machine's load: never a proxy): one
+process, ``hopbench run --workers 2`` (and a worker that dies before its final
+message), ``run.stream_log = false``, and A/B arms each with its own emulator beside
+a URL arm. The ``[upstream]`` case behind a holding proxy is in
+tests/test_gateway_overhead.py.
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from typing import Any
 from hopbench._burst import (
     BURST_COUNTERS,
     PACED_GAP_MIN_NS,
+    FLAGGED_MAX,
     FlaggedBurst,
+    FlaggedLog,
     burst_from_line,
     burst_warnings,
     join_bursts,
     judge_burst,
+    not_rejudged,
+    SUSPECTED,
     read_flagged,
     record_rejudged,
     rejudge,
@@ -186,16 +195,17 @@ def test_post_run_join_turns_suspected_into_origin_burst(tmp_path: Path) -> None
         read.append(1)
         return truths
 
-    assert join_bursts(rec, streams, reader, 0, proxy_possible=True, record="gt.jsonl") == []
+    flagged = FlaggedLog()
+    for b in read_flagged(streams):  # the file and the runner's memory hold the same bursts
+        flagged.add(b)
+    assert join_bursts(rec, flagged, reader, proxy_possible=True, record="gt.jsonl") == []
     c = rec.snapshot().scopes[ALL].counters
     assert (c["proxy_buffering_suspected"], c["origin_burst"], c["proxy_buffering_confirmed"]) == (2, 1, 1)
     assert read == [1]
     # a run without a flagged stream never reads the record
-    quiet = tmp_path / "quiet.jsonl"
-    quiet.write_text(json.dumps({"id": "0-9", "burst": "client_lagged"}) + "\n")
-    assert join_bursts(rec, quiet, reader, 0, proxy_possible=True, record="gt.jsonl") == [] and read == [1]
+    assert join_bursts(rec, FlaggedLog(), reader, proxy_possible=True, record="gt.jsonl") == [] and read == [1]
     # a flagged stream the record does not hold stays suspected, and the run says so
-    (w,) = join_bursts(Recorder(["chat"]), streams, lambda: truths[:1], 0, proxy_possible=True, record="gt.jsonl")
+    (w,) = join_bursts(Recorder(["chat"]), flagged, lambda: truths[:1], proxy_possible=True, record="gt.jsonl")
     assert w.startswith("bursts: 1 of 2 streams flagged proxy_buffering_suspected have no line")
 
 
@@ -216,6 +226,12 @@ def test_burst_counters_are_defined_in_results_md() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
     for name in BURST_COUNTERS:
         assert f"| `{name}` |" in doc, name
+    # the note for what cannot be re-judged, each of its reasons, and the bound
+    assert "| `" + not_rejudged(0, "WHY").replace("0 streams", "N streams") + "` |" in doc
+    for why in ("a load generator keeps at most 100,000 flagged streams", "worker K ended before its final message",
+                "its target is a URL (URL), whose origin's record hopbench does not hold"):
+        assert why in doc, why
+    assert f"{FLAGGED_MAX:,}" == "100,000"
 
 
 # -- end to end: the embedded emulator --------------------------------------------------------------
@@ -275,9 +291,9 @@ def _judge_bursts(target: str, counts: dict[str, int]) -> list[str]:
 
 
 def test_judge_embedded_target_never_warns_of_a_proxy_even_unjoined() -> None:
-    """``--workers`` or ``stream_log = false``: no streams.jsonl line to join, the counters
-    stay the client's; the embedded target still gets no proxy warning (the reported case:
-    3,577 of 6,000 streams)."""
+    """Flagged streams not re-judged (a worker that died before its final message, past
+    FLAGGED_MAX): the counters stay the client's; the embedded target still gets no proxy
+    warning (the reported case: 3,577 of 6,000 streams)."""
     counts = {"started": 6000, "completed": 6000, "tokens.output.completed": 24000, "proxy_buffering_suspected": 3577}
     (w,) = _judge_bursts("embedded = true", counts)
     assert w.startswith("origin_burst: 3577 of 6000 streams arrived as one burst from the embedded emulator")
@@ -301,3 +317,313 @@ def test_terminal_summary_falls_back_to_the_same_rule() -> None:
                         "scopes": {"all": {"counters": counters}}}, console)
         text = console.export_text()
         assert want in text and "proxy buffering" not in text and text.count("origin_burst:") == 1, text
+
+
+# -- the flagged streams in memory (LoadRunner.flagged), bounded ----------------------------------
+
+def test_flagged_log_keeps_at_most_its_limit_and_counts_the_rest() -> None:
+    log = FlaggedLog(limit=2)
+    for b in (_burst("0-1"), _burst("0-2", scope="b"), _burst("0-3", scope="b"), _burst("0-4")):
+        log.add(b)
+    assert [b.request_id for b in log.bursts] == ["0-1", "0-2"]
+    assert dict(log.dropped) == {"b": 1, "chat": 1} and len(log) == 4
+    # as a worker ships it, and back (the driver applies no limit of its own)
+    doc = json.loads(json.dumps(log.to_json()))
+    back = FlaggedLog.from_json(doc)
+    assert back.bursts == log.bursts and back.dropped == log.dropped and back.limit == FLAGGED_MAX
+    # a malformed message reads as nothing, an entry of the wrong shape as absent
+    assert len(FlaggedLog.from_json(None)) == 0 and len(FlaggedLog.from_json({"bursts": "x", "dropped": 3})) == 0
+    odd = FlaggedLog.from_json({"bursts": [["0-9", "chat", 5, 4], ["0-8", "chat", "5", 4], [1, 2]],
+                                "dropped": {"chat": 2, "b": -1, "c": "x"}})
+    assert odd.bursts == [FlaggedBurst("0-9", "chat", 5, 4)] and dict(odd.dropped) == {"chat": 2}
+    # several workers' logs, then one arm's part of them
+    back.merge(odd)
+    assert len(back) == 7 and dict(back.dropped) == {"b": 1, "chat": 3}
+    arm = back.only("b")
+    assert [b.request_id for b in arm.bursts] == ["0-2"] and dict(arm.dropped) == {"b": 1}
+
+
+def test_join_bursts_names_the_flagged_streams_past_the_bound() -> None:
+    """Past FLAGGED_MAX the streams are only counted: a note says so, the rest are judged."""
+    log = FlaggedLog(limit=1)
+    log.add(_burst("0-1"))
+    log.add(_burst("0-2"))
+    rec = Recorder(["chat"])
+    (note,) = join_bursts(rec, log, lambda: [_truth("0-1")], proxy_possible=False, record="ground_truth.jsonl")
+    assert note == ("bursts: 1 streams flagged proxy_buffering_suspected were not re-judged: a load generator "
+                    "keeps at most 1 flagged streams for the join with ground_truth.jsonl, and these came after; "
+                    "they stay suspected")
+    assert rec.snapshot().counter("chat", "origin_burst") == 1
+    # only drops: the record is not read
+    only = FlaggedLog(limit=0)
+    only.add(_burst("0-1"))
+
+    def unread() -> list[dict[str, Any]]:
+        raise AssertionError("the record was read")
+
+    (note,) = join_bursts(rec, only, unread, proxy_possible=False, record="gt")
+    assert note.startswith("bursts: 1 streams flagged proxy_buffering_suspected were not re-judged")
+
+
+# -- --workers: the driver re-judges what the workers shipped -------------------------------------
+
+def _done(k: int, bursts: list[FlaggedBurst], suspected: dict[str, int]) -> dict[str, Any]:
+    """A worker's final message: its counters (the flag) and its flagged streams."""
+    rec = Recorder(["chat", "other"])
+    for scope, n in suspected.items():
+        rec.incr(scope, "completed", n)
+        rec.incr(scope, "proxy_buffering_suspected", n)
+    log = FlaggedLog()
+    for b in bursts:
+        log.add(b)
+    return {"kind": "done", "worker": k, "total": rec.snapshot().to_json(),
+            "warmup": Recorder(["chat", "other"]).snapshot().to_json(),
+            "counters": {"stop_ns": 10**9, "ended_ns": 10**9}, "bursts": log.to_json()}
+
+
+def test_merger_rejudges_the_workers_bursts_as_one_process_would(tmp_path: Path) -> None:
+    """Three workers: two ship their flagged streams with their end (as the client cancels
+    travel), one dies after an interval in which it flagged 2. The merged counters are
+    exactly those of rejudge() over all the shipped streams (one process's verdicts); the
+    dead worker's 2 are named in a note, not re-judged in part."""
+    import io
+
+    from hopbench._profile import parse_profile
+    from hopbench._results import ResultsWriter
+    from hopbench._workers import Merger, split_load
+
+    profile = parse_profile('[run]\nrequests = 30\nworkers = 3\n[load]\nconcurrency = 3\n[target]\nembedded = true\n'
+                            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nprompts = ["hi"]\n'
+                            '[[scenario]]\nname = "other"\nprotocol = "chat"\nprompts = ["hi"]\n', env={})
+    shares = split_load(profile, 3)
+    writer = ResultsWriter(tmp_path / "run")
+    writer.start({"started_at_unix_s": 0.0})
+    merger = Merger(profile, shares, writer, io.StringIO(), {"interrupted_by": None, "started_at_unix_s": 0.0})
+    shipped = {0: [_burst("0-1"), _burst("0-2", held_ms=100), _burst("0-3", scope="other")],
+               1: [_burst("1-1", held_ms=100), _burst("1-2"), _burst("1-9")]}
+    truths = [_truth("0-1"), _truth("0-2", gaps_ms=[20, 20, 20]), _truth("0-3"),
+              _truth("1-1", gaps_ms=[20, 20, 20]), _truth("1-2", queue_ms=78, gaps_ms=[2, 2, 2])]
+    record = tmp_path / "run" / "ground_truth.jsonl"
+    record.write_text("".join(json.dumps(t) + "\n" for t in truths))
+    for k, bursts in shipped.items():
+        merger.handle(_done(k, bursts, {"chat": sum(b.scope == "chat" for b in bursts),
+                                        "other": sum(b.scope == "other" for b in bursts)}))
+    dead = Recorder(["chat", "other"])
+    dead.incr("chat", "proxy_buffering_suspected", 2)
+    merger.handle({"kind": "interval", "worker": 2, "iv": dead.take_interval(0, 10**9).to_json(),
+                   "warm": Recorder(["chat", "other"]).take_interval(0, 10**9).to_json(),
+                   "line": {"start_ns": 0, "end_ns": 10**9}})
+    merger.lost(2, "killed")
+    notes = merger.join_bursts(record)
+    assert notes == [
+        "bursts: 1 of 6 streams flagged proxy_buffering_suspected have no line with their request id in "
+        "ground_truth.jsonl: they stay suspected (burst_unmatched)",
+        "bursts: 2 streams flagged proxy_buffering_suspected were not re-judged: worker 2 ended before its final "
+        "message, which carries its flagged streams to the driver; they stay suspected"]
+    one = Recorder(["chat", "other"])  # what one process would have counted
+    record_rejudged(one, rejudge([b for bs in shipped.values() for b in bs], truths, proxy_possible=False),
+                    one.scopes)
+    total, _ = merger.totals()
+    for scope in ("chat", "other", ALL):
+        for name in BURST_COUNTERS:
+            assert total.counter(scope, name) == one.snapshot().counter(scope, name), (scope, name)
+    assert (total.counter(ALL, "origin_burst"), total.counter(ALL, "burst_unexplained"),
+            total.counter(ALL, "burst_unmatched"), total.counter(ALL, "proxy_buffering_suspected")) == (3, 2, 1, 8)
+    # into summary.json, the notes among its warnings (as _workers._drive_run hands them over)
+    merger.meta["notes"] = notes
+    summary, _ = merger.finish(None, "local")
+    assert summary["scopes"]["all"]["counters"]["burst_unexplained"] == 2
+    assert all(n in summary["warnings"] for n in notes)
+
+
+# -- end to end: --workers, run.stream_log = false, embedded A/B arms ----------------------------------
+
+_AT_ONCE = ('[run]\nrequests = {n}\n{run}[load]\nconcurrency = {c}\n{target}'
+            '[emulator]\nttft_ms = 300\ntokens_per_s = 0\noutput_tokens = 8\nkeepalive_interval_s = 0\n{arms}'
+            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\nprompts = ["hi"]\n')
+"""The emulator writes each answer at once, 300 ms after the request: each stream reaches
+the client as one burst held 300 ms, flagged unless the client's own lag reached 30 ms
+(then ``client_lagged``). The verdicts follow from the emulator's record, not from a clock."""
+
+
+def _all_rejudged(c: dict[str, int], record: Path) -> None:
+    """Every flagged stream joined with the origin's record and judged by it: ``origin_burst``,
+    or ``burst_unexplained`` only for as many streams as the record shows the emulator wrote
+    paced (a busy machine can stall it between two events; it never is most of them)."""
+    truth = [json.loads(x) for x in record.read_text().splitlines()]
+    paced = sum(sum(t["gaps_ns"]) >= 7 * PACED_GAP_MIN_NS for t in truth)
+    assert c.get("origin_burst", 0) + c.get("burst_unexplained", 0) == c.get(SUSPECTED, 0), c
+    assert c.get("burst_unexplained", 0) <= paced, (c, paced)
+    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
+
+
+def test_run_workers_rejudge_the_bursts_in_the_driver(tmp_path: Path) -> None:
+    """``hopbench run --workers 2``: no streams.jsonl; the workers ship their flagged
+    streams, the driver judges them against ground_truth.jsonl: the same verdicts as
+    one process."""
+    from hopbench import _exit
+    from hopbench.cli import main
+
+    path = tmp_path / "p.toml"
+    path.write_text(_AT_ONCE.format(n=8, c=4, run="", target="[target]\nembedded = true\n", arms=""))
+    assert main(["run", str(path), "--workers", "2", "--out", str(tmp_path / "run"), "--no-report",
+                 "--quiet"]) == _exit.EXIT_OK
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    c = s["scopes"]["all"]["counters"]
+    print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
+    assert s["workers"] == 2 and c["completed"] == 8, s["warnings"]
+    assert not (tmp_path / "run" / "streams.jsonl").exists()
+    assert c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 8, c
+    _all_rejudged(c, tmp_path / "run" / "ground_truth.jsonl")
+    assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
+
+
+def test_run_without_stream_log_still_rejudges_the_bursts(tmp_path: Path) -> None:
+    """``run.stream_log = false``: streams.jsonl stays empty, the flagged streams are kept in
+    memory (LoadRunner.flagged) and judged against ground_truth.jsonl all the same."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+
+    profile = parse_profile(_AT_ONCE.format(n=6, c=3, run="stream_log = false\n",
+                                            target="[target]\nembedded = true\n", arms=""),
+                            tmp_path / "p.toml", env={})
+    s = run_profile(profile, out_dir=tmp_path / "run").summary
+    c = s["scopes"]["all"]["counters"]
+    print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
+    assert (tmp_path / "run" / "streams.jsonl").read_text() == ""
+    assert c["completed"] == 6 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 6, c
+    _all_rejudged(c, tmp_path / "run" / "ground_truth.jsonl")
+    assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
+
+
+def test_run_arms_rejudge_each_arm_against_its_own_record(tmp_path: Path) -> None:
+    """Three arms: ``a`` and ``c`` each with an embedded emulator of its own (``c`` answers
+    100 ms sooner), ``b`` a URL (an emulator the test started, whose record the run does not
+    hold). Each embedded arm's flagged streams are judged against its own
+    ground_truth.<arm>.jsonl (against the other's they would match nothing:
+    ``burst_unmatched``); ``b``'s cannot be, and a note says so."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+    from hopbench.emulator import EmbeddedEmulator
+
+    arms = ('[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "{url}"\n'
+            '[[arm]]\nname = "c"\nurl = "embedded"\nemulator = {{ ttft_ms = 200 }}\n')
+    first = parse_profile(_AT_ONCE.format(n=9, c=3, run="", target="", arms=arms.format(url="embedded")),
+                          tmp_path / "p.toml", env={})
+    with EmbeddedEmulator(first.arms[0].emulator_config, record_path=None) as other:
+        profile = parse_profile(_AT_ONCE.format(n=9, c=3, run="", target="", arms=arms.format(url=other.base_url)),
+                                tmp_path / "p.toml", env={})
+        s = run_profile(profile, out_dir=tmp_path / "run").summary
+    scopes = s["scopes"]
+    for name in ("a", "b", "c"):
+        c = scopes[name]["counters"]
+        print(name, {k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
+        assert c["completed"] == 3 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 3, (name, c)
+    for name in ("a", "c"):
+        _all_rejudged(scopes[name]["counters"], tmp_path / "run" / f"ground_truth.{name}.jsonl")
+    b = scopes["b"]["counters"]
+    assert not any(b.get(k, 0) for k in BURST_COUNTERS), b  # nothing to judge it against
+    notes = [w for w in s["warnings"] if "not re-judged" in w]
+    if b.get(SUSPECTED, 0):
+        assert notes == [f"arm b: bursts: {b[SUSPECTED]} streams flagged proxy_buffering_suspected were not "
+                         f"re-judged: its target is a URL ({other.base_url}), whose origin's record hopbench "
+                         "does not hold; they stay suspected"], s["warnings"]
+    else:
+        assert notes == [], s["warnings"]
+
+
+class _NoFinalMessage:
+    """A worker's pipe that dies (exit 3) instead of sending the final message."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def send(self, msg: dict[str, Any]) -> None:
+        if msg.get("kind") == "done":
+            import os
+
+            os._exit(3)
+        self.conn.send(msg)
+
+    def recv(self) -> Any:
+        return self.conn.recv()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _worker_one_dies_before_its_end(profile: Any, base_url: str, share: Any, conn: Any) -> None:
+    """Worker target: worker 1 runs its share, ships its intervals, then dies before "done"."""
+    from hopbench._workers import _process_main
+
+    _process_main(profile, base_url, share, conn if share.index != 1 else _NoFinalMessage(conn))
+
+
+def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) -> None:
+    """Worker 1 dies before its final message (which carries its flagged streams): its
+    flagged streams, counted from the intervals it shipped, are named in a note; worker
+    0's are re-judged. Every flagged stream is one or the other, none silently suspected."""
+    from hopbench._profile import parse_profile
+    from hopbench._workers import _run_local
+
+    profile = parse_profile(_AT_ONCE.format(n=8, c=4, run="workers = 2\n", target="[target]\nembedded = true\n",
+                                            arms=""), tmp_path / "p.toml", env={})
+    out = _run_local(profile, out_dir=tmp_path / "run", on_line=None, progress=None, base_url=None,
+                     target=_worker_one_dies_before_its_end)
+    s = out.summary
+    c = s["scopes"]["all"]["counters"]
+    print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)}, s["warnings"])
+    assert not out.complete and any(w.startswith("worker 1 died") for w in s["warnings"]), s["warnings"]
+    assert c["completed"] == 8 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 8, c
+    notes = [w for w in s["warnings"] if "not re-judged" in w]
+    lost = 0
+    if notes:
+        (note,) = notes
+        assert note.endswith("were not re-judged: worker 1 ended before its final message, which carries its "
+                             "flagged streams to the driver; they stay suspected"), note
+        lost = int(note.split()[1])
+    assert c.get("origin_burst", 0) + c.get("burst_unexplained", 0) + lost == c.get(SUSPECTED, 0), c
+    assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
+
+
+def test_rejudge_bursts_one_process_picks_each_arms_record(tmp_path: Path) -> None:
+    """hopbench._run.rejudge_bursts without a run: each embedded arm's streams against its
+    own file; a URL arm beside it noted; URL arms only (no record at all) note nothing."""
+    from hopbench._run import rejudge_bursts
+
+    log = FlaggedLog()
+    for b in (_burst("0-1", scope="a"), _burst("0-2", scope="b", held_ms=100), _burst("0-3", scope="u")):
+        log.add(b)
+    (tmp_path / "ground_truth.a.jsonl").write_text(json.dumps(_truth("0-1")) + "\n")
+    (tmp_path / "ground_truth.b.jsonl").write_text(json.dumps(_truth("0-2", gaps_ms=[20, 20, 20])) + "\n{cut")
+    arms = [{"name": "a", "target": "embedded", "ground_truth": "ground_truth.a.jsonl"},
+            {"name": "b", "target": "embedded", "ground_truth": "ground_truth.b.jsonl"},
+            {"name": "u", "target": "http://127.0.0.1:9", "ground_truth": None}]
+    rec = Recorder(["a", "b", "u"])
+    assert rejudge_bursts(rec, log, tmp_path, {"arms": arms}) == [
+        "arm u: " + not_rejudged(1, "its target is a URL (http://127.0.0.1:9), whose origin's record hopbench "
+                                    "does not hold")]
+    snap = rec.snapshot()
+    assert (snap.counter("a", "origin_burst"), snap.counter("b", "burst_unexplained")) == (1, 1)
+    assert not any(snap.counter("u", k) for k in BURST_COUNTERS)
+    assert rejudge_bursts(Recorder(["a", "b", "u"]), log, tmp_path, {"arms": arms[2:]}) == []
+
+
+def test_run_warmup_streams_are_not_rejudged(tmp_path: Path) -> None:
+    """Streams that started in the warm-up are neither counted nor kept for the join
+    (LoadRunner.flagged takes the measured ones only): the re-judged counters stay a
+    subset of the measured flag, and the warm-up's own bursts are in the record."""
+    from hopbench._profile import parse_profile
+    from hopbench._run import run_profile
+
+    profile = parse_profile(_AT_ONCE.format(n=1, c=2, run="stream_log = false\nduration_s = 1.6\nwarmup_s = 0.7\n",
+                                            target="[target]\nembedded = true\n", arms="")
+                            .replace("requests = 1\n", ""), tmp_path / "p.toml", env={})
+    s = run_profile(profile, out_dir=tmp_path / "run").summary
+    c = s["scopes"]["all"]["counters"]
+    warm = s["warmup"]["all"]["counters"] if s.get("warmup") else {}
+    truth = (tmp_path / "run" / "ground_truth.jsonl").read_text().splitlines()
+    print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)},
+          "warm-up:", {k: warm.get(k, 0) for k in ("completed", SUSPECTED)}, "record lines:", len(truth))
+    assert len(truth) > c["completed"] >= 1  # the warm-up's streams are in the record too
+    _all_rejudged(c, tmp_path / "run" / "ground_truth.jsonl")
