@@ -426,3 +426,30 @@ name = "c"
     assert cap["status"] == "found", summary["stages"]
     assert abs(cap["rate_rps"] - 20.0) <= 0.10 * 20.0, summary["stages"]
     assert len(summary["stages"]) <= 6 and code == 0
+
+
+def test_stages_saturated_message_gives_the_causes_own_advice(tmp_path: Path) -> None:
+    """Plain [[stage]] entries with [slo]: a saturated stage's capacity message (and the
+    folder's first warning) carry its primary cause's advice, not a fixed "(--workers)"
+    (a fake runner: no load)."""
+    from hopbench._run import RunOutcome
+    from hopbench._stages import run_stages
+
+    profile = parse_profile(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n"
+                            "[[stage]]\nrate_rps = 10\nduration_s = 2\n[[stage]]\nrate_rps = 20\nduration_s = 2\n")
+    advice = "neighbours took the largest share of the CPUs: more workers would not add CPU here; use a quieter machine"
+
+    def runner(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
+        rate = p.load.rate_rps
+        summary = (_saturated("machine_busy", "other processes used 1.2 cores", advice) if rate >= 20
+                   else _summary(100, 100, 0.97))
+        summary.update(started_at_unix_s=0.0, duration_s=2.0, warnings=[])
+        return RunOutcome(summary, out_dir, True, None)
+
+    outcome = run_stages(profile, tmp_path / "out", runner)
+    cap = outcome.summary["capacity"]
+    assert cap["status"] == "client_saturated"
+    assert cap["message"] == ("no capacity reported: at 20 requests/s hopbench itself was saturated before the "
+                              f"gateway's limit; cause: other processes used 1.2 cores: {advice}")
+    assert outcome.summary["warnings"][0] == "load generator saturated: " + cap["message"]
+    assert outcome.summary["stages"][1]["saturation_cause"]["kind"] == "machine_busy"
