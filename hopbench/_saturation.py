@@ -336,8 +336,9 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
     if host is None:
         return [_Share(own, "client_cpu", loop, loop, "the client itself was busy: add --workers or lower the "
                        "load")] if own >= BUSY_CPU else []
-    busy, steal = host.machine_busy_share, host.steal_share
-    full = busy is not None and 1.0 - busy <= MACHINE_IDLE_SHARE  # no idle CPU left on average
+    steal = host.steal_share
+    busy = host.machine_busy_share or 0.0  # (0.0: no /proc/stat, never "full")
+    full = host.machine_busy_share is not None and 1.0 - busy <= MACHINE_IDLE_SHARE  # no idle CPU on average
     sib = host.siblings_cores
     culprit = CULPRIT_SHARE * host.cpus
     out: list[_Share] = []
@@ -349,7 +350,6 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
         # own CPU, not neighbours (a 2-worker run on 2 CPUs fills them by itself)
         fig = (f"this run's own load generator used {host.client_cores:.1f} cores (this worker {own:.0%} of "
                f"one core, its sibling workers and the driver {sib:.1f} cores)")
-        assert busy is not None
         out.append(_Share(
             own + sib, "client_cpu", f"the machine's {host.cpus} CPUs were {busy:.0%} busy and {fig}", fig,
             f"the run's own load-generator processes took {host.client_cores:.1f} of this machine's "
@@ -367,7 +367,6 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
                               "the machine was busy, not the load: more workers would not add CPU here; "
                               "use a quieter machine"))
         return out
-    assert busy is not None
     emu = host.emulator_cores
     others = host.others_cores or 0.0
     # with workers, "hopbench" is this worker: say so, and what the whole run used
@@ -379,9 +378,9 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
             emu, "emulator",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and {short}, other processes "
             f"{others:.1f} cores, while {me} used {own:.0%} of one core{run}", short,
-            f"the client and the emulator share this machine's {host.cpus} CPUs and the emulator took the "
-            "most: more workers would not add CPU here; run the emulator on another machine (an external "
-            "target.url) or lower the load (fewer streams)"))
+            f"the client and the emulator share this machine's {host.cpus} CPUs: more workers would not add "
+            "CPU here; run the emulator on another machine (an external target.url) or lower the load "
+            "(fewer streams)"))
     stolen = steal is not None and steal >= STEAL_SHARE
     if others >= culprit or stolen or not out:
         besides = f" and its emulator {emu:.0%} of one core" if emu else ""
@@ -391,8 +390,8 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
             others, "machine_busy",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
             f"used {others:.1f} cores{of_which} while {me} used {own:.0%} of one core{run}{besides}", short,
-            "neighbours took the largest share of the CPUs: more workers would not add CPU here; use a "
-            "quieter machine"))
+            "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter "
+            "machine"))
     return out
 
 

@@ -158,19 +158,19 @@ def test_search_saturation_message_gives_the_causes_own_advice() -> None:
     """The capacity message said "rerun with --workers" and then quoted a cause saying
     "more workers would not add CPU here": its advice is now the primary cause's only."""
     neighbours = _saturated("machine_busy", "the machine's 2 CPUs were 98% busy and other processes used 0.9 "
-                            "cores", "neighbours took the largest share of the CPUs: more workers would not add "
-                            "CPU here; use a quieter machine")
+                            "cores", "neighbours took CPU the run needed: more workers would not add CPU here; use "
+                            "a quieter machine")
     probe = stage_probe(128, neighbours)
     assert probe.figures["saturation_cause"] == {
         "kind": "machine_busy", "figure": "the machine's 2 CPUs were 98% busy and other processes used 0.9 cores",
-        "advice": "neighbours took the largest share of the CPUs: more workers would not add CPU here; use a "
-                  "quieter machine"}
+        "advice": "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter "
+                  "machine"}
     r = search(_spec(), lambda load: probe if load >= 128 else Probe(load, True))
     assert r.status == "client_saturated"
     assert r.message == ("no capacity reported: at 128 requests/s hopbench itself was saturated before the "
                          "gateway's limit; cause: the machine's 2 CPUs were 98% busy and other processes used 0.9 "
-                         "cores: neighbours took the largest share of the CPUs: more workers would not add CPU "
-                         "here; use a quieter machine")
+                         "cores: neighbours took CPU the run needed: more workers would not add CPU here; use a "
+                         "quieter machine")
     assert "--workers" not in r.message and "rerun" not in r.message
     client = stage_probe(64, _saturated("client_cpu", "hopbench's event loop used 92% of one core",
                                         "the client itself was busy: add --workers or lower the load"))
@@ -437,7 +437,7 @@ def test_stages_saturated_message_gives_the_causes_own_advice(tmp_path: Path) ->
 
     profile = parse_profile(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n"
                             "[[stage]]\nrate_rps = 10\nduration_s = 2\n[[stage]]\nrate_rps = 20\nduration_s = 2\n")
-    advice = "neighbours took the largest share of the CPUs: more workers would not add CPU here; use a quieter machine"
+    advice = "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter machine"
 
     def runner(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
         rate = p.load.rate_rps
