@@ -21,6 +21,10 @@ Invariants:
 * Snapshots carry encoded histograms (hdrh V2 base64) and counters, never raw
   samples or percentiles, so they merge exactly (:meth:`Snapshot.merge`).
 * Histograms are created on first record; snapshots list only non-empty ones.
+* A snapshot's counters and histograms are of one instant: :meth:`Recorder.snapshot`
+  now (on the loop), :meth:`Recorder.folded_snapshot` the last folded interval's
+  end (a checkpoint beside the loop), so a histogram's count agrees with the
+  counters recorded with it.
 """
 
 from __future__ import annotations
