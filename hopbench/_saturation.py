@@ -288,11 +288,6 @@ class Verdict:
     symptoms: tuple[str, ...]
     causes: tuple[Cause, ...]
 
-    @property
-    def primary(self) -> Cause | None:
-        """The cause to act on (``causes[0]``), None when not saturated."""
-        return self.causes[0] if self.causes else None
-
     def warning(self) -> str | None:
         """The summary's warning, None when not saturated: ``load generator saturated:
         SYMPTOMS; latencies include client-side delay; cause: FIGURE: ADVICE`` (the
