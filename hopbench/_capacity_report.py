@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -74,18 +75,29 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
     unit = ("c: users, r: requests/s" if mixed else cap.get("unit")
             or ("requests/s" if modes == {"rate"} else "users"))
     table = Table(title=f"latency (ms) vs offered load ({unit}); good fraction, its lower bound, "
-                        "goodput", title_justify="left")
+                        "goodput", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)
     table.add_column("load", justify="right")
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
-    table.add_column("verdict", min_width=12)
+    # The column holds "pass" or "fail" only: a failing probe's reasons (up to four, ~70
+    # characters) go under the table, one line each, so that the table fits in 80 columns
+    # and no reason is cut (rich crops a table wider than the console).
+    table.add_column("verdict")
+    reasons: list[str] = []
     for row in rows:
         prefix = ("c" if row.get("mode") == "concurrency" else "r") if mixed else ""
-        load = f"{prefix}{row['load']:g}" + (" ◀" if row["knee"] else "")
+        load = f"{prefix}{row['load']:g}"
         style = "bold" if row["knee"] else None
-        table.add_row(load, *(_fmt(row.get(field), fmt) for _, field, fmt in COLUMNS),
-                      escape(row["verdict"]), style=style)  # (reasons are text, not markup)
+        passed = row["verdict"] == "pass"
+        if not passed:
+            reasons.append(f"load {load}: {row['verdict']}")
+        table.add_row(load + (" ◀" if row["knee"] else ""),
+                      *(_fmt(row.get(field), fmt) for _, field, fmt in COLUMNS),
+                      "pass" if passed else "fail", style=style)
     console.print(table)
+    for line in reasons:  # (reasons are text, not markup); wrapped at the console's width
+        console.print(escape(line), highlight=False)
     if cap:
         color = "red" if cap.get("client_saturated") else "bold"
         # the message is text: "lengthen [search] duration_s" is not a markup tag

@@ -613,32 +613,50 @@ def host_usage_figures(host: HostUsage | None) -> dict[str, Any]:
 def merge_saturation(verdicts: Sequence[tuple[int, Mapping[str, Any] | None]]) -> dict[str, Any]:
     """The workers' saturation verdicts as one (summary.json ``generator.saturation``
     with ``--workers``): saturated when any worker was; each symptom prefixed
-    ``worker K: ``; one cause per kind, in the order first named (workers in
-    index order, each strongest first), with the first naming worker's figure
+    ``worker K: ``; one cause per kind with the first naming worker's figure
     (prefixed) and ``workers``: every worker that named it.
+
+    One primary cause, as for one process (hopbench._saturation): the kind that
+    most workers named as their primary (on a tie, the first named), with the
+    figure and advice of the first worker that named it primary; every other kind is
+    ``secondary``, without advice, in the order first named. A cause without
+    ``role`` (a summary from an older hopbench) counts as primary when it is
+    its worker's first.
 
     Args:
         verdicts: (worker index, ``Verdict.to_json()`` or None) per worker.
 
     Returns:
-        {"saturated", "symptoms", "causes": [{"kind", "figure", "advice", "workers"}]}. Never raises.
+        {"saturated", "symptoms", "causes": [{"kind", "figure", "advice", "role",
+        "workers"}]}, the primary cause first. Never raises.
     """
     saturated = False
     symptoms: list[str] = []
     causes: dict[str, dict[str, Any]] = {}
+    primaries: dict[str, list[Any]] = {}  # kind -> [workers naming it primary, the first's advice, figure]
     for i, v in verdicts:
         if not isinstance(v, Mapping):
             continue
         saturated |= bool(v.get("saturated"))
         symptoms += [f"worker {i}: {x}" for x in v.get("symptoms") or ()]
-        for c in v.get("causes") or ():
+        for n, c in enumerate(v.get("causes") or ()):
+            if not isinstance(c, Mapping):
+                continue
             kind = str(c.get("kind"))
+            if c.get("role", "primary" if n == 0 else "secondary") == "primary":
+                votes = primaries.setdefault(kind, [0, c.get("advice"), f"worker {i}: {c.get('figure')}"])
+                votes[0] += 1
             if kind in causes:
                 causes[kind]["workers"].append(i)
             else:
-                causes[kind] = {"kind": kind, "figure": f"worker {i}: {c.get('figure')}",
-                                "advice": c.get("advice"), "workers": [i]}
-    return {"saturated": saturated, "symptoms": symptoms, "causes": list(causes.values())}
+                causes[kind] = {"kind": kind, "figure": f"worker {i}: {c.get('figure')}", "advice": None,
+                                "role": "secondary", "workers": [i]}
+    top = max(primaries, key=lambda k: primaries[k][0], default=None)  # max: the first of a tie
+    ordered = list(causes.values())
+    if top is not None:
+        causes[top].update(advice=primaries[top][1], figure=primaries[top][2], role="primary")
+        ordered.sort(key=lambda c: c["kind"] != top)  # stable: the rest keep the order first named
+    return {"saturated": saturated, "symptoms": symptoms, "causes": ordered}
 
 
 @dataclass(frozen=True, slots=True)

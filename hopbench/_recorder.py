@@ -21,6 +21,10 @@ Invariants:
 * Snapshots carry encoded histograms (hdrh V2 base64) and counters, never raw
   samples or percentiles, so they merge exactly (:meth:`Snapshot.merge`).
 * Histograms are created on first record; snapshots list only non-empty ones.
+* A snapshot's counters and histograms are of one instant: :meth:`Recorder.snapshot`
+  now (on the loop), :meth:`Recorder.folded_snapshot` the last folded interval's
+  end (a checkpoint beside the loop), so a histogram's count agrees with the
+  counters recorded with it.
 """
 
 from __future__ import annotations
@@ -258,7 +262,7 @@ class Recorder:
     trio run; worker processes ship :class:`Snapshot` objects to merge.
     """
 
-    __slots__ = ("_scopes", "_cur", "_tot", "_ctr_tot", "_ctr_iv")
+    __slots__ = ("_scopes", "_cur", "_tot", "_ctr_tot", "_ctr_iv", "_ctr_folded")
 
     def __init__(self, scopes: Sequence[str]) -> None:
         """Create a recorder for these scenario scopes ("all" is implied).
@@ -277,6 +281,9 @@ class Recorder:
         self._tot: dict[str, dict[str, Histogram]] = {s: {} for s in self._scopes}
         self._ctr_tot: dict[str, dict[str, int]] = {s: {} for s in self._scopes}
         self._ctr_iv: dict[str, dict[str, int]] = {s: {} for s in self._scopes}
+        # _ctr_folded: the counters of the folded intervals only (fold adds each interval's),
+        # so that folded_snapshot pairs them with _tot: both as of the last detach.
+        self._ctr_folded: dict[str, dict[str, int]] = {s: {} for s in self._scopes}
 
     @property
     def scopes(self) -> tuple[str, ...]:
@@ -464,17 +471,32 @@ class Recorder:
                 if t is None:
                     tot[metric] = t = Histogram(metric)
                 t.add(h)
+            folded = self._ctr_folded[scope]
+            for key, n in d.counters[scope].items():
+                _bump(folded, key, n)
             scopes[scope] = ScopeSnapshot(d.counters[scope], encoded)
         return IntervalSnapshot(d.start_ns, d.end_ns, scopes)
 
     def folded_snapshot(self) -> Snapshot:
-        """The cumulative totals up to the last folded interval (histograms) and
-        the counters as they are now: for checkpoints taken beside the event
-        loop, in the same thread as :meth:`fold`."""
+        """The cumulative state up to the last folded interval, counters and
+        histograms alike: for checkpoints taken beside the event loop, in the
+        same thread as :meth:`fold`, while ``record`` and ``incr`` go on.
+
+        Both are as of the instant the last folded interval was detached
+        (:meth:`detach_interval`, on the loop), so each histogram's count
+        agrees with the counters recorded with it (``e2e`` and ``completed``:
+        one stream's record is one synchronous step on the loop), at no cost
+        to the loop: :meth:`fold` adds each interval's counters into a folded
+        total in the folding thread. What was recorded since that detach (at
+        most about one interval) is left out of both; :meth:`snapshot` has it.
+
+        Returns:
+            Snapshot with every scope; only non-empty histograms.
+        """
         scopes: dict[str, ScopeSnapshot] = {}
         for scope in self._scopes:
             encoded = {m: h.encode() for m, h in sorted(self._tot[scope].items()) if h.count}
-            scopes[scope] = ScopeSnapshot(dict(self._ctr_tot[scope]), encoded)
+            scopes[scope] = ScopeSnapshot(dict(self._ctr_folded[scope]), encoded)
         return Snapshot(scopes)
 
     def take_interval(self, start_ns: int, end_ns: int) -> IntervalSnapshot:

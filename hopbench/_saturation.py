@@ -6,7 +6,8 @@ summary.json) and, when they cannot, tell apart what held the client back
 
 * ``client_cpu``: hopbench's own CPU was the limit (its event-loop thread, or
   the whole process, at 80 % of a core or more: one Python process runs on
-  one core at a time). Remedy: ``--workers`` (or a lower load). With
+  one core at a time). Remedy: ``--workers`` (or a lower load); on a busy
+  machine (below) a lower load or a machine with more CPUs. With
   ``--workers`` also when the machine's CPUs were busy (as below) and the
   run's other load-generator processes on it (sibling workers, the driver:
   ``HostUsage.siblings_cpu_ns``) used 10 % of them or more: the run fills the
@@ -15,8 +16,8 @@ summary.json) and, when they cannot, tell apart what held the client back
   enough and often enough to make the loop late (a pause of 25 ms or more,
   pauses adding up to 0.5 % of the run or more). ``--workers`` helps only
   by giving each process fewer live objects to scan.
-* ``emulator``: the machine's CPUs were busy (at most 10 % of them idle while
-  hopbench used less than 80 % of a core) and hopbench's own emulator (the
+* ``emulator``: the machine's CPUs were busy (at most 10 % of them idle on
+  average over the run) and hopbench's own emulator (the
   embedded target, an embedded A/B arm, the ``[upstream]`` emulator: a child
   process on this machine) used 10 % of the machine's CPUs or more. Remedy:
   put the emulator on another machine (an external ``target.url``) or lower
@@ -24,15 +25,28 @@ summary.json) and, when they cannot, tell apart what held the client back
 * ``machine_busy``: the process wanted to run but was not given a CPU: the
   hypervisor took CPU time (``steal`` in /proc/stat, 2 % or more), or the
   machine's CPUs were busy (as above) and other processes, neighbours, used
-  10 % of them or more (or the emulator did not), or, without /proc/stat, the
+  10 % of them or more (steal included: 2 % of steal is enough), or no other
+  cause of a busy machine passed its threshold, or, without /proc/stat, the
   loop was late while hopbench used little CPU and the collector does not
   explain it. More workers would not help; another machine or a quieter one
   would. The emulator's CPU is measured apart (its /proc/PID/stat over the
-  same span as /proc/stat) and never counted among the neighbours; when both
-  took 10 % of the CPUs or more both causes are named, more cores first.
+  same span as /proc/stat) and never counted among the neighbours.
 * ``unexplained``: none of the above passed its threshold over the whole run
   (the machine had idle CPUs on average, hopbench and the collector were
   moderate): the figures are given as measured.
+
+One primary cause (docs/results.md, "Saturation verdict"): the causes' remedies
+differ (``--workers``; another machine for the emulator; a quieter machine), so
+a verdict gives one, the primary cause's. The CPU causes (client, emulator,
+neighbours or steal) are measured in cores over the same span: the one with
+the largest share is primary (on a tie: the client, then the emulator, then the
+machine); every other one that passed its own threshold (the threshold is what
+makes a share material: 10 % of the CPUs, 80 % of a core for the client, 2 %
+steal) is named as secondary, with its figure and no advice. On a busy machine
+the client at 80 % of a core is weighed like the others (with neighbours
+taking more, more workers would find no CPU). The collector is primary only
+when no CPU cause passed: its pauses are wall time, stretched when the process
+waits for a CPU, so the CPU's remedy comes first.
 
 Symptoms (any one makes the run ``saturated``, whatever the cause, because
 the latencies then include client-side delay): event-loop lag p99 over 25 ms,
@@ -245,12 +259,16 @@ class Cause:
         kind: ``client_cpu`` | ``collector`` | ``emulator`` | ``machine_busy`` |
             ``unexplained`` (the symptom is real but no cause passed its threshold).
         figure: the measured figure that shows it, as a sentence fragment.
-        advice: what to do about it.
+        advice: what to do about it: the primary cause's only; None for a
+            secondary one (its share is reported, its remedy is not the run's).
+        role: ``primary`` (the first cause of a verdict, the one to act on) or
+            ``secondary`` (also passed its threshold, but took less).
     """
 
     kind: str
     figure: str
-    advice: str
+    advice: str | None = None
+    role: str = "primary"
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +279,9 @@ class Verdict:
         saturated: latencies include client-side delay (any symptom).
         symptoms: what was seen, as sentence fragments ("event-loop lag p99 40.0 ms
             (> 25 ms)", ...), in a fixed order; empty when not saturated.
-        causes: why, strongest first; at least one when saturated, none otherwise.
+        causes: why: the primary cause first (the only one with advice), then
+            the secondary ones (module docstring, "One primary cause"); at
+            least one when saturated, none otherwise.
     """
 
     saturated: bool
@@ -269,74 +289,105 @@ class Verdict:
     causes: tuple[Cause, ...]
 
     def warning(self) -> str | None:
-        """The summary's warning (``load generator saturated: ...``), None when not saturated."""
-        if not self.saturated:
+        """The summary's warning, None when not saturated: ``load generator saturated:
+        SYMPTOMS; latencies include client-side delay; cause: FIGURE: ADVICE`` (the
+        primary cause), then ``; secondary: FIGURE; FIGURE`` when others passed
+        their thresholds (their figures only: one piece of advice per verdict)."""
+        if not self.saturated or not self.causes:
             return None
-        why = "; ".join(f"{c.figure}: {c.advice}" for c in self.causes)
+        p = self.causes[0]
+        also = "; ".join(c.figure for c in self.causes[1:])
         return (f"load generator saturated: {', '.join(self.symptoms)}; latencies include "
-                f"client-side delay; cause: {why}")
+                f"client-side delay; cause: {p.figure}: {p.advice}" + (f"; secondary: {also}" if also else ""))
 
     def to_json(self) -> dict[str, Any]:
-        """summary.json ``generator.saturation``: saturated, symptoms, causes [{kind, figure, advice}]."""
+        """summary.json ``generator.saturation``: saturated, symptoms, causes [{kind,
+        figure, advice (null for a secondary cause), role}], the primary first."""
         return {"saturated": self.saturated, "symptoms": list(self.symptoms),
-                "causes": [{"kind": c.kind, "figure": c.figure, "advice": c.advice} for c in self.causes]}
+                "causes": [{"kind": c.kind, "figure": c.figure, "advice": c.advice, "role": c.role}
+                           for c in self.causes]}
 
 
 def _ms(ns: int) -> str:
     return f"{ns / NS_PER_MS:.1f} ms"
 
 
-def _busy_machine(host: HostUsage, busy: float, own: float) -> list[Cause]:
-    """The causes of a machine at most ``MACHINE_IDLE_SHARE`` idle while hopbench was
-    not busy: its emulator, its neighbours or both, more cores first.
+@dataclass(frozen=True, slots=True)
+class _Share:
+    """A CPU cause and its measured share: what decides which one is primary."""
 
-    Each is named when it used ``CULPRIT_SHARE`` of the machine's CPUs or more;
-    when neither did, the neighbours (the only explanation when the emulator's
-    CPU was not measured). With ``--workers`` on one machine the run's other
-    load-generator processes (``siblings_cpu_ns``) are the run's own CPU: named as
-    ``client_cpu`` when they used ``CULPRIT_SHARE`` of the CPUs, never counted
-    among the neighbours. A share of the machine, not a counterfactual "idle
-    without it": hopbench's own process fills the machine too, so on 2 CPUs a
-    client at 75 % of a core and an emulator at 100 % leave so little idle that
-    a background of 0.07 cores would count as a cause.
-    """
-    emu = host.emulator_cores
-    others = host.others_cores or 0.0
-    found: list[tuple[float, Cause]] = []
+    cores: float  # its measured CPU, cores on average over the run
+    kind: str
+    figure: str  # as the primary cause
+    short: str  # as a secondary cause
+    advice: str
+
+
+def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
+    """The CPU causes that passed their thresholds, in the tie order client, emulator,
+    machine (unsorted): the module docstring's rules, one entry per kind."""
+    host = f.host
+    loop = f"hopbench's event loop used {f.cpu_mean:.0%} of one core"
+    if host is None:
+        return [_Share(own, "client_cpu", loop, loop, "the client itself was busy: add --workers or lower the "
+                       "load")] if own >= BUSY_CPU else []
+    steal = host.steal_share
+    busy = host.machine_busy_share or 0.0  # (0.0: no /proc/stat, never "full")
+    full = host.machine_busy_share is not None and 1.0 - busy <= MACHINE_IDLE_SHARE  # no idle CPU on average
     sib = host.siblings_cores
-    if sib is not None and sib >= CULPRIT_SHARE * host.cpus:
+    culprit = CULPRIT_SHARE * host.cpus
+    out: list[_Share] = []
+    proc = host.process_cores
+    if proc > f.cpu_mean + 0.05:
+        loop += f" (the whole process {proc:.0%})"
+    if full and sib is not None and sib >= culprit:
         # --workers on one machine: the sibling workers (and the driver) are the run's
         # own CPU, not neighbours (a 2-worker run on 2 CPUs fills them by itself)
-        found.append((sib, Cause(
-            "client_cpu",
-            f"the machine's {host.cpus} CPUs were {busy:.0%} busy and this run's own load generator used "
-            f"{host.client_cores:.1f} cores (this worker {own:.0%} of one core, its sibling workers and the "
-            f"driver {sib:.1f} cores)",
+        fig = (f"this run's own load generator used {host.client_cores:.1f} cores (this worker {own:.0%} of "
+               f"one core, its sibling workers and the driver {sib:.1f} cores)")
+        out.append(_Share(
+            own + sib, "client_cpu", f"the machine's {host.cpus} CPUs were {busy:.0%} busy and {fig}", fig,
             f"the run's own load-generator processes took {host.client_cores:.1f} of this machine's "
             f"{host.cpus} CPUs: more workers would not add CPU here; lower the load or spread the workers "
-            "over more machines (engine = \"ray\")")))
+            "over more machines (engine = \"ray\")"))
+    elif own >= BUSY_CPU:
+        advice = ("the client itself was busy, on a machine with no idle CPU: more workers would not add CPU "
+                  "here; lower the load or use a machine with more CPUs" if full else
+                  "the client itself was busy: add --workers or lower the load")
+        out.append(_Share(own + (sib or 0.0), "client_cpu", loop, loop, advice))
+    if not full:
+        if steal is not None and steal >= STEAL_SHARE:
+            fig = f"the hypervisor took {steal:.1%} of the machine's CPU time (steal)"
+            out.append(_Share(steal * host.cpus, "machine_busy", fig, fig,
+                              "the machine was busy, not the load: more workers would not add CPU here; "
+                              "use a quieter machine"))
+        return out
+    emu = host.emulator_cores
+    others = host.others_cores or 0.0
     # with workers, "hopbench" is this worker: say so, and what the whole run used
     me = "hopbench" if sib is None else "this worker"
     run = "" if sib is None else f" (the run's load generator {host.client_cores:.1f} cores)"
-    if emu is not None and emu >= CULPRIT_SHARE * host.cpus:
-        found.append((emu, Cause(
-            "emulator",
-            f"the machine's {host.cpus} CPUs were {busy:.0%} busy and hopbench's own emulator (a child "
-            f"process on this machine) used {emu:.0%} of one core, other processes {others:.1f} cores, "
-            f"while {me} used {own:.0%} of one core{run}",
+    if emu is not None and emu >= culprit:
+        short = f"hopbench's own emulator (a child process on this machine) used {emu:.0%} of one core"
+        out.append(_Share(
+            emu, "emulator",
+            f"the machine's {host.cpus} CPUs were {busy:.0%} busy and {short}, other processes "
+            f"{others:.1f} cores, while {me} used {own:.0%} of one core{run}", short,
             f"the client and the emulator share this machine's {host.cpus} CPUs: more workers would not add "
             "CPU here; run the emulator on another machine (an external target.url) or lower the load "
-            "(fewer streams)")))
-    if others >= CULPRIT_SHARE * host.cpus or not found:
+            "(fewer streams)"))
+    stolen = steal is not None and steal >= STEAL_SHARE
+    if others >= culprit or stolen or not out:
         besides = f" and its emulator {emu:.0%} of one core" if emu else ""
-        found.append((others, Cause(
-            "machine_busy",
+        of_which = f" (of which the hypervisor took {steal:.1%} of the CPU time: steal)" if stolen else ""
+        short = f"other processes on this machine (neighbours) used {others:.1f} cores{of_which}"
+        out.append(_Share(
+            others, "machine_busy",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
-            f"used {others:.1f} cores while {me} used {own:.0%} of one core{run}{besides}",
-            "neighbours took the CPUs, not the load: more workers would not add CPU here; use a quieter "
-            "machine")))
-    found.sort(key=lambda fc: -fc[0])  # stable: equal cores keep the run's own, then the emulator, first
-    return [c for _, c in found]
+            f"used {others:.1f} cores{of_which} while {me} used {own:.0%} of one core{run}{besides}", short,
+            "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter "
+            "machine"))
+    return out
 
 
 def judge(f: GeneratorFigures) -> Verdict:
@@ -346,7 +397,8 @@ def judge(f: GeneratorFigures) -> Verdict:
         f: the run's own figures.
 
     Returns:
-        The Verdict. Never raises.
+        The Verdict: one primary cause with advice, then the secondary ones
+        (figures only). Never raises.
     """
     symptoms: list[str] = []
     if f.loop_lag_ns > SATURATION_LAG_NS:
@@ -357,33 +409,26 @@ def judge(f: GeneratorFigures) -> Verdict:
         symptoms.append(f"CPU {f.cpu_mean:.0%} of one core")
     if not symptoms:
         return Verdict(False, (), ())
-    causes: list[Cause] = []
     host = f.host
     proc = host.process_cores if host is not None else None
     own = max(f.cpu_mean, proc or 0.0)
-    if own >= BUSY_CPU:
-        fig = f"hopbench's event loop used {f.cpu_mean:.0%} of one core"
-        if proc is not None and proc > f.cpu_mean + 0.05:
-            fig += f" (the whole process {proc:.0%})"
-        causes.append(Cause("client_cpu", fig, "the client itself was busy: add --workers or lower the load"))
+    # CPU causes by their measured share, the largest first (a stable sort: on a tie the
+    # run's own client, then its emulator, then the machine)
+    shares = sorted(_cpu_shares(f, own), key=lambda sh: -sh.cores)
+    causes = [Cause(sh.kind, sh.figure if i == 0 else sh.short, sh.advice if i == 0 else None,
+                    "primary" if i == 0 else "secondary") for i, sh in enumerate(shares)]
     share = f.gc_pause_ns / f.run_ns if f.run_ns > 0 else 0.0
     if f.gc_pause_max_ns >= SATURATION_LAG_NS and share >= GC_PAUSE_SHARE:
-        causes.append(Cause(
-            "collector",
-            f"Python's garbage collector paused hopbench {f.gc_collections} times for {_ms(f.gc_pause_ns)} "
-            f"in all ({share:.1%} of the run), the longest {_ms(f.gc_pause_max_ns)}",
+        # primary only when no CPU cause passed: the pauses are measured in wall time, so a
+        # process short of CPU sees them stretched, and the CPU's remedy comes first
+        fig = (f"Python's garbage collector paused hopbench {f.gc_collections} times for {_ms(f.gc_pause_ns)} "
+               f"in all ({share:.1%} of the run), the longest {_ms(f.gc_pause_max_ns)}")
+        causes.append(Cause("collector", fig, None, "secondary") if causes else Cause(
+            "collector", fig,
             "collector pauses stop every stream's clock at once (see generator.gc_pause_max_ms); fewer "
             "streams per process (--workers, where the machine has idle cores) shorten them"))
-    steal = host.steal_share if host is not None else None
     busy = host.machine_busy_share if host is not None else None
-    if host is not None and steal is not None and steal >= STEAL_SHARE:
-        causes.append(Cause("machine_busy",
-                            f"the hypervisor took {steal:.1%} of the machine's CPU time (steal)",
-                            "the machine was busy, not the load: more workers would not add CPU here; "
-                            "use a quieter machine"))
-    elif host is not None and busy is not None and own < BUSY_CPU and 1.0 - busy <= MACHINE_IDLE_SHARE:
-        causes.extend(_busy_machine(host, busy, own))
-    elif own < BUSY_CPU and not causes and busy is None:
+    if not causes and own < BUSY_CPU and busy is None:
         # no machine counters: lagging while using little CPU means waiting for a CPU
         causes.append(Cause(
             "machine_busy",

@@ -17,7 +17,10 @@ Outcomes (``SearchResult.status``):
 - "at_max": ``max`` passed (capacity >= max);
 - "below_min": ``min`` failed (capacity < min);
 - "client_saturated": hopbench itself was the bottleneck at a load it had to
-  judge: no capacity is reported (the fix: ``--workers``);
+  judge: no capacity is reported; the message gives the probe's primary
+  saturation cause and its advice (``--workers`` only when hopbench's own CPU
+  was the limit on a machine with idle CPUs: hopbench._saturation), never a
+  fix of its own beside it;
 - "too_few_requests": a probe failed only because its good fraction's lower
   bound missed the target while the fraction itself met it (a concurrency
   search: and, maybe, because its load was not held, which is the client's):
@@ -38,12 +41,14 @@ from typing import Any
 
 from ._stage_spec import SearchSpec
 
-__all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "SATURATION_FIX", "TOO_FEW"]
+__all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "saturation_cause",
+           "saturated_message", "SATURATION_FIX", "TOO_FEW"]
 
 #: A probe's reason when its good fraction met the target but not its lower bound.
 TOO_FEW = "slo: too few requests"
 
-#: What a search limited by hopbench's own saturation tells the user to do.
+#: What a search limited by hopbench's own saturation tells the user to do when the
+#: probe's summary names no cause (an older summary.json): the cause's own advice otherwise.
 SATURATION_FIX = ("hopbench itself was saturated before the gateway's limit: rerun with more "
                   "load-generating processes (--workers N, or --engine ray), or on a bigger or quieter machine")
 
@@ -142,8 +147,57 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         # the run's own words on why it was saturated (its cause: the client's CPU, or neighbours)
         "saturation": next((w for w in summary.get("warnings") or []
                             if isinstance(w, str) and w.startswith("load generator saturated")), None),
+        "saturation_cause": saturation_cause(summary) if saturated else None,
     }
     return Probe(load, not reasons, tuple(reasons), saturated, figures)
+
+
+def saturation_cause(summary: Mapping[str, Any]) -> dict[str, str] | None:
+    """A run's primary saturation cause, from summary.json ``generator.saturation``.
+
+    Args:
+        summary: a run's (a stage's) summary.json.
+
+    Returns:
+        {"kind", "figure", "advice"} of the cause whose ``role`` is "primary" (the
+        first cause of an older summary without roles); None when the summary
+        has no cause with advice. Never raises.
+    """
+    gen = summary.get("generator")
+    sat = gen.get("saturation") if isinstance(gen, Mapping) else None
+    causes = [c for c in (sat.get("causes") or ()) if isinstance(c, Mapping)] if isinstance(sat, Mapping) else []
+    primary = next((c for c in causes if c.get("role") == "primary"), causes[0] if causes else None)
+    if primary is None or not isinstance(primary.get("advice"), str) or not primary.get("advice"):
+        return None
+    return {"kind": str(primary.get("kind")), "figure": str(primary.get("figure")), "advice": primary["advice"]}
+
+
+def saturated_message(probe: Probe, unit: str) -> str:
+    """The capacity message of a search or stages stopped by hopbench's own saturation.
+
+    One piece of advice, the probe's primary cause's (hopbench._saturation: more
+    workers only where they would find CPU), so that the message never says
+    "--workers" beside a cause that says more workers would not help.
+
+    Args:
+        probe: the saturated probe (``figures``: ``saturation_cause``, ``saturation``).
+        unit: "requests/s" or "users".
+
+    Returns:
+        ``no capacity reported: at LOAD UNIT hopbench itself was saturated before the
+        gateway's limit; cause: FIGURE: ADVICE``; without a cause, the probe's
+        saturation warning in parentheses (it carries its own advice), else
+        :data:`SATURATION_FIX`. Never raises.
+    """
+    head = f"no capacity reported: at {probe.load:g} {unit}"
+    cause = probe.figures.get("saturation_cause")
+    if isinstance(cause, Mapping) and cause.get("advice"):
+        return (f"{head} hopbench itself was saturated before the gateway's limit; cause: {cause.get('figure')}: "
+                f"{cause.get('advice')}")
+    why = probe.figures.get("saturation")
+    if why:
+        return f"{head} hopbench itself was saturated before the gateway's limit ({why})"
+    return f"{head} {SATURATION_FIX}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,10 +298,7 @@ class CapacitySearch:
         unit = "users" if self._integer else "requests/s"
         cap = None if status in ("client_saturated", "below_min") else self.passing
         if status == "client_saturated":
-            last = self.probes[-1]
-            why = last.figures.get("saturation")
-            msg = (f"no capacity reported: at {last.load:g} {unit} {SATURATION_FIX}"
-                   + (f" ({why})" if why else ""))
+            msg = saturated_message(self.probes[-1], unit)
         elif status == "too_few_requests":
             last = self.probes[-1]
             f = last.figures

@@ -30,7 +30,7 @@ from typing import Any
 from ._profile import LoadSpec, Profile
 from ._results import replace_text
 from ._run import RunOutcome
-from ._search import CapacitySearch, Probe, SearchResult, stage_probe
+from ._search import CapacitySearch, Probe, SearchResult, saturated_message, stage_probe
 from ._stage_spec import Stage, stage_label
 
 __all__ = ["stage_profile", "run_stages", "run_search", "capacity_block"]
@@ -115,7 +115,8 @@ def run_stages(profile: Profile, out: Path, runner: Runner, *,
             client = any(p.client_saturated for p in probes)
             status = "client_saturated" if client else "stages"
             cap = max(passing) if passing and not client else None
-            message = ("no capacity reported: hopbench itself was saturated (--workers)" if client else
+            message = (saturated_message(next(p for p in probes if p.client_saturated),
+                                         "requests/s" if mode == "rate" else "users") if client else
                        f"highest passing stage: {cap:g}" if cap is not None else "no stage passed")
             capacity = capacity_block(profile, mode, SearchResult(
                 status, cap, min(failing) if failing else None, tuple(probes), message), None)

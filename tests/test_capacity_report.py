@@ -148,3 +148,30 @@ def test_render_capacity_prints_brackets_in_the_message_and_reasons_as_text() ->
     text = console.export_text()
     assert "capacity: inconclusive at 8 requests/s: lengthen [search] duration_s" in text
     assert "fail: too few requests: lengthen [search] duration_s" in text
+
+
+def test_render_capacity_is_readable_at_80_columns() -> None:
+    """At 80 columns the table fits (rich cropped it: the verdict column and its reasons
+    were cut), numbers are whole and each failing load's reasons are printed in full
+    under the table."""
+    summary = _staged(2560.0, message="capacity 2560 requests/s (2816 failed; resolution 0.1)")
+    for st in summary["stages"]:
+        st.update(load=st["load"] * 128, ttft_p50_ms=4880.0, ttft_p99_ms=17000.0, itl_p99_ms=9900.0,
+                  goodput_rps=st["load"] * 128, goodput_tokens_per_s=30976.0)
+        if st["load"] > 2560:
+            st["passed"] = False
+            st["reasons"] = ["slo: too few requests", "load not held", "client saturated", "run incomplete"]
+    summary["capacity"]["rate_rps"] = 2560.0
+    console = Console(record=True, width=80, color_system=None)
+    render_capacity(summary, console)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= 80 and "…" not in text
+    header = next(x for x in lines if "load" in x and "tok/s" in x)
+    assert header.split() == ["load", "TTFT", "p50", "TTFT", "p99", "ITL", "p99", "good", "lower", "req/s",
+                              "tok/s", "verdict"]
+    row = next(x for x in lines if x.split()[:1] == ["2816"])
+    assert row.split() == ["2816", "4880.0", "17000.0", "9900.0", "100.0%", "96.0%", "2816.00", "30976", "fail"]
+    assert "2560 ◀" in text
+    assert ("load 2816: fail: slo: too few requests, load not held, client saturated, run incomplete"
+            in " ".join(text.split()))

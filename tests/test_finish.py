@@ -197,3 +197,30 @@ def test_finish_one_process_and_two_workers_write_the_same_summary_shape(tmp_pat
     kinds = [sorted(re.sub(r"[0-9.]+%?", "N", w.split(":")[0]) for w in s["warnings"]
                     if not w.startswith(_MACHINE)) for s in (s1, s2)]
     assert kinds[0] == kinds[1]
+
+
+def test_merge_saturation_keeps_one_primary_cause_with_advice() -> None:
+    """--workers: the merged verdict has one primary cause (the kind most workers named
+    primary) with advice; every other kind is secondary, without advice (each worker's
+    verdict named its own primary: merged, two kinds came with contradictory advice)."""
+    from hopbench._finish import merge_saturation
+
+    def v(*causes: tuple[str, str]) -> dict[str, Any]:
+        return {"saturated": True, "symptoms": ["lag"],
+                "causes": [{"kind": k, "figure": f"{k} fig", "advice": f"{k} advice" if r == "primary" else None,
+                            "role": r} for k, r in causes]}
+
+    merged = merge_saturation([(0, v(("emulator", "primary"), ("machine_busy", "secondary"))),
+                               (1, v(("machine_busy", "primary"), ("emulator", "secondary"))),
+                               (2, v(("machine_busy", "primary"))), (3, None)])
+    assert merged["saturated"] and merged["symptoms"] == ["worker 0: lag", "worker 1: lag", "worker 2: lag"]
+    assert [(c["kind"], c["role"], c["advice"], c["workers"]) for c in merged["causes"]] == [
+        ("machine_busy", "primary", "machine_busy advice", [0, 1, 2]),
+        ("emulator", "secondary", None, [0, 1])]
+    assert merged["causes"][0]["figure"] == "worker 1: machine_busy fig"  # the first to name it primary
+    # an older summary's causes (no role): each worker's first is its primary
+    old = merge_saturation([(0, {"saturated": True, "symptoms": [], "causes": [
+        {"kind": "client_cpu", "figure": "f", "advice": "a"}, {"kind": "collector", "figure": "g", "advice": "b"}]})])
+    assert [(c["kind"], c["role"], c["advice"]) for c in old["causes"]] == [
+        ("client_cpu", "primary", "a"), ("collector", "secondary", None)]
+    assert merge_saturation([]) == {"saturated": False, "symptoms": [], "causes": []}

@@ -189,3 +189,39 @@ def test_recorder_sink_records_into_the_open_interval_and_counts_out_of_range() 
         rec.sink("b")
     with pytest.raises(UsageError, match="unknown scope"):
         rec.sink("all")
+
+
+def _stream(rec: Recorder, scope: str, e2e_ns: int) -> None:
+    """One completed stream as the meter records it: one synchronous step."""
+    rec.incr(scope, "completed")
+    rec.record(scope, "e2e", e2e_ns)
+
+
+def test_recorder_folded_snapshot_counters_agree_with_its_histograms() -> None:
+    """The checkpoint (``folded_snapshot``, taken in the publishing thread while the loop
+    records on) pairs the counters and the histograms of one instant, the last detach:
+    after a SIGKILL the checkpointed summary.json's e2e count equals its ``completed``."""
+    rec = Recorder(["a", "b"])
+    for i in range(5):
+        _stream(rec, "a" if i % 2 else "b", (i + 1) * 1_000_000)
+    rec.incr_global("dropped")
+    detached = rec.detach_interval(0, 1_000_000_000)
+    # the loop goes on between the detach and the fold (another thread folds)
+    for i in range(7):
+        _stream(rec, "a", 3_000_000)
+    rec.fold(detached)
+    for i in range(3):  # and between the fold and the checkpoint
+        _stream(rec, "b", 4_000_000)
+    snap = rec.folded_snapshot()
+    for scope, done in (("a", 2), ("b", 3), ("all", 5)):
+        assert snap.counter(scope, "completed") == done
+        assert snap.histogram(scope, "e2e").count == done
+    assert snap.counter("all", "dropped") == 1
+    # out-of-range values: the counter and the histogram stay paired too
+    rec.record("a", "e2e", 10**18)
+    rec.fold(rec.detach_interval(1_000_000_000, 2_000_000_000))
+    snap = rec.folded_snapshot()
+    assert snap.counter("all", "completed") == 15 == snap.histogram("all", "e2e").count
+    assert snap.counter("a", "out_of_range.e2e") == 1
+    # the live snapshot has everything, folded or not
+    assert rec.snapshot().counter("all", "completed") == 15

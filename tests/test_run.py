@@ -662,3 +662,44 @@ def test_run_signal_as_the_folder_hold_ends_still_writes_a_summary(
     monkeypatch.setattr(mod, "hold_signals", hold_then_signal)
     _assert_sigterm_at_start_up_leaves_a_summary(tmp_path, engine)
     assert fired
+
+
+def test_run_checkpoint_histograms_agree_with_its_counters(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """summary.json checkpoints (what a SIGKILL leaves) hold counters and histograms of
+    one instant: each checkpoint's e2e count equals its ``completed`` counter."""
+    import hopbench._run as run_mod
+    from hopbench._results import ResultsWriter
+
+    seen: list[dict] = []
+    update = ResultsWriter.update
+
+    def spy(self: ResultsWriter, meta: dict, total: object, complete: bool = False) -> dict:
+        summary = update(self, meta, total, complete)  # type: ignore[arg-type]
+        seen.append(summary)
+        return summary
+
+    monkeypatch.setattr(run_mod, "_CHECKPOINT_S", 0.0)  # a checkpoint at every interval
+    monkeypatch.setattr(ResultsWriter, "update", spy)
+    text = """
+[run]
+duration_s = 2
+interval_s = 0.2
+[load]
+mode = "rate"
+rate_rps = 60
+[emulator]
+ttft_ms = 20
+tokens_per_s = 400
+output_tokens = 8
+[[scenario]]
+protocol = "chat"
+model = "m"
+"""
+    run_profile(parse_profile(text, tmp_path / "t.toml"), out_dir=tmp_path / "o")
+    checkpoints = [s for s in seen if (s["scopes"]["all"]["counters"].get("completed") or 0) > 0]
+    assert checkpoints
+    for s in checkpoints:
+        scope = s["scopes"]["all"]
+        e2e = scope["metrics"]["e2e"]
+        assert e2e["count"] + e2e["out_of_range"] == scope["counters"]["completed"]

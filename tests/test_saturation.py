@@ -130,10 +130,65 @@ def test_judge_unexplained_is_still_flagged_with_the_figures() -> None:
 def test_judge_several_causes_strongest_first_and_other_symptoms() -> None:
     v = judge(_fig(lag_ms=80.0, cpu=0.97, schedule_lag_ns=50 * MS, gc_collections=4, gc_pause_ns=900 * MS,
                    gc_pause_max_ns=300 * MS, host=_host(1.0, busy=1.0, steal=0.05)))
-    assert [c.kind for c in v.causes] == ["client_cpu", "collector", "machine_busy"]
+    # a full machine: the client (1.0 cores) and the rest (1.0 cores, steal included) tie, the
+    # client first; the collector's pauses (wall time, stretched by the wait for a CPU) come last
+    assert [c.kind for c in v.causes] == ["client_cpu", "machine_busy", "collector"]
+    assert [c.role for c in v.causes] == ["primary", "secondary", "secondary"]
+    assert v.causes[1].figure == ("other processes on this machine (neighbours) used 1.0 cores (of which the "
+                                  "hypervisor took 5.0% of the CPU time: steal)")
     assert v.symptoms == ("event-loop lag p99 80.0 ms (> 25 ms)", "open-loop schedule lag p99 50.0 ms "
                           "(arrivals left late)", "CPU 97% of one core")
-    assert v.to_json()["causes"][1]["kind"] == "collector"
+    assert [c["role"] for c in v.to_json()["causes"]] == ["primary", "secondary", "secondary"]
+    assert v.to_json()["causes"][2] == {"kind": "collector", "advice": None, "role": "secondary",
+                                        "figure": v.causes[2].figure}
+
+
+def _advice_count(w: str) -> int:
+    """How many remedies a warning gives (each cause's advice names one of these)."""
+    return sum(x in w for x in ("quieter machine", "external target.url", "add --workers", "more machines",
+                                "more CPUs", "profile it"))
+
+
+def test_judge_busy_machine_names_one_primary_cause_with_one_advice() -> None:
+    """A busy machine (profiles/open-loop.toml on a shared 2-core box): neighbours 0.9 cores,
+    the embedded emulator 0.6, hopbench 0.45. Both used 10 % of the CPUs or more; the verdict
+    named both with their remedies ("use a quieter machine" beside "the client and the
+    emulator share this machine's CPUs"). Now: the largest share is primary, with the only
+    advice; the emulator's share follows as secondary, without advice."""
+    v = judge(_fig(cpu=0.4, schedule_lag_ns=60 * MS, host=_host(0.45, busy=0.975, steal=0.0, emulator_cores=0.6)))
+    assert [(c.kind, c.role) for c in v.causes] == [("machine_busy", "primary"), ("emulator", "secondary")]
+    assert v.causes[1].advice is None
+    w = str(v.warning())
+    assert _advice_count(w) == 1 and "quieter machine" in w and "share this machine's" not in w
+    assert w.endswith("; secondary: hopbench's own emulator (a child process on this machine) used 60% of "
+                      "one core")
+    # the same machine with the emulator the larger: the emulator is primary, neighbours secondary
+    v = judge(_fig(cpu=0.4, host=_host(0.45, busy=0.975, steal=0.0, emulator_cores=0.9)))
+    assert [(c.kind, c.role) for c in v.causes] == [("emulator", "primary"), ("machine_busy", "secondary")]
+    w = str(v.warning())
+    assert _advice_count(w) == 1 and "external target.url" in w and "quieter" not in w
+    assert w.endswith("; secondary: other processes on this machine (neighbours) used 0.6 cores")
+    # a share under 10 % of the CPUs is not material: not mentioned at all
+    v = judge(_fig(cpu=0.7, host=_host(0.75, busy=0.95, steal=0.0, emulator_cores=1.0)))
+    assert [c.kind for c in v.causes] == ["emulator"] and "secondary" not in str(v.warning())
+
+
+def test_judge_busy_machine_weighs_the_clients_own_share_too() -> None:
+    """The client at 80 % of a core or more is a cause, weighed like the others on a full
+    machine: neighbours taking more make it secondary (more workers would find no CPU);
+    as the largest share it is primary, and its advice is not --workers there."""
+    v = judge(_fig(cpu=0.85, host=_host(0.85, busy=0.99, steal=0.0)))  # neighbours 1.13 cores
+    assert [(c.kind, c.role) for c in v.causes] == [("machine_busy", "primary"), ("client_cpu", "secondary")]
+    assert v.causes[1].figure == "hopbench's event loop used 85% of one core"
+    assert _advice_count(str(v.warning())) == 1
+    v = judge(_fig(cpu=0.9, host=_host(0.95, busy=0.97, steal=0.0, emulator_cores=0.5)))  # neighbours 0.49
+    assert [c.kind for c in v.causes] == ["client_cpu", "emulator", "machine_busy"]
+    assert v.causes[0].advice is not None and "--workers" not in v.causes[0].advice
+    assert "more CPUs" in v.causes[0].advice and _advice_count(str(v.warning())) == 1
+    # an idle machine: the client alone, --workers helps
+    v = judge(_fig(cpu=0.9, gc_collections=3, gc_pause_ns=900 * MS, gc_pause_max_ns=300 * MS,
+                   host=_host(0.92, busy=0.5, steal=0.0)))
+    assert [c.kind for c in v.causes] == ["client_cpu", "collector"] and "add --workers" in str(v.warning())
 
 
 def test_parse_proc_stat_and_host_usage() -> None:

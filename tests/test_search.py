@@ -139,7 +139,47 @@ def test_stage_probe_judges_lower_bound_load_held_and_saturation() -> None:
     s = CapacitySearch(_spec())
     s.record(sat)
     assert s.next_load() is None
-    assert "(neighbours)" in s.result().message and "--workers" in s.result().message
+    # no structured verdict (an older summary): the warning, with its own advice, and no fix beside it
+    assert s.result().message == ("no capacity reported: at 30 requests/s hopbench itself was saturated before "
+                                  f"the gateway's limit ({summary['warnings'][0]})")
+
+
+def _saturated(kind: str, figure: str, advice: str) -> dict[str, Any]:
+    """A stage's summary saturated by one primary cause (generator.saturation)."""
+    summary = _summary(100, 100, 0.97, saturated=True)
+    summary["generator"] = {"saturation": {"saturated": True, "symptoms": ["lag"], "causes": [
+        {"kind": "emulator", "figure": "hopbench's own emulator used 60% of one core", "advice": None,
+         "role": "secondary"},
+        {"kind": kind, "figure": figure, "advice": advice, "role": "primary"}]}}
+    return summary
+
+
+def test_search_saturation_message_gives_the_causes_own_advice() -> None:
+    """The capacity message said "rerun with --workers" and then quoted a cause saying
+    "more workers would not add CPU here": its advice is now the primary cause's only."""
+    neighbours = _saturated("machine_busy", "the machine's 2 CPUs were 98% busy and other processes used 0.9 "
+                            "cores", "neighbours took CPU the run needed: more workers would not add CPU here; use "
+                            "a quieter machine")
+    probe = stage_probe(128, neighbours)
+    assert probe.figures["saturation_cause"] == {
+        "kind": "machine_busy", "figure": "the machine's 2 CPUs were 98% busy and other processes used 0.9 cores",
+        "advice": "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter "
+                  "machine"}
+    r = search(_spec(), lambda load: probe if load >= 128 else Probe(load, True))
+    assert r.status == "client_saturated"
+    assert r.message == ("no capacity reported: at 128 requests/s hopbench itself was saturated before the "
+                         "gateway's limit; cause: the machine's 2 CPUs were 98% busy and other processes used 0.9 "
+                         "cores: neighbours took CPU the run needed: more workers would not add CPU here; use a "
+                         "quieter machine")
+    assert "--workers" not in r.message and "rerun" not in r.message
+    client = stage_probe(64, _saturated("client_cpu", "hopbench's event loop used 92% of one core",
+                                        "the client itself was busy: add --workers or lower the load"))
+    r = search(_spec(), lambda load: client if load >= 64 else Probe(load, True))
+    assert r.message.endswith("cause: hopbench's event loop used 92% of one core: the client itself was busy: "
+                              "add --workers or lower the load")
+    assert "quieter" not in r.message
+    # an unsaturated probe carries no cause
+    assert stage_probe(8, _summary(100, 100, 0.97)).figures["saturation_cause"] is None
 
 
 _BASE = """
@@ -246,7 +286,7 @@ name = "c"
         # A machine so busy that hopbench's own event loop fell behind (loop lag p99
         # over 25 ms) cannot measure the gateway: the search must say so and name the
         # fix instead of reporting a capacity. (Seen with 3 copies of this test at once.)
-        assert cap["concurrency"] is None and "--workers" in cap["message"]
+        assert cap["concurrency"] is None and "hopbench itself was saturated" in cap["message"]
         assert summary["saturated"] is True and code == 1
         assert summary["stages"][-1]["saturated"] is True
         pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
@@ -372,7 +412,7 @@ name = "c"
     cap = summary["capacity"]
     assert cap["emulator_knee"]["rate_rps"] == pytest.approx(20.0)
     if cap["status"] == "client_saturated":
-        assert "--workers" in cap["message"] and code == 1
+        assert "hopbench itself was saturated" in cap["message"] and code == 1
         pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
     if cap["status"] == "too_few_requests":
         # At the knee itself the good fraction sits near the target: on a busy machine it met
@@ -386,3 +426,30 @@ name = "c"
     assert cap["status"] == "found", summary["stages"]
     assert abs(cap["rate_rps"] - 20.0) <= 0.10 * 20.0, summary["stages"]
     assert len(summary["stages"]) <= 6 and code == 0
+
+
+def test_stages_saturated_message_gives_the_causes_own_advice(tmp_path: Path) -> None:
+    """Plain [[stage]] entries with [slo]: a saturated stage's capacity message (and the
+    folder's first warning) carry its primary cause's advice, not a fixed "(--workers)"
+    (a fake runner: no load)."""
+    from hopbench._run import RunOutcome
+    from hopbench._stages import run_stages
+
+    profile = parse_profile(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n"
+                            "[[stage]]\nrate_rps = 10\nduration_s = 2\n[[stage]]\nrate_rps = 20\nduration_s = 2\n")
+    advice = "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter machine"
+
+    def runner(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
+        rate = p.load.rate_rps
+        summary = (_saturated("machine_busy", "other processes used 1.2 cores", advice) if rate >= 20
+                   else _summary(100, 100, 0.97))
+        summary.update(started_at_unix_s=0.0, duration_s=2.0, warnings=[])
+        return RunOutcome(summary, out_dir, True, None)
+
+    outcome = run_stages(profile, tmp_path / "out", runner)
+    cap = outcome.summary["capacity"]
+    assert cap["status"] == "client_saturated"
+    assert cap["message"] == ("no capacity reported: at 20 requests/s hopbench itself was saturated before the "
+                              f"gateway's limit; cause: other processes used 1.2 cores: {advice}")
+    assert outcome.summary["warnings"][0] == "load generator saturated: " + cap["message"]
+    assert outcome.summary["stages"][1]["saturation_cause"]["kind"] == "machine_busy"
