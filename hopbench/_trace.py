@@ -42,20 +42,22 @@ from __future__ import annotations
 import array
 import bisect
 import collections
+import gzip
 import hashlib
 import itertools
 import json
 import operator
 import random
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, Protocol, overload
 
 from ._errors import ProfileError
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
-from ._textfile import check_regular, json_value
+from ._textfile import GZIP_MAGIC, check_regular, gunzip, json_value
 
 try:  # optional (hopbench[fast]): parses a trace line ~4x faster (the whole load: ~1.9x)
     import orjson as _orjson
@@ -227,6 +229,12 @@ def _int_field(obj: Mapping[str, Any], name: str, fail: Callable[[str], ProfileE
     return v
 
 
+#: said of a line that is not JSON but holds commas: a CSV trace (docs/workloads.md, "Trace replay")
+_CSV = ("; a trace is one JSON object per line: a CSV trace (Azure's LLM inference traces: TIMESTAMP,"
+        "ContextTokens,GeneratedTokens) is not read: convert it to lines of timestamp_ms, input_tokens, "
+        "output_tokens")
+
+
 def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: int,
                 ) -> tuple[int | float, int, int, list[int], str | None]:
     """Every check of one trace line, on the standard library's parse: the line's values,
@@ -241,7 +249,9 @@ def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: in
     try:
         obj = json_value(text_line)
     except json.JSONDecodeError as exc:
-        raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})", path=path, line=i) from None
+        csv = "," in text_line and not text_line.lstrip().startswith(("{", "["))
+        raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})" + (_CSV if csv else ""),
+                           path=path, line=i) from None
     if not isinstance(obj, dict):
         raise fail(f"expected a JSON object, got {type(obj).__name__}")
     for name, alias in _ALIASES.items():  # which one is meant? (one would be dropped unread)
@@ -275,17 +285,25 @@ def _not_utf8(path: Path) -> ProfileError | None:
     """The error for a trace that is not UTF-8 (line, byte of the line and of the file), or
     None when it is. Reads the whole file: only on the way to an error."""
     raw = Path(path).read_bytes()
+    packed = " (decompressed)" if raw.startswith(GZIP_MAGIC) else ""
+    raw = gunzip(raw)
     try:
         raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        return ProfileError(f"the trace is not UTF-8 text (byte {column} of the line, {exc.start + 1} of the file)",
-                            path=path, line=line)
+        return ProfileError(f"the trace is not UTF-8 text (byte {column} of the line, {exc.start + 1} of the "
+                            f"file{packed})", path=path, line=line)
     return None
 
 
-def _blocks(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+class _Reader(Protocol):
+    """What the trace reader reads from: a file opened "rb", or a gzip file."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+def _blocks(f: _Reader) -> Iterator[tuple[bytes, bool]]:
     """The file's bytes in blocks of whole lines (each ends with ``\\n`` but the last,
     which is the file's last line when it has no ``\\n``): (block, is it the last)."""
     parts: list[bytes] = []
@@ -346,12 +364,16 @@ def read_trace(path: Path) -> TraceEntries:
     try:
         check_regular(path)
         with open(path, "rb") as f:
+            packed = f.read(2) == GZIP_MAGIC
+        with (gzip.open(path, "rb") if packed else open(path, "rb")) as f:
             return _read(f, path)
-    except OSError as exc:
-        raise ProfileError(f"cannot read the trace {path}: {exc.strerror}", path=path) from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip: BadGzipFile (an OSError), EOFError, zlib.error
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+            f"a damaged or truncated gzip file ({exc})"
+        raise ProfileError(f"cannot read the trace {path}: {reason}", path=path) from None
 
 
-def _read(f: BinaryIO, path: Path) -> TraceEntries:
+def _read(f: _Reader, path: Path) -> TraceEntries:
     """``read_trace`` on the opened file, line by line: each line's dict is dropped as soon
     as its fields are in the columns (holding a block's dicts to check them column by
     column with C loops was tried: 1.7x the CPU, the memory no longer reused while hot)."""
@@ -364,7 +386,9 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
     compact = True  # hashes is an array (ids below 2**64): fromlist checks the ids' type and sign
     sc_col: array.array[int] = array.array("i")
     names: dict[str, int] = {}
-    loads: Callable[[str], Any] = json_value if _fast_loads is None else _fast_loads
+    # the fast parse keeps the last value of a key named twice: _quotes_match sends such a
+    # line to _check_line, whose parse (json_value) refuses it
+    loads: Callable[[str], Any] = json.loads if _fast_loads is None else _fast_loads
     max_in, max_out = MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
     add_t, add_inp, add_out, add_line = t_col.append, inp_col.append, out_col.append, line_col.append
     add_end, add_sc = hoff.append, sc_col.append
@@ -406,6 +430,8 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
                 fast = ((tt is int or tt is float) and 0 <= t < MAX_TIMESTAMP_MS and t >= last_t
                         and type(inp) is int and 1 <= inp <= max_in and type(outp) is int and 1 <= outp <= max_out
                         and (scenario is None or type(scenario) is str and scenario != "")
+                        and (text_line.count('"') == 2 * len(obj) + (2 if scenario is not None else 0)
+                             or _quotes_match(obj, text_line))
                         and type(ids) is list and (not ids or compact and (
                             "true" not in text_line and "false" not in text_line  # no JSON boolean
                             or set(map(type, ids)) == {int})))  # (one would pass fromlist as 0 or 1)
@@ -435,6 +461,14 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
     if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
     return TraceEntries(t_col, inp_col, out_col, line_col, hoff, hashes, sc_col, list(names))
+
+
+def _quotes_match(obj: dict[str, Any], text_line: str) -> bool:
+    """True when ``text_line`` holds exactly the quotes of ``obj``'s keys and string values:
+    then no key is named twice (a key named twice adds quotes that the parsed object, which
+    keeps one of its values, does not have). False also for a line whose strings hold
+    escaped quotes or that nests strings in arrays or objects: ``_check_line`` then decides."""
+    return text_line.count('"') == 2 * len(obj) + 2 * sum(type(v) is str for v in obj.values())
 
 
 def _add_ids(hashes: array.array[int] | list[int], ids: list[int]) -> array.array[int] | list[int]:
