@@ -270,7 +270,26 @@ def _jsonl_items(text: str, fail: Callable[[int | None, str], ProfileError]) -> 
         try:
             yield i, json_value(text_line)
         except json.JSONDecodeError as exc:
-            raise fail(i, f"broken JSON line: {exc.msg} (column {exc.colno})") from None
+            whole = _one_object(text) if not text[:pos - len(text_line) - 1].strip() else None
+            raise fail(i, whole or f"broken JSON line: {exc.msg} (column {exc.colno})") from None
+
+
+def _one_object(text: str) -> str | None:
+    """What to say of a dataset whose first line is broken JSON but whose whole text is one
+    JSON object (pretty-printed: a record, or records under a key, as some exports have
+    them), or None when it is not."""
+    try:
+        obj = json_value(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    lists = [k for k, v in obj.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+    hint = (f': its key {json.dumps(lists[0], ensure_ascii=False)} holds an array of {len(obj[lists[0]]):,} '
+            "objects: make that array the file" if lists and not ({"conversations", "messages"} & obj.keys())
+            else ": write it on one line (JSONL), or as a JSON array of records")
+    return (f"expected a JSON array of records, or one record per line (JSONL); the file is one JSON object over "
+            f"{text.count(chr(10)) + 1:,} lines{hint}")
 
 
 def _array_items(text: str, fail: Callable[[int | None, str], ProfileError]) -> Iterator[tuple[int, Any]]:

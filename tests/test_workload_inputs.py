@@ -275,3 +275,22 @@ def test_inputs_csv_trace_is_refused_saying_what_a_trace_is(tmp_path: Path) -> N
         read_trace(path)
     assert str(err.value).startswith(f"{path}:1: broken JSON line: ") and "a CSV trace" in str(err.value) and \
         "convert it to lines of timestamp_ms, input_tokens, output_tokens" in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    ({"data": [{"conversations": [{"from": "human", "value": "a"}]}] * 3},
+     'lines: its key "data" holds an array of 3 objects: make that array the file'),
+    ({"conversations": [{"from": "human", "value": "a"}]}, "lines: write it on one line (JSONL), or as a JSON array"),
+])
+def test_inputs_pretty_printed_json_object_says_what_a_dataset_is(tmp_path: Path, data: dict[str, Any],
+                                                                   words: str) -> None:
+    """A pretty-printed object (one record, or records under a key, as some exports write them)
+    was "broken JSON line: Expecting property name enclosed in double quotes (column 2)"."""
+    text = json.dumps(data, indent=2)
+    (tmp_path / "d.json").write_text(text, encoding="utf-8")
+    with pytest.raises(ProfileError) as err:
+        load_profile(_profile(tmp_path, "d.json", "max_tokens = 8\n"))
+    assert str(err.value).startswith(f"{tmp_path / 'd.json'}:1: expected a JSON array of records, or one record per "
+                                     f"line (JSONL); the file is one JSON object over {text.count(chr(10)) + 1} ") \
+        and words in str(err.value), \
+        str(err.value)
