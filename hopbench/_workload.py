@@ -359,7 +359,8 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             kept = [kept[i] for i in sorted(rng.sample(range(len(kept)), sample))]
         entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, records=kept,
                              tokenizer=tokenizer)
-        note = f"{path.name}: {len(records) + len(skipped):,} records"
+        read = len(records) + len(skipped)
+        note = f"{path.name}: {read:,} record{'' if read == 1 else 's'}"
         if skipped:
             note += (f", {len(skipped):,} skipped (no user turn first: {_first_of(skipped)})")
         if non_text:  # images, audio...: hopbench sends text conversations

@@ -294,3 +294,10 @@ def test_inputs_pretty_printed_json_object_says_what_a_dataset_is(tmp_path: Path
                                      f"line (JSONL); the file is one JSON object over {text.count(chr(10)) + 1} ") \
         and words in str(err.value), \
         str(err.value)
+
+
+def test_inputs_dataset_note_of_one_record_is_singular(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text((DATA / "anthropic_messages_shape.jsonl").read_text().splitlines()[0] + "\n",
+                                      encoding="utf-8")
+    note = load_profile(_profile(tmp_path, "a.jsonl", "max_tokens = 8\n", proto="messages")).scenarios[0].dataset_note
+    assert note == "a.jsonl: 1 record, 1 with content blocks sent as their text only (image left out: record 1, line 1)"
