@@ -7,9 +7,11 @@ damaged by a disk error, a foreign tool or a crash says where (``file:line``
 and the byte within the line) instead of raising ``UnicodeDecodeError``
 (docs/results.md, "Reading a results folder"). The readers of a profile's
 input files (datasets, traces, prompts files) open them with
-``open_regular`` (a device or a FIFO would be read for ever) and parse their
-JSON with ``json_value`` (every parse failure a ``json.JSONDecodeError``, so
-each reader's file:line error covers it).
+``check_regular`` / ``read_regular`` (a device or a FIFO would be read for ever), decompress them
+with ``gunzip`` when they are gzip files, and parse their JSON with
+``json_value`` or, for a JSON array, ``json_array_items`` (every parse failure
+a ``json.JSONDecodeError``, a key named twice in one object too, so each
+reader's file:line error covers it).
 
 Invariants:
 - Pure: the only I/O is reading the named file.
