@@ -232,10 +232,17 @@ def _from_sharegpt(obj: Mapping[str, Any], line: int, fail: Callable[[int, str],
 
 
 def _from_prompt(obj: Any, line: int, fail: Callable[[int, str], ProfileError]) -> Record:
+    keys = sorted(obj) if isinstance(obj, Mapping) else None
     if isinstance(obj, Mapping):
-        obj = obj.get("prompt", obj.get("text"))
+        key = "prompt" if "prompt" in obj else "text"
+        obj = obj.get(key)
+        if obj is not None and not isinstance(obj, str):
+            raise fail(line, f'"{key}": expected a string, got {json.dumps(obj, ensure_ascii=False)[:40]}')
     if not isinstance(obj, str):
-        raise fail(line, 'expected a JSON string or an object with a string "prompt" (or "text")')
+        seen = (f"; the record's keys are {', '.join(json.dumps(k, ensure_ascii=False) for k in keys[:8])}"
+                + (", ..." if len(keys) > 8 else "") + " (a ShareGPT record has \"conversations\", an OpenAI or "
+                "Anthropic one \"messages\": other dataset shapes need converting)") if keys else ""
+        raise fail(line, 'expected a JSON string or an object with a string "prompt" (or "text")' + seen)
     if not obj.strip():
         raise fail(line, "expected a non-empty prompt")
     return Record((Message("user", obj),), None, line)

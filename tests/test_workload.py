@@ -350,7 +350,7 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
     ("b.json", '[\n {"conversations": []},\n {"conversations": [}\n]', "", "b.json:3", "broken JSON"),
     ("f.jsonl", '{"messages": [{"role": "user", "content": "a"}]}\n{"msgs": []}\n', "",
      "f.jsonl:2", 'expected a non-empty "messages" array'),
-    ("f.jsonl", '{"prompt": 3}\n', ", format = 'prompts'", "f.jsonl:1", 'string "prompt"'),
+    ("f.jsonl", '{"prompt": 3}\n', ", format = 'prompts'", "f.jsonl:1", '"prompt": expected a string, got 3'),
     ("s.json", json.dumps([{"conversations": [{"from": "human"}]}]), "", "s.json:1", 'string "value"'),
     ("s.json", '[\n{"conversations": []}\n,\n{"id": 1}]', "", "s.json:4", '"conversations" array'),
     ("r.jsonl", '{"messages": [{"role": "assistant", "content": "a"}]}\n', "", "r.jsonl:1",

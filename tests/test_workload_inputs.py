@@ -301,3 +301,19 @@ def test_inputs_dataset_note_of_one_record_is_singular(tmp_path: Path) -> None:
                                       encoding="utf-8")
     note = load_profile(_profile(tmp_path, "a.jsonl", "max_tokens = 8\n", proto="messages")).scenarios[0].dataset_note
     assert note == "a.jsonl: 1 record, 1 with content blocks sent as their text only (image left out: record 1, line 1)"
+
+
+@pytest.mark.parametrize(("record", "keys"), [
+    # the shape of lmsys-chat-1m's records, and of Alpaca's
+    ({"conversation_id": "c1", "model": "vicuna-13b", "conversation": [{"role": "user", "content": "hi"}], "turn": 1},
+     '"conversation", "conversation_id", "model", "turn"'),
+    ({"instruction": "Give three tips.", "input": "", "output": "1. Sleep."}, '"input", "instruction", "output"'),
+])
+def test_inputs_record_of_another_shape_names_its_keys(tmp_path: Path, record: dict[str, Any], keys: str) -> None:
+    """A record that format = "auto" took for a plain prompt (no "conversations", no "messages")
+    said only 'expected a JSON string or an object with a string "prompt"'."""
+    (tmp_path / "d.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    with pytest.raises(ProfileError) as err:
+        load_profile(_profile(tmp_path, "d.jsonl", "max_tokens = 8\n"))
+    assert str(err.value).startswith(f"{tmp_path / 'd.jsonl'}:1: prompts record 1: ") and \
+        f"the record's keys are {keys} (a ShareGPT record has \"conversations\"" in str(err.value), str(err.value)
