@@ -206,7 +206,7 @@ def _from_sharegpt(obj: Mapping[str, Any], line: int, fail: Callable[[int, str],
         # (json gives dicts: isinstance against the Mapping ABC cost a third of a 100,000-record load)
         value = turn.get("value") if isinstance(turn, dict) else None
         if not isinstance(value, str):
-            raise fail(line, f'conversations[{i}]: expected an object with a string "value"')
+            raise fail(line, f'conversations[{i}]: expected an object with a string "value"' + _seen(turn))
         # an unknown speaker ("tool", ...) is kept as such: it cannot be the
         # prompt or the reply, so such a record is skipped, not an error
         frm = turn.get("from")
@@ -229,6 +229,17 @@ def _from_sharegpt(obj: Mapping[str, Any], line: int, fail: Callable[[int, str],
         return Record(tuple(system) + tuple(rest[:last + 1]), reply, line)
     reply = rest[1].text if len(rest) > 1 and rest[1].role == "assistant" else None
     return Record(tuple(system) + (rest[0],), reply, line)
+
+
+def _seen(turn: Any) -> str:
+    """What a ShareGPT turn without a string ``value`` holds, for the message."""
+    if not isinstance(turn, dict):
+        return f", got {json.dumps(turn, ensure_ascii=False)[:40]}"
+    if "value" in turn:
+        return f', got {json.dumps(turn["value"], ensure_ascii=False)[:40]}'
+    return f", got an object with {', '.join(json.dumps(k, ensure_ascii=False) for k in sorted(turn)[:6])}" + (
+        " (ShareGPT turns are {\"from\", \"value\"}; {\"role\", \"content\"} turns are OpenAI's: "
+        "make the record {\"messages\": [...]})" if "content" in turn else "")
 
 
 def _from_prompt(obj: Any, line: int, fail: Callable[[int, str], ProfileError]) -> Record:

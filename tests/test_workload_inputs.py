@@ -82,7 +82,14 @@ def test_inputs_sharegpt_record_error_names_its_position_and_id_in_a_one_line_ar
     with pytest.raises(ProfileError) as err:
         load_profile(_profile(tmp_path, "s.json", "max_tokens = 8\n"))
     assert str(err.value).startswith(f"{tmp_path / 's.json'}:1: sharegpt record 2 (id \"bad_1\"): "
-                                     'conversations[0]: expected an object with a string "value"'), str(err.value)
+                                     'conversations[0]: expected an object with a string "value", got 42'), \
+        str(err.value)
+    # {"role", "content"} turns under "conversations": the message says whose shape that is
+    (tmp_path / "s.json").write_text(json.dumps([{"conversations": [{"role": "user", "content": "q"}]}]),
+                                     encoding="utf-8")
+    with pytest.raises(ProfileError, match=r'got an object with "content", "role" \(ShareGPT turns are '
+                                           r'\{"from", "value"\}; \{"role", "content"\} turns are OpenAI'):
+        load_profile(_profile(tmp_path, "s.json", "max_tokens = 8\n"))
 
 
 def test_inputs_openai_chat_shape_sends_text_parts_developer_and_refusals(tmp_path: Path) -> None:
