@@ -22,7 +22,8 @@ process per measurement:
 and this tree in turn on the same file (REV, this, this, REV, ...: each
 measurement its own process, the load average printed before it), so both
 sides of a ratio see the same machine. ``--gzip`` compresses the file first
-(``.json.gz``; a revision that cannot read gzip fails).
+(``.json.gz``; a revision that cannot read gzip fails); ``--jsonl`` writes one
+compact record per line instead of the array.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ _WORDS = ("the and for you are not but can was one all any has her how man new n
           "let put say she too use").split()
 
 
-def write_dataset(path: Path, records: int, seed: int = 1) -> None:
-    """A ShareGPT_V3-shaped JSON array of ``records`` records at ``path`` (indent 2, as the dump),
+def write_dataset(path: Path, records: int, seed: int = 1, jsonl: bool = False) -> None:
+    """A ShareGPT_V3-shaped JSON array of ``records`` records at ``path`` (indent 2, as the dump;
+    ``jsonl``: one compact record per line instead),
     written a record at a time: the measuring children inherit this process's peak RSS
     (``ru_maxrss`` survives fork and exec), so it must stay small."""
     rng = random.Random(seed)
@@ -54,15 +56,18 @@ def write_dataset(path: Path, records: int, seed: int = 1) -> None:
         return " ".join(rng.choice(_WORDS) for _ in range(n))
 
     with open(path, "w", encoding="utf-8") as f:
-        f.write("[\n")
+        f.write("" if jsonl else "[\n")
         for i in range(records):
             conv = []
             for _ in range(rng.randint(1, 4)):
                 conv.append({"from": "human", "value": text(rng.randint(5, 80))})
                 conv.append({"from": "gpt", "value": text(rng.randint(20, 250))})
+            if jsonl:
+                f.write(json.dumps({"id": f"bench{i}_0", "conversations": conv}) + "\n")
+                continue
             rec = json.dumps({"id": f"bench{i}_0", "conversations": conv}, indent=2)
             f.write(("" if i == 0 else ",\n") + "\n".join("  " + x for x in rec.split("\n")))
-        f.write("\n]\n")
+        f.write("" if jsonl else "\n]\n")
 
 
 def write_profile(folder: Path, dataset: Path) -> Path:
@@ -110,14 +115,15 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000, help="records (default 100,000)")
     ap.add_argument("--repeat", type=int, default=1, help="measurements per side (default 1)")
     ap.add_argument("--gzip", action="store_true", help="measure the file gzip-compressed (.json.gz)")
+    ap.add_argument("--jsonl", action="store_true", help="one record per line (JSONL) instead of a JSON array")
     ap.add_argument("--against", metavar="REV",
                     help="also measure git revision REV (a temporary worktree), interleaved")
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hopbench-dataset-load-")))
-        data = tmp / "sharegpt.json"
+        data = tmp / ("sharegpt.jsonl" if args.jsonl else "sharegpt.json")
         t0 = time.perf_counter()
-        write_dataset(data, args.records)
+        write_dataset(data, args.records, jsonl=args.jsonl)
         size = data.stat().st_size
         if args.gzip:
             packed = tmp / "sharegpt.json.gz"
