@@ -357,6 +357,7 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
         whole: ShareGPT records keep every turn up to their last user turn
             (a record replayed as a session, ``turns = "dataset"``), not only
             their first user turn.
+
     Returns:
         list of Record in file order (ShareGPT records without a user turn skipped).
 

@@ -345,7 +345,10 @@ def read_trace(path: Path) -> TraceEntries:
     accepted too. Timestamps may repeat but never go back.
 
     The file is read in blocks of 1 MiB of whole lines (memory: the entries'
-    columns, ``TraceEntries``, not the file). A line is parsed by orjson when
+    columns, ``TraceEntries``, not the file), decompressed on the way when
+    it is a gzip file (its first bytes, whatever its name). A line that names
+    a key twice is refused (``_textfile.json_value``; the fast path sends it
+    there: ``_quotes_match``). A line is parsed by orjson when
     installed (hopbench[fast]) and checked on the spot; a line that fails any
     check there, or holds what orjson reads otherwise than the standard
     library (``true``/``false``, an integer of 64 bits or more), is read again
@@ -356,7 +359,7 @@ def read_trace(path: Path) -> TraceEntries:
         TraceEntries in file order, non-empty.
 
     Raises:
-        ProfileError: a missing, unreadable, empty or non-UTF-8 file, a broken
+        ProfileError: a missing, unreadable, empty or non-UTF-8 file (a damaged gzip file too), a broken
         JSON line, a line that is not an object, a missing or wrong field, a
         timestamp earlier than the line before; the message names file:line.
         A file that is not UTF-8 anywhere gets that error whatever else is wrong.
