@@ -4,7 +4,8 @@ Role: ``[load] mode = "trace"`` (docs/workloads.md, "Trace replay"). A trace
 holds one request per line: when it arrived (``timestamp_ms``), its input and
 output lengths and, optionally, the prompt blocks it shares with other
 requests (``hash_ids``, as the public Mooncake traces have them) and the
-scenario that sends it. This module reads and checks the file (at profile
+scenario that sends it; Azure's public LLM inference traces (CSV:
+``TIMESTAMP,ContextTokens,GeneratedTokens``) are read too (``_read_azure``). This module reads and checks the file (at profile
 load: every problem is a ``ProfileError`` naming the file and line), gives the
 schedule (``TraceSpec.arrivals``: offsets in ns from the run start), builds
 each request's body (``TraceBodies``: block texts made and JSON-encoded once
@@ -42,12 +43,14 @@ from __future__ import annotations
 import array
 import bisect
 import collections
+import datetime
 import gzip
 import hashlib
 import itertools
 import json
 import operator
 import random
+import re
 import sys
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -230,8 +233,8 @@ def _int_field(obj: Mapping[str, Any], name: str, fail: Callable[[str], ProfileE
 
 
 #: said of a line that is not JSON but holds commas: a CSV trace (docs/workloads.md, "Trace replay")
-_CSV = ("; a trace is one JSON object per line: a CSV trace (Azure's LLM inference traces: TIMESTAMP,"
-        "ContextTokens,GeneratedTokens) is not read: convert it to lines of timestamp_ms, input_tokens, "
+_CSV = ("; a trace is one JSON object per line, or a CSV file whose first line is Azure's header "
+        "TIMESTAMP,ContextTokens,GeneratedTokens: convert it to lines of timestamp_ms, input_tokens, "
         "output_tokens")
 
 
@@ -342,7 +345,9 @@ def read_trace(path: Path) -> TraceEntries:
     ``input_tokens`` (>= 1), ``output_tokens`` (>= 1), optional ``hash_ids``
     (an array of integers >= 0) and optional ``scenario`` (a string). The
     Mooncake names ``timestamp``, ``input_length``, ``output_length`` are
-    accepted too. Timestamps may repeat but never go back.
+    accepted too. Timestamps may repeat but never go back. A file whose first
+    line is Azure's header ``TIMESTAMP,ContextTokens,GeneratedTokens`` is read
+    as Azure's CSV trace instead (``_read_azure``).
 
     The file is read in blocks of 1 MiB of whole lines (memory: the entries'
     columns, ``TraceEntries``, not the file), decompressed on the way when
@@ -369,6 +374,10 @@ def read_trace(path: Path) -> TraceEntries:
         with open(path, "rb") as f:
             packed = f.read(2) == GZIP_MAGIC
         with (gzip.open(path, "rb") if packed else open(path, "rb")) as f:
+            head = f.read(len(AZURE_HEADER) + 8)
+        with (gzip.open(path, "rb") if packed else open(path, "rb")) as f:
+            if head.removeprefix(b"\xef\xbb\xbf").lower().startswith(AZURE_HEADER):
+                return _read_azure(f, path)
             return _read(f, path)
     except (OSError, EOFError, zlib.error) as exc:  # gzip: BadGzipFile (an OSError), EOFError, zlib.error
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
@@ -464,6 +473,93 @@ def _read(f: _Reader, path: Path) -> TraceEntries:
     if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
     return TraceEntries(t_col, inp_col, out_col, line_col, hoff, hashes, sc_col, list(names))
+
+
+#: the header of Azure's public LLM inference traces (AzurePublicDataset: AzureLLMInferenceTrace_*.csv), lower case
+AZURE_HEADER = b"timestamp,contexttokens,generatedtokens"
+
+
+_AZURE_TIME = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d)?")
+
+
+def _azure_ns(stamp: str) -> int:
+    """An Azure trace's TIMESTAMP (``2023-11-16 18:15:46.6805900``, up to 9 fractional
+    digits; UTC unless it ends with an offset, ``+00:00``, as pandas writes one) as
+    integer ns since the Unix epoch.
+
+    Raises:
+        ValueError: not such a date and time.
+    """
+    m = _AZURE_TIME.fullmatch(stamp.strip())
+    if m is None:
+        raise ValueError(stamp)
+    dt = datetime.datetime.fromisoformat(m[1] + (m[3] or "+00:00"))
+    return int(dt.timestamp()) * 1_000_000_000 + int((m[2] or "").ljust(9, "0"))
+
+
+def _read_azure(f: _Reader, path: Path) -> TraceEntries:
+    """An Azure LLM inference trace (CSV: ``TIMESTAMP,ContextTokens,GeneratedTokens``) read into
+    entries: the time in ms after the first row's, ``ContextTokens`` as the input tokens,
+    ``GeneratedTokens`` as the output tokens, no hash ids (docs/workloads.md, "Trace replay").
+    Rows are checked as JSON lines are (lengths at least 1 and at most the limits, times in
+    order), each error naming its line (the header is line 1)."""
+    t_col: array.array[float] = array.array("d")
+    inp_col: array.array[int] = array.array("i")
+    out_col: array.array[int] = array.array("i")
+    line_col: array.array[int] = array.array("q")
+    first_ns: int | None = None
+    last_t, last_line, last_stamp, i = -1.0, 0, "", 0
+    for block, last in _blocks(f):
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            raise (_not_utf8(path) or ProfileError("the trace changed while it was read", path=path)) from None
+        lines = text.split("\n")
+        if not last:
+            lines.pop()
+        for row in lines:
+            i += 1
+            if i == 1 or not row.strip():
+                continue
+
+            def fail(reason: str) -> ProfileError:
+                return ProfileError(f"Azure trace row: {reason}", path=path, line=i)  # noqa: B023 - raised at once
+
+            cells = row.strip().split(",")
+            if len(cells) != 3:
+                raise fail(f"expected 3 cells (TIMESTAMP,ContextTokens,GeneratedTokens), got {len(cells)}: "
+                           f"{row.strip()[:60]!r}")
+            try:
+                ns = _azure_ns(cells[0])
+            except ValueError:
+                raise fail(f"TIMESTAMP: expected a date and time such as 2023-11-16 18:15:46.6805900, "
+                           f"got {cells[0][:40]!r}") from None
+            lengths = []
+            for name, cell, limit in (("ContextTokens", cells[1], MAX_INPUT_TOKENS),
+                                      ("GeneratedTokens", cells[2], MAX_OUTPUT_TOKENS)):
+                cell = cell.strip()
+                if not cell.isdigit() or int(cell) < 1:
+                    raise fail(f"{name}: expected an integer >= 1, got {cell[:40]!r}")
+                if int(cell) > limit:
+                    raise fail(f"{name}: expected at most {limit:,} tokens (hopbench's limit, docs/workloads.md), "
+                               f"got {int(cell):,}")
+                lengths.append(int(cell))
+            if first_ns is None:
+                first_ns = ns
+            t = (ns - first_ns) / 1e6
+            if t < last_t:
+                raise fail(f"TIMESTAMP: timestamps out of order: {cells[0].strip()} after {last_stamp} (line "
+                           f"{last_line}); sort the trace by time")
+            t_col.append(t)
+            inp_col.append(lengths[0])
+            out_col.append(lengths[1])
+            line_col.append(i)
+            last_t, last_line, last_stamp = t, i, cells[0].strip()
+    if not t_col:
+        raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
+    n = len(t_col)
+    return TraceEntries(t_col, inp_col, out_col, line_col, array.array("q", [0] * (n + 1)), array.array("I"),
+                        array.array("i", [-1] * n), [])
 
 
 def _quotes_match(obj: dict[str, Any], text_line: str) -> bool:

@@ -274,14 +274,40 @@ def test_inputs_sharegpt_sessions_on_the_emulator_carry_the_streamed_text(tmp_pa
         assert any(replays(session, system, turns) for system, turns in records), session
 
 
-def test_inputs_csv_trace_is_refused_saying_what_a_trace_is(tmp_path: Path) -> None:
-    """Azure's LLM inference trace (CSV) read as a trace said only "Expecting value (column 1)"."""
-    path = tmp_path / "AzureLLMInferenceTrace_conv.csv"
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n", encoding="utf-8")
+def test_inputs_azure_csv_trace_is_read_relative_to_its_first_row(tmp_path: Path) -> None:
+    """Azure's LLM inference trace (CSV) read as a trace said only "Expecting value (column 1)":
+    it is read (times after the first row's, ContextTokens in, GeneratedTokens out), plain or
+    gzip-compressed; a bad row names its line; another CSV says what a trace is."""
+    path = DATA / "azure_llm_trace_shape.csv"
+    want = [(0.0, 374, 44, (), 2, None), (4314.579, 396, 109, (), 3, None), (4314.579, 879, 31, (), 4, None),
+            (5319.41, 91, 2, (), 5, None)]
+    assert [(e.t_ms, e.input_tokens, e.output_tokens, e.hash_ids, e.line, e.scenario)
+            for e in read_trace(path)] == want
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress(path.read_bytes()))
+    assert [(e.t_ms, e.input_tokens, e.output_tokens, e.hash_ids, e.line, e.scenario)
+            for e in read_trace(tmp_path / "a.csv.gz")] == want
+    head = "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00.004676+00:00,10,4\n"
+    for row, words in [("2024-05-10T00:00:01Z,10,4", None),
+                       ("2024-05-10 00:00:00,10,4", "timestamps out of order: 2024-05-10 00:00:00 after "
+                                                    "2024-05-10 00:00:00.004676+00:00 (line 2)"),
+                       ("2024-05-10 00:00:01,10,0", "GeneratedTokens: expected an integer >= 1, got '0'"),
+                       ("2024-05-10 00:00:01,-3,4", "ContextTokens: expected an integer >= 1, got '-3'"),
+                       ("2024-05-10 00:00:01,2000001,4", "ContextTokens: expected at most 2,000,000 tokens"),
+                       ("5/10/2024 00:00,10,4", "TIMESTAMP: expected a date and time such as"),
+                       ("2024-05-10 00:00:01,10", "expected 3 cells (TIMESTAMP,ContextTokens,GeneratedTokens)")]:
+        (tmp_path / "b.csv").write_text(head + row + "\n", encoding="utf-8")
+        if words is None:
+            assert [e.t_ms for e in read_trace(tmp_path / "b.csv")] == [0.0, 995.324]
+            continue
+        with pytest.raises(ProfileError) as err:
+            read_trace(tmp_path / "b.csv")
+        assert str(err.value).startswith(f"{tmp_path / 'b.csv'}:3: Azure trace row: ") and words in str(err.value), \
+            str(err.value)
+    (tmp_path / "c.csv").write_text("ts,in,out\n1,2,3\n", encoding="utf-8")
     with pytest.raises(ProfileError) as err:
-        read_trace(path)
-    assert str(err.value).startswith(f"{path}:1: broken JSON line: ") and "a CSV trace" in str(err.value) and \
-        "convert it to lines of timestamp_ms, input_tokens, output_tokens" in str(err.value), str(err.value)
+        read_trace(tmp_path / "c.csv")
+    assert str(err.value).startswith(f"{tmp_path / 'c.csv'}:1: broken JSON line: ") and \
+        "or a CSV file whose first line is Azure's header TIMESTAMP,ContextTokens,GeneratedTokens" in str(err.value)
 
 
 @pytest.mark.parametrize(("data", "words"), [
@@ -324,3 +350,13 @@ def test_inputs_record_of_another_shape_names_its_keys(tmp_path: Path, record: d
         load_profile(_profile(tmp_path, "d.jsonl", "max_tokens = 8\n"))
     assert str(err.value).startswith(f"{tmp_path / 'd.jsonl'}:1: prompts record 1: ") and \
         f"the record's keys are {keys} (a ShareGPT record has \"conversations\"" in str(err.value), str(err.value)
+
+
+def test_inputs_azure_csv_trace_profile_plans_its_replay(tmp_path: Path) -> None:
+    shutil.copy(DATA / "azure_llm_trace_shape.csv", tmp_path / "a.csv")
+    (tmp_path / "p.toml").write_text('[run]\nseed = 1\n[load]\nmode = "trace"\ntrace = "a.csv"\nspeedup = 2\n'
+                                     '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nname = "s"\n'
+                                     'protocol = "chat"\nmodel = "m"\n', encoding="utf-8")
+    spec = load_profile(tmp_path / "p.toml").load.trace
+    assert spec is not None and len(spec.entries) == 4
+    assert [off for off, _, _ in spec.arrivals()][:4] == [0, 2_157_289_500, 2_157_289_500, 2_659_705_000]
