@@ -479,7 +479,7 @@ def _read(f: _Reader, path: Path) -> TraceEntries:
 AZURE_HEADER = b"timestamp,contexttokens,generatedtokens"
 
 
-_AZURE_TIME = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d)?")
+_AZURE_TIME = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d)?", re.ASCII)
 
 
 def _azure_ns(stamp: str) -> int:
@@ -497,6 +497,10 @@ def _azure_ns(stamp: str) -> int:
     return int(dt.timestamp()) * 1_000_000_000 + int((m[2] or "").ljust(9, "0"))
 
 
+def _azure_error(path: Path, line: int, reason: str) -> ProfileError:
+    return ProfileError(f"Azure trace row: {reason}", path=path, line=line)
+
+
 def _read_azure(f: _Reader, path: Path) -> TraceEntries:
     """An Azure LLM inference trace (CSV: ``TIMESTAMP,ContextTokens,GeneratedTokens``) read into
     entries: the time in ms after the first row's, ``ContextTokens`` as the input tokens,
@@ -509,6 +513,8 @@ def _read_azure(f: _Reader, path: Path) -> TraceEntries:
     line_col: array.array[int] = array.array("q")
     first_ns: int | None = None
     last_t, last_line, last_stamp, i = -1.0, 0, "", 0
+    prev_whole, prev_base = "\0", 0  # the last row's time up to its decimal point, and its ns
+    max_in, max_out = MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
     for block, last in _blocks(f):
         try:
             text = block.decode("utf-8")
@@ -519,42 +525,42 @@ def _read_azure(f: _Reader, path: Path) -> TraceEntries:
             lines.pop()
         for row in lines:
             i += 1
-            if i == 1 or not row.strip():
+            if i == 1 or not row or row.isspace():
                 continue
-
-            def fail(reason: str) -> ProfileError:
-                return ProfileError(f"Azure trace row: {reason}", path=path, line=i)  # noqa: B023 - raised at once
-
-            cells = row.strip().split(",")
+            cells = row.split(",")
             if len(cells) != 3:
-                raise fail(f"expected 3 cells (TIMESTAMP,ContextTokens,GeneratedTokens), got {len(cells)}: "
-                           f"{row.strip()[:60]!r}")
-            try:
-                ns = _azure_ns(cells[0])
-            except ValueError:
-                raise fail(f"TIMESTAMP: expected a date and time such as 2023-11-16 18:15:46.6805900, "
-                           f"got {cells[0][:40]!r}") from None
-            lengths = []
-            for name, cell, limit in (("ContextTokens", cells[1], MAX_INPUT_TOKENS),
-                                      ("GeneratedTokens", cells[2], MAX_OUTPUT_TOKENS)):
-                cell = cell.strip()
-                if not cell.isdigit() or int(cell) < 1:
-                    raise fail(f"{name}: expected an integer >= 1, got {cell[:40]!r}")
+                raise _azure_error(path, i, f"expected 3 cells (TIMESTAMP,ContextTokens,GeneratedTokens), got "
+                                            f"{len(cells)}: {row.strip()[:60]!r}")
+            stamp = cells[0].strip()
+            whole, _, frac = stamp.partition(".")
+            if whole == prev_whole and (not frac or len(frac) <= 9 and frac.isascii() and frac.isdigit()):
+                ns = prev_base + int(frac.ljust(9, "0"))  # (rows within one second: parsed once)
+            else:
+                try:
+                    ns = _azure_ns(stamp)
+                except ValueError:
+                    raise _azure_error(path, i, f"TIMESTAMP: expected a date and time such as "
+                                                f"2023-11-16 18:15:46.6805900, got {stamp[:40]!r}") from None
+                if not frac or len(frac) <= 9 and frac.isascii() and frac.isdigit():
+                    prev_whole, prev_base = whole, ns - int(frac.ljust(9, "0"))
+            inp, outp = cells[1].strip(), cells[2].strip()
+            for name, cell, limit in (("ContextTokens", inp, max_in), ("GeneratedTokens", outp, max_out)):
+                if not (cell.isascii() and cell.isdigit()) or int(cell) < 1:  # (no sign, point, space, "²")
+                    raise _azure_error(path, i, f"{name}: expected an integer >= 1, got {cell[:40]!r}")
                 if int(cell) > limit:
-                    raise fail(f"{name}: expected at most {limit:,} tokens (hopbench's limit, docs/workloads.md), "
-                               f"got {int(cell):,}")
-                lengths.append(int(cell))
+                    raise _azure_error(path, i, f"{name}: expected at most {limit:,} tokens (hopbench's limit, "
+                                                f"docs/workloads.md), got {int(cell):,}")
             if first_ns is None:
                 first_ns = ns
             t = (ns - first_ns) / 1e6
             if t < last_t:
-                raise fail(f"TIMESTAMP: timestamps out of order: {cells[0].strip()} after {last_stamp} (line "
-                           f"{last_line}); sort the trace by time")
+                raise _azure_error(path, i, f"TIMESTAMP: timestamps out of order: {stamp} after {last_stamp} "
+                                            f"(line {last_line}); sort the trace by time")
             t_col.append(t)
-            inp_col.append(lengths[0])
-            out_col.append(lengths[1])
+            inp_col.append(int(inp))
+            out_col.append(int(outp))
             line_col.append(i)
-            last_t, last_line, last_stamp = t, i, cells[0].strip()
+            last_t, last_line, last_stamp = t, i, stamp
     if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
     n = len(t_col)
