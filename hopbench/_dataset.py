@@ -23,7 +23,7 @@ from typing import Any
 
 from ._errors import ProfileError
 from ._lengths import Tokenizer, estimate_tokens
-from ._textfile import GZIP_MAGIC, gunzip, json_array_items, json_value, read_regular
+from ._textfile import GZIP_MAGIC, binary_kind, gunzip, json_array_items, json_value, read_regular
 
 __all__ = ["DATASET_FORMATS", "DatasetSpec", "Message", "Record", "filter_records", "read_dataset",
            "record_from_messages",
@@ -378,8 +378,10 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        kind = binary_kind(raw)
         raise fail(line, f"the dataset is not UTF-8 text (byte {column} of the line, "
-                         f"{exc.start + 1} of the file{packed})") from None
+                         f"{exc.start + 1} of the file{packed})"
+                         + (f": it is {kind}; hopbench reads JSON or JSONL" if kind else "")) from None
     del raw  # the text alone from here on (the bytes were as large)
     if not text.strip():
         raise fail(None, f"the dataset {path.name} is empty{packed}")

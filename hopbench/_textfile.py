@@ -34,7 +34,7 @@ from typing import Any
 from ._errors import ResultsError
 
 __all__ = ["not_utf8", "decode_line", "read_text", "iter_lines", "check_regular", "read_regular", "json_value",
-           "json_array_items", "gunzip", "GZIP_MAGIC"]
+           "json_array_items", "gunzip", "GZIP_MAGIC", "binary_kind"]
 
 
 def not_utf8(path: Path, raw: bytes, exc: UnicodeDecodeError, first_line: int = 1) -> ResultsError:
@@ -156,6 +156,22 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 #: the first two bytes of a gzip member (RFC 1952, section 2.3.1)
 GZIP_MAGIC = b"\x1f\x8b"
+
+
+#: (first bytes, what a file that starts with them is): formats a dataset or trace is found in
+#: that hopbench does not read (each format's own magic number)
+_BINARY = ((b"PAR1", "a Parquet file (export it as JSON lines: pandas' to_json(path, orient=\"records\", "
+                     "lines=True))"),
+           (b"PK\x03\x04", "a zip archive (unzip it)"), (b"BZh", "a bzip2 file (bunzip2 it)"),
+           (b"\xfd7zXZ\x00", "an xz file (unxz it)"), (b"\x28\xb5\x2f\xfd", "a zstd file (unzstd it)"),
+           (b"7z\xbc\xaf\x27\x1c", "a 7z archive (extract it)"), (b"Rar!\x1a\x07", "a RAR archive (extract it)"),
+           (b"\x93NUMPY", "a NumPy array file"), (b"\x80", "a Python pickle"))
+
+
+def binary_kind(raw: bytes) -> str | None:
+    """What a file that is not text is, from its first bytes (``raw``: at least its start),
+    for the reader's "not UTF-8" message, or None when it is none of the formats known here."""
+    return next((kind for magic, kind in _BINARY if raw.startswith(magic)), None)
 
 
 def gunzip(raw: bytes) -> bytes:

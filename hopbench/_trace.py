@@ -60,7 +60,7 @@ from typing import Any, Protocol, overload
 
 from ._errors import ProfileError
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
-from ._textfile import GZIP_MAGIC, check_regular, gunzip, json_value
+from ._textfile import GZIP_MAGIC, binary_kind, check_regular, gunzip, json_value
 
 try:  # optional (hopbench[fast]): parses a trace line ~4x faster (the whole load: ~1.9x)
     import orjson as _orjson
@@ -295,8 +295,10 @@ def _not_utf8(path: Path) -> ProfileError | None:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        kind = binary_kind(raw)
         return ProfileError(f"the trace is not UTF-8 text (byte {column} of the line, {exc.start + 1} of the "
-                            f"file{packed})", path=path, line=line)
+                            f"file{packed})" + (f": it is {kind}; hopbench reads JSON lines or Azure's CSV"
+                                                if kind else ""), path=path, line=line)
     return None
 
 

@@ -363,3 +363,21 @@ def test_inputs_azure_csv_trace_profile_plans_its_replay(tmp_path: Path) -> None
     spec = load_profile(tmp_path / "p.toml").load.trace
     assert spec is not None and len(spec.entries) == 4
     assert [off for off, _, _ in spec.arrivals()][:4] == [0, 2_157_289_500, 2_157_289_500, 2_659_705_000]
+
+
+@pytest.mark.parametrize(("head", "kind"), [
+    (b"PAR1\x15\x04\x15\x00\xff\xfe", "a Parquet file (export it as JSON lines"),  # how HF hubs ship datasets
+    (b"BZh91AY&SY\xff\xfe", "a bzip2 file (bunzip2 it)"),
+    (b"\x28\xb5\x2f\xfd\xff\xfe", "a zstd file (unzstd it)"),
+])
+def test_inputs_binary_file_says_what_it_is(tmp_path: Path, head: bytes, kind: str) -> None:
+    """A Parquet or otherwise compressed file said only "not UTF-8 text (byte 9 of the line)"."""
+    (tmp_path / "d.bin").write_bytes(head + b"\x00" * 16)
+    with pytest.raises(ProfileError) as err:
+        load_profile(_profile(tmp_path, "d.bin", "max_tokens = 8\n"))
+    assert "the dataset is not UTF-8 text (byte" in str(err.value) and f": it is {kind}" in str(err.value), \
+        str(err.value)
+    with pytest.raises(ProfileError) as err:
+        read_trace(tmp_path / "d.bin")
+    assert "the trace is not UTF-8 text (byte" in str(err.value) and f": it is {kind}" in str(err.value) and \
+        "hopbench reads JSON lines or Azure's CSV" in str(err.value), str(err.value)
