@@ -165,7 +165,7 @@ _BINARY = ((b"PAR1", "a Parquet file (export it as JSON lines: pandas' to_json(p
            (b"PK\x03\x04", "a zip archive (unzip it)"), (b"BZh", "a bzip2 file (bunzip2 it)"),
            (b"\xfd7zXZ\x00", "an xz file (unxz it)"), (b"\x28\xb5\x2f\xfd", "a zstd file (unzstd it)"),
            (b"7z\xbc\xaf\x27\x1c", "a 7z archive (extract it)"), (b"Rar!\x1a\x07", "a RAR archive (extract it)"),
-           (b"\x93NUMPY", "a NumPy array file"), (b"\x80", "a Python pickle"))
+           (b"\x93NUMPY", "a NumPy array file"))
 
 
 def binary_kind(raw: bytes) -> str | None:
