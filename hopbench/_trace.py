@@ -238,6 +238,10 @@ _CSV = ("; a trace is one JSON object per line, or a CSV file whose first line i
         "output_tokens")
 
 
+#: said of a line that opens a JSON array: a trace written as one array (json.dump of a list)
+_ARRAY = "; a trace is one JSON object per line (JSONL), not a JSON array: write each request on its own line"
+
+
 def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: int,
                 ) -> tuple[int | float, int, int, list[int], str | None]:
     """Every check of one trace line, on the standard library's parse: the line's values,
@@ -253,10 +257,11 @@ def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: in
         obj = json_value(text_line)
     except json.JSONDecodeError as exc:
         csv = "," in text_line and not text_line.lstrip().startswith(("{", "["))
-        raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})" + (_CSV if csv else ""),
-                           path=path, line=i) from None
+        array = text_line.lstrip().startswith("[")
+        raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})" + (_CSV if csv else "")
+                           + (_ARRAY if array else ""), path=path, line=i) from None
     if not isinstance(obj, dict):
-        raise fail(f"expected a JSON object, got {type(obj).__name__}")
+        raise fail(f"expected a JSON object, got {type(obj).__name__}" + (_ARRAY if isinstance(obj, list) else ""))
     for name, alias in _ALIASES.items():  # which one is meant? (one would be dropped unread)
         if name in obj and alias in obj:
             raise fail(f'both "{name}" and its Mooncake name "{alias}": keep one')

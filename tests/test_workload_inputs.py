@@ -381,3 +381,16 @@ def test_inputs_binary_file_says_what_it_is(tmp_path: Path, head: bytes, kind: s
         read_trace(tmp_path / "d.bin")
     assert "the trace is not UTF-8 text (byte" in str(err.value) and f": it is {kind}" in str(err.value) and \
         "hopbench reads JSON lines or Azure's CSV" in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_inputs_trace_written_as_a_json_array_says_what_a_trace_is(tmp_path: Path, indent: int | None) -> None:
+    """json.dump(list_of_requests) said "expected a JSON object, got list" or "Expecting value"."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([{"timestamp_ms": 1, "input_tokens": 5, "output_tokens": 5}] * 2, indent=indent),
+                    encoding="utf-8")
+    with pytest.raises(ProfileError) as err:
+        read_trace(path)
+    assert str(err.value).startswith(f"{path}:1: ") and str(err.value).endswith(
+        "; a trace is one JSON object per line (JSONL), not a JSON array: write each request on its own line"), \
+        str(err.value)
