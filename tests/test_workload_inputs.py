@@ -394,3 +394,15 @@ def test_inputs_trace_written_as_a_json_array_says_what_a_trace_is(tmp_path: Pat
     assert str(err.value).startswith(f"{path}:1: ") and str(err.value).endswith(
         "; a trace is one JSON object per line (JSONL), not a JSON array: write each request on its own line"), \
         str(err.value)
+
+
+def test_inputs_validate_says_what_each_dataset_gave(tmp_path: Path) -> None:
+    """`hopbench validate` (the command to check inputs without sending) said only "ok": the
+    records a dataset skipped showed only at `run`."""
+    shutil.copy(SHAREGPT, tmp_path / "s.json")
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "validate",
+                           str(_profile(tmp_path, "s.json", "max_tokens = 8\n"))],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == f"{tmp_path / 'p.toml'}: ok\n", (proc.stdout, proc.stderr)
+    assert proc.stderr == ('hopbench: scenario s: dataset s.json: 8 records, 2 skipped (no user turn first: '
+                           'record 2 (id "i6IyJda_0"), line 31 and 1 more)\n'), proc.stderr
