@@ -24,6 +24,9 @@ fresh process per measurement:
     .venv/bin/python benchmarks/bench_trace_load.py --lines 100000 --repeat 3
     .venv/bin/python benchmarks/bench_trace_load.py --against main --repeat 2
 
+``--azure`` writes the same lengths as an Azure LLM inference trace (CSV, no
+hash ids, ~20 rows a second; a revision that cannot read it fails).
+
 ``--against REV`` checks REV out in a temporary git worktree and measures it
 and this tree in turn on the same trace file (REV, this, this, REV, ...: each
 measurement its own process, the load average printed before it), so both
@@ -66,6 +69,22 @@ def write_trace(path: Path, lines: int, seed: int = 1) -> None:
             if i % 10 == 0:
                 line["scenario"] = "b"
             f.write(json.dumps(line) + "\n")
+
+
+def write_azure_trace(path: Path, lines: int, seed: int = 1) -> None:
+    """A synthetic trace of ``lines`` rows in the shape of Azure's public LLM inference traces
+    (CSV: ``TIMESTAMP,ContextTokens,GeneratedTokens``, UTC times with 7 fractional digits, ~20
+    rows a second), the same lengths as ``write_trace``'s."""
+    rng = random.Random(seed)
+    t_s = 0.0
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+        for _ in range(lines):
+            t_s += rng.expovariate(20)
+            whole = int(t_s)
+            inp = rng.randint(1, 16384) if rng.random() < 0.5 else rng.randint(1, 2048)
+            f.write(f"2023-11-{16 + whole // 86400:02d} {whole // 3600 % 24:02d}:{whole // 60 % 60:02d}:"
+                    f"{whole % 60:02d}.{int((t_s - whole) * 1e7):07d},{inp},{rng.randint(1, 1000)}\n")
 
 
 def write_profile(folder: Path, trace: Path) -> Path:
@@ -125,14 +144,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=500_000, help="trace lines (default 500,000)")
     ap.add_argument("--repeat", type=int, default=1, help="measurements per side (default 1)")
+    ap.add_argument("--azure", action="store_true",
+                    help="write the trace as Azure's CSV (TIMESTAMP,ContextTokens,GeneratedTokens) instead")
     ap.add_argument("--against", metavar="REV",
                     help="also measure git revision REV (a temporary worktree), interleaved")
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hopbench-trace-load-")))
-        trace = tmp / "trace.jsonl"
+        trace = tmp / ("trace.csv" if args.azure else "trace.jsonl")
         t0 = time.perf_counter()
-        write_trace(trace, args.lines)
+        (write_azure_trace if args.azure else write_trace)(trace, args.lines)
         print(f"trace: {args.lines:,} lines, {trace.stat().st_size / 1e6:.1f} MB "
               f"(written in {time.perf_counter() - t0:.1f} s)", flush=True)
         prof = write_profile(tmp, trace)

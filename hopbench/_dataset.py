@@ -14,15 +14,16 @@ Anthropic API reference "Messages"), plain prompts JSONL (a string or
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._errors import ProfileError
 from ._lengths import Tokenizer, estimate_tokens
-from ._textfile import json_value, read_regular
+from ._textfile import GZIP_MAGIC, binary_kind, gunzip, json_array_items, json_value, read_regular
 
 __all__ = ["DATASET_FORMATS", "DatasetSpec", "Message", "Record", "filter_records", "read_dataset",
            "record_from_messages",
@@ -48,16 +49,32 @@ class Record:
         messages: system (first, at most one) then user/assistant turns ending
             with a user turn.
         reply: the reference assistant reply that followed, or None.
-        line: the 1-based line (JSONL) or array index + 1 (JSON) it came from.
+        line: the 1-based line (JSONL) or line where its array element starts (JSON) it came from.
+        label: its place for messages, ``record K`` (1-based position in the
+            file) with its ``id`` when it has one (``record 3 (id "QWJhYvA_0")``):
+            the records of a one-line JSON array all start on line 1.
     """
 
     messages: tuple[Message, ...]
     reply: str | None
     line: int
+    label: str = ""
 
 
 #: Anthropic content blocks of tool use (Messages API reference, "Tool use")
 _TOOL_BLOCKS = ("tool_use", "tool_result", "server_tool_use")
+
+
+def _block_text(block: Any) -> str | None:
+    """A content block's text: a ``text`` block's ``text``, or an assistant's ``refusal``
+    part's ``refusal`` (OpenAI "Create chat completion": an assistant message's content
+    is text parts or one refusal part, and the refusal is what the assistant said)."""
+    if isinstance(block, Mapping):
+        if isinstance(block.get("text"), str):
+            return str(block["text"])
+        if block.get("type") == "refusal" and isinstance(block.get("refusal"), str):
+            return str(block["refusal"])
+    return None
 
 
 def _content_text(content: Any) -> str | None:
@@ -69,10 +86,9 @@ def _content_text(content: Any) -> str | None:
         for block in content:
             if isinstance(block, Mapping) and block.get("type") in _TOOL_BLOCKS:
                 return None  # a tool turn has no text equivalent: refused (_content_kind says why)
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
+            text = block if isinstance(block, str) else _block_text(block)
+            if text is not None:
+                parts.append(text)
         return "\n".join(parts) if parts else None
     return None
 
@@ -87,7 +103,7 @@ def _non_text_kinds(obj: Mapping[str, Any]) -> str:
     that are not text, sorted and comma-separated, or "" when all are text."""
     contents = [obj.get("system"), *(m.get("content") for m in obj.get("messages") or () if isinstance(m, Mapping))]
     kinds = {str(b.get("type")) for c in contents if isinstance(c, list) for b in c
-             if isinstance(b, Mapping) and not isinstance(b.get("text"), str)}
+             if isinstance(b, Mapping) and _block_text(b) is None}
     return ", ".join(sorted(kinds))
 
 
@@ -166,8 +182,16 @@ _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt
                    "system": "system"}
 
 
-def _from_sharegpt(obj: Mapping[str, Any], line: int, fail: Callable[[int, str], ProfileError]) -> Record | None:
-    """The first user turn of a ShareGPT record, and the reply that follows it.
+def _from_sharegpt(obj: Mapping[str, Any], line: int, fail: Callable[[int, str], ProfileError],
+                   whole: bool = False) -> Record | None:
+    """The first user turn of a ShareGPT record, and the reply that follows it; with
+    ``whole``, every turn up to the last user turn, and the reply that follows that.
+
+    Consecutive turns of one speaker (a user who sent two messages before the
+    model answered) are one turn, their texts joined with a newline. With
+    ``whole`` the conversation ends before its first turn of an unknown
+    speaker (``tool``, ...) or a system turn past the first: hopbench sends
+    user and assistant turns only.
 
     Returns None for a record that does not start (after an optional system
     turn) with a non-empty human turn: ShareGPT dumps hold empty conversations
@@ -177,26 +201,59 @@ def _from_sharegpt(obj: Mapping[str, Any], line: int, fail: Callable[[int, str],
     if not isinstance(conv, list):
         raise fail(line, 'expected a "conversations" array')
     turns: list[Message] = []
+    roles = _SHAREGPT_ROLES
     for i, turn in enumerate(conv):
-        if not isinstance(turn, Mapping) or not isinstance(turn.get("value"), str):
-            raise fail(line, f'conversations[{i}]: expected an object with a string "value"')
+        # (json gives dicts: isinstance against the Mapping ABC cost a third of a 100,000-record load)
+        value = turn.get("value") if isinstance(turn, dict) else None
+        if not isinstance(value, str):
+            raise fail(line, f'conversations[{i}]: expected an object with a string "value"' + _seen(turn))
         # an unknown speaker ("tool", ...) is kept as such: it cannot be the
         # prompt or the reply, so such a record is skipped, not an error
-        role = _SHAREGPT_ROLES.get(str(turn.get("from", "")).lower(), "other")
-        turns.append(Message(role, turn["value"]))
+        frm = turn.get("from")
+        role = roles.get(frm) or roles.get(frm.lower() if isinstance(frm, str) else "", "other")
+        if i and role == "system":
+            role = "other"  # a system turn mid-conversation: neither a prompt nor a reply
+        if turns and role == turns[-1].role and role != "other":
+            turns[-1] = Message(role, turns[-1].text + "\n" + value)
+        else:
+            turns.append(Message(role, value))
     system = [t for t in turns[:1] if t.role == "system"]
     rest = turns[len(system):]
     if not rest or rest[0].role != "user" or not rest[0].text.strip():
         return None
+    if whole:
+        known = next((k for k, t in enumerate(rest) if t.role == "other"), len(rest))
+        rest = rest[:known]
+        last = max(k for k, t in enumerate(rest) if t.role == "user")
+        reply = rest[last + 1].text if last + 1 < len(rest) else None
+        return Record(tuple(system) + tuple(rest[:last + 1]), reply, line)
     reply = rest[1].text if len(rest) > 1 and rest[1].role == "assistant" else None
     return Record(tuple(system) + (rest[0],), reply, line)
 
 
+def _seen(turn: Any) -> str:
+    """What a ShareGPT turn without a string ``value`` holds, for the message."""
+    if not isinstance(turn, dict):
+        return f", got {json.dumps(turn, ensure_ascii=False)[:40]}"
+    if "value" in turn:
+        return f', got {json.dumps(turn["value"], ensure_ascii=False)[:40]}'
+    return f", got an object with {', '.join(json.dumps(k, ensure_ascii=False) for k in sorted(turn)[:6])}" + (
+        " (ShareGPT turns are {\"from\", \"value\"}; {\"role\", \"content\"} turns are OpenAI's: "
+        "make the record {\"messages\": [...]})" if "content" in turn else "")
+
+
 def _from_prompt(obj: Any, line: int, fail: Callable[[int, str], ProfileError]) -> Record:
+    keys = sorted(obj) if isinstance(obj, Mapping) else None
     if isinstance(obj, Mapping):
-        obj = obj.get("prompt", obj.get("text"))
+        key = "prompt" if "prompt" in obj else "text"
+        obj = obj.get(key)
+        if obj is not None and not isinstance(obj, str):
+            raise fail(line, f'"{key}": expected a string, got {json.dumps(obj, ensure_ascii=False)[:40]}')
     if not isinstance(obj, str):
-        raise fail(line, 'expected a JSON string or an object with a string "prompt"')
+        seen = (f"; the record's keys are {', '.join(json.dumps(k, ensure_ascii=False) for k in keys[:8])}"
+                + (", ..." if len(keys) > 8 else "") + " (a ShareGPT record has \"conversations\", an OpenAI or "
+                "Anthropic one \"messages\": other dataset shapes need converting)") if keys else ""
+        raise fail(line, 'expected a JSON string or an object with a string "prompt" (or "text")' + seen)
     if not obj.strip():
         raise fail(line, "expected a non-empty prompt")
     return Record((Message("user", obj),), None, line)
@@ -211,34 +268,109 @@ def _detect(first: Any) -> str:
     return "prompts"
 
 
+def _jsonl_items(text: str, fail: Callable[[int | None, str], ProfileError]) -> Iterator[tuple[int, Any]]:
+    """(1-based line, parsed value) of each non-blank line of a JSONL text.
+
+    A line ends at "\n" only: str.splitlines also breaks at U+0085, U+2028 and
+    U+2029, which a JSON string may hold unescaped (RFC 8259 section 7 escapes
+    only U+0000-U+001F, quote and backslash); a "\r" left at a line's end is
+    JSON whitespace. Lines are cut one at a time (no list of every line).
+    """
+    pos, i, n = 0, 0, len(text)
+    while pos < n:
+        i += 1
+        end = text.find("\n", pos)
+        end = n if end < 0 else end
+        text_line = text[pos:end]
+        pos = end + 1
+        if not text_line.strip():
+            continue
+        try:
+            yield i, json_value(text_line)
+        except json.JSONDecodeError as exc:
+            whole = _one_object(text) if not text[:pos - len(text_line) - 1].strip() else None
+            raise fail(i, whole or f"broken JSON line: {exc.msg} (column {exc.colno})") from None
+
+
+def _one_object(text: str) -> str | None:
+    """What to say of a dataset whose first line is broken JSON but whose whole text is one
+    JSON object (pretty-printed: a record, or records under a key, as some exports have
+    them), or None when it is not."""
+    try:
+        obj = json_value(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    lists = [k for k, v in obj.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+    hint = (f': its key {json.dumps(lists[0], ensure_ascii=False)} holds an array of {len(obj[lists[0]]):,} '
+            "objects: make that array the file" if lists and not ({"conversations", "messages"} & obj.keys())
+            else ": write it on one line (JSONL), or as a JSON array of records")
+    return (f"expected a JSON array of records, or one record per line (JSONL); the file is one JSON object over "
+            f"{text.count(chr(10)) + 1:,} lines{hint}")
+
+
+def _array_items(text: str, fail: Callable[[int | None, str], ProfileError]) -> Iterator[tuple[int, Any]]:
+    """(1-based line where it starts, parsed value) of each element of a JSON array text,
+    each parsed once (``_textfile.json_array_items``)."""
+    line, pos = 1, 0
+    try:
+        for start, value in json_array_items(text):
+            line += text.count("\n", pos, start)
+            pos = start
+            yield line, value
+    except json.JSONDecodeError as exc:
+        raise fail(exc.lineno, f"broken JSON: {exc.msg}") from None
+
+
+def _label(k: int, obj: Any) -> str:
+    """A record's place for messages: its position in the file (1-based) and its ``id``,
+    when it has one (ShareGPT dumps do): a one-line JSON array has no other way to find it."""
+    rid = obj.get("id") if isinstance(obj, dict) else None
+    if isinstance(rid, str):  # (json.dumps per record took a tenth of a 100,000-record load)
+        shown = f'"{rid}"' if len(rid) <= 80 and rid.isprintable() and '"' not in rid and "\\" not in rid \
+            else json.dumps(rid[:80], ensure_ascii=False)
+        return f"record {k:,} (id {shown})"
+    if isinstance(rid, int) and not isinstance(rid, bool):
+        return f"record {k:,} (id {rid})"
+    return f"record {k:,}"
+
+
 def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], ProfileError],
-                 skipped: list[int] | None = None,
-                 non_text: list[tuple[int, str]] | None = None) -> list[Record]:
+                 skipped: list[tuple[int, str]] | None = None,
+                 non_text: list[tuple[int, str, str]] | None = None, *,
+                 whole: bool = False) -> list[Record]:
     """Read a dataset file into records (at profile load; the only file I/O here).
 
     Args:
         path: the file: JSON (an array, ShareGPT) or JSONL (one record per line;
-            blank lines skipped).
-        fmt: one of ``DATASET_FORMATS``; "auto" looks at the extension and the
-            first record.
+            blank lines skipped), either of them possibly gzip-compressed
+            (recognised by its first bytes, whatever its name).
+        fmt: one of ``DATASET_FORMATS``; "auto" looks at the first record.
         fail: builds a ProfileError for (line or None, reason) in ``path``.
-        skipped: when given, the line of each record skipped (ShareGPT records
-            without a user turn first) is appended to it.
-        non_text: when given, (line, block types) of each OpenAI or Anthropic
+        skipped: when given, (line, label) of each record skipped (ShareGPT
+            records without a user turn first) is appended to it.
+        non_text: when given, (line, label, block types) of each OpenAI or Anthropic
             record whose content blocks beside the text (``image_url``,
             ``image``, ``input_audio``, ...) are left out: hopbench sends the
             text only, so the run must say so.
+        whole: ShareGPT records keep every turn up to their last user turn
+            (a record replayed as a session, ``turns = "dataset"``), not only
+            their first user turn.
 
     Returns:
         list of Record in file order (ShareGPT records without a user turn skipped).
 
     Raises:
-        ProfileError: a missing or unreadable file, not UTF-8, empty, a broken
-        line (file:line), a record without the fields its format needs, or no
-        usable record at all.
+        ProfileError: a missing or unreadable file (a damaged gzip file too),
+        not UTF-8, empty, a broken line (file:line; a JSON object that names a
+        key twice too), a record without the fields its format needs, or no
+        usable record at all. A record's error names its position and ``id``.
     """
     try:
         raw = read_regular(path)
+        packed = " (decompressed)" if raw.startswith(GZIP_MAGIC) else ""
+        raw = gunzip(raw)
     except OSError as exc:
         raise fail(None, f"cannot read the dataset {path}: {exc.strerror}") from None
     try:
@@ -246,85 +378,54 @@ def read_dataset(path: Path, fmt: str, fail: Callable[[int | None, str], Profile
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        kind = binary_kind(raw)
         raise fail(line, f"the dataset is not UTF-8 text (byte {column} of the line, "
-                         f"{exc.start + 1} of the file)") from None
+                         f"{exc.start + 1} of the file{packed})"
+                         + (f": it is {kind}; hopbench reads JSON or JSONL" if kind else "")) from None
+    del raw  # the text alone from here on (the bytes were as large)
     if not text.strip():
-        raise fail(None, f"the dataset {path} is empty")
-    items: list[tuple[int, Any]] = []
-    if text.lstrip().startswith("["):  # one JSON array (ShareGPT's own files)
-        try:
-            data = json_value(text)
-        except json.JSONDecodeError as exc:
-            raise fail(exc.lineno, f"broken JSON: {exc.msg}") from None
-        starts = _array_lines(text, len(data)) if isinstance(data, list) else []
-        items = [(starts[i] if i < len(starts) else 1, v) for i, v in enumerate(data)]
-    else:
-        # "\n" only: str.splitlines also breaks at U+0085, U+2028 and U+2029, which a
-        # JSON string may hold unescaped (RFC 8259 section 7 escapes only U+0000-U+001F,
-        # quote and backslash); a "\r" left at a line's end is JSON whitespace
-        for i, text_line in enumerate(text.split("\n"), start=1):
-            if not text_line.strip():
-                continue
-            try:
-                items.append((i, json_value(text_line)))
-            except json.JSONDecodeError as exc:
-                raise fail(i, f"broken JSON line: {exc.msg} (column {exc.colno})") from None
-    if not items:
-        raise fail(None, f"the dataset {path} holds no records")
+        raise fail(None, f"the dataset {path.name} is empty{packed}")
+    items = (_array_items(text, fail) if text.lstrip().startswith("[")  # one JSON array (ShareGPT's own files)
+             else _jsonl_items(text, fail))
+    first = next(items, None)
+    if first is None:
+        raise fail(None, f"the dataset {path.name} holds no records")
     if fmt == "auto":
-        fmt = _detect(items[0][1])
+        fmt = _detect(first[1])
+    where = ""
 
     def fail_at(line: int, reason: str) -> ProfileError:
-        return fail(line, f"{fmt} record: {reason}")
+        return fail(line, f"{fmt} {where}: {reason}")
 
     out: list[Record] = []
-    for line, obj in items:
+    for k, (line, obj) in enumerate(itertools.chain((first,), items), start=1):
+        where = _label(k, obj)
+        rec: Record | None
         if fmt == "prompts":
-            out.append(_from_prompt(obj, line, fail_at))
-            continue
-        if not isinstance(obj, Mapping):
+            rec = _from_prompt(obj, line, fail_at)
+        elif not isinstance(obj, Mapping):
             raise fail_at(line, f"expected a JSON object, got {type(obj).__name__}")
-        if fmt == "sharegpt":
-            rec = _from_sharegpt(obj, line, fail_at)
-            if rec is not None:
-                out.append(rec)
-            elif skipped is not None:
-                skipped.append(line)
+        elif fmt == "sharegpt":
+            rec = _from_sharegpt(obj, line, fail_at, whole)
+            if rec is None:
+                if skipped is not None:
+                    skipped.append((line, where))
+                continue
         else:
-            out.append(record_from_messages(obj, line, fail_at))
+            rec = record_from_messages(obj, line, fail_at)
             kinds = _non_text_kinds(obj)
             if kinds and non_text is not None:
-                non_text.append((line, kinds))
-    if not out:
-        raise fail(None, f"the dataset {path} holds no record with a user prompt")
-    for rec in out:  # a JSON "\\ud800" escape decodes to a lone surrogate, which no body can encode
+                non_text.append((line, where, kinds))
         for text_ in (m.text for m in rec.messages):  # (the reply is only measured, never sent)
-            try:
+            try:  # a JSON "\\ud800" escape decodes to a lone surrogate, which no body can encode
                 text_.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise fail_at(rec.line, f"a text holds a lone UTF-16 surrogate (U+{ord(text_[exc.start]):04X}, "
-                                        f"a \\u escape without its pair): not sendable as UTF-8") from None
+                raise fail_at(line, f"a text holds a lone UTF-16 surrogate (U+{ord(text_[exc.start]):04X}, "
+                                    f"a \\u escape without its pair): not sendable as UTF-8") from None
+        out.append(Record(rec.messages, rec.reply, line, where))
+    if not out:
+        raise fail(None, f"the dataset {path.name} holds no record with a user prompt")
     return out
-
-
-def _array_lines(text: str, n: int) -> list[int]:
-    """The 1-based line where each top-level element of a JSON array starts."""
-    decoder = json.JSONDecoder()
-    lines: list[int] = []
-    i = text.index("[") + 1
-    line = 1 + text.count("\n", 0, i)
-    pos = i
-    for _ in range(n):
-        while i < len(text) and text[i] in " \t\r\n,":
-            i += 1
-        line += text.count("\n", pos, i)
-        pos = i
-        lines.append(line)
-        try:
-            _, i = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            break
-    return lines
 
 
 def record_tokens(rec: Record, tokenizer: Tokenizer | None) -> int:

@@ -30,7 +30,7 @@ from ._errors import ProfileError
 from ._toml import MISSING, Table, TomlDoc, closest_key, load_toml, parse_toml
 from ._lengths import MAX_OUTPUT_TOKENS
 from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
-from ._textfile import json_value, read_regular
+from ._textfile import gunzip, json_value, read_regular
 
 __all__ = [
     "check_base_url",
@@ -759,7 +759,7 @@ def _read_prompts(t: Table, base: Path) -> list[Any]:
     try:
         # utf-8-sig: a BOM (Windows editors) is not part of the first line; "\n" only, as
         # _dataset.read_dataset: splitlines would break a line at a raw U+2028 in a string
-        lines = read_regular(path).decode("utf-8-sig").split("\n")
+        lines = gunzip(read_regular(path)).decode("utf-8-sig").split("\n")
     except OSError as exc:
         raise t.error("prompts_file", f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

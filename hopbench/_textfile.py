@@ -7,9 +7,11 @@ damaged by a disk error, a foreign tool or a crash says where (``file:line``
 and the byte within the line) instead of raising ``UnicodeDecodeError``
 (docs/results.md, "Reading a results folder"). The readers of a profile's
 input files (datasets, traces, prompts files) open them with
-``open_regular`` (a device or a FIFO would be read for ever) and parse their
-JSON with ``json_value`` (every parse failure a ``json.JSONDecodeError``, so
-each reader's file:line error covers it).
+``check_regular`` / ``read_regular`` (a device or a FIFO would be read for ever), decompress them
+with ``gunzip`` when they are gzip files, and parse their JSON with
+``json_value`` or, for a JSON array, ``json_array_items`` (every parse failure
+a ``json.JSONDecodeError``, a key named twice in one object too, so each
+reader's file:line error covers it).
 
 Invariants:
 - Pure: the only I/O is reading the named file.
@@ -19,7 +21,9 @@ Invariants:
 from __future__ import annotations
 
 import errno
+import gzip
 import json
+import zlib
 import os
 import stat
 import sys
@@ -29,7 +33,8 @@ from typing import Any
 
 from ._errors import ResultsError
 
-__all__ = ["not_utf8", "decode_line", "read_text", "iter_lines", "check_regular", "read_regular", "json_value"]
+__all__ = ["not_utf8", "decode_line", "read_text", "iter_lines", "check_regular", "read_regular", "json_value",
+           "json_array_items", "gunzip", "GZIP_MAGIC", "binary_kind"]
 
 
 def not_utf8(path: Path, raw: bytes, exc: UnicodeDecodeError, first_line: int = 1) -> ResultsError:
@@ -129,6 +134,131 @@ def read_regular(path: Path) -> bytes:
     return Path(path).read_bytes()
 
 
+class _DuplicateKey(Exception):
+    """A JSON object that names one key twice (raised by ``_unique_keys``)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: the object as a dict, refusing a key named twice."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+#: the first two bytes of a gzip member (RFC 1952, section 2.3.1)
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+#: (first bytes, what a file that starts with them is): formats a dataset or trace is found in
+#: that hopbench does not read (each format's own magic number)
+_BINARY = ((b"PAR1", "a Parquet file (export it as JSON lines: pandas' to_json(path, orient=\"records\", "
+                     "lines=True))"),
+           (b"PK\x03\x04", "a zip archive (unzip it)"), (b"BZh", "a bzip2 file (bunzip2 it)"),
+           (b"\xfd7zXZ\x00", "an xz file (unxz it)"), (b"\x28\xb5\x2f\xfd", "a zstd file (unzstd it)"),
+           (b"7z\xbc\xaf\x27\x1c", "a 7z archive (extract it)"), (b"Rar!\x1a\x07", "a RAR archive (extract it)"),
+           (b"\x93NUMPY", "a NumPy array file"))
+
+
+def binary_kind(raw: bytes) -> str | None:
+    """What a file that is not text is, from its first bytes (``raw``: at least its start),
+    for the reader's "not UTF-8" message, or None when it is none of the formats known here."""
+    return next((kind for magic, kind in _BINARY if raw.startswith(magic)), None)
+
+
+def gunzip(raw: bytes) -> bytes:
+    """The bytes of a gzip-compressed file, decompressed (``raw`` as it is when it does not
+    start with ``GZIP_MAGIC``): a dataset or trace may be stored as ``.jsonl.gz``.
+
+    Raises:
+        OSError: the gzip stream is damaged or cut short (``strerror`` says so).
+    """
+    if not raw.startswith(GZIP_MAGIC):
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise OSError(errno.EINVAL, f"a damaged or truncated gzip file ({exc})") from None
+
+
+def _decode_error(exc: Exception, text: str, start: int) -> json.JSONDecodeError:
+    """``json_value``'s error for what ``json.loads`` raised on ``text`` from ``start`` on."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc
+    if isinstance(exc, _DuplicateKey):
+        name = json.dumps(exc.key, ensure_ascii=False)
+        first = text.find(name, start)
+        second = text.find(name, first + 1) if first >= 0 else -1
+        return json.JSONDecodeError(f"the key {name} appears twice in one object: which value is meant "
+                                    "cannot be told; keep one", text, max(second, start))
+    if isinstance(exc, RecursionError):
+        return json.JSONDecodeError("arrays or objects nested too deeply to parse", text, start)
+    # the integer digit limit (the only other ValueError of json.loads)
+    return json.JSONDecodeError(f"an integer of more than {sys.get_int_max_str_digits():,} digits", text, start)
+
+
+_ARRAY_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+_SPACE = " \t\r\n"
+
+
+def json_array_items(text: str) -> Iterator[tuple[int, Any]]:
+    """The elements of the JSON array that ``text`` holds, parsed one at a time, as ``json_value``.
+
+    One pass over the text (each element parsed once, where locating each
+    element's line after ``json.loads`` parsed it all again): the caller gets
+    each element's line without a second parse, and can drop each element as
+    soon as it has read it.
+
+    Yields:
+        (offset of the element's first character in ``text``, the element).
+
+    Raises:
+        json.JSONDecodeError: as ``json_value`` (also text after the array's end).
+    """
+    n = len(text)
+    i = 0
+    while i < n and text[i] in _SPACE:
+        i += 1
+    if i >= n or text[i] != "[":
+        raise json.JSONDecodeError("Expecting '['", text, i)
+    i += 1
+    first = True
+    while True:
+        while i < n and text[i] in _SPACE:
+            i += 1
+        if i < n and text[i] == "]" and first:
+            i += 1
+            break
+        if not first:
+            if i < n and text[i] == "]":
+                i += 1
+                break
+            if i >= n or text[i] != ",":
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i += 1
+            while i < n and text[i] in _SPACE:
+                i += 1
+        first = False
+        try:
+            value, end = _ARRAY_DECODER.raw_decode(text, i)
+        except (json.JSONDecodeError, _DuplicateKey, RecursionError, ValueError) as exc:
+            raise _decode_error(exc, text, i) from None
+        yield i, value
+        i = end
+    while i < n and text[i] in _SPACE:
+        i += 1
+    if i < n:
+        raise json.JSONDecodeError("Extra data", text, i)
+
+
 def json_value(text: str) -> Any:
     """``json.loads(text)``, every failure on the text raised as ``json.JSONDecodeError``.
 
@@ -137,18 +267,17 @@ def json_value(text: str) -> Any:
     scanner recurses) and ``ValueError`` on an integer of more digits than
     ``sys.get_int_max_str_digits()`` (4,300 by default since Python 3.11,
     CVE-2020-10735); both are the file's fault, so its reader's file:line
-    error must cover them.
+    error must cover them. An object that names a key twice is refused too:
+    the parser would keep the last value and drop the other unread, and
+    which one the file meant cannot be told (RFC 8259, section 4: "The names
+    within an object SHOULD be unique").
 
     Raises:
         json.JSONDecodeError: ``msg`` says why; ``lineno``/``colno`` are
-        those of the parser's own errors, else of the text's start.
+        those of the parser's own errors, of the key's second occurrence for
+        a duplicate key, else of the text's start.
     """
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise json.JSONDecodeError("arrays or objects nested too deeply to parse", text, 0) from None
-    except ValueError:  # the integer digit limit (the only other ValueError of json.loads)
-        raise json.JSONDecodeError(f"an integer of more than {sys.get_int_max_str_digits():,} digits",
-                                   text, 0) from None
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except (json.JSONDecodeError, _DuplicateKey, RecursionError, ValueError) as exc:
+        raise _decode_error(exc, text, 0) from None

@@ -4,7 +4,8 @@ Role: ``[load] mode = "trace"`` (docs/workloads.md, "Trace replay"). A trace
 holds one request per line: when it arrived (``timestamp_ms``), its input and
 output lengths and, optionally, the prompt blocks it shares with other
 requests (``hash_ids``, as the public Mooncake traces have them) and the
-scenario that sends it. This module reads and checks the file (at profile
+scenario that sends it; Azure's public LLM inference traces (CSV:
+``TIMESTAMP,ContextTokens,GeneratedTokens``) are read too (``_read_azure``). This module reads and checks the file (at profile
 load: every problem is a ``ProfileError`` naming the file and line), gives the
 schedule (``TraceSpec.arrivals``: offsets in ns from the run start), builds
 each request's body (``TraceBodies``: block texts made and JSON-encoded once
@@ -42,20 +43,24 @@ from __future__ import annotations
 import array
 import bisect
 import collections
+import datetime
+import gzip
 import hashlib
 import itertools
 import json
 import operator
 import random
+import re
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, Protocol, overload
 
 from ._errors import ProfileError
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
-from ._textfile import check_regular, json_value
+from ._textfile import GZIP_MAGIC, binary_kind, check_regular, gunzip, json_value
 
 try:  # optional (hopbench[fast]): parses a trace line ~4x faster (the whole load: ~1.9x)
     import orjson as _orjson
@@ -227,6 +232,16 @@ def _int_field(obj: Mapping[str, Any], name: str, fail: Callable[[str], ProfileE
     return v
 
 
+#: said of a line that is not JSON but holds commas: a CSV trace (docs/workloads.md, "Trace replay")
+_CSV = ("; a trace is one JSON object per line, or a CSV file whose first line is Azure's header "
+        "TIMESTAMP,ContextTokens,GeneratedTokens: convert it to lines of timestamp_ms, input_tokens, "
+        "output_tokens")
+
+
+#: said of a line that opens a JSON array: a trace written as one array (json.dump of a list)
+_ARRAY = "; a trace is one JSON object per line (JSONL), not a JSON array: write each request on its own line"
+
+
 def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: int,
                 ) -> tuple[int | float, int, int, list[int], str | None]:
     """Every check of one trace line, on the standard library's parse: the line's values,
@@ -241,9 +256,12 @@ def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: in
     try:
         obj = json_value(text_line)
     except json.JSONDecodeError as exc:
-        raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})", path=path, line=i) from None
+        csv = "," in text_line and not text_line.lstrip().startswith(("{", "["))
+        array = text_line.lstrip().startswith("[")
+        raise ProfileError(f"broken JSON line: {exc.msg} (column {exc.colno})" + (_CSV if csv else "")
+                           + (_ARRAY if array else ""), path=path, line=i) from None
     if not isinstance(obj, dict):
-        raise fail(f"expected a JSON object, got {type(obj).__name__}")
+        raise fail(f"expected a JSON object, got {type(obj).__name__}" + (_ARRAY if isinstance(obj, list) else ""))
     for name, alias in _ALIASES.items():  # which one is meant? (one would be dropped unread)
         if name in obj and alias in obj:
             raise fail(f'both "{name}" and its Mooncake name "{alias}": keep one')
@@ -275,17 +293,27 @@ def _not_utf8(path: Path) -> ProfileError | None:
     """The error for a trace that is not UTF-8 (line, byte of the line and of the file), or
     None when it is. Reads the whole file: only on the way to an error."""
     raw = Path(path).read_bytes()
+    packed = " (decompressed)" if raw.startswith(GZIP_MAGIC) else ""
+    raw = gunzip(raw)
     try:
         raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        return ProfileError(f"the trace is not UTF-8 text (byte {column} of the line, {exc.start + 1} of the file)",
-                            path=path, line=line)
+        kind = binary_kind(raw)
+        return ProfileError(f"the trace is not UTF-8 text (byte {column} of the line, {exc.start + 1} of the "
+                            f"file{packed})" + (f": it is {kind}; hopbench reads JSON lines or Azure's CSV"
+                                                if kind else ""), path=path, line=line)
     return None
 
 
-def _blocks(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+class _Reader(Protocol):
+    """What the trace reader reads from: a file opened "rb", or a gzip file."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+def _blocks(f: _Reader) -> Iterator[tuple[bytes, bool]]:
     """The file's bytes in blocks of whole lines (each ends with ``\\n`` but the last,
     which is the file's last line when it has no ``\\n``): (block, is it the last)."""
     parts: list[bytes] = []
@@ -324,10 +352,15 @@ def read_trace(path: Path) -> TraceEntries:
     ``input_tokens`` (>= 1), ``output_tokens`` (>= 1), optional ``hash_ids``
     (an array of integers >= 0) and optional ``scenario`` (a string). The
     Mooncake names ``timestamp``, ``input_length``, ``output_length`` are
-    accepted too. Timestamps may repeat but never go back.
+    accepted too. Timestamps may repeat but never go back. A file whose first
+    line is Azure's header ``TIMESTAMP,ContextTokens,GeneratedTokens`` is read
+    as Azure's CSV trace instead (``_read_azure``).
 
     The file is read in blocks of 1 MiB of whole lines (memory: the entries'
-    columns, ``TraceEntries``, not the file). A line is parsed by orjson when
+    columns, ``TraceEntries``, not the file), decompressed on the way when
+    it is a gzip file (its first bytes, whatever its name). A line that names
+    a key twice is refused (``_textfile.json_value``; the fast path sends it
+    there: ``_quotes_match``). A line is parsed by orjson when
     installed (hopbench[fast]) and checked on the spot; a line that fails any
     check there, or holds what orjson reads otherwise than the standard
     library (``true``/``false``, an integer of 64 bits or more), is read again
@@ -338,7 +371,7 @@ def read_trace(path: Path) -> TraceEntries:
         TraceEntries in file order, non-empty.
 
     Raises:
-        ProfileError: a missing, unreadable, empty or non-UTF-8 file, a broken
+        ProfileError: a missing, unreadable, empty or non-UTF-8 file (a damaged gzip file too), a broken
         JSON line, a line that is not an object, a missing or wrong field, a
         timestamp earlier than the line before; the message names file:line.
         A file that is not UTF-8 anywhere gets that error whatever else is wrong.
@@ -346,12 +379,20 @@ def read_trace(path: Path) -> TraceEntries:
     try:
         check_regular(path)
         with open(path, "rb") as f:
+            packed = f.read(2) == GZIP_MAGIC
+        with (gzip.open(path, "rb") if packed else open(path, "rb")) as f:
+            head = f.read(len(AZURE_HEADER) + 8)
+        with (gzip.open(path, "rb") if packed else open(path, "rb")) as f:
+            if head.removeprefix(b"\xef\xbb\xbf").lower().startswith(AZURE_HEADER):
+                return _read_azure(f, path)
             return _read(f, path)
-    except OSError as exc:
-        raise ProfileError(f"cannot read the trace {path}: {exc.strerror}", path=path) from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip: BadGzipFile (an OSError), EOFError, zlib.error
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+            f"a damaged or truncated gzip file ({exc})"
+        raise ProfileError(f"cannot read the trace {path}: {reason}", path=path) from None
 
 
-def _read(f: BinaryIO, path: Path) -> TraceEntries:
+def _read(f: _Reader, path: Path) -> TraceEntries:
     """``read_trace`` on the opened file, line by line: each line's dict is dropped as soon
     as its fields are in the columns (holding a block's dicts to check them column by
     column with C loops was tried: 1.7x the CPU, the memory no longer reused while hot)."""
@@ -364,7 +405,9 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
     compact = True  # hashes is an array (ids below 2**64): fromlist checks the ids' type and sign
     sc_col: array.array[int] = array.array("i")
     names: dict[str, int] = {}
-    loads: Callable[[str], Any] = json_value if _fast_loads is None else _fast_loads
+    # the fast parse keeps the last value of a key named twice: _quotes_match sends such a
+    # line to _check_line, whose parse (json_value) refuses it
+    loads: Callable[[str], Any] = json.loads if _fast_loads is None else _fast_loads
     max_in, max_out = MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
     add_t, add_inp, add_out, add_line = t_col.append, inp_col.append, out_col.append, line_col.append
     add_end, add_sc = hoff.append, sc_col.append
@@ -406,6 +449,8 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
                 fast = ((tt is int or tt is float) and 0 <= t < MAX_TIMESTAMP_MS and t >= last_t
                         and type(inp) is int and 1 <= inp <= max_in and type(outp) is int and 1 <= outp <= max_out
                         and (scenario is None or type(scenario) is str and scenario != "")
+                        and (text_line.count('"') == 2 * len(obj) + (2 if scenario is not None else 0)
+                             or _quotes_match(obj, text_line))
                         and type(ids) is list and (not ids or compact and (
                             "true" not in text_line and "false" not in text_line  # no JSON boolean
                             or set(map(type, ids)) == {int})))  # (one would pass fromlist as 0 or 1)
@@ -435,6 +480,107 @@ def _read(f: BinaryIO, path: Path) -> TraceEntries:
     if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
     return TraceEntries(t_col, inp_col, out_col, line_col, hoff, hashes, sc_col, list(names))
+
+
+#: the header of Azure's public LLM inference traces (AzurePublicDataset: AzureLLMInferenceTrace_*.csv), lower case
+AZURE_HEADER = b"timestamp,contexttokens,generatedtokens"
+
+
+_AZURE_TIME = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d)?", re.ASCII)
+
+
+def _azure_ns(stamp: str) -> int:
+    """An Azure trace's TIMESTAMP (``2023-11-16 18:15:46.6805900``, up to 9 fractional
+    digits; UTC unless it ends with an offset, ``+00:00``, as pandas writes one) as
+    integer ns since the Unix epoch.
+
+    Raises:
+        ValueError: not such a date and time.
+    """
+    m = _AZURE_TIME.fullmatch(stamp.strip())
+    if m is None:
+        raise ValueError(stamp)
+    dt = datetime.datetime.fromisoformat(m[1] + (m[3] or "+00:00"))
+    return int(dt.timestamp()) * 1_000_000_000 + int((m[2] or "").ljust(9, "0"))
+
+
+def _azure_error(path: Path, line: int, reason: str) -> ProfileError:
+    return ProfileError(f"Azure trace row: {reason}", path=path, line=line)
+
+
+def _read_azure(f: _Reader, path: Path) -> TraceEntries:
+    """An Azure LLM inference trace (CSV: ``TIMESTAMP,ContextTokens,GeneratedTokens``) read into
+    entries: the time in ms after the first row's, ``ContextTokens`` as the input tokens,
+    ``GeneratedTokens`` as the output tokens, no hash ids (docs/workloads.md, "Trace replay").
+    Rows are checked as JSON lines are (lengths at least 1 and at most the limits, times in
+    order), each error naming its line (the header is line 1)."""
+    t_col: array.array[float] = array.array("d")
+    inp_col: array.array[int] = array.array("i")
+    out_col: array.array[int] = array.array("i")
+    line_col: array.array[int] = array.array("q")
+    first_ns: int | None = None
+    last_t, last_line, last_stamp, i = -1.0, 0, "", 0
+    prev_whole, prev_base = "\0", 0  # the last row's time up to its decimal point, and its ns
+    max_in, max_out = MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
+    for block, last in _blocks(f):
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            raise (_not_utf8(path) or ProfileError("the trace changed while it was read", path=path)) from None
+        lines = text.split("\n")
+        if not last:
+            lines.pop()
+        for row in lines:
+            i += 1
+            if i == 1 or not row or row.isspace():
+                continue
+            cells = row.split(",")
+            if len(cells) != 3:
+                raise _azure_error(path, i, f"expected 3 cells (TIMESTAMP,ContextTokens,GeneratedTokens), got "
+                                            f"{len(cells)}: {row.strip()[:60]!r}")
+            stamp = cells[0].strip()
+            whole, _, frac = stamp.partition(".")
+            if whole == prev_whole and (not frac or len(frac) <= 9 and frac.isascii() and frac.isdigit()):
+                ns = prev_base + int(frac.ljust(9, "0"))  # (rows within one second: parsed once)
+            else:
+                try:
+                    ns = _azure_ns(stamp)
+                except ValueError:
+                    raise _azure_error(path, i, f"TIMESTAMP: expected a date and time such as "
+                                                f"2023-11-16 18:15:46.6805900, got {stamp[:40]!r}") from None
+                if not frac or len(frac) <= 9 and frac.isascii() and frac.isdigit():
+                    prev_whole, prev_base = whole, ns - int(frac.ljust(9, "0"))
+            inp, outp = cells[1].strip(), cells[2].strip()
+            for name, cell, limit in (("ContextTokens", inp, max_in), ("GeneratedTokens", outp, max_out)):
+                if not (cell.isascii() and cell.isdigit()) or int(cell) < 1:  # (no sign, point, space, "²")
+                    raise _azure_error(path, i, f"{name}: expected an integer >= 1, got {cell[:40]!r}")
+                if int(cell) > limit:
+                    raise _azure_error(path, i, f"{name}: expected at most {limit:,} tokens (hopbench's limit, "
+                                                f"docs/workloads.md), got {int(cell):,}")
+            if first_ns is None:
+                first_ns = ns
+            t = (ns - first_ns) / 1e6
+            if t < last_t:
+                raise _azure_error(path, i, f"TIMESTAMP: timestamps out of order: {stamp} after {last_stamp} "
+                                            f"(line {last_line}); sort the trace by time")
+            t_col.append(t)
+            inp_col.append(int(inp))
+            out_col.append(int(outp))
+            line_col.append(i)
+            last_t, last_line, last_stamp = t, i, stamp
+    if not t_col:
+        raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
+    n = len(t_col)
+    return TraceEntries(t_col, inp_col, out_col, line_col, array.array("q", [0] * (n + 1)), array.array("I"),
+                        array.array("i", [-1] * n), [])
+
+
+def _quotes_match(obj: dict[str, Any], text_line: str) -> bool:
+    """True when ``text_line`` holds exactly the quotes of ``obj``'s keys and string values:
+    then no key is named twice (a key named twice adds quotes that the parsed object, which
+    keeps one of its values, does not have). False also for a line whose strings hold
+    escaped quotes or that nests strings in arrays or objects: ``_check_line`` then decides."""
+    return text_line.count('"') == 2 * len(obj) + 2 * sum(type(v) is str for v in obj.values())
 
 
 def _add_ids(hashes: array.array[int] | list[int], ids: list[int]) -> array.array[int] | list[int]:

@@ -231,6 +231,13 @@ class Workload:
     note: str | None = None
 
 
+def _first_of(places: Sequence[tuple[int, str]]) -> str:
+    """``record K (id ...), line L`` of the first of ``places`` and how many more there are."""
+    line, label = places[0]
+    more = f" and {len(places) - 1:,} more" if len(places) > 1 else ""
+    return (f"{label}, " if label else "") + f"line {line}" + more
+
+
 def uses_workload(t: Table) -> bool:
     """True when a scenario table (``_toml.Table``) uses any workload key, a
     ``max_tokens`` distribution or ``max_tokens = "dataset"``."""
@@ -314,26 +321,35 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             check_regular(path)
         except OSError as exc:
             raise dt.error("path", f"cannot read the dataset {path}: {exc.strerror}") from None
-        skipped: list[int] = []
-        non_text: list[tuple[int, str]] = []
-        records = read_dataset(path, fmt, fail, skipped, non_text)
+        skipped: list[tuple[int, str]] = []
+        non_text: list[tuple[int, str, str]] = []
+        # a session of turns = "dataset" replays each record's user turns: ShareGPT records keep them all
+        session = t.data.get("session")
+        whole = isinstance(session, Mapping) and session.get("turns") == "dataset"
+        records = read_dataset(path, fmt, fail, skipped, non_text, whole=whole)
+
+        def fail_record(rec: Record, reason: str) -> ProfileError:
+            return fail(rec.line, f"{rec.label or 'a record'}: {reason}")
+
         kept = filter_records(records, ds, tokenizer)
         filtered = len(kept)
         if not kept:
             raise dt.error(None, f"no record of {path} ({len(records)} read) passes the length filters")
         for rec, n in kept:  # docs/workloads.md, "Length limits"
             if n > MAX_INPUT_TOKENS:
-                raise fail(rec.line, f"a record of {n:,} input tokens, above hopbench's limit of "
+                raise fail_record(rec, f"a prompt of {n:,} input tokens, above hopbench's limit of "
                                      f"{MAX_INPUT_TOKENS:,}: leave it out with the dataset's max_input_tokens")
+        no_reply = 0
         if max_tokens is None:
-            kept = [(rec, n) for rec, n in kept if rec.reply and rec.reply.strip()]
+            with_reply = [(rec, n) for rec, n in kept if rec.reply and rec.reply.strip()]
+            no_reply, kept = len(kept) - len(with_reply), with_reply
             if not kept:
                 raise t.error("max_tokens", f'max_tokens = "dataset": no record of {path} that passes '
                                             "the filters has a reference reply")
             for rec, _ in kept:  # each reply's length is sent as max_tokens
                 r = estimate_tokens(rec.reply or "", tokenizer)
                 if r > MAX_OUTPUT_TOKENS:
-                    raise fail(rec.line, f'max_tokens = "dataset": a reference reply of {r:,} tokens, above '
+                    raise fail_record(rec, f'max_tokens = "dataset": a reference reply of {r:,} tokens, above '
                                          f"hopbench's limit of {MAX_OUTPUT_TOKENS:,}: leave it out with the "
                                          "dataset's max_output_tokens")
         if sample is not None:
@@ -343,16 +359,17 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             kept = [kept[i] for i in sorted(rng.sample(range(len(kept)), sample))]
         entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, records=kept,
                              tokenizer=tokenizer)
-        note = f"{path.name}: {len(records) + len(skipped):,} records"
+        read = len(records) + len(skipped)
+        note = f"{path.name}: {read:,} record{'' if read == 1 else 's'}"
         if skipped:
-            note += (f", {len(skipped):,} skipped (no user turn first: line {skipped[0]}"
-                     + (f" and {len(skipped) - 1:,} more" if len(skipped) > 1 else "") + ")")
+            note += (f", {len(skipped):,} skipped (no user turn first: {_first_of(skipped)})")
         if non_text:  # images, audio...: hopbench sends text conversations
-            kinds = ", ".join(sorted({k for _, ks in non_text for k in ks.split(", ")}))
+            kinds = ", ".join(sorted({k for _, _, ks in non_text for k in ks.split(", ")}))
             note += (f", {len(non_text):,} with content blocks sent as their text only ({kinds} left out: "
-                     f"line {non_text[0][0]}" + (f" and {len(non_text) - 1:,} more" if len(non_text) > 1 else "")
-                     + ")")
+                     f"{_first_of([(line, label) for line, label, _ in non_text])})")
         note += f", {filtered:,} within the length filters" if filtered < len(records) else ""
+        if no_reply:
+            note += f", {no_reply:,} without a reference reply left out (max_tokens = \"dataset\" needs one)"
         note += f", {len(kept):,} used" if len(kept) < filtered else ""
         return Workload(tuple(entries), replacement, "dataset", spec, note)
     convs: list[tuple[Message, ...]] = []

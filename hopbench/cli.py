@@ -384,7 +384,9 @@ def _signals_interrupt() -> Iterator[None]:
 
 
 def validate_command(profiles: Sequence[Path]) -> int:
-    """``hopbench validate``: load each profile; print ``PATH: ok`` for each valid one.
+    """``hopbench validate``: load each profile; print ``PATH: ok`` for each valid one, and
+    on stderr what each dataset gave, as ``run`` does before its load (records skipped,
+    filtered, sampled: docs/workloads.md, "Datasets").
 
     Returns:
         EXIT_OK when all are valid.
@@ -395,7 +397,10 @@ def validate_command(profiles: Sequence[Path]) -> int:
     from ._profile import load_profile
 
     for path in profiles:
-        load_profile(path)
+        profile = load_profile(path)
+        for sc in profile.scenarios:
+            if sc.dataset_note:
+                print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
         print(f"{path}: ok")
     return EXIT_OK
 

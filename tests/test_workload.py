@@ -350,7 +350,7 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
     ("b.json", '[\n {"conversations": []},\n {"conversations": [}\n]', "", "b.json:3", "broken JSON"),
     ("f.jsonl", '{"messages": [{"role": "user", "content": "a"}]}\n{"msgs": []}\n', "",
      "f.jsonl:2", 'expected a non-empty "messages" array'),
-    ("f.jsonl", '{"prompt": 3}\n', ", format = 'prompts'", "f.jsonl:1", 'string "prompt"'),
+    ("f.jsonl", '{"prompt": 3}\n', ", format = 'prompts'", "f.jsonl:1", '"prompt": expected a string, got 3'),
     ("s.json", json.dumps([{"conversations": [{"from": "human"}]}]), "", "s.json:1", 'string "value"'),
     ("s.json", '[\n{"conversations": []}\n,\n{"id": 1}]', "", "s.json:4", '"conversations" array'),
     ("r.jsonl", '{"messages": [{"role": "assistant", "content": "a"}]}\n', "", "r.jsonl:1",
@@ -383,7 +383,7 @@ def test_workload_dataset_length_filters_and_sample(tmp_path: Path) -> None:
      "", "m.jsonl:1", "the last user message is empty"),
     # a record above the length limit (docs/workloads.md, "Length limits"): 2,000,001 tokens at 4 characters each
     ("l.jsonl", '"ok"\n' + json.dumps("a" * 8_000_004) + "\n", "", "l.jsonl:2",
-     "a record of 2,000,001 input tokens, above hopbench's limit of 2,000,000"),
+     "record 2: a prompt of 2,000,001 input tokens, above hopbench's limit of 2,000,000"),
     # what json.loads raises besides JSONDecodeError: RecursionError (deep nesting) and
     # ValueError (an integer past Python's 4,300-digit limit): a file:line error, not a traceback
     ("n.jsonl", '"ok"\n{"prompt": "a", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "", "n.jsonl:2",
@@ -767,7 +767,8 @@ def test_workload_dataset_note_says_what_was_skipped_filtered_and_used(tmp_path:
     path = _dataset(tmp_path, "s.json", text, ", max_input_tokens = 10, sample = 1")
     (sc,) = load_profile(path).scenarios
     # two records skipped (opened by the model, empty), one too long, one of the two left sampled
-    assert sc.dataset_note == ("s.json: 5 records, 2 skipped (no user turn first: line 2 and 1 more), "
+    assert sc.dataset_note == ("s.json: 5 records, 2 skipped (no user turn first: record 1 (id \"0\"), line 2 "
+                               "and 1 more), "
                                "2 within the length filters, 1 used")
 
 
@@ -783,7 +784,7 @@ def test_workload_dataset_note_says_which_non_text_blocks_were_left_out(tmp_path
     path = _dataset(tmp_path, "m.jsonl", "\n".join(json.dumps(r) for r in recs), ", format = 'openai'")
     (sc,) = load_profile(path).scenarios
     assert sc.dataset_note == ("m.jsonl: 3 records, 2 with content blocks sent as their text only "
-                               "(image, image_url, input_audio left out: line 2 and 1 more)")
+                               "(image, image_url, input_audio left out: record 2, line 2 and 1 more)")
     assert sorted(json.loads(b)["messages"][-1]["content"] for b in sc.bodies) == [
         "and this?", "plain", "what is this?"]
 
