@@ -258,10 +258,13 @@ def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_pat
     c = s["scopes"]["all"]["counters"]
     truth = [json.loads(x) for x in (tmp_path / "direct" / "ground_truth.jsonl").read_text().splitlines()]
     held_by_the_emulator = sum(r.get("lag_max_ns", 0) >= 10 * MS for r in truth)
-    print("direct:", {k: c.get(k, 0) for k in ("completed", "proxy_buffering_suspected", "client_lagged")},
+    print("direct:", {k: c.get(k, 0) for k in ("completed", "proxy_buffering_suspected", "client_lagged",
+                                               "origin_burst", "burst_unexplained")},
           "held by the emulator", held_by_the_emulator)
     assert c["completed"] == 24
-    assert c.get("proxy_buffering_suspected", 0) <= held_by_the_emulator, c
+    # (a stream the emulator's record shows written at once, or got to late, is the origin's
+    # burst when re-judged against it: on a busy machine that can be more than its lag_max says)
+    assert c.get("proxy_buffering_suspected", 0) <= max(held_by_the_emulator, c.get("origin_burst", 0)), c
     assert not any("proxy buffering" in w for w in s["warnings"]), s["warnings"]
     assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
 
