@@ -32,15 +32,12 @@ import argparse
 import contextlib
 import gzip
 import json
-import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _load_bench import load_timed, measure_sides
 _WORDS = ("the and for you are not but can was one all any has her how man new now old see two way who did its "
           "let put say she too use").split()
 
@@ -78,36 +75,10 @@ def write_profile(folder: Path, dataset: Path) -> Path:
     return path
 
 
-def _peak_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
 def child(profile: Path) -> dict[str, float]:
     """One measurement in this (fresh) process: the ``hopbench`` on ``sys.path`` loads ``profile``."""
-    from hopbench._profile import load_profile
-
-    base = _peak_mb()
-    c0 = time.process_time()
-    t0 = time.perf_counter()
-    prof = load_profile(profile)
-    t1 = time.perf_counter()
-    return {"entries": len(prof.scenarios[0].bodies), "load_s": t1 - t0, "load_cpu_s": time.process_time() - c0,
-            "base_mb": base, "load_mb": _peak_mb()}
-
-
-def _measure(src: Path, profile: Path) -> dict[str, float]:
-    code = (f"import sys, json; sys.path.insert(0, {str(src)!r}); sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
-            f"import bench_dataset_load as b; from pathlib import Path; "
-            f"print(json.dumps(b.child(Path({str(profile)!r}))))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         cwd=str(src)).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
-
-
-def _loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    prof, figures = load_timed(profile)
+    return {"entries": len(prof.scenarios[0].bodies), **figures}
 
 
 def main() -> None:
@@ -136,23 +107,11 @@ def main() -> None:
               + (f" ({data.stat().st_size / 1e6:.1f} MB gzip)" if args.gzip else "")
               + f" (written in {time.perf_counter() - t0:.1f} s)", flush=True)
         prof = write_profile(tmp, data)
-        sides: list[tuple[str, Path]] = [("this", ROOT)]
-        if args.against:
-            wt = tmp / "rev"
-            subprocess.run(["git", "worktree", "add", "--detach", str(wt), args.against], cwd=ROOT,
-                           check=True, capture_output=True)
-            stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT,
-                           capture_output=True)
-            sides.insert(0, (args.against, wt))
-        print(f"{'side':>12} {'load avg':>16} {'records':>8} {'load s':>7} {'cpu s':>6} {'base MB':>7} {'load MB':>7}",
-              flush=True)
-        for k in range(args.repeat):
-            for name, src in (sides if k % 2 == 0 else sides[::-1]):
-                load = _loadavg()
-                r = _measure(src, prof)
-                print(f"{name:>12} {load:>16} {r['entries']:8,.0f} {r['load_s']:7.2f} {r['load_cpu_s']:6.2f} "
-                      f"{r['base_mb']:7.0f} {r['load_mb']:7.0f}", flush=True)
-
+        measure_sides(stack, tmp, "bench_dataset_load", prof, args.against, args.repeat,
+                      f"{'side':>12} {'load avg':>16} {'records':>8} {'load s':>7} {'cpu s':>6} {'base MB':>7} "
+                      f"{'load MB':>7}",
+                      lambda name, load, r: f"{name:>12} {load:>16} {r['entries']:8,.0f} {r['load_s']:7.2f} "
+                                            f"{r['load_cpu_s']:6.2f} {r['base_mb']:7.0f} {r['load_mb']:7.0f}")
 
 if __name__ == "__main__":
     main()

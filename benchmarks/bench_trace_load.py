@@ -38,16 +38,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from _load_bench import load_timed, measure_sides, peak_mb
 
 
 def write_trace(path: Path, lines: int, seed: int = 1) -> None:
@@ -96,24 +93,12 @@ def write_profile(folder: Path, trace: Path) -> Path:
     return prof
 
 
-def _peak_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
 def child(profile: Path) -> dict[str, float]:
     """One measurement in this (fresh) process: the ``hopbench`` on ``sys.path`` loads ``profile``."""
-    from hopbench._profile import load_profile
     from hopbench._trace import TraceBodies
 
-    base = _peak_mb()
-    c0 = time.process_time()
-    t0 = time.perf_counter()
-    prof = load_profile(profile)
+    prof, figures = load_timed(profile)
     t1 = time.perf_counter()
-    cpu = time.process_time() - c0
-    load_mb = _peak_mb()
     spec = prof.load.trace
     bodies = TraceBodies(spec, prof.run.seed)
     spec.scheduled_between(0, 10**9)
@@ -122,22 +107,7 @@ def child(profile: Path) -> dict[str, float]:
     for _ in range(1000):
         _, i, rep = next(arrivals)
         sent += len(bodies.prompt(i, rep)) + spec.implied[i][0]
-    t2 = time.perf_counter()
-    return {"entries": len(spec.entries), "load_s": t1 - t0, "load_cpu_s": cpu, "ready_s": t2 - t1, "base_mb": base,
-            "load_mb": load_mb, "ready_mb": _peak_mb()}
-
-
-def _measure(src: Path, profile: Path) -> dict[str, float]:
-    code = (f"import sys, json; sys.path.insert(0, {str(src)!r}); sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
-            f"import bench_trace_load as b; from pathlib import Path; "
-            f"print(json.dumps(b.child(Path({str(profile)!r}))))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         cwd=str(src)).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
-
-
-def _loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return {"entries": len(spec.entries), **figures, "ready_s": time.perf_counter() - t1, "ready_mb": peak_mb()}
 
 
 def main() -> None:
@@ -157,24 +127,12 @@ def main() -> None:
         print(f"trace: {args.lines:,} lines, {trace.stat().st_size / 1e6:.1f} MB "
               f"(written in {time.perf_counter() - t0:.1f} s)", flush=True)
         prof = write_profile(tmp, trace)
-        sides: list[tuple[str, Path]] = [("this", ROOT)]
-        if args.against:
-            wt = tmp / "rev"
-            subprocess.run(["git", "worktree", "add", "--detach", str(wt), args.against], cwd=ROOT,
-                           check=True, capture_output=True)
-            stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT,
-                           capture_output=True)
-            sides.insert(0, (args.against, wt))
-        print(f"{'side':>12} {'load avg':>16} {'load s':>7} {'cpu s':>6} {'ready s':>7} {'base MB':>7} "
-              f"{'load MB':>7} {'ready MB':>8}", flush=True)
-        for k in range(args.repeat):
-            for name, src in (sides if k % 2 == 0 else sides[::-1]):
-                load = _loadavg()
-                r = _measure(src, prof)
-                print(f"{name:>12} {load:>16} {r['load_s']:7.2f} {r['load_cpu_s']:6.2f} {r['ready_s']:7.2f} "
-                      f"{r['base_mb']:7.0f} "
-                      f"{r['load_mb']:7.0f} {r['ready_mb']:8.0f}", flush=True)
-
+        measure_sides(stack, tmp, "bench_trace_load", prof, args.against, args.repeat,
+                      f"{'side':>12} {'load avg':>16} {'load s':>7} {'cpu s':>6} {'ready s':>7} {'base MB':>7} "
+                      f"{'load MB':>7} {'ready MB':>8}",
+                      lambda name, load, r: f"{name:>12} {load:>16} {r['load_s']:7.2f} {r['load_cpu_s']:6.2f} "
+                                            f"{r['ready_s']:7.2f} {r['base_mb']:7.0f} {r['load_mb']:7.0f} "
+                                            f"{r['ready_mb']:8.0f}")
 
 if __name__ == "__main__":
     main()

@@ -98,25 +98,14 @@ def test_session_zero_turns_cli_exit_2_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "at least 1 turn" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def _capturing(plan: Plan, bodies: list[bytes]) -> type[httpx.AsyncBaseTransport]:
-    base = fake_transport(plan)
-
-    class Capturing(base):  # type: ignore[misc,valid-type]
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            bodies.append(request.content)
-            return await super().handle_async_request(request)
-
-    return Capturing
-
-
 async def _run(monkeypatch: pytest.MonkeyPatch, prof: Path) -> tuple[Recorder, list[dict[str, Any]], list[bytes]]:
-    bodies: list[bytes] = []
-    monkeypatch.setattr(_runner, "StreamTransport", _capturing(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), bodies))
+    seen: list[tuple[str, bytes, httpx.Headers]] = []  # (URL, body, headers) of each request
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen))
     rec = Recorder(["s"])
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(load_profile(prof), "http://127.0.0.1:9", rec, Recorder(["s"]),
                              on_stream=lines.append).run()
-    return rec, lines, bodies
+    return rec, lines, [body for _, body, _ in seen]
 
 
 async def test_session_turns_send_the_streamed_text_back_after_the_think_time(

@@ -193,17 +193,6 @@ def test_inputs_bad_dataset_cli_exit_2_no_traceback(tmp_path: Path) -> None:
     assert f"{tmp_path / 'd.jsonl'}:1: broken JSON line: the key \"prompt\" appears twice" in proc.stderr
 
 
-def _capturing(plan: Plan, bodies: list[bytes]) -> type[httpx.AsyncBaseTransport]:
-    base = fake_transport(plan)
-
-    class Capturing(base):  # type: ignore[misc,valid-type]
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            bodies.append(request.content)
-            return await super().handle_async_request(request)
-
-    return Capturing
-
-
 async def test_inputs_sharegpt_record_replayed_as_a_session_sends_its_user_turns(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """turns = "dataset" with a ShareGPT record: each of its human turns, one per turn, the
@@ -215,13 +204,13 @@ async def test_inputs_sharegpt_record_replayed_as_a_session_sends_its_user_turns
     prof.write_text(prof.read_text(encoding="utf-8").replace("[load]", '[target]\nurl = "http://127.0.0.1:9"\n[load]'),
                     encoding="utf-8")
     prof.write_text(prof.read_text(encoding="utf-8").replace("requests = 10", "requests = 3"), encoding="utf-8")
-    bodies: list[bytes] = []
-    monkeypatch.setattr(_runner, "StreamTransport", _capturing(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), bodies))
+    seen: list[tuple[str, bytes, httpx.Headers]] = []  # (URL, body, headers) of each request
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen))
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(load_profile(prof), "http://127.0.0.1:9", Recorder(["s"]), Recorder(["s"]),
                              on_stream=lines.append).run()
     assert [(x["session"], x["turn"]) for x in lines] == [("0-s-0", 1), ("0-s-0", 2), ("0-s-0", 3)]
-    msgs = [json.loads(b)["messages"] for b in bodies]
+    msgs = [json.loads(body)["messages"] for _, body, _ in seen]
     users = [t["value"] for t in recs[0]["conversations"] if t["from"] == "human"]
     assert msgs[2] == [{"role": "user", "content": users[0]}, {"role": "assistant", "content": "hihi"},
                        {"role": "user", "content": users[1]}, {"role": "assistant", "content": "hihi"},
