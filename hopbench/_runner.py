@@ -47,6 +47,7 @@ from ._errors import SSEError
 from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ._slo import judge, record_verdict
 from ._dispatch import Dispatcher, Slot
+from ._hdr import warm_tables
 from ._pacer import Pacer, real_clock
 from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, overhead_line, record_lengths,
                      record_stream, recorder_sink, stream_line)
@@ -346,9 +347,25 @@ DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1").strip().lower() not in ("0",
 the environment (or ``false``, ``no``, ``off``) turns it off (docs/workloads.md, "Open-loop pacing"):
 benchmarks compare the two, and a user can rule the thread out."""
 
-LOOKAHEAD_NS = 50_000_000
+LOOKAHEAD_NS = 250_000_000
 """How far ahead of its time an open-loop arrival is planned and queued for the
-dispatcher (ns): the loop may be this late without the arrival leaving late."""
+dispatcher (ns): the loop may be this late without the arrival leaving late.
+A loop at ~80 % of a core falls this far behind for a moment when something
+else takes the GIL (a checkpoint's statistics, the collector): at 50 ms,
+600 requests/s left 10-100 ms late at p99 at each checkpoint (issue 17)."""
+
+LOOKAHEAD_MIN_NS = 50_000_000
+"""The lookahead while the queued requests hold ``QUEUED_BYTES_MAX`` or more (ns)."""
+
+QUEUED_BYTES_MAX = 64 << 20
+"""Wire bytes queued for the dispatcher beyond which the loop plans only
+``LOOKAHEAD_MIN_NS`` ahead: large bodies at a high rate stay bounded in memory
+(100 requests/s of 5 MB bodies: 125 MB at 250 ms)."""
+
+
+def _lookahead_ns(disp: Dispatcher) -> int:
+    """How far ahead of its time the next open-loop arrival is planned (ns)."""
+    return LOOKAHEAD_NS if disp.queued_bytes < QUEUED_BYTES_MAX else LOOKAHEAD_MIN_NS
 
 
 SPARES_PER_MISS = 2
@@ -686,6 +703,7 @@ class LoadRunner:
         async with self._make_client() as client:
             # start-up objects, the client's among them, are frozen out of the
             # collector's scans (hopbench/_collector.py); its pauses are measured
+            warm_tables()
             with CollectorWatch() as collector, _switch_interval(self.load.mode), self._runq:
                 self._collector = collector
                 self._client = client
@@ -931,7 +949,7 @@ class LoadRunner:
                 return  # the run's window is [t0, t0 + duration): nothing is due at its end
             due.pending(intended)
             disp = self._dispatcher
-            wake = intended if disp is None else intended - LOOKAHEAD_NS
+            wake = intended if disp is None else intended - _lookahead_ns(disp)
             await pacer.wait(wake)
             due.passed(wake)  # (the pacer never returns early: every time before it is past)
             if not self._take_request():
@@ -986,7 +1004,7 @@ class LoadRunner:
                 return  # the run's window is [t0, t0 + duration): nothing is due at its end
             due.pending(intended)
             disp = self._dispatcher
-            wake = intended if disp is None else intended - LOOKAHEAD_NS
+            wake = intended if disp is None else intended - _lookahead_ns(disp)
             await pacer.wait(wake)
             due.passed(wake)  # (the pacer never returns early: every time before it is past)
             if not self._take_request():

@@ -132,6 +132,62 @@ def test_arrivals_handed_over_but_not_yet_started_count_against_max_in_flight() 
     assert [s.full for s in slots] == [False, False, True]
 
 
+def test_slots_taken_while_the_loop_is_busy_reach_it_in_one_wake_up_in_due_order() -> None:
+    """The thread asks the loop to drain once, not once per slot, while a drain is
+    pending (the loop busy), and the loop gets every slot in due order; a slot taken
+    after the drain began is drained by a new wake-up."""
+    a, _b = _pair()
+    calls: queue.Queue[Any] = queue.Queue()  # run_sync_soon stand-in: the loop runs them later
+    handed: list[Any] = []
+    disp = Dispatcher(_Source([("c", a.fileno())] * 8), handed.append, lambda fn, *a: calls.put((fn, a)),
+                      0, lambda: 0, 100)
+    disp.start()
+    try:
+        t = time.perf_counter_ns()
+        first = [Slot(t, None, b"x", i) for i in range(5)]
+        for s in first:
+            disp.submit(s)
+        while len(disp._taken) < 5:  # (taken up and queued for the loop)
+            time.sleep(0.001)
+        fn, args = calls.get(timeout=60)
+        assert calls.empty()  # five slots taken, one wake-up asked for
+        fn(*args)  # the loop runs it
+        assert handed == first
+        later = Slot(time.perf_counter_ns(), None, b"y", 5)
+        disp.submit(later)
+        fn, args = calls.get(timeout=60)  # nothing pending any more: asked again
+        fn(*args)
+        assert handed == [*first, later]
+    finally:
+        disp.close()
+
+
+def test_queued_bytes_count_the_wire_bytes_not_yet_taken_and_cap_the_lookahead() -> None:
+    a, _b = _pair()
+    disp, handed = _dispatcher(_Source([("c", a.fileno())] * 2))
+    try:
+        far = time.perf_counter_ns() + 3_600 * 10**9  # due in an hour: stays queued
+        disp.submit(Slot(far, None, b"x" * 1000, 0))
+        disp.submit(Slot(far, None, None, 1))  # written by the loop: no wire bytes here
+        assert disp.queued_bytes == 1000
+        assert _runner._lookahead_ns(disp) == _runner.LOOKAHEAD_NS
+        big = Slot(far, None, b"", 2)
+        big.data = memoryview(bytearray(_runner.QUEUED_BYTES_MAX))  # (len() is all that is read)
+        disp.submit(big)
+        assert _runner._lookahead_ns(disp) == _runner.LOOKAHEAD_MIN_NS < _runner.LOOKAHEAD_NS
+        now = Slot(time.perf_counter_ns(), None, b"y" * 10, 3)
+        disp2, handed2 = _dispatcher(_Source([("c", a.fileno())]))
+        try:
+            disp2.submit(now)
+            assert handed2.get(timeout=60) is now
+            assert disp2.queued_bytes == 0  # taken up: no longer queued
+        finally:
+            disp2.close()
+    finally:
+        left = disp.close()
+    assert len(left) == 3
+
+
 def test_a_connection_the_server_closed_while_idle_is_handed_back_and_the_next_used() -> None:
     closed_a, closed_b = _pair()
     closed_b.close()  # EOF waits on closed_a: readable

@@ -203,3 +203,39 @@ def test_histogram_record_matches_hdrh_record_value() -> None:
     assert h.encode() == ref.encode().decode()
     assert (h.min, h.max, h.count) == (ref.get_min_value(), ref.get_max_value(), ref.get_total_count())
     assert h.mean == pytest.approx(ref.get_mean_value(), rel=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["ttft", "output_tokens_per_s"])
+def test_histogram_tables_match_hdrh(metric: str) -> None:
+    """The per-index tables behind stats() and percentile() give, for every counts
+    index of each layout, hdrh's own lowest, highest and median equivalent value."""
+    from hopbench._hdr import METRICS, _tables
+
+    spec = METRICS[metric]
+    ref = HdrHistogram(spec.lowest, spec.highest, SIGNIFICANT_FIGURES)
+    lows, highs, mids, mids_sq = _tables(ref)
+    assert len(lows) == ref.counts_len
+    for i in range(ref.counts_len):
+        v = ref.get_value_from_index(i)
+        assert lows[i] == ref.get_lowest_equivalent_value(v) == v, i
+        assert highs[i] == ref.get_highest_equivalent_value(v), i
+        assert mids[i] == ref._hdr_median_equiv_value(v), i
+        assert mids_sq[i] == mids[i] * mids[i]
+
+
+def test_histogram_stats_match_hdrh_across_the_range() -> None:
+    """Values from 1 ns to an hour (every bucket size): the percentiles of every
+    whole percent, the mean and standard deviation are hdrh's."""
+    rng = random.Random(7)
+    h = Histogram("e2e")
+    ref = HdrHistogram(1, HOUR_NS, SIGNIFICANT_FIGURES)
+    for _ in range(20000):
+        v = int(10 ** rng.uniform(0, 12.5))
+        h.record(v)
+        ref.record_value(v)
+    for p in [0.0, 0.1, 99.9, 99.99, 100.0] + [float(k) for k in range(1, 100)]:
+        assert h.percentile(p) == ref.get_value_at_percentile(p), p
+    assert h.mean == pytest.approx(ref.get_mean_value(), rel=1e-12)
+    assert h._mean_stddev(h._nonzero())[1] == pytest.approx(ref.get_stddev(), rel=1e-9)
+    assert h.buckets() == [(ref.get_highest_equivalent_value(ref.get_value_from_index(i)), c)
+                           for i, c in enumerate(ref.counts[:ref.counts_len]) if c]
