@@ -510,19 +510,50 @@ class Histogram:
         h = self._h if self._h is not None else _new_hdr(self.spec)
         row = f"%12.{fig}f %2.12f %10d %14.2f\n"
         last = f"%12.{fig}f %2.12f %10d\n"
-        if h.total_count:
-            for it in h.get_percentile_iterator(ticks_per_half_distance):
-                value = it.value_iterated_to / d
-                level = it.percentile_level_iterated_to
-                if level != 100:
-                    lines.append(row % (value, level / 100, it.total_count_to_this_value, 1 / (1 - level / 100)))
-                else:
-                    lines.append(last % (value, level / 100, it.total_count_to_this_value))
+        for value_raw, level, cum in self._percentile_rows(ticks_per_half_distance):
+            value = value_raw / d
+            if level != 100:
+                lines.append(row % (value, level / 100, cum, 1 / (1 - level / 100)))
+            else:
+                lines.append(last % (value, level / 100, cum))
         mean, stddev = self._mean_stddev(self._nonzero())
         lines.append(f"#[Mean    = %12.{fig}f, StdDeviation   = %12.{fig}f]\n" % (mean / d, stddev / d))
         lines.append(f"#[Max     = %12.{fig}f, Total count    = %12d]\n" % (self.max / d, self.count))
         lines.append("#[Buckets = %12d, SubBuckets     = %12d]\n" % (h.bucket_count, h.sub_bucket_count))
         return "".join(lines)
+
+    def _percentile_rows(self, ticks_per_half_distance: int) -> list[tuple[int, float, int]]:
+        """The rows of hdrh's percentile iterator (``get_percentile_iterator``):
+        (value iterated to, percentile level iterated to, total count to it), in
+        the recorded unit; [] when empty.
+
+        The same steps over the non-empty buckets only (an empty bucket never
+        reaches a level): hdrh's iterator visits every counter up to the max in
+        Python, ~170 ms for a 20,000-value histogram, 28 of them at a run's end.
+        test_percentile_rows_match_hdrh_iterator checks the rows are hdrh's.
+        """
+        h = self._h
+        if h is None or not h.total_count:
+            return []
+        total = int(h.total_count)
+        idx, cnts = self._nonzero()
+        highs = _tables(h)[1]
+        rows: list[tuple[int, float, int]] = []
+        level = 0.0
+        cum = 0
+        for index, c in zip(idx, cnts):
+            cum += c
+            value = highs[index]
+            while (100.0 * cum) / total >= level:
+                rows.append((value, level, cum))
+                if cum == total:  # hdrh's one more step to 100 % at the last value
+                    rows.append((value, 100.0, cum))
+                    return rows
+                gap = 100.0 - level
+                if gap:  # (hdrh's PercentileIterator.increment_iteration_level, same float steps)
+                    half_distance = math.pow(2, (math.log(100 / gap) / math.log(2)) + 1)
+                    level += 100.0 / (ticks_per_half_distance * half_distance)
+        return rows
 
     # -- comparison --------------------------------------------------------
 

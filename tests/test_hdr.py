@@ -239,3 +239,21 @@ def test_histogram_stats_match_hdrh_across_the_range() -> None:
     assert h._mean_stddev(h._nonzero())[1] == pytest.approx(ref.get_stddev(), rel=1e-9)
     assert h.buckets() == [(ref.get_highest_equivalent_value(ref.get_value_from_index(i)), c)
                            for i, c in enumerate(ref.counts[:ref.counts_len]) if c]
+
+
+@pytest.mark.parametrize("seed,n,ticks", [(1, 1, 5), (2, 2, 5), (3, 7, 5), (4, 1000, 5), (5, 20000, 5),
+                                          (6, 3000, 1), (7, 3000, 10), (8, 50, 5)])
+def test_percentile_rows_match_hdrh_iterator(seed: int, n: int, ticks: int) -> None:
+    """The .hgrm rows are hdrh's PercentileIterator's: value, level and count, exactly
+    (one value, a few, many over the whole range, repeated values, other tick counts)."""
+    rng = random.Random(seed)
+    h = Histogram("e2e")
+    ref = HdrHistogram(1, HOUR_NS, SIGNIFICANT_FIGURES)
+    for _ in range(n):
+        v = int(10 ** rng.uniform(0, 12.5)) if seed % 2 else rng.choice([5, 5, 5, 1000, 123456789])
+        h.record(v)
+        ref.record_value(v)
+    want = [(it.value_iterated_to, it.percentile_level_iterated_to, it.total_count_to_this_value)
+            for it in ref.get_percentile_iterator(ticks)]
+    assert h._percentile_rows(ticks) == want
+    assert Histogram("e2e")._percentile_rows(ticks) == []
