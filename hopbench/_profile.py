@@ -27,7 +27,7 @@ from ._cancel import CancelSpec, parse_cancel
 from ._units import s_to_ns
 from ._fields import FIELD_NAME, empty_secret, field_problem, is_secret_header, read_header_env, read_headers
 from ._errors import ProfileError
-from ._toml import MISSING, Table, TomlDoc, closest_key, load_toml, parse_toml
+from ._toml import MISSING, RATE_MIN_RPS, Table, TomlDoc, closest_key, load_toml, parse_toml
 from ._lengths import MAX_OUTPUT_TOKENS
 from ._workload import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
 from ._textfile import gunzip, json_value, read_regular
@@ -512,7 +512,7 @@ def _load(t: Table) -> LoadSpec:
                 raise t.error(k, 'only valid with load.mode = "rate"')
         t.done()
         return LoadSpec("concurrency", concurrency, ramp, 0.0, "constant", concurrency)
-    rate = t.number("rate_rps", MISSING, positive=True)
+    rate = t.number("rate_rps", MISSING, min=RATE_MIN_RPS)
     arrival = t.str("arrival", "poisson", choices=("constant", "poisson"))
     max_in_flight = t.int("max_in_flight", 1000, min=1, max=1_000_000)
     for k in ("concurrency", "ramp_up_s"):

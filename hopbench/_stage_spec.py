@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ._toml import MISSING, Table
+from ._toml import MISSING, RATE_MIN_RPS, Table, closest_key
 from ._units import s_to_ns
 
 __all__ = ["Stage", "SearchSpec", "parse_stages", "parse_search"]
@@ -82,6 +82,10 @@ def stage_label(index: int, mode: str, load: float) -> str:
     return f"stage-{index + 1:02d}-{amount}"
 
 
+_STAGE_KEYS = ("concurrency", "rate_rps", "arrival", "duration_s", "warmup_s")
+"""Every key a ``[[stage]]`` table may hold."""
+
+
 def parse_stages(tables: list[Table]) -> tuple[Stage, ...]:
     """Validate ``[[stage]]`` entries (possibly none).
 
@@ -93,6 +97,12 @@ def parse_stages(tables: list[Table]) -> tuple[Stage, ...]:
     out: list[Stage] = []
     for i, t in enumerate(tables):
         has_c, has_r = t.has("concurrency"), t.has("rate_rps")
+        if not has_c and not has_r:  # a misspelt load key: name it, not "got none"
+            for k in t.data:
+                if k not in _STAGE_KEYS:
+                    fix = closest_key(k, set(_STAGE_KEYS) - set(t.data))
+                    hint = f"; did you mean {fix!r}?" if fix is not None else ""
+                    raise t.error(k, f"unknown key{hint} (expected one of: {', '.join(sorted(_STAGE_KEYS))})")
         if has_c == has_r:
             raise t.error(None, "expected a load: concurrency (users) or rate_rps (requests/s), "
                                 "exactly one" + (", got both" if has_c else ", got none"))
@@ -101,7 +111,7 @@ def parse_stages(tables: list[Table]) -> tuple[Stage, ...]:
             load = float(t.int("concurrency", min=1, max=1_000_000))
         else:
             mode = "rate"
-            load = t.number("rate_rps", positive=True)
+            load = t.number("rate_rps", min=RATE_MIN_RPS)
         arrival = t.str("arrival", None, choices=("constant", "poisson"))
         if arrival is not None and mode != "rate":
             raise t.error("arrival", "only valid with rate_rps (an open-loop stage)")
@@ -127,7 +137,7 @@ def parse_search(t: Table, default_mode: str) -> SearchSpec:
             the duration; naming file, line and key.
     """
     mode = t.str("mode", default_mode, choices=("concurrency", "rate"))
-    lo = t.number("min", MISSING, positive=True)
+    lo = t.number("min", MISSING, positive=True) if mode == "concurrency" else t.number("min", MISSING, min=RATE_MIN_RPS)
     hi = t.number("max", MISSING, positive=True)
     if lo >= hi:
         raise t.error("max", f"expected max > min ({lo:g}), got {hi:g}")

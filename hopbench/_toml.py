@@ -44,6 +44,10 @@ class _Missing:
 #: the largest number a profile key takes (1e9 s is ~32 years)
 NUMBER_MAX = 1e9
 
+RATE_MIN_RPS = 1e-6
+"""The lowest request rate a profile accepts (requests/s: one every ~11.6 days);
+a gap of 1 / rate s must convert to integer nanoseconds (a rate of 1e-300 did not)."""
+
 MISSING: Final = _Missing()
 
 _HEADER_RE = re.compile(r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(#.*)?$")

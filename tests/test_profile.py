@@ -78,6 +78,14 @@ def test_profile_max_event_bytes_default_and_set() -> None:
         # breaker: "expected a positive number, got 1000000000000.0" (the bound went unsaid)
         (MINIMAL.replace("duration_s = 1", "duration_s = 1e12"),
          "m.toml:3: run.duration_s: expected a positive number (at most 1e+09), got 1000000000000.0"),
+        # breaker: 1e-300 passed validation, then the schedule's gap overflowed (exit 3, a traceback)
+        (MINIMAL.replace("concurrency = 2", 'mode = "rate"\nrate_rps = 1e-300'),
+         "load.rate_rps: expected a number from 1e-06 to 1e+09, got 1e-300"),
+        # breaker: "stage[0]: expected a load: ... got none" did not name the misspelt key
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1\n[[stage]]\nrate_rsp = 5\nduration_s = 1"),
+         "m.toml:5: stage[0].rate_rsp: unknown key; did you mean 'rate_rps'?"),
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1\n[[stage]]\nrate_rps = 1e-7\nduration_s = 1"),
+         "stage[0].rate_rps: expected a number from 1e-06 to 1e+09, got 1e-07"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 0"),
          "m.toml:4: run.max_event_bytes: expected a positive integer (at most 1073741824), got 0"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\nmax_event_bytes = 1.5"),
