@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 
@@ -69,15 +71,7 @@ class _TimerFd:
     """
 
     def __init__(self) -> None:
-        path = ctypes.util.find_library("c")
-        libc = ctypes.CDLL(path, use_errno=True)
-        self._settime = libc.timerfd_settime
-        self._settime.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec),
-                                  ctypes.POINTER(_Itimerspec)]
-        self._settime.restype = ctypes.c_int
-        create = libc.timerfd_create
-        create.argtypes = [ctypes.c_int, ctypes.c_int]
-        create.restype = ctypes.c_int
+        create, self._settime = _timerfd_calls()
         fd = create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
@@ -107,8 +101,25 @@ class _TimerFd:
         os.close(self.fd)
 
 
+@functools.lru_cache(maxsize=None)
+def _timerfd_calls() -> tuple[Any, Any]:
+    """libc's timerfd_create and timerfd_settime, typed; looked up once a process
+    (``ctypes.util.find_library`` runs ldconfig: ~4 ms a call, and an open loop's
+    first arrival waited behind two of them)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    settime = libc.timerfd_settime
+    settime.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec), ctypes.POINTER(_Itimerspec)]
+    settime.restype = ctypes.c_int
+    create = libc.timerfd_create
+    create.argtypes = [ctypes.c_int, ctypes.c_int]
+    create.restype = ctypes.c_int
+    return create, settime
+
+
+@functools.lru_cache(maxsize=None)
 def timerfd_available() -> bool:
-    """Whether this system offers a timerfd (Linux); never raises."""
+    """Whether this system offers a timerfd (Linux); never raises. Cached: the
+    runner asks before its clock starts, so that an open loop's pacer is ready at once."""
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -48,7 +48,7 @@ from ._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREA
 from ._slo import judge, record_verdict
 from ._dispatch import Dispatcher, Slot
 from ._hdr import warm_tables
-from ._pacer import Pacer, real_clock
+from ._pacer import Pacer, real_clock, timerfd_available
 from ._meter import (HeaderValues, StreamMeter, capture_headers, measure, overhead_line, record_lengths,
                      record_stream, recorder_sink, stream_line)
 from ._profile import LoadSpec, Profile, Scenario, request_headers
@@ -363,6 +363,13 @@ QUEUED_BYTES_MAX = 64 << 20
 (100 requests/s of 5 MB bodies: 125 MB at 250 ms)."""
 
 
+def _plain_origins(arms: Any, base_url: str) -> list[Any]:
+    """The plain-http target origins (the ``(name, url)`` arms', else ``base_url``'s), sorted."""
+    urls = [url for _, url in arms] if arms else [base_url]
+    origins = {StreamTransport.origin_of(httpx.Request("POST", u)) for u in urls}
+    return sorted(o for o in origins if o[0] == b"http")
+
+
 def _lookahead_ns(disp: Dispatcher) -> int:
     """How far ahead of its time the next open-loop arrival is planned (ns)."""
     return LOOKAHEAD_NS if disp.queued_bytes < QUEUED_BYTES_MAX else LOOKAHEAD_MIN_NS
@@ -380,6 +387,10 @@ SPARES_FAILED_MAX = 4
 
 SPARES_AT_START_MAX = 64
 """At most this many spare connections are opened before an open loop starts."""
+
+PREOPEN_MAX_S = 1.0
+"""How long an open loop waits, before its clock starts, for its first spare
+connections (``LoadRunner._preopen_spares``), s."""
 
 SPARES_AHEAD_NS = 50_000_000
 """Spares opened before an open loop starts cover this much of its first
@@ -704,6 +715,10 @@ class LoadRunner:
             # start-up objects, the client's among them, are frozen out of the
             # collector's scans (hopbench/_collector.py); its pauses are measured
             warm_tables()
+            if self.load.mode != "concurrency" and real_clock():
+                timerfd_available()  # (looked up once: the pacer is then made at once)
+            if self.load.mode != "concurrency" and self._dispatchable():
+                await self._preopen_spares()
             with CollectorWatch() as collector, _switch_interval(self.load.mode), self._runq:
                 self._collector = collector
                 self._client = client
@@ -1090,17 +1105,34 @@ class LoadRunner:
         n = max(math.ceil(rate * SPARES_AHEAD_NS / NS_PER_S), first) + SPARES_PER_MISS
         return min(n, SPARES_AT_START_MAX, self.load.max_in_flight)
 
+    async def _preopen_spares(self) -> None:
+        """Open an open loop's first spare connections (``_spares_at_start`` per
+        origin) before the clock starts, waiting at most ``PREOPEN_MAX_S``, as
+        wrk2 connects before it starts: an arrival due at the start then finds
+        an idle connection and the dispatcher's thread writes it on time (it
+        waited behind the loop's connect, 12-46 ms late on a busy machine, and
+        in a short run that one arrival was the schedule lag's p99: "saturated").
+        What is not open by then is opened as the clock starts, as before."""
+        assert isinstance(self._transport, StreamTransport)
+        n = self._spares_at_start()
+        with trio.move_on_after(PREOPEN_MAX_S):
+            async with trio.open_nursery() as nursery:
+                for origin in _plain_origins(self._arms, self.base_url):
+                    for _ in range(n):
+                        self._spares_opening += 1
+                        nursery.start_soon(self._open_spare, origin)
+
     def _open_spares_at_start(self) -> None:
         """Start opening the spare connections of ``_spares_at_start`` for each
-        plain-http target origin (the arms' or the target's), in the background
-        as the clock starts: an arrival due before they are open is written by
-        the loop, as without them. Not awaited: a target that does not accept
-        delays nothing and is left to the requests to report."""
-        urls = [url for _, url in self._arms] if self._arms else [self.base_url]
-        origins = {StreamTransport.origin_of(httpx.Request("POST", u)) for u in urls}
+        plain-http target origin (the arms' or the target's) that are not idle
+        already (``_preopen_spares``), in the background as the clock starts:
+        an arrival due before they are open is written by the loop, as without
+        them. Not awaited: a target that does not accept delays nothing and is
+        left to the requests to report."""
+        assert isinstance(self._transport, StreamTransport)
         n = self._spares_at_start()
-        for origin in sorted(o for o in origins if o[0] == b"http"):
-            for _ in range(n):
+        for origin in _plain_origins(self._arms, self.base_url):
+            for _ in range(n - self._transport.idle_count(origin)):
                 self._streams.start_soon(self._open_spare, origin)
                 self._spares_opening += 1
 

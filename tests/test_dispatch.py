@@ -581,11 +581,18 @@ def test_spares_are_opened_for_plain_http_origins_only_and_not_after_failures() 
     _runner.LoadRunner._missed(o, http)
     assert o._streams.started == []
     # at the start: each plain-http arm's origin, none for the https one
+    from hopbench._transport import StreamTransport
+    transport = StreamTransport()
     o = _spare_owner(_arms=(("a", "http://127.0.0.1:9/v1"), ("b", "https://127.0.0.1:10"),
-                            ("c", "http://127.0.0.1:11")))
+                            ("c", "http://127.0.0.1:11")), _transport=transport)
     _runner.LoadRunner._open_spares_at_start(o)
     assert sorted(o._streams.started) == [(http,)] * 3 + [((b"http", "127.0.0.1", 11),)] * 3
     assert o._spares_opening == 6
+    # those opened before the clock started (_preopen_spares) count: only the rest is opened
+    transport._idle[http] = [object(), object()]  # type: ignore[list-item]
+    o = _spare_owner(_transport=transport)
+    _runner.LoadRunner._open_spares_at_start(o)
+    assert o._streams.started == [(http,)] and o._spares_opening == 1
 
 
 def test_a_burst_at_the_start_of_a_trace_gets_its_spares(tmp_path: Path) -> None:
@@ -731,3 +738,29 @@ def test_an_open_loop_of_long_streams_keeps_connections_ready_as_they_pile_up(tm
     # misses: the arrivals due before the first spares were open (a loaded machine
     # may open them late), not one per connection the load needed
     assert load["dispatched"] >= 40 - 5
+
+
+def test_an_open_loops_first_spares_are_open_before_its_clock_starts(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The arrival due as the clock starts finds an idle connection for the thread to
+    write on: the first spares are opened (and awaited) before t0, and the ones opened
+    as the clock starts are only the rest. (Before, all were opened as the clock
+    started, and the first arrival waited behind the loop's own connect.)"""
+    seen: list[int] = []
+    original = _runner.LoadRunner._open_spares_at_start
+
+    def spy(self: Any) -> None:
+        origin = _runner._plain_origins(self._arms, self.base_url)[0]
+        seen.append(self._transport.idle_count(origin))
+        original(self)
+
+    monkeypatch.setattr(_runner.LoadRunner, "_open_spares_at_start", spy)
+    prof = _profile(tmp_path, 'mode = "rate"\nrate_rps = 20\narrival = "constant"')
+    prof.write_text(prof.read_text(encoding="utf-8").replace("requests = 60", "requests = 3"), encoding="utf-8")
+    out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
+    assert out.complete
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    want = min(_runner.SPARES_AT_START_MAX, 1 + _runner.SPARES_PER_MISS)  # 20/s x 50 ms, + 2
+    assert seen == [want]  # all of them idle as the clock starts
+    # counted, and not opened twice (the thread's writes may top the reserve up by a few)
+    assert want <= summary["load"]["spare_connections"] < 2 * want
