@@ -223,3 +223,26 @@ async def test_trace_equal_timestamps_are_sent_in_file_order(
     line_of = {x["id"]: x["trace_line"] for x in lines}
     order = [line_of[h["x-hopbench-request-id"]] for _, _, h in seen]
     assert len(order) == 20 and order == sorted(order), order
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "requests the dispatcher's thread does not write (no idle connection yet: the first ones of a "
+    "run) are written by the loop, each from its own trio task, in a random order among a batch; "
+    "a later row the thread writes may leave before them (LoadRunner._handed / _stream)"))
+def test_trace_equal_timestamps_reach_the_emulator_in_file_order(tmp_path: Path) -> None:
+    """On the embedded emulator (the dispatcher's thread on): requests of one timestamp are
+    written (``sent_ns``) and received (the emulator's ``t0_mono_ns``) in file order."""
+    from hopbench._run import run_profile
+
+    _same_time_trace(tmp_path, groups=30, per=4)
+    prof = _profile(tmp_path, "same.jsonl", load="max_in_flight = 1000", run="requests = 120\nduration_s = 60",
+                    target="embedded", emulator="[emulator]\nttft_ms = 1\ntokens_per_s = 0\noutput_tokens = 1")
+    outcome = run_profile(load_profile(prof), out_dir=tmp_path / "run")
+    assert outcome.summary["scopes"]["all"]["counters"]["completed"] == 120
+    streams = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
+    truth = {r["request_id"]: r for r in map(json.loads, (tmp_path / "run" / "ground_truth.jsonl")
+                                              .read_text(encoding="utf-8").splitlines())}
+    by_sent = [x["trace_line"] for x in sorted(streams, key=lambda x: (x["sent_ns"], x["trace_line"]))]
+    by_received = [x["trace_line"] for x in sorted(streams, key=lambda x: truth[x["id"]]["t0_mono_ns"])]
+    assert by_sent == sorted(by_sent), by_sent
+    assert by_received == sorted(by_received), by_received
