@@ -31,7 +31,10 @@ Invariants:
   words of 4 characters each: one token each for the emulator and for common
   BPE vocabularies, ``_lengths.WORDS``), cut to ``input_tokens``; tokens past
   the last hash id are words unique to the request.
-- Schedule offsets are integer ns, non-decreasing within a pass.
+- Schedule offsets are integer ns, non-decreasing within a pass; entries of one
+  timestamp are scheduled in file order.
+- A length of 0 (real traces hold them) is read as 1 and counted, never
+  refused and never dropped: the row is an arrival (``TraceEntries.zero_rows``).
 - A line is accepted with exactly the values, and refused with exactly the
   message, that ``_check_line`` (the standard library's parse, then each
   check in a fixed order) gives it; a file that is not UTF-8 anywhere is
@@ -903,7 +906,8 @@ class TraceSpec:
         """What the window's rows with a length of 0 became, for a person, or None
         when it has none (``TraceEntries.zero_rows``; docs/workloads.md, "Trace
         replay"): ``3 rows of t.csv have 0 tokens (2 with 0 input tokens, 1 with 0
-        output tokens; first at line 17): each is replayed with 1 token instead ...``."""
+        output tokens; first at line 17): each is replayed as an arrival with 1 token
+        instead (...)``; the window's rows only."""
         rows, n_in, n_out, first = self.entries.zero_rows()
         if not rows:
             return None
