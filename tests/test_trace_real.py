@@ -135,7 +135,8 @@ def test_trace_zero_token_rows_are_arrivals_with_one_token_and_counted(
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    ('{"timestamp_ms": 0, "input_tokens": -1, "output_tokens": 1}\n', '"input_tokens": expected an integer >= 0, got -1'),
+    ('{"timestamp_ms": 0, "input_tokens": -1, "output_tokens": 1}\n',
+     '"input_tokens": expected an integer >= 0, got -1'),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 0.0}\n',
      '"output_tokens": expected an integer >= 0, got 0.0'),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": "0"}\n',
