@@ -31,7 +31,10 @@ Invariants:
   words of 4 characters each: one token each for the emulator and for common
   BPE vocabularies, ``_lengths.WORDS``), cut to ``input_tokens``; tokens past
   the last hash id are words unique to the request.
-- Schedule offsets are integer ns, non-decreasing within a pass.
+- Schedule offsets are integer ns, non-decreasing within a pass; entries of one
+  timestamp are scheduled in file order.
+- A length of 0 (real traces hold them) is read as 1 and counted, never
+  refused and never dropped: the row is an arrival (``TraceEntries.zero_rows``).
 - A line is accepted with exactly the values, and refused with exactly the
   message, that ``_check_line`` (the standard library's parse, then each
   check in a fixed order) gives it; a file that is not UTF-8 anywhere is
@@ -92,8 +95,8 @@ class TraceEntry:
 
     Attributes:
         t_ms: its arrival, ms of trace time (float: traces may hold fractions).
-        input_tokens: prompt length, tokens (>= 1).
-        output_tokens: the ``max_tokens`` to send (>= 1).
+        input_tokens: prompt length, tokens (>= 1: a line's 0 is read as 1, ``zero_rows``).
+        output_tokens: the ``max_tokens`` to send (>= 1: a line's 0 is read as 1).
         hash_ids: the prefix blocks it is made of, in order (possibly empty).
         scenario: the scenario named on the line, or None.
         line: its 1-based line in the trace file.
@@ -122,18 +125,24 @@ class TraceEntries(Sequence[TraceEntry]):
     Columns: ``t_ms`` (float64, ms of trace time), input and output tokens
     (int32), the line (int64), each line's hash ids (one flat array and the
     offset of each line's first id) and its scenario (an index into the names
-    seen in the trace, -1 for none).
+    seen in the trace, -1 for none). Beside them, the lines whose input or
+    output length was 0 in the file (stored as 1: ``zero_rows``), in file
+    order, with which of the two was 0 (1 input, 2 output, 3 both).
     """
 
-    __slots__ = ("_t", "_inp", "_out", "_line", "_hoff", "_hashes", "_sc", "_names", "_lo", "_n")
+    __slots__ = ("_t", "_inp", "_out", "_line", "_hoff", "_hashes", "_sc", "_names", "_lo", "_n",
+                 "_zlines", "_zwhich")
 
     def __init__(self, t: array.array[float], inp: array.array[int], out: array.array[int],
                  line: array.array[int], hoff: array.array[int], hashes: array.array[int] | list[int],
-                 sc: array.array[int], names: list[str], lo: int = 0, n: int | None = None) -> None:
+                 sc: array.array[int], names: list[str], lo: int = 0, n: int | None = None,
+                 zero_lines: array.array[int] | None = None, zero_which: array.array[int] | None = None) -> None:
         self._t, self._inp, self._out, self._line = t, inp, out, line
         self._hoff, self._hashes, self._sc, self._names = hoff, hashes, sc, names
         self._lo = lo
         self._n = len(t) - lo if n is None else n
+        self._zlines: array.array[int] = array.array("q") if zero_lines is None else zero_lines
+        self._zwhich: array.array[int] = array.array("b") if zero_which is None else zero_which
 
     def __len__(self) -> int:
         return self._n
@@ -168,7 +177,24 @@ class TraceEntries(Sequence[TraceEntry]):
         lo = min(max(lo, 0), self._n)
         hi = min(max(hi, lo), self._n)
         return TraceEntries(self._t, self._inp, self._out, self._line, self._hoff, self._hashes, self._sc,
-                            self._names, self._lo + lo, hi - lo)
+                            self._names, self._lo + lo, hi - lo, self._zlines, self._zwhich)
+
+    def zero_rows(self) -> tuple[int, int, int, int | None]:
+        """The lines of this view whose input or output length was 0 in the file (each
+        read as 1: a 0-token row is still an arrival; docs/workloads.md, "Trace replay").
+
+        Returns:
+            (rows, rows with 0 input tokens, rows with 0 output tokens, the first such
+            row's 1-based line or None): a row with both at 0 counts in both.
+        """
+        if not self._zlines or not self._n:
+            return 0, 0, 0, None
+        lines = self._line
+        lo = bisect.bisect_left(self._zlines, lines[self._lo])
+        hi = bisect.bisect_right(self._zlines, lines[self._lo + self._n - 1])
+        which = self._zwhich[lo:hi]
+        return (hi - lo, sum(w & 1 for w in which), sum(w >> 1 for w in which),
+                self._zlines[lo] if hi > lo else None)
 
     def t_ms(self, k: int) -> float:
         """Entry ``k``'s arrival, ms of trace time."""
@@ -244,8 +270,9 @@ _ARRAY = "; a trace is one JSON object per line (JSONL), not a JSON array: write
 
 def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: int,
                 ) -> tuple[int | float, int, int, list[int], str | None]:
-    """Every check of one trace line, on the standard library's parse: the line's values,
-    or the ProfileError that names what is wrong (the first problem, in a fixed order).
+    """Every check of one trace line, on the standard library's parse: the line's values
+    (lengths as written: 0 included), or the ProfileError that names what is wrong (the
+    first problem, in a fixed order).
 
     The reference for ``read_trace``'s fast path: a line that path does not take
     whole comes here, so every message and every accepted value is this code's.
@@ -277,8 +304,10 @@ def _check_line(text_line: str, i: int, path: Path, last_t: float, last_line: in
     if t < last_t:
         raise fail(f'"{tkey}": timestamps out of order: {t:g} after {last_t:g} (line {last_line}); '
                    "sort the trace by time")
-    inp = _int_field(obj, "input_tokens", fail, 1, MAX_INPUT_TOKENS)
-    outp = _int_field(obj, "output_tokens", fail, 1, MAX_OUTPUT_TOKENS)
+    # 0 is a length real traces hold (a request cut off or refused before it generated):
+    # the caller reads it as 1 and counts it (TraceEntries.zero_rows)
+    inp = _int_field(obj, "input_tokens", fail, 0, MAX_INPUT_TOKENS)
+    outp = _int_field(obj, "output_tokens", fail, 0, MAX_OUTPUT_TOKENS)
     hashes = obj.get("hash_ids", [])
     if not isinstance(hashes, list) or not all(
             isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hashes):
@@ -349,10 +378,15 @@ def read_trace(path: Path) -> TraceEntries:
     """Read and check a JSONL trace.
 
     Each non-blank line is an object with ``timestamp_ms`` (a number >= 0),
-    ``input_tokens`` (>= 1), ``output_tokens`` (>= 1), optional ``hash_ids``
+    ``input_tokens`` (>= 0), ``output_tokens`` (>= 0), optional ``hash_ids``
     (an array of integers >= 0) and optional ``scenario`` (a string). The
     Mooncake names ``timestamp``, ``input_length``, ``output_length`` are
-    accepted too. Timestamps may repeat but never go back. A file whose first
+    accepted too. Timestamps may repeat but never go back (equal ones keep the
+    file's order: the entries are in file order, and so is the schedule). A
+    length of 0 is an arrival all the same: it is read as 1 (an empty prompt
+    cannot be sent, and the APIs' ``max_tokens`` is at least 1) and counted
+    (``TraceEntries.zero_rows``; the run and ``hopbench validate`` say how
+    many: ``TraceSpec.zero_note``). A file whose first
     line is Azure's header ``TIMESTAMP,ContextTokens,GeneratedTokens`` is read
     as Azure's CSV trace instead (``_read_azure``).
 
@@ -405,6 +439,8 @@ def _read(f: _Reader, path: Path) -> TraceEntries:
     compact = True  # hashes is an array (ids below 2**64): fromlist checks the ids' type and sign
     sc_col: array.array[int] = array.array("i")
     names: dict[str, int] = {}
+    zero_lines: array.array[int] = array.array("q")  # lines with a length of 0, read as 1
+    zero_which: array.array[int] = array.array("b")
     # the fast parse keeps the last value of a key named twice: _quotes_match sends such a
     # line to _check_line, whose parse (json_value) refuses it
     loads: Callable[[str], Any] = json.loads if _fast_loads is None else _fast_loads
@@ -469,6 +505,10 @@ def _read(f: _Reader, path: Path) -> TraceEntries:
                 if ids:
                     hashes = _add_ids(hashes, ids)
                     compact = type(hashes) is not list
+                if not inp or not outp:  # (only here: the fast path takes lengths >= 1 only)
+                    zero_lines.append(i)
+                    zero_which.append((not inp) | (not outp) << 1)
+                    inp, outp = inp or 1, outp or 1
             tf = float(t)
             add_t(tf)
             add_inp(inp)
@@ -479,7 +519,8 @@ def _read(f: _Reader, path: Path) -> TraceEntries:
             last_t, last_line = tf, i
     if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
-    return TraceEntries(t_col, inp_col, out_col, line_col, hoff, hashes, sc_col, list(names))
+    return TraceEntries(t_col, inp_col, out_col, line_col, hoff, hashes, sc_col, list(names),
+                        zero_lines=zero_lines, zero_which=zero_which)
 
 
 #: the header of Azure's public LLM inference traces (AzurePublicDataset: AzureLLMInferenceTrace_*.csv), lower case
@@ -512,12 +553,15 @@ def _read_azure(f: _Reader, path: Path) -> TraceEntries:
     """An Azure LLM inference trace (CSV: ``TIMESTAMP,ContextTokens,GeneratedTokens``) read into
     entries: the time in ms after the first row's, ``ContextTokens`` as the input tokens,
     ``GeneratedTokens`` as the output tokens, no hash ids (docs/workloads.md, "Trace replay").
-    Rows are checked as JSON lines are (lengths at least 1 and at most the limits, times in
-    order), each error naming its line (the header is line 1)."""
+    Rows are checked as JSON lines are (lengths at least 0 and at most the limits, times in
+    order), each error naming its line (the header is line 1); a length of 0 is read as 1
+    and counted (``TraceEntries.zero_rows``), as for JSON lines."""
     t_col: array.array[float] = array.array("d")
     inp_col: array.array[int] = array.array("i")
     out_col: array.array[int] = array.array("i")
     line_col: array.array[int] = array.array("q")
+    zero_lines: array.array[int] = array.array("q")
+    zero_which: array.array[int] = array.array("b")
     first_ns: int | None = None
     last_t, last_line, last_stamp, i = -1.0, 0, "", 0
     prev_whole, prev_base = "\0", 0  # the last row's time up to its decimal point, and its ns
@@ -552,11 +596,15 @@ def _read_azure(f: _Reader, path: Path) -> TraceEntries:
                     prev_whole, prev_base = whole, ns - int(frac.ljust(9, "0"))
             inp, outp = cells[1].strip(), cells[2].strip()
             for name, cell, limit in (("ContextTokens", inp, max_in), ("GeneratedTokens", outp, max_out)):
-                if not (cell.isascii() and cell.isdigit()) or int(cell) < 1:  # (no sign, point, space, "²")
-                    raise _azure_error(path, i, f"{name}: expected an integer >= 1, got {cell[:40]!r}")
+                if not (cell.isascii() and cell.isdigit()):  # (no sign, point, space, "²")
+                    raise _azure_error(path, i, f"{name}: expected an integer >= 0, got {cell[:40]!r}")
                 if int(cell) > limit:
                     raise _azure_error(path, i, f"{name}: expected at most {limit:,} tokens (hopbench's limit, "
                                                 f"docs/workloads.md), got {int(cell):,}")
+            n_in, n_out = int(inp), int(outp)
+            if not n_in or not n_out:  # an arrival all the same, sent with 1 token (zero_rows)
+                zero_lines.append(i)
+                zero_which.append((not n_in) | (not n_out) << 1)
             if first_ns is None:
                 first_ns = ns
             t = (ns - first_ns) / 1e6
@@ -564,15 +612,15 @@ def _read_azure(f: _Reader, path: Path) -> TraceEntries:
                 raise _azure_error(path, i, f"TIMESTAMP: timestamps out of order: {stamp} after {last_stamp} "
                                             f"(line {last_line}); sort the trace by time")
             t_col.append(t)
-            inp_col.append(int(inp))
-            out_col.append(int(outp))
+            inp_col.append(n_in or 1)
+            out_col.append(n_out or 1)
             line_col.append(i)
             last_t, last_line, last_stamp = t, i, stamp
     if not t_col:
         raise ProfileError(f"the trace {path} is empty (no request line)", path=path)
     n = len(t_col)
     return TraceEntries(t_col, inp_col, out_col, line_col, array.array("q", [0] * (n + 1)), array.array("I"),
-                        array.array("i", [-1] * n), [])
+                        array.array("i", [-1] * n), [], zero_lines=zero_lines, zero_which=zero_which)
 
 
 def _quotes_match(obj: dict[str, Any], text_line: str) -> bool:
@@ -853,13 +901,31 @@ class TraceSpec:
         ``period_ms``: that is its rate."""
         return not self.loop and self.entries.t_ms(0) == self.entries.t_ms(len(self.entries) - 1)
 
+    @property
+    def zero_note(self) -> str | None:
+        """What the window's rows with a length of 0 became, for a person, or None
+        when it has none (``TraceEntries.zero_rows``; docs/workloads.md, "Trace
+        replay"): ``3 rows of t.csv have 0 tokens (2 with 0 input tokens, 1 with 0
+        output tokens; first at line 17): each is replayed as an arrival with 1 token
+        instead (...)``; the window's rows only."""
+        rows, n_in, n_out, first = self.entries.zero_rows()
+        if not rows:
+            return None
+        kinds = ", ".join(f"{n} with 0 {what} tokens" for n, what in ((n_in, "input"), (n_out, "output")) if n)
+        return (f"{rows} row{'s' if rows != 1 else ''} of {self.path.name} "
+                f"{'have' if rows != 1 else 'has'} 0 tokens ({kinds}; first at line {first}): "
+                f"{'each is' if rows != 1 else 'it is'} replayed as an arrival with 1 token instead "
+                "(an empty prompt cannot be sent; max_tokens is at least 1)")
+
     def offset_ns(self, i: int, rep: int) -> int:
         """Entry ``i``'s scheduled time in pass ``rep`` (0-based), ns from the replay's start."""
         t_ms = self.entries.t_ms(i) - self.start_ms + rep * self.period_ms
         return int(round(t_ms * _NS_PER_MS / self.speedup))
 
     def arrivals(self, part: int = 0, parts: int = 1) -> Iterator[tuple[int, int, int]]:
-        """The schedule: (offset ns, entry index, pass) in time order.
+        """The schedule: (offset ns, entry index, pass) in time order; entries of
+        one timestamp in file order (their offsets are equal: the runner takes
+        them up in the order given here).
 
         Args:
             part, parts: this worker's share: the entries whose index is
@@ -959,7 +1025,8 @@ def replay_plan(spec: TraceSpec, duration_ns: int | None, requests: int | None,
 
     The line gives the window's requests, one pass's replay time at
     ``spec.speedup`` and the mean rate (a replay of :attr:`TraceSpec.one_instant`
-    has none: the line says the requests are due at one instant). The warning: one pass takes longer than
+    has none: the line says the requests are due at one instant), then
+    :attr:`TraceSpec.zero_note` when the window has rows with 0 tokens. The warning: one pass takes longer than
     ``LONG_REPLAY_S`` with nothing else to end it (a speedup far below 1 stretches
     the trace: ``speedup = 1e-6`` makes a 10 s trace 116 days), or
     ``run.duration_s`` ends the replay before the window's last request.
@@ -979,6 +1046,9 @@ def replay_plan(spec: TraceSpec, duration_ns: int | None, requests: int | None,
         line = (f"trace replay: {n} request{'s' if n != 1 else ''} from {spec.path.name}, "
                 f"{_span(pass_s)} a pass at speedup {spec.speedup:g} (mean {spec.rate_rps:.3g} requests/s)"
                 + (", looped" if spec.loop else ""))
+    note = spec.zero_note
+    if note is not None:
+        line += f"; {note}"
     warning = None
     if duration_ns is None and requests is None and pass_s > LONG_REPLAY_S:
         warning = (f"the trace's window takes {_span(pass_s)} to replay at load.speedup = {spec.speedup:g} "

@@ -386,7 +386,8 @@ def _signals_interrupt() -> Iterator[None]:
 def validate_command(profiles: Sequence[Path]) -> int:
     """``hopbench validate``: load each profile; print ``PATH: ok`` for each valid one, and
     on stderr what each dataset gave, as ``run`` does before its load (records skipped,
-    filtered, sampled: docs/workloads.md, "Datasets").
+    filtered, sampled: docs/workloads.md, "Datasets"), and a trace's rows with 0 tokens
+    (read as 1: ``hopbench._trace.TraceSpec.zero_note``).
 
     Returns:
         EXIT_OK when all are valid.
@@ -401,6 +402,8 @@ def validate_command(profiles: Sequence[Path]) -> int:
         for sc in profile.scenarios:
             if sc.dataset_note:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
+        if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, read as 1
+            print(f"hopbench: trace: {profile.load.trace.zero_note}", file=sys.stderr)
         print(f"{path}: ok")
     return EXIT_OK
 

@@ -92,7 +92,8 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
     ('{"input_tokens": 1, "output_tokens": 1}\n', 1, 'missing field "timestamp_ms"'),
     ('{"timestamp_ms": 0, "output_tokens": 1}\n', 1, 'missing field "input_tokens"'),
     ('{"timestamp_ms": 0, "input_tokens": 1}\n', 1, 'missing field "output_tokens"'),
-    ('{"timestamp_ms": 0, "input_tokens": 0, "output_tokens": 1}\n', 1, "expected an integer >= 1"),
+    ('{"timestamp_ms": 0, "input_tokens": -1, "output_tokens": 1}\n', 1, '"input_tokens": expected an integer >= 0'),
+    ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 2.5}\n', 1, '"output_tokens": expected an integer >= 0'),
     ('{"timestamp_ms": -1, "input_tokens": 1, "output_tokens": 1}\n', 1, "expected a number of ms >= 0"),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1, "hash_ids": [1, "2"]}\n', 1, "hash_ids"),
     ('{"timestamp_ms": 5, "input_tokens": 1, "output_tokens": 1}\n'

@@ -175,7 +175,7 @@ OK = '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_ids": [1, 2]
     (OK * 5 + '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_ids": [1, true]}\n', 6,
      '"hash_ids": expected an array of integers >= 0'),
     (OK * 5 + '{"timestamp": 1, "input_length": true, "output_length": 2}\n', 6,
-     '"input_length": expected an integer >= 1, got true'),
+     '"input_length": expected an integer >= 0, got true'),
     (OK * 5 + '{"timestamp": false, "input_length": 5, "output_length": 2}\n', 6,
      '"timestamp": expected a number of ms >= 0, got false'),
     # an integer timestamp too large for orjson's 64 bits (it reads a float): the standard

@@ -279,13 +279,13 @@ def test_inputs_azure_csv_trace_is_read_relative_to_its_first_row(tmp_path: Path
     for row, words in [("2024-05-10T00:00:01Z,10,4", None),
                        ("2024-05-10 00:00:00,10,4", "timestamps out of order: 2024-05-10 00:00:00 after "
                                                     "2024-05-10 00:00:00.004676+00:00 (line 2)"),
-                       ("2024-05-10 00:00:01,10,0", "GeneratedTokens: expected an integer >= 1, got '0'"),
-                       ("2024-05-10 00:00:01,-3,4", "ContextTokens: expected an integer >= 1, got '-3'"),
+                       ("2024-05-10 00:00:01,-3,4", "ContextTokens: expected an integer >= 0, got '-3'"),
+                       ("2024-05-10 00:00:01,10,4.5", "GeneratedTokens: expected an integer >= 0, got '4.5'"),
                        ("2024-05-10 00:00:01,2000001,4", "ContextTokens: expected at most 2,000,000 tokens"),
                        ("5/10/2024 00:00,10,4", "TIMESTAMP: expected a date and time such as"),
                        (",10,4", "TIMESTAMP: expected a date and time such as"),
                        ("2024-05-10 00:00:01.²,10,4", "TIMESTAMP: expected a date and time such as"),
-                       ("2024-05-10 00:00:01,²,4", "ContextTokens: expected an integer >= 1, got '²'"),
+                       ("2024-05-10 00:00:01,²,4", "ContextTokens: expected an integer >= 0, got '²'"),
                        ("2024-05-10 00:00:01,10", "expected 3 cells (TIMESTAMP,ContextTokens,GeneratedTokens)")]:
         (tmp_path / "b.csv").write_text(head + row + "\n", encoding="utf-8")
         if words is None:
