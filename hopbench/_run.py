@@ -146,6 +146,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     runner: LoadRunner | None = None
     if profile.target.url is not None and profile.emulator:
         meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
+    if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, sent with 1
+        meta.setdefault("notes", []).append(profile.load.trace.zero_note)
     scrapers: list[Any] = []  # the [[scrape]] threads (hopbench._scrape), stopped with the stack
     upstream: Any = None  # the gateway's upstream (hopbench._gateway.UpstreamHandle)
     made = False  # the folder exists (ResultsWriter made it)

@@ -656,6 +656,8 @@ def build_meta(profile: Profile, engine: str, n_workers: int) -> dict[str, Any]:
     """The summary metadata before the run: ``run_profile``'s plus the engine."""
     meta = base_meta(profile)
     meta.update(workers=n_workers, engine=engine)
+    if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, sent with 1
+        meta.setdefault("notes", []).append(profile.load.trace.zero_note)
     return meta
 
 
@@ -936,7 +938,7 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
         if scraper is not None:
             scraper.stop()
             meta["scrape"] = scraper.summary()
-            meta["notes"] = scraper.warnings()
+            meta.setdefault("notes", []).extend(scraper.warnings())
         if emulator is not None:
             emulator.__exit__(None, None, None)  # its record is whole now
             meta.setdefault("notes", []).extend(merger.join_cancels(out / meta["ground_truth"]))

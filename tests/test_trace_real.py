@@ -247,3 +247,22 @@ def test_trace_equal_timestamps_reach_the_emulator_in_file_order(tmp_path: Path)
     by_received = [x["trace_line"] for x in sorted(streams, key=lambda x: truth[x["id"]]["t0_mono_ns"])]
     assert by_sent == sorted(by_sent), by_sent
     assert by_received == sorted(by_received), by_received
+
+
+def test_trace_zero_token_note_reaches_summary_json(tmp_path: Path) -> None:
+    """The count of 0-token rows is in the run's own record (summary.json's notes), not
+    only on the terminal: in one process and in the driver of ``--workers``."""
+    from hopbench._run import run_profile
+    from hopbench._workers import build_meta
+
+    jsonl, _ = _zero_traces(tmp_path)
+    prof = _profile(tmp_path, jsonl.name, load="speedup = 20", target="embedded",
+                    emulator="[emulator]\nttft_ms = 1\ntokens_per_s = 5000\n")
+    profile = load_profile(prof)
+    note = profile.load.trace.zero_note
+    assert note is not None
+    assert note in build_meta(profile, "local", 2)["notes"]
+    out = run_profile(profile, out_dir=tmp_path / "out")
+    assert out.complete
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert note in summary["warnings"]
