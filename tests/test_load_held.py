@@ -188,6 +188,28 @@ async def test_load_held_trace_at_one_instant_has_no_rate(
     assert not looped.load.trace.one_instant
 
 
+@pytest.mark.parametrize("trace", [[1234.5] * 3, [0.0] * 30, [500.0]])
+async def test_load_held_trace_at_one_instant_taken_up_late_is_sent(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        trace: list[float]) -> None:
+    # breaker: 3 entries at one timestamp, taken up 13-97 ms late on a busy machine, read
+    # "load: 0 of 3 due arrivals sent", held false, and failed the gate's run.load_held,
+    # although all 3 completed: the made-up window after the instant (1 ms / 3) ended
+    # before the client took them up, and WindowCount.end left them out
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    _late_pacer(monkeypatch, 0.013)
+    profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', trace)
+    runner, rec = await _run(profile)
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    n = len(trace)
+    assert profile.load.trace.one_instant
+    assert rec.snapshot().counter(ALL, "completed") == runner.stats.arrivals == n
+    assert load["due"] == load["sent"] == n and load["held"] is True and not _not_held(warnings)
+    assert load["load_window_s"] is None and runner.stats.schedule_end_ns == 0
+    text = load_text(load)
+    assert text is not None and text.startswith(f"{n} of {n} due arrivals sent · ")
+
+
 def test_load_held_trace_at_one_instant_short_of_its_due_is_not_held(tmp_path: Path) -> None:
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', [0.0] * 10)
     counters = RunCounters(stop_ns=5 * S, schedule_end_ns=int(0.0001 * S), due=10, sent_in_window=5)
@@ -534,17 +556,104 @@ async def test_load_held_on_time_trace_still_counts_every_request(
     assert load["held"] is True and not [w for w in warnings if "load not held" in w]
 
 
-async def test_load_held_late_request_budget_reads_the_rate_it_achieved(
+async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # 20 requests at 10/s (a budget: not judged held, but its rate is shown): 13 in the window
+    # 20 requests at 10/s, each taken up 0.15 s after the one before: 13 in the window. A
+    # budget's end is not a failure to hold load (its window ends one gap after its last
+    # arrival), but a client behind it is: the same schedule as a trace without loop reads
+    # the same. breaker: 400 requests at 800/s read "240 of 400 due arrivals sent (480.0 of
+    # 800.0 requests/s)", held null, no warning, and passed the gate's run.load_held
+    # where the same trace was not held ("384 of 800")
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
     _late_pacer(monkeypatch, 0.15)
-    profile = _profile(tmp_path, "requests = 20", 'mode = "rate"\nrate_rps = 10\narrival = "constant"')
+    budget = _profile(tmp_path, "requests = 20", 'mode = "rate"\nrate_rps = 10\narrival = "constant"')
+    trace = _profile(tmp_path, "", 'mode = "trace"\ntrace = "t.jsonl"', [100.0 * i for i in range(20)])
+    seen = []
+    for profile in (budget, trace):
+        runner, rec = await _run(profile)
+        _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+        assert runner.stats.arrivals == 20
+        assert load["due"] == 20 and load["sent"] == 13 and load["achieved_rate_rps"] == 6.5  # before: 20, 10.0
+        assert load["held"] is False
+        (warning,) = _not_held(warnings)
+        assert warning.startswith("load not held: 13 of the 20 arrivals due in the load's window were sent")
+        seen.append(load_text(load))
+    assert seen[0] == seen[1] and seen[0] is not None and seen[0].startswith("13 of 20 due arrivals sent (6.50 of 10.00")
+
+
+@pytest.mark.parametrize("run", ["", "duration_s = 60"])
+async def test_load_held_window_of_a_trace_that_ran_out_ends_one_gap_after_its_last_arrival(
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        run: str) -> None:
+    # docs/results.md, "Load held": one mean gap after the last arrival was due, whether the
+    # streams drained before that or after it. breaker: a trace at 0/1000/2000 ms whose
+    # streams drained by 2.05 s read a 2.048 s window and a requested rate of 1.465/s; the
+    # window is the trace's own period (2 s + the mean gap: 3 s, as a looped replay's)
+    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.25,))))
+    trace = [0.0, 1000.0, 2000.0]
+    profile = _profile(tmp_path, run or "requests = 3", 'mode = "trace"\ntrace = "t.jsonl"', trace)
     runner, rec = await _run(profile)
-    _, _, load = analyse(profile, runner.stats, rec.snapshot())
-    assert runner.stats.arrivals == 20
-    assert load["sent"] == 13 and load["achieved_rate_rps"] == 6.5  # before: 20 and 10.0
-    assert load["held"] is None
+    _, warnings, got = analyse(profile, runner.stats, rec.snapshot())
+    assert runner.stats.stop_ns < 3 * S                           # the streams drained before it
+    assert got["load_window_s"] == 3.0 and got["trace"]["scheduled"] == 3
+    assert got["requested_rate_rps"] == got["achieved_rate_rps"] == 1.0
+    assert got["due"] == got["sent"] == 3 and got["held"] is True and not _not_held(warnings)
+    looped = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"\nloop = true', trace)
+    assert looped.load.trace.period_ms == 3000.0
+
+
+def test_load_held_window_of_a_budget_is_not_cut_by_the_drain(tmp_path: Path) -> None:
+    # requests = 1 at 1/s: the dispatcher thread plans an arrival ahead of its time, the
+    # stream ended by 0.75 s; breaker: a 0.753 s window, "1.33 of 1.00 requests/s"
+    profile = _profile(tmp_path, "requests = 1", 'mode = "rate"\nrate_rps = 1\narrival = "constant"')
+    counters = RunCounters(stop_ns=int(0.753 * S), schedule_end_ns=S, due=1, sent_in_window=1,
+                           arrivals_in_window=1)
+    _, warnings, load = analyse(profile, counters, Snapshot.merge([]))
+    assert load["load_window_s"] == 1.0 and load["achieved_rate_rps"] == load["requested_rate_rps"] == 1.0
+    assert load["held"] is True and not _not_held(warnings)
+
+
+@pytest.mark.parametrize(("requests", "rate_rps"), [(1, 1), (2, 2)])
+def test_load_held_window_of_a_budget_on_the_embedded_emulator(
+        tmp_path: Path, requests: int, rate_rps: int) -> None:
+    # the real path (the dispatcher thread, 127.0.0.1): breaker "requests = 1" at 1/s read a
+    # 0.753 s window ("1.33 of 1.00 requests/s"), "requests = 2" at 2/s 0.752 s. The window's
+    # end is the schedule's (the last arrival plus one gap), exact whatever the machine's load
+    import json
+
+    from hopbench._run import run_profile
+
+    path = tmp_path / "p.toml"
+    path.write_text(f'[run]\nrequests = {requests}\n[load]\nmode = "rate"\nrate_rps = {rate_rps}\n'
+                    'arrival = "constant"\n[target]\nembedded = true\n[[scenario]]\nprotocol = "chat"\n'
+                    'model = "m"\n[emulator]\nttft_ms = 5\ntokens_per_s = 2000\noutput_tokens = 8\nseed = 5\n')
+    run_profile(load_profile(path), out_dir=tmp_path / "out")
+    load = json.loads((tmp_path / "out" / "summary.json").read_text())["load"]
+    assert load["load_window_s"] == 1.0
+    assert load["requested_rate_rps"] == rate_rps
+    assert load["due"] == requests and load["achieved_rate_rps"] == load["sent"] / 1.0
+
+
+def test_load_held_window_ends_at_the_deadline_when_the_stop_is_read_late(tmp_path: Path) -> None:
+    # breaker: run.duration_s = 1 at 800/s, the stop read 1.03-1.23 s into the run on a busy
+    # loop: load_window_s 1.23, "287 of 800 requests/s" though 352 were sent in the 1 s window
+    # (the due and sent counts were already bounded by the deadline: WindowCount, DueCount)
+    profile = _profile(tmp_path, "duration_s = 1", 'mode = "rate"\nrate_rps = 800\narrival = "constant"')
+    counters = RunCounters(stop_ns=int(1.23 * S), due=800, sent_in_window=352, arrivals_in_window=352)
+    _, warnings, load = analyse(profile, counters, Snapshot.merge([]))
+    assert load["load_window_s"] == 1.0 and load["achieved_rate_rps"] == load["arrival_rate_rps"] == 352.0
+    assert load["measured_s"] == 1.23                                # how long the run measured: as read
+    assert _not_held(warnings) == ["load not held: 352 of the 800 arrivals due in the load's window were "
+                                   "sent to the target (352.0 requests/s, 800 requested)"]
+    # with a warm-up: [warm-up end, deadline)
+    warm = _profile(tmp_path, "duration_s = 3\nwarmup_s = 1", 'mode = "rate"\nrate_rps = 10')
+    _, _, load = analyse(warm, RunCounters(stop_ns=int(3.2 * S), due=20, sent_in_window=20), Snapshot.merge([]))
+    assert load["load_window_s"] == 2.0 and load["achieved_rate_rps"] == 10.0
+    # a budget that ran out after the deadline: the deadline still bounds it
+    both = _profile(tmp_path, "duration_s = 1\nrequests = 10", 'mode = "rate"\nrate_rps = 5')
+    _, _, load = analyse(both, RunCounters(stop_ns=int(1.1 * S), schedule_end_ns=int(1.2 * S), due=5,
+                                           sent_in_window=5), Snapshot.merge([]))
+    assert load["load_window_s"] == 1.0
 
 
 def test_window_count_takes_up_to_the_end_of_a_schedule_that_ran_out() -> None:

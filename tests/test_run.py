@@ -435,7 +435,8 @@ model = "m"
     started = outcome.summary["scopes"]["all"]["counters"]["started"]
     # achieved counts requests written to the target: every started one but those a
     # busy client had not yet written when the run ended, at most max_in_flight of them
-    achieved_n = load["achieved_rate_rps"] * load["measured_s"]
+    # (per second of the load's window: [0, deadline), not measured_s, the stop as read, later)
+    achieved_n = load["achieved_rate_rps"] * load["load_window_s"]
     assert started - 5 - 0.01 <= achieved_n <= started + 0.01, (achieved_n, started)
     assert load["arrival_rate_rps"] > 2 * load["achieved_rate_rps"]
 
