@@ -291,7 +291,9 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     lighter load than asked are no evidence of the gateway at that load, so
     ``held: false`` fails unless ``allow_load_not_held``. ``held`` null passes (a
     run bounded by ``run.requests`` is not judged: its end is not a failure to
-    hold load), and so does a summary without it. The figures are said in the
+    hold load; nor is a run with nothing due or measured, which other checks
+    fail), and so does a summary without it; the detail gives the reason
+    (:func:`_not_judged_reason`). The figures are said in the
     words of the terminal's ``load:`` line (``hopbench._format.load_phrase``).
 
     As ``run.not_saturated`` reads the top-level ``saturated``, this reads the
@@ -327,9 +329,7 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
         if held is True:  # held with no figure: no load reached the target (e.g. unreachable)
             return RunCheck("run.load_held", True, f"{where}load not judged (load.held true without "
                             "figures: nothing was measured)")
-        why = ("load.held null: a run bounded by run.requests" if "held" in load
-               else "summary.json has no load.held")
-        return RunCheck("run.load_held", True, f"{where}load not judged ({why})")
+        return RunCheck("run.load_held", True, f"{where}load not judged ({_not_judged_reason(summary, load)})")
     if held is False:
         if not figures:  # a summary without the figures: the run's own words
             warned = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "load not held" in w]
@@ -346,6 +346,43 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     if opts.allow_load_not_held:
         detail += "; allowed (allow_load_not_held)"
     return RunCheck("run.load_held", opts.allow_load_not_held, detail)
+
+
+def _not_judged_reason(summary: Mapping[str, Any], load: Mapping[str, Any]) -> str:
+    """Why a run's ``load.held`` is null, from what its summary.json shows (docs/gate.md).
+
+    The run leaves ``held`` null (``hopbench._finish.analyse``) for a run bounded by
+    ``run.requests``, an open loop with no arrival due in its measured window
+    (``load.due`` 0: a short Poisson run, a run stopped in its warm-up), and a closed
+    loop with no steady window (``mean_busy`` null); an interruption is said beside it.
+
+    Args:
+        summary: a summary.json dict (``profile.run.requests``, ``stages_kind``,
+            ``headline.started``, ``complete``, ``interrupted_by``).
+        load: its ``load`` block.
+
+    Returns:
+        The reason, e.g. ``load.held null: no arrival was due in the measured window
+        (load.due 0); no stream was measured``. Never raises.
+    """
+    if "held" not in load:
+        return "summary.json has no load.held"
+    profile = summary.get("profile")
+    run = profile.get("run") if isinstance(profile, Mapping) else None
+    # a stage's or probe's run never has a request budget (hopbench._stages.stage_profile)
+    if not summary.get("stages_kind") and isinstance(run, Mapping) and run.get("requests") is not None:
+        return "load.held null: a run bounded by run.requests"
+    why: list[str] = []
+    if load.get("mode") in ("rate", "trace") and load.get("due") == 0:
+        why.append("no arrival was due in the measured window (load.due 0)")
+    elif load.get("mode") == "concurrency" and load.get("mean_busy") is None:
+        why.append("no steady window was measured (load.mean_busy null)")
+    head = summary.get("headline")
+    if isinstance(head, Mapping) and head.get("started") == 0:
+        why.append("no stream was measured")
+    if summary.get("complete") is False and summary.get("interrupted_by"):
+        why.append(f"the run was interrupted ({summary.get('interrupted_by')})")
+    return "load.held null: " + ("; ".join(why) if why else "the run did not judge it")
 
 
 def _staged_stages(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:

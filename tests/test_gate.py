@@ -216,12 +216,35 @@ def test_gate_load_held_or_not_judged_passes() -> None:
     assert _check(report, "run.load_held").detail == "load held: 119 of 120 due arrivals sent (14.90 of 15.00 requests/s)"
     # a run bounded by run.requests is not judged (held null); an older summary
     # without held says nothing either: not a failure
+    budgeted = {"run": {"warmup_s": 1, "requests": 100}, "load": {"concurrency": 8},
+                "scenario": [{"name": "chat", "protocol": "chat"}]}
     for load, why in (({"measured_s": 10.0}, "summary.json has no load.held"),
                       (None, "summary.json has no load.held"),
                       ({"measured_s": 10.0, "held": None}, "load.held null: a run bounded by run.requests")):
-        report = evaluate_gate(_summary(load=load), {"ttft.p50": "<= 1s"})
+        report = evaluate_gate(_summary(load=load, profile=budgeted), {"ttft.p50": "<= 1s"})
         c = _check(report, "run.load_held")
         assert report.passed and c.passed and c.detail == f"load not judged ({why})"
+
+
+def test_gate_load_not_judged_gives_the_true_reason() -> None:
+    # a 0.3 s Poisson run with no arrival due, and an interrupted run: neither had run.requests,
+    # and the detail never says it had (it said "a run bounded by run.requests")
+    empty = {"mode": "rate", "measured_s": 0.3, "due": 0, "sent": 0, "held": None}
+    report = evaluate_gate(_summary(load=empty, headline={"started": 0, "completed": 0}), {"ttft.p50": "<= 1s"})
+    c = _check(report, "run.load_held")
+    assert c.detail == ("load not judged (load.held null: no arrival was due in the measured window "
+                        "(load.due 0); no stream was measured)"), c.detail
+    assert not report.passed  # run.streams_measured fails it
+    closed = {"mode": "concurrency", "measured_s": 0.0, "mean_busy": None, "held": None}
+    report = evaluate_gate(_summary(load=closed, complete=False, interrupted_by="SIGINT"), {"ttft.p50": "<= 1s"})
+    c = _check(report, "run.load_held")
+    assert "run.requests" not in c.detail
+    assert c.detail == ("load not judged (load.held null: no steady window was measured (load.mean_busy null); "
+                        "the run was interrupted (SIGINT))"), c.detail
+    # a staged folder: its stages never run with a request budget, whatever the profile says
+    staged = {"run": {"requests": 50}, "scenario": [{"name": "chat", "protocol": "chat"}]}
+    report = evaluate_gate(_summary(load=empty, profile=staged, stages_kind="stages"), {"ttft.p50": "<= 1s"})
+    assert "run.requests" not in _check(report, "run.load_held").detail
 
 
 def test_gate_load_not_held_without_figures_quotes_the_warning() -> None:
