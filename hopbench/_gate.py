@@ -385,6 +385,28 @@ def _not_judged_reason(summary: Mapping[str, Any], load: Mapping[str, Any]) -> s
     return "load.held null: " + ("; ".join(why) if why else "the run did not judge it")
 
 
+def _interruption_note(summary: Mapping[str, Any]) -> list[str]:
+    """One warning when the run warned of streams cancelled at its stop and a budget
+    names ``interruption_rate``: the two are different quantities (docs/gate.md).
+
+    The budget's ``interruption_rate`` is (failed + truncated + timeout) / responded
+    (``hopbench._outcomes.RATES``): streams broken after a response. The run's
+    ``interruption rate X% (> 5%)`` warning (``hopbench._finish.outcome_warnings``)
+    counts the streams cancelled at the stop (the headline's ``interrupted_rate``,
+    cancelled / started), which no rate budget counts. Returns [] or one warning.
+    """
+    said = next((w for w in summary.get("warnings") or () if isinstance(w, str)
+                 and w.startswith("interruption rate ")), None)
+    if said is None:
+        return []
+    head = summary.get("headline")
+    value = head.get("interrupted_rate") if isinstance(head, Mapping) else None
+    share = f"{value:.1%}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+    return [f"the budget interruption_rate counts streams broken after a response ((failed + truncated + timeout) "
+            f"/ responded), not the streams cancelled at the stop that the run's \"{said.split(':')[0]}\" "
+            f"warning counts (headline interrupted_rate {share}: cancelled / started)"]
+
+
 def _staged_stages(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The stages of a plain ``[[stage]]`` run (its ``stages`` entries), in the order run;
     [] for a capacity search (its probes above capacity are expected to fail) and for a
@@ -565,6 +587,8 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
     base_where = f"{baseline_dir}/summary.json" if baseline_dir is not None else "baseline summary"
     results = tuple(_evaluate_one(b, summary, baseline, measured_s, base_measured_s, where, base_where)
                     for b in budgets)
+    if any(b.rate == "interruption_rate" for b in budgets):
+        warnings += _interruption_note(summary)
     name = summary.get("name")
     return GateReport(
         name=name if isinstance(name, str) else None,
