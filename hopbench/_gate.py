@@ -254,6 +254,13 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
         checks.append(RunCheck("run.output_measured", False,
                                f"none of the {head.get('completed'):,} completed streams carried output "
                                "(no ttft sample, no output tokens)"))
+    empty = [str(st.get("folder") or "?") for st in _staged_stages(summary) if st.get("measured") is False]
+    if empty and not any(c.name in ("run.streams_completed", "run.streams_measured") for c in checks):
+        # a plain [[stage]] run: every stage is load the profile asked for; one that measured
+        # nothing is no evidence (hopbench run exits 4 for it; docs/slo.md)
+        checks.append(RunCheck("run.streams_measured", False,
+                               f"no stream was measured in stage{'s' if len(empty) > 1 else ''} {', '.join(empty)} "
+                               "(none started after the warm-up)"))
     failed = _failed_parts(summary)
     if failed and not any(c.name == "run.streams_completed" for c in checks):
         # one scenario (or A/B arm) of several completed nothing: `hopbench run` exits 4 for it

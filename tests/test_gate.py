@@ -738,3 +738,20 @@ def test_gate_interruption_rate_budget_says_it_is_not_the_runs_interruption_warn
     # another budget, or a run without the warning: no note
     assert evaluate_gate(s, {"error_rate": "<= 1%"}).warnings == ()
     assert evaluate_gate(_summary(), {"interruption_rate": "<= 1%"}).warnings == ()
+
+
+def test_gate_stage_that_measured_nothing_fails_streams_measured() -> None:
+    # [[stage]] rate_rps = 5 for 0.3 s, no arrival due: the folder's record is a stage that
+    # measured; the empty stage is no evidence, as a plain run that measured nothing
+    stages = [{"folder": "stage-01-r5", "load": 5.0, "mode": "rate", "measured": False, "held": None,
+               "passed": False, "reasons": ["not measured"]},
+              {"folder": "stage-02-r10", "load": 10.0, "mode": "rate", "measured": True, "held": True,
+               "passed": True, "reasons": []}]
+    s = _summary(stages=stages, stages_kind="stages", stage_of_record="stage-02-r10")
+    report = evaluate_gate(s, {"ttft.p50": "<= 1s"})
+    c = _check(report, "run.streams_measured")
+    assert not report.passed and not c.passed
+    assert c.detail == "no stream was measured in stage stage-01-r5 (none started after the warm-up)"
+    # a search's empty probe is its capacity's business (capacity.status), not this check
+    s = _summary(stages=stages, stages_kind="search", stage_of_record="stage-02-r10")
+    assert evaluate_gate(s, {"ttft.p50": "<= 1s"}).passed
