@@ -45,8 +45,8 @@ def capacity_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         summary: a staged run's summary.json (``stages``, ``capacity``).
 
     Returns:
-        Rows: the stages entries plus ``knee`` (bool) and ``verdict`` ("pass" or
-        "fail: reasons"), ascending by load (in the order run when stages mix
+        Rows: the stages entries plus ``knee`` (bool) and ``verdict`` ("pass",
+        "fail: reasons", or "not measured: ..." for a stage that measured nothing), ascending by load (in the order run when stages mix
         concurrency and rate); empty when the summary has no stages.
     """
     stages = summary.get("stages") or []
@@ -59,7 +59,10 @@ def capacity_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     for entry in entries:
         row = dict(entry)
         row["knee"] = knee is not None and entry.get("load") == knee
-        row["verdict"] = "pass" if entry.get("passed") else "fail: " + ", ".join(entry.get("reasons") or [])
+        row["verdict"] = ("pass" if entry.get("passed") else
+                          # measured nothing: neither a pass nor a fail (docs/slo.md)
+                          "not measured: no stream started after the warm-up" if entry.get("measured") is False
+                          else "fail: " + ", ".join(entry.get("reasons") or []))
         rows.append(row)
     return rows
 
@@ -94,7 +97,8 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
             reasons.append(f"load {load}: {row['verdict']}")
         table.add_row(load + (" ◀" if row["knee"] else ""),
                       *(_fmt(row.get(field), fmt) for _, field, fmt in COLUMNS),
-                      "pass" if passed else "fail", style=style)
+                      "pass" if passed else "-" if row["verdict"].startswith("not measured") else "fail",
+                      style=style)
     console.print(table)
     for line in reasons:  # (reasons are text, not markup); wrapped at the console's width
         console.print(escape(line), highlight=False)

@@ -10,6 +10,8 @@ comparison. User documentation: docs/compare.md.
 
 Invariants:
 
+* A side with nothing measured (no sample of a metric, no stream behind a rate)
+  makes the verdict "not_comparable": never "same", never a reason made up for it.
 * A verdict is "worse" or "better" only when a test is significant at
   ``alpha`` *and* the change is at least ``min_effect`` (relative), so a huge
   run cannot call a 0.5 % shift a change, and a 1 % change inside the noise
@@ -36,6 +38,7 @@ from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, poisson_rat
 
 __all__ = [
     "ALPHA",
+    "NOT_COMPARABLE",
     "DEFAULT_METRICS",
     "MIN_EFFECT",
     "Comparison",
@@ -49,6 +52,9 @@ __all__ = [
 
 ALPHA: Final = 0.01
 """Significance level of every test (two-sided); tail CIs are at 1 - ALPHA."""
+NOT_COMPARABLE: Final = "not_comparable"
+"""The verdict of a metric or rate one run has nothing of (no sample, no stream, no
+measured duration): there is nothing to test, so it is neither "same" nor a change."""
 MIN_EFFECT: Final = 0.05
 """Smallest relative change (of the median, or of a tail percentile) that can be a verdict."""
 MIN_ABS_MS: Final = 1.0
@@ -92,7 +98,8 @@ class MetricComparison:
         candidate: the same for the candidate.
         test: Mann-Whitney U on the two histograms.
         tails: ``{"p90"|"p99": {"base_ci": [lo, hi] | None, "candidate_ci": ..., "verdict"}}``.
-        verdict: ``"better"``, ``"worse"`` or ``"same"``.
+        verdict: ``"better"``, ``"worse"``, ``"same"`` or ``"not_comparable"`` (one
+            side has no sample: :data:`NOT_COMPARABLE`).
         reasons: why, one phrase each (empty for "same" with nothing notable).
     """
 
@@ -126,7 +133,8 @@ class RateComparison:
         method: the test used (``"two-proportion z"``, ``"fisher exact"``,
             ``"mann-whitney over intervals"``, ``"none"``).
         p_value: its two-sided p-value (1.0 when untestable).
-        verdict: better, worse or same.
+        verdict: better, worse, same, or not_comparable (one side counted no stream
+            or has no measured duration).
         unit: ``""`` for proportions, ``"tokens/s"`` or ``"/s"``.
     """
 
@@ -358,9 +366,17 @@ def _streams(scope: Mapping[str, Any]) -> int:
     return max(n, 0)
 
 
+def _completed(scope: Mapping[str, Any]) -> int:
+    """A scope's completed streams (its ``completed`` counter; 0 when absent)."""
+    counters = scope.get("counters")
+    v = counters.get("completed", 0) if isinstance(counters, Mapping) else 0
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
 def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha: float = ALPHA,
                    min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS,
-                   streams: tuple[int, int] | None = None) -> MetricComparison:
+                   streams: tuple[int, int] | None = None,
+                   completed: tuple[int, int] | None = None) -> MetricComparison:
     """Compare one metric's histograms (base ``a``, candidate ``b``).
 
     Verdict rules (docs/compare.md): a *shift* when Mann-Whitney U is
@@ -370,6 +386,9 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
     percentile moved by at least ``min_effect``. For times both must also
     move by at least ``min_abs_ms`` (sub-millisecond loopback noise is no
     verdict). Any worse -> "worse"; else any better -> "better"; else "same".
+    A side without samples: "not_comparable", except ``ttft`` of a candidate
+    whose streams completed (``completed``, else ``streams``) and carried no
+    output while the base's did: "worse".
 
     ``streams``: (base, candidate) streams behind a metric of ``PER_EVENT``:
     each side's samples per stream is its design effect (the events of a stream
@@ -420,12 +439,23 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
                       "candidate_ci": None if cb is None else [cb[0] / d, cb[1] / d],
                       "verdict": tv}
     if not a.count or not b.count:
-        reasons.append("no samples in " + ("base" if not a.count else "candidate"))
-        if metric in _EVERY_ANSWER and a.count and not b.count:
-            # every answer has a first token: the candidate measured none of what the base did
-            verdicts.append("worse")
-            reasons.append(f"the base has {a.count:,}: the candidate's streams carried no output")
-    verdict = "worse" if "worse" in verdicts else "better" if "better" in verdicts else "same"
+        side = 0 if not a.count else 1
+        name = ("base", "candidate")[side]
+        ended = completed if completed is not None else streams
+        had = None if ended is None else ended[side]
+        reasons.append(f"no samples in {name}" + (" (no stream was measured)" if (
+            (streams is not None and streams[side] == 0) or (streams is None and had == 0)) else ""))
+        if metric in _EVERY_ANSWER and a.count and not b.count and (had is None or had > 0):
+            # every answer has a first token: the candidate's streams ended and none carried
+            # output, where the base measured some (never said of a run with no stream at all)
+            verdicts = ["worse"]
+            reasons.append(f"the base has {a.count:,}: the candidate's {had:,} completed streams carried no output"
+                           if completed is not None else
+                           f"the base has {a.count:,}: the candidate's streams carried no output")
+        else:
+            verdicts = [NOT_COMPARABLE]
+    verdict = ("worse" if "worse" in verdicts else NOT_COMPARABLE if NOT_COMPARABLE in verdicts
+               else "better" if "better" in verdicts else "same")
     return MetricComparison(scope, metric, spec.unit, base, cand, test, tails, verdict, tuple(reasons))
 
 
@@ -455,7 +485,9 @@ def _compare_rates(scope: str, a: Mapping[str, Any], b: Mapping[str, Any], alpha
             continue
         test = two_proportions(ka, na, kb, nb)
         verdict = "same"
-        if test.p_value < alpha and va is not None and vb is not None and va != vb:
+        if not na or not nb:  # one run counted no stream: nothing to compare (never "same")
+            verdict = NOT_COMPARABLE
+        elif test.p_value < alpha and va is not None and vb is not None and va != vb:
             verdict = _direction(name, vb > va)
         out.append(RateComparison(scope, name, (ka, na, va), (kb, nb, vb), test.method, test.p_value, verdict))
     return out
@@ -499,10 +531,14 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
     ia, ib = _interval_rates(base_dir, base), _interval_rates(cand_dir, cand)
     out = []
     for name, unit in ((r.name, r.unit) for r in RATES.values() if not r.fraction):
-        va, num_a, _ = rate_value(name, sa.get("counters", {}), sa.get("metrics", {}), ma)
-        vb, num_b, _ = rate_value(name, sb.get("counters", {}), sb.get("metrics", {}), mb)
+        va, num_a, den_a = rate_value(name, sa.get("counters", {}), sa.get("metrics", {}), ma)
+        vb, num_b, den_b = rate_value(name, sb.get("counters", {}), sb.get("metrics", {}), mb)
         method, p, verdict = "none", 1.0, "same"
-        if name == "output_tokens_per_s" and ia and ib:
+        if not den_a or not den_b or not ma or not mb:
+            # one run counted no stream (interrupted before any), or has no measured duration:
+            # its 0 is not a measured rate, and "no significant change (p = 1)" would be made up
+            verdict = NOT_COMPARABLE
+        elif name == "output_tokens_per_s" and ia and ib:
             t = mann_whitney(ia, ib)
             method, p = "mann-whitney over intervals", t.p_value
             rel = _rel(va, vb)
@@ -639,7 +675,8 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             if not ha.count and not hb.count:
                 continue
             out_m.append(compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect,
-                                        min_abs_ms=min_abs_ms, streams=(_streams(a), _streams(b))))
+                                        min_abs_ms=min_abs_ms, streams=(_streams(a), _streams(b)),
+                                        completed=(_completed(a), _completed(b))))
         out_r.extend(_compare_rates(scope, a, b, alpha))
     warnings += _same_read_notes(out_m)
     if "all" in common:
@@ -689,7 +726,8 @@ def _rate_cell(t: tuple[float, float, float | None], unit: str) -> str:
     return f"{int(t[0])}/{int(t[1])} = {t[2]:.3%}" if t[2] is not None else f"{int(t[0])}/{int(t[1])}"
 
 
-_VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant change"}
+_VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant change",
+                 NOT_COMPARABLE: "not comparable"}
 
 
 def _method_line(c: Comparison) -> str:
@@ -752,7 +790,8 @@ def _md_cell(m: MetricComparison, k: str) -> str:
     return f"{_num(m.base[k])} → {_num(m.candidate[k])}" + (f" ({_pct(r)})" if r is not None else "")
 
 
-_MD_VERDICT = {"better": "✅ better", "worse": "❌ worse", "same": "no significant change"}
+_MD_VERDICT = {"better": "✅ better", "worse": "❌ worse", "same": "no significant change",
+               NOT_COMPARABLE: "⚪ not comparable"}
 
 
 def _render_markdown(c: Comparison) -> str:

@@ -8,6 +8,7 @@ code means the same thing in every subcommand:
 ====  ===========================================================================
 0     success
 1     a budget breached (``run``, ``gate``) / a worse verdict (``compare --fail-on-worse``)
+      / no capacity measured (``search``; a ``[[stage]]`` run only warns: docs/slo.md)
 2     bad input: profile, arguments, unreadable results, an address the emulator
       cannot listen on; also a target that cannot be reached at all (``run``)
 3     hopbench itself failed mid-run (partial results written), or the results

@@ -254,6 +254,13 @@ def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]
         checks.append(RunCheck("run.output_measured", False,
                                f"none of the {head.get('completed'):,} completed streams carried output "
                                "(no ttft sample, no output tokens)"))
+    empty = [str(st.get("folder") or "?") for st in _staged_stages(summary) if st.get("measured") is False]
+    if empty and not any(c.name in ("run.streams_completed", "run.streams_measured") for c in checks):
+        # a plain [[stage]] run: every stage is load the profile asked for; one that measured
+        # nothing is no evidence (hopbench run exits 4 for it; docs/slo.md)
+        checks.append(RunCheck("run.streams_measured", False,
+                               f"no stream was measured in stage{'s' if len(empty) > 1 else ''} {', '.join(empty)} "
+                               "(none started after the warm-up)"))
     failed = _failed_parts(summary)
     if failed and not any(c.name == "run.streams_completed" for c in checks):
         # one scenario (or A/B arm) of several completed nothing: `hopbench run` exits 4 for it
@@ -291,7 +298,9 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     lighter load than asked are no evidence of the gateway at that load, so
     ``held: false`` fails unless ``allow_load_not_held``. ``held`` null passes (a
     run bounded by ``run.requests`` is not judged: its end is not a failure to
-    hold load), and so does a summary without it. The figures are said in the
+    hold load; nor is a run with nothing due or measured, which other checks
+    fail), and so does a summary without it; the detail gives the reason
+    (:func:`_not_judged_reason`). The figures are said in the
     words of the terminal's ``load:`` line (``hopbench._format.load_phrase``).
 
     As ``run.not_saturated`` reads the top-level ``saturated``, this reads the
@@ -327,9 +336,7 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
         if held is True:  # held with no figure: no load reached the target (e.g. unreachable)
             return RunCheck("run.load_held", True, f"{where}load not judged (load.held true without "
                             "figures: nothing was measured)")
-        why = ("load.held null: a run bounded by run.requests" if "held" in load
-               else "summary.json has no load.held")
-        return RunCheck("run.load_held", True, f"{where}load not judged ({why})")
+        return RunCheck("run.load_held", True, f"{where}load not judged ({_not_judged_reason(summary, load)})")
     if held is False:
         if not figures:  # a summary without the figures: the run's own words
             warned = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "load not held" in w]
@@ -346,6 +353,65 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     if opts.allow_load_not_held:
         detail += "; allowed (allow_load_not_held)"
     return RunCheck("run.load_held", opts.allow_load_not_held, detail)
+
+
+def _not_judged_reason(summary: Mapping[str, Any], load: Mapping[str, Any]) -> str:
+    """Why a run's ``load.held`` is null, from what its summary.json shows (docs/gate.md).
+
+    The run leaves ``held`` null (``hopbench._finish.analyse``) for a run bounded by
+    ``run.requests``, an open loop with no arrival due in its measured window
+    (``load.due`` 0: a short Poisson run, a run stopped in its warm-up), and a closed
+    loop with no steady window (``mean_busy`` null); an interruption is said beside it.
+
+    Args:
+        summary: a summary.json dict (``profile.run.requests``, ``stages_kind``,
+            ``headline.started``, ``complete``, ``interrupted_by``).
+        load: its ``load`` block.
+
+    Returns:
+        The reason, e.g. ``load.held null: no arrival was due in the measured window
+        (load.due 0); no stream was measured``. Never raises.
+    """
+    if "held" not in load:
+        return "summary.json has no load.held"
+    profile = summary.get("profile")
+    run = profile.get("run") if isinstance(profile, Mapping) else None
+    # a stage's or probe's run never has a request budget (hopbench._stages.stage_profile)
+    if not summary.get("stages_kind") and isinstance(run, Mapping) and run.get("requests") is not None:
+        return "load.held null: a run bounded by run.requests"
+    why: list[str] = []
+    if load.get("mode") in ("rate", "trace") and load.get("due") == 0:
+        why.append("no arrival was due in the measured window (load.due 0)")
+    elif load.get("mode") == "concurrency" and load.get("mean_busy") is None:
+        why.append("no steady window was measured (load.mean_busy null)")
+    head = summary.get("headline")
+    if isinstance(head, Mapping) and head.get("started") == 0:
+        why.append("no stream was measured")
+    if summary.get("complete") is False and summary.get("interrupted_by"):
+        why.append(f"the run was interrupted ({summary.get('interrupted_by')})")
+    return "load.held null: " + ("; ".join(why) if why else "the run did not judge it")
+
+
+def _interruption_note(summary: Mapping[str, Any]) -> list[str]:
+    """One warning when the run warned of streams cancelled at its stop and a budget
+    names ``interruption_rate``: the two are different quantities (docs/gate.md).
+
+    The budget's ``interruption_rate`` is (failed + truncated + timeout) / responded
+    (``hopbench._outcomes.RATES``): streams broken after a response. The run's
+    ``interruption rate X% (> 5%)`` warning (``hopbench._finish.outcome_warnings``)
+    counts the streams cancelled at the stop (the headline's ``interrupted_rate``,
+    cancelled / started), which no rate budget counts. Returns [] or one warning.
+    """
+    said = next((w for w in summary.get("warnings") or () if isinstance(w, str)
+                 and w.startswith("interruption rate ")), None)
+    if said is None:
+        return []
+    head = summary.get("headline")
+    value = head.get("interrupted_rate") if isinstance(head, Mapping) else None
+    share = f"{value:.1%}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+    return [f"the budget interruption_rate counts streams broken after a response ((failed + truncated + timeout) "
+            f"/ responded), not the streams cancelled at the stop that the run's \"{said.split(':')[0]}\" "
+            f"warning counts (headline interrupted_rate {share}: cancelled / started)"]
 
 
 def _staged_stages(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -528,6 +594,8 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
     base_where = f"{baseline_dir}/summary.json" if baseline_dir is not None else "baseline summary"
     results = tuple(_evaluate_one(b, summary, baseline, measured_s, base_measured_s, where, base_where)
                     for b in budgets)
+    if any(b.rate == "interruption_rate" for b in budgets):
+        warnings += _interruption_note(summary)
     name = summary.get("name")
     return GateReport(
         name=name if isinstance(name, str) else None,

@@ -30,6 +30,12 @@ Outcomes (``SearchResult.status``):
 - "max_probes": the probe budget ran out before the resolution was reached
   (capacity is the highest passing load so far);
 - "interrupted": a probe was stopped by a signal, a crash or a lost target.
+
+A probe that measured nothing (no stream started after its warm-up: a short
+Poisson probe with no arrival due, a probe interrupted at its start) is
+neither passing nor failing: it is no evidence either way, so it is never a
+capacity point nor ``lowest_failing``; a search ends there as
+"too_few_requests" (0 requests are too few to tell).
 """
 
 from __future__ import annotations
@@ -39,13 +45,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._format import load_phrase
 from ._stage_spec import SearchSpec
 
 __all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "saturation_cause",
-           "saturated_message", "SATURATION_FIX", "TOO_FEW"]
+           "saturated_message", "SATURATION_FIX", "TOO_FEW", "NOT_MEASURED", "probe_line"]
 
 #: A probe's reason when its good fraction met the target but not its lower bound.
 TOO_FEW = "slo: too few requests"
+
+#: A probe's reason when it measured nothing (headline ``started`` 0: no stream started
+#: after its warm-up); such a probe neither passes nor fails (docs/slo.md).
+NOT_MEASURED = "not measured"
 
 #: What a search limited by hopbench's own saturation tells the user to do when the
 #: probe's summary names no cause (an older summary.json): the cause's own advice otherwise.
@@ -60,9 +71,12 @@ class Probe:
     Attributes:
         load: the offered load (users or requests/s).
         passed: good-fraction lower bound >= target, load held, hopbench not saturated.
-        reasons: why it failed (empty when it passed), e.g. ("slo", "load not held").
+        reasons: why it failed (empty when it passed), e.g. ("slo", "load not held");
+            ("not measured", ...) when it measured nothing.
         client_saturated: hopbench was saturated (its latencies are not the gateway's).
         figures: what the reports show (see ``stage_probe``), JSON-able.
+        measured: False when no stream started after the probe's warm-up: the probe
+            is then neither a passing nor a failing load (``passed`` is False).
     """
 
     load: float
@@ -70,6 +84,7 @@ class Probe:
     reasons: tuple[str, ...] = ()
     client_saturated: bool = False
     figures: Mapping[str, Any] = field(default_factory=dict)
+    measured: bool = True
 
 
 def _ms(scope: Mapping[str, Any], metric: str, stat: str) -> float | None:
@@ -100,10 +115,15 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         summary: the stage's summary (``slo``, ``load``, ``saturated``, ``scopes``).
 
     Returns:
-        The probe; its reasons among "slo", "slo: too few requests" (the good
+        The probe; its reasons among "not measured" (headline ``started`` is 0: no
+        stream started after the warm-up; the probe is then ``measured`` False and
+        its other reasons are only "client saturated" and "run incomplete"),
+        "slo", "slo: too few requests" (the good
         fraction met the target, its lower bound did not: lengthen the stage),
-        "load not held", "client saturated", "run incomplete"; its ``figures``: good_fraction, good_fraction_lower, target,
-        goodput_rps, goodput_tokens_per_s, judged, held, saturated,
+        "load not held", "client saturated", "run incomplete"; its ``figures``: measured,
+        good_fraction, good_fraction_lower, target,
+        goodput_rps, goodput_tokens_per_s, judged, held (``load.held`` as the stage's
+        summary has it: null when not judged), saturated,
         achieved_rate_rps / mean_busy (with an open loop's requested_rate_rps, due,
         sent, max_in_flight_hits, max_in_flight, or a closed loop's
         requested_concurrency, when its load block has them), ttft_p50_ms,
@@ -117,12 +137,17 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
     saturated = summary.get("saturated") is True
     held = load_block.get("held") is not False
     met = all_slo.get("met") is True
+    # the plain run's own rule for "no stream was measured" (hopbench run exits 4 on it)
+    started = (summary.get("headline") or {}).get("started")
+    measured = not (isinstance(started, int) and not isinstance(started, bool) and started == 0)
     reasons: list[str] = []
-    if not met:
+    if not measured:
+        reasons.append(NOT_MEASURED)
+    elif not met:
         gf, tgt = all_slo.get("good_fraction"), _target(slo)
         few = isinstance(gf, (int, float)) and tgt is not None and gf >= tgt
         reasons.append(TOO_FEW if few else "slo")
-    if not held:
+    if not held and measured:
         reasons.append("load not held")
     if saturated:
         reasons.append("client saturated")
@@ -130,13 +155,16 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         reasons.append("run incomplete")
     figures: dict[str, Any] = {
         "load": load,
+        "measured": measured,
         "judged": all_slo.get("judged"),
         "good_fraction": all_slo.get("good_fraction"),
         "good_fraction_lower": all_slo.get("good_fraction_lower"),
         "target": _target(slo),
         "goodput_rps": all_slo.get("goodput_rps"),
         "goodput_tokens_per_s": all_slo.get("goodput_tokens_per_s"),
-        "held": held, "saturated": saturated,
+        # null stays null: a stage that measured nothing (or a run.requests budget) was not judged
+        "held": load_block.get("held") if isinstance(load_block.get("held"), bool) else None,
+        "saturated": saturated,
         "achieved_rate_rps": load_block.get("achieved_rate_rps"),
         "mean_busy": load_block.get("mean_busy"),
         # the rest of its load block's figures, for the gate's words on a stage not held
@@ -149,7 +177,34 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
                             if isinstance(w, str) and w.startswith("load generator saturated")), None),
         "saturation_cause": saturation_cause(summary) if saturated else None,
     }
-    return Probe(load, not reasons, tuple(reasons), saturated, figures)
+    return Probe(load, not reasons, tuple(reasons), saturated, figures, measured)
+
+
+def _pct(value: Any) -> str:
+    return f"{value:.1%}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def probe_line(p: Probe) -> str:
+    """A probe's (or stage's) progress line after it ran: its verdict and figures.
+
+    Returns:
+        ``  -> pass: good fraction 100.0% (lower bound 92.4%), goodput 8.25 req/s``;
+        ``  -> FAIL (slo): ...``; a probe that measured nothing: ``  -> not measured:
+        no stream started after the warm-up (0 of 0 due arrivals sent); not a capacity
+        point``. A missing figure is ``-``, never ``None``. Never raises.
+    """
+    f = p.figures
+    if not p.measured:
+        phrase = load_phrase(f)
+        extra = [r for r in p.reasons if r != NOT_MEASURED]
+        return ("  -> not measured: no stream started after the warm-up"
+                + (f" ({phrase})" if phrase else "") + "; not a capacity point"
+                + (f" ({', '.join(extra)})" if extra else ""))
+    verdict = "pass" if p.passed else "FAIL (" + ", ".join(p.reasons) + ")"
+    goodput = f.get("goodput_rps")
+    rate = f"{goodput:g}" if isinstance(goodput, (int, float)) and not isinstance(goodput, bool) else "-"
+    return (f"  -> {verdict}: good fraction {_pct(f.get('good_fraction'))} (lower bound "
+            f"{_pct(f.get('good_fraction_lower'))}), goodput {rate} req/s")
 
 
 def saturation_cause(summary: Mapping[str, Any]) -> dict[str, str] | None:
@@ -277,6 +332,9 @@ class CapacitySearch:
         if probe.client_saturated:
             self.status = "client_saturated"
             return
+        if not probe.measured:  # no evidence either way: neither passing nor failing
+            self.status = "too_few_requests"
+            return
         if probe.reasons and set(probe.reasons) == {TOO_FEW}:
             self.status = "too_few_requests"
             return
@@ -299,6 +357,10 @@ class CapacitySearch:
         cap = None if status in ("client_saturated", "below_min") else self.passing
         if status == "client_saturated":
             msg = saturated_message(self.probes[-1], unit)
+        elif status == "too_few_requests" and not self.probes[-1].measured:
+            msg = (f"inconclusive at {self.probes[-1].load:g} {unit}: nothing was measured (no stream "
+                   "started after the probe's warm-up); lengthen [search] duration_s"
+                   + (f"; capacity at least {cap:g} {unit}" if cap is not None else ""))
         elif status == "too_few_requests":
             last = self.probes[-1]
             f = last.figures

@@ -30,7 +30,7 @@ from typing import Any
 from ._profile import LoadSpec, Profile
 from ._results import replace_text
 from ._run import RunOutcome
-from ._search import CapacitySearch, Probe, SearchResult, saturated_message, stage_probe
+from ._search import CapacitySearch, Probe, SearchResult, probe_line, saturated_message, stage_probe
 from ._stage_spec import Stage, stage_label
 
 __all__ = ["stage_profile", "run_stages", "run_search", "capacity_block"]
@@ -73,7 +73,7 @@ def _run_one(profile: Profile, stage: Stage, out: Path, runner: Runner, arrival:
     outcome = runner(stage_profile(profile, stage, arrival), out_dir=out / stage.label, progress=progress)
     probe = stage_probe(stage.load, outcome.summary)
     figures = dict(probe.figures, mode=stage.mode, folder=stage.label, passed=probe.passed,
-                   reasons=list(probe.reasons))
+                   reasons=list(probe.reasons), measured=probe.measured)
     return dataclasses.replace(probe, figures=figures), outcome
 
 
@@ -102,14 +102,15 @@ def run_stages(profile: Profile, out: Path, runner: Runner, *,
         probes.append(probe)
         outcomes.append(outcome)
         if on_line:
-            on_line(_probe_line(probe))
+            on_line(probe_line(probe))
         if _stopped(outcome):
             break
     has_slo = any(sc.slo is not None for sc in profile.scenarios)
     capacity = None
     if has_slo:
         passing = [p.load for p in probes if p.passed]
-        failing = [p.load for p in probes if not p.passed]
+        # a stage that measured nothing is no evidence either way (docs/slo.md)
+        failing = [p.load for p in probes if not p.passed and p.measured]
         mode = profile.stages[0].mode
         if all(s.mode == mode for s in profile.stages):
             client = any(p.client_saturated for p in probes)
@@ -117,7 +118,8 @@ def run_stages(profile: Profile, out: Path, runner: Runner, *,
             cap = max(passing) if passing and not client else None
             message = (saturated_message(next(p for p in probes if p.client_saturated),
                                          "requests/s" if mode == "rate" else "users") if client else
-                       f"highest passing stage: {cap:g}" if cap is not None else "no stage passed")
+                       f"highest passing stage: {cap:g}" if cap is not None else
+                       "no stage passed" if failing else "no stage measured anything")
             capacity = capacity_block(profile, mode, SearchResult(
                 status, cap, min(failing) if failing else None, tuple(probes), message), None)
     return _finish(profile, out, probes, outcomes, capacity, "stages")
@@ -147,21 +149,13 @@ def run_search(profile: Profile, out: Path, runner: Runner, *,
         probes.append(probe)
         outcomes.append(outcome)
         if on_line:
-            on_line(_probe_line(probe))
+            on_line(probe_line(probe))
         if _stopped(outcome):
             s.status = "interrupted"
             break
     result = s.result()
     return _finish(profile, out, probes, outcomes, capacity_block(profile, spec.mode, result, spec),
                    "search")
-
-
-def _probe_line(p: Probe) -> str:
-    f = p.figures
-    lower = f.get("good_fraction_lower")
-    verdict = "pass" if p.passed else "FAIL (" + ", ".join(p.reasons) + ")"
-    return (f"  -> {verdict}: good fraction {f.get('good_fraction')} (lower bound "
-            f"{'-' if lower is None else f'{lower:.4f}'}), goodput {f.get('goodput_rps')} req/s")
 
 
 def capacity_block(profile: Profile, mode: str, result: SearchResult, spec: Any) -> dict[str, Any]:
@@ -219,7 +213,8 @@ def _finish(profile: Profile, out: Path, probes: list[Probe], outcomes: list[Run
     """Write the folder's summary.json: the stage of record's plus ``stages`` and ``capacity``."""
     if not outcomes:
         raise AssertionError("a stage run runs at least one stage")
-    record = len(outcomes) - 1
+    # the highest passing stage, else the last that measured something, else the last
+    record = max((i for i, p in enumerate(probes) if p.measured), default=len(outcomes) - 1)
     passing = [i for i, p in enumerate(probes) if p.passed]
     if passing:
         record = max(passing, key=lambda i: probes[i].load)
@@ -245,14 +240,19 @@ def _finish(profile: Profile, out: Path, probes: list[Probe], outcomes: list[Run
     complete = all(o.complete for o in outcomes) and not (capacity or {}).get("status") == "interrupted"
     summary["complete"] = complete
     warnings = list(summary.get("warnings") or [])
-    if kind == "stages":
-        # every [[stage]] is load the user asked for (a search's probes past capacity
-        # are expected to fail): a stage that did not hold it, or whose client was
-        # saturated, says so here too, not only in its own folder (docs/slo.md)
-        for i, o in enumerate(outcomes):
-            if i == record:
-                continue
-            folder = probes[i].figures.get("folder")
+    for i, o in enumerate(outcomes):
+        if i == record:
+            continue
+        folder = probes[i].figures.get("folder")
+        if not probes[i].measured:
+            # a stage or probe that measured nothing is no evidence either way: said here,
+            # not only in its own folder, whichever kind of staged run (docs/slo.md)
+            warnings.append(f"stage {folder}: no stream was measured (none started after the warm-up): "
+                            "neither a passing nor a failing load")
+        if kind == "stages":
+            # every [[stage]] is load the user asked for (a search's probes past capacity
+            # are expected to fail): a stage that did not hold it, or whose client was
+            # saturated, says so here too, not only in its own folder (docs/slo.md)
             for w in o.summary.get("warnings") or []:
                 if isinstance(w, str) and w.startswith(("load not held", "load generator saturated")):
                     warnings.append(f"stage {folder}: {w}")

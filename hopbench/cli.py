@@ -666,9 +666,22 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"samples); see the warnings in {outcome.out_dir / 'summary.json'}", markup=False,
                   highlight=False, soft_wrap=True)
         return EXIT_TARGET_FAILED
+    unmeasured = [st.get("folder") for st in summary.get("stages") or ()
+                  if isinstance(st, dict) and st.get("measured") is False]
+    if unmeasured:  # a stage (or probe) measured nothing: a plain run's exit 4, stage by stage
+        err.print(f"hopbench: error: no stream was measured in stage {', '.join(map(str, unmeasured))} (none "
+                  f"started after the warm-up); see the warnings in {outcome.out_dir / 'summary.json'}",
+                  markup=False, highlight=False, soft_wrap=True)
+        return EXIT_TARGET_FAILED
     capacity = summary.get("capacity") or {}
     if capacity.get("client_saturated") or capacity.get("status") == "too_few_requests":
-        # no capacity could be measured: never a silent 0 (docs/slo.md)
+        if summary.get("stages_kind") != "search":
+            # [[stage]] entries: as a plain run, the [gate] decides the exit code (k6's
+            # thresholds); a saturated client is a warning (docs/slo.md, "Exit codes")
+            err.print(f"hopbench: warning: {capacity.get('message')}", markup=False, highlight=False,
+                      soft_wrap=True)
+            return gate_exit
+        # a search's result is its capacity: none could be measured, never a silent 0 (docs/slo.md)
         err.print(f"hopbench: error: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
         return max(gate_exit, EXIT_BREACH)
     return gate_exit

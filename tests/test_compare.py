@@ -149,10 +149,46 @@ def test_compare_metric_candidate_without_first_tokens_is_worse() -> None:
     a = _hist(_noisy(rng, 300, 1.0))
     m = compare_metric("all", "ttft", a, Histogram("ttft"))
     assert m.verdict == "worse" and any("no samples in candidate" in r for r in m.reasons)
-    # the other way round there is nothing to conclude; a metric that may vanish stays "same"
-    assert compare_metric("all", "ttft", Histogram("ttft"), a).verdict == "same"
+    # the other way round there is nothing to conclude, nor of a metric that may vanish:
+    # "not comparable", never "same" (docs/compare.md)
+    assert compare_metric("all", "ttft", Histogram("ttft"), a).verdict == "not_comparable"
     ka = _hist(_noisy(rng, 300, 1.0), "keepalive_interval")
-    assert compare_metric("all", "keepalive_interval", ka, Histogram("keepalive_interval")).verdict == "same"
+    assert compare_metric("all", "keepalive_interval", ka,
+                          Histogram("keepalive_interval")).verdict == "not_comparable"
+    # the candidate's streams completed and carried no output: worse, and it says how many
+    m = compare_metric("all", "ttft", a, Histogram("ttft"), streams=(300, 40), completed=(300, 40))
+    assert m.verdict == "worse" and "the candidate's 40 completed streams carried no output" in m.reasons[-1]
+
+
+def test_compare_candidate_interrupted_before_any_stream_is_not_comparable() -> None:
+    """B interrupted before any stream, compared with --force: ttft said "WORSE ... the
+    candidate's streams carried no output" (there were none), ttfb "no significant change",
+    completed_per_s 34.39 -> 0 "no significant change (p = 1)"."""
+    rng = random.Random(11)
+    base = _summary(_noisy(rng, 300, 1.0), {"started": 344, "completed": 344})
+    rec = Recorder(["chat"])
+    for v in _noisy(rng, 300, 0.1):
+        rec.record("chat", "ttfb", int(v * MS))
+    base["scopes"] = summary_scopes(rec.snapshot()) | {
+        k: {**base["scopes"][k], "metrics": {**base["scopes"][k]["metrics"],
+                                             **summary_scopes(rec.snapshot())[k]["metrics"]}}
+        for k in base["scopes"]}
+    cand = _summary([], {"started": 0})
+    cand.update(complete=False, interrupted_by="SIGINT", load={"measured_s": 0.4})
+    c = compare_summaries(base, cand, force=True)
+    metrics = {(m.scope, m.metric): m for m in c.metrics}
+    for metric in ("ttft", "ttfb"):
+        m = metrics[("all", metric)]
+        assert m.verdict == "not_comparable", (metric, m.reasons)
+        assert m.reasons == ("no samples in candidate (no stream was measured)",), m.reasons
+    rates = {(r.scope, r.name): r for r in c.rates}
+    for name in ("throughput.completed_per_s", "throughput.output_tokens_per_s", "error_rate", "completion_rate"):
+        assert rates[("all", name)].verdict == "not_comparable", name
+    text = c.render("text")
+    assert "carried no output" not in text and "no significant change" not in text
+    assert "not comparable" in text and "⚪ not comparable" in c.render("markdown")
+    assert json.loads(c.render("json"))["scopes"]["all"]["metrics"]["ttft"]["verdict"] == "not_comparable"
+    assert not c.any_worse
 
 
 def test_compare_metric_tail_regression_is_worse() -> None:

@@ -216,12 +216,35 @@ def test_gate_load_held_or_not_judged_passes() -> None:
     assert _check(report, "run.load_held").detail == "load held: 119 of 120 due arrivals sent (14.90 of 15.00 requests/s)"
     # a run bounded by run.requests is not judged (held null); an older summary
     # without held says nothing either: not a failure
+    budgeted = {"run": {"warmup_s": 1, "requests": 100}, "load": {"concurrency": 8},
+                "scenario": [{"name": "chat", "protocol": "chat"}]}
     for load, why in (({"measured_s": 10.0}, "summary.json has no load.held"),
                       (None, "summary.json has no load.held"),
                       ({"measured_s": 10.0, "held": None}, "load.held null: a run bounded by run.requests")):
-        report = evaluate_gate(_summary(load=load), {"ttft.p50": "<= 1s"})
+        report = evaluate_gate(_summary(load=load, profile=budgeted), {"ttft.p50": "<= 1s"})
         c = _check(report, "run.load_held")
         assert report.passed and c.passed and c.detail == f"load not judged ({why})"
+
+
+def test_gate_load_not_judged_gives_the_true_reason() -> None:
+    # a 0.3 s Poisson run with no arrival due, and an interrupted run: neither had run.requests,
+    # and the detail never says it had (it said "a run bounded by run.requests")
+    empty = {"mode": "rate", "measured_s": 0.3, "due": 0, "sent": 0, "held": None}
+    report = evaluate_gate(_summary(load=empty, headline={"started": 0, "completed": 0}), {"ttft.p50": "<= 1s"})
+    c = _check(report, "run.load_held")
+    assert c.detail == ("load not judged (load.held null: no arrival was due in the measured window "
+                        "(load.due 0); no stream was measured)"), c.detail
+    assert not report.passed  # run.streams_measured fails it
+    closed = {"mode": "concurrency", "measured_s": 0.0, "mean_busy": None, "held": None}
+    report = evaluate_gate(_summary(load=closed, complete=False, interrupted_by="SIGINT"), {"ttft.p50": "<= 1s"})
+    c = _check(report, "run.load_held")
+    assert "run.requests" not in c.detail
+    assert c.detail == ("load not judged (load.held null: no steady window was measured (load.mean_busy null); "
+                        "the run was interrupted (SIGINT))"), c.detail
+    # a staged folder: its stages never run with a request budget, whatever the profile says
+    staged = {"run": {"requests": 50}, "scenario": [{"name": "chat", "protocol": "chat"}]}
+    report = evaluate_gate(_summary(load=empty, profile=staged, stages_kind="stages"), {"ttft.p50": "<= 1s"})
+    assert "run.requests" not in _check(report, "run.load_held").detail
 
 
 def test_gate_load_not_held_without_figures_quotes_the_warning() -> None:
@@ -695,3 +718,40 @@ def test_gate_fails_a_run_in_which_one_scenario_carried_no_output() -> None:
     report = evaluate_gate(_summary(warnings=[silent]), {"ttft.p50": "<= 1s"})
     (check,) = [c for c in report.checks if c.name == "run.scenarios_completed"]
     assert not check.passed and check.detail == silent
+
+
+def test_gate_interruption_rate_budget_says_it_is_not_the_runs_interruption_warning() -> None:
+    """24 of 44 streams cancelled by a second Ctrl-C: the run warned "interruption rate 54.5%
+    (> 5%)" while the gate said interruption_rate 0 (0 %) held, with nothing to tell them apart."""
+    warning = ("interruption rate 54.5% (> 5%): 24 of 44 streams were cancelled at the stop (cancelled at "
+               "once by a second SIGINT, before run.grace_s ended)")
+    s = _summary(counters={"started": 44, "completed": 20, "cancelled": 24}, warnings=[warning],
+                 headline={"started": 44, "completed": 20, "cancelled": 24, "interrupted_rate": 0.5455})
+    report = evaluate_gate(s, {"interruption_rate": "<= 1%"})
+    (r,) = report.results
+    assert r.value == 0 and r.samples == 20 and r.status == "held"
+    assert report.warnings == (
+        "the budget interruption_rate counts streams broken after a response ((failed + truncated + timeout) / "
+        "responded), not the streams cancelled at the stop that the run's \"interruption rate 54.5% (> 5%)\" "
+        "warning counts (headline interrupted_rate 54.5%: cancelled / started)",)
+    assert "warning: the budget interruption_rate counts" in report.render("text")
+    # another budget, or a run without the warning: no note
+    assert evaluate_gate(s, {"error_rate": "<= 1%"}).warnings == ()
+    assert evaluate_gate(_summary(), {"interruption_rate": "<= 1%"}).warnings == ()
+
+
+def test_gate_stage_that_measured_nothing_fails_streams_measured() -> None:
+    # [[stage]] rate_rps = 5 for 0.3 s, no arrival due: the folder's record is a stage that
+    # measured; the empty stage is no evidence, as a plain run that measured nothing
+    stages = [{"folder": "stage-01-r5", "load": 5.0, "mode": "rate", "measured": False, "held": None,
+               "passed": False, "reasons": ["not measured"]},
+              {"folder": "stage-02-r10", "load": 10.0, "mode": "rate", "measured": True, "held": True,
+               "passed": True, "reasons": []}]
+    s = _summary(stages=stages, stages_kind="stages", stage_of_record="stage-02-r10")
+    report = evaluate_gate(s, {"ttft.p50": "<= 1s"})
+    c = _check(report, "run.streams_measured")
+    assert not report.passed and not c.passed
+    assert c.detail == "no stream was measured in stage stage-01-r5 (none started after the warm-up)"
+    # a search's empty probe is its capacity's business (capacity.status), not this check
+    s = _summary(stages=stages, stages_kind="search", stage_of_record="stage-02-r10")
+    assert evaluate_gate(s, {"ttft.p50": "<= 1s"}).passed

@@ -453,3 +453,157 @@ def test_stages_saturated_message_gives_the_causes_own_advice(tmp_path: Path) ->
                               f"gateway's limit; cause: other processes used 1.2 cores: {advice}")
     assert outcome.summary["warnings"][0] == "load generator saturated: " + cap["message"]
     assert outcome.summary["stages"][1]["saturation_cause"]["kind"] == "machine_busy"
+
+
+# -- a stage or probe that measured nothing is neither held nor a capacity point ----------
+
+
+def _empty(interrupted: str | None = None) -> dict[str, Any]:
+    """A stage's summary with nothing measured: no arrival due (or interrupted at its start)."""
+    block = {"judged": 0, "good": 0, "good_fraction": None, "good_fraction_lower": None,
+             "goodput_rps": 0.0, "met": None}
+    return {"complete": interrupted is None, "interrupted_by": interrupted, "saturated": False,
+            "load": {"mode": "rate", "held": None, "due": 0, "sent": 0, "requested_rate_rps": 24.0,
+                     "achieved_rate_rps": 0.0, "measured_s": 0.0},
+            "headline": {"started": 0, "completed": 0}, "slo": {"chat": block, "all": dict(block)},
+            "scopes": {"all": {"metrics": {}}}, "started_at_unix_s": 0.0, "duration_s": 1.0,
+            "warnings": ["no stream was measured: 0 started during the warm-up and none after it"]}
+
+
+def test_stage_probe_that_measured_nothing_is_neither_held_nor_failing() -> None:
+    from hopbench._search import NOT_MEASURED, probe_line
+
+    p = stage_probe(5, _empty())
+    assert not p.measured and not p.passed and p.reasons == (NOT_MEASURED,)
+    assert p.figures["held"] is None and p.figures["measured"] is False  # was True: "held"
+    line = probe_line(p)
+    assert "None" not in line and line.startswith("  -> not measured: no stream started after the warm-up")
+    assert "0 of 0 due arrivals sent" in line
+    s = CapacitySearch(_spec())
+    s.record(stage_probe(8, _summary(100, 100, 0.97)))
+    s.record(p)
+    r = s.result()
+    assert s.next_load() is None and r.status == "too_few_requests"
+    assert r.lowest_failing is None and r.capacity == 8  # no evidence either way
+    assert "nothing was measured" in r.message and "None" not in r.message
+    # a measured probe's line never prints None either (a fraction without a bound)
+    assert "None" not in probe_line(stage_probe(8, _summary(100, 100, 0.97)))
+
+
+def test_search_interrupted_in_an_empty_probe_is_not_a_failing_capacity_point(tmp_path: Path) -> None:
+    """Ctrl-C 1 s into probe 2 (0 requests): it was "held" and capacity.lowest_failing 24;
+    the terminal printed "good fraction None (lower bound -), goodput None req/s"."""
+    from hopbench._run import RunOutcome
+    from hopbench._stages import run_search
+
+    profile = parse_profile(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n"
+                            "[search]\nmode = \"rate\"\nmin = 12\nmax = 48\nduration_s = 2\n")
+
+    def runner(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
+        if p.load.rate_rps >= 24:
+            return RunOutcome(_empty("SIGINT"), out_dir, False, None)
+        summary = _summary(100, 100, 0.97)
+        summary.update(started_at_unix_s=0.0, duration_s=2.0, warnings=[], headline={"started": 100})
+        return RunOutcome(summary, out_dir, True, None)
+
+    lines: list[str] = []
+    outcome = run_search(profile, tmp_path / "out", runner, on_line=lines.append)
+    top = outcome.summary
+    assert [st["load"] for st in top["stages"]] == [12, 24]
+    assert top["stages"][1]["held"] is None and top["stages"][1]["measured"] is False
+    assert top["capacity"]["status"] == "interrupted" and top["capacity"]["lowest_failing"] is None
+    assert top["stage_of_record"] == "probe-01-r12"
+    assert not any("None" in line for line in lines), lines
+    assert any(w.startswith("stage probe-02-r24: no stream was measured") for w in top["warnings"])
+
+
+def test_stages_empty_stage_end_to_end_is_not_held_and_exits_4(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """[[stage]] rate_rps = 0.5 for 0.3 s, Poisson, seed 1: no arrival due (the seeded
+    schedule), then a stage that measures: the empty stage was "held" and a failing
+    capacity point, and the run exited 0."""
+    profile = tmp_path / "empty.toml"
+    profile.write_text("""
+[run]
+name = "empty"
+seed = 1
+[load]
+concurrency = 1
+[target]
+embedded = true
+[emulator]
+ttft_ms = 10
+tokens_per_s = 0
+output_tokens = 2
+[slo]
+ttft_ms = 2000
+target = 0.5
+[[stage]]
+rate_rps = 0.5
+arrival = "poisson"
+duration_s = 0.3
+[[stage]]
+rate_rps = 10
+arrival = "constant"
+duration_s = 0.5
+[[scenario]]
+protocol = "chat"
+""")
+    out = tmp_path / "out"
+    code = main(["run", str(profile), "--out", str(out), "--no-report", "-q"])
+    top = json.loads((out / "summary.json").read_text())
+    first = json.loads((out / "stage-01-r0.5" / "summary.json").read_text())
+    assert first["load"]["due"] == 0 and first["load"]["held"] is None  # the seeded schedule's ground truth
+    empty = top["stages"][0]
+    assert empty["held"] is None and empty["measured"] is False and not empty["passed"]
+    assert top["capacity"]["lowest_failing"] != 0.5
+    assert top["stage_of_record"] == "stage-02-r10"
+    assert any(w.startswith("stage stage-01-r0.5: no stream was measured") for w in top["warnings"])
+    assert code == 4, capsys.readouterr().err
+    assert "no stream was measured in stage stage-01-r0.5" in capsys.readouterr().err
+
+
+# -- exit codes of a plain [[stage]] run against a search (docs/slo.md, "Exit codes") ------
+
+
+def _fake_runs(monkeypatch: pytest.MonkeyPatch, saturate_at: float, fail_at: float = float("inf")) -> None:
+    """Replace the single-run runner: stages at ``saturate_at`` requests/s or more are
+    saturated, those at ``fail_at`` or more miss their objectives (no load is offered)."""
+    from hopbench._run import RunOutcome
+
+    def fake(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
+        rate = p.load.rate_rps
+        summary = _summary(100, 100, 0.97 if rate < fail_at else 0.2, saturated=rate >= saturate_at)
+        summary.update(started_at_unix_s=0.0, duration_s=0.5, headline={"started": 100, "completed": 100},
+                       warnings=["load generator saturated: event-loop lag p99 30.0 ms (> 25 ms)"]
+                       if rate >= saturate_at else [])
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "summary.json").write_text(json.dumps(summary))
+        return RunOutcome(summary, out_dir, True, None)
+
+    monkeypatch.setattr("hopbench._run.run_profile", fake)
+
+
+def test_stages_exit_code_is_the_gates_a_saturated_stage_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Stages 600/s then 10/s: a saturated stage exited 1 ("hopbench: error: no capacity
+    reported"), a failing one 0. As k6's thresholds: the [gate] decides the exit code;
+    saturation is a warning (the gate's run.not_saturated fails it)."""
+    stages = "[[stage]]\nrate_rps = 600\nduration_s = 0.5\n[[stage]]\nrate_rps = 10\nduration_s = 0.5\n"
+    slo = "[slo]\nttft_ms = 500\ntarget = 0.9\n"
+    _fake_runs(monkeypatch, saturate_at=600)
+    path = tmp_path / "p.toml"
+    path.write_text(_BASE + slo + stages)
+    assert main(["run", str(path), "--out", str(tmp_path / "a"), "--no-report", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "hopbench: warning: no capacity reported: at 600 requests/s" in err and "error" not in err
+    _fake_runs(monkeypatch, saturate_at=float("inf"), fail_at=600)  # a failing stage: 0 as well
+    assert main(["run", str(path), "--out", str(tmp_path / "b"), "--no-report", "-q"]) == 0
+    # with a [gate], its checks decide: the saturated stage fails run.not_saturated
+    _fake_runs(monkeypatch, saturate_at=600)
+    path.write_text(_BASE + slo + "[gate]\n\"error_rate\" = \"<= 0.5\"\n" + stages)
+    assert main(["run", str(path), "--out", str(tmp_path / "c"), "--no-report", "-q"]) == 1
+    # a search's result is its capacity: none measured is exit 1
+    path.write_text(_BASE + slo + "[search]\nmode = \"rate\"\nmin = 300\nmax = 1200\nstart = 600\nduration_s = 0.5\nwarmup_s = 0\n")
+    assert main(["search", str(path), "--out", str(tmp_path / "d"), "--no-report", "-q"]) == 1
+    assert "hopbench: error: no capacity reported: at 600 requests/s" in capsys.readouterr().err
