@@ -404,7 +404,7 @@ def arm_failed(counters: Mapping[str, int]) -> int:
 def scenario_failed(counters: Mapping[str, int]) -> int:
     """``arm_failed`` for one of several scenarios, less the streams cancelled at
     the run's stop too: a scenario of streams longer than the run completes none,
-    and that is the run's length (the interruption-rate warning), not the target
+    and that is the run's length (the cancelled-at-the-stop warning), not the target
     failing. The streams that ended by themselves when none completed, else 0."""
     ended = arm_failed(counters) - counters.get("cancelled", 0)
     return ended if ended > 0 else 0
@@ -449,7 +449,7 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
 
     Returns:
         list of str, possibly empty: always one when streams started and none
-        completed; one when the error rate or the interruption rate is above
+        completed; one when the error rate or the share cancelled at the stop is above
         ``ERROR_RATE_WARN``; one for file-descriptor exhaustion
         (``connect_error.fd_limit``); one for wire error codes folded into
         "other".
@@ -475,8 +475,9 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
         by = stats.cancelled_by
         why = ("still running after run.grace_s" if by is None or by == "run.grace_s" else
                f"cancelled at once by {by}, before run.grace_s ended")
-        out.append(f"interruption rate {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
-                   f"{started} streams were cancelled at the stop ({why})")
+        # (not "interruption rate": the gate's interruption_rate budget is another quantity)
+        out.append(f"cancelled at the stop {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
+                   f"{started} streams ({why})")
     fd = counters.get("connect_error.fd_limit", 0)
     if fd:
         try:

@@ -377,7 +377,9 @@ def _not_judged_reason(summary: Mapping[str, Any], load: Mapping[str, Any]) -> s
     profile = summary.get("profile")
     run = profile.get("run") if isinstance(profile, Mapping) else None
     # a stage's or probe's run never has a request budget (hopbench._stages.stage_profile)
-    if not summary.get("stages_kind") and isinstance(run, Mapping) and run.get("requests") is not None:
+    # (an open loop with a budget is judged: its window ends one mean gap after its last arrival)
+    if not summary.get("stages_kind") and isinstance(run, Mapping) and run.get("requests") is not None \
+            and load.get("mode") not in ("rate", "trace"):
         return "load.held null: a run bounded by run.requests"
     why: list[str] = []
     if load.get("mode") in ("rate", "trace") and load.get("due") == 0:
@@ -398,12 +400,12 @@ def _interruption_note(summary: Mapping[str, Any]) -> list[str]:
 
     The budget's ``interruption_rate`` is (failed + truncated + timeout) / responded
     (``hopbench._outcomes.RATES``): streams broken after a response. The run's
-    ``interruption rate X% (> 5%)`` warning (``hopbench._finish.outcome_warnings``)
+    ``cancelled at the stop X% (> 5%)`` warning (``hopbench._finish.outcome_warnings``)
     counts the streams cancelled at the stop (the headline's ``interrupted_rate``,
     cancelled / started), which no rate budget counts. Returns [] or one warning.
     """
     said = next((w for w in summary.get("warnings") or () if isinstance(w, str)
-                 and w.startswith("interruption rate ")), None)
+                 and w.startswith("cancelled at the stop ")), None)
     if said is None:
         return []
     head = summary.get("headline")

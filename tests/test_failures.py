@@ -111,7 +111,7 @@ def test_failures_error_rate_threshold_is_documented_and_applied() -> None:
     bad = int(n * ERROR_RATE_WARN)
     assert warns(started=n, completed=n - bad, http_error=bad) == []
     assert warns(started=n, completed=n - bad - 1, timeout=bad + 1)[0].startswith("error rate")
-    assert warns(started=n, completed=n - bad - 1, cancelled=bad + 1)[0].startswith("interruption rate")
+    assert warns(started=n, completed=n - bad - 1, cancelled=bad + 1)[0].startswith("cancelled at the stop")
     assert warns(started=3, cancelled=3)[0].startswith("nothing completed")
     doc = (ROOT / "docs" / "results.md").read_text()
     assert f"{ERROR_RATE_WARN:.0%}" in doc and "nothing completed" in doc
@@ -483,7 +483,7 @@ def test_failures_second_sigint_is_named_as_what_cancelled_the_streams(tmp_path:
     s = read_summary(out)
     c = s["scopes"]["all"]["counters"]
     assert c["cancelled"] >= 1 and c["completed"] >= 1, c
-    rate = [w for w in s["warnings"] if w.startswith("interruption rate")]
+    rate = [w for w in s["warnings"] if w.startswith("cancelled at the stop")]
     if c["cancelled"] / c["started"] > 0.05:  # 4 slow of a handful: always, in practice
         assert rate and "cancelled at once by a second SIGINT, before run.grace_s ended" in rate[0], rate
     assert not any("still running after run.grace_s" in w for w in s["warnings"])

@@ -722,8 +722,9 @@ def test_gate_fails_a_run_in_which_one_scenario_carried_no_output() -> None:
 
 def test_gate_interruption_rate_budget_says_it_is_not_the_runs_interruption_warning() -> None:
     """24 of 44 streams cancelled by a second Ctrl-C: the run warned "interruption rate 54.5%
-    (> 5%)" while the gate said interruption_rate 0 (0 %) held, with nothing to tell them apart."""
-    warning = ("interruption rate 54.5% (> 5%): 24 of 44 streams were cancelled at the stop (cancelled at "
+    (> 5%)" (now "cancelled at the stop 54.5% (> 5%)") while the gate said interruption_rate
+    0 (0 %) held, with nothing to tell them apart: the gate now says they differ."""
+    warning = ("cancelled at the stop 54.5% (> 5%): 24 of 44 streams (cancelled at "
                "once by a second SIGINT, before run.grace_s ended)")
     s = _summary(counters={"started": 44, "completed": 20, "cancelled": 24}, warnings=[warning],
                  headline={"started": 44, "completed": 20, "cancelled": 24, "interrupted_rate": 0.5455})
@@ -732,7 +733,7 @@ def test_gate_interruption_rate_budget_says_it_is_not_the_runs_interruption_warn
     assert r.value == 0 and r.samples == 20 and r.status == "held"
     assert report.warnings == (
         "the budget interruption_rate counts streams broken after a response ((failed + truncated + timeout) / "
-        "responded), not the streams cancelled at the stop that the run's \"interruption rate 54.5% (> 5%)\" "
+        "responded), not the streams cancelled at the stop that the run's \"cancelled at the stop 54.5% (> 5%)\" "
         "warning counts (headline interrupted_rate 54.5%: cancelled / started)",)
     assert "warning: the budget interruption_rate counts" in report.render("text")
     # another budget, or a run without the warning: no note
