@@ -10,14 +10,16 @@ timer fired on time (benchmarks/bench_trace.py ``--explain``: "other tasks").
 The :class:`Dispatcher` takes the write of the request out of the loop. The
 loop prepares each arrival ahead of its time (its request, already in wire
 bytes) and queues it; the dispatcher's thread sleeps until the arrival is due
-(an event wait on CLOCK_MONOTONIC, the GIL released),
+(``time.sleep``: CLOCK_MONOTONIC, the GIL released, at most ``MAX_SLEEP_S`` in one go),
 takes an idle keep-alive connection, writes the request on its socket
 (non-blocking, ``os.write`` on the descriptor) and stamps the write. Only then
 does it hand the arrival to the loop (``TrioToken.run_sync_soon``), which
 reads the response. The thread needs the GIL for the few microseconds of that
-work, and CPython hands it over within the switch interval (0.1 ms during an
+work, and CPython hands it over within the switch interval (20 us during an
 open loop, hopbench._runner): that interval, not the loop's batch, bounds how
-late a request leaves.
+late a request leaves. The thread's timer slack is 1 ns (``TIMER_SLACK_NS``),
+and its check of a connection for a server's close keeps the GIL
+(``_gil_held_readable``): each GIL release is another wait behind the loop.
 
 What the thread does not do, the loop does as before (the arrival is then
 handed over unsent, ``Slot.sent_ns`` None): no idle connection (a new one is
@@ -25,6 +27,16 @@ opened by the loop), a request too large to write in one go (the rest is
 written by the loop: ``Slot.nsent`` bytes are out), a connection the server
 closed while idle (handed back to be closed), and every arrival when
 ``max_in_flight`` streams are open (``Slot.full``).
+
+The cyclic garbage collector is the other thing that holds the GIL for long:
+a young collection takes 0.1-5 ms here, a middle one 1-5 ms, during which the
+thread cannot write (they were most of the arrivals late by over 1 ms at
+1,000 requests/s, benchmarks/README.md). So while the thread runs, CPython's
+automatic collection is off and the thread collects instead (:class:`GcPacer`):
+once CPython would have, in the first gap before a due arrival that the
+collection fits in. The run's collections keep their pace, between arrivals
+rather than across them. One that finds no gap for long is
+run anyway (``GC_FORCE_FACTOR``), so garbage stays bounded.
 
 Times are integer ns on hopbench's clock (hopbench._clock): the thread reads
 ``time.perf_counter_ns()`` plus the offset to trio's clock measured when the
@@ -35,16 +47,132 @@ runner paces on the loop (hopbench._pacer).
 from __future__ import annotations
 
 import collections
+import ctypes
+import gc
 import os
 import select
+import sys
 import threading
 import time
 from typing import Any, Callable, Protocol
 
-__all__ = ["Dispatcher", "Slot", "IdleSource", "MAX_SLEEP_S"]
+__all__ = ["Dispatcher", "Slot", "IdleSource", "GcPacer", "MAX_SLEEP_S"]
 
 MAX_SLEEP_S = 0.05
-"""The thread's longest wait in one go (s), woken early by ``submit`` and ``close``."""
+"""The thread's longest wait in one go (s). Its wait for a first slot is woken
+early by ``submit`` and ``close``; its sleep until a slot is due is not (a
+plain sleep: no lock hand-offs with the loop), so ``close`` may wait this long."""
+
+TIMER_SLACK_NS = 1
+"""The thread's timer slack (Linux ``prctl(PR_SET_TIMERSLACK)``; the kernel's
+default is 50,000 ns): its waits end this close to their time. With a busy
+loop beside it, the write left 0.19 ms after its time at p50 instead of 0.29
+(benchmarks/README.md, "The GIL and the collector")."""
+
+GC_MARGIN_NS = 100_000
+"""A paced collection runs only if it is expected to end this long before the
+next due arrival (ns)."""
+
+GC_FORCE_FACTOR = 4
+"""A young collection waits for a gap until this many times CPython's
+threshold of allocations (700 by default: 2,800) is reached; then it runs
+whatever is due (garbage stays bounded)."""
+
+GC_FULL_MIN_NS = 60_000_000_000
+"""The least time between two full collections the pacer runs (ns). CPython
+skips a full collection while the objects promoted since the last one are
+under 25 % of those that survived it, a count Python cannot read; this floor
+stands in for it."""
+
+_GC_GUESS_NS = (500_000, 2_000_000, 50_000_000)
+"""A collection's expected pause before one of its generation was measured, ns."""
+
+
+class GcPacer:
+    """CPython's cyclic collections, run by the caller between due times.
+
+    CPython collects generation ``g`` when its count exceeds its threshold
+    (``gc.get_count()``, ``gc.get_threshold()``; CPython's Modules/gcmodule.c
+    ``gc_collect_generations``). While the pacer is on, automatic collection is
+    off (``gc.disable()``) and ``collect(gap_ns)`` runs the same collection
+    when it is due and expected to fit in ``gap_ns`` (the time until the next
+    arrival) with ``GC_MARGIN_NS`` to spare, expected being the longest of the
+    last eight pauses of that generation. A young collection due past
+    ``GC_FORCE_FACTOR`` times its threshold runs whatever the gap. A full
+    collection runs at most every ``GC_FULL_MIN_NS``.
+
+    Attributes (written by the collecting thread): ``paced`` collections run
+    in a gap, ``forced`` ones run without.
+
+    ``start()`` turns automatic collection off if it was on (else the pacer
+    stays inactive: someone else owns the collector); ``stop()`` turns it back
+    on. Times are ``time.perf_counter_ns()``.
+    """
+
+    def __init__(self) -> None:
+        self.active = False
+        self._young = 700  # gc.get_threshold()[0], read by start()
+        self.paced = 0
+        self.forced = 0
+        self._recent: tuple[collections.deque[int], ...] = tuple(
+            collections.deque([g], maxlen=8) for g in _GC_GUESS_NS)
+        self._last_full_ns = time.perf_counter_ns()
+
+    def start(self) -> None:
+        """Turn CPython's automatic collection off, if it is on."""
+        if gc.isenabled():
+            self._young = gc.get_threshold()[0]
+            gc.disable()
+            self.active = True
+
+    def stop(self) -> None:
+        """Turn it back on (if ``start`` turned it off); idempotent."""
+        if self.active:
+            self.active = False
+            gc.enable()
+
+    def due(self) -> int:
+        """The generation CPython would collect now (0-2), or -1 for none."""
+        c0, c1, c2 = gc.get_count()
+        t0, t1, t2 = gc.get_threshold()
+        if t0 <= 0 or c0 <= t0:
+            return -1
+        if c2 > t2 and time.perf_counter_ns() - self._last_full_ns >= GC_FULL_MIN_NS:
+            return 2
+        return 1 if c1 > t1 else 0
+
+    def collect(self, gap_ns: int) -> bool:
+        """Run the collection that is due if it fits in ``gap_ns`` (or is
+        forced); returns whether one ran."""
+        if not self.active or gc.get_count()[0] <= self._young:
+            return False
+        gen = self.due()
+        if gen < 0:
+            return False
+        if max(self._recent[gen]) + GC_MARGIN_NS > gap_ns:
+            if gc.get_count()[0] <= GC_FORCE_FACTOR * gc.get_threshold()[0]:
+                return False
+            self.forced += 1
+        else:
+            self.paced += 1
+        t = time.perf_counter_ns()
+        gc.collect(gen)
+        end = time.perf_counter_ns()
+        self._recent[gen].append(end - t)
+        if gen == 2:
+            self._last_full_ns = end
+        return True
+
+
+def _set_timer_slack(ns: int) -> None:
+    """The calling thread's timer slack (Linux; elsewhere, or on failure, nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(29, ctypes.c_ulong(ns), 0, 0, 0)  # PR_SET_TIMERSLACK (linux/prctl.h)
+    except (OSError, AttributeError):
+        pass
 
 
 class IdleSource(Protocol):
@@ -105,6 +233,8 @@ class Dispatcher:
         open_count: the loop's count of open streams (read from the thread;
             an int read is atomic under the GIL).
         max_open: the ``max_in_flight`` bound.
+        pace_gc: run the process's cyclic collections from the thread, between
+            due arrivals (:class:`GcPacer`), while it runs.
 
     Use ``start()``, ``submit()`` in due order, and ``close()`` (idempotent;
     arrivals not yet taken up are dropped and returned).
@@ -112,7 +242,7 @@ class Dispatcher:
 
     def __init__(self, source: IdleSource, hand_over: Callable[[Slot | None], None],
                  run_sync_soon: Callable[..., None], offset_ns: int,
-                 open_count: Callable[[], int], max_open: int) -> None:
+                 open_count: Callable[[], int], max_open: int, pace_gc: bool = True) -> None:
         self._source = source
         self._hand_over = hand_over
         self._soon = run_sync_soon
@@ -131,7 +261,6 @@ class Dispatcher:
         self._taken: collections.deque[Slot | None] = collections.deque()
         self._drain_pending = False
         self._wake = threading.Event()  # set by submit (thread idle) and close
-        self._stop = threading.Event()  # set by close: ends the wait until due
         self._idle = False
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -150,10 +279,14 @@ class Dispatcher:
         self._bytes_in = 0
         self._bytes_out = 0
         self.error: BaseException | None = None
+        #: the collections the thread ran (None: CPython's own, as usual)
+        self.gc: GcPacer | None = GcPacer() if pace_gc else None
 
     # -- the loop's side -------------------------------------------------------
     def start(self) -> None:
         """Start the thread (a daemon: it never keeps the process alive)."""
+        if self.gc is not None:
+            self.gc.start()
         self._thread = threading.Thread(target=self._run, name="hopbench-dispatch", daemon=True)
         self._thread.start()
 
@@ -169,11 +302,12 @@ class Dispatcher:
         """Stop the thread (waits for it: at most ``MAX_SLEEP_S`` plus one write);
         returns the slots it never took up."""
         self._closed = True
-        self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        if self.gc is not None:
+            self.gc.stop()
         left = list(self._queue)
         self._queue.clear()
         return left
@@ -194,10 +328,14 @@ class Dispatcher:
         return time.perf_counter_ns() + self._offset_ns
 
     def _run(self) -> None:
-        queue, wake, stop = self._queue, self._wake, self._stop
+        queue, wake, sleep = self._queue, self._wake, time.sleep
+        pacer = self.gc
+        _set_timer_slack(TIMER_SLACK_NS)
         try:
             while True:
                 if not queue:
+                    if pacer is not None:  # nothing queued: the loop plans ahead, so no arrival is near
+                        pacer.collect(int(MAX_SLEEP_S * 1e9))
                     # The order matters: clear, say idle, look again. A submit that
                     # appends after this look sees ``_idle`` and sets the event.
                     wake.clear()
@@ -211,10 +349,12 @@ class Dispatcher:
                 if self._closed:
                     return
                 slot = queue[0]
-                # never early: sleep until due (an event wait: close() ends it at once)
+                # never early: sleep until due (close() is seen within MAX_SLEEP_S)
                 left = slot.due_ns - self.now_ns()
+                if left > 0 and pacer is not None and pacer.collect(left):
+                    continue  # (the time has moved on)
                 if left > 0:
-                    stop.wait(min(left / 1e9, MAX_SLEEP_S))
+                    sleep(min(left / 1e9, MAX_SLEEP_S))
                     continue
                 queue.popleft()
                 if slot.data is not None:
@@ -262,7 +402,7 @@ class Dispatcher:
                 continue
             t = self.now_ns()  # stamped before the write, as the loop's own sends are
             try:
-                n = os.write(fd, data)
+                n = os.write(fd, data)  # (the GIL released: a loopback write took ~80 us)
             except BlockingIOError:
                 n = 0
             except OSError:  # reset, broken pipe, timed out, unreachable: the connection is
@@ -276,8 +416,44 @@ class Dispatcher:
         slot.taken_ns = self.now_ns()
 
 
-def _readable(fd: int) -> bool:
+def _os_readable(fd: int) -> bool:
     """Whether ``fd`` has something to read now (poll, no wait)."""
     p = select.poll()
     p.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
     return bool(p.poll(0))
+
+
+class _PollFd(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+
+
+def _gil_held_readable() -> Callable[[int], bool]:
+    """The thread's readable check, made without releasing the GIL.
+
+    ``select.poll`` releases the GIL around its system call, as every CPython
+    call that may block does; a poll with no wait never blocks, but the
+    release costs the thread a second wait for the GIL behind a busy loop (the
+    switch interval, and the loop's hand-back). Called through ``ctypes.PyDLL``
+    the GIL stays held for the microsecond of the call. Returns ``readable(fd)``
+    -> whether ``fd`` has something to read (or an error, or a hang-up). Where
+    libc cannot be loaded this way, ``select.poll``. (The socket write, ~80 us
+    on loopback as it delivers to the peer, keeps ``os.write``: the loop runs
+    meanwhile.)
+    """
+    try:
+        c_poll = ctypes.PyDLL(None).poll
+    except (OSError, AttributeError):
+        return _os_readable
+    c_poll.argtypes = [ctypes.POINTER(_PollFd), ctypes.c_ulong, ctypes.c_int]
+    c_poll.restype = ctypes.c_int
+    events = select.POLLIN | select.POLLERR | select.POLLHUP
+    pfd = _PollFd()  # one thread uses it
+
+    def readable(fd: int) -> bool:
+        pfd.fd, pfd.events, pfd.revents = fd, events, 0
+        return int(c_poll(ctypes.byref(pfd), 1, 0)) > 0
+
+    return readable
+
+
+_readable = _gil_held_readable()

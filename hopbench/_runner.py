@@ -354,6 +354,10 @@ A loop at ~80 % of a core falls this far behind for a moment when something
 else takes the GIL (a checkpoint's statistics, the collector): at 50 ms,
 600 requests/s left 10-100 ms late at p99 at each checkpoint (issue 17)."""
 
+CATCH_UP_TURN_NS = 10_000_000
+"""How long the open loop's planner may plan on in one event-loop turn while it
+is behind (ns): see ``LoadRunner._plan_wait``."""
+
 LOOKAHEAD_MIN_NS = 50_000_000
 """The lookahead while the queued requests hold ``QUEUED_BYTES_MAX`` or more (ns)."""
 
@@ -388,6 +392,18 @@ SPARES_FAILED_MAX = 4
 SPARES_AT_START_MAX = 64
 """At most this many spare connections are opened before an open loop starts."""
 
+SPARES_RESERVE_NS = 150_000_000
+"""The idle connections the open loop keeps ready while it runs cover this much
+of its arrivals (ns): the requested rate times this, plus ``SPARES_PER_MISS``,
+at most ``SPARES_RESERVE_MAX``. A stream's connection is idle again only once
+the loop read its end: a loop held up 100 ms (a checkpoint's summary, the
+first second's set-up) left 26-87 of 10,000 arrivals at 1,000/s with no idle
+connection and late by as much with 50 ms (benchmarks/README.md, "The GIL and
+the collector")."""
+
+SPARES_RESERVE_MAX = 256
+"""At most this many idle connections per origin are kept ready (``SPARES_RESERVE_NS``)."""
+
 PREOPEN_MAX_S = 1.0
 """How long an open loop waits, before its clock starts, for its first spare
 connections (``LoadRunner._preopen_spares``), s."""
@@ -397,19 +413,20 @@ SPARES_AHEAD_NS = 50_000_000
 arrivals (ns): the requested rate times this, plus ``SPARES_PER_MISS``."""
 
 
-SWITCH_INTERVAL_S = 0.0001
+SWITCH_INTERVAL_S = 0.00002
 """sys.setswitchinterval during an open-loop run (CPython's default is 0.005 s)."""
 
 
 @contextlib.contextmanager
 def _switch_interval(mode: str) -> Iterator[None]:
     """During an open-loop run (``mode`` "rate" or "trace"), let a thread that
-    waits for the GIL have it after 0.1 ms instead of CPython's 5 ms
+    waits for the GIL have it after 20 us instead of CPython's 5 ms
     (sys.setswitchinterval): the dispatcher's thread (hopbench._dispatch) writing
     a due request while the event loop runs, and the event loop while the
     ticker's publishing thread runs. Measured with benchmarks/bench_trace.py
     --canned at 300 requests/s: queue_delay p99 1.8-1.9 ms against 3.2-5.7 ms
-    with 0.5 ms (benchmarks/README.md). Restored after."""
+    with 0.5 ms; at 1,000 requests/s p99 0.5-0.7 ms against 1.0-64 ms with 0.1 ms
+    (benchmarks/README.md, "The GIL and the collector"). Restored after."""
     if mode not in ("rate", "trace"):
         yield
         return
@@ -563,6 +580,7 @@ class LoadRunner:
         self._transport: StreamTransport | None = None
         self._dispatcher: Dispatcher | None = None
         self._submitted = 0  # arrivals queued for the dispatcher
+        self._plan_turn_ns = 0  # when the open loop's planner last yielded (_plan_wait)
         self._spares_opening = 0  # spare connections being opened (_open_spare)
         self._reserve = self._spares_reserve() if self.load.mode != "concurrency" else 0  # (_top_up)
         self._spares_failed: dict[Any, int] = {}  # origin -> spare connects that failed
@@ -968,8 +986,7 @@ class LoadRunner:
                 return  # the run's window is [t0, t0 + duration): nothing is due at its end
             due.pending(intended)
             disp = self._dispatcher
-            wake = intended if disp is None else intended - _lookahead_ns(disp)
-            await pacer.wait(wake)
+            wake = await self._plan_wait(pacer, disp, intended)
             due.passed(wake)  # (the pacer never returns early: every time before it is past)
             if not self._take_request():
                 due.ended()
@@ -1023,8 +1040,7 @@ class LoadRunner:
                 return  # the run's window is [t0, t0 + duration): nothing is due at its end
             due.pending(intended)
             disp = self._dispatcher
-            wake = intended if disp is None else intended - _lookahead_ns(disp)
-            await pacer.wait(wake)
+            wake = await self._plan_wait(pacer, disp, intended)
             due.passed(wake)  # (the pacer never returns early: every time before it is past)
             if not self._take_request():
                 due.ended()
@@ -1085,6 +1101,35 @@ class LoadRunner:
                 if disp.error is not None:
                     raise RuntimeError(f"the open loop's dispatcher thread failed: {disp.error!r}") \
                         from disp.error
+
+    async def _plan_wait(self, pacer: Pacer, disp: Dispatcher | None, intended: int) -> int:
+        """Wait until the arrival due at ``intended`` is to be planned; returns
+        that time (ns): ``intended`` itself without a dispatcher, else the
+        lookahead before it.
+
+        The pacer yields to the loop after ``BURST_MAX`` due arrivals in a row
+        (hopbench._pacer), so that streams run between sends. With the
+        dispatcher, planning is not sending: an arrival is planned well before
+        its time, and the planner that falls behind (its next arrival due in
+        less than half the lookahead) plans on without yielding, for at most
+        ``CATCH_UP_TURN_NS`` a turn. With the bursts alone, it planned 16
+        arrivals a turn: a loop whose turns took 20-40 ms (the first second, a
+        publishing second) planned under 1,000 a second, its queue ran dry and
+        the lag grew until the end (1,000 requests/s: p99 50-400 ms in a third
+        of the runs; benchmarks/README.md, "The GIL and the collector")."""
+        if disp is None:
+            await pacer.wait(intended)
+            return intended
+        ahead = _lookahead_ns(disp)
+        wake = intended - ahead
+        now = now_ns()
+        if intended - now < ahead // 2 and now - self._plan_turn_ns < CATCH_UP_TURN_NS:
+            return wake  # behind (and so past its wake): no yield this turn
+        wakes = pacer.stats.wakes
+        await pacer.wait(wake)
+        if pacer.stats.wakes != wakes:  # it yielded: a new turn
+            self._plan_turn_ns = now_ns()
+        return wake
 
     def _dispatchable(self) -> bool:
         """Whether this run's open loop writes from hopbench._dispatch's thread:
@@ -1157,10 +1202,10 @@ class LoadRunner:
     def _spares_reserve(self) -> int:
         """The idle connections per origin the open loop keeps ready while the
         dispatcher's thread writes (``_top_up``): the requested rate's arrivals
-        in ``SPARES_AHEAD_NS`` plus ``SPARES_PER_MISS``, at most
-        ``SPARES_AT_START_MAX``."""
-        return min(math.ceil(self.load.rate_rps * SPARES_AHEAD_NS / NS_PER_S) + SPARES_PER_MISS,
-                   SPARES_AT_START_MAX)
+        in ``SPARES_RESERVE_NS`` plus ``SPARES_PER_MISS``, at most
+        ``SPARES_RESERVE_MAX``."""
+        return min(math.ceil(self.load.rate_rps * SPARES_RESERVE_NS / NS_PER_S) + SPARES_PER_MISS,
+                   SPARES_RESERVE_MAX)
 
     def _top_up(self, origin: Any) -> None:
         """The thread took an idle connection of ``origin``: if fewer than
