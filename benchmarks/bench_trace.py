@@ -28,6 +28,7 @@ Before / after and the causes (issue 17, "schedule lag p99 under 1 ms"):
     .venv/bin/python benchmarks/bench_trace.py --in-memory --explain --against main --repeat 3
     .venv/bin/python benchmarks/bench_trace.py --against main --repeat 2       # with the emulator
     .venv/bin/python benchmarks/bench_trace.py --in-memory --without timerfd,burst,switch,request
+    .venv/bin/python benchmarks/bench_trace.py --canned --without gcpace,switch,reserve,catchup,slack --repeat 2
 
 ``--against REV`` checks REV out in a temporary git worktree and runs it and
 this tree in turn (REV, this, REV, this, ...; each run its own process, the
@@ -42,7 +43,8 @@ the process's other threads took while the loop waited: the GIL), other tasks
 (sending the arrivals due before it in the same wake); it prints the means over
 all arrivals and over the p99 tail. A revision without the pacer shows its lag
 only. ``--without FIX,...`` also runs this tree with one fix undone (timerfd,
-burst, switch, request), interleaved, to weigh each fix alone.
+burst, switch, request in memory; over sockets dispatch and ``SOCKET_FIXES``),
+interleaved, to weigh each fix alone.
 
 The emulator runs in its own process on the same machine: on a 2-core
 machine it takes most of one core at 1,000 streams/s, so the figures also
@@ -335,12 +337,49 @@ def explain_lag(log: list[tuple[int, int, int, int, bool, int]], extra: list[tup
             "gc_pauses": len(gcs), "gc_max": max((e - s for s, e in gcs), default=0) / 1e6}
 
 
-def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str], workers: int = 1) -> dict[str, Any]:
+SOCKET_FIXES: dict[str, str] = {
+    "gcpace": "the collector paced by the dispatcher's thread (hopbench._dispatch.GcPacer): CPython's own",
+    "switch": "the 20 us GIL switch interval: 0.1 ms",
+    "reserve": "the idle reserve of 150 ms of arrivals: 50 ms",
+    "catchup": "the planner's catching up (CATCH_UP_TURN_NS): a yield every 16 arrivals",
+    "slack": "the thread's 1 ns timer slack: the kernel's 50 us",
+}
+"""What ``--without`` can undo over sockets (besides ``dispatch``), each in the
+child ``hopbench run`` process only (``_undo``)."""
+
+
+def _undo(fix: str) -> None:
+    """Undo one of ``SOCKET_FIXES`` in this process (a child about to run hopbench)."""
+    from hopbench import _dispatch, _runner
+    if fix == "gcpace":
+        init = _dispatch.Dispatcher.__init__
+
+        def without_pacing(self: Any, *a: Any, **k: Any) -> None:
+            init(self, *a, **{**k, "pace_gc": False})
+        _dispatch.Dispatcher.__init__ = without_pacing  # type: ignore[method-assign]
+    elif fix == "switch":
+        _runner.SWITCH_INTERVAL_S = 0.0001
+    elif fix == "reserve":
+        _runner.SPARES_RESERVE_NS = 50_000_000
+    elif fix == "catchup":
+        _runner.CATCH_UP_TURN_NS = 0
+    elif fix == "slack":
+        _dispatch.TIMER_SLACK_NS = 50_000
+    else:
+        raise SystemExit(f"--without: unknown fix {fix!r} (over sockets: dispatch, {', '.join(SOCKET_FIXES)})")
+
+
+def run_emulator(prof: Path, out: Path, root: Path, env: dict[str, str], workers: int = 1,
+                 without: str = "") -> dict[str, Any]:
     """``hopbench run`` of ``prof`` (embedded emulator, ``workers`` worker
     processes: each replays every n-th entry of the trace) with ``root``'s
-    code; its figures (with several workers: the merged summary's)."""
-    proc = subprocess.run([sys.executable, "-m", "hopbench", "run", str(prof), "--out", str(out),
-                           "--workers", str(workers)], cwd=root, capture_output=True, text=True, env=env)
+    code; its figures (with several workers: the merged summary's). ``without``:
+    one of ``SOCKET_FIXES`` undone in that process."""
+    head = [sys.executable, "-m", "hopbench"]
+    if without in SOCKET_FIXES:
+        head = [sys.executable, str(Path(__file__).resolve()), "--hopbench-without", without]
+    proc = subprocess.run(head + ["run", str(prof), "--out", str(out), "--workers", str(workers)],
+                          cwd=root, capture_output=True, text=True, env=env)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     load = summary["load"]
     lag = summary["scopes"]["all"]["metrics"]["schedule_lag"]
@@ -398,7 +437,8 @@ def _loadavg() -> str:
         return "?"
 
 
-def run_canned(prof: Path, out: Path, root: Path, env: dict[str, str], workers: int = 1) -> dict[str, Any]:
+def run_canned(prof: Path, out: Path, root: Path, env: dict[str, str], workers: int = 1,
+               without: str = "") -> dict[str, Any]:
     """``prof`` replayed by ``hopbench run`` (``workers`` workers, ``root``'s code) against
     benchmarks/_canned.py in a process of its own; its figures."""
     server = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "_canned.py")],
@@ -408,7 +448,7 @@ def run_canned(prof: Path, out: Path, root: Path, env: dict[str, str], workers: 
         port = int(server.stdout.readline())
         text = prof.read_text(encoding="utf-8").replace("embedded = true", f'url = "http://127.0.0.1:{port}"')
         prof.write_text(text, encoding="utf-8")
-        return run_emulator(prof, out, root, env, workers)
+        return run_emulator(prof, out, root, env, workers, without)
     finally:
         server.kill()
         server.wait()
@@ -434,8 +474,8 @@ def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool, withou
         return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     prof = write_rate_case(folder, args.rps, args.seconds) if rate else write_case(folder, args.rps, args.seconds)
     if args.canned:
-        return run_canned(prof, folder / "run", root, env, args.workers)
-    return run_emulator(prof, folder / "run", root, env, args.workers)
+        return run_canned(prof, folder / "run", root, env, args.workers, without)
+    return run_emulator(prof, folder / "run", root, env, args.workers, without)
 
 
 def main() -> None:
@@ -453,11 +493,15 @@ def main() -> None:
                     help="also run git revision REV (a temporary worktree), interleaved: REV, this, REV, ...")
     ap.add_argument("--without", metavar="FIX", default="",
                     help="also run this tree without one fix, interleaved (in memory: timerfd, burst, switch, "
-                         "request; over sockets: dispatch; comma-separated)")
+                         "request; over sockets: dispatch, " + ", ".join(SOCKET_FIXES) + "; comma-separated)")
     ap.add_argument("--workers", type=int, default=1,
                     help="worker processes of `hopbench run` (not with --in-memory; default 1: the goal's "
                          "'one worker')")
     ap.add_argument("--child", metavar="FOLDER", help=argparse.SUPPRESS)  # one in-memory run, JSON out
+    if sys.argv[1:2] == ["--hopbench-without"]:  # a child: `hopbench ...` with one fix undone
+        _undo(sys.argv[2])
+        from hopbench.cli import main as hopbench_main
+        raise SystemExit(hopbench_main(sys.argv[3:]))
     args = ap.parse_args()
     if args.workers < 1 or (args.workers > 1 and args.in_memory):
         ap.error("--workers takes a count >= 1, and not with --in-memory")
@@ -467,6 +511,10 @@ def main() -> None:
             folder, args.rps, args.seconds)
         print(json.dumps(run_in_memory(prof, args.explain, args.without)))
         return
+    known = ("timerfd", "burst", "switch", "request") if args.in_memory else ("dispatch", *SOCKET_FIXES)
+    for fix in filter(None, args.without.split(",")):
+        if fix not in known:
+            ap.error(f"--without: unknown fix {fix!r} here (expected one of: {', '.join(known)})")
     sides: list[tuple[str, Path, str]] = [("this", ROOT, "")]
     if args.without:
         sides += [(f"this without {w}", ROOT, w) for w in args.without.split(",")]
