@@ -109,3 +109,19 @@ def test_a_finished_stream_leaves_no_cyclic_garbage(tmp_path: object, load: str)
             _runner.CollectorWatch = _runner_watch  # type: ignore[misc]
     assert rec.snapshot().counter(ALL, "completed") == 160
     assert freed[0] < 160, freed  # under one object per stream (the interval histograms' ctypes types)
+
+
+def test_freeze_now_does_not_count_the_frozen_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gc.get_freeze_count`` walks every frozen object (ms of GIL on the event
+    loop, where ``freeze_now`` is called): only reading ``frozen_late`` counts."""
+    with CollectorWatch() as c:
+        kept = [[i] for i in range(500)]
+        real = gc.get_freeze_count
+
+        def boom() -> int:
+            raise AssertionError("counted on the loop")
+        monkeypatch.setattr(gc, "get_freeze_count", boom)
+        c.freeze_now()
+        monkeypatch.setattr(gc, "get_freeze_count", real)
+        assert c.frozen_late >= 500
+        del kept
