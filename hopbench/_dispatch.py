@@ -447,10 +447,9 @@ def _gil_held_readable() -> Callable[[int], bool]:
     c_poll.argtypes = [ctypes.POINTER(_PollFd), ctypes.c_ulong, ctypes.c_int]
     c_poll.restype = ctypes.c_int
     events = select.POLLIN | select.POLLERR | select.POLLHUP
-    pfd = _PollFd()  # one thread uses it
 
     def readable(fd: int) -> bool:
-        pfd.fd, pfd.events, pfd.revents = fd, events, 0
+        pfd = _PollFd(fd, events, 0)  # (one per call: any thread may ask)
         return int(c_poll(ctypes.byref(pfd), 1, 0)) > 0
 
     return readable
