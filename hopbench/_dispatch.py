@@ -26,7 +26,11 @@ handed over unsent, ``Slot.sent_ns`` None): no idle connection (a new one is
 opened by the loop), a request too large to write in one go (the rest is
 written by the loop: ``Slot.nsent`` bytes are out), a connection the server
 closed while idle (handed back to be closed), and every arrival when
-``max_in_flight`` streams are open (``Slot.full``).
+``max_in_flight`` streams are open (``Slot.full``). Once an arrival goes to
+the loop unsent, the later arrivals of the same due time go unsent too
+(``Slot.held``): the loop writes those in the order it was handed them
+(hopbench._runner, ``_WriteTurns``), so that none of them leaves before an
+earlier one of its time (a trace's rows of one timestamp, in file order).
 
 The cyclic garbage collector is the other thing that holds the GIL for long:
 a young collection takes 0.1-5 ms here, a middle one 1-5 ms, during which the
@@ -201,11 +205,13 @@ class Slot:
     the whole request went out, else None), ``conn`` (the
     connection written on), ``nsent`` (bytes written), ``full`` (max_in_flight
     streams were open: not sent), ``stale`` (connections found closed by the
-    server while idle, for the loop to close).
+    server while idle, for the loop to close), ``held`` (not tried: an earlier
+    arrival of the same ``due_ns`` went to the loop unsent, so this one goes
+    too, to leave after it).
     """
 
     __slots__ = ("due_ns", "origin", "data", "payload", "taken_ns", "sent_ns", "conn", "nsent",
-                 "full", "stale")
+                 "full", "stale", "held")
 
     def __init__(self, due_ns: int, origin: Any, data: bytes | None, payload: Any) -> None:
         self.due_ns = due_ns
@@ -218,6 +224,7 @@ class Slot:
         self.nsent = 0
         self.full = False
         self.stale: list[Any] = []
+        self.held = False
 
 
 class Dispatcher:
@@ -278,6 +285,9 @@ class Dispatcher:
         #: by the thread (as it takes a slot up); two counters, one writer each
         self._bytes_in = 0
         self._bytes_out = 0
+        #: the thread's: the due time of the latest slot it handed over unsent to be
+        #: written by the loop (None: none yet); later slots of that time follow it
+        self._unsent_due_ns: int | None = None
         self.error: BaseException | None = None
         #: the collections the thread ran (None: CPython's own, as usual)
         self.gc: GcPacer | None = GcPacer() if pace_gc else None
@@ -363,6 +373,8 @@ class Dispatcher:
                 self.taken += 1
                 if not slot.full:
                     self.taken_open += 1
+                    if slot.sent_ns is None:  # the loop writes it: the rest of its time follows
+                        self._unsent_due_ns = slot.due_ns
                 self._taken.append(slot)
                 if not self._drain_pending:
                     self._drain_pending = True
@@ -389,6 +401,12 @@ class Dispatcher:
         # open streams, and those handed over that the loop has not started yet
         if self._open_count() + (self.taken_open - self.handed_open) >= self._max_open:
             slot.full = True
+            slot.taken_ns = self.now_ns()
+            return
+        if slot.due_ns == self._unsent_due_ns:
+            # An earlier arrival of this due time went to the loop unsent: written
+            # here, this one would leave before it. The loop writes both, in order.
+            slot.held = True
             slot.taken_ns = self.now_ns()
             return
         data = slot.data

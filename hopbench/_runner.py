@@ -341,6 +341,69 @@ class _Plan:
     request: httpx.Request | Exception | None = None
 
 
+class _WriteTurns:
+    """The writes of one due time's requests that the loop makes itself, in the
+    order their streams were started (docs/workloads.md, "Trace replay": rows of
+    one timestamp leave in file order).
+
+    trio runs a batch of ready tasks in either order (trio/_core/_run.py reverses
+    the batch half the time), and a stream that has to connect first writes
+    later than one with an idle connection; so the order of the tasks says
+    nothing about the order of the writes. Each stream of the due time holds a
+    ticket (``take``, in the order the streams are started) and, at the start of
+    its write (the transport's ``send_request_headers.started`` trace, just
+    before the socket write, which begins with no checkpoint in between),
+    awaits ``wait`` for its turn, then ``release``s it. A stream that ends
+    without writing (failed, timed out, cancelled) releases its ticket as it
+    ends (``LoadRunner._stream``'s ``finally``), so it never holds up the ones
+    after it. One instance per due time; the streams' plans hold it, and it is
+    freed with the last of them. A lone stream of its time never waits.
+    """
+
+    __slots__ = ("issued", "turn", "done", "waiting")
+
+    def __init__(self) -> None:
+        self.issued = 0  # tickets handed out, 0, 1, ...
+        self.turn = 0  # the ticket whose write is next: every lower one wrote or ended
+        self.done: set[int] = set()  # tickets above ``turn`` released out of turn (ended unwritten)
+        self.waiting: dict[int, trio.Event] = {}  # ticket -> the event its stream waits on
+
+    def take(self) -> int:
+        """The next ticket."""
+        k = self.issued
+        self.issued += 1
+        return k
+
+    async def wait(self, k: int) -> None:
+        """Return once every ticket below ``k`` was released (no wait if so already).
+
+        Raises:
+            trio.Cancelled: the stream's scope was cancelled meanwhile.
+        """
+        while k > self.turn:
+            ev = self.waiting[k] = trio.Event()
+            await ev.wait()
+
+    def release(self, k: int) -> None:
+        """Ticket ``k``'s stream writes now, or ended; idempotent. When the next
+        turn's stream waits, wakes every waiting stream, in ticket order: when
+        trio runs the next batch in that order (half its batches) they all write
+        in it, one after the other; otherwise the ones not yet due wait again."""
+        if k != self.turn:
+            if k > self.turn:
+                self.done.add(k)
+            return
+        self.turn += 1
+        done = self.done
+        while self.turn in done:
+            done.discard(self.turn)
+            self.turn += 1
+        if self.turn in self.waiting:  # (else the next stream has not come to its write yet)
+            waiting, self.waiting = self.waiting, {}
+            for j in sorted(waiting):
+                waiting[j].set()
+
+
 DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1").strip().lower() not in ("0", "false", "no", "off")
 """Whether open loops write their requests from hopbench._dispatch's thread
 (where it can: see ``LoadRunner._dispatchable``). ``HOPBENCH_DISPATCH=0`` in
@@ -581,6 +644,9 @@ class LoadRunner:
         self._dispatcher: Dispatcher | None = None
         self._submitted = 0  # arrivals queued for the dispatcher
         self._plan_turn_ns = 0  # when the open loop's planner last yielded (_plan_wait)
+        # the loop's own writes of the latest due time it started streams for (_write_turn)
+        self._turns: _WriteTurns | None = None
+        self._turns_due_ns = 0
         self._spares_opening = 0  # spare connections being opened (_open_spare)
         self._reserve = self._spares_reserve() if self.load.mode != "concurrency" else 0  # (_top_up)
         self._spares_failed: dict[Any, int] = {}  # origin -> spare connects that failed
@@ -1065,7 +1131,20 @@ class LoadRunner:
             sc = scenarios[spec.scenario_index[i]]
             req = self._trace_request(sc, i, rep)
             self._gauge.move(t, OUT, WAITING)
-            self._streams.start_soon(self._stream, sc, intended, True, req, None, None, t)
+            self._streams.start_soon(self._stream, sc, intended, True, req, None, None, t,
+                                     self._write_turn(intended))
+
+    def _write_turn(self, due_ns: int) -> tuple[_WriteTurns, int]:
+        """A ticket among the loop's own writes of the requests due at ``due_ns``
+        (clock ns), for a stream about to be started: arrivals come in due order,
+        so the streams of one due time get theirs one after the other, in the
+        order they are started (``_WriteTurns``). Different due times are not
+        ordered against each other."""
+        turns = self._turns
+        if turns is None or due_ns != self._turns_due_ns:
+            turns = self._turns = _WriteTurns()
+            self._turns_due_ns = due_ns
+        return turns, turns.take()
 
     @contextlib.asynccontextmanager
     async def _open_pacer(self) -> Any:
@@ -1306,11 +1385,13 @@ class LoadRunner:
                 gauge.move(t_sent, OUT, AWAITING_HEADERS)
                 plan.stage[0], plan.stage[1], plan.stage[2] = AWAITING_HEADERS, True, t_sent
             else:  # the loop writes it: lag to the loop's take-over, as without the thread
+                plan.stage[5] = self._write_turn(intended)  # (after those of its time handed before)
                 self._streams.start_soon(self._stream, sc, intended, True, None, plan, None, slot.taken_ns)
                 t = now_ns()
                 rec.record_global("schedule_lag", max(t - intended, 0))
                 gauge.move(t, OUT, WAITING)
-                if slot.data is not None and slot.conn is None and slot.origin is not None and not slot.stale:
+                if (slot.data is not None and slot.conn is None and slot.origin is not None and not slot.stale
+                        and not slot.held):  # (held: not tried, an earlier one of its time missed)
                     # every connection busy: grow the pool (idle ones the server had closed
                     # mean it was large enough: more would only be closed in turn)
                     self._missed(slot.origin)
@@ -1424,8 +1505,9 @@ class LoadRunner:
         gauge = self._gauge
         # [the stream's phase (hopbench._inflight), whether its request was written,
         # when the gauge counted it awaiting headers (clock ns), the stream's timeout
-        # scope and its total deadline (ns) once _stream has them]
-        stage: list[Any] = [WAITING, False, 0, None, None]
+        # scope and its total deadline (ns) once _stream has them, its turn among the
+        # loop's writes of its due time (_WriteTurns, ticket) or None]
+        stage: list[Any] = [WAITING, False, 0, None, None, None]
         first_byte_ns = self.profile.run.timeouts.first_byte_ns
         plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage)
 
@@ -1434,6 +1516,10 @@ class LoadRunner:
         async def trace(name: str, info: dict[str, Any]) -> None:
             # httpcore's trace names; StreamTransport emits the same two
             if name.endswith("send_request_headers.started"):
+                turn = stage[5]
+                if turn is not None:  # after the earlier requests of its due time (_WriteTurns)
+                    await turn[0].wait(turn[1])
+                    turn[0].release(turn[1])
                 t = now_ns()
                 if stage[0] == CONNECTING and stage[3] is not None and first_byte_ns:
                     # first_byte_s counts from the request's send, not from before its
@@ -1461,14 +1547,19 @@ class LoadRunner:
 
     async def _stream(self, sc: Scenario, intended_ns: int | None, counted: bool = False,
                       req: Prepared | None = None, plan: _Plan | None = None,
-                      sent_ns: int | None = None, taken_ns: int | None = None) -> str:
+                      sent_ns: int | None = None, taken_ns: int | None = None,
+                      turn: tuple[_WriteTurns, int] | None = None) -> str:
         """One stream, from its send to its record; returns its outcome.
         ``plan``: made ahead (open loop); ``sent_ns``: when hopbench._dispatch's
         thread wrote its request (the gauge already has it awaiting headers);
-        ``taken_ns``: when the open loop took its arrival up (load.sent)."""
+        ``taken_ns``: when the open loop took its arrival up (load.sent);
+        ``turn``: its place among the loop's writes of its due time (``_write_turn``;
+        a plan made ahead has it in its stage already)."""
         to = self.profile.run.timeouts
         if plan is None:
             plan = self._plan(sc, req)
+        if turn is not None:
+            plan.stage[5] = turn
         sc, req, arm, cancel = plan.sc, plan.req, plan.arm, plan.cancel
         scope_name, headers, shape, expect, stage = (plan.scope_name, plan.headers, plan.shape,
                                                      plan.expect, plan.stage)
@@ -1544,6 +1635,8 @@ class LoadRunner:
                 outcome = "timeout"
                 result = box[0]
         finally:
+            if stage[5] is not None:  # written or not, it no longer holds up the later ones
+                stage[5][0].release(stage[5][1])
             end = now_ns()
             meter.close(end)
             detail = self._wire_detail(outcome, detail, result, box[2], box[4])

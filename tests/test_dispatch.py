@@ -971,3 +971,57 @@ def test_the_open_loop_keeps_the_rates_arrivals_of_150_ms_idle_and_ready() -> No
                        (1e6, _runner.SPARES_RESERVE_MAX)):
         owner = SimpleNamespace(load=SimpleNamespace(rate_rps=rate))
         assert _runner.LoadRunner._spares_reserve(owner) == want  # type: ignore[arg-type]
+
+
+def test_once_an_arrival_goes_to_the_loop_unsent_the_rest_of_its_due_time_follows_it() -> None:
+    """An arrival the thread does not write (here its request is the loop's to write:
+    too large, TLS, a session) is handed over unsent; the later arrivals of the same
+    due time are handed over unsent too (``held``, not tried), although idle
+    connections wait: written by the thread, they would leave before it (a trace's rows
+    of one timestamp leave in file order). An arrival of a later time is written as
+    usual, and one dropped at max_in_flight holds nothing back."""
+    a, b = _pair()
+    source = _Source([("c", a.fileno())] * 4)
+    disp, handed = _dispatcher(source)
+    try:
+        t = time.perf_counter_ns()
+        first = Slot(t, None, None, 0)  # the loop writes it
+        rest = [Slot(t, None, b"r%d;" % i, i) for i in (1, 2)]
+        later = Slot(t + 1, None, b"later;", 3)
+        for s in (first, *rest, later):
+            disp.submit(s)
+        got = [handed.get(timeout=60) for _ in range(4)]
+    finally:
+        disp.close()
+    assert got == [first, *rest, later]  # in due order, as always
+    assert first.sent_ns is None and not first.held and not first.full
+    for s in rest:
+        assert s.held and s.sent_ns is None and s.conn is None and s.nsent == 0 and not s.full
+        assert s.taken_ns >= s.due_ns
+    assert later.sent_ns is not None and not later.held and later.conn == "c"
+    b.settimeout(10)
+    assert b.recv(100) == b"later;"  # the held ones were not written
+    assert disp.sent == 1 and len(source.conns) == 3
+
+    # dropped at max_in_flight (never written by anyone): the next one of its time is written
+    a2, b2 = _pair()
+    opened = [1]
+    handed2: queue.Queue[Any] = queue.Queue()
+    disp2 = Dispatcher(_Source([("d", a2.fileno())]), handed2.put, lambda fn, *args: fn(*args), 0,
+                       lambda: opened[0], 1)
+    disp2.start()
+    try:
+        t = time.perf_counter_ns()
+        dropped = Slot(t, None, b"x;", 0)
+        disp2.submit(dropped)
+        assert handed2.get(timeout=60) is dropped
+        opened[0] = 0  # a stream ended
+        written = Slot(t, None, b"y;", 1)
+        disp2.submit(written)
+        assert handed2.get(timeout=60) is written
+    finally:
+        disp2.close()
+    assert dropped.full and not dropped.held
+    assert written.sent_ns is not None and not written.held
+    b2.settimeout(10)
+    assert b2.recv(100) == b"y;"

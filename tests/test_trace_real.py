@@ -1,13 +1,21 @@
 """Replaying real published traces (docs/workloads.md, "Trace replay"): a slice of
 Azure's public conversation trace replayed on the embedded emulator, rows with 0
 tokens (an arrival all the same, sent with 1 token, and counted), and requests of one
-timestamp kept in file order."""
+timestamp kept in file order: scheduled, written (the fake transport's write point,
+the dispatcher's thread handing a due time back) and received (a raw server's kernel
+receive stamps, which say when each request reached its socket, whatever order the
+server then read them in)."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import selectors
 import shutil
+import socket
+import struct
+import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +28,10 @@ from hopbench import ProfileError, _runner
 from hopbench._profile import load_profile
 from hopbench._recorder import Recorder
 from hopbench._trace import read_trace, replay_plan
+from hopbench._transport import _ANC_SIZE, _SCM_TIMESTAMPNS, _SO_TIMESTAMPNS, keep_kernel_stamps
 from hopbench.cli import validate_command
 
-from _fake_transport import Plan, fake_transport
+from _fake_transport import CHUNK, LAST, Plan, fake_transport
 
 DATA = Path(__file__).resolve().parent / "data" / "workloads"
 #: the first 200 rows of AzureLLMInferenceTrace_conv.csv (tests/data/workloads/README.md)
@@ -204,49 +213,256 @@ def test_trace_equal_timestamps_are_scheduled_in_file_order(tmp_path: Path) -> N
             assert all((g[2] - spec.entries.line(0)) % parts == part for g in got)  # (the window has no gaps)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "the runner may write requests of one timestamp out of file order: each is started as its "
-    "own trio task (LoadRunner._trace_arrivals: start_soon(self._stream, ...), or the "
-    "dispatcher's unsent slots in _handed), and trio runs a batch of ready tasks in a random "
-    "order (trio/_core/_run.py: reverses the batch half the time, then pops from its end); "
-    "_trace.TraceSpec.arrivals gives them in file order (test above)"))
+def _writes_in_order(plan: Plan, written: list[str]) -> type[httpx.AsyncBaseTransport]:
+    """The fake transport, keeping each request's id as its write begins: when the
+    runner's ``send_request_headers.started`` trace returns (a real transport writes
+    right after it, with no checkpoint between), not when the transport is called."""
+    base = fake_transport(plan)
+
+    class Recording(base):  # type: ignore[valid-type,misc]
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            trace = request.extensions["trace"]
+
+            async def recorded(name: str, info: dict[str, Any]) -> None:
+                await trace(name, info)
+                if name.endswith("send_request_headers.started"):
+                    written.append(request.headers["x-hopbench-request-id"])
+
+            request.extensions["trace"] = recorded
+            response: httpx.Response = await super().handle_async_request(request)
+            return response
+
+    return Recording
+
+
+@pytest.mark.parametrize("connect_s", [0.0, 0.005])
 async def test_trace_equal_timestamps_are_sent_in_file_order(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Requests of one timestamp leave in the trace's order: the order the target sees them
-    in is the order the fake transport is handed them."""
+        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        connect_s: float) -> None:
+    """Requests of one timestamp leave in the trace's order, though each is its own
+    trio task (run in either order in a batch) and may have to connect first: the
+    order their writes begin in is the file's (under a fake clock the loop writes
+    every request itself: no dispatcher thread)."""
     _same_time_trace(tmp_path)
     profile = load_profile(_profile(tmp_path, "same.jsonl"))
-    seen: list[tuple[str, bytes, httpx.Headers]] = []
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,), last_s=0.01), seen))
+    written: list[str] = []
+    monkeypatch.setattr(_runner, "StreamTransport",
+                        _writes_in_order(Plan(connect_s=connect_s, gaps_s=(0.01,), last_s=0.01), written))
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["a"]), Recorder(["a"]),
                              on_stream=lines.append).run()
     line_of = {x["id"]: x["trace_line"] for x in lines}
-    order = [line_of[h["x-hopbench-request-id"]] for _, _, h in seen]
+    order = [line_of[i] for i in written]
     assert len(order) == 20 and order == sorted(order), order
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "requests the dispatcher's thread does not write (no idle connection yet: the first ones of a "
-    "run) are written by the loop, each from its own trio task, in a random order among a batch; "
-    "a later row the thread writes may leave before them (LoadRunner._handed / _stream)"))
-def test_trace_equal_timestamps_reach_the_emulator_in_file_order(tmp_path: Path) -> None:
-    """On the embedded emulator (the dispatcher's thread on): requests of one timestamp are
-    written (``sent_ns``) and received (the emulator's ``t0_mono_ns``) in file order."""
+class _StampedServer:
+    """A raw HTTP/1.1 server on 127.0.0.1, in a thread of its own (not on the runner's
+    loop): it answers every request with a short chat stream and keeps, for each, its
+    ``x-hopbench-request-id`` and the kernel's receive stamp of its first byte
+    (SO_TIMESTAMPNS, CLOCK_REALTIME ns): the order the requests reached their sockets,
+    whatever order the server then reads them in (the embedded emulator's own stamps
+    are taken when its loop gets to a request: on connections it accepts late, in the
+    order it accepts them). ``close = True``: each connection is closed after one
+    response, so the client never has an idle one."""
+
+    def __init__(self, close: bool = False) -> None:
+        self.close_after = close
+        self.got: list[tuple[int, str]] = []  # (receive stamp ns, request id), as read
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)  # (inherited when accepted)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(512)
+        self._sock.setblocking(False)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _StampedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop = True
+        self._thread.join()
+        self._sock.close()
+
+    def order(self) -> list[str]:
+        """The request ids by their first byte's arrival."""
+        return [i for _, i in sorted(self.got)]
+
+    def _run(self) -> None:
+        body = CHUNK + LAST
+        head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"content-length: %d\r\n%s\r\n" % (len(body), b"connection: close\r\n" if self.close_after else b""))
+        sel = selectors.DefaultSelector()
+        sel.register(self._sock, selectors.EVENT_READ)
+        state: dict[socket.socket, list[Any]] = {}  # connection -> [bytes read, first byte's stamp]
+        while not self._stop:
+            for key, _ in sel.select(0.05):
+                if key.fileobj is self._sock:
+                    while True:
+                        try:
+                            conn, _ = self._sock.accept()
+                        except BlockingIOError:
+                            break
+                        conn.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                        conn.setblocking(False)
+                        state[conn] = [b"", 0]
+                        sel.register(conn, selectors.EVENT_READ)
+                    continue
+                conn = key.fileobj  # type: ignore[assignment]
+                st = state[conn]
+                try:  # a request's first byte alone: its segment's stamp is the request's arrival
+                    data, anc, _, _ = conn.recvmsg(1 if not st[0] else 1 << 20, _ANC_SIZE)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data, anc = b"", []
+                if not data:
+                    sel.unregister(conn)
+                    del state[conn]
+                    conn.close()
+                    continue
+                if not st[0]:
+                    st[1] = next((sec * 10**9 + nsec for level, kind, raw in anc
+                                  if level == socket.SOL_SOCKET and kind == _SCM_TIMESTAMPNS
+                                  for sec, nsec in [struct.unpack("@qq", raw[:16])]), 0)
+                st[0] += data
+                if b"\r\n\r\n" not in st[0]:
+                    continue
+                rhead, _, rest = st[0].partition(b"\r\n\r\n")
+                fields = dict(line.split(b":", 1) for line in rhead.split(b"\r\n")[1:])
+                fields = {k.strip().lower(): v.strip() for k, v in fields.items()}
+                if len(rest) < int(fields.get(b"content-length", b"0")):
+                    continue
+                self.got.append((st[1], fields[b"x-hopbench-request-id"].decode()))
+                st[0] = b""  # (hopbench sends the next request only after this response)
+                conn.setblocking(True)
+                conn.sendall(head + body)
+                conn.setblocking(False)
+                if self.close_after:
+                    sel.unregister(conn)
+                    del state[conn]
+                    conn.close()
+        for conn in state:
+            conn.close()
+        sel.close()
+
+
+def _stamps_or_skip() -> None:
+    if _SO_TIMESTAMPNS is None or not keep_kernel_stamps():
+        pytest.skip("no kernel receive stamps on this platform (SO_TIMESTAMPNS)")
+
+
+def _received_lines(tmp_path: Path, server: _StampedServer, n: int) -> tuple[list[int], dict[str, Any]]:
+    """Replay ``tmp_path``'s same.jsonl against ``server`` (hopbench run in this process,
+    the dispatcher's thread on: plain http, the real clock): the trace lines in the
+    order their requests reached the server, and summary.json."""
     from hopbench._run import run_profile
 
-    _same_time_trace(tmp_path, groups=30, per=4)
-    prof = _profile(tmp_path, "same.jsonl", load="max_in_flight = 1000", run="requests = 120\nduration_s = 60",
-                    target="embedded", emulator="[emulator]\nttft_ms = 1\ntokens_per_s = 0\noutput_tokens = 1")
+    prof = _profile(tmp_path, "same.jsonl", load="max_in_flight = 1000",
+                    run=f"requests = {n}\nduration_s = 60", target=server.url)
     outcome = run_profile(load_profile(prof), out_dir=tmp_path / "run")
-    assert outcome.summary["scopes"]["all"]["counters"]["completed"] == 120
+    assert outcome.summary["scopes"]["all"]["counters"]["completed"] == n, outcome.summary["scopes"]["all"]
     streams = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
-    truth = {r["request_id"]: r for r in map(json.loads, (tmp_path / "run" / "ground_truth.jsonl")
-                                              .read_text(encoding="utf-8").splitlines())}
-    by_sent = [x["trace_line"] for x in sorted(streams, key=lambda x: (x["sent_ns"], x["trace_line"]))]
-    by_received = [x["trace_line"] for x in sorted(streams, key=lambda x: truth[x["id"]]["t0_mono_ns"])]
-    assert by_sent == sorted(by_sent), by_sent
-    assert by_received == sorted(by_received), by_received
+    line_of = {x["id"]: x["trace_line"] for x in streams}
+    got = [line_of[i] for i in server.order()]
+    assert len(got) == n and all(stamp > 0 for stamp, _ in server.got)
+    return got, outcome.summary
+
+
+def _each_timestamp_in_file_order(got: list[int], per: int) -> None:
+    """``got`` (trace lines, 1 up, ``per`` a timestamp) keeps the file's order within
+    each timestamp. (Only there: a later timestamp's rows may leave before the last of
+    an earlier one's, e.g. as the loop writes both in the run's first busy milliseconds.)"""
+    for g in range(max(got) // per):
+        rows = [line for line in got if (line - 1) // per == g]
+        assert rows == sorted(rows), (g, rows, got)
+
+
+def test_trace_equal_timestamps_reach_the_target_in_file_order(tmp_path: Path) -> None:
+    """With the dispatcher's thread on and spare connections as usual: requests of one
+    timestamp reach the target in file order (the thread writes them in queue order;
+    any it hands to the loop, the loop writes in order, after the thread's)."""
+    _stamps_or_skip()
+    _same_time_trace(tmp_path, groups=30, per=4)
+    with _StampedServer() as server:
+        got, _ = _received_lines(tmp_path, server, 120)
+    _each_timestamp_in_file_order(got, 4)
+
+
+def test_trace_equal_timestamps_written_by_the_loop_reach_the_target_in_file_order(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No idle connection ever (no spares, a server that closes each connection after
+    one response): the thread hands every arrival to the loop, which connects and
+    writes each from its own task; the connects end in any order, and trio runs a
+    batch of tasks in either order, yet the requests of one timestamp reach the
+    target in file order."""
+    _stamps_or_skip()
+    for name in ("SPARES_AT_START_MAX", "SPARES_PER_MISS", "SPARES_RESERVE_MAX"):
+        monkeypatch.setattr(_runner, name, 0)
+    _same_time_trace(tmp_path, groups=6, per=6)
+    with _StampedServer(close=True) as server:
+        got, summary = _received_lines(tmp_path, server, 36)
+    assert summary["load"]["dispatched"] == 0  # (the loop wrote them all)
+    _each_timestamp_in_file_order(got, 6)
+
+
+def test_trace_a_row_the_loop_writes_is_not_overtaken_by_later_rows_of_its_timestamp(tmp_path: Path) -> None:
+    """A request too large for the dispatcher's thread to write (a body of 64 KiB or more:
+    the loop writes it) comes first at its timestamp: the rows after it, which the thread
+    could write at once on idle connections, are left to the loop too (none written by
+    the thread: it wrote them at their time, before the large one), which writes them
+    after it, in file order. (The large request's own arrival is not compared: a kernel
+    stamp moves to the latest segment merged into it while unread, and its body is
+    written after its head.)"""
+    _stamps_or_skip()
+    path = tmp_path / "same.jsonl"
+    path.write_text("".join(json.dumps({"timestamp_ms": 20 * g, "input_tokens": 20_000 if i == 0 else 8,
+                                        "output_tokens": 1}) + "\n" for g in range(4) for i in range(4)),
+                    encoding="utf-8")
+    with _StampedServer() as server:
+        got, summary = _received_lines(tmp_path, server, 16)
+    assert summary["load"]["dispatched"] == 0, summary["load"]
+    _each_timestamp_in_file_order([line for line in got if (line - 1) % 4], 4)
+
+
+async def test_write_turns_keep_the_order_and_skip_a_stream_that_ended_unwritten(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """``_WriteTurns``: each ticket's write waits for the lower ones (which reach their
+    write later: a longer connect), a stream that fails or is cancelled before its write
+    holds nothing up, and a lone stream never waits."""
+    turns = _runner._WriteTurns()
+    tickets = [turns.take() for _ in range(5)]
+    written: list[int] = []
+
+    async def stream(k: int, ready_s: float, fails: bool = False, timeout_s: float = 1.0) -> None:
+        try:
+            with trio.move_on_after(timeout_s):  # its timeout (its scope cancelled)
+                await trio.sleep(ready_s)  # its connect
+                if fails:
+                    raise OSError("connect failed")
+                await turns.wait(k)
+                turns.release(k)
+                written.append(k)
+        finally:
+            turns.release(k)  # (LoadRunner._stream's finally)
+
+    async def failing(k: int, ready_s: float) -> None:
+        with pytest.raises(OSError):
+            await stream(k, ready_s, fails=True)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream, tickets[0], 0.03)
+        nursery.start_soon(failing, tickets[1], 0.05)  # after 0: 2 and 3 wait for it
+        nursery.start_soon(stream, tickets[2], 0.0)
+        nursery.start_soon(partial(stream, tickets[3], 0.0, timeout_s=0.01))  # times out as it waits
+        nursery.start_soon(stream, tickets[4], 0.0)
+    assert written == [0, 2, 4] and turns.turn == 5 and not turns.done
+    lone = _runner._WriteTurns()
+    await lone.wait(lone.take())  # no wait, no checkpoint needed
+    assert lone.turn == 0
 
 
 def test_trace_zero_token_note_reaches_summary_json(tmp_path: Path) -> None:
