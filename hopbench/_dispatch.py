@@ -36,11 +36,12 @@ The cyclic garbage collector is the other thing that holds the GIL for long:
 a young collection takes 0.1-5 ms here, a middle one 1-5 ms, during which the
 thread cannot write (they were most of the arrivals late by over 1 ms at
 1,000 requests/s, benchmarks/README.md). So while the thread runs, CPython's
-automatic collection is off and the thread collects instead (:class:`GcPacer`):
-once CPython would have, in the first gap before a due arrival that the
-collection fits in. The run's collections keep their pace, between arrivals
-rather than across them. One that finds no gap for long is
-run anyway (``GC_FORCE_FACTOR``), so garbage stays bounded.
+the thread runs CPython's collections (:class:`GcPacer`): once CPython would
+have, in the first gap before a due arrival that the collection fits in. The
+run's collections keep their pace, between arrivals rather than across them.
+CPython's own collection stays on as a backstop at twice its young threshold
+(``GC_BACKSTOP_FACTOR``): what finds no gap, or a thread kept off the core,
+CPython collects as usual.
 
 Times are integer ns on hopbench's clock (hopbench._clock): the thread reads
 ``time.perf_counter_ns()`` plus the offset to trio's clock measured when the
@@ -77,16 +78,17 @@ GC_MARGIN_NS = 100_000
 """A paced collection runs only if it is expected to end this long before the
 next due arrival (ns)."""
 
-GC_FORCE_FACTOR = 4
-"""A young collection waits for a gap until this many times CPython's
-threshold of allocations (700 by default: 2,800) is reached; then it runs
-whatever is due (garbage stays bounded)."""
+GC_BACKSTOP_FACTOR = 2
+"""While the pacer runs, CPython's own collection stays on with its young
+threshold raised this many times (700 by default: 1,400): a collection that
+found no gap, or a thread kept off the core, is run by CPython as usual, so
+garbage and pauses stay bounded whatever the thread does."""
 
 GC_FULL_MIN_NS = 60_000_000_000
 """The least time between two full collections the pacer runs (ns). CPython
 skips a full collection while the objects promoted since the last one are
 under 25 % of those that survived it, a count Python cannot read; this floor
-stands in for it."""
+stands in for it (CPython's own, the backstop, keeps its rule)."""
 
 _GC_GUESS_NS = (500_000, 2_000_000, 50_000_000)
 """A collection's expected pause before one of its generation was measured, ns."""
@@ -97,68 +99,63 @@ class GcPacer:
 
     CPython collects generation ``g`` when its count exceeds its threshold
     (``gc.get_count()``, ``gc.get_threshold()``; CPython's Modules/gcmodule.c
-    ``gc_collect_generations``). While the pacer is on, automatic collection is
-    off (``gc.disable()``) and ``collect(gap_ns)`` runs the same collection
-    when it is due and expected to fit in ``gap_ns`` (the time until the next
-    arrival) with ``GC_MARGIN_NS`` to spare, expected being the longest of the
-    last eight pauses of that generation. A young collection due past
-    ``GC_FORCE_FACTOR`` times its threshold runs whatever the gap. A full
-    collection runs at most every ``GC_FULL_MIN_NS``.
+    ``gc_collect_generations``). While the pacer is on, CPython's young
+    threshold is ``GC_BACKSTOP_FACTOR`` times higher and ``collect(gap_ns)``
+    runs the collection CPython would have run at the usual threshold, when it
+    is expected to fit in ``gap_ns`` (the time until the next arrival) with
+    ``GC_MARGIN_NS`` to spare, expected being the longest of the last eight
+    pauses of that generation. What finds no gap CPython collects itself at
+    the raised threshold (the backstop). A full collection by the pacer runs
+    at most every ``GC_FULL_MIN_NS``.
 
     Attributes (written by the collecting thread): ``paced`` collections run
-    in a gap, ``forced`` ones run without.
+    in a gap.
 
-    ``start()`` turns automatic collection off if it was on (else the pacer
-    stays inactive: someone else owns the collector); ``stop()`` turns it back
-    on. Times are ``time.perf_counter_ns()``.
+    ``start()`` raises the threshold if automatic collection is on (else the
+    pacer stays inactive: someone else owns the collector); ``stop()`` puts
+    the threshold back. Times are ``time.perf_counter_ns()``.
     """
 
     def __init__(self) -> None:
         self.active = False
-        self._young = 700  # gc.get_threshold()[0], read by start()
+        self._thresholds: tuple[int, int, int] = (700, 10, 10)  # gc.get_threshold(), read by start()
         self.paced = 0
-        self.forced = 0
         self._recent: tuple[collections.deque[int], ...] = tuple(
             collections.deque([g], maxlen=8) for g in _GC_GUESS_NS)
         self._last_full_ns = time.perf_counter_ns()
 
     def start(self) -> None:
-        """Turn CPython's automatic collection off, if it is on."""
-        if gc.isenabled():
-            self._young = gc.get_threshold()[0]
-            gc.disable()
+        """Raise CPython's young threshold (the backstop), if automatic collection is on."""
+        t0, t1, t2 = gc.get_threshold()
+        if gc.isenabled() and t0 > 0:
+            self._thresholds = (t0, t1, t2)
+            gc.set_threshold(t0 * GC_BACKSTOP_FACTOR, t1, t2)
             self.active = True
 
     def stop(self) -> None:
-        """Turn it back on (if ``start`` turned it off); idempotent."""
+        """Put the threshold back (if ``start`` raised it); idempotent."""
         if self.active:
             self.active = False
-            gc.enable()
+            gc.set_threshold(*self._thresholds)
 
     def due(self) -> int:
-        """The generation CPython would collect now (0-2), or -1 for none."""
+        """The generation CPython would collect now at its usual thresholds (0-2), or -1 for none."""
         c0, c1, c2 = gc.get_count()
-        t0, t1, t2 = gc.get_threshold()
-        if t0 <= 0 or c0 <= t0:
+        t0, t1, t2 = self._thresholds
+        if c0 <= t0:
             return -1
         if c2 > t2 and time.perf_counter_ns() - self._last_full_ns >= GC_FULL_MIN_NS:
             return 2
         return 1 if c1 > t1 else 0
 
     def collect(self, gap_ns: int) -> bool:
-        """Run the collection that is due if it fits in ``gap_ns`` (or is
-        forced); returns whether one ran."""
-        if not self.active or gc.get_count()[0] <= self._young:
+        """Run the collection that is due if it fits in ``gap_ns``; returns whether one ran."""
+        if not self.active or gc.get_count()[0] <= self._thresholds[0]:
             return False
         gen = self.due()
-        if gen < 0:
+        if gen < 0 or max(self._recent[gen]) + GC_MARGIN_NS > gap_ns:
             return False
-        if max(self._recent[gen]) + GC_MARGIN_NS > gap_ns:
-            if gc.get_count()[0] <= GC_FORCE_FACTOR * gc.get_threshold()[0]:
-                return False
-            self.forced += 1
-        else:
-            self.paced += 1
+        self.paced += 1
         t = time.perf_counter_ns()
         gc.collect(gen)
         end = time.perf_counter_ns()

@@ -780,55 +780,63 @@ def _collector_as_found() -> Any:
     (gc.enable if enabled else gc.disable)()
 
 
-def test_the_pacer_turns_automatic_collection_off_and_back_on(_collector_as_found: Any) -> None:
+def test_the_pacer_raises_cpythons_threshold_as_a_backstop_and_puts_it_back(
+        _collector_as_found: Any) -> None:
     import gc
 
+    from hopbench import _dispatch
     from hopbench._dispatch import GcPacer
     gc.enable()
+    gc.set_threshold(700, 10, 100)
     p = GcPacer()
     p.start()
-    assert p.active and not gc.isenabled()
+    assert p.active and gc.isenabled()  # CPython still collects: at the raised threshold
+    assert gc.get_threshold() == (700 * _dispatch.GC_BACKSTOP_FACTOR, 10, 100)
     p.stop()
-    assert gc.isenabled() and not p.active
+    assert gc.get_threshold() == (700, 10, 100) and not p.active
     p.stop()  # idempotent
+    assert gc.get_threshold() == (700, 10, 100)
     gc.disable()  # someone else owns the collector: the pacer leaves it alone
     q = GcPacer()
     q.start()
-    assert not q.active and not q.collect(10**12)
+    assert not q.active and not q.collect(10**12) and gc.get_threshold() == (700, 10, 100)
     q.stop()
     assert not gc.isenabled()
 
 
 def test_a_due_collection_runs_in_a_gap_it_fits_and_waits_for_one_it_does_not(
         _collector_as_found: Any) -> None:
-    """What CPython would collect (the oldest generation past its threshold) runs
-    when the gap to the next arrival holds it (its last pauses plus the margin),
-    never when the gap is 0, unless the young generation grew past
-    GC_FORCE_FACTOR times its threshold."""
+    """What CPython would collect at its usual threshold (the oldest generation
+    past it) runs when the gap to the next arrival holds it (its last pauses
+    plus the margin), never when the gap is 0: CPython's own collection, at
+    GC_BACKSTOP_FACTOR times the threshold, is the backstop."""
     import gc
 
     from hopbench import _dispatch
     from hopbench._dispatch import GcPacer
     gc.enable()
     gc.set_threshold(50, 10, 10)
+    gc.collect()  # the counts from 0
     p = GcPacer()
     p.start()
+    keep: list[Any] = []
     try:
-        junk = [[] for _ in range(10)]
+        keep.append([[] for _ in range(10)])
         assert p.due() == -1 and not p.collect(10**12)  # under the threshold: nothing due
-        junk += [[] for _ in range(100)]
+        keep.append([[] for _ in range(60)])
         assert p.due() == 0
         assert not p.collect(0)                          # due, but no gap
         assert gc.get_count()[0] > 50
         assert p.collect(10**12) and p.paced == 1        # a gap that holds it
         assert gc.get_count()[0] < 50
-        junk += [[] for _ in range(_dispatch.GC_FORCE_FACTOR * 50 + 10)]
-        assert p.collect(0) and p.forced == 1            # no gap for too long: run anyway
-        assert not gc.isenabled()
+        for _ in range(3 * _dispatch.GC_BACKSTOP_FACTOR):  # no gap ever: CPython collects
+            keep.append([[] for _ in range(50)])
+            assert not p.collect(0)
+        assert gc.get_count()[0] <= 50 * _dispatch.GC_BACKSTOP_FACTOR + 1
+        assert gc.get_count()[1] > 1                     # (its young collections, counted)
     finally:
         p.stop()
-    assert gc.isenabled()
-    del junk
+    assert gc.get_threshold() == (50, 10, 10)
 
 
 def test_the_pacer_collects_what_cpython_would_by_generation(_collector_as_found: Any) -> None:
@@ -843,16 +851,16 @@ def test_the_pacer_collects_what_cpython_would_by_generation(_collector_as_found
     p = GcPacer()
     p.start()
     seen = []
-    keep: list[Any] = []  # alive: each round adds 20 to the young generation's count
+    keep: list[Any] = []  # alive: each round adds 15 to the young generation's count
     try:
         for _ in range(12):
-            keep.append([[] for _ in range(20)])
+            keep.append([[] for _ in range(15)])
             seen.append(p.due())
             p.collect(10**12)
         assert 0 in seen and 1 in seen and 2 not in seen  # the full one: not within a minute
         p._last_full_ns -= _dispatch.GC_FULL_MIN_NS
         for _ in range(12):
-            keep.append([[] for _ in range(20)])
+            keep.append([[] for _ in range(15)])
             if p.due() == 2:
                 break
             p.collect(10**12)
@@ -870,16 +878,15 @@ def test_the_dispatcher_collects_while_it_runs_and_gives_the_collector_back(
     disp, handed = _dispatcher(_Source([(i, a.fileno()) for i in range(50)]))
     keep: list[Any] = []
     try:
-        assert disp.gc is not None and disp.gc.active and not gc.isenabled()
+        assert disp.gc is not None and disp.gc.active and gc.get_threshold()[0] > 100
         for i in range(50):
-            keep.append([[] for _ in range(300)])  # the young generation past its threshold
+            keep.append([[] for _ in range(150)])  # the young generation past its threshold
             disp.submit(Slot(time.perf_counter_ns() + 2 * MS, None, b"x", i))
             assert handed.get(timeout=60).payload == i
-        assert gc.get_count()[0] < 50 * 300  # (automatic collection off: the thread's)
     finally:
         disp.close()
-    assert gc.isenabled()
-    assert disp.gc.paced + disp.gc.forced > 0
+    assert gc.isenabled() and gc.get_threshold() == (100, 10, 10)
+    assert disp.gc.paced > 0  # the thread ran collections meanwhile
 
 
 def test_the_thread_checks_a_connection_for_a_close_with_the_gil_held_or_by_poll() -> None:
