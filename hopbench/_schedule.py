@@ -39,7 +39,14 @@ from collections.abc import Iterable, Iterator
 
 from ._units import NS_PER_S
 
-__all__ = ["Arrivals", "DueCount", "WindowCount", "TAKEN", "SENT", "LATER_SENT"]
+__all__ = ["Arrivals", "DueCount", "WindowCount", "TAKEN", "SENT", "LATER_SENT", "WALK_MAX"]
+
+WALK_MAX = 100_000
+""":meth:`DueCount.at_stop` reads at most this many of a rate schedule's arrivals
+after the pending one (each drawn as the run would have); the rest up to the
+stop, when there are more (a client far behind a very high rate), is counted as
+the rate's mean count (``rate_rps`` x the time left): walking 30 million of them
+one by one held the stop 25 s, deaf to signals."""
 
 
 class Arrivals:
@@ -58,6 +65,11 @@ class Arrivals:
     """
 
     __slots__ = ("_t", "_gap_ns", "_rate", "_poisson", "_rng", "_first")
+
+    @property
+    def rate_rps(self) -> float:
+        """The schedule's rate, requests per second."""
+        return self._rate
 
     def __init__(self, start_ns: float, rate_rps: float, poisson: bool, rng: random.Random) -> None:
         self._t = float(start_ns)
@@ -156,6 +168,9 @@ class DueCount:
                 pending one and ``rest``) count: what was left of a ``run.requests``
                 budget; None: no bound.
 
+        Past ``WALK_MAX`` arrivals read from an :class:`Arrivals` ``rest``, the
+        rest up to the stop counts as the rate's mean count (plus one).
+
         Returns:
             the count, >= 0.
         """
@@ -167,6 +182,13 @@ class DueCount:
         for t in times:
             if t >= stop_ns or (limit is not None and taken >= limit):
                 break
+            if taken >= WALK_MAX and isinstance(rest, Arrivals):
+                # the rest of a rate schedule, counted: its mean count from here to the
+                # stop (a client far behind a very high rate; walking it froze the stop)
+                more = int(rest.rate_rps * (stop_ns - max(t, self.from_ns)) / NS_PER_S) + 1
+                if limit is not None:
+                    more = min(more, limit - taken)
+                return n + late + max(more, 0)
             taken += 1  # (an arrival of the warm-up would have used up the budget too)
             if t >= self.from_ns:
                 late += 1

@@ -696,3 +696,29 @@ async def test_load_held_is_null_when_the_run_measured_nothing(
         _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
         assert load["held"] is None, (load_text, load)
         assert not [w for w in warnings if "load not held" in w]
+
+
+def test_the_rest_of_a_very_high_rate_is_counted_not_walked() -> None:
+    """A client far behind 1e9 requests/s: the stop reads at most WALK_MAX of the
+    schedule's arrivals and counts the rest as the rate's mean count (walking
+    30 million of them held the stop 25 s, deaf to signals)."""
+    from hopbench._schedule import WALK_MAX, Arrivals, DueCount
+
+    class Counting(Arrivals):
+        __slots__ = ("drawn",)
+
+        def __next__(self) -> int:
+            self.drawn = getattr(self, "drawn", 0) + 1
+            return super().__next__()
+
+    for poisson in (True, False):
+        rest = Counting(0.0, 1e9, poisson, random.Random(1))
+        due = DueCount(0)
+        stop = 2 * 10**9  # 2 s: 2e9 arrivals due
+        n = due.at_stop(stop, rest)
+        assert rest.drawn <= WALK_MAX + 1
+        assert abs(n - 2e9) < 2e9 * 1e-3
+        limited = DueCount(0).at_stop(stop, Counting(0.0, 1e9, poisson, random.Random(1)), limit=250_000)
+        assert limited == 250_000  # a run.requests budget still bounds it
+    small = DueCount(0).at_stop(10**9, Arrivals(0.0, 1000.0, False, random.Random(1)))
+    assert small == 1000  # under WALK_MAX: every arrival read, exactly
