@@ -706,7 +706,9 @@ def window(entries: Sequence[TraceEntry], start_ms: float | None,
         else a list; start ms, period ms): the period, used by
         ``loop``, is ``end_ms - start_ms`` when an end is given, else the span
         from the start to the last entry plus the mean gap between entries
-        (so the seam between two passes is a typical gap), at least 1 ms.
+        (so the seam between two passes is a typical gap), at least 1 ms; 1 s
+        for a single entry or entries all at one timestamp (no gap to go by:
+        two rows at one instant looped every 1 ms, 2,000 requests/s).
         The entry list may be empty (the caller reports it).
     """
     kept: Sequence[TraceEntry]
@@ -722,10 +724,10 @@ def window(entries: Sequence[TraceEntry], start_ms: float | None,
         first, last = (kept[0].t_ms, kept[-1].t_ms) if kept else (0.0, 0.0)
     if end_ms is not None:
         period = end_ms - start
-    elif len(kept) > 1:
+    elif len(kept) > 1 and last > first:
         span = last - start
         period = span + (last - first) / (len(kept) - 1)
-    else:
+    else:  # one entry, or all at one timestamp: no gap to repeat by; once a second
         period = 1000.0
     return kept, start, max(period, 1.0)
 
@@ -887,7 +889,7 @@ class TraceSpec:
         """The window's mean request rate at this speedup, requests per second.
 
         Meaningless for a replay of :attr:`one_instant` (its period is made up:
-        1 ms, or 1 s for a single entry); the reports show no rate for one.
+        1 s); the reports show no rate for one.
         """
         return len(self.entries) / (self.period_ms / 1000.0) * self.speedup
 
@@ -895,10 +897,10 @@ class TraceSpec:
     def one_instant(self) -> bool:
         """The replay is one instant: not looped, and every entry of the window
         at one timestamp (a single entry, or a burst). Such a schedule has no
-        rate: requests/s over the gap after the instant (a made-up mean gap: 0.5
-        ms for two entries) would read as thousands per second
-        (docs/workloads.md, "Trace replay"). A looped one repeats every
-        ``period_ms``: that is its rate."""
+        rate: requests/s over a gap after the instant would be made up (the
+        period's 1 s divided among the entries; before, 0.5 ms for two entries:
+        thousands per second) (docs/workloads.md, "Trace replay"). A looped one
+        repeats every ``period_ms``: that is its rate."""
         return not self.loop and self.entries.t_ms(0) == self.entries.t_ms(len(self.entries) - 1)
 
     @property

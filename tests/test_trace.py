@@ -228,12 +228,12 @@ def test_trace_window_speedup_loop_and_parts(tmp_path: Path) -> None:
 
 
 def test_trace_scheduled_between_counts_whole_passes_without_walking_them(tmp_path: Path) -> None:
-    # a looped trace of 3 requests at one instant has a 1 ms period: at speedup 1e5 that is
+    # a looped trace of 3 requests at one instant has a 1 s period: at speedup 1e8 that is
     # 10 ns, so the first second holds 1e8 passes; the count walked them one by one and the
     # run hung before its first request (spare connections sized from the first second)
     _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}) + "\n"
                              for _ in range(3)))
-    spec = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 1e5\nloop = true", run="duration_s = 1")).load.trace
+    spec = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 1e8\nloop = true", run="duration_s = 1")).load.trace
     assert spec.scheduled_between(0, 10**9) == 3 * 10**8
     assert spec.scheduled_between(0, 3600 * 10**9, 1, 2) == 3600 * 10**8
     # against the schedule itself: every arrival of [a, b), over passes that straddle both ends
@@ -451,3 +451,14 @@ def test_trace_stretched_replay_warns_on_the_command_line(tmp_path: Path) -> Non
                            "--no-progress"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert "hopbench: warning: run.duration_s = 0.5 ends the replay after 1 of its 2 requests" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_looped_trace_at_one_instant_repeats_once_a_second_whatever_its_rows(tmp_path: Path) -> None:
+    """No gap to repeat by: a single row and rows all at one timestamp loop every
+    1 s alike (two rows looped every 1 ms before: 2,000 requests/s)."""
+    for rows in (1, 2, 10):
+        _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 5, "input_tokens": 5, "output_tokens": 3}) + "\n"
+                                 for _ in range(rows)))
+        spec = load_profile(_profile(tmp_path, "t.jsonl", "loop = true", run="duration_s = 1")).load.trace
+        assert spec.period_ms == 1000.0 and spec.rate_rps == rows
+        assert spec.scheduled_between(0, 3 * 10**9) == 3 * rows
