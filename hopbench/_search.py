@@ -118,7 +118,7 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         The probe; its reasons among "not measured" (headline ``started`` is 0: no
         stream started after the warm-up; the probe is then ``measured`` False and
         its other reasons are only "client saturated" and "run incomplete"),
-        "slo", "slo: too few requests" (the good
+        "slo" (never without objectives: summary.json ``slo`` null), "slo: too few requests" (the good
         fraction met the target, its lower bound did not: lengthen the stage),
         "load not held", "client saturated", "run incomplete"; its ``figures``: measured,
         good_fraction, good_fraction_lower, target,
@@ -143,7 +143,7 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
     reasons: list[str] = []
     if not measured:
         reasons.append(NOT_MEASURED)
-    elif not met:
+    elif slo and not met:  # (no objectives, summary.json "slo" null: nothing to meet)
         gf, tgt = all_slo.get("good_fraction"), _target(slo)
         few = isinstance(gf, (int, float)) and tgt is not None and gf >= tgt
         reasons.append(TOO_FEW if few else "slo")
@@ -201,6 +201,8 @@ def probe_line(p: Probe) -> str:
                 + (f" ({phrase})" if phrase else "") + "; not a capacity point"
                 + (f" ({', '.join(extra)})" if extra else ""))
     verdict = "pass" if p.passed else "FAIL (" + ", ".join(p.reasons) + ")"
+    if f.get("target") is None and f.get("good_fraction") is None:  # no [slo]: nothing to quote
+        return f"  -> {verdict}: no objectives set (slo): judged on the load alone"
     goodput = f.get("goodput_rps")
     rate = f"{goodput:g}" if isinstance(goodput, (int, float)) and not isinstance(goodput, bool) else "-"
     return (f"  -> {verdict}: good fraction {_pct(f.get('good_fraction'))} (lower bound "

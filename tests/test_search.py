@@ -607,3 +607,19 @@ def test_stages_exit_code_is_the_gates_a_saturated_stage_warns(tmp_path: Path, m
     path.write_text(_BASE + slo + "[search]\nmode = \"rate\"\nmin = 300\nmax = 1200\nstart = 600\nduration_s = 0.5\nwarmup_s = 0\n")
     assert main(["search", str(path), "--out", str(tmp_path / "d"), "--no-report", "-q"]) == 1
     assert "hopbench: error: no capacity reported: at 600 requests/s" in capsys.readouterr().err
+
+
+def test_a_stage_without_objectives_is_judged_on_its_load_alone() -> None:
+    """A [[stage]] profile without [slo] (summary.json "slo": null): no stage
+    fails on "slo"; held, saturated and complete still count."""
+    from hopbench._search import probe_line
+    load = {"mode": "rate", "held": True, "requested_rate_rps": 10.0, "achieved_rate_rps": 10.0, "due": 50,
+            "sent": 50}
+    summary = {"slo": None, "load": load, "complete": True, "saturated": False,
+               "headline": {"started": 50, "completed_per_s": 10.0}}
+    p = stage_probe(10.0, summary)
+    assert p.passed and p.reasons == () and p.measured
+    assert probe_line(p) == "  -> pass: no objectives set (slo): judged on the load alone"
+    held_not = stage_probe(10.0, {**summary, "load": {**load, "held": False, "sent": 20}})
+    assert not held_not.passed and held_not.reasons == ("load not held",)
+    assert probe_line(held_not).startswith("  -> FAIL (load not held): no objectives")
