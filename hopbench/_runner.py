@@ -649,6 +649,8 @@ class LoadRunner:
         self._turns_due_ns = 0
         self._spares_opening = 0  # spare connections being opened (_open_spare)
         self._reserve = self._spares_reserve() if self.load.mode != "concurrency" else 0  # (_top_up)
+        self._want_idle = 0  # idle connections a planned burst wants (_ahead)
+        self._due_recent: collections.deque[int] = collections.deque()  # (_ahead)
         self._spares_failed: dict[Any, int] = {}  # origin -> spare connects that failed
         self._dispatchers: list[Dispatcher] = []  # this run's (the stop waits for their hand-overs)
         self._deadline_ns: int | None = None  # t0 + run.duration: no arrival at or after it
@@ -1269,39 +1271,66 @@ class LoadRunner:
         when it could not be opened or kept, in "spare_connection_failures"."""
         assert isinstance(self._transport, StreamTransport)
         connect_ns = self.profile.run.timeouts.connect_ns
+        opened = False
         try:
             if await self._transport.open_spare(origin, ns_to_s(connect_ns) if connect_ns else None):
                 self.rec.incr_global("spare_connections")
+                opened = True
             else:
                 self.rec.incr_global("spare_connection_failures")
                 self._spares_failed[origin] = self._spares_failed.get(origin, 0) + 1
         finally:
             self._spares_opening -= 1
+        if opened and self._want_idle > self._reserve and self._dispatcher is not None:
+            self._top_up(origin)  # a planned burst's spares, one after another (_ahead)
 
     def _spares_reserve(self) -> int:
         """The idle connections per origin the open loop keeps ready while the
         dispatcher's thread writes (``_top_up``): the requested rate's arrivals
         in ``SPARES_RESERVE_NS`` plus ``SPARES_PER_MISS``, at most
-        ``SPARES_RESERVE_MAX``."""
+        ``SPARES_RESERVE_MAX`` and ``max_in_flight`` (no more streams, so no
+        more connections, are ever open at once)."""
         return min(math.ceil(self.load.rate_rps * SPARES_RESERVE_NS / NS_PER_S) + SPARES_PER_MISS,
-                   SPARES_RESERVE_MAX)
+                   SPARES_RESERVE_MAX, self.load.max_in_flight)
+
+    def _ahead(self, origin: Any, due_ns: int) -> None:
+        """An arrival due at ``due_ns`` was queued for the thread (the planner,
+        up to the lookahead before it): keep as many idle connections of
+        ``origin`` as arrivals are due in the ``SPARES_RESERVE_NS`` up to it, plus
+        ``SPARES_PER_MISS`` (a burst of a trace: 200 rows 0.1 ms apart after a
+        quiet minute found 4 connections and left the loop to connect for 192 of
+        them), at most ``SPARES_RESERVE_MAX`` and ``max_in_flight``; at least
+        the rate's reserve (``_top_up``). Opened as the burst is planned, ahead
+        of its time, and topped up as each spare opens (``_open_spare``)."""
+        recent = self._due_recent
+        recent.append(due_ns)
+        while recent[0] <= due_ns - SPARES_RESERVE_NS:  # (a half-open window: a steady rate's
+            recent.popleft()                              # count is its reserve's, no more)
+        want = min(len(recent) + SPARES_PER_MISS, SPARES_RESERVE_MAX, self.load.max_in_flight)
+        self._want_idle = max(want, self._reserve)
+        if want > self._reserve:
+            self._top_up(origin)
 
     def _top_up(self, origin: Any) -> None:
-        """The thread took an idle connection of ``origin``: if fewer than
-        ``_spares_reserve()`` are left idle, open one spare, so that a load
+        """Open spares of ``origin`` while fewer than the idle connections
+        wanted (the rate's reserve, ``_spares_reserve()``, or the arrivals
+        planned in a burst, ``_ahead``) are idle or being opened, so that a load
         whose streams pile up (the first seconds of an open loop of long
         streams: in flight grows to rate x stream length) finds one idle at
         each arrival instead of missing (``_missed``) once per new connection.
-        Bounded as ``_missed``: ``SPARES_OPENING_MAX`` being opened, none to an
-        origin after ``SPARES_FAILED_MAX`` failures, plain http only. Raises
-        RuntimeError once the streams' nursery closed."""
+        Called as the thread takes an idle one, as a burst is planned and as a
+        spare opens. Bounded as ``_missed``: ``SPARES_OPENING_MAX`` being
+        opened, none to an origin after ``SPARES_FAILED_MAX`` failures, plain
+        http only. Raises RuntimeError once the streams' nursery closed."""
         assert isinstance(self._transport, StreamTransport)
-        if (self._spares_opening >= SPARES_OPENING_MAX or origin[0] != b"http"
-                or self._spares_failed.get(origin, 0) >= SPARES_FAILED_MAX
-                or self._transport.idle_count(origin) + self._spares_opening >= self._reserve):
+        if (origin[0] != b"http" or self._spares_failed.get(origin, 0) >= SPARES_FAILED_MAX):
             return
-        self._streams.start_soon(self._open_spare, origin)
-        self._spares_opening += 1
+        want = max(self._reserve, self._want_idle)
+        n = min(want - self._transport.idle_count(origin) - self._spares_opening,
+                SPARES_OPENING_MAX - self._spares_opening)
+        for _ in range(n):
+            self._streams.start_soon(self._open_spare, origin)
+            self._spares_opening += 1
 
     def _missed(self, origin: Any) -> None:
         """The dispatcher's thread found no idle connection for an arrival (the
@@ -1335,6 +1364,8 @@ class LoadRunner:
             origin = None
         self._submitted += 1
         disp.submit(Slot(intended, origin, data, (sc, plan)))
+        if data is not None:
+            self._ahead(origin, intended)
 
     def _handed(self, slot: Slot | None) -> None:
         """The dispatcher's thread took ``slot`` up (run on the loop's thread by

@@ -534,7 +534,8 @@ class _Nursery:
 def _spare_owner(**kw: Any) -> Any:
     from types import SimpleNamespace
     fields: dict[str, Any] = dict(_spares_opening=0, _spares_failed={}, _streams=_Nursery(), _arms=(),
-                                  base_url="http://127.0.0.1:9", _spares_at_start=lambda: 3, _open_spare=None)
+                                  base_url="http://127.0.0.1:9", _spares_at_start=lambda: 3, _open_spare=None,
+                                  _want_idle=0)
     return SimpleNamespace(**{**fields, **kw})
 
 
@@ -976,8 +977,10 @@ def test_the_open_loop_keeps_the_rates_arrivals_of_150_ms_idle_and_ready() -> No
     from types import SimpleNamespace
     for rate, want in ((1000.0, 150 + _runner.SPARES_PER_MISS), (10.0, 2 + _runner.SPARES_PER_MISS),
                        (1e6, _runner.SPARES_RESERVE_MAX)):
-        owner = SimpleNamespace(load=SimpleNamespace(rate_rps=rate))
+        owner = SimpleNamespace(load=SimpleNamespace(rate_rps=rate, max_in_flight=10_000))
         assert _runner.LoadRunner._spares_reserve(owner) == want  # type: ignore[arg-type]
+    capped = SimpleNamespace(load=SimpleNamespace(rate_rps=1000.0, max_in_flight=5))
+    assert _runner.LoadRunner._spares_reserve(capped) == 5  # type: ignore[arg-type]  # no more can be open
 
 
 def test_once_an_arrival_goes_to_the_loop_unsent_the_rest_of_its_due_time_follows_it() -> None:
@@ -1032,3 +1035,48 @@ def test_once_an_arrival_goes_to_the_loop_unsent_the_rest_of_its_due_time_follow
     assert written.sent_ns is not None and not written.held
     b2.settimeout(10)
     assert b2.recv(100) == b"y;"
+
+
+def test_a_planned_burst_opens_its_connections_ahead_bounded_by_max_in_flight() -> None:
+    """The planner queues arrivals up to the lookahead ahead: as many idle connections
+    as arrivals are due in the SPARES_RESERVE_NS up to each one are wanted (plus
+    SPARES_PER_MISS), opened SPARES_OPENING_MAX at a time, never more than
+    max_in_flight; a quiet stretch wants only the rate's reserve again."""
+    import collections
+    from types import SimpleNamespace
+
+    from hopbench._transport import StreamTransport
+    http = (b"http", "127.0.0.1", 9)
+    transport = StreamTransport()
+    o = _spare_owner(_transport=transport, _reserve=3, _due_recent=collections.deque(),
+                     load=SimpleNamespace(max_in_flight=100))
+    o._top_up = partial(_runner.LoadRunner._top_up, o)
+    t = 10**9
+    for i in range(150):  # 150 arrivals 0.1 ms apart
+        _runner.LoadRunner._ahead(o, http, t + i * 100_000)
+    assert o._want_idle == 100  # 150 + 2, at most max_in_flight
+    assert len(o._streams.started) == _runner.SPARES_OPENING_MAX == o._spares_opening
+    o._spares_opening = 0  # they opened (the runner tops up again as each one does)
+    transport._idle[http] = [object()] * 8  # type: ignore[list-item]
+    _runner.LoadRunner._top_up(o, http)
+    assert len(o._streams.started) == 2 * _runner.SPARES_OPENING_MAX
+    _runner.LoadRunner._ahead(o, http, t + 10 * 10**9)  # 10 s later, alone in its window
+    assert o._want_idle == 3  # the reserve
+
+
+def test_a_trace_burst_after_a_quiet_stretch_finds_its_connections_open(tmp_path: Path) -> None:
+    """Two rows, a 1.5 s gap, then 100 rows 0.1 ms apart: the idle reserve at the
+    trace's mean rate is a handful, but the burst's connections are opened as it
+    is planned, ahead of its time, so the thread writes it (before: 9 of 152 in
+    a run like it, the loop connecting for the rest)."""
+    with (tmp_path / "t.jsonl").open("w", encoding="utf-8") as f:
+        for t in [0.0, 0.0] + [1500 + 0.1 * i for i in range(100)]:
+            f.write(json.dumps({"timestamp_ms": t, "input_tokens": 16, "output_tokens": 4}) + "\n")
+    prof = _profile(tmp_path, 'mode = "trace"\ntrace = "t.jsonl"')
+    prof.write_text(prof.read_text(encoding="utf-8").replace('prompts = ["hello"]\nmax_tokens = 4\n', "")
+                    .replace("requests = 60\n", ""), encoding="utf-8")
+    out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
+    s = out.summary
+    assert out.complete and s["load"]["sent"] == 102
+    assert s["load"]["spare_connections"] >= 100
+    assert s["load"]["dispatched"] >= 90  # (a busy machine may open a few late: never most)
