@@ -464,17 +464,21 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
     # a 2xx that is not an event stream (a web page, a wrong path): the likeliest cause, said first
     not_sse = (f"; {wrong_type} responses were not text/event-stream (anomaly.wrong_content_type)"
                if wrong_type else "")
+    by = stats.cancelled_by
+    why = ("still running after run.grace_s" if by is None or by == "run.grace_s" else
+           f"cancelled at once by {by}, before run.grace_s ended")
     if started and not completed:
+        # every one cancelled at the stop (a second SIGINT, a short grace): the stop ended
+        # them, not the target; pointing at what the target said would blame it
+        stopped = cancelled == started and not errors
         out.append(f"nothing completed: none of the {started} streams completed "
                    f"({_top_details(counters, BROKEN + ('cancelled',))}){not_sse}; "
-                   "see error_samples in summary.json for what the target said")
+                   + (f"the stop cancelled them ({why})" if stopped else
+                      "see error_samples in summary.json for what the target said"))
     elif started and errors / started > ERROR_RATE_WARN:
         out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "
                    f"streams ended in error ({_top_details(counters, BROKEN)})")
     if started and completed and cancelled / started > ERROR_RATE_WARN:
-        by = stats.cancelled_by
-        why = ("still running after run.grace_s" if by is None or by == "run.grace_s" else
-               f"cancelled at once by {by}, before run.grace_s ended")
         # (not "interruption rate": the gate's interruption_rate budget is another quantity)
         out.append(f"cancelled at the stop {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
                    f"{started} streams ({why})")

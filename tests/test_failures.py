@@ -113,6 +113,15 @@ def test_failures_error_rate_threshold_is_documented_and_applied() -> None:
     assert warns(started=n, completed=n - bad - 1, timeout=bad + 1)[0].startswith("error rate")
     assert warns(started=n, completed=n - bad - 1, cancelled=bad + 1)[0].startswith("cancelled at the stop")
     assert warns(started=3, cancelled=3)[0].startswith("nothing completed")
+    # all cancelled by the stop: the stop is named, not the target
+    stopped = warns(started=3, cancelled=3)[0]
+    assert stopped.endswith("the stop cancelled them (still running after run.grace_s)")
+    twice = RunStats()
+    twice.cancelled_by = "SIGINT"
+    assert outcome_warnings({"started": 3, "cancelled": 3}, twice)[0].endswith(
+        "the stop cancelled them (cancelled at once by SIGINT, before run.grace_s ended)")
+    broken = warns(started=3, cancelled=2, http_error=1)[0]  # the target had its part
+    assert broken.endswith("see error_samples in summary.json for what the target said")
     doc = (ROOT / "docs" / "results.md").read_text()
     assert f"{ERROR_RATE_WARN:.0%}" in doc and "nothing completed" in doc
 
