@@ -10,7 +10,7 @@ each run in a fresh child process pinned to the other core:
   very request hopbench sends on one keep-alive connection, read until
   ``EndOfMessage``, count events with ``bytes.count(b"\\n\\n")`` and take TTFT
   as the time to the first body bytes containing ``data:``. The floor.
-- ``hopbench``: ``hopbench._runner.LoadRunner`` driven directly with a profile
+- ``hopbench``: ``hopbench.engine._runner.LoadRunner`` driven directly with a profile
   from ``parse_profile`` and fresh ``Recorder``s: the whole engine (scanner,
   chat decoder, meter, recorder, interval ticker, lag probe) on hopbench's own
   ``StreamTransport`` (one h11 connection per stream).
@@ -38,15 +38,25 @@ Run from the repository root (about 2 minutes; 127.0.0.1 only)::
     .venv/bin/python benchmarks/bench_run.py
     .venv/bin/python benchmarks/bench_run.py --clients bare,hopbench --concurrency 64
     .venv/bin/python benchmarks/bench_run.py --profile-hopbench 512   # cProfile one run
+    .venv/bin/python benchmarks/bench_run.py --against HEAD~1 --clients hopbench --repeat 5
+
+``--against REV`` is the before/after of a change in one run: REV's package (a
+temporary git worktree) and this checkout's run the same configurations, their
+children alternating (REV first in even rounds, this tree first in odd ones), so
+that what the machine does meanwhile falls on both; the medians then show both
+sides and the change of CPU us per event. The children import the engine by its
+name in either tree (before and after the move into folders).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -105,14 +115,26 @@ def _pct(values: list[int], p: float) -> float | None:
 
 # -- the child processes -------------------------------------------------------------
 
+def _engine() -> tuple[Any, Any, Any, Any]:
+    """``parse_profile``, ``LoadRunner``, ``Recorder`` and ``ALL`` of the hopbench on sys.path:
+    this tree's, or an older revision's from before the folders (``--against``)."""
+    try:
+        from hopbench.config._profile import parse_profile
+        from hopbench.engine._runner import LoadRunner
+        from hopbench.measure._recorder import ALL, Recorder
+    except ImportError:  # a revision from before the folders (--against)
+        from hopbench._profile import parse_profile  # type: ignore[no-redef]
+        from hopbench._recorder import ALL, Recorder  # type: ignore[no-redef]
+        from hopbench._runner import LoadRunner  # type: ignore[no-redef]
+    return parse_profile, LoadRunner, Recorder, ALL
+
+
 def child_hopbench(url: str, path: str, requests: int, concurrency: int, ramp_s: float,
                    transport: str, profile_out: str | None) -> dict[str, Any]:
     """One run of hopbench's engine; returns the figures (times in ms)."""
     import trio
 
-    from hopbench._profile import parse_profile
-    from hopbench._recorder import ALL, Recorder
-    from hopbench._runner import LoadRunner
+    parse_profile, LoadRunner, Recorder, ALL = _engine()
 
     profile = parse_profile(_profile_text(url, path, requests, concurrency, ramp_s, transport))
     rec, warm = Recorder(["chat"]), Recorder(["chat"])
@@ -150,7 +172,10 @@ def child_bare(url: str, path: str, requests: int, concurrency: int, ramp_s: flo
     import h11
     import trio
 
-    from hopbench._profile import parse_profile, request_headers
+    try:
+        from hopbench.config._profile import parse_profile, request_headers
+    except ImportError:  # a revision from before the folders (--against)
+        from hopbench._profile import parse_profile, request_headers  # type: ignore[no-redef]
 
     profile = parse_profile(_profile_text(url, path, requests, concurrency, ramp_s, "hopbench"))
     sc = profile.scenarios[0]
@@ -224,6 +249,8 @@ def child_bare(url: str, path: str, requests: int, concurrency: int, ramp_s: flo
 
 
 def _child_main(args: argparse.Namespace) -> None:
+    if args.src:
+        sys.path.insert(0, args.src)  # before any hopbench import: the side being measured
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
     if args.child == "bare":
@@ -244,6 +271,8 @@ class Config:
     concurrency: int
     paced: bool
     requests: int
+    #: the revision whose package runs (``--against``), or "" for this checkout
+    side: str = ""
 
     @property
     def path(self) -> str:
@@ -256,7 +285,8 @@ def _stats(base: str) -> dict[str, Any]:
         return json.loads(r.read())
 
 
-def _run_child(base: str, cfg: Config, cpu: int | None, cprofile: str | None = None) -> dict[str, Any]:
+def _run_child(base: str, cfg: Config, cpu: int | None, cprofile: str | None = None,
+               src: str | None = None) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", cfg.client, "--url", base,
            "--path", cfg.path, "--requests", str(cfg.requests), "--concurrency", str(cfg.concurrency),
            "--ramp-s", str(PACED_RAMP_S if cfg.paced else 0.0)]
@@ -264,6 +294,8 @@ def _run_child(base: str, cfg: Config, cpu: int | None, cprofile: str | None = N
         cmd += ["--cpu", str(cpu)]
     if cprofile:
         cmd += ["--cprofile", cprofile]
+    if src:
+        cmd += ["--src", src]
     _stats(base)  # reset the responder's figures
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     server = _stats(base)
@@ -279,7 +311,8 @@ def _medians(rows: list[dict[str, Any]]) -> None:
     groups: dict[tuple[bool, int, str], list[dict[str, Any]]] = {}
     for row in rows:
         c = row["config"]
-        groups.setdefault((c["paced"], c["concurrency"], c["client"]), []).append(row)
+        client = c["client"] + (f"@{c['side']}" if c.get("side") else "")
+        groups.setdefault((c["paced"], c["concurrency"], client), []).append(row)
     print(f"\nmedians over {len(next(iter(groups.values())))} repeats (min..max):")
     for (paced, conc, client), rs in groups.items():
         eps = sorted(r["events_per_s"] for r in rs)
@@ -288,7 +321,17 @@ def _medians(rows: list[dict[str, Any]]) -> None:
         mid = len(rs) // 2
         infl_s = f"{infl[len(infl) // 2]:+.1f} ms ({infl[0]:+.1f}..{infl[-1]:+.1f})" if infl else "-"
         print(f"  {'paced' if paced else 'unpaced':8} {conc:5d} {client:9} events/s {eps[mid]:10,.0f}  "
-              f"CPU us/ev {us[mid]:5.1f}  TTFT p99 - srv {infl_s}")
+              f"CPU us/ev {us[mid]:5.1f} ({us[0]:.1f}..{us[-1]:.1f})  TTFT p99 - srv {infl_s}")
+    for (paced, conc, client), rs in groups.items():
+        if "@" not in client:
+            continue
+        mine = groups.get((paced, conc, client.partition("@")[0]))
+        if not mine:
+            continue
+        before = sorted(r["cpu_us_per_event"] for r in rs)[len(rs) // 2]
+        after = sorted(r["cpu_us_per_event"] for r in mine)[len(mine) // 2]
+        print(f"  {'paced' if paced else 'unpaced':8} {conc:5d} {client.partition('@')[0]:9} CPU us/ev "
+              f"{before:.2f} at {client.partition('@')[2]} -> {after:.2f} here ({after / before - 1:+.1%})")
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -319,6 +362,10 @@ def main() -> None:
                    help="run the whole table N times (rows interleaved) and add the medians: "
                         "a p99 of 512 streams is their 6th worst, and this machine is shared")
     p.add_argument("--json", type=Path, help="also write the raw figures here")
+    p.add_argument("--against", metavar="REV", default="",
+                   help="before/after in one run: REV's package (a temporary git worktree) against this "
+                        "checkout's, children alternating")
+    p.add_argument("--src", help=argparse.SUPPRESS)  # a child's side: the checkout whose package runs
     args = p.parse_args()
     if args.child:
         args.concurrency = int(args.concurrency)
@@ -343,7 +390,9 @@ def main() -> None:
             c = args.profile_hopbench
             _profile(base, Config("hopbench", c, paced, c if paced else args.unpaced_requests), client_cpu)
             return
-        _table(base, args, client_cpu, server_cpu)
+        with contextlib.ExitStack() as stack:
+            against = _worktree(stack, args.against) if args.against else None
+            _table(base, args, client_cpu, server_cpu, against)
     finally:
         responder.terminate()
         responder.wait(timeout=10)
@@ -365,7 +414,19 @@ def _profile(base: str, cfg: Config, cpu: int | None) -> None:
         st.sort_stats("tottime").print_stats(25)
 
 
-def _table(base: str, args: argparse.Namespace, client_cpu: int | None, server_cpu: int | None) -> None:
+def _worktree(stack: contextlib.ExitStack, rev: str) -> str:
+    """REV checked out in a temporary git worktree (removed on exit); its path."""
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_run-")))
+    wt = tmp / "rev"
+    subprocess.run(["git", "worktree", "add", "--detach", str(wt), rev], cwd=HERE.parent, check=True,
+                   capture_output=True)
+    stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(wt)], cwd=HERE.parent,
+                   capture_output=True)
+    return str(wt)
+
+
+def _table(base: str, args: argparse.Namespace, client_cpu: int | None, server_cpu: int | None,
+           against: str | None = None) -> None:
     clients = args.clients.split(",")
     concs = [int(c) for c in args.concurrency.split(",")]
     modes = args.modes.split(",")
@@ -380,7 +441,15 @@ def _table(base: str, args: argparse.Namespace, client_cpu: int | None, server_c
                     # streams keep that cell under 30 s (events/s compares)
                     n = args.unpaced_requests // (2 if cl == "httpx" and c >= 256 else 1)
                 configs.append(Config(cl, c, mode == "paced", n))
-    configs = configs * max(args.repeat, 1)
+    rounds = []
+    for r in range(max(args.repeat, 1)):
+        for cfg in configs:
+            if against is None or cfg.client == "bare":
+                rounds.append(cfg)
+                continue
+            pair = [Config(cfg.client, cfg.concurrency, cfg.paced, cfg.requests, args.against), cfg]
+            rounds += pair if r % 2 == 0 else pair[::-1]
+    configs = rounds
     print(f"responder {base} on core {server_cpu}, clients on core {client_cpu}; "
           f"{N_EVENTS} content events + usage + [DONE] = {EVENTS_PER_STREAM} events per stream; "
           f"paced: server TTFT {PACED_TTFT_MS} ms, {PACED_GAP_MS} ms between events, ramp {PACED_RAMP_S} s; "
@@ -394,7 +463,7 @@ def _table(base: str, args: argparse.Namespace, client_cpu: int | None, server_c
     bare_eps: dict[tuple[bool, int], float] = {}
     t_all = time.perf_counter()
     for cfg in configs:
-        r = _run_child(base, cfg, client_cpu)
+        r = _run_child(base, cfg, client_cpu, src=against if cfg.side else str(HERE.parent))
         eps = r["events"] / r["wall_s"]
         us = r["cpu_s"] / max(r["events"], 1) * 1e6
         srv = r["server"]
@@ -404,7 +473,8 @@ def _table(base: str, args: argparse.Namespace, client_cpu: int | None, server_c
         ref = bare_eps.get((cfg.paced, cfg.concurrency))
         ratio = f"{eps / ref:.0%}" if ref and cfg.client != "bare" else "-"
         infl = (r["ttft_p99_ms"] - srv_p99) if r["ttft_p99_ms"] is not None and srv_p99 is not None else None
-        print(f"{'paced' if cfg.paced else 'unpaced':8} {cfg.concurrency:5d} {cfg.client:9} "
+        label = cfg.client + (f"@{cfg.side}" if cfg.side else "")
+        print(f"{'paced' if cfg.paced else 'unpaced':8} {cfg.concurrency:5d} {label[:9]:9} "
               f"{r['streams']:7d} {r['wall_s']:7.2f} {eps:10,.0f} {us:9.1f} "
               f"{r['cpu_s'] / r['wall_s']:6.0%} {_fmt(r['ttft_p50_ms'], '9.1f')} "
               f"{_fmt(r['ttft_p99_ms'], '9.1f')} {_fmt(srv_p99, '8.1f')} {_fmt(infl, '+8.1f')} "
@@ -414,7 +484,7 @@ def _table(base: str, args: argparse.Namespace, client_cpu: int | None, server_c
         if cfg.client == "bare" and r["events"] != r["streams"] * EVENTS_PER_STREAM:
             print(f"  !! bare loop counted {r['events']} events, expected {r['streams'] * EVENTS_PER_STREAM}")
         rows.append({"config": {"client": cfg.client, "concurrency": cfg.concurrency,
-                                "paced": cfg.paced, "requests": cfg.requests}, "result": r,
+                                "paced": cfg.paced, "requests": cfg.requests, "side": cfg.side}, "result": r,
                      "events_per_s": eps, "cpu_us_per_event": us, "ttft_p99_minus_srv_ms": infl})
     if args.repeat > 1:
         _medians(rows)
