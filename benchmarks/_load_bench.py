@@ -67,7 +67,7 @@ def measure_sides(stack: contextlib.ExitStack, tmp: Path, module: str, profile: 
 def load_timed(profile: Path) -> tuple[Any, dict[str, float]]:
     """``load_profile(profile)`` with the ``hopbench`` on ``sys.path``, timed: the profile
     and ``{"base_mb", "load_s" (wall), "load_cpu_s" (this process's CPU), "load_mb"}``."""
-    from hopbench._profile import load_profile
+    from hopbench.config._profile import load_profile
 
     base = peak_mb()
     c0 = time.process_time()

@@ -20,7 +20,7 @@ neighbours' load hits them alike; the load average is printed with each row:
   700/10/10, ~30 objects of cyclic garbage per stream);
 - ``baseline``: the current code with the old collector settings only
   (thresholds 700/10/10, no late freeze);
-- ``tuned``: the current ``hopbench._collector`` (thresholds, late freeze) and the
+- ``tuned``: the current ``hopbench.engine._collector`` (thresholds, late freeze) and the
   runner without per-stream cycles (whatever the checkout does now).
 
 Run from the repository root (about 1-2 minutes; 127.0.0.1 only)::
@@ -55,10 +55,10 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         sys.path.insert(0, args.before_src)
     import trio
 
-    from hopbench import _collector
-    from hopbench._profile import parse_profile
-    from hopbench._recorder import ALL, Recorder
-    from hopbench._runner import LoadRunner
+    from hopbench.engine import _collector
+    from hopbench.config._profile import parse_profile
+    from hopbench.measure._recorder import ALL, Recorder
+    from hopbench.engine._runner import LoadRunner
 
     if args.mode.startswith("thr:"):  # an experiment: tuned, with these thresholds
         thr = tuple(int(x) for x in args.mode[4:].split("/"))
@@ -69,7 +69,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             self.thresholds = thr
 
         _collector.CollectorWatch.__init__ = init  # type: ignore[method-assign]
-    import hopbench._runner as runner_mod
+    import hopbench.engine._runner as runner_mod
 
     pauses: list[tuple[int, int]] = []
     cpu_pauses: list[int] = []

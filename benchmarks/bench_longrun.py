@@ -106,7 +106,7 @@ def _profile_text(name: str, concurrency: int, tokens: int, tokens_per_s: float,
 
 
 def _itl_per_interval(folder: Path) -> list[tuple[float, int]]:
-    from hopbench._hdr import Histogram
+    from hopbench.measure._hdr import Histogram
 
     out = []
     for line in (folder / "intervals.hlog").read_text().splitlines():
@@ -118,7 +118,7 @@ def _itl_per_interval(folder: Path) -> list[tuple[float, int]]:
 
 def meter(tokens: int) -> dict[str, Any]:
     """Bytes a StreamMeter holds after ``tokens`` content events (tracemalloc)."""
-    from hopbench._meter import StreamMeter
+    from hopbench.measure._meter import StreamMeter
     from hopbench.protocols import ContentDelta
 
     obs = [ContentDelta("text", 1)]
@@ -136,8 +136,8 @@ def meter(tokens: int) -> dict[str, Any]:
 
 
 def longstreams(streams: int, tokens: int, tokens_per_s: float, out: Path) -> dict[str, Any]:
-    from hopbench._profile import parse_profile
-    from hopbench._run import run_profile
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
 
     profile = parse_profile(_profile_text("longstreams", streams, tokens, tokens_per_s, None, streams),
                             "longstreams.toml", env={})
@@ -156,8 +156,8 @@ def longstreams(streams: int, tokens: int, tokens_per_s: float, out: Path) -> di
 
 
 def soak(concurrency: int, tokens: int, tokens_per_s: float, duration_s: float, out: Path) -> dict[str, Any]:
-    from hopbench._profile import parse_profile
-    from hopbench._run import run_profile
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
 
     profile = parse_profile(_profile_text("soak", concurrency, tokens, tokens_per_s, duration_s, None),
                             "soak.toml", env={})
@@ -195,8 +195,8 @@ def soak(concurrency: int, tokens: int, tokens_per_s: float, duration_s: float, 
 
 def concurrent(streams: int, tokens: int, tokens_per_s: float, duration_s: float, out: Path) -> dict[str, Any]:
     """``streams`` paced streams in a closed loop: RSS per in-flight stream and the saturation verdict."""
-    from hopbench._profile import parse_profile
-    from hopbench._run import run_profile
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
 
     profile = parse_profile(_profile_text("concurrent", streams, tokens, tokens_per_s, duration_s, None),
                             "concurrent.toml", env={})

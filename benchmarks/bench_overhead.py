@@ -42,8 +42,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from hopbench._profile import parse_profile
-from hopbench._run import run_profile
+from hopbench.config._profile import parse_profile
+from hopbench.driver._single import run_profile
 
 METRICS = ("request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e")
 NGINX_CONF = """worker_processes 1; pid nginx.pid; error_log error.log warn; daemon off;

@@ -25,8 +25,8 @@ import h11
 import trio
 
 from hopbench._clock import now_ns
-from hopbench._meter import StreamMeter
-from hopbench._transport import _Body, _Conn
+from hopbench.measure._meter import StreamMeter
+from hopbench.engine._transport import _Body, _Conn
 from hopbench.protocols import new_decoder
 from hopbench.sse import SSEScanner
 

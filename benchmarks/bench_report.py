@@ -56,11 +56,11 @@ VARIANTS = 16  # encoded histograms per metric, reused round robin (encoding is 
 
 def gen(out: Path, intervals: int, seed: int = 1) -> None:
     """Write a synthetic results folder of ``intervals`` one-second intervals."""
-    from hopbench._hdr import Histogram
-    from hopbench._profile import parse_profile
-    from hopbench._recorder import ALL, IntervalSnapshot, ScopeSnapshot, Snapshot
-    from hopbench._results import ResultsWriter
-    from hopbench._run import base_meta, mark_started
+    from hopbench.measure._hdr import Histogram
+    from hopbench.config._profile import parse_profile
+    from hopbench.measure._recorder import ALL, IntervalSnapshot, ScopeSnapshot, Snapshot
+    from hopbench.driver._results import ResultsWriter
+    from hopbench.driver._single import base_meta, mark_started
 
     rng = random.Random(seed)
     profile = parse_profile(
@@ -148,7 +148,7 @@ def _peak_rss_mb() -> float:
 def build(folder: Path) -> None:
     """Build report.html for ``folder`` and print the peak RSS of this process."""
     import hopbench
-    from hopbench._report_html import write_report
+    from hopbench.report._page import write_report
 
     base = _peak_rss_mb()
     t0 = time.monotonic()

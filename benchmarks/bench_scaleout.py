@@ -36,8 +36,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from hopbench._profile import parse_profile  # noqa: E402
-from hopbench._workers import run_profile_workers  # noqa: E402
+from hopbench.config._profile import parse_profile  # noqa: E402
+from hopbench.driver._workers import run_profile_workers  # noqa: E402
 
 _PROFILE = """
 [run]

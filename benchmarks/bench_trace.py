@@ -34,7 +34,7 @@ Before / after and the causes (issue 17, "schedule lag p99 under 1 ms"):
 this tree in turn (REV, this, REV, this, ...; each run its own process, the
 load average printed before it), so both sides of a ratio see the same
 machine. ``--explain`` (in memory) logs every wait of the open loop's pacer
-(hopbench._pacer) and splits each arrival's lag into: backlog (the scheduler
+(hopbench.engine._pacer) and splits each arrival's lag into: backlog (the scheduler
 asked for its wake only after the arrival was due: earlier arrivals ran late),
 run queue (the loop thread runnable but off the core, from
 /proc/thread-self/schedstat), gc (the collector's pauses), other threads (CPU
@@ -139,7 +139,7 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
     """Replay ``prof`` in this process against an instant in-memory target.
 
     Returns the figures as a dict (ms); with ``explain`` and a runner that has a
-    pacer (hopbench._pacer), also the lag's causes (see ``explain_lag``).
+    pacer (hopbench.engine._pacer), also the lag's causes (see ``explain_lag``).
     ``without`` undoes one of issue 17's fixes, to measure it alone: "timerfd"
     (trio.sleep_until wakes), "burst" (one arrival per wake), "switch" (CPython's
     5 ms GIL switch interval), "request" (httpx's build_request and cookie jar).
@@ -147,9 +147,9 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
     import httpx
     import trio
 
-    from hopbench import _runner
-    from hopbench._profile import load_profile
-    from hopbench._recorder import ALL, Recorder
+    from hopbench.engine import _runner
+    from hopbench.config._profile import load_profile
+    from hopbench.measure._recorder import ALL, Recorder
 
     class Body(httpx.AsyncByteStream):
         async def __aiter__(self):  # type: ignore[no-untyped-def]
@@ -270,7 +270,7 @@ def explain_lag(log: list[tuple[int, int, int, int, bool, int]], extra: list[tup
                 gcs: list[tuple[int, int]]) -> dict[str, Any]:
     """Split each arrival's schedule lag into its causes (ns in, ms out).
 
-    ``log`` is the pacer's (hopbench._pacer.PacerStats.log): per arrival
+    ``log`` is the pacer's (hopbench.engine._pacer.PacerStats.log): per arrival
     (deadline d, asked a, woke w, returned r, yielded, run-queue wait q);
     ``extra`` per arrival: the loop thread's CPU and the other threads' CPU
     during its wait; ``gcs`` the collector's pauses. An arrival is served by
@@ -338,7 +338,7 @@ def explain_lag(log: list[tuple[int, int, int, int, bool, int]], extra: list[tup
 
 
 SOCKET_FIXES: dict[str, str] = {
-    "gcpace": "the collector paced by the dispatcher's thread (hopbench._dispatch.GcPacer): CPython's own",
+    "gcpace": "the collector paced by the dispatcher's thread (hopbench.engine._dispatch.GcPacer): CPython's own",
     "switch": "the 20 us GIL switch interval: 0.1 ms",
     "reserve": "the idle reserve of 150 ms of arrivals: 50 ms",
     "catchup": "the planner's catching up (CATCH_UP_TURN_NS): a yield every 16 arrivals",
@@ -350,7 +350,7 @@ child ``hopbench run`` process only (``_undo``)."""
 
 def _undo(fix: str) -> None:
     """Undo one of ``SOCKET_FIXES`` in this process (a child about to run hopbench)."""
-    from hopbench import _dispatch, _runner
+    from hopbench.engine import _dispatch, _runner
     if fix == "gcpace":
         init = _dispatch.Dispatcher.__init__
 
@@ -457,7 +457,7 @@ def run_canned(prof: Path, out: Path, root: Path, env: dict[str, str], workers: 
 def _side(root: Path, args: argparse.Namespace, folder: Path, rate: bool, without: str) -> dict[str, Any]:
     """One run of ``root``'s code in a fresh process (so both sides start alike)."""
     env = dict(os.environ, PYTHONPATH=str(root))
-    if without == "dispatch":  # the open loop paced on the event loop (hopbench._dispatch off)
+    if without == "dispatch":  # the open loop paced on the event loop (hopbench.engine._dispatch off)
         env["HOPBENCH_DISPATCH"] = "0"
     if args.in_memory:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(folder),
@@ -488,7 +488,7 @@ def main() -> None:
                     help="against benchmarks/_canned.py (real sockets, a target that costs next to nothing)")
     ap.add_argument("--rate", action="store_true", help="the same load as mode = \"rate\" too")
     ap.add_argument("--explain", action="store_true",
-                    help="with --in-memory: split the lag into its causes (needs hopbench._pacer)")
+                    help="with --in-memory: split the lag into its causes (needs hopbench.engine._pacer)")
     ap.add_argument("--against", metavar="REV",
                     help="also run git revision REV (a temporary worktree), interleaved: REV, this, REV, ...")
     ap.add_argument("--without", metavar="FIX", default="",

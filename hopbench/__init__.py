@@ -17,7 +17,7 @@ from ._errors import (
     SSEError,
     UsageError,
 )
-from ._profile import Profile, load_profile, parse_profile
+from .config._profile import Profile, load_profile, parse_profile
 from .protocols import StreamResult, decode_stream, new_decoder
 from ._version import __version__
 from .sse import SSEComment, SSEEvent, SSEScanner
@@ -47,7 +47,7 @@ def __getattr__(name: str) -> object:
     # run_profile pulls in trio, httpx and the emulator: import it on first use
     # so that `import hopbench` (and the pure core) stays light.
     if name == "run_profile":
-        from ._run import run_profile
+        from .driver._single import run_profile
 
         return run_profile
     raise AttributeError(f"module 'hopbench' has no attribute {name!r}")

@@ -3,10 +3,10 @@
 Subcommands: run, validate, serve, gate, compare, report, export. Each is parsed here
 (one argparse tree, one parser class) and handed to its implementation as
 typed arguments: ``run`` and ``validate`` below, ``gate`` in
-:func:`hopbench._gate.gate_command`, ``compare`` in
-:func:`hopbench._compare.compare_command`, ``report`` in
-:func:`hopbench._report_html.write_report`, ``export`` in
-:func:`hopbench._export.export_results`, ``serve`` in
+:func:`hopbench.views._gate.gate_command`, ``compare`` in
+:func:`hopbench.views._compare.compare_command`, ``report`` in
+:func:`hopbench.report._page.write_report`, ``export`` in
+:func:`hopbench.views._export.export_results`, ``serve`` in
 :func:`hopbench.emulator._serve.serve_command` (also ``python -m
 hopbench.emulator``). Implementations are imported when their subcommand runs,
 so ``hopbench --help`` and ``hopbench validate`` stay light.
@@ -45,7 +45,7 @@ from ._exit import (
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._run import RunOutcome
+    from .driver._single import RunOutcome
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
            "EXIT_TERMINATED", "build_parser", "main"]
@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="use a --baseline whose load shape differs from the run's (as hopbench compare --force)")
     g.set_defaults(handler=_gate, parser=g)
 
-    from ._compare import ALPHA, MIN_ABS_MS, MIN_EFFECT  # the defaults live with the statistics
+    from .views._compare import ALPHA, MIN_ABS_MS, MIN_EFFECT  # the defaults live with the statistics
 
     c = sub.add_parser("compare", help="compare two results folders with statistics (hopbench compare --help)",
                        description="Compare two results folders per scope and metric, with a verdict "
@@ -303,7 +303,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    from ._gate import gate_command
+    from .views._gate import gate_command
 
     try:
         report = gate_command(args.results_dir, budget_path=args.budget, baseline_dir=args.baseline,
@@ -318,7 +318,7 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ._compare import compare_command
+    from .views._compare import compare_command
 
     metrics = [m.strip() for arg in args.metric or [] for m in arg.split(",") if m.strip()]
     try:
@@ -332,7 +332,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ._report_html import write_report
+    from .report._page import write_report
 
     try:
         path = write_report(args.results_dir, compare_dir=args.compare, out=args.out)
@@ -344,7 +344,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ._export import export_results
+    from .views._export import export_results
 
     try:
         paths = export_results(args.results_dir, args.format, args.out,
@@ -368,7 +368,7 @@ def _signals_interrupt() -> Iterator[None]:
     emulator starts would kill the process before any summary is written."""
     import signal
 
-    from ._run import Interrupted
+    from .driver._single import Interrupted
 
     def handler(signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
@@ -387,7 +387,7 @@ def validate_command(profiles: Sequence[Path]) -> int:
     """``hopbench validate``: load each profile; print ``PATH: ok`` for each valid one, and
     on stderr what each dataset gave, as ``run`` does before its load (records skipped,
     filtered, sampled: docs/workloads.md, "Datasets"), and a trace's rows with 0 tokens
-    (read as 1: ``hopbench._trace.TraceSpec.zero_note``).
+    (read as 1: ``hopbench.workload._trace.TraceSpec.zero_note``).
 
     Returns:
         EXIT_OK when all are valid.
@@ -395,7 +395,7 @@ def validate_command(profiles: Sequence[Path]) -> int:
     Raises:
         ProfileError: at the first invalid profile (file:line: key: what was expected).
     """
-    from ._profile import load_profile
+    from .config._profile import load_profile
 
     for path in profiles:
         profile = load_profile(path)
@@ -429,12 +429,12 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         no_report: do not write report.html.
         no_gate: do not apply the profile's ``[gate]``.
         metrics_port: serve live figures on 127.0.0.1 (overrides ``run.metrics_port``;
-            hopbench._live_metrics); a port that cannot be bound is bad input (exit 2, no load).
+            hopbench.observe._live_metrics); a port that cannot be bound is bad input (exit 2, no load).
         require_search: ``hopbench search``: the profile must have a ``[search]`` table.
-            A profile with ``[[stage]]`` or ``[search]`` runs its stages (hopbench._stages)
+            A profile with ``[[stage]]`` or ``[search]`` runs its stages (hopbench.driver._stages)
             into one folder, with the latency-vs-load table after the summary.
         upstream_record: ``--upstream-record``: sets or overrides ``[upstream] record``
-            (refused beside ``[upstream] listen``; hopbench._upstream.record_override).
+            (refused beside ``[upstream] listen``; hopbench.config._upstream_spec.record_override).
 
     Returns:
         The exit code: the gate's (0 or 1) after a complete run; 2 when the
@@ -451,15 +451,15 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
 
     from rich.console import Console
 
-    from ._profile import load_profile
-    from ._run import default_out_dir, run_profile
-    from ._summary_table import render_summary
+    from .config._profile import load_profile
+    from .driver._single import default_out_dir, run_profile
+    from .views._summary_table import render_summary
 
     profile = load_profile(profile_path)
     if require_search and profile.search is None:
         raise UsageError(f"{profile_path}: no [search] table: hopbench search needs one (docs/slo.md)")
     if target_url:
-        from ._profile import check_base_url
+        from .config._profile import check_base_url
 
         url = target_url
         problem = check_base_url(url)
@@ -467,7 +467,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
             raise UsageError(f"--target-url: {problem}")
         profile = dataclasses.replace(profile, target=dataclasses.replace(profile.target, url=url.rstrip("/")))
     if workers is not None:
-        from ._profile import check_workers
+        from .config._profile import check_workers
 
         problem = check_workers(workers)  # the same rule as run.workers
         if problem:
@@ -479,7 +479,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         raise UsageError(f"--ray-address: only with --engine ray (or run.engine = \"ray\"); this run's "
                          f"engine is {profile.run.engine!r}, which would ignore {ray_address!r}")
     if upstream_record is not None:
-        from ._upstream import record_override
+        from .config._upstream_spec import record_override
 
         try:
             spec = record_override(profile.upstream, upstream_record, profile.target.url)
@@ -508,7 +508,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
             err.print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", markup=False, highlight=False,
                       soft_wrap=True)
     if profile.load.mode == "trace":  # the replay's length and rate, before the load (docs/workloads.md)
-        from ._trace import replay_plan
+        from .workload._trace import replay_plan
 
         plan_line, plan_warning = replay_plan(profile.load.trace, profile.run.duration_ns, profile.run.requests)
         if not quiet:
@@ -516,19 +516,19 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         if plan_warning:
             err.print(f"hopbench: warning: {plan_warning}", markup=False, highlight=False, soft_wrap=True)
     if profile.run.engine == "ray":
-        from ._ray import import_ray, run_profile_ray
+        from .driver._ray import import_ray, run_profile_ray
 
         import_ray()  # a missing Ray is a usage error before anything starts
         runner: Callable[..., RunOutcome] = partial(run_profile_ray, address=ray_address)
     elif profile.run.workers > 1:
-        from ._workers import run_profile_workers
+        from .driver._workers import run_profile_workers
 
         runner = run_profile_workers
     else:
         runner = run_profile
     staged = bool(profile.stages) or profile.search is not None
     if staged:  # one run per stage into one folder (docs/slo.md); progress: a line per stage
-        from ._stages import run_search, run_stages
+        from .driver._stages import run_search, run_stages
 
         stage_lines = not (quiet or no_progress)  # a staged run's progress: its line per stage
 
@@ -546,12 +546,12 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         stack.enter_context(_signals_interrupt())
         progress: Callable[..., None] | None = None
         if not (quiet or no_progress):
-            from ._progress import LiveProgress
+            from .observe._progress import LiveProgress
 
             progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
         port = metrics_port if metrics_port is not None else profile.run.metrics_port
         if port is not None:  # bound before any load: a port in use is exit 2 (UsageError)
-            from ._live_metrics import LiveMetrics
+            from .observe._live_metrics import LiveMetrics
 
             live = stack.enter_context(LiveMetrics(port))
             if not quiet:
@@ -566,7 +566,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         outcome = runner(profile, out_dir=out, progress=progress)
     summary = outcome.summary
     if profile.arms:  # A/B arms: compare's statistics between the arms (docs/results.md)
-        from ._arms_report import add_arm_differences
+        from .views._arm_differences import add_arm_differences
 
         try:
             summary = add_arm_differences(outcome.out_dir, summary)
@@ -577,7 +577,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         err.print(f"hopbench: {outcome.late_signals[0]} during the final writes: results written, "
                   "report.html skipped (hopbench report DIR writes it)", markup=False, highlight=False, soft_wrap=True)
     if not no_report and not outcome.late_signals:
-        from ._report_html import write_report
+        from .report._page import write_report
 
         try:
             write_report(outcome.out_dir)
@@ -589,27 +589,27 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     if not quiet:
         render_summary(summary, console)
         if summary.get("arm_differences"):
-            from ._arms_report import render_arm_differences
+            from .views._arm_differences import render_arm_differences
 
             console.print(render_arm_differences(summary["arm_differences"]), highlight=False,
                           soft_wrap=True, markup=False)
-        from ._capacity_report import slo_lines
+        from .views._capacity_table import slo_lines
 
         for line in slo_lines(summary):  # [slo] (docs/slo.md)
             console.print(line, highlight=False, soft_wrap=True)
         if staged:
-            from ._capacity_report import render_capacity
+            from .views._capacity_table import render_capacity
 
             render_capacity(summary, console)
     gate_exit = EXIT_OK
     if summary.get("gate") and not no_gate:
-        from ._gate import evaluate_gate
+        from .views._gate import evaluate_gate
 
         report = evaluate_gate(summary, results_dir=outcome.out_dir, missing_baseline="inconclusive")
         if not quiet:
             console.print(report.render("text"), markup=False, highlight=False, soft_wrap=True)
         gate_exit = report.exit_code
-        from ._results import GATE_NAME, replace_text
+        from .driver._results import GATE_NAME, replace_text
 
         try:  # the verdict beside the results (docs/results.md): `hopbench export` reads it
             replace_text(outcome.out_dir / GATE_NAME, report.render("json"))
@@ -643,7 +643,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
-    from ._finish import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
+    from .driver._finish import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
 
     failed = failed_arms(summary)
     if failed:  # one arm failed outright: the A/B result means nothing (docs/ab-arms.md)

@@ -4,8 +4,8 @@ Role: test support. Nothing touches a socket: each request waits, "connects",
 "sends", answers with an SSE head and a paced chat body, all with
 ``trio.sleep`` (instant and exact under ``MockClock(autojump_threshold=0)``),
 reporting its phases through the request's ``trace`` extension with httpcore's
-names, as ``hopbench._transport.StreamTransport`` does. Install it with
-``monkeypatch.setattr(hopbench._runner, "StreamTransport", fake_transport(plan))``.
+names, as ``hopbench.engine._transport.StreamTransport`` does. Install it with
+``monkeypatch.setattr(hopbench.engine._runner, "StreamTransport", fake_transport(plan))``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A/B arms (hopbench._arms, hopbench._arms_report): the [[arm]] tables and their
+"""A/B arms (hopbench.config._arm_spec, hopbench.views._arm_differences): the [[arm]] tables and their
 errors, the runner's alternation under MockClock, the differences computed with
 compare's statistics, and a whole run with two embedded emulators on 127.0.0.1."""
 
@@ -13,12 +13,13 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import _exit, _runner
-from hopbench._arms_report import add_arm_differences, arm_differences, render_arm_differences
+from hopbench import _exit
+from hopbench.engine import _runner
+from hopbench.views._arm_differences import add_arm_differences, arm_differences, render_arm_differences
 from hopbench._errors import ProfileError
-from hopbench._profile import parse_profile
-from hopbench._recorder import Recorder
-from hopbench._run import run_profile
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.driver._single import run_profile
 from hopbench.cli import main
 
 from _fake_transport import Plan, fake_transport
@@ -134,7 +135,7 @@ def _summary(shift_ms: int) -> dict[str, Any]:
             rec.record(arm, "itl", int((10 + rng.gauss(0, 1)) * MS))
             rec.incr(arm, "started")
             rec.incr(arm, "completed")
-    from hopbench._results import summary_scopes
+    from hopbench.driver._results import summary_scopes
     return {"arms": [{"name": "a"}, {"name": "b"}], "scopes": summary_scopes(rec.snapshot())}
 
 
@@ -177,7 +178,7 @@ def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
     # "slow" adds 200 ms to each first token: a verdict, whatever the machine's load
     assert pair["metrics"]["ttft"]["verdict"] == "worse"
     assert pair["metrics"]["ttft"]["change"]["p50"]["abs"] > 100
-    from hopbench._report_html import write_report
+    from hopbench.report._page import write_report
 
     page = write_report(out.out_dir).read_text(encoding="utf-8")
     assert "<h2>A/B arms</h2>" in page and "slow against fast: worse on at least one figure" in page
@@ -207,7 +208,7 @@ def test_arms_keys_are_checked_and_kept_out_of_results() -> None:
         _parse(_HEAD + _TWO + 'headers = { authorization = "Bearer x" }\n' + _SCEN)
     with pytest.raises(ProfileError, match=r"arm\[1\]\.headers\.X-Goog-Api-Key: secret headers.*header_env"):
         _parse(_HEAD + _TWO + 'headers = { "X-Goog-Api-Key" = "AIza-x" }\n' + _SCEN)
-    from hopbench._profile import sanitized
+    from hopbench.config._profile import sanitized
 
     p = _parse(_HEAD + '[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'
                'emulator = { api_key = "emu-secret" }\n' + _SCEN)

@@ -1,10 +1,10 @@
-"""Flagged bursts judged again after the run against the origin's own record (hopbench._burst).
+"""Flagged bursts judged again after the run against the origin's own record (hopbench.measure._burst).
 
 Unit tests on hand-written ground-truth lines (docs/emulator.md) and streams.jsonl
-lines (hopbench._meter.stream_line); the post-run path from a measured stream to
+lines (hopbench.measure._meter.stream_line); the post-run path from a measured stream to
 summary.json's warning with a fake record; the flagged streams kept in memory
 (FlaggedLog: its bound, a worker's message) and the driver's join of what workers
-ship (hopbench._workers.Merger.join_bursts); runs against the embedded emulator
+ship (hopbench.driver._workers.Merger.join_bursts); runs against the embedded emulator
 (its bursts are the origin's, whatever the machine's load: never a proxy): one
 process, ``hopbench run --workers 2`` (and a worker that dies before its final
 message), ``run.stream_log = false``, and A/B arms each with its own emulator beside
@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hopbench._burst import (
+from hopbench.measure._burst import (
     BURST_COUNTERS,
     PACED_GAP_MIN_NS,
     FLAGGED_MAX,
@@ -34,8 +34,8 @@ from hopbench._burst import (
     record_rejudged,
     rejudge,
 )
-from hopbench._meter import StreamMeter, measure, record_stream, stream_line
-from hopbench._recorder import ALL, Recorder
+from hopbench.measure._meter import StreamMeter, measure, record_stream, stream_line
+from hopbench.measure._recorder import ALL, Recorder
 from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, StreamEnd, StreamResult
 
 MS = 1_000_000
@@ -244,8 +244,8 @@ def test_run_embedded_bursts_are_the_origins_never_a_proxy(tmp_path: Path) -> No
     judged against ground_truth.jsonl, where the emulator wrote the 8 events in one go:
     ``origin_burst``, and no warning names a proxy. No timing threshold: the verdict
     follows from what the emulator recorded."""
-    from hopbench._profile import parse_profile
-    from hopbench._run import run_profile
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
 
     profile = parse_profile('[run]\nrequests = 8\n[load]\nconcurrency = 2\n[target]\nembedded = true\n'
                             '[emulator]\nttft_ms = 50\ntokens_per_s = 0\noutput_tokens = 8\nkeepalive_interval_s = 0\n'
@@ -273,10 +273,10 @@ def test_run_embedded_bursts_are_the_origins_never_a_proxy(tmp_path: Path) -> No
 # -- the run's judge and the views ------------------------------------------------------------------
 
 def _judge_bursts(target: str, counts: dict[str, int]) -> list[str]:
-    from hopbench._finish import Part, RunCounters, RunEnd, judge
-    from hopbench._profile import parse_profile
-    from hopbench._run import base_meta
-    from hopbench._runner import RunStats
+    from hopbench.driver._finish import Part, RunCounters, RunEnd, judge
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import base_meta
+    from hopbench.engine._runner import RunStats
 
     profile = parse_profile(f'[run]\nrequests = 10\n[load]\nconcurrency = 2\n[target]\n{target}\n'
                             '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\n', env={})
@@ -308,7 +308,7 @@ def test_terminal_summary_falls_back_to_the_same_rule() -> None:
     """An older summary without the warning: the terminal applies burst_warnings itself, once."""
     from rich.console import Console
 
-    from hopbench._summary_table import render_summary
+    from hopbench.views._summary_table import render_summary
 
     counters = {"started": 10, "completed": 10, "proxy_buffering_suspected": 9, "origin_burst": 9}
     for target, want in (("http://gw", "origin_burst: 9 of 10 streams"), ("embedded", "from the embedded emulator")):
@@ -388,9 +388,9 @@ def test_merger_rejudges_the_workers_bursts_as_one_process_would(tmp_path: Path)
     dead worker's 2 are named in a note, not re-judged in part."""
     import io
 
-    from hopbench._profile import parse_profile
-    from hopbench._results import ResultsWriter
-    from hopbench._workers import Merger, split_load
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._results import ResultsWriter
+    from hopbench.driver._workers import Merger, split_load
 
     profile = parse_profile('[run]\nrequests = 30\nworkers = 3\n[load]\nconcurrency = 3\n[target]\nembedded = true\n'
                             '[[scenario]]\nname = "chat"\nprotocol = "chat"\nprompts = ["hi"]\n'
@@ -481,8 +481,8 @@ def test_run_workers_rejudge_the_bursts_in_the_driver(tmp_path: Path) -> None:
 def test_run_without_stream_log_still_rejudges_the_bursts(tmp_path: Path) -> None:
     """``run.stream_log = false``: streams.jsonl stays empty, the flagged streams are kept in
     memory (LoadRunner.flagged) and judged against ground_truth.jsonl all the same."""
-    from hopbench._profile import parse_profile
-    from hopbench._run import run_profile
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
 
     profile = parse_profile(_AT_ONCE.format(n=6, c=3, run="stream_log = false\n",
                                             target="[target]\nembedded = true\n", arms=""),
@@ -502,8 +502,8 @@ def test_run_arms_rejudge_each_arm_against_its_own_record(tmp_path: Path) -> Non
     hold). Each embedded arm's flagged streams are judged against its own
     ground_truth.<arm>.jsonl (against the other's they would match nothing:
     ``burst_unmatched``); ``b``'s cannot be, and a note says so."""
-    from hopbench._profile import parse_profile
-    from hopbench._run import run_profile
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
     from hopbench.emulator import EmbeddedEmulator
 
     arms = ('[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "{url}"\n'
@@ -554,7 +554,7 @@ class _NoFinalMessage:
 
 def _worker_one_dies_before_its_end(profile: Any, base_url: str, share: Any, conn: Any) -> None:
     """Worker target: worker 1 runs its share, ships its intervals, then dies before "done"."""
-    from hopbench._workers import _process_main
+    from hopbench.driver._workers import _process_main
 
     _process_main(profile, base_url, share, conn if share.index != 1 else _NoFinalMessage(conn))
 
@@ -563,8 +563,8 @@ def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) 
     """Worker 1 dies before its final message (which carries its flagged streams): its
     flagged streams, counted from the intervals it shipped, are named in a note; worker
     0's are re-judged. Every flagged stream is one or the other, none silently suspected."""
-    from hopbench._profile import parse_profile
-    from hopbench._workers import _run_local
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._workers import _run_local
 
     profile = parse_profile(_AT_ONCE.format(n=8, c=4, run="workers = 2\n", target="[target]\nembedded = true\n",
                                             arms=""), tmp_path / "p.toml", env={})
@@ -587,9 +587,9 @@ def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) 
 
 
 def test_rejudge_bursts_one_process_picks_each_arms_record(tmp_path: Path) -> None:
-    """hopbench._run.rejudge_bursts without a run: each embedded arm's streams against its
+    """hopbench.driver._single.rejudge_bursts without a run: each embedded arm's streams against its
     own file; a URL arm beside it noted; URL arms only (no record at all) note nothing."""
-    from hopbench._run import rejudge_bursts
+    from hopbench.driver._single import rejudge_bursts
 
     log = FlaggedLog()
     for b in (_burst("0-1", scope="a"), _burst("0-2", scope="b", held_ms=100), _burst("0-3", scope="u")):
@@ -613,8 +613,8 @@ def test_run_warmup_streams_are_not_rejudged(tmp_path: Path) -> None:
     """Streams that started in the warm-up are neither counted nor kept for the join
     (LoadRunner.flagged takes the measured ones only): the re-judged counters stay a
     subset of the measured flag, and the warm-up's own bursts are in the record."""
-    from hopbench._profile import parse_profile
-    from hopbench._run import run_profile
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
 
     profile = parse_profile(_AT_ONCE.format(n=1, c=2, run="stream_log = false\nduration_s = 1.6\nwarmup_s = 0.7\n",
                                             target="[target]\nembedded = true\n", arms="")

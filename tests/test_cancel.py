@@ -1,4 +1,4 @@
-"""Client cancellation (hopbench._cancel): the scenario key, the seeded choice,
+"""Client cancellation (hopbench.workload._cancel): the scenario key, the seeded choice,
 the runner's cancel under MockClock, the join with the upstream's record, and
 the whole path against the embedded emulator on 127.0.0.1."""
 
@@ -13,14 +13,14 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import _runner
-from hopbench._cancel import (CancelSpec, ClientCancel, chooses, join_cancels, join_record,
+from hopbench.engine import _runner
+from hopbench.workload._cancel import (CancelSpec, ClientCancel, chooses, join_cancels, join_record,
                               record_join)
 from hopbench._errors import ProfileError
-from hopbench._outcomes import rate_value
-from hopbench._profile import parse_profile
-from hopbench._recorder import ALL, Recorder
-from hopbench._run import run_profile
+from hopbench.measure._outcomes import rate_value
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import ALL, Recorder
+from hopbench.driver._single import run_profile
 
 from _fake_transport import Plan, fake_transport
 
@@ -245,7 +245,7 @@ def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: st
 
     from rich.console import Console
 
-    from hopbench._summary_table import render_summary
+    from hopbench.views._summary_table import render_summary
 
     buf = io.StringIO()
     render_summary(summary, Console(file=buf, width=240, color_system=None))
@@ -255,7 +255,7 @@ def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: st
 
 
 def test_cancel_workers_join_in_the_driver(tmp_path: Path) -> None:
-    from hopbench._workers import run_profile_workers
+    from hopbench.driver._workers import run_profile_workers
 
     n = 8
     text = _E2E.format(n=n, protocol="chat", cancel="after_events = 2").replace("seed = 5", "seed = 5\nworkers = 2")

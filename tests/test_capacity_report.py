@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from hopbench._capacity_report import capacity_rows, compare_capacity, render_capacity
-from hopbench._compare import compare_summaries
+from hopbench.views._capacity_table import capacity_rows, compare_capacity, render_capacity
+from hopbench.views._compare import compare_summaries
 from hopbench._errors import ProfileError
-from hopbench._gate import evaluate_gate
+from hopbench.views._gate import evaluate_gate
 
 
 def _staged(rate: float | None, status: str = "found", resolution: float = 0.1,
@@ -107,7 +107,7 @@ def test_compare_reports_a_lower_capacity_as_worse() -> None:
 
 
 def test_report_capacity_section_marks_the_knee() -> None:
-    from hopbench._report_capacity import capacity_section
+    from hopbench.report._section_capacity import capacity_section
 
     figures: list[Any] = []
 
@@ -124,7 +124,7 @@ def test_report_capacity_section_marks_the_knee() -> None:
 
 
 def test_slo_lines_for_the_terminal() -> None:
-    from hopbench._capacity_report import slo_lines
+    from hopbench.views._capacity_table import slo_lines
 
     summary = {"slo": {"chat": {"judged": 600, "good": 597, "good_fraction": 0.995, "good_fraction_lower": 0.9885,
                                 "goodput_rps": 9.95, "goodput_tokens_per_s": 477.6, "failed": {"ttft": 2},

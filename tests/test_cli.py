@@ -176,7 +176,7 @@ def test_cli_a_bug_exits_3_never_1(tmp_path: Path, capsys: pytest.CaptureFixture
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # exit 1 means "a budget breached" (gate) or "worse" (compare --fail-on-worse): an
     # uncaught exception must not read as a verdict in CI
-    from hopbench import _compare
+    from hopbench.views import _compare
 
     def boom(*args: object, **kwargs: object) -> None:
         raise AttributeError("'NoneType' object has no attribute 'get'")
@@ -191,7 +191,7 @@ def test_cli_compare_a_summary_with_a_null_scope_is_bad_input(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from hopbench._results import SCHEMA
+    from hopbench.driver._results import SCHEMA
 
     d = tmp_path / "r"
     d.mkdir()

@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from hopbench._collector import CollectorWatch
+from hopbench.engine._collector import CollectorWatch
 
 
 class _Node:
@@ -43,7 +43,7 @@ def test_state_restored_after_an_error_and_a_disabled_collector_stays_disabled()
 
 
 def test_thresholds_set_inside_and_restored_late_freeze_and_pause_percentile() -> None:
-    from hopbench._collector import THRESHOLDS
+    from hopbench.engine._collector import THRESHOLDS
 
     before = gc.get_threshold()
     with CollectorWatch() as c:
@@ -70,12 +70,12 @@ def test_a_finished_stream_leaves_no_cyclic_garbage(tmp_path: object, load: str)
     Before, each stream left ~30 objects of cyclic garbage (160 streams: ~4,800)."""
     import trio
 
-    from hopbench import _runner
-    from hopbench._profile import parse_profile
-    from hopbench._recorder import ALL, Recorder
+    from hopbench.engine import _runner
+    from hopbench.config._profile import parse_profile
+    from hopbench.measure._recorder import ALL, Recorder
     from hopbench.emulator import EmbeddedEmulator
 
-    # (the open loop: the dispatcher's planned requests too, hopbench._dispatch)
+    # (the open loop: the dispatcher's planned requests too, hopbench.engine._dispatch)
     profile = parse_profile('[run]\nrequests = 160\n[load]\n' + load + '\n[emulator]\nttft_ms = 0\n'
                             'tokens_per_s = 0\noutput_tokens = 8\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n',
                             "p.toml")

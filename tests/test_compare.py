@@ -1,4 +1,4 @@
-"""Tests for hopbench._stats and hopbench._compare: the tests, verdicts, shapes, real runs."""
+"""Tests for hopbench.views._stats and hopbench.views._compare: the tests, verdicts, shapes, real runs."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from hopbench._results import read_summary
-from hopbench._compare import compare_metric, compare_summaries
+from hopbench.driver._results import read_summary
+from hopbench.views._compare import compare_metric, compare_summaries
 from hopbench.cli import main
 from hopbench._errors import UsageError
-from hopbench._hdr import Histogram
-from hopbench._profile import parse_profile
-from hopbench._recorder import Recorder
-from hopbench._results import SCHEMA, summary_scopes
-from hopbench._run import run_profile
-from hopbench._stats import _fisher, buckets, mann_whitney, poisson_rates, quantile_ci, two_proportions
+from hopbench.measure._hdr import Histogram
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.driver._results import SCHEMA, summary_scopes
+from hopbench.driver._single import run_profile
+from hopbench.views._stats import _fisher, buckets, mann_whitney, poisson_rates, quantile_ci, two_proportions
 
 MS = 1_000_000
 
@@ -397,8 +397,8 @@ def test_compare_text_and_markdown_outputs(runs: dict[str, Path], capsys: pytest
 
 
 def test_compare_sub_millisecond_time_shift_reads_same() -> None:
-    from hopbench._compare import compare_metric
-    from hopbench._hdr import Histogram
+    from hopbench.views._compare import compare_metric
+    from hopbench.measure._hdr import Histogram
 
     a, b = Histogram("ttfb"), Histogram("ttfb")
     for i in range(20_000):  # 1.5 ms vs 1.8 ms: +20 %, hugely "significant", but 0.3 ms
@@ -412,7 +412,7 @@ def test_compare_per_event_metrics_count_streams_not_events() -> None:
     """20 streams of 100 gaps each, every gap of a stream alike: 2,000 samples but 20
     independent ones. A 6 % shift is a verdict only when the events are wrongly
     counted as independent; a 50 % shift is one either way (docs/compare.md)."""
-    from hopbench._hdr import Histogram
+    from hopbench.measure._hdr import Histogram
 
     def itl(scale: float) -> Histogram:
         h = Histogram("itl")
@@ -437,7 +437,7 @@ def test_interval_rates_keep_the_grid_intervals_beside_the_one_the_stop_ended_la
     # timeline.jsonl of a 5 s run (1 s intervals): the stop was seen 1 ms late, so the
     # interval it ended is the longest; the regular ones are full-length too (they were
     # all dropped as "short", leaving one value: the throughput test could never fire)
-    from hopbench._compare import _interval_rates
+    from hopbench.views._compare import _interval_rates
 
     s = 1_000_000_000
     rows = [(i * s, (i + 1) * s, 100) for i in range(4)]

@@ -1,12 +1,12 @@
-"""The per-stream ITL digest (hopbench._digest): bounded, and never more than 1/128 off."""
+"""The per-stream ITL digest (hopbench.measure._digest): bounded, and never more than 1/128 off."""
 
 from __future__ import annotations
 
 import math
 import random
 
-from hopbench._digest import bucket_of, digest_percentile
-from hopbench._meter import StreamMeter
+from hopbench.measure._digest import bucket_of, digest_percentile
+from hopbench.measure._meter import StreamMeter
 from hopbench.protocols import ContentDelta
 
 

@@ -1,4 +1,4 @@
-"""hopbench._dispatch: open-loop requests written at their time by a thread of their own.
+"""hopbench.engine._dispatch: open-loop requests written at their time by a thread of their own.
 
 The thread's rules (never early, in due order, max_in_flight, closed and missing
 connections, partial writes, close, failure) on socket pairs without trio; the
@@ -22,11 +22,11 @@ import httpx
 import pytest
 import trio
 
-from hopbench import _runner
-from hopbench._dispatch import Dispatcher, Slot
-from hopbench._profile import load_profile
-from hopbench._run import run_profile
-from hopbench._transport import StreamTransport
+from hopbench.engine import _runner
+from hopbench.engine._dispatch import Dispatcher, Slot
+from hopbench.config._profile import load_profile
+from hopbench.driver._single import run_profile
+from hopbench.engine._transport import StreamTransport
 
 from _raw_http import read_request
 
@@ -244,7 +244,7 @@ def test_close_drops_what_was_not_due_and_stops_the_thread() -> None:
 def test_a_submit_wakes_a_thread_that_waits_for_its_first_slot(monkeypatch: pytest.MonkeyPatch) -> None:
     """The thread's wait for work has no timeout to fall back on here: a submit
     that did not wake it would hang the test (the harness's timeout fails it)."""
-    monkeypatch.setattr("hopbench._dispatch.MAX_SLEEP_S", 3600.0)
+    monkeypatch.setattr("hopbench.engine._dispatch.MAX_SLEEP_S", 3600.0)
     a, b = socket.socketpair()
     _OPEN.extend((a, b))
     disp, handed = _dispatcher(_Source([(i, a.fileno()) for i in range(3)]))
@@ -543,7 +543,7 @@ def test_a_dispatched_arrival_tops_the_idle_connections_up_to_the_reserve() -> N
     """Streams that pile up (long ones, the first seconds of an open loop) take a
     new connection per arrival: one spare is opened each time the thread leaves
     fewer than the reserve idle, so the next arrivals find one (and not a miss each)."""
-    from hopbench._transport import StreamTransport
+    from hopbench.engine._transport import StreamTransport
 
     http, tls = (b"http", "127.0.0.1", 9), (b"https", "127.0.0.1", 10)
     transport = StreamTransport()
@@ -582,7 +582,7 @@ def test_spares_are_opened_for_plain_http_origins_only_and_not_after_failures() 
     _runner.LoadRunner._missed(o, http)
     assert o._streams.started == []
     # at the start: each plain-http arm's origin, none for the https one
-    from hopbench._transport import StreamTransport
+    from hopbench.engine._transport import StreamTransport
     transport = StreamTransport()
     o = _spare_owner(_arms=(("a", "http://127.0.0.1:9/v1"), ("b", "https://127.0.0.1:10"),
                             ("c", "http://127.0.0.1:11")), _transport=transport)
@@ -609,7 +609,7 @@ def test_a_burst_at_the_start_of_a_trace_gets_its_spares(tmp_path: Path) -> None
 
 
 def _recorder() -> Any:
-    from hopbench._recorder import Recorder
+    from hopbench.measure._recorder import Recorder
     return Recorder(["chat"])
 
 
@@ -785,8 +785,8 @@ def test_the_pacer_raises_cpythons_threshold_as_a_backstop_and_puts_it_back(
         _collector_as_found: Any) -> None:
     import gc
 
-    from hopbench import _dispatch
-    from hopbench._dispatch import GcPacer
+    from hopbench.engine import _dispatch
+    from hopbench.engine._dispatch import GcPacer
     gc.enable()
     gc.set_threshold(700, 10, 100)
     p = GcPacer()
@@ -813,8 +813,8 @@ def test_a_due_collection_runs_in_a_gap_it_fits_and_waits_for_one_it_does_not(
     GC_BACKSTOP_FACTOR times the threshold, is the backstop."""
     import gc
 
-    from hopbench import _dispatch
-    from hopbench._dispatch import GcPacer
+    from hopbench.engine import _dispatch
+    from hopbench.engine._dispatch import GcPacer
     gc.enable()
     gc.set_threshold(50, 10, 10)
     gc.collect()  # the counts from 0
@@ -845,8 +845,8 @@ def test_the_pacer_collects_what_cpython_would_by_generation(_collector_as_found
     full one waits GC_FULL_MIN_NS after the last (or after the pacer began)."""
     import gc
 
-    from hopbench import _dispatch
-    from hopbench._dispatch import GcPacer
+    from hopbench.engine import _dispatch
+    from hopbench.engine._dispatch import GcPacer
     gc.enable()
     gc.set_threshold(10, 2, 1)
     p = GcPacer()
@@ -893,7 +893,7 @@ def test_the_dispatcher_collects_while_it_runs_and_gives_the_collector_back(
 def test_the_thread_checks_a_connection_for_a_close_with_the_gil_held_or_by_poll() -> None:
     """``_readable``: nothing to read, bytes waiting, the peer gone: the same
     answers from libc's poll (called without releasing the GIL) and select.poll."""
-    from hopbench._dispatch import _os_readable, _readable
+    from hopbench.engine._dispatch import _os_readable, _readable
     a, b = _pair()
     for check in (_readable, _os_readable):
         assert not check(a.fileno())
@@ -912,7 +912,7 @@ def test_the_thread_runs_with_a_timer_slack_of_one_nanosecond() -> None:
     import sys
     import threading
 
-    from hopbench import _dispatch
+    from hopbench.engine import _dispatch
     if not sys.platform.startswith("linux"):
         pytest.skip("prctl is Linux's")
     got: list[int] = []
@@ -931,7 +931,7 @@ def test_the_thread_runs_with_a_timer_slack_of_one_nanosecond() -> None:
 
 
 class _Pacer:
-    """Counts waits and the ones that yielded (stands in for hopbench._pacer.Pacer)."""
+    """Counts waits and the ones that yielded (stands in for hopbench.engine._pacer.Pacer)."""
 
     def __init__(self) -> None:
         from types import SimpleNamespace
@@ -1045,7 +1045,7 @@ def test_a_planned_burst_opens_its_connections_ahead_bounded_by_max_in_flight() 
     import collections
     from types import SimpleNamespace
 
-    from hopbench._transport import StreamTransport
+    from hopbench.engine._transport import StreamTransport
     http = (b"http", "127.0.0.1", 9)
     transport = StreamTransport()
     o = _spare_owner(_transport=transport, _reserve=3, _due_recent=collections.deque(),

@@ -170,7 +170,7 @@ def test_every_field_a_run_writes_is_defined_in_the_docs(outputs: list[Path]) ->
 
 def test_a_saturation_verdicts_fields_are_defined_in_the_docs() -> None:
     # (the example runs are not saturated: their causes list is empty)
-    from hopbench._saturation import GeneratorFigures, judge
+    from hopbench.engine._saturation import GeneratorFigures, judge
 
     verdict = judge(GeneratorFigures(loop_lag_ns=40_000_000, schedule_lag_ns=0, cpu_mean=0.97, cpu_max=0.99,
                                      run_ns=60_000_000_000)).to_json()

@@ -1,6 +1,6 @@
 """``hopbench export``: summary figures and stream records round-trip through
 csv, jsonl (and parquet when pyarrow is installed); bad output folders and a
-missing pyarrow are clear errors (hopbench._export)."""
+missing pyarrow are clear errors (hopbench.views._export)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 
 from hopbench import ResultsError
 from hopbench._errors import UsageError
-from hopbench._export import SCRAPE_COLUMNS, SUMMARY_COLUMNS, export_results, summary_rows, trust_rows
-from hopbench._profile import parse_profile
-from hopbench._run import run_profile
+from hopbench.views._export import SCRAPE_COLUMNS, SUMMARY_COLUMNS, export_results, summary_rows, trust_rows
+from hopbench.config._profile import parse_profile
+from hopbench.driver._single import run_profile
 from hopbench.cli import main
 
 PROFILE = """

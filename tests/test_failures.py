@@ -21,10 +21,10 @@ import pytest
 import trio
 
 from hopbench._errors import ProfileError
-from hopbench._profile import parse_profile
-from hopbench._recorder import ALL, Recorder
-from hopbench._results import read_summary
-from hopbench._runner import UNREACHABLE_AFTER, LoadRunner
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import ALL, Recorder
+from hopbench.driver._results import read_summary
+from hopbench.engine._runner import UNREACHABLE_AFTER, LoadRunner
 
 import _hostile
 
@@ -101,8 +101,8 @@ def test_failures_all_errors_warn_headline_and_exit_4(tmp_path: Path, hostile_se
 
 
 def test_failures_error_rate_threshold_is_documented_and_applied() -> None:
-    from hopbench._run import ERROR_RATE_WARN, outcome_warnings
-    from hopbench._runner import RunStats
+    from hopbench.driver._single import ERROR_RATE_WARN, outcome_warnings
+    from hopbench.engine._runner import RunStats
 
     def warns(**counters: int) -> list[str]:
         return outcome_warnings(counters, RunStats())
@@ -148,7 +148,7 @@ def test_failures_external_target_dies_mid_run_exit_4(tmp_path: Path, hostile_se
 
 
 def test_failures_embedded_emulator_killed_mid_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hopbench import _run
+    from hopbench.driver import _single as _run
     from hopbench.emulator import EmbeddedEmulator
 
     seen: list[EmbeddedEmulator] = []
@@ -248,7 +248,7 @@ _ECHOED = "sk-proj/Ab12+Cd34/EfGh"
     ("Basic dXNlcjpwYXNzd29yZA==", "user%3Apassword"),
 ])
 def test_failures_scrubber_redacts_echoed_spellings(secret: str, echo: str) -> None:
-    from hopbench._wire_text import CodeNames, ErrorSamples, Scrubber
+    from hopbench.measure._wire_text import CodeNames, ErrorSamples, Scrubber
 
     scrubber = Scrubber([secret])
     text = f'{{"error":{{"message":"invalid key {echo} (see docs)"}}}}'
@@ -261,7 +261,7 @@ def test_failures_scrubber_redacts_echoed_spellings(secret: str, echo: str) -> N
 
 
 def test_failures_scrubber_leaves_other_text_alone() -> None:
-    from hopbench._wire_text import Scrubber, secret_spellings
+    from hopbench.measure._wire_text import Scrubber, secret_spellings
 
     scrubber = Scrubber([_ECHOED, "abc", "Basic dXNlcjpwYXNzd29yZA=="])  # "abc": too short to scrub
     text = '{"error":{"message":"rate limited: abc sk-proj Ab12 user password %2F \\/"}}'
@@ -276,7 +276,7 @@ def test_failures_scrubber_leaves_other_text_alone() -> None:
 
 
 async def test_failures_unique_codes_are_capped_and_folded() -> None:
-    from hopbench._wire_text import MAX_CODES
+    from hopbench.measure._wire_text import MAX_CODES
 
     n = MAX_CODES + 20
     runner, rec = await _run_against("unique_code", lambda url: _profile_text(url, f"requests = {n}"))
@@ -287,7 +287,7 @@ async def test_failures_unique_codes_are_capped_and_folded() -> None:
 
 
 def test_failures_wire_codes_bounded_in_length_and_charset() -> None:
-    from hopbench._wire_text import CODE_MAX_CHARS, CodeNames, Scrubber
+    from hopbench.measure._wire_text import CODE_MAX_CHARS, CodeNames, Scrubber
 
     names = CodeNames(Scrubber(["topsecret"]))
     assert names.name("x" * 5000) == "x" * CODE_MAX_CHARS
@@ -328,7 +328,7 @@ async def test_failures_self_signed_tls_with_verify_off_completes(self_signed: t
 
 
 def test_failures_describe_exception_walks_the_chain() -> None:
-    from hopbench._wire_text import describe_exception
+    from hopbench.measure._wire_text import describe_exception
 
     try:
         try:
@@ -361,8 +361,8 @@ async def test_failures_wrong_content_type_is_sampled_for_the_warning() -> None:
     runner, rec = await _run_against("html_200", lambda url: _profile_text(url, "requests = 3"))
     snap = rec.snapshot()
     assert snap.counter(ALL, "anomaly.wrong_content_type") == 3
-    from hopbench._run import outcome_warnings
-    from hopbench._runner import RunStats
+    from hopbench.driver._single import outcome_warnings
+    from hopbench.engine._runner import RunStats
 
     warning = outcome_warnings(snap.scopes[ALL].counters, RunStats())[0]
     assert warning.startswith("nothing completed") and "3 responses were not text/event-stream" in warning
@@ -428,7 +428,7 @@ def test_failures_fd_exhaustion_is_its_own_outcome(tmp_path: Path, hostile_serve
 
 
 def test_failures_signals_during_final_writes_are_held() -> None:
-    from hopbench._run import hold_signals
+    from hopbench.driver._single import hold_signals
 
     with hold_signals() as got:
         os.kill(os.getpid(), signal.SIGINT)
@@ -499,8 +499,8 @@ def test_failures_second_sigint_is_named_as_what_cancelled_the_streams(tmp_path:
 
 
 def test_failures_interruption_warning_names_what_cancelled() -> None:
-    from hopbench._run import outcome_warnings
-    from hopbench._runner import RunStats
+    from hopbench.driver._single import outcome_warnings
+    from hopbench.engine._runner import RunStats
 
     counters = {"started": 10, "completed": 5, "cancelled": 5}
     assert "(still running after run.grace_s)" in outcome_warnings(counters, RunStats(cancelled_by="run.grace_s"))[0]
@@ -516,9 +516,9 @@ def test_failures_full_disk_names_the_file_and_leaves_no_temp(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from hopbench import _results
+    from hopbench.driver import _results
     from hopbench._errors import ResultsError
-    from hopbench._recorder import Recorder as Rec
+    from hopbench.measure._recorder import Recorder as Rec
 
     rec = Rec(["chat"])
     rec.record("chat", "ttft", 5_000_000)
@@ -604,8 +604,8 @@ def test_failures_cli_overrides_are_validated_like_the_profile(tmp_path: Path, a
 
 
 def test_failures_compare_resolved_load_shape() -> None:
-    from hopbench._compare import shape_differences
-    from hopbench._run import base_meta
+    from hopbench.views._compare import shape_differences
+    from hopbench.driver._single import base_meta
 
     base = '[run]\nrequests = 1\n[target]\nurl = "http://127.0.0.1:9"\n[load]\n{mode}concurrency = 4\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n'
     a = parse_profile(base.format(mode='mode = "concurrency"\n'), "a.toml", env={})
@@ -625,7 +625,7 @@ def test_failures_compare_resolved_load_shape() -> None:
 def test_failures_terminal_warnings_are_not_repeated() -> None:
     from rich.console import Console
 
-    from hopbench._summary_table import render_summary
+    from hopbench.views._summary_table import render_summary
 
     summary = {"complete": True, "saturated": True,
                "warnings": ["load generator saturated: event-loop lag p99 40.0 ms (> 25 ms) with the client "
@@ -647,8 +647,8 @@ def test_failures_terminal_warnings_are_not_repeated() -> None:
 
 def test_failures_saturation_says_what_was_measured() -> None:
     from hopbench._clock import NS_PER_MS
-    from hopbench._run import analyse
-    from hopbench._runner import RunStats
+    from hopbench.driver._single import analyse
+    from hopbench.engine._runner import RunStats
 
     profile = parse_profile('[target]\nurl = "http://127.0.0.1:9"\n[run]\nduration_s = 5\n[load]\n'
                             'concurrency = 1\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
@@ -671,7 +671,7 @@ async def test_failures_no_usage_only_for_streams_that_got_a_response() -> None:
 
 
 def test_failures_interrupted_write_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hopbench import _results
+    from hopbench.driver import _results
 
     writer = _results.ResultsWriter(tmp_path / "r")
 
@@ -686,7 +686,7 @@ def test_failures_interrupted_write_leaves_no_temp_file(tmp_path: Path, monkeypa
 
 def test_failures_embedded_emulator_killed_mid_run_with_workers(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from hopbench._workers import run_profile_workers
+    from hopbench.driver._workers import run_profile_workers
     from hopbench.emulator import EmbeddedEmulator
 
     seen: list[EmbeddedEmulator] = []
@@ -738,8 +738,8 @@ def test_failures_one_scenario_that_completes_nothing_warns_and_exits_4(tmp_path
 
 
 def test_failures_a_scenario_cancelled_at_the_stop_is_not_failed_but_one_without_output_is() -> None:
-    from hopbench._finish import analyse, failed_scenarios, scenario_failed
-    from hopbench._runner import RunStats
+    from hopbench.driver._finish import analyse, failed_scenarios, scenario_failed
+    from hopbench.engine._runner import RunStats
 
     # streams longer than the run: all cancelled at the stop is the run's length, not the target
     assert scenario_failed({"started": 5, "cancelled": 5}) == 0

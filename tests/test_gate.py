@@ -1,4 +1,4 @@
-"""Tests for hopbench._gate: budgets, rates, exit codes, output formats, a real run."""
+"""Tests for hopbench.views._gate: budgets, rates, exit codes, output formats, a real run."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from hopbench._errors import ProfileError, UsageError
-from hopbench._gate import evaluate_gate
+from hopbench.views._gate import evaluate_gate
 from hopbench.cli import main
-from hopbench._outcomes import rate_value
-from hopbench._profile import parse_profile
-from hopbench._recorder import Recorder
-from hopbench._results import SCHEMA, summary_scopes
-from hopbench._run import run_profile
+from hopbench.measure._outcomes import rate_value
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.driver._results import SCHEMA, summary_scopes
+from hopbench.driver._single import run_profile
 
 MS = 1_000_000
 
@@ -154,7 +154,7 @@ def test_gate_incomplete_or_saturated_run_fails_by_default() -> None:
     assert "FAIL  run.complete" in text and "SIGINT" in text
 
 
-# summary.json load blocks as hopbench._finish.analyse writes them (docs/results.md, "Load held")
+# summary.json load blocks as hopbench.driver._finish.analyse writes them (docs/results.md, "Load held")
 _OPEN_NOT_HELD = {"mode": "rate", "measured_s": 8.0, "requested_rate_rps": 15.0, "achieved_rate_rps": 5.5,
                   "arrival_rate_rps": 12.6, "due": 101, "sent": 44, "max_in_flight": 5,
                   "max_in_flight_hits": 57, "held": False}
@@ -288,7 +288,7 @@ def test_gate_load_not_held_in_json_and_junit() -> None:
 
 
 def _open_loop(rate_rps: float, **top: Any) -> dict[str, Any]:
-    """A summary of an open loop at ``rate_rps`` (resolved_load as hopbench._run writes it)."""
+    """A summary of an open loop at ``rate_rps`` (resolved_load as hopbench.driver._single writes it)."""
     return _summary(resolved_load={"load.mode": "rate", "load.rate_rps": rate_rps, "load.arrival": "poisson",
                                    "load.max_in_flight": 1000, "run.duration_s": 10.0, "run.requests": None,
                                    "run.warmup_s": 1.0, "scenarios": [["chat", 1]]}, **top)
@@ -332,7 +332,7 @@ def test_gate_baseline_of_another_load_shape_is_refused_unless_forced() -> None:
 
 
 def test_gate_baseline_uses_compares_load_shape_rule() -> None:
-    from hopbench._compare import compare_summaries, shape_differences
+    from hopbench.views._compare import compare_summaries, shape_differences
 
     run, base = _open_loop(40.0), _closed_loop(16)
     with pytest.raises(UsageError, match="load shapes differ") as err:
@@ -643,7 +643,7 @@ def test_gate_budget_file_typo_names_file_line_and_suggestion(tmp_path: Path) ->
     budget.write_text('[gate]\n"ttft.p99" = "<= 1s"\n"eror_rate" = "<= 1%"\n', encoding="utf-8")
     d = _write(tmp_path, "r", _summary())
     with pytest.raises(ProfileError, match=r"b\.toml:3: gate\.eror_rate: .*did you mean 'error_rate'"):
-        from hopbench._gate import gate_command
+        from hopbench.views._gate import gate_command
 
         gate_command(d, budget_path=budget)
 

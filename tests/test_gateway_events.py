@@ -12,8 +12,8 @@ from pathlib import Path
 from _servers import free_port
 from test_gateway_overhead import DelayProxy
 
-from hopbench._profile import parse_profile
-from hopbench._run import run_profile
+from hopbench.config._profile import parse_profile
+from hopbench.driver._single import run_profile
 
 MS = 1_000_000
 

@@ -25,8 +25,8 @@ import pytest
 from _servers import ServerProcess, free_port
 
 from hopbench import ProfileError
-from hopbench._profile import parse_profile
-from hopbench._run import run_profile
+from hopbench.config._profile import parse_profile
+from hopbench.driver._single import run_profile
 
 HERE = Path(__file__).resolve().parent
 MS = 1_000_000
@@ -230,7 +230,7 @@ def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_pat
     assert c["completed"] == 24
     assert c.get("proxy_buffering_suspected", 0) + c.get("client_lagged", 0) == 24, c
     assert c.get("proxy_buffering_suspected", 0) > 12, c  # the run's warning needs more than half
-    # judged again against the upstream's record (hopbench._burst): the emulator paced every
+    # judged again against the upstream's record (hopbench.measure._burst): the emulator paced every
     # answer (10 ms between events) and the proxy held it: buffering confirmed. A stream the
     # emulator itself got to 150 ms late or more may count as the origin's instead.
     truth = [json.loads(x) for x in (tmp_path / "held" / "ground_truth.jsonl").read_text().splitlines()]
@@ -298,7 +298,7 @@ def test_delay_proxy_retries_and_fault_matrix(tmp_path: Path) -> None:
     assert all(col.startswith("truncated") for col in matrix.get("disconnect", {})), matrix
     assert all(col.startswith("failed") for col in matrix.get("midstream_error", {})), matrix
     # report.html: the section, its spectra, the over-time figure and the fault table
-    from hopbench._report_html import write_report
+    from hopbench.report._page import write_report
 
     page = write_report(tmp_path / "run").read_text(encoding="utf-8")
     for needle in ("<h2>Gateway overhead</h2>", 'id="fig-overhead"', 'id="fig-overhead-time"',
@@ -398,12 +398,12 @@ def test_upstream_with_workers_is_refused_naming_the_keys(tmp_path: Path) -> Non
 
 
 def test_upstream_analysis_failure_still_writes_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hopbench._gateway
+    import hopbench.driver._gateway
 
     def broken(*args: object, **kw: object) -> None:
         raise ValueError("boom")
 
-    monkeypatch.setattr(hopbench._gateway, "gateway_overhead", broken)
+    monkeypatch.setattr(hopbench.driver._gateway, "gateway_overhead", broken)
     port = free_port()
     profile = parse_profile(_profile(f"http://127.0.0.1:{port}", f'listen = "127.0.0.1:{port}"', requests=4),
                             tmp_path / "p.toml", env={})
@@ -429,9 +429,9 @@ def test_streams_the_gateway_answered_itself_are_unseen(tmp_path: Path) -> None:
 
 def test_per_event_figures_refused_across_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An emulator on another boot (here: this host pretending to have another boot id)."""
-    import hopbench._gateway
+    import hopbench.driver._gateway
 
-    monkeypatch.setattr(hopbench._gateway, "boot_id", lambda: "another-host-boot-id")
+    monkeypatch.setattr(hopbench.driver._gateway, "boot_id", lambda: "another-host-boot-id")
     port = free_port()
     profile = parse_profile(_profile(f"http://127.0.0.1:{port}", f'listen = "127.0.0.1:{port}"', requests=4),
                             tmp_path / "p.toml", env={})

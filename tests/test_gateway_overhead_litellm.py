@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from _servers import LITELLM_REQUIREMENT, ServerProcess, ensure_venv, free_port
 
-from hopbench._profile import parse_profile
-from hopbench._run import run_profile
+from hopbench.config._profile import parse_profile
+from hopbench.driver._single import run_profile
 
 pytestmark = [pytest.mark.litellm, pytest.mark.slow]
 KEY_ENV = "HOPBENCH_TEST_LITELLM_KEY"

@@ -16,11 +16,11 @@ import pytest
 from _servers import ServerProcess, free_port
 from test_gateway_overhead import DelayProxy
 
-from hopbench._cancel import ClientCancel
-from hopbench._gateway import UpstreamHandle, join_upstream_cancels
-from hopbench._profile import parse_profile
-from hopbench._recorder import Recorder
-from hopbench._run import run_profile
+from hopbench.workload._cancel import ClientCancel
+from hopbench.driver._gateway import UpstreamHandle, join_upstream_cancels
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.driver._single import run_profile
 from hopbench.cli import main
 
 EMULATOR = "ttft_ms = 30\ntokens_per_s = 200\noutput_tokens = 12\n"

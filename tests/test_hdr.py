@@ -1,4 +1,4 @@
-"""Tests for hopbench._hdr: the metric table and the typed hdrh facade."""
+"""Tests for hopbench.measure._hdr: the metric table and the typed hdrh facade."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from hopbench._errors import ResultsError, UsageError
-from hopbench._hdr import METRICS, SIGNIFICANT_FIGURES, Histogram
+from hopbench.measure._hdr import METRICS, SIGNIFICANT_FIGURES, Histogram
 
 HOUR_NS = 3_600_000_000_000
 
@@ -209,7 +209,7 @@ def test_histogram_record_matches_hdrh_record_value() -> None:
 def test_histogram_tables_match_hdrh(metric: str) -> None:
     """The per-index tables behind stats() and percentile() give, for every counts
     index of each layout, hdrh's own lowest, highest and median equivalent value."""
-    from hopbench._hdr import METRICS, _tables
+    from hopbench.measure._hdr import METRICS, _tables
 
     spec = METRICS[metric]
     ref = HdrHistogram(spec.lowest, spec.highest, SIGNIFICANT_FIGURES)

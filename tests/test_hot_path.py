@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import hopbench.protocols._base as base
-from hopbench._hdr import Histogram
-from hopbench._recorder import Recorder
+from hopbench.measure._hdr import Histogram
+from hopbench.measure._recorder import Recorder
 from hopbench.protocols import decode_stream
 
 DATA = Path(__file__).parent / "data" / "protocols"

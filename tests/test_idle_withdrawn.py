@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import trio
 
-from hopbench import _transport
-from hopbench._runner import away_ns
-from hopbench._profile import parse_profile
-from hopbench._run import run_profile
+from hopbench.engine import _transport
+from hopbench.engine._runner import away_ns
+from hopbench.config._profile import parse_profile
+from hopbench.driver._single import run_profile
 
 needs_stamps = pytest.mark.skipif(not _transport._ANC_SIZE, reason="needs the kernel's receive stamps (Linux)")
 

@@ -1,4 +1,4 @@
-"""In flight by phase (hopbench._inflight): the pure gauge, the runner's phase stamps under
+"""In flight by phase (hopbench.measure._inflight): the pure gauge, the runner's phase stamps under
 trio's MockClock with an in-memory transport, the load-held judgement, and the figure checked
 against the emulator's own count of open streams (its ground truth)."""
 
@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench._inflight import (
+from hopbench.measure._inflight import (
     AWAITING_HEADERS,
     CLOSING,
     CONNECTING,
@@ -22,8 +22,8 @@ from hopbench._inflight import (
     WAITING,
     InFlightGauge,
 )
-from hopbench._profile import parse_profile
-from hopbench._recorder import ALL, Recorder
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import ALL, Recorder
 
 from _fake_transport import Plan, fake_transport
 
@@ -98,8 +98,8 @@ async def test_runner_phases_exact_under_a_fake_clock(autojump_clock: trio.testi
     """Two users, 2.5 s streams (0.25 waiting, 0.25 connecting, 0.5 awaiting the head,
     1.0 streaming, 0.5 closing), a 9 s run: every phase's steady mean is exact, and "in
     flight" counts only what a gateway sees."""
-    from hopbench import _runner
-    from hopbench._run import analyse
+    from hopbench.engine import _runner
+    from hopbench.driver._single import analyse
 
     monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
     _publish_on_the_loop(monkeypatch)
@@ -141,8 +141,8 @@ async def test_runner_open_loop_achieved_rate_counts_requests_sent(
     """An open loop whose requests spend time waiting and connecting: the achieved
     rate counts the requests written to the target in the window, and max_in_flight
     bounds every stream the client holds."""
-    from hopbench import _runner
-    from hopbench._run import analyse
+    from hopbench.engine import _runner
+    from hopbench.driver._single import analyse
 
     monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
     profile = _fake_profile('mode = "rate"\nrate_rps = 3\narrival = "constant"\nmax_in_flight = 100', 7.9)
@@ -175,7 +175,7 @@ def _watch_run(monkeypatch: pytest.MonkeyPatch, busy: bool = False) -> list[int]
     client's loop busy: 4 ms of CPU in every 6 ms. Returns the list the t0 goes into."""
     import time
 
-    from hopbench import _runner
+    from hopbench.engine import _runner
 
     seen: list[int] = []
     probe = _runner.LoadRunner._loop_lag_probe
@@ -251,7 +251,7 @@ def _paced_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, users: int) -> N
     flight is within 5 % of the reference (send -> the emulator's last byte), plus the
     streams per second x the run's own loop-lag p50 (a stream whose terminal read has
     no kernel stamp is counted back by the loop's estimate, which can be that far off)."""
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     seen = _watch_run(monkeypatch)
     text = f"""
@@ -329,7 +329,7 @@ def test_run_in_flight_matches_the_emulators_open_streams_with_a_busy_loop(
     the busy loop served its last read (+26-39 %). No proxy, no buffering flag: the
     burst reads are the client's lag or the origin's own unpaced answer (issue 20, the
     flag's two false causes)."""
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     seen = _watch_run(monkeypatch, busy=True)
     text = """
@@ -356,7 +356,7 @@ model = "m"
     # no proxy, no buffering flag: neither the client's lag nor the unpaced origin is one.
     # Only a stream the emulator itself held back can be flagged: written >= 10 ms late
     # by its starved loop, 20 + 10 ms after its head, ~ the 31 ms that 32 events paced at
-    # 1 ms would take (hopbench._meter.PACED_GAP_MIN_NS): a hold no client can tell apart.
+    # 1 ms would take (hopbench.measure._meter.PACED_GAP_MIN_NS): a hold no client can tell apart.
     counters = summary["scopes"]["all"]["counters"]
     held_by_the_emulator = sum(r["lag_max_ns"] >= 10_000_000 for r in truth)
     # (a busy CI machine also deschedules the emulator between its lag samples: allow 1 %

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from _servers import ServerProcess, free_port
 
-from hopbench._profile import parse_profile
-from hopbench._run import run_profile
+from hopbench.config._profile import parse_profile
+from hopbench.driver._single import run_profile
 from hopbench.emulator import EmbeddedEmulator
 
 pytestmark = [pytest.mark.nginx, pytest.mark.slow]

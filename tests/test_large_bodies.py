@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hopbench._profile import parse_profile
+from hopbench.config._profile import parse_profile
 
 
 def test_large_bodies_are_built_once_and_their_write_time_recorded(tmp_path: Path) -> None:
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     profile = parse_profile('[run]\nrequests = 3\n[load]\nconcurrency = 1\n[target]\nembedded = true\n'
                             '[emulator]\nttft_ms = 0\ntokens_per_s = 0\nkeepalive_interval_s = 0\n'

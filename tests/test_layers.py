@@ -1,11 +1,13 @@
-"""Import direction goes one way (STYLE.md §1): every module of the package has a
-rank, and a module imports only modules of a lower rank, at module level or
-inside a function alike. The ranks are the map drawn in docs/architecture.md;
-the public surface is curated (STYLE.md §2).
+"""Import direction goes one way (STYLE.md §1): every module of the package sits in a
+stage of the pipeline (a folder, or the top level's base and face), and a module
+imports only modules of its own stage or of a stage before it, at module level or
+inside a function alike; inside a stage the imports form no cycle, so its modules
+have a rank too. The stages are the map drawn in docs/architecture.md; the public
+surface is curated (STYLE.md §2).
 
-A new module without a rank fails :func:`test_layers_every_module_has_a_rank`:
-give it the lowest rank above everything it imports, and update the map in
-docs/architecture.md.
+A new module lands in a folder and so has a stage; a new top-level module must be
+named in BASE (stdlib only) or FACE. A module that imports a later stage fails
+:func:`test_layers_imports_point_down`: move the name it needs down, or the module up.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -21,71 +24,38 @@ import hopbench
 
 PACKAGE = Path(hopbench.__file__).parent
 
-# rank -> modules. Read bottom-up: each line may import only the lines above it.
-LAYERS: dict[int, tuple[str, ...]] = {
-    # leaves: import nothing from hopbench
-    0: ("hopbench._errors", "hopbench._exit", "hopbench._units", "hopbench._version", "hopbench._format",
-        "hopbench._collector", "hopbench.protocols._observations", "hopbench.protocols._signals",
-        "hopbench.protocols._template",
-        "hopbench._wire_text", "hopbench._inflight", "hopbench._digest",
-        "hopbench.emulator._record", "hopbench.emulator._wire", "hopbench.emulator._metrics",
-        "hopbench.emulator._prefix",
-        "hopbench._marker", "hopbench._overhead", "hopbench._burst"),
-    # pure foundations: the clock constants, TOML with locations, the SSE scanner,
-    # histograms and metric names, outcome/detail/rate names
-    1: ("hopbench._clock", "hopbench._toml", "hopbench.sse", "hopbench._hdr", "hopbench._outcomes",
-        "hopbench._html",
-        "hopbench._lengths", "hopbench._textfile", "hopbench._schedule"),
-    # pure core: decoder base, recorder, statistics, emulator config
-    2: ("hopbench.protocols._base", "hopbench._recorder", "hopbench._stats", "hopbench.emulator._config",
-        "hopbench._fields",
-        "hopbench._dataset", "hopbench._slo_spec", "hopbench._stage_spec", "hopbench._series",
-        "hopbench._saturation", "hopbench._trace", "hopbench._pacer", "hopbench._runqueue",
-        "hopbench._dispatch"),
-    # pure: protocol decoders, the budget grammar, emulator behaviour
-    3: ("hopbench.protocols._chat", "hopbench.protocols._messages", "hopbench.protocols._responses",
-        "hopbench._budget", "hopbench.emulator._behaviour", "hopbench.emulator._capacity",
-        "hopbench._scrape_spec", "hopbench._report_scrape", "hopbench._live_metrics", "hopbench._workload",
-        "hopbench._cancel", "hopbench._arms", "hopbench._slo", "hopbench._search", "hopbench._counters",
-        "hopbench._report_workload", "hopbench._upstream"),
-    # the profile (validates [emulator] and [gate] with their owners' parsers)
-    4: ("hopbench.protocols._decode", "hopbench.emulator._app",
-        "hopbench.emulator._embedded", "hopbench._sessions"),
-    5: ("hopbench.protocols", "hopbench.emulator._serve", "hopbench._profile"),
-    # per-stream meter (pure), the HTTP transport (I/O), the emulator's public surface
-    6: ("hopbench._meter", "hopbench._transport", "hopbench.emulator"),
-    # the runner (the only async code that stamps), results folder writer/reader
-    7: ("hopbench._runner", "hopbench._results", "hopbench._scrape", "hopbench._capacity_report",
-        "hopbench._gateway"),
-    # the one finish path (judge, summary record) and the views of a results folder
-    8: ("hopbench._finish", "hopbench._export", "hopbench._compare", "hopbench._summary_table",
-        "hopbench._report_capacity",
-        "hopbench._progress"),
-    # one run (the single-process shell); report.html shows compare's verdicts (two runs);
-    # the gate refuses a baseline by compare's load-shape rule
-    9: ("hopbench._run", "hopbench._report_html", "hopbench._arms_report", "hopbench._gate"),
-    # workers and stages drive _run's pieces
-    10: ("hopbench._workers", "hopbench._stages"),
-    11: ("hopbench._ray",),
-    # the package's public surface, then the command line and the entry points
-    12: ("hopbench",),
-    13: ("hopbench.cli",),
-    14: ("hopbench.__main__", "hopbench.emulator.__main__"),
-}
-RANK = {m: r for r, mods in LAYERS.items() for m in mods}
+#: The pipeline's stages, first to last: a module may import its own stage and those before it.
+STAGES: tuple[str, ...] = ("base", "protocols", "measure", "workload", "emulator", "config", "engine",
+                           "observe", "driver", "views", "report", "face")
+#: The top level's base: the standard library only, below every folder.
+BASE = frozenset({"hopbench._version", "hopbench._errors", "hopbench._exit", "hopbench._units",
+                  "hopbench._clock", "hopbench._format", "hopbench._textfile", "hopbench._toml",
+                  "hopbench.sse"})
+#: The face: the public package, the command line and the entry points.
+FACE = frozenset({"hopbench", "hopbench.cli", "hopbench.__main__", "hopbench.emulator.__main__"})
+#: At most this many modules a folder (LAYOUT: h11 keeps 11, Locust 18).
+FOLDER_MAX = 16
 
-# (importer, imported) pairs of equal rank that may import each other: none today.
-ALLOWED_SIBLINGS: frozenset[tuple[str, str]] = frozenset()
 
-PURE = ["hopbench.sse", "hopbench.protocols", "hopbench._meter", "hopbench._recorder", "hopbench._hdr",
-        "hopbench._toml", "hopbench._errors", "hopbench._outcomes", "hopbench._budget", "hopbench._format",
-        "hopbench._inflight", "hopbench._workload", "hopbench._lengths", "hopbench._dataset",
-        "hopbench._cancel", "hopbench._slo", "hopbench._slo_spec", "hopbench._digest", "hopbench._finish",
-        "hopbench._counters", "hopbench._trace", "hopbench._sessions",
-        "hopbench._marker", "hopbench._overhead", "hopbench._burst"]
-HIGH = ["hopbench._runner", "hopbench._run", "hopbench.cli", "hopbench._transport", "trio", "httpx"]
+def stage(module: str) -> str:
+    """The stage of a module name: base, face, or its folder under hopbench."""
+    if module in BASE:
+        return "base"
+    if module in FACE:
+        return "face"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in STAGES) else "?"
+
+
+PURE = ["hopbench.sse", "hopbench.protocols", "hopbench.measure._meter", "hopbench.measure._recorder", "hopbench.measure._hdr",
+        "hopbench._toml", "hopbench._errors", "hopbench.measure._outcomes", "hopbench.config._gate_spec", "hopbench._format",
+        "hopbench.measure._inflight", "hopbench.workload._pool", "hopbench.workload._lengths", "hopbench.workload._dataset",
+        "hopbench.workload._cancel", "hopbench.measure._slo", "hopbench.config._slo_spec", "hopbench.measure._digest", "hopbench.driver._finish",
+        "hopbench.measure._counters", "hopbench.workload._trace", "hopbench.workload._sessions",
+        "hopbench.protocols._marker", "hopbench.driver._overhead", "hopbench.measure._burst"]
+HIGH = ["hopbench.engine._runner", "hopbench.driver._single", "hopbench.cli", "hopbench.engine._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
-LIGHT = {"hopbench._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",
+LIGHT = {"hopbench.config._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",
                                "hopbench.emulator._app", "hopbench.emulator._embedded"]}
 
 
@@ -124,36 +94,55 @@ def _imports(name: str, path: Path) -> list[tuple[str, int]]:
     return found
 
 
-def test_layers_every_module_has_a_rank() -> None:
-    missing = sorted(set(_modules()) - set(RANK))
-    assert not missing, f"modules without a rank in tests/test_layers.py LAYERS: {missing}"
-    stale = sorted(set(RANK) - set(_modules()))
-    assert not stale, f"ranked modules that no longer exist: {stale}"
+def test_layers_every_module_has_a_stage() -> None:
+    unplaced = sorted(m for m in _modules() if stage(m) not in STAGES)
+    assert not unplaced, ("top-level modules that are neither BASE (stdlib only) nor FACE in "
+                          f"tests/test_layers.py; put them in a stage's folder: {unplaced}")
+
+
+def test_layers_folders_stay_small() -> None:
+    sizes: dict[str, int] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.parent != PACKAGE:
+            sizes[path.parent.name] = sizes.get(path.parent.name, 0) + 1
+    top = sum(1 for p in PACKAGE.glob("*.py"))
+    big = {k: v for k, v in sizes.items() if v > FOLDER_MAX}
+    assert not big, f"folders over {FOLDER_MAX} modules: {big}"
+    assert top <= FOLDER_MAX, f"{top} modules at the top level (base and face only)"
 
 
 @pytest.mark.parametrize("module", sorted(_modules()))
 def test_layers_imports_point_down(module: str) -> None:
-    if module not in RANK:
-        pytest.fail(f"{module} has no rank")
+    here = STAGES.index(stage(module))
     bad = []
     for target, line in _imports(module, _modules()[module]):
-        if target == module:
-            continue
-        rank = RANK.get(target)
-        if rank is None:
-            bad.append(f"line {line}: {target} (not a ranked module)")
-        elif rank >= RANK[module] and (module, target) not in ALLOWED_SIBLINGS:
-            bad.append(f"line {line}: {target} (rank {rank} >= {RANK[module]})")
-    assert not bad, f"{module} (rank {RANK[module]}) imports upward: " + "; ".join(dict.fromkeys(bad))
+        there = stage(target)
+        if there not in STAGES:
+            bad.append(f"line {line}: {target} (not a module of the package)")
+        elif STAGES.index(there) > here:
+            bad.append(f"line {line}: {target} (stage {there} comes after {stage(module)})")
+    assert not bad, f"{module} (stage {stage(module)}) imports upward: " + "; ".join(dict.fromkeys(bad))
+
+
+@pytest.mark.parametrize("folder", [s for s in STAGES if s not in ("base", "face")])
+def test_layers_no_cycle_inside_a_stage(folder: str) -> None:
+    graph: dict[str, set[str]] = {}
+    for module, path in _modules().items():
+        if stage(module) == folder:
+            graph[module] = {t for t, _ in _imports(module, path) if stage(t) == folder and t != module}
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as e:
+        pytest.fail(f"{folder}: its modules import each other in a cycle: {e.args[1]}")
 
 
 def test_layers_checker_catches_lazy_and_relative_imports(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
     src.write_text("from ._errors import HopbenchError\n"
-                   "def f():\n    from . import _run\n    from .emulator import _serve\n"
+                   "def f():\n    from .driver import _single\n    from .emulator import _serve\n"
                    "    import hopbench.cli\n", encoding="utf-8")
     assert [t for t, _ in _imports("hopbench._x", src)] == [
-        "hopbench._errors", "hopbench._run", "hopbench.emulator._serve", "hopbench.cli"]
+        "hopbench._errors", "hopbench.driver._single", "hopbench.emulator._serve", "hopbench.cli"]
 
 
 @pytest.mark.parametrize("module", PURE)
@@ -178,7 +167,7 @@ def test_layers_public_names_are_exported() -> None:
     for name in hopbench.__all__:
         assert hasattr(hopbench, name), name
     public = {n for n in dir(hopbench) if not n.startswith("_")}
-    modules = {"sse", "protocols", "emulator", "cli"}
+    modules = {"sse", "cli", *STAGES}
     assert public - modules <= set(hopbench.__all__), public - modules - set(hopbench.__all__)
 
 

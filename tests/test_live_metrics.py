@@ -1,4 +1,4 @@
-"""Live figures out (hopbench._live_metrics): read hopbench's /metrics mid-run with
+"""Live figures out (hopbench.observe._live_metrics): read hopbench's /metrics mid-run with
 prometheus_client's parser and find the summary's counts at the end; a port in
 use is bad input before any load."""
 
@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from hopbench._live_metrics import ITL_BUCKETS_S, LiveMetrics
-from hopbench._profile import parse_profile
-from hopbench._run import run_profile
+from hopbench.observe._live_metrics import ITL_BUCKETS_S, LiveMetrics
+from hopbench.config._profile import parse_profile
+from hopbench.driver._single import run_profile
 
 PROFILE = """
 [run]
@@ -80,7 +80,7 @@ def test_live_metrics_mid_run_and_final_counts_match_summary(workers: int, tmp_p
         if workers == 1:
             result["outcome"] = run_profile(profile, out_dir=tmp_path / "run", progress=live.on_interval)
         else:
-            from hopbench._workers import run_profile_workers
+            from hopbench.driver._workers import run_profile_workers
 
             result["outcome"] = run_profile_workers(profile, out_dir=tmp_path / "run", progress=live.on_interval)
 

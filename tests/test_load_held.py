@@ -16,15 +16,15 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import _runner
-from hopbench._counters import RunCounters
-from hopbench._finish import LOAD_HELD_FRACTION, Part, RunEnd, WorkerInfo, analyse, judge
+from hopbench.engine import _runner
+from hopbench.measure._counters import RunCounters
+from hopbench.driver._finish import LOAD_HELD_FRACTION, Part, RunEnd, WorkerInfo, analyse, judge
 from hopbench._format import load_phrase
-from hopbench._gate import evaluate_gate
-from hopbench._profile import Profile, load_profile
-from hopbench._recorder import ALL, Recorder, Snapshot
-from hopbench._schedule import LATER_SENT, SENT, TAKEN, Arrivals, DueCount, WindowCount
-from hopbench._summary_table import load_text
+from hopbench.views._gate import evaluate_gate
+from hopbench.config._profile import Profile, load_profile
+from hopbench.measure._recorder import ALL, Recorder, Snapshot
+from hopbench.engine._schedule import LATER_SENT, SENT, TAKEN, Arrivals, DueCount, WindowCount
+from hopbench.views._summary_table import load_text
 
 from _fake_transport import Plan, fake_transport
 
@@ -120,7 +120,7 @@ async def test_load_held_a_client_behind_its_schedule_is_not_held(
 
 
 def test_load_held_due_count_takes_the_planned_and_the_unreached_arrivals() -> None:
-    # hopbench._schedule, pure: constant 10/s from 0, measured from 0.25 s
+    # hopbench.engine._schedule, pure: constant 10/s from 0, measured from 0.25 s
     arrivals = Arrivals(0, 10.0, False, random.Random(0))
     due = DueCount(int(0.25 * S))
     for t in (next(arrivals) for _ in range(5)):  # 0 .. 0.4 s planned, the last one pending
@@ -166,7 +166,7 @@ async def test_load_held_trace_at_one_instant_has_no_rate(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         trace: list[float]) -> None:
     # breaker: 3 entries at one timestamp made a 0.33 ms window: "9,000 of 9,000 requests/s"
-    from hopbench._trace import replay_plan
+    from hopbench.workload._trace import replay_plan
 
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', trace)
@@ -223,7 +223,7 @@ def test_load_held_trace_at_one_instant_short_of_its_due_is_not_held(tmp_path: P
 
 async def test_load_held_workers_due_adds_up(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from hopbench._workers import share_profile, split_load
+    from hopbench.driver._workers import share_profile, split_load
 
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
     profile = _profile(tmp_path, "duration_s = 60\nseed = 4", 'mode = "rate"\nrate_rps = 10\narrival = "poisson"')
@@ -312,7 +312,7 @@ def test_load_held_gate_a_search_judges_its_stage_of_record_only() -> None:
 
 
 def test_load_held_stage_probe_keeps_the_figures_the_gate_quotes() -> None:
-    from hopbench._search import stage_probe
+    from hopbench.driver._search import stage_probe
 
     load = {"mode": "rate", "held": False, "requested_rate_rps": 40.0, "achieved_rate_rps": 30.0,
             "due": 200, "sent": 150, "max_in_flight": 100, "max_in_flight_hits": 3}
@@ -368,8 +368,8 @@ async def test_load_held_open_loop_sessions_count_sessions_not_their_later_turns
 def test_load_held_a_staged_run_warns_of_every_stage_that_did_not_hold(tmp_path: Path) -> None:
     # the terminal, report.html and summary.json's warnings were the stage of record's
     # alone: a middle stage that dropped arrivals was named only by `hopbench gate`
-    from hopbench._run import RunOutcome
-    from hopbench._stages import run_stages
+    from hopbench.driver._single import RunOutcome
+    from hopbench.driver._stages import run_stages
 
     path = tmp_path / "p.toml"
     path.write_text('[run]\nduration_s = 5\n[load]\nconcurrency = 1\n' + _TARGET
@@ -479,7 +479,7 @@ async def test_load_held_a_later_turn_due_before_the_stop_and_written_after_it_c
 
 
 def test_load_held_window_count_is_half_open_on_due_times() -> None:
-    # hopbench._schedule, pure: measured from 1 s, deadline at 10 s
+    # hopbench.engine._schedule, pure: measured from 1 s, deadline at 10 s
     w = WindowCount(1 * S, 10 * S)
     w.note(TAKEN, 0, 0)                      # warm-up: never
     w.note(TAKEN, 2 * S, 2 * S + 5)          # before a later stop: counted now
@@ -621,7 +621,7 @@ def test_load_held_window_of_a_budget_on_the_embedded_emulator(
     # end is the schedule's (the last arrival plus one gap), exact whatever the machine's load
     import json
 
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     path = tmp_path / "p.toml"
     path.write_text(f'[run]\nrequests = {requests}\n[load]\nmode = "rate"\nrate_rps = {rate_rps}\n'
@@ -657,7 +657,7 @@ def test_load_held_window_ends_at_the_deadline_when_the_stop_is_read_late(tmp_pa
 
 
 def test_window_count_takes_up_to_the_end_of_a_schedule_that_ran_out() -> None:
-    # hopbench._schedule.WindowCount, pure: the window from 0; a finite schedule's end
+    # hopbench.engine._schedule.WindowCount, pure: the window from 0; a finite schedule's end
     # is known only once its last arrival is taken up
     w = WindowCount(0)
     w.raise_floor(100)
@@ -702,7 +702,7 @@ def test_the_rest_of_a_very_high_rate_is_counted_not_walked() -> None:
     """A client far behind 1e9 requests/s: the stop reads at most WALK_MAX of the
     schedule's arrivals and counts the rest as the rate's mean count (walking
     30 million of them held the stop 25 s, deaf to signals)."""
-    from hopbench._schedule import WALK_MAX, Arrivals, DueCount
+    from hopbench.engine._schedule import WALK_MAX, Arrivals, DueCount
 
     class Counting(Arrivals):
         __slots__ = ("drawn",)

@@ -11,11 +11,11 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import _runner
-from hopbench._meter import StreamMeter, measure
-from hopbench._profile import parse_profile
-from hopbench._recorder import ALL, IntervalSnapshot, Recorder
-from hopbench._runner import TICK_SLACK_NS, interval_end
+from hopbench.engine import _runner
+from hopbench.measure._meter import StreamMeter, measure
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import ALL, IntervalSnapshot, Recorder
+from hopbench.engine._runner import TICK_SLACK_NS, interval_end
 from hopbench.protocols import ContentDelta, FirstToken, Keepalive, StreamEnd, StreamResult
 
 from _fake_transport import Plan, fake_transport
@@ -159,7 +159,7 @@ def test_live_progress_in_flight_weighted_by_real_interval_length() -> None:
     weighs three times one of 1 s."""
     from rich.console import Console
 
-    from hopbench._progress import LiveProgress
+    from hopbench.observe._progress import LiveProgress
 
     profile = parse_profile('[run]\nduration_s = 30\n[load]\nconcurrency = 4\n[target]\nembedded = true\n'
                             '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})

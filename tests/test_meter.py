@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hopbench._meter import StreamMeter
+from hopbench.measure._meter import StreamMeter
 from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, Keepalive, UsageReport
 
 
@@ -49,9 +49,9 @@ def test_meter_itl_zero_for_events_of_one_read_and_silences() -> None:
 
 # -- measure(): the metric rules, without trio or sockets ----------------------
 
-from hopbench._meter import (StreamRecord, measure, outcome_counters, record_stream,  # noqa: E402
+from hopbench.measure._meter import (StreamRecord, measure, outcome_counters, record_stream,  # noqa: E402
                              recorder_sink, stream_line)
-from hopbench._recorder import Recorder  # noqa: E402
+from hopbench.measure._recorder import Recorder  # noqa: E402
 from hopbench.protocols import Observation, StreamEnd, StreamResult  # noqa: E402
 
 _BUDGET_NS = 12_000_000_000
@@ -268,7 +268,7 @@ def test_stream_line_relative_stamps_and_every_field() -> None:
 
 # -- the decoder's stream through the meter, as the runner does it (no trio) ----
 
-from hopbench._meter import HEADER_VALUES_MAX, HeaderValues, capture_headers  # noqa: E402
+from hopbench.measure._meter import HEADER_VALUES_MAX, HeaderValues, capture_headers  # noqa: E402
 from hopbench.protocols import new_decoder  # noqa: E402
 from hopbench.sse import SSEScanner  # noqa: E402
 
@@ -546,7 +546,7 @@ def test_measure_unpaced_origin_is_not_a_buffering_proxy() -> None:
     answer held back (31 x PACED_GAP_MIN_NS = 31 ms). Held 60 ms it could be: flagged.
     The hold counts from the response head, or from the send when the head came with
     the burst."""
-    from hopbench._meter import PACED_GAP_MIN_NS
+    from hopbench.measure._meter import PACED_GAP_MIN_NS
 
     res = StreamResult("completed", output_tokens=32, events=_ev(32))
     unpaced = measure(_unpaced_meter(32, 20 * _MS), 20 * _MS, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)

@@ -1,4 +1,4 @@
-"""Outcome, detail and rate names are defined once (hopbench._outcomes) and every
+"""Outcome, detail and rate names are defined once (hopbench.measure._outcomes) and every
 view of a run shows the same details: terminal summary, report.html, compare."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hopbench._compare import compare_summaries
-from hopbench._outcomes import BROKEN, DETAIL_PREFIXES, OUTCOMES, RATES, rate_value
-from hopbench._recorder import Snapshot, ScopeSnapshot
-from hopbench._report_html import RunData, _outcome_figure
-from hopbench._summary_table import render_summary
+from hopbench.views._compare import compare_summaries
+from hopbench.measure._outcomes import BROKEN, DETAIL_PREFIXES, OUTCOMES, RATES, rate_value
+from hopbench.measure._recorder import Snapshot, ScopeSnapshot
+from hopbench.report._page import RunData, _outcome_figure
+from hopbench.views._summary_table import render_summary
 
 # one detail of every broken outcome, as the runner names them (_runner._record)
 DETAILS = {"failed.rate_limit_error": 1, "truncated.closed": 2, "timeout.idle": 3,
@@ -66,7 +66,7 @@ def test_outcomes_rate_value_knows_every_rate() -> None:
 
 
 def test_outcomes_rate_units_reach_the_budget_grammar() -> None:
-    from hopbench._budget import parse_budgets, table_from_mapping
+    from hopbench.config._gate_spec import parse_budgets, table_from_mapping
 
     for spec in RATES.values():
         assert (spec.unit == "") == spec.fraction, spec.name
@@ -79,8 +79,8 @@ def test_outcomes_runner_details_are_in_the_list() -> None:
     import trio
 
     from hopbench._errors import SSEError
-    from hopbench._runner import classify_exception
-    from hopbench._transport import MalformedResponse
+    from hopbench.engine._runner import classify_exception
+    from hopbench.engine._transport import MalformedResponse
 
     req = httpx.Request("POST", "http://127.0.0.1/")
     errors: list[BaseException] = [

@@ -1,4 +1,4 @@
-"""hopbench._pacer: the open loop's wake-ups (never before the deadline, on a
+"""hopbench.engine._pacer: the open loop's wake-ups (never before the deadline, on a
 timerfd or trio's sleep) and its bounded bursts of due arrivals; and the
 runner's use of it (due trace arrivals sent in one wake, the burst bound).
 
@@ -17,11 +17,11 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import _pacer, _runner
+from hopbench.engine import _pacer, _runner
 from hopbench._clock import NS_PER_MS, now_ns
-from hopbench._pacer import BURST_MAX, Pacer, read_run_delay_ns, timerfd_available
-from hopbench._profile import load_profile
-from hopbench._recorder import ALL, Recorder
+from hopbench.engine._pacer import BURST_MAX, Pacer, read_run_delay_ns, timerfd_available
+from hopbench.config._profile import load_profile
+from hopbench.measure._recorder import ALL, Recorder
 
 from _fake_transport import Plan, fake_transport
 

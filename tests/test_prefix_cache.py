@@ -177,9 +177,9 @@ async def test_emulator_prefill_delays_the_first_token_by_the_uncached_tokens() 
 
 
 def test_record_stream_counts_cached_tokens_and_the_summary_gives_the_hit_ratio() -> None:
-    from hopbench._meter import StreamMeter, measure, record_stream, stream_line
-    from hopbench._recorder import Recorder
-    from hopbench._results import cache_of, summary_scopes
+    from hopbench.measure._meter import StreamMeter, measure, record_stream, stream_line
+    from hopbench.measure._recorder import Recorder
+    from hopbench.driver._results import cache_of, summary_scopes
     from hopbench.protocols import StreamResult
 
     rec = Recorder(["s"])

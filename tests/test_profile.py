@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hopbench import ProfileError
-from hopbench._profile import load_profile, parse_profile, request_headers
+from hopbench.config._profile import load_profile, parse_profile, request_headers
 
 ROOT = Path(__file__).resolve().parent.parent
 MINIMAL = """
@@ -128,7 +128,7 @@ _PLAIN_NAMES = ["X-Request-Id", "Content-Type", "Accept", "User-Agent", "anthrop
 
 
 def test_profile_is_secret_header_names() -> None:
-    from hopbench._fields import is_secret_header
+    from hopbench.config._fields import is_secret_header
 
     assert [n for n in _SECRET_NAMES if not is_secret_header(n)] == []
     assert [n for n in _SECRET_NAMES if not is_secret_header(n.upper())] == []
@@ -180,7 +180,7 @@ def test_profile_record_headers_takes_rate_limit_headers() -> None:
 def test_profile_sanitized_redacts_secret_header_values() -> None:
     from dataclasses import replace
 
-    from hopbench._profile import sanitized
+    from hopbench.config._profile import sanitized
 
     p = parse_profile(MINIMAL + '[target]\nheaders = { "X-Team" = "blue" }\nheader_env = { "X-Auth-Token" = "HB_T" }\n',
                       "m.toml", env={"HB_T": "tok-from-env-123"})

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hopbench import ProfileError, _exit
-from hopbench._budget import did_you_mean
-from hopbench._profile import parse_profile
+from hopbench.config._gate_spec import did_you_mean
+from hopbench.config._profile import parse_profile
 from hopbench._toml import Table, closest_key, parse_toml
 from hopbench.cli import main
 

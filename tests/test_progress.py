@@ -8,9 +8,9 @@ import pytest
 from rich.console import Console
 
 from hopbench._errors import ResultsError
-from hopbench._profile import Profile, parse_profile
-from hopbench._progress import LiveProgress, plain_line
-from hopbench._recorder import IntervalSnapshot, Recorder, ScopeSnapshot
+from hopbench.config._profile import Profile, parse_profile
+from hopbench.observe._progress import LiveProgress, plain_line
+from hopbench.measure._recorder import IntervalSnapshot, Recorder, ScopeSnapshot
 
 MS = 1_000_000
 S = 1_000_000_000

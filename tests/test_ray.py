@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hopbench._errors import UsageError
-from hopbench._profile import parse_profile
+from hopbench.config._profile import parse_profile
 
 _HAVE_RAY = importlib.util.find_spec("ray") is not None
 _IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -70,7 +70,7 @@ def local_ray() -> Iterator[Any]:
 
 @needs_ray
 def test_ray_engine_totals_match_ground_truth(tmp_path: Path, local_ray: Any) -> None:
-    from hopbench._ray import run_profile_ray
+    from hopbench.driver._ray import run_profile_ray
 
     out = tmp_path / "run"
     outcome = run_profile_ray(parse_profile(_PROFILE), out_dir=out)
@@ -102,7 +102,7 @@ def test_ray_engine_totals_match_ground_truth(tmp_path: Path, local_ray: Any) ->
 
 
 def test_ray_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hopbench import _ray
+    from hopbench.driver import _ray
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(UsageError, match=r"pip install 'hopbench\[ray\]'"):

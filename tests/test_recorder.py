@@ -1,4 +1,4 @@
-"""Tests for hopbench._recorder: recording, intervals, snapshots and merging."""
+"""Tests for hopbench.measure._recorder: recording, intervals, snapshots and merging."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import pytest
 
 from hopbench._errors import ResultsError, UsageError
-from hopbench._hdr import Histogram
-from hopbench._recorder import IntervalSnapshot, Recorder, Snapshot, merge
+from hopbench.measure._hdr import Histogram
+from hopbench.measure._recorder import IntervalSnapshot, Recorder, Snapshot, merge
 
 HOUR_NS = 3_600_000_000_000
 

@@ -17,12 +17,12 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from hopbench._errors import ResultsError
-from hopbench._hdr import Histogram
-from hopbench._profile import load_profile
-from hopbench._recorder import ALL
-from hopbench._report_html import load_run, read_hlog, spectrum, write_report
+from hopbench.measure._hdr import Histogram
+from hopbench.config._profile import load_profile
+from hopbench.measure._recorder import ALL
+from hopbench.report._page import load_run, read_hlog, spectrum, write_report
 from hopbench.cli import main
-from hopbench._run import run_profile
+from hopbench.driver._single import run_profile
 
 _PROFILE = """
 [run]
@@ -388,7 +388,7 @@ def test_report_non_utf8_bytes_name_file_and_line(runs: tuple[Path, Path], tmp_p
 
 
 def test_report_scrape_reader_non_utf8_line_named_cut_last_line_skipped(tmp_path: Path) -> None:
-    from hopbench._report_scrape import read_scrapes
+    from hopbench.report._section_scrape import read_scrapes
 
     (tmp_path / "scrape.jsonl").write_bytes(b'{"t_ms": 1}\n\xff\n{"t_ms": 2}\n')
     with pytest.raises(ResultsError, match=r"scrape.jsonl:2: not UTF-8 text \(byte 1 of the line"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hopbench._report_workload import workload_section
+from hopbench.report._section_workload import workload_section
 
 
 def test_report_workload_section_shows_lengths_cache_and_turns() -> None:

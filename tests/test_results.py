@@ -1,4 +1,4 @@
-"""Tests for hopbench._results and hopbench._summary_table."""
+"""Tests for hopbench.driver._results and hopbench.views._summary_table."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from hdrh.log import HistogramLogReader
 from rich.console import Console
 
 from hopbench._errors import ResultsError, UsageError
-from hopbench._hdr import METRICS, Histogram
-from hopbench._recorder import Recorder, Snapshot
-from hopbench._results import (
+from hopbench.measure._hdr import METRICS, Histogram
+from hopbench.measure._recorder import Recorder, Snapshot
+from hopbench.driver._results import (
     SCHEMA,
     ResultsWriter,
     environment,
     read_summary,
     snapshot_from_summary,
 )
-from hopbench._summary_table import render_summary
+from hopbench.views._summary_table import render_summary
 
 START_S = 1_700_000_000.25
 SEC = 1_000_000_000

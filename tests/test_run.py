@@ -15,10 +15,10 @@ import pytest
 import trio
 
 from hopbench import ResultsError
-from hopbench._hdr import Histogram
-from hopbench._profile import load_profile, parse_profile
-from hopbench._results import read_summary
-from hopbench._run import run_profile
+from hopbench.measure._hdr import Histogram
+from hopbench.config._profile import load_profile, parse_profile
+from hopbench.driver._results import read_summary
+from hopbench.driver._single import run_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,12 +65,12 @@ def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dic
     assert summary["complete"] is True
     # a busy machine may saturate the client: then the run must say so
     assert summary["saturated"] == any(w.startswith("load generator saturated") for w in summary["warnings"])
-    # the collector's pauses are reported (hopbench._collector)
+    # the collector's pauses are reported (hopbench.engine._collector)
     gen = summary["generator"]
     assert gen["gc_collections"] >= 1
     assert 0 < gen["gc_pause_max_ms"] <= gen["gc_pause_total_ms"]
     assert 0 < gen["gc_pause_p99_ms"] <= gen["gc_pause_max_ms"]
-    # the saturation verdict and what it was judged on (hopbench._saturation)
+    # the saturation verdict and what it was judged on (hopbench.engine._saturation)
     assert gen["saturation"]["saturated"] == summary["saturated"]
     assert bool(gen["saturation"]["causes"]) == summary["saturated"]
     assert gen["process_cpu_cores"] > 0 and gen["cpus"] >= 1
@@ -288,7 +288,7 @@ model = "m"
 
 
 def test_run_crash_mid_run_leaves_partial_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hopbench._runner as runner_mod
+    import hopbench.engine._runner as runner_mod
 
     calls = []
     original = runner_mod.LoadRunner._publish
@@ -442,7 +442,7 @@ model = "m"
 
 
 def test_run_emulator_key_and_overload_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hopbench._run import emulator_warnings
+    from hopbench.driver._single import emulator_warnings
 
     monkeypatch.setenv("HOPBENCH_EMU_KEY", "emu-secret-value-123")
     text = """
@@ -481,7 +481,7 @@ def test_run_signal_while_the_emulator_forks_leaves_no_child(tmp_path: Path, mon
     import threading
     import hopbench.emulator._embedded as embedded
     from hopbench.emulator import EmbeddedEmulator, EmulatorConfig
-    from hopbench._run import Interrupted
+    from hopbench.driver._single import Interrupted
 
     children: list[subprocess.Popen[bytes]] = []
     real_popen = subprocess.Popen
@@ -520,9 +520,9 @@ async def test_streams_that_fail_without_yielding_do_not_starve_the_run(monkeypa
     signal handlers: the run still ends, here through the unreachable check."""
     import httpx
 
-    from hopbench import _runner
-    from hopbench._profile import parse_profile
-    from hopbench._recorder import ALL, Recorder
+    from hopbench.engine import _runner
+    from hopbench.config._profile import parse_profile
+    from hopbench.measure._recorder import ALL, Recorder
 
     class Refusing(_runner.StreamTransport):
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -553,9 +553,9 @@ _DONE_BODY = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"mo
 async def test_outcome_is_decided_by_the_terminal_signal(mode: str, outcome: str, detail: str | None) -> None:
     from functools import partial
 
-    from hopbench._profile import parse_profile
-    from hopbench._recorder import ALL, Recorder
-    from hopbench._runner import LoadRunner
+    from hopbench.config._profile import parse_profile
+    from hopbench.measure._recorder import ALL, Recorder
+    from hopbench.engine._runner import LoadRunner
 
     async def handler(stream: trio.SocketStream) -> None:
         try:
@@ -598,8 +598,8 @@ def test_run_signal_while_the_folder_is_made_still_writes_a_summary(
     # The CLI's handler raises Interrupted; a SIGTERM that lands while the results
     # folder is being made (after mkdir) used to escape before the try that owes the
     # folder its summary.json: an empty folder and no summary.
-    import hopbench._run as run_mod
-    import hopbench._workers as workers_mod
+    import hopbench.driver._single as run_mod
+    import hopbench.driver._workers as workers_mod
     mod = run_mod if engine == "process" else workers_mod
     real = mod.ResultsWriter
 
@@ -616,8 +616,8 @@ def _assert_sigterm_at_start_up_leaves_a_summary(tmp_path: Path, engine: str) ->
     """Run a 30 s profile (one process or 2 workers) under a SIGTERM handler that raises
     Interrupted, as the CLI's does; the test has arranged a SIGTERM during start-up: the
     folder must hold a summary saying so, with no stream started."""
-    from hopbench._run import Interrupted
-    from hopbench._workers import run_profile_workers
+    from hopbench.driver._single import Interrupted
+    from hopbench.driver._workers import run_profile_workers
 
     def raise_interrupted(signum: int, frame: object) -> None:
         raise Interrupted(signal.Signals(signum).name)
@@ -646,8 +646,8 @@ def test_run_signal_as_the_folder_hold_ends_still_writes_a_summary(
     from contextlib import contextmanager
     from typing import Any, Iterator
 
-    import hopbench._run as run_mod
-    import hopbench._workers as workers_mod
+    import hopbench.driver._single as run_mod
+    import hopbench.driver._workers as workers_mod
     mod = run_mod if engine == "process" else workers_mod
     real_hold = run_mod.hold_signals
     fired: list[bool] = []
@@ -669,8 +669,8 @@ def test_run_checkpoint_histograms_agree_with_its_counters(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """summary.json checkpoints (what a SIGKILL leaves) hold counters and histograms of
     one instant: each checkpoint's e2e count equals its ``completed`` counter."""
-    import hopbench._run as run_mod
-    from hopbench._results import ResultsWriter
+    import hopbench.driver._single as run_mod
+    from hopbench.driver._results import ResultsWriter
 
     seen: list[dict] = []
     update = ResultsWriter.update

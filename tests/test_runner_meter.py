@@ -14,9 +14,9 @@ from typing import Any
 
 import trio
 
-from hopbench._profile import parse_profile
-from hopbench._recorder import ALL, Recorder, Snapshot
-from hopbench._runner import LoadRunner
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import ALL, Recorder, Snapshot
+from hopbench.engine._runner import LoadRunner
 
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
 

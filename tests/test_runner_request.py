@@ -12,10 +12,10 @@ import httpx
 import pytest
 import trio
 
-from hopbench import _runner
-from hopbench._profile import load_profile
-from hopbench._recorder import Recorder
-from hopbench._transport import _request_bytes
+from hopbench.engine import _runner
+from hopbench.config._profile import load_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.engine._transport import _request_bytes
 
 from _raw_http import read_request
 
@@ -126,7 +126,7 @@ async def test_runner_request_cookies_and_large_bodies_reach_the_wire(transport:
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
         url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
-        from hopbench._profile import parse_profile
+        from hopbench.config._profile import parse_profile
 
         profile = parse_profile(
             f'[run]\nrequests = 3\n[load]\nconcurrency = 1\n[target]\nurl = "{url}"\n'

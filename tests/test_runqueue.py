@@ -1,4 +1,4 @@
-"""The loop thread's run-queue wait (hopbench._runqueue) and a read's client lag
+"""The loop thread's run-queue wait (hopbench.engine._runqueue) and a read's client lag
 (``LoadRunner._client_lag_ns``: the largest of the kernel stamp's lateness, the
 loop-lag probe's estimate and the run-queue wait; docs/results.md, "Client lag per read")."""
 
@@ -11,10 +11,10 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench._profile import parse_profile
-from hopbench._recorder import Recorder
-from hopbench._runner import LoadRunner
-from hopbench._runqueue import SCHEDSTAT, RunQueueWatch, read_wait_ns
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.engine._runner import LoadRunner
+from hopbench.engine._runqueue import SCHEDSTAT, RunQueueWatch, read_wait_ns
 
 
 def test_runqueue_read_wait_ns_takes_the_second_field_and_never_raises(tmp_path: Path) -> None:

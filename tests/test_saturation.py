@@ -1,4 +1,4 @@
-"""hopbench._saturation: the saturation verdict tells the client's own CPU, collector
+"""hopbench.engine._saturation: the saturation verdict tells the client's own CPU, collector
 pauses and a busy machine apart, each with its figure (issue 16 item 4); a run whose
 latencies include client-side delay is flagged whatever the cause."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hopbench._saturation import (GeneratorFigures, HostSample, HostUsage, host_usage, judge, parse_pid_stat,
+from hopbench.engine._saturation import (GeneratorFigures, HostSample, HostUsage, host_usage, judge, parse_pid_stat,
                                   parse_proc_stat, sample_host)
 
 MS = 1_000_000
@@ -255,12 +255,12 @@ def test_sample_host_reads_the_counters(tmp_path: Path) -> None:
 
 
 def test_analyse_warns_with_the_cause_and_keeps_the_verdict() -> None:
-    """The run's judgement (hopbench._run.analyse) uses the verdict: a loop late because of
+    """The run's judgement (hopbench.driver._single.analyse) uses the verdict: a loop late because of
     the collector is flagged, its warning names the pauses, not --workers."""
-    from hopbench._profile import parse_profile
-    from hopbench._recorder import Recorder
-    from hopbench._run import analyse
-    from hopbench._runner import RunStats
+    from hopbench.config._profile import parse_profile
+    from hopbench.measure._recorder import Recorder
+    from hopbench.driver._single import analyse
+    from hopbench.engine._runner import RunStats
 
     profile = parse_profile('[target]\nurl = "http://127.0.0.1:9"\n[run]\nduration_s = 60\n[load]\n'
                             'concurrency = 1\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
@@ -285,7 +285,7 @@ def test_judge_workers_siblings_are_the_runs_own_cpu_not_neighbours() -> None:
     alone = _host(0.78, busy=0.905, steal=0.0)  # what a worker measured by itself
     v_old = judge(_fig(cpu=0.6, host=alone))
     assert [c.kind for c in v_old.causes] == ["machine_busy"]  # without its siblings: blamed on neighbours
-    from hopbench._saturation import with_siblings
+    from hopbench.engine._saturation import with_siblings
 
     host = with_siblings(alone, 0.78 + 0.25)
     assert host.siblings_cores == pytest.approx(1.03) and host.client_cores == pytest.approx(1.81)
@@ -305,7 +305,7 @@ def test_judge_workers_with_the_emulator_and_real_neighbours() -> None:
 
 
 def test_run_host_counts_the_machine_once_and_every_workers_cpu() -> None:
-    from hopbench._saturation import run_host
+    from hopbench.engine._saturation import run_host
 
     # the driver's one sample over 10 s: 0.1 cores of its own, the machine 95 % of 2 CPUs, the
     # emulator 0.5; two workers over their own (shorter) spans at 0.6 cores each
@@ -330,7 +330,7 @@ def _fake_proc(root: Path, boot_id: str, pids: dict[int, int]) -> Path:
 def test_emulator_here_only_on_the_drivers_machine(tmp_path: Path) -> None:
     """A Ray task measures the driver's emulator only on its machine (same boot id, the
     same process start time); elsewhere a reason, never a silent absence."""
-    from hopbench._saturation import emulator_here, read_boot_id
+    from hopbench.engine._saturation import emulator_here, read_boot_id
 
     proc = _fake_proc(tmp_path, "boot-a", {4242: 1000})
     assert read_boot_id(proc) == "boot-a"
@@ -354,7 +354,7 @@ def test_cpu_phrase_and_the_terminals_cpu_line() -> None:
     from rich.console import Console
 
     from hopbench._format import cpu_phrase
-    from hopbench._summary_table import render_summary
+    from hopbench.views._summary_table import render_summary
 
     gen = {"client_cpu_cores": 1.25, "emulator_cpu_cores": 0.6, "emulator_cpu_note": None,
            "neighbours_cpu_cores": 0.0, "cpus": 2, "machine_busy_share": 0.925}

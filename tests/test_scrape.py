@@ -1,6 +1,6 @@
 """Gateway metrics in: [[scrape]] validation, the scraper against bad endpoints,
 the emulator's /metrics, and a run whose scrapes land in the results folder and
-report.html (hopbench._scrape_spec, hopbench._scrape, hopbench._report_scrape)."""
+report.html (hopbench.config._scrape_spec, hopbench.observe._scrape, hopbench.report._section_scrape)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from hopbench import ProfileError
-from hopbench._profile import parse_profile
-from hopbench._report_scrape import scrape_series
-from hopbench._run import run_profile
-from hopbench._scrape import Scraper, parse_exposition
+from hopbench.config._profile import parse_profile
+from hopbench.report._section_scrape import scrape_series
+from hopbench.driver._single import run_profile
+from hopbench.observe._scrape import Scraper, parse_exposition
 from hopbench.emulator import EmulatorConfig
 from hopbench.emulator._app import EmulatorApp
 
@@ -197,7 +197,7 @@ def test_scrape_series_counters_as_rates_with_reset_gap() -> None:
 
 def test_scrape_run_embedded_emulator_series_in_results_and_report(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from hopbench._report_html import write_report
+    from hopbench.report._page import write_report
 
     secret = "Bearer hb-secret-7f3a9c"
     monkeypatch.setenv("HB_TEST_SCRAPE_AUTH", secret)

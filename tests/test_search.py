@@ -1,4 +1,4 @@
-"""Load stages and the capacity search (hopbench/_search.py, _stages.py, _stage_spec.py; docs/slo.md)."""
+"""Load stages and the capacity search (hopbench/driver/_search.py, _stages.py, _stage_spec.py; docs/slo.md)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from hopbench._errors import ProfileError
-from hopbench._profile import parse_profile
-from hopbench._search import SATURATION_FIX, TOO_FEW, CapacitySearch, Probe, search, stage_probe
-from hopbench._stage_spec import SearchSpec
+from hopbench.config._profile import parse_profile
+from hopbench.driver._search import SATURATION_FIX, TOO_FEW, CapacitySearch, Probe, search, stage_probe
+from hopbench.config._stage_spec import SearchSpec
 from hopbench.cli import main
 
 
@@ -432,8 +432,8 @@ def test_stages_saturated_message_gives_the_causes_own_advice(tmp_path: Path) ->
     """Plain [[stage]] entries with [slo]: a saturated stage's capacity message (and the
     folder's first warning) carry its primary cause's advice, not a fixed "(--workers)"
     (a fake runner: no load)."""
-    from hopbench._run import RunOutcome
-    from hopbench._stages import run_stages
+    from hopbench.driver._single import RunOutcome
+    from hopbench.driver._stages import run_stages
 
     profile = parse_profile(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n"
                             "[[stage]]\nrate_rps = 10\nduration_s = 2\n[[stage]]\nrate_rps = 20\nduration_s = 2\n")
@@ -471,7 +471,7 @@ def _empty(interrupted: str | None = None) -> dict[str, Any]:
 
 
 def test_stage_probe_that_measured_nothing_is_neither_held_nor_failing() -> None:
-    from hopbench._search import NOT_MEASURED, probe_line
+    from hopbench.driver._search import NOT_MEASURED, probe_line
 
     p = stage_probe(5, _empty())
     assert not p.measured and not p.passed and p.reasons == (NOT_MEASURED,)
@@ -493,8 +493,8 @@ def test_stage_probe_that_measured_nothing_is_neither_held_nor_failing() -> None
 def test_search_interrupted_in_an_empty_probe_is_not_a_failing_capacity_point(tmp_path: Path) -> None:
     """Ctrl-C 1 s into probe 2 (0 requests): it was "held" and capacity.lowest_failing 24;
     the terminal printed "good fraction None (lower bound -), goodput None req/s"."""
-    from hopbench._run import RunOutcome
-    from hopbench._stages import run_search
+    from hopbench.driver._single import RunOutcome
+    from hopbench.driver._stages import run_search
 
     profile = parse_profile(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n"
                             "[search]\nmode = \"rate\"\nmin = 12\nmax = 48\nduration_s = 2\n")
@@ -569,7 +569,7 @@ protocol = "chat"
 def _fake_runs(monkeypatch: pytest.MonkeyPatch, saturate_at: float, fail_at: float = float("inf")) -> None:
     """Replace the single-run runner: stages at ``saturate_at`` requests/s or more are
     saturated, those at ``fail_at`` or more miss their objectives (no load is offered)."""
-    from hopbench._run import RunOutcome
+    from hopbench.driver._single import RunOutcome
 
     def fake(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
         rate = p.load.rate_rps
@@ -581,7 +581,7 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, saturate_at: float, fail_at: flo
         (out_dir / "summary.json").write_text(json.dumps(summary))
         return RunOutcome(summary, out_dir, True, None)
 
-    monkeypatch.setattr("hopbench._run.run_profile", fake)
+    monkeypatch.setattr("hopbench.driver._single.run_profile", fake)
 
 
 def test_stages_exit_code_is_the_gates_a_saturated_stage_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -612,7 +612,7 @@ def test_stages_exit_code_is_the_gates_a_saturated_stage_warns(tmp_path: Path, m
 def test_a_stage_without_objectives_is_judged_on_its_load_alone() -> None:
     """A [[stage]] profile without [slo] (summary.json "slo": null): no stage
     fails on "slo"; held, saturated and complete still count."""
-    from hopbench._search import probe_line
+    from hopbench.driver._search import probe_line
     load = {"mode": "rate", "held": True, "requested_rate_rps": 10.0, "achieved_rate_rps": 10.0, "due": 50,
             "sent": 50}
     summary = {"slo": None, "load": load, "complete": True, "saturated": False,

@@ -1,4 +1,4 @@
-"""hopbench._series: report.html's time series folded into a bounded number of points
+"""hopbench.report._series: report.html's time series folded into a bounded number of points
 (issue 16 item 2), exact percentiles per bucket, rates over real interval lengths."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from hopbench._errors import ResultsError
-from hopbench._hdr import Histogram
-from hopbench._recorder import ALL, IntervalSnapshot, ScopeSnapshot
-from hopbench._results import HLOG_NAME, ResultsWriter
-from hopbench._series import (SERIES_PERCENTILES, bucket_ns_for, fold_hlog, fold_timeline, span_ns)
+from hopbench.measure._hdr import Histogram
+from hopbench.measure._recorder import ALL, IntervalSnapshot, ScopeSnapshot
+from hopbench.driver._results import HLOG_NAME, ResultsWriter
+from hopbench.report._series import (SERIES_PERCENTILES, bucket_ns_for, fold_hlog, fold_timeline, span_ns)
 
 S = 1_000_000_000
 MS = 1_000_000

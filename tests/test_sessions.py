@@ -15,13 +15,14 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import ProfileError, _runner
-from hopbench._dataset import Message
-from hopbench._profile import load_profile
-from hopbench._recorder import Recorder
-from hopbench._results import summary_scopes
-from hopbench._sessions import Conversation, turns_of
-from hopbench._workload import PoolEntry, encode_body
+from hopbench import ProfileError
+from hopbench.engine import _runner
+from hopbench.workload._dataset import Message
+from hopbench.config._profile import load_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.driver._results import summary_scopes
+from hopbench.workload._sessions import Conversation, turns_of
+from hopbench.workload._pool import PoolEntry, encode_body
 
 from _fake_transport import Plan, fake_transport
 
@@ -142,7 +143,7 @@ async def test_session_open_loop_later_turns_count_from_the_end_of_the_think_tim
 
 
 def test_session_example_profile_ttft_rises_with_the_turn(tmp_path: Path) -> None:
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     text = (ROOT / "profiles" / "sessions.toml").read_text(encoding="utf-8")
     text = text.replace("requests = 480", "requests = 96").replace("think_time_s = 0.1", "think_time_s = 0")

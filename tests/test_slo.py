@@ -1,4 +1,4 @@
-"""SLOs and goodput (hopbench/_slo.py, hopbench/_slo_spec.py; docs/slo.md)."""
+"""SLOs and goodput (hopbench/measure/_slo.py, hopbench/config/_slo_spec.py; docs/slo.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from hopbench._errors import ProfileError
-from hopbench._meter import StreamMeter, StreamRecord, measure
-from hopbench._profile import parse_profile
-from hopbench._recorder import ALL, Recorder
-from hopbench._slo import itl_stat_ns, judge, record_verdict, slo_summary, wilson_lower
-from hopbench._slo_spec import Slo
+from hopbench.measure._meter import StreamMeter, StreamRecord, measure
+from hopbench.config._profile import parse_profile
+from hopbench.measure._recorder import ALL, Recorder
+from hopbench.measure._slo import itl_stat_ns, judge, record_verdict, slo_summary, wilson_lower
+from hopbench.measure._slo import Slo
 from hopbench.cli import main
 from hopbench.emulator import read_ground_truth
 from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, StreamEnd, StreamResult

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hopbench._recorder import Recorder, Snapshot
-from hopbench._report_html import RunData, _stop_table, _warnings
-from hopbench._results import ResultsWriter, environment
-from hopbench._summary_table import render_summary
+from hopbench.measure._recorder import Recorder, Snapshot
+from hopbench.report._page import RunData, _stop_table, _warnings
+from hopbench.driver._results import ResultsWriter, environment
+from hopbench.views._summary_table import render_summary
 
 
 def _finish(tmp_path: Path, rec: Recorder) -> dict[str, object]:
@@ -76,8 +76,8 @@ def test_summary_and_report_do_not_warn_on_a_few_flagged_streams(tmp_path: Path)
 
 
 def test_the_load_held_is_shown_on_the_terminal_and_in_the_report(tmp_path: Path) -> None:
-    from hopbench._report_html import _run_figures
-    from hopbench._summary_table import load_text
+    from hopbench.report._page import _run_figures
+    from hopbench.views._summary_table import load_text
 
     summary, snap = _summary(tmp_path)
     summary["load"] = {"mode": "rate", "requested_rate_rps": 50.0, "achieved_rate_rps": 48.5,
@@ -100,7 +100,7 @@ def test_the_load_held_is_shown_on_the_terminal_and_in_the_report(tmp_path: Path
 
 
 def test_the_report_headline_of_an_interrupted_run_is_never_green(tmp_path: Path) -> None:
-    from hopbench._report_html import _run_figures
+    from hopbench.report._page import _run_figures
 
     summary, snap = _summary(tmp_path)
     summary["headline"] = {"started": 40, "completed": 40, "errors": 0, "completed_per_s": 4.0,

@@ -17,11 +17,12 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import ProfileError, _runner
-from hopbench._profile import load_profile
-from hopbench._recorder import ALL, Recorder
-from hopbench._results import cache_of
-from hopbench._trace import TraceBodies, TraceEntry, implied_hits, read_trace, replay_plan, window
+from hopbench import ProfileError
+from hopbench.engine import _runner
+from hopbench.config._profile import load_profile
+from hopbench.measure._recorder import ALL, Recorder
+from hopbench.driver._results import cache_of
+from hopbench.workload._trace import TraceBodies, TraceEntry, implied_hits, read_trace, replay_plan, window
 from hopbench.emulator._prefix import PrefixCache
 
 from _fake_transport import Plan, fake_transport
@@ -248,7 +249,7 @@ def test_trace_scheduled_between_reads_a_few_offsets_of_a_long_trace(tmp_path: P
     """The runner sizes its spare connections with scheduled_between as its clock starts: it
     made a list of every offset (0.3-0.6 s for 500,000 lines, the first second's arrivals
     that late). Now it reads O(log n) offsets per pass it bisects."""
-    from hopbench._trace import TraceSpec
+    from hopbench.workload._trace import TraceSpec
 
     n = 50_000
     _trace(tmp_path, "".join(json.dumps({"timestamp_ms": i, "input_tokens": 1, "output_tokens": 1}) + "\n"
@@ -302,8 +303,8 @@ def test_trace_bodies_share_blocks_exactly_and_the_emulator_cache_agrees(tmp_pat
 
 
 def test_block_words_depend_on_the_key_alone_and_on_no_machine() -> None:
-    from hopbench._lengths import WORDS
-    from hopbench._trace import _words
+    from hopbench.workload._lengths import WORDS
+    from hopbench.workload._trace import _words
 
     text = _words("hopbench-trace-block:0:1", 6)
     # pinned: workers on other machines (other byte orders, other Pythons) send the same block
@@ -378,7 +379,7 @@ async def test_trace_replay_latency_counts_from_the_scheduled_time(
 
 
 def test_trace_example_profile_on_the_emulator_hits_the_implied_ratio(tmp_path: Path) -> None:
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     text = (ROOT / "profiles" / "trace.toml").read_text(encoding="utf-8")
     assert "speedup = 2.0" in text

@@ -1,4 +1,4 @@
-"""Loading a large trace (hopbench._trace.read_trace and the TraceSpec built on it): the
+"""Loading a large trace (hopbench.workload._trace.read_trace and the TraceSpec built on it): the
 compact columns, read a block of lines at a time with orjson's parse checked on the spot
 (and the standard library's for any unusual line), give the same entries, arrivals,
 scenarios, implied cache hits and prompts as a straightforward reading of the file, and
@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from hopbench import ProfileError, _trace
-from hopbench._profile import load_profile
-from hopbench._trace import TraceBodies, TraceEntries, read_trace
+from hopbench import ProfileError
+from hopbench.workload import _trace
+from hopbench.config._profile import load_profile
+from hopbench.workload._trace import TraceBodies, TraceEntries, read_trace
 
 MS = 1_000_000
 BT = 16  # block_tokens of the generated traces

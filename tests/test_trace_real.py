@@ -24,11 +24,12 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import ProfileError, _runner
-from hopbench._profile import load_profile
-from hopbench._recorder import Recorder
-from hopbench._trace import read_trace, replay_plan
-from hopbench._transport import _ANC_SIZE, _SCM_TIMESTAMPNS, _SO_TIMESTAMPNS, keep_kernel_stamps
+from hopbench import ProfileError
+from hopbench.engine import _runner
+from hopbench.config._profile import load_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.workload._trace import read_trace, replay_plan
+from hopbench.engine._transport import _ANC_SIZE, _SCM_TIMESTAMPNS, _SO_TIMESTAMPNS, keep_kernel_stamps
 from hopbench.cli import validate_command
 
 from _fake_transport import CHUNK, LAST, Plan, fake_transport
@@ -64,7 +65,7 @@ def _azure_rows(path: Path) -> list[tuple[int, int, int, int]]:
 def test_trace_real_azure_slice_replays_on_the_emulator(tmp_path: Path) -> None:
     """200 rows of Azure's public conversation trace (61 s of trace time) at speedup 40:
     every row is one arrival, at its offset, with its own input and output lengths."""
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     rows = _azure_rows(AZURE_CONV)
     assert len(rows) == 200
@@ -359,7 +360,7 @@ def _received_lines(tmp_path: Path, server: _StampedServer, n: int) -> tuple[lis
     """Replay ``tmp_path``'s same.jsonl against ``server`` (hopbench run in this process,
     the dispatcher's thread on: plain http, the real clock): the trace lines in the
     order their requests reached the server, and summary.json."""
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     prof = _profile(tmp_path, "same.jsonl", load="max_in_flight = 1000",
                     run=f"requests = {n}\nduration_s = 60", target=server.url)
@@ -468,8 +469,8 @@ async def test_write_turns_keep_the_order_and_skip_a_stream_that_ended_unwritten
 def test_trace_zero_token_note_reaches_summary_json(tmp_path: Path) -> None:
     """The count of 0-token rows is in the run's own record (summary.json's notes), not
     only on the terminal: in one process and in the driver of ``--workers``."""
-    from hopbench._run import run_profile
-    from hopbench._workers import build_meta
+    from hopbench.driver._single import run_profile
+    from hopbench.driver._workers import build_meta
 
     jsonl, _ = _zero_traces(tmp_path)
     prof = _profile(tmp_path, jsonl.name, load="speedup = 20", target="embedded",

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import trio
 
-from hopbench._transport import StreamTransport
+from hopbench.engine._transport import StreamTransport
 
 from _raw_http import read_request
 
@@ -85,7 +85,7 @@ async def test_transport_truncated_body_raises_remote_protocol_error() -> None:
 
 
 async def test_transport_reports_connect_and_send_through_the_trace_extension() -> None:
-    """The runner's phases (hopbench._inflight) come from httpcore's trace names:
+    """The runner's phases (hopbench.measure._inflight) come from httpcore's trace names:
     a new connection, then the request written; a reused one: only the write;
     an idle one the server closed: a new connection again."""
     async def handler(stream: trio.SocketStream) -> None:
@@ -329,7 +329,7 @@ async def test_folded_header_and_bytes_after_a_complete_response() -> None:
     + b"x-t: 1\r\n" * 300_000,  # trailers that never end
 ])
 async def test_endless_heads_and_trailers_are_malformed_not_memory(reply: bytes) -> None:
-    from hopbench._transport import MalformedResponse
+    from hopbench.engine._transport import MalformedResponse
     results, _, _ = await _exchange_raw([reply + b"<close>"])
     assert isinstance(results[0], MalformedResponse), results
     assert "1 MiB" in str(results[0])
@@ -342,7 +342,7 @@ async def test_body_reads_carry_the_kernels_receive_stamp() -> None:
 
     from hopbench._clock import now_ns
 
-    from hopbench._transport import _SO_TIMESTAMPNS
+    from hopbench.engine._transport import _SO_TIMESTAMPNS
 
     if _SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive stamps on this platform")
@@ -381,7 +381,7 @@ async def test_body_bytes_that_came_with_the_head_carry_the_heads_receive_stamp(
 
     from hopbench._clock import now_ns
 
-    from hopbench._transport import _SO_TIMESTAMPNS
+    from hopbench.engine._transport import _SO_TIMESTAMPNS
 
     if _SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive stamps on this platform")
@@ -459,7 +459,7 @@ def test_kernel_stamps_are_on_before_the_first_read() -> None:
     """Linux turns receive stamping on lazily (deferred work) and off when the last
     socket that asked closes: a busy machine left a run's first reads unstamped.
     The transport keeps a stamped socket open and waits until stamps come back."""
-    from hopbench._transport import _SO_TIMESTAMPNS, keep_kernel_stamps
+    from hopbench.engine._transport import _SO_TIMESTAMPNS, keep_kernel_stamps
 
     if _SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive stamps on this platform")

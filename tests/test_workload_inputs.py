@@ -19,11 +19,13 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench import ProfileError, _runner, _trace
-from hopbench._lengths import estimate_tokens
-from hopbench._profile import load_profile
-from hopbench._recorder import Recorder
-from hopbench._trace import read_trace
+from hopbench import ProfileError
+from hopbench.engine import _runner
+from hopbench.workload import _trace
+from hopbench.workload._lengths import estimate_tokens
+from hopbench.config._profile import load_profile
+from hopbench.measure._recorder import Recorder
+from hopbench.workload._trace import read_trace
 from hopbench.emulator import input_tokens_of
 
 from _fake_transport import Plan, fake_transport
@@ -222,7 +224,7 @@ def test_inputs_sharegpt_sessions_on_the_emulator_carry_the_streamed_text(tmp_pa
     """On the embedded emulator: every record with a human turn first is a session of its
     human turns; each turn's prompt, as the emulator counted it, is the record's human
     turns so far with the text the emulator streamed for the earlier turns between them."""
-    from hopbench._run import run_profile
+    from hopbench.driver._single import run_profile
 
     shutil.copy(SHAREGPT, tmp_path / "s.json")
     prof = _profile(tmp_path, "s.json", "max_tokens = 16\nsession = { turns = 'dataset' }\n",

@@ -51,8 +51,8 @@ from ._capacity import CapacityGate
 from ._behaviour import Plan, Protocol, input_tokens_of, plan_request, prefill_ns, prompt_parts, request_rng
 from ._config import EmulatorConfig
 from ._metrics import EmulatorMetrics
-from .._lengths import load_tokenizer
-from .._marker import find_marker
+from ..workload._lengths import load_tokenizer
+from ..protocols._marker import find_marker
 from ._prefix import PrefixCache
 from ._record import End, GroundTruth, GroundTruthWriter, boot_id
 from ._wire import KEEPALIVE, ChatWire, MessagesWire, ResponsesWire, Wire, http_error_body
@@ -130,7 +130,7 @@ class _StreamState:
     end_ns: int = 0
     #: the first body bytes handed to send() (gateway overhead's first event)
     first_write_ns: int | None = None
-    #: the request-id marker found in the body (hopbench._marker)
+    #: the request-id marker found in the body (hopbench.protocols._marker)
     marker_id: str | None = None
     #: the final body bytes handed to send() (gateway overhead's upstream end)
     final_write_ns: int | None = None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ProfileError
-from .._lengths import load_tokenizer
+from ..workload._lengths import load_tokenizer
 from .._toml import Table, TomlDoc, load_toml
 
 __all__ = ["Behaviour", "EmulatorConfig", "FaultConfig", "FAULT_NAMES", "MIDSTREAM_CODES"]
@@ -107,7 +107,7 @@ class Behaviour:
         faults: the fault table.
         on_client_close: "stop" (the stream ends as soon as the client leaves, as
             vLLM aborts a request) or "finish" (it runs on to its end, writing to
-            nobody: an upstream that never hears of the cancel; hopbench._cancel
+            nobody: an upstream that never hears of the cancel; hopbench.workload._cancel
             then counts the wasted tokens).
     """
 

@@ -55,7 +55,7 @@ class GroundTruth:
             against its planned deadline, in ns (how well the emulator kept time).
         t0_mono_ns: when the request was received, ``CLOCK_MONOTONIC`` ns of
             this host (the one absolute stamp: a client on the same host joins
-            its own stamps to this record with it; hopbench._cancel).
+            its own stamps to this record with it; hopbench.workload._cancel).
         client_closed_ns: request received -> the emulator noticed that the
             client had closed the connection before the stream's end, in ns;
             None when it did not (the stream ended first).
@@ -67,7 +67,7 @@ class GroundTruth:
         cached_tokens: prompt tokens the prefix cache held (their prefill was
             skipped), None when the emulator has no prefix cache.
         marker_id: the request id found in the body's `` [hb:<id>]`` marker
-            (``hopbench._marker``), or None; for gateways that drop headers.
+            (``hopbench.protocols._marker``), or None; for gateways that drop headers.
         first_write_ns: request received -> the first body bytes handed to
             send(), in ns; None if no body was sent.
         final_write_ns: request received -> the final body bytes handed to

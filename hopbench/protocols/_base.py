@@ -306,7 +306,7 @@ class Decoder:
         fragment, in stream order; the decoder's own lists (they grow as it feeds: read,
         never change them). Empty without ``keep_text``. Tool-call arguments are not
         among them. Gateway overhead reads each content event's text from them
-        (``hopbench._meter.StreamMeter.on_event_texts``)."""
+        (``hopbench.measure._meter.StreamMeter.on_event_texts``)."""
         return self._text, self._reasoning, self._refusal
 
     def finish(self, *, discarded_partial: bool = False) -> StreamResult:

@@ -1,0 +1,1 @@
+"""The profile: TOML in, frozen records out; one parser per profile table."""

@@ -1,0 +1,1 @@
+"""A profile in, a results folder out: one process, worker processes, Ray, stages."""

@@ -1,0 +1,743 @@
+"""Gateway overhead: match client streams with the upstream requests they caused, and subtract.
+
+Role: the pure core of docs/gateway-overhead.md. The client's streams
+(streams.jsonl lines, with per-event read stamps) and the emulator's ground
+truth (one record per upstream request, with per-event write stamps) come in
+as plain records on ONE monotonic clock (CLOCK_MONOTONIC, absolute ns); what
+comes out is, per scenario, the values of the overhead metrics (ns, for the
+HDR histograms of ``hopbench.measure._hdr.METRICS``) and the JSON-ready
+``gateway_overhead`` block of summary.json (docs/results.md). No clock, no
+I/O, no trio: every function is a function of its arguments.
+
+Definitions (each value in ns, client stamps minus upstream stamps):
+
+- ``request_delay``: client sent the request -> the upstream received it
+  (the stream's *first* upstream attempt).
+- ``first_event_delay``: the upstream wrote its first body bytes -> the client's
+  first body read (the *last* attempt: the one whose answer the client got).
+- ``added_ttft``: the client's TTFT (sent -> first content event read) minus the
+  upstream's own (received -> first content event written).
+- ``event_delay``: per upstream content event, its write -> the client read
+  that delivered its last character (events aligned by order and content).
+- ``added_e2e``: the client's sent -> end minus the upstream's received ->
+  last byte written; completed streams only.
+- ``upstream_silence``, ``injected_keepalive_interval``,
+  ``client_silence_in_upstream_silence``: the upstream's silences (gaps over
+  ``SILENCE_FLOOR_NS`` between its writes), the gateway's keepalive cadence
+  inside them and the longest client-side silence inside each (:func:`silences`).
+
+Events are also paired by their text (CRC-32 on both sides): events the gateway
+delivered out of the upstream's order are counted ``reordered`` and get no delay.
+
+Matching: an upstream request belongs to the client stream whose id is its
+``x-hopbench-request-id`` header, else its body marker (``hopbench.protocols._marker``).
+A stream with several upstream requests was retried (or hedged) by the gateway.
+
+Invariants:
+- Per-event stamps are held as ``array('q')`` (8 bytes each): the analysis keeps
+  both sides' content events of a run in memory, about 16 bytes per event.
+- Nothing is dropped silently: unmatched streams, unmatched upstream requests,
+  negative differences (a clock problem) and unaligned events are counted.
+- Per-event figures are only computed when both sides share a clock (same
+  boot id); otherwise ``clock`` says why and only counts are reported.
+"""
+
+from __future__ import annotations
+
+import bisect
+import zlib
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ClientStream", "UpstreamRequest", "EventAlignment", "Overhead", "OVERHEAD_METRICS",
+    "BUFFER_SPAN_NS", "BUFFERED_SHARE", "SILENCE_FLOOR_NS", "Silences", "silences", "align_events", "analyse", "client_from_line", "upstream_from_record",
+    "overhead_lines",
+]
+
+#: the histogram metrics this module fills (names of ``hopbench.measure._hdr.METRICS``)
+OVERHEAD_METRICS = ("request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
+                    "upstream_silence", "injected_keepalive_interval", "client_silence_in_upstream_silence")
+#: a gap between two upstream writes (events, its own keepalives, the body's first and
+#: final bytes) longer than this is an upstream silence, ns: the emulator's think time
+#: (TTFT) or a slow token; a gateway that keeps its client's connection alive fills it
+SILENCE_FLOOR_NS = 500_000_000
+#: a client read that delivers upstream events written further apart than this
+#: (and than twice the client's own loop lag) held them back, ns; a stream shows a
+#: buffer when at least half of its upstream events came in such reads (one late
+#: read on a busy machine does not make a buffer; a buffer holds most of the stream)
+BUFFER_SPAN_NS = 10_000_000
+#: the run is flagged "buffering" when this share of its multi-event streams shows a buffer:
+#: a buffer is a gateway's configuration, so it holds (nearly) every stream; a busy machine
+#: stalls a few (measured: 3 of 24 streams through nginx with proxy_buffering off while the
+#: test suite loaded both cores; 177 of 178 with proxy_buffering on)
+BUFFERED_SHARE = 0.5
+#: ``event_delay_over_time`` has at most this many points (the bucket grows from 1 s)
+OVER_TIME_POINTS = 600
+
+
+def _over_time(points: list[tuple[int, int]], origin_ns: int) -> list[dict[str, Any]]:
+    """Per-event delay over time: (write stamp, delay) pairs bucketed by write time.
+
+    Returns:
+        list of {"t_s": bucket start from ``origin_ns``, s; "events"; "p50_ms"; "p99_ms";
+        "max_ms"}, in time order (nearest-rank percentiles), at most OVER_TIME_POINTS.
+    """
+    if not points:
+        return []
+    span_ns = max(t for t, _ in points) - origin_ns
+    bucket_ns = 1_000_000_000
+    while span_ns // bucket_ns >= OVER_TIME_POINTS:
+        bucket_ns *= 2
+    buckets: dict[int, list[int]] = defaultdict(list)
+    for t, d in points:
+        buckets[max(0, t - origin_ns) // bucket_ns].append(d)
+    out = []
+    for k in sorted(buckets):
+        ds = sorted(buckets[k])
+        n = len(ds)
+        out.append({"t_s": k * bucket_ns / 1e9, "events": n, "p50_ms": ds[(n - 1) // 2] / 1e6,
+                    "p99_ms": ds[min(n - 1, -(-99 * n // 100) - 1)] / 1e6, "max_ms": ds[-1] / 1e6})
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ClientStream:
+    """One client stream (a streams.jsonl line), stamps absolute on CLOCK_MONOTONIC, ns.
+
+    Attributes:
+        id: the request id (header and marker).
+        scenario: its scenario (the histograms' scope).
+        outcome, detail, status: as in streams.jsonl.
+        measured: False for a warm-up stream (matched, not counted).
+        sent_ns: the request was sent.
+        first_read_ns: the first body read, or None.
+        content_read_ns: one read stamp per content event, stream order.
+        content_chars: characters of each content event.
+        end_ns: the stream ended.
+        output_tokens: the usage the client saw, or None.
+        keepalives: keepalive comments the client read.
+        client_lag_ns: the client's worst loop lag on a content read.
+        content_crc: CRC-32 of each content event's text (< 0: not compared), or empty.
+        keepalive_read_ns: the read stamp of each keepalive comment, or empty.
+        quiet_read_ns: the stamp of each body read that carried no content
+            event (keepalives, other events, bytes of an unfinished event), or empty.
+    """
+
+    id: str
+    scenario: str
+    outcome: str
+    detail: str | None
+    status: int | None
+    measured: bool
+    sent_ns: int
+    first_read_ns: int | None
+    content_read_ns: Sequence[int]
+    content_chars: Sequence[int]
+    end_ns: int
+    output_tokens: int | None = None
+    keepalives: int = 0
+    client_lag_ns: int = 0
+    content_crc: Sequence[int] = ()
+    keepalive_read_ns: Sequence[int] = ()
+    quiet_read_ns: Sequence[int] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamRequest:
+    """One upstream request (a ground-truth record), stamps absolute on CLOCK_MONOTONIC, ns.
+
+    Attributes:
+        request_id: the header id, or None.
+        marker_id: the body marker's id, or None.
+        boot_id: the emulator host's boot id ("" unknown).
+        received_ns: the request was received.
+        first_write_ns: the first body bytes were written, or None.
+        event_write_ns: one write stamp per content event.
+        event_chars: characters of each content event.
+        end_ns: the final body bytes were handed to the socket (else the
+            record's end).
+        status, end, fault, error_code: as in the ground truth.
+        output_tokens: the usage the upstream reported, or None.
+        keepalives: keepalive comments the upstream wrote.
+        event_crc: CRC-32 of each content event's text (< 0: not compared), or empty.
+        keepalive_write_ns: the write stamp of each keepalive comment, or empty
+            (an older emulator).
+    """
+
+    request_id: str | None
+    marker_id: str | None
+    boot_id: str
+    received_ns: int
+    first_write_ns: int | None
+    event_write_ns: Sequence[int]
+    event_chars: Sequence[int]
+    end_ns: int
+    status: int
+    end: str
+    fault: str | None = None
+    error_code: str | None = None
+    output_tokens: int | None = None
+    keepalives: int = 0
+    event_crc: Sequence[int] = ()
+    keepalive_write_ns: Sequence[int] = ()
+
+    @property
+    def what(self) -> str:
+        """What this attempt did, for the fault matrix and retry triggers:
+        the injected fault ("http_429", "disconnect", ...), an HTTP error
+        the emulator answered without a fault ("http_401"), else "none"."""
+        if self.fault is not None:
+            return self.fault
+        return f"http_{self.status}" if self.end == "http_error" else "none"
+
+
+def client_from_line(line: Mapping[str, Any], t0_mono_ns: int, warmup_ns: int = 0) -> ClientStream | None:
+    """A streams.jsonl line (docs/results.md) as a ClientStream; None without a send stamp.
+
+    Args:
+        line: the parsed line (its stamps are ns from the run start).
+        t0_mono_ns: the run start on CLOCK_MONOTONIC, ns.
+        warmup_ns: streams that started before this offset are warm-up streams.
+    """
+    sent = line.get("sent_ns")
+    if not isinstance(sent, int):
+        return None
+
+    def ab(v: Any) -> int | None:
+        return v + t0_mono_ns if isinstance(v, int) else None
+
+    start = line.get("start_ns")
+    end = ab(line.get("end_ns"))
+    return ClientStream(
+        id=str(line.get("id")), scenario=str(line.get("scenario")), outcome=str(line.get("outcome")),
+        detail=line.get("detail"), status=line.get("status"),
+        measured=not (isinstance(start, int) and start < warmup_ns),
+        sent_ns=sent + t0_mono_ns, first_read_ns=ab(line.get("first_read_ns")),
+        content_read_ns=array("q", (t + t0_mono_ns for t in line.get("content_read_ns") or ())),
+        content_chars=array("q", line.get("content_chars") or ()),
+        end_ns=end if end is not None else sent + t0_mono_ns,
+        output_tokens=line.get("output_tokens"), keepalives=int(line.get("keepalives") or 0),
+        client_lag_ns=int(line.get("client_lag_ns") or 0),
+        content_crc=array("q", line.get("content_crc") or ()),
+        keepalive_read_ns=array("q", (t + t0_mono_ns for t in line.get("keepalive_read_ns") or ())),
+        quiet_read_ns=array("q", (t + t0_mono_ns for t in line.get("quiet_read_ns") or ())))
+
+
+def upstream_from_record(rec: Mapping[str, Any]) -> UpstreamRequest | None:
+    """A ground-truth record (hopbench.emulator.GroundTruth as JSON) as an
+    UpstreamRequest; None for a record without the absolute stamp (an older emulator)."""
+    t0 = rec.get("t0_mono_ns")
+    if not isinstance(t0, int) or t0 <= 0:
+        return None
+    ttft = rec.get("ttft_ns")
+    writes = array("q")
+    if isinstance(ttft, int):
+        t = t0 + ttft
+        writes.append(t)
+        for gap in rec.get("gaps_ns") or ():
+            t += gap
+            writes.append(t)
+    fw = rec.get("first_write_ns")
+    lw = rec.get("final_write_ns")
+    chars = array("q", rec.get("event_chars") or ())
+    return UpstreamRequest(
+        request_id=rec.get("request_id"), marker_id=rec.get("marker_id"), boot_id=str(rec.get("boot_id") or ""),
+        received_ns=t0, first_write_ns=t0 + fw if isinstance(fw, int) else None,
+        event_write_ns=writes, event_chars=chars, event_crc=_event_crcs(rec, chars),
+        keepalive_write_ns=array("q", (t0 + t for t in rec.get("keepalive_write_ns") or ())),
+        end_ns=t0 + (lw if isinstance(lw, int) else int(rec.get("duration_ns") or 0)), status=int(rec.get("status") or 0),
+        end=str(rec.get("end")), fault=rec.get("fault"), error_code=rec.get("error_code"),
+        output_tokens=rec.get("output_tokens"), keepalives=int(rec.get("keepalives") or 0))
+
+
+def _event_crcs(rec: Mapping[str, Any], chars: Sequence[int]) -> array[int]:
+    """CRC-32 of each upstream content event's text, from a ground-truth record.
+
+    The emulator sends reasoning, then text, then tool-argument events;
+    ``event_chars`` cuts ``reasoning_text + text`` (then the tool arguments, not
+    compared: -1) into its events. Empty when the record has no texts.
+    """
+    reasoning, text = rec.get("reasoning_text"), rec.get("text")
+    if not isinstance(reasoning, str) or not isinstance(text, str):
+        return array("q")
+    joined = reasoning + text
+    out = array("q")
+    pos = 0
+    for c in chars:
+        out.append(zlib.crc32(joined[pos:pos + c].encode("utf-8")) if pos + c <= len(joined) else -1)
+        pos += c
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class EventAlignment:
+    """Upstream content events aligned with client content events by order and content.
+
+    Attributes:
+        delays_ns: per delivered upstream event (reordered ones excluded): its
+            write -> the client read that delivered its last character, ns
+            (upstream order).
+        written_ns: the write stamp of each of those events (same length).
+        reads: per client read (distinct stamp) that completed upstream events:
+            (the span of their write times in ns, how many), in read order.
+        merged: upstream events that reached the client inside another's event.
+        split: upstream events the gateway cut into several client events.
+        dropped: upstream events whose characters never fully reached the client.
+        added: client events beyond everything the upstream sent.
+        reordered: upstream events the client got in another order than the
+            upstream wrote them: the fewest events that must move to restore the
+            upstream's order (a swap of two neighbours counts 1). No delay is
+            reported for them.
+    """
+
+    delays_ns: list[int]
+    written_ns: list[int]
+    reads: list[tuple[int, int]]
+    merged: int
+    split: int
+    dropped: int
+    added: int
+    reordered: int = 0
+
+
+def _in_order(js: Sequence[int]) -> list[bool]:
+    """Which entries of ``js`` form one longest strictly increasing subsequence (O(n log n))."""
+    tails: list[int] = []  # the smallest last value of an increasing run of each length
+    tail_at: list[int] = []  # ... and its index in js
+    prev = [-1] * len(js)
+    for i, v in enumerate(js):
+        p = bisect.bisect_left(tails, v)
+        if p == len(tails):
+            tails.append(v)
+            tail_at.append(i)
+        else:
+            tails[p], tail_at[p] = v, i
+        prev[i] = tail_at[p - 1] if p else -1
+    keep = [False] * len(js)
+    i = tail_at[-1] if tail_at else -1
+    while i >= 0:
+        keep[i] = True
+        i = prev[i]
+    return keep
+
+
+def _content_pairs(up_start: Sequence[int], up_crc: Sequence[int], cl_start: Sequence[int],
+                   cl_crc: Sequence[int]) -> dict[int, int]:
+    """Upstream event -> the client event carrying the same text (CRC), one to one.
+
+    First the events in place (same text at the same character offset), then the
+    rest by text in order of appearance. Events with a CRC < 0 (not comparable)
+    are never paired.
+    """
+    at = {(o, h): j for j, (o, h) in enumerate(zip(cl_start, cl_crc)) if h >= 0}
+    pairs: dict[int, int] = {}
+    used: set[int] = set()
+    for k, (o, h) in enumerate(zip(up_start, up_crc)):
+        j = at.get((o, h)) if h >= 0 else None
+        if j is not None and j not in used:
+            pairs[k] = j
+            used.add(j)
+    where: dict[int, list[int]] = defaultdict(list)
+    for j in range(len(cl_crc) - 1, -1, -1):  # reversed: pop() takes the earliest
+        if cl_crc[j] >= 0 and j not in used:
+            where[cl_crc[j]].append(j)
+    for k, h in enumerate(up_crc):
+        if k not in pairs and h >= 0 and where.get(h):
+            pairs[k] = where[h].pop()
+    return pairs
+
+
+def align_events(write_ns: Sequence[int], up_chars: Sequence[int], read_ns: Sequence[int],
+                 cl_chars: Sequence[int], up_crc: Sequence[int] = (),
+                 cl_crc: Sequence[int] = ()) -> EventAlignment:
+    """Align one stream's upstream and client content events by order and content.
+
+    Each side is cut into events; the concatenated content is the same text
+    (code points) when the gateway passes it through. Upstream event k covers
+    characters ``[U(k-1), U(k))`` of it, client event j ``[C(j-1), C(j))``; the
+    client had event k once it read the event holding character ``U(k) - 1``.
+    When the character lists are missing on either side, events are matched one
+    to one by order.
+
+    With each event's text fingerprint on both sides (``up_crc``, ``cl_crc``:
+    CRC-32 of its UTF-8, < 0 for an event not compared), events are also paired
+    by content (:func:`_content_pairs`): a paired event was read with its own
+    client event (wherever the offsets put it), and paired events that the
+    client got out of the upstream's order are ``reordered`` (those outside one
+    longest in-order run: the fewest that moved); they get no delay. Unpaired
+    events (merged, split, dropped) keep the character alignment.
+
+    Args:
+        write_ns: upstream write stamps, one per content event, ns.
+        up_chars: characters of each upstream event (same length, or empty).
+        read_ns: client read stamps, one per content event, ns.
+        cl_chars: characters of each client event (same length, or empty).
+        up_crc: text fingerprint of each upstream event (same length, or empty).
+        cl_crc: text fingerprint of each client event (same length, or empty).
+
+    Returns:
+        EventAlignment. Never raises.
+    """
+    if len(up_chars) != len(write_ns) or len(cl_chars) != len(read_ns):
+        up_chars, cl_chars = [1] * len(write_ns), [1] * len(read_ns)
+    c_end: list[int] = []
+    acc = 0
+    for c in cl_chars:
+        acc += c
+        c_end.append(acc)
+    total_client = acc
+    u_starts: list[int] = []
+    acc = 0
+    for c in up_chars:
+        u_starts.append(acc)
+        acc += max(c, 0)
+    total_up = acc
+    pairs: dict[int, int] = {}
+    reordered: set[int] = set()
+    if up_crc and cl_crc and len(up_crc) == len(write_ns) and len(cl_crc) == len(read_ns):
+        pairs = _content_pairs(u_starts, up_crc, [e - c for e, c in zip(c_end, cl_chars)], cl_crc)
+        ks = sorted(pairs)
+        reordered = {k for k, ok in zip(ks, _in_order([pairs[k] for k in ks])) if not ok}
+    delays: list[int] = []
+    written: list[int] = []
+    per_read: dict[int, list[int]] = defaultdict(list)
+    per_client_event: Counter[int] = Counter()
+    split = dropped = 0
+    for k, (w, c) in enumerate(zip(write_ns, up_chars)):
+        if c <= 0 or k in reordered:
+            continue
+        j = pairs.get(k)
+        if j is None:
+            u_start, u_end = u_starts[k], u_starts[k] + c
+            if u_end > total_client:
+                dropped += 1
+                continue
+            j = bisect.bisect_left(c_end, u_end)  # the client event holding char u_end - 1
+            if bisect.bisect_right(c_end, u_start) != j:  # ... and char u_start
+                split += 1
+        per_client_event[j] += 1
+        delays.append(read_ns[j] - w)
+        written.append(w)
+        per_read[read_ns[j]].append(w)
+    merged = sum(n - 1 for n in per_client_event.values() if n > 1)
+    added = sum(1 for j, e in enumerate(c_end) if (c_end[j - 1] if j else 0) >= total_up and cl_chars[j] > 0)
+    reads = [(max(ws) - min(ws), len(ws)) for ws in per_read.values()]
+    return EventAlignment(delays, written, reads, merged, split, dropped, added, len(reordered))
+
+
+@dataclass(frozen=True, slots=True)
+class Silences:
+    """One stream's upstream silences and what the client got during them.
+
+    Attributes:
+        silences_ns: each upstream silence's length, ns (gaps over the floor
+            between consecutive upstream writes).
+        injected: keepalive comments the client read that the upstream did not
+            write (the gateway's own).
+        injected_in_silences: those read inside an upstream silence.
+        intervals_ns: the gap between consecutive injected keepalives inside
+            one upstream silence, ns (the gateway's keepalive cadence).
+        client_silence_ns: per upstream silence, the longest stretch inside it
+            without any client read (of any bytes: content, keepalive, other), ns.
+    """
+
+    silences_ns: list[int]
+    injected: int
+    injected_in_silences: int
+    intervals_ns: list[int]
+    client_silence_ns: list[int]
+
+
+def silences(c: ClientStream, u: UpstreamRequest, floor_ns: int = SILENCE_FLOOR_NS) -> Silences:
+    """The upstream's silences in one stream and the gateway's keepalives during them.
+
+    Both sides on one clock (ns). Upstream writes: its first body bytes, each
+    content event, each of its own keepalive comments, its final bytes; a gap
+    between consecutive writes over ``floor_ns`` is a silence ``(a, b)``. Each
+    upstream keepalive is paired with the first client keepalive read at or
+    after it (passed through); the client's other keepalives were injected by
+    the gateway. Inside a silence: the gaps between consecutive injected
+    keepalives, and the longest stretch of ``[a, b]`` holding no client read
+    (measured on the upstream's time line: a gateway that holds the client's
+    connection alive keeps it near its keepalive cadence; one that does not
+    leaves it near the silence's length).
+
+    Args:
+        c: the client stream.
+        u: the upstream attempt that answered it (its last).
+        floor_ns: the shortest gap that counts as a silence, ns.
+
+    Returns:
+        Silences. Never raises.
+    """
+    writes = sorted([*([] if u.first_write_ns is None else [u.first_write_ns]), *u.event_write_ns,
+                     *u.keepalive_write_ns, u.end_ns])
+    gaps = [(a, b) for a, b in zip(writes, writes[1:]) if b - a > floor_ns]
+    ka = sorted(c.keepalive_read_ns)
+    passed = [False] * len(ka)
+    i = 0
+    for w in sorted(u.keepalive_write_ns):
+        while i < len(ka) and ka[i] < w:
+            i += 1
+        if i < len(ka):
+            passed[i] = True
+            i += 1
+    injected = [t for t, p in zip(ka, passed) if not p]
+    reads = sorted([*([] if c.first_read_ns is None else [c.first_read_ns]), *c.content_read_ns, *ka,
+                    *c.quiet_read_ns])
+    intervals: list[int] = []
+    longest: list[int] = []
+    inside = 0
+    for a, b in gaps:
+        mine = injected[bisect.bisect_right(injected, a):bisect.bisect_left(injected, b)]
+        inside += len(mine)
+        intervals.extend(y - x for x, y in zip(mine, mine[1:]))
+        points = [a, *reads[bisect.bisect_right(reads, a):bisect.bisect_left(reads, b)], b]
+        longest.append(max(y - x for x, y in zip(points, points[1:])))
+    return Silences([b - a for a, b in gaps], len(injected), inside, intervals, longest)
+
+
+@dataclass(slots=True)
+class Overhead:
+    """What ``analyse`` found.
+
+    Attributes:
+        values: (scope, metric) -> values in ns, measured streams only, for
+            ``Recorder.record_many`` (metric: one of OVERHEAD_METRICS).
+        block: the JSON-ready ``gateway_overhead`` block (docs/results.md).
+        warnings: what the user must see (no match at all, another host, buffering).
+    """
+
+    values: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    block: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _client_result(c: ClientStream) -> str:
+    if c.outcome == "completed":
+        return "completed"
+    return f"{c.outcome} {c.detail}" if c.detail else c.outcome
+
+
+def analyse(clients: Iterable[ClientStream], upstreams: Iterable[UpstreamRequest], *,
+            boot_id: str, source: str = "[upstream]") -> Overhead:
+    """Match, subtract and count (see the module docstring for the definitions).
+
+    Args:
+        clients: every client stream of the run (warm-up ones too: their
+            upstream requests must not count as unmatched).
+        upstreams: the upstream requests recorded during the run.
+        boot_id: the client host's boot id ("" unknown).
+        source: how the profile named the upstream, for messages
+            (e.g. ``[upstream].listen = "127.0.0.1:9100"``).
+
+    Returns:
+        Overhead. Never raises on odd input: odd records are counted.
+    """
+    out = Overhead()
+    cl = list(clients)
+    by_id = {c.id: c for c in cl}
+    attempts: dict[str, list[UpstreamRequest]] = defaultdict(list)
+    unmatched_up = 0
+    by_header = by_marker = 0  # upstream requests of measured streams, by how they matched
+    boots: set[str] = set()
+    for u in upstreams:
+        boots.add(u.boot_id)
+        if u.request_id is not None and u.request_id in by_id:
+            attempts[u.request_id].append(u)
+            by_header += by_id[u.request_id].measured
+        elif u.marker_id is not None and u.marker_id in by_id:
+            attempts[u.marker_id].append(u)
+            by_marker += by_id[u.marker_id].measured
+        else:
+            unmatched_up += 1
+    same_clock = bool(boot_id) and boots <= {boot_id}
+    clock = "same host" if same_clock else (
+        "unknown: no upstream request was recorded" if not boots else
+        f"other host: the emulator's boot id {sorted(boots)[0] or '(unknown)'} is not this host's "
+        f"{boot_id or '(unknown)'}")
+    measured = [c for c in cl if c.measured]
+    matched = unseen = retried = 0
+    unseen_by: Counter[str] = Counter()
+    triggers: Counter[str] = Counter()
+    matrix: dict[str, Counter[str]] = defaultdict(Counter)
+    negatives: Counter[str] = Counter()
+    merged = split = dropped = added = up_events = client_reads = 0
+    buffered = multi = 0
+    timed: list[tuple[int, int]] = []  # (upstream write stamp, event delay) for the over-time series
+    ka_injected_streams = ka_injected = 0
+    n_silences = silent_streams = injected_inside = reordered = reordered_streams = 0
+    longest_client_silence = 0
+    usage_same = usage_differs = usage_dropped = 0
+
+    def put(scope: str, metric: str, v: int) -> None:
+        if v < 0:
+            negatives[metric] += 1
+            return
+        out.values.setdefault((scope, metric), []).append(v)
+
+    for c in measured:
+        ups = sorted(attempts.get(c.id, ()), key=lambda u: u.received_ns)
+        if not ups:
+            unseen += 1
+            unseen_by[_client_result(c)] += 1
+            continue
+        matched += 1
+        first, last = ups[0], ups[-1]
+        if len(ups) > 1:
+            retried += 1
+            for u in ups[:-1]:
+                triggers[u.what] += 1
+        col = _client_result(c)
+        if len(ups) > 1:
+            col += f" after {len(ups)} upstream requests"
+        matrix[first.what][col] += 1
+        if last.output_tokens is not None:
+            if c.output_tokens is None:
+                usage_dropped += 1
+            elif c.output_tokens == last.output_tokens:
+                usage_same += 1
+            else:
+                usage_differs += 1
+        if c.keepalives > last.keepalives:
+            ka_injected_streams += 1
+            ka_injected += c.keepalives - last.keepalives
+        if not same_clock:
+            continue
+        s = c.scenario
+        put(s, "request_delay", first.received_ns - c.sent_ns)
+        if c.first_read_ns is not None and last.first_write_ns is not None:
+            put(s, "first_event_delay", c.first_read_ns - last.first_write_ns)
+        if c.content_read_ns and last.event_write_ns:
+            put(s, "added_ttft", (c.content_read_ns[0] - c.sent_ns) - (last.event_write_ns[0] - last.received_ns))
+        if c.outcome == "completed" and last.end == "completed":
+            put(s, "added_e2e", (c.end_ns - c.sent_ns) - (last.end_ns - last.received_ns))
+        al = align_events(last.event_write_ns, last.event_chars, c.content_read_ns, c.content_chars,
+                          last.event_crc, c.content_crc)
+        for d, w in zip(al.delays_ns, al.written_ns):
+            put(s, "event_delay", d)
+            timed.append((w, d))
+        merged += al.merged
+        split += al.split
+        dropped += al.dropped
+        added += al.added
+        reordered += al.reordered
+        reordered_streams += al.reordered > 0
+        sil = silences(c, last)
+        for metric, vals in (("upstream_silence", sil.silences_ns),
+                             ("injected_keepalive_interval", sil.intervals_ns),
+                             ("client_silence_in_upstream_silence", sil.client_silence_ns)):
+            for v in vals:
+                put(s, metric, v)
+        if sil.silences_ns:
+            silent_streams += 1
+            n_silences += len(sil.silences_ns)
+            injected_inside += sil.injected_in_silences
+            longest_client_silence = max(longest_client_silence, *sil.client_silence_ns)
+        up_events += len(last.event_write_ns)
+        client_reads += len(set(c.content_read_ns))
+        if len(last.event_write_ns) >= 2:
+            multi += 1
+            limit = max(BUFFER_SPAN_NS, 2 * c.client_lag_ns)
+            held = sum(n for span, n in al.reads if span > limit)
+            if 2 * held >= len(last.event_write_ns):
+                buffered += 1
+
+    n = len(measured)
+    buffering = multi > 0 and buffered >= BUFFERED_SHARE * multi
+    out.block = {
+        "upstream": source,
+        "clock": clock,
+        "per_event": same_clock,
+        "streams": n,
+        "matched": matched,
+        "match_rate": round(matched / n, 4) if n else None,
+        "matched_by": {"header": by_header, "marker": by_marker},
+        "unseen_by_upstream": unseen,
+        "unseen_outcomes": dict(sorted(unseen_by.items())),
+        "upstream_requests_unmatched": unmatched_up,
+        "retried_streams": retried,
+        "retry_triggers": dict(sorted(triggers.items())),
+        "fault_matrix": {k: dict(sorted(v.items())) for k, v in sorted(matrix.items())},
+        "events": {"upstream": up_events, "client_reads": client_reads,
+                   "reads_per_upstream_event": round(client_reads / up_events, 4) if up_events else None,
+                   "merged": merged, "split": split, "dropped": dropped, "added": added,
+                   "reordered": reordered},
+        "buffering": {"flag": buffering, "streams_buffered": buffered, "streams_multi_event": multi,
+                      "span_threshold_ms": BUFFER_SPAN_NS / 1e6},
+        "keepalives_injected": {"streams": ka_injected_streams, "comments": ka_injected},
+        "silences": {"floor_ms": SILENCE_FLOOR_NS / 1e6, "upstream_silences": n_silences,
+                     "streams": silent_streams, "injected_keepalives_inside": injected_inside,
+                     "longest_client_silence_ms": round(longest_client_silence / 1e6, 3)},
+        "usage": {"same": usage_same, "differs": usage_differs, "dropped": usage_dropped},
+        "negative": dict(sorted(negatives.items())),
+        # per-event delay by upstream write time, from the first measured send
+        "event_delay_over_time": _over_time(timed, min((c.sent_ns for c in measured), default=0)),
+    }
+    if n and matched == 0:
+        out.warnings.append(
+            f"gateway overhead: none of the {n} client streams reached the upstream emulator ({source}): "
+            "the gateway routes to something else, or answers by itself; check that its upstream is that address")
+    elif unseen:
+        out.warnings.append(f"gateway overhead: {unseen} of {n} client streams never reached the upstream "
+                            "(the gateway answered them itself: cache, rejection, another upstream)")
+    if matched and not same_clock:
+        out.warnings.append(f"gateway overhead: per-event figures refused ({source}): {clock}; "
+                            "timing differences need one monotonic clock (run the emulator on this host)")
+    if buffering:
+        out.warnings.append(f"gateway overhead: the gateway buffers the stream: in {buffered} of {multi} streams "
+                            f"most upstream events reached the client in reads that held events written over "
+                            f"{BUFFER_SPAN_NS // 1_000_000} ms apart (nginx: proxy_buffering off, or honour "
+                            "X-Accel-Buffering)")
+    if reordered:
+        out.warnings.append(f"gateway overhead: the gateway reordered the stream: {reordered} content events in "
+                            f"{reordered_streams} streams reached the client in another order than the upstream "
+                            "wrote them (no event_delay for them)")
+    if negatives:
+        out.warnings.append("gateway overhead: negative differences (a clock problem) not counted: "
+                            + ", ".join(f"{k} {v}" for k, v in sorted(negatives.items())))
+    return out
+
+
+def overhead_lines(block: Mapping[str, Any]) -> list[str]:
+    """The terminal summary's lines for a ``gateway_overhead`` block (plain text, < 100 columns each).
+
+    Args:
+        block: summary.json's ``gateway_overhead`` (as :func:`analyse` made it).
+
+    Returns:
+        list of lines: the match, retries, events and buffering, then one line
+        per fault matrix row. Never raises on a partial block (absent parts are skipped).
+    """
+    if not block or "streams" not in block:
+        return [f"gateway overhead: {block.get('error', 'not computed')}"] if block else []
+    rate = block.get("match_rate")
+    by = block.get("matched_by") or {}
+    lines = [f"gateway overhead ({block.get('clock')}): matched {block.get('matched')}/{block.get('streams')}"
+             + (f" ({rate:.1%})" if isinstance(rate, float) else "")
+             + f" · header {by.get('header', 0)} marker {by.get('marker', 0)}"
+             + f" · unseen {block.get('unseen_by_upstream')}"
+             + f" · retried {block.get('retried_streams')}"]
+    trig = block.get("retry_triggers") or {}
+    if trig:
+        lines.append("  retries triggered by: " + ", ".join(f"{k} {v}" for k, v in trig.items()))
+    ev = block.get("events") or {}
+    buf = block.get("buffering") or {}
+    if ev.get("upstream"):
+        lines.append(f"  events: {ev['upstream']} upstream · reads/event {ev.get('reads_per_upstream_event')}"
+                     f" · merged {ev.get('merged')} split {ev.get('split')} dropped {ev.get('dropped')}"
+                     f" added {ev.get('added')} reordered {ev.get('reordered', 0)} · buffering "
+                     + (f"YES ({buf.get('streams_buffered')}/{buf.get('streams_multi_event')} streams)"
+                        if buf.get("flag") else "no"))
+    sil = block.get("silences") or {}
+    if sil.get("upstream_silences"):
+        lines.append(f"  upstream silences (> {sil.get('floor_ms'):g} ms): {sil['upstream_silences']} in "
+                     f"{sil.get('streams')} streams · gateway keepalives inside {sil.get('injected_keepalives_inside')}"
+                     f" · longest client silence {sil.get('longest_client_silence_ms')} ms")
+    for fault, row in (block.get("fault_matrix") or {}).items():
+        lines.append(f"  upstream {fault} -> " + ", ".join(f"{k} {v}" for k, v in row.items()))
+    return lines

@@ -1,0 +1,1 @@
+"""The load generator: the only async code and the only reader of the clock."""

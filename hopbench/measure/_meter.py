@@ -1,0 +1,904 @@
+"""Per-stream measurement: stamped observations in, a frozen per-stream record out.
+
+Pure and synchronous (STYLE.md §1): no clock, no trio, no sockets. The runner
+stamps every network read with one clock reading (integer ns) and hands the
+:class:`StreamMeter` the read and the decoder's observations for it; at the end
+:func:`measure` applies every metric rule (what counts as TTFT, TPOT, E2E,
+which tokens count, silences, flags) and returns a :class:`StreamRecord`,
+which :func:`record_stream` puts into the ``Recorder`` and :func:`stream_line`
+turns into a streams.jsonl line. Events that arrive in one read share one
+stamp, so an inter-token gap of 0 means "same read".
+
+Latencies count from ``start_ns``: the intended start in an open loop (wrk2:
+no coordinated omission), the send time in a closed loop. ``sent_ns`` is kept
+beside it so the uncorrected figures can be reported too.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ._burst import PACED_GAP_MIN_NS, SUSPECTED
+from ._digest import bucket_of
+from ._recorder import Recorder
+from .._units import NS_PER_S
+from ..protocols import (
+    EVENT_CHANNELS,
+    ContentDelta,
+    FirstContentToken,
+    FirstToken,
+    Keepalive,
+    Observation,
+    StreamEnd,
+    StreamResult,
+    UsageReport,
+    stop_class,
+)
+
+__all__ = [
+    "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "record_lengths", "stream_line",
+    "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "CLIENT_LAG_MIN_NS",
+    "GapSink", "recorder_sink", "PACED_GAP_MIN_NS",
+    "overhead_line",
+]
+
+#: ContentDelta kind -> its list in ``Decoder.kept_fragments()``
+_KEPT_INDEX = {"text": 0, "reasoning": 1, "refusal": 2}
+
+GapSink = Callable[[str, int], None]
+"""Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
+with metric ``"itl"`` or ``"keepalive_interval"`` (``_hdr.METRICS``)."""
+
+
+def recorder_sink(rec: Recorder, scope: str) -> GapSink:
+    """A :data:`GapSink` that records into ``rec`` under ``scope`` (and "all").
+
+    Each gap lands in the recorder's *current* interval, so intervals.hlog and
+    timeline.jsonl show inter-token gaps in the interval they occurred in, not
+    at the stream's end (issue 16).
+
+    Raises:
+        UsageError: ``scope`` is not one of ``rec``'s scopes.
+    """
+    return rec.sink(scope)
+
+
+class StreamMeter:
+    """Collects one stream's stamps (pure: the runner gives every stamp).
+
+    Args:
+        start_ns: when the stream counts as started (intended start in open loop).
+        sent_ns: when the request was actually sent (>= start_ns in open loop).
+        sink: receives every inter-token gap (``"itl"``) and keepalive gap
+            (``"keepalive_interval"``) when it is measured (the runner's
+            :func:`recorder_sink`); None: the gaps are only counted.
+        itl_digest: also keep a bounded digest of this stream's gaps
+            (``hopbench.measure._digest``: at most 0.8 % above each gap), for a
+            per-request ITL percentile SLO (docs/slo.md).
+
+    Memory is independent of the stream's length (issue 16): the meter keeps
+    scalars (counts, the sum and largest gap, the last stamps) and at most a
+    digest whose size depends on the gaps' range, never a list of gaps;
+    each gap goes to ``sink`` as it is measured.
+
+    All stamp attributes are integer ns from the runner's clock, or None when
+    the moment never came. Once the decoder's terminal signal (``StreamEnd``)
+    arrived, later reads count neither as silences nor as keepalives (the
+    answer has ended; what follows is the body's tail).
+
+    Attributes (beyond the stamps):
+        itl_count, itl_max_ns, itl_sum_ns: how many gaps between consecutive
+            content events (any channel) were measured, the largest and their
+            sum (ns, 0 when none).
+        itl_digest: ``{bucket_of(gap): count}``, or None when not asked for.
+        keepalives: keepalive comments before the terminal signal.
+        keepalive_gap_count: silences the keepalives split (each one went to
+            the sink as ``keepalive_interval``): headers (or the last read
+            before a keepalive) to the keepalive, keepalive to keepalive, last
+            keepalive to the next read that is not a keepalive.
+        content_reads: network reads that carried at least one content event.
+        content_read_lag_max_ns: the largest client-side loop lag (given by the
+            runner with each read) of a read that carried content.
+        content_read_lag_gap_ns: the silence that read ended: from the read
+            before it (the headers count), or from the send when that read
+            too came within the lag.
+    """
+
+    __slots__ = (
+        "start_ns", "sent_ns", "headers_ns", "status", "last_byte_ns",
+        "max_silence_ns", "first_token_ns", "first_content_ns", "last_content_ns",
+        "terminal_ns", "itl_count", "itl_max_ns", "itl_sum_ns", "itl_digest", "keepalives", "keepalive_gap_count",
+        "content_reads", "_sink",
+        "_last_content_read", "input_tokens", "output_tokens", "reads",
+        "content_read_lag_max_ns", "headers", "_prev_read_ns",
+        "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "content_read_lag_gap_ns",
+        "event_chars", "event_read_ns", "first_read_ns", "event_crc", "_kept_seen", "keepalive_read_ns",
+        "quiet_read_ns",
+    )
+
+    def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
+                 *, itl_digest: bool = False) -> None:
+        self.start_ns = start_ns
+        self.sent_ns = sent_ns
+        self.headers_ns: int | None = None
+        self.status: int | None = None  # the response's HTTP status, once its head arrived
+        self.headers: tuple[tuple[str, str], ...] = ()  # recorded response headers (run.record_headers)
+        self.last_byte_ns: int | None = None
+        self.max_silence_ns = 0
+        self.first_token_ns: int | None = None
+        self.first_content_ns: int | None = None
+        self.last_content_ns: int | None = None
+        self.terminal_ns: int | None = None
+        self.itl_count = 0
+        self.itl_max_ns = 0
+        self.itl_sum_ns = 0
+        #: {bucket_of(gap): count} when asked for (a per-request ITL percentile SLO), else None
+        self.itl_digest: dict[int, int] | None = {} if itl_digest else None
+        self.keepalives = 0
+        self.keepalive_gap_count = 0
+        self._sink = sink
+        self.content_reads = 0
+        self._last_content_read: int | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.reads = 0
+        self.content_read_lag_max_ns = 0
+        self.content_read_lag_gap_ns = 0
+        self._prev_read_ns: int | None = None  # the read (or headers) before the current read
+        self._ka_open_ns: int | None = None  # the last keepalive, while its silence is open
+        self._ka_closed_read = -1  # the read that closed a keepalive silence
+        self._read_lag_ns = 0
+        #: gateway overhead only (the runner sets both lists): characters and read stamp of
+        #: each content event
+        self.event_chars: list[int] | None = None
+        self.event_read_ns: list[int] | None = None
+        self.first_read_ns: int | None = None  # the first body read
+        #: gateway overhead only (the runner sets it with the lists above): the CRC-32 of each
+        #: content event's text (-1: a tool-call event, not compared), see on_event_texts
+        self.event_crc: list[int] | None = None
+        self._kept_seen: list[int] | None = None  # fragments of (text, reasoning, refusal) already hashed
+        #: gateway overhead only: the read stamp of each keepalive comment, ns
+        self.keepalive_read_ns: list[int] | None = None
+        #: gateway overhead only: the stamp of each body read that carried no content event, ns
+        self.quiet_read_ns: list[int] | None = None
+
+    def on_headers(self, t_ns: int) -> None:
+        """The response head arrived at ``t_ns``."""
+        self.headers_ns = t_ns
+        self.last_byte_ns = t_ns
+
+    def on_read(self, t_ns: int, lag_ns: int = 0) -> None:
+        """A body read arrived at ``t_ns`` (before its observations).
+
+        Args:
+            t_ns: the read's stamp.
+            lag_ns: how late the client's event loop served this read: the
+                runner's client lag (docs/results.md, "Client lag per read"), ns;
+                <= 0: on time.
+        """
+        last = self.last_byte_ns
+        self._prev_read_ns = last
+        self.reads += 1
+        quiet = self.quiet_read_ns
+        if quiet is not None:  # until a content event of this read takes it back
+            quiet.append(t_ns)
+        if self.first_read_ns is None:
+            self.first_read_ns = t_ns
+        self._read_lag_ns = lag_ns
+        if self.terminal_ns is not None:
+            return  # the body's tail: neither silence nor keepalive cadence
+        if last is not None and t_ns - last > self.max_silence_ns:
+            self.max_silence_ns = t_ns - last
+        self.last_byte_ns = t_ns
+        ka = self._ka_open_ns
+        if ka is not None:  # this read ends a silence the last keepalive split
+            self._keepalive_gap(t_ns - ka)
+            self._ka_open_ns = None
+            self._ka_closed_read = self.reads
+
+    def on_observations(self, t_ns: int, observations: Iterable[Observation]) -> None:
+        """Apply the observations the decoder produced for one event of the read at ``t_ns``.
+
+        Args:
+            t_ns: the read's stamp.
+            observations: what ``Decoder.feed`` returned for one SSE item (one
+                call per item: the per-event counts rely on it).
+        """
+        for ob in observations:
+            cls = type(ob)
+            if cls is ContentDelta:
+                last = self.last_content_ns
+                if last is not None:
+                    gap = t_ns - last
+                    self.itl_count += 1
+                    self.itl_sum_ns += gap
+                    if gap > self.itl_max_ns:
+                        self.itl_max_ns = gap
+                    digest = self.itl_digest
+                    if digest is not None:
+                        b = bucket_of(gap)
+                        digest[b] = digest.get(b, 0) + 1
+                    sink = self._sink
+                    if sink is not None:
+                        sink("itl", gap)
+                self.last_content_ns = t_ns
+                if self.event_chars is not None and self.event_read_ns is not None:
+                    self.event_chars.append(ob.chars)  # type: ignore[union-attr]
+                    self.event_read_ns.append(t_ns)
+                if self._last_content_read != self.reads:
+                    self._last_content_read = self.reads
+                    quiet = self.quiet_read_ns
+                    if quiet and quiet[-1] == t_ns:
+                        quiet.pop()
+                    self.content_reads += 1
+                    lag = self._read_lag_ns
+                    if lag > self.content_read_lag_max_ns:
+                        self.content_read_lag_max_ns = lag
+                        # the silence this late read ended: from the read before it,
+                        # or from the send when that read came within the lag too
+                        # (headers a gateway held back until the first token)
+                        ref = self._prev_read_ns
+                        if ref is None or t_ns - ref <= lag:
+                            ref = self.sent_ns
+                        self.content_read_lag_gap_ns = t_ns - ref
+            elif cls is FirstToken:
+                self.first_token_ns = t_ns
+            elif cls is FirstContentToken:
+                self.first_content_ns = t_ns
+            elif cls is Keepalive:
+                if self.terminal_ns is not None:
+                    continue
+                self.keepalives += 1
+                if self.keepalive_read_ns is not None:
+                    self.keepalive_read_ns.append(t_ns)
+                if self._ka_open_ns is not None:  # a second keepalive in one read
+                    self._keepalive_gap(t_ns - self._ka_open_ns)
+                elif self._ka_closed_read != self.reads:
+                    # the silence from the read before (or the headers) to this keepalive
+                    prev = self._prev_read_ns
+                    if prev is not None:
+                        self._keepalive_gap(t_ns - prev)
+                self._ka_open_ns = t_ns
+            elif cls is UsageReport:
+                u: UsageReport = ob  # type: ignore[assignment]
+                if u.input_tokens is not None:
+                    self.input_tokens = u.input_tokens
+                if u.output_tokens is not None:
+                    self.output_tokens = u.output_tokens
+            elif cls is StreamEnd:
+                if self.terminal_ns is None:
+                    self.terminal_ns = t_ns
+                    self._ka_open_ns = None  # closed by this read (on_read) or left open: not a gap
+
+    def on_event_texts(self, observations: Iterable[Observation],
+                       kept: tuple[list[str], list[str], list[str]]) -> None:
+        """Fingerprint the text of each content event ``on_observations`` just counted
+        (gateway overhead: events the gateway reordered, docs/gateway-overhead.md).
+
+        Args:
+            observations: the same observations, after ``on_observations``.
+            kept: the decoder's kept fragments (``Decoder.kept_fragments()``: its
+                text, reasoning and refusal lists; the decoder keeps text).
+
+        Appends to ``event_crc`` (when set) one value per ``ContentDelta``: the
+        CRC-32 of the UTF-8 of the fragments of its kind kept since the last call,
+        or -1 for a tool-call event (its text is not kept) or none kept.
+        """
+        crcs = self.event_crc
+        if crcs is None:
+            return
+        seen = self._kept_seen
+        if seen is None:
+            seen = self._kept_seen = [0, 0, 0]
+        for ob in observations:
+            if type(ob) is ContentDelta:
+                i = _KEPT_INDEX.get(ob.kind)
+                if i is None:
+                    crcs.append(-1)
+                    continue
+                frags = kept[i]
+                n, start = len(frags), seen[i]
+                seen[i] = n
+                if n == start + 1:  # the usual case: one fragment per event
+                    crcs.append(zlib.crc32(frags[start].encode("utf-8")))
+                else:
+                    crcs.append(zlib.crc32("".join(frags[start:]).encode("utf-8")) if n > start else -1)
+
+    def close(self, t_ns: int) -> None:
+        """The stream ended at ``t_ns``: the final silence counts too (a stall cut
+        by the idle timeout is the longest silence of its stream), unless the
+        terminal signal arrived (silence checks end there)."""
+        last = self.last_byte_ns
+        if self.terminal_ns is None and last is not None and t_ns - last > self.max_silence_ns:
+            self.max_silence_ns = t_ns - last
+
+    def _keepalive_gap(self, gap_ns: int) -> None:
+        self.keepalive_gap_count += 1
+        if self._sink is not None:
+            self._sink("keepalive_interval", gap_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    """One finished stream's figures: what the metric rules made of its stamps.
+
+    Built by :func:`measure` (pure); the runner hands it to :func:`record_stream`
+    (histograms and counters) and :func:`stream_line` (streams.jsonl). Stamps
+    are integer ns of the runner's clock (absolute; ``stream_line`` makes them
+    relative to the run start); durations are integer ns; a figure is None when
+    the stream does not feed it (see each attribute).
+
+    Attributes:
+        outcome: completed | failed | truncated | timeout | connect_error |
+            http_error | cancelled.
+        detail: the outcome's counter suffix ("" when none), e.g. "idle",
+            "rate_limit_error", "429:rate_limit", "malformed_event".
+        status: the HTTP status, None when no response head arrived.
+        start_ns: when the stream counts as started (intended start, open loop).
+        sent_ns: when the request was sent.
+        headers_ns, first_token_ns, first_content_ns: stamps or None.
+        terminal_ns: the read that carried the protocol's terminal event
+            (``[DONE]``, ``response.completed``/``incomplete``/``failed``,
+            ``message_stop``, an in-band error), or None.
+        answer_end_ns: where the answer ended: ``terminal_ns``; without one, the
+            last byte of a completed stream, else ``end_ns``.
+        end_ns: the end of the body as the runner saw it (closed, error, timeout).
+        ttfb_ns: start to the response head; None without one.
+        ttft_ns: start to the first output token of any kind; None without one.
+        ttft_from_send_ns: send to the first token, only when start != send.
+        ttft_content_ns: start to the first non-reasoning output; None without one.
+        queue_delay_ns: start to send, only when they differ (open loop).
+        elapsed_ns: start to ``answer_end_ns`` (every stream: streams.jsonl ``e2e_ns``).
+        e2e_ns: completed streams only: start to ``answer_end_ns``.
+        e2e_from_send_ns: completed streams with start != send: send to ``answer_end_ns``.
+        tail_ns: ``terminal_ns`` to ``end_ns`` (the body's rest after the
+            answer), for streams whose terminal event arrived.
+        tokens_source: where the per-answer token count of tpot / tokens/s
+            came from: "usage" (output tokens / choices), "events" (no usage:
+            ``output_events``, one token per channel fragment), None (no count).
+        answer_tokens: that per-answer token count (a float: usage divided by
+            choices), None without one.
+        tpot_ns: completed streams with a first token and ``answer_tokens`` > 1:
+            (answer end - first token) / (answer_tokens - 1), rounded down.
+        output_milli_tokens_per_s: completed streams with ``answer_tokens`` and
+            e2e > 0: answer_tokens * 1000 / e2e in s (milli-tokens/s).
+        itl_count: gaps between consecutive content events measured (each one
+            was recorded as ``itl`` when it happened, through the meter's sink).
+        itl_max_ns: the largest of them, 0 when none.
+        itl_sum_ns: their sum, ns (the stream's own mean ITL is
+            ``itl_sum_ns // itl_count``).
+        itl_digest: the meter's digest as sorted ``(bucket ns, count)`` pairs
+            (``hopbench.measure._digest``), None when the meter kept none.
+        keepalive_gaps: silences the keepalives split (each recorded as
+            ``keepalive_interval`` when it ended, through the meter's sink).
+        keepalives: keepalive comments received before the terminal event.
+        max_silence_ns: longest gap with no bytes, from the headers to the
+            terminal event (else to ``end_ns``); None without a response head.
+        keepalive_violation: ``max_silence_ns`` > the keepalive budget.
+        proxy_buffering_suspected: see :func:`measure` (re-judged after the run
+            against the origin's record where one exists: ``hopbench.measure._burst``).
+        burst_held_ns: for a ``proxy_buffering_suspected`` stream, how long the
+            burst was held before it reached the client's socket, ns (see
+            :func:`measure`); None for every other stream.
+        client_lagged: the stream arrived as such a burst, but a read that
+            carried its content was served late by the client's own event
+            loop (see :func:`measure`): not evidence of a buffering proxy.
+        client_lag_ns: the largest client loop lag at a read that carried
+            content (0 when none, or no content).
+        input_tokens, output_tokens, total_tokens: usage as the stream
+            reported it (all choices), or None.
+        usage_total_mismatch: total_tokens was sent and is not input + output.
+        choices: distinct choices (chat ``n``), >= 1.
+        events: output events per channel as the decoder counted them
+            (``StreamResult.events``), (("text", n), ("reasoning", n), ("tool", n),
+            ("refusal", n)); all 0 without a decoded body.
+        output_events: output events of every channel (the sum of ``events``).
+        content_events: output events that are not reasoning (text, tool and
+            refusal): the "content" of ``ttft_content``.
+        stop_class: ``protocols.stop_class`` of the stop reason, None without a body.
+        refused: the stream carried refusal output (the refusal channel).
+        hidden_reasoning: usage reported reasoning tokens but no reasoning arrived.
+        no_done: a chat stream completed without ``[DONE]``.
+        no_usage: a stream that got a response head and a body (not
+            http_error / connect_error / cancelled) and reported no usage at all.
+        anomalies: (kind, count) pairs from the decoder, in its order.
+        headers: (name, value) of the response headers ``run.record_headers``
+            names, as received (values cut to ``HEADER_VALUE_MAX_CHARS``).
+    """
+
+    outcome: str
+    detail: str
+    status: int | None
+    start_ns: int
+    sent_ns: int
+    headers_ns: int | None
+    first_token_ns: int | None
+    first_content_ns: int | None
+    terminal_ns: int | None
+    answer_end_ns: int
+    end_ns: int
+    ttfb_ns: int | None
+    ttft_ns: int | None
+    ttft_from_send_ns: int | None
+    ttft_content_ns: int | None
+    queue_delay_ns: int | None
+    elapsed_ns: int
+    e2e_ns: int | None
+    e2e_from_send_ns: int | None
+    tail_ns: int | None
+    tokens_source: str | None
+    answer_tokens: float | None
+    tpot_ns: int | None
+    output_milli_tokens_per_s: int | None
+    itl_count: int
+    itl_max_ns: int
+    itl_sum_ns: int
+    itl_digest: tuple[tuple[int, int], ...] | None
+    keepalive_gaps: int
+    keepalives: int
+    max_silence_ns: int | None
+    keepalive_violation: bool
+    proxy_buffering_suspected: bool
+    client_lagged: bool
+    client_lag_ns: int
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    usage_total_mismatch: bool
+    choices: int
+    output_events: int
+    content_events: int
+    events: tuple[tuple[str, int], ...]
+    stop_class: str | None
+    refused: bool
+    hidden_reasoning: bool
+    no_done: bool
+    no_usage: bool
+    anomalies: tuple[tuple[str, int], ...]
+    headers: tuple[tuple[str, str], ...] = ()
+    #: prompt tokens the server's prompt cache held, as its usage reported
+    #: them (``StreamResult.cached_tokens``), None when not reported
+    cached_tokens: int | None = None
+    burst_held_ns: int | None = None
+
+
+def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
+            result: StreamResult | None, *, keepalive_budget_ns: int) -> StreamRecord:
+    """Apply the metric rules to one stream's stamps: the single place they live.
+
+    Args:
+        m: the stream's meter (closed at ``end_ns``).
+        end_ns: when the stream ended (runner's clock, ns).
+        outcome, detail: the stream's outcome and its counter suffix.
+        result: the decoder's verdict, None when no body was decoded.
+        keepalive_budget_ns: the longest allowed silence (``run.keepalive_budget_s``).
+
+    Returns:
+        The frozen StreamRecord.
+
+    Rules (docs/results.md, "Units and histograms"):
+        * Latencies count from ``start_ns`` (intended start in open loop); the
+          ``*_from_send`` figures only exist when start and send differ.
+        * The answer ends at the terminal event (``[DONE]``,
+          ``response.completed``, ``message_stop``, ...), or at the last byte
+          of a completed stream without one; e2e, tpot and tokens/s end there,
+          and the rest of the body is ``tail``.
+        * e2e, tpot and output tokens/s only for completed streams, so a fast
+          failure never improves a latency; they are per answer: usage output
+          tokens / choices, or without usage the content events.
+        * Tokens come from the decoder's result, else from the meter's usage
+          observations.
+        * A completed stream is a *burst* when its >= 4 output events arrived
+          in at most 2 network reads and its TTFT was >= 90 % of its E2E. A
+          burst is ``client_lagged`` when the read that carried its content
+          latest (by the client's loop lag, given with each read) was served
+          at least ``max(CLIENT_LAG_MIN_NS, silence / 10)`` late, where silence
+          is the gap that read ended (``StreamMeter.content_read_lag_gap_ns``):
+          a lag that long could have piled the events up in the client's own
+          socket. A buffering proxy holds the answer for the whole generation,
+          a silence far longer than the client's lag. Any other burst is
+          ``proxy_buffering_suspected`` when it was held long enough to have
+          been generated at a paced rate: from the response head (from the
+          send when the head came with the burst, within the client's lag or
+          1 ms) to its arrival in the client's socket (its stamp minus that
+          lag) at least ``(output events - 1) x PACED_GAP_MIN_NS``. The head
+          marks when the server began to answer: time a busy server took to
+          get to the request is not a hold. A shorter one is an
+          origin that wrote the whole answer at once (a mock, a cache, an
+          unpaced emulator), no proxy needed: not flagged. (A client cannot
+          tell a buffering proxy from an unpaced origin whose first byte came
+          that late; the flag says "suspected". Where the origin's own record
+          exists, ``hopbench.measure._burst`` judges each flagged stream again after the
+          run: ``origin_burst`` or ``proxy_buffering_confirmed``.)
+
+    Never raises.
+    """
+    start, sent = m.start_ns, m.sent_ns
+    open_loop = start != sent
+    headers, first, first_content = m.headers_ns, m.first_token_ns, m.first_content_ns
+    completed = outcome == "completed"
+    terminal = m.terminal_ns
+    if terminal is not None:
+        answer_end = terminal
+    elif completed and m.last_byte_ns is not None:
+        answer_end = m.last_byte_ns
+    else:
+        answer_end = end_ns
+    if result is not None:
+        events = tuple((k, result.events.get(k, 0)) for k in EVENT_CHANNELS)
+        inp, out, total = result.input_tokens, result.output_tokens, result.total_tokens
+        anomalies = tuple(result.anomalies.items())
+        choices = max(result.choices, 1)
+        stop = stop_class(result.stop_reason)
+        refused = result.events.get("refusal", 0) > 0 or bool(result.refusal_text)
+        hidden, no_done = result.hidden_reasoning, result.no_done
+    else:
+        inp, out, total = m.input_tokens, m.output_tokens, None
+        anomalies = ()
+        choices = 1
+        events = tuple((k, 0) for k in EVENT_CHANNELS)
+        stop = None
+        refused = hidden = no_done = False
+    output_events = sum(n for _, n in events)
+    content_events = output_events - dict(events)["reasoning"]
+    if out:
+        source: str | None = "usage"
+        answer_tokens: float | None = out / choices
+    elif out is None and output_events:
+        source, answer_tokens = "events", float(output_events)
+    else:
+        source = answer_tokens = None
+    e2e = answer_end - start if completed else None
+    tpot = rate = None
+    buffered = lagged = False
+    held: int | None = None
+    if e2e is not None:
+        if answer_tokens and first is not None:
+            if answer_tokens > 1:
+                tpot = int((answer_end - first) / (answer_tokens - 1))
+            if e2e > 0:
+                rate = int(answer_tokens * 1000 * NS_PER_S / e2e)
+        burst = (first is not None and m.content_reads <= 2 and output_events >= 4
+                 and first - start >= 0.9 * e2e)
+        lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
+        if burst and not lagged:
+            held = _held_ns(m, first, sent)
+            buffered = held >= (output_events - 1) * PACED_GAP_MIN_NS
+    # a cut stream, or one that never got a response, had no chance to report usage
+    got_body = (outcome not in ("http_error", "connect_error", "cancelled", "client_cancelled")
+                and headers is not None)
+    return StreamRecord(
+        outcome=outcome,
+        detail=detail,
+        status=m.status,
+        start_ns=start,
+        sent_ns=sent,
+        headers_ns=headers,
+        first_token_ns=first,
+        first_content_ns=first_content,
+        terminal_ns=terminal,
+        answer_end_ns=answer_end,
+        end_ns=end_ns,
+        ttfb_ns=None if headers is None else headers - start,
+        ttft_ns=None if first is None else first - start,
+        ttft_from_send_ns=first - sent if first is not None and open_loop else None,
+        ttft_content_ns=None if first_content is None else first_content - start,
+        queue_delay_ns=sent - start if open_loop else None,
+        elapsed_ns=answer_end - start,
+        e2e_ns=e2e,
+        e2e_from_send_ns=answer_end - sent if completed and open_loop else None,
+        tail_ns=None if terminal is None else max(end_ns - terminal, 0),
+        tokens_source=source if completed else None,
+        answer_tokens=answer_tokens,
+        tpot_ns=tpot,
+        output_milli_tokens_per_s=rate,
+        itl_count=m.itl_count,
+        itl_max_ns=m.itl_max_ns,
+        itl_sum_ns=m.itl_sum_ns,
+        itl_digest=None if m.itl_digest is None else tuple(sorted(m.itl_digest.items())),
+        keepalive_gaps=m.keepalive_gap_count,
+        keepalives=m.keepalives,
+        # silences are a stream's: an HTTP error's body is no stream (a dead target's
+        # instant 501s must not read as "shorter silences" in a compare)
+        max_silence_ns=None if headers is None or outcome == "http_error" else m.max_silence_ns,
+        keepalive_violation=(headers is not None and outcome != "http_error"
+                             and m.max_silence_ns > keepalive_budget_ns),
+        proxy_buffering_suspected=buffered,
+        client_lagged=lagged,
+        client_lag_ns=m.content_read_lag_max_ns,
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=total,
+        usage_total_mismatch=(total is not None and inp is not None and out is not None
+                              and total != inp + out),
+        choices=choices,
+        output_events=output_events,
+        events=events,
+        content_events=content_events,
+        stop_class=stop,
+        refused=refused,
+        hidden_reasoning=hidden,
+        no_done=no_done,
+        no_usage=got_body and inp is None and out is None,
+        anomalies=anomalies,
+        headers=m.headers,
+        cached_tokens=None if result is None else result.cached_tokens,
+        burst_held_ns=held if buffered else None,
+    )
+
+
+def _held_ns(m: StreamMeter, first_ns: int | None, sent_ns: int) -> int:
+    """How long a burst was held before it reached the client's socket, ns: from the
+    response head, or from the send when the head came with the burst (within the
+    client's lag or 1 ms, as a proxy that holds the whole response sends it)."""
+    if first_ns is None:
+        return 0
+    lag = m.content_read_lag_max_ns
+    head = m.headers_ns
+    since = sent_ns if head is None or first_ns - head <= max(CLIENT_LAG_MIN_NS, lag) else head
+    return first_ns - since - lag
+
+
+def outcome_counters(outcome: str, detail: str) -> tuple[str, ...]:
+    """The counters one stream's outcome increments, each by 1.
+
+    Returns:
+        ``(outcome,)`` plus, where it applies, ``http_error.<status>`` and
+        ``http_error_code.<code>`` (detail "status[:code]"),
+        ``<outcome>.<detail>`` (timeout, connect_error, truncated with a
+        detail), ``failed.<code>`` ("unknown" without one).
+    """
+    if outcome == "http_error":
+        st, _, code = detail.partition(":")
+        return (outcome, f"http_error.{st}") + ((f"http_error_code.{code}",) if code else ())
+    if outcome in ("timeout", "connect_error", "truncated") and detail:
+        return (outcome, f"{outcome}.{detail}")
+    if outcome == "failed":
+        return (outcome, f"failed.{detail or 'unknown'}")
+    return (outcome,)
+
+
+CLIENT_LAG_MIN_NS = 1_000_000
+"""A read served later than this (and than 10 % of the silence it ended) by the
+client's own event loop explains a burst: 1 ms, about a busy loop's p50 lag."""
+
+HEADER_VALUE_MAX_CHARS = 64
+"""A recorded response header value is cut to this many characters."""
+
+HEADER_VALUES_MAX = 20
+"""Distinct values counted per recorded header and process; later new values
+are counted as ``header.<name>=(other)``."""
+
+
+def capture_headers(get: Any, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """The response headers ``run.record_headers`` names, bounded for recording.
+
+    Args:
+        get: a lookup ``name -> str | None`` (e.g. ``httpx.Headers.get``;
+            header names are case-insensitive there).
+        names: lower-case header names (validated by the profile: never an
+            auth header).
+
+    Returns:
+        (name, value) pairs in ``names`` order for the headers present; each
+        value stripped, cut to ``HEADER_VALUE_MAX_CHARS`` characters, control
+        characters replaced by "?".
+    """
+    out = []
+    for name in names:
+        value = get(name)
+        if value is None:
+            continue
+        v = "".join(c if c.isprintable() else "?" for c in str(value).strip()[:HEADER_VALUE_MAX_CHARS])
+        out.append((name, v))
+    return tuple(out)
+
+
+class HeaderValues:
+    """Names the counter of a recorded header's value, bounding distinct values.
+
+    One per process (the runner's); pure and synchronous. Each header gets at
+    most ``max_values`` distinct value counters (``header.<name>=<value>``);
+    values first seen after that count as ``header.<name>=(other)``, so a
+    header that carries a request id cannot grow summary.json without bound.
+    Worker processes bound their own values: a merged run holds at most
+    ``workers * max_values`` per header.
+    """
+
+    __slots__ = ("_seen", "_max")
+
+    def __init__(self, max_values: int = HEADER_VALUES_MAX) -> None:
+        self._seen: dict[str, set[str]] = {}
+        self._max = max_values
+
+    def counter(self, name: str, value: str) -> str:
+        """The counter name for one stream's ``name: value``."""
+        seen = self._seen.setdefault(name, set())
+        if value not in seen:
+            if len(seen) >= self._max:
+                return f"header.{name}=(other)"
+            seen.add(value)
+        return f"header.{name}={value}"
+
+
+def record_stream(rec: Recorder, scope: str, r: StreamRecord,
+                  header_values: HeaderValues | None = None) -> None:
+    """Record one stream's figures and counters in ``rec`` under ``scope``.
+
+    Histograms get each figure that is not None; ``itl`` and
+    ``keepalive_interval`` are not recorded here: the meter's sink
+    (:func:`recorder_sink`) recorded each gap when it was measured. Counters: :func:`outcome_counters`, ``keepalive_violations``,
+    ``keepalives`` (n), ``anomaly.<kind>`` (n), ``proxy_buffering_suspected``,
+    ``client_lagged``,
+    ``no_usage``, ``tokens.<input|output>.<completed|broken>`` (n) for
+    streams that got a body, ``stop.<class>``, ``refused``,
+    ``hidden_reasoning``, ``no_done``, ``usage_total_mismatch``,
+    ``tokens_source.<usage|events>`` (completed streams),
+    ``cache.{streams,prompt_tokens,cached_tokens}`` (streams whose usage
+    reported cached tokens and input tokens) and
+    ``header.<name>=<value>`` (through ``header_values``; a fresh
+    ``HeaderValues`` when None).
+
+    Raises:
+        UsageError: ``scope`` is not one of ``rec``'s scenario scopes.
+    """
+    for name in outcome_counters(r.outcome, r.detail):
+        rec.incr(scope, name)
+    if r.ttfb_ns is not None:
+        rec.record(scope, "ttfb", r.ttfb_ns)
+    if r.max_silence_ns is not None:
+        rec.record(scope, "max_silence", r.max_silence_ns)
+    if r.keepalive_violation:
+        rec.incr(scope, "keepalive_violations")
+    for metric, value in (("queue_delay", r.queue_delay_ns), ("ttft", r.ttft_ns),
+                          ("ttft_from_send", r.ttft_from_send_ns),
+                          ("ttft_content", r.ttft_content_ns), ("tail", r.tail_ns)):
+        if value is not None:
+            rec.record(scope, metric, value)
+    if r.keepalives:
+        rec.incr(scope, "keepalives", r.keepalives)
+    for kind, n in r.anomalies:
+        rec.incr(scope, f"anomaly.{kind}", n)
+    for metric, value in (("e2e", r.e2e_ns), ("e2e_from_send", r.e2e_from_send_ns),
+                          ("tpot", r.tpot_ns), ("output_tokens_per_s", r.output_milli_tokens_per_s)):
+        if value is not None:
+            rec.record(scope, metric, value)
+    for flag, name in ((r.proxy_buffering_suspected, "proxy_buffering_suspected"),
+                       (r.client_lagged, "client_lagged"),
+                       (r.refused, "refused"), (r.hidden_reasoning, "hidden_reasoning"),
+                       (r.no_done, "no_done"), (r.usage_total_mismatch, "usage_total_mismatch")):
+        if flag:
+            rec.incr(scope, name)
+    if r.stop_class is not None:
+        rec.incr(scope, f"stop.{r.stop_class}")
+    if r.tokens_source is not None:
+        rec.incr(scope, f"tokens_source.{r.tokens_source}")
+    if r.headers:
+        hv = header_values if header_values is not None else HeaderValues()
+        for header, text in r.headers:
+            rec.incr(scope, hv.counter(header, text))
+    if r.outcome in ("http_error", "connect_error"):
+        return
+    if r.no_usage:
+        rec.incr(scope, "no_usage")
+    kind = "completed" if r.outcome == "completed" else "broken"
+    if r.input_tokens:
+        rec.incr(scope, f"tokens.input.{kind}", r.input_tokens)
+    if r.output_tokens:
+        rec.incr(scope, f"tokens.output.{kind}", r.output_tokens)
+    if r.cached_tokens is not None and r.input_tokens:  # docs/results.md, "Prompt cache"
+        rec.incr(scope, "cache.streams")
+        rec.incr(scope, "cache.prompt_tokens", r.input_tokens)
+        if r.cached_tokens:
+            rec.incr(scope, "cache.cached_tokens", min(r.cached_tokens, r.input_tokens))
+
+
+def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dict[str, Any]:
+    """One streams.jsonl line (docs/results.md): stamps relative to ``t0_ns``.
+
+    Returns:
+        A JSON-ready dict: id, scenario, outcome, detail (None when ""), status,
+        start/sent/headers/first_token/first_content/terminal/end stamps (ns
+        from the run start, None when absent), ttft_ns, ttft_content_ns,
+        e2e_ns (start to the answer's end, every outcome), tail_ns,
+        content_events (non-reasoning), output_events (any channel), events
+        (per channel), input/output/total tokens,
+        tokens_source, stop_class, max_silence_ns (0 without a response head),
+        keepalives, client_lag_ns, ``burst`` ("proxy_buffering_suspected",
+        "client_lagged" or None) and ``burst_held_ns`` (the suspected burst's hold,
+        else None), ``cached_tokens`` when the usage reported it, and ``headers``
+        (name -> value) when any were recorded.
+    """
+
+    def rel(t: int | None) -> int | None:
+        return None if t is None else t - t0_ns
+
+    line: dict[str, Any] = {
+        "id": request_id, "scenario": scope, "outcome": r.outcome, "detail": r.detail or None,
+        "status": r.status, "start_ns": rel(r.start_ns), "sent_ns": rel(r.sent_ns),
+        "headers_ns": rel(r.headers_ns), "first_token_ns": rel(r.first_token_ns),
+        "first_content_ns": rel(r.first_content_ns), "terminal_ns": rel(r.terminal_ns),
+        "end_ns": rel(r.end_ns), "ttft_ns": r.ttft_ns, "ttft_content_ns": r.ttft_content_ns,
+        "e2e_ns": r.elapsed_ns, "tail_ns": r.tail_ns,
+        "content_events": r.content_events, "output_events": r.output_events, "events": dict(r.events),
+        "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+        "total_tokens": r.total_tokens, "tokens_source": r.tokens_source,
+        "stop_class": r.stop_class,
+        "max_silence_ns": r.max_silence_ns or 0, "keepalives": r.keepalives,
+        "client_lag_ns": r.client_lag_ns,
+    }
+    if r.cached_tokens is not None:  # only where the usage reported it
+        line["cached_tokens"] = r.cached_tokens
+    if r.headers:
+        line["headers"] = dict(r.headers)
+    # the client's burst flag, re-judged after the run (hopbench.measure._burst.BURST_LINE_MARK)
+    line["burst"] = SUSPECTED if r.proxy_buffering_suspected else "client_lagged" if r.client_lagged else None
+    line["burst_held_ns"] = r.burst_held_ns
+    return line
+
+
+def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
+    """The streams.jsonl fields that gateway overhead needs (docs/gateway-overhead.md).
+
+    Args:
+        m: the stream's meter, its ``event_chars`` and ``event_read_ns`` lists set by the runner.
+        t0_ns: the run's start (stamps are relative to it, like ``stream_line``).
+
+    Returns:
+        ``first_read_ns`` (the first body read, ns from the run start, or None),
+        ``content_read_ns`` (list, one read stamp per content event in stream
+        order, ns from the run start), ``content_chars`` (list, the
+        characters of each of those events), ``content_crc`` (list, the CRC-32
+        of each event's text, -1 for a tool-call event; ``StreamMeter.on_event_texts``)
+        ``keepalive_read_ns`` (list, the read stamp of each keepalive comment,
+        ns from the run start) and ``quiet_read_ns`` (list, the stamp of each body
+        read that carried no content event, ns from the run start).
+    """
+    return {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
+            "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
+            "content_chars": list(m.event_chars or ()),
+            "content_crc": list(m.event_crc or ()),
+            "keepalive_read_ns": [t - t0_ns for t in m.keepalive_read_ns or ()],
+            "quiet_read_ns": [t - t0_ns for t in m.quiet_read_ns or ()]}
+
+
+def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
+                   shape: tuple[int | None, int] | None) -> None:
+    """Count requested against reported lengths (docs/workloads.md) under ``scope``.
+
+    Args:
+        rec: the recorder.
+        scope: the scenario's scope name.
+        r: the stream's record.
+        shape: (requested input tokens or None, ``max_tokens`` sent), or None for
+            a scenario without workload keys (then nothing is counted).
+
+    Counters: ``length.input.{streams,requested,reported}`` for streams with a
+    requested input length that reported ``input_tokens``;
+    ``length.output.{streams,requested,reported}`` for completed streams that
+    reported output tokens; ``length.output.over_max`` for those of them that
+    reported more output tokens than the ``max_tokens`` they were sent (the
+    cap covers every generated token, reasoning included, in all three APIs:
+    a target past it ignores ``max_tokens``). The cap is per choice while the
+    usage counts every choice (OpenAI chat ``n`` > 1: ``completion_tokens``
+    sums them), so a stream of ``choices`` choices is past it only above
+    ``max_tokens`` x ``choices``, and that is what it counts as requested (the
+    output ratio is then per choice too). Never raises.
+    """
+    if shape is None:
+        return
+    inp, out = r.input_tokens, r.output_tokens
+    if shape[0] is not None and inp:
+        rec.incr(scope, "length.input.streams")
+        rec.incr(scope, "length.input.requested", shape[0])
+        rec.incr(scope, "length.input.reported", inp)
+    if r.outcome == "completed" and out:
+        cap = shape[1] * max(r.choices, 1)  # (the cap is per choice: see above)
+        rec.incr(scope, "length.output.streams")
+        rec.incr(scope, "length.output.requested", cap)
+        rec.incr(scope, "length.output.reported", out)
+        if out > cap:
+            rec.incr(scope, "length.output.over_max")

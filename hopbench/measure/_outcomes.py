@@ -1,0 +1,192 @@
+"""Stream outcomes, their counter names, and the rates over them: defined once.
+
+Role: the one list of what a stream can end as (``OUTCOMES``), which of those
+are broken streams (``BROKEN``), the counter prefixes that carry an outcome's
+detail (``DETAIL_PREFIXES``: ``timeout.idle``, ``connect_error.refused``,
+``http_error.429``, ``http_error_code.rate_limit_exceeded``...), and the rates a
+budget or a comparison may name (``RATES``, computed by :func:`rate_value`).
+The terminal summary, report.html, the progress line, ``hopbench gate`` and
+``hopbench compare`` all read these names from here, so a new detail shows up
+in all of them at once. Metric names live in :data:`hopbench.measure._hdr.METRICS`.
+
+Invariants: pure (no clock, no trio, no httpx); the counters are the ones the
+runner writes (docs/results.md, "Counters"); rates are documented in
+docs/gate.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .._errors import UsageError
+
+__all__ = [
+    "ANOMALY_PREFIX",
+    "BROKEN",
+    "DETAIL_PREFIXES",
+    "ERROR_RATE_WARN",
+    "OUTCOMES",
+    "RATES",
+    "RateSpec",
+    "measured_duration_s",
+    "rate_value",
+]
+
+OUTCOMES: Final = ("completed", "failed", "truncated", "timeout", "connect_error", "http_error", "cancelled",
+                   "client_cancelled")
+"""Every outcome a stream can end with, in report order (each is a counter).
+``client_cancelled``: the scenario's ``cancel`` key closed the stream on
+purpose (hopbench.workload._cancel): neither an error nor an interruption, and left
+out of every rate's denominator, like ``cancelled``."""
+BROKEN: Final = ("failed", "truncated", "timeout", "connect_error", "http_error")
+"""The outcomes of a broken stream (``broken`` in headlines: their sum)."""
+DETAIL_PREFIXES: Final = tuple(f"{o}." for o in BROKEN) + ("http_error_code.",)
+"""Counter prefixes of outcome details: ``<outcome>.<detail>`` for every broken
+outcome, and ``http_error_code.<code>`` (the error body's code)."""
+ANOMALY_PREFIX: Final = "anomaly."
+"""Counter prefix of protocol anomalies (``anomaly.<kind>``): not outcomes."""
+ERROR_RATE_WARN: Final = 0.05
+"""The share of started streams that ended broken (or were cancelled) above which
+a run warns and the headlines turn red (docs/results.md, "Warnings")."""
+
+
+@dataclass(frozen=True, slots=True)
+class RateSpec:
+    """One rate a budget can name (``"error_rate" = "<= 0.01"``).
+
+    Attributes:
+        name: the budget key.
+        description: the definition, as documented.
+        fraction: True for a proportion in 0..1 (accepts ``%`` limits).
+        unit: the unit shown beside a value: ``""`` for a proportion,
+            ``"tokens/s"`` or ``"/s"`` for a per-second rate.
+    """
+
+    name: str
+    description: str
+    fraction: bool
+    unit: str = ""
+
+
+RATES: Final[dict[str, RateSpec]] = {
+    r.name: r
+    for r in (
+        RateSpec("error_rate", "(failed + truncated + timeout + connect_error + http_error) / "
+                 "(started - cancelled - client_cancelled)", True),
+        RateSpec("completion_rate", "completed / (started - cancelled - client_cancelled)", True),
+        RateSpec("interruption_rate", "(failed + truncated + timeout) / responded", True),
+        RateSpec("failed_rate", "failed / responded", True),
+        RateSpec("truncated_rate", "truncated / responded", True),
+        RateSpec("timeout_rate", "timeout / responded", True),
+        RateSpec("http_error_rate", "http_error / (started - cancelled - client_cancelled)", True),
+        RateSpec("keepalive_violation_rate", "keepalive_violations / streams with a response (max_silence.count)", True),
+        RateSpec("output_tokens_per_s", "(tokens.output.completed + tokens.output.broken) / measured duration", False,
+                 "tokens/s"),
+        RateSpec("completed_per_s", "completed / measured duration", False, "/s"),
+    )
+}
+"""Rate names a budget may use; ``responded`` = started - cancelled - client_cancelled
+- http_error - connect_error."""
+
+
+def _c(counters: Mapping[str, Any], key: str) -> int:
+    v = counters.get(key, 0)
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def measured_duration_s(summary: Mapping[str, Any], results_dir: Path | None = None) -> tuple[float | None, str]:
+    """The measured duration of a run (warm-up excluded), in seconds, and where it came from.
+
+    In order: ``summary["load"]["measured_s"]`` when the run recorded it; else
+    the last interval end in ``results_dir/timeline.jsonl`` minus
+    ``run.warmup_s``; else ``duration_s - run.warmup_s`` (wall clock: includes
+    start-up, so it under-states a rate slightly).
+
+    Returns:
+        (seconds or None when unknown, source description).
+    """
+    load = summary.get("load")
+    if isinstance(load, Mapping):
+        m = load.get("measured_s")
+        if isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0:
+            return float(m), "load.measured_s"
+    profile = summary.get("profile")
+    run = profile.get("run", {}) if isinstance(profile, Mapping) else {}
+    warm = run.get("warmup_s", 0) if isinstance(run, Mapping) else 0
+    warm_s = float(warm) if isinstance(warm, (int, float)) and not isinstance(warm, bool) else 0.0
+    if results_dir is not None:
+        path = Path(results_dir) / "timeline.jsonl"
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+            last = json.loads(lines[-1]) if lines else None
+            end_ns = last.get("end_ns") if isinstance(last, dict) else None
+            if isinstance(end_ns, int) and end_ns / 1e9 > warm_s:
+                return end_ns / 1e9 - warm_s, "timeline.jsonl last end - run.warmup_s"
+        except (OSError, ValueError, IndexError):
+            pass
+    dur = summary.get("duration_s")
+    if isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur > warm_s:
+        return float(dur) - warm_s, "duration_s - run.warmup_s (wall clock)"
+    return None, "unknown"
+
+
+def rate_value(name: str, counters: Mapping[str, Any], metrics: Mapping[str, Any],
+               measured_s: float | None) -> tuple[float | None, int, int]:
+    """Compute rate ``name`` (a key of :data:`RATES`) for one scope.
+
+    Args:
+        name: the rate.
+        counters: the scope's counters from summary.json.
+        metrics: the scope's metrics from summary.json (for max_silence.count).
+        measured_s: measured duration in seconds, for the per-second rates.
+
+    Returns:
+        (value or None when the denominator is 0, numerator, denominator);
+        for per-second rates the denominator is the number of streams counted
+        (started - cancelled - client_cancelled), so that min_count applies to it too.
+    """
+    started = _c(counters, "started")
+    cancelled = _c(counters, "cancelled") + _c(counters, "client_cancelled")  # neither counts
+    failed, truncated, timeout = _c(counters, "failed"), _c(counters, "truncated"), _c(counters, "timeout")
+    http, conn = _c(counters, "http_error"), _c(counters, "connect_error")
+    streams = started - cancelled
+    responded = streams - http - conn
+    num: int
+    den: int
+    match name:
+        case "error_rate":
+            num, den = failed + truncated + timeout + conn + http, streams
+        case "completion_rate":
+            num, den = _c(counters, "completed"), streams
+        case "interruption_rate":
+            num, den = failed + truncated + timeout, responded
+        case "failed_rate":
+            num, den = failed, responded
+        case "truncated_rate":
+            num, den = truncated, responded
+        case "timeout_rate":
+            num, den = timeout, responded
+        case "http_error_rate":
+            num, den = http, streams
+        case "keepalive_violation_rate":
+            ms = metrics.get("max_silence")
+            cnt = ms.get("count", 0) if isinstance(ms, Mapping) else 0
+            num, den = _c(counters, "keepalive_violations"), cnt if isinstance(cnt, int) else 0
+        case "output_tokens_per_s" | "completed_per_s":
+            if name == "output_tokens_per_s":
+                num = _c(counters, "tokens.output.completed") + _c(counters, "tokens.output.broken")
+            else:
+                num = _c(counters, "completed")
+            if not measured_s or measured_s <= 0:
+                return None, num, streams
+            return num / measured_s, num, streams
+        case _:
+            raise UsageError(f"unknown rate {name!r}: expected one of {', '.join(RATES)}")
+    if den <= 0:
+        return None, num, max(den, 0)
+    return num / den, num, den
+

@@ -1,0 +1,1 @@
+"""Beside the load: scrapes in, live figures out, the live progress panel."""

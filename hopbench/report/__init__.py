@@ -1,0 +1,1 @@
+"""report.html: one page per results folder, one module per section."""

@@ -1,0 +1,46 @@
+"""HTML cells and tables shared by report.html's sections (pure string building).
+
+Every value is escaped (``html.escape`` with quotes); numbers use the terminal
+summary's rounding (``hopbench._format.fmt_num``) so that the terminal and the
+report agree.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+from .._format import fmt_num
+
+__all__ = ["escape", "cell", "table"]
+
+
+def escape(value: object) -> str:
+    """``str(value)`` escaped for HTML text and attribute values."""
+    return html.escape(str(value), quote=True)
+
+
+def cell(value: object) -> str:
+    """A table cell's text: "-" for None, lower-case booleans, thousands
+    separators for integers, the terminal's rounding for floats."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return fmt_num(value)
+    return str(value)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]], left: int = 1) -> str:
+    """An HTML table; the first ``left`` columns are left-aligned (class "l")."""
+    out = ["<table><tr>"]
+    out += [f'<th class="{"l" if i < left else ""}">{escape(h)}</th>' for i, h in enumerate(header)]
+    out.append("</tr>")
+    for row in rows:
+        out.append("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{escape(cell(v))}</td>'
+                                    for i, v in enumerate(row)) + "</tr>")
+    out.append("</table>")
+    return "".join(out)

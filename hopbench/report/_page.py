@@ -1,0 +1,830 @@
+"""report.html: one self-contained page of plots and tables for a results folder.
+
+Role: presentation only. It reads what a run left behind (summary.json,
+intervals.hlog, timeline.jsonl, see docs/results.md) and writes one HTML file
+that opens offline: plotly.js is embedded in the page once, each figure is a
+plotly JSON spec drawn by it, every other piece is a plain HTML table. No
+network access, no CDN, no file beside it (docs/report.md says why plotly).
+
+Sections: headline table per scenario; the HdrHistogram percentile spectrum
+of TTFT, ITL, TPOT and E2E per scenario (x: 1/(1-p) on a log scale, labelled
+90 %, 99 %, 99.9 %..., as HdrHistogram's plotter draws ``.hgrm`` files), a
+second run overlaid (dashed) with ``--compare``; TTFT/ITL percentiles,
+throughput, in-flight streams and the generator's health over time; stream
+outcomes by kind and error code; tokens; keepalive gaps and longest
+silences; warnings, load, profile and environment.
+
+Invariants:
+
+* :func:`write_report` raises only :class:`ResultsError` (a run calls it at
+  its end and must never fail because of the report); the file is replaced
+  atomically (temp file + rename), so a reader never sees half a page.
+* Percentile spectra come from :meth:`Histogram.hgrm_text` (hdrh's percentile
+  iterator, the same rows as the ``.hgrm`` files); interval percentiles from
+  the exact interval histograms in intervals.hlog (warm-up and measured lines
+  of one interval are added: the timeline shows the whole run, the warm-up
+  shaded). Values are in each metric's reporting unit (ms, tokens/s).
+* Memory is bounded whatever the run's length: intervals.hlog and
+  timeline.jsonl are read line by line and folded into at most
+  ``_series.MAX_POINTS`` time buckets (interval histograms added exactly, a
+  bucket's percentiles taken from the sum); the percentile spectra come from
+  summary.json's whole-run histograms.
+* Every text that comes from a results folder is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..measure._burst import BURST_COUNTERS, burst_warnings
+from .._errors import ResultsError
+from ._html import cell, escape, table
+from ..measure._hdr import METRICS, Histogram
+from ..measure._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
+from ..measure._recorder import ALL, Snapshot
+from ._section_capacity import capacity_section
+from ._section_scrape import scrape_section
+from ._section_workload import workload_section
+from ..driver._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
+from ._series import MAX_POINTS, SERIES_PERCENTILES, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
+from .._format import cpu_phrase
+from ..views._summary_table import load_text
+from .._textfile import read_text
+
+__all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
+
+REPORT_NAME = "report.html"
+TIMELINE_NAME = "timeline.jsonl"
+SPECTRUM_METRICS = ("ttft", "itl", "tpot", "e2e")
+_TIMELINE_TAGS = ("all.ttft", "all.itl", "all.loop_lag", "all.schedule_lag")
+_OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
+                    "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
+                    "cancelled": "#7f7f7f", "client_cancelled": "#17becf"}
+_DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+            "#bcbd22", "#17becf")
+_ALL_COLOUR = "#222222"
+_NS_PER_S = 1_000_000_000
+
+
+# -- reading a results folder ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalHist:
+    """One interval's histogram of one tag, warm-up and measured lines added.
+
+    Attributes:
+        start_ns, end_ns: bounds relative to the run start (ns; from the log's
+            seconds with 3 decimals).
+        hist: the histogram (recorded unit).
+    """
+
+    start_ns: int
+    end_ns: int
+    hist: Histogram
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """Everything the report reads from one results folder.
+
+    Attributes:
+        path: the results folder.
+        summary: summary.json as a dict (:func:`read_summary`).
+        snapshot: the measured histograms and counters per scope.
+        timeline: timeline.jsonl records folded into time buckets, in order
+            (``hopbench.report._series.fold_timeline``; possibly empty).
+        intervals: tag (``<scope>.<metric>``) -> percentile points in time
+            order (``hopbench.report._series.fold_hlog``), for the tags the report
+            plots (possibly empty).
+        notes: what was missing or unreadable but not fatal (shown in the page).
+    """
+
+    path: Path
+    summary: dict[str, Any]
+    snapshot: Snapshot
+    timeline: list[dict[str, Any]]
+    intervals: dict[str, list[SeriesPoint]]
+    notes: list[str]
+
+    @property
+    def label(self) -> str:
+        """The run's name and folder, for legends and titles."""
+        return f"{self.summary.get('name') or '?'} ({self.path.name})"
+
+    def scopes(self) -> list[str]:
+        """Scenario scopes in summary order, then "all"."""
+        names = [s for s in self.snapshot.scopes if s != ALL]
+        return names + [ALL]
+
+
+def read_hlog(path: Path, tags: Iterable[str] | None = None) -> dict[str, list[IntervalHist]]:
+    """Read a hopbench intervals.hlog (HdrHistogram interval log format 1.3).
+
+    Lines ``Tag=<scope>.<metric>,<start s>,<length s>,<max>,<base64>``; lines
+    with the same tag and start (the warm-up and measured recorders of one
+    interval) are added into one histogram. hdrh's ``HistogramLogReader`` reads
+    the same file (tests check both agree); this reader returns hopbench's typed
+    :class:`Histogram` and names the line of a defect instead of stopping silently.
+
+    Args:
+        path: the log file.
+        tags: keep only these tags (None: every tag).
+
+    Returns:
+        tag -> list of IntervalHist in time order.
+
+    Raises:
+        ResultsError: the file cannot be read, or a line is malformed (file:line).
+            A last line cut short (a crash mid-write) is ignored.
+    """
+    want = None if tags is None else set(tags)
+    try:
+        lines = read_text(Path(path)).splitlines()  # non-UTF-8: ResultsError naming file:line
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    merged: dict[str, dict[int, IntervalHist]] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.startswith("Tag="):
+            continue  # comments, legend, untagged lines (hopbench writes none)
+        try:
+            tag, start_s, length_s, _max, b64 = line[4:].split(",", 4)
+            if want is not None and tag not in want:
+                continue
+            metric = tag.rsplit(".", 1)[1]
+            if metric not in METRICS:
+                raise ResultsError(f"unknown metric {metric!r}")
+            start_ns = round(float(start_s) * _NS_PER_S)
+            end_ns = start_ns + round(float(length_s) * _NS_PER_S)
+            h = Histogram.decode(metric, b64)
+        except (ValueError, IndexError, ResultsError) as exc:
+            if n == len(lines):
+                break
+            raise ResultsError(f"{path}:{n}: malformed interval line: {exc}") from exc
+        per_tag = merged.setdefault(tag, {})
+        old = per_tag.get(start_ns)
+        if old is None:
+            per_tag[start_ns] = IntervalHist(start_ns, end_ns, h)
+        else:
+            old.hist.add(h)
+    return {tag: [v[k] for k in sorted(v)] for tag, v in merged.items()}
+
+
+def load_run(results_dir: Path, max_points: int = MAX_POINTS) -> RunData:
+    """Read a results folder for the report, in memory bounded by ``max_points``.
+
+    summary.json is required; intervals.hlog and timeline.jsonl are optional
+    (their absence becomes a note on the page). Both are folded into at most
+    ``max_points`` time buckets (``hopbench.report._series``): a run of up to
+    ``max_points`` intervals keeps one point per interval.
+
+    Raises:
+        ResultsError: naming the folder or file that is missing or malformed.
+    """
+    path = Path(results_dir)
+    if not path.is_dir():
+        raise ResultsError(f"{path}: not a results folder (no such directory)")
+    summary = read_summary(path)
+    snapshot = snapshot_from_summary(summary)
+    notes: list[str] = []
+    record = summary.get("stage_of_record")  # a staged run: its capacity point's files (docs/slo.md)
+    if isinstance(record, str) and record and (path / record).is_dir():
+        path_files = path / record
+    else:
+        path_files = path
+    hlog, tl_path = path_files / HLOG_NAME, path_files / TIMELINE_NAME
+    # bounded memory whatever the run's length (hopbench.report._series): at most
+    # MAX_POINTS points per series, interval histograms folded as they are read
+    bucket_ns = bucket_ns_for(span_ns(hlog, tl_path), max_points)
+    timeline = fold_timeline(tl_path, bucket_ns)
+    if not timeline:
+        notes.append(f"{tl_path}: missing or empty; no throughput or in-flight plots")
+    intervals: dict[str, list[SeriesPoint]] = {}
+    if hlog.is_file():
+        intervals = fold_hlog(hlog, _TIMELINE_TAGS, bucket_ns)
+    else:
+        notes.append(f"{hlog}: missing; no latency-over-time plots")
+    return RunData(path, summary, snapshot, timeline, intervals, notes)
+
+
+# -- figures ------------------------------------------------------------------------
+
+
+def spectrum(hist: Histogram) -> tuple[list[float], list[float], list[float]]:
+    """The HdrHistogram percentile spectrum of a histogram.
+
+    Rows of :meth:`Histogram.hgrm_text` (hdrh's percentile iterator, 5 ticks
+    per half distance). The 100 % row, whose 1/(1-p) is infinite, is placed
+    at 1/(1-p) = count (p = 1 - 1/count) or the last finite x if larger.
+
+    Returns:
+        (x, value, percentile): x = 1/(1-p), value in the reporting unit,
+        percentile in %; empty lists for an empty histogram.
+    """
+    xs: list[float] = []
+    values: list[float] = []
+    pcts: list[float] = []
+    if not hist.count:
+        return xs, values, pcts
+    for row in hist.hgrm_text().splitlines():
+        parts = row.split()
+        if len(parts) not in (3, 4) or row.startswith("#"):
+            continue
+        try:
+            value, p = float(parts[0]), float(parts[1])
+        except ValueError:
+            continue  # the header
+        if p >= 1.0:
+            x = max(float(hist.count), xs[-1] if xs else 1.0)
+        else:
+            x = 1.0 / (1.0 - p)
+        xs.append(x)
+        values.append(value)
+        pcts.append(p * 100.0)
+    return xs, values, pcts
+
+
+def _colour(index: int, scope: str) -> str:
+    return _ALL_COLOUR if scope == ALL else _PALETTE[index % len(_PALETTE)]
+
+
+def _nines_axis(max_x: float) -> dict[str, Any]:
+    ticks, labels = [1.0], ["0%"]
+    k = 1
+    while 10.0 ** (k - 1) < max_x and k <= 9:
+        ticks.append(10.0**k)
+        labels.append(f"{100 - 100 / 10**k:.{max(k - 2, 0)}f}%")
+        k += 1
+    return {"type": "log", "tickvals": ticks, "ticktext": labels, "title": {"text": "percentile"}}
+
+
+def _spectrum_figure(runs: Sequence[RunData], metrics: Sequence[str], title: str) -> Any:
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    cols = 2
+    rows = math.ceil(len(metrics) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[
+        f"{m} ({METRICS[m].unit})" for m in metrics], vertical_spacing=0.12, horizontal_spacing=0.08)
+    scope_index = {s: i for i, s in enumerate(dict.fromkeys(s for r in runs for s in r.scopes()))}
+    shown: set[str] = set()
+    max_x = 10.0
+    for k, metric in enumerate(metrics):
+        row, col = k // cols + 1, k % cols + 1
+        for r_i, run in enumerate(runs):
+            for scope in run.scopes():
+                xs, ys, ps = spectrum(run.snapshot.histogram(scope, metric))
+                if not xs:
+                    continue
+                max_x = max(max_x, xs[-1])
+                name = scope if len(runs) == 1 else f"{scope} [{'AB'[r_i]}]"
+                fig.add_trace(go.Scatter(
+                    x=xs, y=ys, customdata=ps, mode="lines", name=name, legendgroup=name,
+                    showlegend=name not in shown,
+                    line={"color": _colour(scope_index[scope], scope), "shape": "hv",
+                          "dash": "solid" if r_i == 0 else "dash",
+                          "width": 2.5 if scope == ALL else 1.5},
+                    hovertemplate=f"{html.escape(name)}<br>p%{{customdata:.4f}}: %{{y:.3f}} "
+                                  f"{METRICS[metric].unit}<extra></extra>"), row=row, col=col)
+                shown.add(name)
+    axis = _nines_axis(max_x)
+    for k in range(len(metrics)):
+        fig.update_xaxes(axis, row=k // cols + 1, col=k % cols + 1)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(title={"text": title}, height=380 * rows + 80, template="plotly_white",
+                      legend={"orientation": "h", "y": -0.08}, margin={"t": 80, "b": 60})
+    return fig
+
+
+def _percentile_series(points: Sequence[SeriesPoint], p: float) -> tuple[list[float], list[float | None]]:
+    i = SERIES_PERCENTILES.index(p)
+    xs: list[float] = []
+    ys: list[float | None] = []
+    for pt in points:
+        xs.append(pt.end_ns / _NS_PER_S)
+        ys.append(pt.values[i] if pt.count else None)
+    return xs, ys
+
+
+def _rate(timeline: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for rec in timeline:
+        dur_s = (rec["end_ns"] - rec.get("start_ns", 0)) / _NS_PER_S
+        if dur_s <= 0:
+            continue
+        xs.append(rec["end_ns"] / _NS_PER_S)
+        ys.append(float(rec.get(key, 0) or 0) / dur_s)
+    return xs, ys
+
+
+def _warmup_s(run: RunData) -> float:
+    prof = run.summary.get("profile")
+    run_t = prof.get("run") if isinstance(prof, Mapping) else None
+    w = run_t.get("warmup_s") if isinstance(run_t, Mapping) else None
+    return float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else 0.0
+
+
+def _timeline_figure(runs: Sequence[RunData]) -> Any:
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    titles = ("TTFT per interval (ms)", "ITL per interval (ms)", "streams per second",
+              "output tokens per second", "streams in flight (as a gateway sees them) and client-side phases",
+              "load generator: CPU (% of a core) and lag p99 (ms)")
+    fig = make_subplots(rows=len(titles), cols=1, shared_xaxes=True, subplot_titles=titles,
+                        vertical_spacing=0.045)
+    for r_i, run in enumerate(runs):
+        dash = "solid" if r_i == 0 else "dash"
+        tag = "" if len(runs) == 1 else f" [{'AB'[r_i]}]"
+
+        def line(row: int, xs: Sequence[float], ys: Sequence[float | None], name: str,
+                 colour: str) -> None:
+            fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name=name + tag,
+                                     line={"color": colour, "dash": dash, "width": 1.5},
+                                     marker={"size": 4}, legendgroup=f"r{row}",
+                                     legendgrouptitle={"text": titles[row - 1]} if r_i == 0 else None,
+                                     connectgaps=False), row=row, col=1)
+
+        for row, tag_name in ((1, "all.ttft"), (2, "all.itl")):
+            ivs = run.intervals.get(tag_name, [])
+            for p, colour in ((50.0, "#1f77b4"), (99.0, "#d62728"), (99.9, "#9467bd")):
+                xs, ys = _percentile_series(ivs, p)
+                if xs:
+                    line(row, xs, ys, f"{tag_name[4:]} p{p:g}", colour)
+        tl = run.timeline
+        if tl:
+            for key, colour in (("started", "#1f77b4"), ("completed", "#2ca02c")):
+                line(3, *_rate(tl, key), f"{key}/s", colour)
+            line(4, *_rate(tl, "output_tokens"), "output tokens/s", "#ff7f0e")
+            ends = [rec["end_ns"] / _NS_PER_S for rec in tl]
+            line(5, ends, [rec.get("in_flight_mean") for rec in tl], "in flight (mean)", "#1f77b4")
+            line(5, ends, [rec.get("in_flight_now") for rec in tl], "in flight (at end)", "#7f7f7f")
+            # the client-side phases, by their own names (docs/results.md, "In flight")
+            for key, colour in (("connecting", "#bcbd22"), ("waiting", "#ff9896"), ("closing", "#c5b0d5")):
+                if any(f"{key}_mean" in rec for rec in tl):
+                    line(5, ends, [rec.get(f"{key}_mean") for rec in tl], f"{key} (mean)", colour)
+            line(6, ends, [100.0 * float(rec.get("cpu", 0) or 0) for rec in tl], "CPU %", "#8c564b")
+        for tag_name, colour in (("all.loop_lag", "#e377c2"), ("all.schedule_lag", "#17becf")):
+            xs, ys = _percentile_series(run.intervals.get(tag_name, []), 99.0)
+            if xs:
+                line(6, xs, ys, f"{tag_name[4:]} p99 ms", colour)
+    warm = _warmup_s(runs[0])
+    if warm > 0:
+        fig.add_vrect(x0=0, x1=warm, fillcolor="#bbbbbb", opacity=0.25, line_width=0,
+                      annotation_text="warm-up", annotation_position="top left", row="all", col=1)
+    fig.update_xaxes(title={"text": "seconds since start"}, row=len(titles), col=1)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(title={"text": "Over time (one point per interval, or per bucket of intervals in a "
+                               f"long run: at most {MAX_POINTS} points)"}, height=1500,
+                      template="plotly_white", legend={"groupclick": "toggleitem"},
+                      margin={"t": 80})
+    return fig
+
+
+def _counters(run: RunData, scope: str) -> dict[str, int]:
+    s = run.snapshot.scopes.get(scope)
+    return s.counters if s is not None else {}
+
+
+def _outcome_figure(runs: Sequence[RunData]) -> Any:
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55], horizontal_spacing=0.18,
+                        subplot_titles=("stream outcomes by scenario", "by kind and error code (all)"))
+    cats: list[str] = []
+    for r_i, run in enumerate(runs):
+        for scope in run.scopes():
+            cats.append(scope if len(runs) == 1 else f"{'AB'[r_i]}: {scope}")
+    for outcome in OUTCOMES:
+        values = [run.snapshot.counter(scope, outcome) for run in runs for scope in run.scopes()]
+        if any(values):
+            fig.add_trace(go.Bar(x=cats, y=values, name=outcome, marker_color=_OUTCOME_COLOURS[outcome],
+                                 legendgroup="outcomes"), row=1, col=1)
+    details = sorted({k for run in runs for k in _counters(run, ALL) if k.startswith(_DETAIL_PREFIXES)})
+    for r_i, run in enumerate(runs):
+        counts = [run.snapshot.counter(ALL, k) for k in details]
+        fig.add_trace(go.Bar(y=details or ["(none)"], x=counts or [0], orientation="h",
+                             name="count" if len(runs) == 1 else f"count [{'AB'[r_i]}]",
+                             marker_color="#d62728" if r_i == 0 else "#ff9896",
+                             showlegend=len(runs) > 1), row=1, col=2)
+    fig.update_layout(barmode="stack", template="plotly_white", title={"text": "Stream outcomes"},
+                      height=max(420, 24 * len(details) + 160))
+    if len(runs) > 1:
+        fig.update_layout(barmode="relative")
+    return fig
+
+
+def _keepalive_figure(runs: Sequence[RunData]) -> Any | None:
+    if not any(run.snapshot.histogram(s, m).count for run in runs for s in run.scopes()
+               for m in ("keepalive_interval", "max_silence")):
+        return None
+    return _spectrum_figure(runs, ("keepalive_interval", "max_silence"),
+                            "Keepalive gaps and longest silence per stream (percentile spectrum)")
+
+
+# -- HTML ---------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1320px;
+color:#222;padding:0 16px}
+h1{font-size:1.6em;margin-bottom:4px}h2{margin-top:36px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:0.9em}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
+td.l,th.l{text-align:left}
+.warn{background:#fff4e5;border-left:4px solid #ff9800;padding:6px 12px;margin:6px 0}
+.bad{background:#fdecea;border-left:4px solid #d32f2f;padding:6px 12px;margin:6px 0}
+.ok{background:#edf7ed;border-left:4px solid #2e7d32;padding:6px 12px;margin:6px 0}
+.note{color:#666;font-size:0.9em}
+pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:0.85em;max-height:420px}
+.meta span{margin-right:18px}
+"""
+
+
+_e, _fmt, _table = escape, cell, table
+
+
+def _headline(run: RunData) -> str:
+    header = ["scope", "started", "completed", "broken", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99",
+              "TPOT p50", "E2E p50", "E2E p99", "out tok/s p50"]
+    rows = []
+    for scope in run.scopes():
+        snap = run.snapshot
+        broken = sum(snap.counter(scope, k) for k in BROKEN)
+        row: list[object] = [scope, snap.counter(scope, "started"), snap.counter(scope, "completed"), broken]
+        for metric, p in (("ttft", 50), ("ttft", 99), ("itl", 50), ("itl", 99), ("tpot", 50),
+                          ("e2e", 50), ("e2e", 99), ("output_tokens_per_s", 50)):
+            h = snap.histogram(scope, metric)
+            row.append(h.percentile(p) / h.spec.divisor if h.count else None)
+        rows.append(row)
+    return _table(header, rows) + '<p class="note">times in ms; broken = failed + truncated + ' \
+        "timeout + connect_error + http_error</p>"
+
+
+def _run_figures(run: RunData) -> str:
+    """The run's throughput and error rate (summary.json ``headline``, or
+    computed from the counters for results written before it existed),
+    green when every stream completed, red when errors pass the threshold."""
+    s = run.summary
+    head = s.get("headline") if isinstance(s.get("headline"), Mapping) else None
+    snap = run.snapshot
+    started = head.get("started") if head else snap.counter(ALL, "started")
+    completed = head.get("completed") if head else snap.counter(ALL, "completed")
+    errors = head.get("errors") if head else sum(snap.counter(ALL, k) for k in BROKEN)
+    if not started:
+        return '<div class="bad">no stream was measured</div>'
+    rate = errors / started
+    cls = "bad" if not completed or rate > ERROR_RATE_WARN else "warn" if errors else "ok"
+    parts = [f"{completed:,} of {started:,} streams completed", f"error rate {rate:.1%}"]
+    if s.get("complete") is False:  # an interrupted run's figures cover the part that ran: never green
+        cls = "bad"
+        by = s.get("interrupted_by")
+        parts.insert(0, "INCOMPLETE" + (f" (interrupted by {by})" if by else
+                                        " (killed before its final write)" if _checkpoint(s) else ""))
+    elif s.get("saturated") and cls == "ok":
+        cls = "warn"
+    if head:
+        if head.get("interrupted_rate"):
+            parts.append(f"interrupted {head['interrupted_rate']:.1%}")
+        parts += [f"{_fmt(head.get('completed_per_s'))} completed/s",
+                  f"{_fmt(head.get('output_tokens_per_s'))} output tokens/s (over the run)"]
+    load = s.get("load")
+    held = load_text(load) if isinstance(load, Mapping) else None
+    if held is not None:
+        parts.append(f"load: {held}")
+    gen = s.get("generator")
+    cpu = cpu_phrase(gen, s.get("workers")) if isinstance(gen, Mapping) else ""
+    if cpu:
+        parts.append(f"cpu: {cpu}")
+    return f'<div class="{cls}"><b>{_e(" · ".join(parts))}</b></div>'
+
+
+def _details_table(runs: Sequence[RunData]) -> str:
+    """Every outcome detail with its count (truncated.*, connect_error.*,
+    http_error_code.*, ...) and the first error messages kept per kind."""
+    details = sorted({k for run in runs for k, n in _counters(run, ALL).items()
+                      if n and k.startswith(_DETAIL_PREFIXES)})
+    out = []
+    if details:
+        header = ["detail"] + (["count"] if len(runs) == 1 else ["A", "B"])
+        out.append(_table(header, [[k] + [_counters(run, ALL).get(k, 0) for run in runs] for k in details]))
+    for i, run in enumerate(runs):
+        samples = run.summary.get("error_samples")
+        if isinstance(samples, Mapping) and samples:
+            tag = "" if len(runs) == 1 else f" [{'AB'[i]}]"
+            rows = [[kind, text] for kind, texts in samples.items() if isinstance(texts, list)
+                    for text in texts]
+            out.append(f"<h3>What the target said{_e(tag)} (first messages per error kind, "
+                       "secrets redacted)</h3>" + _table(["kind", "message or body"], rows, left=2))
+    return "".join(out)
+
+
+def _verdicts(runs: Sequence[RunData]) -> str:
+    """``hopbench compare``'s verdicts of B against A (A the base), as text."""
+    from ..views._compare import compare_summaries
+    from .._errors import HopbenchError
+
+    try:
+        c = compare_summaries(runs[0].summary, runs[1].summary, force=True,
+                              base_dir=runs[0].path, candidate_dir=runs[1].path)
+    except HopbenchError as exc:
+        return f'<div class="warn">{_e(f"no verdicts: {exc}")}</div>'
+    worse = c.any_worse
+    return (f'<div class="{"bad" if worse else "ok"}">'
+            f'{"B is worse than A on at least one figure" if worse else "B is not worse than A"}</div>'
+            f"<pre>{_e(c.render('text'))}</pre>")
+
+
+def _arm_differences(block: Mapping[str, Any]) -> str:
+    """summary.json's ``arm_differences`` (hopbench.views._arm_differences): per pair of
+    arms, each metric's p50/p99 of both, the p50 change and the verdict."""
+    out = [f'<p class="note">{_e(block.get("method", ""))}; alpha {_e(block.get("alpha"))}, '
+           f'min effect {_e(block.get("min_effect"))}.</p>']
+    for pair in block.get("pairs", []):
+        b, c = str(pair.get("base")), str(pair.get("candidate"))
+        worse = bool(pair.get("worse"))
+        out.append(f'<div class="{"bad" if worse else "ok"}">{_e(c)} against {_e(b)}: '
+                   f'{"worse on at least one figure" if worse else "not worse"}</div>')
+        rows = []
+        for name, m in (pair.get("metrics") or {}).items():
+            rel = m["change"]["p50"]["rel"]
+            rows.append((name, m["unit"], m["base"]["p50"], m["candidate"]["p50"],
+                         "-" if rel is None else f"{rel:+.1%}", m["base"]["p99"], m["candidate"]["p99"],
+                         m["verdict"]))
+        for name, r in (pair.get("rates") or {}).items():
+            rows.append((name, "rate", r["base"]["value"], r["candidate"]["value"], "", None, None, r["verdict"]))
+        out.append(_table(["metric", "unit", f"{b} p50", f"{c} p50", "p50 change", f"{b} p99", f"{c} p99",
+                           "verdict"], rows, left=2))
+    return "".join(out)
+
+
+def _tokens_table(run: RunData) -> str:
+    rows = []
+    for scope in run.scopes():
+        counters = _counters(run, scope)
+        rows.append([scope] + [counters.get(f"tokens.{d}.{k}", 0) for d in ("input", "output")
+                               for k in ("completed", "broken")] + [counters.get("no_usage", 0)])
+    return _table(["scope", "input (completed)", "input (broken)", "output (completed)",
+                   "output (broken)", "no usage reported"], rows)
+
+
+_STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
+_STREAM_FLAGS = ("refused", "hidden_reasoning", "no_done", "usage_total_mismatch", "tokens_source.usage",
+                 "tokens_source.events", "proxy_buffering_suspected", "client_lagged") + BURST_COUNTERS
+
+
+def _stop_table(run: RunData) -> str:
+    """Streams per stop class and per-stream flags, per scope; recorded header values."""
+    rows = []
+    headers: list[list[object]] = []
+    for scope in run.scopes():
+        counters = _counters(run, scope)
+        rows.append([scope] + [counters.get(f"stop.{c}", 0) for c in _STOP_CLASSES]
+                    + [counters.get(f, 0) for f in _STREAM_FLAGS])
+        headers += [[scope, k[len("header."):].partition("=")[0], k.partition("=")[2], n]
+                    for k, n in sorted(counters.items()) if k.startswith("header.") and n]
+    out = _table(["scope"] + list(_STOP_CLASSES) + [f.replace("tokens_source.", "tokens from ")
+                                                    for f in _STREAM_FLAGS], rows)
+    out += ('<p class="note">streams by stop class (protocol stop reasons mapped by '
+            "hopbench.protocols.stop_class; none: no stop reason arrived) and per-stream flags "
+            "(docs/results.md, Counters)</p>")
+    if headers:
+        out += _table(["scope", "response header", "value", "streams"], headers, left=3)
+    return out
+
+
+def _keepalive_table(run: RunData) -> str:
+    rows = []
+    for scope in run.scopes():
+        snap = run.snapshot
+        ka = snap.histogram(scope, "keepalive_interval")
+        sil = snap.histogram(scope, "max_silence")
+        d = 1_000_000
+        rows.append([scope, snap.counter(scope, "keepalives"), snap.counter(scope, "keepalive_violations"),
+                     ka.percentile(50) / d if ka.count else None, ka.max / d if ka.count else None,
+                     sil.percentile(50) / d if sil.count else None,
+                     sil.percentile(99) / d if sil.count else None,
+                     sil.percentile(99.9) / d if sil.count else None, sil.max / d if sil.count else None])
+    return _table(["scope", "keepalives", "violations", "gap p50", "gap max", "longest silence p50",
+                   "p99", "p99.9", "max"], rows) + \
+        '<p class="note">gaps between SSE keepalive comments and, per stream, the longest time with ' \
+        "no byte received (ms)</p>"
+
+
+def _overhead_section(runs: Sequence[RunData]) -> list[str]:
+    """The gateway overhead section (docs/gateway-overhead.md): the overhead spectra,
+    the match and event counts, and the fault matrix; nothing for runs without it."""
+    from ..driver._overhead import OVERHEAD_METRICS
+
+    blocks = [(i, r.summary.get("gateway_overhead")) for i, r in enumerate(runs)]
+    if not any(isinstance(b, Mapping) for _, b in blocks):
+        return []
+    out = ["<h2>Gateway overhead</h2>",
+           '<p class="note">What the gateway added, per request and per event, against the emulator '
+           "behind it (one clock). Solid: A, dashed: B when comparing.</p>",
+           _figure_html(_spectrum_figure(runs, OVERHEAD_METRICS, "Gateway overhead spectrum"), "fig-overhead")]
+    series = [(i, b.get("event_delay_over_time")) for i, b in blocks if isinstance(b, Mapping)]
+    if any(pts for _, pts in series):
+        import plotly.graph_objects as go
+
+        fig = go.Figure()
+        for i, pts in series:
+            tag = "" if len(runs) == 1 else f" [{'AB'[i]}]"
+            for key, colour in (("p50_ms", "#1f77b4"), ("p99_ms", "#d62728")):
+                fig.add_trace(go.Scatter(x=[p["t_s"] for p in pts or ()], y=[p[key] for p in pts or ()],
+                                         mode="lines+markers", name=f"event_delay {key[:3]}{tag}",
+                                         line={"color": colour, "dash": "solid" if i == 0 else "dash"}))
+        fig.update_layout(title="Per-event delay over time (by upstream write time)", height=340,
+                          xaxis_title="seconds since the first send", yaxis_title="ms", template="plotly_white")
+        out.append(_figure_html(fig, "fig-overhead-time"))
+    for i, block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        if len(runs) > 1:
+            out.append(f"<h3>{'AB'[i]}</h3>")
+        out.append(_kv_table({k: v for k, v in block.items() if k not in ("fault_matrix", "event_delay_over_time")}))
+        matrix = block.get("fault_matrix") or {}
+        rows = [[fault, seen, n] for fault, row in matrix.items() for seen, n in row.items()]
+        if rows:
+            out.append("<h3>Fault translation: upstream fault -> what the client saw</h3>")
+            out.append(_table(["upstream", "client", "streams"], rows, left=2))
+    return out
+
+
+def _kv_table(data: Mapping[str, Any]) -> str:
+    rows = [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in data.items()]
+    return _table(["key", "value"], rows, left=2)
+
+
+def _checkpoint(s: Mapping[str, Any]) -> bool:
+    """summary.json is the checkpoint written during the load (hopbench.driver._single): the process
+    never wrote its final summary (SIGKILL, out of memory): ``ended_at`` null, no ``interrupted_by``."""
+    return s.get("complete") is False and not s.get("interrupted_by") and "ended_at" in s \
+        and s.get("ended_at") is None
+
+
+def _warnings(run: RunData) -> str:
+    s = run.summary
+    out = []
+    warnings = [w for w in s.get("warnings") or [] if isinstance(w, str)]
+    if s.get("complete") is False and not any("interrupted" in w or "crashed" in w for w in warnings):
+        warnings.insert(0, "run incomplete (complete: false): " + (
+            "summary.json is a checkpoint written during the load: the run was killed before its final write; "
+            if _checkpoint(s) else "") + "results are partial")
+    completed = run.snapshot.counter(ALL, "completed")
+    # flags warn past summary.json's rule only (more than half of the completed streams;
+    # bursts re-judged against the origin's record: hopbench.measure._burst)
+    if not any("proxy buffering" in w or "origin_burst" in w for w in warnings):
+        warnings += burst_warnings(dict(run.snapshot.scopes[ALL].counters) if ALL in run.snapshot.scopes else {},
+                                   embedded=s.get("target") == "embedded")
+    lagged = run.snapshot.counter(ALL, "client_lagged")
+    if lagged * 2 > completed > 0 and not any("client_lagged" in w for w in warnings):
+        warnings.append(f"{lagged} streams arrived in bursts because the client's own event loop was late "
+                        "to read them (client_lagged: not evidence of a proxy; see loop_lag)")
+    for w in warnings:
+        # red: results that cannot be trusted as they stand (as the terminal summary does)
+        bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial")) \
+            or w.startswith(("nothing completed", "no output", "error rate", "target lost", "target unreachable")) \
+            or ": nothing completed:" in w or ": no output:" in w
+        out.append(f'<div class="{"bad" if bad else "warn"}">{_e(w)}</div>')
+    if not warnings:
+        out.append('<div class="ok">no warnings: the run completed and the load generator kept up</div>')
+    out += [f'<p class="note">{_e(n)}</p>' for n in run.notes]
+    return "".join(out)
+
+
+def _run_meta(run: RunData) -> str:
+    s = run.summary
+    items = [("run", s.get("name")), ("folder", str(run.path)), ("started", s.get("started_at")),
+             ("duration", f"{s.get('duration_s')} s"), ("target", s.get("target")),
+             ("complete", s.get("complete")), ("saturated", s.get("saturated")),
+             ("workers", s.get("workers"))]
+    return '<p class="meta">' + "".join(f"<span><b>{_e(k)}</b> {_e(_fmt(v))}</span>" for k, v in items) + "</p>"
+
+
+def _figure_html(fig: Any, div_id: str) -> str:
+    import plotly.io as pio
+
+    return str(pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
+                           config={"displaylogo": False, "responsive": True}))
+
+
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs())
+
+
+def render_html(runs: Sequence[RunData]) -> str:
+    """The whole page for one run, or two (A and B, overlaid) when comparing.
+
+    Returns:
+        The HTML text (plotly.js included: about 4.8 MB).
+    """
+    a = runs[0]
+    title = f"hopbench report: {a.label}" + (f" vs {runs[1].label}" if len(runs) > 1 else "")
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>",
+             f"<style>{_CSS}</style>",
+             f'<script type="text/javascript">{_plotly_js()}</script></head><body>',
+             f"<h1>{_e(title)}</h1>"]
+    for i, run in enumerate(runs):
+        tag = "" if len(runs) == 1 else f"[{'AB'[i]}] "
+        heading = [f"<h3>{_e(tag + run.label)}</h3>"] if len(runs) > 1 else []  # h1 names a lone run
+        parts += heading + [_run_meta(run), _run_figures(run), _warnings(run), _headline(run)]
+    for run in runs:  # staged runs: latency against offered load (hopbench.report._section_capacity)
+        parts += capacity_section(run.summary, _figure_html)
+    if len(runs) > 1:
+        parts += ["<h2>Compare verdicts (B against A)</h2>", _verdicts(runs)]
+    arms = a.summary.get("arm_differences")
+    if len(runs) == 1 and isinstance(arms, Mapping):
+        parts += ["<h2>A/B arms</h2>", _arm_differences(arms)]
+    parts += ["<h2>Latency percentile spectrum</h2>",
+              '<p class="note">HdrHistogram style: x is 1/(1-p) on a log scale, so the tail gets room.'
+              + (" Solid: A, dashed: B." if len(runs) > 1 else "") + "</p>",
+              _figure_html(_spectrum_figure(runs, SPECTRUM_METRICS, "Percentile spectrum per scenario"),
+                           "fig-spectrum"),
+              "<h2>Over time</h2>", _figure_html(_timeline_figure(runs), "fig-timeline"),
+              *_overhead_section(runs),  # docs/gateway-overhead.md
+              *scrape_section(a.path, a.timeline),  # [[scrape]] series (hopbench.report._section_scrape)
+              "<h2>Stream outcomes</h2>", _figure_html(_outcome_figure(runs), "fig-outcomes"),
+              _details_table(runs),
+              "<h2>Stop reasons and stream flags</h2>"]
+    for i, run in enumerate(runs):
+        if len(runs) > 1:
+            parts.append(f"<h3>{'AB'[i]}</h3>")
+        parts.append(_stop_table(run))
+    parts.append("<h2>Tokens</h2>")
+    for i, run in enumerate(runs):
+        if len(runs) > 1:
+            parts.append(f"<h3>{'AB'[i]}</h3>")
+        parts.append(_tokens_table(run))
+    # lengths, prompt cache, session turns (docs/workloads.md): only when a scope has them
+    parts += workload_section([("" if len(runs) == 1 else "AB"[i], run.summary.get("scopes") or {})
+                               for i, run in enumerate(runs)])
+    parts.append("<h2>Keepalives and silences</h2>")
+    ka = _keepalive_figure(runs)
+    if ka is not None:
+        parts.append(_figure_html(ka, "fig-keepalive"))
+    for i, run in enumerate(runs):
+        if len(runs) > 1:
+            parts.append(f"<h3>{'AB'[i]}</h3>")
+        parts.append(_keepalive_table(run))
+    for i, run in enumerate(runs):
+        tag = "" if len(runs) == 1 else f" [{'AB'[i]}]"
+        s = run.summary
+        parts.append(f"<h2>Load and generator{_e(tag)}</h2>")
+        for key in ("load", "generator"):
+            if isinstance(s.get(key), Mapping):
+                parts.append(_kv_table(s[key]))
+        parts.append(f"<h2>Profile{_e(tag)}</h2>")
+        parts.append(f"<pre>{_e(json.dumps(s.get('profile'), indent=2, ensure_ascii=False))}</pre>")
+        parts.append(f"<h2>Environment{_e(tag)}</h2>")
+        if isinstance(s.get("environment"), Mapping):
+            parts.append(_kv_table(s["environment"]))
+    parts.append('<p class="note">written by hopbench report; plots drawn offline by the embedded '
+                 "plotly.js</p></body></html>\n")
+    return "".join(parts)
+
+
+def write_report(results_dir: Path, *, compare_dir: Path | None = None, out: Path | None = None) -> Path:
+    """Write ``report.html`` for a results folder (optionally compared with another).
+
+    Args:
+        results_dir: the results folder (run A).
+        compare_dir: a second results folder (run B), overlaid dashed.
+        out: the file to write (default ``results_dir / "report.html"``).
+
+    Returns:
+        The path written.
+
+    Raises:
+        ResultsError: a folder or file cannot be read or is malformed, or the
+            report cannot be written (the message names it). Never anything
+            else: any other failure while building the page is wrapped in a
+            ResultsError, because a run calls this at its end and must not fail.
+    """
+    results_dir = Path(results_dir)
+    target = Path(out) if out is not None else results_dir / REPORT_NAME
+    try:
+        runs = [load_run(results_dir)]
+        if compare_dir is not None:
+            runs.append(load_run(Path(compare_dir)))
+        text = render_html(runs)
+    except ResultsError:
+        raise
+    except Exception as exc:  # the boundary: a report must never crash a run
+        raise ResultsError(f"cannot build the report for {results_dir}: "
+                           f"{type(exc).__name__}: {exc}") from exc
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ResultsError(write_error(target, exc)) from exc
+    replace_text(target, text)  # atomic: a full disk or a Ctrl-C keeps no half report
+    return target

@@ -1,0 +1,859 @@
+"""``hopbench compare``: two results folders side by side, with statistics.
+
+Role: for every scope both runs have, and every metric, put count, p50, p90,
+p99, p99.9 and max of the base and the candidate side by side with the
+absolute and relative change, and a verdict (better, worse, same) from tests
+computed on the two HDR histograms (:mod:`hopbench.views._stats`); the same for the
+outcome rates (proportion tests) and the run's token throughput. Works from
+summary.json (and timeline.jsonl for throughput) only: milliseconds per
+comparison. User documentation: docs/compare.md.
+
+Invariants:
+
+* A side with nothing measured (no sample of a metric, no stream behind a rate)
+  makes the verdict "not_comparable": never "same", never a reason made up for it.
+* A verdict is "worse" or "better" only when a test is significant at
+  ``alpha`` *and* the change is at least ``min_effect`` (relative), so a huge
+  run cannot call a 0.5 % shift a change, and a 1 % change inside the noise
+  reads "same".
+* Lower is better for every time metric; higher for ``output_tokens_per_s``,
+  ``completion_rate`` and throughput.
+* Runs whose load shape differs are refused (``UsageError``, exit 2) unless
+  ``force``: comparing 8 streams with 64 says nothing about the gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from .._errors import ResultsError, UsageError
+from ..measure._hdr import METRICS, Histogram
+from ..measure._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value
+from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, poisson_rates, two_proportions
+
+__all__ = [
+    "ALPHA",
+    "NOT_COMPARABLE",
+    "DEFAULT_METRICS",
+    "MIN_EFFECT",
+    "Comparison",
+    "MetricComparison",
+    "RateComparison",
+    "compare_command",
+    "compare_summaries",
+    "load_shape",
+    "shape_differences",
+]
+
+ALPHA: Final = 0.01
+"""Significance level of every test (two-sided); tail CIs are at 1 - ALPHA."""
+NOT_COMPARABLE: Final = "not_comparable"
+"""The verdict of a metric or rate one run has nothing of (no sample, no stream, no
+measured duration): there is nothing to test, so it is neither "same" nor a change."""
+MIN_EFFECT: Final = 0.05
+"""Smallest relative change (of the median, or of a tail percentile) that can be a verdict."""
+MIN_ABS_MS: Final = 1.0
+"""Times: smallest absolute change (ms) that can be a verdict (loopback noise is below it)."""
+DEFAULT_METRICS: Final = ("ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
+                          "keepalive_interval", "max_silence", "ttft_from_send", "e2e_from_send",
+                          # gateway overhead (docs/gateway-overhead.md): only runs with [upstream] have them
+                          "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
+                          "injected_keepalive_interval", "client_silence_in_upstream_silence")
+"""Gateway-facing metrics compared by default (client-side ones need --metric); a metric
+neither run recorded is left out."""
+HIGHER_IS_BETTER: Final = frozenset({"output_tokens_per_s", "completion_rate", "throughput.output_tokens_per_s",
+                                     "throughput.completed_per_s"})
+SHOWN_STATS: Final = ("count", "p50", "p90", "p99", "p999", "max")
+_TAILS: Final = (("p90", 0.90), ("p99", 0.99))
+_BASE_RATES: Final = ("completion_rate", "error_rate", "interruption_rate", "truncated_rate",
+                      "timeout_rate", "http_error_rate", "keepalive_violation_rate")
+_CODE_PREFIXES: Final = DETAIL_PREFIXES
+
+
+def _direction(name: str, candidate_larger: bool) -> str:
+    better_if_larger = name in HIGHER_IS_BETTER
+    return "better" if candidate_larger == better_if_larger else "worse"
+
+
+def _rel(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or a == 0:
+        return None
+    return (b - a) / abs(a)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricComparison:
+    """One metric in one scope, base vs candidate.
+
+    Attributes:
+        scope: scope name.
+        metric: a METRICS name.
+        unit: reporting unit (ms, tokens/s).
+        base: ``{count, p50, p90, p99, p999, max}`` of the base (reporting unit; None when empty).
+        candidate: the same for the candidate.
+        test: Mann-Whitney U on the two histograms.
+        tails: ``{"p90"|"p99": {"base_ci": [lo, hi] | None, "candidate_ci": ..., "verdict"}}``.
+        verdict: ``"better"``, ``"worse"``, ``"same"`` or ``"not_comparable"`` (one
+            side has no sample: :data:`NOT_COMPARABLE`).
+        reasons: why, one phrase each (empty for "same" with nothing notable).
+    """
+
+    scope: str
+    metric: str
+    unit: str
+    base: dict[str, float | int | None]
+    candidate: dict[str, float | int | None]
+    test: MannWhitney
+    tails: dict[str, dict[str, Any]]
+    verdict: str
+    reasons: tuple[str, ...]
+
+    def change(self, stat: str) -> tuple[float | None, float | None]:
+        """(absolute, relative) change of ``stat`` from base to candidate."""
+        a, b = self.base.get(stat), self.candidate.get(stat)
+        if a is None or b is None:
+            return None, None
+        return b - a, _rel(a, b)
+
+
+@dataclass(frozen=True, slots=True)
+class RateComparison:
+    """One outcome rate (or throughput figure) in one scope.
+
+    Attributes:
+        scope: scope name.
+        name: e.g. ``"error_rate"``, ``"failed.rate_limit_error"`` or ``"throughput.output_tokens_per_s"``.
+        base: (numerator, denominator, value or None).
+        candidate: the same.
+        method: the test used (``"two-proportion z"``, ``"fisher exact"``,
+            ``"mann-whitney over intervals"``, ``"none"``).
+        p_value: its two-sided p-value (1.0 when untestable).
+        verdict: better, worse, same, or not_comparable (one side counted no stream
+            or has no measured duration).
+        unit: ``""`` for proportions, ``"tokens/s"`` or ``"/s"``.
+    """
+
+    scope: str
+    name: str
+    base: tuple[float, float, float | None]
+    candidate: tuple[float, float, float | None]
+    method: str
+    p_value: float
+    verdict: str
+    unit: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Everything ``hopbench compare`` reports.
+
+    Attributes:
+        base_dir / candidate_dir: the folders (as given).
+        metrics: one per (scope, metric) both runs have.
+        rates: one per (scope, rate).
+        warnings: e.g. an incomplete or saturated run, a forced shape mismatch.
+        only_in_base / only_in_candidate: scopes the other run lacks.
+        alpha / min_effect: the test settings used.
+    """
+
+    base_dir: str
+    candidate_dir: str
+    metrics: tuple[MetricComparison, ...]
+    rates: tuple[RateComparison, ...]
+    warnings: tuple[str, ...] = ()
+    only_in_base: tuple[str, ...] = ()
+    only_in_candidate: tuple[str, ...] = ()
+    alpha: float = ALPHA
+    min_effect: float = MIN_EFFECT
+    shape_differences: tuple[str, ...] = field(default=())
+    #: staged runs: hopbench.views._capacity_table.compare_capacity's result, else None
+    capacity: Mapping[str, Any] | None = None
+
+    @property
+    def any_worse(self) -> bool:
+        """True when any metric, rate or capacity verdict is "worse"."""
+        return (any(m.verdict == "worse" for m in self.metrics) or any(r.verdict == "worse" for r in self.rates)
+                or (self.capacity or {}).get("verdict") == "worse")
+
+    def scopes(self) -> list[str]:
+        """Scopes in report order (scenarios, then "all")."""
+        seen: list[str] = []
+        for s in [m.scope for m in self.metrics] + [r.scope for r in self.rates]:
+            if s not in seen:
+                seen.append(s)
+        return [s for s in seen if s != "all"] + (["all"] if "all" in seen else [])
+
+    def render(self, fmt: str) -> str:
+        """Render as ``"text"``, ``"markdown"`` or ``"json"``.
+
+        Raises:
+            UsageError: an unknown format.
+        """
+        match fmt:
+            case "text":
+                return _render_text(self)
+            case "markdown":
+                return _render_markdown(self)
+            case "json":
+                return json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n"
+        raise UsageError(f"unknown format {fmt!r}: expected text, markdown or json")
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict: ``scopes.<scope>.metrics.<metric>.verdict`` etc. (docs/compare.md)."""
+        scopes: dict[str, Any] = {}
+        for s in self.scopes():
+            scopes[s] = {"metrics": {}, "rates": {}}
+        for m in self.metrics:
+            scopes[m.scope]["metrics"][m.metric] = {
+                "unit": m.unit,
+                "base": m.base,
+                "candidate": m.candidate,
+                "change": {k: dict(zip(("abs", "rel"), m.change(k))) for k in SHOWN_STATS},
+                "test": {"method": "mann-whitney u (tie-corrected, normal approximation)",
+                         "u": m.test.u_a, "z": _finite(m.test.z), "p_value": m.test.p_value,
+                         "superiority": m.test.superiority, "alpha": self.alpha},
+                "tails": m.tails,
+                "verdict": m.verdict,
+                "reasons": list(m.reasons),
+            }
+        for r in self.rates:
+            scopes[r.scope]["rates"][r.name] = {
+                "base": {"numerator": r.base[0], "denominator": r.base[1], "value": r.base[2]},
+                "candidate": {"numerator": r.candidate[0], "denominator": r.candidate[1], "value": r.candidate[2]},
+                "change": {"abs": None if r.base[2] is None or r.candidate[2] is None else r.candidate[2] - r.base[2],
+                           "rel": _rel(r.base[2], r.candidate[2])},
+                "unit": r.unit,
+                "test": {"method": r.method, "p_value": r.p_value, "alpha": self.alpha},
+                "verdict": r.verdict,
+            }
+        return {
+            "base": self.base_dir,
+            "candidate": self.candidate_dir,
+            "alpha": self.alpha,
+            "min_effect": self.min_effect,
+            "worse": self.any_worse,
+            "warnings": list(self.warnings),
+            "shape_differences": list(self.shape_differences),
+            "only_in_base": list(self.only_in_base),
+            "only_in_candidate": list(self.only_in_candidate),
+            "scopes": scopes,
+            "capacity": None if self.capacity is None else dict(self.capacity),
+        }
+
+
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+# -- load shape --------------------------------------------------------------------
+
+
+_LOAD_DEFAULTS: dict[str, dict[str, Any]] = {"concurrency": {"ramp_up_s": 0},
+                  "rate": {"arrival": "poisson", "max_in_flight": 1000}}
+_LOAD_KEYS = {"concurrency": ("concurrency", "ramp_up_s"),
+              "rate": ("rate_rps", "arrival", "max_in_flight")}
+
+
+def load_shape(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a run that make two runs comparable, as the run resolved them.
+
+    The profile's defaults are applied (``mode = "concurrency"`` written or
+    omitted is the same shape): from the summary's ``resolved_load`` when the
+    run recorded it, else from its profile text with hopbench's defaults.
+
+    Returns:
+        flat dict: ``load.mode`` and the keys that mode uses (concurrency:
+        ``load.concurrency``, ``load.ramp_up_s``; rate: ``load.rate_rps``,
+        ``load.arrival``, ``load.max_in_flight``), ``run.duration_s``,
+        ``run.requests``, ``run.warmup_s``, ``workers``, and ``scenarios`` (a
+        list of [name, weight]). Targets, models and emulator settings are not
+        part of the shape: they are what one compares.
+    """
+    resolved = summary.get("resolved_load")
+    if isinstance(resolved, Mapping):
+        out = dict(resolved)
+        workers = summary.get("workers", 1)
+        out["workers"] = workers if workers is not None else 1
+        return out
+    profile = summary.get("profile")
+    p = profile if isinstance(profile, Mapping) else {}
+    out = {}
+    load = p.get("load")
+    load = load if isinstance(load, Mapping) else {}
+    mode = load.get("mode", "concurrency")
+    out["load.mode"] = mode
+    defaults = _LOAD_DEFAULTS.get(mode, {})
+    for k in _LOAD_KEYS.get(mode, tuple(load)):
+        if k != "mode":
+            out[f"load.{k}"] = load.get(k, defaults.get(k))
+    run = p.get("run")
+    run = run if isinstance(run, Mapping) else {}
+    for k in ("duration_s", "requests"):
+        out[f"run.{k}"] = run.get(k)
+    out["run.warmup_s"] = run.get("warmup_s", 0)
+    workers = summary.get("workers", run.get("workers", 1))
+    out["workers"] = workers if workers is not None else 1
+    scen = p.get("scenario")
+    if isinstance(scen, list):
+        out["scenarios"] = [[s.get("name") or f"{s.get('protocol')}-{s.get('model')}", s.get("weight", 1)]
+                            for s in scen if isinstance(s, Mapping)]
+    return out
+
+
+def shape_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """How two runs' load shapes (:func:`load_shape`) differ: the one rule that
+    ``hopbench compare`` and ``hopbench gate --baseline`` refuse a pair by.
+
+    Args:
+        a: the base (or baseline) run's summary.json dict.
+        b: the candidate (or gated) run's.
+
+    Returns:
+        list of ``"<key>: <a's value as JSON> vs <b's value as JSON>"``, in
+        ``a``'s key order then ``b``'s extra keys; empty when the shapes are the
+        same. Never raises on a malformed summary (missing parts read as null).
+    """
+    sa, sb = load_shape(a), load_shape(b)
+    diffs = []
+    for k in list(sa) + [k for k in sb if k not in sa]:
+        if sa.get(k) != sb.get(k):
+            diffs.append(f"{k}: {json.dumps(sa.get(k))} vs {json.dumps(sb.get(k))}")
+    return diffs
+
+
+# -- metrics ---------------------------------------------------------------------
+
+
+def _hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
+    metrics = scope.get("metrics", {})
+    m = metrics.get(metric) if isinstance(metrics, Mapping) else None
+    if not isinstance(m, Mapping):
+        return Histogram(metric)
+    text = m.get("hdr")
+    if not isinstance(text, str):
+        raise ResultsError(f"{where}.metrics.{metric}.hdr: expected a string")
+    try:
+        return Histogram.decode(metric, text)
+    except ResultsError as exc:
+        raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
+
+
+PER_EVENT = frozenset({"itl", "keepalive_interval", "injected_keepalive_interval", "event_delay",
+                       "upstream_silence", "client_silence_in_upstream_silence"})
+"""Metrics with many samples per stream: their samples are not independent (a
+stream's gaps share its path, its upstream, the machine's state while it ran), so
+their tests count streams, not events (``compare_metric``'s ``streams``)."""
+
+_EVERY_ANSWER = frozenset({"ttft"})
+"""Metrics every answer feeds (any output channel starts TTFT): a candidate without
+samples of one the base has is worse, not "no significant change" (docs/compare.md)."""
+
+
+def _streams(scope: Mapping[str, Any]) -> int:
+    """The streams a scope's per-event samples came from: those started, less those
+    that never had a body (connection errors, HTTP errors), so the count is not
+    inflated by streams that gave no event (a smaller count is the conservative side)."""
+    counters = scope.get("counters")
+    if not isinstance(counters, Mapping):
+        return 0
+    n = sum(v if isinstance(v, int) else 0 for v in
+            (counters.get("started", 0), -counters.get("connect_error", 0), -counters.get("http_error", 0)))
+    return max(n, 0)
+
+
+def _completed(scope: Mapping[str, Any]) -> int:
+    """A scope's completed streams (its ``completed`` counter; 0 when absent)."""
+    counters = scope.get("counters")
+    v = counters.get("completed", 0) if isinstance(counters, Mapping) else 0
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha: float = ALPHA,
+                   min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS,
+                   streams: tuple[int, int] | None = None,
+                   completed: tuple[int, int] | None = None) -> MetricComparison:
+    """Compare one metric's histograms (base ``a``, candidate ``b``).
+
+    Verdict rules (docs/compare.md): a *shift* when Mann-Whitney U is
+    significant at ``alpha``, the median moved the same way, by at least
+    ``min_effect`` relative; a *tail* change when the ``1 - alpha``
+    order-statistic confidence intervals of p90 or p99 are disjoint and the
+    percentile moved by at least ``min_effect``. For times both must also
+    move by at least ``min_abs_ms`` (sub-millisecond loopback noise is no
+    verdict). Any worse -> "worse"; else any better -> "better"; else "same".
+    A side without samples: "not_comparable", except ``ttft`` of a candidate
+    whose streams completed (``completed``, else ``streams``) and carried no
+    output while the base's did: "worse".
+
+    ``streams``: (base, candidate) streams behind a metric of ``PER_EVENT``:
+    each side's samples per stream is its design effect (the events of a stream
+    counted as one independent sample, the conservative bound), which widens
+    the percentiles' intervals and Mann-Whitney's variance; None (or a metric
+    of one sample per stream): independent samples.
+    """
+    spec = METRICS[metric]
+    sa, sb = a.stats(), b.stats()
+    base = {k: sa[k] for k in SHOWN_STATS}
+    cand = {k: sb[k] for k in SHOWN_STATS}
+    ba, bb = buckets(a), buckets(b)
+    deff_a = deff_b = 1.0
+    if streams is not None and metric in PER_EVENT:
+        deff_a = a.count / streams[0] if streams[0] > 0 and a.count > streams[0] else 1.0
+        deff_b = b.count / streams[1] if streams[1] > 0 and b.count > streams[1] else 1.0
+    test = mann_whitney(ba, bb, max(deff_a, deff_b))
+    verdicts: list[str] = []
+    reasons: list[str] = []
+    floor = min_abs_ms if spec.unit == "ms" else 0.0
+
+    def big(key: str, rel: float | None) -> bool:
+        return rel is not None and abs(rel) >= min_effect and abs((sb[key] or 0) - (sa[key] or 0)) >= floor
+
+    rel50 = _rel(sa["p50"], sb["p50"])
+    if test.p_value < alpha and rel50 is not None and big("p50", rel50):
+        larger = test.superiority > 0.5
+        if larger == (rel50 > 0):
+            v = _direction(metric, larger)
+            verdicts.append(v)
+            reasons.append(f"median {rel50:+.1%} (Mann-Whitney p = {test.p_value:.2g})")
+    elif test.p_value < alpha and rel50 is not None:
+        why = (f"below {min_effect:.0%}" if abs(rel50) < min_effect
+               else f"under {floor:g} ms absolute")
+        reasons.append(f"significant but small: median {rel50:+.1%} ({why}; p = {test.p_value:.2g})")
+    tails: dict[str, dict[str, Any]] = {}
+    for key, q in _TAILS:
+        ca, cb = quantile_ci(ba, q, 1 - alpha, deff_a), quantile_ci(bb, q, 1 - alpha, deff_b)
+        tv = "same"
+        rel = _rel(sa[key], sb[key])
+        if ca is not None and cb is not None and big(key, rel):
+            if cb[0] > ca[1] or cb[1] < ca[0]:
+                tv = _direction(metric, cb[0] > ca[1])
+                verdicts.append(tv)
+                reasons.append(f"{key} {rel:+.1%} ({1 - alpha:.0%} CIs disjoint)")
+        d = spec.divisor
+        tails[key] = {"base_ci": None if ca is None else [ca[0] / d, ca[1] / d],
+                      "candidate_ci": None if cb is None else [cb[0] / d, cb[1] / d],
+                      "verdict": tv}
+    if not a.count or not b.count:
+        side = 0 if not a.count else 1
+        name = ("base", "candidate")[side]
+        ended = completed if completed is not None else streams
+        had = None if ended is None else ended[side]
+        reasons.append(f"no samples in {name}" + (" (no stream was measured)" if (
+            (streams is not None and streams[side] == 0) or (streams is None and had == 0)) else ""))
+        if metric in _EVERY_ANSWER and a.count and not b.count and (had is None or had > 0):
+            # every answer has a first token: the candidate's streams ended and none carried
+            # output, where the base measured some (never said of a run with no stream at all)
+            verdicts = ["worse"]
+            reasons.append(f"the base has {a.count:,}: the candidate's {had:,} completed streams carried no output"
+                           if completed is not None else
+                           f"the base has {a.count:,}: the candidate's streams carried no output")
+        else:
+            verdicts = [NOT_COMPARABLE]
+    verdict = ("worse" if "worse" in verdicts else NOT_COMPARABLE if NOT_COMPARABLE in verdicts
+               else "better" if "better" in verdicts else "same")
+    return MetricComparison(scope, metric, spec.unit, base, cand, test, tails, verdict, tuple(reasons))
+
+
+# -- rates -----------------------------------------------------------------------
+
+
+def _rate_tuple(counters: Mapping[str, Any], metrics: Mapping[str, Any], name: str) -> tuple[int, int, float | None]:
+    if name in _BASE_RATES:
+        v, num, den = rate_value(name, counters, metrics, None)
+        return num, den, v
+    started = (counters.get("started", 0) - counters.get("cancelled", 0)
+               - counters.get("client_cancelled", 0))
+    k = counters.get(name, 0)
+    return k, started, (k / started if started > 0 else None)
+
+
+def _compare_rates(scope: str, a: Mapping[str, Any], b: Mapping[str, Any], alpha: float) -> list[RateComparison]:
+    ca, cb = a.get("counters", {}), b.get("counters", {})
+    ma, mb = a.get("metrics", {}), b.get("metrics", {})
+    names = list(_BASE_RATES)
+    codes = sorted({k for k in list(ca) + list(cb) if k.startswith(_CODE_PREFIXES)})
+    out = []
+    for name in names + codes:
+        ka, na, va = _rate_tuple(ca, ma, name)
+        kb, nb, vb = _rate_tuple(cb, mb, name)
+        if not na and not nb:
+            continue
+        test = two_proportions(ka, na, kb, nb)
+        verdict = "same"
+        if not na or not nb:  # one run counted no stream: nothing to compare (never "same")
+            verdict = NOT_COMPARABLE
+        elif test.p_value < alpha and va is not None and vb is not None and va != vb:
+            verdict = _direction(name, vb > va)
+        out.append(RateComparison(scope, name, (ka, na, va), (kb, nb, vb), test.method, test.p_value, verdict))
+    return out
+
+
+def _interval_rates(results_dir: Path | None, summary: Mapping[str, Any]) -> list[tuple[int, int]] | None:
+    """Per-interval output tokens/s of the measured, full-length intervals, as buckets."""
+    if results_dir is None:
+        return None
+    try:
+        lines = (Path(results_dir) / "timeline.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(x) for x in lines if x.strip()]
+    except (OSError, ValueError):
+        return None
+    profile = summary.get("profile")
+    run = profile.get("run", {}) if isinstance(profile, Mapping) else {}
+    warm_ns = int(float(run.get("warmup_s", 0) or 0) * 1e9) if isinstance(run, Mapping) else 0
+    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("start_ns"), int)
+            and isinstance(r.get("end_ns"), int) and r["start_ns"] >= warm_ns]
+    if len(rows) < 3:
+        return None
+    interval_s = run.get("interval_s", 1) if isinstance(run, Mapping) else 1
+    length = int(float(interval_s if isinstance(interval_s, (int, float)) and interval_s > 0 else 1) * 1e9)
+    # drop short intervals and the last one (the drain after the load stopped); the one
+    # the stop ended is full-length too, a little longer (the stop is seen late), so
+    # each rate is over its own interval's length (the longest is not "the" length: that
+    # kept the stop's interval alone, one value, and the test could never be significant)
+    values = sorted(int(r.get("output_tokens", 0) * 1e9 / (r["end_ns"] - r["start_ns"])) for r in rows[:-1]
+                    if r["end_ns"] - r["start_ns"] >= length - length // 100)
+    out: dict[int, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return sorted(out.items())
+
+
+def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_dir: Path | None,
+                        cand_dir: Path | None, alpha: float, min_effect: float) -> list[RateComparison]:
+    sa, sb = base["scopes"].get("all", {}), cand["scopes"].get("all", {})
+    ma, _ = measured_duration_s(base, base_dir)
+    mb, _ = measured_duration_s(cand, cand_dir)
+    ia, ib = _interval_rates(base_dir, base), _interval_rates(cand_dir, cand)
+    out = []
+    for name, unit in ((r.name, r.unit) for r in RATES.values() if not r.fraction):
+        va, num_a, den_a = rate_value(name, sa.get("counters", {}), sa.get("metrics", {}), ma)
+        vb, num_b, den_b = rate_value(name, sb.get("counters", {}), sb.get("metrics", {}), mb)
+        method, p, verdict = "none", 1.0, "same"
+        if not den_a or not den_b or not ma or not mb:
+            # one run counted no stream (interrupted before any), or has no measured duration:
+            # its 0 is not a measured rate, and "no significant change (p = 1)" would be made up
+            verdict = NOT_COMPARABLE
+        elif name == "output_tokens_per_s" and ia and ib:
+            t = mann_whitney(ia, ib)
+            method, p = "mann-whitney over intervals", t.p_value
+            rel = _rel(va, vb)
+            if p < alpha and rel is not None and abs(rel) >= min_effect and (rel > 0) == (t.superiority > 0.5):
+                verdict = _direction("throughput." + name, rel > 0)
+        elif name == "completed_per_s" and ma and mb:
+            # counts over durations: a dead candidate (0 completed) is a change, not noise
+            pt = poisson_rates(num_a, ma, num_b, mb)
+            method, p = pt.method, pt.p_value
+            rel = _rel(va, vb)
+            if p < alpha and va is not None and vb is not None and va != vb \
+                    and (rel is None or abs(rel) >= min_effect):
+                verdict = _direction("throughput." + name, vb > va)
+        out.append(RateComparison("all", "throughput." + name, (num_a, ma or 0.0, va), (num_b, mb or 0.0, vb),
+                                  method, p, verdict, unit))
+    return out
+
+
+#: run warnings (hopbench.driver._finish) that say streams arrived as bursts: compare repeats them
+_BURST_WARNINGS: Final = ("proxy buffering suspected", "client_lagged")
+
+
+def _partial_why(summary: Mapping[str, Any]) -> str:
+    """Why a run is partial, for messages: its ``interrupted_by``, or a checkpoint's fate."""
+    by = summary.get("interrupted_by")
+    if by:
+        return f"complete: false, interrupted_by: {by}"
+    if "ended_at" in summary and summary.get("ended_at") is None:
+        return ("complete: false; summary.json is a checkpoint written during the load: the run was killed "
+                "before its final write")
+    return "complete: false, partial results"
+
+
+def _same_read_notes(metrics: Sequence[MetricComparison]) -> list[str]:
+    """A warning per ITL comparison whose median is a same-read gap on one side only.
+
+    A gap of 0 means two events arrived in one read (docs/results.md): when half
+    or more of a run's gaps are 0 its streams came in bursts (a buffering gateway,
+    or a client that read late), and a lower ITL there is not a faster stream.
+    """
+    notes = []
+    for m in metrics:
+        if m.metric != "itl":
+            continue
+        zero = [side for side, v in (("base", m.base.get("p50")), ("candidate", m.candidate.get("p50")))
+                if isinstance(v, (int, float)) and v < 0.001]
+        if len(zero) == 1:
+            notes.append(f"{m.scope} itl: half or more of the {zero[0]}'s gaps are 0 (events that arrived in "
+                         "one read: bursts from a buffering gateway or a client that read late); a lower "
+                         "ITL there is not a faster stream")
+    return notes
+
+
+def _run_key(label: str, folder: Path | None) -> str:
+    """One key per results folder: ``DIR`` and ``DIR/summary.json`` name the same run."""
+    if folder is None:
+        return label
+    p = Path(folder)
+    if p.name == "summary.json":
+        p = p.parent
+    try:
+        return str(p.resolve())
+    except OSError:
+        return str(p)
+
+
+def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
+                      metrics: Sequence[str] | None = None, alpha: float = ALPHA,
+                      min_effect: float = MIN_EFFECT, force: bool = False,
+                      min_abs_ms: float = MIN_ABS_MS,
+                      base_dir: Path | None = None, candidate_dir: Path | None = None) -> Comparison:
+    """Compare two runs' summaries.
+
+    Args:
+        base: the base run's summary.json dict.
+        candidate: the candidate's.
+        metrics: metric names to compare (default :data:`DEFAULT_METRICS`).
+        alpha: significance level, e.g. 0.01.
+        min_effect: smallest relative change that can make a verdict, e.g. 0.02.
+        min_abs_ms: times only: smallest absolute change (ms) that can make a verdict.
+        force: compare even when the load shapes differ or a run did not complete
+            (each such fact then becomes one warning).
+        base_dir / candidate_dir: the folders (for throughput per interval and messages).
+
+    Returns:
+        Comparison.
+
+    Raises:
+        UsageError: the load shapes differ or a run did not complete (``complete`` not
+            true; the message names its folder), and not ``force``; or an unknown metric.
+        ResultsError: a malformed summary.
+    """
+    names = list(metrics) if metrics else list(DEFAULT_METRICS)
+    for m in names:
+        if m not in METRICS:
+            raise UsageError(f"--metric: unknown metric {m!r}: expected one of {', '.join(METRICS)}")
+    label_a = str(base_dir) if base_dir is not None else "base"
+    label_b = str(candidate_dir) if candidate_dir is not None else "candidate"
+    diffs = shape_differences(base, candidate)
+    warnings = []
+    if diffs:
+        if not force:
+            raise UsageError(f"{label_a} and {label_b}: the runs' load shapes differ ("
+                             + "; ".join(diffs) + "): pass --force to compare anyway")
+        warnings.append("load shapes differ (compared with --force): " + "; ".join(diffs))
+    # one run named twice (the same folder as base and candidate) is one run: warn once
+    runs = {_run_key(label, d): (label, s) for label, d, s in
+            ((label_a, base_dir, base), (label_b, candidate_dir, candidate))}
+    partial = [label for label, s in runs.values() if s.get("complete") is not True]
+    if partial and not force:
+        why = _partial_why(next(s for label, s in runs.values() if label == partial[0]))
+        raise UsageError(f"{partial[0]}: the run did not complete ({why}): its "
+                         "figures cover only part of the planned load; pass --force to compare anyway")
+    if partial:
+        warnings.append(f"{', '.join(partial)}: the run did not complete (partial results; compared with "
+                        "--force)")
+    for label, s in runs.values():
+        if s.get("saturated") is True:
+            warnings.append(f"{label}: the load generator was saturated (latencies not trustworthy)")
+        for w in s.get("warnings") or ():  # streams that arrived as bursts: their ITL is not a stream's pace
+            if isinstance(w, str) and w.startswith(_BURST_WARNINGS):
+                warnings.append(f"{label}: {w}")
+    scopes_a, scopes_b = base.get("scopes"), candidate.get("scopes")
+    if not isinstance(scopes_a, Mapping) or not isinstance(scopes_b, Mapping):
+        raise ResultsError("summary: expected a \"scopes\" object in both runs")
+    common = [s for s in scopes_a if s in scopes_b]
+    out_m: list[MetricComparison] = []
+    out_r: list[RateComparison] = []
+    for scope in common:
+        a, b = scopes_a[scope], scopes_b[scope]
+        for metric in names:
+            ha = _hist(a, metric, f"{label_a}: scopes.{scope}")
+            hb = _hist(b, metric, f"{label_b}: scopes.{scope}")
+            if not ha.count and not hb.count:
+                continue
+            out_m.append(compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect,
+                                        min_abs_ms=min_abs_ms, streams=(_streams(a), _streams(b)),
+                                        completed=(_completed(a), _completed(b))))
+        out_r.extend(_compare_rates(scope, a, b, alpha))
+    warnings += _same_read_notes(out_m)
+    if "all" in common:
+        out_r.extend(_compare_throughput(base, candidate, base_dir, candidate_dir, alpha, min_effect))
+    from ._capacity_table import compare_capacity  # staged runs (docs/slo.md)
+
+    capacity = compare_capacity(base, candidate)
+    if capacity is not None and base.get("stage_of_record") != candidate.get("stage_of_record"):
+        warnings.append(f"latencies are compared at each run's capacity point ({base.get('stage_of_record')} "
+                        f"vs {candidate.get('stage_of_record')}): different loads")
+    return Comparison(
+        base_dir=label_a, candidate_dir=label_b, metrics=tuple(out_m), rates=tuple(out_r),
+        warnings=tuple(warnings),
+        only_in_base=tuple(s for s in scopes_a if s not in scopes_b),
+        only_in_candidate=tuple(s for s in scopes_b if s not in scopes_a),
+        alpha=alpha, min_effect=min_effect, shape_differences=tuple(diffs), capacity=capacity,
+    )
+
+
+# -- rendering -------------------------------------------------------------------
+
+
+def _num(v: float | int | None) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, int):
+        return str(v)
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    if a < 0.001:  # below 1 us: a "same read" gap (0, kept as HDR's 1 ns), never "1e-06"
+        return "<0.001" if v > 0 else ">-0.001"
+    return f"{v:.3g}"
+
+
+def _pct(r: float | None) -> str:
+    return "" if r is None else f"{r:+.1%}"
+
+
+def _rate_cell(t: tuple[float, float, float | None], unit: str) -> str:
+    if unit:
+        return _num(t[2]) if t[2] is not None else "-"
+    return f"{int(t[0])}/{int(t[1])} = {t[2]:.3%}" if t[2] is not None else f"{int(t[0])}/{int(t[1])}"
+
+
+_VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant change",
+                 NOT_COMPARABLE: "not comparable"}
+
+
+def _method_line(c: Comparison) -> str:
+    return (f"method: Mann-Whitney U (tie-corrected) on HDR buckets and {1 - c.alpha:.0%} quantile CIs "
+            f"of p90/p99, alpha {c.alpha:g}, min effect {c.min_effect:.0%}; rates: two-proportion z / Fisher")
+
+
+def _render_text(c: Comparison) -> str:
+    out = [f"base:      {c.base_dir}", f"candidate: {c.candidate_dir}", _method_line(c)]
+    out += [f"warning: {w}" for w in c.warnings]
+    if c.only_in_base or c.only_in_candidate:
+        out.append(f"scopes only in base: {', '.join(c.only_in_base) or '-'}; "
+                   f"only in candidate: {', '.join(c.only_in_candidate) or '-'}")
+    for scope in c.scopes():
+        out.append("")
+        out.append(f"== {scope} ==")
+        for m in (m for m in c.metrics if m.scope == scope):
+            out.append(f"  {f'{m.metric} ({m.unit})':<32}{'base':>12} {'candidate':>12} {'change':>12}")
+            for k in SHOWN_STATS:
+                d, r = m.change(k)
+                label = "p99.9" if k == "p999" else k
+                out.append(f"    {label:<30}{_num(m.base[k]):>12} "
+                           f"{_num(m.candidate[k]):>12} {_num(d) if d is not None else '':>12} {_pct(r):>8}")
+            why = f"  ({'; '.join(m.reasons)})" if m.reasons else ""
+            out.append(f"    verdict: {_VERDICT_TEXT[m.verdict]}{why}")
+        rates = [r for r in c.rates if r.scope == scope]
+        if rates:
+            out.append("  rates")
+            for rc in rates:
+                rel = _rel(rc.base[2], rc.candidate[2])
+                out.append(f"    {rc.name:<34} {_rate_cell(rc.base, rc.unit):>22} -> {_rate_cell(rc.candidate, rc.unit):<22}"
+                           f" {_pct(rel):>8}  {_VERDICT_TEXT[rc.verdict]} ({rc.method}, p = {rc.p_value:.2g})")
+    from ._capacity_table import capacity_compare_lines
+
+    out += capacity_compare_lines(c.capacity)
+    worse = c.any_worse
+    out.append("")
+    out.append("compare: " + ("WORSE: " + ", ".join(
+        [f"{m.scope} {m.metric}" for m in c.metrics if m.verdict == "worse"]
+        + [f"{r.scope} {r.name}" for r in c.rates if r.verdict == "worse"]
+        + (["capacity"] if (c.capacity or {}).get("verdict") == "worse" else [])) if worse else "nothing worse")
+        + _untrusted(c))
+    return "\n".join(out) + "\n"
+
+
+def _untrusted(c: Comparison) -> str:
+    """The closing line's caveat when a side's latencies include client-side delay."""
+    saturated = [w.split(": the load generator was saturated")[0] for w in c.warnings
+                 if w.endswith(": the load generator was saturated (latencies not trustworthy)")]
+    if not saturated:
+        return ""
+    return (f" (latencies not trustworthy: the load generator was saturated in {' and '.join(saturated)}; "
+            "a latency verdict may be the client's or the machine's, not the target's)")
+
+
+def _md_cell(m: MetricComparison, k: str) -> str:
+    d, r = m.change(k)
+    if k == "count":
+        return f"{_num(m.base[k])} / {_num(m.candidate[k])}"
+    return f"{_num(m.base[k])} → {_num(m.candidate[k])}" + (f" ({_pct(r)})" if r is not None else "")
+
+
+_MD_VERDICT = {"better": "✅ better", "worse": "❌ worse", "same": "no significant change",
+               NOT_COMPARABLE: "⚪ not comparable"}
+
+
+def _render_markdown(c: Comparison) -> str:
+    out = [f"### hopbench compare: `{c.base_dir}` → `{c.candidate_dir}`", "", _method_line(c), ""]
+    out += [f"> ⚠️ {w}" for w in c.warnings]
+    for scope in c.scopes():
+        out += ["", f"#### {scope}", "",
+                "| metric | verdict | count | p50 | p90 | p99 | p99.9 | max |",
+                "|---|---|---|---|---|---|---|---|"]
+        for m in (m for m in c.metrics if m.scope == scope):
+            cells = " | ".join(_md_cell(m, k) for k in SHOWN_STATS)
+            out.append(f"| {m.metric} ({m.unit}) | {_MD_VERDICT[m.verdict]} | {cells} |")
+        rates = [r for r in c.rates if r.scope == scope]
+        if rates:
+            out += ["", "| rate | verdict | base | candidate | change | test |", "|---|---|---|---|---|---|"]
+            for r in rates:
+                out.append(f"| {r.name} | {_MD_VERDICT[r.verdict]} | {_rate_cell(r.base, r.unit)} | "
+                           f"{_rate_cell(r.candidate, r.unit)} | {_pct(_rel(r.base[2], r.candidate[2]))} | "
+                           f"{r.method}, p = {r.p_value:.2g} |")
+    from ._capacity_table import capacity_compare_lines
+
+    out += [line.replace("== capacity ==", "#### capacity").strip() for line in capacity_compare_lines(c.capacity)]
+    return "\n".join(out) + "\n"
+
+
+# -- command ---------------------------------------------------------------------
+
+
+def compare_command(base_dir: Path, candidate_dir: Path, *, metrics: Sequence[str] = (),
+                    alpha: float = ALPHA, min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS,
+                    force: bool = False) -> Comparison:
+    """``hopbench compare``: check the settings, read both folders, compare them.
+
+    The arguments are parsed by :mod:`hopbench.cli`, which prints the
+    comparison and picks the exit code (``--fail-on-worse``).
+
+    Args:
+        base_dir / candidate_dir: results folders (or summary.json files).
+        metrics: metric names (default :data:`DEFAULT_METRICS`).
+        alpha: significance level, in (0, 1).
+        min_effect: smallest relative change that can be a verdict (0.02 = 2 %).
+        min_abs_ms: times: smallest absolute change (ms) that can be a verdict.
+        force: compare runs whose load shapes differ, or that did not complete.
+
+    Returns:
+        Comparison.
+
+    Raises:
+        UsageError: a setting out of range, an unknown metric, load shapes differ,
+            a partial run (``complete: false``) without ``force``.
+        ResultsError: a folder that cannot be read.
+    """
+    from ..driver._results import read_summary
+
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha: expected a number between 0 and 1, got {alpha}")
+    if not 0 <= min_effect < 10:
+        raise UsageError(f"--min-effect: expected a fraction >= 0 (0.02 = 2 %), got {min_effect}")
+    if not min_abs_ms >= 0:
+        raise UsageError(f"--min-abs-ms: expected a number of ms >= 0, got {min_abs_ms}")
+    base = read_summary(base_dir)
+    cand = read_summary(candidate_dir)
+    return compare_summaries(
+        base, cand, metrics=list(metrics) or None, alpha=alpha, min_effect=min_effect,
+        min_abs_ms=min_abs_ms, force=force, base_dir=base_dir, candidate_dir=candidate_dir)

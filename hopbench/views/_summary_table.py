@@ -1,0 +1,297 @@
+"""The end-of-run summary on the terminal (rich), from a summary.json dict.
+
+Role: presentation only. It reads the dict :meth:`ResultsWriter.finish`
+returns (or :func:`read_summary` reads back), so a saved run renders the same
+as a live one. Invariants: fits in 100 columns; never raises on a missing
+section (an interrupted run's summary may lack most of them); warnings come
+last, red for results that cannot be trusted as they stand, yellow for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..measure._burst import burst_warnings
+from .._format import fmt_num as _num
+from .._format import cpu_phrase, load_phrase
+from ..measure._hdr import METRICS
+from ..measure._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
+
+__all__ = ["load_text", "render_summary"]
+
+_OUTCOMES = ("started", *OUTCOMES)
+_DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
+#: warnings that mean the figures cannot be trusted as they stand (red)
+_RED_WARNINGS = ("nothing completed", "no output", "error rate", "target lost", "target unreachable",
+                 "hopbench crashed", "load generator saturated", "run interrupted")
+_UNIT_LABEL = {"ms": "ms", "tokens/s": "tok/s"}
+#: stop classes in report order (hopbench.protocols.STOP_CLASSES)
+_STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
+#: per-stream flags shown under the stop reasons: counter -> label
+_STREAM_FLAGS = (("refused", "refused"), ("hidden_reasoning", "hidden reasoning"),
+                 ("no_done", "no [DONE]"), ("usage_total_mismatch", "total != in+out"),
+                 ("tokens_source.events", "tpot from events"))
+
+
+def _int(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else "-"
+
+
+def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
+    table = Table(title=f"[bold]{name}[/bold]", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, padding=(0, 1))
+    table.add_column("metric", no_wrap=True)
+    table.add_column("unit", no_wrap=True)
+    for col in ("count", "p50", "p90", "p99", "p99.9", "max"):
+        table.add_column(col, justify="right", no_wrap=True)
+    metrics = scope.get("metrics") or {}
+    for metric in list(METRICS) + [m for m in metrics if m not in METRICS]:
+        m = metrics.get(metric)
+        if not isinstance(m, Mapping):
+            continue
+        label = metric if not m.get("out_of_range") else f"{metric} (!)"
+        table.add_row(
+            label,
+            _UNIT_LABEL.get(str(m.get("unit")), str(m.get("unit", ""))),
+            _int(m.get("count")),
+            _num(m.get("p50")),
+            _num(m.get("p90")),
+            _num(m.get("p99")),
+            _num(m.get("p999")),
+            _num(m.get("max")),
+        )
+    return table
+
+
+def _cancel_line(counters: Mapping[str, int], metrics: Mapping[str, Any]) -> Text:
+    """Client cancels joined with the upstream's record: how fast the upstream
+    noticed, the tokens it wasted, the upstreams that ran on (yellow when any did)."""
+    text = f"client cancels {counters['client_cancelled']:,}"
+    matched = counters.get("cancel.matched", 0)
+    if matched or counters.get("cancel.unmatched"):
+        delay = metrics.get("cancel_delay") or {}
+        text += (f" · upstream noticed p50/p99 {_num(delay.get('p50'))}/{_num(delay.get('p99'))} ms"
+                 f" · wasted tokens {counters.get('cancel.wasted_tokens', 0):,}"
+                 f" · upstream ran to the end {counters.get('cancel.upstream_completed', 0):,}"
+                 f" · not noticed {counters.get('cancel.upstream_not_closed', 0):,}")
+        if counters.get("cancel.unmatched"):
+            text += f" · not in the upstream's record {counters['cancel.unmatched']:,}"
+    ran_on = counters.get("cancel.upstream_completed", 0) or counters.get("cancel.upstream_not_closed", 0)
+    return Text(text, style="yellow" if ran_on or counters.get("cancel.unmatched") else "")
+
+
+def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
+    counters: Mapping[str, int] = scope.get("counters") or {}
+    lines: list[Text] = []
+    line = Text("outcomes: ")
+    for i, k in enumerate(k for k in _OUTCOMES if counters.get(k) or k == "completed"):
+        if i:
+            line.append(" · ")
+        style = ("green" if k == "completed" and counters.get(k) else
+                 "red" if k in BROKEN or k == "completed" else "yellow" if k == "cancelled" else "")
+        line.append(f"{k} {counters.get(k, 0):,}", style=style)
+    lines.append(line)
+    # every detail with its count: the reason of each failure kind is the point
+    details = sorted(
+        (k, n) for k, n in counters.items() if n and k.startswith(_DETAIL_PREFIXES)
+    )
+    if details:
+        lines.append(Text("details: " + ", ".join(f"{k} {n:,}" for k, n in details), style="dim"))
+    tokens = scope.get("tokens") or {}
+    tin, tout = tokens.get("input") or {}, tokens.get("output") or {}
+    lines.append(Text(
+        f"tokens in/out: completed {_int(tin.get('completed', 0))} / "
+        f"{_int(tout.get('completed', 0))} · broken {_int(tin.get('broken', 0))} / "
+        f"{_int(tout.get('broken', 0))}"
+        + (f" · no usage reported by {counters['no_usage']:,} streams" if counters.get("no_usage") else "")
+    ))
+    lengths = scope.get("lengths") or {}  # docs/workloads.md: requested vs reported
+    if lengths:
+        lines.append(Text("lengths requested → reported (mean tokens): " + " · ".join(
+            f"{d} {v['requested_mean']:,.1f} → {v['reported_mean']:,.1f} (×{v['ratio']:.3f})"
+            for d, v in lengths.items())))
+    cache = scope.get("cache")  # docs/results.md, "Prompt cache"
+    if cache:
+        lines.append(Text(f"prompt cache: {cache['hit_ratio']:.1%} of {_int(cache['prompt_tokens'])} prompt "
+                          f"tokens cached ({cache['streams']:,} streams reported it)"
+                          + (f"; the trace implies {cache['implied_hit_ratio']:.1%}"
+                             if "implied_hit_ratio" in cache else "")))
+    turns = scope.get("turns") or []  # docs/results.md, "Sessions"
+    if turns:
+        shown = turns if len(turns) <= 12 else turns[:10] + turns[-2:]
+        lines.append(Text("session turns (streams · mean TTFT ms · mean input tokens): " + " | ".join(
+            f"{x['turn']}: {x['streams']:,} · {_num(x['ttft_mean_ms'])} · {_num(x['input_tokens_mean'])}"
+            for x in shown)))
+    lines.extend(_stop_lines(counters))
+    if counters.get("client_cancelled"):  # docs/results.md, "Client cancellation"
+        lines.append(_cancel_line(counters, scope.get("metrics") or {}))
+    ka, bad = counters.get("keepalives", 0), counters.get("keepalive_violations", 0)
+    if ka or bad:
+        ka_line = f"keepalives {ka:,} · violations {bad:,}"
+        if "max_silence" in (scope.get("metrics") or {}):
+            ka_line += f" · max silence p99 {_num(scope['metrics']['max_silence'].get('p99'))} ms"
+        lines.append(Text(ka_line, style="yellow" if bad else ""))
+    return lines
+
+
+def _headline(summary: Mapping[str, Any]) -> Text | None:
+    """Throughput and error rate over the run (summary.json ``headline``)."""
+    head = summary.get("headline")
+    if not isinstance(head, Mapping) or not head.get("started"):
+        return None
+    rate = head.get("error_rate") or 0.0
+    intr = head.get("interrupted_rate") or 0.0
+    text = Text("run: ", style="bold")
+    text.append(f"{head.get('completed', 0):,} of {head.get('started', 0):,} streams completed · "
+                f"{_num(head.get('completed_per_s'))} completed/s · "
+                f"{_num(head.get('output_tokens_per_s'))} output tok/s · ")
+    text.append(f"error rate {rate:.1%}", style="bold red" if not head.get("completed") else
+                "red" if rate > ERROR_RATE_WARN else "green")
+    if intr:
+        text.append(f" · interrupted {intr:.1%}", style="yellow")
+    return text
+
+
+def load_text(load: Mapping[str, Any]) -> str | None:
+    """The load the run held, one line (summary.json ``load``; docs/results.md,
+    "Load held"): the shared phrase (``hopbench._format.load_phrase``, the words
+    ``hopbench gate`` uses too), then, for an open loop, its schedule lag p99 and
+    how many requests the dispatcher thread wrote. None when the block says neither."""
+    text = load_phrase(load)
+    if not text:
+        return None
+    if load.get("requested_concurrency") is None and load.get("mode") != "concurrency":
+        text += f" · schedule lag p99 {_num(load.get('schedule_lag_p99_ms'))} ms"
+        if load.get("dispatcher_threads"):
+            text += (f" · {_int(load.get('dispatched'))} written by the dispatcher thread, "
+                     f"{_int(load.get('spare_connections'))} spare connections")
+    return text
+
+
+def _has(warnings: list[str], phrase: str | tuple[str, ...]) -> bool:
+    """True when a warning already says ``phrase`` (e.g. "worker 2: load generator saturated")."""
+    phrases = (phrase,) if isinstance(phrase, str) else phrase
+    return any(p in w for w in warnings for p in phrases)
+def _stop_lines(counters: Mapping[str, int]) -> list[Text]:
+    """Streams by stop class, the per-stream flags, and recorded header values."""
+    lines: list[Text] = []
+    stops = [f"{c} {counters[f'stop.{c}']:,}" for c in _STOP_CLASSES if counters.get(f"stop.{c}")]
+    flags = [f"{label} {counters[k]:,}" for k, label in _STREAM_FLAGS if counters.get(k)]
+    if stops or flags:
+        lines.append(Text("stop reasons: " + (" · ".join(stops) or "-")
+                          + ("  |  " + " · ".join(flags) if flags else "")))
+    headers: dict[str, list[str]] = {}
+    for k, n in sorted(counters.items()):
+        if k.startswith("header.") and n:
+            name, _, value = k[len("header."):].partition("=")
+            headers.setdefault(name, []).append(f"{value} ×{n:,}")
+    for name, values in headers.items():
+        more = f" (+{len(values) - 6} more)" if len(values) > 6 else ""
+        lines.append(Text(f"header {name}: " + ", ".join(values[:6]) + more, style="dim"))
+    return lines
+
+
+def _warnings(summary: Mapping[str, Any]) -> list[Text]:
+    out: list[Text] = []
+    listed = [str(w) for w in summary.get("warnings") or []]
+    said = ("run interrupted", "hopbench crashed", "target unreachable", "target lost")
+    if summary.get("complete") is not True and not _has(listed, said):  # else the warning says it
+        by = summary.get("interrupted_by")
+        out.append(Text(
+            "INCOMPLETE: the run stopped before its end"
+            + (f" (interrupted by {by})" if by else "")
+            + "; figures cover the part that ran",
+            style="bold red",
+        ))
+    if summary.get("saturated") and not _has(listed, "load generator saturated"):
+        out.append(Text(
+            "SATURATED: the client could not keep to the schedule; "
+            "latencies include client-side lag",
+            style="bold red",
+        ))
+    load = summary.get("load")
+    if isinstance(load, Mapping) and load.get("held") is False and not _has(listed, "load not held"):
+        out.append(Text("load not held: the achieved load fell short of the target", style="red"))
+    all_scope = (summary.get("scopes") or {}).get("all") or {}
+    counters: Mapping[str, int] = all_scope.get("counters") or {}
+    # proxy_buffering_suspected / client_lagged are stream flags (shown with the stop
+    # reasons); a warning only past the rule summary.json's warnings use (docs/results.md:
+    # more than half of the completed streams), so a few flagged streams warn nowhere.
+    done = counters.get("completed", 0)
+    # the burst verdict: summary.json's own rule (hopbench.measure._burst), re-judged counters included
+    if not _has(listed, "proxy buffering") and not _has(listed, "origin_burst"):
+        for w in burst_warnings(counters, embedded=summary.get("target") == "embedded"):
+            out.append(Text(w, style="yellow"))
+    if counters.get("client_lagged", 0) * 2 > done > 0 and not _has(listed, "client_lagged"):
+        out.append(Text(
+            f"{counters['client_lagged']:,} streams arrived in bursts because the client's own event loop "
+            "was late to read them (client_lagged: not evidence of a proxy; see loop_lag)",
+            style="yellow",
+        ))
+    oor = {k.split(".", 1)[1]: n for k, n in counters.items() if k.startswith("out_of_range.") and n}
+    if oor and not any("outside the histogram's range" in w for w in listed):
+        listing = ", ".join(f"{m} {n:,}" for m, n in sorted(oor.items()))
+        out.append(Text(f"values out of range (not in histograms, counted): {listing}", style="yellow"))
+    if counters.get("keepalive_violations"):
+        out.append(Text(f"keepalive violations: {counters['keepalive_violations']:,}", style="yellow"))
+    for w in listed:
+        # (an arm's or a scenario's own "nothing completed" / "no output" too)
+        bad = w.startswith(_RED_WARNINGS) or ": nothing completed:" in w or ": no output:" in w
+        out.append(Text(w, style="bold red" if bad else "yellow"))
+    return out
+
+
+def render_summary(summary: dict[str, Any], console: Console) -> None:
+    """Print one compact table per scope, then the warnings.
+
+    Args:
+        summary: a summary.json dict (``ResultsWriter.finish`` or ``read_summary``).
+        console: where to print; everything fits in 100 columns.
+
+    Never raises on missing sections: what is absent is not shown.
+    """
+    scopes = summary.get("scopes") or {}
+    names = [n for n in scopes if n != "all"]
+    # With a single scenario, "all" repeats it, unless it holds global metrics.
+    if "all" in scopes:
+        only = scopes[names[0]] if len(names) == 1 else None
+        if only is None or set(scopes["all"].get("metrics") or {}) != set(only.get("metrics") or {}):
+            names.append("all")
+    for name in names:
+        scope = scopes[name]
+        if not isinstance(scope, Mapping):
+            continue
+        if scope.get("metrics"):
+            console.print(_metrics_table(name, scope))
+        else:
+            console.print(Text.assemble((name, "bold"), ": no values recorded"))
+        for line in _scope_lines(scope):
+            console.print(line)
+        console.print()
+    from ..driver._overhead import overhead_lines  # docs/gateway-overhead.md
+
+    for text in overhead_lines(summary.get("gateway_overhead") or {}):
+        console.print(Text(text))
+    held = load_text(summary.get("load") or {})
+    if held is not None:
+        console.print(Text.assemble(("load: ", "bold"), held))
+    gen = summary.get("generator")
+    cpu = cpu_phrase(gen, summary.get("workers")) if isinstance(gen, Mapping) else ""
+    if cpu:  # who used the machine's CPUs (one process and --workers alike)
+        console.print(Text.assemble(("cpu: ", "bold"), cpu))
+    head = _headline(summary)
+    if head is not None:
+        console.print(head)
+    warnings = _warnings(summary)
+    if warnings:
+        console.print(Text("warnings", style="bold"))
+        for w in warnings:
+            console.print(Text("  ") + w)
+    else:
+        console.print(Text("no warnings", style="green"))

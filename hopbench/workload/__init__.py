@@ -1,0 +1,1 @@
+"""What is sent: prompt and output lengths, datasets, prompt pools, sessions, traces, cancels (pure, seeded)."""
