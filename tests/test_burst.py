@@ -34,7 +34,9 @@ from hopbench.measure._burst import (
     record_rejudged,
     rejudge,
 )
-from hopbench.measure._meter import StreamMeter, measure, record_stream, stream_line
+from hopbench.measure._meter import StreamMeter, measure
+from hopbench.measure._sinks import record_stream
+from hopbench.measure._lines import stream_line
 from hopbench.measure._recorder import ALL, Recorder
 from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, StreamEnd, StreamResult
 

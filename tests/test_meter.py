@@ -49,8 +49,9 @@ def test_meter_itl_zero_for_events_of_one_read_and_silences() -> None:
 
 # -- measure(): the metric rules, without trio or sockets ----------------------
 
-from hopbench.measure._meter import (StreamRecord, measure, outcome_counters, record_stream,  # noqa: E402
-                             recorder_sink, stream_line)
+from hopbench.measure._meter import StreamRecord, measure
+from hopbench.measure._sinks import outcome_counters, record_stream, recorder_sink
+from hopbench.measure._lines import stream_line
 from hopbench.measure._recorder import Recorder  # noqa: E402
 from hopbench.protocols import Observation, StreamEnd, StreamResult  # noqa: E402
 
@@ -268,7 +269,7 @@ def test_stream_line_relative_stamps_and_every_field() -> None:
 
 # -- the decoder's stream through the meter, as the runner does it (no trio) ----
 
-from hopbench.measure._meter import HEADER_VALUES_MAX, HeaderValues, capture_headers  # noqa: E402
+from hopbench.measure._lines import HEADER_VALUES_MAX, HeaderValues, capture_headers  # noqa: E402
 from hopbench.protocols import new_decoder  # noqa: E402
 from hopbench.sse import SSEScanner  # noqa: E402
 

@@ -375,7 +375,8 @@ def test_analyse_event_delay_over_time() -> None:
 def test_meter_fingerprints_each_content_events_text(protocol: str, events: list[bytes]) -> None:
     """The client's per-event text fingerprints (streams.jsonl content_crc) are the CRC-32 of
     the same texts the upstream's record cuts from its text (upstream_from_record)."""
-    from hopbench.measure._meter import StreamMeter, overhead_line
+    from hopbench.measure._meter import StreamMeter
+    from hopbench.measure._lines import overhead_line
     from hopbench.protocols import new_decoder
     from hopbench.sse import SSEEvent
 
@@ -407,7 +408,8 @@ def test_silences_count_any_client_read_not_only_content_and_keepalives() -> Non
 
 
 def test_meter_quiet_reads_are_the_reads_without_content() -> None:
-    from hopbench.measure._meter import StreamMeter, overhead_line
+    from hopbench.measure._meter import StreamMeter
+    from hopbench.measure._lines import overhead_line
     from hopbench.protocols import ContentDelta, Keepalive
 
     m = StreamMeter(0, 0)

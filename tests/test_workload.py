@@ -560,7 +560,7 @@ def test_workload_encode_body_per_protocol() -> None:
 def test_workload_record_lengths_counts_streams_past_their_max_tokens() -> None:
     from types import SimpleNamespace
 
-    from hopbench.measure._meter import record_lengths
+    from hopbench.measure._sinks import record_lengths
     from hopbench.measure._recorder import Recorder
     from hopbench.driver._results import lengths_of
 
@@ -581,7 +581,7 @@ def test_workload_record_lengths_judges_max_tokens_per_choice() -> None:
     (a review found them counted over it: a false "max_tokens not honoured")."""
     from types import SimpleNamespace
 
-    from hopbench.measure._meter import record_lengths
+    from hopbench.measure._sinks import record_lengths
     from hopbench.measure._recorder import Recorder
 
     rec = Recorder(["s"])

@@ -49,8 +49,9 @@ from ..measure._slo import judge, record_verdict
 from ._dispatch import Dispatcher, Slot
 from ..measure._hdr import warm_tables
 from ._pacer import Pacer, real_clock, timerfd_available
-from ..measure._meter import (HeaderValues, StreamMeter, capture_headers, measure, overhead_line, record_lengths,
-                     record_stream, recorder_sink, stream_line)
+from ..measure._meter import StreamMeter, measure
+from ..measure._lines import HeaderValues, capture_headers, overhead_line, stream_line
+from ..measure._sinks import record_lengths, record_stream, recorder_sink
 from ..config._profile import LoadSpec, Profile, Scenario, request_headers
 from ..measure._recorder import IntervalSnapshot, Recorder
 from ._runqueue import RunQueueWatch

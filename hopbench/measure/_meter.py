@@ -5,8 +5,8 @@ stamps every network read with one clock reading (integer ns) and hands the
 :class:`StreamMeter` the read and the decoder's observations for it; at the end
 :func:`measure` applies every metric rule (what counts as TTFT, TPOT, E2E,
 which tokens count, silences, flags) and returns a :class:`StreamRecord`,
-which :func:`record_stream` puts into the ``Recorder`` and :func:`stream_line`
-turns into a streams.jsonl line. Events that arrive in one read share one
+which ``record_stream`` (hopbench.measure._sinks) puts into the ``Recorder``
+and ``stream_line`` (hopbench.measure._lines) turns into a streams.jsonl line. Events that arrive in one read share one
 stamp, so an inter-token gap of 0 means "same read".
 
 Latencies count from ``start_ns``: the intended start in an open loop (wrk2:
@@ -19,11 +19,9 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from ._burst import PACED_GAP_MIN_NS, SUSPECTED
+from ._burst import PACED_GAP_MIN_NS
 from ._digest import bucket_of
-from ._recorder import Recorder
 from .._units import NS_PER_S
 from ..protocols import (
     EVENT_CHANNELS,
@@ -38,12 +36,7 @@ from ..protocols import (
     stop_class,
 )
 
-__all__ = [
-    "StreamMeter", "StreamRecord", "measure", "outcome_counters", "record_stream", "record_lengths", "stream_line",
-    "capture_headers", "HeaderValues", "HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "CLIENT_LAG_MIN_NS",
-    "GapSink", "recorder_sink", "PACED_GAP_MIN_NS",
-    "overhead_line",
-]
+__all__ = ["StreamMeter", "StreamRecord", "measure", "CLIENT_LAG_MIN_NS", "GapSink", "PACED_GAP_MIN_NS"]
 
 #: ContentDelta kind -> its list in ``Decoder.kept_fragments()``
 _KEPT_INDEX = {"text": 0, "reasoning": 1, "refusal": 2}
@@ -51,19 +44,6 @@ _KEPT_INDEX = {"text": 0, "reasoning": 1, "refusal": 2}
 GapSink = Callable[[str, int], None]
 """Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
 with metric ``"itl"`` or ``"keepalive_interval"`` (``_hdr.METRICS``)."""
-
-
-def recorder_sink(rec: Recorder, scope: str) -> GapSink:
-    """A :data:`GapSink` that records into ``rec`` under ``scope`` (and "all").
-
-    Each gap lands in the recorder's *current* interval, so intervals.hlog and
-    timeline.jsonl show inter-token gaps in the interval they occurred in, not
-    at the stream's end (issue 16).
-
-    Raises:
-        UsageError: ``scope`` is not one of ``rec``'s scopes.
-    """
-    return rec.sink(scope)
 
 
 class StreamMeter:
@@ -527,21 +507,8 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         answer_end = m.last_byte_ns
     else:
         answer_end = end_ns
-    if result is not None:
-        events = tuple((k, result.events.get(k, 0)) for k in EVENT_CHANNELS)
-        inp, out, total = result.input_tokens, result.output_tokens, result.total_tokens
-        anomalies = tuple(result.anomalies.items())
-        choices = max(result.choices, 1)
-        stop = stop_class(result.stop_reason)
-        refused = result.events.get("refusal", 0) > 0 or bool(result.refusal_text)
-        hidden, no_done = result.hidden_reasoning, result.no_done
-    else:
-        inp, out, total = m.input_tokens, m.output_tokens, None
-        anomalies = ()
-        choices = 1
-        events = tuple((k, 0) for k in EVENT_CHANNELS)
-        stop = None
-        refused = hidden = no_done = False
+    d = _Decoded.of(m, result)
+    events, inp, out, total, choices = d.events, d.input_tokens, d.output_tokens, d.total_tokens, d.choices
     output_events = sum(n for _, n in events)
     content_events = output_events - dict(events)["reasoning"]
     if out:
@@ -561,12 +528,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
                 tpot = int((answer_end - first) / (answer_tokens - 1))
             if e2e > 0:
                 rate = int(answer_tokens * 1000 * NS_PER_S / e2e)
-        burst = (first is not None and m.content_reads <= 2 and output_events >= 4
-                 and first - start >= 0.9 * e2e)
-        lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
-        if burst and not lagged:
-            held = _held_ns(m, first, sent)
-            buffered = held >= (output_events - 1) * PACED_GAP_MIN_NS
+        buffered, lagged, held = _burst(m, e2e, output_events)
     # a cut stream, or one that never got a response, had no chance to report usage
     got_body = (outcome not in ("http_error", "connect_error", "cancelled", "client_cancelled")
                 and headers is not None)
@@ -618,16 +580,61 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         output_events=output_events,
         events=events,
         content_events=content_events,
-        stop_class=stop,
-        refused=refused,
-        hidden_reasoning=hidden,
-        no_done=no_done,
+        stop_class=d.stop_class,
+        refused=d.refused,
+        hidden_reasoning=d.hidden_reasoning,
+        no_done=d.no_done,
         no_usage=got_body and inp is None and out is None,
-        anomalies=anomalies,
+        anomalies=d.anomalies,
         headers=m.headers,
         cached_tokens=None if result is None else result.cached_tokens,
         burst_held_ns=held if buffered else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    """What the decoder's verdict says of one stream (or the meter's usage without one)."""
+
+    events: tuple[tuple[str, int], ...]
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    anomalies: tuple[tuple[str, int], ...]
+    choices: int
+    stop_class: str | None
+    refused: bool
+    hidden_reasoning: bool
+    no_done: bool
+
+    @staticmethod
+    def of(m: StreamMeter, result: StreamResult | None) -> _Decoded:
+        """Tokens from the decoder's result, else from the meter's usage observations."""
+        if result is None:
+            return _Decoded(tuple((k, 0) for k in EVENT_CHANNELS), m.input_tokens, m.output_tokens, None,
+                            (), 1, None, False, False, False)
+        return _Decoded(
+            tuple((k, result.events.get(k, 0)) for k in EVENT_CHANNELS),
+            result.input_tokens, result.output_tokens, result.total_tokens,
+            tuple(result.anomalies.items()), max(result.choices, 1), stop_class(result.stop_reason),
+            result.events.get("refusal", 0) > 0 or bool(result.refusal_text),
+            result.hidden_reasoning, result.no_done)
+
+
+def _burst(m: StreamMeter, e2e_ns: int, output_events: int) -> tuple[bool, bool, int | None]:
+    """A completed stream's burst verdict (the rule in :func:`measure`'s docstring).
+
+    Returns:
+        (proxy_buffering_suspected, client_lagged, the suspected burst's hold in ns or None).
+    """
+    first, start = m.first_token_ns, m.start_ns
+    burst = (first is not None and m.content_reads <= 2 and output_events >= 4
+             and first - start >= 0.9 * e2e_ns)
+    lagged = burst and m.content_read_lag_max_ns >= max(CLIENT_LAG_MIN_NS, m.content_read_lag_gap_ns // 10)
+    if not burst or lagged:
+        return False, lagged, None
+    held = _held_ns(m, first, m.sent_ns)
+    return held >= (output_events - 1) * PACED_GAP_MIN_NS, False, held
 
 
 def _held_ns(m: StreamMeter, first_ns: int | None, sent_ns: int) -> int:
@@ -642,263 +649,6 @@ def _held_ns(m: StreamMeter, first_ns: int | None, sent_ns: int) -> int:
     return first_ns - since - lag
 
 
-def outcome_counters(outcome: str, detail: str) -> tuple[str, ...]:
-    """The counters one stream's outcome increments, each by 1.
-
-    Returns:
-        ``(outcome,)`` plus, where it applies, ``http_error.<status>`` and
-        ``http_error_code.<code>`` (detail "status[:code]"),
-        ``<outcome>.<detail>`` (timeout, connect_error, truncated with a
-        detail), ``failed.<code>`` ("unknown" without one).
-    """
-    if outcome == "http_error":
-        st, _, code = detail.partition(":")
-        return (outcome, f"http_error.{st}") + ((f"http_error_code.{code}",) if code else ())
-    if outcome in ("timeout", "connect_error", "truncated") and detail:
-        return (outcome, f"{outcome}.{detail}")
-    if outcome == "failed":
-        return (outcome, f"failed.{detail or 'unknown'}")
-    return (outcome,)
-
-
 CLIENT_LAG_MIN_NS = 1_000_000
 """A read served later than this (and than 10 % of the silence it ended) by the
 client's own event loop explains a burst: 1 ms, about a busy loop's p50 lag."""
-
-HEADER_VALUE_MAX_CHARS = 64
-"""A recorded response header value is cut to this many characters."""
-
-HEADER_VALUES_MAX = 20
-"""Distinct values counted per recorded header and process; later new values
-are counted as ``header.<name>=(other)``."""
-
-
-def capture_headers(get: Any, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """The response headers ``run.record_headers`` names, bounded for recording.
-
-    Args:
-        get: a lookup ``name -> str | None`` (e.g. ``httpx.Headers.get``;
-            header names are case-insensitive there).
-        names: lower-case header names (validated by the profile: never an
-            auth header).
-
-    Returns:
-        (name, value) pairs in ``names`` order for the headers present; each
-        value stripped, cut to ``HEADER_VALUE_MAX_CHARS`` characters, control
-        characters replaced by "?".
-    """
-    out = []
-    for name in names:
-        value = get(name)
-        if value is None:
-            continue
-        v = "".join(c if c.isprintable() else "?" for c in str(value).strip()[:HEADER_VALUE_MAX_CHARS])
-        out.append((name, v))
-    return tuple(out)
-
-
-class HeaderValues:
-    """Names the counter of a recorded header's value, bounding distinct values.
-
-    One per process (the runner's); pure and synchronous. Each header gets at
-    most ``max_values`` distinct value counters (``header.<name>=<value>``);
-    values first seen after that count as ``header.<name>=(other)``, so a
-    header that carries a request id cannot grow summary.json without bound.
-    Worker processes bound their own values: a merged run holds at most
-    ``workers * max_values`` per header.
-    """
-
-    __slots__ = ("_seen", "_max")
-
-    def __init__(self, max_values: int = HEADER_VALUES_MAX) -> None:
-        self._seen: dict[str, set[str]] = {}
-        self._max = max_values
-
-    def counter(self, name: str, value: str) -> str:
-        """The counter name for one stream's ``name: value``."""
-        seen = self._seen.setdefault(name, set())
-        if value not in seen:
-            if len(seen) >= self._max:
-                return f"header.{name}=(other)"
-            seen.add(value)
-        return f"header.{name}={value}"
-
-
-def record_stream(rec: Recorder, scope: str, r: StreamRecord,
-                  header_values: HeaderValues | None = None) -> None:
-    """Record one stream's figures and counters in ``rec`` under ``scope``.
-
-    Histograms get each figure that is not None; ``itl`` and
-    ``keepalive_interval`` are not recorded here: the meter's sink
-    (:func:`recorder_sink`) recorded each gap when it was measured. Counters: :func:`outcome_counters`, ``keepalive_violations``,
-    ``keepalives`` (n), ``anomaly.<kind>`` (n), ``proxy_buffering_suspected``,
-    ``client_lagged``,
-    ``no_usage``, ``tokens.<input|output>.<completed|broken>`` (n) for
-    streams that got a body, ``stop.<class>``, ``refused``,
-    ``hidden_reasoning``, ``no_done``, ``usage_total_mismatch``,
-    ``tokens_source.<usage|events>`` (completed streams),
-    ``cache.{streams,prompt_tokens,cached_tokens}`` (streams whose usage
-    reported cached tokens and input tokens) and
-    ``header.<name>=<value>`` (through ``header_values``; a fresh
-    ``HeaderValues`` when None).
-
-    Raises:
-        UsageError: ``scope`` is not one of ``rec``'s scenario scopes.
-    """
-    for name in outcome_counters(r.outcome, r.detail):
-        rec.incr(scope, name)
-    if r.ttfb_ns is not None:
-        rec.record(scope, "ttfb", r.ttfb_ns)
-    if r.max_silence_ns is not None:
-        rec.record(scope, "max_silence", r.max_silence_ns)
-    if r.keepalive_violation:
-        rec.incr(scope, "keepalive_violations")
-    for metric, value in (("queue_delay", r.queue_delay_ns), ("ttft", r.ttft_ns),
-                          ("ttft_from_send", r.ttft_from_send_ns),
-                          ("ttft_content", r.ttft_content_ns), ("tail", r.tail_ns)):
-        if value is not None:
-            rec.record(scope, metric, value)
-    if r.keepalives:
-        rec.incr(scope, "keepalives", r.keepalives)
-    for kind, n in r.anomalies:
-        rec.incr(scope, f"anomaly.{kind}", n)
-    for metric, value in (("e2e", r.e2e_ns), ("e2e_from_send", r.e2e_from_send_ns),
-                          ("tpot", r.tpot_ns), ("output_tokens_per_s", r.output_milli_tokens_per_s)):
-        if value is not None:
-            rec.record(scope, metric, value)
-    for flag, name in ((r.proxy_buffering_suspected, "proxy_buffering_suspected"),
-                       (r.client_lagged, "client_lagged"),
-                       (r.refused, "refused"), (r.hidden_reasoning, "hidden_reasoning"),
-                       (r.no_done, "no_done"), (r.usage_total_mismatch, "usage_total_mismatch")):
-        if flag:
-            rec.incr(scope, name)
-    if r.stop_class is not None:
-        rec.incr(scope, f"stop.{r.stop_class}")
-    if r.tokens_source is not None:
-        rec.incr(scope, f"tokens_source.{r.tokens_source}")
-    if r.headers:
-        hv = header_values if header_values is not None else HeaderValues()
-        for header, text in r.headers:
-            rec.incr(scope, hv.counter(header, text))
-    if r.outcome in ("http_error", "connect_error"):
-        return
-    if r.no_usage:
-        rec.incr(scope, "no_usage")
-    kind = "completed" if r.outcome == "completed" else "broken"
-    if r.input_tokens:
-        rec.incr(scope, f"tokens.input.{kind}", r.input_tokens)
-    if r.output_tokens:
-        rec.incr(scope, f"tokens.output.{kind}", r.output_tokens)
-    if r.cached_tokens is not None and r.input_tokens:  # docs/results.md, "Prompt cache"
-        rec.incr(scope, "cache.streams")
-        rec.incr(scope, "cache.prompt_tokens", r.input_tokens)
-        if r.cached_tokens:
-            rec.incr(scope, "cache.cached_tokens", min(r.cached_tokens, r.input_tokens))
-
-
-def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dict[str, Any]:
-    """One streams.jsonl line (docs/results.md): stamps relative to ``t0_ns``.
-
-    Returns:
-        A JSON-ready dict: id, scenario, outcome, detail (None when ""), status,
-        start/sent/headers/first_token/first_content/terminal/end stamps (ns
-        from the run start, None when absent), ttft_ns, ttft_content_ns,
-        e2e_ns (start to the answer's end, every outcome), tail_ns,
-        content_events (non-reasoning), output_events (any channel), events
-        (per channel), input/output/total tokens,
-        tokens_source, stop_class, max_silence_ns (0 without a response head),
-        keepalives, client_lag_ns, ``burst`` ("proxy_buffering_suspected",
-        "client_lagged" or None) and ``burst_held_ns`` (the suspected burst's hold,
-        else None), ``cached_tokens`` when the usage reported it, and ``headers``
-        (name -> value) when any were recorded.
-    """
-
-    def rel(t: int | None) -> int | None:
-        return None if t is None else t - t0_ns
-
-    line: dict[str, Any] = {
-        "id": request_id, "scenario": scope, "outcome": r.outcome, "detail": r.detail or None,
-        "status": r.status, "start_ns": rel(r.start_ns), "sent_ns": rel(r.sent_ns),
-        "headers_ns": rel(r.headers_ns), "first_token_ns": rel(r.first_token_ns),
-        "first_content_ns": rel(r.first_content_ns), "terminal_ns": rel(r.terminal_ns),
-        "end_ns": rel(r.end_ns), "ttft_ns": r.ttft_ns, "ttft_content_ns": r.ttft_content_ns,
-        "e2e_ns": r.elapsed_ns, "tail_ns": r.tail_ns,
-        "content_events": r.content_events, "output_events": r.output_events, "events": dict(r.events),
-        "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
-        "total_tokens": r.total_tokens, "tokens_source": r.tokens_source,
-        "stop_class": r.stop_class,
-        "max_silence_ns": r.max_silence_ns or 0, "keepalives": r.keepalives,
-        "client_lag_ns": r.client_lag_ns,
-    }
-    if r.cached_tokens is not None:  # only where the usage reported it
-        line["cached_tokens"] = r.cached_tokens
-    if r.headers:
-        line["headers"] = dict(r.headers)
-    # the client's burst flag, re-judged after the run (hopbench.measure._burst.BURST_LINE_MARK)
-    line["burst"] = SUSPECTED if r.proxy_buffering_suspected else "client_lagged" if r.client_lagged else None
-    line["burst_held_ns"] = r.burst_held_ns
-    return line
-
-
-def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
-    """The streams.jsonl fields that gateway overhead needs (docs/gateway-overhead.md).
-
-    Args:
-        m: the stream's meter, its ``event_chars`` and ``event_read_ns`` lists set by the runner.
-        t0_ns: the run's start (stamps are relative to it, like ``stream_line``).
-
-    Returns:
-        ``first_read_ns`` (the first body read, ns from the run start, or None),
-        ``content_read_ns`` (list, one read stamp per content event in stream
-        order, ns from the run start), ``content_chars`` (list, the
-        characters of each of those events), ``content_crc`` (list, the CRC-32
-        of each event's text, -1 for a tool-call event; ``StreamMeter.on_event_texts``)
-        ``keepalive_read_ns`` (list, the read stamp of each keepalive comment,
-        ns from the run start) and ``quiet_read_ns`` (list, the stamp of each body
-        read that carried no content event, ns from the run start).
-    """
-    return {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
-            "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
-            "content_chars": list(m.event_chars or ()),
-            "content_crc": list(m.event_crc or ()),
-            "keepalive_read_ns": [t - t0_ns for t in m.keepalive_read_ns or ()],
-            "quiet_read_ns": [t - t0_ns for t in m.quiet_read_ns or ()]}
-
-
-def record_lengths(rec: Recorder, scope: str, r: StreamRecord,
-                   shape: tuple[int | None, int] | None) -> None:
-    """Count requested against reported lengths (docs/workloads.md) under ``scope``.
-
-    Args:
-        rec: the recorder.
-        scope: the scenario's scope name.
-        r: the stream's record.
-        shape: (requested input tokens or None, ``max_tokens`` sent), or None for
-            a scenario without workload keys (then nothing is counted).
-
-    Counters: ``length.input.{streams,requested,reported}`` for streams with a
-    requested input length that reported ``input_tokens``;
-    ``length.output.{streams,requested,reported}`` for completed streams that
-    reported output tokens; ``length.output.over_max`` for those of them that
-    reported more output tokens than the ``max_tokens`` they were sent (the
-    cap covers every generated token, reasoning included, in all three APIs:
-    a target past it ignores ``max_tokens``). The cap is per choice while the
-    usage counts every choice (OpenAI chat ``n`` > 1: ``completion_tokens``
-    sums them), so a stream of ``choices`` choices is past it only above
-    ``max_tokens`` x ``choices``, and that is what it counts as requested (the
-    output ratio is then per choice too). Never raises.
-    """
-    if shape is None:
-        return
-    inp, out = r.input_tokens, r.output_tokens
-    if shape[0] is not None and inp:
-        rec.incr(scope, "length.input.streams")
-        rec.incr(scope, "length.input.requested", shape[0])
-        rec.incr(scope, "length.input.reported", inp)
-    if r.outcome == "completed" and out:
-        cap = shape[1] * max(r.choices, 1)  # (the cap is per choice: see above)
-        rec.incr(scope, "length.output.streams")
-        rec.incr(scope, "length.output.requested", cap)
-        rec.incr(scope, "length.output.reported", out)
-        if out > cap:
-            rec.incr(scope, "length.output.over_max")
