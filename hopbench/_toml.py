@@ -141,9 +141,15 @@ def parse_toml(text: str, path: str | Path | None = None) -> TomlDoc:
     """Parse TOML text.
 
     Raises:
-        ProfileError: invalid TOML, with the line tomllib reported.
+        ProfileError: invalid TOML, with the line tomllib reported; text that starts
+            with a byte order mark, named as such (TOML 1.0 allows none).
     """
     p = None if path is None else Path(path)
+    if text.startswith("\ufeff"):
+        # TOML 1.0 (its ABNF) has no byte order mark and tomllib's error ("Invalid
+        # statement") does not say what it saw: name it and the cure
+        raise ProfileError("starts with a UTF-8 byte order mark (bytes EF BB BF), which TOML does not allow: "
+                           "save the file as UTF-8 without a BOM", path=p, line=1)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
