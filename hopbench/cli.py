@@ -643,7 +643,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
-    from .driver._finish import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
+    from .driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
 
     failed = failed_arms(summary)
     if failed:  # one arm failed outright: the A/B result means nothing (docs/ab-arms.md)

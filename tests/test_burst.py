@@ -273,7 +273,9 @@ def test_run_embedded_bursts_are_the_origins_never_a_proxy(tmp_path: Path) -> No
 # -- the run's judge and the views ------------------------------------------------------------------
 
 def _judge_bursts(target: str, counts: dict[str, int]) -> list[str]:
-    from hopbench.driver._finish import Part, RunCounters, RunEnd, judge
+    from hopbench.driver._judge import judge
+    from hopbench.driver._summary import Part, RunEnd
+    from hopbench.measure._counters import RunCounters
     from hopbench.config._profile import parse_profile
     from hopbench.driver._single import base_meta
     from hopbench.engine._runner import RunStats

@@ -1,4 +1,4 @@
-"""The one finish path (hopbench.driver._finish): counters merge exactly, one judge for one
+"""The one finish path (hopbench.driver._judge): counters merge exactly, one judge for one
 process and for workers, and a real run gives the same summary.json shape both ways."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from hopbench._errors import ResultsError
-from hopbench.driver._finish import Part, RunCounters, RunEnd, WorkerInfo, judge
+from hopbench.driver._judge import judge
+from hopbench.driver._summary import Part, RunEnd, WorkerInfo
+from hopbench.measure._counters import RunCounters
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
 from hopbench.driver._results import ResultsWriter
@@ -203,7 +205,7 @@ def test_merge_saturation_keeps_one_primary_cause_with_advice() -> None:
     """--workers: the merged verdict has one primary cause (the kind most workers named
     primary) with advice; every other kind is secondary, without advice (each worker's
     verdict named its own primary: merged, two kinds came with contradictory advice)."""
-    from hopbench.driver._finish import merge_saturation
+    from hopbench.driver._judge import merge_saturation
 
     def v(*causes: tuple[str, str]) -> dict[str, Any]:
         return {"saturated": True, "symptoms": ["lag"],

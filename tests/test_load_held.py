@@ -18,7 +18,8 @@ import trio.testing
 
 from hopbench.engine import _runner
 from hopbench.measure._counters import RunCounters
-from hopbench.driver._finish import LOAD_HELD_FRACTION, Part, RunEnd, WorkerInfo, analyse, judge
+from hopbench.driver._judge import LOAD_HELD_FRACTION, analyse, judge
+from hopbench.driver._summary import Part, RunEnd, WorkerInfo
 from hopbench._format import load_phrase
 from hopbench.views._gate import evaluate_gate
 from hopbench.config._profile import Profile, load_profile

@@ -133,7 +133,7 @@ async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
         load: str) -> None:
     # docs/results.md, "Load held": the load's window ends one mean gap after the last
     # arrival was due, not when the 3 s streams still open after it have drained
-    from hopbench.driver._finish import analyse
+    from hopbench.driver._judge import analyse
 
     (tmp_path / "t.jsonl").write_text("".join(
         f'{{"timestamp_ms": {100 * i}, "input_tokens": 4, "output_tokens": 4}}\n' for i in range(5)))

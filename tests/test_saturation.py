@@ -259,7 +259,7 @@ def test_analyse_warns_with_the_cause_and_keeps_the_verdict() -> None:
     the collector is flagged, its warning names the pauses, not --workers."""
     from hopbench.config._profile import parse_profile
     from hopbench.measure._recorder import Recorder
-    from hopbench.driver._single import analyse
+    from hopbench.driver._judge import analyse
     from hopbench.engine._runner import RunStats
 
     profile = parse_profile('[target]\nurl = "http://127.0.0.1:9"\n[run]\nduration_s = 60\n[load]\n'

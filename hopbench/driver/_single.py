@@ -30,17 +30,17 @@ import trio
 from ..measure._burst import FlaggedLog, join_bursts, not_rejudged
 from .._clock import NS_PER_MS, NS_PER_S
 from .._errors import HopbenchError, ResultsError, RunAborted
-from ._finish import (LOAD_HELD_FRACTION, SATURATION_CPU, SATURATION_LAG_NS, Part, RunCounters, RunEnd,
-                      analyse, gc_figures, headline, host_figures, judge, outcome_warnings, slo_block)
-from ..measure._outcomes import BROKEN, ERROR_RATE_WARN
+from ._judge import judge
+from ._summary import Part, RunEnd
+from ..measure._counters import RunCounters
+from ..measure._outcomes import BROKEN
 from ..config._profile import Profile, sanitized
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment, write_error
 from ..engine._runner import LoadRunner, RunStats
 
-__all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "rejudge_bursts", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
-           "timeline_line", "finish_run", "progress_line", "outcome_warnings", "headline", "gc_figures", "host_figures",
-           "SATURATION_LAG_NS", "SATURATION_CPU", "LOAD_HELD_FRACTION", "ERROR_RATE_WARN", "slo_block"]
+__all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "rejudge_bursts", "run_profile", "default_out_dir", "base_meta", "mark_started",
+           "timeline_line", "finish_run", "progress_line"]
 
 _CHECKPOINT_S = 5.0
 
@@ -457,7 +457,7 @@ def timeline_line(line: dict[str, Any], iv: IntervalSnapshot, warm_iv: IntervalS
 
 def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], stats: RunStats,
                total: Snapshot, warmup: Snapshot | None, crashed: str | None) -> dict[str, Any]:
-    """Judge a single-process run (``hopbench.driver._finish.judge``) and write the final results files.
+    """Judge a single-process run (``hopbench.driver._judge.judge``) and write the final results files.
 
     Args:
         profile: the profile run; writer: its results folder; meta: the pre-run metadata.

@@ -67,7 +67,9 @@ from ..measure._inflight import PHASES
 from ..config._profile import LoadSpec, Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._results import ResultsWriter
-from ._finish import Part, RunCounters, RunEnd, WorkerInfo, judge
+from ._judge import judge
+from ._summary import Part, RunEnd, WorkerInfo
+from ..measure._counters import RunCounters
 from ._single import RunOutcome, base_meta, default_out_dir, emulator_warnings, hold_signals, mark_started, progress_line
 from ..engine._runner import LoadRunner, RunStats
 from ..engine._saturation import (HostSample, HostUsage, emulator_here, host_usage, parse_pid_stat, read_boot_id,
@@ -606,7 +608,7 @@ class Merger:
         return notes
 
     def finish(self, crashed: str | None, engine: str, truth: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool]:
-        """Flush what is left, judge every worker and the whole (``hopbench.driver._finish.judge``),
+        """Flush what is left, judge every worker and the whole (``hopbench.driver._judge.judge``),
         write summary.json.
 
         Args:
