@@ -45,7 +45,7 @@ from ._exit import (
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .driver._single import RunOutcome
+    from .driver._common import RunOutcome
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
            "EXIT_TERMINATED", "build_parser", "main"]
@@ -452,7 +452,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     from rich.console import Console
 
     from .config._profile import load_profile
-    from .driver._single import default_out_dir, run_profile
+    from .driver._common import default_out_dir
+    from .driver._single import run_profile
     from .views._summary_table import render_summary
 
     profile = load_profile(profile_path)

@@ -429,7 +429,7 @@ def test_failures_fd_exhaustion_is_its_own_outcome(tmp_path: Path, hostile_serve
 
 
 def test_failures_signals_during_final_writes_are_held() -> None:
-    from hopbench.driver._single import hold_signals
+    from hopbench.driver._common import hold_signals
 
     with hold_signals() as got:
         os.kill(os.getpid(), signal.SIGINT)
@@ -606,7 +606,7 @@ def test_failures_cli_overrides_are_validated_like_the_profile(tmp_path: Path, a
 
 def test_failures_compare_resolved_load_shape() -> None:
     from hopbench.views._compare import shape_differences
-    from hopbench.driver._single import base_meta
+    from hopbench.driver._common import base_meta
 
     base = '[run]\nrequests = 1\n[target]\nurl = "http://127.0.0.1:9"\n[load]\n{mode}concurrency = 4\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n'
     a = parse_profile(base.format(mode='mode = "concurrency"\n'), "a.toml", env={})

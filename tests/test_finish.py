@@ -18,9 +18,12 @@ from hopbench.measure._counters import RunCounters
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
 from hopbench.driver._results import ResultsWriter
-from hopbench.driver._single import base_meta, run_profile
+from hopbench.driver._common import base_meta
+from hopbench.driver._single import run_profile
 from hopbench.engine._runner import RunStats
-from hopbench.driver._workers import Merger, _process_main, _run_local, share_profile, split_load
+from hopbench.driver._merge import Merger
+from hopbench.driver._share import share_profile, split_load
+from hopbench.driver._workers import _process_main, _run_local
 
 _PROFILE = """
 [run]

@@ -162,7 +162,7 @@ async def test_runner_clock_worker_share_ends_its_window_one_whole_run_gap_after
     # The run's window ends at 1.0 s (its last arrival plus the whole run's 0.1 s gap), not at
     # 1.1 s (plus the worker's own 0.2 s gap): 10 requests / 1.0 s, the rate asked for
     from hopbench.config._profile import load_profile
-    from hopbench.driver._workers import share_profile, split_load
+    from hopbench.driver._share import share_profile, split_load
 
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(1.0,))))
     path = tmp_path / "p.toml"

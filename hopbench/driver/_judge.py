@@ -43,6 +43,7 @@ from ..measure._counters import RunCounters, RunStatsLike
 from ..measure._inflight import BUSY_PHASES, PHASES
 from ..measure._recorder import ALL, Snapshot
 from ..measure._slo import slo_summary
+from ._common import iso_ms
 from ._summary import Generator, Headline, Part, RunEnd, Summary, Verdict, WorkerDetail
 from ._warnings import run_warnings
 
@@ -399,12 +400,6 @@ def slo_block(profile: Profile, total: Snapshot, measured_s: float) -> dict[str,
     return slo_summary({sc.name: sc.slo for sc in profile.scenarios}, total, measured_s)
 
 
-def _iso(t: float) -> str:
-    import datetime as _dt
-
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
 def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snapshot | None,
           meta: Mapping[str, Any], end: RunEnd) -> Summary:
     """Judge a run and build its summary record (pure: no clock, no files; only the
@@ -496,7 +491,7 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
     generator = Generator(cpu_mean=load["cpu_mean"], cpu_max=load["cpu_max"],
                           loop_lag_p99_ms=load["loop_lag_p99_ms"], intervals=end.intervals,
                           gc=gc_figures(merged), host=host, saturation=saturation)
-    return Summary(meta=meta, verdict=verdict, ended_at=_iso(end.ended_at_unix_s),
+    return Summary(meta=meta, verdict=verdict, ended_at=iso_ms(end.ended_at_unix_s),
                    duration_s=round(end.ended_at_unix_s - started_s, 3), load=load,
                    headline=headline(merged, load["measured_s"]),
                    slo=slo_block(profile, total, load["measured_s"]),

@@ -13,7 +13,7 @@ Invariants:
 * Every record is frozen: built once by the judge, read by the writer, the
   exit code and the views.
 * The document's keys and their order are those of the pre-run metadata
-  (``hopbench.driver._single.base_meta``), then the judged fields;
+  (``hopbench.driver._common.base_meta``), then the judged fields;
   docs/results.md defines every figure. Times: ns inside, ms in the document
   (``start_skew_ms``, ``ended_ms``).
 """
@@ -122,7 +122,7 @@ class Part:
     """One load generator as the judge sees it.
 
     Attributes:
-        profile: the profile as it ran it (a worker: its share, ``_workers.share_profile``).
+        profile: the profile as it ran it (a worker: its share, ``_share.share_profile``).
         counters: its run-level record.
         total: its measured snapshot (a dead worker: the intervals it shipped).
         worker: the worker's facts; None for a single-process run.
@@ -144,7 +144,7 @@ class RunEnd:
         interrupted_by: the stop reason the shell saw (signal name, "target lost: ..."), else None.
         intervals: intervals written.
         notes: warnings from beside the load (unused ``[emulator]``, ``[[scrape]]`` failures).
-        emulator_warnings: the embedded emulator's own lateness (``_run.emulator_warnings``).
+        emulator_warnings: the embedded emulator's own lateness (``_common.emulator_warnings``).
         engine: "local" or "ray" with workers; None for one process.
         host: with workers, the run on the driver's machine over the load window
             (``_saturation.run_host(...).to_json()``); None when not measured or for
@@ -218,7 +218,7 @@ class Summary:
     """One finished run: what summary.json holds.
 
     Attributes:
-        meta: the facts known before the judging (``_run.base_meta`` and what the
+        meta: the facts known before the judging (``_common.base_meta`` and what the
             shell added: start, ground truth, scrape, crash); its keys lead the document.
         verdict: complete, saturated, load held, interrupted, warnings.
         ended_at: ISO 8601 UTC, ms; duration_s: wall-clock run time (s, 3 decimals).
