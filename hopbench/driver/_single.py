@@ -62,185 +62,266 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
     Raises:
         ResultsError: the results folder cannot be written (before any load).
     """
-    out = out_dir if out_dir is not None else default_out_dir(profile)
-    scopes = profile.scopes  # the arms' names with [[arm]] tables
-    rec, warm = Recorder(scopes), Recorder(scopes)
-    meta = base_meta(profile)
-    files: dict[str, Any] = {}  # timeline, streams: opened inside the try below
-    pending: deque[dict[str, Any]] = deque()  # the loop appends, the publishing thread drains
-
-    def on_stream(line: dict[str, Any]) -> None:
-        pending.append(line)
-
-    def write_streams() -> None:
-        f = files.get("streams")
-        if f is None:
-            return
-        while pending:
-            f.write(json.dumps(pending.popleft(), separators=(",", ":")) + "\n")
-        f.flush()
-
-    last_checkpoint = [time.monotonic()]
-
-    def on_interval(iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
-        writer.write_interval(warm_iv)
-        writer.write_interval(iv)
-        line = timeline_line(line, iv, warm_iv)
-        for name, write in (("timeline.jsonl", lambda: (files["timeline"].write(json.dumps(line) + "\n"),
-                                                        files["timeline"].flush())),
-                            ("streams.jsonl", write_streams)):
-            try:
-                write()
-            except OSError as exc:  # e.g. a full disk: stop the run, say which file and why
-                raise ResultsError(write_error(out / name, exc)) from exc
-        if progress is not None:
-            progress(iv, line)  # LiveProgress sums the intervals: no re-encoding of totals
-        if on_line is not None:
-            on_line(progress_line(iv, line))
-        if time.monotonic() - last_checkpoint[0] >= _CHECKPOINT_S:
-            last_checkpoint[0] = time.monotonic()
-            writer.update(dict(meta, ended_at=None), rec.folded_snapshot(), complete=False)
-
-    crashed: str | None = None
-    write_failed: list[ResultsError] = []
-    stats: RunStats | None = None
-    runner: LoadRunner | None = None
-    if profile.target.url is not None and profile.emulator:
-        meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
-    if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, sent with 1
-        meta.setdefault("notes", []).append(profile.load.trace.zero_note)
-    scrapers: list[Any] = []  # the [[scrape]] threads (hopbench.observe._scrape), stopped with the stack
-    upstream: Any = None  # the gateway's upstream (hopbench.driver._gateway.UpstreamHandle)
+    run = _OneRun(profile, out_dir if out_dir is not None else default_out_dir(profile), on_line, progress)
     made = False  # the folder exists (ResultsWriter made it)
     # The try opens before the folder is made: a signal that lands just as the hold ends (the
     # CLI's handler back in place) is caught below like any signal of the start-up. From the
     # moment the folder exists, whatever happens leaves a summary.json.
     try:
         with hold_signals(announce=False) as early:
-            writer = ResultsWriter(out)
+            run.writer = ResultsWriter(run.out)
             made = True
         if early:  # a signal while the folder was made
             raise Interrupted(early[0])
-        files["timeline"] = open(out / "timeline.jsonl", "a", encoding="utf-8")
-        files["streams"] = open(out / "streams.jsonl", "a", encoding="utf-8")
+        run.open_files()
         with ExitStack() as stack:
-            url = base_url or profile.target.url
-            arms = start_arms(profile, stack, out, meta) if profile.arms else []
-            if arms:
-                url = arms[0][1]  # (the runner sends each request to its arm's URL)
-            elif url is None:
-                from ..emulator import EmbeddedEmulator
-
-                emulator = stack.enter_context(EmbeddedEmulator(
-                    profile.emulator_config, record_path=out / "ground_truth.jsonl"))
-                url = emulator.base_url
-                meta["ground_truth"] = "ground_truth.jsonl"
-            if profile.upstream is not None:  # the emulator behind the gateway (docs/gateway-overhead.md)
-                from ._gateway import open_upstream
-
-                upstream = open_upstream(profile.upstream, stack, out, profile.path)
-            if profile.scrape:  # started (imports paid) before the load, scraping from its start
-                from ..observe._scrape import Scraper
-
-                scrapers.append(stack.enter_context(Scraper(
-                    profile.scrape, out, None, embedded_url=url if meta.get("ground_truth") else None)))
-            mark_started(meta)
-            writer.start(meta)
-            for scraper in scrapers:
-                scraper.begin(time.monotonic_ns())
-            runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval,
-                                on_stream=on_stream if profile.run.stream_log or upstream else None,
-                                arms=[(name, u) for name, u, _ in arms])
-            # hopbench's own emulators on this machine: their CPU is not the neighbours' (_saturation)
-            runner.emulator_pids = tuple(pid for pid in (
-                emulator.pid if meta.get("ground_truth") else None,
-                *(e.pid for _, _, e in arms if e is not None),
-                upstream.pid if upstream is not None else None) if pid is not None)
-            if meta.get("ground_truth"):  # the embedded emulator: notice its death at once
-                runner.target_alive = emulator.exit_reason
-            elif any(e is not None for _, _, e in arms):
-                runner.target_alive = arms_alive(arms)
-            elif upstream is not None and upstream.alive is not None:  # the emulator behind the gateway
-                runner.target_alive = upstream.alive
-            try:
-                stats = trio.run(runner.run)
-            except KeyboardInterrupt as exc:
-                meta["interrupted_by"] = getattr(exc, "signal_name", "SIGINT")
-            except Exception as exc:
-                lost = _first(exc, ResultsError)
-                if lost is not None:  # results could not be written mid-run (e.g. a full disk)
-                    write_failed.append(lost)
-                    crashed = meta["crash"] = str(lost)
-                elif isinstance(exc, HopbenchError):
-                    raise
-                else:
-                    crashed = traceback.format_exc()
-                    meta["crash"] = _crash_reason(exc)
+            run.start(stack, base_url)
+            run.run_load()
     except Interrupted as exc:  # a signal before the load started (e.g. while the emulator starts)
         if not made:  # as the hold began, before the folder was made: no folder, nothing owed
             raise
-        meta["interrupted_by"] = exc.signal_name
+        run.meta["interrupted_by"] = exc.signal_name
     finally:
         if made:  # else the folder was never made (ResultsError, or a signal first)
             with hold_signals() as late:  # a further Ctrl-C must not cut the final writes
-                try:
-                    write_streams()  # the streams that ended after the last interval
-                except OSError as exc:
-                    if crashed is None:
-                        crashed = meta["crash"] = write_error(out / "streams.jsonl", exc)
-                for f in files.values():
-                    try:
-                        f.close()
-                    except OSError:
-                        pass
-                try:
-                    if "started_at_unix_s" not in meta:  # stopped (or failed) before the load started
-                        mark_started(meta)
-                        writer.start(meta)
-                    stats = stats or (runner.stats if runner is not None else RunStats())
-                    if runner is not None and runner.cancels and meta.get("ground_truth"):
-                        from ..workload._cancel import join_record  # the emulator has stopped: its record is whole
-
-                        meta.setdefault("notes", []).extend(
-                            join_record(rec, runner.cancels, out / meta["ground_truth"]))
-                    for arm in meta.get("arms") or ():  # embedded arms: each its own record
-                        if arm.get("ground_truth"):
-                            from ..workload._cancel import join_record
-
-                            cancels = [c for c in runner.cancels if c.scope == arm["name"]] if runner else []
-                            notes = meta.setdefault("notes", [])
-                            notes.extend(join_record(rec, cancels, out / arm["ground_truth"]))
-                            notes.extend(f"arm {arm['name']}: {w}"
-                                         for w in emulator_warnings(out / arm["ground_truth"]))
-                    if upstream is not None and runner is not None and runner.cancels:
-                        from ._gateway import join_upstream_cancels  # cancels behind a gateway: its upstream's record
-
-                        meta.setdefault("notes", []).extend(join_upstream_cancels(upstream, runner.cancels, rec))
-                    if runner is not None:  # the flagged bursts, against what the origin did
-                        meta.setdefault("notes", []).extend(rejudge_bursts(rec, runner.flagged, out, meta, upstream))
-                    if upstream is not None and runner is not None and runner.t0_mono_ns:
-                        from ._gateway import gateway_overhead
-
-                        try:
-                            meta["gateway_overhead"], notes = gateway_overhead(
-                                upstream, out / "streams.jsonl", runner.t0_mono_ns, profile.run.warmup_ns, rec)
-                        except Exception as exc:  # a bug here must not cost the run's results
-                            meta["gateway_overhead"] = {"upstream": upstream.source, "error": _crash_reason(exc)}
-                            notes = [f"gateway overhead could not be computed: {_crash_reason(exc)}"]
-                        meta.setdefault("notes", []).extend(notes)
-                    for scraper in scrapers:  # gateway metrics: counted, warned, never failing the run
-                        meta["scrape"] = scraper.summary()
-                        meta.setdefault("notes", []).extend(scraper.warnings())
-                    summary = finish_run(profile, writer, meta, stats, rec.snapshot(),
-                                         warm.snapshot() if profile.run.warmup_ns else None, crashed)
-                except ResultsError as exc:
-                    writer.close()
-                    raise RunAborted(f"the run's results were not fully written: {exc}") from exc
-    if write_failed:
-        raise RunAborted(f"the run stopped: its results could not be written: {write_failed[0]} "
-                         f"(what was written is in {out})")
+                summary = run.write_final()
+    if run.write_failed:
+        raise RunAborted(f"the run stopped: its results could not be written: {run.write_failed[0]} "
+                         f"(what was written is in {run.out})")
     complete = summary["complete"]
-    return RunOutcome(summary, out, complete, crashed, tuple(late))
+    return RunOutcome(summary, run.out, complete, run.crashed, tuple(late))
+
+
+class _OneRun:
+    """One process's run, step by step: :func:`run_profile` calls :meth:`open_files`,
+    :meth:`start` (targets, scrapers, the runner), :meth:`run_load` and, whatever
+    happened, :meth:`write_final` (the joins with the origins' records, the judge).
+
+    Attributes:
+        profile, out: the profile and its results folder.
+        rec, warm: the measured and warm-up recorders.
+        meta: the pre-run metadata, completed as the run goes (notes, crash, interrupted_by).
+        writer: the results folder's writer (set by :func:`run_profile`, which makes it).
+        files: timeline.jsonl and streams.jsonl, open during the load.
+        pending: streams.jsonl lines: the loop appends, the publishing thread drains.
+        runner, stats: the load runner and its figures (None until they exist).
+        upstream: the gateway's upstream (hopbench.driver._gateway.UpstreamHandle), else None.
+        scrapers: the [[scrape]] threads (hopbench.observe._scrape), stopped with the stack.
+        crashed: hopbench's own failure (traceback or reason), else None.
+        write_failed: the ResultsError that stopped the load (results not writable), if any.
+    """
+
+    def __init__(self, profile: Profile, out: Path, on_line: Callable[[str], None] | None,
+                 progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None) -> None:
+        self.profile, self.out, self.on_line, self.progress = profile, out, on_line, progress
+        scopes = profile.scopes  # the arms' names with [[arm]] tables
+        self.rec, self.warm = Recorder(scopes), Recorder(scopes)
+        self.meta = base_meta(profile)
+        if profile.target.url is not None and profile.emulator:
+            self.meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
+        if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, sent with 1
+            self.meta.setdefault("notes", []).append(profile.load.trace.zero_note)
+        self.writer: ResultsWriter | None = None
+        self.files: dict[str, Any] = {}  # timeline, streams: opened inside run_profile's try
+        self.pending: deque[dict[str, Any]] = deque()
+        self.last_checkpoint = time.monotonic()
+        self.runner: LoadRunner | None = None
+        self.stats: RunStats | None = None
+        self.upstream: Any = None
+        self.scrapers: list[Any] = []
+        self.crashed: str | None = None
+        self.write_failed: list[ResultsError] = []
+
+    def open_files(self) -> None:
+        """Open timeline.jsonl and streams.jsonl (appended to as the load goes)."""
+        self.files["timeline"] = open(self.out / "timeline.jsonl", "a", encoding="utf-8")
+        self.files["streams"] = open(self.out / "streams.jsonl", "a", encoding="utf-8")
+
+    def write_streams(self) -> None:
+        """Write the streams.jsonl lines that are waiting."""
+        f = self.files.get("streams")
+        if f is None:
+            return
+        pending = self.pending
+        while pending:
+            f.write(json.dumps(pending.popleft(), separators=(",", ":")) + "\n")
+        f.flush()
+
+    def on_interval(self, iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
+        """The runner's interval hook: the interval to intervals.hlog, timeline.jsonl and
+        the streams that ended, progress, and a summary.json checkpoint every ``_CHECKPOINT_S``.
+
+        Raises:
+            ResultsError: a file cannot be written (it stops the run).
+        """
+        writer, out, files = self.writer, self.out, self.files
+        assert writer is not None
+        writer.write_interval(warm_iv)
+        writer.write_interval(iv)
+        line = timeline_line(line, iv, warm_iv)
+        for name, write in (("timeline.jsonl", lambda: (files["timeline"].write(json.dumps(line) + "\n"),
+                                                        files["timeline"].flush())),
+                            ("streams.jsonl", self.write_streams)):
+            try:
+                write()
+            except OSError as exc:  # e.g. a full disk: stop the run, say which file and why
+                raise ResultsError(write_error(out / name, exc)) from exc
+        if self.progress is not None:
+            self.progress(iv, line)  # LiveProgress sums the intervals: no re-encoding of totals
+        if self.on_line is not None:
+            self.on_line(progress_line(iv, line))
+        if time.monotonic() - self.last_checkpoint >= _CHECKPOINT_S:
+            self.last_checkpoint = time.monotonic()
+            writer.update(dict(self.meta, ended_at=None), self.rec.folded_snapshot(), complete=False)
+
+    def start(self, stack: ExitStack, base_url: str | None) -> None:
+        """Start what the load needs, each closed by ``stack``: the arms' or the embedded
+        emulator, the ``[upstream]`` emulator, the scrapers; then stamp the start and
+        build the runner (:attr:`runner`).
+
+        Raises:
+            EmulatorStartError: an emulator did not start.
+            ResultsError: the first summary.json cannot be written.
+        """
+        profile, out, meta, writer = self.profile, self.out, self.meta, self.writer
+        assert writer is not None
+        url = base_url or profile.target.url
+        arms = start_arms(profile, stack, out, meta) if profile.arms else []
+        if arms:
+            url = arms[0][1]  # (the runner sends each request to its arm's URL)
+        elif url is None:
+            from ..emulator import EmbeddedEmulator
+
+            emulator = stack.enter_context(EmbeddedEmulator(
+                profile.emulator_config, record_path=out / "ground_truth.jsonl"))
+            url = emulator.base_url
+            meta["ground_truth"] = "ground_truth.jsonl"
+        if profile.upstream is not None:  # the emulator behind the gateway (docs/gateway-overhead.md)
+            from ._gateway import open_upstream
+
+            self.upstream = open_upstream(profile.upstream, stack, out, profile.path)
+        upstream = self.upstream
+        if profile.scrape:  # started (imports paid) before the load, scraping from its start
+            from ..observe._scrape import Scraper
+
+            self.scrapers.append(stack.enter_context(Scraper(
+                profile.scrape, out, None, embedded_url=url if meta.get("ground_truth") else None)))
+        mark_started(meta)
+        writer.start(meta)
+        for scraper in self.scrapers:
+            scraper.begin(time.monotonic_ns())
+        self.runner = runner = LoadRunner(
+            profile, url, self.rec, self.warm, on_interval=self.on_interval,
+            on_stream=self.pending.append if profile.run.stream_log or upstream else None,
+            arms=[(name, u) for name, u, _ in arms])
+        # hopbench's own emulators on this machine: their CPU is not the neighbours' (_saturation)
+        runner.emulator_pids = tuple(pid for pid in (
+            emulator.pid if meta.get("ground_truth") else None,
+            *(e.pid for _, _, e in arms if e is not None),
+            upstream.pid if upstream is not None else None) if pid is not None)
+        if meta.get("ground_truth"):  # the embedded emulator: notice its death at once
+            runner.target_alive = emulator.exit_reason
+        elif any(e is not None for _, _, e in arms):
+            runner.target_alive = arms_alive(arms)
+        elif upstream is not None and upstream.alive is not None:  # the emulator behind the gateway
+            runner.target_alive = upstream.alive
+
+    def run_load(self) -> None:
+        """``trio.run`` the runner; a signal, a crash or unwritable results are noted in
+        :attr:`meta`, :attr:`crashed` and :attr:`write_failed`, never raised.
+
+        Raises:
+            HopbenchError: hopbench's own error other than unwritable results.
+        """
+        assert self.runner is not None
+        meta = self.meta
+        try:
+            self.stats = trio.run(self.runner.run)
+        except KeyboardInterrupt as exc:
+            meta["interrupted_by"] = getattr(exc, "signal_name", "SIGINT")
+        except Exception as exc:
+            lost = _first(exc, ResultsError)
+            if lost is not None:  # results could not be written mid-run (e.g. a full disk)
+                self.write_failed.append(lost)
+                self.crashed = meta["crash"] = str(lost)
+            elif isinstance(exc, HopbenchError):
+                raise
+            else:
+                self.crashed = traceback.format_exc()
+                meta["crash"] = _crash_reason(exc)
+
+    def write_final(self) -> dict[str, Any]:
+        """Close the line files, join the run with the origins' records (:meth:`join_records`),
+        judge it and write the final summary.json (:func:`finish_run`).
+
+        Returns:
+            the summary as written.
+
+        Raises:
+            RunAborted: the final results could not be written.
+        """
+        out, meta, writer = self.out, self.meta, self.writer
+        assert writer is not None
+        try:
+            self.write_streams()  # the streams that ended after the last interval
+        except OSError as exc:
+            if self.crashed is None:
+                self.crashed = meta["crash"] = write_error(out / "streams.jsonl", exc)
+        for f in self.files.values():
+            try:
+                f.close()
+            except OSError:
+                pass
+        try:
+            if "started_at_unix_s" not in meta:  # stopped (or failed) before the load started
+                mark_started(meta)
+                writer.start(meta)
+            runner = self.runner
+            stats = self.stats or (runner.stats if runner is not None else RunStats())
+            self.join_records()
+            return finish_run(self.profile, writer, meta, stats, self.rec.snapshot(),
+                              self.warm.snapshot() if self.profile.run.warmup_ns else None, self.crashed)
+        except ResultsError as exc:
+            writer.close()
+            raise RunAborted(f"the run's results were not fully written: {exc}") from exc
+
+    def join_records(self) -> None:
+        """After the load: join the client cancels and the flagged bursts with each origin's
+        record, compute the gateway overhead, read the scrapers; notes go to ``meta``."""
+        out, meta, rec, runner, upstream = self.out, self.meta, self.rec, self.runner, self.upstream
+        if runner is not None and runner.cancels and meta.get("ground_truth"):
+            from ..workload._cancel import join_record  # the emulator has stopped: its record is whole
+
+            meta.setdefault("notes", []).extend(
+                join_record(rec, runner.cancels, out / meta["ground_truth"]))
+        for arm in meta.get("arms") or ():  # embedded arms: each its own record
+            if arm.get("ground_truth"):
+                from ..workload._cancel import join_record
+
+                cancels = [c for c in runner.cancels if c.scope == arm["name"]] if runner else []
+                notes = meta.setdefault("notes", [])
+                notes.extend(join_record(rec, cancels, out / arm["ground_truth"]))
+                notes.extend(f"arm {arm['name']}: {w}"
+                             for w in emulator_warnings(out / arm["ground_truth"]))
+        if upstream is not None and runner is not None and runner.cancels:
+            from ._gateway import join_upstream_cancels  # cancels behind a gateway: its upstream's record
+
+            meta.setdefault("notes", []).extend(join_upstream_cancels(upstream, runner.cancels, rec))
+        if runner is not None:  # the flagged bursts, against what the origin did
+            meta.setdefault("notes", []).extend(rejudge_bursts(rec, runner.flagged, out, meta, upstream))
+        if upstream is not None and runner is not None and runner.t0_mono_ns:
+            from ._gateway import gateway_overhead
+
+            try:
+                meta["gateway_overhead"], notes = gateway_overhead(
+                    upstream, out / "streams.jsonl", runner.t0_mono_ns, self.profile.run.warmup_ns, rec)
+            except Exception as exc:  # a bug here must not cost the run's results
+                meta["gateway_overhead"] = {"upstream": upstream.source, "error": _crash_reason(exc)}
+                notes = [f"gateway overhead could not be computed: {_crash_reason(exc)}"]
+            meta.setdefault("notes", []).extend(notes)
+        for scraper in self.scrapers:  # gateway metrics: counted, warned, never failing the run
+            meta["scrape"] = scraper.summary()
+            meta.setdefault("notes", []).extend(scraper.warnings())
 
 
 def rejudge_bursts(rec: Recorder, flagged: FlaggedLog, out: Path, meta: Mapping[str, Any],
