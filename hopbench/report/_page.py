@@ -54,6 +54,7 @@ from ._section_workload import workload_section
 from ..driver._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 from ._series import MAX_POINTS, SERIES_PERCENTILES, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
 from .._format import cpu_phrase
+from .._units import NS_PER_MS, NS_PER_S
 from ..views._summary_table import load_text
 from .._textfile import read_text
 
@@ -70,7 +71,6 @@ _DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")
 _ALL_COLOUR = "#222222"
-_NS_PER_S = 1_000_000_000
 
 
 # -- reading a results folder ---------------------------------------------------
@@ -161,8 +161,8 @@ def read_hlog(path: Path, tags: Iterable[str] | None = None) -> dict[str, list[I
             metric = tag.rsplit(".", 1)[1]
             if metric not in METRICS:
                 raise ResultsError(f"unknown metric {metric!r}")
-            start_ns = round(float(start_s) * _NS_PER_S)
-            end_ns = start_ns + round(float(length_s) * _NS_PER_S)
+            start_ns = round(float(start_s) * NS_PER_S)
+            end_ns = start_ns + round(float(length_s) * NS_PER_S)
             h = Histogram.decode(metric, b64)
         except (ValueError, IndexError, ResultsError) as exc:
             if n == len(lines):
@@ -308,7 +308,7 @@ def _percentile_series(points: Sequence[SeriesPoint], p: float) -> tuple[list[fl
     xs: list[float] = []
     ys: list[float | None] = []
     for pt in points:
-        xs.append(pt.end_ns / _NS_PER_S)
+        xs.append(pt.end_ns / NS_PER_S)
         ys.append(pt.values[i] if pt.count else None)
     return xs, ys
 
@@ -316,10 +316,10 @@ def _percentile_series(points: Sequence[SeriesPoint], p: float) -> tuple[list[fl
 def _rate(timeline: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
     xs, ys = [], []
     for rec in timeline:
-        dur_s = (rec["end_ns"] - rec.get("start_ns", 0)) / _NS_PER_S
+        dur_s = (rec["end_ns"] - rec.get("start_ns", 0)) / NS_PER_S
         if dur_s <= 0:
             continue
-        xs.append(rec["end_ns"] / _NS_PER_S)
+        xs.append(rec["end_ns"] / NS_PER_S)
         ys.append(float(rec.get(key, 0) or 0) / dur_s)
     return xs, ys
 
@@ -363,7 +363,7 @@ def _timeline_figure(runs: Sequence[RunData]) -> Any:
             for key, colour in (("started", "#1f77b4"), ("completed", "#2ca02c")):
                 line(3, *_rate(tl, key), f"{key}/s", colour)
             line(4, *_rate(tl, "output_tokens"), "output tokens/s", "#ff7f0e")
-            ends = [rec["end_ns"] / _NS_PER_S for rec in tl]
+            ends = [rec["end_ns"] / NS_PER_S for rec in tl]
             line(5, ends, [rec.get("in_flight_mean") for rec in tl], "in flight (mean)", "#1f77b4")
             line(5, ends, [rec.get("in_flight_now") for rec in tl], "in flight (at end)", "#7f7f7f")
             # the client-side phases, by their own names (docs/results.md, "In flight")
@@ -606,7 +606,7 @@ def _keepalive_table(run: RunData) -> str:
         snap = run.snapshot
         ka = snap.histogram(scope, "keepalive_interval")
         sil = snap.histogram(scope, "max_silence")
-        d = 1_000_000
+        d = NS_PER_MS
         rows.append([scope, snap.counter(scope, "keepalives"), snap.counter(scope, "keepalive_violations"),
                      ka.percentile(50) / d if ka.count else None, ka.max / d if ka.count else None,
                      sil.percentile(50) / d if sil.count else None,

@@ -40,6 +40,7 @@ from typing import Any
 from .._errors import ResultsError
 from ..measure._hdr import METRICS, Histogram
 from .._textfile import decode_line, iter_lines
+from .._units import NS_PER_S
 
 __all__ = ["MAX_POINTS", "SERIES_PERCENTILES", "SeriesPoint", "bucket_ns_for", "fold_hlog", "fold_timeline",
            "span_ns"]
@@ -51,7 +52,6 @@ MAX_POINTS = 720
 SERIES_PERCENTILES = (50.0, 99.0, 99.9)
 """The percentiles of each :class:`SeriesPoint`, in this order."""
 
-_NS_PER_S = 1_000_000_000
 _SUMMED = ("started", "completed", "output_tokens")
 _OPEN_BUCKETS = 2  # buckets kept open per tag, for lines a little out of order
 
@@ -106,8 +106,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str, bool]]:
 
 def _hlog_bounds(line: str) -> tuple[str, int, int, str]:
     tag, start_s, length_s, _max, b64 = line[4:].split(",", 4)
-    start_ns = round(float(start_s) * _NS_PER_S)
-    return tag, start_ns, start_ns + round(float(length_s) * _NS_PER_S), b64
+    start_ns = round(float(start_s) * NS_PER_S)
+    return tag, start_ns, start_ns + round(float(length_s) * NS_PER_S), b64
 
 
 def span_ns(hlog: Path | None, timeline: Path | None) -> int:

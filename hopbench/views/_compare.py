@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._errors import ResultsError, UsageError
+from .._format import fmt_cell
 from ..measure._hdr import METRICS, Histogram
 from ..measure._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value
 from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, poisson_rates, two_proportions
@@ -699,30 +700,13 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
 # -- rendering -------------------------------------------------------------------
 
 
-def _num(v: float | int | None) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, int):
-        return str(v)
-    a = abs(v)
-    if a == 0:
-        return "0"
-    if a >= 100:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    if a < 0.001:  # below 1 us: a "same read" gap (0, kept as HDR's 1 ns), never "1e-06"
-        return "<0.001" if v > 0 else ">-0.001"
-    return f"{v:.3g}"
-
-
 def _pct(r: float | None) -> str:
     return "" if r is None else f"{r:+.1%}"
 
 
 def _rate_cell(t: tuple[float, float, float | None], unit: str) -> str:
     if unit:
-        return _num(t[2]) if t[2] is not None else "-"
+        return fmt_cell(t[2]) if t[2] is not None else "-"
     return f"{int(t[0])}/{int(t[1])} = {t[2]:.3%}" if t[2] is not None else f"{int(t[0])}/{int(t[1])}"
 
 
@@ -749,8 +733,8 @@ def _render_text(c: Comparison) -> str:
             for k in SHOWN_STATS:
                 d, r = m.change(k)
                 label = "p99.9" if k == "p999" else k
-                out.append(f"    {label:<30}{_num(m.base[k]):>12} "
-                           f"{_num(m.candidate[k]):>12} {_num(d) if d is not None else '':>12} {_pct(r):>8}")
+                out.append(f"    {label:<30}{fmt_cell(m.base[k]):>12} "
+                           f"{fmt_cell(m.candidate[k]):>12} {fmt_cell(d) if d is not None else '':>12} {_pct(r):>8}")
             why = f"  ({'; '.join(m.reasons)})" if m.reasons else ""
             out.append(f"    verdict: {_VERDICT_TEXT[m.verdict]}{why}")
         rates = [r for r in c.rates if r.scope == scope]
@@ -786,8 +770,8 @@ def _untrusted(c: Comparison) -> str:
 def _md_cell(m: MetricComparison, k: str) -> str:
     d, r = m.change(k)
     if k == "count":
-        return f"{_num(m.base[k])} / {_num(m.candidate[k])}"
-    return f"{_num(m.base[k])} → {_num(m.candidate[k])}" + (f" ({_pct(r)})" if r is not None else "")
+        return f"{fmt_cell(m.base[k])} / {fmt_cell(m.candidate[k])}"
+    return f"{fmt_cell(m.base[k])} → {fmt_cell(m.candidate[k])}" + (f" ({_pct(r)})" if r is not None else "")
 
 
 _MD_VERDICT = {"better": "✅ better", "worse": "❌ worse", "same": "no significant change",

@@ -38,7 +38,7 @@ from ..config._gate_spec import Budget, GateOptions, load_budget_file, parse_bud
 from ._compare import load_shape, shape_differences
 from .._errors import ProfileError, ResultsError, UsageError
 from .._exit import EXIT_BREACH, EXIT_OK
-from .._format import fmt_num, load_phrase
+from .._format import fmt_limit, fmt_num, load_phrase
 from ..measure._hdr import Histogram
 from ..measure._outcomes import RATES, measured_duration_s, rate_value
 from ..measure._recorder import ALL
@@ -614,18 +614,6 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
 # -- report --------------------------------------------------------------------
 
 
-def _num(v: float) -> str:
-    if v == 0:
-        return "0"
-    a = abs(v)
-    if a >= 100:
-        text = f"{v:.0f}" if a >= 100_000 else f"{v:.1f}"
-        return text.removesuffix(".0")
-    if a >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
 def _fmt(v: float | None, b: Budget) -> str:
     if v is None:
         return "n/a"
@@ -633,7 +621,7 @@ def _fmt(v: float | None, b: Budget) -> str:
         return f"{v:.0f}" if float(v).is_integer() else f"{v:g}"
     if b.rate is not None and RATES[b.rate].fraction:
         return f"{v:.4g} ({v * 100:.3g} %)"
-    return f"{_num(v)} {b.unit}".rstrip()
+    return f"{fmt_limit(v)} {b.unit}".rstrip()
 
 
 def _limit_display(r: BudgetResult) -> str:
