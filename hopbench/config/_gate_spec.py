@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..measure._hdr import METRICS
+from ..measure._metrics import METRICS
 from ..measure._outcomes import RATES
 from ..measure._recorder import ALL
 from .._toml import Table, TomlDoc, closest_key, load_toml

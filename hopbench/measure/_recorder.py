@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ResultsError, UsageError
-from ._hdr import METRICS, Histogram
+from ._hdr import Histogram
+from ._metrics import METRICS
 
 __all__ = [
     "ALL",

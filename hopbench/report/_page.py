@@ -45,7 +45,8 @@ from typing import Any
 from ..measure._burst import BURST_COUNTERS, burst_warnings
 from .._errors import ResultsError
 from ._html import cell, escape, table
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS, metrics_where
 from ..measure._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 from ..measure._recorder import ALL, Snapshot
 from ._section_capacity import capacity_section
@@ -62,7 +63,7 @@ __all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
 
 REPORT_NAME = "report.html"
 TIMELINE_NAME = "timeline.jsonl"
-SPECTRUM_METRICS = ("ttft", "itl", "tpot", "e2e")
+SPECTRUM_METRICS = metrics_where(figure="latency")
 _TIMELINE_TAGS = ("all.ttft", "all.itl", "all.loop_lag", "all.schedule_lag")
 _OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
                     "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
@@ -423,10 +424,10 @@ def _outcome_figure(runs: Sequence[RunData]) -> Any:
 
 
 def _keepalive_figure(runs: Sequence[RunData]) -> Any | None:
-    if not any(run.snapshot.histogram(s, m).count for run in runs for s in run.scopes()
-               for m in ("keepalive_interval", "max_silence")):
+    metrics = metrics_where(figure="keepalive")
+    if not any(run.snapshot.histogram(s, m).count for run in runs for s in run.scopes() for m in metrics):
         return None
-    return _spectrum_figure(runs, ("keepalive_interval", "max_silence"),
+    return _spectrum_figure(runs, metrics_where(figure="keepalive"),
                             "Keepalive gaps and longest silence per stream (percentile spectrum)")
 
 
@@ -621,15 +622,13 @@ def _keepalive_table(run: RunData) -> str:
 def _overhead_section(runs: Sequence[RunData]) -> list[str]:
     """The gateway overhead section (docs/gateway-overhead.md): the overhead spectra,
     the match and event counts, and the fault matrix; nothing for runs without it."""
-    from ..driver._overhead import OVERHEAD_METRICS
-
     blocks = [(i, r.summary.get("gateway_overhead")) for i, r in enumerate(runs)]
     if not any(isinstance(b, Mapping) for _, b in blocks):
         return []
     out = ["<h2>Gateway overhead</h2>",
            '<p class="note">What the gateway added, per request and per event, against the emulator '
            "behind it (one clock). Solid: A, dashed: B when comparing.</p>",
-           _figure_html(_spectrum_figure(runs, OVERHEAD_METRICS, "Gateway overhead spectrum"), "fig-overhead")]
+           _figure_html(_spectrum_figure(runs, metrics_where(figure="overhead"), "Gateway overhead spectrum"), "fig-overhead")]
     series = [(i, b.get("event_delay_over_time")) for i, b in blocks if isinstance(b, Mapping)]
     if any(pts for _, pts in series):
         import plotly.graph_objects as go

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ResultsError
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS
 from .._textfile import decode_line, iter_lines
 from .._units import NS_PER_S
 

@@ -33,7 +33,8 @@ from typing import Any, Final
 
 from .._errors import ResultsError, UsageError
 from .._format import fmt_cell
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS, metrics_where
 from ..measure._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value
 from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, poisson_rates, two_proportions
 
@@ -60,15 +61,12 @@ MIN_EFFECT: Final = 0.05
 """Smallest relative change (of the median, or of a tail percentile) that can be a verdict."""
 MIN_ABS_MS: Final = 1.0
 """Times: smallest absolute change (ms) that can be a verdict (loopback noise is below it)."""
-DEFAULT_METRICS: Final = ("ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
-                          "keepalive_interval", "max_silence", "ttft_from_send", "e2e_from_send",
-                          # gateway overhead (docs/gateway-overhead.md): only runs with [upstream] have them
-                          "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
-                          "injected_keepalive_interval", "client_silence_in_upstream_silence")
-"""Gateway-facing metrics compared by default (client-side ones need --metric); a metric
-neither run recorded is left out."""
-HIGHER_IS_BETTER: Final = frozenset({"output_tokens_per_s", "completion_rate", "throughput.output_tokens_per_s",
-                                     "throughput.completed_per_s"})
+DEFAULT_METRICS: Final = metrics_where(compared=True)
+"""Gateway-facing metrics compared by default (the registry's ``compared``; client-side
+ones need --metric); a metric neither run recorded is left out."""
+HIGHER_IS_BETTER: Final = frozenset({*metrics_where(higher_is_better=True), "completion_rate",
+                                     "throughput.output_tokens_per_s", "throughput.completed_per_s"})
+"""Metrics (the registry's ``higher_is_better``), rates and throughput figures for which more is better."""
 SHOWN_STATS: Final = ("count", "p50", "p90", "p99", "p999", "max")
 _TAILS: Final = (("p90", 0.90), ("p99", 0.99))
 _BASE_RATES: Final = ("completion_rate", "error_rate", "interruption_rate", "truncated_rate",
@@ -344,9 +342,8 @@ def _hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
         raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
 
 
-PER_EVENT = frozenset({"itl", "keepalive_interval", "injected_keepalive_interval", "event_delay",
-                       "upstream_silence", "client_silence_in_upstream_silence"})
-"""Metrics with many samples per stream: their samples are not independent (a
+PER_EVENT = frozenset(metrics_where(per_event=True))
+"""Metrics with many samples per stream (the registry's ``per_event``): their samples are not independent (a
 stream's gaps share its path, its upstream, the machine's state while it ran), so
 their tests count streams, not events (``compare_metric``'s ``streams``)."""
 
