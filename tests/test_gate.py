@@ -332,7 +332,8 @@ def test_gate_baseline_of_another_load_shape_is_refused_unless_forced() -> None:
 
 
 def test_gate_baseline_uses_compares_load_shape_rule() -> None:
-    from hopbench.views._compare import compare_summaries, shape_differences
+    from hopbench.views._compare import compare_summaries
+    from hopbench.views._load_shape import shape_differences
 
     run, base = _open_loop(40.0), _closed_loop(16)
     with pytest.raises(UsageError, match="load shapes differ") as err:

@@ -14,7 +14,7 @@ Invariants:
   budget that must not pass, or a failed run check; 2 bad input
   (``ProfileError``/``ResultsError``/``UsageError``, naming the file, line
   and key), including a baseline whose load shape differs from the run's
-  (the rule is compare's, :func:`hopbench.views._compare.shape_differences`) unless
+  (the rule is compare's, :func:`hopbench.views._load_shape.shape_differences`) unless
   ``force``.
 * Values are compared in the metric's reporting unit (``_hdr.METRICS``: ms
   for times, tokens/s for rates); a limit's unit (ns, us, ms, s) is
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..config._gate_spec import Budget, GateOptions, load_budget_file, parse_budgets, table_from_mapping
-from ._compare import load_shape, shape_differences
+from ._load_shape import load_shape, shape_differences
 from .._errors import ProfileError, ResultsError, UsageError
 from .._exit import EXIT_BREACH, EXIT_OK
 from .._format import fmt_limit, fmt_num, load_phrase
@@ -562,7 +562,7 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
             does not have, or a relative budget with no baseline.
         ResultsError: the summary is malformed.
         UsageError: no budgets at all; or a baseline whose load shape differs
-            from the run's (:func:`hopbench.views._compare.shape_differences`, the
+            from the run's (:func:`hopbench.views._load_shape.shape_differences`, the
             rule ``hopbench compare`` refuses a pair by) and not ``force``.
     """
     if budget is None:
