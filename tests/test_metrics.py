@@ -17,7 +17,7 @@ from hopbench.measure._metrics import METRICS, UNIT_LABELS, MetricSpec, metrics_
 from hopbench.measure._slo import OBJECTIVES, Slo
 from hopbench.observe import _progress
 from hopbench.observe._live_metrics import HISTOGRAMS
-from hopbench.report import _page
+from hopbench.report import _figures, _page
 from hopbench.views._arm_differences import ARM_METRICS
 from hopbench.views._compare import DEFAULT_METRICS, HIGHER_IS_BETTER, PER_EVENT
 
@@ -54,7 +54,7 @@ def test_metrics_every_list_names_registry_metrics() -> None:
         "compare DEFAULT_METRICS": DEFAULT_METRICS,
         "compare PER_EVENT": tuple(PER_EVENT),
         "arm differences ARM_METRICS": ARM_METRICS,
-        "report SPECTRUM_METRICS": _page.SPECTRUM_METRICS,
+        "report SPECTRUM_METRICS": _figures.SPECTRUM_METRICS,
         "report timeline tags": tuple(t.split(".", 1)[1] for t in _page._TIMELINE_TAGS),
         "progress panel": _progress._LATENCY + _progress._HEALTH,
         "live HISTOGRAMS": tuple(HISTOGRAMS),
