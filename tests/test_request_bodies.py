@@ -10,7 +10,11 @@ compared byte for byte (key order, separators, non-ASCII) with
 
 Where the roads differ the goldens say so; the API references decide what is
 right (OpenAI "Create chat completion" and "Create a model response",
-Anthropic "Messages").
+Anthropic "Messages"). Two bodies of the plain road changed when the two
+encoders became one (``protocols._requests.encode_body``), both wrong by the
+reference: a Messages body carried a ``system`` message inside ``messages``
+(now the top-level ``system``), a Responses body a ``"text"`` content part
+(now ``"input_text"``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from hopbench.config._profile import load_profile
+from hopbench.protocols._requests import DEFAULT_PATHS, Message, asks_usage, auth_style, encode_body
 
 DATA = Path(__file__).parent / "data" / "request_bodies"
 PROTOCOLS = ("chat", "responses", "messages")
@@ -67,3 +72,42 @@ def test_request_bodies_roads_agree_on_plain_prompts(protocol: str) -> None:
     # a string, {"prompt"}: one user turn of text, the same bytes on either road
     prompts, pool = _golden("prompts", protocol), _golden("pool", protocol)
     assert prompts["include_usage"][:2] == pool["include_usage"][:2]
+
+
+def test_request_bodies_verbatim_system_blocks_are_lifted_for_messages() -> None:
+    conv = [{"role": "developer", "content": [{"type": "text", "text": "d"}]}, {"role": "system", "content": "s"},
+            {"role": "user", "content": "u"}, "not an object"]
+    body = json.loads(encode_body("messages", "m", conv, 3, True, {}))
+    assert body["system"] == [{"type": "text", "text": "d"}, {"type": "text", "text": "s"}]
+    assert body["messages"] == [{"role": "user", "content": "u"}, "not an object"]
+    assert json.loads(encode_body("chat", "m", conv, 3, True, {}))["messages"] == conv  # chat: as written
+
+
+def test_request_bodies_verbatim_assistant_parts_are_output_text_for_responses() -> None:
+    conv = [{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "refusal", "refusal": "r"}]}]
+    (item,) = json.loads(encode_body("responses", "m", conv, 3, False, {}))["input"]
+    assert item["content"] == [{"type": "output_text", "text": "a"}, {"type": "refusal", "refusal": "r"}]
+    assert conv[0]["content"][0]["type"] == "text"  # the profile's own data is left alone
+
+
+def test_request_bodies_extra_is_merged_last() -> None:
+    body = encode_body("chat", "m", (Message("user", "u"),), 3, True, {"max_tokens": 9, "stream": False})
+    assert body == (b'{"model":"m","messages":[{"role":"user","content":"u"}],"stream":false,"max_tokens":9,'
+                    b'"stream_options":{"include_usage":true}}')
+
+
+def test_request_bodies_asks_usage_only_chat_with_include_usage() -> None:
+    on = encode_body("chat", "m", (Message("user", "u"),), 3, True, {})
+    off = encode_body("chat", "m", (Message("user", "u"),), 3, False, {})
+    assert asks_usage("chat", on) and not asks_usage("chat", off)
+    assert not asks_usage("responses", on) and not asks_usage("messages", on)
+    assert not asks_usage("chat", b"not json") and not asks_usage("chat", b"[1]")
+    assert not asks_usage("chat", b'{"stream_options": {"include_usage": 1}}')
+    assert not asks_usage("nope", on)
+
+
+def test_request_bodies_auth_style_per_protocol() -> None:
+    assert [auth_style(p, "auto") for p in PROTOCOLS] == ["bearer", "bearer", "x-api-key"]
+    assert auth_style("messages", "bearer") == "bearer" and auth_style("chat", "x-api-key") == "x-api-key"
+    assert auth_style("chat", "none") is None
+    assert list(DEFAULT_PATHS) == list(PROTOCOLS)

@@ -29,7 +29,8 @@ from ._fields import FIELD_NAME, empty_secret, field_problem, is_secret_header, 
 from .._errors import ProfileError
 from .._toml import MISSING, RATE_MIN_RPS, Table, TomlDoc, closest_key, load_toml, parse_toml
 from ..workload._lengths import MAX_OUTPUT_TOKENS
-from ..workload._pool import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
+from ..workload._pool import WORKLOAD_KEYS, parse_workload, uses_workload
+from ..protocols._requests import ANTHROPIC_VERSION, DEFAULT_PATHS, PROTOCOLS, Message, Protocol, encode_body
 from .._textfile import gunzip, json_value, read_regular
 
 __all__ = [
@@ -42,18 +43,7 @@ __all__ = [
     "Timeouts",
     "load_profile",
     "parse_profile",
-    "PROTOCOLS",
-    "DEFAULT_PATHS",
 ]
-
-Protocol = Literal["chat", "responses", "messages"]
-PROTOCOLS: tuple[str, ...] = ("chat", "responses", "messages")
-DEFAULT_PATHS: dict[str, str] = {
-    "chat": "/v1/chat/completions",
-    "responses": "/v1/responses",
-    "messages": "/v1/messages",
-}
-ANTHROPIC_VERSION = "2023-06-01"
 
 
 @dataclass(frozen=True, slots=True)
@@ -746,7 +736,9 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
                                 replacement=workload.replacement, cancel=cancel, slo=slo, session=session,
                                 dataset_note=workload.note))
             continue
-        bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
+        # a prompts_file line {"messages": [...]} is sent as written (encode_body's verbatim conversation)
+        bodies = tuple(encode_body(protocol, model, p["messages"] if isinstance(p, dict) else (Message("user", p),),
+                                   max_tokens, include_usage, extra_data) for p in prompts)
         out.append(Scenario(name, protocol, weight, model,
                             tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),
                             max_tokens, include_usage, extra_data, bodies, target.paths[protocol],
@@ -794,27 +786,6 @@ def _read_prompts(t: Table, base: Path) -> list[Any]:
     if not prompts:
         raise t.error("prompts_file", f"{path} holds no prompts")
     return prompts
-
-
-def _body(protocol: str, model: str, prompt: Any, max_tokens: int, include_usage: bool,
-          extra: Mapping[str, Any]) -> bytes:
-    """Encode one request body per the protocol's API reference."""
-    if isinstance(prompt, dict):
-        messages = prompt["messages"]
-    else:
-        messages = [{"role": "user", "content": prompt}]
-    body: dict[str, Any]
-    if protocol == "chat":  # OpenAI API reference: Create chat completion
-        body = {"model": model, "messages": messages, "stream": True, "max_tokens": max_tokens}
-        if include_usage:
-            body["stream_options"] = {"include_usage": True}
-    elif protocol == "responses":  # OpenAI API reference: Create a model response
-        body = {"model": model, "input": messages if isinstance(prompt, dict) else prompt,
-                "stream": True, "max_output_tokens": max_tokens}
-    else:  # Anthropic API reference: Messages (max_tokens is required)
-        body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
-    body.update(extra)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def request_headers(target: TargetSpec, protocol: str, env: Mapping[str, str] | None = None,

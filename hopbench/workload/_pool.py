@@ -4,7 +4,7 @@ Role: turn a scenario's workload keys (``input_tokens``, ``max_tokens`` as a
 distribution, ``dataset``, ``tokenizer``, ``prompt_pool``, ``replacement``)
 into a pool of distinct requests, each with its conversation, its requested
 input length and its ``max_tokens`` (docs/workloads.md). The profile loader
-encodes one JSON body per pool entry once (``encode_body``); the runner then
+encodes one JSON body per pool entry once (``protocols._requests.encode_body``); the runner then
 only picks an entry per request (``Picker``): no request is re-encoded.
 
 Invariants:
@@ -19,15 +19,14 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._dataset import (DATASET_FORMATS, DatasetSpec, Message, Record, record_from_messages, filter_records,
-                       read_dataset)
+from ..protocols._requests import Message, encode_body
+from ._dataset import DATASET_FORMATS, DatasetSpec, Record, record_from_messages, filter_records, read_dataset
 from .._errors import ProfileError
 from ._lengths import (MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS, Dist, Tokenizer, dist_from, estimate_tokens,
                        load_tokenizer, synthetic_prompt)
@@ -36,6 +35,8 @@ from .._textfile import check_regular
 
 __all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
            "encode_body", "parse_workload", "synthetic_prompt", "uses_workload"]
+# Message and encode_body live in hopbench.protocols._requests; listed here only while
+# hopbench.engine._runner imports them from this module (its own branch switches it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,40 +115,6 @@ class Picker:
         i = self._next
         self._next = (i + 1) % self.n
         return i
-
-
-def encode_body(protocol: str, model: str, messages: Sequence[Message], max_tokens: int,
-                include_usage: bool, extra: Mapping[str, Any]) -> bytes:
-    """One streaming request body for a conversation, per the protocol's API reference.
-
-    chat (OpenAI "Create chat completion"): ``messages`` with system as a
-    ``system`` message; responses (OpenAI "Create a model response"): the
-    system text as ``instructions``, a single user turn as the ``input`` string,
-    else ``input`` as a message list; messages (Anthropic "Messages"): ``system``
-    beside ``messages``. ``extra`` is merged last.
-
-    Returns:
-        UTF-8 JSON bytes (compact, non-ASCII kept).
-    """
-    system = "\n".join(m.text for m in messages if m.role == "system")
-    turns = [{"role": m.role, "content": m.text} for m in messages if m.role != "system"]
-    body: dict[str, Any]
-    if protocol == "chat":
-        msgs = ([{"role": "system", "content": system}] if system else []) + turns
-        body = {"model": model, "messages": msgs, "stream": True, "max_tokens": max_tokens}
-        if include_usage:
-            body["stream_options"] = {"include_usage": True}
-    elif protocol == "responses":
-        body = {"model": model, "input": turns[0]["content"] if len(turns) == 1 else turns,
-                "stream": True, "max_output_tokens": max_tokens}
-        if system:
-            body["instructions"] = system
-    else:
-        body = {"model": model, "messages": turns, "max_tokens": max_tokens, "stream": True}
-        if system:
-            body["system"] = system
-    body.update(extra)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def build_pool(rng: random.Random, *, max_tokens: Dist | None, pool_size: int,

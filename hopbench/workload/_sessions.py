@@ -14,7 +14,7 @@ never re-encoded) and the turn-index figures (``record_turn``, ``turns_of``).
 Invariants:
 - Pure: no clock, no I/O, no trio. The runner sleeps the think time and
   sends.
-- Each message is encoded exactly as ``_workload.encode_body`` encodes it
+- Each message is encoded exactly as ``protocols._requests.encode_body`` encodes it
   (``{"role", "content"}``, compact, non-ASCII kept): a turn's body equals
   ``encode_body`` of the whole conversation.
 - Turn counts are drawn from a low-discrepancy pool (``Dist.spread``) seeded
@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._dataset import Message
+from ..protocols._requests import Message, encode_body
 from ._lengths import MAX_INPUT_TOKENS, Dist, dist_from, estimate_tokens
-from ._pool import PoolEntry, Prepared, encode_body
+from ._pool import PoolEntry, Prepared
 
 __all__ = ["SessionSpec", "Conversation", "parse_session", "record_turn", "turns_of", "MAX_TURNS"]
 
