@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._toml import Table
+from ..protocols._requests import PROTOCOLS
 
 __all__ = ["ArmSpec", "parse_arms"]
 
@@ -136,7 +137,7 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
             if problem:
                 raise t.error("url", problem)
             url = raw_url.rstrip("/")
-        protocol = t.str("protocol", None, choices=("chat", "responses", "messages"))
+        protocol = t.str("protocol", None, choices=PROTOCOLS)
         if protocol is not None:
             if first_protocol is not None and first_protocol[1] != protocol:
                 raise t.error("protocol", f"arms must speak one protocol to be compared: arm[{first_protocol[0]}] "

@@ -30,7 +30,7 @@ from .._errors import ProfileError
 from .._toml import MISSING, RATE_MIN_RPS, Table, TomlDoc, closest_key, load_toml, parse_toml
 from ..workload._lengths import MAX_OUTPUT_TOKENS
 from ..workload._pool import WORKLOAD_KEYS, parse_workload, uses_workload
-from ..protocols._requests import ANTHROPIC_VERSION, DEFAULT_PATHS, PROTOCOLS, Message, Protocol, encode_body
+from ..protocols._requests import DEFAULT_PATHS, PROTOCOLS, WIRES, Message, Protocol, auth_style, encode_body
 from .._textfile import gunzip, json_value, read_regular
 
 __all__ = [
@@ -710,8 +710,9 @@ def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
             from ._slo_spec import parse_slo
 
             slo = parse_slo(t.table("slo"), slo_base)
-        if protocol != "chat" and t.has("include_usage") and "include_usage" in t.data:
-            raise t.error("include_usage", "only valid for protocol = \"chat\"")
+        if not WIRES[protocol].usage_option and t.has("include_usage") and "include_usage" in t.data:
+            only = " or ".join(f'"{p}"' for p, w in WIRES.items() if w.usage_option)
+            raise t.error("include_usage", f"only valid for protocol = {only}")
         extra = t.table("extra")
         extra_data = dict(extra.data)
         extra.keys()
@@ -798,17 +799,13 @@ def request_headers(target: TargetSpec, protocol: str, env: Mapping[str, str] | 
     The returned dict holds secrets: never log or record it.
     """
     env = os.environ if env is None else env
-    headers = {"content-type": "application/json", "accept": "text/event-stream"}
-    if protocol == "messages":
-        headers["anthropic-version"] = ANTHROPIC_VERSION
+    headers = {"content-type": "application/json", "accept": "text/event-stream", **WIRES[protocol].headers}
     headers.update({k.lower(): v for k, v in target.headers.items()})
     for k, var in target.header_env.items():
         headers[k.lower()] = env[var]
-    if target.api_key_env is not None and target.auth != "none":
+    style = auth_style(protocol, target.auth)
+    if target.api_key_env is not None and style is not None:
         key = env[target.api_key_env]
-        style = target.auth
-        if style == "auto":
-            style = "x-api-key" if protocol == "messages" else "bearer"
         if style == "bearer":
             headers["authorization"] = f"Bearer {key}"
         else:
