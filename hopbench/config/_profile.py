@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from ..workload._cancel import CancelSpec, parse_cancel
 from .._units import s_to_ns
+from ..sse import DEFAULT_MAX_EVENT_BYTES
 from ._fields import FIELD_NAME, empty_secret, field_problem, is_secret_header, read_header_env, read_headers
 from .._errors import ProfileError
 from .._toml import MISSING, RATE_MIN_RPS, Table, TomlDoc, closest_key, load_toml, parse_toml
@@ -82,7 +83,7 @@ class RunSpec:
     #: lower-case response header names recorded per stream and counted by value
     record_headers: tuple[str, ...] = ()
     #: the SSE scanner's memory bound per line / event, bytes (hopbench.sse.SSEScanner)
-    max_event_bytes: int = 4 * 1024 * 1024
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,9 +420,8 @@ def check_workers(n: int) -> str | None:
     return None
 
 
-#: ``[run].max_event_bytes``: the default (4 MiB, the scanner's own) and the largest accepted
-#: (1 GiB: one event is held in memory per stream, so a larger bound is no bound).
-MAX_EVENT_BYTES_DEFAULT = 4 * 1024 * 1024
+#: ``[run].max_event_bytes``: the largest accepted (1 GiB: one event is held in memory per
+#: stream, so a larger bound is no bound); the default is the scanner's own (4 MiB)
 MAX_EVENT_BYTES_MAX = 1 << 30
 
 
@@ -454,7 +454,7 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     stream_log = t.bool("stream_log", True)
     metrics_port = t.int("metrics_port", None, min=1, max=65535)  # docs/observability.md
     record_headers = _record_headers(t)
-    max_event_bytes = t.int("max_event_bytes", MAX_EVENT_BYTES_DEFAULT, min=1, max=MAX_EVENT_BYTES_MAX)
+    max_event_bytes = t.int("max_event_bytes", DEFAULT_MAX_EVENT_BYTES, min=1, max=MAX_EVENT_BYTES_MAX)
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
                    budget, workers, engine, ray_address, stream_log, metrics_port, record_headers,

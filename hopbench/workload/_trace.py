@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any, Protocol, overload
 
 from .._errors import ProfileError
+from .._units import NS_PER_MS
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS
 from .._textfile import GZIP_MAGIC, binary_kind, check_regular, gunzip, json_value
 
@@ -80,7 +81,6 @@ __all__ = ["TraceEntry", "TraceEntries", "TraceSpec", "TraceBodies", "read_trace
 
 #: Mooncake's traces count hash ids in blocks of 512 tokens
 DEFAULT_BLOCK_TOKENS = 512
-_NS_PER_MS = 1_000_000
 #: s, the longest replay of one pass of the window hopbench accepts (365 days): a longer
 #: one is a typo (a tiny speedup, timestamps in us or ns read as ms) that would leave the
 #: run idle, waiting for its next arrival, for ever
@@ -922,7 +922,7 @@ class TraceSpec:
     def offset_ns(self, i: int, rep: int) -> int:
         """Entry ``i``'s scheduled time in pass ``rep`` (0-based), ns from the replay's start."""
         t_ms = self.entries.t_ms(i) - self.start_ms + rep * self.period_ms
-        return int(round(t_ms * _NS_PER_MS / self.speedup))
+        return int(round(t_ms * NS_PER_MS / self.speedup))
 
     def arrivals(self, part: int = 0, parts: int = 1) -> Iterator[tuple[int, int, int]]:
         """The schedule: (offset ns, entry index, pass) in time order; entries of
@@ -953,7 +953,7 @@ class TraceSpec:
         if b_ns <= a_ns:
             return 0
         count = 0
-        period_ns = self.period_ms * _NS_PER_MS / self.speedup
+        period_ns = self.period_ms * NS_PER_MS / self.speedup
         # offsets are non-decreasing within a pass, and a later pass is the first one
         # shifted by whole periods (to within 1 ns of rounding): one bisect per pass
         # that may straddle a_ns or b_ns; the passes between lie wholly inside and
