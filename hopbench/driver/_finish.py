@@ -41,7 +41,7 @@ from .._units import NS_PER_MS, NS_PER_S
 from ..measure._burst import burst_warnings
 from ..measure._inflight import BUSY_PHASES, PHASES
 from ..measure._outcomes import BROKEN, ERROR_RATE_WARN
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._recorder import ALL, Snapshot
 from ._results import SCHEMA, summary_scopes
 from ..engine._saturation import SATURATION_CPU, SATURATION_LAG_NS, GeneratorFigures, HostUsage

@@ -33,7 +33,8 @@ from .._errors import HopbenchError, ResultsError, RunAborted
 from ._finish import (LOAD_HELD_FRACTION, SATURATION_CPU, SATURATION_LAG_NS, Part, RunCounters, RunEnd,
                       analyse, gc_figures, headline, host_figures, judge, outcome_warnings, slo_block)
 from ..measure._outcomes import BROKEN, ERROR_RATE_WARN
-from ..config._profile import Profile, sanitized
+from ..config._profile import sanitized
+from ..config._records import Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment, write_error
 from ..engine._runner import LoadRunner, RunStats

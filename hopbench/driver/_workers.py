@@ -64,7 +64,7 @@ from .._clock import NS_PER_MS, NS_PER_S
 from .._errors import HopbenchError
 from ..measure._hdr import Histogram
 from ..measure._inflight import PHASES
-from ..config._profile import LoadSpec, Profile
+from ..config._records import LoadSpec, Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._results import ResultsWriter
 from ._finish import Part, RunCounters, RunEnd, WorkerInfo, judge
