@@ -188,7 +188,7 @@ def _scenarios(root: Table, base: Path, run: RunSpec, load: LoadSpec,
         refuse_lengths_in_trace(root)
     scenarios = parse_scenarios(root, base, target, run.seed, slo_base)
     if load.mode == "trace":  # the trace file, once the scenarios it names are known
-        from ..workload._trace import parse_trace
+        from ._trace_spec import parse_trace
 
         spec = parse_trace(root.table("load"), base,
                            [(sc.name, sc.model, bool(sc.lengths), sc.weight) for sc in scenarios], run.seed)
@@ -326,7 +326,7 @@ def _record_headers(t: Table) -> tuple[str, ...]:
 def _load(t: Table) -> LoadSpec:
     mode = t.str("mode", "concurrency", choices=("concurrency", "rate", "trace"))
     if mode == "trace":  # docs/workloads.md, "Trace replay"; the file is read in _build
-        from ..workload._trace import trace_keys
+        from ._trace_spec import trace_keys
 
         for k in ("concurrency", "ramp_up_s", "rate_rps", "arrival"):
             if t.has(k):
