@@ -233,7 +233,8 @@ def _check_gate(budgets_t: Table, gate_t: Table, arms: tuple[Any, ...], scenario
 def _stages(root: Table, load: LoadSpec, scenarios: tuple[Scenario, ...]) -> tuple[tuple[Any, ...], Any]:
     """The ``[[stage]]`` entries and the ``[search]`` table (``config._stage_spec``): one or
     the other, not in a trace replay, a search only with objectives to judge by."""
-    from ._stage_spec import parse_search, parse_stages  # [[stage]], [search] (docs/slo.md)
+    from ._search_spec import parse_search  # [search] (docs/slo.md)
+    from ._stage_spec import parse_stages  # [[stage]] (docs/slo.md)
 
     if load.mode == "trace" and (root.has("stage") or root.has("search")):
         raise _first_table(root, "stage" if root.has("stage") else "search").error(None,

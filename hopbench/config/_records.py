@@ -175,7 +175,7 @@ class Profile:
     arms: tuple[Any, ...] = field(default=(), compare=False)
     #: ``[[stage]]`` entries (hopbench.config._stage_spec.Stage), possibly empty (docs/slo.md)
     stages: tuple[Any, ...] = field(default=(), compare=False)
-    #: the ``[search]`` table (hopbench.config._stage_spec.SearchSpec), or None
+    #: the ``[search]`` table (hopbench.config._search_spec.SearchSpec), or None
     search: Any = field(default=None, compare=False)
     #: the ``[upstream]`` table (hopbench.config._upstream_spec.UpstreamSpec), or None
     upstream: Any = field(default=None, compare=False)
