@@ -47,7 +47,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .config._profile import Profile
+    from .config._records import Profile
     from .driver._common import RunOutcome
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .._units import NS_PER_MS, NS_PER_S
-from ..config._profile import Profile, sanitized
+from ..config._profile import sanitized
+from ..config._records import Profile
 from ..measure._outcomes import BROKEN
 from ..measure._recorder import ALL, IntervalSnapshot
 from ._results import environment

@@ -31,7 +31,7 @@ from ._common import (RunOutcome, base_meta, default_out_dir, emulator_warnings,
 from ._judge import judge
 from ._summary import Part, RunEnd
 from ..measure._counters import RunCounters
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, write_error
 from ..engine._runner import LoadRunner, RunStats

@@ -44,7 +44,7 @@ import trio
 
 from .._clock import NS_PER_S
 from .._errors import HopbenchError
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._recorder import IntervalSnapshot, Recorder
 from ._results import ResultsWriter
 from ._common import RunOutcome, build_meta, default_out_dir, emulator_warnings, hold_signals, mark_started
