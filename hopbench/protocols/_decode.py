@@ -23,7 +23,7 @@ from ._observations import StreamResult
 from ._requests import PROTOCOLS
 from ._responses import ResponsesDecoder
 
-__all__ = ["PROTOCOLS", "new_decoder", "decode_stream"]
+__all__ = ["new_decoder", "decode_stream"]
 
 _DECODERS: dict[str, type[Decoder]] = {
     "chat": ChatDecoder,
