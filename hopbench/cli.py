@@ -432,8 +432,13 @@ def validate_command(profiles: Sequence[Path]) -> int:
     """
     from .config._profile import load_profile
 
+    from .driver._common import fd_limit_for
+
     for path in profiles:
         profile = load_profile(path)
+        fd_note = fd_limit_for(profile)  # a closed loop this machine cannot hold: ProfileError
+        if fd_note:
+            print(f"hopbench: warning: {fd_note}", file=sys.stderr)
         for sc in profile.scenarios:
             if sc.dataset_note:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
@@ -553,6 +558,11 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                                 engine=engine, ray_address=ray_address, upstream_record=upstream_record,
                                 require_search=require_search)
     console, err = _console(stderr=False), _console(stderr=True)
+    from .driver._common import fd_limit_for
+
+    fd_note = fd_limit_for(profile)  # before any load: a closed loop this machine cannot hold raises
+    if fd_note:
+        err.print(f"hopbench: warning: {fd_note}", markup=False, highlight=False)
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
