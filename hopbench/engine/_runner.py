@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import errno
 import json
 import math
 import os
 import random
-import ssl
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,9 +39,9 @@ import trio
 from ..measure._burst import FlaggedBurst, FlaggedLog
 from ..workload._cancel import CANCEL_OUTCOME, ClientCancel, chooses
 from .._clock import NS_PER_S, monotonic_offset_ns, now_ns, ns_to_s
+from ._classify import _detail, _http_error_code, classify_exception
 from ._collector import CollectorWatch
 from ..measure._counters import RunCounters
-from .._errors import SSEError
 from ..measure._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, PHASES, STREAMING, WAITING, InFlightGauge
 from ..measure._slo import judge, record_verdict
 from ._dispatch import Dispatcher, Slot
@@ -56,16 +54,16 @@ from ..measure._recorder import IntervalSnapshot, Recorder
 from ._runqueue import RunQueueWatch
 from ._schedule import LATER_SENT, SENT, TAKEN, Arrivals, DueCount, WindowCount
 from ._saturation import host_usage, sample_host
-from ._transport import MalformedResponse, StreamTransport
+from ._transport import StreamTransport
 from ..protocols import StreamResult, new_decoder
 from ..workload._sessions import Conversation, record_turn
 from ..workload._trace import TraceBodies, body_template
 from ..workload._pool import Message, Picker, Prepared, encode_body
 from ..protocols._marker import marked_template
-from ..measure._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception, exception_chain
+from ..measure._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception
 from ..sse import SSEScanner
 
-__all__ = ["LoadRunner", "RunStats", "away_ns", "classify_exception", "interval_end", "REQUEST_ID_HEADER",
+__all__ = ["LoadRunner", "RunStats", "away_ns", "interval_end", "REQUEST_ID_HEADER",
            "TICK_SLACK_NS", "UNREACHABLE_AFTER"]
 
 REQUEST_ID_HEADER = "x-hopbench-request-id"
@@ -121,73 +119,6 @@ def _stderr_notice(text: str) -> None:
     print(f"hopbench: {text}", file=sys.stderr, flush=True)
 
 
-def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
-    """Map a foreign exception raised during a stream to (outcome, detail).
-
-    The one place where httpx / trio / OS errors become outcomes (STYLE.md §4).
-
-    Args:
-        exc: what was raised.
-        phase: "headers" (before the response head arrived) or "body".
-
-    Returns:
-        (outcome, detail): outcome one of "connect_error", "timeout",
-        "truncated"; detail a short machine-readable reason (counter suffix).
-
-    The whole ``__cause__`` / ``__context__`` chain is looked at: a file
-    descriptor limit (EMFILE/ENFILE) anywhere in it is "connect_error" /
-    "fd_limit" (hopbench's own limit, not the target's), a TLS error inside a
-    ConnectError is "connect_error" / "tls", and a malformed response whose
-    head had already arrived (``response_started``) is "truncated" /
-    "malformed" whatever the phase.
-
-    Raises:
-        exc itself when it is neither an httpx, trio, OS nor SSE error: that is
-        a bug in hopbench, and the run stops with partial results (crash).
-    """
-    chain = exception_chain(exc)
-    # the reason may sit anywhere in the chain (httpx wraps OSError and
-    # ssl errors; trio groups the per-address connect errors)
-    if any(isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE) for e in chain):
-        return "connect_error", "fd_limit"  # this process, not the target
-    if isinstance(exc, MalformedResponse) and getattr(exc, "response_started", False):
-        return "truncated", "malformed"  # a response that started is a broken stream
-    if isinstance(exc, httpx.ConnectError) and any(isinstance(e, ssl.SSLError) for e in chain):
-        return "connect_error", "tls"
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "timeout", "connect"
-    if isinstance(exc, httpx.PoolTimeout):
-        return "timeout", "pool"
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout", "first_byte" if phase != "body" else "idle"
-    if isinstance(exc, httpx.ConnectError):
-        return "connect_error", "refused" if "refused" in str(exc).lower() else "connect"
-    if isinstance(exc, SSEError):
-        return "truncated", "oversize_event"
-    if isinstance(exc, MalformedResponse):  # not HTTP/1.1: no usable response
-        return ("truncated", "malformed") if phase == "body" else ("connect_error", "malformed_response")
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError,
-                        trio.BrokenResourceError, OSError)):
-        if phase == "body":
-            return "truncated", "closed" if isinstance(exc, httpx.RemoteProtocolError) else "reset"
-        return "connect_error", "closed_before_response"
-    if isinstance(exc, httpx.HTTPError):  # e.g. DecodingError of a compressed body
-        return ("truncated" if phase == "body" else "connect_error"), type(exc).__name__
-    raise exc
-
-
-def _detail(result: StreamResult) -> str:
-    """The counter detail of a stream whose body was read: the decoder's own
-    reason when it gave one ("malformed_event", "abort", "usage_missing"),
-    else failed by its in-band error code, truncated "closed" (the body ended
-    without a terminal signal)."""
-    if result.detail:
-        return result.detail
-    if result.outcome == "failed":
-        return result.error_code or "unknown"
-    return "closed" if result.outcome == "truncated" else ""
-
-
 def _asks_usage(protocol: str, body: bytes) -> bool:
     """Whether a request body asks for usage in the stream (chat
     ``stream_options.include_usage``, OpenAI API reference: Create chat
@@ -200,23 +131,6 @@ def _asks_usage(protocol: str, body: bytes) -> bool:
         return False
     opts = data.get("stream_options") if isinstance(data, dict) else None
     return isinstance(opts, dict) and opts.get("include_usage") is True
-
-
-def _http_error_code(body: bytes) -> str | None:
-    """The error code of an HTTP error body (OpenAI: error.code or error.type;
-    Anthropic: error.type), or None."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict):
-            for k in ("code", "type"):
-                v = err.get(k)
-                if isinstance(v, str) and v:
-                    return v
-    return None
 
 
 @dataclass(slots=True)
