@@ -51,10 +51,10 @@ from ..measure._meter import (HeaderValues, StreamMeter, capture_headers, measur
                      record_stream, recorder_sink, stream_line)
 from ..config._profile import LoadSpec, Profile, Scenario, request_headers
 from ..measure._recorder import IntervalSnapshot, Recorder
-from ._runqueue import RunQueueWatch
 from ._schedule import LATER_SENT, SENT, TAKEN, Arrivals, DueCount, WindowCount
 from ._saturation import host_usage, sample_host
 from ._transport import StreamTransport
+from ._watch import WatchMixin, away_ns
 from ..protocols import StreamResult, new_decoder
 from ..workload._sessions import Conversation, record_turn
 from ..workload._trace import TraceBodies, body_template
@@ -63,13 +63,10 @@ from ..protocols._marker import marked_template
 from ..measure._wire_text import CodeNames, ErrorSamples, Scrubber, describe_exception
 from ..sse import SSEScanner
 
-__all__ = ["LoadRunner", "RunStats", "away_ns", "interval_end", "REQUEST_ID_HEADER",
-           "TICK_SLACK_NS", "UNREACHABLE_AFTER"]
+__all__ = ["LoadRunner", "RunStats", "interval_end", "REQUEST_ID_HEADER", "TICK_SLACK_NS"]
 
 REQUEST_ID_HEADER = "x-hopbench-request-id"
-UNREACHABLE_AFTER = 20  # connection failures in a row, with no response between, that end a run
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.01, 1.0  # a closed-loop user's pause after a connection error
-_TARGET_POLL_S = 0.05  # how often the embedded emulator's process is looked at
 
 _ERROR_BODY_LIMIT = 64 * 1024
 #: how long the rest of a body may take once its terminal signal arrived
@@ -77,42 +74,7 @@ _AFTER_END_S = 1.0
 RECENT_INTERVALS = 60  # timeline records RunStats keeps (the file has them all)
 _SPENT_BODY = httpx.ByteStream(b"")  # a closed response's body (no cycle back to it)
 _NO_SCOPE = contextlib.nullcontext()  # a stream without a client cancel: no scope of its own
-_LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
-#: the loop-lag probe's late wake-ups kept for the idle check (``away_ns``): at
-#: least 1 ms late, the newest 1,024 (over 10 s of a loop late at every probe)
-_BLACKOUT_MIN_NS = 1_000_000
-_BLACKOUTS_KEPT = 1024
-
-
-def away_ns(blackouts: Sequence[tuple[int, int]], since_ns: int, now: int, due_ns: int) -> int:
-    """How long the event loop was measured away between ``since_ns`` and ``now``, ns.
-
-    The loop-lag probe sleeps until a deadline; when it wakes ``lag`` ns late at
-    ``woke``, nothing in the loop ran on time during ``[woke - lag, woke]`` (the
-    process was descheduled or the loop busy): no read could have been served.
-    The idle check subtracts this from a silence (docs/results.md,
-    ``idle_timeouts_withdrawn``): it is the client's share of it, however long
-    ago in the silence it happened.
-
-    Args:
-        blackouts: the probe's late wake-ups ``(woke_ns, lag_ns)`` in wake order
-            (they never overlap: the probe measures one after the other).
-        since_ns: the start of the window (the last bytes' arrival), ns.
-        now: the end of the window, ns.
-        due_ns: when the probe is due now; past it, ``[due_ns, now]`` is a
-            blackout not yet measured.
-
-    Returns:
-        The summed overlap of the blackouts with ``[since_ns, now]``, ns (>= 0).
-        Never raises.
-    """
-    away = max(0, now - max(due_ns, since_ns))
-    for woke, lag in reversed(blackouts):
-        if woke <= since_ns:
-            break
-        away += max(0, min(woke, now) - max(woke - lag, since_ns))
-    return away
 
 
 def _stderr_notice(text: str) -> None:
@@ -430,7 +392,7 @@ def interval_end(now_rel_ns: int, due_rel_ns: int) -> int:
     return due_rel_ns if abs(now_rel_ns - due_rel_ns) <= TICK_SLACK_NS else now_rel_ns
 
 
-class LoadRunner:
+class LoadRunner(WatchMixin):
     """Runs one profile's load against ``base_url`` inside ``trio.run``.
 
     Args:
@@ -472,6 +434,8 @@ class LoadRunner:
     connection error once the target has answered.
     """
 
+    stats: RunStats
+
     def __init__(self, profile: Profile, base_url: str, recorder: Recorder,
                  warmup_recorder: Recorder,
                  on_interval: Callable[[IntervalSnapshot, IntervalSnapshot, dict[str, Any]], None] | None = None,
@@ -486,6 +450,7 @@ class LoadRunner:
         self.on_interval = on_interval
         self.load = load or profile.load
         self.stats = RunStats()
+        self._init_watch()
         self._rng = random.Random(profile.run.seed * 1_000_003 + seed_offset)
         #: which streams a scenario's ``cancel`` key closes: its own seeded
         #: stream of draws, so that the cancel key leaves the picks unchanged
@@ -521,10 +486,8 @@ class LoadRunner:
         self._arm_next = 0  # the arm the next request goes to
         self._round: tuple[Scenario, int, Any] | None = None  # the round's (scenario, body, cancel)
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
-        self._reached = False
         self._gauge = InFlightGauge(0)  # replaced at the run's start (its t0)
         self._collector: CollectorWatch | None = None
-        self._connect_failures = 0  # in a row, since the last response
         env_map = os.environ if env is None else env
         secrets: list[str] = []
         for t in (profile.target, *arm_targets.values()):
@@ -543,7 +506,6 @@ class LoadRunner:
         #: sampled with the host's and kept apart from the neighbours' (hopbench.engine._saturation)
         self.emulator_pids: tuple[int, ...] = ()
         self.notice: Callable[[str], None] = _stderr_notice  #: what a signal does now
-        self._last_error = ""  # the last stream exception's text, for the unreachable message
         self._token: Any = None  # the run's TrioToken, for stops from other threads
         self._expect_usage = {b: _asks_usage(s.protocol, b) for s in profile.scenarios for b in s.bodies}
         # trace replay (docs/workloads.md): bodies joined from shared pre-encoded blocks
@@ -585,15 +547,6 @@ class LoadRunner:
         self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
         self._header_values = HeaderValues()
         self._record_headers = profile.run.record_headers
-        # The loop-lag probe's state, read at every body read (client_lag_ns):
-        # when it is due, and its last measured lag and wake-up stamp.
-        self._probe_due_ns = 1 << 62
-        self._lag_ns = 0
-        self._lag_at_ns = -(1 << 62)
-        #: the loop thread's run-queue wait in the loop's latest turn (entered in run())
-        self._runq = RunQueueWatch()
-        #: its late wake-ups (woke_ns, lag_ns), newest last: the idle check's ``away_ns``
-        self._blackouts: collections.deque[tuple[int, int]] = collections.deque(maxlen=_BLACKOUTS_KEPT)
         # Gateway overhead (docs/gateway-overhead.md): each body's last user message
         # carries the request id too, and streams.jsonl gets per-event stamps.
         self._overhead = profile.upstream is not None
@@ -837,21 +790,6 @@ class LoadRunner:
             await trio.sleep(0)
         while self._gauge.open > 0:
             await self._idle_changed.wait()
-
-    async def _watch_target(self, alive: Callable[[], str | None]) -> None:
-        """Stop the run as soon as ``alive()`` says the target is gone (the
-        embedded emulator's process exited): its streams would only fail."""
-        while True:
-            reason = alive()
-            if reason is not None:
-                if not self._stopping:
-                    t_s = (now_ns() - self._t0) / NS_PER_S
-                    if self.stats.interrupted_by is None:
-                        self.stats.interrupted_by = f"target lost: {reason} {t_s:.1f} s into the run"
-                        self.notice(f"{self.stats.interrupted_by}; stopping the run")
-                    self.request_stop()
-                return
-            await trio.sleep(_TARGET_POLL_S)
 
     async def _signals(self, scope: trio.CancelScope) -> None:
         import signal
@@ -1853,86 +1791,6 @@ class LoadRunner:
             kind = f"{outcome}.{detail.partition(':')[0]}" if detail else outcome
             self._samples.add(kind, text)
         return detail
-
-    def _check_reachable(self, outcome: str, detail: str, got_response: bool) -> None:
-        """Stop early when the target cannot be reached: ``UNREACHABLE_AFTER``
-        connection failures in a row with no response between them. Before
-        any response that is "target unreachable" (a wrong URL or port); after
-        one, "target lost" (the target died or stopped answering mid-run).
-        Either way a hot loop of connection errors must not look like a
-        result. Running out of file descriptors (``fd_limit``) is hopbench's
-        own limit and does not count."""
-        if got_response:
-            self._reached = True
-            self._connect_failures = 0
-        elif outcome == "connect_error" and detail != "fd_limit" and not self._stopping:
-            self._connect_failures += 1
-            # once: streams already under way keep failing until the stop lands
-            if self._connect_failures == UNREACHABLE_AFTER and self.stats.interrupted_by is None:
-                last = self._last_error
-                why = f" (last error: {last})" if last else ""
-                if "CERTIFICATE_VERIFY_FAILED" in last:
-                    why += "; for a self-signed certificate set target.verify_tls = false"
-                if self._reached:
-                    t_s = (now_ns() - self._t0) / NS_PER_S
-                    self.stats.interrupted_by = (
-                        f"target lost: it answered before, then the last {self._connect_failures} "
-                        f"connection attempts to {self.base_url} failed ({detail or 'connect error'}), "
-                        f"{t_s:.1f} s into the run{why}")
-                    self.notice(f"{self.stats.interrupted_by}; stopping the run")
-                else:
-                    self.stats.interrupted_by = (
-                        f"target unreachable: the first {self._connect_failures} connection attempts to "
-                        f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
-                self.request_stop()
-
-    def _loop_lag_ns(self, t_ns: int) -> int:
-        """How late the event loop serves what it runs at ``t_ns`` by the loop-lag
-        probe, ns >= 0: its overdue time (it has not run yet), or the lag it just
-        measured (it ran within the last 10 ms)."""
-        lag = t_ns - self._probe_due_ns
-        if t_ns - self._lag_at_ns <= _LOOP_PROBE_NS and self._lag_ns > lag:
-            lag = self._lag_ns
-        return lag if lag > 0 else 0
-
-    def _client_lag_ns(self, t_ns: int, rx_ns: int) -> tuple[int, int]:
-        """A body read served at ``t_ns`` whose latest bytes the kernel stamped
-        ``rx_ns`` (clock ns; 0: no stamp): (client lag, lateness of its latest bytes), ns.
-
-        The client lag (docs/results.md, "Client lag per read") is the largest of
-        the kernel stamp's lateness, the loop-lag probe's estimate and the loop
-        thread's run-queue wait in the loop's latest turn (hopbench.engine._runqueue):
-        Linux gives coalesced segments the latest one's stamp, so the stamp alone
-        cannot tell how long the first of a read's bytes waited. The probe's
-        estimate is capped at the time since the loop's previous turn began (no
-        byte of this read arrived before it). The second figure is when the read's
-        latest bytes arrived, as exactly as known: by the kernel stamp when there
-        is one (a terminal event is the last bytes of a stream: the stamp is its
-        arrival), else the client lag."""
-        runq = self._runq
-        lag = self._loop_lag_ns(t_ns)
-        if runq.turn_from_ns and lag > t_ns - runq.turn_from_ns:
-            lag = t_ns - runq.turn_from_ns
-        if runq.wait_ns > lag:
-            lag = runq.wait_ns
-        if rx_ns:
-            late = t_ns - rx_ns if t_ns > rx_ns else 0
-            return (late if late > lag else lag), late
-        return lag, lag
-
-    # -- watchers --------------------------------------------------------------
-    async def _loop_lag_probe(self) -> None:
-        while True:
-            t = now_ns()
-            target = t + _LOOP_PROBE_NS
-            self._probe_due_ns = target
-            await trio.sleep_until(ns_to_s(target))
-            woke = now_ns()
-            lag = max(woke - target, 0)
-            self._lag_ns, self._lag_at_ns = lag, woke
-            if lag >= _BLACKOUT_MIN_NS:
-                self._blackouts.append((woke, lag))
-            self._recorder_for(t).record_global("loop_lag", lag)
 
     async def _ticker(self) -> None:
         iv = self.profile.run.interval_ns
