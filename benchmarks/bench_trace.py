@@ -147,7 +147,7 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
     import httpx
     import trio
 
-    from hopbench.engine import _runner
+    from hopbench.engine import _runner, _stream
     from hopbench.config._profile import load_profile
     from hopbench.measure._recorder import ALL, Recorder
 
@@ -171,7 +171,7 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body,
                                   request=request, extensions={"hopbench.body": body})
 
-    _runner.StreamTransport = Instant  # type: ignore[misc]
+    _stream.StreamTransport = Instant  # type: ignore[misc]
     pacer_cls = getattr(_runner, "Pacer", None)
     if without in ("timerfd", "burst") and pacer_cls is not None:
         kw: dict[str, Any] = {"use_timerfd": False} if without == "timerfd" else {"burst_max": 1}
@@ -183,12 +183,12 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
     elif without == "switch":
         _runner.SWITCH_INTERVAL_S = sys.getswitchinterval()
     elif without == "request":
-        _runner._Client = httpx.AsyncClient
+        _stream._Client = httpx.AsyncClient
 
         def build(self: Any, path: str, content: bytes, base: dict[str, str], request_id: str,
                   trace: Any) -> httpx.Request:
             return self._client.build_request("POST", path, content=content,
-                                              headers={**base, _runner.REQUEST_ID_HEADER: request_id},
+                                              headers={**base, _stream.REQUEST_ID_HEADER: request_id},
                                               extensions={"trace": trace})
         _runner.LoadRunner._build_request = build
     log: list[Any] = []

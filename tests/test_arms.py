@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from hopbench import _exit
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.views._arm_differences import add_arm_differences, arm_differences, render_arm_differences
 from hopbench._errors import ProfileError
 from hopbench.config._profile import parse_profile
@@ -103,7 +103,7 @@ def test_arms_refuse_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 async def test_arms_alternate_with_the_same_requests(autojump_clock: trio.testing.MockClock,
                                                      monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     seen: list[tuple[str, bytes, Any]] = []
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
     profile = _parse(_HEAD.replace("concurrency = 2", mode) + _TWO + _SCEN)
     rec, lines = Recorder(["direct", "gateway"]), []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["direct", "gateway"]),
@@ -187,7 +187,7 @@ def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
 async def test_arms_send_their_own_keys(autojump_clock: trio.testing.MockClock,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[str, bytes, Any]] = []
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
     env = {"PROVIDER_KEY": "sk-provider", "GATEWAY_KEY": "gw-key", "TEAM": "blue"}
     arms = _TWO.replace('url = "http://127.0.0.1:9"\n', 'url = "http://127.0.0.1:9"\napi_key_env = "PROVIDER_KEY"\n')
     arms = arms.replace('url = "http://127.0.0.1:10/"\n', 'url = "http://127.0.0.1:10/"\napi_key_env = "GATEWAY_KEY"\n'

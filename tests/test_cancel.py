@@ -13,7 +13,7 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.workload._cancel import (CancelSpec, ClientCancel, chooses, join_cancels, join_record,
                               record_join)
 from hopbench._errors import ProfileError
@@ -82,7 +82,7 @@ def test_cancel_rates_leave_client_cancels_out() -> None:
 
 async def _run(monkeypatch: pytest.MonkeyPatch, plan: Plan, cancel: str,
                requests: int = 4) -> tuple[Recorder, list[dict[str, Any]], _runner.LoadRunner]:
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(plan))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(plan))
     profile = parse_profile(_BASE.replace("requests = 4", f"requests = {requests}") + cancel + "\n",
                             "p.toml", env={})
     rec = Recorder(["chat-m"])

@@ -98,10 +98,10 @@ async def test_runner_phases_exact_under_a_fake_clock(autojump_clock: trio.testi
     """Two users, 2.5 s streams (0.25 waiting, 0.25 connecting, 0.5 awaiting the head,
     1.0 streaming, 0.5 closing), a 9 s run: every phase's steady mean is exact, and "in
     flight" counts only what a gateway sees."""
-    from hopbench.engine import _runner
+    from hopbench.engine import _runner, _stream
     from hopbench.driver._single import analyse
 
-    monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
+    monkeypatch.setattr(_stream, "StreamTransport", _FakeTransport)
     _publish_on_the_loop(monkeypatch)
     profile = _fake_profile("concurrency = 2")
     rec = Recorder(["chat-m"])
@@ -141,10 +141,10 @@ async def test_runner_open_loop_achieved_rate_counts_requests_sent(
     """An open loop whose requests spend time waiting and connecting: the achieved
     rate counts the requests written to the target in the window, and max_in_flight
     bounds every stream the client holds."""
-    from hopbench.engine import _runner
+    from hopbench.engine import _runner, _stream
     from hopbench.driver._single import analyse
 
-    monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
+    monkeypatch.setattr(_stream, "StreamTransport", _FakeTransport)
     profile = _fake_profile('mode = "rate"\nrate_rps = 3\narrival = "constant"\nmax_in_flight = 100', 7.9)
     rec = Recorder(["chat-m"])
     stats = await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"])).run()

@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.measure._counters import RunCounters
 from hopbench.driver._finish import LOAD_HELD_FRACTION, Part, RunEnd, WorkerInfo, analyse, judge
 from hopbench._format import load_phrase
@@ -79,7 +79,7 @@ async def test_load_held_short_poisson_run_is_judged_on_its_due_arrivals(
     # breaker: Poisson at 10/s, Ctrl-C after 1.2 s. Seed 4's schedule had 9 arrivals in
     # [0, 1.2 s) where rate x window expects 12; the client sent every one on time, and the
     # run said "load not held: 7.5 requests/s sent to the target, 10 requested"
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
     profile = _profile(tmp_path, "duration_s = 60\nseed = 4",
                        'mode = "rate"\nrate_rps = 10\narrival = "poisson"')
     lines: list[dict[str, Any]] = []
@@ -101,7 +101,7 @@ async def test_load_held_a_client_behind_its_schedule_is_not_held(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # the loop takes 0.15 s more than the schedule per arrival (constant, 10/s): by the stop at
     # 2 s it has taken up 13 of the 20 arrivals due; the 7 it never reached were due all the same
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
 
     class LatePacer(_runner.Pacer):
         async def wait(self, deadline_ns: int) -> None:
@@ -152,7 +152,7 @@ def test_load_held_poisson_fork_continues_the_same_schedule() -> None:
 
 async def test_load_held_trace_due_is_the_entries_due_in_the_window(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"',
                        [0, 10, 20, 700, 1100, 1300, 2000])
     runner, rec = await _run(profile, 1.2)
@@ -168,7 +168,7 @@ async def test_load_held_trace_at_one_instant_has_no_rate(
     # breaker: 3 entries at one timestamp made a 0.33 ms window: "9,000 of 9,000 requests/s"
     from hopbench.workload._trace import replay_plan
 
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', trace)
     runner, rec = await _run(profile)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
@@ -196,7 +196,7 @@ async def test_load_held_trace_at_one_instant_taken_up_late_is_sent(
     # "load: 0 of 3 due arrivals sent", held false, and failed the gate's run.load_held,
     # although all 3 completed: the made-up window after the instant (1 ms / 3) ended
     # before the client took them up, and WindowCount.end left them out
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
     _late_pacer(monkeypatch, 0.013)
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', trace)
     runner, rec = await _run(profile)
@@ -225,7 +225,7 @@ async def test_load_held_workers_due_adds_up(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from hopbench.driver._workers import share_profile, split_load
 
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
     profile = _profile(tmp_path, "duration_s = 60\nseed = 4", 'mode = "rate"\nrate_rps = 10\narrival = "poisson"')
     parts, snaps = [], []
     for share in split_load(profile, 2):
@@ -348,7 +348,7 @@ async def test_load_held_open_loop_sessions_count_sessions_not_their_later_turns
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # breaker (real llmock): rate_rps = 4 sessions/s of 4 turns read "load: 9.50 of 4.00
     # requests/s sent", and a shortfall of sessions would have hidden behind later turns
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
     profile = _session_profile(tmp_path, 4, 4)
     lines: list[dict[str, Any]] = []
     runner, rec = await _run(profile, 1.9, "s", on_stream=lines.append)
@@ -420,7 +420,7 @@ async def test_load_held_an_arrival_due_before_the_stop_and_written_after_it_is_
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # breaker: 1/s for 2.5 s, each connect 0.7 s: the arrival due at 2.0 s was written at 2.7 s,
     # after the stop; due counted it, sent did not: "load not held: 2 of the 3 arrivals due"
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,))))
     profile = _profile(tmp_path, "duration_s = 2.5", 'mode = "rate"\nrate_rps = 1\narrival = "constant"')
     lines: list[dict[str, Any]] = []
     runner, rec = await _run(profile, on_stream=lines.append)
@@ -436,7 +436,7 @@ async def test_load_held_an_arrival_due_in_the_warm_up_and_written_after_it_is_n
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # the other edge: the arrival due at 0 s (warm-up to 0.5 s), written at 0.7 s, is neither
     # due nor sent; those due at 1, 2, 3 s are (the one at 3 s written at 3.7 s, after the stop)
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,))))
     profile = _profile(tmp_path, "duration_s = 3.5\nwarmup_s = 0.5",
                        'mode = "rate"\nrate_rps = 1\narrival = "constant"')
     runner, rec = await _run(profile)
@@ -449,7 +449,7 @@ async def test_load_held_an_arrival_taken_up_at_the_stop_instant_is_in_no_figure
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # breaker: 4/s stopped at 2.0 s: the loop took up the arrival due at 2.0 s before it saw the
     # stop; arrival_rate_rps counted it (9 / 2 s = 4.5) where due did not (8: 4.0)
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "rate"\nrate_rps = 4\narrival = "constant"')
     lines: list[dict[str, Any]] = []
     runner, rec = await _run(profile, 2.0, on_stream=lines.append)
@@ -466,7 +466,7 @@ async def test_load_held_a_later_turn_due_before_the_stop_and_written_after_it_c
     # breaker: a session at 0 s (connect 0.3 s, done at 0.4 s, think 0.5 s): its second turn due
     # at 0.9 s was written at 1.2 s, after the stop at 0.95 s. It was subtracted from a sent count
     # that had never held it: "load not held: 0 of the 1 arrivals due"
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.3, gaps_s=(0.05,),
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(connect_s=0.3, gaps_s=(0.05,),
                                                                          last_s=0.05)))
     profile = _session_profile(tmp_path, 1, 2)
     lines: list[dict[str, Any]] = []
@@ -528,7 +528,7 @@ async def test_load_held_late_trace_counts_only_what_was_sent_in_its_window(
     # all 20, 13 of them taken up (and written) in the window. Before: "20 of 20 due arrivals sent (10.00 of 10.00
     # requests/s)", held, with every request up to 1.1 s late (seen at 1,000/s with two
     # workers on a busy machine: "6,000 of 6,000 ... schedule lag p99 2,905 ms")
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
     _late_pacer(monkeypatch, 0.15)
     profile = _profile(tmp_path, "", 'mode = "trace"\ntrace = "t.jsonl"',
                        [100.0 * i for i in range(20)])
@@ -547,7 +547,7 @@ async def test_load_held_late_trace_counts_only_what_was_sent_in_its_window(
 async def test_load_held_on_time_trace_still_counts_every_request(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # the same trace on time: every send is before its floor; the last one at 1.9 s < 2.0 s
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
     profile = _profile(tmp_path, "", 'mode = "trace"\ntrace = "t.jsonl"',
                        [100.0 * i for i in range(20)])
     runner, rec = await _run(profile)
@@ -564,7 +564,7 @@ async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
     # the same. breaker: 400 requests at 800/s read "240 of 400 due arrivals sent (480.0 of
     # 800.0 requests/s)", held null, no warning, and passed the gate's run.load_held
     # where the same trace was not held ("384 of 800")
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
     _late_pacer(monkeypatch, 0.15)
     budget = _profile(tmp_path, "requests = 20", 'mode = "rate"\nrate_rps = 10\narrival = "constant"')
     trace = _profile(tmp_path, "", 'mode = "trace"\ntrace = "t.jsonl"', [100.0 * i for i in range(20)])
@@ -589,7 +589,7 @@ async def test_load_held_window_of_a_trace_that_ran_out_ends_one_gap_after_its_l
     # streams drained before that or after it. breaker: a trace at 0/1000/2000 ms whose
     # streams drained by 2.05 s read a 2.048 s window and a requested rate of 1.465/s; the
     # window is the trace's own period (2 s + the mean gap: 3 s, as a looped replay's)
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.25,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.25,))))
     trace = [0.0, 1000.0, 2000.0]
     profile = _profile(tmp_path, run or "requests = 3", 'mode = "trace"\ntrace = "t.jsonl"', trace)
     runner, rec = await _run(profile)
@@ -689,7 +689,7 @@ async def test_load_held_is_null_when_the_run_measured_nothing(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # a stop during warm-up (a signal in start-up, a target down at the start): nothing was
     # due in the window, no user was measured busy; both read "held": true
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
     for load_text in ('mode = "rate"\nrate_rps = 10', "concurrency = 2\nramp_up_s = 0"):
         profile = _profile(tmp_path, "duration_s = 60\nwarmup_s = 5", load_text)
         runner, rec = await _run(profile, 1)

@@ -17,7 +17,7 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench.engine import _pacer, _runner
+from hopbench.engine import _pacer, _runner, _stream
 from hopbench._clock import NS_PER_MS, now_ns
 from hopbench.engine._pacer import BURST_MAX, Pacer, read_run_delay_ns, timerfd_available
 from hopbench.config._profile import load_profile
@@ -153,7 +153,7 @@ model = "m"
 async def test_pacer_runner_sends_due_trace_arrivals_in_bounded_bursts(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # 40 arrivals all due at the start: 16 at once, then a yield, 16 more, a yield, the last 8
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1)))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1)))
     rec = Recorder(["a"])
     runner = _runner.LoadRunner(load_profile(_trace_case(tmp_path, 40)), "http://127.0.0.1:9", rec,
                                 Recorder(["a"]))
@@ -176,7 +176,7 @@ async def test_pacer_switch_interval_during_an_open_loop_run(
             seen.append(sys.getswitchinterval())
             return await super().handle_async_request(request)
 
-    monkeypatch.setattr(_runner, "StreamTransport", Watch)
+    monkeypatch.setattr(_stream, "StreamTransport", Watch)
     runner = _runner.LoadRunner(load_profile(_trace_case(tmp_path, 3)), "http://127.0.0.1:9", Recorder(["a"]),
                                 Recorder(["a"]))
     await runner.run()

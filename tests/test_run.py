@@ -520,15 +520,15 @@ async def test_streams_that_fail_without_yielding_do_not_starve_the_run(monkeypa
     signal handlers: the run still ends, here through the unreachable check."""
     import httpx
 
-    from hopbench.engine import _runner
+    from hopbench.engine import _runner, _stream
     from hopbench.config._profile import parse_profile
     from hopbench.measure._recorder import ALL, Recorder
 
-    class Refusing(_runner.StreamTransport):
+    class Refusing(_stream.StreamTransport):
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             raise httpx.LocalProtocolError("refused before sending", request=request)
 
-    monkeypatch.setattr(_runner, "StreamTransport", Refusing)
+    monkeypatch.setattr(_stream, "StreamTransport", Refusing)
     profile = parse_profile('[run]\nduration_s = 3\n[load]\nconcurrency = 2\n[target]\n'
                             'url = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n',
                             "p.toml", env={})

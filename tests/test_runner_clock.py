@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder
 
@@ -21,7 +21,7 @@ S = 1_000_000_000
 
 async def _run(monkeypatch: pytest.MonkeyPatch, plan: Plan, timeouts: str = "",
                requests: int = 2, run: str = "") -> tuple[Recorder, list[dict[str, Any]]]:
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(plan))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(plan))
     profile = parse_profile(f'[run]\nrequests = {requests}\n{run}\n[run.timeouts]\n{timeouts}\n[load]\n'
                             'concurrency = 1\n[target]\nurl = "http://127.0.0.1:9"\n'
                             '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
@@ -137,7 +137,7 @@ async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
 
     (tmp_path / "t.jsonl").write_text("".join(
         f'{{"timestamp_ms": {100 * i}, "input_tokens": 4, "output_tokens": 4}}\n' for i in range(5)))
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(1.0, 1.0, 1.0))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(1.0, 1.0, 1.0))))
     path = tmp_path / "p.toml"
     path.write_text(f'[run]\nrequests = 10\n[load]\n{load}\n[target]\nurl = "http://127.0.0.1:9"\n'
                     '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
@@ -164,7 +164,7 @@ async def test_runner_clock_worker_share_ends_its_window_one_whole_run_gap_after
     from hopbench.config._profile import load_profile
     from hopbench.driver._workers import share_profile, split_load
 
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(1.0,))))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(1.0,))))
     path = tmp_path / "p.toml"
     path.write_text('[run]\nrequests = 10\n[load]\nmode = "rate"\nrate_rps = 10\narrival = "constant"\n'
                     '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')

@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from hopbench import ProfileError
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.workload._dataset import Message
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
@@ -101,7 +101,7 @@ def test_session_zero_turns_cli_exit_2_no_traceback(tmp_path: Path) -> None:
 
 async def _run(monkeypatch: pytest.MonkeyPatch, prof: Path) -> tuple[Recorder, list[dict[str, Any]], list[bytes]]:
     seen: list[tuple[str, bytes, httpx.Headers]] = []  # (URL, body, headers) of each request
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen))
     rec = Recorder(["s"])
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(load_profile(prof), "http://127.0.0.1:9", rec, Recorder(["s"]),

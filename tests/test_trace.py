@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 from hopbench import ProfileError
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import ALL, Recorder
 from hopbench.driver._results import cache_of
@@ -348,7 +348,7 @@ async def test_trace_implied_hit_ratio_is_over_the_prompt_tokens_hopbench_sent(
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body,
                                   request=request, extensions={"hopbench.body": body})
 
-    monkeypatch.setattr(_runner, "StreamTransport", Transport)
+    monkeypatch.setattr(_stream, "StreamTransport", Transport)
     rec = Recorder(["a"])
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"])).run()
     cache = cache_of(rec.snapshot().scopes["a"].counters)
@@ -365,7 +365,7 @@ async def test_trace_replay_latency_counts_from_the_scheduled_time(
     _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 200 * i, "input_tokens": 8, "output_tokens": 4,
                                          "hash_ids": [i % 2]}) + "\n" for i in range(6)))
     profile = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 2\nblock_tokens = 4"))
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=1.0, gaps_s=(0.5,), last_s=0.5)))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(head_s=1.0, gaps_s=(0.5,), last_s=0.5)))
     rec = Recorder(["a"])
     lines: list[dict[str, Any]] = []
     runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"]), on_stream=lines.append)
@@ -404,7 +404,7 @@ async def test_trace_loop_replays_the_window_until_the_request_budget(
     _trace(tmp_path, '{"timestamp_ms": 1000, "input_tokens": 8, "output_tokens": 4}\n'
                      '{"timestamp_ms": 1500, "input_tokens": 8, "output_tokens": 4}\n')
     profile = load_profile(_profile(tmp_path, "t.jsonl", "loop = true\nend_ms = 3000", run="requests = 5"))
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1)))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1)))
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["a"]), Recorder(["a"]),
                              on_stream=lines.append).run()

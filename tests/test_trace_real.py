@@ -25,7 +25,7 @@ import trio
 import trio.testing
 
 from hopbench import ProfileError
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
 from hopbench.workload._trace import read_trace, replay_plan
@@ -174,7 +174,7 @@ async def test_trace_zero_token_rows_are_sent_with_one_token(
     jsonl, _ = _zero_traces(tmp_path)
     profile = load_profile(_profile(tmp_path, jsonl.name))
     seen: list[tuple[str, bytes, httpx.Headers]] = []
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,), last_s=0.01), seen))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,), last_s=0.01), seen))
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["a"]), Recorder(["a"]),
                              on_stream=lines.append).run()
@@ -247,7 +247,7 @@ async def test_trace_equal_timestamps_are_sent_in_file_order(
     _same_time_trace(tmp_path)
     profile = load_profile(_profile(tmp_path, "same.jsonl"))
     written: list[str] = []
-    monkeypatch.setattr(_runner, "StreamTransport",
+    monkeypatch.setattr(_stream, "StreamTransport",
                         _writes_in_order(Plan(connect_s=connect_s, gaps_s=(0.01,), last_s=0.01), written))
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["a"]), Recorder(["a"]),

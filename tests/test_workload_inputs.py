@@ -20,7 +20,7 @@ import trio
 import trio.testing
 
 from hopbench import ProfileError
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.workload import _trace
 from hopbench.workload._lengths import estimate_tokens
 from hopbench.config._profile import load_profile
@@ -207,7 +207,7 @@ async def test_inputs_sharegpt_record_replayed_as_a_session_sends_its_user_turns
                     encoding="utf-8")
     prof.write_text(prof.read_text(encoding="utf-8").replace("requests = 10", "requests = 3"), encoding="utf-8")
     seen: list[tuple[str, bytes, httpx.Headers]] = []  # (URL, body, headers) of each request
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen))
+    monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen))
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(load_profile(prof), "http://127.0.0.1:9", Recorder(["s"]), Recorder(["s"]),
                              on_stream=lines.append).run()
