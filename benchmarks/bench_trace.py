@@ -147,7 +147,7 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
     import httpx
     import trio
 
-    from hopbench.engine import _runner, _stream
+    from hopbench.engine import _open_loop, _runner, _stream
     from hopbench.config._profile import load_profile
     from hopbench.measure._recorder import ALL, Recorder
 
@@ -172,16 +172,16 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
                                   request=request, extensions={"hopbench.body": body})
 
     _stream.StreamTransport = Instant  # type: ignore[misc]
-    pacer_cls = getattr(_runner, "Pacer", None)
+    pacer_cls = getattr(_open_loop, "Pacer", None)
     if without in ("timerfd", "burst") and pacer_cls is not None:
         kw: dict[str, Any] = {"use_timerfd": False} if without == "timerfd" else {"burst_max": 1}
 
         class Without(pacer_cls):  # type: ignore[misc, valid-type]
             def __init__(self) -> None:
                 super().__init__(**kw)
-        pacer_cls = _runner.Pacer = Without
+        pacer_cls = _open_loop.Pacer = Without
     elif without == "switch":
-        _runner.SWITCH_INTERVAL_S = sys.getswitchinterval()
+        _open_loop.SWITCH_INTERVAL_S = sys.getswitchinterval()
     elif without == "request":
         _stream._Client = httpx.AsyncClient
 
@@ -209,7 +209,7 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
                 await super().wait(deadline_ns)
                 c1, p1 = time.thread_time_ns(), time.process_time_ns()
                 extra.append((c1 - c0, (p1 - p0) - (c1 - c0)))
-        _runner.Pacer = LoggingPacer
+        _open_loop.Pacer = LoggingPacer
         gc_start = [0]
 
         def on_gc(phase: str, info: dict[str, Any]) -> None:
@@ -350,7 +350,7 @@ child ``hopbench run`` process only (``_undo``)."""
 
 def _undo(fix: str) -> None:
     """Undo one of ``SOCKET_FIXES`` in this process (a child about to run hopbench)."""
-    from hopbench.engine import _dispatch, _runner
+    from hopbench.engine import _dispatch, _open_loop
     if fix == "gcpace":
         init = _dispatch.Dispatcher.__init__
 
@@ -358,11 +358,11 @@ def _undo(fix: str) -> None:
             init(self, *a, **{**k, "pace_gc": False})
         _dispatch.Dispatcher.__init__ = without_pacing  # type: ignore[method-assign]
     elif fix == "switch":
-        _runner.SWITCH_INTERVAL_S = 0.0001
+        _open_loop.SWITCH_INTERVAL_S = 0.0001
     elif fix == "reserve":
-        _runner.SPARES_RESERVE_NS = 50_000_000
+        _open_loop.SPARES_RESERVE_NS = 50_000_000
     elif fix == "catchup":
-        _runner.CATCH_UP_TURN_NS = 0
+        _open_loop.CATCH_UP_TURN_NS = 0
     elif fix == "slack":
         _dispatch.TIMER_SLACK_NS = 50_000
     else:

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import trio
 
-from hopbench.engine import _runner
+from hopbench.engine import _open_loop, _runner
 from hopbench.engine._dispatch import Dispatcher, Slot
 from hopbench.config._profile import load_profile
 from hopbench.driver._single import run_profile
@@ -170,11 +170,11 @@ def test_queued_bytes_count_the_wire_bytes_not_yet_taken_and_cap_the_lookahead()
         disp.submit(Slot(far, None, b"x" * 1000, 0))
         disp.submit(Slot(far, None, None, 1))  # written by the loop: no wire bytes here
         assert disp.queued_bytes == 1000
-        assert _runner._lookahead_ns(disp) == _runner.LOOKAHEAD_NS
+        assert _open_loop._lookahead_ns(disp) == _open_loop.LOOKAHEAD_NS
         big = Slot(far, None, b"", 2)
-        big.data = memoryview(bytearray(_runner.QUEUED_BYTES_MAX))  # (len() is all that is read)
+        big.data = memoryview(bytearray(_open_loop.QUEUED_BYTES_MAX))  # (len() is all that is read)
         disp.submit(big)
-        assert _runner._lookahead_ns(disp) == _runner.LOOKAHEAD_MIN_NS < _runner.LOOKAHEAD_NS
+        assert _open_loop._lookahead_ns(disp) == _open_loop.LOOKAHEAD_MIN_NS < _open_loop.LOOKAHEAD_NS
         now = Slot(time.perf_counter_ns(), None, b"y" * 10, 3)
         disp2, handed2 = _dispatcher(_Source([("c", a.fileno())]))
         try:
@@ -432,7 +432,7 @@ max_tokens = 4
 @pytest.mark.parametrize("dispatch", [True, False])
 def test_an_open_loop_writes_from_the_dispatcher_and_counts_every_arrival(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dispatch: bool) -> None:
-    monkeypatch.setattr(_runner, "DISPATCH", dispatch)
+    monkeypatch.setattr(_open_loop, "DISPATCH", dispatch)
     out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out")
     s = out.summary
     assert out.complete
@@ -514,11 +514,11 @@ def test_an_arrival_that_finds_no_idle_connection_grows_the_pool(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No spares at the start: the first arrival finds no idle connection (the
     loop writes it on a new one) and the loop opens SPARES_PER_MISS spares."""
-    monkeypatch.setattr(_runner, "SPARES_AT_START_MAX", 0)
+    monkeypatch.setattr(_open_loop, "SPARES_AT_START_MAX", 0)
     out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out")
     s = out.summary
     assert out.complete and s["load"]["dispatched"] < 60  # the first one at least was the loop's
-    assert s["load"]["spare_connections"] >= _runner.SPARES_PER_MISS
+    assert s["load"]["spare_connections"] >= _open_loop.SPARES_PER_MISS
 
 
 class _Nursery:
@@ -558,10 +558,10 @@ def test_a_dispatched_arrival_tops_the_idle_connections_up_to_the_reserve() -> N
     _runner.LoadRunner._top_up(o, http)
     assert o._streams.started == [(http,)]
     transport._idle[http] = []
-    o._spares_failed[http] = _runner.SPARES_FAILED_MAX  # the target refuses them
+    o._spares_failed[http] = _open_loop.SPARES_FAILED_MAX  # the target refuses them
     _runner.LoadRunner._top_up(o, http)
     _runner.LoadRunner._top_up(o, tls)                  # never for TLS
-    o._spares_opening = _runner.SPARES_OPENING_MAX
+    o._spares_opening = _open_loop.SPARES_OPENING_MAX
     _runner.LoadRunner._top_up(o, (b"http", "127.0.0.1", 11))
     assert o._streams.started == [(http,)]
 
@@ -572,13 +572,13 @@ def test_spares_are_opened_for_plain_http_origins_only_and_not_after_failures() 
     _runner.LoadRunner._missed(o, tls)  # the thread never writes on TLS: no spare for it
     assert o._streams.started == []
     _runner.LoadRunner._missed(o, http)
-    assert o._streams.started == [(http,)] * _runner.SPARES_PER_MISS
+    assert o._streams.started == [(http,)] * _open_loop.SPARES_PER_MISS
     o = _spare_owner()
-    o._spares_failed[http] = _runner.SPARES_FAILED_MAX  # the target refuses them
+    o._spares_failed[http] = _open_loop.SPARES_FAILED_MAX  # the target refuses them
     _runner.LoadRunner._missed(o, http)
     assert o._streams.started == []
     o = _spare_owner()
-    o._spares_opening = _runner.SPARES_OPENING_MAX  # enough being opened already
+    o._spares_opening = _open_loop.SPARES_OPENING_MAX  # enough being opened already
     _runner.LoadRunner._missed(o, http)
     assert o._streams.started == []
     # at the start: each plain-http arm's origin, none for the https one
@@ -605,7 +605,7 @@ def test_a_burst_at_the_start_of_a_trace_gets_its_spares(tmp_path: Path) -> None
     prof.write_text(prof.read_text(encoding="utf-8").replace('prompts = ["hello"]\nmax_tokens = 4\n', ""),
                     encoding="utf-8")
     runner = _runner.LoadRunner(load_profile(prof), "http://127.0.0.1:9", _recorder(), _recorder())
-    assert runner._spares_at_start() == 30 + _runner.SPARES_PER_MISS  # not 30/s x 50 ms
+    assert runner._spares_at_start() == 30 + _open_loop.SPARES_PER_MISS  # not 30/s x 50 ms
 
 
 def _recorder() -> Any:
@@ -751,7 +751,7 @@ def test_an_open_loops_first_spares_are_open_before_its_clock_starts(tmp_path: P
     original = _runner.LoadRunner._open_spares_at_start
 
     def spy(self: Any) -> None:
-        origin = _runner._plain_origins(self._arms, self.base_url)[0]
+        origin = _open_loop._plain_origins(self._arms, self.base_url)[0]
         seen.append(self._transport.idle_count(origin))
         original(self)
 
@@ -761,11 +761,11 @@ def test_an_open_loops_first_spares_are_open_before_its_clock_starts(tmp_path: P
     out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
     assert out.complete
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
-    want = min(_runner.SPARES_AT_START_MAX, 1 + _runner.SPARES_PER_MISS)  # 20/s x 50 ms, + 2
+    want = min(_open_loop.SPARES_AT_START_MAX, 1 + _open_loop.SPARES_PER_MISS)  # 20/s x 50 ms, + 2
     assert seen == [want]  # all of them idle as the clock starts
     # counted, and not opened twice: the thread's writes top the idle ones up to the
     # reserve (20/s x 150 ms, + 2), each taking one and adding one at most
-    reserve = 3 + _runner.SPARES_PER_MISS
+    reserve = 3 + _open_loop.SPARES_PER_MISS
     assert want <= summary["load"]["spare_connections"] <= reserve + 3
 
 
@@ -956,7 +956,7 @@ async def test_a_planner_behind_its_lookahead_plans_on_without_yielding_for_a_bo
     disp = SimpleNamespace(queued_bytes=0)
     pacer = _Pacer()
     plan = partial(_runner.LoadRunner._plan_wait, owner, pacer, disp)  # type: ignore[arg-type]
-    ahead = _runner.LOOKAHEAD_NS
+    ahead = _open_loop.LOOKAHEAD_NS
     t = now_ns()
     assert await plan(t + ahead) == t  # well ahead: waits (its wake is now)
     assert pacer.waits == [t] and owner._plan_turn_ns == now_ns()
@@ -964,7 +964,7 @@ async def test_a_planner_behind_its_lookahead_plans_on_without_yielding_for_a_bo
     for i in range(5):
         assert await plan(behind + i) == behind + i - ahead
     assert len(pacer.waits) == 1  # planned on in the same turn
-    await trio.sleep(_runner.CATCH_UP_TURN_NS / 1e9)  # the turn's budget spent
+    await trio.sleep(_open_loop.CATCH_UP_TURN_NS / 1e9)  # the turn's budget spent
     behind = now_ns() + ahead // 4
     await plan(behind)
     assert len(pacer.waits) == 2  # yields again
@@ -975,8 +975,8 @@ async def test_a_planner_behind_its_lookahead_plans_on_without_yielding_for_a_bo
 
 def test_the_open_loop_keeps_the_rates_arrivals_of_150_ms_idle_and_ready() -> None:
     from types import SimpleNamespace
-    for rate, want in ((1000.0, 150 + _runner.SPARES_PER_MISS), (10.0, 2 + _runner.SPARES_PER_MISS),
-                       (1e6, _runner.SPARES_RESERVE_MAX)):
+    for rate, want in ((1000.0, 150 + _open_loop.SPARES_PER_MISS), (10.0, 2 + _open_loop.SPARES_PER_MISS),
+                       (1e6, _open_loop.SPARES_RESERVE_MAX)):
         owner = SimpleNamespace(load=SimpleNamespace(rate_rps=rate, max_in_flight=10_000))
         assert _runner.LoadRunner._spares_reserve(owner) == want  # type: ignore[arg-type]
     capped = SimpleNamespace(load=SimpleNamespace(rate_rps=1000.0, max_in_flight=5))
@@ -1055,11 +1055,11 @@ def test_a_planned_burst_opens_its_connections_ahead_bounded_by_max_in_flight() 
     for i in range(150):  # 150 arrivals 0.1 ms apart
         _runner.LoadRunner._ahead(o, http, t + i * 100_000)
     assert o._want_idle == 100  # 150 + 2, at most max_in_flight
-    assert len(o._streams.started) == _runner.SPARES_OPENING_MAX == o._spares_opening
+    assert len(o._streams.started) == _open_loop.SPARES_OPENING_MAX == o._spares_opening
     o._spares_opening = 0  # they opened (the runner tops up again as each one does)
     transport._idle[http] = [object()] * 8  # type: ignore[list-item]
     _runner.LoadRunner._top_up(o, http)
-    assert len(o._streams.started) == 2 * _runner.SPARES_OPENING_MAX
+    assert len(o._streams.started) == 2 * _open_loop.SPARES_OPENING_MAX
     _runner.LoadRunner._ahead(o, http, t + 10 * 10**9)  # 10 s later, alone in its window
     assert o._want_idle == 3  # the reserve
 

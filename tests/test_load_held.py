@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench.engine import _runner, _stream
+from hopbench.engine import _open_loop, _runner, _stream
 from hopbench.measure._counters import RunCounters
 from hopbench.driver._finish import LOAD_HELD_FRACTION, Part, RunEnd, WorkerInfo, analyse, judge
 from hopbench._format import load_phrase
@@ -103,12 +103,12 @@ async def test_load_held_a_client_behind_its_schedule_is_not_held(
     # 2 s it has taken up 13 of the 20 arrivals due; the 7 it never reached were due all the same
     monkeypatch.setattr(_stream, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
 
-    class LatePacer(_runner.Pacer):
+    class LatePacer(_open_loop.Pacer):
         async def wait(self, deadline_ns: int) -> None:
             await super().wait(deadline_ns)
             await trio.sleep(0.15)
 
-    monkeypatch.setattr(_runner, "Pacer", LatePacer)
+    monkeypatch.setattr(_open_loop, "Pacer", LatePacer)
     profile = _profile(tmp_path, "duration_s = 2", 'mode = "rate"\nrate_rps = 10\narrival = "constant"')
     runner, rec = await _run(profile)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
@@ -513,12 +513,12 @@ def test_load_held_window_count_is_half_open_on_due_times() -> None:
 
 def _late_pacer(monkeypatch: pytest.MonkeyPatch, late_s: float) -> None:
     """Each arrival taken up ``late_s`` after the one before was (a client slower than its schedule)."""
-    class LatePacer(_runner.Pacer):
+    class LatePacer(_open_loop.Pacer):
         async def wait(self, deadline_ns: int) -> None:
             await super().wait(deadline_ns)
             await trio.sleep(late_s)
 
-    monkeypatch.setattr(_runner, "Pacer", LatePacer)
+    monkeypatch.setattr(_open_loop, "Pacer", LatePacer)
 
 
 async def test_load_held_late_trace_counts_only_what_was_sent_in_its_window(

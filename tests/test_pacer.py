@@ -17,7 +17,7 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench.engine import _pacer, _runner, _stream
+from hopbench.engine import _open_loop, _pacer, _runner, _stream
 from hopbench._clock import NS_PER_MS, now_ns
 from hopbench.engine._pacer import BURST_MAX, Pacer, read_run_delay_ns, timerfd_available
 from hopbench.config._profile import load_profile
@@ -180,4 +180,4 @@ async def test_pacer_switch_interval_during_an_open_loop_run(
     runner = _runner.LoadRunner(load_profile(_trace_case(tmp_path, 3)), "http://127.0.0.1:9", Recorder(["a"]),
                                 Recorder(["a"]))
     await runner.run()
-    assert seen == [pytest.approx(_runner.SWITCH_INTERVAL_S, rel=0.01)] * 3  # (kept to the microsecond)
+    assert seen == [pytest.approx(_open_loop.SWITCH_INTERVAL_S, rel=0.01)] * 3  # (kept to the microsecond)

@@ -25,7 +25,7 @@ import trio
 import trio.testing
 
 from hopbench import ProfileError
-from hopbench.engine import _runner, _stream
+from hopbench.engine import _open_loop, _runner, _stream
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
 from hopbench.workload._trace import read_trace, replay_plan
@@ -402,7 +402,7 @@ def test_trace_equal_timestamps_written_by_the_loop_reach_the_target_in_file_ord
     target in file order."""
     _stamps_or_skip()
     for name in ("SPARES_AT_START_MAX", "SPARES_PER_MISS", "SPARES_RESERVE_MAX"):
-        monkeypatch.setattr(_runner, name, 0)
+        monkeypatch.setattr(_open_loop, name, 0)
     _same_time_trace(tmp_path, groups=6, per=6)
     with _StampedServer(close=True) as server:
         got, summary = _received_lines(tmp_path, server, 36)
@@ -434,7 +434,7 @@ async def test_write_turns_keep_the_order_and_skip_a_stream_that_ended_unwritten
     """``_WriteTurns``: each ticket's write waits for the lower ones (which reach their
     write later: a longer connect), a stream that fails or is cancelled before its write
     holds nothing up, and a lone stream never waits."""
-    turns = _runner._WriteTurns()
+    turns = _open_loop._WriteTurns()
     tickets = [turns.take() for _ in range(5)]
     written: list[int] = []
 
@@ -461,7 +461,7 @@ async def test_write_turns_keep_the_order_and_skip_a_stream_that_ended_unwritten
         nursery.start_soon(partial(stream, tickets[3], 0.0, timeout_s=0.01))  # times out as it waits
         nursery.start_soon(stream, tickets[4], 0.0)
     assert written == [0, 2, 4] and turns.turn == 5 and not turns.done
-    lone = _runner._WriteTurns()
+    lone = _open_loop._WriteTurns()
     await lone.wait(lone.take())  # no wait, no checkpoint needed
     assert lone.turn == 0
 
