@@ -24,6 +24,7 @@ import trio
 
 from hopbench.engine import _open_loop, _runner
 from hopbench.engine._dispatch import Dispatcher, Slot
+from hopbench.engine._open_loop import OpenLoopMixin, Tuning
 from hopbench.config._profile import load_profile
 from hopbench.driver._single import run_profile
 from hopbench.engine._transport import StreamTransport
@@ -51,10 +52,11 @@ class _Source:
         self.back.append(conn)
 
 
-def _dispatcher(source: _Source, open_count: int = 0, max_open: int = 100) -> tuple[Dispatcher, queue.Queue[Any]]:
+def _dispatcher(source: _Source, open_count: int = 0, max_open: int = 100,
+                **kw: Any) -> tuple[Dispatcher, queue.Queue[Any]]:
     handed: queue.Queue[Any] = queue.Queue()
     # run_sync_soon stand-in: runs the hand-over at once, in the thread
-    disp = Dispatcher(source, handed.put, lambda fn, *a: fn(*a), 0, lambda: open_count, max_open)
+    disp = Dispatcher(source, handed.put, lambda fn, *a: fn(*a), 0, lambda: open_count, max_open, **kw)
     disp.start()
     return disp, handed
 
@@ -170,11 +172,11 @@ def test_queued_bytes_count_the_wire_bytes_not_yet_taken_and_cap_the_lookahead()
         disp.submit(Slot(far, None, b"x" * 1000, 0))
         disp.submit(Slot(far, None, None, 1))  # written by the loop: no wire bytes here
         assert disp.queued_bytes == 1000
-        assert _open_loop._lookahead_ns(disp) == _open_loop.LOOKAHEAD_NS
+        assert _open_loop._lookahead_ns(Tuning(), disp) == _open_loop.LOOKAHEAD_NS
         big = Slot(far, None, b"", 2)
         big.data = memoryview(bytearray(_open_loop.QUEUED_BYTES_MAX))  # (len() is all that is read)
         disp.submit(big)
-        assert _open_loop._lookahead_ns(disp) == _open_loop.LOOKAHEAD_MIN_NS < _open_loop.LOOKAHEAD_NS
+        assert _open_loop._lookahead_ns(Tuning(), disp) == _open_loop.LOOKAHEAD_MIN_NS < _open_loop.LOOKAHEAD_NS
         now = Slot(time.perf_counter_ns(), None, b"y" * 10, 3)
         disp2, handed2 = _dispatcher(_Source([("c", a.fileno())]))
         try:
@@ -241,13 +243,12 @@ def test_close_drops_what_was_not_due_and_stops_the_thread() -> None:
     assert disp.close() == []  # idempotent
 
 
-def test_a_submit_wakes_a_thread_that_waits_for_its_first_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_submit_wakes_a_thread_that_waits_for_its_first_slot() -> None:
     """The thread's wait for work has no timeout to fall back on here: a submit
     that did not wake it would hang the test (the harness's timeout fails it)."""
-    monkeypatch.setattr("hopbench.engine._dispatch.MAX_SLEEP_S", 3600.0)
     a, b = socket.socketpair()
     _OPEN.extend((a, b))
-    disp, handed = _dispatcher(_Source([(i, a.fileno()) for i in range(3)]))
+    disp, handed = _dispatcher(_Source([(i, a.fileno()) for i in range(3)]), max_sleep_s=3600.0)
     try:
         for i in range(3):
             time.sleep(0.02)  # the thread has found the queue empty and waits
@@ -430,10 +431,9 @@ max_tokens = 4
 
 
 @pytest.mark.parametrize("dispatch", [True, False])
-def test_an_open_loop_writes_from_the_dispatcher_and_counts_every_arrival(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dispatch: bool) -> None:
-    monkeypatch.setattr(_open_loop, "DISPATCH", dispatch)
-    out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out")
+def test_an_open_loop_writes_from_the_dispatcher_and_counts_every_arrival(tmp_path: Path, dispatch: bool) -> None:
+    out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out",
+                      tuning=Tuning(dispatch=dispatch))
     s = out.summary
     assert out.complete
     streams = [json.loads(line) for line in (out.out_dir / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -510,12 +510,11 @@ def test_the_thread_treats_any_write_error_as_an_unusable_connection() -> None:
     assert good_b.recv(10) == b"hello"
 
 
-def test_an_arrival_that_finds_no_idle_connection_grows_the_pool(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_arrival_that_finds_no_idle_connection_grows_the_pool(tmp_path: Path) -> None:
     """No spares at the start: the first arrival finds no idle connection (the
     loop writes it on a new one) and the loop opens SPARES_PER_MISS spares."""
-    monkeypatch.setattr(_open_loop, "SPARES_AT_START_MAX", 0)
-    out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out")
+    out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out",
+                      tuning=Tuning(spares_at_start_max=0))
     s = out.summary
     assert out.complete and s["load"]["dispatched"] < 60  # the first one at least was the loop's
     assert s["load"]["spare_connections"] >= _open_loop.SPARES_PER_MISS
@@ -535,7 +534,7 @@ def _spare_owner(**kw: Any) -> Any:
     from types import SimpleNamespace
     fields: dict[str, Any] = dict(_spares_opening=0, _spares_failed={}, _streams=_Nursery(), _arms=(),
                                   base_url="http://127.0.0.1:9", _spares_at_start=lambda: 3, _open_spare=None,
-                                  _want_idle=0)
+                                  _want_idle=0, _tuning=Tuning())
     return SimpleNamespace(**{**fields, **kw})
 
 
@@ -748,14 +747,14 @@ def test_an_open_loops_first_spares_are_open_before_its_clock_starts(tmp_path: P
     as the clock starts are only the rest. (Before, all were opened as the clock
     started, and the first arrival waited behind the loop's own connect.)"""
     seen: list[int] = []
-    original = _runner.LoadRunner._open_spares_at_start
+    original = OpenLoopMixin._open_spares_at_start
 
     def spy(self: Any) -> None:
         origin = _open_loop._plain_origins(self._arms, self.base_url)[0]
         seen.append(self._transport.idle_count(origin))
         original(self)
 
-    monkeypatch.setattr(_runner.LoadRunner, "_open_spares_at_start", spy)
+    monkeypatch.setattr(OpenLoopMixin, "_open_spares_at_start", spy)  # (where it is defined)
     prof = _profile(tmp_path, 'mode = "rate"\nrate_rps = 20\narrival = "constant"')
     prof.write_text(prof.read_text(encoding="utf-8").replace("requests = 60", "requests = 3"), encoding="utf-8")
     out = run_profile(load_profile(prof), out_dir=tmp_path / "out")
@@ -952,7 +951,7 @@ async def test_a_planner_behind_its_lookahead_plans_on_without_yielding_for_a_bo
     from types import SimpleNamespace
 
     from hopbench._clock import now_ns
-    owner = SimpleNamespace(_plan_turn_ns=0)
+    owner = SimpleNamespace(_plan_turn_ns=0, _tuning=Tuning())
     disp = SimpleNamespace(queued_bytes=0)
     pacer = _Pacer()
     plan = partial(_runner.LoadRunner._plan_wait, owner, pacer, disp)  # type: ignore[arg-type]
@@ -977,9 +976,9 @@ def test_the_open_loop_keeps_the_rates_arrivals_of_150_ms_idle_and_ready() -> No
     from types import SimpleNamespace
     for rate, want in ((1000.0, 150 + _open_loop.SPARES_PER_MISS), (10.0, 2 + _open_loop.SPARES_PER_MISS),
                        (1e6, _open_loop.SPARES_RESERVE_MAX)):
-        owner = SimpleNamespace(load=SimpleNamespace(rate_rps=rate, max_in_flight=10_000))
+        owner = SimpleNamespace(load=SimpleNamespace(rate_rps=rate, max_in_flight=10_000), _tuning=Tuning())
         assert _runner.LoadRunner._spares_reserve(owner) == want  # type: ignore[arg-type]
-    capped = SimpleNamespace(load=SimpleNamespace(rate_rps=1000.0, max_in_flight=5))
+    capped = SimpleNamespace(load=SimpleNamespace(rate_rps=1000.0, max_in_flight=5), _tuning=Tuning())
     assert _runner.LoadRunner._spares_reserve(capped) == 5  # type: ignore[arg-type]  # no more can be open
 
 

@@ -36,6 +36,7 @@ from ..measure._outcomes import BROKEN, ERROR_RATE_WARN
 from ..config._profile import Profile, sanitized
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, environment, write_error
+from ..engine._open_loop import Tuning
 from ..engine._runner import LoadRunner, RunStats
 
 __all__ = ["Interrupted", "RunOutcome", "emulator_warnings", "rejudge_bursts", "run_profile", "analyse", "default_out_dir", "base_meta", "mark_started",
@@ -83,7 +84,7 @@ def _iso(t: float) -> str:
 def run_profile(profile: Profile, *, out_dir: Path | None = None,
                 on_line: Callable[[str], None] | None = None,
                 progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
-                base_url: str | None = None) -> RunOutcome:
+                base_url: str | None = None, tuning: Tuning | None = None) -> RunOutcome:
     """Run ``profile`` and write its results folder.
 
     Args:
@@ -93,6 +94,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         progress: receives each interval's snapshot and its timeline record
             (e.g. ``LiveProgress.on_interval``).
         base_url: overrides the profile's target (tests).
+        tuning: the open loop's knobs (``LoadRunner``'s; None: the defaults). A
+            test seam: a profile never sets them.
 
     Returns:
         RunOutcome. Results are written even when the run is interrupted or
@@ -189,7 +192,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
                 scraper.begin(time.monotonic_ns())
             runner = LoadRunner(profile, url, rec, warm, on_interval=on_interval,
                                 on_stream=on_stream if profile.run.stream_log or upstream else None,
-                                arms=[(name, u) for name, u, _ in arms])
+                                arms=[(name, u) for name, u, _ in arms], tuning=tuning)
             # hopbench's own emulators on this machine: their CPU is not the neighbours' (_saturation)
             runner.emulator_pids = tuple(pid for pid in (
                 emulator.pid if meta.get("ground_truth") else None,

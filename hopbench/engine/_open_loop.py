@@ -29,6 +29,7 @@ import random
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -46,7 +47,7 @@ from ._schedule import TAKEN, Arrivals, DueCount, WindowCount
 from ._stream import _asks_usage, _Plan
 from ._transport import StreamTransport
 
-__all__ = ["DISPATCH", "OpenLoopMixin"]
+__all__ = ["DISPATCH", "OpenLoopMixin", "Tuning"]
 
 
 DISPATCH = os.environ.get("HOPBENCH_DISPATCH", "1").strip().lower() not in ("0", "false", "no", "off")
@@ -82,9 +83,9 @@ def _plain_origins(arms: Any, base_url: str) -> list[Any]:
     return sorted(o for o in origins if o[0] == b"http")
 
 
-def _lookahead_ns(disp: Dispatcher) -> int:
+def _lookahead_ns(tuning: Tuning, disp: Dispatcher) -> int:
     """How far ahead of its time the next open-loop arrival is planned (ns)."""
-    return LOOKAHEAD_NS if disp.queued_bytes < QUEUED_BYTES_MAX else LOOKAHEAD_MIN_NS
+    return tuning.lookahead_ns if disp.queued_bytes < tuning.queued_bytes_max else tuning.lookahead_min_ns
 
 
 SPARES_PER_MISS = 2
@@ -125,10 +126,51 @@ SWITCH_INTERVAL_S = 0.00002
 """sys.setswitchinterval during an open-loop run (CPython's default is 0.005 s)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """The open loop's knobs, one run's (``LoadRunner(tuning=...)``); each
+    default is the module constant of the same name in capitals, which says
+    what it does and why it has that value. Tests and benchmarks pass other
+    values; a profile never sets them.
+
+    Attributes:
+        dispatch: write from the dispatcher's thread where it can (``DISPATCH``).
+        lookahead_ns, lookahead_min_ns: how far ahead of its time an arrival is
+            planned, ns, and that while ``queued_bytes_max`` wire bytes or more
+            are queued for the thread.
+        catch_up_turn_ns: how long a planner that is behind plans on in one
+            event-loop turn, ns.
+        spares_per_miss, spares_opening_max, spares_failed_max: spare
+            connections opened per miss, being opened at most at once, failed
+            per origin before no more are opened.
+        spares_at_start_max, spares_ahead_ns, preopen_max_s: the spares opened
+            before the clock starts: at most this many, covering this much of the
+            first arrivals (ns), waited for at most this long (s).
+        spares_reserve_ns, spares_reserve_max: the idle connections kept ready
+            cover this much of the arrivals (ns), at most this many per origin.
+        switch_interval_s: ``sys.setswitchinterval`` during the run, s.
+    """
+
+    dispatch: bool = DISPATCH
+    lookahead_ns: int = LOOKAHEAD_NS
+    lookahead_min_ns: int = LOOKAHEAD_MIN_NS
+    queued_bytes_max: int = QUEUED_BYTES_MAX
+    catch_up_turn_ns: int = CATCH_UP_TURN_NS
+    spares_per_miss: int = SPARES_PER_MISS
+    spares_opening_max: int = SPARES_OPENING_MAX
+    spares_failed_max: int = SPARES_FAILED_MAX
+    spares_at_start_max: int = SPARES_AT_START_MAX
+    spares_ahead_ns: int = SPARES_AHEAD_NS
+    preopen_max_s: float = PREOPEN_MAX_S
+    spares_reserve_ns: int = SPARES_RESERVE_NS
+    spares_reserve_max: int = SPARES_RESERVE_MAX
+    switch_interval_s: float = SWITCH_INTERVAL_S
+
+
 @contextlib.contextmanager
-def _switch_interval(mode: str) -> Iterator[None]:
+def _switch_interval(mode: str, interval_s: float) -> Iterator[None]:
     """During an open-loop run (``mode`` "rate" or "trace"), let a thread that
-    waits for the GIL have it after 20 us instead of CPython's 5 ms
+    waits for the GIL have it after ``interval_s`` (``SWITCH_INTERVAL_S``: 20 us) instead of CPython's 5 ms
     (sys.setswitchinterval): the dispatcher's thread (hopbench.engine._dispatch) writing
     a due request while the event loop runs, and the event loop while the
     ticker's publishing thread runs. Measured with benchmarks/bench_trace.py
@@ -139,7 +181,7 @@ def _switch_interval(mode: str) -> Iterator[None]:
         yield
         return
     before = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    sys.setswitchinterval(interval_s)
     try:
         yield
     finally:
@@ -211,7 +253,8 @@ class _WriteTurns:
 class OpenLoopMixin:
     """Arrivals on a schedule and the dispatcher's hand-off (a mixin of ``LoadRunner``).
 
-    Owns (sets): ``pacer`` (the open loop's, while it runs: benchmarks read its
+    Owns (sets): ``_tuning`` and ``_pacer_factory`` (``LoadRunner``'s
+    parameters), ``pacer`` (the open loop's, while it runs: benchmarks read its
     stats), ``_dispatcher`` and ``_dispatchers`` (this run's), ``_submitted``,
     ``_drained``, ``_plan_turn_ns``, ``_turns`` and ``_turns_due_ns``
     (``_write_turn``), the spares' ``_spares_opening``, ``_spares_failed``,
@@ -251,8 +294,11 @@ class OpenLoopMixin:
     _session: Callable[[Scenario, int | None], Awaitable[str]]
     _recorder_for: Callable[[int], Recorder]
 
-    def _init_open_loop(self) -> None:
-        """Set the open loop's own attributes (called by ``LoadRunner.__init__``)."""
+    def _init_open_loop(self, tuning: Tuning, pacer_factory: Callable[[], Pacer]) -> None:
+        """Set the open loop's own attributes (called by ``LoadRunner.__init__``, which
+        documents ``tuning`` and ``pacer_factory``)."""
+        self._tuning = tuning
+        self._pacer_factory = pacer_factory
         # trace replay (docs/workloads.md): bodies joined from shared pre-encoded blocks
         self._trace_bodies = (TraceBodies(self.load.trace, self.profile.run.seed)
                               if self.load.mode == "trace" else None)
@@ -427,7 +473,7 @@ class OpenLoopMixin:
         dispatcher (``self._dispatcher``, when ``_dispatchable()``). On a normal
         exit waits until the dispatcher took up every queued arrival and the
         loop started them; closes both after (queued arrivals dropped)."""
-        pacer = self.pacer = Pacer()
+        pacer = self.pacer = self._pacer_factory()
         disp = None
         if self._dispatchable():
             assert self._transport is not None
@@ -473,10 +519,10 @@ class OpenLoopMixin:
         if disp is None:
             await pacer.wait(intended)
             return intended
-        ahead = _lookahead_ns(disp)
+        ahead = _lookahead_ns(self._tuning, disp)
         wake = intended - ahead
         now = now_ns()
-        if intended - now < ahead // 2 and now - self._plan_turn_ns < CATCH_UP_TURN_NS:
+        if intended - now < ahead // 2 and now - self._plan_turn_ns < self._tuning.catch_up_turn_ns:
             return wake  # behind (and so past its wake): no yield this turn
         wakes = pacer.stats.wakes
         await pacer.wait(wake)
@@ -487,9 +533,9 @@ class OpenLoopMixin:
     def _dispatchable(self) -> bool:
         """Whether this run's open loop writes from hopbench.engine._dispatch's thread:
         hopbench's own transport, a plain-http target, trio's real clock, and
-        ``DISPATCH`` on. (TLS connections, a fake clock and httpx's transport
+        ``Tuning.dispatch`` on (``DISPATCH``). (TLS connections, a fake clock and httpx's transport
         pace on the loop: docs/workloads.md, "Open-loop pacing".)"""
-        return (DISPATCH and getattr(self._transport, "take_idle_fd", None) is not None and real_clock()
+        return (self._tuning.dispatch and getattr(self._transport, "take_idle_fd", None) is not None and real_clock()
                 and self.base_url.lower().startswith("http://"))
 
     def _spares_at_start(self) -> int:
@@ -498,14 +544,15 @@ class OpenLoopMixin:
         due in its first ``SPARES_AHEAD_NS``, or the requested rate (a trace: its
         first second's) times that, whichever is more, plus ``SPARES_PER_MISS``;
         at most ``SPARES_AT_START_MAX`` and ``max_in_flight``."""
+        tu = self._tuning
         if self.load.mode == "rate":
             rate, first = self.load.rate_rps, 0
         else:
             spec, part = self.load.trace, self.load.trace_part
             rate = float(spec.scheduled_between(0, NS_PER_S, *part))
-            first = spec.scheduled_between(0, SPARES_AHEAD_NS, *part)  # a burst at the start
-        n = max(math.ceil(rate * SPARES_AHEAD_NS / NS_PER_S), first) + SPARES_PER_MISS
-        return min(n, SPARES_AT_START_MAX, self.load.max_in_flight)
+            first = spec.scheduled_between(0, tu.spares_ahead_ns, *part)  # a burst at the start
+        n = max(math.ceil(rate * tu.spares_ahead_ns / NS_PER_S), first) + tu.spares_per_miss
+        return min(n, tu.spares_at_start_max, self.load.max_in_flight)
 
     async def _preopen_spares(self) -> None:
         """Open an open loop's first spare connections (``_spares_at_start`` per
@@ -517,7 +564,7 @@ class OpenLoopMixin:
         What is not open by then is opened as the clock starts, as before."""
         assert isinstance(self._transport, StreamTransport)
         n = self._spares_at_start()
-        with trio.move_on_after(PREOPEN_MAX_S):
+        with trio.move_on_after(self._tuning.preopen_max_s):
             async with trio.open_nursery() as nursery:
                 for origin in _plain_origins(self._arms, self.base_url):
                     for _ in range(n):
@@ -562,8 +609,9 @@ class OpenLoopMixin:
         in ``SPARES_RESERVE_NS`` plus ``SPARES_PER_MISS``, at most
         ``SPARES_RESERVE_MAX`` and ``max_in_flight`` (no more streams, so no
         more connections, are ever open at once)."""
-        return min(math.ceil(self.load.rate_rps * SPARES_RESERVE_NS / NS_PER_S) + SPARES_PER_MISS,
-                   SPARES_RESERVE_MAX, self.load.max_in_flight)
+        tu = self._tuning
+        return min(math.ceil(self.load.rate_rps * tu.spares_reserve_ns / NS_PER_S) + tu.spares_per_miss,
+                   tu.spares_reserve_max, self.load.max_in_flight)
 
     def _ahead(self, origin: Any, due_ns: int) -> None:
         """An arrival due at ``due_ns`` was queued for the thread (the planner,
@@ -575,11 +623,12 @@ class OpenLoopMixin:
         rest), at most ``SPARES_RESERVE_MAX`` and ``max_in_flight``; at least
         the rate's reserve (``_top_up``). Opened as the burst is planned, ahead
         of its time, and topped up as each spare opens (``_open_spare``)."""
+        tu = self._tuning
         recent = self._due_recent
         recent.append(due_ns)
-        while recent[0] <= due_ns - SPARES_RESERVE_NS:  # (a half-open window: a steady rate's
+        while recent[0] <= due_ns - tu.spares_reserve_ns:  # (a half-open window: a steady rate's
             recent.popleft()                              # count is its reserve's, no more)
-        want = min(len(recent) + SPARES_PER_MISS, SPARES_RESERVE_MAX, self.load.max_in_flight)
+        want = min(len(recent) + tu.spares_per_miss, tu.spares_reserve_max, self.load.max_in_flight)
         self._want_idle = max(want, self._reserve)
         if want > self._reserve:
             self._top_up(origin)
@@ -596,11 +645,12 @@ class OpenLoopMixin:
         opened, none to an origin after ``SPARES_FAILED_MAX`` failures, plain
         http only. Raises RuntimeError once the streams' nursery closed."""
         assert isinstance(self._transport, StreamTransport)
-        if (origin[0] != b"http" or self._spares_failed.get(origin, 0) >= SPARES_FAILED_MAX):
+        tu = self._tuning
+        if (origin[0] != b"http" or self._spares_failed.get(origin, 0) >= tu.spares_failed_max):
             return
         want = max(self._reserve, self._want_idle)
         n = min(want - self._transport.idle_count(origin) - self._spares_opening,
-                SPARES_OPENING_MAX - self._spares_opening)
+                tu.spares_opening_max - self._spares_opening)
         for _ in range(n):
             self._streams.start_soon(self._open_spare, origin)
             self._spares_opening += 1
@@ -613,10 +663,11 @@ class OpenLoopMixin:
         on those), nor once ``SPARES_FAILED_MAX`` spares of that origin failed
         (the target refuses them: its requests report why). Raises RuntimeError
         once the streams' nursery closed (the run is over)."""
-        if (self._spares_opening + SPARES_PER_MISS > SPARES_OPENING_MAX or origin[0] != b"http"
-                or self._spares_failed.get(origin, 0) >= SPARES_FAILED_MAX):
+        tu = self._tuning
+        if (self._spares_opening + tu.spares_per_miss > tu.spares_opening_max or origin[0] != b"http"
+                or self._spares_failed.get(origin, 0) >= tu.spares_failed_max):
             return
-        for _ in range(SPARES_PER_MISS):
+        for _ in range(tu.spares_per_miss):
             self._streams.start_soon(self._open_spare, origin)
             self._spares_opening += 1
 

@@ -38,10 +38,11 @@ from ..measure._hdr import warm_tables
 from ..measure._inflight import AWAITING_HEADERS, PHASES, STREAMING, InFlightGauge
 from ..measure._recorder import IntervalSnapshot, Recorder
 from ._collector import CollectorWatch
-from ._open_loop import OpenLoopMixin, _switch_interval
-from ._pacer import real_clock, timerfd_available
+from ._open_loop import OpenLoopMixin, Tuning, _switch_interval
+from ._pacer import Pacer, real_clock, timerfd_available
 from ._saturation import host_usage, sample_host
 from ._stream import StreamMixin
+from ._transport import StreamTransport
 from ._watch import WatchMixin
 
 __all__ = ["LoadRunner", "RunStats", "interval_end", "TICK_SLACK_NS"]
@@ -166,6 +167,16 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
             id, scenario, outcome, detail, status, and ns offsets from the run
             start (start, sent, headers, first_token, end) plus ttft_ns,
             e2e_ns, tokens and max_silence_ns.
+        tuning: the open loop's knobs (hopbench.engine._open_loop.Tuning; None:
+            its defaults, the module's constants). Keyword only, as the seams below.
+        transport_factory: makes the client's transport when ``target.transport``
+            is "hopbench", called with ``verify=`` (default ``StreamTransport``).
+            A test seam: tests pass an in-memory transport on trio's clock
+            (tests/_fake_transport.py).
+        pacer_factory: makes the open loop's pacer (default ``Pacer``; a test and
+            benchmark seam).
+        collector_factory: makes the run's collector watch (default
+            ``CollectorWatch``; a test and benchmark seam).
 
     Attributes set after construction (optional):
         target_alive: polled every 50 ms during the run; returns why the
@@ -189,7 +200,11 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
                  load: LoadSpec | None = None, env: dict[str, str] | None = None,
                  request_budget: int | None = None, seed_offset: int = 0,
                  on_stream: Callable[[dict[str, Any]], None] | None = None,
-                 arrival_offset_ns: int = 0, arms: Sequence[tuple[str, str]] = ()) -> None:
+                 arrival_offset_ns: int = 0, arms: Sequence[tuple[str, str]] = (), *,
+                 tuning: Tuning | None = None,
+                 transport_factory: Callable[..., StreamTransport] = StreamTransport,
+                 pacer_factory: Callable[[], Pacer] = Pacer,
+                 collector_factory: Callable[[], CollectorWatch] = CollectorWatch) -> None:
         self.profile = profile
         self.base_url = base_url
         self.rec = recorder
@@ -216,8 +231,9 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
         self.on_stream = on_stream
         self._arrival_offset_ns = arrival_offset_ns
         self._arms = tuple(arms)
-        self._init_stream(env)
-        self._init_open_loop()
+        self._init_stream(env, transport_factory)
+        self._init_open_loop(tuning if tuning is not None else Tuning(), pacer_factory)
+        self._collector_factory = collector_factory
         self._stop_event = trio.Event()  # trio events are not bound to a run until used
         self._gauge = InFlightGauge(0)  # replaced at the run's start (its t0)
         self._collector: CollectorWatch | None = None
@@ -298,7 +314,8 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
                 timerfd_available()  # (looked up once: the pacer is then made at once)
             if self.load.mode != "concurrency" and self._dispatchable():
                 await self._preopen_spares()
-            with CollectorWatch() as collector, _switch_interval(self.load.mode), self._runq:
+            with (self._collector_factory() as collector,
+                  _switch_interval(self.load.mode, self._tuning.switch_interval_s), self._runq):
                 self._collector = collector
                 self._client = client
                 self._t0 = t0 = now_ns()

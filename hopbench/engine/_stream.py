@@ -131,7 +131,8 @@ class _Plan:
 class StreamMixin:
     """One stream, from its plan to its record (a mixin of ``LoadRunner``).
 
-    Owns (sets): ``_client``'s transport ``_transport`` (hopbench's own, or None
+    Owns (sets): ``_transport_factory`` (``LoadRunner``'s parameter), the
+    client's transport ``_transport`` (hopbench's own, or None
     with httpx's) and the request templates (``_request_templates``); what a
     request is made of (``_pickers``, ``_headers``, ``_arm_headers``,
     ``_next_id``, ``_arm_next``, ``_round``, ``_expect_usage``, ``_overhead``,
@@ -174,10 +175,11 @@ class StreamMixin:
     _last_error: str
     _window: WindowCount | None
 
-    def _init_stream(self, env: dict[str, str] | None) -> None:
+    def _init_stream(self, env: dict[str, str] | None, transport_factory: Callable[..., StreamTransport]) -> None:
         """Set the stream side's own attributes (called by ``LoadRunner.__init__``,
-        after ``stats`` and ``_arms``); ``env``: where secrets are read from."""
+        after ``stats`` and ``_arms``, which documents its parameters)."""
         profile = self.profile
+        self._transport_factory = transport_factory
         #: the measured streams the client cancelled on purpose (hopbench.workload._cancel)
         self.cancels: list[ClientCancel] = []
         #: the measured streams flagged proxy_buffering_suspected, re-judged after the run
@@ -226,7 +228,7 @@ class StreamMixin:
         # idle, total), so they can be told apart; httpx's read timeout is off.
         timeout = httpx.Timeout(connect=conn_s, read=None, write=conn_s, pool=conn_s)
         if t.transport == "hopbench":
-            self._transport = own = StreamTransport(verify=t.verify_tls)
+            self._transport = own = self._transport_factory(verify=t.verify_tls)
             transport: httpx.AsyncBaseTransport = own
         else:
             n = max(self.load.concurrency, self.load.max_in_flight)
