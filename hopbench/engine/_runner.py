@@ -1,24 +1,30 @@
 """The Trio load engine: the only async code and the only reader of the clock.
 
-One nursery runs the load generator (a closed loop of users or an open-loop
-arrival schedule), the streams themselves, and three watchers: an interval
-ticker (interval histograms to the results writer, progress), an event-loop
-lag probe and the stop logic (duration, request count, signals).
+Role: ``LoadRunner`` runs one profile's load inside ``trio.run``. One nursery
+runs the load generator (a closed loop of users, here, or an open-loop arrival
+schedule, hopbench.engine._open_loop), the streams themselves
+(hopbench.engine._stream) and the watchers: an interval ticker (interval
+histograms to the results writer, progress), an event-loop lag probe
+(hopbench.engine._watch) and the stop logic (duration, request count, signals).
+This module keeps the run's life cycle, its stop and signals, the closed loop
+and the intervals; ``RunStats`` is what the runner knows about the run itself.
 
 Per stream: POST through httpx (``StreamTransport`` by default), raw body bytes
 -> ``SSEScanner`` -> the protocol decoder -> ``StreamMeter`` (stamps only);
-at the end ``_meter.measure`` applies the metric rules to the stamps and the
-frozen ``StreamRecord`` goes to the ``Recorder`` and to streams.jsonl. Every foreign exception
-(httpx, trio, OS) is mapped to an outcome in exactly one place,
-``classify_exception``; ``trio.Cancelled`` is recorded as "cancelled" and
+at the end ``measure`` applies the metric rules to the stamps and the frozen
+``StreamRecord`` goes to the ``Recorder`` and to streams.jsonl. Every foreign
+exception (httpx, trio, OS) is mapped to an outcome in exactly one place,
+hopbench.engine._classify; ``trio.Cancelled`` is recorded as "cancelled" and
 re-raised, never swallowed.
 
-Outcomes (exactly one per started stream): completed, failed, truncated,
-timeout, connect_error, http_error, cancelled. Error codes and texts from the
-wire pass through ``_wire_detail`` (hopbench.measure._wire_text: bounded counter
+Invariants: exactly one outcome per started stream (completed, failed,
+truncated, timeout, connect_error, http_error, cancelled); times are integer
+ns on the runner's clock (hopbench._clock), offsets from the run's start in
+``RunStats``; in-flight streams get ``run.grace_s`` after the stop, then are
+cancelled. Error codes and texts from the wire pass through
+``StreamMixin._wire_detail`` (hopbench.measure._wire_text: bounded counter
 names, the run's secrets scrubbed, the first few texts kept per error kind).
 """
-
 from __future__ import annotations
 
 import math
@@ -185,8 +191,13 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
         notice: receives one-line texts the user must see now (what a signal
             does, a lost target); default: printed on stderr.
 
-    The run also stops by itself when ``UNREACHABLE_AFTER`` connection
-    attempts in a row fail with no response between them ("target
+    Three of its jobs sit in mixins, each setting up its own attributes from
+    ``__init__``: one stream (``StreamMixin``, hopbench.engine._stream), the open
+    loop and trace replay (``OpenLoopMixin``, hopbench.engine._open_loop) and
+    self-watching (``WatchMixin``, hopbench.engine._watch).
+
+    The run also stops by itself when ``UNREACHABLE_AFTER`` (hopbench.engine._watch)
+    connection attempts in a row fail with no response between them ("target
     unreachable" before any response, "target lost" after one); closed-loop
     users back off (``BACKOFF_MIN_S`` doubling to ``BACKOFF_MAX_S``) after a
     connection error once the target has answered.
