@@ -410,12 +410,16 @@ def test_failures_run_that_measured_nothing_exits_4(tmp_path: Path) -> None:
 
 
 def test_failures_fd_exhaustion_is_its_own_outcome(tmp_path: Path, hostile_server) -> None:
+    # hopbench raises its soft limit to what the load needs (hopbench/_limits.py) and refuses a
+    # closed loop the hard limit cannot hold, so exhaustion needs an open loop under a hard
+    # limit: its max_in_flight is only warned about before the load, then streams past the
+    # limit fail as connect_error.fd_limit
     port = hostile_server("trickle")
     prof = tmp_path / "p.toml"
-    prof.write_text(_profile_text(f"http://127.0.0.1:{port}", "requests = 300\nstream_log = false",
-                                  concurrency=120))
+    prof.write_text(_profile_text(f"http://127.0.0.1:{port}", "requests = 300\nstream_log = false")
+                    .replace("concurrency = 2\n", 'mode = "rate"\nrate_rps = 2000\nmax_in_flight = 120\n'))
     code = ("import resource, sys\n"
-            "resource.setrlimit(resource.RLIMIT_NOFILE, (96, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (96, 96))\n"
             "from hopbench.cli import main\n"
             f"sys.exit(main(['run', {str(prof)!r}, '--out', {str(tmp_path / 'o')!r}, '--quiet', '--no-report']))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=180)
@@ -424,6 +428,7 @@ def test_failures_fd_exhaustion_is_its_own_outcome(tmp_path: Path, hostile_serve
     assert c.get("connect_error.fd_limit", 0) >= 1, (proc.stderr, c)
     assert not (s["interrupted_by"] or "").startswith("target unreachable")
     assert any("file descriptors (limit: 96 per process" in w and "ulimit -n" in w for w in s["warnings"])
+    assert "[load].max_in_flight needs about 184 open files" in proc.stderr, proc.stderr
 
 
 # -- 4: signals ---------------------------------------------------------------------------------
