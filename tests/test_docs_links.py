@@ -14,6 +14,8 @@ In the same pages every code span that names code is checked (:func:`stale_spans
   ``emulator._config``, ``hopbench.measure._metrics.METRICS``), a class of it
   (``Summary.to_json``) or a standard-library module (``time.monotonic_ns()``) names something
   that exists;
+- an example's import in a fenced block (``from hopbench.driver._results import read_summary``)
+  names something that exists;
 - a bare private name (``_meter``, ``_open_loop``) is a module of the package: the docs name a
   function or a method with its module or class (``LoadRunner._publish``), so an old module's
   short name (``_finish``, ``_run``, ``_report_html``) fails even where a method shares it.
@@ -352,11 +354,31 @@ def span_exists(span: str) -> bool | None:
     return None
 
 
+_IMPORT = re.compile(r"^\s*from\s+(hopbench(?:\.\w+)*)\s+import\s+([\w\s,]+?)\s*$|^\s*import\s+(hopbench(?:\.\w+)*)\s*$")
+
+
+def example_imports(path: Path) -> list[tuple[int, str]]:
+    """(line number, dotted name) of every hopbench name the examples in a Markdown file's
+    fenced blocks import (``from hopbench.driver._results import read_summary`` gives
+    ``hopbench.driver._results.read_summary``)."""
+    found, fenced = [], False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif fenced and (m := _IMPORT.match(line)) is not None:
+            if m.group(3):
+                found.append((number, m.group(3)))
+            else:
+                found += [(number, f"{m.group(1)}.{name.strip()}") for name in m.group(2).split(",")
+                          if name.strip()]
+    return found
+
+
 def stale_spans(path: Path) -> tuple[int, list[str]]:
-    """How many code spans of a Markdown file were checked, and those that name nothing
-    (``line N: span``)."""
+    """How many code spans and example imports of a Markdown file were checked, and those
+    that name nothing (``line N: span``)."""
     checked, stale = 0, []
-    for n, span in doc_spans(path):
+    for n, span in [*doc_spans(path), *example_imports(path)]:
         found = span_exists(span)
         checked += found is not None
         if found is False:
@@ -390,6 +412,15 @@ def test_span_exists_rules() -> None:
         assert span_exists(gone) is False, gone
     assert span_exists("_ms") is None and span_exists("http.disconnect") is None
     assert span_exists("[load].concurrency") is None and span_exists("load.due") is None
+
+
+def test_example_imports_are_read(tmp_path: Path) -> None:
+    doc = tmp_path / "d.md"
+    doc.write_text("from hopbench.x import y\n```python\nfrom hopbench.driver._results import a, b\n"
+                   "import hopbench.views\nfrom os import path\n```\n", encoding="utf-8")
+    assert example_imports(doc) == [(3, "hopbench.driver._results.a"), (3, "hopbench.driver._results.b"),
+                                    (4, "hopbench.views")]
+    assert stale_spans(doc)[1] == ["line 3: hopbench.driver._results.a", "line 3: hopbench.driver._results.b"]
 
 
 def test_architecture_names_enough_code() -> None:
