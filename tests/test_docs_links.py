@@ -218,10 +218,21 @@ def _classes() -> dict[str, tuple[ast.ClassDef, ...]]:
     return {name: tuple(nodes) for name, nodes in found.items()}
 
 
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """A body's statements, and those of its ``if``, ``try`` and ``with`` blocks, in order."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try, ast.With)):
+            for block in (stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *(h.body for h in getattr(stmt, "handlers", []))):
+                yield from _statements(block)
+
+
 def _members(node: ast.Module | ast.ClassDef) -> dict[str, ast.AST]:
-    """The names a module or class body defines, with the node that defines each."""
+    """The names a module or class body defines, with the node that defines each (in its
+    ``if``, ``try`` and ``with`` blocks too: ``_fast_loads`` is set under ``try``)."""
     members: dict[str, ast.AST] = {}
-    for stmt in node.body:
+    for stmt in _statements(node.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             members[stmt.name] = stmt
         elif isinstance(stmt, ast.Assign):
@@ -393,6 +404,7 @@ def test_code_name_exists_reads_the_package() -> None:
     assert code_name_exists("_recorder.Recorder.take_interval")
     assert code_name_exists("time.monotonic_ns()")
     assert code_name_exists("_runner.LoadRunner.counters")  # set on self in a method
+    assert code_name_exists("protocols._base._fast_loads")  # set under try
     assert code_name_exists("_runner.LoadRunner.no_such_method") is False
     assert code_name_exists("_run.finish_run") is False  # the module is driver/_single.py now
     assert code_name_exists("NoSuchModule.x") is None
