@@ -1,7 +1,7 @@
 """Flagged bursts judged again after the run against the origin's own record (hopbench.measure._burst).
 
 Unit tests on hand-written ground-truth lines (docs/emulator.md) and streams.jsonl
-lines (hopbench.measure._meter.stream_line); the post-run path from a measured stream to
+lines (hopbench.measure._lines.stream_line); the post-run path from a measured stream to
 summary.json's warning with a fake record; the flagged streams kept in memory
 (FlaggedLog: its bound, a worker's message) and the driver's join of what workers
 ship (hopbench.driver._merge.Merger.join_bursts); runs against the embedded emulator

@@ -1,4 +1,4 @@
-"""An idle timeout that the client's own lateness caused is taken back (docs/results.md,
+"""An idle timeout that the client's own lateness caused is taken back (docs/results/counters.md,
 ``idle_timeouts_withdrawn``): a client process descheduled between two reads for longer
 than the idle limit must not cut a live stream and call it the server's timeout."""
 

@@ -151,7 +151,7 @@ async def test_runner_open_loop_achieved_rate_counts_requests_sent(
                                      transport_factory=transport).run()
     # arrivals every 1/3 s from 0 to 7.67; a request is written 0.5 s after its
     # arrival: 23 of the 24 before the stop at 7.9 s, the last one in the grace period
-    # (load.sent counts it: it was due in the window; docs/results.md, "Load held")
+    # (load.sent counts it: it was due in the window; docs/results/in-flight.md, "Load held")
     assert rec.snapshot().counter(ALL, "started") == 24
     assert stats.sent_measured == 23 and stats.sent_in_window == stats.due == 24
     _, _, load = analyse(profile, stats, rec.snapshot())

@@ -1,5 +1,5 @@
 """Whether an open loop held its load, judged on the arrivals its schedule had due
-(summary.json ``load.due``; docs/results.md, "Load held"), over the whole run: a short
+(summary.json ``load.due``; docs/results/in-flight.md, "Load held"), over the whole run: a short
 seeded Poisson run, a client that falls behind, a trace replay, workers, a trace at one
 instant, every stage of a staged run, the words the terminal and the gate share, a
 schedule that ran out by itself while its client was behind it, and a run that measured nothing.
@@ -580,7 +580,7 @@ async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
 async def test_load_held_window_of_a_trace_that_ran_out_ends_one_gap_after_its_last_arrival(
         autojump_clock: trio.testing.MockClock, tmp_path: Path,
         run: str) -> None:
-    # docs/results.md, "Load held": one mean gap after the last arrival was due, whether the
+    # docs/results/in-flight.md, "Load held": one mean gap after the last arrival was due, whether the
     # streams drained before that or after it. breaker: a trace at 0/1000/2000 ms whose
     # streams drained by 2.05 s read a 2.048 s window and a requested rate of 1.465/s; the
     # window is the trace's own period (2 s + the mean gap: 3 s, as a looped replay's)

@@ -2,7 +2,7 @@
 
 Role: pure and synchronous (STYLE.md §1). :func:`stream_line` turns one
 stream's ``StreamRecord`` (hopbench.measure._meter) into its streams.jsonl line
-(docs/results.md, "streams.jsonl"); :func:`overhead_line` adds the per-event
+(docs/results/files.md, "streams.jsonl"); :func:`overhead_line` adds the per-event
 read stamps that gateway overhead joins against the upstream's record
 (docs/gateway-overhead.md); :func:`capture_headers` and :class:`HeaderValues`
 bound what ``run.record_headers`` records. Stamps in a line are integer ns

@@ -156,7 +156,7 @@ class StreamMeter:
         Args:
             t_ns: the read's stamp.
             lag_ns: how late the client's event loop served this read: the
-                runner's client lag (docs/results.md, "Client lag per read"), ns;
+                runner's client lag (docs/results/in-flight.md, "Client lag per read"), ns;
                 <= 0: on time.
         """
         last = self.last_byte_ns
@@ -459,7 +459,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
     Returns:
         The frozen StreamRecord.
 
-    Rules (docs/results.md, "Units and histograms"):
+    Rules (docs/results/units.md, "Units and histograms"):
         * Latencies count from ``start_ns`` (intended start in open loop); the
           ``*_from_send`` figures only exist when start and send differ.
         * The answer ends at the terminal event (``[DONE]``,

@@ -6,7 +6,7 @@ the tests and verdict rules of ``hopbench compare`` (:func:`hopbench.views._comp
 Mann-Whitney U on the HDR histograms, order-statistic confidence intervals of
 p90/p99, proportion tests for the rates; "same" when not significant or too
 small), and write the result into summary.json as ``arm_differences``
-(docs/results.md, "A/B arms"). The terminal summary and report.html show it.
+(docs/results/summary-json.md, "A/B arms"). The terminal summary and report.html show it.
 
 Invariants: reads and writes summary.json only (no run, no clock); each arm's
 scope is handed to ``compare_summaries`` as a one-scope summary, so no

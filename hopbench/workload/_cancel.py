@@ -44,7 +44,7 @@ CANCEL_OUTCOME: Final = "client_cancelled"
 
 CANCEL_COUNTERS: Final = ("cancel.matched", "cancel.unmatched", "cancel.upstream_completed",
                           "cancel.upstream_not_closed", "cancel.wasted_tokens")
-"""Counters :func:`record_join` writes per scope (docs/results.md, "Client cancellation")."""
+"""Counters :func:`record_join` writes per scope (docs/results/counters.md, "Client cancellation")."""
 
 
 @dataclass(frozen=True, slots=True)
