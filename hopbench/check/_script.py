@@ -151,7 +151,7 @@ def run_check(profile_path: str | Path, out_dir: str | Path | None = None, *, lo
         wanted.discard("stall_handling")
     steps = [s for s in STEPS if any(_STEP_OF[i] == s or (s.startswith("http_") and _STEP_OF[i] == "http_429")
                                      for i in wanted)]
-    sdk = SdkReader() if "sdk_parse" in wanted else None  # imports the SDKs while the script runs
+    sdk = SdkReader([s.protocol for s in profile.scenarios]) if "sdk_parse" in wanted else None  # imports the SDKs while the script runs
     try:
         trials, step_s, reads = _run_script(profile, contract, requests, base, steps, folder, sdk, progress)
     finally:

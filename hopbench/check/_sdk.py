@@ -147,17 +147,18 @@ def sdk_read(protocol: str, body: bytes) -> SdkRead:
 
 class SdkReader:
     """``sdk_read`` in a child process (``python -m hopbench.check._sdk``) that starts
-    importing the SDKs at once.
+    importing the SDKs of ``protocols`` at once.
 
     ``read_all`` sends every body and waits for the answers (once); ``close`` (or
     leaving a ``with`` block) stops the child.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, protocols: Sequence[str] = ("chat", "messages")) -> None:
+        sdks = sorted({"anthropic" if p == "messages" else "openai" for p in protocols})
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(_PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-m", "hopbench.check._sdk"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "hopbench.check._sdk", *sdks], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=env)
 
     def __enter__(self) -> "SdkReader":
@@ -190,8 +191,8 @@ class SdkReader:
 
 
 def _main() -> None:
-    """The child: import the SDKs, then answer one JSON list of [protocol, base64 body] on stdin."""
-    for name in ("openai", "anthropic"):
+    """The child: import the SDKs named in argv, then answer one JSON list of [protocol, base64 body] on stdin."""
+    for name in sys.argv[1:]:
         try:
             __import__(name)
         except ImportError:
