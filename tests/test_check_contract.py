@@ -101,3 +101,11 @@ def test_run_check_bad_contract_sends_no_load(tmp_path: Path) -> None:
             s.bind(("127.0.0.1", listen_port))
     finally:
         gateway.close()
+
+
+def test_contract_spec_the_example_profile_loads() -> None:
+    """profiles/check.toml (the nginx recipe) is a valid check profile under the HopBase contract."""
+    repo = Path(__file__).resolve().parents[1]
+    profile, c = load_check_profile(repo / "profiles" / "check.toml", env={})
+    assert c.source == "HopBase" and [s.protocol for s in profile.scenarios] == ["chat", "responses", "messages"]
+    assert profile.target.url == "http://127.0.0.1:8080" and profile.upstream.listen == "127.0.0.1:9100"

@@ -82,3 +82,18 @@ def test_check_broken_proxy_fails_exactly_what_it_breaks(tmp_path: Path, flags: 
     assert run.exit_code == 1
     table = format_table(run)
     assert f"FAIL  {broken}" in table and "why: " in table
+
+
+def test_check_nothing_checkable_when_the_gateway_answers_nothing(tmp_path: Path) -> None:
+    """No gateway on [target].url: the plain step gets no response, the script stops there, every
+    check is inconclusive (or skipped) with the reason, and the exit status is 4."""
+    path = tmp_path / "check.toml"
+    path.write_text(f'[target]\nurl = "http://127.0.0.1:{free_port()}"\n[upstream]\nlisten = "127.0.0.1:{free_port()}"\n'
+                    + SCENARIOS["chat"], encoding="utf-8")
+    run = run_check(path, tmp_path / "out", env={})
+    assert run.exit_code == 4
+    assert {r.status for r in run.results} == {"inconclusive", "skip"}
+    first = run.results[0]
+    assert first.status == "inconclusive" and "no response from the gateway (ConnectError" in (first.why or "")
+    assert list(run.step_s) == ["plain"]  # nothing more was sent
+    assert json.loads((tmp_path / "out" / "contract.json").read_text())["exit_code"] == 4

@@ -105,8 +105,8 @@ def _judge(check_id: str, expected: str, trials: Sequence[Trial],
     status = worst(scen.values())
     if not trials:
         return CheckResult(check_id, "skip", expected, "no trial", "no scenario to run it on")
-    return CheckResult(check_id, status, expected, "; ".join(observed[:6]),
-                       "; ".join(whys[:4]) if status != "pass" and whys else None, tuple(samples), scen)
+    return CheckResult(check_id, status, expected, "; ".join(observed),
+                       "; ".join(whys) if status != "pass" and whys else None, tuple(samples), scen)
 
 
 # -- the plain streams: events, SDKs, buffering, usage ----------------------------------------------

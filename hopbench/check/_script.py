@@ -219,7 +219,7 @@ def _run_script(profile: Profile, contract: ContractSpec, requests: list[_Reques
     if sdk is not None:  # the child imported the SDKs while the script ran
         items = sorted({(t.protocol, b) for t in trials.get("plain", [])[::PLAIN_STREAMS]
                         if t.upstream is not None for b in (t.upstream.body, t.probe.body)})
-        reads = dict(zip(items, sdk.read_all(items)))
+        reads = dict(zip(items, sdk.read_all(items))) if items else {}
     return trials, step_s, reads
 
 
