@@ -85,6 +85,9 @@ def test_cancel_propagation_only_blames_an_upstream_still_writing() -> None:
     # the upstream had finished (450 ms) before the client closed (600 ms): not the gateway's fault
     r = cancel_propagation([_trial(up, up[:4], closed_ns=600 * MS, up_end=450 * MS)], C)
     assert r.status == "inconclusive" and "no longer writing" in (r.why or "")
+    # ... also when the gateway closed the finished upstream's connection later (a buffering nginx)
+    r = cancel_propagation([_trial(up, up[:4], closed_ns=600 * MS, up_end=450 * MS, disconnect_ns=900 * MS)], C)
+    assert r.status == "inconclusive", r
     # still writing at the close (160 ms), ran to its end: the cancel never reached it
     r = cancel_propagation([_trial(up, up[:4], closed_ns=160 * MS, up_end=450 * MS)], C)
     assert r.status == "fail" and "6 writes after the close" in r.observed
