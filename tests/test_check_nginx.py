@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from _servers import ServerProcess, free_port
+from test_integration_nginx import _opt_in  # noqa: F401  (the opt-in: -m nginx, the binary installed)
 
 from hopbench.check import CheckRun, format_table, run_check
 
@@ -47,14 +48,6 @@ http {{
                  gzip on; gzip_types text/event-stream; }} }}
 }}
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _opt_in(request: pytest.FixtureRequest) -> None:
-    if "nginx" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("opt-in: run with -m nginx (needs the nginx binary)")
-    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
-        pytest.fail("nginx is not installed (apt-get install -y nginx-light)", pytrace=False)
 
 
 @pytest.fixture(scope="module")
