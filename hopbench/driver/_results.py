@@ -347,7 +347,7 @@ class ResultsWriter:
         return self.write_final(_build_summary(meta, total, warmup, complete), total)
 
     def write_final(self, summary: dict[str, Any], total: Snapshot) -> dict[str, Any]:
-        """Write a final summary.json document as given (``hopbench.driver._finish.Summary.to_json``)
+        """Write a final summary.json document as given (``hopbench.driver._summary.Summary.to_json``)
         and ``<scope>.<metric>.hgrm`` for ``total``'s histograms; close intervals.hlog.
 
         Returns:
