@@ -1,12 +1,13 @@
 """The ``hopbench`` command line: every subcommand's arguments and the exit codes.
 
-Subcommands: run, validate, serve, gate, compare, report, export. Each is parsed here
+Subcommands: run, validate, serve, gate, compare, report, export, check. Each is parsed here
 (one argparse tree, one parser class) and handed to its implementation as
 typed arguments: ``run`` and ``validate`` below, ``gate`` in
 :func:`hopbench.views._gate.gate_command`, ``compare`` in
 :func:`hopbench.views._compare.compare_command`, ``report`` in
 :func:`hopbench.report._page.write_report`, ``export`` in
-:func:`hopbench.views._export.export_results`, ``serve`` in
+:func:`hopbench.views._export.export_results`, ``check`` in
+:func:`hopbench.check._command.check_command`, ``serve`` in
 :func:`hopbench.emulator._serve.serve_command` (also ``python -m
 hopbench.emulator``). Implementations are imported when their subcommand runs,
 so ``hopbench --help`` and ``hopbench validate`` stay light.
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     for add in (_add_run, _add_search, _add_validate, _add_serve, _add_gate, _add_compare, _add_report,
-                _add_export):
+                _add_export, _add_check):
         add(sub)
     return p
 
@@ -256,6 +257,22 @@ def _add_export(sub: _Subparsers) -> None:
     ex.set_defaults(handler=_export, parser=ex)
 
 
+def _add_check(sub: _Subparsers) -> None:
+    """``hopbench check PROFILE``: hold a gateway to its streaming contract (docs/check.md)."""
+    c = sub.add_parser("check", help="hold a gateway to its streaming contract: exit 1 when a check fails",
+                       description="Drive the emulator behind the gateway (the profile's [upstream] listen) "
+                       "through a script of behaviours and grade each check of the profile's [contract] (the "
+                       "HopBase contract without one): pass, fail, skip or inconclusive (docs/check.md). Exit 0 no "
+                       "check failed, 1 one did, 2 bad input, 4 nothing could be checked.")
+    c.add_argument("profile", type=Path, help="the check profile (TOML), e.g. profiles/check.toml")
+    c.add_argument("--out", type=Path, metavar="DIR",
+                   help="where contract.json, contract.xml and contract.md go (default results/<name>-<UTC timestamp>)")
+    c.add_argument("--long", action="store_true",
+                   help="also run stall_handling with the contract's window (HopBase: up to 3 minutes)")
+    c.add_argument("--quiet", "-q", action="store_true", help="no progress lines (the table is still printed)")
+    c.set_defaults(handler=_check, parser=c)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hopbench`` console script, ``python -m hopbench`` and
     ``python -m hopbench.emulator`` (as ``serve``).
@@ -308,6 +325,12 @@ def _search(args: argparse.Namespace) -> int:
         quiet=args.quiet, no_progress=args.no_progress, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, no_report=args.no_report, no_gate=args.no_gate,
         require_search=True))
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .check._command import check_command
+
+    return check_command(args.profile, out=args.out, long=args.long, quiet=args.quiet)
 
 
 def _validate(args: argparse.Namespace) -> int:

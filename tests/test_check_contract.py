@@ -109,3 +109,21 @@ def test_contract_spec_the_example_profile_loads() -> None:
     profile, c = load_check_profile(repo / "profiles" / "check.toml", env={})
     assert c.source == "HopBase" and [s.protocol for s in profile.scenarios] == ["chat", "responses", "messages"]
     assert profile.target.url == "http://127.0.0.1:8080" and profile.upstream.listen == "127.0.0.1:9100"
+
+
+def test_check_command_bad_contract_exit_2_names_the_key(tmp_path: Path, hopbench_cli) -> None:  # type: ignore[no-untyped-def]
+    path = _write(tmp_path, "[contract]\nkeepalive_interval_s = 50\n", target_port=free_port(), listen_port=free_port())
+    r = hopbench_cli(["check", str(path), "--out", str(tmp_path / "out")])
+    assert r.returncode == 2, r.stderr
+    assert f"hopbench check: error: {path}:11: contract.keepalive_interval_s: 50 s is longer than the silence" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_check_command_listen_in_use_exit_2(tmp_path: Path, hopbench_cli) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        path = _write(tmp_path, target_port=free_port(), listen_port=busy.getsockname()[1])
+        r = hopbench_cli(["check", str(path), "--out", str(tmp_path / "out")])
+    assert r.returncode == 2, r.stderr
+    assert "hopbench check: error: [upstream] listen: cannot listen on 127.0.0.1:" in r.stderr

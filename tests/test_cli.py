@@ -33,10 +33,11 @@ OPTIONS = {
                 "--fail-on-worse", "--force"},
     "report": {"-h", "--help", "--compare", "--out"},
     "export": {"-h", "--help", "--format", "--out"},
+    "check": {"-h", "--help", "--out", "--long", "--quiet", "-q"},
 }
 POSITIONALS = {"run": ["profile"], "search": ["profile"], "validate": ["profile"], "serve": [], "gate": ["results_dir"],
                "compare": ["base_dir", "candidate_dir"], "report": ["results_dir"],
-              "export": ["results_dir"]}
+              "export": ["results_dir"], "check": ["profile"]}
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
