@@ -376,8 +376,17 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from .check._compare import compare_checks, is_check_folder
     from .views._compare import compare_command
 
+    if is_check_folder(args.base_dir) or is_check_folder(args.candidate_dir):  # two `hopbench check` folders
+        try:
+            checks = compare_checks(args.base_dir, args.candidate_dir)
+        except HopbenchError as exc:
+            print(f"hopbench compare: error: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        sys.stdout.write(checks.render(args.format))
+        return EXIT_BREACH if args.fail_on_worse and checks.any_worse else EXIT_OK
     metrics = [m.strip() for arg in args.metric or [] for m in arg.split(",") if m.strip()]
     try:
         comparison = compare_command(args.base_dir, args.candidate_dir, metrics=metrics, alpha=args.alpha,
