@@ -329,8 +329,9 @@ def _search(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from .check._command import check_command
+    from .report._page import write_report
 
-    return check_command(args.profile, out=args.out, long=args.long, quiet=args.quiet)
+    return check_command(args.profile, out=args.out, long=args.long, quiet=args.quiet, report=write_report)
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -53,3 +53,19 @@ def test_compare_command_on_check_folders(tmp_path: Path, hopbench_cli) -> None:
     (run_dir / "summary.json").write_text("{}")
     r = hopbench_cli(["compare", str(a), str(run_dir)])
     assert r.returncode == 2 and "expected a check folder (contract.json) like the other one" in r.stderr
+
+
+def test_report_html_of_a_check_folder(tmp_path: Path, hopbench_cli) -> None:  # type: ignore[no-untyped-def]
+    """`hopbench report CHECK_DIR` (and `hopbench check` at its end): the streaming contract section,
+    failures first, every text escaped."""
+    a = _folder(tmp_path, "a", {"events_unchanged": "pass", "no_buffering": "fail", "sdk_parse": "skip"})
+    doc = json.loads((a / "contract.json").read_text())
+    doc["checks"][1]["observed"] = "<script>x</script> held 208.8 ms"
+    (a / "contract.json").write_text(json.dumps(doc))
+    r = hopbench_cli(["report", str(a)])
+    assert r.returncode == 0, r.stderr
+    page = (a / "report.html").read_text()
+    assert "<h2>Streaming contract</h2>" in page and "<script>x</script>" not in page
+    assert "&lt;script&gt;x&lt;/script&gt; held 208.8 ms" in page
+    assert page.index("no_buffering") < page.index("events_unchanged") < page.index("sdk_parse")  # failures first
+    assert "1 passed, 1 failed, 0 inconclusive, 1 skipped" in page

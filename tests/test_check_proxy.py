@@ -48,10 +48,19 @@ def _failed(run: CheckRun) -> set[str]:
     return {r.id for r in run.results if r.status != "pass"}
 
 
-def test_check_clean_pass_through_passes_every_check(tmp_path: Path) -> None:
-    run = _check(tmp_path, GOOD, ["chat", "messages"])
-    assert _failed(run) == set(), format_table(run)
-    assert run.exit_code == 0
+def test_check_clean_pass_through_passes_every_check(tmp_path: Path, hopbench_cli) -> None:  # type: ignore[no-untyped-def]
+    """The whole command: `hopbench check PROFILE --out DIR` through the well-behaved proxy."""
+    emu_port = free_port()
+    gw = DelayProxy(tmp_path, emu_port, 1.0)
+    gw.argv += GOOD
+    with gw:
+        path = tmp_path / "check.toml"
+        path.write_text(f'[target]\nurl = "{gw.url}"\n[upstream]\nlisten = "127.0.0.1:{emu_port}"\n'
+                        + SCENARIOS["chat"] + SCENARIOS["messages"] + CONTRACT, encoding="utf-8")
+        r = hopbench_cli(["check", str(path), "--out", str(tmp_path / "out")], timeout_s=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "11 passed, 0 failed, 0 inconclusive, 0 skipped" in r.stdout
+    assert "hopbench check: plain: 6 requests, 6 answered" in r.stderr  # the progress lines
     doc = json.loads((tmp_path / "out" / "contract.json").read_text())
     assert [c["id"] for c in doc["checks"]] == list(CHECK_IDS)
     assert all({"id", "status", "expected", "observed"} <= set(c) for c in doc["checks"])
@@ -60,6 +69,7 @@ def test_check_clean_pass_through_passes_every_check(tmp_path: Path) -> None:
     suite = ET.parse(tmp_path / "out" / "contract.xml").getroot()
     assert suite.get("tests") == str(len(CHECK_IDS)) and suite.get("failures") == "0"
     assert "| `events_unchanged` | pass |" in (tmp_path / "out" / "contract.md").read_text()
+    assert "<h2>Streaming contract</h2>" in (tmp_path / "out" / "report.html").read_text()
     # the emulator's ground truth of every upstream request is kept beside them
     assert (tmp_path / "out" / "ground_truth.jsonl").stat().st_size > 0
 

@@ -8,9 +8,10 @@ to exit codes (docs/check.md, "Statuses and exit codes"). Parsed by :mod:`hopben
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from .._errors import ProfileError, UsageError
+from .._errors import HopbenchError, ProfileError, UsageError
 from .._exit import EXIT_INPUT, EXIT_INTERRUPTED
 from ..config._contract_spec import load_check_profile
 from ..driver._common import default_out_dir
@@ -22,7 +23,7 @@ __all__ = ["check_command"]
 
 
 def check_command(profile: Path, *, out: Path | None = None, long: bool = False, quiet: bool = False,
-                  results_root: Path = Path("results")) -> int:
+                  results_root: Path = Path("results"), report: Callable[[Path], Path] | None = None) -> int:
     """Run the check and print its table; returns the exit status.
 
     Args:
@@ -31,6 +32,8 @@ def check_command(profile: Path, *, out: Path | None = None, long: bool = False,
         long: also run ``stall_handling`` with the contract's window.
         quiet: no progress lines (the table is still printed).
         results_root: where the default folder is created.
+        report: writes the folder's report.html (``hopbench.report.write_report``, handed in
+            by the command line: the report stage comes after this one); None: no report.
 
     Returns:
         0 no check failed, 1 one did, 2 bad input (nothing sent; the message on
@@ -51,5 +54,11 @@ def check_command(profile: Path, *, out: Path | None = None, long: bool = False,
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(format_table(run))
-    print(f"results: {folder} (contract.json, contract.xml, contract.md)")
+    names = "contract.json, contract.xml, contract.md"
+    if report is not None:
+        try:
+            names += ", " + report(folder).name
+        except HopbenchError as exc:  # the verdicts stand without the page
+            print(f"{prog}: warning: report.html not written: {exc}", file=sys.stderr)
+    print(f"results: {folder} ({names})")
     return run.exit_code
