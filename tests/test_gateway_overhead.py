@@ -454,3 +454,19 @@ def test_client_cancels_behind_a_gateway_are_joined_with_the_upstream_record(tmp
     s = _summary(tmp_path / "run")
     assert s["scopes"]["all"]["metrics"]["cancel_delay"]["count"] == 6
     assert s["gateway_overhead"]["matched"] == 6
+
+
+def test_cancelled_streams_are_no_gateway_loss(tmp_path: Path) -> None:
+    """A stream the client cancelled is never a gateway loss (issue 38): the events and usage the
+    upstream wrote after the client left are `not_seen_after_cancel`, never `dropped`. The emulator
+    runs each stream on to its end (on_client_close = "finish"), as behind a gateway that keeps
+    the upstream going."""
+    port = free_port()
+    text = _profile(f"http://127.0.0.1:{port}", f'listen = "127.0.0.1:{port}"', requests=6,
+                    emulator='ttft_ms = 40\ntokens_per_s = 100\noutput_tokens = 20\non_client_close = "finish"\n')
+    text = text.replace('prompts = ["hello there"]\n', 'prompts = ["hello there"]\ncancel = { after_events = 3 }\n')
+    run_profile(parse_profile(text, tmp_path / "p.toml", env={}), out_dir=tmp_path / "run")
+    g = _summary(tmp_path / "run")["gateway_overhead"]
+    assert g["matched"] == 6
+    assert g["events"]["dropped"] == 0 and g["events"]["not_seen_after_cancel"] >= 6 * 10, g["events"]
+    assert g["usage"]["dropped"] == 0 and g["usage"]["not_seen_after_cancel"] == 6, g["usage"]

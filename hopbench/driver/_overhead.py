@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..workload._cancel import CANCEL_OUTCOME
 from ._alignment import SILENCE_FLOOR_NS, align_events, silences
 
 __all__ = [
@@ -406,6 +407,9 @@ class _Tally:
     usage_same: int = 0
     usage_differs: int = 0
     usage_dropped: int = 0
+    #: a stream the client cancelled is never the gateway's loss: what it did not read, apart
+    not_seen_after_cancel: int = 0
+    usage_not_seen_after_cancel: int = 0
 
     def put(self, scope: str, metric: str, v: int) -> None:
         """One value (ns) of ``metric``; a negative one is counted, not recorded (a clock problem)."""
@@ -431,7 +435,9 @@ class _Tally:
             col += f" after {len(ups)} upstream requests"
         self.matrix[first.what][col] += 1
         if last.output_tokens is not None:
-            if c.output_tokens is None:
+            if c.output_tokens is None and c.outcome == CANCEL_OUTCOME:  # the client left before it
+                self.usage_not_seen_after_cancel += 1
+            elif c.output_tokens is None:
                 self.usage_dropped += 1
             elif c.output_tokens == last.output_tokens:
                 self.usage_same += 1
@@ -463,7 +469,10 @@ class _Tally:
             self.timed.append((w, d))
         self.merged += al.merged
         self.split += al.split
-        self.dropped += al.dropped
+        if c.outcome == CANCEL_OUTCOME:  # the client left: what it did not read is no gateway loss
+            self.not_seen_after_cancel += al.dropped
+        else:
+            self.dropped += al.dropped
         self.added += al.added
         self.reordered += al.reordered
         self.reordered_streams += al.reordered > 0
@@ -514,14 +523,15 @@ def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, cl
         "events": {"upstream": up_events, "client_reads": client_reads,
                    "reads_per_upstream_event": round(client_reads / up_events, 4) if up_events else None,
                    "merged": t.merged, "split": t.split, "dropped": t.dropped, "added": t.added,
-                   "reordered": t.reordered},
+                   "reordered": t.reordered, "not_seen_after_cancel": t.not_seen_after_cancel},
         "buffering": {"flag": t.buffering, "streams_buffered": t.buffered, "streams_multi_event": t.multi,
                       "span_threshold_ms": BUFFER_SPAN_NS / 1e6},
         "keepalives_injected": {"streams": t.ka_injected_streams, "comments": t.ka_injected},
         "silences": {"floor_ms": SILENCE_FLOOR_NS / 1e6, "upstream_silences": t.n_silences,
                      "streams": t.silent_streams, "injected_keepalives_inside": t.injected_inside,
                      "longest_client_silence_ms": round(t.longest_client_silence / 1e6, 3)},
-        "usage": {"same": t.usage_same, "differs": t.usage_differs, "dropped": t.usage_dropped},
+        "usage": {"same": t.usage_same, "differs": t.usage_differs, "dropped": t.usage_dropped,
+                  "not_seen_after_cancel": t.usage_not_seen_after_cancel},
         "negative": dict(sorted(t.negatives.items())),
         # per-event delay by upstream write time, from the first measured send
         "event_delay_over_time": _over_time(t.timed, min((c.sent_ns for c in measured), default=0)),
