@@ -579,21 +579,33 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         ProfileError / UsageError: bad input, before any load.
         HopbenchError: hopbench failed before the run started.
     """
-    from rich.console import Console
-
     from .config._profile import load_profile
     from .views._after_run import after_run
 
     profile = profile_overrides(load_profile(profile_path), profile_path, target_url=target_url, workers=workers,
                                 engine=engine, ray_address=ray_address, upstream_record=upstream_record,
                                 require_search=require_search)
-    console, err = Console(stderr=False), Console(stderr=True)
+    console, err = _console(stderr=False), _console(stderr=True)
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
     gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
                           staged=_staged(profile))
     return _run_exit_code(profile, outcome, summary, gate_exit, err)
+
+
+#: the width of the tables when the output is a file or a pipe: as wide as their numbers need
+_FILE_WIDTH = 10_000
+
+
+def _console(*, stderr: bool) -> "Console":
+    """A rich console on stdout or stderr: the terminal's width on a terminal; elsewhere (a file,
+    a pipe, CI) wide enough that no table cell is ever cut (rich's default 80 columns turned
+    ``3,120`` into ``3,…``: issue 38). The tables have no rule or panel that would fill the width."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else _FILE_WIDTH)
 
 
 def _staged(profile: Profile) -> bool:
