@@ -122,6 +122,7 @@ class ClientStream:
         keepalive_read_ns: the read stamp of each keepalive comment, or empty.
         quiet_read_ns: the stamp of each body read that carried no content
             event (keepalives, other events, bytes of an unfinished event), or empty.
+        gateway: the gateway's kind as its response headers tell (``gateway_kind``), or "".
     """
 
     id: str
@@ -141,6 +142,41 @@ class ClientStream:
     content_crc: Sequence[int] = ()
     keepalive_read_ns: Sequence[int] = ()
     quiet_read_ns: Sequence[int] = ()
+    gateway: str = ""
+
+
+#: buffering settings per gateway kind (docs/gateway-overhead.md, "Buffering settings")
+BUFFERING_ADVICE: dict[str, str] = {
+    "nginx": "nginx: proxy_buffering off (or honour X-Accel-Buffering: no), and no gzip on text/event-stream",
+    "caddy": "caddy: flush_interval -1 in reverse_proxy, and no encode on text/event-stream",
+    "envoy": "Envoy: no buffer filter on the route, and a compressor that skips text/event-stream",
+    "litellm": "LiteLLM: stream=true end to end, and no buffering proxy in front of it",
+}
+#: when the headers do not tell (haproxy writes no Server header of its own)
+GENERIC_BUFFERING_ADVICE = ("turn off the gateway's response buffering for text/event-stream (docs/gateway-overhead.md, "
+                            "\"Buffering settings\": nginx, haproxy, caddy, Envoy, LiteLLM)")
+
+
+def gateway_kind(headers: Mapping[str, Any]) -> str:
+    """The gateway's kind from its response headers (names lower-case), or "" when they do not tell.
+
+    LiteLLM by its ``x-litellm-version`` header; nginx (and OpenResty), Caddy, Envoy and haproxy
+    by ``server``. haproxy writes no ``server`` of its own, so it is usually "".
+    """
+    if "x-litellm-version" in headers:
+        return "litellm"
+    server = str(headers.get("server") or "").lower()
+    for kind, marks in (("nginx", ("nginx", "openresty")), ("caddy", ("caddy",)), ("envoy", ("envoy",)),
+                        ("haproxy", ("haproxy",))):
+        if server.startswith(marks):
+            return kind
+    return ""
+
+
+def buffering_advice(kinds: Mapping[str, int]) -> str:
+    """The buffering warning's advice: the setting of the gateway most streams named, else generic."""
+    named = [k for k, _ in sorted(kinds.items(), key=lambda kv: -kv[1]) if k in BUFFERING_ADVICE]
+    return BUFFERING_ADVICE[named[0]] if named else GENERIC_BUFFERING_ADVICE
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +257,8 @@ def client_from_line(line: Mapping[str, Any], t0_mono_ns: int, warmup_ns: int = 
         client_lag_ns=int(line.get("client_lag_ns") or 0),
         content_crc=array("q", line.get("content_crc") or ()),
         keepalive_read_ns=array("q", (t + t0_mono_ns for t in line.get("keepalive_read_ns") or ())),
-        quiet_read_ns=array("q", (t + t0_mono_ns for t in line.get("quiet_read_ns") or ())))
+        quiet_read_ns=array("q", (t + t0_mono_ns for t in line.get("quiet_read_ns") or ())),
+        gateway=gateway_kind(headers) if isinstance(headers := line.get("headers"), Mapping) else "")
 
 
 def upstream_from_record(rec: Mapping[str, Any]) -> UpstreamRequest | None:
@@ -409,6 +446,8 @@ class _Tally:
     usage_dropped: int = 0
     #: a stream the client cancelled is never the gateway's loss: what it did not read, apart
     not_seen_after_cancel: int = 0
+    #: gateway kind -> matched streams (``gateway_kind``; "" when the headers did not tell)
+    kinds: Counter[str] = field(default_factory=Counter)
     usage_not_seen_after_cancel: int = 0
 
     def put(self, scope: str, metric: str, v: int) -> None:
@@ -425,6 +464,7 @@ class _Tally:
             c: a measured client stream; ups: its upstream attempts, by receive time (>= 1).
         """
         self.matched += 1
+        self.kinds[c.gateway] += 1
         first, last = ups[0], ups[-1]
         if len(ups) > 1:
             self.retried += 1
@@ -556,8 +596,7 @@ def _overhead_warnings(t: _Tally, n: int, source: str, clock: str, same_clock: b
     if t.buffering:
         warnings.append(f"gateway overhead: the gateway buffers the stream: in {buffered} of {multi} streams "
                         f"most upstream events reached the client in reads that held events written over "
-                        f"{BUFFER_SPAN_NS // 1_000_000} ms apart (nginx: proxy_buffering off, or honour "
-                        "X-Accel-Buffering)")
+                        f"{BUFFER_SPAN_NS // 1_000_000} ms apart ({buffering_advice(t.kinds)})")
     if reordered:
         warnings.append(f"gateway overhead: the gateway reordered the stream: {reordered} content events in "
                         f"{t.reordered_streams} streams reached the client in another order than the upstream "

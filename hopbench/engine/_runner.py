@@ -50,7 +50,7 @@ from ._dispatch import Dispatcher, Slot
 from ..measure._hdr import warm_tables
 from ._pacer import Pacer, real_clock, timerfd_available
 from ..measure._meter import StreamMeter, measure
-from ..measure._lines import HeaderValues, capture_headers, overhead_line, stream_line
+from ..measure._lines import GATEWAY_KIND_HEADERS, HeaderValues, capture_headers, overhead_line, stream_line
 from ..measure._sinks import record_lengths, record_stream, recorder_sink
 from ..config._profile import LoadSpec, Profile, Scenario, request_headers
 from ..measure._recorder import IntervalSnapshot, Recorder
@@ -671,7 +671,9 @@ class LoadRunner:
         self._window: WindowCount | None = None
         self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
         self._header_values = HeaderValues()
-        self._record_headers = profile.run.record_headers
+        self._record_headers = profile.run.record_headers + (  # behind a gateway: which gateway
+            tuple(h for h in GATEWAY_KIND_HEADERS if h not in profile.run.record_headers)
+            if getattr(profile, "upstream", None) is not None else ())
         # The loop-lag probe's state, read at every body read (client_lag_ns):
         # when it is due, and its last measured lag and wake-up stamp.
         self._probe_due_ns = 1 << 62
