@@ -355,6 +355,9 @@ def analyse(clients: Iterable[ClientStream], upstreams: Iterable[UpstreamRequest
     t = _Tally()
     for c in measured:
         ups = sorted(attempts.get(c.id, ()), key=lambda u: u.received_ns)
+        if not ups and c.outcome == CANCEL_OUTCOME:  # the client left before its request got through
+            t.cancelled_before_upstream += 1
+            continue
         if not ups:
             t.unseen += 1
             t.unseen_by[_client_result(c)] += 1
@@ -419,6 +422,8 @@ class _Tally:
     values: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     matched: int = 0
     unseen: int = 0
+    #: streams the client cancelled before the upstream saw them: not the gateway's doing
+    cancelled_before_upstream: int = 0
     retried: int = 0
     unseen_by: Counter[str] = field(default_factory=Counter)
     triggers: Counter[str] = field(default_factory=Counter)
@@ -556,6 +561,7 @@ def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, cl
         "matched_by": {"header": join.by_header, "marker": join.by_marker},
         "unseen_by_upstream": t.unseen,
         "unseen_outcomes": dict(sorted(t.unseen_by.items())),
+        "cancelled_before_upstream": t.cancelled_before_upstream,
         "upstream_requests_unmatched": join.unmatched,
         "retried_streams": t.retried,
         "retry_triggers": dict(sorted(t.triggers.items())),
@@ -583,7 +589,7 @@ def _overhead_warnings(t: _Tally, n: int, source: str, clock: str, same_clock: b
     host's clock, buffering, reordering, negative differences (in that order)."""
     warnings: list[str] = []
     matched, unseen, buffered, multi, reordered = t.matched, t.unseen, t.buffered, t.multi, t.reordered
-    if n and matched == 0:
+    if n - t.cancelled_before_upstream and matched == 0:
         warnings.append(
             f"gateway overhead: none of the {n} client streams reached the upstream emulator ({source}): "
             "the gateway routes to something else, or answers by itself; check that its upstream is that address")
