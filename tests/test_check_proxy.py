@@ -33,15 +33,25 @@ SCENARIOS = {
 }
 
 
-def _check(tmp: Path, flags: list[str], scenarios: list[str]) -> CheckRun:
+def _proxy(tmp: Path, flags: list[str]) -> tuple[DelayProxy, int]:
+    """The delaying proxy with ``flags`` in front of a free port (where the check's emulator goes)."""
     emu_port = free_port()
     gw = DelayProxy(tmp, emu_port, 1.0)
     gw.argv += flags
+    return gw, emu_port
+
+
+def _write(tmp: Path, gw: DelayProxy, emu_port: int, scenarios: list[str]) -> Path:
+    path = tmp / "check.toml"
+    path.write_text(f'[target]\nurl = "{gw.url}"\n[upstream]\nlisten = "127.0.0.1:{emu_port}"\n'
+                    + "".join(SCENARIOS[s] for s in scenarios) + CONTRACT, encoding="utf-8")
+    return path
+
+
+def _check(tmp: Path, flags: list[str], scenarios: list[str]) -> CheckRun:
+    gw, emu_port = _proxy(tmp, flags)
     with gw:
-        path = tmp / "check.toml"
-        path.write_text(f'[target]\nurl = "{gw.url}"\n[upstream]\nlisten = "127.0.0.1:{emu_port}"\n'
-                        + "".join(SCENARIOS[s] for s in scenarios) + CONTRACT, encoding="utf-8")
-        return run_check(path, tmp / "out", env={})
+        return run_check(_write(tmp, gw, emu_port, scenarios), tmp / "out", env={})
 
 
 def _failed(run: CheckRun) -> set[str]:
@@ -50,13 +60,9 @@ def _failed(run: CheckRun) -> set[str]:
 
 def test_check_clean_pass_through_passes_every_check(tmp_path: Path, hopbench_cli) -> None:  # type: ignore[no-untyped-def]
     """The whole command: `hopbench check PROFILE --out DIR` through the well-behaved proxy."""
-    emu_port = free_port()
-    gw = DelayProxy(tmp_path, emu_port, 1.0)
-    gw.argv += GOOD
+    gw, emu_port = _proxy(tmp_path, GOOD)
     with gw:
-        path = tmp_path / "check.toml"
-        path.write_text(f'[target]\nurl = "{gw.url}"\n[upstream]\nlisten = "127.0.0.1:{emu_port}"\n'
-                        + SCENARIOS["chat"] + SCENARIOS["messages"] + CONTRACT, encoding="utf-8")
+        path = _write(tmp_path, gw, emu_port, ["chat", "messages"])
         r = hopbench_cli(["check", str(path), "--out", str(tmp_path / "out")], timeout_s=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "11 passed, 0 failed, 0 inconclusive, 0 skipped" in r.stdout
