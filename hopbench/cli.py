@@ -48,7 +48,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .config._profile import Profile
+    from .config._records import Profile
     from .driver._common import RunOutcome
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
@@ -465,8 +465,13 @@ def validate_command(profiles: Sequence[Path]) -> int:
     """
     from .config._profile import load_profile
 
+    from .driver._common import fd_limit_for
+
     for path in profiles:
         profile = load_profile(path)
+        fd_note = fd_limit_for(profile)  # a closed loop this machine cannot hold: ProfileError
+        if fd_note:
+            print(f"hopbench: warning: {fd_note}", file=sys.stderr)
         for sc in profile.scenarios:
             if sc.dataset_note:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
@@ -586,26 +591,17 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                                 engine=engine, ray_address=ray_address, upstream_record=upstream_record,
                                 require_search=require_search)
     console, err = _console(stderr=False), _console(stderr=True)
+    from .driver._common import fd_limit_for
+
+    fd_note = fd_limit_for(profile)  # before any load: a closed loop this machine cannot hold raises
+    if fd_note:
+        err.print(f"hopbench: warning: {fd_note}", markup=False, highlight=False)
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
     gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
                           staged=_staged(profile))
     return _run_exit_code(profile, outcome, summary, gate_exit, err)
-
-
-#: the width of the tables when the output is a file or a pipe: as wide as their numbers need
-_FILE_WIDTH = 10_000
-
-
-def _console(*, stderr: bool) -> "Console":
-    """A rich console on stdout or stderr: the terminal's width on a terminal; elsewhere (a file,
-    a pipe, CI) wide enough that no table cell is ever cut (rich's default 80 columns turned
-    ``3,120`` into ``3,…``: issue 38). The tables have no rule or panel that would fill the width."""
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else _FILE_WIDTH)
 
 
 def _staged(profile: Profile) -> bool:
@@ -633,6 +629,25 @@ def _one_run(profile: Profile, ray_address: str | None) -> Callable[..., RunOutc
     from .driver._single import run_profile
 
     return run_profile
+
+
+#: the console's width when the output is a file or a pipe: as wide as the tables need
+_FILE_WIDTH = 10_000
+
+
+def _console(*, stderr: bool) -> Console:
+    """A rich Console for stdout or stderr. On a terminal it wraps at the terminal's width; to a
+    pipe, a file or a CI log it never wraps a line (rich would cut at 80 columns mid-phrase,
+    ``error \nrate 0.0%``) and never cuts a table cell (at 80 columns rich turned ``3,120`` into
+    ``3,…``: issue 38): tables keep their own width, lines stay whole for grep and for CI. The
+    tables have no rule or panel that would fill the width."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=_FILE_WIDTH)
+        console.soft_wrap = True
+    return console
 
 
 def _run_and_write(profile: Profile, profile_path: Path, err: Console, *, out: Path | None, results_root: Path,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .._exit import EXIT_BREACH, EXIT_OK, EXIT_TARGET_FAILED
 from ..config._contract_spec import ContractSpec
-from ..config._profile import Profile
+from ..config._records import Profile
 
 __all__ = ["STATUSES", "CheckResult", "CheckRun", "Status", "check_exit_code", "worst"]
 

@@ -43,9 +43,11 @@ from typing import Any
 import httpx
 
 from ..config._contract_spec import CHECK_IDS, ContractSpec, keepalive_silence_ns, load_check_profile
-from ..config._profile import DEFAULT_PATHS, Profile, Scenario, request_headers
+from ..config._records import Profile, Scenario
+from ..config._scenario_spec import request_headers
 from ..emulator._config import EmulatorConfig
 from ..protocols._marker import marked_template
+from ..protocols._requests import DEFAULT_PATHS
 from . import _checks as ck
 from ._probe import send_probe
 from ._outputs import write_outputs

@@ -33,6 +33,7 @@ from typing import Any
 
 import uvicorn
 
+from .._errors import HopbenchError
 from ..emulator._app import EmulatorApp
 from ..emulator._config import EmulatorConfig
 from ..emulator._record import GroundTruthWriter
@@ -44,7 +45,7 @@ __all__ = ["Exchange", "ScriptedUpstream", "UpstreamStartError"]
 _Message = dict[str, Any]
 
 
-class UpstreamStartError(Exception):
+class UpstreamStartError(HopbenchError):
     """The emulator could not listen on ``[upstream] listen`` (the address is in use)."""
 
 

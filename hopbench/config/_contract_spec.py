@@ -35,7 +35,8 @@ from urllib.parse import urlsplit
 from .._errors import ProfileError
 from .._toml import Table, load_toml
 from .._units import NS_PER_MS, s_to_ns
-from ._profile import Profile, _build
+from ._profile import _build
+from ._records import Profile
 
 __all__ = ["CHECK_IDS", "CONTRACT_KEYS", "ContractSpec", "load_check_profile", "parse_contract",
            "keepalive_silence_ns"]

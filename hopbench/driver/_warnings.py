@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._burst import burst_warnings
 from ..measure._counters import StatsLike
 from ..measure._outcomes import BROKEN, ERROR_RATE_WARN
