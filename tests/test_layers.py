@@ -26,7 +26,7 @@ PACKAGE = Path(hopbench.__file__).parent
 
 #: The pipeline's stages, first to last: a module may import its own stage and those before it.
 STAGES: tuple[str, ...] = ("base", "protocols", "measure", "workload", "emulator", "config", "engine",
-                           "observe", "driver", "views", "report", "face")
+                           "observe", "driver", "check", "views", "report", "face")
 #: The top level's base: the standard library only, below every folder.
 BASE = frozenset({"hopbench._version", "hopbench._errors", "hopbench._exit", "hopbench._units",
                   "hopbench._clock", "hopbench._format", "hopbench._textfile", "hopbench._toml",

@@ -36,7 +36,7 @@ from ..config._records import LoadSpec, Profile, Scenario
 from ..config._scenario_spec import request_headers
 from ..measure._burst import FlaggedBurst, FlaggedLog
 from ..measure._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, STREAMING, WAITING, InFlightGauge
-from ..measure._lines import HeaderValues, capture_headers, overhead_line, stream_line
+from ..measure._lines import GATEWAY_KIND_HEADERS, HeaderValues, capture_headers, overhead_line, stream_line
 from ..measure._meter import StreamMeter, measure
 from ..measure._sinks import record_lengths, record_stream, recorder_sink
 from ..measure._recorder import Recorder
@@ -201,7 +201,9 @@ class StreamMixin:
         self._transport: StreamTransport | None = None
         self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
         self._header_values = HeaderValues()
-        self._record_headers = profile.run.record_headers
+        self._record_headers = profile.run.record_headers + (  # behind a gateway: which gateway
+            tuple(h for h in GATEWAY_KIND_HEADERS if h not in profile.run.record_headers)
+            if getattr(profile, "upstream", None) is not None else ())
         # Gateway overhead (docs/gateway-overhead.md): each body's last user message
         # carries the request id too, and streams.jsonl gets per-event stamps.
         self._overhead = profile.upstream is not None

@@ -52,6 +52,12 @@ def capture_headers(get: Any, names: Iterable[str]) -> tuple[tuple[str, str], ..
     return tuple(out)
 
 
+#: response headers every run with ``[upstream]`` records (beside ``run.record_headers``): they
+#: tell which gateway it is, so that advice can name its own setting (docs/gateway-overhead.md,
+#: "Buffering settings"): ``server`` (nginx, Caddy, Envoy write theirs) and LiteLLM's version header
+GATEWAY_KIND_HEADERS: tuple[str, ...] = ("server", "x-litellm-version")
+
+
 class HeaderValues:
     """Names the counter of a recorded header's value, bounding distinct values.
 
