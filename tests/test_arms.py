@@ -183,6 +183,7 @@ def test_arm_differences_a_buffered_arm_is_never_smoother() -> None:
     assert back["pairs"][0]["worse"] is False
 
 
+@pytest.mark.slow
 def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
     text = (ROOT / "profiles" / "ab-arms.toml").read_text(encoding="utf-8")
     # "slow" + 200 ms here (the profile's 20 ms is lost in the noise of a machine whose
@@ -242,6 +243,7 @@ def test_arms_keys_are_checked_and_kept_out_of_results() -> None:
     assert "emu-secret" not in json.dumps(sanitized(p))
 
 
+@pytest.mark.slow
 def test_arms_one_dead_arm_fails_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # One arm answers, the other refuses every connection: the A/B result means
     # nothing, so the run exits 4 and says which arm, whatever the other did.

@@ -223,6 +223,7 @@ cancel = {{ {cancel} }}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("protocol", "cancel"), [("chat", "after_events = 3"),
                                                   ("messages", "after_ms = 60")])
 def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: str, cancel: str) -> None:
@@ -269,6 +270,7 @@ def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: st
     assert "upstream ran to the end 0 · not noticed 0" in shown
 
 
+@pytest.mark.slow
 def test_cancel_workers_join_in_the_driver(tmp_path: Path) -> None:
     from hopbench.driver._workers import run_profile_workers
 

@@ -20,6 +20,9 @@ from test_gateway_overhead import DelayProxy
 from hopbench.check import CheckRun, format_table, run_check
 from hopbench.config._contract_spec import CHECK_IDS
 
+#: each test drives a whole check through a real proxy (about 100 s in all)
+pytestmark = pytest.mark.slow
+
 #: the contract the proxy is configured for: its keepalive every 400 ms (promised: every 1 s),
 #: its stall error after 4 s of upstream silence (promised: 3.5-5 s)
 CONTRACT = ("[contract]\nkeepalive_interval_s = 1\nmax_first_chunk_hold_ms = 150\nmax_event_hold_ms = 150\n"

@@ -145,6 +145,7 @@ def test_cli_run_rejects_bad_overrides_before_any_load(extra: list[str], message
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("module", "argv", "code", "usage"), [
     ("hopbench", ["--help"], 0, "usage: hopbench [-h]"),
     ("hopbench", ["serve", "--help"], 0, "usage: hopbench serve"),
@@ -222,6 +223,7 @@ def test_cli_tables_are_never_cut_off_a_terminal(capsys: pytest.CaptureFixture[s
     assert "…" not in out and "3,120,011" in out and "column 11" in out
 
 
+@pytest.mark.slow
 def test_cli_run_to_a_pipe_never_wraps_a_line(tmp_path: Path) -> None:
     # issue 39, item 7: output to a pipe or a CI log was wrapped at 80 columns mid-phrase
     # ("run: ... · \nerror rate 0.0%"); tables keep their width, lines stay whole

@@ -575,6 +575,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     # The test machine is shared: a busy moment can mark the load generator
@@ -598,6 +599,7 @@ def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
     assert data["measured_s"] > 0
 
 
+@pytest.mark.slow
 def test_gate_run_exits_1_when_its_load_was_not_held(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # One stream in flight at most, each ~200 ms long, asked for 20 requests/s: at most
     # ~5/s can be sent whatever the machine (a busier one sends fewer), so the load is

@@ -94,6 +94,7 @@ def test_upstream_address_in_use_names_the_key_and_still_writes_results(tmp_path
     assert (tmp_path / "run" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_upstream_no_match_warns_naming_the_key(tmp_path: Path) -> None:
     """The 'gateway' is a second emulator, not the upstream: nothing matches, and the run says so."""
     from hopbench.emulator import EmbeddedEmulator
@@ -110,6 +111,7 @@ def test_upstream_no_match_warns_naming_the_key(tmp_path: Path) -> None:
                for w in s["warnings"])
 
 
+@pytest.mark.slow
 def test_upstream_record_of_an_emulator_started_by_hand(tmp_path: Path) -> None:
     """``hopbench serve --record FILE`` started by hand (the same child process the
     embedded emulator runs): only what the file gained during the run counts."""
@@ -176,6 +178,7 @@ class DelayProxy:
         return values[min(len(values) - 1, int(q * len(values)))] if values else 0
 
 
+@pytest.mark.slow
 def test_delay_proxy_overhead_is_the_injected_delay(tmp_path: Path) -> None:
     delay_ms = 5.0
     emu_port = free_port()
@@ -213,6 +216,7 @@ def test_delay_proxy_overhead_is_the_injected_delay(tmp_path: Path) -> None:
         (stats["request_delay"], proxy.pct_ns("forward_ns"), tol_ms)
 
 
+@pytest.mark.slow
 def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_path: Path) -> None:
     """Issue 20's done-when without nginx: the proxy holds every answer until its upstream
     body ends (``--hold``), so each stream reaches the client as one burst after its whole
@@ -273,6 +277,7 @@ def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_pat
     assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
 
 
+@pytest.mark.slow
 def test_delay_proxy_retries_and_fault_matrix(tmp_path: Path) -> None:
     emu_port = free_port()
     faults = ("[upstream.faults]\nhttp_429 = 0.15\nhttp_500 = 0.15\ndisconnect = 0.1\nmidstream_error = 0.1\n"
@@ -362,6 +367,7 @@ def nginx(nginx_binary: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
         yield f"http://127.0.0.1:{listen}", upstream
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nginx", [BUFFERING_OFF], indirect=True)
 def test_nginx_streaming_overhead_is_small_and_not_flagged(nginx: tuple[str, int], tmp_path: Path) -> None:
     url, upstream = nginx
@@ -377,6 +383,7 @@ def test_nginx_streaming_overhead_is_small_and_not_flagged(nginx: tuple[str, int
     assert _p50_ms(s, "event_delay") <= 10.0 + _p50_ms(s, "loop_lag")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nginx", [BUFFERING_ON], indirect=True)
 def test_nginx_buffering_is_flagged(nginx: tuple[str, int], tmp_path: Path) -> None:
     url, upstream = nginx
@@ -401,6 +408,7 @@ def test_upstream_with_workers_is_refused_naming_the_keys(tmp_path: Path) -> Non
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_upstream_analysis_failure_still_writes_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import hopbench.driver._gateway
 
@@ -418,6 +426,7 @@ def test_upstream_analysis_failure_still_writes_results(tmp_path: Path, monkeypa
     assert "gateway overhead could not be computed: ValueError: boom" in s["warnings"]
 
 
+@pytest.mark.slow
 def test_streams_the_gateway_answered_itself_are_unseen(tmp_path: Path) -> None:
     emu_port = free_port()
     with DelayProxy(tmp_path, emu_port, 0.0, answer_every=4) as proxy:
@@ -431,6 +440,7 @@ def test_streams_the_gateway_answered_itself_are_unseen(tmp_path: Path) -> None:
     assert any("5 of 20 client streams never reached the upstream" in w for w in s["warnings"])
 
 
+@pytest.mark.slow
 def test_per_event_figures_refused_across_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An emulator on another boot (here: this host pretending to have another boot id)."""
     import hopbench.driver._gateway
@@ -448,6 +458,7 @@ def test_per_event_figures_refused_across_hosts(tmp_path: Path, monkeypatch: pyt
                for w in s["warnings"])
 
 
+@pytest.mark.slow
 def test_client_cancels_behind_a_gateway_are_joined_with_the_upstream_record(tmp_path: Path) -> None:
     """Cancellation (issue 15 item 5) through [upstream]: the upstream emulator's record
     gives each cancelled stream its cancel_delay (no gateway here: the emulator itself)."""

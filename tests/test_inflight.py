@@ -281,6 +281,7 @@ model = "m"
     assert all(f"{p}_now" in ln and f"{p}_mean" in ln for p in PHASES for ln in timeline)
 
 
+@pytest.mark.slow
 def test_run_in_flight_matches_the_emulators_open_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Done-when of issue 20 item 1, 48 paced users (see ``_paced_run``)."""
     _paced_run(tmp_path, monkeypatch, 48)
@@ -322,6 +323,7 @@ def test_inflight_gauge_move_late_counts_back_by_the_lag() -> None:
         g.move_late(79, 0, 0, CLOSING, OUT)
 
 
+@pytest.mark.slow
 def test_run_in_flight_matches_the_emulators_open_streams_with_a_busy_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 20: unpaced streams (the whole answer in one write) and a client loop

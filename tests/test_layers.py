@@ -145,6 +145,7 @@ def test_layers_checker_catches_lazy_and_relative_imports(tmp_path: Path) -> Non
         "hopbench._errors", "hopbench.driver._single", "hopbench.emulator._serve", "hopbench.cli"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", PURE)
 def test_layers_pure_core_imports_no_io(module: str) -> None:
     code = (f"import sys, {module}; bad = [m for m in {HIGH!r} if m in sys.modules]; "

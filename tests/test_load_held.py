@@ -184,6 +184,7 @@ async def test_load_held_trace_at_one_instant_has_no_rate(
     assert not looped.load.trace.one_instant
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", [[1234.5] * 3, [0.0] * 30, [500.0]])
 async def test_load_held_trace_at_one_instant_taken_up_late_is_sent(
         autojump_clock: trio.testing.MockClock, tmp_path: Path,
@@ -552,6 +553,7 @@ async def test_load_held_on_time_trace_still_counts_every_request(
     assert load["held"] is True and not [w for w in warnings if "load not held" in w]
 
 
+@pytest.mark.slow
 async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # 20 requests at 10/s, each taken up 0.15 s after the one before: 13 in the window. A
@@ -576,6 +578,7 @@ async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
     assert seen[0] == seen[1] and seen[0] is not None and seen[0].startswith("13 of 20 due arrivals sent (6.50 of 10.00")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["", "duration_s = 60"])
 async def test_load_held_window_of_a_trace_that_ran_out_ends_one_gap_after_its_last_arrival(
         autojump_clock: trio.testing.MockClock, tmp_path: Path,
@@ -608,6 +611,7 @@ def test_load_held_window_of_a_budget_is_not_cut_by_the_drain(tmp_path: Path) ->
     assert load["held"] is True and not _not_held(warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("requests", "rate_rps"), [(1, 1), (2, 2)])
 def test_load_held_window_of_a_budget_on_the_embedded_emulator(
         tmp_path: Path, requests: int, rate_rps: int) -> None:
