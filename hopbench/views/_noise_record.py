@@ -1,0 +1,233 @@
+"""A run's noise record, read from its results folder: what each figure could be off by.
+
+Role: turn what a run already writes into the :class:`hopbench.views._noise.Noise`
+of each figure, and into one line on the runner (docs/compare.md, "Noise"):
+
+* **spread over time**: intervals.hlog's per-interval histograms of the figure's
+  scope and metric, after the warm-up, batched (:func:`hopbench.views._noise.batches`)
+  until each batch holds the statistic's ``min_count`` samples; the batches'
+  statistic gives the figure's standard error (batch means);
+* **the client's allowance**: ``error_bound_ms`` of the metric in summary.json
+  when the run recorded it (``{"p50": .., "p90": .., "p99": .., "p999": ..}``,
+  optional), else the run's event-loop lag (``scopes.all.metrics.loop_lag``) at
+  the same statistic: a stamp taken late by the client is late by about what the
+  loop was late. Client-side metrics (the lag itself, queue and connect waits)
+  and rates get none;
+* **the runner**: ``generator`` in summary.json (``neighbours_cpu_cores``,
+  ``cpus``, ``steal_share``, ``loop_lag_p99_ms``), quoted in reasons.
+
+Reading is bounded by the log's size (one pass, only the wanted tags decoded).
+Never raises on a missing or malformed log: the spread is then unknown (None),
+and a verdict that needs it is inconclusive, never made up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from .._errors import ResultsError
+from .._textfile import iter_lines
+from ..config._gate_spec import default_min_count
+from ..measure._hdr import METRICS, Histogram
+from ._noise import Noise, batches, spread_se
+
+__all__ = ["CLIENT_SIDE", "RunNoise", "read_run_noise", "runner_line", "stat_value"]
+
+_NS_PER_S: Final = 1_000_000_000
+CLIENT_SIDE: Final = frozenset({"loop_lag", "schedule_lag", "queue_delay", "connect_wait"})
+"""Metrics of the client itself: its own delay is what they measure, so no allowance."""
+_STAT_FIELD: Final = {"p50": "p50", "p90": "p90", "p99": "p99", "p99.9": "p999", "p999": "p999",
+                      "mean": "mean", "max": "max", "min": "min"}
+
+
+def stat_value(h: Histogram, stat: str) -> float | None:
+    """A histogram's statistic in the reporting unit (``p50``, ``p99.9``/``p999``, ``mean``, ``min``,
+    ``max``, any ``pNN.N``); None when empty or unknown."""
+    if not h.count:
+        return None
+    d = h.spec.divisor
+    if stat == "mean":
+        return h.mean / d
+    if stat == "min":
+        return h.min / d
+    if stat == "max":
+        return h.max / d
+    if stat.startswith("p"):
+        try:
+            p = float("99.9" if stat == "p999" else stat[1:])
+        except ValueError:
+            return None
+        return h.percentile(p) / d
+    return None
+
+
+@dataclass(slots=True)
+class RunNoise:
+    """One run's noise record: per-interval histograms of the tags asked for, its
+    client allowances and its runner.
+
+    Attributes:
+        label: the run's folder, for messages.
+        intervals: ``<scope>.<metric>`` -> the measured intervals' histograms, in time order.
+        summary: the run's summary.json dict.
+        hlog_note: why intervals are missing ("" when read).
+    """
+
+    label: str
+    intervals: dict[str, list[Histogram]]
+    summary: Mapping[str, Any]
+    hlog_note: str = ""
+    _cache: dict[tuple[str, str, str], Noise] = field(default_factory=dict)
+
+    def noise(self, scope: str, metric: str, stat: str) -> Noise:
+        """The :class:`Noise` of ``metric``'s ``stat`` in ``scope`` (reporting unit). Never raises."""
+        key = (scope, metric, stat)
+        if key not in self._cache:
+            self._cache[key] = self._noise(scope, metric, stat)
+        return self._cache[key]
+
+    def _noise(self, scope: str, metric: str, stat: str) -> Noise:
+        hists = self.intervals.get(f"{scope}.{metric}", [])
+        groups = batches([h.count for h in hists], default_min_count("p99.9" if stat == "p999" else stat))
+        figures: list[float] = []
+        for g in groups:
+            merged = Histogram(metric)
+            for i in g:
+                merged.add(hists[i])
+            v = stat_value(merged, stat)
+            if v is not None:
+                figures.append(v)
+        se = spread_se(figures)
+        client, source = self.client(scope, metric, stat)
+        return Noise(se, len(figures), client, source)
+
+    def client(self, scope: str, metric: str, stat: str) -> tuple[float, str]:
+        """(allowance in ms, its source) of a time metric's ``stat``; (0, "") for others."""
+        spec = METRICS.get(metric)
+        if spec is None or spec.unit != "ms" or metric in CLIENT_SIDE:
+            return 0.0, ""
+        field_name = _STAT_FIELD.get(stat, stat)
+        m = _metric(self.summary, scope, metric)
+        bound = m.get("error_bound_ms") if m is not None else None
+        if isinstance(bound, Mapping):
+            v = bound.get(field_name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
+                return float(v), f"the client's error bound at {stat}"
+        lag = _metric(self.summary, "all", "loop_lag")
+        v = lag.get(field_name) if lag is not None else None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
+            return float(v), f"its loop lag at {stat}"
+        return 0.0, ""
+
+
+def _metric(summary: Mapping[str, Any], scope: str, metric: str) -> Mapping[str, Any] | None:
+    scopes = summary.get("scopes")
+    s = scopes.get(scope) if isinstance(scopes, Mapping) else None
+    ms = s.get("metrics") if isinstance(s, Mapping) else None
+    m = ms.get(metric) if isinstance(ms, Mapping) else None
+    return m if isinstance(m, Mapping) else None
+
+
+def _warmup_ns(summary: Mapping[str, Any]) -> int:
+    profile = summary.get("profile")
+    run = profile.get("run") if isinstance(profile, Mapping) else None
+    w = run.get("warmup_s", 0) if isinstance(run, Mapping) else 0
+    return int(float(w) * _NS_PER_S) if isinstance(w, (int, float)) and not isinstance(w, bool) else 0
+
+
+def read_intervals(path: Path, tags: Iterable[str], from_ns: int = 0) -> dict[str, list[Histogram]]:
+    """The per-interval histograms of ``tags`` in an intervals.hlog, in time order.
+
+    Args:
+        path: the log (docs/results.md, "intervals.hlog").
+        tags: ``<scope>.<metric>`` tags to keep (others are not decoded).
+        from_ns: intervals starting before this (the warm-up) are left out.
+
+    Returns:
+        tag -> histograms (only tags that had lines).
+
+    Raises:
+        ResultsError: the file cannot be read, or a line other than a cut last one is malformed.
+    """
+    want = set(tags)
+    out: dict[str, list[Histogram]] = {}
+    try:
+        for n, raw, last in iter_lines(path):
+            if not raw.startswith(b"Tag="):
+                continue
+            try:
+                tag, start_s, _length, _max, b64 = raw.decode("utf-8").strip()[4:].split(",", 4)
+                if tag not in want or round(float(start_s) * _NS_PER_S) < from_ns:
+                    continue
+                out.setdefault(tag, []).append(Histogram.decode(tag.rsplit(".", 1)[1], b64))
+            except (ValueError, IndexError, UnicodeDecodeError, ResultsError) as exc:
+                if last:  # a crash mid-write cuts the last line: skipped, as hdrh's reader does
+                    continue
+                raise ResultsError(f"{path}:{n}: malformed interval line: {exc}") from exc
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return out
+
+
+def read_run_noise(folder: Path | None, summary: Mapping[str, Any], tags: Iterable[str],
+                   label: str | None = None) -> RunNoise:
+    """A run's :class:`RunNoise` for the ``<scope>.<metric>`` tags a compare or gate judges.
+
+    Args:
+        folder: the results folder (None: a summary alone, no intervals).
+        summary: its summary.json dict.
+        tags: the tags to read from intervals.hlog.
+        label: the run's name in messages (default: the folder).
+
+    Returns:
+        RunNoise; without intervals.hlog its ``hlog_note`` says so and every
+        spread is unknown.
+
+    Raises:
+        ResultsError: intervals.hlog exists but is unreadable or malformed (file:line).
+    """
+    name = label if label is not None else str(folder) if folder is not None else "run"
+    if folder is None or not (Path(folder) / "intervals.hlog").is_file():
+        return RunNoise(name, {}, summary, "no intervals.hlog: the spread over time is unknown")
+    return RunNoise(name, read_intervals(Path(folder) / "intervals.hlog", tags, _warmup_ns(summary)), summary)
+
+
+def runner_line(summary: Mapping[str, Any]) -> str:
+    """The runner's state in a few words: loop lag p99, neighbours' CPU, steal ("" when unknown)."""
+    g = summary.get("generator")
+    if not isinstance(g, Mapping):
+        return ""
+    parts = []
+    lag = g.get("loop_lag_p99_ms")
+    if isinstance(lag, (int, float)):
+        parts.append(f"loop lag p99 {lag:.3g} ms")
+    nb, cpus = g.get("neighbours_cpu_cores"), g.get("cpus")
+    if isinstance(nb, (int, float)):
+        parts.append(f"neighbours {nb:.2f} cores" + (f" of {cpus}" if isinstance(cpus, int) else ""))
+    steal = g.get("steal_share")
+    if isinstance(steal, (int, float)):
+        parts.append(f"steal {steal:.1%}")
+    return ", ".join(parts)
+
+
+def busier(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether run ``b``'s machine was clearly busier than ``a``'s (neighbours' CPU up by half a
+    core or more, or steal up by 2 points: hopbench.engine._saturation's steal threshold)."""
+    ga, gb = a.get("generator"), b.get("generator")
+    if not isinstance(ga, Mapping) or not isinstance(gb, Mapping):
+        return False
+
+    def num(g: Mapping[str, Any], k: str) -> float:
+        v = g.get(k)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+    return (num(gb, "neighbours_cpu_cores") - num(ga, "neighbours_cpu_cores") >= 0.5
+            or num(gb, "steal_share") - num(ga, "steal_share") >= 0.02)
+
+
+def tags_for(scopes: Sequence[str], metrics: Sequence[str]) -> list[str]:
+    """Every ``<scope>.<metric>`` tag of the product."""
+    return [f"{s}.{m}" for s in scopes for m in metrics]
