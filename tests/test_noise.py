@@ -148,14 +148,28 @@ def test_aa_pair_busy_candidate_is_the_clients_delay_not_worse() -> None:
     assert worse == 0
 
 
-def test_noise_the_spread_could_explain_is_inconclusive_with_its_reason() -> None:
-    f = Figure(3.0, 0.03, "ms", 1e-6, Noise(2.0, 12, 0.5, "its loop lag at p90"),
-               Noise(2.0, 12, 0.5, "its loop lag at p90"), 300, 300)
+def test_change_within_the_noise_floor_is_same_with_its_reason() -> None:
+    f = Figure(3.0, 0.03, "ms", 1e-6, Noise(2.0, 12, 0.5, "its loop lag p90"),
+               Noise(2.0, 12, 0.5, "its loop lag p90"), 300, 300)
     (j,) = judge_family([f], ALPHA)
-    assert j.verdict == INCONCLUSIVE
-    assert j.reason.startswith("inconclusive: the runs' measured noise (floor ")
-    assert "could explain +3 ms (+3.0%)" in j.reason
+    assert j.verdict == SAME
+    assert j.reason.startswith("same: +3 ms (+3.0%) is within the runs' noise floor of ")
+    assert "client delay up to 0.5 from its loop lag p90" in j.reason
     assert j.p_samples == 1e-6 and j.p_value is not None and j.p_value > ALPHA
+
+
+def test_change_past_one_floor_but_not_the_familys_is_inconclusive() -> None:
+    """Past the noise floor of one test at alpha, but one of 60 figures: Holm does not let it be a
+    change, and it is no 'same' either."""
+    noise = Noise(1.0, 12)
+    fl = 2 * 3.106 * 2 ** 0.5 / 2  # t(0.995, ~22 df) * sqrt(2) * se: the floor is about 4.4 ms
+    past = Figure(fl * 1.4, 0.06, "ms", 1e-9, noise, noise, 300, 300)
+    nulls = [Figure(0.1, 0.001, "ms", 0.5, noise, noise, 300, 300) for _ in range(59)]
+    j = judge_family([past, *nulls], ALPHA)[0]
+    assert j.verdict == INCONCLUSIVE
+    assert j.reason.startswith("inconclusive: +")
+    assert "but not significant among the 60 figures judged" in j.reason
+    assert judge_family([past], ALPHA)[0].verdict == WORSE  # alone, it is a change
 
 
 def test_family_of_many_aa_tests_false_alarms_at_most_alpha() -> None:
@@ -175,9 +189,11 @@ def test_family_of_many_aa_tests_false_alarms_at_most_alpha() -> None:
 
 def test_too_few_samples_and_no_value_are_never_same() -> None:
     few = Figure(5.0, 0.5, "ms", 0.5, Noise(1.0, 5), Noise(1.0, 5), 40, 300, min_n=100)
+    tail = Figure(5.0, 0.5, "ms", 0.5, Noise(1.0, 5), Noise(1.0, 5), 40, 300, min_n=100, few_is_inconclusive=False)
     none = Figure(None, None, "ms", None, Noise(None), Noise(None), 0, 300)
-    j_few, j_none = judge_family([few, none], ALPHA)
+    j_few, j_tail, j_none = judge_family([few, tail, none], ALPHA)
     assert j_few.verdict == INCONCLUSIVE and "too few samples (n = 40 and 300, 100 needed" in j_few.reason
+    assert j_tail.verdict == NOT_JUDGED and j_tail.reason.startswith("not judged: too few samples")
     assert j_none.verdict == NOT_JUDGED
 
 
@@ -195,9 +211,9 @@ def test_saturated_run_makes_a_change_inconclusive() -> None:
 
 def test_better_uses_the_bases_client_allowance() -> None:
     # the base's client lagged 10 ms: a candidate 8 ms faster is the base's client, not better
-    f = Figure(-8.0, -0.08, "ms", 1e-9, Noise(0.1, 10, 10.0, "its loop lag at p90"), Noise(0.1, 10), 300, 300)
+    f = Figure(-8.0, -0.08, "ms", 1e-9, Noise(0.1, 10, 10.0, "its loop lag p90"), Noise(0.1, 10), 300, 300)
     (j,) = judge_family([f], ALPHA)
-    assert j.verdict == INCONCLUSIVE
+    assert j.verdict == SAME and "client delay up to 10 from its loop lag p90" in j.reason
     f2 = Figure(8.0, 0.08, "ms", 1e-9, Noise(0.1, 10, 10.0, "its loop lag at p90"), Noise(0.1, 10), 300, 300)
     assert judge_family([f2], ALPHA)[0].verdict == WORSE
 

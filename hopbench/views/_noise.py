@@ -394,6 +394,8 @@ class Figure:
         min_n: effective n each side needs for a verdict (e.g. 100 for a p99).
         higher_is_worse: True for times.
         saturated: a saturated run's folder (a change is then inconclusive), or None.
+        few_is_inconclusive: fewer than ``min_n`` samples is ``inconclusive`` (a figure
+            someone asked for); False: ``not judged`` (a tail a short run cannot have).
     """
 
     change: float | None
@@ -407,6 +409,7 @@ class Figure:
     min_n: int = 2
     higher_is_worse: bool = True
     saturated: str | None = None
+    few_is_inconclusive: bool = True
 
 
 def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
@@ -420,8 +423,12 @@ def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
     * the adjusted pair p < alpha: ``worse`` / ``better`` (``inconclusive`` when a run
       was saturated);
     * the adjusted samples' p >= alpha: ``same`` (no change in the samples);
-    * else ``inconclusive``: the samples moved, but the runs' noise could explain it
-      (or a run is too short to measure its noise).
+    * a run too short to measure its spread: ``inconclusive``;
+    * the change no larger than the noise floor (:func:`floor`; the client's
+      allowance alone when a spread is unknown): ``same``, within the noise: no test
+      on this runner could call it a change;
+    * else ``inconclusive``: past the floor of one test, but not significant once the
+      family is accounted for (Holm).
 
     Args:
         figures: the family, in report order.
@@ -442,13 +449,16 @@ def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
     pairs = holm([max(figures[i].p_samples or 0.0, 1.0 if pn[i] is None else pn[i] or 0.0) for i in tested])
     samples = holm([figures[i].p_samples or 0.0 for i in tested])
     adj = {i: (pairs[k], samples[k]) for k, i in enumerate(tested)}
-    return [_judge(f, pn[i], adj.get(i), alpha) for i, f in enumerate(figures)]
+    return [_judge(f, pn[i], adj.get(i), alpha, len(tested)) for i, f in enumerate(figures)]
 
 
-def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: float) -> Judged:
+def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: float, family: int) -> Judged:
     if f.change is None or f.p_samples is None:
         return Judged(NOT_JUDGED, "not judged: a side has no value", n_base=f.n_base, n_cand=f.n_cand)
     if adj is None:
+        if not f.few_is_inconclusive:
+            return Judged(NOT_JUDGED, f"not judged: too few samples for it (n = {f.n_base} and {f.n_cand}, "
+                          f"{f.min_n} needed on each side)", f.p_samples, pn, None, None, f.n_base, f.n_cand)
         return Judged(INCONCLUSIVE, f"inconclusive: too few samples (n = {f.n_base} and {f.n_cand}, "
                       f"{f.min_n} needed on each side)", f.p_samples, pn, None, None, f.n_base, f.n_cand)
     padj, psamp = adj
@@ -469,9 +479,12 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     if pn is None:
         return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}), but a "
                       "run is too short to measure its noise over time (fewer than 3 batches)", *args)
-    shown = fl if fl is not None else _allowance(f.base, f.cand, worse)
-    return Judged(INCONCLUSIVE, f"inconclusive: the runs' measured noise (floor {_fmt(shown, f.unit)[1:]}"
-                  f"{_noise_words(f.base, f.cand, worse)}) could explain {what} (p = {padj:.2g})", *args)
+    within = fl if fl is not None else _allowance(f.base, f.cand, worse)
+    if abs(f.change) <= within:
+        return Judged(SAME, f"same: {what} is within the runs' noise floor of {_fmt(within, f.unit)[1:]}"
+                      f"{_noise_words(f.base, f.cand, worse)}", *args)
+    return Judged(INCONCLUSIVE, f"inconclusive: {what} is past the noise floor of {_fmt(within, f.unit)[1:]}, "
+                  f"but not significant among the {family} figures judged (p = {padj:.2g} after Holm)", *args)
 
 
 def _noise_words(base: Noise, cand: Noise, worse: bool) -> str:

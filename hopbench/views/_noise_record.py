@@ -9,9 +9,10 @@ of each figure, and into one line on the runner (docs/compare.md, "Noise"):
   statistic gives the figure's standard error (batch means);
 * **the client's allowance**: ``error_bound_ms`` of the metric in summary.json
   when the run recorded it (``{"p50": .., "p90": .., "p99": .., "p999": ..}``,
-  optional), else the run's event-loop lag (``scopes.all.metrics.loop_lag``) at
-  the same statistic: a stamp taken late by the client is late by about what the
-  loop was late. Client-side metrics (the lag itself, queue and connect waits)
+  optional), else the run's event-loop lag (``scopes.all.metrics.loop_lag``) one
+  statistic further out (p90 for a p50, p99 for a p90, p99.9 for a p99, the mean
+  for a mean): a stamp taken late by the client is late by about what the loop
+  was late, and nine stamps in ten by no more than its p90. Client-side metrics (the lag itself, queue and connect waits)
   and rates get none;
 * **the runner**: ``generator`` in summary.json (``neighbours_cpu_cores``,
   ``cpus``, ``steal_share``, ``loop_lag_p99_ms``), quoted in reasons.
@@ -39,6 +40,11 @@ __all__ = ["CLIENT_SIDE", "RunNoise", "read_run_noise", "runner_line", "stat_val
 _NS_PER_S: Final = 1_000_000_000
 CLIENT_SIDE: Final = frozenset({"loop_lag", "schedule_lag", "queue_delay", "connect_wait"})
 """Metrics of the client itself: its own delay is what they measure, so no allowance."""
+_LAG_ABOVE: Final = {"p50": "p90", "p90": "p99", "p99": "p999", "p99.9": "max", "p999": "max", "mean": "mean",
+                      "max": "max", "min": "p90"}
+"""The loop lag's statistic that bounds a figure's statistic: one step further out (a stamp is
+late by at most the lag's p90 for nine samples in ten, so a median moves by no more than it; the
+mean of a sum is the sum of the means)."""
 _STAT_FIELD: Final = {"p50": "p50", "p90": "p90", "p99": "p99", "p99.9": "p999", "p999": "p999",
                       "mean": "mean", "max": "max", "min": "min"}
 
@@ -117,10 +123,20 @@ class RunNoise:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
                 return float(v), f"the client's error bound at {stat}"
         lag = _metric(self.summary, "all", "loop_lag")
-        v = lag.get(field_name) if lag is not None else None
+        above = _LAG_ABOVE.get(stat) or _above(stat)
+        v = lag.get(_STAT_FIELD.get(above, above)) if lag is not None else None
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
-            return float(v), f"its loop lag at {stat}"
+            return float(v), f"its loop lag {above}"
         return 0.0, ""
+
+
+def _above(stat: str) -> str:
+    """The first of p90, p99, p99.9, max beyond percentile ``stat`` (``max`` when unknown)."""
+    try:
+        p = float(stat[1:])
+    except ValueError:
+        return "max"
+    return next((s for s, q in (("p90", 90.0), ("p99", 99.0), ("p999", 99.9)) if q > p), "max")
 
 
 def _metric(summary: Mapping[str, Any], scope: str, metric: str) -> Mapping[str, Any] | None:

@@ -1,0 +1,146 @@
+"""Tests for hopbench.views._noise_record and hopbench.views._verdicts: a run's noise read from its
+folder, and compare's figures judged against it, on real runs of the embedded emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hopbench._errors import ResultsError
+from hopbench.config._profile import parse_profile
+from hopbench.driver._results import read_summary
+from hopbench.driver._single import run_profile
+from hopbench.views._compare import compare_command
+from hopbench.views._noise import INCONCLUSIVE, NOT_JUDGED, SAME, WORSE
+from hopbench.views._noise_record import read_intervals, read_run_noise, runner_line
+from hopbench.views._verdicts import judge_comparison
+
+_PROFILE = """
+[run]
+name = "noise"
+requests = 240
+seed = 1
+interval_s = 0.25
+
+[load]
+concurrency = 16
+
+[target]
+embedded = true
+
+[emulator]
+ttft_ms = {ttft_ms}
+ttft_jitter_ms = 10
+tokens_per_s = 200
+output_tokens = 16
+seed = 7
+
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "gpt-emu"
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two runs of one config (TTFT 100 ms) and one with TTFT raised by 40 % (140 ms)."""
+    tmp = tmp_path_factory.mktemp("verdicts")
+    out = {}
+    for name, ttft_ms in (("base", 100), ("again", 100), ("slower", 140)):
+        text = _PROFILE.replace("{ttft_ms}", str(ttft_ms))
+        outcome = run_profile(parse_profile(text, tmp / f"{name}.toml"), out_dir=tmp / name)
+        assert outcome.complete
+        out[name] = tmp / name
+    return out
+
+
+def _judge(a: Path, b: Path):  # type: ignore[no-untyped-def]
+    c = compare_command(a, b)
+    return judge_comparison(c, read_summary(a), read_summary(b), base_dir=a, cand_dir=b)
+
+
+def test_noise_record_reads_spread_and_client_allowance(runs: dict[str, Path]) -> None:
+    s = read_summary(runs["base"])
+    rn = read_run_noise(runs["base"], s, ["all.ttft", "all.itl"])
+    n = rn.noise("all", "ttft", "p50")
+    assert n.se is not None and n.se > 0 and n.batches >= 3
+    lag_p90 = s["scopes"]["all"]["metrics"]["loop_lag"]["p90"]
+    assert n.client == pytest.approx(lag_p90) and n.client_source == "its loop lag p90"
+    assert rn.noise("all", "ttft", "mean").client == pytest.approx(s["scopes"]["all"]["metrics"]["loop_lag"]["mean"])
+    # the intervals' counts add up to the measured samples (no warm-up here)
+    assert sum(h.count for h in rn.intervals["all.ttft"]) == s["scopes"]["all"]["metrics"]["ttft"]["count"]
+    assert "loop lag p99" in runner_line(s)
+
+
+def test_noise_record_prefers_the_error_bound_when_recorded(runs: dict[str, Path]) -> None:
+    s = read_summary(runs["base"])
+    s["scopes"]["all"]["metrics"]["ttft"]["error_bound_ms"] = {"p50": 0.25, "p90": 0.5, "p99": 1.0, "p999": 2.0}
+    rn = read_run_noise(runs["base"], s, ["all.ttft"])
+    assert rn.noise("all", "ttft", "p99").client == 1.0
+    assert rn.noise("all", "ttft", "p99").client_source == "the client's error bound at p99"
+    assert rn.noise("all", "output_tokens_per_s", "p50").client == 0.0  # a rate: no time allowance
+
+
+def test_noise_record_without_log_has_unknown_spread(tmp_path: Path, runs: dict[str, Path]) -> None:
+    s = read_summary(runs["base"])
+    rn = read_run_noise(None, s, ["all.ttft"])
+    assert rn.noise("all", "ttft", "p50").se is None and "no intervals.hlog" in rn.hlog_note
+
+
+def test_read_intervals_names_a_malformed_line(tmp_path: Path, runs: dict[str, Path]) -> None:
+    lines = (runs["base"] / "intervals.hlog").read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("Tag=all.ttft,"))
+    lines[first] = "Tag=all.ttft,0.000,oops"
+    bad = tmp_path / "intervals.hlog"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ResultsError, match=rf"intervals.hlog:{first + 1}: malformed interval line"):
+        read_intervals(bad, ["all.ttft"])
+
+
+def test_same_config_twice_is_not_worse(runs: dict[str, Path]) -> None:
+    v = _judge(runs["base"], runs["again"])
+    assert v.verdict != WORSE, v.lines()
+    assert v.headline().startswith(("compare: same", "compare: INCONCLUSIVE", "compare: better"))
+    ttft = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p50")
+    assert ttft.verdict in (SAME, INCONCLUSIVE)
+    assert ttft.judged.n_base == ttft.judged.n_cand == 240
+
+
+def test_ttft_raised_forty_percent_is_worse_beyond_noise(runs: dict[str, Path]) -> None:
+    v = _judge(runs["base"], runs["slower"])
+    ttft = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p50")
+    saturated = [k for k in ("base", "slower") if read_summary(runs[k])["saturated"]]
+    if saturated:  # a shared test machine: neighbours can saturate a run, whose change is then no verdict
+        assert ttft.verdict == INCONCLUSIVE and "is beyond the noise, but the load generator was saturated in" \
+            in ttft.line(), ttft.line()
+        assert v.exit_code(fail_on_worse=True) == 5
+        return
+    assert ttft.verdict == WORSE, ttft.line()
+    assert ttft.line().startswith("all ttft.p50: worse: +")
+    assert "beyond the noise floor of" in ttft.line() and "p(samples) = " in ttft.line()
+    assert v.headline().startswith("compare: WORSE beyond noise: ")
+    assert v.exit_code(fail_on_worse=True) == 1 and v.exit_code(fail_on_worse=False) == 0
+    # changed figures lead the report, before the inconclusive and the rest
+    lines = v.lines()
+    assert lines.index("changed beyond noise (" + str(len(v.of(WORSE, "better"))) + "):") < \
+        next(i for i, line in enumerate(lines) if line.startswith("inconclusive ("))
+    data = v.to_json()
+    fig = next(f for f in data["figures"] if f["scope"] == "all" and f["figure"] == "ttft.p50")
+    assert fig["verdict"] == "worse" and fig["p_adjusted"] < 0.01 and fig["n_base"] == 240
+    assert data["method"] == "holm"
+
+
+def test_itl_counts_streams_not_gaps(runs: dict[str, Path]) -> None:
+    v = _judge(runs["base"], runs["again"])
+    itl = next(f for f in v.figures if f.scope == "all" and f.name == "itl.p50")
+    gaps = read_summary(runs["base"])["scopes"]["all"]["metrics"]["itl"]["count"]
+    assert gaps > 240 * 10
+    assert itl.judged.n_base == 240  # streams, not the gaps
+
+
+def test_tails_a_short_run_cannot_have_are_not_judged(runs: dict[str, Path]) -> None:
+    v = _judge(runs["base"], runs["again"])
+    p99 = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p99")
+    assert p99.verdict == NOT_JUDGED and "too few samples" in p99.judged.reason
