@@ -203,10 +203,15 @@ def test_short_run_without_spread_is_inconclusive_not_worse() -> None:
     assert j.verdict == INCONCLUSIVE and "fewer than 3 batches" in j.reason
 
 
-def test_saturated_run_makes_a_change_inconclusive() -> None:
-    f = Figure(30.0, 0.3, "ms", 1e-9, Noise(0.1, 10), Noise(0.1, 10), 300, 300, saturated="results/b")
-    (j,) = judge_family([f], ALPHA)
-    assert j.verdict == INCONCLUSIVE and "saturated in results/b" in j.reason
+def test_saturated_run_change_within_its_floor_is_inconclusive_beyond_it_worse() -> None:
+    lagging = Noise(0.5, 10, 30.0, "its loop lag p99")  # a saturated run's allowance: its lag p99
+    within = Figure(12.0, 0.1, "ms", 1e-9, Noise(0.5, 10), lagging, 300, 300, saturated="results/b")
+    beyond = Figure(45.0, 0.4, "ms", 1e-9, Noise(0.5, 10), lagging, 300, 300, saturated="results/b")
+    j_within, j_beyond = judge_family([within, beyond], ALPHA)
+    assert j_within.verdict == INCONCLUSIVE and "of a saturated load generator (results/b)" in j_within.reason
+    assert j_beyond.verdict == WORSE
+    unsaturated = Figure(12.0, 0.1, "ms", 1e-9, Noise(0.5, 10), lagging, 300, 300)
+    assert judge_family([unsaturated], ALPHA)[0].verdict == SAME
 
 
 def test_better_uses_the_bases_client_allowance() -> None:

@@ -45,10 +45,10 @@ model = "gpt-emu"
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two runs of one config (TTFT 100 ms) and one with TTFT raised by 40 % (140 ms)."""
+    """Three runs of one config (TTFT 100 ms) and one with TTFT raised by 40 % (140 ms)."""
     tmp = tmp_path_factory.mktemp("verdicts")
     out = {}
-    for name, ttft_ms in (("base", 100), ("again", 100), ("slower", 140)):
+    for name, ttft_ms in (("base", 100), ("again", 100), ("third", 100), ("slower", 140)):
         text = _PROFILE.replace("{ttft_ms}", str(ttft_ms))
         outcome = run_profile(parse_profile(text, tmp / f"{name}.toml"), out_dir=tmp / name)
         assert outcome.complete
@@ -66,9 +66,11 @@ def test_noise_record_reads_spread_and_client_allowance(runs: dict[str, Path]) -
     rn = read_run_noise(runs["base"], s, ["all.ttft", "all.itl"])
     n = rn.noise("all", "ttft", "p50")
     assert n.se is not None and n.se > 0 and n.batches >= 3
-    lag_p90 = s["scopes"]["all"]["metrics"]["loop_lag"]["p90"]
-    assert n.client == pytest.approx(lag_p90) and n.client_source == "its loop lag p90"
-    assert rn.noise("all", "ttft", "mean").client == pytest.approx(s["scopes"]["all"]["metrics"]["loop_lag"]["mean"])
+    lag = s["scopes"]["all"]["metrics"]["loop_lag"]
+    # a median takes the lag's mean; a saturated run (neighbours on a shared machine) its p99
+    which = "p99" if s["saturated"] else "mean"
+    assert n.client == pytest.approx(lag[which]) and n.client_source == f"its loop lag {which}"
+    assert rn.noise("all", "ttft", "p99").client == pytest.approx(lag["p99"])
     # the intervals' counts add up to the measured samples (no warm-up here)
     assert sum(h.count for h in rn.intervals["all.ttft"]) == s["scopes"]["all"]["metrics"]["ttft"]["count"]
     assert "loop lag p99" in runner_line(s)
@@ -112,10 +114,9 @@ def test_ttft_raised_forty_percent_is_worse_beyond_noise(runs: dict[str, Path]) 
     v = _judge(runs["base"], runs["slower"])
     ttft = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p50")
     saturated = [k for k in ("base", "slower") if read_summary(runs[k])["saturated"]]
-    if saturated:  # a shared test machine: neighbours can saturate a run, whose change is then no verdict
-        assert ttft.verdict == INCONCLUSIVE and "is beyond the noise, but the load generator was saturated in" \
-            in ttft.line(), ttft.line()
-        assert v.exit_code(fail_on_worse=True) == 5
+    if saturated:  # a shared test machine: neighbours can saturate a run, whose floor is then its lag p99
+        assert ttft.verdict == WORSE or (ttft.verdict == INCONCLUSIVE and "of a saturated load generator"
+                                         in ttft.line()), ttft.line()
         return
     assert ttft.verdict == WORSE, ttft.line()
     assert ttft.line().startswith("all ttft.p50: worse: +")
@@ -144,3 +145,81 @@ def test_tails_a_short_run_cannot_have_are_not_judged(runs: dict[str, Path]) -> 
     v = _judge(runs["base"], runs["again"])
     p99 = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p99")
     assert p99.verdict == NOT_JUDGED and "too few samples" in p99.judged.reason
+
+
+# -- gate ------------------------------------------------------------------------------
+
+
+def _gate(folder: Path, table: dict[str, object]):  # type: ignore[no-untyped-def]
+    from hopbench.views._gate import evaluate_gate
+    from hopbench.views._gate_verdicts import judge_gate
+
+    s = read_summary(folder)
+    return judge_gate(evaluate_gate(s, table, results_dir=folder), s, results_dir=folder)
+
+
+def test_gate_exact_breach_fails_and_holds_pass(runs: dict[str, Path]) -> None:
+    v = _gate(runs["base"], {"ttft.count": ">= 1000", "ttft.p50": "<= 10s", "error_rate": "<= 1%"})
+    assert [j.verdict for _, j, _ in v.budgets] == ["fail", "pass", "pass"]
+    assert v.verdict == "fail" and v.exit_code == 1
+    assert v.reason().startswith("gate FAILED: ttft.count: fail: 240 >= 1000 is breached by 760")
+
+
+def test_gate_load_not_judged_is_never_pass(runs: dict[str, Path]) -> None:
+    v = _gate(runs["base"], {"ttft.p50": "<= 10s", "allow_saturated": True})
+    held = next(c for c in v.checks if c.name == "run.load_held")
+    assert held.verdict == "not judged"  # a run bounded by run.requests: its load is not judged
+    assert any(line.startswith("NOT JUDGED    run.load_held") for line in v.lines())
+    assert v.verdict == "pass" and v.exit_code == 0
+    assert v.reason() == "gate passed: 1 of 1 budgets held"
+
+
+def test_gate_breach_within_the_runs_noise_is_inconclusive_exit_5(runs: dict[str, Path]) -> None:
+    s = read_summary(runs["base"])
+    p50 = s["scopes"]["all"]["metrics"]["ttft"]["p50"]
+    # 0.1 us under the measured p50: breached, but by far less than the client's own delay
+    v = _gate(runs["base"], {"ttft.p50": f"<= {p50 - 0.0001:.6f}ms", "allow_saturated": True})
+    (_, j, _), = v.budgets
+    assert j.verdict == "inconclusive" and "within the run's noise" in j.reason, j.reason
+    assert v.exit_code == 5 and v.reason().startswith("gate INCONCLUSIVE (exit 5: retry on a quieter runner)")
+    # inconclusive = "pass" lets it pass
+    v = _gate(runs["base"], {"ttft.p50": {"limit": f"<= {p50 - 0.0001:.6f}ms", "inconclusive": "pass"},
+                             "allow_saturated": True})
+    assert v.exit_code == 0
+
+
+def test_gate_itl_budget_counts_streams(runs: dict[str, Path]) -> None:
+    v = _gate(runs["base"], {"itl.p50": "<= 10s", "allow_saturated": True})
+    (_, j, _), = v.budgets
+    assert j.n_base == 240
+
+
+# -- calibrate --------------------------------------------------------------------------
+
+
+def test_calibrate_proposes_budgets_with_measured_false_alarms(runs: dict[str, Path]) -> None:
+    from hopbench.config._gate_spec import parse_budgets
+    from hopbench._toml import parse_toml
+    from hopbench.views._calibrate import calibrate
+
+    folders = [runs["base"], runs["again"], runs["third"]]
+    cal = calibrate(folders, [read_summary(f) for f in folders], figures=("ttft.p50", "output_tokens_per_s.p50"))
+    ttft, tps = cal.figures
+    assert ttft.op == "<=" and ttft.limit > max(ttft.values) and ttft.false_alarms <= 1
+    assert tps.op == ">=" and tps.limit < min(tps.values)
+    assert ttft.catches > 0 > tps.catches
+    text = cal.render()
+    assert "false alarms" in text and "[gate]" in text
+    toml = "\n".join(line for line in text.splitlines() if line.startswith(("[gate", '"')))
+    budgets, _ = parse_budgets(parse_toml(toml, Path("calibrated.toml")).root().table("gate"))
+    assert [b.key for b in budgets] == ["ttft.p50", "output_tokens_per_s.p50"]
+    data = cal.to_json()
+    assert data["figures"][0]["repeats"] == 3 and data["alpha"] == 0.01
+
+
+def test_calibrate_needs_three_repeats(runs: dict[str, Path]) -> None:
+    from hopbench._errors import UsageError
+    from hopbench.views._calibrate import calibrate
+
+    with pytest.raises(UsageError, match="2 repeats: at least 3 are needed"):
+        calibrate([runs["base"], runs["again"]], [read_summary(runs["base"])] * 2)

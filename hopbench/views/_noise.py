@@ -393,7 +393,9 @@ class Figure:
         n_base / n_cand: effective n of each side (:func:`effective_n`).
         min_n: effective n each side needs for a verdict (e.g. 100 for a p99).
         higher_is_worse: True for times.
-        saturated: a saturated run's folder (a change is then inconclusive), or None.
+        saturated: a saturated run's folder, or None: a change the samples show but
+            its (wide: :mod:`hopbench.views._noise_record`) noise floor covers is then
+            ``inconclusive``, not ``same``.
         few_is_inconclusive: fewer than ``min_n`` samples is ``inconclusive`` (a figure
             someone asked for); False: ``not judged`` (a tail a short run cannot have).
     """
@@ -420,13 +422,14 @@ def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
     each adjusted by :func:`holm` across the figures that were tested. Then:
 
     * a side without value: ``not judged``; fewer than ``min_n``: ``inconclusive``;
-    * the adjusted pair p < alpha: ``worse`` / ``better`` (``inconclusive`` when a run
-      was saturated);
+    * the adjusted pair p < alpha: ``worse`` / ``better`` (a saturated run too: its
+      client allowance is then its loop lag p99, so a change past it is no client's);
     * the adjusted samples' p >= alpha: ``same`` (no change in the samples);
     * a run too short to measure its spread: ``inconclusive``;
     * the change no larger than the noise floor (:func:`floor`; the client's
       allowance alone when a spread is unknown): ``same``, within the noise: no test
-      on this runner could call it a change;
+      on this runner could call it a change (``inconclusive`` when a run was
+      saturated: retry where the floor is lower);
     * else ``inconclusive``: past the floor of one test, but not significant once the
       family is accounted for (Holm).
 
@@ -468,9 +471,6 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     what = f"{_fmt(f.change, f.unit)}" + (f" ({f.rel:+.1%})" if f.rel is not None else "")
     args = (f.p_samples, pn, p, padj, f.n_base, f.n_cand, fl)
     if padj < alpha:
-        if f.saturated:
-            return Judged(INCONCLUSIVE, f"inconclusive: {what} is beyond the noise, but the load generator "
-                          f"was saturated in {f.saturated}", *args)
         v = WORSE if worse else BETTER
         return Judged(v, f"{v}: {what}, beyond the noise floor of {_fmt(fl or 0.0, f.unit)[1:]} "
                       f"(p = {padj:.2g})", *args)
@@ -480,6 +480,10 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
         return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}), but a "
                       "run is too short to measure its noise over time (fewer than 3 batches)", *args)
     within = fl if fl is not None else _allowance(f.base, f.cand, worse)
+    if abs(f.change) <= within and f.saturated:
+        return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}) but is within "
+                      f"the noise floor of {_fmt(within, f.unit)[1:]} of a saturated load generator "
+                      f"({f.saturated})", *args)
     if abs(f.change) <= within:
         return Judged(SAME, f"same: {what} is within the runs' noise floor of {_fmt(within, f.unit)[1:]}"
                       f"{_noise_words(f.base, f.cand, worse)}", *args)
@@ -507,7 +511,8 @@ class Limit:
         n / min_n: effective samples and the budget's ``min_count``.
         higher_is_worse: True for times (the client's allowance can only raise a
             time, lower a rate).
-        saturated: a saturated run's folder, or None.
+        saturated: a saturated run's folder, or None (said in an inconclusive sentence;
+            its client allowance is already its loop lag p99).
     """
 
     value: float | None
@@ -602,12 +607,10 @@ def judge_limits(budgets: Sequence[Limit], alpha: float) -> list[Judged]:
             out.append(Judged(INCONCLUSIVE, f"inconclusive: {shown} is breached by {by}, but the run is too "
                               "short to measure its noise over time (fewer than 3 batches)", *args))
         elif padj >= alpha:
+            sat = f"; the load generator was saturated in {b.saturated}" if b.saturated else ""
             out.append(Judged(INCONCLUSIVE, f"inconclusive: {shown} is breached by {by}, within the run's "
                               f"noise ({_num(fl if fl is not None else allowance)} {b.unit}"
-                              f"{_noise_words(b.noise, b.noise, True)}; p = {padj:.2g})", *args))
-        elif b.saturated:
-            out.append(Judged(INCONCLUSIVE, f"inconclusive: {shown} is breached by {by}, but the load generator "
-                              f"was saturated in {b.saturated}", *args))
+                              f"{_noise_words(b.noise, b.noise, True)}{sat}; p = {padj:.2g})", *args))
         else:
             out.append(Judged(FAIL, f"fail: {shown} is breached by {by}, beyond the run's noise "
                               f"({_num(fl or 0.0)} {b.unit}; p = {padj:.2g})", *args))

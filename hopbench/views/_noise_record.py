@@ -9,10 +9,11 @@ of each figure, and into one line on the runner (docs/compare.md, "Noise"):
   statistic gives the figure's standard error (batch means);
 * **the client's allowance**: ``error_bound_ms`` of the metric in summary.json
   when the run recorded it (``{"p50": .., "p90": .., "p99": .., "p999": ..}``,
-  optional), else the run's event-loop lag (``scopes.all.metrics.loop_lag``) one
-  statistic further out (p90 for a p50, p99 for a p90, p99.9 for a p99, the mean
-  for a mean): a stamp taken late by the client is late by about what the loop
-  was late, and nine stamps in ten by no more than its p90. Client-side metrics (the lag itself, queue and connect waits)
+  optional), else the run's event-loop lag (``scopes.all.metrics.loop_lag``): its
+  mean for a median or a mean, its same percentile for a tail (``_LAG_ABOVE``): a
+  stamp taken late by the client is late by about what the loop was late. A
+  saturated run (summary.json ``saturated``) takes its lag p99 for every figure:
+  its delays are heavy-tailed, and a change past them is no client's; Client-side metrics (the lag itself, queue and connect waits)
   and rates get none;
 * **the runner**: ``generator`` in summary.json (``neighbours_cpu_cores``,
   ``cpus``, ``steal_share``, ``loop_lag_p99_ms``), quoted in reasons.
@@ -40,11 +41,12 @@ __all__ = ["CLIENT_SIDE", "RunNoise", "read_run_noise", "runner_line", "stat_val
 _NS_PER_S: Final = 1_000_000_000
 CLIENT_SIDE: Final = frozenset({"loop_lag", "schedule_lag", "queue_delay", "connect_wait"})
 """Metrics of the client itself: its own delay is what they measure, so no allowance."""
-_LAG_ABOVE: Final = {"p50": "p90", "p90": "p99", "p99": "p999", "p99.9": "max", "p999": "max", "mean": "mean",
-                      "max": "max", "min": "p90"}
-"""The loop lag's statistic that bounds a figure's statistic: one step further out (a stamp is
-late by at most the lag's p90 for nine samples in ten, so a median moves by no more than it; the
-mean of a sum is the sum of the means)."""
+_LAG_ABOVE: Final = {"p50": "mean", "p90": "p90", "p99": "p99", "p99.9": "p999", "p999": "p999", "mean": "mean",
+                      "max": "max", "min": "p50"}
+"""The loop lag's statistic that bounds how far the client's delay moves a figure's statistic.
+A delay D added to each sample moves the mean by D's mean exactly; a percentile of X + D moves
+by about D's same percentile when X is narrow and by about D's mean when X is wide, so a median
+takes the lag's mean (above its median: a lag is skewed right) and a tail the lag's same tail."""
 _STAT_FIELD: Final = {"p50": "p50", "p90": "p90", "p99": "p99", "p99.9": "p999", "p999": "p999",
                       "mean": "mean", "max": "max", "min": "min"}
 
@@ -124,6 +126,8 @@ class RunNoise:
                 return float(v), f"the client's error bound at {stat}"
         lag = _metric(self.summary, "all", "loop_lag")
         above = _LAG_ABOVE.get(stat) or _above(stat)
+        if self.summary.get("saturated") is True and above in ("mean", "p50", "p90"):
+            above = "p99"  # a saturated loop's delays are heavy-tailed: its p99 for every figure
         v = lag.get(_STAT_FIELD.get(above, above)) if lag is not None else None
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
             return float(v), f"its loop lag {above}"
@@ -131,12 +135,12 @@ class RunNoise:
 
 
 def _above(stat: str) -> str:
-    """The first of p90, p99, p99.9, max beyond percentile ``stat`` (``max`` when unknown)."""
+    """The first of the lag's mean, p90, p99, p99.9 at or beyond percentile ``stat`` (``max`` when unknown)."""
     try:
         p = float(stat[1:])
     except ValueError:
         return "max"
-    return next((s for s, q in (("p90", 90.0), ("p99", 99.0), ("p999", 99.9)) if q > p), "max")
+    return next((s for s, q in (("mean", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9)) if q >= p), "max")
 
 
 def _metric(summary: Mapping[str, Any], scope: str, metric: str) -> Mapping[str, Any] | None:
