@@ -246,12 +246,15 @@ def test_limit_held_passes_breach_beyond_noise_fails_within_is_inconclusive() ->
     assert unknown.verdict == INCONCLUSIVE and "fewer than 3 batches" in unknown.reason
 
 
-def test_limit_rate_drop_gets_no_client_allowance() -> None:
-    # tokens/s >= 76: the client's delay lowers a rate, so a low rate may be the client's; a
-    # time's allowance does not apply to it the other way
+def test_limit_rate_drop_beyond_the_clients_allowance_fails() -> None:
+    # tokens/s >= 76: the client's delay lowers a rate, so 3 of the 6 tokens/s may be the client's;
+    # the other 3 are 15 standard errors
     (j,) = judge_limits([Limit(70.0, 76.0, ">=", "tokens/s", Noise(0.2, 12, 3.0, "x"), 300, 2,
                                higher_is_worse=False)], ALPHA)
     assert j.verdict == FAIL
+    (j,) = judge_limits([Limit(73.5, 76.0, ">=", "tokens/s", Noise(0.2, 12, 3.0, "x"), 300, 2,
+                               higher_is_worse=False)], ALPHA)
+    assert j.verdict == INCONCLUSIVE
 
 
 def test_limit_too_few_and_no_value() -> None:

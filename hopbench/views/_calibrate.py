@@ -219,7 +219,7 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
                 alarms += j.verdict == FAIL
             typical = Noise(statistics.median(ses) if ses else None, int(statistics.median(n.batches for n in runs)),
                             client)
-            floor = client if upper else 0.0
+            floor = client  # the client's delay raises a time and lowers a rate: both the bad way
             if typical.se is not None:
                 floor += t_isf(alpha, max(typical.batches - 1, 1)) * typical.se
             mean = statistics.fmean(vs)

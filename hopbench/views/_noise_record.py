@@ -11,9 +11,9 @@ of each figure, and into one line on the runner (docs/compare.md, "Noise"):
   when the run recorded it (``{"p50": .., "p90": .., "p99": .., "p999": ..}``,
   optional), else the run's event-loop lag (``scopes.all.metrics.loop_lag``): its
   mean for a median or a mean, its same percentile for a tail (``_LAG_ABOVE``): a
-  stamp taken late by the client is late by about what the loop was late. A
-  saturated run (summary.json ``saturated``) takes its lag p99 for every figure:
-  its delays are heavy-tailed, and a change past them is no client's; Client-side metrics (the lag itself, queue and connect waits)
+  stamp taken late by the client is late by about what the loop was late. The
+  per-stream ``output_tokens_per_s`` (tokens over e2e) takes the same lag as a
+  share of the scope's e2e p50: a late stamp lengthens e2e, so lowers the rate; Client-side metrics (the lag itself, queue and connect waits)
   and rates get none;
 * **the runner**: ``generator`` in summary.json (``neighbours_cpu_cores``,
   ``cpus``, ``steal_share``, ``loop_lag_p99_ms``), quoted in reasons.
@@ -113,8 +113,18 @@ class RunNoise:
         return Noise(se, len(figures), client, source)
 
     def client(self, scope: str, metric: str, stat: str) -> tuple[float, str]:
-        """(allowance in ms, its source) of a time metric's ``stat``; (0, "") for others."""
+        """(allowance in the figure's unit, its source) of ``stat``; (0, "") for figures the
+        client's delay does not move (client-side metrics, counts)."""
         spec = METRICS.get(metric)
+        if metric == "output_tokens_per_s":
+            # tokens / e2e: a stamp late by d makes e2e longer by d, the rate lower by rate * d / e2e
+            lag_ms, source = self.client(scope, "e2e", stat)
+            m, e2e = _metric(self.summary, scope, metric), _metric(self.summary, scope, "e2e")
+            v = m.get(_STAT_FIELD.get(stat, stat)) if m is not None else None
+            t = e2e.get("p50") if e2e is not None else None
+            if isinstance(v, (int, float)) and isinstance(t, (int, float)) and t > 0 and lag_ms > 0:
+                return float(v) * lag_ms / float(t), f"{source} over e2e p50"
+            return 0.0, ""
         if spec is None or spec.unit != "ms" or metric in CLIENT_SIDE:
             return 0.0, ""
         field_name = _STAT_FIELD.get(stat, stat)
@@ -126,8 +136,6 @@ class RunNoise:
                 return float(v), f"the client's error bound at {stat}"
         lag = _metric(self.summary, "all", "loop_lag")
         above = _LAG_ABOVE.get(stat) or _above(stat)
-        if self.summary.get("saturated") is True and above in ("mean", "p50", "p90"):
-            above = "p99"  # a saturated loop's delays are heavy-tailed: its p99 for every figure
         v = lag.get(_STAT_FIELD.get(above, above)) if lag is not None else None
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
             return float(v), f"its loop lag {above}"
