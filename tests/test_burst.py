@@ -225,7 +225,7 @@ def test_meter_lines_carry_the_burst_flag_only_on_bursts() -> None:
 
 
 def test_burst_counters_are_defined_in_results_md() -> None:
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "results" / "counters.md").read_text()
     for name in BURST_COUNTERS:
         assert f"| `{name}` |" in doc, name
     # the note for what cannot be re-judged, each of its reasons, and the bound

@@ -122,7 +122,7 @@ def test_failures_error_rate_threshold_is_documented_and_applied() -> None:
         "the stop cancelled them (cancelled at once by SIGINT, before run.grace_s ended)")
     broken = warns(started=3, cancelled=2, http_error=1)[0]  # the target had its part
     assert broken.endswith("see error_samples in summary.json for what the target said")
-    doc = (ROOT / "docs" / "results.md").read_text()
+    doc = (ROOT / "docs" / "results" / "counters.md").read_text()
     assert f"{ERROR_RATE_WARN:.0%}" in doc and "nothing completed" in doc
 
 
