@@ -17,7 +17,7 @@ so that what the machine does meanwhile falls on all of them.
 Then, with no run of its own (milliseconds each):
 
 - **gate**: every run judged by the profile's own ``[gate]`` (the shipped budgets)
-  with the noise-aware verdicts (``hopbench.views._gate_verdicts``): a false
+  with the noise-aware verdicts (``hopbench.views._verdicts``): a false
   alarm is an ``aa`` run that fails; a catch is a regressed run that fails
   (inconclusive counted apart);
 - **compare**: pairs (quiet A/A, busy A/A, quiet base vs busy candidate A/A,
@@ -28,10 +28,14 @@ Then, with no run of its own (milliseconds each):
   budgets (``hopbench.views._calibrate``) printed, and every later run also judged
   by them.
 
-Run from the repository root (about 10-15 minutes on a 2-core machine)::
+Run from the repository root (about 15 minutes on a busy 2-core machine)::
 
-    .venv/bin/python benchmarks/bench_gate_study.py --repeats 6 --calibrate 6
-    .venv/bin/python benchmarks/bench_gate_study.py --profile profiles/ci-gate.toml --repeats 3
+    .venv/bin/python benchmarks/bench_gate_study.py --repeats 5 --keep /tmp/study
+    .venv/bin/python benchmarks/bench_gate_study.py --calibrate 6 --repeats 0   # budgets only
+    .venv/bin/python benchmarks/bench_gate_study.py --analyze /tmp/study        # judge again, no run
+
+Each table line shows the verdicts after issue 37 beside the ones before it (the
+gate's exit code 1; compare's ``worse`` with the fixed 1 ms / 5 % floors).
 
 127.0.0.1 only (the embedded emulator); results under a temporary folder, removed
 at the end unless ``--keep DIR``.
@@ -59,7 +63,7 @@ from hopbench.driver._results import read_summary  # noqa: E402
 from hopbench.views._calibrate import calibrate  # noqa: E402
 from hopbench.views._compare import compare_summaries  # noqa: E402
 from hopbench.views._gate import evaluate_gate  # noqa: E402
-from hopbench.views._gate_verdicts import judge_gate  # noqa: E402
+from hopbench.views._verdicts import judge_gate  # noqa: E402
 from hopbench.views._noise_record import runner_line  # noqa: E402
 from hopbench.views._verdicts import judge_comparison  # noqa: E402
 
@@ -103,6 +107,60 @@ def _run(profile: Path, out: Path, busy: bool) -> Path:
     return out
 
 
+def _analyze(runs: dict[tuple[str, str], list[Path]], cal_budget: Path | None) -> None:
+    """Judge the runs by the gate and the pairs by compare: before (issue 37) and after."""
+    from hopbench.config._gate_spec import load_budget_file
+
+    budgets = [("shipped", None)] + ([("calibrated", load_budget_file(cal_budget))] if cal_budget else [])
+    print("gate: each run by the budgets; after: noise-aware verdicts (exit 1 fail / 5 inconclusive / 0 pass); "
+          "before: the gate's exit code 1 (breached, or saturated)")
+    for name, table in budgets:
+        for cond, kind in sorted(runs):
+            tally: Counter[str] = Counter()
+            before = 0
+            for d in runs[(cond, kind)]:
+                s = read_summary(d)
+                rep = evaluate_gate(s, table, results_dir=d)
+                tally[judge_gate(rep, s, results_dir=d).verdict] += 1
+                before += rep.exit_code == 1
+            what = "false alarms" if kind == "aa" else "caught"
+            n = sum(tally.values())
+            print(f"  {name:<10} {cond:<5} {kind:<4}: after: {what} {tally['fail']}/{n}, inconclusive "
+                  f"{tally['inconclusive']}, pass {tally['pass']}; before: exit 1 in {before}/{n}")
+    print("\ncompare: after: noise-aware, Holm across each compare's figures; before: the fixed 1 ms / 5 % "
+          "floors, no family control ('worse' counts)")
+    q_aa, b_aa = runs.get(("quiet", "aa"), []), runs.get(("busy", "aa"), [])
+    pairs: dict[str, list[tuple[Path, Path]]] = {
+        "quiet A/A": list(itertools.combinations(q_aa, 2)),
+        "busy A/A": list(itertools.combinations(b_aa, 2)),
+        "quiet vs busy A/A": list(itertools.product(q_aa, b_aa)),
+    }
+    for cond in ("quiet", "busy"):
+        for kind in ("ttft", "tps"):
+            pairs[f"quiet base vs {cond} {kind}"] = list(itertools.product(q_aa, runs.get((cond, kind), [])))
+    for name, ps in pairs.items():
+        tally = Counter()
+        before = 0
+        for a, b in ps:
+            sa, sb = read_summary(a), read_summary(b)
+            c = compare_summaries(sa, sb, base_dir=a, candidate_dir=b, force=True)
+            before += c.any_worse
+            tally[judge_comparison(c, sa, sb, base_dir=a, cand_dir=b).verdict] += 1
+        what = "false alarms" if "A/A" in name else "caught"
+        print(f"  {name:<24}: after: {what} {tally['worse']}/{len(ps)}, inconclusive {tally['inconclusive']}, "
+              f"same {tally['same']}, better {tally['better']}; before: worse {before}/{len(ps)}")
+
+
+def _kept(folder: Path) -> dict[tuple[str, str], list[Path]]:
+    """The runs of a kept study folder (``--keep``), by (condition, kind)."""
+    runs: dict[tuple[str, str], list[Path]] = {}
+    for d in sorted(folder.iterdir()):
+        m = re.fullmatch(r"(quiet|busy)-(aa|ttft|tps)-(\d+)", d.name)
+        if m and (d / "summary.json").is_file():
+            runs.setdefault((m.group(1), m.group(2)), []).append(d)
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "ci-gate.toml")
@@ -111,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ttft-up", type=float, default=0.10)
     ap.add_argument("--tps-down", type=float, default=0.05)
     ap.add_argument("--keep", type=Path, default=None, help="keep the results here")
+    ap.add_argument("--analyze", type=Path, default=None, help="judge a kept study folder again, running nothing")
     args = ap.parse_args(argv)
+    if args.analyze is not None:
+        cal = args.analyze / "calibrated.toml"
+        _analyze(_kept(args.analyze), cal if cal.is_file() else None)
+        return 0
     text = args.profile.read_text(encoding="utf-8")
     tmp = Path(tempfile.mkdtemp(prefix="gate-study-"))
     t0 = time.monotonic()
@@ -140,39 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.setdefault((cond, kind), []).append(d)
                 print(f"{cond:<5} {kind:<4} {i}: {runner_line(read_summary(d))}", flush=True)
         print(f"\nruns took {time.monotonic() - t0:.0f} s\n")
-        from hopbench.config._gate_spec import load_budget_file
-
-        budgets = [("shipped", None)] + ([("calibrated", load_budget_file(cal_budget))] if cal_budget else [])
-        print("gate (each run by the budgets; noise-aware verdicts; exit 1 fail / 5 inconclusive / 0 pass)")
-        for name, table in budgets:
-            for cond, kind in sorted(runs):
-                tally: Counter[str] = Counter()
-                for d in runs[(cond, kind)]:
-                    s = read_summary(d)
-                    rep = evaluate_gate(s, table, results_dir=d)
-                    tally[judge_gate(rep, s, results_dir=d).verdict] += 1
-                what = "false alarms" if kind == "aa" else "caught"
-                print(f"  {name:<10} {cond:<5} {kind:<4}: {what} {tally['fail']}/{sum(tally.values())}, "
-                      f"inconclusive {tally['inconclusive']}, pass {tally['pass']}")
-        print("\ncompare (noise-aware, Holm across each compare's figures; 'worse' counts)")
-        pairs: dict[str, list[tuple[Path, Path]]] = {
-            "quiet A/A": list(itertools.combinations(runs[("quiet", "aa")], 2)),
-            "busy A/A": list(itertools.combinations(runs[("busy", "aa")], 2)),
-            "quiet vs busy A/A": list(itertools.product(runs[("quiet", "aa")], runs[("busy", "aa")])),
-        }
-        for cond in ("quiet", "busy"):
-            for kind in ("ttft", "tps"):
-                pairs[f"quiet base vs {cond} {kind}"] = list(itertools.product(runs[("quiet", "aa")],
-                                                                               runs[(cond, kind)]))
-        for name, ps in pairs.items():
-            tally = Counter()
-            for a, b in ps:
-                sa, sb = read_summary(a), read_summary(b)
-                c = compare_summaries(sa, sb, base_dir=a, candidate_dir=b, force=True)
-                tally[judge_comparison(c, sa, sb, base_dir=a, cand_dir=b).verdict] += 1
-            what = "false alarms" if "A/A" in name else "caught"
-            print(f"  {name:<24}: {what} {tally['worse']}/{len(ps)}, inconclusive {tally['inconclusive']}, "
-                  f"same {tally['same']}, better {tally['better']}")
+        _analyze(runs, cal_budget)
         print(f"\nwhole study took {time.monotonic() - t0:.0f} s")
     finally:
         if args.keep is not None:

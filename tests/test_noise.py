@@ -297,3 +297,18 @@ def test_student_t_matches_the_tables() -> None:
     assert t_sf(-1.812, 10) == pytest.approx(0.95, abs=2e-4)
     assert t_sf(2.576, math.inf) == pytest.approx(0.005, abs=1e-4)
     assert t_isf(0.005, 11) == pytest.approx(3.106, abs=1e-3)
+
+
+def test_budget_table_takes_client_included() -> None:
+    from pathlib import Path
+
+    from hopbench._errors import ProfileError
+    from hopbench._toml import parse_toml
+    from hopbench.config._gate_spec import parse_budgets
+
+    doc = parse_toml('[gate]\n"ttft.p50" = { limit = "<= 135ms", client_included = 5.64 }\n', Path("b.toml"))
+    (b,), _ = parse_budgets(doc.root().table("gate"))
+    assert b.client_included == 5.64 and b.limit == 135.0
+    doc = parse_toml('[gate]\n"ttft.p50" = { limit = "<= 135ms", client_included = -1 }\n', Path("b.toml"))
+    with pytest.raises(ProfileError, match=r"b.toml:2: .*client_included"):
+        parse_budgets(doc.root().table("gate"))

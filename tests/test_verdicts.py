@@ -91,7 +91,8 @@ def test_noise_record_prefers_the_error_bound_when_recorded(runs: dict[str, Path
 def test_noise_record_without_log_has_unknown_spread(tmp_path: Path, runs: dict[str, Path]) -> None:
     s = read_summary(runs["base"])
     rn = read_run_noise(None, s, ["all.ttft"])
-    assert rn.noise("all", "ttft", "p50").se is None and "no intervals.hlog" in rn.hlog_note
+    # a summary.json alone: its figures taken as measured (standard error 0), and said so
+    assert rn.noise("all", "ttft", "p50").se == 0.0 and "no intervals.hlog" in rn.hlog_note
 
 
 def test_read_intervals_names_a_malformed_line(tmp_path: Path, runs: dict[str, Path]) -> None:
@@ -155,7 +156,7 @@ def test_tails_a_short_run_cannot_have_are_not_judged(runs: dict[str, Path]) -> 
 
 def _gate(folder: Path, table: dict[str, object]):  # type: ignore[no-untyped-def]
     from hopbench.views._gate import evaluate_gate
-    from hopbench.views._gate_verdicts import judge_gate
+    from hopbench.views._verdicts import judge_gate
 
     s = read_summary(folder)
     return judge_gate(evaluate_gate(s, table, results_dir=folder), s, results_dir=folder)
@@ -226,3 +227,24 @@ def test_calibrate_needs_three_repeats(runs: dict[str, Path]) -> None:
 
     with pytest.raises(UsageError, match="2 repeats: at least 3 are needed"):
         calibrate([runs["base"], runs["again"]], [read_summary(runs["base"])] * 2)
+
+
+def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path]) -> None:
+    from hopbench.views._gate import evaluate_gate
+    from hopbench.views._noise import Noise
+    from hopbench.views._noise_record import RunNoise
+    from hopbench.views._verdicts import judge_gate
+
+    s = read_summary(runs["base"])
+    p50 = s["scopes"]["all"]["metrics"]["ttft"]["p50"]
+    verdicts = []
+    for included in (0.0, 9.0):
+        rn = RunNoise("base", {}, s)
+        rn._cache[("all", "ttft", "p50")] = Noise(0.5, 12, 10.0, "its loop lag mean")  # 10 ms of client delay
+        table = {"ttft.p50": {"limit": f"<= {p50 - 5:.3f}ms", "client_included": included}, "allow_saturated": True}
+        v = judge_gate(evaluate_gate(s, table, results_dir=runs["base"]), s, run_noise=rn)
+        verdicts.append(v.budgets[0][1])
+    # breached by 5 ms: the run's 10 ms of client delay could explain it; with 9 ms of it in the
+    # limit already, 1 ms is left to excuse, and 4 ms is 8 standard errors
+    assert verdicts[0].verdict == "inconclusive"
+    assert verdicts[1].verdict == "fail" and "less the 9 the limit includes" not in verdicts[1].reason

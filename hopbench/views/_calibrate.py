@@ -21,9 +21,14 @@ How:
 * **Measured false-alarm rate**: leave-one-out: each repeat judged (by the gate's
   own rule, :func:`hopbench.views._noise.judge_limits`) against the budget
   proposed from the others; the count of fails over N.
+* **The client's delay is in the limit.** The repeats' figures include their
+  clients' delay, so the limit does too: the budget records the repeats' median
+  client allowance (``client_included``), and the gate excuses only what a run's
+  client delay exceeds it by.
 * **Smallest change caught**: the budget's distance from the mean plus the
-  gate's noise floor of one run (client allowance and t-test on its standard
-  error): a regression of at least this fails the gate.
+  gate's noise floor of one run (a t-test on its standard error; its client
+  allowance beyond the calibration's is 0 on a like runner): a regression of at
+  least this fails the gate.
 
 Invariants: reads folders only; needs at least 3 repeats (a spread of two is no
 measurement: :class:`hopbench._errors.UsageError` otherwise).
@@ -88,10 +93,12 @@ class FigureFloor:
         return statistics.fmean(self.values)
 
     def budget_line(self) -> str:
-        """The TOML line of the proposed budget, with its figures in a comment."""
+        """The TOML line of the proposed budget (its limit, and the client delay the limit already
+        includes: ``client_included``), with its figures in a comment."""
         unit = self.unit if self.unit == "ms" else ""
-        key = self.figure if self.scope == "all" else self.figure  # scenario budgets go in their table
-        return (f'"{key}" = "{self.op} {_round(self.limit, self.op)}{unit}"'
+        limit = f'"{self.op} {_round(self.limit, self.op)}{unit}"'
+        value = f"{{ limit = {limit}, client_included = {self.client:.3g} }}" if self.client else limit
+        return (f'"{self.figure}" = {value}'
                 f"   # mean {self.mean:.4g}, between-run sd {self.between_sd:.3g}; false alarms "
                 f"{self.false_alarms}/{len(self.values)} leave-one-out; catches {self.catches:+.3g} {self.unit} "
                 f"({self.catches / self.mean:+.1%})")
@@ -219,7 +226,7 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
                 alarms += j.verdict == FAIL
             typical = Noise(statistics.median(ses) if ses else None, int(statistics.median(n.batches for n in runs)),
                             client)
-            floor = client  # the client's delay raises a time and lowers a rate: both the bad way
+            floor = 0.0  # a like runner's client delay is in the limit already (client_included)
             if typical.se is not None:
                 floor += t_isf(alpha, max(typical.batches - 1, 1)) * typical.se
             mean = statistics.fmean(vs)

@@ -472,8 +472,8 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     args = (f.p_samples, pn, p, padj, f.n_base, f.n_cand, fl)
     if padj < alpha:
         v = WORSE if worse else BETTER
-        return Judged(v, f"{v}: {what}, beyond the noise floor of {_fmt(fl or 0.0, f.unit)[1:]} "
-                      f"(p = {padj:.2g})", *args)
+        beyond = f", beyond the noise floor of {_fmt(fl, f.unit)[1:]}" if fl else " (a count or rate: its own test carries its noise)"
+        return Judged(v, f"{v}: {what}{beyond} (p = {padj:.2g})", *args)
     if psamp >= alpha:
         return Judged(SAME, f"same: {what} is within sampling noise (p = {psamp:.2g})", *args)
     if pn is None:

@@ -19,8 +19,10 @@ of each figure, and into one line on the runner (docs/compare.md, "Noise"):
   ``cpus``, ``steal_share``, ``loop_lag_p99_ms``), quoted in reasons.
 
 Reading is bounded by the log's size (one pass, only the wanted tags decoded).
-Never raises on a missing or malformed log: the spread is then unknown (None),
-and a verdict that needs it is inconclusive, never made up.
+A folder without intervals.hlog (a summary.json alone) has no spread to measure:
+its figures are taken as measured (standard error 0; ``hlog_note`` says so and
+the reports repeat it). A log with too few intervals for a statistic gives an
+unknown spread (None), and a verdict that needs it is inconclusive, never made up.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ._noise import Noise, batches, spread_se
 __all__ = ["CLIENT_SIDE", "RunNoise", "read_run_noise", "runner_line", "stat_value"]
 
 _NS_PER_S: Final = 1_000_000_000
+_NO_LOG_BATCHES: Final = 1_000_000  # a standard error of 0 "from" many batches: the normal's quantiles
 CLIENT_SIDE: Final = frozenset({"loop_lag", "schedule_lag", "queue_delay", "connect_wait"})
 """Metrics of the client itself: its own delay is what they measure, so no allowance."""
 _LAG_ABOVE: Final = {"p50": "mean", "p90": "p90", "p99": "p99", "p99.9": "p999", "p999": "p999", "mean": "mean",
@@ -98,6 +101,11 @@ class RunNoise:
         return self._cache[key]
 
     def _noise(self, scope: str, metric: str, stat: str) -> Noise:
+        client, source = self.client(scope, metric, stat)
+        if self.hlog_note:
+            # no intervals.hlog (a summary.json alone): nothing to measure the spread by; the
+            # figure is taken as measured (standard error 0), as before noise was measured
+            return Noise(0.0, _NO_LOG_BATCHES, client, source)
         hists = self.intervals.get(f"{scope}.{metric}", [])
         groups = batches([h.count for h in hists], default_min_count("p99.9" if stat == "p999" else stat))
         figures: list[float] = []
@@ -108,9 +116,7 @@ class RunNoise:
             v = stat_value(merged, stat)
             if v is not None:
                 figures.append(v)
-        se = spread_se(figures)
-        client, source = self.client(scope, metric, stat)
-        return Noise(se, len(figures), client, source)
+        return Noise(spread_se(figures), len(figures), client, source)
 
     def client(self, scope: str, metric: str, stat: str) -> tuple[float, str]:
         """(allowance in the figure's unit, its source) of ``stat``; (0, "") for figures the
@@ -219,7 +225,7 @@ def read_run_noise(folder: Path | None, summary: Mapping[str, Any], tags: Iterab
     """
     name = label if label is not None else str(folder) if folder is not None else "run"
     if folder is None or not (Path(folder) / "intervals.hlog").is_file():
-        return RunNoise(name, {}, summary, "no intervals.hlog: the spread over time is unknown")
+        return RunNoise(name, {}, summary, "no intervals.hlog: its figures are taken as measured (no spread over time to weigh them by)")
     return RunNoise(name, read_intervals(Path(folder) / "intervals.hlog", tags, _warmup_ns(summary)), summary)
 
 
