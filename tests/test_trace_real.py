@@ -28,7 +28,8 @@ from hopbench import ProfileError
 from hopbench.engine import _runner
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
-from hopbench.workload._trace import read_trace, replay_plan
+from hopbench.workload._trace import replay_plan
+from hopbench.workload._trace_file import read_trace
 from hopbench.engine._transport import _ANC_SIZE, _SCM_TIMESTAMPNS, _SO_TIMESTAMPNS, keep_kernel_stamps
 from hopbench.cli import validate_command
 
@@ -470,7 +471,7 @@ def test_trace_zero_token_note_reaches_summary_json(tmp_path: Path) -> None:
     """The count of 0-token rows is in the run's own record (summary.json's notes), not
     only on the terminal: in one process and in the driver of ``--workers``."""
     from hopbench.driver._single import run_profile
-    from hopbench.driver._workers import build_meta
+    from hopbench.driver._common import build_meta
 
     jsonl, _ = _zero_traces(tmp_path)
     prof = _profile(tmp_path, jsonl.name, load="speedup = 20", target="embedded",

@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 
 from hopbench._clock import NS_PER_S
-from hopbench.config._profile import Profile, parse_profile
+from hopbench.config._profile import parse_profile
+from hopbench.config._records import Profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
 from hopbench.driver._results import ResultsWriter
-from hopbench.driver._workers import Merger, WorkerShare, _process_main, _run_local, split_load
+from hopbench.driver._merge import Merger
+from hopbench.driver._share import WorkerShare, split_load
+from hopbench.driver._workers import _process_main, _run_local
 
 _PROFILE = """
 [run]

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._errors import ResultsError, UsageError
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS
 from ..measure._recorder import ALL, IntervalSnapshot, ScopeSnapshot, Snapshot
 from ..workload._sessions import turns_of
 from .._textfile import read_text
@@ -347,7 +348,7 @@ class ResultsWriter:
         return self.write_final(_build_summary(meta, total, warmup, complete), total)
 
     def write_final(self, summary: dict[str, Any], total: Snapshot) -> dict[str, Any]:
-        """Write a final summary.json document as given (``hopbench.driver._finish.Summary.to_json``)
+        """Write a final summary.json document as given (``hopbench.driver._summary.Summary.to_json``)
         and ``<scope>.<metric>.hgrm`` for ``total``'s histograms; close intervals.hlog.
 
         Returns:

@@ -43,7 +43,7 @@ _KEPT_INDEX = {"text": 0, "reasoning": 1, "refusal": 2}
 
 GapSink = Callable[[str, int], None]
 """Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
-with metric ``"itl"`` or ``"keepalive_interval"`` (``_hdr.METRICS``)."""
+with metric ``"itl"`` or ``"keepalive_interval"`` (``_metrics.METRICS``)."""
 
 
 class StreamMeter:
