@@ -33,6 +33,8 @@ Run from the repository root (about 15 minutes on a busy 2-core machine)::
     .venv/bin/python benchmarks/bench_gate_study.py --repeats 5 --keep /tmp/study
     .venv/bin/python benchmarks/bench_gate_study.py --calibrate 6 --repeats 0   # budgets only
     .venv/bin/python benchmarks/bench_gate_study.py --analyze /tmp/study        # judge again, no run
+    git show b4b7630:profiles/ci-gate.toml > /tmp/old.toml
+    .venv/bin/python benchmarks/bench_gate_study.py --analyze /tmp/study --budget old=/tmp/old.toml
 
 Each table line shows the verdicts after issue 37 beside the ones before it (the
 gate's exit code 1; compare's ``worse`` with the fixed 1 ms / 5 % floors).
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
 import re
 import shutil
@@ -107,11 +110,13 @@ def _run(profile: Path, out: Path, busy: bool) -> Path:
     return out
 
 
-def _analyze(runs: dict[tuple[str, str], list[Path]], cal_budget: Path | None) -> None:
+def _analyze(runs: dict[tuple[str, str], list[Path]], cal_budget: Path | None,
+             extra: list[tuple[str, Path]]) -> None:
     """Judge the runs by the gate and the pairs by compare: before (issue 37) and after."""
     from hopbench.config._gate_spec import load_budget_file
 
-    budgets = [("shipped", None)] + ([("calibrated", load_budget_file(cal_budget))] if cal_budget else [])
+    budgets = [("shipped", None)] + ([("calibrated", load_budget_file(cal_budget))] if cal_budget else []) + [
+        (name, load_budget_file(path)) for name, path in extra]
     print("gate: each run by the budgets; after: noise-aware verdicts (exit 1 fail / 5 inconclusive / 0 pass); "
           "before: the gate's exit code 1 (breached, or saturated)")
     for name, table in budgets:
@@ -122,7 +127,7 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], cal_budget: Path | None) -
                 s = read_summary(d)
                 rep = evaluate_gate(s, table, results_dir=d)
                 tally[judge_gate(rep, s, results_dir=d).verdict] += 1
-                before += rep.exit_code == 1
+                before += dataclasses.replace(rep, verdicts=None).exit_code == 1  # the statuses alone
             what = "false alarms" if kind == "aa" else "caught"
             n = sum(tally.values())
             print(f"  {name:<10} {cond:<5} {kind:<4}: after: {what} {tally['fail']}/{n}, inconclusive "
@@ -144,7 +149,7 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], cal_budget: Path | None) -
         for a, b in ps:
             sa, sb = read_summary(a), read_summary(b)
             c = compare_summaries(sa, sb, base_dir=a, candidate_dir=b, force=True)
-            before += c.any_worse
+            before += any(m.verdict == "worse" for m in c.metrics) or any(r.verdict == "worse" for r in c.rates)
             tally[judge_comparison(c, sa, sb, base_dir=a, cand_dir=b).verdict] += 1
         what = "false alarms" if "A/A" in name else "caught"
         print(f"  {name:<24}: after: {what} {tally['worse']}/{len(ps)}, inconclusive {tally['inconclusive']}, "
@@ -170,10 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tps-down", type=float, default=0.05)
     ap.add_argument("--keep", type=Path, default=None, help="keep the results here")
     ap.add_argument("--analyze", type=Path, default=None, help="judge a kept study folder again, running nothing")
+    ap.add_argument("--budget", action="append", default=[], metavar="NAME=FILE",
+                    help="also judge every run by this budget file (e.g. an older ci-gate.toml)")
     args = ap.parse_args(argv)
+    extra = [(b.split("=", 1)[0], Path(b.split("=", 1)[1])) for b in args.budget]
     if args.analyze is not None:
         cal = args.analyze / "calibrated.toml"
-        _analyze(_kept(args.analyze), cal if cal.is_file() else None)
+        _analyze(_kept(args.analyze), cal if cal.is_file() else None, extra)
         return 0
     text = args.profile.read_text(encoding="utf-8")
     tmp = Path(tempfile.mkdtemp(prefix="gate-study-"))
@@ -203,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.setdefault((cond, kind), []).append(d)
                 print(f"{cond:<5} {kind:<4} {i}: {runner_line(read_summary(d))}", flush=True)
         print(f"\nruns took {time.monotonic() - t0:.0f} s\n")
-        _analyze(runs, cal_budget)
+        _analyze(runs, cal_budget, extra)
         print(f"\nwhole study took {time.monotonic() - t0:.0f} s")
     finally:
         if args.keep is not None:

@@ -212,6 +212,9 @@ def test_saturated_run_change_within_its_floor_is_inconclusive_beyond_it_worse()
     assert j_beyond.verdict == WORSE
     unsaturated = Figure(12.0, 0.1, "ms", 1e-9, Noise(0.5, 10), lagging, 300, 300)
     assert judge_family([unsaturated], ALPHA)[0].verdict == SAME
+    # faster within a saturated base's floor: no doubt worth a retry
+    faster = Figure(-12.0, -0.1, "ms", 1e-9, lagging, Noise(0.5, 10), 300, 300, saturated="results/a")
+    assert judge_family([faster], ALPHA)[0].verdict == SAME
 
 
 def test_better_uses_the_bases_client_allowance() -> None:

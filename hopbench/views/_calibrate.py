@@ -44,17 +44,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._errors import UsageError
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS
 from ._noise import FAIL, Limit, Noise, judge_limits, t_isf
-from ._noise_record import RunNoise, read_run_noise, runner_line, stat_value
+from ._noise_record import RunNoise, metric_hist, read_run_noise, runner_line, stat_value
 
-__all__ = ["DEFAULT_FIGURES", "Calibration", "FigureFloor", "calibrate"]
+__all__ = ["DEFAULT_FIGURES", "Calibration", "FigureFloor", "calibrate", "calibrate_command"]
 
 DEFAULT_FIGURES: Final = ("ttft.p50", "ttft.p90", "e2e.p50", "tpot.p50", "itl.p50", "output_tokens_per_s.p50",
                           "ttfb.p50")
 """Figures calibrated by default (scope ``all``): the medians and one tail a short run can measure
 (a p99 needs 100 samples per batch: several hundred per run)."""
-HIGHER_IS_BETTER: Final = frozenset({"output_tokens_per_s"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +158,9 @@ class Calibration:
 
 
 def _value(summary: Mapping[str, Any], scope: str, metric: str, stat: str) -> float | None:
-    from ._compare import _hist
-
     scopes = summary.get("scopes")
     s = scopes.get(scope) if isinstance(scopes, Mapping) else None
-    h: Histogram = _hist(s if isinstance(s, Mapping) else {}, metric, f"scopes.{scope}")
+    h: Histogram = metric_hist(s if isinstance(s, Mapping) else {}, metric, f"scopes.{scope}")
     return stat_value(h, stat)
 
 
@@ -212,7 +210,7 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
             if any(v is None for v in values):
                 continue
             vs = [float(v) for v in values if v is not None]
-            upper = metric not in HIGHER_IS_BETTER
+            upper = not METRICS[metric].higher_is_better
             op = "<=" if upper else ">="
             runs = [rn.noise(scope, metric, stat) for rn in noises]
             ses = [n.se for n in runs if n.se is not None]
@@ -235,3 +233,23 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
                                    statistics.median(ses) if ses else None, client, op, limit, alarms, catches))
     return Calibration(tuple(str(f) for f in folders), tuple(out), alpha,
                        tuple(runner_line(s) for s in summaries))
+
+
+def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] = DEFAULT_FIGURES,
+                      scopes: Sequence[str] = ("all",), alpha: float = 0.01) -> Calibration:
+    """``hopbench calibrate``: read the repeats' folders and calibrate (:func:`calibrate`).
+
+    Raises:
+        UsageError: fewer than 3 folders, an unknown figure, ``alpha`` outside (0, 0.5).
+        ResultsError: a folder that cannot be read.
+    """
+    from ..driver._results import read_summary
+
+    if not 0 < alpha < 0.5:
+        raise UsageError(f"--alpha: expected a number between 0 and 0.5, got {alpha}")
+    if len(folders) < 3:
+        raise UsageError(f"calibrate: {len(folders)} repeats: at least 3 are needed (a spread of two runs is "
+                         "no measurement; 5 or more make budgets that catch smaller changes)")
+    summaries = [read_summary(f) for f in folders]
+    return calibrate([f if f.is_dir() else f.parent for f in folders], summaries, figures=figures,
+                     scopes=scopes, alpha=alpha)

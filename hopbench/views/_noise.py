@@ -183,12 +183,14 @@ class Noise:
             same percentile); 0 for figures the client's delay does not move.
         client_source: where ``client`` came from, for reasons
             (``"error bound"``, ``"loop lag p99"``, ``""``).
+        note: how ``se`` was had when not by batch means, for reasons ("" when it was).
     """
 
     se: float | None
     batches: int = 0
     client: float = 0.0
     client_source: str = ""
+    note: str = ""
 
 
 def batches(counts: Sequence[int], min_per_batch: int) -> list[list[int]]:
@@ -361,6 +363,7 @@ class Judged:
         p_adjusted: the pair p-value after Holm across the family (:func:`judge_family`).
         n_base / n_cand: effective n of each side (streams for per-event metrics).
         floor: the noise floor of the change (reporting unit), None when unknown.
+        direction: ``"worse"`` or ``"better"``: the way the change points ("" when none).
     """
 
     verdict: str
@@ -372,6 +375,7 @@ class Judged:
     n_base: int = 0
     n_cand: int = 0
     floor: float | None = None
+    direction: str = ""
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -469,7 +473,7 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     fl = floor(f.base, f.cand, alpha, worse=worse)
     p = max(f.p_samples, 1.0 if pn is None else pn)
     what = f"{_fmt(f.change, f.unit)}" + (f" ({f.rel:+.1%})" if f.rel is not None else "")
-    args = (f.p_samples, pn, p, padj, f.n_base, f.n_cand, fl)
+    args = (f.p_samples, pn, p, padj, f.n_base, f.n_cand, fl, WORSE if worse else BETTER)
     if padj < alpha:
         v = WORSE if worse else BETTER
         beyond = f", beyond the noise floor of {_fmt(fl, f.unit)[1:]}" if fl else " (a count or rate: its own test carries its noise)"
@@ -480,7 +484,7 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
         return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}), but a "
                       "run is too short to measure its noise over time (fewer than 3 batches)", *args)
     within = fl if fl is not None else _allowance(f.base, f.cand, worse)
-    if abs(f.change) <= within and f.saturated:
+    if abs(f.change) <= within and f.saturated and worse:  # a better one within the floor is no doubt
         return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}) but is within "
                       f"the noise floor of {_fmt(within, f.unit)[1:]} of a saturated load generator "
                       f"({f.saturated})", *args)
@@ -493,8 +497,10 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
 
 def _noise_words(base: Noise, cand: Noise, worse: bool) -> str:
     side = cand if worse else base
-    return f": client delay up to {side.client:.3g} from {side.client_source}" if side.client > 0 and \
-        side.client_source else ""
+    words = [f"client delay up to {side.client:.3g} from {side.client_source}"] if side.client > 0 and \
+        side.client_source else []
+    words += [n for n in dict.fromkeys((base.note, cand.note)) if n]
+    return (": " + "; ".join(words)) if words else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -609,11 +615,12 @@ def judge_limits(budgets: Sequence[Limit], alpha: float) -> list[Judged]:
         elif padj >= alpha:
             sat = f"; the load generator was saturated in {b.saturated}" if b.saturated else ""
             out.append(Judged(INCONCLUSIVE, f"inconclusive: {shown} is breached by {by}, within the run's "
-                              f"noise ({_num(fl if fl is not None else allowance)} {b.unit}"
+                              f"noise ({(_num(fl if fl is not None else allowance) + ' ' + b.unit).rstrip()}"
                               f"{_noise_words(b.noise, b.noise, True)}{sat}; p = {padj:.2g})", *args))
         else:
-            out.append(Judged(FAIL, f"fail: {shown} is breached by {by}, beyond the run's noise "
-                              f"({_num(fl or 0.0)} {b.unit}; p = {padj:.2g})", *args))
+            noise = (f", beyond the run's noise ({_num(fl)} {b.unit}".rstrip() + f"; p = {padj:.2g})") if fl else \
+                " (exact: no noise to weigh it by)"
+            out.append(Judged(FAIL, f"fail: {shown} is breached by {by}{noise}", *args))
     return out
 
 

@@ -18,15 +18,25 @@ of each figure, and into one line on the runner (docs/compare.md, "Noise"):
 * **the runner**: ``generator`` in summary.json (``neighbours_cpu_cores``,
   ``cpus``, ``steal_share``, ``loop_lag_p99_ms``), quoted in reasons.
 
+It also holds what compare and the verdicts both read from a run (one place
+each): the metrics' directions (:data:`HIGHER_IS_BETTER`), the per-event metrics
+(:data:`PER_EVENT`), a scope's histogram (:func:`metric_hist`) and streams
+(:func:`streams_of`), and the per-interval token rates (:func:`interval_rates`).
+
 Reading is bounded by the log's size (one pass, only the wanted tags decoded).
 A folder without intervals.hlog (a summary.json alone) has no spread to measure:
 its figures are taken as measured (standard error 0; ``hlog_note`` says so and
-the reports repeat it). A log with too few intervals for a statistic gives an
-unknown spread (None), and a verdict that needs it is inconclusive, never made up.
+the reports repeat it). A log with too few intervals for 3 batches of a
+statistic has no spread over time: the figure's sampling error stands in with
+one degree of freedom (only a gross change is then called one, and the sentence
+says so); none at all (an empty log) is an unknown spread (None), and a verdict
+that needs it is inconclusive, never made up.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +45,16 @@ from typing import Any, Final
 from .._errors import ResultsError
 from .._textfile import iter_lines
 from ..config._gate_spec import default_min_count
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS, metrics_where
 from ._noise import Noise, batches, spread_se
+from ._stats import buckets, quantile_ci
 
-__all__ = ["CLIENT_SIDE", "RunNoise", "read_run_noise", "runner_line", "stat_value"]
+__all__ = ["CLIENT_SIDE", "HIGHER_IS_BETTER", "PER_EVENT", "RunNoise", "interval_rates", "metric_hist",
+           "read_run_noise", "runner_line", "sampling_se", "stat_value", "streams_of"]
 
 _NS_PER_S: Final = 1_000_000_000
+_ONE_SE: Final = 0.6826894921370859  # P(|Z| < 1): an interval of one standard error each side
 _NO_LOG_BATCHES: Final = 1_000_000  # a standard error of 0 "from" many batches: the normal's quantiles
 CLIENT_SIDE: Final = frozenset({"loop_lag", "schedule_lag", "queue_delay", "connect_wait"})
 """Metrics of the client itself: its own delay is what they measure, so no allowance."""
@@ -116,7 +130,19 @@ class RunNoise:
             v = stat_value(merged, stat)
             if v is not None:
                 figures.append(v)
-        return Noise(spread_se(figures), len(figures), client, source)
+        if len(figures) >= 3:
+            return Noise(spread_se(figures), len(figures), client, source)
+        # too few batches for a spread over time: the figure's sampling error stands in, with one
+        # degree of freedom (Student's t then asks for a change of ~32 of it at alpha 0.01: only a
+        # gross change is called one) and said so
+        merged = Histogram(metric)
+        for h in hists:
+            merged.add(h)
+        se = sampling_se(merged, stat)
+        if se is None:
+            return Noise(None, len(figures), client, source)
+        return Noise(se, 2, client, source, f"spread over time unmeasured ({len(figures)} batches): "
+                                            "sampling error, 1 degree of freedom")
 
     def client(self, scope: str, metric: str, stat: str) -> tuple[float, str]:
         """(allowance in the figure's unit, its source) of ``stat``; (0, "") for figures the
@@ -146,6 +172,31 @@ class RunNoise:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
             return float(v), f"its loop lag {above}"
         return 0.0, ""
+
+
+def sampling_se(h: Histogram, stat: str) -> float | None:
+    """The sampling standard error of a histogram's statistic (reporting unit), None when unknown.
+
+    A percentile's from its order-statistic interval at one standard error each side
+    (:func:`hopbench.views._stats.quantile_ci`, Conover §3.2); a mean's ``sd / sqrt(n)``.
+    """
+    n = h.count
+    if n < 2:
+        return None
+    d = h.spec.divisor
+    if stat == "mean":
+        bk = h.buckets()
+        mean = sum(v * c for v, c in bk) / n
+        var = sum(c * (v - mean) ** 2 for v, c in bk) / (n - 1)
+        return math.sqrt(var / n) / d
+    try:
+        q = float("99.9" if stat == "p999" else stat[1:]) / 100.0
+    except ValueError:
+        return None
+    if not 0.0 < q < 1.0:
+        return None
+    ci = quantile_ci(buckets(h), q, _ONE_SE)
+    return None if ci is None else (ci[1] - ci[0]) / 2 / d
 
 
 def _above(stat: str) -> str:
@@ -265,3 +316,73 @@ def busier(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 def tags_for(scopes: Sequence[str], metrics: Sequence[str]) -> list[str]:
     """Every ``<scope>.<metric>`` tag of the product."""
     return [f"{s}.{m}" for s in scopes for m in metrics]
+
+
+HIGHER_IS_BETTER: Final = frozenset({*metrics_where(higher_is_better=True), "completion_rate",
+                                     "throughput.output_tokens_per_s", "throughput.completed_per_s"})
+"""Metrics (the registry's ``higher_is_better``), rates and throughput figures for which more is better."""
+PER_EVENT = frozenset(metrics_where(per_event=True))
+"""Metrics with many samples per stream (the registry's ``per_event``): their samples are not independent (a
+stream's gaps share its path, its upstream, the machine's state while it ran), so
+their tests count streams, not events (``compare_metric``'s ``streams``)."""
+
+
+def metric_hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
+    """A scope's histogram of ``metric`` from summary.json (empty when the scope has none).
+
+    Raises:
+        ResultsError: a malformed ``hdr`` (``<where>.metrics.<metric>.hdr: ...``).
+    """
+    metrics = scope.get("metrics", {})
+    m = metrics.get(metric) if isinstance(metrics, Mapping) else None
+    if not isinstance(m, Mapping):
+        return Histogram(metric)
+    text = m.get("hdr")
+    if not isinstance(text, str):
+        raise ResultsError(f"{where}.metrics.{metric}.hdr: expected a string")
+    try:
+        return Histogram.decode(metric, text)
+    except ResultsError as exc:
+        raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
+
+
+def streams_of(scope: Mapping[str, Any]) -> int:
+    """The streams a scope's per-event samples came from: those started, less those
+    that never had a body (connection errors, HTTP errors), so the count is not
+    inflated by streams that gave no event (a smaller count is the conservative side)."""
+    counters = scope.get("counters")
+    if not isinstance(counters, Mapping):
+        return 0
+    n = sum(v if isinstance(v, int) else 0 for v in
+            (counters.get("started", 0), -counters.get("connect_error", 0), -counters.get("http_error", 0)))
+    return max(n, 0)
+
+
+def interval_rates(results_dir: Path | None, summary: Mapping[str, Any]) -> list[tuple[int, int]] | None:
+    """Per-interval output tokens/s of the measured, full-length intervals, as buckets."""
+    if results_dir is None:
+        return None
+    try:
+        lines = (Path(results_dir) / "timeline.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(x) for x in lines if x.strip()]
+    except (OSError, ValueError):
+        return None
+    profile = summary.get("profile")
+    run = profile.get("run", {}) if isinstance(profile, Mapping) else {}
+    warm_ns = int(float(run.get("warmup_s", 0) or 0) * 1e9) if isinstance(run, Mapping) else 0
+    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("start_ns"), int)
+            and isinstance(r.get("end_ns"), int) and r["start_ns"] >= warm_ns]
+    if len(rows) < 3:
+        return None
+    interval_s = run.get("interval_s", 1) if isinstance(run, Mapping) else 1
+    length = int(float(interval_s if isinstance(interval_s, (int, float)) and interval_s > 0 else 1) * 1e9)
+    # drop short intervals and the last one (the drain after the load stopped); the one
+    # the stop ended is full-length too, a little longer (the stop is seen late), so
+    # each rate is over its own interval's length (the longest is not "the" length: that
+    # kept the stop's interval alone, one value, and the test could never be significant)
+    values = sorted(int(r.get("output_tokens", 0) * 1e9 / (r["end_ns"] - r["start_ns"])) for r in rows[:-1]
+                    if r["end_ns"] - r["start_ns"] >= length - length // 100)
+    out: dict[int, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return sorted(out.items())
