@@ -435,9 +435,8 @@ class GateReport:
             r = self.results[i]
             return {"held": "pass", "breached": "fail"}.get(r.status, "inconclusive"), r.reason
         _, j, ok = self.verdicts.budgets[i]
-        p = "" if j.p_adjusted is None else f"; p = {j.p_adjusted:.2g} after Holm"
         extra = " (passes: inconclusive = \"pass\")" if j.verdict == "inconclusive" and ok else ""
-        return j.verdict, f"{j.reason}{extra} [n = {j.n_base}{p}]"
+        return j.verdict, f"{j.reason}{extra} [n = {j.n_base}]"
 
     def _check_verdicts(self) -> list[str]:
         if self.verdicts is None:

@@ -616,9 +616,9 @@ def judge_limits(budgets: Sequence[Limit], alpha: float) -> list[Judged]:
             sat = f"; the load generator was saturated in {b.saturated}" if b.saturated else ""
             out.append(Judged(INCONCLUSIVE, f"inconclusive: {shown} is breached by {by}, within the run's "
                               f"noise ({(_num(fl if fl is not None else allowance) + ' ' + b.unit).rstrip()}"
-                              f"{_noise_words(b.noise, b.noise, True)}{sat}; p = {padj:.2g})", *args))
+                              f"{_noise_words(b.noise, b.noise, True)}{sat}; p = {padj:.2g} after Holm)", *args))
         else:
-            noise = (f", beyond the run's noise ({_num(fl)} {b.unit}".rstrip() + f"; p = {padj:.2g})") if fl else \
+            noise = (f", beyond the run's noise ({_num(fl)} {b.unit}".rstrip() + f"; p = {padj:.2g} after Holm)") if fl else \
                 " (exact: no noise to weigh it by)"
             out.append(Judged(FAIL, f"fail: {shown} is breached by {by}{noise}", *args))
     return out

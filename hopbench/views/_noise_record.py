@@ -28,7 +28,7 @@ A folder without intervals.hlog (a summary.json alone) has no spread to measure:
 its figures are taken as measured (standard error 0; ``hlog_note`` says so and
 the reports repeat it). A log with too few intervals for 3 batches of a
 statistic has no spread over time: the figure's sampling error stands in with
-one degree of freedom (only a gross change is then called one, and the sentence
+two degrees of freedom (only a gross change is then called one, and the sentence
 says so); none at all (an empty log) is an unknown spread (None), and a verdict
 that needs it is inconclusive, never made up.
 """
@@ -132,17 +132,17 @@ class RunNoise:
                 figures.append(v)
         if len(figures) >= 3:
             return Noise(spread_se(figures), len(figures), client, source)
-        # too few batches for a spread over time: the figure's sampling error stands in, with one
-        # degree of freedom (Student's t then asks for a change of ~32 of it at alpha 0.01: only a
-        # gross change is called one) and said so
+        # too few batches for a spread over time: the figure's sampling error stands in, with two
+        # degrees of freedom (Student's t then asks for a breach of ~7 of it at alpha 0.01, a
+        # change of ~10: only a gross change is called one) and said so
         merged = Histogram(metric)
         for h in hists:
             merged.add(h)
         se = sampling_se(merged, stat)
         if se is None:
             return Noise(None, len(figures), client, source)
-        return Noise(se, 2, client, source, f"spread over time unmeasured ({len(figures)} batches): "
-                                            "sampling error, 1 degree of freedom")
+        return Noise(se, 3, client, source, f"spread over time unmeasured ({len(figures)} batches): "
+                                            "sampling error, 2 degrees of freedom")
 
     def client(self, scope: str, metric: str, stat: str) -> tuple[float, str]:
         """(allowance in the figure's unit, its source) of ``stat``; (0, "") for figures the

@@ -398,9 +398,8 @@ class GateVerdicts:
         for c in self.checks:
             out.append(f"{_MARK[c.verdict]:<12}  {c.name:<{width}}  {c.detail}")
         for k, j, ok in self.budgets:
-            p = "" if j.p_adjusted is None else f"; p = {j.p_adjusted:.2g} after Holm"
             extra = " (passes: inconclusive = \"pass\")" if j.verdict == INCONCLUSIVE and ok else ""
-            out.append(f"{_MARK[j.verdict]:<12}  {k:<{width}}  {j.reason}{extra} [n = {j.n_base}{p}]")
+            out.append(f"{_MARK[j.verdict]:<12}  {k:<{width}}  {j.reason}{extra} [n = {j.n_base}]")
         out.append(self.reason())
         return out
 
