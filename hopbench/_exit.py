@@ -15,6 +15,10 @@ code means the same thing in every subcommand:
       could not be written (e.g. a full disk)
 4     the target failed the run (``run``): no stream completed, or the target
       died / stopped answering mid-run (results written)
+5     inconclusive (``gate``, ``run``'s gate, ``compare --fail-on-worse``): no budget
+      breached beyond the run's measured noise, but one could not be told from it
+      (a breach within the noise, too few samples, a saturated run): retry on a
+      quieter runner (docs/gate.md, "Noise")
 130   interrupted by SIGINT (partial results written)
 143   terminated by SIGTERM (partial results written)
 ====  ===========================================================================
@@ -24,13 +28,14 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
-           "EXIT_TERMINATED"]
+__all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INCONCLUSIVE", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK",
+           "EXIT_TARGET_FAILED", "EXIT_TERMINATED"]
 
 EXIT_OK: Final = 0
 EXIT_BREACH: Final = 1
 EXIT_INPUT: Final = 2
 EXIT_CRASH: Final = 3
 EXIT_TARGET_FAILED: Final = 4
+EXIT_INCONCLUSIVE: Final = 5
 EXIT_INTERRUPTED: Final = 130
 EXIT_TERMINATED: Final = 143

@@ -27,6 +27,7 @@ a usage error: 2) rather than raising ``SystemExit``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
 from ._exit import (
     EXIT_BREACH,
     EXIT_CRASH,
+    EXIT_INCONCLUSIVE,
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -51,8 +53,8 @@ if TYPE_CHECKING:
     from .config._records import Profile
     from .driver._common import RunOutcome
 
-__all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
-           "EXIT_TERMINATED", "build_parser", "main"]
+__all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INCONCLUSIVE", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK",
+           "EXIT_TARGET_FAILED", "EXIT_TERMINATED", "build_parser", "main"]
 
 _FORMATS = ("text", "markdown", "json")
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -93,13 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
                 "(OpenAI Chat Completions, OpenAI Responses, Anthropic Messages over SSE).",
                 epilog="Exit codes: 0 ok, 1 budget breached / worse, 2 bad input (also: target "
                        "unreachable), 3 crashed mid-run or results not written (partial results), "
-                       "4 nothing completed (in the run, one scenario or one arm) or nothing measured, or the target died mid-run, 130 SIGINT / 143 SIGTERM "
-                       "(partial results).")
+                       "4 nothing completed (in the run, one scenario or one arm) or nothing measured, or the target died mid-run, "
+                       "5 inconclusive (the gate or compare could not tell a change from the runner's noise: retry "
+                       "on a quieter runner), 130 SIGINT / 143 SIGTERM (partial results).")
     p.add_argument("--version", action="version", version=f"hopbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    for add in (_add_run, _add_search, _add_validate, _add_serve, _add_gate, _add_compare, _add_report,
-                _add_export, _add_check):
+    for add in (_add_run, _add_search, _add_validate, _add_serve, _add_gate, _add_compare, _add_calibrate,
+                _add_report, _add_export, _add_check):
         add(sub)
     return p
 
@@ -183,9 +186,11 @@ def _add_gate(sub: _Subparsers) -> None:
     g = sub.add_parser("gate", help="hold a results folder to budgets: exit 1 on a breach (hopbench gate --help)",
                        description="Hold a results folder to budgets: the profile's [gate] table "
                                    "(recorded in summary.json) or --budget FILE. See docs/gate.md.",
-                       epilog="Exit codes: 0 every budget held, 1 a budget breached (or inconclusive, or "
-                              "the run was interrupted, saturated or did not hold its load), 2 bad input "
-                              "(also a --baseline of another load shape, without --force).")
+                       epilog="Exit codes: 0 every budget held, 1 a budget breached beyond the run's noise (or "
+                              "the run was interrupted or completed nothing), 5 inconclusive (a breach within the "
+                              "run's noise, too few samples, a saturated run or a load not held: retry on a "
+                              "quieter runner), 2 bad input (also a --baseline of another load shape, without "
+                              "--force).")
     g.add_argument("results_dir", type=Path, metavar="RESULTS_DIR", help="a folder written by hopbench run")
     g.add_argument("--budget", type=Path, metavar="FILE",
                    help="budget TOML (its [gate] table, or the whole file); replaces the profile's [gate]")
@@ -213,7 +218,8 @@ def _add_compare(sub: _Subparsers) -> None:
     c = sub.add_parser("compare", help="compare two results folders with statistics (hopbench compare --help)",
                        description="Compare two results folders per scope and metric, with a verdict "
                                    "from statistical tests on the HDR histograms. See docs/compare.md.",
-                       epilog="Exit codes: 0 (1 with --fail-on-worse when any verdict is worse), 2 bad input.")
+                       epilog="Exit codes: 0; with --fail-on-worse 1 when a figure is worse beyond the runs' "
+                              "noise, 5 when one is inconclusive (retry on a quieter runner); 2 bad input.")
     c.add_argument("base_dir", type=Path, metavar="BASE_DIR")
     c.add_argument("candidate_dir", type=Path, metavar="CAND_DIR")
     c.add_argument("--format", choices=_FORMATS, default="text")
@@ -224,10 +230,34 @@ def _add_compare(sub: _Subparsers) -> None:
                    help=f"smallest relative change that can be a verdict (default {MIN_EFFECT})")
     c.add_argument("--min-abs-ms", type=float, default=MIN_ABS_MS,
                    help=f"times: smallest absolute change that can be a verdict (default {MIN_ABS_MS} ms)")
-    c.add_argument("--fail-on-worse", action="store_true", help="exit 1 when any verdict is worse")
+    c.add_argument("--fail-on-worse", action="store_true",
+                   help="exit 1 when a figure is worse beyond noise, 5 when one is inconclusive")
     c.add_argument("--force", action="store_true",
                    help="compare runs whose load shapes differ, or a run that did not complete (partial)")
     c.set_defaults(handler=_compare, parser=c)
+
+
+def _add_calibrate(sub: _Subparsers) -> None:
+    """``hopbench calibrate DIR DIR DIR ...``: this runner's noise floor and budgets, from A/A repeats."""
+    from .views._calibrate import DEFAULT_FIGURES
+
+    k = sub.add_parser("calibrate", help="noise floor per figure and proposed budgets from A/A repeats "
+                                         "(hopbench calibrate --help)",
+                       description="From 3 or more results folders of one profile against one unchanged target "
+                                   "(A/A repeats on the runner that will gate), report each figure's noise "
+                                   "floor and propose [gate] budgets with their measured false-alarm rate. "
+                                   "See docs/gate.md, 'Calibrate first'.",
+                       epilog="Exit codes: 0, 2 bad input (fewer than 3 folders, an unknown figure, an "
+                              "unreadable folder).")
+    k.add_argument("results_dirs", type=Path, nargs="+", metavar="RESULTS_DIR")
+    k.add_argument("--figure", action="append", metavar="METRIC.STAT",
+                   help=f"figure to calibrate (repeat, or comma-separate); default: {', '.join(DEFAULT_FIGURES)}")
+    k.add_argument("--scope", action="append", metavar="SCOPE",
+                   help="scope (scenario) to calibrate in (repeat); default: all")
+    k.add_argument("--alpha", type=float, default=0.01,
+                   help="the budgets' designed false-alarm rate (default 0.01)")
+    k.add_argument("--format", choices=("text", "json"), default="text")
+    k.set_defaults(handler=_calibrate, parser=k)
 
 
 def _add_report(sub: _Subparsers) -> None:
@@ -396,7 +426,21 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"hopbench compare: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     sys.stdout.write(comparison.render(args.format))
-    return EXIT_BREACH if args.fail_on_worse and comparison.any_worse else EXIT_OK
+    return comparison.exit_code(args.fail_on_worse)  # 1 worse, 5 inconclusive (docs/compare.md)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from .views._calibrate import DEFAULT_FIGURES, calibrate_command
+
+    figures = [f.strip() for arg in args.figure or [] for f in arg.split(",") if f.strip()]
+    try:
+        cal = calibrate_command(args.results_dirs, figures=figures or DEFAULT_FIGURES,
+                                scopes=args.scope or ("all",), alpha=args.alpha)
+    except HopbenchError as exc:
+        print(f"hopbench calibrate: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    sys.stdout.write(cal.render() if args.format == "text" else json.dumps(cal.to_json(), indent=2) + "\n")
+    return EXIT_OK
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -834,5 +878,5 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
             return gate_exit
         # a search's result is its capacity: none could be measured, never a silent 0 (docs/slo.md)
         err.print(f"hopbench: error: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
-        return max(gate_exit, EXIT_BREACH)
+        return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH
     return gate_exit

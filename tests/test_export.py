@@ -406,16 +406,16 @@ def test_run_writes_its_gate_verdict_and_export_carries_it(tmp_path: Path) -> No
     prof.write_text('[run]\nname = "g"\nrequests = 6\n[load]\nconcurrency = 2\n[target]\nembedded = true\n'
                     '[emulator]\nttft_ms = 1\ntokens_per_s = 2000\nkeepalive_interval_s = 0\n'
                     '[[scenario]]\nprotocol = "chat"\nmodel = "m"\nmax_tokens = 4\n'
-                    '[gate]\n"error_rate" = "<= 1%"\n"ttft.p50" = "<= 1 ms"\n', encoding="utf-8")
+                    '[gate]\n"error_rate" = "<= 1%"\n"ttft.count" = ">= 1000"\n', encoding="utf-8")
     out = tmp_path / "r"
     code = main(["run", str(prof), "--out", str(out), "--quiet"])
     verdict = json.loads((out / "gate.json").read_text(encoding="utf-8"))
-    # ttft.p50 <= 1 ms cannot hold on a 1 ms TTFT plus the loopback: the gate fails, exit 1
+    # 6 requests cannot make 1,000 ttft samples (a count is exact, no noise excuses it): exit 1
     assert code == verdict["exit_code"] == 1 and verdict["passed"] is False
     export_results(out, "jsonl")
     rows = [json.loads(x) for x in (out / "export" / "summary.jsonl").read_text(encoding="utf-8").splitlines()]
     gate = {r["name"]: r["value"] for r in rows if r["name"].startswith("gate.")}
-    assert gate == {"gate.passed": 0, "gate.exit_code": 1, "gate.budget.error_rate": 1, "gate.budget.ttft.p50": 0}
+    assert gate == {"gate.passed": 0, "gate.exit_code": 1, "gate.budget.error_rate": 1, "gate.budget.ttft.count": 0}
     # a folder without gate.json (no [gate]) has no gate rows; a broken one is an error
     (out / "gate.json").write_text("[]", encoding="utf-8")
     with pytest.raises(ResultsError, match='boolean "passed"'):

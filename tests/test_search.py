@@ -603,10 +603,10 @@ def test_stages_exit_code_is_the_gates_a_saturated_stage_warns(tmp_path: Path, m
     assert "hopbench: warning: no capacity reported: at 600 requests/s" in err and "error" not in err
     _fake_runs(monkeypatch, saturate_at=float("inf"), fail_at=600)  # a failing stage: 0 as well
     assert main(["run", str(path), "--out", str(tmp_path / "b"), "--no-report", "-q"]) == 0
-    # with a [gate], its checks decide: the saturated stage fails run.not_saturated
+    # with a [gate], its checks decide: the saturated stage makes run.not_saturated inconclusive (exit 5)
     _fake_runs(monkeypatch, saturate_at=600)
     path.write_text(_BASE + slo + "[gate]\n\"error_rate\" = \"<= 0.5\"\n" + stages)
-    assert main(["run", str(path), "--out", str(tmp_path / "c"), "--no-report", "-q"]) == 1
+    assert main(["run", str(path), "--out", str(tmp_path / "c"), "--no-report", "-q"]) == 5
     # a search's result is its capacity: none measured is exit 1
     path.write_text(_BASE + slo + "[search]\nmode = \"rate\"\nmin = 300\nmax = 1200\nstart = 600\nduration_s = 0.5\nwarmup_s = 0\n")
     assert main(["search", str(path), "--out", str(tmp_path / "d"), "--no-report", "-q"]) == 1

@@ -91,6 +91,9 @@ class Budget:
     line: int | None
     #: a ``capacity.<field>`` budget (:data:`CAPACITY_FIELDS`), else None (docs/slo.md)
     capacity: str | None = None
+    #: the client delay the limit already includes, in the reporting unit (``client_included``,
+    #: written by ``hopbench calibrate``): the gate's client allowance is what this run's exceeds it by
+    client_included: float = 0.0
 
     @property
     def where(self) -> str:
@@ -162,11 +165,13 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
     value = t.raw(key)
     min_count: int | None = None
     inconclusive = "fail"
+    client_included = 0.0
     if isinstance(value, Mapping):
         sub = Table(value, t.doc, t.path + (key,))
         limit_text = sub.str("limit")
         min_count = sub.int("min_count", None, min=0)
         inconclusive = sub.str("inconclusive", "fail", choices=("fail", "pass"))
+        client_included = float(sub.number("client_included", 0.0, min=0.0))
         sub.done()
     elif isinstance(value, str):
         limit_text = value
@@ -253,7 +258,7 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
         baseline_operand=b_operand, unit=unit,
         min_count=(0 if capacity else default_min_count(stat)) if min_count is None else min_count,
         inconclusive_passes=inconclusive == "pass", file=_where(t, key)[0], line=_where(t, key)[1],
-        capacity=capacity,
+        capacity=capacity, client_included=client_included,
     )
 
 

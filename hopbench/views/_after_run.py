@@ -11,8 +11,9 @@ Invariants:
 
 * Reads a finished run, never runs anything: the summary and its folder in,
   lines on the consoles and gate.json out.
-* ``quiet`` prints only the results folder's line (and warnings on stderr); the
-  gate is still applied and still decides its exit code.
+* ``quiet`` prints only the gate's verdict in one sentence (when there is a
+  gate) and the results folder's line (and warnings on stderr); the gate is
+  still applied and still decides its exit code (0, 1, or 5: inconclusive).
 * Never raises on a gate.json that cannot be written: a warning says so.
 """
 
@@ -37,7 +38,7 @@ def after_run(summary: dict[str, Any], out_dir: Path, console: Console, err: Con
         summary: the run's summary.json document (with ``arm_differences`` when added).
         out_dir: its results folder (the gate's baseline paths, gate.json).
         console: stdout; err: stderr (warnings).
-        quiet: print only the results folder's line.
+        quiet: print only the gate's one-sentence verdict and the results folder's line.
         apply_gate: apply the summary's ``gate`` budgets (``--no-gate``: False).
         staged: a ``[[stage]]`` or ``[search]`` run: its latency-vs-load table too.
 
@@ -67,6 +68,8 @@ def after_run(summary: dict[str, Any], out_dir: Path, console: Console, err: Con
         report = evaluate_gate(summary, results_dir=out_dir, missing_baseline="inconclusive")
         if not quiet:
             console.print(report.render("text"), markup=False, highlight=False, soft_wrap=True)
+        else:  # one sentence: the verdict and why (docs/gate.md, "Noise")
+            console.print(report.headline(), markup=False, highlight=False, soft_wrap=True)
         gate_exit = report.exit_code
         from ..driver._results import GATE_NAME, replace_text
 

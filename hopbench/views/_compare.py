@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,6 +38,11 @@ from ..measure._metrics import METRICS, metrics_where
 from ..measure._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value
 from ._compare_render import NOT_COMPARABLE, SHOWN_STATS, Comparison, MetricComparison, RateComparison, rel_change
 from ._load_shape import shape_differences
+from ._noise_record import HIGHER_IS_BETTER as HIGHER_IS_BETTER
+from ._noise_record import PER_EVENT as PER_EVENT
+from ._noise_record import interval_rates as _interval_rates
+from ._noise_record import metric_hist as _hist
+from ._noise_record import streams_of as _streams
 from ._stats import buckets, mann_whitney, quantile_ci, poisson_rates, two_proportions
 
 __all__ = [
@@ -58,9 +64,6 @@ MIN_ABS_MS: Final = 1.0
 DEFAULT_METRICS: Final = metrics_where(compared=True)
 """Gateway-facing metrics compared by default (the registry's ``compared``; client-side
 ones need --metric); a metric neither run recorded is left out."""
-HIGHER_IS_BETTER: Final = frozenset({*metrics_where(higher_is_better=True), "completion_rate",
-                                     "throughput.output_tokens_per_s", "throughput.completed_per_s"})
-"""Metrics (the registry's ``higher_is_better``), rates and throughput figures for which more is better."""
 _TAILS: Final = (("p90", 0.90), ("p99", 0.99))
 _BASE_RATES: Final = ("completion_rate", "error_rate", "interruption_rate", "truncated_rate",
                       "timeout_rate", "http_error_rate", "keepalive_violation_rate")
@@ -75,40 +78,9 @@ def _direction(name: str, candidate_larger: bool) -> str:
 # -- metrics ---------------------------------------------------------------------
 
 
-def _hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
-    metrics = scope.get("metrics", {})
-    m = metrics.get(metric) if isinstance(metrics, Mapping) else None
-    if not isinstance(m, Mapping):
-        return Histogram(metric)
-    text = m.get("hdr")
-    if not isinstance(text, str):
-        raise ResultsError(f"{where}.metrics.{metric}.hdr: expected a string")
-    try:
-        return Histogram.decode(metric, text)
-    except ResultsError as exc:
-        raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
-
-
-PER_EVENT = frozenset(metrics_where(per_event=True))
-"""Metrics with many samples per stream (the registry's ``per_event``): their samples are not independent (a
-stream's gaps share its path, its upstream, the machine's state while it ran), so
-their tests count streams, not events (``compare_metric``'s ``streams``)."""
-
 _EVERY_ANSWER = frozenset({"ttft"})
 """Metrics every answer feeds (any output channel starts TTFT): a candidate without
 samples of one the base has is worse, not "no significant change" (docs/compare.md)."""
-
-
-def _streams(scope: Mapping[str, Any]) -> int:
-    """The streams a scope's per-event samples came from: those started, less those
-    that never had a body (connection errors, HTTP errors), so the count is not
-    inflated by streams that gave no event (a smaller count is the conservative side)."""
-    counters = scope.get("counters")
-    if not isinstance(counters, Mapping):
-        return 0
-    n = sum(v if isinstance(v, int) else 0 for v in
-            (counters.get("started", 0), -counters.get("connect_error", 0), -counters.get("http_error", 0)))
-    return max(n, 0)
 
 
 def _completed(scope: Mapping[str, Any]) -> int:
@@ -236,36 +208,6 @@ def _compare_rates(scope: str, a: Mapping[str, Any], b: Mapping[str, Any], alpha
             verdict = _direction(name, vb > va)
         out.append(RateComparison(scope, name, (ka, na, va), (kb, nb, vb), test.method, test.p_value, verdict))
     return out
-
-
-def _interval_rates(results_dir: Path | None, summary: Mapping[str, Any]) -> list[tuple[int, int]] | None:
-    """Per-interval output tokens/s of the measured, full-length intervals, as buckets."""
-    if results_dir is None:
-        return None
-    try:
-        lines = (Path(results_dir) / "timeline.jsonl").read_text(encoding="utf-8").splitlines()
-        rows = [json.loads(x) for x in lines if x.strip()]
-    except (OSError, ValueError):
-        return None
-    profile = summary.get("profile")
-    run = profile.get("run", {}) if isinstance(profile, Mapping) else {}
-    warm_ns = int(float(run.get("warmup_s", 0) or 0) * 1e9) if isinstance(run, Mapping) else 0
-    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("start_ns"), int)
-            and isinstance(r.get("end_ns"), int) and r["start_ns"] >= warm_ns]
-    if len(rows) < 3:
-        return None
-    interval_s = run.get("interval_s", 1) if isinstance(run, Mapping) else 1
-    length = int(float(interval_s if isinstance(interval_s, (int, float)) and interval_s > 0 else 1) * 1e9)
-    # drop short intervals and the last one (the drain after the load stopped); the one
-    # the stop ended is full-length too, a little longer (the stop is seen late), so
-    # each rate is over its own interval's length (the longest is not "the" length: that
-    # kept the stop's interval alone, one value, and the test could never be significant)
-    values = sorted(int(r.get("output_tokens", 0) * 1e9 / (r["end_ns"] - r["start_ns"])) for r in rows[:-1]
-                    if r["end_ns"] - r["start_ns"] >= length - length // 100)
-    out: dict[int, int] = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return sorted(out.items())
 
 
 def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_dir: Path | None,
@@ -432,13 +374,17 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
     if capacity is not None and base.get("stage_of_record") != candidate.get("stage_of_record"):
         warnings.append(f"latencies are compared at each run's capacity point ({base.get('stage_of_record')} "
                         f"vs {candidate.get('stage_of_record')}): different loads")
-    return Comparison(
+    comparison = Comparison(
         base_dir=label_a, candidate_dir=label_b, metrics=tuple(out_m), rates=tuple(out_r),
         warnings=tuple(warnings),
         only_in_base=tuple(s for s in scopes_a if s not in scopes_b),
         only_in_candidate=tuple(s for s in scopes_b if s not in scopes_a),
         alpha=alpha, min_effect=min_effect, shape_differences=tuple(diffs), capacity=capacity,
     )
+    from ._verdicts import judge_comparison  # every figure against the two runs' noise (docs/compare.md)
+
+    verdicts = judge_comparison(comparison, base, candidate, base_dir=base_dir, cand_dir=candidate_dir)
+    return dataclasses.replace(comparison, verdicts=verdicts)
 
 
 # -- rendering -------------------------------------------------------------------

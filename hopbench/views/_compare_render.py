@@ -26,8 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .._errors import UsageError
+from .._exit import EXIT_BREACH, EXIT_INCONCLUSIVE, EXIT_OK
 from .._format import fmt_cell
 from ._stats import MannWhitney
+
+_STATS: Final = ("p50", "p90", "p99")  # the statistics a metric's judged figures carry (_verdicts.JUDGED_STATS)
 
 __all__ = ["Comparison", "MetricComparison", "RateComparison", "NOT_COMPARABLE", "SHOWN_STATS", "rel_change"]
 
@@ -119,6 +122,9 @@ class Comparison:
         warnings: e.g. an incomplete or saturated run, a forced shape mismatch.
         only_in_base / only_in_candidate: scopes the other run lacks.
         alpha / min_effect: the test settings used.
+        verdicts: every figure judged against the two runs' measured noise
+            (:class:`hopbench.views._verdicts.Verdicts`): the comparison's verdicts;
+            None only for a comparison built by hand (then the samples' verdicts).
     """
 
     base_dir: str
@@ -133,12 +139,46 @@ class Comparison:
     shape_differences: tuple[str, ...] = field(default=())
     #: staged runs: hopbench.views._capacity_table.compare_capacity's result, else None
     capacity: Mapping[str, Any] | None = None
+    verdicts: Any = None
 
     @property
     def any_worse(self) -> bool:
-        """True when any metric, rate or capacity verdict is "worse"."""
-        return (any(m.verdict == "worse" for m in self.metrics) or any(r.verdict == "worse" for r in self.rates)
-                or (self.capacity or {}).get("verdict") == "worse")
+        """True when any figure is worse beyond noise, or the capacity is worse."""
+        if (self.capacity or {}).get("verdict") == "worse":
+            return True
+        if self.verdicts is not None:
+            return bool(self.verdicts.verdict == "worse")
+        return any(m.verdict == "worse" for m in self.metrics) or any(r.verdict == "worse" for r in self.rates)
+
+    @property
+    def verdict(self) -> str:
+        """The pair's verdict: ``worse``, ``inconclusive``, ``better`` or ``same`` (docs/compare.md)."""
+        if self.any_worse:
+            return "worse"
+        return str(self.verdicts.verdict) if self.verdicts is not None else "same"
+
+    def exit_code(self, fail_on_worse: bool) -> int:
+        """With ``--fail-on-worse``: 1 worse, 5 inconclusive (retry on a quieter runner), else 0."""
+        if not fail_on_worse:
+            return EXIT_OK
+        return {"worse": EXIT_BREACH, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, EXIT_OK)
+
+    def figure_verdicts(self, scope: str, name: str) -> list[Any]:
+        """The judged figures of a metric (``ttft``: its p50, p90, p99) or rate in ``scope``."""
+        if self.verdicts is None:
+            return []
+        return [f for f in self.verdicts.figures if f.scope == scope
+                and (f.name == name or f.name.rsplit(".", 1)[0] == name and f.name.rsplit(".", 1)[1] in _STATS)]
+
+    def metric_verdict(self, scope: str, name: str, fallback: str) -> str:
+        """A metric's or rate's verdict over its judged figures: worse, else inconclusive, else better,
+        else same, else not judged; ``fallback`` (the samples' verdict) without verdicts."""
+        got = {f.verdict for f in self.figure_verdicts(scope, name)}
+        if not got:
+            return fallback
+        v = next((v for v in ("worse", "inconclusive", "better", "same") if v in got), "not judged")
+        # one side has nothing: compare's own word for it says more than "not judged"
+        return fallback if v == "not judged" and fallback == NOT_COMPARABLE else v
 
     def scopes(self) -> list[str]:
         """Scopes in report order (scenarios, then "all")."""
@@ -178,8 +218,10 @@ class Comparison:
                          "u": m.test.u_a, "z": _finite(m.test.z), "p_value": m.test.p_value,
                          "superiority": m.test.superiority, "alpha": self.alpha},
                 "tails": m.tails,
-                "verdict": m.verdict,
+                "verdict": self.metric_verdict(m.scope, m.metric, m.verdict),
+                "samples_verdict": m.verdict,
                 "reasons": list(m.reasons),
+                "figures": {f.name.rsplit(".", 1)[1]: f.to_json() for f in self.figure_verdicts(m.scope, m.metric)},
             }
         for r in self.rates:
             scopes[r.scope]["rates"][r.name] = {
@@ -189,7 +231,8 @@ class Comparison:
                            "rel": rel_change(r.base[2], r.candidate[2])},
                 "unit": r.unit,
                 "test": {"method": r.method, "p_value": r.p_value, "alpha": self.alpha},
-                "verdict": r.verdict,
+                "verdict": self.metric_verdict(r.scope, r.name, r.verdict),
+                "samples_verdict": r.verdict,
             }
         return {
             "base": self.base_dir,
@@ -197,6 +240,8 @@ class Comparison:
             "alpha": self.alpha,
             "min_effect": self.min_effect,
             "worse": self.any_worse,
+            "verdict": self.verdict,
+            "verdicts": None if self.verdicts is None else self.verdicts.to_json(),
             "warnings": list(self.warnings),
             "shape_differences": list(self.shape_differences),
             "only_in_base": list(self.only_in_base),
@@ -225,7 +270,7 @@ def _rate_cell(t: tuple[float, float, float | None], unit: str) -> str:
 
 
 _VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant change",
-                 NOT_COMPARABLE: "not comparable"}
+                 NOT_COMPARABLE: "not comparable", "inconclusive": "inconclusive", "not judged": "not judged"}
 
 
 def _method_line(c: Comparison) -> str:
@@ -236,6 +281,10 @@ def _method_line(c: Comparison) -> str:
 def _render_text(c: Comparison) -> str:
     out = [f"base:      {c.base_dir}", f"candidate: {c.candidate_dir}", _method_line(c)]
     out += [f"warning: {w}" for w in c.warnings]
+    if c.verdicts is not None:  # what changed beyond noise leads, then the inconclusive figures
+        lines = c.verdicts.lines()
+        rest = next(i for i, line in enumerate(lines) if line.startswith("same or not judged ("))
+        out += lines[:rest] + [lines[rest].removesuffix(":") + ": in the tables below"]
     if c.only_in_base or c.only_in_candidate:
         out.append(f"scopes only in base: {', '.join(c.only_in_base) or '-'}; "
                    f"only in candidate: {', '.join(c.only_in_candidate) or '-'}")
@@ -249,20 +298,32 @@ def _render_text(c: Comparison) -> str:
                 label = "p99.9" if k == "p999" else k
                 out.append(f"    {label:<30}{fmt_cell(m.base[k]):>12} "
                            f"{fmt_cell(m.candidate[k]):>12} {fmt_cell(d) if d is not None else '':>12} {_pct(r):>8}")
-            why = f"  ({'; '.join(m.reasons)})" if m.reasons else ""
-            out.append(f"    verdict: {_VERDICT_TEXT[m.verdict]}{why}")
+            figs = c.figure_verdicts(m.scope, m.metric)
+            if figs:  # one sentence per judged figure
+                out += [f"    {f.name.rsplit('.', 1)[1]}: {f.judged.reason}" for f in figs]
+            else:
+                why = f"  ({'; '.join(m.reasons)})" if m.reasons else ""
+                out.append(f"    verdict: {_VERDICT_TEXT[m.verdict]}{why}")
         rates = [r for r in c.rates if r.scope == scope]
         if rates:
             out.append("  rates")
             for rc in rates:
                 rel = rel_change(rc.base[2], rc.candidate[2])
+                v = c.metric_verdict(rc.scope, rc.name, rc.verdict)
                 out.append(f"    {rc.name:<34} {_rate_cell(rc.base, rc.unit):>22} -> {_rate_cell(rc.candidate, rc.unit):<22}"
-                           f" {_pct(rel):>8}  {_VERDICT_TEXT[rc.verdict]} ({rc.method}, p = {rc.p_value:.2g})")
+                           f" {_pct(rel):>8}  {_VERDICT_TEXT.get(v, v)} ({rc.method}, p = {rc.p_value:.2g})")
     from ._capacity_table import capacity_compare_lines
 
     out += capacity_compare_lines(c.capacity)
     worse = c.any_worse
     out.append("")
+    if c.verdicts is not None:
+        head = c.verdicts.headline()
+        if (c.capacity or {}).get("verdict") == "worse" and not head.startswith("compare: WORSE"):
+            rest = head.removeprefix("compare: ")
+            head = "compare: WORSE: capacity" + ("" if rest.startswith("nothing to judge") else f"; {rest}")
+        out.append(head + _untrusted(c))
+        return "\n".join(out) + "\n"
     out.append("compare: " + ("WORSE: " + ", ".join(
         [f"{m.scope} {m.metric}" for m in c.metrics if m.verdict == "worse"]
         + [f"{r.scope} {r.name}" for r in c.rates if r.verdict == "worse"]
@@ -289,24 +350,33 @@ def _md_cell(m: MetricComparison, k: str) -> str:
 
 
 _MD_VERDICT = {"better": "✅ better", "worse": "❌ worse", "same": "no significant change",
-               NOT_COMPARABLE: "⚪ not comparable"}
+               NOT_COMPARABLE: "⚪ not comparable", "inconclusive": "⚠️ inconclusive", "not judged": "⚪ not judged"}
 
 
 def _render_markdown(c: Comparison) -> str:
     out = [f"### hopbench compare: `{c.base_dir}` → `{c.candidate_dir}`", "", _method_line(c), ""]
     out += [f"> ⚠️ {w}" for w in c.warnings]
+    if c.verdicts is not None:  # what changed beyond noise leads, then the inconclusive figures
+        from ._noise import BETTER, INCONCLUSIVE, WORSE
+
+        out += ["", f"**{c.verdicts.headline()}**", ""]
+        for title, figs in (("Changed beyond noise", c.verdicts.of(WORSE, BETTER)),
+                            ("Inconclusive", c.verdicts.of(INCONCLUSIVE))):
+            out += [f"{title} ({len(figs)}):", ""] + [f"- {f.line()}" for f in figs] + ([""] if figs else [])
     for scope in c.scopes():
         out += ["", f"#### {scope}", "",
                 "| metric | verdict | count | p50 | p90 | p99 | p99.9 | max |",
                 "|---|---|---|---|---|---|---|---|"]
         for m in (m for m in c.metrics if m.scope == scope):
             cells = " | ".join(_md_cell(m, k) for k in SHOWN_STATS)
-            out.append(f"| {m.metric} ({m.unit}) | {_MD_VERDICT[m.verdict]} | {cells} |")
+            v = c.metric_verdict(m.scope, m.metric, m.verdict)
+            out.append(f"| {m.metric} ({m.unit}) | {_MD_VERDICT[v]} | {cells} |")
         rates = [r for r in c.rates if r.scope == scope]
         if rates:
             out += ["", "| rate | verdict | base | candidate | change | test |", "|---|---|---|---|---|---|"]
             for r in rates:
-                out.append(f"| {r.name} | {_MD_VERDICT[r.verdict]} | {_rate_cell(r.base, r.unit)} | "
+                out.append(f"| {r.name} | {_MD_VERDICT[c.metric_verdict(r.scope, r.name, r.verdict)]} | "
+                           f"{_rate_cell(r.base, r.unit)} | "
                            f"{_rate_cell(r.candidate, r.unit)} | {_pct(rel_change(r.base[2], r.candidate[2]))} | "
                            f"{r.method}, p = {r.p_value:.2g} |")
     from ._capacity_table import capacity_compare_lines

@@ -10,9 +10,13 @@ any folder takes milliseconds. User documentation: docs/gate.md.
 
 Invariants:
 
+* Every budget and run check ends in a verdict weighed against the run's
+  measured noise (:mod:`hopbench.views._verdicts`: pass, fail, inconclusive,
+  not judged), one sentence each; the text leads with the runner's state.
 * Exit codes: 0 every budget held (and the run was complete, not saturated,
-  and held the load it asked for); 1 a budget breached, an inconclusive
-  budget that must not pass, or a failed run check; 2 bad input
+  and held the load it asked for); 1 a budget breached beyond the run's noise or
+  a failed run check; 5 inconclusive (a breach within the noise, too few
+  samples, a saturated run or a load not held, not allowed to pass); 2 bad input
   (``ProfileError``/``ResultsError``/``UsageError``, naming the file, line
   and key), including a baseline whose load shape differs from the run's
   (the rule is compare's, :func:`hopbench.views._load_shape.shape_differences`) unless
@@ -27,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import xml.etree.ElementTree as ET
@@ -295,7 +300,7 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
             bad input) or ``"inconclusive"`` (e.g. at the end of ``hopbench run``).
 
     Returns:
-        GateReport (``.passed``, ``.exit_code`` 0 or 1, ``.render(fmt)``).
+        GateReport (``.passed``, ``.exit_code`` 0, 1 or 5, ``.verdicts``, ``.render(fmt)``).
 
     Raises:
         ProfileError: a malformed budget (file:line: key), a scenario the run
@@ -339,7 +344,7 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
     if any(b.rate == "interruption_rate" for b in budgets):
         warnings += _interruption_note(summary)
     name = summary.get("name")
-    return GateReport(
+    report = GateReport(
         name=name if isinstance(name, str) else None,
         results_dir=None if results_dir is None else str(results_dir),
         source=str(t.doc.path) if t.doc and t.doc.path else source,
@@ -349,6 +354,10 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         measured_source=measured_src,
         warnings=tuple(warnings),
     )
+    from ._verdicts import judge_gate  # the verdicts weighed against the run's noise (docs/gate.md)
+
+    verdicts = judge_gate(report, summary, results_dir=results_dir, baseline=baseline, baseline_dir=baseline_dir)
+    return dataclasses.replace(report, verdicts=verdicts)
 
 
 # -- report --------------------------------------------------------------------
@@ -373,7 +382,8 @@ def _limit_display(r: BudgetResult) -> str:
     return f"{b.op} {_fmt(r.limit, b)} ({b.limit_text.removeprefix(b.op).strip()})"
 
 
-_MARK = {"held": "PASS", "breached": "FAIL", "inconclusive": "????"}
+_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "not judged": "NOT JUDGED"}
+_MD_MARK = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive", "not judged": "⚪ not judged"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +400,9 @@ class GateReport:
         measured_source: where ``measured_s`` came from.
         warnings: what the verdict should be read with, e.g. a baseline of
             another load shape used with ``force``; possibly empty.
+        verdicts: the budgets' and checks' verdicts weighed against the run's noise
+            (:class:`hopbench.views._verdicts.GateVerdicts`); None only for a report
+            built by hand, which is then judged by its statuses alone.
     """
 
     name: str | None
@@ -400,16 +413,35 @@ class GateReport:
     measured_s: float | None = None
     measured_source: str = field(default="unknown")
     warnings: tuple[str, ...] = ()
+    verdicts: Any = None
 
     @property
     def passed(self) -> bool:
-        """True when every budget passed and every run check passed."""
+        """True when the gate's verdict is ``pass`` (every budget and run check passed or may pass)."""
+        if self.verdicts is not None:
+            return bool(self.verdicts.verdict == "pass")
         return all(r.passed for r in self.results) and all(c.passed for c in self.checks)
 
     @property
     def exit_code(self) -> int:
-        """0 when passed, else 1."""
+        """0 pass, 1 fail, 5 inconclusive (:mod:`hopbench._exit`)."""
+        if self.verdicts is not None:
+            return int(self.verdicts.exit_code)
         return EXIT_OK if self.passed else EXIT_BREACH
+
+    def _verdict_of(self, i: int) -> tuple[str, str]:
+        """(verdict, sentence with n and p) of budget ``i``."""
+        if self.verdicts is None:
+            r = self.results[i]
+            return {"held": "pass", "breached": "fail"}.get(r.status, "inconclusive"), r.reason
+        _, j, ok = self.verdicts.budgets[i]
+        extra = " (passes: inconclusive = \"pass\")" if j.verdict == "inconclusive" and ok else ""
+        return j.verdict, f"{j.reason}{extra} [n = {j.n_base}]"
+
+    def _check_verdicts(self) -> list[str]:
+        if self.verdicts is None:
+            return ["pass" if c.passed else "fail" for c in self.checks]
+        return [c.verdict for c in self.verdicts.checks]
 
     def _counts(self) -> tuple[int, int, int, int]:
         held = sum(r.status == "held" for r in self.results)
@@ -419,7 +451,10 @@ class GateReport:
         return held, breached, inc, checks
 
     def headline(self) -> str:
-        """One line: ``gate passed: 5 held`` or ``gate FAILED: 1 breached, ...``."""
+        """One sentence: the gate's verdict and its first reason (``gate FAILED: ttft.p50: fail: ...``,
+        ``gate INCONCLUSIVE (exit 5: ...): ...``, ``gate passed: 6 of 6 budgets held``): what ``-q`` prints."""
+        if self.verdicts is not None:
+            return str(self.verdicts.reason())
         held, breached, inc, checks = self._counts()
         parts = [f"{held} held"]
         if breached:
@@ -449,33 +484,36 @@ class GateReport:
 
     def _text(self) -> str:
         lines = [f"warning: {w}" for w in self.warnings]
+        if self.verdicts is not None:
+            lines += [f"runner: {self.verdicts.runner}"] if self.verdicts.runner else []
+            lines += [f"note: {n}" for n in self.verdicts.notes]
         width = max([len(f"{r.budget.scope} {r.budget.key}") for r in self.results]
                     + [len(c.name) for c in self.checks])
-        for c in self.checks:
-            lines.append(f"{'PASS' if c.passed else 'FAIL'}  {c.name:<{width}}  {c.detail}")
-        for r in self.results:
+        for c, v in zip(self.checks, self._check_verdicts()):
+            lines.append(f"{_MARK[v]:<4}  {c.name:<{width}}  {c.detail}")
+        for i, r in enumerate(self.results):
             label = f"{r.budget.scope} {r.budget.key}"
-            tail = f"{r.status}" if r.status != "inconclusive" else f"inconclusive: {r.reason}"
-            mark = _MARK[r.status] if r.status != "inconclusive" else ("pass" if r.passed else "FAIL")
-            lines.append(f"{mark:<4}  {label:<{width}}  {_fmt(r.value, r.budget):>18}  "
-                         f"{_limit_display(r):<28}  n={r.samples:<7} {tail}")
+            v, sentence = self._verdict_of(i)
+            lines.append(f"{_MARK[v]:<4}  {label:<{width}}  {_fmt(r.value, r.budget):>18}  "
+                         f"{_limit_display(r):<28}  {sentence}")
         lines.append(self.headline())
         return "\n".join(lines) + "\n"
 
     def _markdown(self) -> str:
         head = f"### hopbench gate{f': {self.name}' if self.name else ''}: " + (
-            "passed :white_check_mark:" if self.passed else "FAILED :x:")
+            "passed :white_check_mark:" if self.passed else "INCONCLUSIVE :warning:" if self.exit_code == 5
+            else "FAILED :x:")
         out = [head, "", self.headline(), ""]
         out += [f"> warning: {_md(w)}" for w in self.warnings] + ([""] if self.warnings else [])
         out += ["| result | scope | budget | value | limit | samples |",
                "|---|---|---|---|---|---|"]
-        for c in self.checks:
-            out.append(f"| {'✅ pass' if c.passed else '❌ fail'} | | {_md(c.name)} | {_md(c.detail)} | | |")
-        for r in self.results:
-            mark = {"held": "✅ held", "breached": "❌ breached"}.get(
-                r.status, "⚠️ inconclusive" + ("" if r.passed else " (fails)"))
-            out.append(f"| {mark} | {_md(r.budget.scope)} | `{_md(r.budget.key)}` | {_md(_fmt(r.value, r.budget))} "
-                       f"| {_md(_limit_display(r))} | {r.samples} |")
+        out[-2:] = ["| result | scope | budget | value | limit | samples | why |", "|---|---|---|---|---|---|---|"]
+        for c, v in zip(self.checks, self._check_verdicts()):
+            out.append(f"| {_MD_MARK[v]} | | {_md(c.name)} | {_md(c.detail)} | | | |")
+        for i, r in enumerate(self.results):
+            v, sentence = self._verdict_of(i)
+            out.append(f"| {_MD_MARK[v]} | {_md(r.budget.scope)} | `{_md(r.budget.key)}` | "
+                       f"{_md(_fmt(r.value, r.budget))} | {_md(_limit_display(r))} | {r.samples} | {_md(sentence)} |")
         return "\n".join(out) + "\n"
 
     def to_json(self) -> dict[str, Any]:
@@ -488,24 +526,46 @@ class GateReport:
             "exit_code": self.exit_code,
             "measured_s": self.measured_s,
             "measured_source": self.measured_source,
+            "verdict": None if self.verdicts is None else self.verdicts.verdict,
+            "reason": self.headline(),
             "warnings": list(self.warnings),
-            "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in self.checks],
-            "budgets": [_budget_json(r) for r in self.results],
+            "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail, "verdict": v}
+                       for c, v in zip(self.checks, self._check_verdicts())],
+            "budgets": [dict(_budget_json(r), **self._budget_verdict_json(i)) for i, r in enumerate(self.results)],
+            "noise": None if self.verdicts is None else {"runner": self.verdicts.runner, "alpha": self.verdicts.alpha,
+                                                         "notes": list(self.verdicts.notes)},
         }
+
+    def _budget_verdict_json(self, i: int) -> dict[str, Any]:
+        """A budget's verdict fields in the JSON (docs/gate.md, "Output")."""
+        if self.verdicts is None:
+            return {}
+        _, j, _ = self.verdicts.budgets[i]
+        return {"verdict": j.verdict, "verdict_reason": j.reason, "p_value": j.p_value, "p_adjusted": j.p_adjusted,
+                "effective_n": j.n_base, "noise_floor": _clean(j.floor)}
 
     def _junit(self) -> str:
         cases = len(self.checks) + len(self.results)
-        failures = sum(not c.passed for c in self.checks) + sum(not r.passed for r in self.results)
-        skipped = sum(r.status == "inconclusive" and r.passed for r in self.results)
+        checks = self._check_verdicts()
+        budgets = [self._verdict_of(i)[0] for i in range(len(self.results))]
+        passes = [True] * len(budgets) if self.verdicts is None else [ok for _, _, ok in self.verdicts.budgets]
+        failures = sum(v in ("fail", "inconclusive") for v in checks) + sum(
+            v == "fail" or (v == "inconclusive" and not ok) for v, ok in zip(budgets, passes))
+        skipped = sum(v == "inconclusive" and ok for v, ok in zip(budgets, passes)) + sum(
+            v == "not judged" for v in checks + budgets)
         suites = ET.Element("testsuites", name="hopbench gate", tests=str(cases), failures=str(failures))
         suite = ET.SubElement(suites, "testsuite", name=f"hopbench gate{f' {self.name}' if self.name else ''}",
                               tests=str(cases), failures=str(failures), errors="0", skipped=str(skipped))
-        for c in self.checks:
+        for c, v in zip(self.checks, checks):
             case = ET.SubElement(suite, "testcase", classname="hopbench.gate.run", name=c.name)
-            if not c.passed:
-                ET.SubElement(case, "failure", message=c.detail, type="run_check").text = c.detail
-        for r in self.results:
-            _junit_case(suite, r)
+            if v in ("fail", "inconclusive"):
+                ET.SubElement(case, "failure", message=c.detail,
+                              type="run_check" if v == "fail" else "inconclusive").text = c.detail
+            elif v == "not judged":
+                ET.SubElement(case, "skipped", message=c.detail)
+        for i, r in enumerate(self.results):
+            v, sentence = self._verdict_of(i)
+            _junit_case(suite, r, v, sentence, passes[i])
         if self.warnings:
             ET.SubElement(suite, "system-err").text = "\n".join(f"warning: {w}" for w in self.warnings)
         ET.indent(suites)
@@ -528,20 +588,22 @@ def _budget_json(r: BudgetResult) -> dict[str, Any]:
     }
 
 
-def _junit_case(suite: ET.Element, r: BudgetResult) -> None:
-    """One budget's JUnit test case in ``suite``: a failure when breached or an
-    inconclusive that fails, skipped when an inconclusive passes."""
+def _junit_case(suite: ET.Element, r: BudgetResult, verdict: str, sentence: str, passes: bool) -> None:
+    """One budget's JUnit test case in ``suite``: a failure when it fails or is
+    inconclusive and may not pass, skipped when an inconclusive passes or it is not judged."""
     b = r.budget
     case = ET.SubElement(suite, "testcase", classname=f"hopbench.gate.{b.scope}",
                          name=f"{b.key} {b.limit_text}")
-    text = f"{b.scope} {b.key} = {_fmt(r.value, b)}; limit {_limit_display(r)}; samples {r.samples}"
-    if r.status == "breached":
-        ET.SubElement(case, "failure", message=r.reason, type="breached").text = text
-    elif r.status == "inconclusive":
-        if r.passed:
-            ET.SubElement(case, "skipped", message=r.reason)
+    text = f"{b.scope} {b.key} = {_fmt(r.value, b)}; limit {_limit_display(r)}; samples {r.samples}; {sentence}"
+    if verdict == "fail":
+        ET.SubElement(case, "failure", message=sentence, type="breached").text = text
+    elif verdict == "inconclusive":
+        if passes:
+            ET.SubElement(case, "skipped", message=sentence)
         else:
-            ET.SubElement(case, "failure", message=r.reason, type="inconclusive").text = text
+            ET.SubElement(case, "failure", message=sentence, type="inconclusive").text = text
+    elif verdict == "not judged":
+        ET.SubElement(case, "skipped", message=sentence)
     ET.SubElement(case, "system-out").text = text
 
 

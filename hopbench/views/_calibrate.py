@@ -1,0 +1,255 @@
+"""Know the floor before gating: this machine's noise per figure, from repeats of one unchanged run.
+
+Role: from N results folders of the same profile against the same unchanged
+target (an A/A calibration: ``hopbench calibrate PROFILE --repeats N``, or
+folders already run), report each figure's noise on this runner and propose a
+``[gate]`` budget for it, with the budget's measured false-alarm rate and the
+smallest change it catches. User documentation: docs/gate.md, "Calibrate first".
+
+How:
+
+* **Noise per figure**: the figure's spread *between* the repeats (their sample
+  standard deviation: what the runner does from run to run, which no single run
+  can see), beside the median of each run's own noise (its standard error from
+  the spread over time, and its client allowance: :mod:`hopbench.views._noise_record`).
+* **Proposed budget**: the one-sided upper (lower, for a figure where higher is
+  better) ``1 - alpha`` prediction bound of the next run's figure:
+  ``mean + t(1 - alpha, N - 1) * sd * sqrt(1 + 1/N)`` (Hahn and Meeker,
+  *Statistical Intervals*, 1991, §4.6), at least two HDR resolutions (0.2 %) from
+  the mean, rounded outward to 3 significant figures; a run of the unchanged
+  target breaches it with probability alpha.
+* **Measured false-alarm rate**: leave-one-out: each repeat judged (by the gate's
+  own rule, :func:`hopbench.views._noise.judge_limits`) against the budget
+  proposed from the others; the count of fails over N.
+* **The client's delay is in the limit.** The repeats' figures include their
+  clients' delay, so the limit does too: the budget records the repeats' median
+  client allowance (``client_included``), and the gate excuses only what a run's
+  client delay exceeds it by.
+* **Smallest change caught**: the budget's distance from the mean plus the
+  gate's noise floor of one run (a t-test on its standard error; its client
+  allowance beyond the calibration's is 0 on a like runner): a regression of at
+  least this fails the gate.
+
+Invariants: reads folders only; needs at least 3 repeats (a spread of two is no
+measurement: :class:`hopbench._errors.UsageError` otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .._errors import UsageError
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS
+from ._noise import FAIL, Limit, Noise, judge_limits, t_isf
+from ._noise_record import RunNoise, metric_hist, read_run_noise, runner_line, stat_value
+
+__all__ = ["DEFAULT_FIGURES", "Calibration", "FigureFloor", "calibrate", "calibrate_command"]
+
+DEFAULT_FIGURES: Final = ("ttft.p50", "ttft.p90", "e2e.p50", "tpot.p50", "itl.p50", "output_tokens_per_s.p50",
+                          "ttfb.p50")
+"""Figures calibrated by default (scope ``all``): the medians and one tail a short run can measure
+(a p99 needs 100 samples per batch: several hundred per run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FigureFloor:
+    """One figure's calibration.
+
+    Attributes:
+        figure: ``<metric>.<stat>`` (scope ``all`` unless ``scope`` says otherwise).
+        scope: the scope.
+        unit: reporting unit.
+        values: the figure in each repeat, in order.
+        between_sd: sample standard deviation between repeats.
+        within_se: median of the repeats' own standard errors (None when unknown).
+        client: median of the repeats' client allowances.
+        op: ``<=`` (lower is better) or ``>=``.
+        limit: the proposed budget's limit.
+        false_alarms: leave-one-out repeats the gate's rule failed against the others' budget.
+        catches: the smallest change (reporting unit, signed the bad way) that fails the gate.
+    """
+
+    figure: str
+    scope: str
+    unit: str
+    values: tuple[float, ...]
+    between_sd: float
+    within_se: float | None
+    client: float
+    op: str
+    limit: float
+    false_alarms: int
+    catches: float
+
+    @property
+    def mean(self) -> float:
+        """Mean over the repeats."""
+        return statistics.fmean(self.values)
+
+    def budget_line(self) -> str:
+        """The TOML line of the proposed budget (its limit, and the client delay the limit already
+        includes: ``client_included``), with its figures in a comment."""
+        unit = self.unit if self.unit == "ms" else ""
+        limit = f'"{self.op} {_round(self.limit, self.op)}{unit}"'
+        value = f"{{ limit = {limit}, client_included = {self.client:.3g} }}" if self.client else limit
+        return (f'"{self.figure}" = {value}'
+                f"   # mean {self.mean:.4g}, between-run sd {self.between_sd:.3g}; false alarms "
+                f"{self.false_alarms}/{len(self.values)} leave-one-out; catches {self.catches:+.3g} {self.unit} "
+                f"({self.catches / self.mean:+.1%})")
+
+
+def _round(v: float, op: str) -> str:
+    """3 significant figures, rounded outward (up for an upper limit, down for a lower one)."""
+    if v == 0:
+        return "0"
+    mag = 10 ** (math.floor(math.log10(abs(v))) - 2)
+    r = (math.ceil(v / mag) if op == "<=" else math.floor(v / mag)) * mag
+    return f"{r:.{max(0, -int(math.floor(math.log10(mag))))}f}"
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """A calibration's figures and how it was made.
+
+    Attributes:
+        folders: the repeats.
+        figures: one :class:`FigureFloor` each.
+        alpha: the budgets' false-alarm rate by design.
+        runners: each repeat's runner line.
+    """
+
+    folders: tuple[str, ...]
+    figures: tuple[FigureFloor, ...]
+    alpha: float
+    runners: tuple[str, ...]
+
+    def render(self) -> str:
+        """Text: the table of floors, then a ``[gate]`` table to paste."""
+        out = [f"calibration: {len(self.folders)} repeats of one unchanged run; budgets at the "
+               f"{1 - self.alpha:.0%} prediction bound (false-alarm rate {self.alpha:g} by design)"]
+        out += [f"  runner {i + 1}: {r or 'unknown'}" for i, r in enumerate(self.runners)]
+        out.append(f"  {'figure':<28}{'mean':>10}{'run-to-run sd':>15}{'in-run se':>11}{'client':>9}"
+                   f"{'budget':>14}{'false alarms':>14}{'catches':>16}")
+        for f in self.figures:
+            se = "-" if f.within_se is None else f"{f.within_se:.3g}"
+            out.append(f"  {f.scope + ' ' + f.figure:<28}{f.mean:>10.4g}{f.between_sd:>15.3g}{se:>11}"
+                       f"{f.client:>9.3g}{f.op + ' ' + _round(f.limit, f.op):>14}"
+                       f"{f'{f.false_alarms}/{len(f.values)}':>14}{f'{f.catches:+.3g} ({f.catches / f.mean:+.1%})':>16}")
+        out += ["", "# proposed budgets (hopbench calibrate): paste into the profile", "[gate]"]
+        out += [f.budget_line() for f in self.figures if f.scope == "all"]
+        for scope in sorted({f.scope for f in self.figures} - {"all"}):
+            out += ["", f"[gate.scenario.{scope}]"] + [f.budget_line() for f in self.figures if f.scope == scope]
+        return "\n".join(out) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (docs/gate.md, "Calibrate first")."""
+        return {"folders": list(self.folders), "alpha": self.alpha, "runners": list(self.runners),
+                "figures": [{"scope": f.scope, "figure": f.figure, "unit": f.unit, "values": list(f.values),
+                             "mean": f.mean, "between_sd": f.between_sd, "within_se": f.within_se,
+                             "client": f.client, "op": f.op, "limit": f.limit,
+                             "false_alarms": f.false_alarms, "repeats": len(f.values), "catches": f.catches}
+                            for f in self.figures]}
+
+
+def _value(summary: Mapping[str, Any], scope: str, metric: str, stat: str) -> float | None:
+    scopes = summary.get("scopes")
+    s = scopes.get(scope) if isinstance(scopes, Mapping) else None
+    h: Histogram = metric_hist(s if isinstance(s, Mapping) else {}, metric, f"scopes.{scope}")
+    return stat_value(h, stat)
+
+
+def _bound(values: Sequence[float], alpha: float, upper: bool) -> float:
+    n = len(values)
+    sd = statistics.stdev(values)
+    # never tighter than the histograms' resolution (3 significant figures: 0.1 %), which a
+    # spread of 0 between a few runs only means they fell in one bucket
+    margin = max(t_isf(alpha, n - 1) * sd * math.sqrt(1 + 1 / n), 0.002 * abs(statistics.fmean(values)))
+    return statistics.fmean(values) + (margin if upper else -margin)
+
+
+def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *,
+              figures: Sequence[str] = DEFAULT_FIGURES, scopes: Sequence[str] = ("all",),
+              alpha: float = 0.01) -> Calibration:
+    """Calibrate this runner's noise from repeats of one unchanged run.
+
+    Args:
+        folders: the repeats' results folders (same profile, same target).
+        summaries: their summary.json dicts, in the same order.
+        figures: ``<metric>.<stat>`` figures to calibrate.
+        scopes: the scopes to calibrate them in.
+        alpha: the proposed budgets' designed false-alarm rate (and the gate's level).
+
+    Returns:
+        Calibration; a figure some repeat lacks is left out.
+
+    Raises:
+        UsageError: fewer than 3 repeats, or an unknown figure.
+    """
+    if len(folders) < 3:
+        raise UsageError(f"calibrate: {len(folders)} repeats: at least 3 are needed (a spread of two runs is "
+                         "no measurement; 5 or more make budgets that catch smaller changes)")
+    parsed = []
+    for fig in figures:
+        metric, _, stat = fig.partition(".")
+        if metric not in METRICS or not stat:
+            raise UsageError(f"calibrate: unknown figure {fig!r}: expected <metric>.<stat>, e.g. ttft.p50 "
+                             f"(metrics: {', '.join(METRICS)})")
+        parsed.append((fig, metric, stat))
+    tags = [f"{s}.{m}" for s in scopes for _, m, _ in parsed]
+    noises: list[RunNoise] = [read_run_noise(f, s, tags) for f, s in zip(folders, summaries)]
+    out = []
+    for scope in scopes:
+        for fig, metric, stat in parsed:
+            values = [_value(s, scope, metric, stat) for s in summaries]
+            if any(v is None for v in values):
+                continue
+            vs = [float(v) for v in values if v is not None]
+            upper = not METRICS[metric].higher_is_better
+            op = "<=" if upper else ">="
+            runs = [rn.noise(scope, metric, stat) for rn in noises]
+            ses = [n.se for n in runs if n.se is not None]
+            client = statistics.median(n.client for n in runs)
+            limit = _bound(vs, alpha, upper)
+            alarms = 0
+            for i in range(len(vs)):
+                others = vs[:i] + vs[i + 1:]
+                lim = _bound(others, alpha, upper) if len(others) >= 2 else limit
+                (j,) = judge_limits([Limit(vs[i], lim, op, METRICS[metric].unit, runs[i], 10**9, 0, upper)], alpha)
+                alarms += j.verdict == FAIL
+            typical = Noise(statistics.median(ses) if ses else None, int(statistics.median(n.batches for n in runs)),
+                            client)
+            floor = 0.0  # a like runner's client delay is in the limit already (client_included)
+            if typical.se is not None:
+                floor += t_isf(alpha, max(typical.batches - 1, 1)) * typical.se
+            mean = statistics.fmean(vs)
+            catches = (limit - mean + floor) if upper else -(mean - limit + floor)
+            out.append(FigureFloor(fig, scope, METRICS[metric].unit, tuple(vs), statistics.stdev(vs),
+                                   statistics.median(ses) if ses else None, client, op, limit, alarms, catches))
+    return Calibration(tuple(str(f) for f in folders), tuple(out), alpha,
+                       tuple(runner_line(s) for s in summaries))
+
+
+def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] = DEFAULT_FIGURES,
+                      scopes: Sequence[str] = ("all",), alpha: float = 0.01) -> Calibration:
+    """``hopbench calibrate``: read the repeats' folders and calibrate (:func:`calibrate`).
+
+    Raises:
+        UsageError: fewer than 3 folders, an unknown figure, ``alpha`` outside (0, 0.5).
+        ResultsError: a folder that cannot be read.
+    """
+    from ..driver._results import read_summary
+
+    if not 0 < alpha < 0.5:
+        raise UsageError(f"--alpha: expected a number between 0 and 0.5, got {alpha}")
+    if len(folders) < 3:
+        raise UsageError(f"calibrate: {len(folders)} repeats: at least 3 are needed (a spread of two runs is "
+                         "no measurement; 5 or more make budgets that catch smaller changes)")
+    summaries = [read_summary(f) for f in folders]
+    return calibrate([f if f.is_dir() else f.parent for f in folders], summaries, figures=figures,
+                     scopes=scopes, alpha=alpha)

@@ -1,0 +1,295 @@
+"""Tests for hopbench.views._noise_record and hopbench.views._verdicts: a run's noise read from its
+folder, and compare's figures judged against it, on real runs of the embedded emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hopbench._errors import ResultsError
+from hopbench.config._profile import parse_profile
+from hopbench.driver._results import read_summary
+from hopbench.driver._single import run_profile
+from hopbench.views._compare import compare_command
+from hopbench.views._noise import INCONCLUSIVE, NOT_JUDGED, SAME, WORSE
+from hopbench.views._noise_record import read_intervals, read_run_noise, runner_line
+from hopbench.views._verdicts import judge_comparison
+
+_PROFILE = """
+[run]
+name = "noise"
+requests = 240
+seed = 1
+interval_s = 0.25
+
+[load]
+concurrency = 16
+
+[target]
+embedded = true
+
+[emulator]
+ttft_ms = {ttft_ms}
+ttft_jitter_ms = 10
+tokens_per_s = 200
+output_tokens = 16
+seed = 7
+
+[[scenario]]
+name = "chat"
+protocol = "chat"
+model = "gpt-emu"
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three runs of one config (TTFT 100 ms) and one with TTFT raised by 40 % (140 ms)."""
+    tmp = tmp_path_factory.mktemp("verdicts")
+    out = {}
+    for name, ttft_ms in (("base", 100), ("again", 100), ("third", 100), ("slower", 140)):
+        text = _PROFILE.replace("{ttft_ms}", str(ttft_ms))
+        outcome = run_profile(parse_profile(text, tmp / f"{name}.toml"), out_dir=tmp / name)
+        assert outcome.complete
+        out[name] = tmp / name
+    return out
+
+
+def _judge(a: Path, b: Path):  # type: ignore[no-untyped-def]
+    c = compare_command(a, b)
+    return judge_comparison(c, read_summary(a), read_summary(b), base_dir=a, cand_dir=b)
+
+
+def test_noise_record_reads_spread_and_client_allowance(runs: dict[str, Path]) -> None:
+    s = read_summary(runs["base"])
+    rn = read_run_noise(runs["base"], s, ["all.ttft", "all.itl"])
+    n = rn.noise("all", "ttft", "p50")
+    assert n.se is not None and n.se > 0 and n.batches >= 3
+    lag = s["scopes"]["all"]["metrics"]["loop_lag"]
+    # a median takes the lag's mean, a tail the lag's same tail
+    assert n.client == pytest.approx(lag["mean"]) and n.client_source == "its loop lag mean"
+    assert rn.noise("all", "ttft", "p99").client == pytest.approx(lag["p99"])
+    # tokens / e2e: the lag as a share of e2e
+    tps = rn.noise("all", "output_tokens_per_s", "p50")
+    m = s["scopes"]["all"]["metrics"]
+    assert tps.client == pytest.approx(m["output_tokens_per_s"]["p50"] * lag["mean"] / m["e2e"]["p50"])
+    # the intervals' counts add up to the measured samples (no warm-up here)
+    assert sum(h.count for h in rn.intervals["all.ttft"]) == s["scopes"]["all"]["metrics"]["ttft"]["count"]
+    assert "loop lag p99" in runner_line(s)
+
+
+def test_noise_record_prefers_the_error_bound_when_recorded(runs: dict[str, Path]) -> None:
+    s = read_summary(runs["base"])
+    s["scopes"]["all"]["metrics"]["ttft"]["error_bound_ms"] = {"p50": 0.25, "p90": 0.5, "p99": 1.0, "p999": 2.0}
+    rn = read_run_noise(runs["base"], s, ["all.ttft"])
+    assert rn.noise("all", "ttft", "p99").client == 1.0
+    assert rn.noise("all", "ttft", "p99").client_source == "the client's error bound at p99"
+    assert rn.noise("all", "loop_lag", "p50").client == 0.0  # the client itself: no allowance
+
+
+def test_noise_record_without_log_has_unknown_spread(tmp_path: Path, runs: dict[str, Path]) -> None:
+    s = read_summary(runs["base"])
+    rn = read_run_noise(None, s, ["all.ttft"])
+    # a summary.json alone: its figures taken as measured (standard error 0), and said so
+    assert rn.noise("all", "ttft", "p50").se == 0.0 and "no intervals.hlog" in rn.hlog_note
+
+
+def test_read_intervals_names_a_malformed_line(tmp_path: Path, runs: dict[str, Path]) -> None:
+    lines = (runs["base"] / "intervals.hlog").read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("Tag=all.ttft,"))
+    lines[first] = "Tag=all.ttft,0.000,oops"
+    bad = tmp_path / "intervals.hlog"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ResultsError, match=rf"intervals.hlog:{first + 1}: malformed interval line"):
+        read_intervals(bad, ["all.ttft"])
+
+
+def test_same_config_twice_is_not_worse(runs: dict[str, Path]) -> None:
+    v = _judge(runs["base"], runs["again"])
+    assert v.verdict != WORSE, v.lines()
+    assert v.headline().startswith(("compare: same", "compare: INCONCLUSIVE", "compare: better"))
+    ttft = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p50")
+    assert ttft.verdict in (SAME, INCONCLUSIVE)
+    assert ttft.judged.n_base == ttft.judged.n_cand == 240
+
+
+def test_ttft_raised_forty_percent_is_worse_beyond_noise(runs: dict[str, Path]) -> None:
+    v = _judge(runs["base"], runs["slower"])
+    ttft = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p50")
+    saturated = [k for k in ("base", "slower") if read_summary(runs[k])["saturated"]]
+    if saturated:  # a shared test machine: neighbours can saturate a run, whose floor is then its lag p99
+        assert ttft.verdict == WORSE or (ttft.verdict == INCONCLUSIVE and "of a saturated load generator"
+                                         in ttft.line()), ttft.line()
+        return
+    assert ttft.verdict == WORSE, ttft.line()
+    assert ttft.line().startswith("all ttft.p50: worse: +")
+    assert "beyond the noise floor of" in ttft.line() and "p(samples) = " in ttft.line()
+    assert v.headline().startswith("compare: WORSE beyond noise: ")
+    assert v.exit_code(fail_on_worse=True) == 1 and v.exit_code(fail_on_worse=False) == 0
+    # changed figures lead the report, before the inconclusive and the rest
+    lines = v.lines()
+    assert lines.index("changed beyond noise (" + str(len(v.of(WORSE, "better"))) + "):") < \
+        next(i for i, line in enumerate(lines) if line.startswith("inconclusive ("))
+    data = v.to_json()
+    fig = next(f for f in data["figures"] if f["scope"] == "all" and f["figure"] == "ttft.p50")
+    assert fig["verdict"] == "worse" and fig["p_adjusted"] < 0.01 and fig["n_base"] == 240
+    assert data["method"] == "holm"
+
+
+def test_itl_counts_streams_not_gaps(runs: dict[str, Path]) -> None:
+    v = _judge(runs["base"], runs["again"])
+    itl = next(f for f in v.figures if f.scope == "all" and f.name == "itl.p50")
+    gaps = read_summary(runs["base"])["scopes"]["all"]["metrics"]["itl"]["count"]
+    assert gaps > 240 * 10
+    assert itl.judged.n_base == 240  # streams, not the gaps
+
+
+def test_tails_a_short_run_cannot_have_are_not_judged(runs: dict[str, Path]) -> None:
+    v = _judge(runs["base"], runs["again"])
+    p99 = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p99")
+    assert p99.verdict == NOT_JUDGED and "too few samples" in p99.judged.reason
+
+
+# -- gate ------------------------------------------------------------------------------
+
+
+def _gate(folder: Path, table: dict[str, object]):  # type: ignore[no-untyped-def]
+    from hopbench.views._gate import evaluate_gate
+    from hopbench.views._verdicts import judge_gate
+
+    s = read_summary(folder)
+    return judge_gate(evaluate_gate(s, table, results_dir=folder), s, results_dir=folder)
+
+
+def test_gate_exact_breach_fails_and_holds_pass(runs: dict[str, Path]) -> None:
+    v = _gate(runs["base"], {"ttft.count": ">= 1000", "ttft.p50": "<= 10s", "error_rate": "<= 1%"})
+    assert [j.verdict for _, j, _ in v.budgets] == ["fail", "pass", "pass"]
+    assert v.verdict == "fail" and v.exit_code == 1
+    assert v.reason() == "gate FAILED: ttft.count: fail: 240 >= 1000 is breached by 760 (exact: no noise to weigh it by)"
+
+
+def test_gate_load_not_judged_is_never_pass(runs: dict[str, Path]) -> None:
+    v = _gate(runs["base"], {"ttft.p50": "<= 10s", "allow_saturated": True})
+    held = next(c for c in v.checks if c.name == "run.load_held")
+    assert held.verdict == "not judged"  # a run bounded by run.requests: its load is not judged
+    assert any(line.startswith("NOT JUDGED    run.load_held") for line in v.lines())
+    assert v.verdict == "pass" and v.exit_code == 0
+    assert v.reason() == "gate passed: 1 held"
+
+
+def test_gate_breach_within_the_runs_noise_is_inconclusive_exit_5(runs: dict[str, Path]) -> None:
+    s = read_summary(runs["base"])
+    p50 = s["scopes"]["all"]["metrics"]["ttft"]["p50"]
+    # 0.1 us under the measured p50: breached, but by far less than the client's own delay
+    v = _gate(runs["base"], {"ttft.p50": f"<= {p50 - 0.0001:.6f}ms", "allow_saturated": True})
+    (_, j, _), = v.budgets
+    assert j.verdict == "inconclusive" and "within the run's noise" in j.reason, j.reason
+    assert v.exit_code == 5 and v.reason().startswith("gate INCONCLUSIVE (exit 5: retry on a quieter runner)")
+    # inconclusive = "pass" lets it pass
+    v = _gate(runs["base"], {"ttft.p50": {"limit": f"<= {p50 - 0.0001:.6f}ms", "inconclusive": "pass"},
+                             "allow_saturated": True})
+    assert v.exit_code == 0
+
+
+def test_gate_itl_budget_counts_streams(runs: dict[str, Path]) -> None:
+    v = _gate(runs["base"], {"itl.p50": "<= 10s", "allow_saturated": True})
+    (_, j, _), = v.budgets
+    assert j.n_base == 240
+
+
+# -- calibrate --------------------------------------------------------------------------
+
+
+def test_calibrate_proposes_budgets_with_measured_false_alarms(runs: dict[str, Path]) -> None:
+    from hopbench.config._gate_spec import parse_budgets
+    from hopbench._toml import parse_toml
+    from hopbench.views._calibrate import calibrate
+
+    folders = [runs["base"], runs["again"], runs["third"]]
+    cal = calibrate(folders, [read_summary(f) for f in folders], figures=("ttft.p50", "output_tokens_per_s.p50"))
+    ttft, tps = cal.figures
+    assert ttft.op == "<=" and ttft.limit > max(ttft.values) and ttft.false_alarms <= 1
+    assert tps.op == ">=" and tps.limit < min(tps.values)
+    assert ttft.catches > 0 > tps.catches
+    text = cal.render()
+    assert "false alarms" in text and "[gate]" in text
+    toml = "\n".join(line for line in text.splitlines() if line.startswith(("[gate", '"')))
+    budgets, _ = parse_budgets(parse_toml(toml, Path("calibrated.toml")).root().table("gate"))
+    assert [b.key for b in budgets] == ["ttft.p50", "output_tokens_per_s.p50"]
+    data = cal.to_json()
+    assert data["figures"][0]["repeats"] == 3 and data["alpha"] == 0.01
+
+
+def test_calibrate_needs_three_repeats(runs: dict[str, Path]) -> None:
+    from hopbench._errors import UsageError
+    from hopbench.views._calibrate import calibrate
+
+    with pytest.raises(UsageError, match="2 repeats: at least 3 are needed"):
+        calibrate([runs["base"], runs["again"]], [read_summary(runs["base"])] * 2)
+
+
+def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path]) -> None:
+    from hopbench.views._gate import evaluate_gate
+    from hopbench.views._noise import Noise
+    from hopbench.views._noise_record import RunNoise
+    from hopbench.views._verdicts import judge_gate
+
+    s = read_summary(runs["base"])
+    p50 = s["scopes"]["all"]["metrics"]["ttft"]["p50"]
+    verdicts = []
+    for included in (0.0, 9.0):
+        rn = RunNoise("base", {}, s)
+        rn._cache[("all", "ttft", "p50")] = Noise(0.5, 12, 10.0, "its loop lag mean")  # 10 ms of client delay
+        table = {"ttft.p50": {"limit": f"<= {p50 - 5:.3f}ms", "client_included": included}, "allow_saturated": True}
+        v = judge_gate(evaluate_gate(s, table, results_dir=runs["base"]), s, run_noise=rn)
+        verdicts.append(v.budgets[0][1])
+    # breached by 5 ms: the run's 10 ms of client delay could explain it; with 9 ms of it in the
+    # limit already, the limit moves up by the 1 ms more this run had, and 4 ms is 8 standard errors
+    assert verdicts[0].verdict == "inconclusive"
+    assert verdicts[1].verdict == "fail" and " ms is breached by 4 ms, beyond" in verdicts[1].reason
+    # a quieter client than the calibration's: the limit stays (never tighter)
+    rn = RunNoise("base", {}, s)
+    rn._cache[("all", "ttft", "p50")] = Noise(0.5, 12, 1.0, "its loop lag mean")
+    table = {"ttft.p50": {"limit": f"<= {p50 + 3:.3f}ms", "client_included": 8.0}, "allow_saturated": True}
+    j = judge_gate(evaluate_gate(s, table, results_dir=runs["base"]), s, run_noise=rn).budgets[0][1]
+    assert j.verdict == "pass", j.reason
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def test_cli_calibrate_prints_budgets_and_refuses_two_repeats(runs: dict[str, Path],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from hopbench.cli import main
+
+    dirs = [str(runs[k]) for k in ("base", "again", "third")]
+    assert main(["calibrate", *dirs, "--figure", "ttft.p50"]) == 0
+    out = capsys.readouterr().out
+    assert "[gate]" in out and '"ttft.p50" = ' in out and "false alarms" in out
+    assert main(["calibrate", *dirs[:2]]) == 2
+    assert "at least 3 are needed" in capsys.readouterr().err
+    assert main(["calibrate", *dirs, "--figure", "ttfx.p50"]) == 2
+    assert "unknown figure 'ttfx.p50'" in capsys.readouterr().err
+
+
+def test_cli_compare_fail_on_worse_exit_codes(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from hopbench.cli import main
+
+    code = main(["compare", str(runs["base"]), str(runs["slower"]), "--fail-on-worse", "--metric", "ttft"])
+    out = capsys.readouterr().out
+    last = out.strip().splitlines()[-1]
+    assert (code, last.split(":")[1].split()[0]) in ((1, "WORSE"), (5, "INCONCLUSIVE")), out
+
+
+def test_run_quiet_prints_the_gates_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hopbench.cli import main
+
+    prof = tmp_path / "q.toml"
+    prof.write_text('[run]\nname = "q"\nrequests = 6\n[load]\nconcurrency = 2\n[target]\nembedded = true\n'
+                    '[emulator]\nttft_ms = 1\ntokens_per_s = 2000\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n'
+                    '[gate]\n"ttft.count" = ">= 1000"\n', encoding="utf-8")
+    assert main(["run", str(prof), "--out", str(tmp_path / "r"), "-q"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "gate FAILED: ttft.count: fail: 6 >= 1000 is breached by 994 (exact: no noise to weigh it by)"
+    assert out[1] == f"results: {tmp_path / 'r'}"
