@@ -24,7 +24,7 @@ def _samples(n: int, seed: int = 1) -> list[int]:
 def test_metrics_table_units_and_ranges() -> None:
     expected = {
         "ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
-        "keepalive_interval", "max_silence", "queue_delay", "schedule_lag", "loop_lag",
+        "keepalive_interval", "max_silence", "queue_delay", "schedule_lag", "loop_lag", "client_read_lag",
         "ttft_from_send", "e2e_from_send", "connect_wait", "tail", "cancel_delay", "request_write",
         # gateway overhead (docs/gateway-overhead.md)
         "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",

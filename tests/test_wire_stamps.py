@@ -1,0 +1,199 @@
+"""Times from the wire: the meter's stamps, their error bounds, the percentile error
+bounds and the rule that marks a figure (pure: synthetic stamps, no clock, no sockets)."""
+
+from __future__ import annotations
+
+import random
+
+from hopbench.measure._error_bound import (ERROR_MIN_NS, ERROR_SHARE, error_bound_warnings, error_bounds,
+                                           uncertain)
+from hopbench.measure._hdr import Histogram
+from hopbench.measure._meter import StreamMeter, measure
+from hopbench.measure._recorder import ALL, Recorder, Snapshot
+from hopbench.measure._sinks import record_stream
+from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, StreamEnd, StreamResult
+
+_BUDGET_NS = 12_000_000_000
+_MS = 1_000_000
+
+
+class _Bounds:
+    def __init__(self) -> None:
+        self.got: list[tuple[str, int, int, int]] = []
+
+    def __call__(self, metric: str, value: int, below: int, above: int) -> None:
+        self.got.append((metric, value, below, above))
+
+
+def _token(m: StreamMeter, stamp: int, first: bool = False) -> None:
+    obs = [FirstToken("text"), FirstContentToken("text")] if first else []
+    m.on_observations(stamp, [*obs, ContentDelta("text", 1)])
+
+
+def test_meter_kernel_stamp_is_the_event_time_not_the_read() -> None:
+    m = StreamMeter(start_ns=0, sent_ns=0)
+    assert m.on_headers(90 * _MS, rx_ns=10 * _MS) == 10 * _MS  # the head's bytes arrived at 10 ms
+    # read 30 ms late (a busy loop): the first token is stamped when it reached the socket
+    w = m.on_read(130 * _MS, lag_ns=30 * _MS, rx_ns=100 * _MS)
+    assert w == 100 * _MS
+    _token(m, w, first=True)
+    w = m.on_read(121 * _MS + 30 * _MS, lag_ns=30 * _MS, rx_ns=120 * _MS)
+    _token(m, w)
+    m.on_observations(w, [StreamEnd("completed")])
+    r = measure(m, 160 * _MS, "completed", "", StreamResult("completed", content_events=2),
+                keepalive_budget_ns=_BUDGET_NS)
+    assert (r.ttfb_ns, r.ttft_ns, r.e2e_ns) == (10 * _MS, 100 * _MS, 120 * _MS)
+    assert r.itl_max_ns == 20 * _MS  # the gap on the wire, not the reads' (21 ms)
+    assert r.bounds == () and (r.items_exact, r.items_bounded) == (2, 0)
+
+
+def test_meter_earlier_events_of_one_read_are_bounded_by_the_previous_read() -> None:
+    bounds = _Bounds()
+    m = StreamMeter(start_ns=0, sent_ns=0, bounds=bounds)
+    m.on_headers(10 * _MS, rx_ns=10 * _MS)
+    w = m.on_read(41 * _MS, rx_ns=40 * _MS)  # one event: exact
+    _token(m, w, first=True)
+    # three events in one read (the client was late): only the last one's bytes carry the stamp
+    w = m.on_read(100 * _MS, lag_ns=35 * _MS, rx_ns=90 * _MS, items=3)
+    _token(m, w)
+    _token(m, w)
+    m.at_last_item()
+    _token(m, w)
+    assert (m.items_exact, m.items_bounded) == (2, 2)
+    # each earlier event arrived between 40 ms (the previous read's stamp) and 90 ms
+    assert bounds.got == [("itl", 50 * _MS, 50 * _MS, 0), ("itl", 0, 50 * _MS, 50 * _MS),
+                          ("itl", 0, 0, 50 * _MS)]
+
+
+def test_meter_without_kernel_stamps_the_loop_time_is_bounded_by_the_client_lag() -> None:
+    bounds = _Bounds()
+    m = StreamMeter(start_ns=0, sent_ns=0, bounds=bounds)
+    m.on_headers(10 * _MS, lag_ns=2 * _MS)
+    w = m.on_read(50 * _MS, lag_ns=4 * _MS)  # httpx's transport, TLS: no kernel stamp
+    assert w == 50 * _MS
+    _token(m, w, first=True)
+    w = m.on_read(52 * _MS, lag_ns=30 * _MS)  # the lag is more than the time since the last read
+    _token(m, w)
+    m.on_observations(w, [StreamEnd("completed")])
+    r = measure(m, 60 * _MS, "completed", "", StreamResult("completed", content_events=2),
+                keepalive_budget_ns=_BUDGET_NS)
+    assert ("ttfb", 10 * _MS, 2 * _MS, 0) in r.bounds
+    assert ("ttft", 50 * _MS, 4 * _MS, 0) in r.bounds
+    assert ("e2e", 52 * _MS, 2 * _MS, 0) in r.bounds  # at most back to the previous read's stamp
+    assert bounds.got == [("itl", 2 * _MS, 2 * _MS, 4 * _MS)]
+    assert (r.items_exact, r.items_bounded) == (0, 2)  # loop times are never exact
+
+
+def test_meter_a_read_that_ends_inside_an_event_stamps_none_exactly() -> None:
+    m = StreamMeter(start_ns=0, sent_ns=0)
+    m.on_headers(10 * _MS, rx_ns=10 * _MS)
+    w = m.on_read(30 * _MS, rx_ns=25 * _MS, tail=False)  # the event's bytes and part of the next
+    _token(m, w, first=True)
+    assert m.first_token_bound_ns == 15 * _MS and (m.items_exact, m.items_bounded) == (0, 1)
+
+
+def test_meter_kernel_stamp_is_kept_between_the_previous_stamp_and_the_read() -> None:
+    m = StreamMeter(start_ns=0, sent_ns=5 * _MS)
+    assert m.on_headers(10 * _MS, rx_ns=1 * _MS) == 5 * _MS  # not before the send
+    assert m.on_read(20 * _MS, rx_ns=25 * _MS) == 20 * _MS  # not after the read
+
+
+def test_meter_records_the_client_read_lag_of_every_read() -> None:
+    rec = Recorder(["s"])
+    m = StreamMeter(start_ns=0, sent_ns=0, sink=rec.sink("s"))
+    m.on_headers(1 * _MS)
+    for i, lag in enumerate((0, 3 * _MS, 7 * _MS)):
+        m.on_read((i + 2) * 10 * _MS, lag_ns=lag)
+    h = rec.snapshot().histogram("s", "client_read_lag")
+    assert h.count == 3 and 6.99 * _MS <= h.max <= 7.01 * _MS
+
+
+def _brute(values: list[tuple[int, int, int]], p: float) -> tuple[int, int]:
+    """The p-th percentile of the lower and of the upper bounds, by sorting (nearest rank)."""
+    n = len(values)
+    k = max(int(p * n / 100 + 0.5), 1) - 1
+    lows = sorted(v - b for v, b, _ in values)
+    highs = sorted(v + a for v, _, a in values)
+    return lows[k], highs[k]
+
+
+def test_error_bounds_hold_the_true_percentile_between_them() -> None:
+    rnd = random.Random(36)
+    rec = Recorder(["s"])
+    samples: list[tuple[int, int, int]] = []
+    for _ in range(5_000):
+        v = rnd.randint(1 * _MS, 40 * _MS)
+        below = rnd.choice((0, 0, 0, rnd.randint(0, 20 * _MS)))
+        above = rnd.choice((0, 0, rnd.randint(0, 5 * _MS)))
+        rec.record("s", "event_delay", v)
+        if below or above:
+            rec.record_bound("s", "event_delay", v, below, above)
+        samples.append((v, below, above))
+    snap = Snapshot.from_json(rec.snapshot().to_json())  # as a worker ships it
+    reported = snap.histogram("s", "event_delay")
+    eb = error_bounds("event_delay", reported, snap.scopes["s"].bounds)
+    for key, p in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9)):
+        lo, hi = _brute(samples, p)
+        rep = reported.percentile(p)
+        want = max(rep - lo, hi - rep) / _MS
+        assert abs(eb[key] - want) <= 0.002 * max(rep, hi) / _MS + 0.001, (key, eb[key], want)
+    # "all" holds the same bounds; exact samples alone have none
+    assert error_bounds("event_delay", snap.histogram(ALL, "event_delay"), snap.scopes[ALL].bounds) == eb
+    exact = Recorder(["s"])
+    exact.record("s", "itl", 5 * _MS)
+    s2 = exact.snapshot()
+    assert error_bounds("itl", s2.histogram("s", "itl"), s2.scopes["s"].bounds) == {
+        "p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 0.0}
+    assert error_bounds("itl", Histogram("itl"), {}) == {}
+
+
+def test_bound_histograms_merge_across_workers() -> None:
+    a, b = Recorder(["s"]), Recorder(["s"])
+    for rec, v in ((a, 10 * _MS), (b, 30 * _MS)):
+        rec.record("s", "ttft", v)
+        rec.bound_sink("s")("ttft", v, 8 * _MS, 0)
+    merged = Snapshot.merge([a.snapshot(), b.snapshot()])
+    assert Histogram.decode("ttft", merged.scopes["s"].bounds["ttft~lo"]).count == 2
+    eb = error_bounds("ttft", merged.histogram("s", "ttft"), merged.scopes["s"].bounds)
+    assert 7.9 <= eb["p99"] <= 8.1
+
+
+def test_record_stream_keeps_the_bounds_of_a_streams_figures() -> None:
+    rec = Recorder(["s"])
+    m = StreamMeter(start_ns=0, sent_ns=0, sink=rec.sink("s"), bounds=rec.bound_sink("s"))
+    m.on_headers(10 * _MS, rx_ns=10 * _MS)
+    w = m.on_read(60 * _MS, rx_ns=50 * _MS, items=3)  # the whole answer in one read
+    _token(m, w, first=True)
+    _token(m, w)
+    m.at_last_item()
+    m.on_observations(w, [StreamEnd("completed")])
+    r = measure(m, 61 * _MS, "completed", "", StreamResult("completed", content_events=2),
+                keepalive_budget_ns=_BUDGET_NS)
+    record_stream(rec, "s", r)
+    snap = rec.snapshot()
+    assert snap.counter("s", "wire.items_exact") == 1 and snap.counter("s", "wire.items_bounded") == 2
+    eb = error_bounds("ttft", snap.histogram("s", "ttft"), snap.scopes["s"].bounds)
+    assert 39.9 <= eb["p50"] <= 40.1  # the first token came between the head (10 ms) and 50 ms
+    e2e = error_bounds("e2e", snap.histogram("s", "e2e"), snap.scopes["s"].bounds)
+    assert e2e["p50"] == 0.0  # the terminal event was the read's last bytes
+
+
+def test_uncertain_needs_both_the_share_and_the_floor() -> None:
+    assert ERROR_SHARE == 0.10 and ERROR_MIN_NS == 1 * _MS
+    stats = {"p50": 3.6, "p90": 5.0, "p99": 25.5, "p999": 0.5,
+             "error_bound_ms": {"p50": 0.2, "p90": 1.2, "p99": 21.8, "p999": 0.4}}
+    # p50: under 1 ms; p90: over 1 ms and over 10 %; p99 too; p999: 80 % but under 1 ms
+    assert uncertain(stats) == [("p90", 5.0, 1.2), ("p99", 25.5, 21.8)]
+    assert uncertain({"p50": 5000.0, "error_bound_ms": {"p50": 20.0}}) == []  # 20 ms on 5 s: 0.4 %
+    assert uncertain({"p50": 3.0}) == []
+
+
+def test_error_bound_warnings_name_the_figure_the_bound_and_the_cure() -> None:
+    metrics = {"event_delay": {"p50": 3.6, "p90": 5.0, "p99": 25.5, "p999": 30.0,
+                               "error_bound_ms": {"p50": 0.1, "p90": 0.2, "p99": 21.8, "p999": 26.0}},
+               "ttft": {"p50": 100.0, "p90": 101.0, "p99": 120.0, "p999": 130.0,
+                        "error_bound_ms": {"p50": 0.0, "p90": 0.0, "p99": 0.5, "p999": 3.0}}}
+    w = error_bound_warnings(metrics, scope="chat")
+    assert len(w) == 1
+    assert "chat event_delay p999 30.000 ms" in w[0] and "+-26.000 ms" in w[0] and "also p99" in w[0]
+    assert "--workers" in w[0] and "quieter machine" in w[0]
