@@ -197,3 +197,45 @@ def test_error_bound_warnings_name_the_figure_the_bound_and_the_cure() -> None:
     assert len(w) == 1
     assert "chat event_delay p999 30.000 ms" in w[0] and "+-26.000 ms" in w[0] and "also p99" in w[0]
     assert "--workers" in w[0] and "quieter machine" in w[0]
+
+
+# -- the burst rule with kernel stamps on and off (issue 36, item 3) ---------------------------------
+
+def _burst_meter(*, rx: bool, lag_ms: float, head_ms: float = 5, arrived_ms: float = 90,
+                 read_ms: float = 120) -> StreamMeter:
+    """A completed 6-event stream whose events all came in one read at ``read_ms``; with
+    ``rx`` the kernel says its last bytes arrived at ``arrived_ms``."""
+    m = StreamMeter(0, 0)
+    m.on_headers(head_ms * _MS, rx_ns=int(head_ms * _MS) if rx else 0)
+    w = m.on_read(int(read_ms * _MS), lag_ns=int(lag_ms * _MS), rx_ns=int(arrived_ms * _MS) if rx else 0, items=7)
+    _token(m, w, first=True)
+    for _ in range(4):
+        _token(m, w)
+    _token(m, w)
+    m.at_last_item()
+    m.on_observations(w, [StreamEnd("completed")])
+    return m
+
+
+def _verdict(m: StreamMeter) -> tuple[bool, bool, int | None]:
+    r = measure(m, 121 * _MS, "completed", "", StreamResult("completed", content_events=6, events={"text": 6, "reasoning": 0, "tool": 0, "refusal": 0}),
+                keepalive_budget_ns=_BUDGET_NS)
+    return r.proxy_buffering_suspected, r.client_lagged, r.burst_held_ns
+
+
+def test_burst_the_clients_lag_explains_is_client_lagged_with_and_without_kernel_stamps() -> None:
+    # the client's loop served the read 30 ms late: the events piled up in its own socket
+    # (with a kernel stamp its lateness is at least read - arrival; the probe saw 30 ms)
+    for rx in (True, False):
+        assert _verdict(_burst_meter(rx=rx, lag_ms=30)) == (False, True, None), rx
+
+
+def test_burst_held_is_counted_to_its_arrival_on_the_wire() -> None:
+    # an on-time client (lag 0.2 ms): a held burst is flagged, its hold counted to the kernel's
+    # stamp of its arrival (85 ms after the head), not to the read's loop time (115 ms)
+    assert _verdict(_burst_meter(rx=True, lag_ms=0.2)) == (True, False, 85 * _MS)
+    # without kernel stamps: the read's loop time less the client's lag
+    assert _verdict(_burst_meter(rx=False, lag_ms=0.2)) == (True, False, 115 * _MS - 200_000)
+    # a burst that arrived 3 ms after the head (an unpaced origin) is never flagged, though the
+    # read came 100 ms later and the probe missed it: the kernel stamp says when it arrived
+    assert _verdict(_burst_meter(rx=True, lag_ms=0.2, arrived_ms=8, read_ms=108)) == (False, False, None)
