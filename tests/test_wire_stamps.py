@@ -239,3 +239,22 @@ def test_burst_held_is_counted_to_its_arrival_on_the_wire() -> None:
     # a burst that arrived 3 ms after the head (an unpaced origin) is never flagged, though the
     # read came 100 ms later and the probe missed it: the kernel stamp says when it arrived
     assert _verdict(_burst_meter(rx=True, lag_ms=0.2, arrived_ms=8, read_ms=108)) == (False, False, None)
+
+
+def test_scope_error_bounds_lists_each_time_metric_with_its_bounds() -> None:
+    from hopbench.measure._error_bound import scope_error_bounds
+
+    rec = Recorder(["s"])
+    for v in range(1, 101):
+        rec.record("s", "event_delay", v * _MS // 10)  # 0.1 .. 10 ms
+    rec.record_bound("s", "event_delay", 10 * _MS, 9 * _MS, 0)  # the top sample: anywhere from 1 ms
+    rec.record("s", "output_tokens_per_s", 50_000)  # not a time: no bound
+    snap = rec.snapshot().scopes["s"]
+    got = scope_error_bounds(snap.histograms, snap.bounds)
+    assert list(got) == ["event_delay"]
+    e = got["event_delay"]
+    # one sample moved down shifts every rank by at most one: 0.1 ms apart here
+    assert all(0.09 <= e["error_bound_ms"][k] <= 0.11 for k in ("p50", "p90", "p99", "p999"))
+    # p999 of 100 samples is the top one: 10 ms, known only down to the 99th (9.9 ms) once it may be 1 ms
+    assert abs(e["p999"] - 10.0) < 0.01 and abs(e["error_bound_ms"]["p999"] - 0.1) < 0.01
+    assert error_bound_warnings(got) == []  # 0.1 ms: under the 1 ms floor

@@ -33,7 +33,8 @@ from typing import Any, Final
 
 from ._hdr import METRICS, Histogram
 
-__all__ = ["ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings"]
+__all__ = ["ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
+           "scope_error_bounds"]
 
 ERROR_PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
 """The percentiles summary.json gives an ``error_bound_ms`` (the keys of ``Histogram.stats``)."""
@@ -93,6 +94,36 @@ def error_bounds(metric: str, reported: Histogram, bounds: Mapping[str, str]) ->
     p_lo = _percentiles(lows, total)
     p_hi = _percentiles(highs, total)
     return {k: max(p_rep[k] - p_lo[k], p_hi[k] - p_rep[k], 0) / d for k, _ in ERROR_PERCENTILES}
+
+
+def scope_error_bounds(histograms: Mapping[str, str], bounds: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Every time metric of one scope with its percentiles and their error bounds.
+
+    Args:
+        histograms: the scope's encoded histograms (``ScopeSnapshot.histograms``).
+        bounds: its bound histograms (``ScopeSnapshot.bounds``).
+
+    Returns:
+        ``{metric: {"p50", "p90", "p99", "p999": ms, "error_bound_ms": {...}}}``
+        for each time metric (unit ms) with samples, in ``METRICS`` order: what
+        :func:`uncertain` and :func:`error_bound_warnings` read (summary.json's
+        entries hold the same keys).
+
+    Raises:
+        ResultsError: an encoding is not valid for its metric.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for metric, spec in METRICS.items():
+        text = histograms.get(metric)
+        if text is None or spec.unit != "ms":
+            continue
+        h = Histogram.decode(metric, text)
+        if not h.count:
+            continue
+        entry: dict[str, Any] = {k: h.percentile(p) / spec.divisor for k, p in ERROR_PERCENTILES}
+        entry["error_bound_ms"] = error_bounds(metric, h, bounds)
+        out[metric] = entry
+    return out
 
 
 def uncertain(stats: Mapping[str, Any]) -> list[tuple[str, float, float]]:
