@@ -60,7 +60,7 @@ def gen(out: Path, intervals: int, seed: int = 1) -> None:
     from hopbench.config._profile import parse_profile
     from hopbench.measure._recorder import ALL, IntervalSnapshot, ScopeSnapshot, Snapshot
     from hopbench.driver._results import ResultsWriter
-    from hopbench.driver._single import base_meta, mark_started
+    from hopbench.driver._common import base_meta, mark_started
 
     rng = random.Random(seed)
     profile = parse_profile(

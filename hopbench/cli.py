@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
 from ._exit import (
@@ -45,7 +45,10 @@ from ._exit import (
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .driver._single import RunOutcome
+    from rich.console import Console
+
+    from .config._profile import Profile
+    from .driver._common import RunOutcome
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
            "EXIT_TERMINATED", "build_parser", "main"]
@@ -60,6 +63,10 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+#: the subcommands' parsers (``build_parser``'s ``add_subparsers``)
+_Subparsers: TypeAlias = "argparse._SubParsersAction[_Parser]"
 
 
 def _port(text: str) -> int:
@@ -90,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hopbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
+    for add in (_add_run, _add_search, _add_validate, _add_serve, _add_gate, _add_compare, _add_report,
+                _add_export):
+        add(sub)
+    return p
+
+
+def _add_run(sub: _Subparsers) -> None:
+    """``hopbench run PROFILE``: run a profile into a results folder."""
     r = sub.add_parser("run", help="run a load profile and write a results folder",
                        description="Run a TOML load profile against a gateway (or the built-in "
                        "emulator when the profile's target is embedded) and write results/<name>-<UTC time>/.")
@@ -115,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "docs/gateway-overhead.md)")
     r.set_defaults(handler=_run, parser=r)
 
+
+def _add_search(sub: _Subparsers) -> None:
+    """``hopbench search PROFILE``: the profile's ``[search]`` for the highest load held."""
     se = sub.add_parser("search", help="find the highest load the gateway holds within its [slo] (the profile's [search])",
                         description="Run the profile's [search]: probes of growing load, then bisection, "
                         "each judged by its [slo] good fraction (Wilson lower bound >= target), the load held "
@@ -133,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--no-gate", action="store_true", help="do not apply the profile's [gate] budgets at the end")
     se.set_defaults(handler=_search, parser=se)
 
+
+def _add_validate(sub: _Subparsers) -> None:
+    """``hopbench validate PROFILE...``: check profiles without load."""
     v = sub.add_parser("validate", help="check a profile without sending load",
                        description="Validate profiles (every key, the [emulator] and [gate] tables, "
                        "prompt files, environment variables); print 'PATH: ok' for each valid one; "
@@ -140,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("profile", type=Path, nargs="+")
     v.set_defaults(handler=_validate, parser=v)
 
+
+def _add_serve(sub: _Subparsers) -> None:
+    """``hopbench serve``: the built-in gateway emulator."""
     s = sub.add_parser("serve", help="run the built-in gateway emulator (hopbench serve --help)",
                        description="Run the built-in HopBase-style gateway emulator (docs/emulator.md).")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -152,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
     s.set_defaults(handler=_serve, parser=s)
 
+
+def _add_gate(sub: _Subparsers) -> None:
+    """``hopbench gate RESULTS_DIR``: hold a results folder to budgets."""
     g = sub.add_parser("gate", help="hold a results folder to budgets: exit 1 on a breach (hopbench gate --help)",
                        description="Hold a results folder to budgets: the profile's [gate] table "
                                    "(recorded in summary.json) or --budget FILE. See docs/gate.md.",
@@ -177,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="use a --baseline whose load shape differs from the run's (as hopbench compare --force)")
     g.set_defaults(handler=_gate, parser=g)
 
+
+def _add_compare(sub: _Subparsers) -> None:
+    """``hopbench compare BASE_DIR CAND_DIR``: two results folders, with statistics."""
     from .views._compare import ALPHA, MIN_ABS_MS, MIN_EFFECT  # the defaults live with the statistics
 
     c = sub.add_parser("compare", help="compare two results folders with statistics (hopbench compare --help)",
@@ -198,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare runs whose load shapes differ, or a run that did not complete (partial)")
     c.set_defaults(handler=_compare, parser=c)
 
+
+def _add_report(sub: _Subparsers) -> None:
+    """``hopbench report RESULTS_DIR``: (re)build report.html."""
     rep = sub.add_parser("report", help="(re)build report.html for a results folder (hopbench report --help)",
                          description="(Re)generate report.html for a results folder: one self-contained page "
                                      "(opens offline) with percentile spectra, latency and throughput over time, "
@@ -209,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where to write (default RESULTS_DIR/report.html)")
     rep.set_defaults(handler=_report, parser=rep)
 
+
+def _add_export(sub: _Subparsers) -> None:
+    """``hopbench export RESULTS_DIR``: figures and streams as csv / jsonl / parquet."""
     ex = sub.add_parser("export", help="write a results folder's figures and streams as csv / jsonl / parquet",
                         description="Export a results folder's summary figures (summary.<ext>, one row per "
                                     "figure) and per-stream records (streams.<ext>) for notebooks and BI tools. "
@@ -218,7 +254,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="csv (default), jsonl, or parquet (needs: pip install 'hopbench[parquet]')")
     ex.add_argument("--out", type=Path, metavar="DIR", help="where to write (default RESULTS_DIR/export)")
     ex.set_defaults(handler=_export, parser=ex)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -408,56 +443,29 @@ def validate_command(profiles: Sequence[Path]) -> int:
     return EXIT_OK
 
 
-def run_command(profile_path: Path, *, out: Path | None = None, results_root: Path = Path("results"),
-                target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
-                workers: int | None = None, engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
-                no_report: bool = False, no_gate: bool = False, metrics_port: int | None = None,
-                require_search: bool = False, upstream_record: Path | None = None) -> int:
-    """``hopbench run``: run a profile, write its results folder, report.html, the
-    terminal summary and the gate's verdict.
+def profile_overrides(profile: Profile, source: Path, *, target_url: str | None = None, workers: int | None = None,
+                      engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
+                      upstream_record: Path | None = None, require_search: bool = False) -> Profile:
+    """The profile with the command line's flags applied (pure: no run, no I/O).
 
     Args:
-        profile_path: the profile (TOML).
-        out: the results folder (None: ``results_root/<name>-<UTC timestamp>``).
-        results_root: where result folders are created.
-        target_url: overrides ``target.url``.
-        quiet: no progress lines and no summary table.
-        no_progress: no progress lines.
-        workers: overrides ``run.workers`` (>= 1).
-        engine: ``"local"`` or ``"ray"``: overrides ``run.engine``.
-        ray_address: the Ray cluster for ``engine="ray"``.
-        no_report: do not write report.html.
-        no_gate: do not apply the profile's ``[gate]``.
-        metrics_port: serve live figures on 127.0.0.1 (overrides ``run.metrics_port``;
-            hopbench.observe._live_metrics); a port that cannot be bound is bad input (exit 2, no load).
-        require_search: ``hopbench search``: the profile must have a ``[search]`` table.
-            A profile with ``[[stage]]`` or ``[search]`` runs its stages (hopbench.driver._stages)
-            into one folder, with the latency-vs-load table after the summary.
-        upstream_record: ``--upstream-record``: sets or overrides ``[upstream] record``
-            (refused beside ``[upstream] listen``; hopbench.config._upstream_spec.record_override).
+        profile: the profile as loaded; source: its path (for messages).
+        target_url, workers, engine, ray_address, upstream_record, require_search: as
+            for :func:`run_command` (None / False: the profile's own).
 
     Returns:
-        The exit code: the gate's (0 or 1) after a complete run; 2 when the
-        target was unreachable; 3 after a crash; 4 when no stream completed or
-        the target was lost mid-run; 130 / 143 when interrupted.
+        the profile to run.
 
     Raises:
-        ProfileError / UsageError: bad input, before any load.
-        HopbenchError: hopbench failed before the run started.
+        UsageError: a flag that is invalid or that the profile cannot take (checked in
+            this order: no ``[search]`` for ``hopbench search``, ``--target-url``,
+            ``--workers``, ``--ray-address`` without Ray, ``--upstream-record``, then
+            the combinations ``[[arm]]`` and ``[upstream]`` refuse).
     """
     import dataclasses
-    from contextlib import ExitStack
-    from functools import partial
 
-    from rich.console import Console
-
-    from .config._profile import load_profile
-    from .driver._single import default_out_dir, run_profile
-    from .views._summary_table import render_summary
-
-    profile = load_profile(profile_path)
     if require_search and profile.search is None:
-        raise UsageError(f"{profile_path}: no [search] table: hopbench search needs one (docs/slo.md)")
+        raise UsageError(f"{source}: no [search] table: hopbench search needs one (docs/slo.md)")
     if target_url:
         from .config._profile import check_base_url
 
@@ -498,8 +506,105 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     if profile.upstream is not None and profile.arms:
         raise UsageError("[upstream] (gateway overhead) and [[arm]] tables cannot be combined yet: "
                          "measure one gateway per run")
-    console = Console(stderr=False)
-    err = Console(stderr=True)
+    return profile
+
+
+def run_command(profile_path: Path, *, out: Path | None = None, results_root: Path = Path("results"),
+                target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
+                workers: int | None = None, engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
+                no_report: bool = False, no_gate: bool = False, metrics_port: int | None = None,
+                require_search: bool = False, upstream_record: Path | None = None) -> int:
+    """``hopbench run``: run a profile, write its results folder, report.html, the
+    terminal summary and the gate's verdict.
+
+    Args:
+        profile_path: the profile (TOML).
+        out: the results folder (None: ``results_root/<name>-<UTC timestamp>``).
+        results_root: where result folders are created.
+        target_url: overrides ``target.url``.
+        quiet: no progress lines and no summary table.
+        no_progress: no progress lines.
+        workers: overrides ``run.workers`` (>= 1).
+        engine: ``"local"`` or ``"ray"``: overrides ``run.engine``.
+        ray_address: the Ray cluster for ``engine="ray"``.
+        no_report: do not write report.html.
+        no_gate: do not apply the profile's ``[gate]``.
+        metrics_port: serve live figures on 127.0.0.1 (overrides ``run.metrics_port``;
+            hopbench.observe._live_metrics); a port that cannot be bound is bad input (exit 2, no load).
+        require_search: ``hopbench search``: the profile must have a ``[search]`` table.
+            A profile with ``[[stage]]`` or ``[search]`` runs its stages (hopbench.driver._stages)
+            into one folder, with the latency-vs-load table after the summary.
+        upstream_record: ``--upstream-record``: sets or overrides ``[upstream] record``
+            (refused beside ``[upstream] listen``; hopbench.config._upstream_spec.record_override).
+
+    Returns:
+        The exit code: the gate's (0 or 1) after a complete run; 2 when the
+        target was unreachable; 3 after a crash; 4 when no stream completed or
+        the target was lost mid-run; 130 / 143 when interrupted.
+
+    Raises:
+        ProfileError / UsageError: bad input, before any load.
+        HopbenchError: hopbench failed before the run started.
+    """
+    from rich.console import Console
+
+    from .config._profile import load_profile
+    from .views._after_run import after_run
+
+    profile = profile_overrides(load_profile(profile_path), profile_path, target_url=target_url, workers=workers,
+                                engine=engine, ray_address=ray_address, upstream_record=upstream_record,
+                                require_search=require_search)
+    console, err = Console(stderr=False), Console(stderr=True)
+    outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
+                                      no_progress=no_progress, ray_address=ray_address, no_report=no_report,
+                                      metrics_port=metrics_port)
+    gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
+                          staged=_staged(profile))
+    return _run_exit_code(profile, outcome, summary, gate_exit, err)
+
+
+def _staged(profile: Profile) -> bool:
+    """A ``[[stage]]`` or ``[search]`` run: one run per stage into one folder (docs/slo.md)."""
+    return bool(profile.stages) or profile.search is not None
+
+
+def _one_run(profile: Profile, ray_address: str | None) -> Callable[..., RunOutcome]:
+    """The driver that runs ``profile``: Ray, local worker processes, or this process.
+
+    Raises:
+        UsageError: Ray is asked for and not installed (before anything starts).
+    """
+    if profile.run.engine == "ray":
+        from functools import partial
+
+        from .driver._ray import import_ray, run_profile_ray
+
+        import_ray()  # a missing Ray is a usage error before anything starts
+        return partial(run_profile_ray, address=ray_address)
+    if profile.run.workers > 1:
+        from .driver._workers import run_profile_workers
+
+        return run_profile_workers
+    from .driver._single import run_profile
+
+    return run_profile
+
+
+def _run_and_write(profile: Profile, profile_path: Path, err: Console, *, out: Path | None, results_root: Path,
+                   quiet: bool, no_progress: bool, ray_address: str | None, no_report: bool,
+                   metrics_port: int | None) -> tuple[RunOutcome, dict[str, Any]]:
+    """The driver's run with its progress and live metrics, then what the results folder
+    gains after it: the A/B arms' differences and report.html.
+
+    Returns:
+        (the run's outcome, its summary with ``arm_differences`` when added).
+
+    Raises:
+        UsageError: a live-metrics port that cannot be bound, a missing Ray (before any load).
+        ResultsError / HopbenchError: as the driver raises them.
+    """
+    from .driver._common import default_out_dir
+
     out = out or default_out_dir(profile, results_root)
     if not quiet:
         err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
@@ -515,19 +620,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
             err.print(f"hopbench: {plan_line}", markup=False, highlight=False, soft_wrap=True)
         if plan_warning:
             err.print(f"hopbench: warning: {plan_warning}", markup=False, highlight=False, soft_wrap=True)
-    if profile.run.engine == "ray":
-        from .driver._ray import import_ray, run_profile_ray
-
-        import_ray()  # a missing Ray is a usage error before anything starts
-        runner: Callable[..., RunOutcome] = partial(run_profile_ray, address=ray_address)
-    elif profile.run.workers > 1:
-        from .driver._workers import run_profile_workers
-
-        runner = run_profile_workers
-    else:
-        runner = run_profile
-    staged = bool(profile.stages) or profile.search is not None
-    if staged:  # one run per stage into one folder (docs/slo.md); progress: a line per stage
+    runner = _one_run(profile, ray_address)
+    if _staged(profile):  # one run per stage into one folder (docs/slo.md); progress: a line per stage
         from .driver._stages import run_search, run_stages
 
         stage_lines = not (quiet or no_progress)  # a staged run's progress: its line per stage
@@ -542,6 +636,16 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
             return drive(p, out_dir, one_run, on_line=say)
 
         no_progress = True
+    outcome = _run_live(profile, runner, out, err, quiet=quiet, no_progress=no_progress, metrics_port=metrics_port)
+    return outcome, _write_after(profile, outcome, err, no_report=no_report)
+
+
+def _run_live(profile: Profile, runner: Callable[..., RunOutcome], out: Path, err: Console, *, quiet: bool,
+              no_progress: bool, metrics_port: int | None) -> RunOutcome:
+    """``runner(profile, out_dir=out, progress=...)`` with signals raising ``Interrupted``,
+    the live progress and the live metrics (bound before any load)."""
+    from contextlib import ExitStack
+
     with ExitStack() as stack:
         stack.enter_context(_signals_interrupt())
         progress: Callable[..., None] | None = None
@@ -563,7 +667,16 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                     cb(*args)
 
             progress = fan_out
-        outcome = runner(profile, out_dir=out, progress=progress)
+        return runner(profile, out_dir=out, progress=progress)
+
+
+def _write_after(profile: Profile, outcome: RunOutcome, err: Console, *, no_report: bool) -> dict[str, Any]:
+    """The A/B arms' differences into the folder, then report.html (skipped after a late
+    signal). Never raises a HopbenchError: each failure is a warning.
+
+    Returns:
+        the summary, with ``arm_differences`` when they were added.
+    """
     summary = outcome.summary
     if profile.arms:  # A/B arms: compare's statistics between the arms (docs/results.md)
         from .views._arm_differences import add_arm_differences
@@ -586,38 +699,16 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         except KeyboardInterrupt as exc:  # the results are written: a late signal only skips the report
             err.print(f"hopbench: {getattr(exc, 'signal_name', 'SIGINT')}: report.html skipped "
                       "(hopbench report DIR writes it)", markup=False, highlight=False, soft_wrap=True)
-    if not quiet:
-        render_summary(summary, console)
-        if summary.get("arm_differences"):
-            from .views._arm_differences import render_arm_differences
+    return summary
 
-            console.print(render_arm_differences(summary["arm_differences"]), highlight=False,
-                          soft_wrap=True, markup=False)
-        from .views._capacity_table import slo_lines
 
-        for line in slo_lines(summary):  # [slo] (docs/slo.md)
-            console.print(line, highlight=False, soft_wrap=True)
-        if staged:
-            from .views._capacity_table import render_capacity
-
-            render_capacity(summary, console)
-    gate_exit = EXIT_OK
-    if summary.get("gate") and not no_gate:
-        from .views._gate import evaluate_gate
-
-        report = evaluate_gate(summary, results_dir=outcome.out_dir, missing_baseline="inconclusive")
-        if not quiet:
-            console.print(report.render("text"), markup=False, highlight=False, soft_wrap=True)
-        gate_exit = report.exit_code
-        from .driver._results import GATE_NAME, replace_text
-
-        try:  # the verdict beside the results (docs/results.md): `hopbench export` reads it
-            replace_text(outcome.out_dir / GATE_NAME, report.render("json"))
-        except (OSError, ResultsError) as exc:
-            err.print(f"hopbench: warning: {GATE_NAME} not written: {exc}", markup=False, highlight=False,
-                      soft_wrap=True)
-    console.print(f"results: {outcome.out_dir}", markup=False, highlight=False,
-                  soft_wrap=True)  # also with --quiet: where to look (one line: copyable)
+def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any], gate_exit: int,
+                   err: Console) -> int:
+    """The exit code of a finished run, each non-zero one said on stderr (docs/results.md):
+    2 the target was unreachable, 3 hopbench crashed, 4 the target was lost or failed the
+    run (nothing measured or completed, an arm or a scenario that completed nothing, no
+    output, a stage that measured nothing), 130 / 143 interrupted, 1 a search that measured
+    no capacity; else the gate's (``gate_exit``)."""
     reason = summary.get("interrupted_by") or ""
     if reason.startswith("target unreachable"):
         err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
@@ -643,7 +734,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
-    from .driver._finish import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
+    from .driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
 
     failed = failed_arms(summary)
     if failed:  # one arm failed outright: the A/B result means nothing (docs/ab-arms.md)

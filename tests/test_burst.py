@@ -4,7 +4,7 @@ Unit tests on hand-written ground-truth lines (docs/emulator.md) and streams.jso
 lines (hopbench.measure._meter.stream_line); the post-run path from a measured stream to
 summary.json's warning with a fake record; the flagged streams kept in memory
 (FlaggedLog: its bound, a worker's message) and the driver's join of what workers
-ship (hopbench.driver._workers.Merger.join_bursts); runs against the embedded emulator
+ship (hopbench.driver._merge.Merger.join_bursts); runs against the embedded emulator
 (its bursts are the origin's, whatever the machine's load: never a proxy): one
 process, ``hopbench run --workers 2`` (and a worker that dies before its final
 message), ``run.stream_log = false``, and A/B arms each with its own emulator beside
@@ -243,7 +243,7 @@ def test_meter_lines_carry_the_burst_flag_only_on_bursts() -> None:
 
 
 def test_burst_counters_are_defined_in_results_md() -> None:
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "results" / "counters.md").read_text()
     for name in BURST_COUNTERS:
         assert f"| `{name}` |" in doc, name
     # the note for what cannot be re-judged, each of its reasons, and the bound
@@ -295,9 +295,11 @@ def test_run_embedded_bursts_are_the_origins_never_a_proxy(tmp_path: Path) -> No
 # -- the run's judge and the views ------------------------------------------------------------------
 
 def _judge_bursts(target: str, counts: dict[str, int]) -> list[str]:
-    from hopbench.driver._finish import Part, RunCounters, RunEnd, judge
+    from hopbench.driver._judge import judge
+    from hopbench.driver._summary import Part, RunEnd
+    from hopbench.measure._counters import RunCounters
     from hopbench.config._profile import parse_profile
-    from hopbench.driver._single import base_meta
+    from hopbench.driver._common import base_meta
     from hopbench.engine._runner import RunStats
 
     profile = parse_profile(f'[run]\nrequests = 10\n[load]\nconcurrency = 2\n[target]\n{target}\n'
@@ -412,7 +414,8 @@ def test_merger_rejudges_the_workers_bursts_as_one_process_would(tmp_path: Path)
 
     from hopbench.config._profile import parse_profile
     from hopbench.driver._results import ResultsWriter
-    from hopbench.driver._workers import Merger, split_load
+    from hopbench.driver._merge import Merger
+    from hopbench.driver._share import split_load
 
     profile = parse_profile('[run]\nrequests = 30\nworkers = 3\n[load]\nconcurrency = 3\n[target]\nembedded = true\n'
                             '[[scenario]]\nname = "chat"\nprotocol = "chat"\nprompts = ["hi"]\n'

@@ -5,12 +5,13 @@ samples, HTTP errors, stop classes; sessions: per-turn counters; trace: the
 trace block of ``load``, the prompt cache; workloads: lengths; ab-arms: the
 arms; smoke with ``--workers 2``: the workers' detail) and checks that each key of
 summary.json, of a streams.jsonl line and of a timeline.jsonl line is named in
-docs/results.md: as a literal (`` `key` `` or ``"key"``), as a component of a
-dotted name there (`` `load.peak_open` `` names ``peak_open``), or through a
+the results pages (docs/results.md and docs/results/*.md): as a literal
+(`` `key` `` or ``"key"``), as a component of a dotted name there
+(`` `load.peak_open` `` names ``peak_open``), or through a
 pattern (`` `turn.<k>.streams` ``, `` `http_error.<status>` ``,
 `` `tokens.{input,output}` ``, `` `failed.*` ``). The profile as given
 (``profile``, ``resolved_load``) and the gate's budgets are the profile's own
-keys: those are checked against the whole docs/ folder. Where results.md hands a
+keys: those are checked against the whole docs/ folder. Where the results pages hand a
 part over to another doc (``worker_detail``: scaleout.md; the A/B arms'
 comparisons: compare.md) that doc counts too. Scenario, arm and model names
 are the user's.
@@ -31,6 +32,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
+
+
+def results_text() -> str:
+    """The results pages, one text: docs/results.md (the index) and every page of docs/results/."""
+    pages = [DOCS / "results.md", *sorted((DOCS / "results").glob("*.md"))]
+    return "\n".join(page.read_text(encoding="utf-8") for page in pages)
+
 
 # (profile, replacements that shorten it: (old, new) on its text, extra arguments)
 _RUNS: tuple[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]], ...] = (
@@ -84,7 +92,7 @@ def _pattern(token: str) -> re.Pattern[str] | None:
 # where the keys are the user's names (scenarios, arms, models), not fields
 _NAMED = (".scopes", ".warmup", ".profile.emulator.models", ".profile.upstream.models")
 
-# the docs results.md hands a part of summary.json to (each still checked against results.md too)
+# the docs the results pages hand a part of summary.json to (each still checked against them too)
 _DELEGATED = ((".worker_detail", "scaleout.md"), (".arm_differences.pairs[].metrics", "compare.md"),
               (".arm_differences.pairs[].rates", "compare.md"))
 
@@ -138,17 +146,17 @@ def test_the_patterns_read_the_docs_as_written() -> None:
 
 
 def test_every_field_a_run_writes_is_defined_in_the_docs(outputs: list[Path]) -> None:
-    results = DocNames((DOCS / "results.md").read_text(encoding="utf-8"))
-    delegated = {doc: DocNames((DOCS / "results.md").read_text(encoding="utf-8") + "\n"
-                               + (DOCS / doc).read_text(encoding="utf-8")) for _, doc in _DELEGATED}
-    every_doc = DocNames("\n".join(p.read_text(encoding="utf-8") for p in sorted(DOCS.glob("*.md"))))
+    results = DocNames(results_text())
+    delegated = {doc: DocNames(results_text() + "\n" + (DOCS / doc).read_text(encoding="utf-8"))
+                 for _, doc in _DELEGATED}
+    every_doc = DocNames("\n".join(p.read_text(encoding="utf-8") for p in sorted(DOCS.rglob("*.md"))))
     missing: dict[str, str] = {}
     seen = 0
     for out in outputs:
         docs: list[tuple[str, Any]] = [("summary.json", json.loads((out / "summary.json").read_text()))]
         for log in ("streams.jsonl", "timeline.jsonl"):
             if log == "streams.jsonl" and out.name == "smoke":
-                assert not (out / log).exists()  # --workers: no stream log (docs/results.md)
+                assert not (out / log).exists()  # --workers: no stream log (docs/results/folder.md)
                 continue
             lines = (out / log).read_text(encoding="utf-8").splitlines()
             assert lines, f"{out.name}: {log} is empty"
@@ -164,7 +172,7 @@ def test_every_field_a_run_writes_is_defined_in_the_docs(outputs: list[Path]) ->
                 if not known:
                     missing.setdefault(f"{file}: {path}.{key}".replace(": .", ": "), out.name)
     assert seen > 500  # the runs wrote what they should (a test of nothing passes too easily)
-    assert not missing, "not defined in docs/results.md:\n" + "\n".join(
+    assert not missing, "not defined in docs/results.md nor docs/results/:\n" + "\n".join(
         f"  {k}  (from {v})" for k, v in sorted(missing.items()))
 
 
@@ -175,5 +183,5 @@ def test_a_saturation_verdicts_fields_are_defined_in_the_docs() -> None:
     verdict = judge(GeneratorFigures(loop_lag_ns=40_000_000, schedule_lag_ns=0, cpu_mean=0.97, cpu_max=0.99,
                                      run_ns=60_000_000_000)).to_json()
     assert verdict["causes"], verdict
-    results = DocNames((DOCS / "results.md").read_text(encoding="utf-8"))
+    results = DocNames(results_text())
     assert [key for _, key in _keys(verdict) if key not in results] == []

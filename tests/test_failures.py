@@ -101,7 +101,8 @@ def test_failures_all_errors_warn_headline_and_exit_4(tmp_path: Path, hostile_se
 
 
 def test_failures_error_rate_threshold_is_documented_and_applied() -> None:
-    from hopbench.driver._single import ERROR_RATE_WARN, outcome_warnings
+    from hopbench.driver._warnings import outcome_warnings
+    from hopbench.measure._outcomes import ERROR_RATE_WARN
     from hopbench.engine._runner import RunStats
 
     def warns(**counters: int) -> list[str]:
@@ -122,7 +123,7 @@ def test_failures_error_rate_threshold_is_documented_and_applied() -> None:
         "the stop cancelled them (cancelled at once by SIGINT, before run.grace_s ended)")
     broken = warns(started=3, cancelled=2, http_error=1)[0]  # the target had its part
     assert broken.endswith("see error_samples in summary.json for what the target said")
-    doc = (ROOT / "docs" / "results.md").read_text()
+    doc = (ROOT / "docs" / "results" / "counters.md").read_text()
     assert f"{ERROR_RATE_WARN:.0%}" in doc and "nothing completed" in doc
 
 
@@ -361,7 +362,7 @@ async def test_failures_wrong_content_type_is_sampled_for_the_warning() -> None:
     runner, rec = await _run_against("html_200", lambda url: _profile_text(url, "requests = 3"))
     snap = rec.snapshot()
     assert snap.counter(ALL, "anomaly.wrong_content_type") == 3
-    from hopbench.driver._single import outcome_warnings
+    from hopbench.driver._warnings import outcome_warnings
     from hopbench.engine._runner import RunStats
 
     warning = outcome_warnings(snap.scopes[ALL].counters, RunStats())[0]
@@ -428,7 +429,7 @@ def test_failures_fd_exhaustion_is_its_own_outcome(tmp_path: Path, hostile_serve
 
 
 def test_failures_signals_during_final_writes_are_held() -> None:
-    from hopbench.driver._single import hold_signals
+    from hopbench.driver._common import hold_signals
 
     with hold_signals() as got:
         os.kill(os.getpid(), signal.SIGINT)
@@ -499,7 +500,7 @@ def test_failures_second_sigint_is_named_as_what_cancelled_the_streams(tmp_path:
 
 
 def test_failures_interruption_warning_names_what_cancelled() -> None:
-    from hopbench.driver._single import outcome_warnings
+    from hopbench.driver._warnings import outcome_warnings
     from hopbench.engine._runner import RunStats
 
     counters = {"started": 10, "completed": 5, "cancelled": 5}
@@ -605,7 +606,7 @@ def test_failures_cli_overrides_are_validated_like_the_profile(tmp_path: Path, a
 
 def test_failures_compare_resolved_load_shape() -> None:
     from hopbench.views._compare import shape_differences
-    from hopbench.driver._single import base_meta
+    from hopbench.driver._common import base_meta
 
     base = '[run]\nrequests = 1\n[target]\nurl = "http://127.0.0.1:9"\n[load]\n{mode}concurrency = 4\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n'
     a = parse_profile(base.format(mode='mode = "concurrency"\n'), "a.toml", env={})
@@ -647,7 +648,7 @@ def test_failures_terminal_warnings_are_not_repeated() -> None:
 
 def test_failures_saturation_says_what_was_measured() -> None:
     from hopbench._clock import NS_PER_MS
-    from hopbench.driver._single import analyse
+    from hopbench.driver._judge import analyse
     from hopbench.engine._runner import RunStats
 
     profile = parse_profile('[target]\nurl = "http://127.0.0.1:9"\n[run]\nduration_s = 5\n[load]\n'
@@ -738,7 +739,8 @@ def test_failures_one_scenario_that_completes_nothing_warns_and_exits_4(tmp_path
 
 
 def test_failures_a_scenario_cancelled_at_the_stop_is_not_failed_but_one_without_output_is() -> None:
-    from hopbench.driver._finish import analyse, failed_scenarios, scenario_failed
+    from hopbench.driver._judge import analyse
+    from hopbench.driver._warnings import failed_scenarios, scenario_failed
     from hopbench.engine._runner import RunStats
 
     # streams longer than the run: all cancelled at the stop is the run's length, not the target

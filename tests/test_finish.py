@@ -1,4 +1,4 @@
-"""The one finish path (hopbench.driver._finish): counters merge exactly, one judge for one
+"""The one finish path (hopbench.driver._judge): counters merge exactly, one judge for one
 process and for workers, and a real run gives the same summary.json shape both ways."""
 
 from __future__ import annotations
@@ -12,13 +12,18 @@ from typing import Any
 import pytest
 
 from hopbench._errors import ResultsError
-from hopbench.driver._finish import Part, RunCounters, RunEnd, WorkerInfo, judge
+from hopbench.driver._judge import judge
+from hopbench.driver._summary import Part, RunEnd, WorkerInfo
+from hopbench.measure._counters import RunCounters
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
 from hopbench.driver._results import ResultsWriter
-from hopbench.driver._single import base_meta, run_profile
+from hopbench.driver._common import base_meta
+from hopbench.driver._single import run_profile
 from hopbench.engine._runner import RunStats
-from hopbench.driver._workers import Merger, _process_main, _run_local, share_profile, split_load
+from hopbench.driver._merge import Merger
+from hopbench.driver._share import share_profile, split_load
+from hopbench.driver._workers import _process_main, _run_local
 
 _PROFILE = """
 [run]
@@ -203,7 +208,7 @@ def test_merge_saturation_keeps_one_primary_cause_with_advice() -> None:
     """--workers: the merged verdict has one primary cause (the kind most workers named
     primary) with advice; every other kind is secondary, without advice (each worker's
     verdict named its own primary: merged, two kinds came with contradictory advice)."""
-    from hopbench.driver._finish import merge_saturation
+    from hopbench.driver._judge import merge_saturation
 
     def v(*causes: tuple[str, str]) -> dict[str, Any]:
         return {"saturated": True, "symptoms": ["lag"],

@@ -99,7 +99,7 @@ async def test_runner_phases_exact_under_a_fake_clock(autojump_clock: trio.testi
     1.0 streaming, 0.5 closing), a 9 s run: every phase's steady mean is exact, and "in
     flight" counts only what a gateway sees."""
     from hopbench.engine import _runner
-    from hopbench.driver._single import analyse
+    from hopbench.driver._judge import analyse
 
     monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
     _publish_on_the_loop(monkeypatch)
@@ -142,7 +142,7 @@ async def test_runner_open_loop_achieved_rate_counts_requests_sent(
     rate counts the requests written to the target in the window, and max_in_flight
     bounds every stream the client holds."""
     from hopbench.engine import _runner
-    from hopbench.driver._single import analyse
+    from hopbench.driver._judge import analyse
 
     monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
     profile = _fake_profile('mode = "rate"\nrate_rps = 3\narrival = "constant"\nmax_in_flight = 100', 7.9)

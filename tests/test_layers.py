@@ -30,7 +30,7 @@ STAGES: tuple[str, ...] = ("base", "protocols", "measure", "workload", "emulator
 #: The top level's base: the standard library only, below every folder.
 BASE = frozenset({"hopbench._version", "hopbench._errors", "hopbench._exit", "hopbench._units",
                   "hopbench._clock", "hopbench._format", "hopbench._textfile", "hopbench._toml",
-                  "hopbench.sse"})
+                  "hopbench._limits", "hopbench.sse"})
 #: The face: the public package, the command line and the entry points.
 FACE = frozenset({"hopbench", "hopbench.cli", "hopbench.__main__", "hopbench.emulator.__main__"})
 #: At most this many modules a folder (LAYOUT: h11 keeps 11, Locust 18).
@@ -50,9 +50,9 @@ def stage(module: str) -> str:
 PURE = ["hopbench.sse", "hopbench.protocols", "hopbench.measure._meter", "hopbench.measure._recorder", "hopbench.measure._hdr",
         "hopbench._toml", "hopbench._errors", "hopbench.measure._outcomes", "hopbench.config._gate_spec", "hopbench._format",
         "hopbench.measure._inflight", "hopbench.workload._pool", "hopbench.workload._lengths", "hopbench.workload._dataset",
-        "hopbench.workload._cancel", "hopbench.measure._slo", "hopbench.config._slo_spec", "hopbench.measure._digest", "hopbench.driver._finish",
+        "hopbench.workload._cancel", "hopbench.measure._slo", "hopbench.config._slo_spec", "hopbench.measure._digest", "hopbench.driver._summary", "hopbench.driver._judge", "hopbench.driver._warnings",
         "hopbench.measure._counters", "hopbench.workload._trace", "hopbench.workload._sessions",
-        "hopbench.protocols._marker", "hopbench.driver._overhead", "hopbench.measure._burst"]
+        "hopbench.protocols._marker", "hopbench.driver._overhead", "hopbench.driver._alignment", "hopbench.measure._burst"]
 HIGH = ["hopbench.engine._runner", "hopbench.driver._single", "hopbench.cli", "hopbench.engine._transport", "trio", "httpx"]
 # validating a profile must not start the emulator's server stack
 LIGHT = {"hopbench.config._profile": ["uvicorn", "anyio", "httpx", "trio", "hopbench.emulator._serve",

@@ -18,7 +18,8 @@ import trio.testing
 
 from hopbench.engine import _runner
 from hopbench.measure._counters import RunCounters
-from hopbench.driver._finish import LOAD_HELD_FRACTION, Part, RunEnd, WorkerInfo, analyse, judge
+from hopbench.driver._judge import LOAD_HELD_FRACTION, analyse, judge
+from hopbench.driver._summary import Part, RunEnd, WorkerInfo
 from hopbench._format import load_phrase
 from hopbench.views._gate import evaluate_gate
 from hopbench.config._profile import Profile, load_profile
@@ -223,7 +224,7 @@ def test_load_held_trace_at_one_instant_short_of_its_due_is_not_held(tmp_path: P
 
 async def test_load_held_workers_due_adds_up(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from hopbench.driver._workers import share_profile, split_load
+    from hopbench.driver._share import share_profile, split_load
 
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
     profile = _profile(tmp_path, "duration_s = 60\nseed = 4", 'mode = "rate"\nrate_rps = 10\narrival = "poisson"')
@@ -368,7 +369,7 @@ async def test_load_held_open_loop_sessions_count_sessions_not_their_later_turns
 def test_load_held_a_staged_run_warns_of_every_stage_that_did_not_hold(tmp_path: Path) -> None:
     # the terminal, report.html and summary.json's warnings were the stage of record's
     # alone: a middle stage that dropped arrivals was named only by `hopbench gate`
-    from hopbench.driver._single import RunOutcome
+    from hopbench.driver._common import RunOutcome
     from hopbench.driver._stages import run_stages
 
     path = tmp_path / "p.toml"

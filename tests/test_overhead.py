@@ -7,14 +7,12 @@ import json
 import pytest
 
 from hopbench.protocols._marker import find_marker, marked_template, marker_text
+from hopbench.driver._alignment import SILENCE_FLOOR_NS, align_events, silences
 from hopbench.driver._overhead import (
     BUFFER_SPAN_NS,
     ClientStream,
     UpstreamRequest,
-    SILENCE_FLOOR_NS,
-    align_events,
     analyse,
-    silences,
     client_from_line,
     overhead_lines,
     upstream_from_record,

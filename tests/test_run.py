@@ -442,7 +442,7 @@ model = "m"
 
 
 def test_run_emulator_key_and_overload_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hopbench.driver._single import emulator_warnings
+    from hopbench.driver._common import emulator_warnings
 
     monkeypatch.setenv("HOPBENCH_EMU_KEY", "emu-secret-value-123")
     text = """
@@ -648,8 +648,9 @@ def test_run_signal_as_the_folder_hold_ends_still_writes_a_summary(
 
     import hopbench.driver._single as run_mod
     import hopbench.driver._workers as workers_mod
+    from hopbench.driver import _common
     mod = run_mod if engine == "process" else workers_mod
-    real_hold = run_mod.hold_signals
+    real_hold = _common.hold_signals
     fired: list[bool] = []
 
     @contextmanager

@@ -133,7 +133,7 @@ async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
         load: str) -> None:
     # docs/results.md, "Load held": the load's window ends one mean gap after the last
     # arrival was due, not when the 3 s streams still open after it have drained
-    from hopbench.driver._finish import analyse
+    from hopbench.driver._judge import analyse
 
     (tmp_path / "t.jsonl").write_text("".join(
         f'{{"timestamp_ms": {100 * i}, "input_tokens": 4, "output_tokens": 4}}\n' for i in range(5)))
@@ -162,7 +162,7 @@ async def test_runner_clock_worker_share_ends_its_window_one_whole_run_gap_after
     # The run's window ends at 1.0 s (its last arrival plus the whole run's 0.1 s gap), not at
     # 1.1 s (plus the worker's own 0.2 s gap): 10 requests / 1.0 s, the rate asked for
     from hopbench.config._profile import load_profile
-    from hopbench.driver._workers import share_profile, split_load
+    from hopbench.driver._share import share_profile, split_load
 
     monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(1.0,))))
     path = tmp_path / "p.toml"

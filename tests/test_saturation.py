@@ -255,11 +255,11 @@ def test_sample_host_reads_the_counters(tmp_path: Path) -> None:
 
 
 def test_analyse_warns_with_the_cause_and_keeps_the_verdict() -> None:
-    """The run's judgement (hopbench.driver._single.analyse) uses the verdict: a loop late because of
+    """The run's judgement (hopbench.driver._judge.analyse) uses the verdict: a loop late because of
     the collector is flagged, its warning names the pauses, not --workers."""
     from hopbench.config._profile import parse_profile
     from hopbench.measure._recorder import Recorder
-    from hopbench.driver._single import analyse
+    from hopbench.driver._judge import analyse
     from hopbench.engine._runner import RunStats
 
     profile = parse_profile('[target]\nurl = "http://127.0.0.1:9"\n[run]\nduration_s = 60\n[load]\n'

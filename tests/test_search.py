@@ -432,7 +432,7 @@ def test_stages_saturated_message_gives_the_causes_own_advice(tmp_path: Path) ->
     """Plain [[stage]] entries with [slo]: a saturated stage's capacity message (and the
     folder's first warning) carry its primary cause's advice, not a fixed "(--workers)"
     (a fake runner: no load)."""
-    from hopbench.driver._single import RunOutcome
+    from hopbench.driver._common import RunOutcome
     from hopbench.driver._stages import run_stages
 
     profile = parse_profile(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n"
@@ -493,7 +493,7 @@ def test_stage_probe_that_measured_nothing_is_neither_held_nor_failing() -> None
 def test_search_interrupted_in_an_empty_probe_is_not_a_failing_capacity_point(tmp_path: Path) -> None:
     """Ctrl-C 1 s into probe 2 (0 requests): it was "held" and capacity.lowest_failing 24;
     the terminal printed "good fraction None (lower bound -), goodput None req/s"."""
-    from hopbench.driver._single import RunOutcome
+    from hopbench.driver._common import RunOutcome
     from hopbench.driver._stages import run_search
 
     profile = parse_profile(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n"
@@ -569,7 +569,7 @@ protocol = "chat"
 def _fake_runs(monkeypatch: pytest.MonkeyPatch, saturate_at: float, fail_at: float = float("inf")) -> None:
     """Replace the single-run runner: stages at ``saturate_at`` requests/s or more are
     saturated, those at ``fail_at`` or more miss their objectives (no load is offered)."""
-    from hopbench.driver._single import RunOutcome
+    from hopbench.driver._common import RunOutcome
 
     def fake(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
         rate = p.load.rate_rps

@@ -470,7 +470,7 @@ def test_trace_zero_token_note_reaches_summary_json(tmp_path: Path) -> None:
     """The count of 0-token rows is in the run's own record (summary.json's notes), not
     only on the terminal: in one process and in the driver of ``--workers``."""
     from hopbench.driver._single import run_profile
-    from hopbench.driver._workers import build_meta
+    from hopbench.driver._common import build_meta
 
     jsonl, _ = _zero_traces(tmp_path)
     prof = _profile(tmp_path, jsonl.name, load="speedup = 20", target="embedded",

@@ -17,7 +17,9 @@ from hopbench._clock import NS_PER_S
 from hopbench.config._profile import Profile, parse_profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
 from hopbench.driver._results import ResultsWriter
-from hopbench.driver._workers import Merger, WorkerShare, _process_main, _run_local, split_load
+from hopbench.driver._merge import Merger
+from hopbench.driver._share import WorkerShare, split_load
+from hopbench.driver._workers import _process_main, _run_local
 
 _PROFILE = """
 [run]

@@ -605,7 +605,7 @@ def test_workload_length_warnings_say_max_tokens_ignored_and_prompts_cut() -> No
     """Measured against real servers: llmock ignores max_tokens (streams of 30 tokens for
     max_tokens = 20 while others stopped at 8: the mean ratio 0.87 looked like early stops);
     llm-mock-api reports 10 prompt tokens for any prompt (ratio 0.019 for 514 tokens sent)."""
-    from hopbench.driver._finish import length_warnings
+    from hopbench.driver._warnings import length_warnings
 
     ok = _length_counters(10, 5000, 5100, 2000, 1500, 0)  # a chat template adds; EOS stops early
     llmock = _length_counters(36, 5336, 5238, 720, 624, 14)
@@ -805,7 +805,7 @@ def test_workload_dataset_reply_above_the_output_limit_is_refused(tmp_path: Path
 def test_workload_length_warnings_max_tokens_ignored_once_per_run_naming_the_scopes() -> None:
     # breaker: a target that ignores max_tokens for every scenario gave one warning per scope
     # (three scenarios: three "max_tokens not honoured" warnings saying the same thing)
-    from hopbench.driver._finish import OVER_MAX_SCOPES_NAMED, length_warnings
+    from hopbench.driver._warnings import OVER_MAX_SCOPES_NAMED, length_warnings
 
     a = _length_counters(36, 5336, 5238, 720, 624, 14)
     b = _length_counters(10, 1000, 1000, 200, 250, 10)

@@ -24,7 +24,7 @@ Definitions (each value in ns, client stamps minus upstream stamps):
 - ``upstream_silence``, ``injected_keepalive_interval``,
   ``client_silence_in_upstream_silence``: the upstream's silences (gaps over
   ``SILENCE_FLOOR_NS`` between its writes), the gateway's keepalive cadence
-  inside them and the longest client-side silence inside each (:func:`silences`).
+  inside them and the longest client-side silence inside each (``hopbench.driver._alignment.silences``).
 
 Events are also paired by their text (CRC-32 on both sides): events the gateway
 delivered out of the upstream's order are counted ``reordered`` and get no delay.
@@ -44,7 +44,6 @@ Invariants:
 
 from __future__ import annotations
 
-import bisect
 import zlib
 from array import array
 from collections import Counter, defaultdict
@@ -52,19 +51,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._alignment import SILENCE_FLOOR_NS, align_events, silences
+
 __all__ = [
-    "ClientStream", "UpstreamRequest", "EventAlignment", "Overhead", "OVERHEAD_METRICS",
-    "BUFFER_SPAN_NS", "BUFFERED_SHARE", "SILENCE_FLOOR_NS", "Silences", "silences", "align_events", "analyse", "client_from_line", "upstream_from_record",
-    "overhead_lines",
+    "ClientStream", "UpstreamRequest", "Overhead", "OVERHEAD_METRICS", "BUFFER_SPAN_NS", "BUFFERED_SHARE",
+    "analyse", "client_from_line", "upstream_from_record", "overhead_lines",
 ]
 
 #: the histogram metrics this module fills (names of ``hopbench.measure._hdr.METRICS``)
 OVERHEAD_METRICS = ("request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
                     "upstream_silence", "injected_keepalive_interval", "client_silence_in_upstream_silence")
-#: a gap between two upstream writes (events, its own keepalives, the body's first and
-#: final bytes) longer than this is an upstream silence, ns: the emulator's think time
-#: (TTFT) or a slow token; a gateway that keeps its client's connection alive fills it
-SILENCE_FLOOR_NS = 500_000_000
 #: a client read that delivers upstream events written further apart than this
 #: (and than twice the client's own loop lag) held them back, ns; a stream shows a
 #: buffer when at least half of its upstream events came in such reads (one late
@@ -273,234 +269,6 @@ def _event_crcs(rec: Mapping[str, Any], chars: Sequence[int]) -> array[int]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class EventAlignment:
-    """Upstream content events aligned with client content events by order and content.
-
-    Attributes:
-        delays_ns: per delivered upstream event (reordered ones excluded): its
-            write -> the client read that delivered its last character, ns
-            (upstream order).
-        written_ns: the write stamp of each of those events (same length).
-        reads: per client read (distinct stamp) that completed upstream events:
-            (the span of their write times in ns, how many), in read order.
-        merged: upstream events that reached the client inside another's event.
-        split: upstream events the gateway cut into several client events.
-        dropped: upstream events whose characters never fully reached the client.
-        added: client events beyond everything the upstream sent.
-        reordered: upstream events the client got in another order than the
-            upstream wrote them: the fewest events that must move to restore the
-            upstream's order (a swap of two neighbours counts 1). No delay is
-            reported for them.
-    """
-
-    delays_ns: list[int]
-    written_ns: list[int]
-    reads: list[tuple[int, int]]
-    merged: int
-    split: int
-    dropped: int
-    added: int
-    reordered: int = 0
-
-
-def _in_order(js: Sequence[int]) -> list[bool]:
-    """Which entries of ``js`` form one longest strictly increasing subsequence (O(n log n))."""
-    tails: list[int] = []  # the smallest last value of an increasing run of each length
-    tail_at: list[int] = []  # ... and its index in js
-    prev = [-1] * len(js)
-    for i, v in enumerate(js):
-        p = bisect.bisect_left(tails, v)
-        if p == len(tails):
-            tails.append(v)
-            tail_at.append(i)
-        else:
-            tails[p], tail_at[p] = v, i
-        prev[i] = tail_at[p - 1] if p else -1
-    keep = [False] * len(js)
-    i = tail_at[-1] if tail_at else -1
-    while i >= 0:
-        keep[i] = True
-        i = prev[i]
-    return keep
-
-
-def _content_pairs(up_start: Sequence[int], up_crc: Sequence[int], cl_start: Sequence[int],
-                   cl_crc: Sequence[int]) -> dict[int, int]:
-    """Upstream event -> the client event carrying the same text (CRC), one to one.
-
-    First the events in place (same text at the same character offset), then the
-    rest by text in order of appearance. Events with a CRC < 0 (not comparable)
-    are never paired.
-    """
-    at = {(o, h): j for j, (o, h) in enumerate(zip(cl_start, cl_crc)) if h >= 0}
-    pairs: dict[int, int] = {}
-    used: set[int] = set()
-    for k, (o, h) in enumerate(zip(up_start, up_crc)):
-        j = at.get((o, h)) if h >= 0 else None
-        if j is not None and j not in used:
-            pairs[k] = j
-            used.add(j)
-    where: dict[int, list[int]] = defaultdict(list)
-    for j in range(len(cl_crc) - 1, -1, -1):  # reversed: pop() takes the earliest
-        if cl_crc[j] >= 0 and j not in used:
-            where[cl_crc[j]].append(j)
-    for k, h in enumerate(up_crc):
-        if k not in pairs and h >= 0 and where.get(h):
-            pairs[k] = where[h].pop()
-    return pairs
-
-
-def align_events(write_ns: Sequence[int], up_chars: Sequence[int], read_ns: Sequence[int],
-                 cl_chars: Sequence[int], up_crc: Sequence[int] = (),
-                 cl_crc: Sequence[int] = ()) -> EventAlignment:
-    """Align one stream's upstream and client content events by order and content.
-
-    Each side is cut into events; the concatenated content is the same text
-    (code points) when the gateway passes it through. Upstream event k covers
-    characters ``[U(k-1), U(k))`` of it, client event j ``[C(j-1), C(j))``; the
-    client had event k once it read the event holding character ``U(k) - 1``.
-    When the character lists are missing on either side, events are matched one
-    to one by order.
-
-    With each event's text fingerprint on both sides (``up_crc``, ``cl_crc``:
-    CRC-32 of its UTF-8, < 0 for an event not compared), events are also paired
-    by content (:func:`_content_pairs`): a paired event was read with its own
-    client event (wherever the offsets put it), and paired events that the
-    client got out of the upstream's order are ``reordered`` (those outside one
-    longest in-order run: the fewest that moved); they get no delay. Unpaired
-    events (merged, split, dropped) keep the character alignment.
-
-    Args:
-        write_ns: upstream write stamps, one per content event, ns.
-        up_chars: characters of each upstream event (same length, or empty).
-        read_ns: client read stamps, one per content event, ns.
-        cl_chars: characters of each client event (same length, or empty).
-        up_crc: text fingerprint of each upstream event (same length, or empty).
-        cl_crc: text fingerprint of each client event (same length, or empty).
-
-    Returns:
-        EventAlignment. Never raises.
-    """
-    if len(up_chars) != len(write_ns) or len(cl_chars) != len(read_ns):
-        up_chars, cl_chars = [1] * len(write_ns), [1] * len(read_ns)
-    c_end: list[int] = []
-    acc = 0
-    for c in cl_chars:
-        acc += c
-        c_end.append(acc)
-    total_client = acc
-    u_starts: list[int] = []
-    acc = 0
-    for c in up_chars:
-        u_starts.append(acc)
-        acc += max(c, 0)
-    total_up = acc
-    pairs: dict[int, int] = {}
-    reordered: set[int] = set()
-    if up_crc and cl_crc and len(up_crc) == len(write_ns) and len(cl_crc) == len(read_ns):
-        pairs = _content_pairs(u_starts, up_crc, [e - c for e, c in zip(c_end, cl_chars)], cl_crc)
-        ks = sorted(pairs)
-        reordered = {k for k, ok in zip(ks, _in_order([pairs[k] for k in ks])) if not ok}
-    delays: list[int] = []
-    written: list[int] = []
-    per_read: dict[int, list[int]] = defaultdict(list)
-    per_client_event: Counter[int] = Counter()
-    split = dropped = 0
-    for k, (w, c) in enumerate(zip(write_ns, up_chars)):
-        if c <= 0 or k in reordered:
-            continue
-        j = pairs.get(k)
-        if j is None:
-            u_start, u_end = u_starts[k], u_starts[k] + c
-            if u_end > total_client:
-                dropped += 1
-                continue
-            j = bisect.bisect_left(c_end, u_end)  # the client event holding char u_end - 1
-            if bisect.bisect_right(c_end, u_start) != j:  # ... and char u_start
-                split += 1
-        per_client_event[j] += 1
-        delays.append(read_ns[j] - w)
-        written.append(w)
-        per_read[read_ns[j]].append(w)
-    merged = sum(n - 1 for n in per_client_event.values() if n > 1)
-    added = sum(1 for j, e in enumerate(c_end) if (c_end[j - 1] if j else 0) >= total_up and cl_chars[j] > 0)
-    reads = [(max(ws) - min(ws), len(ws)) for ws in per_read.values()]
-    return EventAlignment(delays, written, reads, merged, split, dropped, added, len(reordered))
-
-
-@dataclass(frozen=True, slots=True)
-class Silences:
-    """One stream's upstream silences and what the client got during them.
-
-    Attributes:
-        silences_ns: each upstream silence's length, ns (gaps over the floor
-            between consecutive upstream writes).
-        injected: keepalive comments the client read that the upstream did not
-            write (the gateway's own).
-        injected_in_silences: those read inside an upstream silence.
-        intervals_ns: the gap between consecutive injected keepalives inside
-            one upstream silence, ns (the gateway's keepalive cadence).
-        client_silence_ns: per upstream silence, the longest stretch inside it
-            without any client read (of any bytes: content, keepalive, other), ns.
-    """
-
-    silences_ns: list[int]
-    injected: int
-    injected_in_silences: int
-    intervals_ns: list[int]
-    client_silence_ns: list[int]
-
-
-def silences(c: ClientStream, u: UpstreamRequest, floor_ns: int = SILENCE_FLOOR_NS) -> Silences:
-    """The upstream's silences in one stream and the gateway's keepalives during them.
-
-    Both sides on one clock (ns). Upstream writes: its first body bytes, each
-    content event, each of its own keepalive comments, its final bytes; a gap
-    between consecutive writes over ``floor_ns`` is a silence ``(a, b)``. Each
-    upstream keepalive is paired with the first client keepalive read at or
-    after it (passed through); the client's other keepalives were injected by
-    the gateway. Inside a silence: the gaps between consecutive injected
-    keepalives, and the longest stretch of ``[a, b]`` holding no client read
-    (measured on the upstream's time line: a gateway that holds the client's
-    connection alive keeps it near its keepalive cadence; one that does not
-    leaves it near the silence's length).
-
-    Args:
-        c: the client stream.
-        u: the upstream attempt that answered it (its last).
-        floor_ns: the shortest gap that counts as a silence, ns.
-
-    Returns:
-        Silences. Never raises.
-    """
-    writes = sorted([*([] if u.first_write_ns is None else [u.first_write_ns]), *u.event_write_ns,
-                     *u.keepalive_write_ns, u.end_ns])
-    gaps = [(a, b) for a, b in zip(writes, writes[1:]) if b - a > floor_ns]
-    ka = sorted(c.keepalive_read_ns)
-    passed = [False] * len(ka)
-    i = 0
-    for w in sorted(u.keepalive_write_ns):
-        while i < len(ka) and ka[i] < w:
-            i += 1
-        if i < len(ka):
-            passed[i] = True
-            i += 1
-    injected = [t for t, p in zip(ka, passed) if not p]
-    reads = sorted([*([] if c.first_read_ns is None else [c.first_read_ns]), *c.content_read_ns, *ka,
-                    *c.quiet_read_ns])
-    intervals: list[int] = []
-    longest: list[int] = []
-    inside = 0
-    for a, b in gaps:
-        mine = injected[bisect.bisect_right(injected, a):bisect.bisect_left(injected, b)]
-        inside += len(mine)
-        intervals.extend(y - x for x, y in zip(mine, mine[1:]))
-        points = [a, *reads[bisect.bisect_right(reads, a):bisect.bisect_left(reads, b)], b]
-        longest.append(max(y - x for x, y in zip(points, points[1:])))
-    return Silences([b - a for a, b in gaps], len(injected), inside, intervals, longest)
-
-
 @dataclass(slots=True)
 class Overhead:
     """What ``analyse`` found.
@@ -538,77 +306,149 @@ def analyse(clients: Iterable[ClientStream], upstreams: Iterable[UpstreamRequest
     Returns:
         Overhead. Never raises on odd input: odd records are counted.
     """
-    out = Overhead()
     cl = list(clients)
-    by_id = {c.id: c for c in cl}
-    attempts: dict[str, list[UpstreamRequest]] = defaultdict(list)
-    unmatched_up = 0
-    by_header = by_marker = 0  # upstream requests of measured streams, by how they matched
-    boots: set[str] = set()
-    for u in upstreams:
-        boots.add(u.boot_id)
-        if u.request_id is not None and u.request_id in by_id:
-            attempts[u.request_id].append(u)
-            by_header += by_id[u.request_id].measured
-        elif u.marker_id is not None and u.marker_id in by_id:
-            attempts[u.marker_id].append(u)
-            by_marker += by_id[u.marker_id].measured
-        else:
-            unmatched_up += 1
-    same_clock = bool(boot_id) and boots <= {boot_id}
+    attempts, join = _join(cl, upstreams)
+    same_clock = bool(boot_id) and join.boots <= {boot_id}
     clock = "same host" if same_clock else (
-        "unknown: no upstream request was recorded" if not boots else
-        f"other host: the emulator's boot id {sorted(boots)[0] or '(unknown)'} is not this host's "
+        "unknown: no upstream request was recorded" if not join.boots else
+        f"other host: the emulator's boot id {sorted(join.boots)[0] or '(unknown)'} is not this host's "
         f"{boot_id or '(unknown)'}")
     measured = [c for c in cl if c.measured]
-    matched = unseen = retried = 0
-    unseen_by: Counter[str] = Counter()
-    triggers: Counter[str] = Counter()
-    matrix: dict[str, Counter[str]] = defaultdict(Counter)
-    negatives: Counter[str] = Counter()
-    merged = split = dropped = added = up_events = client_reads = 0
-    buffered = multi = 0
-    timed: list[tuple[int, int]] = []  # (upstream write stamp, event delay) for the over-time series
-    ka_injected_streams = ka_injected = 0
-    n_silences = silent_streams = injected_inside = reordered = reordered_streams = 0
-    longest_client_silence = 0
-    usage_same = usage_differs = usage_dropped = 0
-
-    def put(scope: str, metric: str, v: int) -> None:
-        if v < 0:
-            negatives[metric] += 1
-            return
-        out.values.setdefault((scope, metric), []).append(v)
-
+    t = _Tally()
     for c in measured:
         ups = sorted(attempts.get(c.id, ()), key=lambda u: u.received_ns)
         if not ups:
-            unseen += 1
-            unseen_by[_client_result(c)] += 1
+            t.unseen += 1
+            t.unseen_by[_client_result(c)] += 1
             continue
-        matched += 1
+        t.match(c, ups)
+        if same_clock:
+            t.subtract(c, ups[0], ups[-1])
+    out = Overhead(values=t.values)
+    out.block = _block(t, join, measured, source, clock, same_clock)
+    out.warnings = _overhead_warnings(t, len(measured), source, clock, same_clock)
+    return out
+
+
+@dataclass(slots=True)
+class _Join:
+    """How the upstream requests matched the client streams (:func:`_join`).
+
+    Attributes:
+        unmatched: upstream requests of no client stream.
+        by_header, by_marker: upstream requests of measured streams, by how they matched.
+        boots: the boot ids the upstream requests were recorded on.
+    """
+
+    unmatched: int = 0
+    by_header: int = 0
+    by_marker: int = 0
+    boots: set[str] = field(default_factory=set)
+
+
+def _join(clients: list[ClientStream],
+          upstreams: Iterable[UpstreamRequest]) -> tuple[dict[str, list[UpstreamRequest]], _Join]:
+    """Each upstream request to its client stream: by the ``x-hopbench-request-id``
+    header, else by the body marker (hopbench.protocols._marker).
+
+    Returns:
+        (client stream id -> its upstream requests in record order, the join's counts).
+    """
+    by_id = {c.id: c for c in clients}
+    attempts: dict[str, list[UpstreamRequest]] = defaultdict(list)
+    join = _Join()
+    for u in upstreams:
+        join.boots.add(u.boot_id)
+        if u.request_id is not None and u.request_id in by_id:
+            attempts[u.request_id].append(u)
+            join.by_header += by_id[u.request_id].measured
+        elif u.marker_id is not None and u.marker_id in by_id:
+            attempts[u.marker_id].append(u)
+            join.by_marker += by_id[u.marker_id].measured
+        else:
+            join.unmatched += 1
+    return attempts, join
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What :func:`analyse` counts over the measured streams (names as in the block).
+
+    ``values``: (scope, metric) -> values in ns for the histograms (:meth:`put`);
+    ``timed``: (upstream write stamp, event delay) for the over-time series.
+    """
+
+    values: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    matched: int = 0
+    unseen: int = 0
+    retried: int = 0
+    unseen_by: Counter[str] = field(default_factory=Counter)
+    triggers: Counter[str] = field(default_factory=Counter)
+    matrix: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    negatives: Counter[str] = field(default_factory=Counter)
+    merged: int = 0
+    split: int = 0
+    dropped: int = 0
+    added: int = 0
+    up_events: int = 0
+    client_reads: int = 0
+    buffered: int = 0
+    multi: int = 0
+    timed: list[tuple[int, int]] = field(default_factory=list)
+    ka_injected_streams: int = 0
+    ka_injected: int = 0
+    n_silences: int = 0
+    silent_streams: int = 0
+    injected_inside: int = 0
+    reordered: int = 0
+    reordered_streams: int = 0
+    longest_client_silence: int = 0
+    usage_same: int = 0
+    usage_differs: int = 0
+    usage_dropped: int = 0
+
+    def put(self, scope: str, metric: str, v: int) -> None:
+        """One value (ns) of ``metric``; a negative one is counted, not recorded (a clock problem)."""
+        if v < 0:
+            self.negatives[metric] += 1
+            return
+        self.values.setdefault((scope, metric), []).append(v)
+
+    def match(self, c: ClientStream, ups: list[UpstreamRequest]) -> None:
+        """Count a matched stream: retries and their triggers, the fault matrix, usage, keepalives.
+
+        Args:
+            c: a measured client stream; ups: its upstream attempts, by receive time (>= 1).
+        """
+        self.matched += 1
         first, last = ups[0], ups[-1]
         if len(ups) > 1:
-            retried += 1
+            self.retried += 1
             for u in ups[:-1]:
-                triggers[u.what] += 1
+                self.triggers[u.what] += 1
         col = _client_result(c)
         if len(ups) > 1:
             col += f" after {len(ups)} upstream requests"
-        matrix[first.what][col] += 1
+        self.matrix[first.what][col] += 1
         if last.output_tokens is not None:
             if c.output_tokens is None:
-                usage_dropped += 1
+                self.usage_dropped += 1
             elif c.output_tokens == last.output_tokens:
-                usage_same += 1
+                self.usage_same += 1
             else:
-                usage_differs += 1
+                self.usage_differs += 1
         if c.keepalives > last.keepalives:
-            ka_injected_streams += 1
-            ka_injected += c.keepalives - last.keepalives
-        if not same_clock:
-            continue
-        s = c.scenario
+            self.ka_injected_streams += 1
+            self.ka_injected += c.keepalives - last.keepalives
+
+    def subtract(self, c: ClientStream, first: UpstreamRequest, last: UpstreamRequest) -> None:
+        """The per-event figures of a matched stream, both sides on one clock (ns): the
+        delays, the events' alignment (``_alignment.align_events``), silences, buffering.
+
+        Args:
+            c: the client stream; first: its first upstream attempt; last: the one that answered.
+        """
+        put, s = self.put, c.scenario
         put(s, "request_delay", first.received_ns - c.sent_ns)
         if c.first_read_ns is not None and last.first_write_ns is not None:
             put(s, "first_event_delay", c.first_read_ns - last.first_write_ns)
@@ -620,13 +460,13 @@ def analyse(clients: Iterable[ClientStream], upstreams: Iterable[UpstreamRequest
                           last.event_crc, c.content_crc)
         for d, w in zip(al.delays_ns, al.written_ns):
             put(s, "event_delay", d)
-            timed.append((w, d))
-        merged += al.merged
-        split += al.split
-        dropped += al.dropped
-        added += al.added
-        reordered += al.reordered
-        reordered_streams += al.reordered > 0
+            self.timed.append((w, d))
+        self.merged += al.merged
+        self.split += al.split
+        self.dropped += al.dropped
+        self.added += al.added
+        self.reordered += al.reordered
+        self.reordered_streams += al.reordered > 0
         sil = silences(c, last)
         for metric, vals in (("upstream_silence", sil.silences_ns),
                              ("injected_keepalive_interval", sil.intervals_ns),
@@ -634,73 +474,88 @@ def analyse(clients: Iterable[ClientStream], upstreams: Iterable[UpstreamRequest
             for v in vals:
                 put(s, metric, v)
         if sil.silences_ns:
-            silent_streams += 1
-            n_silences += len(sil.silences_ns)
-            injected_inside += sil.injected_in_silences
-            longest_client_silence = max(longest_client_silence, *sil.client_silence_ns)
-        up_events += len(last.event_write_ns)
-        client_reads += len(set(c.content_read_ns))
+            self.silent_streams += 1
+            self.n_silences += len(sil.silences_ns)
+            self.injected_inside += sil.injected_in_silences
+            self.longest_client_silence = max(self.longest_client_silence, *sil.client_silence_ns)
+        self.up_events += len(last.event_write_ns)
+        self.client_reads += len(set(c.content_read_ns))
         if len(last.event_write_ns) >= 2:
-            multi += 1
+            self.multi += 1
             limit = max(BUFFER_SPAN_NS, 2 * c.client_lag_ns)
             held = sum(n for span, n in al.reads if span > limit)
             if 2 * held >= len(last.event_write_ns):
-                buffered += 1
+                self.buffered += 1
 
-    n = len(measured)
-    buffering = multi > 0 and buffered >= BUFFERED_SHARE * multi
-    out.block = {
+    @property
+    def buffering(self) -> bool:
+        """The run is flagged "buffering" (``BUFFERED_SHARE`` of its multi-event streams buffered)."""
+        return self.multi > 0 and self.buffered >= BUFFERED_SHARE * self.multi
+
+
+def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, clock: str,
+           same_clock: bool) -> dict[str, Any]:
+    """The JSON-ready ``gateway_overhead`` block (docs/results.md), keys in their order."""
+    n, matched, up_events, client_reads = len(measured), t.matched, t.up_events, t.client_reads
+    return {
         "upstream": source,
         "clock": clock,
         "per_event": same_clock,
         "streams": n,
         "matched": matched,
         "match_rate": round(matched / n, 4) if n else None,
-        "matched_by": {"header": by_header, "marker": by_marker},
-        "unseen_by_upstream": unseen,
-        "unseen_outcomes": dict(sorted(unseen_by.items())),
-        "upstream_requests_unmatched": unmatched_up,
-        "retried_streams": retried,
-        "retry_triggers": dict(sorted(triggers.items())),
-        "fault_matrix": {k: dict(sorted(v.items())) for k, v in sorted(matrix.items())},
+        "matched_by": {"header": join.by_header, "marker": join.by_marker},
+        "unseen_by_upstream": t.unseen,
+        "unseen_outcomes": dict(sorted(t.unseen_by.items())),
+        "upstream_requests_unmatched": join.unmatched,
+        "retried_streams": t.retried,
+        "retry_triggers": dict(sorted(t.triggers.items())),
+        "fault_matrix": {k: dict(sorted(v.items())) for k, v in sorted(t.matrix.items())},
         "events": {"upstream": up_events, "client_reads": client_reads,
                    "reads_per_upstream_event": round(client_reads / up_events, 4) if up_events else None,
-                   "merged": merged, "split": split, "dropped": dropped, "added": added,
-                   "reordered": reordered},
-        "buffering": {"flag": buffering, "streams_buffered": buffered, "streams_multi_event": multi,
+                   "merged": t.merged, "split": t.split, "dropped": t.dropped, "added": t.added,
+                   "reordered": t.reordered},
+        "buffering": {"flag": t.buffering, "streams_buffered": t.buffered, "streams_multi_event": t.multi,
                       "span_threshold_ms": BUFFER_SPAN_NS / 1e6},
-        "keepalives_injected": {"streams": ka_injected_streams, "comments": ka_injected},
-        "silences": {"floor_ms": SILENCE_FLOOR_NS / 1e6, "upstream_silences": n_silences,
-                     "streams": silent_streams, "injected_keepalives_inside": injected_inside,
-                     "longest_client_silence_ms": round(longest_client_silence / 1e6, 3)},
-        "usage": {"same": usage_same, "differs": usage_differs, "dropped": usage_dropped},
-        "negative": dict(sorted(negatives.items())),
+        "keepalives_injected": {"streams": t.ka_injected_streams, "comments": t.ka_injected},
+        "silences": {"floor_ms": SILENCE_FLOOR_NS / 1e6, "upstream_silences": t.n_silences,
+                     "streams": t.silent_streams, "injected_keepalives_inside": t.injected_inside,
+                     "longest_client_silence_ms": round(t.longest_client_silence / 1e6, 3)},
+        "usage": {"same": t.usage_same, "differs": t.usage_differs, "dropped": t.usage_dropped},
+        "negative": dict(sorted(t.negatives.items())),
         # per-event delay by upstream write time, from the first measured send
-        "event_delay_over_time": _over_time(timed, min((c.sent_ns for c in measured), default=0)),
+        "event_delay_over_time": _over_time(t.timed, min((c.sent_ns for c in measured), default=0)),
     }
+
+
+def _overhead_warnings(t: _Tally, n: int, source: str, clock: str, same_clock: bool) -> list[str]:
+    """What the user must see: no match at all, streams the upstream never saw, another
+    host's clock, buffering, reordering, negative differences (in that order)."""
+    warnings: list[str] = []
+    matched, unseen, buffered, multi, reordered = t.matched, t.unseen, t.buffered, t.multi, t.reordered
     if n and matched == 0:
-        out.warnings.append(
+        warnings.append(
             f"gateway overhead: none of the {n} client streams reached the upstream emulator ({source}): "
             "the gateway routes to something else, or answers by itself; check that its upstream is that address")
     elif unseen:
-        out.warnings.append(f"gateway overhead: {unseen} of {n} client streams never reached the upstream "
-                            "(the gateway answered them itself: cache, rejection, another upstream)")
+        warnings.append(f"gateway overhead: {unseen} of {n} client streams never reached the upstream "
+                        "(the gateway answered them itself: cache, rejection, another upstream)")
     if matched and not same_clock:
-        out.warnings.append(f"gateway overhead: per-event figures refused ({source}): {clock}; "
-                            "timing differences need one monotonic clock (run the emulator on this host)")
-    if buffering:
-        out.warnings.append(f"gateway overhead: the gateway buffers the stream: in {buffered} of {multi} streams "
-                            f"most upstream events reached the client in reads that held events written over "
-                            f"{BUFFER_SPAN_NS // 1_000_000} ms apart (nginx: proxy_buffering off, or honour "
-                            "X-Accel-Buffering)")
+        warnings.append(f"gateway overhead: per-event figures refused ({source}): {clock}; "
+                        "timing differences need one monotonic clock (run the emulator on this host)")
+    if t.buffering:
+        warnings.append(f"gateway overhead: the gateway buffers the stream: in {buffered} of {multi} streams "
+                        f"most upstream events reached the client in reads that held events written over "
+                        f"{BUFFER_SPAN_NS // 1_000_000} ms apart (nginx: proxy_buffering off, or honour "
+                        "X-Accel-Buffering)")
     if reordered:
-        out.warnings.append(f"gateway overhead: the gateway reordered the stream: {reordered} content events in "
-                            f"{reordered_streams} streams reached the client in another order than the upstream "
-                            "wrote them (no event_delay for them)")
-    if negatives:
-        out.warnings.append("gateway overhead: negative differences (a clock problem) not counted: "
-                            + ", ".join(f"{k} {v}" for k, v in sorted(negatives.items())))
-    return out
+        warnings.append(f"gateway overhead: the gateway reordered the stream: {reordered} content events in "
+                        f"{t.reordered_streams} streams reached the client in another order than the upstream "
+                        "wrote them (no event_delay for them)")
+    if t.negatives:
+        warnings.append("gateway overhead: negative differences (a clock problem) not counted: "
+                        + ", ".join(f"{k} {v}" for k, v in sorted(t.negatives.items())))
+    return warnings
 
 
 def overhead_lines(block: Mapping[str, Any]) -> list[str]:

@@ -5,7 +5,7 @@ replaced by Ray tasks (``[run] engine = "ray"``, ``--engine ray``). Each task
 runs :func:`hopbench.driver._workers.run_worker` unchanged; messages go through one
 small actor (the hub) that the driver drains every 100 ms, so intervals are
 streamed (merged, logged and shown while the run goes), not delivered at the
-end. The merge, the summary and the folder are :class:`hopbench.driver._workers.Merger`'s.
+end. The merge, the summary and the folder are :class:`hopbench.driver._merge.Merger`'s.
 
 Invariants:
 
@@ -39,17 +39,16 @@ from .._clock import NS_PER_S
 from .._errors import UsageError
 from ..config._profile import Profile
 from ..measure._recorder import IntervalSnapshot
-from ._single import RunOutcome
+from ._common import RunOutcome
+from ._merge import Merger
+from ._share import WorkerShare, split_load
 from ._workers import (
     _KILL_AFTER_S,
     _POLL_S,
     _READY_TIMEOUT_S,
     START_DELAY_S,
-    Merger,
-    WorkerShare,
     _drive_run,
     run_worker,
-    split_load,
 )
 
 __all__ = ["run_profile_ray", "import_ray", "RAY_INSTALL_HINT"]

@@ -1,7 +1,7 @@
 """Running load stages and the capacity search: one results folder, one sub-folder per stage.
 
 Role: the I/O shell around ``_search`` (decisions) and the single-run runners
-(``_run.run_profile``, ``_workers.run_profile_workers``, ``_ray``): each stage
+(``_single.run_profile``, ``_workers.run_profile_workers``, ``_ray``): each stage
 or probe is one run of the profile with its load and duration replaced, into
 ``<results>/<stage label>/`` (a complete results folder: summary.json with one
 scope per scenario, streams.jsonl, .hgrm files); the stage × scenario scopes
@@ -29,7 +29,7 @@ from typing import Any
 
 from ..config._profile import LoadSpec, Profile
 from ._results import replace_text
-from ._single import RunOutcome
+from ._common import RunOutcome
 from ._search import CapacitySearch, Probe, SearchResult, probe_line, saturated_message, stage_probe
 from ..config._stage_spec import Stage, stage_label
 

@@ -12,7 +12,7 @@ which ``record_stream`` (hopbench.measure._sinks) puts into the ``Recorder``
 and ``stream_line`` (hopbench.measure._lines) turns into a streams.jsonl line. Events that arrive in one read share one
 stamp, so an inter-token gap of 0 means "same read".
 
-Wire stamps and their bounds (docs/results.md, "Times from the wire"): a read's
+Wire stamps and their bounds (docs/results/units.md, "Times from the wire"): a read's
 kernel stamp is exact for its latest bytes only (Linux gives a read of several
 coalesced segments the latest one's stamp, socket(7)). So an event is stamped
 exactly when it is the last SSE item of its read and the read ends at an event

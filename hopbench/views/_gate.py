@@ -505,7 +505,7 @@ def _failed_parts(summary: Mapping[str, Any]) -> list[str]:
     """Of several scenarios, or of the A/B arms, those that completed none of their streams
     (``hopbench.driver._finish.failed_scenarios`` / ``failed_arms``, the rule ``hopbench run`` exits 4
     by), each said by the run's own warning, or ``scenario NAME: no stream completed``."""
-    from ..driver._finish import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
+    from ..driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
 
     scopes = summary.get("scopes")  # the scenarios' resolved names (the profile may not write them)
     names = [k for k in scopes if k != ALL] if isinstance(scopes, Mapping) else []
