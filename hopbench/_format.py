@@ -1,7 +1,9 @@
 """Number formatting and the load's phrase, shared by the views of a results folder.
 
-Role: one rounding rule for reporting-unit figures (ms, tokens/s), so the
-terminal and the HTML page show the same digits for the same value; and one
+Role: the rounding rules for reporting-unit figures (ms, tokens/s), each
+defined once: :func:`fmt_num` so that the terminal and the HTML page show the
+same digits for the same value, :func:`fmt_cell` for ``hopbench compare``'s
+cells and :func:`fmt_limit` for ``hopbench gate``'s values and limits; and one
 phrase for summary.json ``load``'s requested-vs-achieved figures
 (:func:`load_phrase`), so that the terminal's and report.html's ``load:``
 line and ``hopbench gate``'s ``run.load_held`` say the same thing in the same
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fmt_num", "load_phrase", "cpu_phrase"]
+__all__ = ["fmt_num", "fmt_cell", "fmt_limit", "load_phrase", "cpu_phrase"]
 
 
 def fmt_num(value: object) -> str:
@@ -31,6 +33,53 @@ def fmt_num(value: object) -> str:
     if a >= 1:
         return f"{v:.2f}"
     return f"{v:.3f}"
+
+
+def _short(v: float) -> str:
+    """The digits compare and gate share: 0 as "0", one decimal from 100, two from 1, else 3 figures."""
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def fmt_cell(value: float | int | None) -> str:
+    """A figure in a ``hopbench compare`` cell (reporting unit, or a count).
+
+    Args:
+        value: a statistic in its reporting unit (ms, tokens/s), a change of one,
+            or an integer count; None when the side has no sample.
+
+    Returns:
+        ``"-"`` for None; an integer as it is (``"1234"``); a float as
+        :func:`_short` has it, but a nonzero value under 0.001 (a gap below 1 us:
+        a same-read gap of 0 ns kept as HDR's 1 ns) as ``"<0.001"`` (``">-0.001"``
+        below zero), never ``"1e-06"``. Never raises.
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    if value and abs(value) < 0.001:
+        return "<0.001" if value > 0 else ">-0.001"
+    return _short(value)
+
+
+def fmt_limit(value: float) -> str:
+    """A measured value or a limit in ``hopbench gate``'s report (reporting unit, no unit).
+
+    Returns:
+        From 100 up, whole when the tenth is 0 (``"150"``, ``"159.4"``) and
+        whole from 100,000 (``"123457"``); below, as :func:`_short` has it
+        (``"0"``, ``"1.50"``, ``"0.0123"``). Never raises.
+    """
+    if abs(value) >= 100:
+        return (f"{value:.0f}" if abs(value) >= 100_000 else f"{value:.1f}").removesuffix(".0")
+    return _short(value)
 
 
 def _number(load: Mapping[str, Any], key: str) -> bool:

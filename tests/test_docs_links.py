@@ -5,7 +5,7 @@ resolves to a file of the repository, and every ``#anchor`` in it to a heading o
 names, by GitHub's rule (:func:`github_anchor`). In docs/architecture.md every backticked
 repository path (``hopbench/...py``, ``tests/...py``, ``benchmarks/...``) exists, and every
 backticked qualified name that starts with a module of the package (``_runner.LoadRunner``,
-``emulator._config``, ``hopbench.measure._hdr.METRICS``), a class of it (``Summary.to_json``)
+``emulator._config``, ``hopbench.measure._metrics.METRICS``), a class of it (``Summary.to_json``)
 or a standard-library module (``time.monotonic_ns()``) names something that exists. The package
 is read with :mod:`ast`, never imported: a name is found as a module, a function, a class, a
 module or class assignment, an import, an ``__all__`` entry or, in a class, an attribute set
@@ -271,7 +271,7 @@ def _architecture_spans() -> list[tuple[int, str]]:
 
 
 def test_code_name_exists_reads_the_package() -> None:
-    assert code_name_exists("hopbench.measure._hdr.METRICS")
+    assert code_name_exists("hopbench.measure._metrics.METRICS")
     assert code_name_exists("emulator._config")
     assert code_name_exists("protocols._base.FAST_PATHS")
     assert code_name_exists("_recorder.Recorder.take_interval")

@@ -605,7 +605,7 @@ def test_failures_cli_overrides_are_validated_like_the_profile(tmp_path: Path, a
 
 
 def test_failures_compare_resolved_load_shape() -> None:
-    from hopbench.views._compare import shape_differences
+    from hopbench.views._load_shape import shape_differences
     from hopbench.driver._common import base_meta
 
     base = '[run]\nrequests = 1\n[target]\nurl = "http://127.0.0.1:9"\n[load]\n{mode}concurrency = 4\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n'

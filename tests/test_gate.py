@@ -154,7 +154,7 @@ def test_gate_incomplete_or_saturated_run_fails_by_default() -> None:
     assert "FAIL  run.complete" in text and "SIGINT" in text
 
 
-# summary.json load blocks as hopbench.driver._finish.analyse writes them (docs/results.md, "Load held")
+# summary.json load blocks as hopbench.driver._judge.analyse writes them (docs/results.md, "Load held")
 _OPEN_NOT_HELD = {"mode": "rate", "measured_s": 8.0, "requested_rate_rps": 15.0, "achieved_rate_rps": 5.5,
                   "arrival_rate_rps": 12.6, "due": 101, "sent": 44, "max_in_flight": 5,
                   "max_in_flight_hits": 57, "held": False}
@@ -332,7 +332,8 @@ def test_gate_baseline_of_another_load_shape_is_refused_unless_forced() -> None:
 
 
 def test_gate_baseline_uses_compares_load_shape_rule() -> None:
-    from hopbench.views._compare import compare_summaries, shape_differences
+    from hopbench.views._compare import compare_summaries
+    from hopbench.views._load_shape import shape_differences
 
     run, base = _open_loop(40.0), _closed_loop(16)
     with pytest.raises(UsageError, match="load shapes differ") as err:

@@ -10,7 +10,8 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from hopbench._errors import ResultsError, UsageError
-from hopbench.measure._hdr import METRICS, SIGNIFICANT_FIGURES, Histogram
+from hopbench.measure._hdr import SIGNIFICANT_FIGURES, Histogram
+from hopbench.measure._metrics import METRICS
 
 HOUR_NS = 3_600_000_000_000
 
@@ -209,7 +210,8 @@ def test_histogram_record_matches_hdrh_record_value() -> None:
 def test_histogram_tables_match_hdrh(metric: str) -> None:
     """The per-index tables behind stats() and percentile() give, for every counts
     index of each layout, hdrh's own lowest, highest and median equivalent value."""
-    from hopbench.measure._hdr import METRICS, _tables
+    from hopbench.measure._hdr import _tables
+    from hopbench.measure._metrics import METRICS
 
     spec = METRICS[metric]
     ref = HdrHistogram(spec.lowest, spec.highest, SIGNIFICANT_FIGURES)

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from hopbench.observe._live_metrics import ITL_BUCKETS_S, LiveMetrics
+from hopbench.measure._metrics import ITL_BUCKETS_S
+from hopbench.observe._live_metrics import LiveMetrics
 from hopbench.config._profile import parse_profile
 from hopbench.driver._single import run_profile
 

@@ -12,7 +12,8 @@ from rich.console import Console
 from hopbench.views._compare import compare_summaries
 from hopbench.measure._outcomes import BROKEN, DETAIL_PREFIXES, OUTCOMES, RATES, rate_value
 from hopbench.measure._recorder import Snapshot, ScopeSnapshot
-from hopbench.report._page import RunData, _outcome_figure
+from hopbench.report._figures import outcome_figure as _outcome_figure
+from hopbench.report._series import RunData
 from hopbench.views._summary_table import render_summary
 
 # one detail of every broken outcome, as the runner names them (_runner._record)

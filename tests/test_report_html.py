@@ -20,7 +20,8 @@ from hopbench._errors import ResultsError
 from hopbench.measure._hdr import Histogram
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import ALL
-from hopbench.report._page import load_run, read_hlog, spectrum, write_report
+from hopbench.report._figures import spectrum
+from hopbench.report._page import load_run, read_hlog, write_report
 from hopbench.cli import main
 from hopbench.driver._single import run_profile
 

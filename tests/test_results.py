@@ -12,7 +12,8 @@ from hdrh.log import HistogramLogReader
 from rich.console import Console
 
 from hopbench._errors import ResultsError, UsageError
-from hopbench.measure._hdr import METRICS, Histogram
+from hopbench.measure._hdr import Histogram
+from hopbench.measure._metrics import METRICS
 from hopbench.measure._recorder import Recorder, Snapshot
 from hopbench.driver._results import (
     SCHEMA,

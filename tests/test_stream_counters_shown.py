@@ -8,7 +8,8 @@ from pathlib import Path
 from rich.console import Console
 
 from hopbench.measure._recorder import Recorder, Snapshot
-from hopbench.report._page import RunData, _stop_table, _warnings
+from hopbench.report._page import _stop_table, _warnings
+from hopbench.report._series import RunData
 from hopbench.driver._results import ResultsWriter, environment
 from hopbench.views._summary_table import render_summary
 

@@ -7,7 +7,7 @@ User documentation: docs/gate.md.
 
 Invariants:
 
-* A budget key is ``<metric>.<statistic>`` (metrics: :data:`hopbench.measure._hdr.METRICS`)
+* A budget key is ``<metric>.<statistic>`` (metrics: :data:`hopbench.measure._metrics.METRICS`)
   or a rate (:data:`hopbench.measure._outcomes.RATES`); ``[gate.scenario.<name>]``
   tables scope budgets to one scenario.
 * Limits are converted once, here, into the metric's reporting unit (ms for
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..measure._hdr import METRICS
+from ..measure._metrics import METRICS
 from ..measure._outcomes import RATES
 from ..measure._recorder import ALL
 from .._toml import Table, TomlDoc, closest_key, load_toml
@@ -57,7 +57,7 @@ class Budget:
     Attributes:
         key: the key as written, e.g. ``"ttft.p99"`` or ``"error_rate"``.
         scope: ``"all"`` or a scenario name.
-        metric: a :data:`~hopbench.measure._hdr.METRICS` name, or None for a rate.
+        metric: a :data:`~hopbench.measure._metrics.METRICS` name, or None for a rate.
         stat: ``count``/``min``/``mean``/``max``/``pNN.N`` (None for a rate).
         percentile: the percentile of a ``pNN.N`` statistic (0..100), else None.
         rate: a :data:`RATES` name, or None for a metric statistic.

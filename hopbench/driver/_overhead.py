@@ -5,7 +5,7 @@ Role: the pure core of docs/gateway-overhead.md. The client's streams
 truth (one record per upstream request, with per-event write stamps) come in
 as plain records on ONE monotonic clock (CLOCK_MONOTONIC, absolute ns); what
 comes out is, per scenario, the values of the overhead metrics (ns, for the
-HDR histograms of ``hopbench.measure._hdr.METRICS``) and the JSON-ready
+HDR histograms of ``hopbench.measure._metrics.METRICS``) and the JSON-ready
 ``gateway_overhead`` block of summary.json (docs/results.md). No clock, no
 I/O, no trio: every function is a function of its arguments.
 
@@ -58,7 +58,7 @@ __all__ = [
     "analyse", "client_from_line", "upstream_from_record", "overhead_lines",
 ]
 
-#: the histogram metrics this module fills (names of ``hopbench.measure._hdr.METRICS``)
+#: the histogram metrics this module fills (names of ``hopbench.measure._metrics.METRICS``)
 OVERHEAD_METRICS = ("request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
                     "upstream_silence", "injected_keepalive_interval", "client_silence_in_upstream_silence")
 #: a client read that delivers upstream events written further apart than this

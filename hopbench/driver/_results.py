@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._errors import ResultsError, UsageError
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS
 from ..measure._recorder import ALL, IntervalSnapshot, ScopeSnapshot, Snapshot
 from ..workload._sessions import turns_of
 from .._textfile import read_text

@@ -7,7 +7,7 @@ own schedule, ``hopbench.workload._trace.TraceSpec.arrivals``) and notes each on
 plans in a :class:`DueCount`; at the stop, :meth:`DueCount.at_stop` says how
 many arrivals the schedule had due in ``[measured start, stop)``: summary.json
 ``load.due``, the figure an open loop's "load held" is judged against
-(``hopbench.driver._finish.analyse``; docs/results.md, "Load held"). A seeded Poisson
+(``hopbench.driver._judge.analyse``; docs/results.md, "Load held"). A seeded Poisson
 schedule that happened to be sparse over a short run is then judged on the
 arrivals it really had, not on rate x window. :class:`WindowCount` counts, by
 the same window and the same due times, the arrivals the client took up

@@ -5,7 +5,7 @@ recorder's measured snapshot into a :class:`RunCounters`; a worker ships it
 (:meth:`RunCounters.to_json`) and the driver reads it back
 (:meth:`RunCounters.from_json`); :meth:`RunCounters.merge` adds two of them
 exactly, so W workers (or Ray tasks) become one record, which the judge
-(``hopbench.driver._finish.judge``) reads like a single process's.
+(``hopbench.driver._judge.judge``) reads like a single process's.
 
 Invariants:
 

@@ -31,7 +31,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ._hdr import METRICS, Histogram
+from ._hdr import Histogram
+from ._metrics import METRICS
 
 __all__ = ["ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
            "scope_error_bounds"]

@@ -1,8 +1,8 @@
 """The typed facade over hdrh (HdrHistogram): the only module that imports it.
 
-Role: hold the metric table (:data:`METRICS`, the single source of truth for
-what hopbench measures, in which unit and range) and a small typed
-:class:`Histogram` wrapper with exactly the operations hopbench needs:
+Role: a small typed :class:`Histogram` wrapper, one per metric of the
+registry (``hopbench.measure._metrics.METRICS``: what hopbench measures, in
+which unit and range), with exactly the operations hopbench needs:
 record, add (merge), encode/decode, summary statistics and the ``.hgrm``
 percentile distribution text.
 
@@ -10,9 +10,10 @@ Invariants:
 
 * 3 significant figures everywhere (STYLE.md §3).
 * Times are recorded as integer nanoseconds over 1 ns .. 1 h; rates as
-  integer milli-tokens per second over 1 .. 10**12. ``MetricSpec.divisor``
-  converts a recorded integer to the reporting unit (ms, tokens/s): this is
-  the one place where that conversion is defined.
+  integer milli-tokens per second over 1 .. 10**12 (the registry's ranges).
+  ``MetricSpec.divisor`` converts a recorded integer to the reporting unit
+  (ms, tokens/s): :meth:`Histogram.stats` and :meth:`Histogram.hgrm_text`
+  are where that conversion is applied.
 * Values in ``0 .. lowest`` are recorded as ``lowest``: a 0 ns inter-token gap
   means "two events in the same network read" and must count (it then reads
   as 1 ns). Only negative values and values above ``highest`` are out of
@@ -47,16 +48,14 @@ import operator
 import sys
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from .._errors import ResultsError, UsageError
+from ._metrics import METRICS, MetricSpec
 
 __all__ = [
-    "METRICS",
-    "MetricSpec",
     "Histogram",
     "SIGNIFICANT_FIGURES",
     "STAT_KEYS",
@@ -66,85 +65,10 @@ __all__ = [
 SIGNIFICANT_FIGURES: Final = 3
 """Value precision of every hopbench histogram (STYLE.md §3)."""
 
-_NS_PER_MS: Final = 1_000_000
-_ONE_HOUR_NS: Final = 3_600_000_000_000
-
 STAT_KEYS: Final = ("count", "min", "mean", "p50", "p90", "p99", "p999", "max")
 """Keys of :meth:`Histogram.stats`, in report order."""
 
 _PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
-
-
-@dataclass(frozen=True, slots=True)
-class MetricSpec:
-    """How one metric is recorded and reported.
-
-    Attributes:
-        name: metric name, e.g. ``"ttft"``; also the key in summary.json.
-        unit: reporting unit: ``"ms"`` or ``"tokens/s"``.
-        divisor: recorded integer / divisor = value in ``unit``
-            (1_000_000 for ns -> ms, 1000 for milli-tokens/s -> tokens/s).
-        lowest: lowest distinguishable recorded value (smaller values
-            are recorded as this one).
-        highest: highest recordable value; above it is out of range.
-        description: one line for docs and reports.
-    """
-
-    name: str
-    unit: str
-    divisor: int
-    lowest: int
-    highest: int
-    description: str
-
-
-def _time(name: str, description: str) -> MetricSpec:
-    return MetricSpec(name, "ms", _NS_PER_MS, 1, _ONE_HOUR_NS, description)
-
-
-METRICS: Final[dict[str, MetricSpec]] = {
-    spec.name: spec
-    for spec in (
-        _time("ttfb", "request start to the response head (status line and headers)"),
-        _time("ttft", "request start to the first output token of any kind (incl. reasoning)"),
-        _time("ttft_content", "request start to the first non-reasoning output (text or tool)"),
-        _time("itl", "gap between consecutive content events (0 = same network read)"),
-        _time("tpot", "per answer: (e2e - ttft) / (output tokens per choice - 1)"),
-        _time("e2e", "request start to the answer's end (terminal event, else last byte)"),
-        MetricSpec(
-            "output_tokens_per_s",
-            "tokens/s",
-            1000,
-            1,
-            10**12,
-            "per completed answer: output tokens per choice / e2e; recorded in milli-tokens/s",
-        ),
-        _time("keepalive_interval", "gap between consecutive keepalive comment lines"),
-        _time("max_silence", "per stream: longest gap with no bytes received"),
-        _time("queue_delay", "intended start to actual send (open loop: the client's lateness)"),
-        _time("schedule_lag", "scheduler wake-up lateness against the intended start"),
-        _time("loop_lag", "event-loop responsiveness probe: sleep overshoot"),
-        _time("client_read_lag", "per body read: how late the client served it (its bytes' wait in the socket)"),
-        _time("ttft_from_send", "open loop: ttft counted from the actual send (uncorrected)"),
-        _time("e2e_from_send", "open loop: e2e counted from the actual send (uncorrected)"),
-        _time("connect_wait", "TCP (+TLS) connect time of streams that opened a new connection"),
-        _time("tail", "terminal event to the end of the response body (held after the answer)"),
-        _time("cancel_delay", "client cancel (connection closed) to the upstream noticing the close"),
-        _time("request_write", "writing the request (head and body) until its last byte is in the send buffer"),
-        # gateway overhead (hopbench.driver._overhead, docs/gateway-overhead.md)
-        _time("request_delay", "gateway overhead: client sent the request -> the upstream received it"),
-        _time("first_event_delay", "gateway overhead: the upstream wrote its first event -> the client read it"),
-        _time("added_ttft", "gateway overhead: client TTFT minus the upstream's own TTFT"),
-        _time("event_delay", "gateway overhead: per content event, upstream write -> client read"),
-        _time("added_e2e", "gateway overhead: client e2e minus the upstream's own duration"),
-        _time("upstream_silence", "gateway overhead: a gap over 500 ms between two upstream writes"),
-        _time("injected_keepalive_interval",
-              "gateway overhead: gap between consecutive gateway-injected keepalives in an upstream silence"),
-        _time("client_silence_in_upstream_silence",
-              "gateway overhead: per upstream silence, the longest stretch without a client read"),
-    )
-}
-"""Every metric hopbench records, by name. Gate, compare and report import this."""
 
 
 def _spec(metric: str) -> MetricSpec:

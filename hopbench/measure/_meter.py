@@ -60,7 +60,7 @@ _KEPT_INDEX = {"text": 0, "reasoning": 1, "refusal": 2}
 
 GapSink = Callable[[str, int], None]
 """Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
-with metric ``"itl"``, ``"keepalive_interval"`` or ``"client_read_lag"`` (``_hdr.METRICS``)."""
+with metric ``"itl"``, ``"keepalive_interval"`` or ``"client_read_lag"`` (``_metrics.METRICS``)."""
 
 BoundSink = Callable[[str, int, int, int], None]
 """Where a meter puts each sample whose stamps are not exact:

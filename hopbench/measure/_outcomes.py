@@ -7,7 +7,7 @@ detail (``DETAIL_PREFIXES``: ``timeout.idle``, ``connect_error.refused``,
 budget or a comparison may name (``RATES``, computed by :func:`rate_value`).
 The terminal summary, report.html, the progress line, ``hopbench gate`` and
 ``hopbench compare`` all read these names from here, so a new detail shows up
-in all of them at once. Metric names live in :data:`hopbench.measure._hdr.METRICS`.
+in all of them at once. Metric names live in :data:`hopbench.measure._metrics.METRICS`.
 
 Invariants: pure (no clock, no trio, no httpx); the counters are the ones the
 runner writes (docs/results.md, "Counters"); rates are documented in

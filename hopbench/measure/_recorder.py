@@ -1,7 +1,7 @@
 """The metrics recorder: histograms and counters per scope, and their snapshots.
 
 Role: the runner feeds it integer values (ns, or milli-tokens/s, see
-``_hdr.METRICS``) and counter increments; reports, progress lines and worker
+``_metrics.METRICS``) and counter increments; reports, progress lines and worker
 processes take snapshots. The recorder is synchronous and clock-free
 (STYLE.md §1): interval boundaries are given to it by the caller.
 
@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ResultsError, UsageError
-from ._hdr import METRICS, Histogram
+from ._hdr import Histogram
+from ._metrics import METRICS
 
 BOUND_SUFFIXES = ("~x", "~lo", "~hi")
 """Names of a metric's bound histograms: ``<metric><suffix>`` (see the module's docstring)."""

@@ -34,6 +34,7 @@ from statistics import NormalDist
 from typing import Any, Protocol
 
 from ._digest import digest_percentile
+from ._metrics import METRICS
 from ._recorder import ALL, Recorder, Snapshot
 from .._units import NS_PER_MS
 
@@ -41,8 +42,9 @@ __all__ = ["OBJECTIVES", "Slo", "Verdict", "judge", "record_verdict", "slo_mappi
            "wilson_lower", "itl_stat_ns"]
 
 
-#: Every objective a request is judged on, in report order.
-OBJECTIVES: tuple[str, ...] = ("completed", "ttft", "content_ttft", "itl", "tpot", "e2e")
+#: Every objective a request is judged on, in report order: completion, then the registry's
+#: metrics that an SLO may limit (``MetricSpec.slo``, in display order).
+OBJECTIVES: tuple[str, ...] = ("completed", *(spec.slo for spec in METRICS.values() if spec.slo))
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ Invariants:
 - Counts are of the measured phase (after the warm-up), so the final values
   equal summary.json's ``scopes.all.counters``; ``streams_in_flight`` is the
   interval-end figure. With ``--workers`` the driver serves the merged view.
-- Histograms: fixed buckets (``TIME_BUCKETS_S``, ``ITL_BUCKETS_S``, in seconds)
+- Histograms: fixed buckets (the registry's ``live_buckets_s``, in seconds)
   filled from the HDR interval histograms (a value sits in the first bucket
   whose bound is >= the HDR bucket's highest equivalent value: exact to the HDR
   histogram's 3 significant digits); ``_sum`` is the sum of those values.
@@ -37,24 +37,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._errors import UsageError
+from ..measure._metrics import METRICS
 from ..measure._outcomes import BROKEN, OUTCOMES
 from ..measure._recorder import ALL, IntervalSnapshot, Snapshot
 
-__all__ = ["LiveMetrics", "METRICS_PATH", "TIME_BUCKETS_S", "ITL_BUCKETS_S", "HISTOGRAMS"]
+__all__ = ["LiveMetrics", "METRICS_PATH", "HISTOGRAMS"]
 
 #: the one path served; any other answers 404
 METRICS_PATH = "/metrics"
 
-#: TTFT and E2E bucket upper bounds, seconds (+Inf added).
-TIME_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-                                      60.0, 120.0)
-#: ITL bucket upper bounds, seconds (+Inf added).
-ITL_BUCKETS_S: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-#: recorder metric -> (exposed name, bounds, help)
+#: recorder metric -> (exposed name, bounds in seconds, help): the registry's metrics with a
+#: ``live_help`` (hopbench.measure._metrics), in display order
 HISTOGRAMS: dict[str, tuple[str, tuple[float, ...], str]] = {
-    "ttft": ("hopbench_ttft_seconds", TIME_BUCKETS_S, "Time to first token (from the intended start)"),
-    "itl": ("hopbench_itl_seconds", ITL_BUCKETS_S, "Inter-token latency (gaps between content events)"),
-    "e2e": ("hopbench_e2e_seconds", TIME_BUCKETS_S, "Request start to the end of the stream"),
+    spec.name: (f"hopbench_{spec.name}_seconds", spec.live_buckets_s, spec.live_help)
+    for spec in METRICS.values() if spec.live_help is not None
 }
 
 

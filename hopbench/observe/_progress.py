@@ -37,6 +37,7 @@ from ..measure._hdr import Histogram
 from ..measure._outcomes import BROKEN
 from ..config._profile import Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Snapshot
+from .._units import NS_PER_MS, NS_PER_S
 
 __all__ = ["LiveProgress", "ProgressFigures", "REFRESH_PER_S", "PLAIN_EVERY_NS"]
 
@@ -46,8 +47,6 @@ REFRESH_PER_S = 2
 PLAIN_EVERY_NS = 1_000_000_000
 """Shortest run time between two plain progress lines (ns)."""
 
-_NS_PER_MS = 1_000_000
-_NS_PER_S = 1_000_000_000
 _LATENCY = ("ttft", "itl")
 _HEALTH = ("schedule_lag", "loop_lag")
 _BROKEN = tuple((k, f"{k}.") for k in BROKEN)
@@ -119,7 +118,7 @@ def _p50_p99(h: Histogram) -> tuple[int, int] | None:
 def _ms(ns: int | None) -> str:
     if ns is None:
         return "-"
-    v = ns / _NS_PER_MS
+    v = ns / NS_PER_MS
     return f"{v:.0f}" if v >= 1000 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
@@ -128,7 +127,7 @@ def _ms_unit(ns: int | None) -> str:
 
 
 def _clock(ns: int) -> str:
-    s = ns // _NS_PER_S
+    s = ns // NS_PER_S
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
@@ -243,7 +242,7 @@ class LiveProgress:
         lines = [ln for _, ln in pending]
         last = lines[-1]
         span_ns = max(int(last["end_ns"]) - int(lines[0].get("start_ns", 0)), 1)
-        per_s = _NS_PER_S / span_ns
+        per_s = NS_PER_S / span_ns
         broken: dict[str, tuple[int, dict[str, int]]] = {}
         for kind, prefix in _BROKEN:
             details = {k[len(prefix):]: n for k, n in counters.items()
@@ -286,7 +285,7 @@ class LiveProgress:
         if fig is None:
             return Text(f"hopbench: {self.profile.run.name}: starting...", style="dim")
         # the clock keeps ticking between intervals (display only)
-        ahead_ns = 0 if self._closing else int((time.monotonic() - self._shown_at) * _NS_PER_S)
+        ahead_ns = 0 if self._closing else int((time.monotonic() - self._shown_at) * NS_PER_S)
         return render(fig, self.profile.run.name, min(ahead_ns, self.profile.run.interval_ns))
 
 
@@ -353,7 +352,7 @@ def render(fig: ProgressFigures, name: str, ahead_ns: int = 0) -> RenderableType
     ka = Text(f"keepalive violations {fig.keepalive_violations}",
               style="yellow" if fig.keepalive_violations else "dim")
     lag = fig.lag_p99_ns
-    hot = fig.cpu >= 0.9 or any(v is not None and v > 25 * _NS_PER_MS for v in lag.values())
+    hot = fig.cpu >= 0.9 or any(v is not None and v > 25 * NS_PER_MS for v in lag.values())
     health = Text(f"generator: CPU {fig.cpu:.0%}   loop lag p99 {_ms_unit(lag['loop_lag'])}   "
                   f"schedule lag p99 {_ms_unit(lag['schedule_lag'])}",
                   style="bold red" if hot else "dim")

@@ -8,11 +8,13 @@ report agree.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .._format import fmt_num
 
-__all__ = ["escape", "cell", "table"]
+__all__ = ["escape", "cell", "table", "kv_table"]
 
 
 def escape(value: object) -> str:
@@ -44,3 +46,9 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]], left: int = 1
                                     for i, v in enumerate(row)) + "</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+def kv_table(data: Mapping[str, Any]) -> str:
+    """A two-column key / value table; a dict or list value as its JSON text."""
+    rows = [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in data.items()]
+    return table(["key", "value"], rows, left=2)

@@ -6,6 +6,10 @@ that opens offline: plotly.js is embedded in the page once, each figure is a
 plotly JSON spec drawn by it, every other piece is a plain HTML table. No
 network access, no CDN, no file beside it (docs/report.md says why plotly).
 
+The figures are :mod:`hopbench.report._figures`' and each optional section
+has its module (``_section_*``); this module reads the folder (:func:`load_run`),
+lays the page out (:func:`render_html`) and writes it (:func:`write_report`).
+
 Sections: headline table per scenario; the HdrHistogram percentile spectrum
 of TTFT, ITL, TPOT and E2E per scenario (x: 1/(1-p) on a log scale, labelled
 90 %, 99 %, 99.9 %..., as HdrHistogram's plotter draws ``.hgrm`` files), a
@@ -34,9 +38,7 @@ Invariants:
 
 from __future__ import annotations
 
-import html
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,34 +46,28 @@ from typing import Any
 
 from ..measure._burst import BURST_COUNTERS, burst_warnings
 from .._errors import ResultsError
-from ._html import cell, escape, table
-from ..measure._hdr import METRICS, Histogram
-from ..measure._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
-from ..measure._recorder import ALL, Snapshot
+from ._html import cell, escape, kv_table, table
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS
+from ..measure._outcomes import BROKEN, ERROR_RATE_WARN
+from ..measure._recorder import ALL
 from ._section_capacity import capacity_section
 from ._section_scrape import scrape_section
 from ._section_workload import workload_section
 from ..driver._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
-from ._series import MAX_POINTS, SERIES_PERCENTILES, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
+from ._figures import DETAIL_KEYS, SPECTRUM_METRICS, figure_html, keepalive_figure, outcome_figure, scope_counters, spectrum_figure, timeline_figure
+from ._section_overhead import overhead_section
+from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
 from .._format import cpu_phrase
+from .._units import NS_PER_MS, NS_PER_S
 from ..views._summary_table import load_text
 from .._textfile import read_text
 
-__all__ = ["write_report", "read_hlog", "spectrum", "RunData", "load_run"]
+__all__ = ["write_report", "read_hlog", "load_run", "render_html"]
 
 REPORT_NAME = "report.html"
 TIMELINE_NAME = "timeline.jsonl"
-SPECTRUM_METRICS = ("ttft", "itl", "tpot", "e2e")
 _TIMELINE_TAGS = ("all.ttft", "all.itl", "all.loop_lag", "all.schedule_lag")
-_OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#ff7f0e",
-                    "timeout": "#9467bd", "connect_error": "#8c564b", "http_error": "#e377c2",
-                    "cancelled": "#7f7f7f", "client_cancelled": "#17becf"}
-_DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
-_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-            "#bcbd22", "#17becf")
-_ALL_COLOUR = "#222222"
-_NS_PER_S = 1_000_000_000
-
 
 # -- reading a results folder ---------------------------------------------------
 
@@ -89,40 +85,6 @@ class IntervalHist:
     start_ns: int
     end_ns: int
     hist: Histogram
-
-
-@dataclass(frozen=True, slots=True)
-class RunData:
-    """Everything the report reads from one results folder.
-
-    Attributes:
-        path: the results folder.
-        summary: summary.json as a dict (:func:`read_summary`).
-        snapshot: the measured histograms and counters per scope.
-        timeline: timeline.jsonl records folded into time buckets, in order
-            (``hopbench.report._series.fold_timeline``; possibly empty).
-        intervals: tag (``<scope>.<metric>``) -> percentile points in time
-            order (``hopbench.report._series.fold_hlog``), for the tags the report
-            plots (possibly empty).
-        notes: what was missing or unreadable but not fatal (shown in the page).
-    """
-
-    path: Path
-    summary: dict[str, Any]
-    snapshot: Snapshot
-    timeline: list[dict[str, Any]]
-    intervals: dict[str, list[SeriesPoint]]
-    notes: list[str]
-
-    @property
-    def label(self) -> str:
-        """The run's name and folder, for legends and titles."""
-        return f"{self.summary.get('name') or '?'} ({self.path.name})"
-
-    def scopes(self) -> list[str]:
-        """Scenario scopes in summary order, then "all"."""
-        names = [s for s in self.snapshot.scopes if s != ALL]
-        return names + [ALL]
 
 
 def read_hlog(path: Path, tags: Iterable[str] | None = None) -> dict[str, list[IntervalHist]]:
@@ -161,8 +123,8 @@ def read_hlog(path: Path, tags: Iterable[str] | None = None) -> dict[str, list[I
             metric = tag.rsplit(".", 1)[1]
             if metric not in METRICS:
                 raise ResultsError(f"unknown metric {metric!r}")
-            start_ns = round(float(start_s) * _NS_PER_S)
-            end_ns = start_ns + round(float(length_s) * _NS_PER_S)
+            start_ns = round(float(start_s) * NS_PER_S)
+            end_ns = start_ns + round(float(length_s) * NS_PER_S)
             h = Histogram.decode(metric, b64)
         except (ValueError, IndexError, ResultsError) as exc:
             if n == len(lines):
@@ -212,222 +174,6 @@ def load_run(results_dir: Path, max_points: int = MAX_POINTS) -> RunData:
     else:
         notes.append(f"{hlog}: missing; no latency-over-time plots")
     return RunData(path, summary, snapshot, timeline, intervals, notes)
-
-
-# -- figures ------------------------------------------------------------------------
-
-
-def spectrum(hist: Histogram) -> tuple[list[float], list[float], list[float]]:
-    """The HdrHistogram percentile spectrum of a histogram.
-
-    Rows of :meth:`Histogram.hgrm_text` (hdrh's percentile iterator, 5 ticks
-    per half distance). The 100 % row, whose 1/(1-p) is infinite, is placed
-    at 1/(1-p) = count (p = 1 - 1/count) or the last finite x if larger.
-
-    Returns:
-        (x, value, percentile): x = 1/(1-p), value in the reporting unit,
-        percentile in %; empty lists for an empty histogram.
-    """
-    xs: list[float] = []
-    values: list[float] = []
-    pcts: list[float] = []
-    if not hist.count:
-        return xs, values, pcts
-    for row in hist.hgrm_text().splitlines():
-        parts = row.split()
-        if len(parts) not in (3, 4) or row.startswith("#"):
-            continue
-        try:
-            value, p = float(parts[0]), float(parts[1])
-        except ValueError:
-            continue  # the header
-        if p >= 1.0:
-            x = max(float(hist.count), xs[-1] if xs else 1.0)
-        else:
-            x = 1.0 / (1.0 - p)
-        xs.append(x)
-        values.append(value)
-        pcts.append(p * 100.0)
-    return xs, values, pcts
-
-
-def _colour(index: int, scope: str) -> str:
-    return _ALL_COLOUR if scope == ALL else _PALETTE[index % len(_PALETTE)]
-
-
-def _nines_axis(max_x: float) -> dict[str, Any]:
-    ticks, labels = [1.0], ["0%"]
-    k = 1
-    while 10.0 ** (k - 1) < max_x and k <= 9:
-        ticks.append(10.0**k)
-        labels.append(f"{100 - 100 / 10**k:.{max(k - 2, 0)}f}%")
-        k += 1
-    return {"type": "log", "tickvals": ticks, "ticktext": labels, "title": {"text": "percentile"}}
-
-
-def _spectrum_figure(runs: Sequence[RunData], metrics: Sequence[str], title: str) -> Any:
-    from plotly.subplots import make_subplots
-    import plotly.graph_objects as go
-
-    cols = 2
-    rows = math.ceil(len(metrics) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[
-        f"{m} ({METRICS[m].unit})" for m in metrics], vertical_spacing=0.12, horizontal_spacing=0.08)
-    scope_index = {s: i for i, s in enumerate(dict.fromkeys(s for r in runs for s in r.scopes()))}
-    shown: set[str] = set()
-    max_x = 10.0
-    for k, metric in enumerate(metrics):
-        row, col = k // cols + 1, k % cols + 1
-        for r_i, run in enumerate(runs):
-            for scope in run.scopes():
-                xs, ys, ps = spectrum(run.snapshot.histogram(scope, metric))
-                if not xs:
-                    continue
-                max_x = max(max_x, xs[-1])
-                name = scope if len(runs) == 1 else f"{scope} [{'AB'[r_i]}]"
-                fig.add_trace(go.Scatter(
-                    x=xs, y=ys, customdata=ps, mode="lines", name=name, legendgroup=name,
-                    showlegend=name not in shown,
-                    line={"color": _colour(scope_index[scope], scope), "shape": "hv",
-                          "dash": "solid" if r_i == 0 else "dash",
-                          "width": 2.5 if scope == ALL else 1.5},
-                    hovertemplate=f"{html.escape(name)}<br>p%{{customdata:.4f}}: %{{y:.3f}} "
-                                  f"{METRICS[metric].unit}<extra></extra>"), row=row, col=col)
-                shown.add(name)
-    axis = _nines_axis(max_x)
-    for k in range(len(metrics)):
-        fig.update_xaxes(axis, row=k // cols + 1, col=k % cols + 1)
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(title={"text": title}, height=380 * rows + 80, template="plotly_white",
-                      legend={"orientation": "h", "y": -0.08}, margin={"t": 80, "b": 60})
-    return fig
-
-
-def _percentile_series(points: Sequence[SeriesPoint], p: float) -> tuple[list[float], list[float | None]]:
-    i = SERIES_PERCENTILES.index(p)
-    xs: list[float] = []
-    ys: list[float | None] = []
-    for pt in points:
-        xs.append(pt.end_ns / _NS_PER_S)
-        ys.append(pt.values[i] if pt.count else None)
-    return xs, ys
-
-
-def _rate(timeline: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
-    xs, ys = [], []
-    for rec in timeline:
-        dur_s = (rec["end_ns"] - rec.get("start_ns", 0)) / _NS_PER_S
-        if dur_s <= 0:
-            continue
-        xs.append(rec["end_ns"] / _NS_PER_S)
-        ys.append(float(rec.get(key, 0) or 0) / dur_s)
-    return xs, ys
-
-
-def _warmup_s(run: RunData) -> float:
-    prof = run.summary.get("profile")
-    run_t = prof.get("run") if isinstance(prof, Mapping) else None
-    w = run_t.get("warmup_s") if isinstance(run_t, Mapping) else None
-    return float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else 0.0
-
-
-def _timeline_figure(runs: Sequence[RunData]) -> Any:
-    from plotly.subplots import make_subplots
-    import plotly.graph_objects as go
-
-    titles = ("TTFT per interval (ms)", "ITL per interval (ms)", "streams per second",
-              "output tokens per second", "streams in flight (as a gateway sees them) and client-side phases",
-              "load generator: CPU (% of a core) and lag p99 (ms)")
-    fig = make_subplots(rows=len(titles), cols=1, shared_xaxes=True, subplot_titles=titles,
-                        vertical_spacing=0.045)
-    for r_i, run in enumerate(runs):
-        dash = "solid" if r_i == 0 else "dash"
-        tag = "" if len(runs) == 1 else f" [{'AB'[r_i]}]"
-
-        def line(row: int, xs: Sequence[float], ys: Sequence[float | None], name: str,
-                 colour: str) -> None:
-            fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name=name + tag,
-                                     line={"color": colour, "dash": dash, "width": 1.5},
-                                     marker={"size": 4}, legendgroup=f"r{row}",
-                                     legendgrouptitle={"text": titles[row - 1]} if r_i == 0 else None,
-                                     connectgaps=False), row=row, col=1)
-
-        for row, tag_name in ((1, "all.ttft"), (2, "all.itl")):
-            ivs = run.intervals.get(tag_name, [])
-            for p, colour in ((50.0, "#1f77b4"), (99.0, "#d62728"), (99.9, "#9467bd")):
-                xs, ys = _percentile_series(ivs, p)
-                if xs:
-                    line(row, xs, ys, f"{tag_name[4:]} p{p:g}", colour)
-        tl = run.timeline
-        if tl:
-            for key, colour in (("started", "#1f77b4"), ("completed", "#2ca02c")):
-                line(3, *_rate(tl, key), f"{key}/s", colour)
-            line(4, *_rate(tl, "output_tokens"), "output tokens/s", "#ff7f0e")
-            ends = [rec["end_ns"] / _NS_PER_S for rec in tl]
-            line(5, ends, [rec.get("in_flight_mean") for rec in tl], "in flight (mean)", "#1f77b4")
-            line(5, ends, [rec.get("in_flight_now") for rec in tl], "in flight (at end)", "#7f7f7f")
-            # the client-side phases, by their own names (docs/results.md, "In flight")
-            for key, colour in (("connecting", "#bcbd22"), ("waiting", "#ff9896"), ("closing", "#c5b0d5")):
-                if any(f"{key}_mean" in rec for rec in tl):
-                    line(5, ends, [rec.get(f"{key}_mean") for rec in tl], f"{key} (mean)", colour)
-            line(6, ends, [100.0 * float(rec.get("cpu", 0) or 0) for rec in tl], "CPU %", "#8c564b")
-        for tag_name, colour in (("all.loop_lag", "#e377c2"), ("all.schedule_lag", "#17becf")):
-            xs, ys = _percentile_series(run.intervals.get(tag_name, []), 99.0)
-            if xs:
-                line(6, xs, ys, f"{tag_name[4:]} p99 ms", colour)
-    warm = _warmup_s(runs[0])
-    if warm > 0:
-        fig.add_vrect(x0=0, x1=warm, fillcolor="#bbbbbb", opacity=0.25, line_width=0,
-                      annotation_text="warm-up", annotation_position="top left", row="all", col=1)
-    fig.update_xaxes(title={"text": "seconds since start"}, row=len(titles), col=1)
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(title={"text": "Over time (one point per interval, or per bucket of intervals in a "
-                               f"long run: at most {MAX_POINTS} points)"}, height=1500,
-                      template="plotly_white", legend={"groupclick": "toggleitem"},
-                      margin={"t": 80})
-    return fig
-
-
-def _counters(run: RunData, scope: str) -> dict[str, int]:
-    s = run.snapshot.scopes.get(scope)
-    return s.counters if s is not None else {}
-
-
-def _outcome_figure(runs: Sequence[RunData]) -> Any:
-    from plotly.subplots import make_subplots
-    import plotly.graph_objects as go
-
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55], horizontal_spacing=0.18,
-                        subplot_titles=("stream outcomes by scenario", "by kind and error code (all)"))
-    cats: list[str] = []
-    for r_i, run in enumerate(runs):
-        for scope in run.scopes():
-            cats.append(scope if len(runs) == 1 else f"{'AB'[r_i]}: {scope}")
-    for outcome in OUTCOMES:
-        values = [run.snapshot.counter(scope, outcome) for run in runs for scope in run.scopes()]
-        if any(values):
-            fig.add_trace(go.Bar(x=cats, y=values, name=outcome, marker_color=_OUTCOME_COLOURS[outcome],
-                                 legendgroup="outcomes"), row=1, col=1)
-    details = sorted({k for run in runs for k in _counters(run, ALL) if k.startswith(_DETAIL_PREFIXES)})
-    for r_i, run in enumerate(runs):
-        counts = [run.snapshot.counter(ALL, k) for k in details]
-        fig.add_trace(go.Bar(y=details or ["(none)"], x=counts or [0], orientation="h",
-                             name="count" if len(runs) == 1 else f"count [{'AB'[r_i]}]",
-                             marker_color="#d62728" if r_i == 0 else "#ff9896",
-                             showlegend=len(runs) > 1), row=1, col=2)
-    fig.update_layout(barmode="stack", template="plotly_white", title={"text": "Stream outcomes"},
-                      height=max(420, 24 * len(details) + 160))
-    if len(runs) > 1:
-        fig.update_layout(barmode="relative")
-    return fig
-
-
-def _keepalive_figure(runs: Sequence[RunData]) -> Any | None:
-    if not any(run.snapshot.histogram(s, m).count for run in runs for s in run.scopes()
-               for m in ("keepalive_interval", "max_silence")):
-        return None
-    return _spectrum_figure(runs, ("keepalive_interval", "max_silence"),
-                            "Keepalive gaps and longest silence per stream (percentile spectrum)")
 
 
 # -- HTML ---------------------------------------------------------------------------
@@ -509,12 +255,12 @@ def _run_figures(run: RunData) -> str:
 def _details_table(runs: Sequence[RunData]) -> str:
     """Every outcome detail with its count (truncated.*, connect_error.*,
     http_error_code.*, ...) and the first error messages kept per kind."""
-    details = sorted({k for run in runs for k, n in _counters(run, ALL).items()
-                      if n and k.startswith(_DETAIL_PREFIXES)})
+    details = sorted({k for run in runs for k, n in scope_counters(run, ALL).items()
+                      if n and k.startswith(DETAIL_KEYS)})
     out = []
     if details:
         header = ["detail"] + (["count"] if len(runs) == 1 else ["A", "B"])
-        out.append(_table(header, [[k] + [_counters(run, ALL).get(k, 0) for run in runs] for k in details]))
+        out.append(_table(header, [[k] + [scope_counters(run, ALL).get(k, 0) for run in runs] for k in details]))
     for i, run in enumerate(runs):
         samples = run.summary.get("error_samples")
         if isinstance(samples, Mapping) and samples:
@@ -568,7 +314,7 @@ def _arm_differences(block: Mapping[str, Any]) -> str:
 def _tokens_table(run: RunData) -> str:
     rows = []
     for scope in run.scopes():
-        counters = _counters(run, scope)
+        counters = scope_counters(run, scope)
         rows.append([scope] + [counters.get(f"tokens.{d}.{k}", 0) for d in ("input", "output")
                                for k in ("completed", "broken")] + [counters.get("no_usage", 0)])
     return _table(["scope", "input (completed)", "input (broken)", "output (completed)",
@@ -585,7 +331,7 @@ def _stop_table(run: RunData) -> str:
     rows = []
     headers: list[list[object]] = []
     for scope in run.scopes():
-        counters = _counters(run, scope)
+        counters = scope_counters(run, scope)
         rows.append([scope] + [counters.get(f"stop.{c}", 0) for c in _STOP_CLASSES]
                     + [counters.get(f, 0) for f in _STREAM_FLAGS])
         headers += [[scope, k[len("header."):].partition("=")[0], k.partition("=")[2], n]
@@ -606,7 +352,7 @@ def _keepalive_table(run: RunData) -> str:
         snap = run.snapshot
         ka = snap.histogram(scope, "keepalive_interval")
         sil = snap.histogram(scope, "max_silence")
-        d = 1_000_000
+        d = NS_PER_MS
         rows.append([scope, snap.counter(scope, "keepalives"), snap.counter(scope, "keepalive_violations"),
                      ka.percentile(50) / d if ka.count else None, ka.max / d if ka.count else None,
                      sil.percentile(50) / d if sil.count else None,
@@ -616,51 +362,6 @@ def _keepalive_table(run: RunData) -> str:
                    "p99", "p99.9", "max"], rows) + \
         '<p class="note">gaps between SSE keepalive comments and, per stream, the longest time with ' \
         "no byte received (ms)</p>"
-
-
-def _overhead_section(runs: Sequence[RunData]) -> list[str]:
-    """The gateway overhead section (docs/gateway-overhead.md): the overhead spectra,
-    the match and event counts, and the fault matrix; nothing for runs without it."""
-    from ..driver._overhead import OVERHEAD_METRICS
-
-    blocks = [(i, r.summary.get("gateway_overhead")) for i, r in enumerate(runs)]
-    if not any(isinstance(b, Mapping) for _, b in blocks):
-        return []
-    out = ["<h2>Gateway overhead</h2>",
-           '<p class="note">What the gateway added, per request and per event, against the emulator '
-           "behind it (one clock). Solid: A, dashed: B when comparing.</p>",
-           _figure_html(_spectrum_figure(runs, OVERHEAD_METRICS, "Gateway overhead spectrum"), "fig-overhead")]
-    series = [(i, b.get("event_delay_over_time")) for i, b in blocks if isinstance(b, Mapping)]
-    if any(pts for _, pts in series):
-        import plotly.graph_objects as go
-
-        fig = go.Figure()
-        for i, pts in series:
-            tag = "" if len(runs) == 1 else f" [{'AB'[i]}]"
-            for key, colour in (("p50_ms", "#1f77b4"), ("p99_ms", "#d62728")):
-                fig.add_trace(go.Scatter(x=[p["t_s"] for p in pts or ()], y=[p[key] for p in pts or ()],
-                                         mode="lines+markers", name=f"event_delay {key[:3]}{tag}",
-                                         line={"color": colour, "dash": "solid" if i == 0 else "dash"}))
-        fig.update_layout(title="Per-event delay over time (by upstream write time)", height=340,
-                          xaxis_title="seconds since the first send", yaxis_title="ms", template="plotly_white")
-        out.append(_figure_html(fig, "fig-overhead-time"))
-    for i, block in blocks:
-        if not isinstance(block, Mapping):
-            continue
-        if len(runs) > 1:
-            out.append(f"<h3>{'AB'[i]}</h3>")
-        out.append(_kv_table({k: v for k, v in block.items() if k not in ("fault_matrix", "event_delay_over_time")}))
-        matrix = block.get("fault_matrix") or {}
-        rows = [[fault, seen, n] for fault, row in matrix.items() for seen, n in row.items()]
-        if rows:
-            out.append("<h3>Fault translation: upstream fault -> what the client saw</h3>")
-            out.append(_table(["upstream", "client", "streams"], rows, left=2))
-    return out
-
-
-def _kv_table(data: Mapping[str, Any]) -> str:
-    rows = [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in data.items()]
-    return _table(["key", "value"], rows, left=2)
 
 
 def _checkpoint(s: Mapping[str, Any]) -> bool:
@@ -709,13 +410,6 @@ def _run_meta(run: RunData) -> str:
     return '<p class="meta">' + "".join(f"<span><b>{_e(k)}</b> {_e(_fmt(v))}</span>" for k, v in items) + "</p>"
 
 
-def _figure_html(fig: Any, div_id: str) -> str:
-    import plotly.io as pio
-
-    return str(pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
-                           config={"displaylogo": False, "responsive": True}))
-
-
 def _plotly_js() -> str:
     from plotly.offline import get_plotlyjs
 
@@ -739,7 +433,7 @@ def render_html(runs: Sequence[RunData]) -> str:
         heading = [f"<h3>{_e(tag + run.label)}</h3>"] if len(runs) > 1 else []  # h1 names a lone run
         parts += heading + [_run_meta(run), _run_figures(run), _warnings(run), _headline(run)]
     for run in runs:  # staged runs: latency against offered load (hopbench.report._section_capacity)
-        parts += capacity_section(run.summary, _figure_html)
+        parts += capacity_section(run.summary, figure_html)
     if len(runs) > 1:
         parts += ["<h2>Compare verdicts (B against A)</h2>", _verdicts(runs)]
     arms = a.summary.get("arm_differences")
@@ -748,12 +442,12 @@ def render_html(runs: Sequence[RunData]) -> str:
     parts += ["<h2>Latency percentile spectrum</h2>",
               '<p class="note">HdrHistogram style: x is 1/(1-p) on a log scale, so the tail gets room.'
               + (" Solid: A, dashed: B." if len(runs) > 1 else "") + "</p>",
-              _figure_html(_spectrum_figure(runs, SPECTRUM_METRICS, "Percentile spectrum per scenario"),
+              figure_html(spectrum_figure(runs, SPECTRUM_METRICS, "Percentile spectrum per scenario"),
                            "fig-spectrum"),
-              "<h2>Over time</h2>", _figure_html(_timeline_figure(runs), "fig-timeline"),
-              *_overhead_section(runs),  # docs/gateway-overhead.md
+              "<h2>Over time</h2>", figure_html(timeline_figure(runs), "fig-timeline"),
+              *overhead_section(runs),  # docs/gateway-overhead.md
               *scrape_section(a.path, a.timeline),  # [[scrape]] series (hopbench.report._section_scrape)
-              "<h2>Stream outcomes</h2>", _figure_html(_outcome_figure(runs), "fig-outcomes"),
+              "<h2>Stream outcomes</h2>", figure_html(outcome_figure(runs), "fig-outcomes"),
               _details_table(runs),
               "<h2>Stop reasons and stream flags</h2>"]
     for i, run in enumerate(runs):
@@ -769,9 +463,9 @@ def render_html(runs: Sequence[RunData]) -> str:
     parts += workload_section([("" if len(runs) == 1 else "AB"[i], run.summary.get("scopes") or {})
                                for i, run in enumerate(runs)])
     parts.append("<h2>Keepalives and silences</h2>")
-    ka = _keepalive_figure(runs)
+    ka = keepalive_figure(runs)
     if ka is not None:
-        parts.append(_figure_html(ka, "fig-keepalive"))
+        parts.append(figure_html(ka, "fig-keepalive"))
     for i, run in enumerate(runs):
         if len(runs) > 1:
             parts.append(f"<h3>{'AB'[i]}</h3>")
@@ -782,12 +476,12 @@ def render_html(runs: Sequence[RunData]) -> str:
         parts.append(f"<h2>Load and generator{_e(tag)}</h2>")
         for key in ("load", "generator"):
             if isinstance(s.get(key), Mapping):
-                parts.append(_kv_table(s[key]))
+                parts.append(kv_table(s[key]))
         parts.append(f"<h2>Profile{_e(tag)}</h2>")
         parts.append(f"<pre>{_e(json.dumps(s.get('profile'), indent=2, ensure_ascii=False))}</pre>")
         parts.append(f"<h2>Environment{_e(tag)}</h2>")
         if isinstance(s.get("environment"), Mapping):
-            parts.append(_kv_table(s["environment"]))
+            parts.append(kv_table(s["environment"]))
     parts.append('<p class="note">written by hopbench report; plots drawn offline by the embedded '
                  "plotly.js</p></body></html>\n")
     return "".join(parts)

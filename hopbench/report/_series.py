@@ -38,10 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ResultsError
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS
+from ..measure._recorder import ALL, Snapshot
 from .._textfile import decode_line, iter_lines
+from .._units import NS_PER_S
 
-__all__ = ["MAX_POINTS", "SERIES_PERCENTILES", "SeriesPoint", "bucket_ns_for", "fold_hlog", "fold_timeline",
+__all__ = ["MAX_POINTS", "SERIES_PERCENTILES", "RunData", "SeriesPoint", "bucket_ns_for", "fold_hlog", "fold_timeline",
            "span_ns"]
 
 MAX_POINTS = 720
@@ -51,7 +54,6 @@ MAX_POINTS = 720
 SERIES_PERCENTILES = (50.0, 99.0, 99.9)
 """The percentiles of each :class:`SeriesPoint`, in this order."""
 
-_NS_PER_S = 1_000_000_000
 _SUMMED = ("started", "completed", "output_tokens")
 _OPEN_BUCKETS = 2  # buckets kept open per tag, for lines a little out of order
 
@@ -106,8 +108,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str, bool]]:
 
 def _hlog_bounds(line: str) -> tuple[str, int, int, str]:
     tag, start_s, length_s, _max, b64 = line[4:].split(",", 4)
-    start_ns = round(float(start_s) * _NS_PER_S)
-    return tag, start_ns, start_ns + round(float(length_s) * _NS_PER_S), b64
+    start_ns = round(float(start_s) * NS_PER_S)
+    return tag, start_ns, start_ns + round(float(length_s) * NS_PER_S), b64
 
 
 def span_ns(hlog: Path | None, timeline: Path | None) -> int:
@@ -262,3 +264,37 @@ def fold_timeline(path: Path, bucket_ns: int) -> list[dict[str, Any]]:
                 cur[key] = v  # point-in-time figures: the bucket's last value
     flush()
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """Everything the report reads from one results folder.
+
+    Attributes:
+        path: the results folder.
+        summary: summary.json as a dict (:func:`read_summary`).
+        snapshot: the measured histograms and counters per scope.
+        timeline: timeline.jsonl records folded into time buckets, in order
+            (``hopbench.report._series.fold_timeline``; possibly empty).
+        intervals: tag (``<scope>.<metric>``) -> percentile points in time
+            order (``hopbench.report._series.fold_hlog``), for the tags the report
+            plots (possibly empty).
+        notes: what was missing or unreadable but not fatal (shown in the page).
+    """
+
+    path: Path
+    summary: dict[str, Any]
+    snapshot: Snapshot
+    timeline: list[dict[str, Any]]
+    intervals: dict[str, list[SeriesPoint]]
+    notes: list[str]
+
+    @property
+    def label(self) -> str:
+        """The run's name and folder, for legends and titles."""
+        return f"{self.summary.get('name') or '?'} ({self.path.name})"
+
+    def scopes(self) -> list[str]:
+        """Scenario scopes in summary order, then "all"."""
+        names = [s for s in self.snapshot.scopes if s != ALL]
+        return names + [ALL]

@@ -6,7 +6,9 @@ absolute and relative change, and a verdict (better, worse, same) from tests
 computed on the two HDR histograms (:mod:`hopbench.views._stats`); the same for the
 outcome rates (proportion tests) and the run's token throughput. Works from
 summary.json (and timeline.jsonl for throughput) only: milliseconds per
-comparison. User documentation: docs/compare.md.
+comparison. The records it fills and their text, Markdown and JSON are
+:mod:`hopbench.views._compare_render`'s; the load-shape rule a pair is refused
+by is :mod:`hopbench.views._load_shape`'s. User documentation: docs/compare.md.
 
 Invariants:
 
@@ -25,50 +27,40 @@ Invariants:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from .._errors import ResultsError, UsageError
-from ..measure._hdr import METRICS, Histogram
+from ..measure._hdr import Histogram
+from ..measure._metrics import METRICS, metrics_where
 from ..measure._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value
-from ._stats import MannWhitney, buckets, mann_whitney, quantile_ci, poisson_rates, two_proportions
+from ._compare_render import NOT_COMPARABLE, SHOWN_STATS, Comparison, MetricComparison, RateComparison, rel_change
+from ._load_shape import shape_differences
+from ._stats import buckets, mann_whitney, quantile_ci, poisson_rates, two_proportions
 
 __all__ = [
     "ALPHA",
-    "NOT_COMPARABLE",
     "DEFAULT_METRICS",
+    "MIN_ABS_MS",
     "MIN_EFFECT",
-    "Comparison",
-    "MetricComparison",
-    "RateComparison",
     "compare_command",
+    "compare_metric",
     "compare_summaries",
-    "load_shape",
-    "shape_differences",
 ]
 
 ALPHA: Final = 0.01
 """Significance level of every test (two-sided); tail CIs are at 1 - ALPHA."""
-NOT_COMPARABLE: Final = "not_comparable"
-"""The verdict of a metric or rate one run has nothing of (no sample, no stream, no
-measured duration): there is nothing to test, so it is neither "same" nor a change."""
 MIN_EFFECT: Final = 0.05
 """Smallest relative change (of the median, or of a tail percentile) that can be a verdict."""
 MIN_ABS_MS: Final = 1.0
 """Times: smallest absolute change (ms) that can be a verdict (loopback noise is below it)."""
-DEFAULT_METRICS: Final = ("ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
-                          "keepalive_interval", "max_silence", "ttft_from_send", "e2e_from_send",
-                          # gateway overhead (docs/gateway-overhead.md): only runs with [upstream] have them
-                          "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
-                          "injected_keepalive_interval", "client_silence_in_upstream_silence")
-"""Gateway-facing metrics compared by default (client-side ones need --metric); a metric
-neither run recorded is left out."""
-HIGHER_IS_BETTER: Final = frozenset({"output_tokens_per_s", "completion_rate", "throughput.output_tokens_per_s",
-                                     "throughput.completed_per_s"})
-SHOWN_STATS: Final = ("count", "p50", "p90", "p99", "p999", "max")
+DEFAULT_METRICS: Final = metrics_where(compared=True)
+"""Gateway-facing metrics compared by default (the registry's ``compared``; client-side
+ones need --metric); a metric neither run recorded is left out."""
+HIGHER_IS_BETTER: Final = frozenset({*metrics_where(higher_is_better=True), "completion_rate",
+                                     "throughput.output_tokens_per_s", "throughput.completed_per_s"})
+"""Metrics (the registry's ``higher_is_better``), rates and throughput figures for which more is better."""
 _TAILS: Final = (("p90", 0.90), ("p99", 0.99))
 _BASE_RATES: Final = ("completion_rate", "error_rate", "interruption_rate", "truncated_rate",
                       "timeout_rate", "http_error_rate", "keepalive_violation_rate")
@@ -78,252 +70,6 @@ _CODE_PREFIXES: Final = DETAIL_PREFIXES
 def _direction(name: str, candidate_larger: bool) -> str:
     better_if_larger = name in HIGHER_IS_BETTER
     return "better" if candidate_larger == better_if_larger else "worse"
-
-
-def _rel(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or a == 0:
-        return None
-    return (b - a) / abs(a)
-
-
-@dataclass(frozen=True, slots=True)
-class MetricComparison:
-    """One metric in one scope, base vs candidate.
-
-    Attributes:
-        scope: scope name.
-        metric: a METRICS name.
-        unit: reporting unit (ms, tokens/s).
-        base: ``{count, p50, p90, p99, p999, max}`` of the base (reporting unit; None when empty).
-        candidate: the same for the candidate.
-        test: Mann-Whitney U on the two histograms.
-        tails: ``{"p90"|"p99": {"base_ci": [lo, hi] | None, "candidate_ci": ..., "verdict"}}``.
-        verdict: ``"better"``, ``"worse"``, ``"same"`` or ``"not_comparable"`` (one
-            side has no sample: :data:`NOT_COMPARABLE`).
-        reasons: why, one phrase each (empty for "same" with nothing notable).
-    """
-
-    scope: str
-    metric: str
-    unit: str
-    base: dict[str, float | int | None]
-    candidate: dict[str, float | int | None]
-    test: MannWhitney
-    tails: dict[str, dict[str, Any]]
-    verdict: str
-    reasons: tuple[str, ...]
-
-    def change(self, stat: str) -> tuple[float | None, float | None]:
-        """(absolute, relative) change of ``stat`` from base to candidate."""
-        a, b = self.base.get(stat), self.candidate.get(stat)
-        if a is None or b is None:
-            return None, None
-        return b - a, _rel(a, b)
-
-
-@dataclass(frozen=True, slots=True)
-class RateComparison:
-    """One outcome rate (or throughput figure) in one scope.
-
-    Attributes:
-        scope: scope name.
-        name: e.g. ``"error_rate"``, ``"failed.rate_limit_error"`` or ``"throughput.output_tokens_per_s"``.
-        base: (numerator, denominator, value or None).
-        candidate: the same.
-        method: the test used (``"two-proportion z"``, ``"fisher exact"``,
-            ``"mann-whitney over intervals"``, ``"none"``).
-        p_value: its two-sided p-value (1.0 when untestable).
-        verdict: better, worse, same, or not_comparable (one side counted no stream
-            or has no measured duration).
-        unit: ``""`` for proportions, ``"tokens/s"`` or ``"/s"``.
-    """
-
-    scope: str
-    name: str
-    base: tuple[float, float, float | None]
-    candidate: tuple[float, float, float | None]
-    method: str
-    p_value: float
-    verdict: str
-    unit: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    """Everything ``hopbench compare`` reports.
-
-    Attributes:
-        base_dir / candidate_dir: the folders (as given).
-        metrics: one per (scope, metric) both runs have.
-        rates: one per (scope, rate).
-        warnings: e.g. an incomplete or saturated run, a forced shape mismatch.
-        only_in_base / only_in_candidate: scopes the other run lacks.
-        alpha / min_effect: the test settings used.
-    """
-
-    base_dir: str
-    candidate_dir: str
-    metrics: tuple[MetricComparison, ...]
-    rates: tuple[RateComparison, ...]
-    warnings: tuple[str, ...] = ()
-    only_in_base: tuple[str, ...] = ()
-    only_in_candidate: tuple[str, ...] = ()
-    alpha: float = ALPHA
-    min_effect: float = MIN_EFFECT
-    shape_differences: tuple[str, ...] = field(default=())
-    #: staged runs: hopbench.views._capacity_table.compare_capacity's result, else None
-    capacity: Mapping[str, Any] | None = None
-
-    @property
-    def any_worse(self) -> bool:
-        """True when any metric, rate or capacity verdict is "worse"."""
-        return (any(m.verdict == "worse" for m in self.metrics) or any(r.verdict == "worse" for r in self.rates)
-                or (self.capacity or {}).get("verdict") == "worse")
-
-    def scopes(self) -> list[str]:
-        """Scopes in report order (scenarios, then "all")."""
-        seen: list[str] = []
-        for s in [m.scope for m in self.metrics] + [r.scope for r in self.rates]:
-            if s not in seen:
-                seen.append(s)
-        return [s for s in seen if s != "all"] + (["all"] if "all" in seen else [])
-
-    def render(self, fmt: str) -> str:
-        """Render as ``"text"``, ``"markdown"`` or ``"json"``.
-
-        Raises:
-            UsageError: an unknown format.
-        """
-        match fmt:
-            case "text":
-                return _render_text(self)
-            case "markdown":
-                return _render_markdown(self)
-            case "json":
-                return json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n"
-        raise UsageError(f"unknown format {fmt!r}: expected text, markdown or json")
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict: ``scopes.<scope>.metrics.<metric>.verdict`` etc. (docs/compare.md)."""
-        scopes: dict[str, Any] = {}
-        for s in self.scopes():
-            scopes[s] = {"metrics": {}, "rates": {}}
-        for m in self.metrics:
-            scopes[m.scope]["metrics"][m.metric] = {
-                "unit": m.unit,
-                "base": m.base,
-                "candidate": m.candidate,
-                "change": {k: dict(zip(("abs", "rel"), m.change(k))) for k in SHOWN_STATS},
-                "test": {"method": "mann-whitney u (tie-corrected, normal approximation)",
-                         "u": m.test.u_a, "z": _finite(m.test.z), "p_value": m.test.p_value,
-                         "superiority": m.test.superiority, "alpha": self.alpha},
-                "tails": m.tails,
-                "verdict": m.verdict,
-                "reasons": list(m.reasons),
-            }
-        for r in self.rates:
-            scopes[r.scope]["rates"][r.name] = {
-                "base": {"numerator": r.base[0], "denominator": r.base[1], "value": r.base[2]},
-                "candidate": {"numerator": r.candidate[0], "denominator": r.candidate[1], "value": r.candidate[2]},
-                "change": {"abs": None if r.base[2] is None or r.candidate[2] is None else r.candidate[2] - r.base[2],
-                           "rel": _rel(r.base[2], r.candidate[2])},
-                "unit": r.unit,
-                "test": {"method": r.method, "p_value": r.p_value, "alpha": self.alpha},
-                "verdict": r.verdict,
-            }
-        return {
-            "base": self.base_dir,
-            "candidate": self.candidate_dir,
-            "alpha": self.alpha,
-            "min_effect": self.min_effect,
-            "worse": self.any_worse,
-            "warnings": list(self.warnings),
-            "shape_differences": list(self.shape_differences),
-            "only_in_base": list(self.only_in_base),
-            "only_in_candidate": list(self.only_in_candidate),
-            "scopes": scopes,
-            "capacity": None if self.capacity is None else dict(self.capacity),
-        }
-
-
-def _finite(v: float) -> float | None:
-    return v if math.isfinite(v) else None
-
-
-# -- load shape --------------------------------------------------------------------
-
-
-_LOAD_DEFAULTS: dict[str, dict[str, Any]] = {"concurrency": {"ramp_up_s": 0},
-                  "rate": {"arrival": "poisson", "max_in_flight": 1000}}
-_LOAD_KEYS = {"concurrency": ("concurrency", "ramp_up_s"),
-              "rate": ("rate_rps", "arrival", "max_in_flight")}
-
-
-def load_shape(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a run that make two runs comparable, as the run resolved them.
-
-    The profile's defaults are applied (``mode = "concurrency"`` written or
-    omitted is the same shape): from the summary's ``resolved_load`` when the
-    run recorded it, else from its profile text with hopbench's defaults.
-
-    Returns:
-        flat dict: ``load.mode`` and the keys that mode uses (concurrency:
-        ``load.concurrency``, ``load.ramp_up_s``; rate: ``load.rate_rps``,
-        ``load.arrival``, ``load.max_in_flight``), ``run.duration_s``,
-        ``run.requests``, ``run.warmup_s``, ``workers``, and ``scenarios`` (a
-        list of [name, weight]). Targets, models and emulator settings are not
-        part of the shape: they are what one compares.
-    """
-    resolved = summary.get("resolved_load")
-    if isinstance(resolved, Mapping):
-        out = dict(resolved)
-        workers = summary.get("workers", 1)
-        out["workers"] = workers if workers is not None else 1
-        return out
-    profile = summary.get("profile")
-    p = profile if isinstance(profile, Mapping) else {}
-    out = {}
-    load = p.get("load")
-    load = load if isinstance(load, Mapping) else {}
-    mode = load.get("mode", "concurrency")
-    out["load.mode"] = mode
-    defaults = _LOAD_DEFAULTS.get(mode, {})
-    for k in _LOAD_KEYS.get(mode, tuple(load)):
-        if k != "mode":
-            out[f"load.{k}"] = load.get(k, defaults.get(k))
-    run = p.get("run")
-    run = run if isinstance(run, Mapping) else {}
-    for k in ("duration_s", "requests"):
-        out[f"run.{k}"] = run.get(k)
-    out["run.warmup_s"] = run.get("warmup_s", 0)
-    workers = summary.get("workers", run.get("workers", 1))
-    out["workers"] = workers if workers is not None else 1
-    scen = p.get("scenario")
-    if isinstance(scen, list):
-        out["scenarios"] = [[s.get("name") or f"{s.get('protocol')}-{s.get('model')}", s.get("weight", 1)]
-                            for s in scen if isinstance(s, Mapping)]
-    return out
-
-
-def shape_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """How two runs' load shapes (:func:`load_shape`) differ: the one rule that
-    ``hopbench compare`` and ``hopbench gate --baseline`` refuse a pair by.
-
-    Args:
-        a: the base (or baseline) run's summary.json dict.
-        b: the candidate (or gated) run's.
-
-    Returns:
-        list of ``"<key>: <a's value as JSON> vs <b's value as JSON>"``, in
-        ``a``'s key order then ``b``'s extra keys; empty when the shapes are the
-        same. Never raises on a malformed summary (missing parts read as null).
-    """
-    sa, sb = load_shape(a), load_shape(b)
-    diffs = []
-    for k in list(sa) + [k for k in sb if k not in sa]:
-        if sa.get(k) != sb.get(k):
-            diffs.append(f"{k}: {json.dumps(sa.get(k))} vs {json.dumps(sb.get(k))}")
-    return diffs
 
 
 # -- metrics ---------------------------------------------------------------------
@@ -343,9 +89,8 @@ def _hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
         raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
 
 
-PER_EVENT = frozenset({"itl", "keepalive_interval", "injected_keepalive_interval", "event_delay",
-                       "upstream_silence", "client_silence_in_upstream_silence"})
-"""Metrics with many samples per stream: their samples are not independent (a
+PER_EVENT = frozenset(metrics_where(per_event=True))
+"""Metrics with many samples per stream (the registry's ``per_event``): their samples are not independent (a
 stream's gaps share its path, its upstream, the machine's state while it ran), so
 their tests count streams, not events (``compare_metric``'s ``streams``)."""
 
@@ -413,7 +158,7 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
     def big(key: str, rel: float | None) -> bool:
         return rel is not None and abs(rel) >= min_effect and abs((sb[key] or 0) - (sa[key] or 0)) >= floor
 
-    rel50 = _rel(sa["p50"], sb["p50"])
+    rel50 = rel_change(sa["p50"], sb["p50"])
     if test.p_value < alpha and rel50 is not None and big("p50", rel50):
         larger = test.superiority > 0.5
         if larger == (rel50 > 0):
@@ -428,7 +173,7 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
     for key, q in _TAILS:
         ca, cb = quantile_ci(ba, q, 1 - alpha, deff_a), quantile_ci(bb, q, 1 - alpha, deff_b)
         tv = "same"
-        rel = _rel(sa[key], sb[key])
+        rel = rel_change(sa[key], sb[key])
         if ca is not None and cb is not None and big(key, rel):
             if cb[0] > ca[1] or cb[1] < ca[0]:
                 tv = _direction(metric, cb[0] > ca[1])
@@ -541,14 +286,14 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
         elif name == "output_tokens_per_s" and ia and ib:
             t = mann_whitney(ia, ib)
             method, p = "mann-whitney over intervals", t.p_value
-            rel = _rel(va, vb)
+            rel = rel_change(va, vb)
             if p < alpha and rel is not None and abs(rel) >= min_effect and (rel > 0) == (t.superiority > 0.5):
                 verdict = _direction("throughput." + name, rel > 0)
         elif name == "completed_per_s" and ma and mb:
             # counts over durations: a dead candidate (0 completed) is a change, not noise
             pt = poisson_rates(num_a, ma, num_b, mb)
             method, p = pt.method, pt.p_value
-            rel = _rel(va, vb)
+            rel = rel_change(va, vb)
             if p < alpha and va is not None and vb is not None and va != vb \
                     and (rel is None or abs(rel) >= min_effect):
                 verdict = _direction("throughput." + name, vb > va)
@@ -557,7 +302,7 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
     return out
 
 
-#: run warnings (hopbench.driver._finish) that say streams arrived as bursts: compare repeats them
+#: run warnings (hopbench.driver._warnings) that say streams arrived as bursts: compare repeats them
 _BURST_WARNINGS: Final = ("proxy buffering suspected", "client_lagged")
 
 
@@ -697,124 +442,6 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
 
 
 # -- rendering -------------------------------------------------------------------
-
-
-def _num(v: float | int | None) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, int):
-        return str(v)
-    a = abs(v)
-    if a == 0:
-        return "0"
-    if a >= 100:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    if a < 0.001:  # below 1 us: a "same read" gap (0, kept as HDR's 1 ns), never "1e-06"
-        return "<0.001" if v > 0 else ">-0.001"
-    return f"{v:.3g}"
-
-
-def _pct(r: float | None) -> str:
-    return "" if r is None else f"{r:+.1%}"
-
-
-def _rate_cell(t: tuple[float, float, float | None], unit: str) -> str:
-    if unit:
-        return _num(t[2]) if t[2] is not None else "-"
-    return f"{int(t[0])}/{int(t[1])} = {t[2]:.3%}" if t[2] is not None else f"{int(t[0])}/{int(t[1])}"
-
-
-_VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant change",
-                 NOT_COMPARABLE: "not comparable"}
-
-
-def _method_line(c: Comparison) -> str:
-    return (f"method: Mann-Whitney U (tie-corrected) on HDR buckets and {1 - c.alpha:.0%} quantile CIs "
-            f"of p90/p99, alpha {c.alpha:g}, min effect {c.min_effect:.0%}; rates: two-proportion z / Fisher")
-
-
-def _render_text(c: Comparison) -> str:
-    out = [f"base:      {c.base_dir}", f"candidate: {c.candidate_dir}", _method_line(c)]
-    out += [f"warning: {w}" for w in c.warnings]
-    if c.only_in_base or c.only_in_candidate:
-        out.append(f"scopes only in base: {', '.join(c.only_in_base) or '-'}; "
-                   f"only in candidate: {', '.join(c.only_in_candidate) or '-'}")
-    for scope in c.scopes():
-        out.append("")
-        out.append(f"== {scope} ==")
-        for m in (m for m in c.metrics if m.scope == scope):
-            out.append(f"  {f'{m.metric} ({m.unit})':<32}{'base':>12} {'candidate':>12} {'change':>12}")
-            for k in SHOWN_STATS:
-                d, r = m.change(k)
-                label = "p99.9" if k == "p999" else k
-                out.append(f"    {label:<30}{_num(m.base[k]):>12} "
-                           f"{_num(m.candidate[k]):>12} {_num(d) if d is not None else '':>12} {_pct(r):>8}")
-            why = f"  ({'; '.join(m.reasons)})" if m.reasons else ""
-            out.append(f"    verdict: {_VERDICT_TEXT[m.verdict]}{why}")
-        rates = [r for r in c.rates if r.scope == scope]
-        if rates:
-            out.append("  rates")
-            for rc in rates:
-                rel = _rel(rc.base[2], rc.candidate[2])
-                out.append(f"    {rc.name:<34} {_rate_cell(rc.base, rc.unit):>22} -> {_rate_cell(rc.candidate, rc.unit):<22}"
-                           f" {_pct(rel):>8}  {_VERDICT_TEXT[rc.verdict]} ({rc.method}, p = {rc.p_value:.2g})")
-    from ._capacity_table import capacity_compare_lines
-
-    out += capacity_compare_lines(c.capacity)
-    worse = c.any_worse
-    out.append("")
-    out.append("compare: " + ("WORSE: " + ", ".join(
-        [f"{m.scope} {m.metric}" for m in c.metrics if m.verdict == "worse"]
-        + [f"{r.scope} {r.name}" for r in c.rates if r.verdict == "worse"]
-        + (["capacity"] if (c.capacity or {}).get("verdict") == "worse" else [])) if worse else "nothing worse")
-        + _untrusted(c))
-    return "\n".join(out) + "\n"
-
-
-def _untrusted(c: Comparison) -> str:
-    """The closing line's caveat when a side's latencies include client-side delay."""
-    saturated = [w.split(": the load generator was saturated")[0] for w in c.warnings
-                 if w.endswith(": the load generator was saturated (latencies not trustworthy)")]
-    if not saturated:
-        return ""
-    return (f" (latencies not trustworthy: the load generator was saturated in {' and '.join(saturated)}; "
-            "a latency verdict may be the client's or the machine's, not the target's)")
-
-
-def _md_cell(m: MetricComparison, k: str) -> str:
-    d, r = m.change(k)
-    if k == "count":
-        return f"{_num(m.base[k])} / {_num(m.candidate[k])}"
-    return f"{_num(m.base[k])} → {_num(m.candidate[k])}" + (f" ({_pct(r)})" if r is not None else "")
-
-
-_MD_VERDICT = {"better": "✅ better", "worse": "❌ worse", "same": "no significant change",
-               NOT_COMPARABLE: "⚪ not comparable"}
-
-
-def _render_markdown(c: Comparison) -> str:
-    out = [f"### hopbench compare: `{c.base_dir}` → `{c.candidate_dir}`", "", _method_line(c), ""]
-    out += [f"> ⚠️ {w}" for w in c.warnings]
-    for scope in c.scopes():
-        out += ["", f"#### {scope}", "",
-                "| metric | verdict | count | p50 | p90 | p99 | p99.9 | max |",
-                "|---|---|---|---|---|---|---|---|"]
-        for m in (m for m in c.metrics if m.scope == scope):
-            cells = " | ".join(_md_cell(m, k) for k in SHOWN_STATS)
-            out.append(f"| {m.metric} ({m.unit}) | {_MD_VERDICT[m.verdict]} | {cells} |")
-        rates = [r for r in c.rates if r.scope == scope]
-        if rates:
-            out += ["", "| rate | verdict | base | candidate | change | test |", "|---|---|---|---|---|---|"]
-            for r in rates:
-                out.append(f"| {r.name} | {_MD_VERDICT[r.verdict]} | {_rate_cell(r.base, r.unit)} | "
-                           f"{_rate_cell(r.candidate, r.unit)} | {_pct(_rel(r.base[2], r.candidate[2]))} | "
-                           f"{r.method}, p = {r.p_value:.2g} |")
-    from ._capacity_table import capacity_compare_lines
-
-    out += [line.replace("== capacity ==", "#### capacity").strip() for line in capacity_compare_lines(c.capacity)]
-    return "\n".join(out) + "\n"
 
 
 # -- command ---------------------------------------------------------------------

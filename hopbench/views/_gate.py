@@ -3,7 +3,8 @@
 Role: evaluate budgets (a profile's ``[gate]`` table, recorded in summary.json, or
 a ``--budget`` TOML file, parsed by :mod:`hopbench.config._gate_spec`) against
 summary.json's statistics and counters, and render the verdict as text,
-Markdown, JSON or JUnit XML. Works
+Markdown, JSON or JUnit XML; the checks on the run itself (complete, not
+saturated, load held, ...) are :mod:`hopbench.views._gate_checks`'. Works
 from the results folder only (never re-runs, never reads raw logs): a gate of
 any folder takes milliseconds. User documentation: docs/gate.md.
 
@@ -14,9 +15,9 @@ Invariants:
   budget that must not pass, or a failed run check; 2 bad input
   (``ProfileError``/``ResultsError``/``UsageError``, naming the file, line
   and key), including a baseline whose load shape differs from the run's
-  (the rule is compare's, :func:`hopbench.views._compare.shape_differences`) unless
+  (the rule is compare's, :func:`hopbench.views._load_shape.shape_differences`) unless
   ``force``.
-* Values are compared in the metric's reporting unit (``_hdr.METRICS``: ms
+* Values are compared in the metric's reporting unit (``_metrics.METRICS``: ms
   for times, tokens/s for rates); a limit's unit (ns, us, ms, s) is
   converted once at parse time.
 * Percentiles are HdrHistogram's (the highest value equivalent to the bucket
@@ -35,10 +36,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..config._gate_spec import Budget, GateOptions, load_budget_file, parse_budgets, table_from_mapping
-from ._compare import load_shape, shape_differences
+from ._gate_checks import RunCheck, run_checks
+from ._load_shape import load_shape, shape_differences
 from .._errors import ProfileError, ResultsError, UsageError
 from .._exit import EXIT_BREACH, EXIT_OK
-from .._format import fmt_num, load_phrase
+from .._format import fmt_limit, fmt_num
 from ..measure._hdr import Histogram
 from ..measure._outcomes import RATES, measured_duration_s, rate_value
 from ..measure._recorder import ALL
@@ -47,7 +49,6 @@ from .._toml import Table
 __all__ = [
     "BudgetResult",
     "GateReport",
-    "RunCheck",
     "evaluate_gate",
     "gate_command",
 ]
@@ -87,22 +88,6 @@ class BudgetResult:
     status: str
     passed: bool
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class RunCheck:
-    """A check on the run itself (complete, not saturated, load held, ...; docs/gate.md).
-
-    Attributes:
-        name: ``run.<check>``, e.g. ``run.load_held``.
-        passed: whether this check lets the gate pass (an allowed failure passes).
-        detail: one line quoting the summary's own figures; ``"; allowed (<option>)"``
-            at its end when an ``allow_*`` option let a failure pass.
-    """
-
-    name: str
-    passed: bool
-    detail: str
 
 
 def _scopes(summary: Mapping[str, Any], where: str) -> Mapping[str, Any]:
@@ -219,188 +204,13 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
                         f"{_fmt(value, b)} {b.op} {_fmt(limit, b)}" + ("" if held else ": breached"))
 
 
-def _run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]:
-    checks = []
-    complete = summary.get("complete") is True
-    by = summary.get("interrupted_by")
-    if complete:
-        detail = "run ran to its end (not interrupted)"
-    elif by:
-        detail = f"run did not complete (interrupted_by: {by})"
-    elif "ended_at" in summary and summary.get("ended_at") is None:
-        # the checkpoint written every few seconds during the load (hopbench.driver._single): the
-        # process never wrote its final summary (SIGKILL, out of memory, a power cut)
-        detail = ("run did not complete (complete: false): summary.json is a checkpoint written during "
-                  "the load (ended_at null): the run was killed before its final write")
-    else:
-        detail = "run did not complete (complete: false)"
-    if not complete and opts.allow_incomplete:
-        detail += "; allowed (allow_incomplete)"
-    checks.append(RunCheck("run.complete", complete or opts.allow_incomplete, detail))
-    # "complete" means "ran to its end", not "streams completed": a run whose every
-    # stream failed is complete and must still fail its gate (hopbench run exits 4).
-    head = summary.get("headline")
-    # streams the scenario's cancel key closed on purpose count neither way (docs/results.md)
-    if isinstance(head, Mapping) and not head.get("completed") and (
-            (head.get("started") or 0) - (head.get("client_cancelled") or 0) > 0):
-        checks.append(RunCheck("run.streams_completed", False,
-                               f"no stream completed of {head.get('started'):,} started"))
-    elif isinstance(head, Mapping) and head.get("started") == 0:
-        # every stream started in the warm-up (or none at all): nothing to judge, never a pass
-        checks.append(RunCheck("run.streams_measured", False,
-                               "no stream was measured (none started after the warm-up)"))
-    elif isinstance(head, Mapping) and head.get("completed") and not _output_measured(summary):
-        # every stream ended with its terminal event, none carried output: nothing was measured
-        checks.append(RunCheck("run.output_measured", False,
-                               f"none of the {head.get('completed'):,} completed streams carried output "
-                               "(no ttft sample, no output tokens)"))
-    empty = [str(st.get("folder") or "?") for st in _staged_stages(summary) if st.get("measured") is False]
-    if empty and not any(c.name in ("run.streams_completed", "run.streams_measured") for c in checks):
-        # a plain [[stage]] run: every stage is load the profile asked for; one that measured
-        # nothing is no evidence (hopbench run exits 4 for it; docs/slo.md)
-        checks.append(RunCheck("run.streams_measured", False,
-                               f"no stream was measured in stage{'s' if len(empty) > 1 else ''} {', '.join(empty)} "
-                               "(none started after the warm-up)"))
-    failed = _failed_parts(summary)
-    if failed and not any(c.name == "run.streams_completed" for c in checks):
-        # one scenario (or A/B arm) of several completed nothing: `hopbench run` exits 4 for it
-        # (a wrong path, a model the gateway does not route); the others' budgets may all hold
-        checks.append(RunCheck("run.scenarios_completed", False, "; ".join(failed)))
-    saturated = summary.get("saturated") is True
-    # a plain [[stage]] run: every stage is load the profile asked for (as run.load_held)
-    stage = summary.get("stage_of_record")
-    others = [str(st.get("folder") or "?") for st in _staged_stages(summary)
-              if st.get("saturated") is True and st.get("folder") != stage]
-    if saturated or others:
-        warnings = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "saturated" in w]
-        detail = warnings[0] if warnings else "load generator saturated"
-        if others:
-            detail = ((detail + "; and " if saturated else "")
-                      + f"load generator saturated in stage{'s' if len(others) > 1 else ''} {', '.join(others)}")
-        if opts.allow_saturated:
-            detail += "; allowed (allow_saturated)"
-    else:
-        detail = "load generator not saturated"
-    saturated = saturated or bool(others)
-    checks.append(RunCheck("run.not_saturated", (not saturated) or opts.allow_saturated, detail))
-    checks.append(_load_held_check(summary, opts))
-    return checks
-
-
-def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
-    """``run.load_held``: the run held the load it asked for (summary.json ``load.held``).
-
-    The rule is the run's own (``hopbench.driver._finish.analyse``; docs/results.md,
-    "Load held"): a closed loop of N users holds when on average at least 90 %
-    of N were busy with the target; an open loop when the requests sent reach
-    90 % of the arrivals its schedule had due in the load's window (``load.due``)
-    and no arrival was dropped at ``max_in_flight``. Budgets measured under a
-    lighter load than asked are no evidence of the gateway at that load, so
-    ``held: false`` fails unless ``allow_load_not_held``. ``held`` null passes (a
-    run bounded by ``run.requests`` is not judged: its end is not a failure to
-    hold load; nor is a run with nothing due or measured, which other checks
-    fail), and so does a summary without it; the detail gives the reason
-    (:func:`_not_judged_reason`). The figures are said in the
-    words of the terminal's ``load:`` line (``hopbench._format.load_phrase``).
-
-    As ``run.not_saturated`` reads the top-level ``saturated``, this reads the
-    top-level ``load``: with workers it is the merged load of all of them (the
-    load the target saw; ``worker_detail`` records no ``held`` of its own). A
-    staged folder's top-level ``load`` is its stage of record's:
-
-    * plain ``[[stage]]`` entries (``stages_kind`` "stages"): every stage is a
-      load the profile asked for, so any stage in ``stages`` whose ``held`` is
-      false fails the check too: the first such stage (or the stage of record)
-      leads the detail with its figures, the others are named after it;
-    * a capacity search (``stages_kind`` "search"): only the stage of record is
-      judged; probes above the capacity are expected not to hold their load
-      (their ``held`` is part of their probe verdicts).
-
-    Args:
-        summary: a summary.json dict.
-        opts: the gate's options (``allow_load_not_held``).
-
-    Returns:
-        the check; never raises on a malformed summary (what is missing is not judged).
-    """
-    load = summary.get("load")
-    load = load if isinstance(load, Mapping) else {}
-    held = load.get("held")
-    figures = load_phrase(load)
-    stage = summary.get("stage_of_record")
-    where = f"stage of record {stage}: " if isinstance(stage, str) and stage else ""
-    failed = _stages_not_held(summary)
-    if held is not False and not failed:
-        if held is True and figures:
-            return RunCheck("run.load_held", True, f"{where}load held: {figures}")
-        if held is True:  # held with no figure: no load reached the target (e.g. unreachable)
-            return RunCheck("run.load_held", True, f"{where}load not judged (load.held true without "
-                            "figures: nothing was measured)")
-        return RunCheck("run.load_held", True, f"{where}load not judged ({_not_judged_reason(summary, load)})")
-    if held is False:
-        if not figures:  # a summary without the figures: the run's own words
-            warned = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "load not held" in w]
-            figures = warned[0].split("load not held: ", 1)[-1] if warned else "load.held: false"
-        detail = f"{where}load not held: {figures}"
-        # the stage of record is one of the stages: the others are named after it
-        failed = [f for f in failed if f.get("folder") != stage]
-    else:
-        first = failed.pop(0)
-        detail = f"stage {first.get('folder') or '?'}: load not held: {_stage_figures(first)}"
-    if failed:
-        detail += (f"; and {len(failed)} more stage{'s' if len(failed) > 1 else ''} not held: "
-                   + ", ".join(str(f.get("folder") or "?") for f in failed))
-    if opts.allow_load_not_held:
-        detail += "; allowed (allow_load_not_held)"
-    return RunCheck("run.load_held", opts.allow_load_not_held, detail)
-
-
-def _not_judged_reason(summary: Mapping[str, Any], load: Mapping[str, Any]) -> str:
-    """Why a run's ``load.held`` is null, from what its summary.json shows (docs/gate.md).
-
-    The run leaves ``held`` null (``hopbench.driver._finish.analyse``) for a run bounded by
-    ``run.requests``, an open loop with no arrival due in its measured window
-    (``load.due`` 0: a short Poisson run, a run stopped in its warm-up), and a closed
-    loop with no steady window (``mean_busy`` null); an interruption is said beside it.
-
-    Args:
-        summary: a summary.json dict (``profile.run.requests``, ``stages_kind``,
-            ``headline.started``, ``complete``, ``interrupted_by``).
-        load: its ``load`` block.
-
-    Returns:
-        The reason, e.g. ``load.held null: no arrival was due in the measured window
-        (load.due 0); no stream was measured``. Never raises.
-    """
-    if "held" not in load:
-        return "summary.json has no load.held"
-    profile = summary.get("profile")
-    run = profile.get("run") if isinstance(profile, Mapping) else None
-    # a stage's or probe's run never has a request budget (hopbench.driver._stages.stage_profile)
-    # (an open loop with a budget is judged: its window ends one mean gap after its last arrival)
-    if not summary.get("stages_kind") and isinstance(run, Mapping) and run.get("requests") is not None \
-            and load.get("mode") not in ("rate", "trace"):
-        return "load.held null: a run bounded by run.requests"
-    why: list[str] = []
-    if load.get("mode") in ("rate", "trace") and load.get("due") == 0:
-        why.append("no arrival was due in the measured window (load.due 0)")
-    elif load.get("mode") == "concurrency" and load.get("mean_busy") is None:
-        why.append("no steady window was measured (load.mean_busy null)")
-    head = summary.get("headline")
-    if isinstance(head, Mapping) and head.get("started") == 0:
-        why.append("no stream was measured")
-    if summary.get("complete") is False and summary.get("interrupted_by"):
-        why.append(f"the run was interrupted ({summary.get('interrupted_by')})")
-    return "load.held null: " + ("; ".join(why) if why else "the run did not judge it")
-
-
 def _interruption_note(summary: Mapping[str, Any]) -> list[str]:
     """One warning when the run warned of streams cancelled at its stop and a budget
     names ``interruption_rate``: the two are different quantities (docs/gate.md).
 
     The budget's ``interruption_rate`` is (failed + truncated + timeout) / responded
     (``hopbench.measure._outcomes.RATES``): streams broken after a response. The run's
-    ``cancelled at the stop X% (> 5%)`` warning (``hopbench.driver._finish.outcome_warnings``)
+    ``cancelled at the stop X% (> 5%)`` warning (``hopbench.driver._warnings.outcome_warnings``)
     counts the streams cancelled at the stop (the headline's ``interrupted_rate``,
     cancelled / started), which no rate budget counts. Returns [] or one warning.
     """
@@ -414,42 +224,6 @@ def _interruption_note(summary: Mapping[str, Any]) -> list[str]:
     return [f"the budget interruption_rate counts streams broken after a response ((failed + truncated + timeout) "
             f"/ responded), not the streams cancelled at the stop that the run's \"{said.split(':')[0]}\" "
             f"warning counts (headline interrupted_rate {share}: cancelled / started)"]
-
-
-def _staged_stages(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The stages of a plain ``[[stage]]`` run (its ``stages`` entries), in the order run;
-    [] for a capacity search (its probes above capacity are expected to fail) and for a
-    run without stages."""
-    kind = summary.get("stages_kind")
-    if kind is None:  # (a folder written before stages_kind: its load shape says it)
-        shape = summary.get("resolved_load")
-        kind = shape.get("load.mode") if isinstance(shape, Mapping) else None
-    stages = summary.get("stages")
-    if kind != "stages" or not isinstance(stages, list):
-        return []
-    return [st for st in stages if isinstance(st, Mapping)]
-
-
-def _stages_not_held(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The stages of a plain ``[[stage]]`` run whose ``held`` is false, in the order run
-    ([] for a capacity search, whose probes above capacity are expected to fail it, and
-    for a run without stages)."""
-    return [st for st in _staged_stages(summary) if st.get("held") is False]
-
-
-def _stage_figures(stage: Mapping[str, Any]) -> str:
-    """A stage's load figures (its entry in ``stages``): the shared phrase when the
-    entry has them, else its load and achieved rate or busy users."""
-    text = load_phrase(stage)
-    if text:
-        return text
-    load, mode = stage.get("load"), stage.get("mode")
-    if not isinstance(load, (int, float)):
-        return "held: false"
-    if mode == "rate":  # the stage's own load is the rate it asked
-        return load_phrase({"requested_rate_rps": load, "achieved_rate_rps": stage.get("achieved_rate_rps")}) \
-            or "held: false"
-    return load_phrase({"requested_concurrency": int(load), "mean_busy": stage.get("mean_busy")}) or "held: false"
 
 
 def _shape_text(summary: Mapping[str, Any]) -> str:
@@ -484,40 +258,6 @@ def _check_baseline_shape(summary: Mapping[str, Any], baseline: Mapping[str, Any
                          "measured under another load says nothing about the gateway; pass --force "
                          "to use it anyway")
     return [f"load shapes differ ({both}; baseline used with --force): " + "; ".join(diffs)]
-
-
-def _output_measured(summary: Mapping[str, Any]) -> bool:
-    """Whether the "all" scope holds a TTFT sample or output tokens of completed
-    streams; True when the summary does not say (an older or partial summary.json)."""
-    scopes = summary.get("scopes")
-    scope = scopes.get("all") if isinstance(scopes, Mapping) else None
-    if not isinstance(scope, Mapping):
-        return True
-    metrics = scope.get("metrics")
-    counters = scope.get("counters")
-    if not isinstance(metrics, Mapping) or not isinstance(counters, Mapping):
-        return True
-    ttft = metrics.get("ttft")
-    return bool(isinstance(ttft, Mapping) and ttft.get("count")) or bool(counters.get("tokens.output.completed"))
-
-
-def _failed_parts(summary: Mapping[str, Any]) -> list[str]:
-    """Of several scenarios, or of the A/B arms, those that completed none of their streams
-    (``hopbench.driver._finish.failed_scenarios`` / ``failed_arms``, the rule ``hopbench run`` exits 4
-    by), each said by the run's own warning, or ``scenario NAME: no stream completed``."""
-    from ..driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
-
-    scopes = summary.get("scopes")  # the scenarios' resolved names (the profile may not write them)
-    names = [k for k in scopes if k != ALL] if isinstance(scopes, Mapping) else []
-    warnings = [w for w in summary.get("warnings") or () if isinstance(w, str)]
-    out = []
-    for kind, failed in (("arm", failed_arms(summary)), ("scenario", failed_scenarios(summary, names))):
-        for name in failed:
-            said = next((w for w in warnings if w.startswith(f"{kind} {name}: nothing completed")), None)
-            out.append(said or f"{kind} {name}: no stream completed")
-    # streams of one scenario completed, none carried output: nothing of it was measured (exit 4 too)
-    out += [w for w in warnings if w.startswith("scenario ") and f": {NO_OUTPUT_WARNING}" in w]
-    return out
 
 
 def _scenario_names(summary: Mapping[str, Any]) -> set[str]:
@@ -562,7 +302,7 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
             does not have, or a relative budget with no baseline.
         ResultsError: the summary is malformed.
         UsageError: no budgets at all; or a baseline whose load shape differs
-            from the run's (:func:`hopbench.views._compare.shape_differences`, the
+            from the run's (:func:`hopbench.views._load_shape.shape_differences`, the
             rule ``hopbench compare`` refuses a pair by) and not ``force``.
     """
     if budget is None:
@@ -604,7 +344,7 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         results_dir=None if results_dir is None else str(results_dir),
         source=str(t.doc.path) if t.doc and t.doc.path else source,
         results=results,
-        checks=tuple(_run_checks(summary, opts)),
+        checks=tuple(run_checks(summary, opts)),
         measured_s=measured_s,
         measured_source=measured_src,
         warnings=tuple(warnings),
@@ -614,18 +354,6 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
 # -- report --------------------------------------------------------------------
 
 
-def _num(v: float) -> str:
-    if v == 0:
-        return "0"
-    a = abs(v)
-    if a >= 100:
-        text = f"{v:.0f}" if a >= 100_000 else f"{v:.1f}"
-        return text.removesuffix(".0")
-    if a >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
 def _fmt(v: float | None, b: Budget) -> str:
     if v is None:
         return "n/a"
@@ -633,7 +361,7 @@ def _fmt(v: float | None, b: Budget) -> str:
         return f"{v:.0f}" if float(v).is_integer() else f"{v:g}"
     if b.rate is not None and RATES[b.rate].fraction:
         return f"{v:.4g} ({v * 100:.3g} %)"
-    return f"{_num(v)} {b.unit}".rstrip()
+    return f"{fmt_limit(v)} {b.unit}".rstrip()
 
 
 def _limit_display(r: BudgetResult) -> str:
@@ -752,9 +480,6 @@ class GateReport:
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict (see docs/gate.md)."""
-        def clean(v: float | None) -> float | None:
-            return v if v is None or math.isfinite(v) else None
-
         return {
             "name": self.name,
             "results_dir": self.results_dir,
@@ -765,16 +490,7 @@ class GateReport:
             "measured_source": self.measured_source,
             "warnings": list(self.warnings),
             "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in self.checks],
-            "budgets": [
-                {
-                    "key": r.budget.key, "scope": r.budget.scope, "where": r.budget.where,
-                    "limit_text": r.budget.limit_text, "op": r.budget.op,
-                    "value": clean(r.value), "limit": clean(r.limit), "baseline": clean(r.baseline),
-                    "unit": r.budget.unit, "samples": r.samples, "min_count": r.budget.min_count,
-                    "status": r.status, "passed": r.passed, "reason": r.reason,
-                }
-                for r in self.results
-            ],
+            "budgets": [_budget_json(r) for r in self.results],
         }
 
     def _junit(self) -> str:
@@ -789,22 +505,44 @@ class GateReport:
             if not c.passed:
                 ET.SubElement(case, "failure", message=c.detail, type="run_check").text = c.detail
         for r in self.results:
-            b = r.budget
-            case = ET.SubElement(suite, "testcase", classname=f"hopbench.gate.{b.scope}",
-                                 name=f"{b.key} {b.limit_text}")
-            text = f"{b.scope} {b.key} = {_fmt(r.value, b)}; limit {_limit_display(r)}; samples {r.samples}"
-            if r.status == "breached":
-                ET.SubElement(case, "failure", message=r.reason, type="breached").text = text
-            elif r.status == "inconclusive":
-                if r.passed:
-                    ET.SubElement(case, "skipped", message=r.reason)
-                else:
-                    ET.SubElement(case, "failure", message=r.reason, type="inconclusive").text = text
-            ET.SubElement(case, "system-out").text = text
+            _junit_case(suite, r)
         if self.warnings:
             ET.SubElement(suite, "system-err").text = "\n".join(f"warning: {w}" for w in self.warnings)
         ET.indent(suites)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _clean(v: float | None) -> float | None:
+    """A figure for JSON: None for NaN and infinities (``allow_nan=False``)."""
+    return v if v is None or math.isfinite(v) else None
+
+
+def _budget_json(r: BudgetResult) -> dict[str, Any]:
+    """One budget's verdict as the report's JSON ``budgets`` entry (docs/gate.md)."""
+    return {
+        "key": r.budget.key, "scope": r.budget.scope, "where": r.budget.where,
+        "limit_text": r.budget.limit_text, "op": r.budget.op,
+        "value": _clean(r.value), "limit": _clean(r.limit), "baseline": _clean(r.baseline),
+        "unit": r.budget.unit, "samples": r.samples, "min_count": r.budget.min_count,
+        "status": r.status, "passed": r.passed, "reason": r.reason,
+    }
+
+
+def _junit_case(suite: ET.Element, r: BudgetResult) -> None:
+    """One budget's JUnit test case in ``suite``: a failure when breached or an
+    inconclusive that fails, skipped when an inconclusive passes."""
+    b = r.budget
+    case = ET.SubElement(suite, "testcase", classname=f"hopbench.gate.{b.scope}",
+                         name=f"{b.key} {b.limit_text}")
+    text = f"{b.scope} {b.key} = {_fmt(r.value, b)}; limit {_limit_display(r)}; samples {r.samples}"
+    if r.status == "breached":
+        ET.SubElement(case, "failure", message=r.reason, type="breached").text = text
+    elif r.status == "inconclusive":
+        if r.passed:
+            ET.SubElement(case, "skipped", message=r.reason)
+        else:
+            ET.SubElement(case, "failure", message=r.reason, type="inconclusive").text = text
+    ET.SubElement(case, "system-out").text = text
 
 
 def _md(text: str) -> str:

@@ -20,7 +20,7 @@ from rich.text import Text
 from ..measure._burst import burst_warnings
 from .._format import fmt_num as _num
 from .._format import cpu_phrase, load_phrase
-from ..measure._hdr import METRICS
+from ..measure._metrics import METRICS, UNIT_LABELS
 from ..measure._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
 
 __all__ = ["load_text", "render_summary"]
@@ -30,7 +30,6 @@ _DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 #: warnings that mean the figures cannot be trusted as they stand (red)
 _RED_WARNINGS = ("nothing completed", "no output", "error rate", "target lost", "target unreachable",
                  "hopbench crashed", "load generator saturated", "run interrupted")
-_UNIT_LABEL = {"ms": "ms", "tokens/s": "tok/s"}
 #: stop classes in report order (hopbench.protocols.STOP_CLASSES)
 _STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
 #: per-stream flags shown under the stop reasons: counter -> label
@@ -58,7 +57,7 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
         label = metric if not m.get("out_of_range") else f"{metric} (!)"
         table.add_row(
             label,
-            _UNIT_LABEL.get(str(m.get("unit")), str(m.get("unit", ""))),
+            UNIT_LABELS.get(str(m.get("unit")), str(m.get("unit", ""))),
             _int(m.get("count")),
             _num(m.get("p50")),
             _num(m.get("p90")),
