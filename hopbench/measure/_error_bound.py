@@ -1,7 +1,7 @@
 """The client-side error bound of a figure's percentiles, and when it is too wide.
 
 Role: pure (no clock, no file). Every time figure's samples are stamped from the
-wire (``hopbench.measure._meter``, docs/results.md "Times from the wire"): a
+wire (``hopbench.measure._meter``, docs/results/units.md "Times from the wire"): a
 sample whose stamps are exact is exact; any other lies in ``[value - below,
 value + above]``, and the recorder keeps, per metric, three histograms of those
 samples alone (``hopbench.measure._recorder``: ``~x`` their reported values,
@@ -34,8 +34,21 @@ from typing import Any, Final
 from ._hdr import Histogram
 from ._metrics import METRICS
 
-__all__ = ["ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
+__all__ = ["UNBOUNDED_METRICS", "ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
            "scope_error_bounds"]
+
+UNBOUNDED_METRICS: Final = frozenset({
+    "queue_delay", "schedule_lag", "loop_lag", "client_read_lag", "connect_wait", "request_write",
+    "max_silence", "cancel_delay",
+    "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e", "upstream_silence",
+    "injected_keepalive_interval", "client_silence_in_upstream_silence",
+})
+"""Time metrics whose samples' error bounds are not kept: the client's own figures
+(its send, loop and schedule lateness, connect and write times, ``client_read_lag``
+itself), ``max_silence`` and ``cancel_delay``, and the gateway-overhead figures
+(``hopbench.driver._overhead``, computed after the run from streams.jsonl's wire
+stamps, whose per-event bounds are not carried there yet). summary.json gives them
+no ``error_bound_ms``: absent means unknown, never exact."""
 
 ERROR_PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
 """The percentiles summary.json gives an ``error_bound_ms`` (the keys of ``Histogram.stats``)."""
@@ -116,7 +129,7 @@ def scope_error_bounds(histograms: Mapping[str, str], bounds: Mapping[str, str])
     out: dict[str, dict[str, Any]] = {}
     for metric, spec in METRICS.items():
         text = histograms.get(metric)
-        if text is None or spec.unit != "ms":
+        if text is None or spec.unit != "ms" or metric in UNBOUNDED_METRICS:
             continue
         h = Histogram.decode(metric, text)
         if not h.count:
