@@ -298,3 +298,24 @@ def test_run_warnings_name_an_uncertain_tail_whatever_the_loop_lag() -> None:
     w = [x for x in run_warnings(profile, RunStats(), _bounded_snapshot()) if x.startswith("error bound:")]
     # p50: 15 ms on 104.9 (over 10 % and 1 ms); p90 .. p999: 5 ms on ~109 ms, under 10 %
     assert len(w) == 1 and "all ttft p50 104.923 ms is known only to +-15.008 ms" in w[0] and "--workers" in w[0], w
+
+
+def test_summary_table_marks_an_uncertain_percentile_and_keys_the_mark() -> None:
+    from rich.console import Console
+
+    from hopbench.measure._error_bound import UNCERTAIN_MARK
+    from hopbench.views._summary_table import render_summary
+
+    entry = {"count": 100, "p50": 3.6, "p90": 5.0, "p99": 25.5, "p999": 30.0, "max": 31.0, "unit": "ms",
+             "error_bound_ms": {"p50": 0.1, "p90": 0.2, "p99": 21.8, "p999": 26.0}}
+    summary = {"complete": True, "warnings": [], "scopes": {"all": {"counters": {"started": 1, "completed": 1},
+                                                                    "metrics": {"ttft": entry}}}}
+    console = Console(record=True, width=100)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert "25.50" + UNCERTAIN_MARK in text and "30.00" + UNCERTAIN_MARK in text and "3.600" + UNCERTAIN_MARK not in text
+    assert "error bound over 10 % of the value and over 1 ms" in text
+    entry["error_bound_ms"] = {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 0.0}
+    console = Console(record=True, width=100)
+    render_summary(summary, console)
+    assert UNCERTAIN_MARK not in console.export_text()

@@ -34,7 +34,7 @@ from typing import Any, Final
 from ._hdr import Histogram
 from ._metrics import METRICS
 
-__all__ = ["UNBOUNDED_METRICS", "ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
+__all__ = ["UNCERTAIN_MARK", "uncertain_note", "UNBOUNDED_METRICS", "ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
            "scope_error_bounds"]
 
 UNBOUNDED_METRICS: Final = frozenset({
@@ -60,6 +60,16 @@ ERROR_SHARE: Final = 0.10
 ERROR_MIN_NS: Final = 1_000_000
 """...and over this, ns (1 ms: below it the bound is within the run-to-run noise of
 a loopback path, and a 0.3 ms bound on a 0.5 ms gap says nothing a reader acts on)."""
+
+
+UNCERTAIN_MARK: Final = "~"
+"""What the terminal table and report.html put after an uncertain percentile."""
+
+
+def uncertain_note() -> str:
+    """The one-line key to :data:`UNCERTAIN_MARK` under a table that shows it."""
+    return (f"{UNCERTAIN_MARK} error bound over {ERROR_SHARE * 100:g} % of the value and over {ERROR_MIN_NS / 1e6:g} ms "
+            "(summary.json error_bound_ms): the client read late; more --workers or a quieter machine")
 
 
 def _percentiles(buckets: Mapping[int, int], total: int) -> dict[str, int]:
@@ -187,7 +197,7 @@ def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str
         key, v, b = marked[-1]
         also = ", ".join(k for k, _, _ in marked[:-1])
         out.append(f"error bound: {scope} {name} {key} {v:.3f} ms is known only to +-{b:.3f} ms "
-                   f"(over {ERROR_SHARE:.0%} of the value and {ERROR_MIN_NS / 1e6:g} ms"
+                   f"(over {ERROR_SHARE * 100:g} % of the value and {ERROR_MIN_NS / 1e6:g} ms"
                    + (f"; also {also}" if also else "")
                    + f"): its stamps were not exact (the client read late: see client_read_lag); cure: {cure}")
     return out
