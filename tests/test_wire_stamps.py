@@ -319,3 +319,35 @@ def test_summary_table_marks_an_uncertain_percentile_and_keys_the_mark() -> None
     console = Console(record=True, width=100)
     render_summary(summary, console)
     assert UNCERTAIN_MARK not in console.export_text()
+
+
+def test_meter_a_bound_under_the_floor_counts_as_exact() -> None:
+    from hopbench.measure._meter import BOUND_FLOOR_NS
+
+    bounds = _Bounds()
+    m = StreamMeter(start_ns=0, sent_ns=0, bounds=bounds)
+    m.on_headers(10 * _MS)
+    for i in range(1, 4):  # loop-time stamps of a quiet machine: 50 us of lag
+        _token(m, m.on_read(10 * _MS + i * 20 * _MS, lag_ns=BOUND_FLOOR_NS // 2), first=i == 1)
+    w = m.on_read(80 * _MS, lag_ns=2 * BOUND_FLOOR_NS)  # this one's bound counts
+    _token(m, w)
+    assert bounds.got == [("itl", 10 * _MS, 2 * BOUND_FLOOR_NS, 0)]
+    assert m.items_bounded == 4  # still not exact stamps: loop times
+
+
+def test_meter_hands_the_read_lags_over_in_batches() -> None:
+    from hopbench.measure._meter import LAG_BATCH
+
+    got: list[list[int]] = []
+    m = StreamMeter(start_ns=0, sent_ns=0, sink=None, read_lags=lambda v: got.append(list(v)))
+    m.on_headers(1)
+    for i in range(LAG_BATCH + 3):
+        m.on_read(10 + i, lag_ns=i)
+    assert [len(b) for b in got] == [LAG_BATCH]
+    m.close(10_000)
+    assert [len(b) for b in got] == [LAG_BATCH, 3] and got[1] == [LAG_BATCH, LAG_BATCH + 1, LAG_BATCH + 2]
+    rec = Recorder(["s"])
+    m = StreamMeter(start_ns=0, sent_ns=0, read_lags=rec.many_sink("s", "client_read_lag"))
+    m.on_read(5, lag_ns=-3)  # on time: 0
+    m.close(6)
+    assert rec.snapshot().histogram(ALL, "client_read_lag").count == 1

@@ -35,6 +35,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from ._burst import PACED_GAP_MIN_NS
 from ._digest import bucket_of
@@ -53,10 +54,21 @@ from ..protocols import (
 )
 
 __all__ = ["StreamMeter", "StreamRecord", "measure", "CLIENT_LAG_MIN_NS", "GapSink", "BoundSink",
-           "PACED_GAP_MIN_NS"]
+           "PACED_GAP_MIN_NS", "BOUND_FLOOR_NS", "LAG_BATCH"]
 
 #: ContentDelta kind -> its list in ``Decoder.kept_fragments()``
 _KEPT_INDEX = {"text": 0, "reasoning": 1, "refusal": 2}
+
+BOUND_FLOOR_NS: Final = 100_000
+"""A stamp's error bound under this (0.1 ms) counts as exact, ns: a tenth of the
+1 ms under which no figure is marked uncertain (``_error_bound.ERROR_MIN_NS``), so
+the error bounds read at most 0.1 ms low, and a loop-time stamp on a quiet
+machine (a few tens of us of lag) costs no bound record per event."""
+
+LAG_BATCH: Final = 64
+"""Reads whose client lags a meter holds before it hands them over (``read_lags``):
+at most 64 ints per stream; an interval then shows a stream's read lags up to
+64 reads late."""
 
 GapSink = Callable[[str, int], None]
 """Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
@@ -84,7 +96,13 @@ class StreamMeter:
             per-request ITL percentile SLO (docs/slo.md).
         bounds: receives every gap whose stamps are not exact, with its bounds
             (:data:`BoundSink`; the runner's ``Recorder.bound_sink``); None:
-            the bounds are not kept.
+            the bounds are not kept. A bound under :data:`BOUND_FLOOR_NS`
+            counts as exact.
+        read_lags: receives the reads' client lags (``client_read_lag``, ns), a
+            list of at most :data:`LAG_BATCH` at a time and the rest at
+            :meth:`close` (the runner's ``Recorder.many_sink``: one histogram
+            call per batch, not per read); None: each goes to ``sink`` as it
+            is measured (or nowhere without one).
 
     Memory is independent of the stream's length (issue 16): the meter keeps
     scalars (counts, the sum and largest gap, the last stamps) and at most a
@@ -138,10 +156,12 @@ class StreamMeter:
         "quiet_read_ns", "_bounds", "_wire_ns", "_cur_b", "_tail_b", "_last_content_b", "_ka_open_b",
         "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
         "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
+        "_lags", "_read_lags",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
-                 *, itl_digest: bool = False, bounds: BoundSink | None = None) -> None:
+                 *, itl_digest: bool = False, bounds: BoundSink | None = None,
+                 read_lags: Callable[[list[int]], None] | None = None) -> None:
         self.start_ns = start_ns
         self.sent_ns = sent_ns
         self.headers_ns: int | None = None
@@ -188,6 +208,9 @@ class StreamMeter:
         #: gateway overhead only (set with ``event_read_ns``): each content event's stamp's error bound, ns
         self.event_bound_ns: list[int] | None = None
         self._bounds = bounds
+        # the reads' client lags, handed to read_lags LAG_BATCH at a time (and at close)
+        self._read_lags = read_lags
+        self._lags: list[int] | None = [] if read_lags is not None else None
         self._wire_ns = sent_ns  # the latest wire stamp: the next read's bytes came after it
         self._cur_b = 0  # the error bound of the events being applied now, ns
         self._tail_b = 0  # the error bound of the current read's last item, ns
@@ -218,8 +241,8 @@ class StreamMeter:
             self._late_ns = lag_ns if lag_ns > 0 else 0
             tail_b = min(self._late_ns, wire - lo) if tail else wire - lo
         self._wire_ns = wire
-        self._cur_b = wire - lo
-        self._tail_b = tail_b
+        self._cur_b = wire - lo if wire - lo >= BOUND_FLOOR_NS else 0
+        self._tail_b = tail_b if tail_b >= BOUND_FLOOR_NS else 0
         return wire
 
     def on_headers(self, t_ns: int, rx_ns: int = 0, lag_ns: int = 0) -> int:
@@ -265,16 +288,40 @@ class StreamMeter:
         last = self.last_byte_ns
         self._prev_read_ns = last
         self.reads += 1
-        t_ns = self._wire(t_ns, rx_ns, lag_ns, tail)
-        if items > 0:
-            exact = 1 if rx_ns and tail else 0
-            self.items_exact += exact
-            self.items_bounded += items - exact
+        # (the wire stamp and bounds as _wire makes them, inlined: once per read)
+        lo = self._wire_ns
+        if rx_ns:
+            w = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
+            self._late_ns = 0
+            if tail:
+                tail_b = 0
+                if items:
+                    self.items_exact += 1
+                    self.items_bounded += items - 1
+            else:
+                tail_b = w - lo
+                self.items_bounded += items
+        else:
+            w = t_ns
+            late = lag_ns if lag_ns > 0 else 0
+            self._late_ns = late
+            tail_b = (late if late < w - lo else w - lo) if tail else w - lo
+            self.items_bounded += items
+        self._wire_ns = t_ns = w
+        if tail_b < BOUND_FLOOR_NS:
+            tail_b = 0
+        self._tail_b = tail_b
         if items <= 1:
-            self._cur_b = self._tail_b
-        sink = self._sink
-        if sink is not None:
-            sink("client_read_lag", lag_ns if lag_ns > 0 else 0)
+            self._cur_b = tail_b
+        else:
+            self._cur_b = w - lo if w - lo >= BOUND_FLOOR_NS else 0
+        lags = self._lags
+        if lags is not None:
+            lags.append(lag_ns if lag_ns > 0 else 0)
+            if len(lags) >= LAG_BATCH:
+                self._flush_lags()
+        elif self._sink is not None:
+            self._sink("client_read_lag", lag_ns if lag_ns > 0 else 0)
         quiet = self.quiet_read_ns
         if quiet is not None:  # until a content event of this read takes it back
             quiet.append(t_ns)
@@ -419,10 +466,18 @@ class StreamMeter:
                 else:
                     crcs.append(zlib.crc32("".join(frags[start:]).encode("utf-8")) if n > start else -1)
 
+    def _flush_lags(self) -> None:
+        lags, read_lags = self._lags, self._read_lags
+        if lags and read_lags is not None:
+            read_lags(lags)
+            self._lags = []
+
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut
         by the idle timeout is the longest silence of its stream), unless the
-        terminal signal arrived (silence checks end there)."""
+        terminal signal arrived (silence checks end there). The reads' client lags
+        still held are handed to ``read_lags``."""
+        self._flush_lags()
         last = self.last_byte_ns
         if self.terminal_ns is None and last is not None and t_ns - last > self.max_silence_ns:
             self.max_silence_ns = t_ns - last

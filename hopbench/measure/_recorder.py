@@ -434,6 +434,22 @@ class Recorder:
 
         return record
 
+    def many_sink(self, scope: str, metric: str) -> Callable[[Sequence[int]], None]:
+        """A function ``(values)`` that does :meth:`record_many` of ``metric`` into
+        ``scope`` and "all" (the meter's ``read_lags``: one call per batch of reads).
+
+        Raises:
+            UsageError: unknown scope (or "all") or unknown metric, now.
+        """
+        self._check(scope)
+        if metric not in METRICS:
+            raise UsageError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
+
+        def record(values: Sequence[int]) -> None:
+            self.record_many(scope, metric, values)
+
+        return record
+
     def record_many(self, scope: str, metric: str, values: Sequence[int]) -> None:
         """Record several values of one metric in ``scope`` and "all" (as
         :meth:`record`, one lookup for all of them).
