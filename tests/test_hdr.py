@@ -258,3 +258,13 @@ def test_percentile_rows_match_hdrh_iterator(seed: int, n: int, ticks: int) -> N
             for it in ref.get_percentile_iterator(ticks)]
     assert h._percentile_rows(ticks) == want
     assert Histogram("e2e")._percentile_rows(ticks) == []
+
+
+def test_histogram_record_n_is_n_records() -> None:
+    a, b = Histogram("itl"), Histogram("itl")
+    for v in (0, 5, 1_234_567):
+        assert a.record_n(v, 7)
+        for _ in range(7):
+            b.record(v)
+    assert a == b and a.count == 21
+    assert not a.record_n(-1, 3) and a.count == 21 and a.record_n(9, 0) and a.count == 21

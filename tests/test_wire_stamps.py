@@ -336,18 +336,20 @@ def test_meter_a_bound_under_the_floor_counts_as_exact() -> None:
 
 
 def test_meter_hands_the_read_lags_over_in_batches() -> None:
-    from hopbench.measure._meter import LAG_BATCH
+    from hopbench.measure._meter import BOUND_FLOOR_NS, LAG_BATCH
 
-    got: list[list[int]] = []
-    m = StreamMeter(start_ns=0, sent_ns=0, sink=None, read_lags=lambda v: got.append(list(v)))
+    got: list[tuple[list[int], int]] = []
+    m = StreamMeter(start_ns=0, sent_ns=0, sink=None, read_lags=lambda v, z: got.append((list(v), z)))
     m.on_headers(1)
-    for i in range(LAG_BATCH + 3):
-        m.on_read(10 + i, lag_ns=i)
-    assert [len(b) for b in got] == [LAG_BATCH]
+    for i in range(LAG_BATCH + 3):  # every tenth read late by 1 ms, the others on time (50 us)
+        m.on_read(10 + i, lag_ns=_MS if i % 10 == 0 else BOUND_FLOOR_NS // 2)
+    assert [(len(v), z) for v, z in got] == [(7, LAG_BATCH - 7)]
     m.close(10_000)
-    assert [len(b) for b in got] == [LAG_BATCH, 3] and got[1] == [LAG_BATCH, LAG_BATCH + 1, LAG_BATCH + 2]
+    assert [(len(v), z) for v, z in got] == [(7, LAG_BATCH - 7), (0, 3)] and got[0][0] == [_MS] * 7
     rec = Recorder(["s"])
     m = StreamMeter(start_ns=0, sent_ns=0, read_lags=rec.many_sink("s", "client_read_lag"))
     m.on_read(5, lag_ns=-3)  # on time: 0
-    m.close(6)
-    assert rec.snapshot().histogram(ALL, "client_read_lag").count == 1
+    m.on_read(6, lag_ns=3 * _MS)
+    m.close(7)
+    h = rec.snapshot().histogram(ALL, "client_read_lag")
+    assert h.count == 2 and h.min <= 1 and 2.99 * _MS <= h.max <= 3.01 * _MS

@@ -98,11 +98,12 @@ class StreamMeter:
             (:data:`BoundSink`; the runner's ``Recorder.bound_sink``); None:
             the bounds are not kept. A bound under :data:`BOUND_FLOOR_NS`
             counts as exact.
-        read_lags: receives the reads' client lags (``client_read_lag``, ns), a
-            list of at most :data:`LAG_BATCH` at a time and the rest at
-            :meth:`close` (the runner's ``Recorder.many_sink``: one histogram
-            call per batch, not per read); None: each goes to ``sink`` as it
-            is measured (or nowhere without one).
+        read_lags: receives the reads' client lags (``client_read_lag``, ns) as
+            ``read_lags(lags, zeros)``: every :data:`LAG_BATCH` reads and at
+            :meth:`close`, the lags of at least :data:`BOUND_FLOOR_NS` and the
+            count of the others, recorded as 0 (the runner's
+            ``Recorder.many_sink``: one call per batch, not per read); None:
+            each goes to ``sink`` as it is measured (or nowhere without one).
 
     Memory is independent of the stream's length (issue 16): the meter keeps
     scalars (counts, the sum and largest gap, the last stamps) and at most a
@@ -156,12 +157,12 @@ class StreamMeter:
         "quiet_read_ns", "_bounds", "_wire_ns", "_cur_b", "_tail_b", "_last_content_b", "_ka_open_b",
         "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
         "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
-        "_lags", "_read_lags",
+        "_lags", "_read_lags", "_lag_n",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
                  *, itl_digest: bool = False, bounds: BoundSink | None = None,
-                 read_lags: Callable[[list[int]], None] | None = None) -> None:
+                 read_lags: Callable[[list[int], int], None] | None = None) -> None:
         self.start_ns = start_ns
         self.sent_ns = sent_ns
         self.headers_ns: int | None = None
@@ -211,6 +212,7 @@ class StreamMeter:
         # the reads' client lags, handed to read_lags LAG_BATCH at a time (and at close)
         self._read_lags = read_lags
         self._lags: list[int] | None = [] if read_lags is not None else None
+        self._lag_n = 0  # reads since the last hand-over
         self._wire_ns = sent_ns  # the latest wire stamp: the next read's bytes came after it
         self._cur_b = 0  # the error bound of the events being applied now, ns
         self._tail_b = 0  # the error bound of the current read's last item, ns
@@ -317,8 +319,10 @@ class StreamMeter:
             self._cur_b = w - lo if w - lo >= BOUND_FLOOR_NS else 0
         lags = self._lags
         if lags is not None:
-            lags.append(lag_ns if lag_ns > 0 else 0)
-            if len(lags) >= LAG_BATCH:
+            if lag_ns >= BOUND_FLOOR_NS:
+                lags.append(lag_ns)
+            n = self._lag_n = self._lag_n + 1
+            if n >= LAG_BATCH:
                 self._flush_lags()
         elif self._sink is not None:
             self._sink("client_read_lag", lag_ns if lag_ns > 0 else 0)
@@ -467,10 +471,11 @@ class StreamMeter:
                     crcs.append(zlib.crc32("".join(frags[start:]).encode("utf-8")) if n > start else -1)
 
     def _flush_lags(self) -> None:
-        lags, read_lags = self._lags, self._read_lags
-        if lags and read_lags is not None:
-            read_lags(lags)
+        lags, read_lags, n = self._lags, self._read_lags, self._lag_n
+        if n and lags is not None and read_lags is not None:
+            read_lags(lags, n - len(lags))  # the on-time reads (under BOUND_FLOOR_NS) as 0
             self._lags = []
+            self._lag_n = 0
 
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut

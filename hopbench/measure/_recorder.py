@@ -434,9 +434,10 @@ class Recorder:
 
         return record
 
-    def many_sink(self, scope: str, metric: str) -> Callable[[Sequence[int]], None]:
-        """A function ``(values)`` that does :meth:`record_many` of ``metric`` into
-        ``scope`` and "all" (the meter's ``read_lags``: one call per batch of reads).
+    def many_sink(self, scope: str, metric: str) -> Callable[[Sequence[int], int], None]:
+        """A function ``(values, zeros)`` that does :meth:`record_many` of ``metric``
+        into ``scope`` and "all", and records ``zeros`` values of 0 with one counter
+        update (the meter's ``read_lags``: one call per batch of reads).
 
         Raises:
             UsageError: unknown scope (or "all") or unknown metric, now.
@@ -445,8 +446,14 @@ class Recorder:
         if metric not in METRICS:
             raise UsageError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
 
-        def record(values: Sequence[int]) -> None:
+        def record(values: Sequence[int], zeros: int = 0) -> None:
             self.record_many(scope, metric, values)
+            if zeros > 0:
+                hists = self._cur[scope]
+                h = hists.get(metric)
+                if h is None:
+                    h = hists[metric] = Histogram(metric)
+                h.record_n(0, zeros)
 
         return record
 
