@@ -40,15 +40,17 @@ __all__ = ["UNCERTAIN_MARK", "uncertain_note", "UNBOUNDED_METRICS", "ERROR_MIN_N
 UNBOUNDED_METRICS: Final = frozenset({
     "queue_delay", "schedule_lag", "loop_lag", "client_read_lag", "connect_wait", "request_write",
     "max_silence", "cancel_delay",
-    "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e", "upstream_silence",
+    "request_delay", "added_e2e", "upstream_silence",
     "injected_keepalive_interval", "client_silence_in_upstream_silence",
 })
 """Time metrics whose samples' error bounds are not kept: the client's own figures
 (its send, loop and schedule lateness, connect and write times, ``client_read_lag``
 itself), ``max_silence`` and ``cancel_delay``, and the gateway-overhead figures
-(``hopbench.driver._overhead``, computed after the run from streams.jsonl's wire
-stamps, whose per-event bounds are not carried there yet). summary.json gives them
-no ``error_bound_ms``: absent means unknown, never exact."""
+but ``first_event_delay``, ``added_ttft`` and ``event_delay`` (whose client stamps'
+bounds streams.jsonl carries: ``hopbench.driver._overhead``): ``request_delay``
+(a send, no wire stamp), ``added_e2e`` (the client's end is its close of the body,
+a loop time) and the silence figures. summary.json gives them no ``error_bound_ms``:
+absent means unknown, never exact."""
 
 ERROR_PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
 """The percentiles summary.json gives an ``error_bound_ms`` (the keys of ``Histogram.stats``)."""

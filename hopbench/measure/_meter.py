@@ -157,7 +157,7 @@ class StreamMeter:
         "quiet_read_ns", "_bounds", "_wire_ns", "_cur_b", "_tail_b", "_last_content_b", "_ka_open_b",
         "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
         "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
-        "_lags", "_read_lags", "_lag_n",
+        "_lags", "_read_lags", "_lag_n", "first_read_bound_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -227,6 +227,7 @@ class StreamMeter:
         self.terminal_bound_ns = 0
         self.last_byte_bound_ns = 0
         self.first_token_late_ns = 0
+        self.first_read_bound_ns = 0  # the first body read's first bytes: their stamp's bound
 
     def _wire(self, t_ns: int, rx_ns: int, lag_ns: int, tail: bool) -> int:
         """The wire stamp of a read served at ``t_ns`` (see :meth:`on_read`); sets the
@@ -331,6 +332,7 @@ class StreamMeter:
             quiet.append(t_ns)
         if self.first_read_ns is None:
             self.first_read_ns = t_ns
+            self.first_read_bound_ns = self._cur_b
         self._read_lag_ns = lag_ns
         if self.terminal_ns is not None:
             return t_ns  # the body's tail: neither silence nor keepalive cadence
