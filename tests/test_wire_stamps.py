@@ -353,3 +353,18 @@ def test_meter_hands_the_read_lags_over_in_batches() -> None:
     m.close(7)
     h = rec.snapshot().histogram(ALL, "client_read_lag")
     assert h.count == 2 and h.min <= 1 and 2.99 * _MS <= h.max <= 3.01 * _MS
+
+
+def test_overhead_line_carries_each_content_events_bound() -> None:
+    from hopbench.measure._lines import overhead_line
+
+    m = StreamMeter(start_ns=0, sent_ns=0)
+    m.event_chars, m.event_read_ns = [], []  # gateway overhead (the runner sets them)
+    m.on_headers(10 * _MS, rx_ns=10 * _MS)
+    w = m.on_read(50 * _MS, rx_ns=40 * _MS, items=2)
+    _token(m, w, first=True)
+    m.at_last_item()
+    _token(m, w)
+    line = overhead_line(m, 0)
+    assert line["content_read_ns"] == [40 * _MS, 40 * _MS]
+    assert line["content_bound_ns"] == [30 * _MS, 0] and line["first_read_bound_ns"] == 30 * _MS

@@ -141,8 +141,7 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
         read that carried no content event, ns from the run start);
         ``content_bound_ns`` (list, the error bound of each content event's
         stamp, ns, 0: exact) and ``first_read_bound_ns`` (the first read's, of
-        its first bytes) when the runner kept them (docs/results/units.md,
-        "Times from the wire").
+        its first bytes; docs/results/units.md, "Times from the wire").
     """
     out = {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
             "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
@@ -150,7 +149,6 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
             "content_crc": list(m.event_crc or ()),
             "keepalive_read_ns": [t - t0_ns for t in m.keepalive_read_ns or ()],
             "quiet_read_ns": [t - t0_ns for t in m.quiet_read_ns or ()]}
-    if m.event_bound_ns is not None:
-        out["content_bound_ns"] = list(m.event_bound_ns)
-        out["first_read_bound_ns"] = m.first_read_bound_ns
+    out["content_bound_ns"] = list(m.event_bound_ns or ())
+    out["first_read_bound_ns"] = m.first_read_bound_ns
     return out

@@ -206,7 +206,8 @@ class StreamMeter:
         self.keepalive_read_ns: list[int] | None = None
         #: gateway overhead only: the stamp of each body read that carried no content event, ns
         self.quiet_read_ns: list[int] | None = None
-        #: gateway overhead only (set with ``event_read_ns``): each content event's stamp's error bound, ns
+        #: gateway overhead only (made with the first entry of ``event_read_ns``): each content
+        #: event's stamp's error bound, ns
         self.event_bound_ns: list[int] | None = None
         self._bounds = bounds
         # the reads' client lags, handed to read_lags LAG_BATCH at a time (and at close)
@@ -386,8 +387,10 @@ class StreamMeter:
                 if self.event_chars is not None and self.event_read_ns is not None:
                     self.event_chars.append(ob.chars)  # type: ignore[union-attr]
                     self.event_read_ns.append(t_ns)
-                    if self.event_bound_ns is not None:
-                        self.event_bound_ns.append(b)
+                    bl = self.event_bound_ns
+                    if bl is None:  # (kept with the read stamps: every run with gateway overhead)
+                        bl = self.event_bound_ns = [0] * (len(self.event_read_ns) - 1)
+                    bl.append(b)
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
                     quiet = self.quiet_read_ns
