@@ -9,7 +9,7 @@ fixed seed) and a profile replaying it (``load.mode = "trace"``), then, in a
 fresh process per measurement:
 
 - ``load s``: ``load_profile`` (reading and checking the trace, the window,
-  each line's scenario: ``hopbench.workload._trace.parse_trace``), wall time; ``cpu s``:
+  each line's scenario: ``hopbench.config._trace_spec.parse_trace``), wall time; ``cpu s``:
   the same in CPU time of the process (less sensitive to other processes on a
   shared machine, though not immune: hyper-threads and caches are shared);
 - ``ready s``: then what the runner does before its first request and for its
@@ -95,7 +95,7 @@ def write_profile(folder: Path, trace: Path) -> Path:
 
 def child(profile: Path) -> dict[str, float]:
     """One measurement in this (fresh) process: the ``hopbench`` on ``sys.path`` loads ``profile``."""
-    from hopbench.workload._trace import TraceBodies
+    from hopbench.workload._trace_bodies import TraceBodies
 
     prof, figures = load_timed(profile)
     t1 = time.perf_counter()

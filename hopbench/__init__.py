@@ -17,7 +17,8 @@ from ._errors import (
     SSEError,
     UsageError,
 )
-from .config._profile import Profile, load_profile, parse_profile
+from .config._profile import load_profile, parse_profile
+from .config._records import Profile
 from .protocols import StreamResult, decode_stream, new_decoder
 from ._version import __version__
 from .sse import SSEComment, SSEEvent, SSEScanner

@@ -47,7 +47,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .config._profile import Profile
+    from .config._records import Profile
     from .driver._common import RunOutcome
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TARGET_FAILED",
@@ -432,8 +432,13 @@ def validate_command(profiles: Sequence[Path]) -> int:
     """
     from .config._profile import load_profile
 
+    from .driver._common import fd_limit_for
+
     for path in profiles:
         profile = load_profile(path)
+        fd_note = fd_limit_for(profile)  # a closed loop this machine cannot hold: ProfileError
+        if fd_note:
+            print(f"hopbench: warning: {fd_note}", file=sys.stderr)
         for sc in profile.scenarios:
             if sc.dataset_note:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
@@ -546,15 +551,18 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         ProfileError / UsageError: bad input, before any load.
         HopbenchError: hopbench failed before the run started.
     """
-    from rich.console import Console
-
     from .config._profile import load_profile
     from .views._after_run import after_run
 
     profile = profile_overrides(load_profile(profile_path), profile_path, target_url=target_url, workers=workers,
                                 engine=engine, ray_address=ray_address, upstream_record=upstream_record,
                                 require_search=require_search)
-    console, err = Console(stderr=False), Console(stderr=True)
+    console, err = _console(stderr=False), _console(stderr=True)
+    from .driver._common import fd_limit_for
+
+    fd_note = fd_limit_for(profile)  # before any load: a closed loop this machine cannot hold raises
+    if fd_note:
+        err.print(f"hopbench: warning: {fd_note}", markup=False, highlight=False)
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
@@ -588,6 +596,18 @@ def _one_run(profile: Profile, ray_address: str | None) -> Callable[..., RunOutc
     from .driver._single import run_profile
 
     return run_profile
+
+
+def _console(*, stderr: bool) -> Console:
+    """A rich Console for stdout or stderr. On a terminal it wraps at the terminal's width; to a
+    pipe, a file or a CI log it never wraps a line (rich would cut at 80 columns mid-phrase,
+    ``error \nrate 0.0%``): tables keep their own width, lines stay whole for grep and for CI."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console
 
 
 def _run_and_write(profile: Profile, profile_path: Path, err: Console, *, out: Path | None, results_root: Path,

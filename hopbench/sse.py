@@ -23,7 +23,11 @@ from typing import NoReturn
 
 from ._errors import SSEError, UsageError
 
-__all__ = ["SSEComment", "SSEError", "SSEEvent", "SSEItem", "SSEScanner"]
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEComment", "SSEError", "SSEEvent", "SSEItem", "SSEScanner"]
+
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+"""The scanner's default memory bound, bytes: the longest line, and the largest event
+data, a stream may send (``[run].max_event_bytes`` and ``decode_stream`` default to it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +220,7 @@ class SSEScanner:
         "retry_ms",
     )
 
-    def __init__(self, max_event_bytes: int = 4 * 1024 * 1024) -> None:
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         """Create a scanner for one stream.
 
         Args:

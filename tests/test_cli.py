@@ -5,6 +5,7 @@ python -m hopbench.emulator)."""
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -202,3 +203,20 @@ def test_cli_compare_a_summary_with_a_null_scope_is_bad_input(tmp_path: Path,
     (tmp_path / "b.toml").write_text('"ttft.p99" = "<= 1s"\n', encoding="utf-8")
     assert main(["gate", str(d), "--budget", str(tmp_path / "b.toml")]) == _exit.EXIT_INPUT
     assert "scopes.all: expected an object" in capsys.readouterr().err
+
+
+def test_cli_run_to_a_pipe_never_wraps_a_line(tmp_path: Path) -> None:
+    # issue 39, item 7: output to a pipe or a CI log was wrapped at 80 columns mid-phrase
+    # ("run: ... · \nerror rate 0.0%"); tables keep their width, lines stay whole
+    profile = tmp_path / "p.toml"
+    profile.write_text('[run]\nname = "a-profile-name-long-enough-to-push-the-run-line-past-eighty"\n'
+                       'requests = 4\n[load]\nconcurrency = 2\n[emulator]\nttft_ms = 5\noutput_tokens = 3\n'
+                       '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TERM")}
+    proc = subprocess.run([sys.executable, "-m", "hopbench", "run", str(profile), "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    run_line = [x for x in lines if x.startswith("run: ")]
+    assert len(run_line) == 1 and "error rate" in run_line[0] and len(run_line[0]) > 80, lines
+    assert not [x for x in lines if x.startswith(("error rate", "rate ", "·"))], lines

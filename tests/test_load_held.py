@@ -22,7 +22,8 @@ from hopbench.driver._judge import LOAD_HELD_FRACTION, analyse, judge
 from hopbench.driver._summary import Part, RunEnd, WorkerInfo
 from hopbench._format import load_phrase
 from hopbench.views._gate import evaluate_gate
-from hopbench.config._profile import Profile, load_profile
+from hopbench.config._profile import load_profile
+from hopbench.config._records import Profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
 from hopbench.engine._schedule import LATER_SENT, SENT, TAKEN, Arrivals, DueCount, WindowCount
 from hopbench.views._summary_table import load_text

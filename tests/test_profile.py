@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from hopbench import ProfileError
-from hopbench.config._profile import load_profile, parse_profile, request_headers
+from hopbench.config._profile import load_profile, parse_profile
+from hopbench.config._scenario_spec import request_headers
 
 ROOT = Path(__file__).resolve().parent.parent
 MINIMAL = """

@@ -8,7 +8,8 @@ import pytest
 from rich.console import Console
 
 from hopbench._errors import ResultsError
-from hopbench.config._profile import Profile, parse_profile
+from hopbench.config._profile import parse_profile
+from hopbench.config._records import Profile
 from hopbench.observe._progress import LiveProgress, plain_line
 from hopbench.measure._recorder import IntervalSnapshot, Recorder, ScopeSnapshot
 

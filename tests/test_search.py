@@ -11,7 +11,7 @@ import pytest
 from hopbench._errors import ProfileError
 from hopbench.config._profile import parse_profile
 from hopbench.driver._search import SATURATION_FIX, TOO_FEW, CapacitySearch, Probe, search, stage_probe
-from hopbench.config._stage_spec import SearchSpec
+from hopbench.config._search_spec import SearchSpec
 from hopbench.cli import main
 
 

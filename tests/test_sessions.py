@@ -17,12 +17,12 @@ import trio.testing
 
 from hopbench import ProfileError
 from hopbench.engine import _runner
-from hopbench.workload._dataset import Message
+from hopbench.protocols._requests import Message, encode_body
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
 from hopbench.driver._results import summary_scopes
 from hopbench.workload._sessions import Conversation, turns_of
-from hopbench.workload._pool import PoolEntry, encode_body
+from hopbench.workload._pool import PoolEntry
 
 from _fake_transport import Plan, fake_transport
 

@@ -22,7 +22,10 @@ from hopbench.engine import _runner
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import ALL, Recorder
 from hopbench.driver._results import cache_of
-from hopbench.workload._trace import TraceBodies, TraceEntry, implied_hits, read_trace, replay_plan, window
+from hopbench.workload._trace import replay_plan
+from hopbench.workload._trace_bodies import TraceBodies
+from hopbench.workload._trace_cache import implied_hits, window
+from hopbench.workload._trace_file import TraceEntry, read_trace
 from hopbench.emulator._prefix import PrefixCache
 
 from _fake_transport import Plan, fake_transport
@@ -304,7 +307,7 @@ def test_trace_bodies_share_blocks_exactly_and_the_emulator_cache_agrees(tmp_pat
 
 def test_block_words_depend_on_the_key_alone_and_on_no_machine() -> None:
     from hopbench.workload._lengths import WORDS
-    from hopbench.workload._trace import _words
+    from hopbench.workload._trace_bodies import _words
 
     text = _words("hopbench-trace-block:0:1", 6)
     # pinned: workers on other machines (other byte orders, other Pythons) send the same block

@@ -1,4 +1,4 @@
-"""Loading a large trace (hopbench.workload._trace.read_trace and the TraceSpec built on it): the
+"""Loading a large trace (hopbench.workload._trace_file.read_trace and the TraceSpec built on it): the
 compact columns, read a block of lines at a time with orjson's parse checked on the spot
 (and the standard library's for any unusual line), give the same entries, arrivals,
 scenarios, implied cache hits and prompts as a straightforward reading of the file, and
@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from hopbench import ProfileError
-from hopbench.workload import _trace
+from hopbench.workload import _trace_bodies, _trace_file
 from hopbench.config._profile import load_profile
-from hopbench.workload._trace import TraceBodies, TraceEntries, read_trace
+from hopbench.workload._trace_bodies import TraceBodies
+from hopbench.workload._trace_file import TraceEntries, read_trace
 
 MS = 1_000_000
 BT = 16  # block_tokens of the generated traces
@@ -104,9 +105,9 @@ def test_trace_load_large_trace_matches_a_reference_parse(tmp_path: Path, monkey
     reference reading (64-byte reads: lines longer than a read, gathered; without
     orjson: every line by the standard library)."""
     if reader == "small blocks":
-        monkeypatch.setattr(_trace, "_CHUNK_BYTES", 64)
+        monkeypatch.setattr(_trace_file, "_CHUNK_BYTES", 64)
     elif reader == "no orjson":
-        monkeypatch.setattr(_trace, "_fast_loads", None)
+        monkeypatch.setattr(_trace_file, "_fast_loads", None)
     path = tmp_path / "t.jsonl"
     _write_trace(path, 20_000, seed=3)
     rows = _reference(path)
@@ -135,10 +136,10 @@ def test_trace_load_large_trace_matches_a_reference_parse(tmp_path: Path, monkey
     bodies = TraceBodies(spec, seed=7)
     for i in range(0, n, 997):
         inp, ids = kept[i][1], kept[i][3]
-        blocks = [_trace._words(f"hopbench-trace-block:7:{h}", BT) for h in ids]
+        blocks = [_trace_bodies._words(f"hopbench-trace-block:7:{h}", BT) for h in ids]
         prompt = b"".join(blocks)[: 4 * inp]
         tail = inp - len(prompt) // 4
-        assert bodies.prompt(i, 1) == prompt + _trace._words(f"hopbench-trace-tail:7:{i}:1", tail)
+        assert bodies.prompt(i, 1) == prompt + _trace_bodies._words(f"hopbench-trace-tail:7:{i}:1", tail)
 
 
 def test_trace_load_spec_pickles_to_the_same_replay(tmp_path: Path) -> None:
@@ -199,7 +200,7 @@ OK = '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_ids": [1, 2]
 @pytest.mark.parametrize("chunk", [16, 1 << 20])
 def test_trace_load_refuses_what_the_line_checks_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       content: str, line: int, message: str, chunk: int) -> None:
-    monkeypatch.setattr(_trace, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(_trace_file, "_CHUNK_BYTES", chunk)
     path = tmp_path / "t.jsonl"
     path.write_bytes(content.encode("utf-8", "surrogateescape"))
     with pytest.raises(ProfileError) as info:
@@ -212,7 +213,7 @@ def test_trace_load_wide_ids_blank_lines_and_a_bom_read_as_written(tmp_path: Pat
                                                                   chunk: int) -> None:
     """Ids of 2**32 and more widen the id column (to a list past 2**64); blank lines (also
     Unicode spaces) count as lines; a BOM opens the file only."""
-    monkeypatch.setattr(_trace, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(_trace_file, "_CHUNK_BYTES", chunk)
     path = tmp_path / "t.jsonl"
     line = '{{"timestamp": {}, "input_length": 5, "output_length": 2, "hash_ids": {}}}'
     lines = [line.format(1, [1, 2]), "\u2028", line.format(2, [2 ** 32]), "", line.format(3, [3]),

@@ -28,7 +28,8 @@ from hopbench import ProfileError
 from hopbench.engine import _runner
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
-from hopbench.workload._trace import read_trace, replay_plan
+from hopbench.workload._trace import replay_plan
+from hopbench.workload._trace_file import read_trace
 from hopbench.engine._transport import _ANC_SIZE, _SCM_TIMESTAMPNS, _SO_TIMESTAMPNS, keep_kernel_stamps
 from hopbench.cli import validate_command
 

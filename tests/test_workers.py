@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from hopbench._clock import NS_PER_S
-from hopbench.config._profile import Profile, parse_profile
+from hopbench.config._profile import parse_profile
+from hopbench.config._records import Profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
 from hopbench.driver._results import ResultsWriter
 from hopbench.driver._merge import Merger

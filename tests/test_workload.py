@@ -20,13 +20,12 @@ from hopbench import ProfileError
 from hopbench.workload._lengths import MAX_INPUT_TOKENS, dist_from
 from hopbench.config._profile import load_profile, parse_profile
 from hopbench.views._summary_table import render_summary
+from hopbench.protocols._requests import Message, encode_body
 from hopbench.workload._pool import (
     WORDS,
     Dist,
-    Message,
     Picker,
     Tokenizer,
-    encode_body,
     synthetic_prompt,
 )
 from hopbench.emulator import input_tokens_of

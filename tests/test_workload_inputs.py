@@ -21,11 +21,11 @@ import trio.testing
 
 from hopbench import ProfileError
 from hopbench.engine import _runner
-from hopbench.workload import _trace
+from hopbench.workload import _trace_file
 from hopbench.workload._lengths import estimate_tokens
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
-from hopbench.workload._trace import read_trace
+from hopbench.workload._trace_file import read_trace
 from hopbench.emulator import input_tokens_of
 
 from _fake_transport import Plan, fake_transport
@@ -144,7 +144,7 @@ def test_inputs_dataset_key_named_twice_is_refused_at_its_line(tmp_path: Path, n
 def test_inputs_trace_key_named_twice_is_refused_at_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              parser: str) -> None:
     if parser != "orjson":
-        monkeypatch.setattr(_trace, "_fast_loads", None)
+        monkeypatch.setattr(_trace_file, "_fast_loads", None)
     ok = '{"timestamp": 1, "input_length": 5, "output_length": 2}\n'
     path = tmp_path / "t.jsonl"
     for line in ('{"timestamp": 9, "timestamp": 1, "input_length": 5, "output_length": 2}',

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._toml import Table
+from ..protocols._requests import PROTOCOLS
 
 __all__ = ["ArmSpec", "parse_arms"]
 
@@ -45,7 +46,7 @@ class ArmSpec:
         protocol: the protocol the arm is declared to speak, or None.
         emulator_config: embedded arms: the validated ``EmulatorConfig``
             (``[emulator]`` with ``[arm.emulator]`` on top); else None.
-        target: the arm's ``TargetSpec`` (hopbench.config._profile): ``[target]``
+        target: the arm's ``TargetSpec`` (hopbench.config._records): ``[target]``
             with the arm's ``api_key_env``, ``auth``, ``headers`` and
             ``header_env`` on top (e.g. a provider key for "direct", the
             gateway's key for "gateway"); None in tests that build arms by hand.
@@ -87,7 +88,7 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
         scenario_protocols: every scenario's protocol.
         workers: ``run.workers`` (arms run in one process).
         check_name, check_url: the profile's rules for names and base URLs
-            (``hopbench.config._profile.check_name`` / ``check_base_url``).
+            (``hopbench.config._records.check_name`` / ``_profile.check_base_url``).
         arm_target: reads an arm's own auth keys (``api_key_env``, ``auth``,
             ``headers``, ``header_env``) into its target (the profile's rules,
             ``hopbench.config._profile._arm_target``); None: no such keys allowed.
@@ -136,7 +137,7 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
             if problem:
                 raise t.error("url", problem)
             url = raw_url.rstrip("/")
-        protocol = t.str("protocol", None, choices=("chat", "responses", "messages"))
+        protocol = t.str("protocol", None, choices=PROTOCOLS)
         if protocol is not None:
             if first_protocol is not None and first_protocol[1] != protocol:
                 raise t.error("protocol", f"arms must speak one protocol to be compared: arm[{first_protocol[0]}] "

@@ -1,5 +1,13 @@
 """Load profiles: TOML in, validated frozen records out.
 
+Role: ``load_profile`` / ``parse_profile`` read a profile and build its
+``Profile`` (``_records``): this module reads ``[run]``, ``[load]`` and
+``[target]`` itself, hands each other table to its parser (``[[scenario]]``:
+``_scenario_spec``; ``[slo]``, ``[[arm]]``, ``[gate]``, ``[[scrape]]``,
+``[[stage]]``/``[search]``, ``[upstream]``: their ``*_spec`` modules; the trace
+file: ``workload._trace``; ``[emulator]``: the emulator's own config), checks
+what spans tables, and says what may be recorded (``sanitized``).
+
 A profile says what load to put on which gateway and for how long. Every key is
 checked before any load is sent: unknown keys, wrong types and impossible values
 raise ``ProfileError`` naming file, line and key path (see ``_toml``). Human
@@ -16,224 +24,34 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-from ..workload._cancel import CancelSpec, parse_cancel
 from .._units import s_to_ns
+from ..sse import DEFAULT_MAX_EVENT_BYTES
 from ._fields import FIELD_NAME, empty_secret, field_problem, is_secret_header, read_header_env, read_headers
-from .._errors import ProfileError
 from .._toml import MISSING, RATE_MIN_RPS, Table, TomlDoc, closest_key, load_toml, parse_toml
-from ..workload._lengths import MAX_OUTPUT_TOKENS
-from ..workload._pool import WORKLOAD_KEYS, encode_body, parse_workload, uses_workload
-from .._textfile import gunzip, json_value, read_regular
+from ..protocols._requests import DEFAULT_PATHS, PROTOCOLS
+from ._records import LoadSpec, Profile, RunSpec, Scenario, TargetSpec, Timeouts, check_name, default_name
+from ._scenario_spec import parse_scenarios, refuse_lengths_in_trace, refuse_misplaced_scenario, request_headers
 
 __all__ = [
+    "MAX_WORKERS",
     "check_base_url",
-    "Profile",
-    "RunSpec",
-    "LoadSpec",
-    "TargetSpec",
-    "Scenario",
-    "Timeouts",
+    "check_workers",
     "load_profile",
     "parse_profile",
-    "PROTOCOLS",
-    "DEFAULT_PATHS",
+    "sanitized",
+    # defined in ._records and ._scenario_spec; listed here while hopbench/__init__.py (Profile)
+    # and hopbench/engine/_runner.py import them from this module
+    "LoadSpec",
+    "Profile",
+    "Scenario",
+    "request_headers",
 ]
-
-Protocol = Literal["chat", "responses", "messages"]
-PROTOCOLS: tuple[str, ...] = ("chat", "responses", "messages")
-DEFAULT_PATHS: dict[str, str] = {
-    "chat": "/v1/chat/completions",
-    "responses": "/v1/responses",
-    "messages": "/v1/messages",
-}
-ANTHROPIC_VERSION = "2023-06-01"
-
-
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    """Per-stream time limits in integer ns (None: no limit).
-
-    connect_ns: TCP (+TLS) connect; first_byte_ns: from send to the response
-    headers; idle_ns: longest allowed silence (no bytes) once headers arrived;
-    total_ns: the whole stream, from send to the end of the body.
-    """
-
-    connect_ns: int | None
-    first_byte_ns: int | None
-    idle_ns: int | None
-    total_ns: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    """The ``[run]`` table (times in ns)."""
-
-    name: str
-    duration_ns: int | None
-    requests: int | None
-    warmup_ns: int
-    seed: int
-    timeouts: Timeouts
-    grace_ns: int
-    interval_ns: int
-    keepalive_budget_ns: int
-    workers: int
-    engine: Literal["local", "ray"]
-    ray_address: str | None
-    stream_log: bool = True
-    metrics_port: int | None = None
-    #: lower-case response header names recorded per stream and counted by value
-    record_headers: tuple[str, ...] = ()
-    #: the SSE scanner's memory bound per line / event, bytes (hopbench.sse.SSEScanner)
-    max_event_bytes: int = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class LoadSpec:
-    """The ``[load]`` table.
-
-    mode "concurrency" is a closed loop of ``concurrency`` streams kept open
-    (started over ``ramp_up_ns``); mode "rate" is an open loop of arrivals at
-    ``rate_rps`` per second, ``arrival`` "constant" or "poisson", bounded by
-    ``max_in_flight`` (arrivals that find the bound full are counted as
-    ``max_in_flight_hits`` and not sent); mode "trace" replays a request
-    trace (``trace``, docs/workloads.md), also bounded by ``max_in_flight``.
-    """
-
-    mode: Literal["concurrency", "rate", "trace"]
-    concurrency: int
-    ramp_up_ns: int
-    rate_rps: float
-    arrival: Literal["constant", "poisson"]
-    max_in_flight: int
-    #: mode "trace": the replay (hopbench.workload._trace.TraceSpec; rate_rps is then its mean rate)
-    trace: Any = None
-    #: mode "trace": this process's share of the entries (index, count): workers split the trace
-    trace_part: tuple[int, int] = (0, 1)
-
-
-@dataclass(frozen=True, slots=True)
-class TargetSpec:
-    """The ``[target]`` table. ``url`` None means the embedded emulator."""
-
-    url: str | None
-    paths: Mapping[str, str]
-    headers: Mapping[str, str]
-    header_env: Mapping[str, str]
-    api_key_env: str | None
-    auth: Literal["auto", "bearer", "x-api-key", "none"]
-    verify_tls: bool
-    transport: Literal["hopbench", "httpx"]
-
-    @property
-    def embedded(self) -> bool:
-        """True when the run targets the built-in emulator."""
-        return self.url is None
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    """One ``[[scenario]]``: what to send, and how often relative to the others.
-
-    ``bodies`` holds one pre-encoded JSON request body per prompt (per pool
-    entry for a workload scenario, whose ``prompts`` is then empty: the texts
-    live only in the bodies, which can be large; docs/workloads.md).
-    """
-
-    name: str
-    protocol: Protocol
-    weight: float
-    model: str
-    prompts: tuple[str, ...]
-    max_tokens: int
-    include_usage: bool
-    extra: Mapping[str, Any]
-    bodies: tuple[bytes, ...]
-    path: str
-    #: per body: (requested input tokens or None, max_tokens sent); empty when
-    #: the scenario uses no workload keys (docs/workloads.md)
-    lengths: tuple[tuple[int | None, int], ...] = ()
-    #: pick bodies with replacement (uniform) or without (each once per round)
-    replacement: bool = True
-    #: client cancellation (hopbench.workload._cancel, docs/workloads.md), or None
-    cancel: CancelSpec | None = None
-    #: its objectives (hopbench.config._slo_spec.Slo: [slo] with [scenario.slo] over it), None without
-    slo: Any = field(default=None, compare=False)
-    #: multi-turn sessions (hopbench.workload._sessions.SessionSpec), None for single requests
-    session: Any = None
-    #: a dataset's records as read, skipped and used (``_workload.Workload.note``), else None
-    dataset_note: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Profile:
-    """A whole validated profile.
-
-    Attributes:
-        path: the profile file (None when parsed from text).
-        emulator: the raw ``[emulator]`` table, or an empty dict.
-        emulator_config: that table parsed and validated by the emulator's own
-            parser (``hopbench.emulator.EmulatorConfig``).
-        gate: the raw ``[gate]`` table, or an empty dict.
-        raw: the parsed TOML (safe to record: it holds no secrets by construction).
-    """
-
-    path: Path | None
-    run: RunSpec
-    load: LoadSpec
-    target: TargetSpec
-    scenarios: tuple[Scenario, ...]
-    emulator: Mapping[str, Any]
-    gate: Mapping[str, Any]
-    raw: Mapping[str, Any] = field(repr=False)
-    emulator_config: Any = field(default=None, repr=False, compare=False)
-    #: the ``[[scrape]]`` endpoints (hopbench.config._scrape_spec.ScrapeSpec), possibly empty
-    scrape: tuple[Any, ...] = field(default=(), compare=False)
-    #: A/B arms (hopbench.config._arm_spec.ArmSpec), empty without ``[[arm]]``
-    arms: tuple[Any, ...] = field(default=(), compare=False)
-    #: ``[[stage]]`` entries (hopbench.config._stage_spec.Stage), possibly empty (docs/slo.md)
-    stages: tuple[Any, ...] = field(default=(), compare=False)
-    #: the ``[search]`` table (hopbench.config._stage_spec.SearchSpec), or None
-    search: Any = field(default=None, compare=False)
-    #: the ``[upstream]`` table (hopbench.config._upstream_spec.UpstreamSpec), or None
-    upstream: Any = field(default=None, compare=False)
-
-    @property
-    def scopes(self) -> list[str]:
-        """The results scopes: one per arm with ``[[arm]]``, else one per scenario."""
-        return [a.name for a in self.arms] or [s.name for s in self.scenarios]
-
-
-def _no_workload_in_trace(root: Table) -> None:
-    """Reject a scenario with its own lengths in a trace replay, on the scenario's own key.
-
-    Raises:
-        ProfileError: at the file:line of the first workload key (``_workload.WORKLOAD_KEYS``,
-            a ``max_tokens`` distribution or ``"dataset"``) of the first scenario holding one:
-            the trace gives every request's lengths (docs/workloads.md, "Trace replay").
-    """
-    value = root.data.get("scenario")
-    if not (isinstance(value, list) and all(isinstance(x, dict) for x in value)):
-        return  # not [[scenario]] tables: _scenarios says what is wrong
-    mode_line = root.doc.line_of(("load", "mode")) if root.doc else None
-    where = f" (line {mode_line})" if mode_line is not None else ""
-    for t in root.tables("scenario"):
-        if not uses_workload(t):
-            continue
-        key = next((k for k in t.data if k in WORKLOAD_KEYS or k == "max_tokens"), None)
-        name = t.data.get("name")
-        whose = f" (scenario {name!r})" if isinstance(name, str) else ""
-        raise t.error(key, f'not used with load.mode = "trace"{where}{whose}: the trace gives every '
-                           "request's input and output tokens; expected a scenario without lengths of its "
-                           "own (no input_tokens, dataset, tokenizer, prompt_pool, replacement, session, "
-                           "max_tokens distribution or max_tokens = \"dataset\"); remove it")
 
 
 def _first_table(root: Table, name: str) -> Table:
@@ -286,79 +104,33 @@ _TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape",
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
+    """The profile of a parsed TOML document: each table read by its parser, then the
+    checks across tables, in a fixed order (the first problem is the one said).
+
+    Raises:
+        ProfileError: anything wrong, with file, line and key path.
+    """
     root = doc.root()
-    for key in root.data:  # a misspelt table first, before what it should have held is missed
-        if key not in _TOP_LEVEL:
-            hint = " (tables are [[scenario]], singular)" if key == "scenarios" else ""
-            fix = None if hint else closest_key(key, set(_TOP_LEVEL) - set(root.data))
-            near = f"; did you mean {fix!r}?" if fix is not None else ""
-            raise root.error(key, f"unknown table{near} (expected one of: {', '.join(_TOP_LEVEL)}){hint}")
-    _misplaced_scenario(root)
+    _known_tables(root)
+    refuse_misplaced_scenario(root)
     base = doc.path.parent if doc.path else Path.cwd()
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
     target = _target(root.table("target"), env)
-    from ..measure._slo import Slo
-    from ._slo_spec import parse_slo  # [slo] (docs/slo.md)
-
-    slo_base: Slo | None = None
-    if root.has("slo"):
-        slo_base = parse_slo(root.table("slo"))
-    if load.mode == "trace":  # before the scenarios' own lengths are read (datasets, tokenizers)
-        _no_workload_in_trace(root)
-    scenarios = _scenarios(root, base, target, run.seed, slo_base)
-    if load.mode == "trace":  # the trace file, once the scenarios it names are known
-        from ..workload._trace import parse_trace
-
-        spec = parse_trace(root.table("load"), base,
-                           [(sc.name, sc.model, bool(sc.lengths), sc.weight) for sc in scenarios], run.seed)
-        load = replace(load, trace=spec, rate_rps=spec.rate_rps)
+    scenarios, load = _scenarios(root, base, run, load, target)
     emulator_t = root.table("emulator")
     from ..emulator._config import EmulatorConfig  # the emulator owns its keys
 
     emulator_config = EmulatorConfig.from_table(emulator_t)
-    from ._arm_spec import parse_arms  # A/B arms: docs/profiles.md, [[arm]]
-
-    arms = parse_arms(root.tables("arm"), emulator=dict(emulator_t.data),
-                      scenario_protocols=[s.protocol for s in scenarios], workers=run.workers,
-                      check_name=check_name, check_url=check_base_url,
-                      arm_target=lambda t: _arm_target(t, target, env))
-    if arms and (load.mode == "trace" or any(sc.session is not None for sc in scenarios)):
-        raise _first_table(root, "arm").error(None, "[[arm]] tables send each request to every arm: not supported with "
-                                "load.mode = \"trace\" or session scenarios (docs/workloads.md)")
-    if arms and (target.url is not None or root.table("target").has("embedded")):
-        raise root.table("target").error("url" if target.url is not None else "embedded",
-                                         "with [[arm]] tables each arm names its own url: "
-                                         "remove target.url / target.embedded")
+    arms = _arms(root, emulator_t, scenarios, run, load, target, env)
     gate_t = root.table("gate")
     if gate_t.data:
-        from ._gate_spec import parse_budgets  # the budget grammar owns its keys: checked before any load
-
-        budgets, _ = parse_budgets(Table(gate_t.data, doc, ("gate",)))
-        names = {a.name for a in arms} or {sc.name for sc in scenarios}  # the scopes
-        for budget in budgets:
-            if budget.scope != "all" and budget.scope not in names:
-                raise gate_t.table("scenario").error(
-                    budget.scope, f"no {'arm' if arms else 'scenario'} named {budget.scope!r} "
-                                  f"({'arms' if arms else 'scenarios'}: {', '.join(sorted(names))})")
+        _check_gate(Table(gate_t.data, doc, ("gate",)), gate_t, arms, scenarios)
     gate_t.keys()
     from ._scrape_spec import parse_scrapes  # [[scrape]] endpoints (docs/observability.md)
 
     scrape = parse_scrapes(root.tables("scrape"), env)
-    from ._stage_spec import parse_search, parse_stages  # [[stage]], [search] (docs/slo.md)
-
-    if load.mode == "trace" and (root.has("stage") or root.has("search")):
-        raise _first_table(root, "stage" if root.has("stage") else "search").error(None,
-                         'stages and the capacity search set their own load: not with load.mode = "trace"')
-    stages = parse_stages(root.tables("stage"))
-    search = None
-    if root.has("search"):
-        search = parse_search(root.table("search"), load.mode)
-        if stages:
-            raise root.error("search", "expected [search] or [[stage]] entries, not both")
-        if all(sc.slo is None for sc in scenarios):
-            raise root.table("search").error(None, "a capacity search judges stages by their objectives: "
-                                                   "add an [slo] table (docs/slo.md)")
+    stages, search = _stages(root, load, scenarios)
     if arms and (stages or search is not None or any(sc.slo is not None for sc in scenarios)):
         what = "stage" if stages else "search" if search is not None else "slo"
         raise _first_table(root, what).error(
@@ -392,34 +164,94 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     )
 
 
-#: run and scenario names become file and folder names (results/<name>-<time>/,
-#: <scenario>.<metric>.hgrm) and intervals.hlog tags: letters, digits, _ . -
-_NAME = re.compile(r"[^\W][\w.-]*\Z")
-NAME_MAX_BYTES = 100
+def _known_tables(root: Table) -> None:
+    """Refuse a top-level table hopbench does not know, naming the closest known one."""
+    for key in root.data:  # a misspelt table first, before what it should have held is missed
+        if key not in _TOP_LEVEL:
+            hint = " (tables are [[scenario]], singular)" if key == "scenarios" else ""
+            fix = None if hint else closest_key(key, set(_TOP_LEVEL) - set(root.data))
+            near = f"; did you mean {fix!r}?" if fix is not None else ""
+            raise root.error(key, f"unknown table{near} (expected one of: {', '.join(_TOP_LEVEL)}){hint}")
+
+
+def _scenarios(root: Table, base: Path, run: RunSpec, load: LoadSpec,
+               target: TargetSpec) -> tuple[tuple[Scenario, ...], LoadSpec]:
+    """The scenarios (over the ``[slo]`` table's objectives) and, in a trace replay, the
+    load with its trace read (the trace names the scenarios)."""
+    from ..measure._slo import Slo
+    from ._slo_spec import parse_slo  # [slo] (docs/slo.md)
+
+    slo_base: Slo | None = None
+    if root.has("slo"):
+        slo_base = parse_slo(root.table("slo"))
+    if load.mode == "trace":  # before the scenarios' own lengths are read (datasets, tokenizers)
+        refuse_lengths_in_trace(root)
+    scenarios = parse_scenarios(root, base, target, run.seed, slo_base)
+    if load.mode == "trace":  # the trace file, once the scenarios it names are known
+        from ._trace_spec import parse_trace
+
+        spec = parse_trace(root.table("load"), base,
+                           [(sc.name, sc.model, bool(sc.lengths), sc.weight) for sc in scenarios], run.seed)
+        load = replace(load, trace=spec, rate_rps=spec.rate_rps)
+    return scenarios, load
+
+
+def _arms(root: Table, emulator_t: Table, scenarios: tuple[Scenario, ...], run: RunSpec, load: LoadSpec,
+          target: TargetSpec, env: Mapping[str, str]) -> tuple[Any, ...]:
+    """The ``[[arm]]`` tables (``config._arm_spec.ArmSpec``), refused beside a trace replay,
+    sessions, or a ``[target]`` url."""
+    from ._arm_spec import parse_arms  # A/B arms: docs/profiles.md, [[arm]]
+
+    arms = parse_arms(root.tables("arm"), emulator=dict(emulator_t.data),
+                      scenario_protocols=[s.protocol for s in scenarios], workers=run.workers,
+                      check_name=check_name, check_url=check_base_url,
+                      arm_target=lambda t: _arm_target(t, target, env))
+    if arms and (load.mode == "trace" or any(sc.session is not None for sc in scenarios)):
+        raise _first_table(root, "arm").error(None, "[[arm]] tables send each request to every arm: not supported with "
+                                "load.mode = \"trace\" or session scenarios (docs/workloads.md)")
+    if arms and (target.url is not None or root.table("target").has("embedded")):
+        raise root.table("target").error("url" if target.url is not None else "embedded",
+                                         "with [[arm]] tables each arm names its own url: "
+                                         "remove target.url / target.embedded")
+    return arms
+
+
+def _check_gate(budgets_t: Table, gate_t: Table, arms: tuple[Any, ...], scenarios: tuple[Scenario, ...]) -> None:
+    """Check ``[gate]`` before any load: the budget grammar's own keys, and that each
+    budget's scope names an arm (with arms) or a scenario."""
+    from ._gate_spec import parse_budgets  # the budget grammar owns its keys: checked before any load
+
+    budgets, _ = parse_budgets(budgets_t)
+    names = {a.name for a in arms} or {sc.name for sc in scenarios}  # the scopes
+    for budget in budgets:
+        if budget.scope != "all" and budget.scope not in names:
+            raise gate_t.table("scenario").error(
+                budget.scope, f"no {'arm' if arms else 'scenario'} named {budget.scope!r} "
+                              f"({'arms' if arms else 'scenarios'}: {', '.join(sorted(names))})")
+
+
+def _stages(root: Table, load: LoadSpec, scenarios: tuple[Scenario, ...]) -> tuple[tuple[Any, ...], Any]:
+    """The ``[[stage]]`` entries and the ``[search]`` table (``config._stage_spec``): one or
+    the other, not in a trace replay, a search only with objectives to judge by."""
+    from ._search_spec import parse_search  # [search] (docs/slo.md)
+    from ._stage_spec import parse_stages  # [[stage]] (docs/slo.md)
+
+    if load.mode == "trace" and (root.has("stage") or root.has("search")):
+        raise _first_table(root, "stage" if root.has("stage") else "search").error(None,
+                         'stages and the capacity search set their own load: not with load.mode = "trace"')
+    stages = parse_stages(root.tables("stage"))
+    search = None
+    if root.has("search"):
+        search = parse_search(root.table("search"), load.mode)
+        if stages:
+            raise root.error("search", "expected [search] or [[stage]] entries, not both")
+        if all(sc.slo is None for sc in scenarios):
+            raise root.table("search").error(None, "a capacity search judges stages by their objectives: "
+                                                   "add an [slo] table (docs/slo.md)")
+    return stages, search
+
+
 MAX_WORKERS = 256
-
-
-def check_name(name: str) -> str | None:
-    """Why ``name`` cannot be a run or scenario name (None when it can).
-
-    A name is used as a folder name, in file names and as an intervals.hlog
-    tag: 1 to 100 bytes (UTF-8) of letters, digits, ``_``, ``.`` and ``-``,
-    not starting with ``.`` or ``-`` (so no ``/``, NUL, space or comma).
-    """
-    if len(name.encode("utf-8", "replace")) > NAME_MAX_BYTES:
-        return f"expected at most {NAME_MAX_BYTES} bytes, got {len(name.encode('utf-8', 'replace'))}"
-    if not _NAME.match(name):
-        return (f"expected letters, digits, '_', '.' or '-' (not starting with '.' or '-'; the name "
-                f"becomes file names), got {name[:60]!r}" + ("..." if len(name) > 60 else ""))
-    return None
-
-
-def _default_name(text: str) -> str:
-    """A valid name made from ``text`` (a file stem, "protocol-model")."""
-    safe = re.sub(r"[^\w.-]", "_", text).lstrip(".-")[:NAME_MAX_BYTES] or "run"
-    while len(safe.encode("utf-8")) > NAME_MAX_BYTES:
-        safe = safe[:-1]
-    return safe
 
 
 def check_workers(n: int) -> str | None:
@@ -429,15 +261,14 @@ def check_workers(n: int) -> str | None:
     return None
 
 
-#: ``[run].max_event_bytes``: the default (4 MiB, the scanner's own) and the largest accepted
-#: (1 GiB: one event is held in memory per stream, so a larger bound is no bound).
-MAX_EVENT_BYTES_DEFAULT = 4 * 1024 * 1024
+#: ``[run].max_event_bytes``: the largest accepted (1 GiB: one event is held in memory per
+#: stream, so a larger bound is no bound); the default is the scanner's own (4 MiB)
 MAX_EVENT_BYTES_MAX = 1 << 30
 
 
 def _run(t: Table, doc: TomlDoc) -> RunSpec:
-    default_name = _default_name(doc.path.stem) if doc.path else "run"
-    name = t.str("name", default_name, nonempty=True)
+    default = default_name(doc.path.stem) if doc.path else "run"
+    name = t.str("name", default, nonempty=True)
     problem = check_name(name)
     if problem:
         raise t.error("name", problem)
@@ -464,7 +295,7 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     stream_log = t.bool("stream_log", True)
     metrics_port = t.int("metrics_port", None, min=1, max=65535)  # docs/observability.md
     record_headers = _record_headers(t)
-    max_event_bytes = t.int("max_event_bytes", MAX_EVENT_BYTES_DEFAULT, min=1, max=MAX_EVENT_BYTES_MAX)
+    max_event_bytes = t.int("max_event_bytes", DEFAULT_MAX_EVENT_BYTES, min=1, max=MAX_EVENT_BYTES_MAX)
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
                    budget, workers, engine, ray_address, stream_log, metrics_port, record_headers,
@@ -496,7 +327,7 @@ def _record_headers(t: Table) -> tuple[str, ...]:
 def _load(t: Table) -> LoadSpec:
     mode = t.str("mode", "concurrency", choices=("concurrency", "rate", "trace"))
     if mode == "trace":  # docs/workloads.md, "Trace replay"; the file is read in _build
-        from ..workload._trace import trace_keys
+        from ._trace_spec import trace_keys
 
         for k in ("concurrency", "ramp_up_s", "rate_rps", "arrival"):
             if t.has(k):
@@ -626,223 +457,6 @@ def _target(t: Table, env: Mapping[str, str]) -> TargetSpec:
     transport = t.str("transport", "hopbench", choices=("hopbench", "httpx"))
     t.done()
     return TargetSpec(url, paths, headers, header_env, api_key_env, auth, verify, transport)
-
-
-_SCENARIO_EXAMPLE = '[[scenario]] followed by its keys, e.g. protocol = "chat"'
-
-
-def _misplaced_scenario(root: Table) -> None:
-    """A ``scenario = ...`` key written below a ``[table]`` header belongs to that
-    table in TOML (``target.scenario``): say so, instead of "unknown key".
-    ``[gate.scenario.NAME]`` (a table) is the gate's own and is left alone.
-
-    Raises:
-        ProfileError: naming the file, line and the key as TOML read it.
-    """
-    def walk(t: Table) -> None:
-        for key, v in t.data.items():
-            if isinstance(v, Mapping):
-                walk(Table(v, t.doc, t.path + (key,)))
-            elif isinstance(v, list):
-                for i, x in enumerate(v):
-                    if isinstance(x, Mapping):
-                        walk(Table(x, t.doc, t.path + (key, i)))
-        v = t.data.get("scenario")
-        if "scenario" in t.data and not isinstance(v, Mapping):
-            name = ".".join(str(p) for p in t.path if isinstance(p, str))
-            header = f"[[{name}]]" if isinstance(t.path[-1], int) else f"[{name}]"
-            raise t.error("scenario", f"expected scenarios as top-level [[scenario]] tables, got a key "
-                                      f"\"scenario\" inside {header} (in TOML a key written below a {header} "
-                                      f"header belongs to that table); write {_SCENARIO_EXAMPLE}")
-
-    for key, v in root.data.items():
-        if isinstance(v, Mapping):
-            walk(Table(v, root.doc, (key,)))
-        elif isinstance(v, list):
-            for i, x in enumerate(v):
-                if isinstance(x, Mapping):
-                    walk(Table(x, root.doc, (key, i)))
-
-
-def _scenarios(root: Table, base: Path, target: TargetSpec, seed: int = 0,
-               slo_base: Any = None) -> tuple[Scenario, ...]:
-    raw = root.data.get("scenario")
-    if isinstance(raw, Mapping):  # [scenario]: one table, not an array of tables
-        raise root.error("scenario", "expected an array of tables, got a table: write [[scenario]] (double "
-                                     "brackets) for each scenario, e.g. protocol = \"chat\" below it")
-    if isinstance(raw, list) and not raw:
-        raise root.error("scenario", f"expected at least one [[scenario]] table, got an empty array "
-                                     f"(scenario = []); write {_SCENARIO_EXAMPLE}")
-    tables = root.tables("scenario")
-    if not tables:
-        raise root.error("scenario", f"expected at least one [[scenario]] table, found none; write "
-                                     f"{_SCENARIO_EXAMPLE}")
-    out: list[Scenario] = []
-    names: set[str] = set()
-    for t in tables:
-        protocol = t.str("protocol", MISSING, choices=PROTOCOLS)
-        model = t.str("model", "hopbench-fast" if target.embedded else MISSING, nonempty=True)
-        name = t.str("name", _default_name(f"{protocol}-{model}"), nonempty=True)
-        problem = check_name(name)
-        if problem:
-            raise t.error("name", problem)
-        if name == "all":
-            raise t.error("name", "\"all\" is reserved for the whole run")
-        if name in names:
-            raise t.error("name", f"expected a unique scenario name, got {name!r} twice")
-        names.add(name)
-        weight = t.number("weight", 1.0, positive=True)
-        prompts: list[Any] = []
-        if t.has("prompts") and t.has("prompts_file"):
-            raise t.error("prompts_file", "expected prompts or prompts_file, not both")
-        if t.has("prompts"):
-            prompts = t.str_list("prompts", nonempty=True)
-        elif t.has("prompts_file"):
-            prompts = _read_prompts(t, base)
-        else:
-            prompts = ["Explain server-sent events in three sentences."]
-        workload = None
-        session = None
-        if uses_workload(t):  # docs/workloads.md: lengths, datasets (hopbench.workload._pool)
-            own = t.has("prompts") or t.has("prompts_file") or not (t.has("input_tokens") or t.has("dataset"))
-            workload = parse_workload(t, base, seed, len(out), prompts if own else None)
-            if t.has("session"):  # docs/workloads.md, "Multi-turn sessions"
-                from ..workload._sessions import parse_session
-
-                session = parse_session(t.table("session"), workload.entries, seed, len(out), workload.source)
-            # the record's one number: the pool's mean (each body carries its own)
-            max_tokens = round(sum(e.max_tokens for e in workload.entries) / len(workload.entries))
-        else:
-            max_tokens = t.int("max_tokens", 256, min=1, max=MAX_OUTPUT_TOKENS)
-        include_usage = t.bool("include_usage", True)
-        slo = slo_base
-        if t.has("slo"):
-            from ._slo_spec import parse_slo
-
-            slo = parse_slo(t.table("slo"), slo_base)
-        if protocol != "chat" and t.has("include_usage") and "include_usage" in t.data:
-            raise t.error("include_usage", "only valid for protocol = \"chat\"")
-        extra = t.table("extra")
-        extra_data = dict(extra.data)
-        extra.keys()
-        for reserved in ("stream", "model"):
-            if reserved in extra_data:
-                raise extra.error(reserved, "set by hopbench; use the scenario's own key")
-        cancel = parse_cancel(t)  # client cancellation: hopbench.workload._cancel
-        t.done(also_allowed=WORKLOAD_KEYS)
-        if workload is not None:
-            for k in ("max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "input"):
-                if k in extra_data:  # it would silently replace what the workload recorded
-                    raise extra.error(k, "set by the scenario's workload keys (max_tokens, "
-                                         "input_tokens, dataset): docs/workloads.md")
-            entries = workload.entries
-            out.append(Scenario(name, protocol, weight, model,
-                                (), max_tokens, include_usage,
-                                extra_data,
-                                tuple(encode_body(protocol, model, e.messages, e.max_tokens,
-                                                  include_usage, extra_data) for e in entries),
-                                target.paths[protocol],
-                                lengths=tuple((e.input_tokens, e.max_tokens) for e in entries),
-                                replacement=workload.replacement, cancel=cancel, slo=slo, session=session,
-                                dataset_note=workload.note))
-            continue
-        bodies = tuple(_body(protocol, model, p, max_tokens, include_usage, extra_data) for p in prompts)
-        out.append(Scenario(name, protocol, weight, model,
-                            tuple(p if isinstance(p, str) else json.dumps(p) for p in prompts),
-                            max_tokens, include_usage, extra_data, bodies, target.paths[protocol],
-                            cancel=cancel, slo=slo))
-    return tuple(out)
-
-
-def _read_prompts(t: Table, base: Path) -> list[Any]:
-    rel = t.str("prompts_file", MISSING, nonempty=True)
-    path = (base / rel) if not Path(rel).is_absolute() else Path(rel)
-    try:
-        # utf-8-sig: a BOM (Windows editors) is not part of the first line; "\n" only, as
-        # _dataset.read_dataset: splitlines would break a line at a raw U+2028 in a string
-        lines = gunzip(read_regular(path)).decode("utf-8-sig").split("\n")
-    except OSError as exc:
-        raise t.error("prompts_file", f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise t.error("prompts_file", f"{path} is not UTF-8 text") from None
-    prompts: list[Any] = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            v = json_value(line)
-        except json.JSONDecodeError as exc:
-            raise ProfileError(f"expected one JSON value per line (a string, or an object with "
-                               f"\"prompt\" or \"messages\"): {exc.msg}", path=path, line=i) from None
-        if isinstance(v, dict):
-            if isinstance(v.get("prompt"), str):
-                v = v["prompt"]
-            elif isinstance(v.get("messages"), list) and v["messages"]:
-                v = {"messages": v["messages"]}
-            else:
-                raise ProfileError("expected an object with a string \"prompt\" or a non-empty "
-                                   "\"messages\" array", path=path, line=i)
-        elif not isinstance(v, str):
-            raise ProfileError(f"expected a JSON string or object, got {type(v).__name__}",
-                               path=path, line=i)
-        try:  # a "\\ud800" escape decodes to a lone surrogate, which no request body can encode
-            json.dumps(v, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ProfileError("a string holds a lone UTF-16 surrogate (a \\u escape without its pair): "
-                               "not sendable as UTF-8", path=path, line=i) from None
-        prompts.append(v)
-    if not prompts:
-        raise t.error("prompts_file", f"{path} holds no prompts")
-    return prompts
-
-
-def _body(protocol: str, model: str, prompt: Any, max_tokens: int, include_usage: bool,
-          extra: Mapping[str, Any]) -> bytes:
-    """Encode one request body per the protocol's API reference."""
-    if isinstance(prompt, dict):
-        messages = prompt["messages"]
-    else:
-        messages = [{"role": "user", "content": prompt}]
-    body: dict[str, Any]
-    if protocol == "chat":  # OpenAI API reference: Create chat completion
-        body = {"model": model, "messages": messages, "stream": True, "max_tokens": max_tokens}
-        if include_usage:
-            body["stream_options"] = {"include_usage": True}
-    elif protocol == "responses":  # OpenAI API reference: Create a model response
-        body = {"model": model, "input": messages if isinstance(prompt, dict) else prompt,
-                "stream": True, "max_output_tokens": max_tokens}
-    else:  # Anthropic API reference: Messages (max_tokens is required)
-        body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
-    body.update(extra)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def request_headers(target: TargetSpec, protocol: str, env: Mapping[str, str] | None = None,
-                    ) -> dict[str, str]:
-    """The headers every request of ``protocol`` carries (secrets resolved from env).
-
-    Auth: ``Authorization: Bearer KEY`` for the OpenAI protocols and ``x-api-key``
-    for Anthropic Messages, unless ``target.auth`` says otherwise; Messages also
-    gets ``anthropic-version`` (Anthropic API reference, "Versions") unless set.
-    The returned dict holds secrets: never log or record it.
-    """
-    env = os.environ if env is None else env
-    headers = {"content-type": "application/json", "accept": "text/event-stream"}
-    if protocol == "messages":
-        headers["anthropic-version"] = ANTHROPIC_VERSION
-    headers.update({k.lower(): v for k, v in target.headers.items()})
-    for k, var in target.header_env.items():
-        headers[k.lower()] = env[var]
-    if target.api_key_env is not None and target.auth != "none":
-        key = env[target.api_key_env]
-        style = target.auth
-        if style == "auto":
-            style = "x-api-key" if protocol == "messages" else "bearer"
-        if style == "bearer":
-            headers["authorization"] = f"Bearer {key}"
-        else:
-            headers["x-api-key"] = key
-    return headers
 
 
 def sanitized(profile: Profile) -> dict[str, Any]:

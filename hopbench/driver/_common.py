@@ -15,6 +15,8 @@ Invariants:
 * Wall-clock stamps are UTC, ISO 8601 with ms (:func:`iso_ms`); every duration
   inside is integer ns, shown in ms or s.
 * Nothing here touches trio or the load: run once per run, never per event.
+* The file-descriptor limit is raised (:func:`fd_limit_for`) before the emulator or
+  any worker starts: children inherit it.
 """
 
 from __future__ import annotations
@@ -28,15 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._errors import ProfileError
+from .._limits import fds_needed, raise_fd_limit
 from .._units import NS_PER_MS, NS_PER_S
-from ..config._profile import Profile, sanitized
+from ..config._profile import sanitized
+from ..config._records import Profile
 from ..measure._outcomes import BROKEN
 from ..measure._recorder import ALL, IntervalSnapshot
 from ._results import environment
 
 __all__ = ["EMULATOR_LATE_P50_NS", "EMULATOR_LATE_P90_NS", "RunOutcome", "base_meta", "build_meta",
-           "default_out_dir", "emulator_warnings", "hold_signals", "iso_ms", "mark_started", "progress_line",
-           "resolved_load"]
+           "default_out_dir", "emulator_warnings", "fd_limit_for", "hold_signals", "iso_ms", "mark_started",
+           "progress_line", "resolved_load"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,3 +242,38 @@ def progress_line(iv: IntervalSnapshot, line: dict[str, Any]) -> str:
             f"done {line['completed'] / dur_s:7.1f}/s  tok {line['output_tokens'] / dur_s:8.0f}/s  "
             f"ttft p50/p99 {ms(ttft, 50)}/{ms(ttft, 99)} ms  itl p99 {ms(itl, 99)} ms  "
             f"broken {broken}  cpu {line['cpu']:.0%}")
+
+
+def fd_limit_for(profile: Profile) -> str | None:
+    """Raise this process's soft file-descriptor limit for ``profile``'s load, before any load.
+
+    A closed loop holds one socket per user (the embedded emulator, a child, one per
+    stream too); local worker processes inherit the limit and each holds its share.
+    An open loop or a trace holds at most ``max_in_flight``, usually far fewer.
+    A Ray run's workers are other processes on other machines: not judged here.
+
+    Returns:
+        A warning for an open loop whose ``max_in_flight`` the limit cannot hold
+        (streams past it would fail as ``connect_error.fd_limit``), else None.
+
+    Raises:
+        ProfileError: a closed loop (``[load].concurrency``, or a ``[[stage]]``'s) that even
+            the hard limit cannot hold, naming the profile, the key and the cure; no load sent.
+    """
+    if profile.run.engine == "ray":
+        return None
+    workers = max(profile.run.workers, 1)
+    users = profile.load.concurrency if profile.load.mode == "concurrency" else 0
+    key = "[load].concurrency"
+    for stage in profile.stages:
+        if getattr(stage, "mode", None) == "concurrency" and int(stage.load) > users:
+            users, key = int(stage.load), "[[stage]] concurrency"
+    in_flight = profile.load.max_in_flight if profile.load.mode != "concurrency" else 0
+    streams = max(users, in_flight)
+    limit = raise_fd_limit(fds_needed(-(-streams // workers)))
+    if limit.enough:
+        return None
+    if users and fds_needed(-(-users // workers)) > (limit.soft or 0):
+        raise ProfileError(limit.advice(key), path=profile.path)
+    return ("max_in_flight: " + limit.advice("[load].max_in_flight")
+            + "; streams past it fail as connect_error.fd_limit")

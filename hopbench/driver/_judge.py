@@ -35,7 +35,7 @@ from functools import reduce
 from typing import Any
 
 from .._units import NS_PER_MS, NS_PER_S
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..engine._saturation import GeneratorFigures, HostUsage
 from ..engine._saturation import Verdict as SaturationVerdict
 from ..engine._saturation import judge as judge_saturation

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._clock import NS_PER_MS
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..engine._runner import RunStats
 from ..engine._saturation import (HostSample, HostUsage, host_usage, parse_pid_stat, read_boot_id, run_host,
                                   sample_host, with_siblings)

@@ -37,7 +37,7 @@ from typing import Any
 
 from .._clock import NS_PER_S
 from .._errors import UsageError
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._recorder import IntervalSnapshot
 from ._common import RunOutcome
 from ._merge import Merger

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._format import load_phrase
-from ..config._stage_spec import SearchSpec
+from ..config._search_spec import SearchSpec
 
 __all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "saturation_cause",
            "saturated_message", "SATURATION_FIX", "TOO_FEW", "NOT_MEASURED", "probe_line"]

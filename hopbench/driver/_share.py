@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .._units import NS_PER_S
 from .._errors import HopbenchError
-from ..config._profile import LoadSpec, Profile
+from ..config._records import LoadSpec, Profile
 
 __all__ = ["WorkerShare", "share_profile", "split_load"]
 

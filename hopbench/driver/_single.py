@@ -26,12 +26,12 @@ import trio
 
 from ..measure._burst import FlaggedLog, join_bursts, not_rejudged
 from .._errors import HopbenchError, ResultsError, RunAborted
-from ._common import (RunOutcome, base_meta, default_out_dir, emulator_warnings, hold_signals, mark_started,
+from ._common import (RunOutcome, base_meta, fd_limit_for, default_out_dir, emulator_warnings, hold_signals, mark_started,
                       progress_line)
 from ._judge import judge
 from ._summary import Part, RunEnd
 from ..measure._counters import RunCounters
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, write_error
 from ..engine._runner import LoadRunner, RunStats
@@ -61,7 +61,10 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
 
     Raises:
         ResultsError: the results folder cannot be written (before any load).
+        ProfileError: a closed loop that even the hard file-descriptor limit cannot
+            hold (the soft limit is raised for the load first; ``fd_limit_for``).
     """
+    fd_limit_for(profile)
     run = _OneRun(profile, out_dir if out_dir is not None else default_out_dir(profile), on_line, progress)
     made = False  # the folder exists (ResultsWriter made it)
     # The try opens before the folder is made: a signal that lands just as the hold ends (the

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..config._profile import LoadSpec, Profile
+from ..config._records import LoadSpec, Profile
 from ._results import replace_text
 from ._common import RunOutcome
 from ._search import CapacitySearch, Probe, SearchResult, probe_line, saturated_message, stage_probe

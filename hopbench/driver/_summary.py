@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._units import NS_PER_MS
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._counters import RunCounters
 from ..measure._recorder import Snapshot
 from ._results import SCHEMA, summary_scopes

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._burst import burst_warnings
 from ..measure._error_bound import error_bound_warnings, scope_error_bounds
 from ..measure._counters import StatsLike

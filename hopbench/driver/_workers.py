@@ -44,10 +44,10 @@ import trio
 
 from .._clock import NS_PER_S
 from .._errors import HopbenchError
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._recorder import IntervalSnapshot, Recorder
 from ._results import ResultsWriter
-from ._common import RunOutcome, build_meta, default_out_dir, emulator_warnings, hold_signals, mark_started
+from ._common import RunOutcome, build_meta, fd_limit_for, default_out_dir, emulator_warnings, hold_signals, mark_started
 from ._merge import Merger
 from ._share import WorkerShare, split_load
 from ..engine._runner import LoadRunner
@@ -205,7 +205,10 @@ def run_profile_workers(profile: Profile, *, out_dir: Path | None = None,
 
     Raises:
         ResultsError: the results folder cannot be written (before any load).
+        ProfileError: a closed loop whose per-worker share even the hard
+            file-descriptor limit cannot hold (``fd_limit_for``; the workers inherit it).
     """
+    fd_limit_for(profile)
     return _run_local(profile, out_dir=out_dir, on_line=on_line, progress=progress,
                       base_url=base_url, target=_process_main)
 

@@ -19,8 +19,9 @@ The server is uvicorn (httptools, uvloop when installed) in its own process for
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:  # for type checkers and readers; at run time see __getattr__
     from ._app import EmulatorApp
@@ -46,18 +47,7 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # once: later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
-
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())
 
 __all__ = [
     "Behaviour",

@@ -35,7 +35,7 @@ from rich.text import Text
 
 from ..measure._hdr import Histogram
 from ..measure._outcomes import BROKEN
-from ..config._profile import Profile
+from ..config._records import Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Snapshot
 from .._units import NS_PER_MS, NS_PER_S
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from ._base import Decoder
 from ._chat import ChatDecoder
-from ._decode import PROTOCOLS, decode_stream, new_decoder
+from ._decode import decode_stream, new_decoder
+from ._requests import PROTOCOLS
 from ._messages import MessagesDecoder
 from ._observations import (
     EVENT_CHANNELS,

@@ -15,20 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .._errors import SSEError, UsageError
-from ..sse import SSEScanner
+from ..sse import DEFAULT_MAX_EVENT_BYTES, SSEScanner
 from ._base import Decoder
 from ._chat import ChatDecoder
 from ._messages import MessagesDecoder
 from ._observations import StreamResult
+from ._requests import PROTOCOLS
 from ._responses import ResponsesDecoder
 
-__all__ = ["PROTOCOLS", "new_decoder", "decode_stream", "DEFAULT_MAX_EVENT_BYTES"]
-
-PROTOCOLS: tuple[str, ...] = ("chat", "responses", "messages")
-"""The protocol names: Chat Completions, Responses, Anthropic Messages."""
-
-DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
-"""``decode_stream``'s default SSE memory bound per line / event (bytes)."""
+__all__ = ["new_decoder", "decode_stream"]
 
 _DECODERS: dict[str, type[Decoder]] = {
     "chat": ChatDecoder,

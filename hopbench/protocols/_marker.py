@@ -27,6 +27,8 @@ import json
 import re
 from typing import Any
 
+from ._requests import WIRES
+
 __all__ = ["MARKER_RE", "marked_template", "find_marker", "marker_text"]
 
 #: matches one marker in raw body bytes; group 1 is the id
@@ -53,20 +55,17 @@ def _append_to_content(msg: dict[str, Any], text_types: tuple[str, ...]) -> bool
 
 
 def _mark(protocol: str, body: dict[str, Any]) -> bool:
-    if protocol == "responses":
-        inp = body.get("input")
-        if isinstance(inp, str):
-            body["input"] = inp + marker_text(_PLACEHOLDER)
-            return True
-        items = inp if isinstance(inp, list) else []
-        text_types: tuple[str, ...] = ("input_text",)
-    else:  # chat, messages
-        msgs = body.get("messages")
-        items = msgs if isinstance(msgs, list) else []
-        text_types = ("text",)
+    wire = WIRES.get(protocol)  # where the conversation is, and what its text parts are called
+    if wire is None:
+        return False
+    conversation = body.get(wire.conversation)
+    if wire.text_input and isinstance(conversation, str):  # responses: input as a bare string
+        body[wire.conversation] = conversation + marker_text(_PLACEHOLDER)
+        return True
+    items = conversation if isinstance(conversation, list) else []
     for msg in reversed(items):
         if isinstance(msg, dict) and msg.get("role") == "user":
-            return _append_to_content(msg, text_types)
+            return _append_to_content(msg, (wire.text_part,))
     return False
 
 

@@ -22,22 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ProfileError
+from ..protocols._requests import Message
 from ._lengths import Tokenizer, estimate_tokens
 from .._textfile import GZIP_MAGIC, binary_kind, gunzip, json_array_items, json_value, read_regular
 
-__all__ = ["DATASET_FORMATS", "DatasetSpec", "Message", "Record", "filter_records", "read_dataset",
+__all__ = ["DATASET_FORMATS", "DatasetSpec", "Record", "filter_records", "read_dataset",
            "record_from_messages",
            "record_tokens"]
 
 DATASET_FORMATS: tuple[str, ...] = ("auto", "sharegpt", "openai", "anthropic", "prompts")
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One chat turn: role ``"system"``, ``"user"`` or ``"assistant"``, and its text."""
-
-    role: str
-    text: str
 
 
 @dataclass(frozen=True, slots=True)

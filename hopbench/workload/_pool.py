@@ -4,7 +4,7 @@ Role: turn a scenario's workload keys (``input_tokens``, ``max_tokens`` as a
 distribution, ``dataset``, ``tokenizer``, ``prompt_pool``, ``replacement``)
 into a pool of distinct requests, each with its conversation, its requested
 input length and its ``max_tokens`` (docs/workloads.md). The profile loader
-encodes one JSON body per pool entry once (``encode_body``); the runner then
+encodes one JSON body per pool entry once (``protocols._requests.encode_body``); the runner then
 only picks an entry per request (``Picker``): no request is re-encoded.
 
 Invariants:
@@ -19,15 +19,14 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._dataset import (DATASET_FORMATS, DatasetSpec, Message, Record, record_from_messages, filter_records,
-                       read_dataset)
+from ..protocols._requests import Message, encode_body
+from ._dataset import DATASET_FORMATS, DatasetSpec, Record, record_from_messages, filter_records, read_dataset
 from .._errors import ProfileError
 from ._lengths import (MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS, Dist, Tokenizer, dist_from, estimate_tokens,
                        load_tokenizer, synthetic_prompt)
@@ -36,6 +35,8 @@ from .._textfile import check_regular
 
 __all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
            "encode_body", "parse_workload", "synthetic_prompt", "uses_workload"]
+# Message and encode_body live in hopbench.protocols._requests; listed here only while
+# hopbench.engine._runner imports them from this module (its own branch switches it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,40 +115,6 @@ class Picker:
         i = self._next
         self._next = (i + 1) % self.n
         return i
-
-
-def encode_body(protocol: str, model: str, messages: Sequence[Message], max_tokens: int,
-                include_usage: bool, extra: Mapping[str, Any]) -> bytes:
-    """One streaming request body for a conversation, per the protocol's API reference.
-
-    chat (OpenAI "Create chat completion"): ``messages`` with system as a
-    ``system`` message; responses (OpenAI "Create a model response"): the
-    system text as ``instructions``, a single user turn as the ``input`` string,
-    else ``input`` as a message list; messages (Anthropic "Messages"): ``system``
-    beside ``messages``. ``extra`` is merged last.
-
-    Returns:
-        UTF-8 JSON bytes (compact, non-ASCII kept).
-    """
-    system = "\n".join(m.text for m in messages if m.role == "system")
-    turns = [{"role": m.role, "content": m.text} for m in messages if m.role != "system"]
-    body: dict[str, Any]
-    if protocol == "chat":
-        msgs = ([{"role": "system", "content": system}] if system else []) + turns
-        body = {"model": model, "messages": msgs, "stream": True, "max_tokens": max_tokens}
-        if include_usage:
-            body["stream_options"] = {"include_usage": True}
-    elif protocol == "responses":
-        body = {"model": model, "input": turns[0]["content"] if len(turns) == 1 else turns,
-                "stream": True, "max_output_tokens": max_tokens}
-        if system:
-            body["instructions"] = system
-    else:
-        body = {"model": model, "messages": turns, "max_tokens": max_tokens, "stream": True}
-        if system:
-            body["system"] = system
-    body.update(extra)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def build_pool(rng: random.Random, *, max_tokens: Dist | None, pool_size: int,
@@ -300,78 +267,7 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
                              tokenizer=tokenizer)
         return Workload(tuple(entries), replacement, "synthetic", spec)
     if t.has("dataset"):
-        dt = t.table("dataset")
-        rel = dt.str("path", MISSING, nonempty=True)
-        path = Path(rel) if Path(rel).is_absolute() else base / rel
-        fmt = dt.str("format", "auto", choices=DATASET_FORMATS)
-        sample = dt.int("sample", None, min=1)
-        bounds = {k: dt.int(k, None, min=1) for k in
-                  ("min_input_tokens", "max_input_tokens", "min_output_tokens", "max_output_tokens")}
-        for lo, hi in (("min_input_tokens", "max_input_tokens"), ("min_output_tokens", "max_output_tokens")):
-            if bounds[lo] is not None and bounds[hi] is not None and bounds[lo] > bounds[hi]:
-                raise dt.error(lo, f"expected {lo} <= {hi}, got {bounds[lo]} > {bounds[hi]}")
-        dt.done()
-        ds = DatasetSpec(path, fmt, sample, **bounds)
-        where = dt.key_name()
-
-        def fail(line: int | None, reason: str) -> ProfileError:
-            return ProfileError(f"{reason} (dataset of {where})", path=path, line=line)
-
-        try:  # a file that cannot be opened is the profile's error: its file, line and key
-            check_regular(path)
-        except OSError as exc:
-            raise dt.error("path", f"cannot read the dataset {path}: {exc.strerror}") from None
-        skipped: list[tuple[int, str]] = []
-        non_text: list[tuple[int, str, str]] = []
-        # a session of turns = "dataset" replays each record's user turns: ShareGPT records keep them all
-        session = t.data.get("session")
-        whole = isinstance(session, Mapping) and session.get("turns") == "dataset"
-        records = read_dataset(path, fmt, fail, skipped, non_text, whole=whole)
-
-        def fail_record(rec: Record, reason: str) -> ProfileError:
-            return fail(rec.line, f"{rec.label or 'a record'}: {reason}")
-
-        kept = filter_records(records, ds, tokenizer)
-        filtered = len(kept)
-        if not kept:
-            raise dt.error(None, f"no record of {path} ({len(records)} read) passes the length filters")
-        for rec, n in kept:  # docs/workloads.md, "Length limits"
-            if n > MAX_INPUT_TOKENS:
-                raise fail_record(rec, f"a prompt of {n:,} input tokens, above hopbench's limit of "
-                                     f"{MAX_INPUT_TOKENS:,}: leave it out with the dataset's max_input_tokens")
-        no_reply = 0
-        if max_tokens is None:
-            with_reply = [(rec, n) for rec, n in kept if rec.reply and rec.reply.strip()]
-            no_reply, kept = len(kept) - len(with_reply), with_reply
-            if not kept:
-                raise t.error("max_tokens", f'max_tokens = "dataset": no record of {path} that passes '
-                                            "the filters has a reference reply")
-            for rec, _ in kept:  # each reply's length is sent as max_tokens
-                r = estimate_tokens(rec.reply or "", tokenizer)
-                if r > MAX_OUTPUT_TOKENS:
-                    raise fail_record(rec, f'max_tokens = "dataset": a reference reply of {r:,} tokens, above '
-                                         f"hopbench's limit of {MAX_OUTPUT_TOKENS:,}: leave it out with the "
-                                         "dataset's max_output_tokens")
-        if sample is not None:
-            if sample > len(kept):
-                raise dt.error("sample", f"expected at most the {len(kept)} records that pass the "
-                                         f"filters, got {sample}")
-            kept = [kept[i] for i in sorted(rng.sample(range(len(kept)), sample))]
-        entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, records=kept,
-                             tokenizer=tokenizer)
-        read = len(records) + len(skipped)
-        note = f"{path.name}: {read:,} record{'' if read == 1 else 's'}"
-        if skipped:
-            note += (f", {len(skipped):,} skipped (no user turn first: {_first_of(skipped)})")
-        if non_text:  # images, audio...: hopbench sends text conversations
-            kinds = ", ".join(sorted({k for _, _, ks in non_text for k in ks.split(", ")}))
-            note += (f", {len(non_text):,} with content blocks sent as their text only ({kinds} left out: "
-                     f"{_first_of([(line, label) for line, label, _ in non_text])})")
-        note += f", {filtered:,} within the length filters" if filtered < len(records) else ""
-        if no_reply:
-            note += f", {no_reply:,} without a reference reply left out (max_tokens = \"dataset\" needs one)"
-        note += f", {len(kept):,} used" if len(kept) < filtered else ""
-        return Workload(tuple(entries), replacement, "dataset", spec, note)
+        return _dataset_pool(t, base, rng, pool, max_tokens, tokenizer, replacement, spec)
     convs: list[tuple[Message, ...]] = []
     for p in prompts or ():
         if isinstance(p, Mapping):  # a prompts_file line {"messages": [...]}
@@ -384,3 +280,86 @@ def parse_workload(t: Table, base: Path, seed: int, index: int,
             convs.append((Message("user", p),))
     entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, prompts=convs)
     return Workload(tuple(entries), replacement, "prompts", spec)
+
+
+def _dataset_pool(t: Table, base: Path, rng: random.Random, pool: int, max_tokens: Dist | None,
+                  tokenizer: Tokenizer | None, replacement: bool, spec: str | None) -> Workload:
+    """A ``dataset`` scenario's pool: the dataset read, filtered, sampled and its records
+    made entries, with the note that says what happened to them (``parse_workload``'s args).
+
+    Raises:
+        ProfileError: a bad ``dataset`` table, an unreadable or bad dataset (file and line),
+        no record passing the filters, a record past hopbench's length limits.
+    """
+    dt = t.table("dataset")
+    rel = dt.str("path", MISSING, nonempty=True)
+    path = Path(rel) if Path(rel).is_absolute() else base / rel
+    fmt = dt.str("format", "auto", choices=DATASET_FORMATS)
+    sample = dt.int("sample", None, min=1)
+    bounds = {k: dt.int(k, None, min=1) for k in
+              ("min_input_tokens", "max_input_tokens", "min_output_tokens", "max_output_tokens")}
+    for lo, hi in (("min_input_tokens", "max_input_tokens"), ("min_output_tokens", "max_output_tokens")):
+        if bounds[lo] is not None and bounds[hi] is not None and bounds[lo] > bounds[hi]:
+            raise dt.error(lo, f"expected {lo} <= {hi}, got {bounds[lo]} > {bounds[hi]}")
+    dt.done()
+    ds = DatasetSpec(path, fmt, sample, **bounds)
+    where = dt.key_name()
+
+    def fail(line: int | None, reason: str) -> ProfileError:
+        return ProfileError(f"{reason} (dataset of {where})", path=path, line=line)
+
+    try:  # a file that cannot be opened is the profile's error: its file, line and key
+        check_regular(path)
+    except OSError as exc:
+        raise dt.error("path", f"cannot read the dataset {path}: {exc.strerror}") from None
+    skipped: list[tuple[int, str]] = []
+    non_text: list[tuple[int, str, str]] = []
+    # a session of turns = "dataset" replays each record's user turns: ShareGPT records keep them all
+    session = t.data.get("session")
+    whole = isinstance(session, Mapping) and session.get("turns") == "dataset"
+    records = read_dataset(path, fmt, fail, skipped, non_text, whole=whole)
+
+    def fail_record(rec: Record, reason: str) -> ProfileError:
+        return fail(rec.line, f"{rec.label or 'a record'}: {reason}")
+
+    kept = filter_records(records, ds, tokenizer)
+    filtered = len(kept)
+    if not kept:
+        raise dt.error(None, f"no record of {path} ({len(records)} read) passes the length filters")
+    for rec, n in kept:  # docs/workloads.md, "Length limits"
+        if n > MAX_INPUT_TOKENS:
+            raise fail_record(rec, f"a prompt of {n:,} input tokens, above hopbench's limit of "
+                                 f"{MAX_INPUT_TOKENS:,}: leave it out with the dataset's max_input_tokens")
+    no_reply = 0
+    if max_tokens is None:
+        with_reply = [(rec, n) for rec, n in kept if rec.reply and rec.reply.strip()]
+        no_reply, kept = len(kept) - len(with_reply), with_reply
+        if not kept:
+            raise t.error("max_tokens", f'max_tokens = "dataset": no record of {path} that passes '
+                                        "the filters has a reference reply")
+        for rec, _ in kept:  # each reply's length is sent as max_tokens
+            r = estimate_tokens(rec.reply or "", tokenizer)
+            if r > MAX_OUTPUT_TOKENS:
+                raise fail_record(rec, f'max_tokens = "dataset": a reference reply of {r:,} tokens, above '
+                                     f"hopbench's limit of {MAX_OUTPUT_TOKENS:,}: leave it out with the "
+                                     "dataset's max_output_tokens")
+    if sample is not None:
+        if sample > len(kept):
+            raise dt.error("sample", f"expected at most the {len(kept)} records that pass the "
+                                     f"filters, got {sample}")
+        kept = [kept[i] for i in sorted(rng.sample(range(len(kept)), sample))]
+    entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, records=kept,
+                         tokenizer=tokenizer)
+    read = len(records) + len(skipped)
+    note = f"{path.name}: {read:,} record{'' if read == 1 else 's'}"
+    if skipped:
+        note += (f", {len(skipped):,} skipped (no user turn first: {_first_of(skipped)})")
+    if non_text:  # images, audio...: hopbench sends text conversations
+        kinds = ", ".join(sorted({k for _, _, ks in non_text for k in ks.split(", ")}))
+        note += (f", {len(non_text):,} with content blocks sent as their text only ({kinds} left out: "
+                 f"{_first_of([(line, label) for line, label, _ in non_text])})")
+    note += f", {filtered:,} within the length filters" if filtered < len(records) else ""
+    if no_reply:
+        note += f", {no_reply:,} without a reference reply left out (max_tokens = \"dataset\" needs one)"
+    note += f", {len(kept):,} used" if len(kept) < filtered else ""
+    return Workload(tuple(entries), replacement, "dataset", spec, note)

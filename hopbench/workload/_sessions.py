@@ -14,7 +14,7 @@ never re-encoded) and the turn-index figures (``record_turn``, ``turns_of``).
 Invariants:
 - Pure: no clock, no I/O, no trio. The runner sleeps the think time and
   sends.
-- Each message is encoded exactly as ``_workload.encode_body`` encodes it
+- Each message is encoded exactly as ``protocols._requests.encode_body`` encodes it
   (``{"role", "content"}``, compact, non-ASCII kept): a turn's body equals
   ``encode_body`` of the whole conversation.
 - Turn counts are drawn from a low-discrepancy pool (``Dist.spread``) seeded
@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._dataset import Message
+from ..protocols._requests import WIRES, Message, encode_body
 from ._lengths import MAX_INPUT_TOKENS, Dist, dist_from, estimate_tokens
-from ._pool import PoolEntry, Prepared, encode_body
+from ._pool import PoolEntry, Prepared
 
 __all__ = ["SessionSpec", "Conversation", "parse_session", "record_turn", "turns_of", "MAX_TURNS"]
 
@@ -153,7 +153,7 @@ class Conversation:
         self.chars = len(self.system)
         self.turn = 0
         self.first_max = first.max_tokens
-        if self.system and protocol == "chat":
+        if self.system and WIRES[protocol].system is None:  # chat: the system prompt is a message
             self.items.append(_item(Message("system", self.system)))
         users = [m for m in first.messages if m.role == "user"]
         #: script mode: the record's user messages still to send
@@ -189,7 +189,7 @@ class Conversation:
         max_tokens = entry.max_tokens if entry is not None else self.first_max
         head, tail = self._template(max_tokens)
         body = head + b",".join(self.items) + tail
-        usage = self.protocol == "chat" and b'"include_usage":true' in tail + head
+        usage = WIRES[self.protocol].usage_option and b'"include_usage":true' in tail + head
         return Prepared(body, (max(1, -(-self.chars // 4)), max_tokens), usage,
                         fields=(("turn", self.turn),))
 
@@ -199,7 +199,7 @@ class Conversation:
         self.chars += len(text)
 
     def _template(self, max_tokens: int) -> tuple[bytes, bytes]:
-        system = [Message("system", self.system)] if self.system and self.protocol != "chat" else []
+        system = [Message("system", self.system)] if self.system and WIRES[self.protocol].system else []
         data = encode_body(self.protocol, self.model, [*system, Message("user", _MARK),
                                                        Message("assistant", _MARK)],
                            max_tokens, self.include_usage, self.extra)
