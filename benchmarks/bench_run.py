@@ -173,7 +173,8 @@ def child_bare(url: str, path: str, requests: int, concurrency: int, ramp_s: flo
     import trio
 
     try:
-        from hopbench.config._profile import parse_profile, request_headers
+        from hopbench.config._profile import parse_profile
+        from hopbench.config._scenario_spec import request_headers
     except ImportError:  # a revision from before the folders (--against)
         from hopbench._profile import parse_profile, request_headers  # type: ignore[no-redef]
 

@@ -147,7 +147,9 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
     import httpx
     import trio
 
-    from hopbench.engine import _runner
+    from hopbench.engine import _runner, _stream
+    from hopbench.engine._open_loop import Tuning
+    from hopbench.engine._pacer import Pacer
     from hopbench.config._profile import load_profile
     from hopbench.measure._recorder import ALL, Recorder
 
@@ -171,30 +173,31 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body,
                                   request=request, extensions={"hopbench.body": body})
 
-    _runner.StreamTransport = Instant  # type: ignore[misc]
-    pacer_cls = getattr(_runner, "Pacer", None)
-    if without in ("timerfd", "burst") and pacer_cls is not None:
+    # the runner's seams (LoadRunner's keyword parameters)
+    seams: dict[str, Any] = {"transport_factory": Instant}
+    pacer_cls: Any = Pacer
+    if without in ("timerfd", "burst"):
         kw: dict[str, Any] = {"use_timerfd": False} if without == "timerfd" else {"burst_max": 1}
 
         class Without(pacer_cls):  # type: ignore[misc, valid-type]
             def __init__(self) -> None:
                 super().__init__(**kw)
-        pacer_cls = _runner.Pacer = Without
+        pacer_cls = seams["pacer_factory"] = Without
     elif without == "switch":
-        _runner.SWITCH_INTERVAL_S = sys.getswitchinterval()
+        seams["tuning"] = Tuning(switch_interval_s=sys.getswitchinterval())
     elif without == "request":
-        _runner._Client = httpx.AsyncClient
+        _stream._Client = httpx.AsyncClient
 
         def build(self: Any, path: str, content: bytes, base: dict[str, str], request_id: str,
                   trace: Any) -> httpx.Request:
             return self._client.build_request("POST", path, content=content,
-                                              headers={**base, _runner.REQUEST_ID_HEADER: request_id},
+                                              headers={**base, _stream.REQUEST_ID_HEADER: request_id},
                                               extensions={"trace": trace})
         _runner.LoadRunner._build_request = build
     log: list[Any] = []
     extra: list[tuple[int, int]] = []  # per wait: (loop thread CPU, other threads' CPU) during it, ns
     gcs: list[tuple[int, int]] = []  # the collector's pauses: (start, end) on hopbench's clock
-    if explain and pacer_cls is not None:
+    if explain:
         import gc
 
         from hopbench._clock import now_ns
@@ -209,7 +212,7 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
                 await super().wait(deadline_ns)
                 c1, p1 = time.thread_time_ns(), time.process_time_ns()
                 extra.append((c1 - c0, (p1 - p0) - (c1 - c0)))
-        _runner.Pacer = LoggingPacer
+        seams["pacer_factory"] = LoggingPacer
         gc_start = [0]
 
         def on_gc(phase: str, info: dict[str, Any]) -> None:
@@ -226,7 +229,7 @@ def run_in_memory(prof: Path, explain: bool = False, without: str = "") -> dict[
     prof.write_text(text, encoding="utf-8")
     profile = load_profile(prof)
     rec, warm = Recorder(["chat-m"]), Recorder(["chat-m"])
-    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, warm)
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, warm, **seams)
     rd0 = _run_delay_ns()
     stats = trio.run(runner.run)
     rd1 = _run_delay_ns()
@@ -350,7 +353,17 @@ child ``hopbench run`` process only (``_undo``)."""
 
 def _undo(fix: str) -> None:
     """Undo one of ``SOCKET_FIXES`` in this process (a child about to run hopbench)."""
+    from dataclasses import replace
+
     from hopbench.engine import _dispatch, _runner
+    from hopbench.engine._open_loop import Tuning
+
+    def with_tuning(**knobs: Any) -> None:  # every LoadRunner of this process gets these knobs
+        runner_init = _runner.LoadRunner.__init__
+
+        def init(self: Any, *a: Any, **k: Any) -> None:
+            runner_init(self, *a, **{**k, "tuning": replace(k.get("tuning") or Tuning(), **knobs)})
+        _runner.LoadRunner.__init__ = init  # type: ignore[method-assign]
     if fix == "gcpace":
         init = _dispatch.Dispatcher.__init__
 
@@ -358,11 +371,11 @@ def _undo(fix: str) -> None:
             init(self, *a, **{**k, "pace_gc": False})
         _dispatch.Dispatcher.__init__ = without_pacing  # type: ignore[method-assign]
     elif fix == "switch":
-        _runner.SWITCH_INTERVAL_S = 0.0001
+        with_tuning(switch_interval_s=0.0001)
     elif fix == "reserve":
-        _runner.SPARES_RESERVE_NS = 50_000_000
+        with_tuning(spares_reserve_ns=50_000_000)
     elif fix == "catchup":
-        _runner.CATCH_UP_TURN_NS = 0
+        with_tuning(catch_up_turn_ns=0)
     elif fix == "slack":
         _dispatch.TIMER_SLACK_NS = 50_000
     else:

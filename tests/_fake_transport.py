@@ -5,7 +5,7 @@ Role: test support. Nothing touches a socket: each request waits, "connects",
 ``trio.sleep`` (instant and exact under ``MockClock(autojump_threshold=0)``),
 reporting its phases through the request's ``trace`` extension with httpcore's
 names, as ``hopbench.engine._transport.StreamTransport`` does. Install it with
-``monkeypatch.setattr(hopbench.engine._runner, "StreamTransport", fake_transport(plan))``.
+``LoadRunner(..., transport_factory=fake_transport(plan))`` (hopbench.engine._runner).
 """
 
 from __future__ import annotations

@@ -100,15 +100,15 @@ def test_arms_refuse_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 # -- the runner ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["concurrency = 2", 'mode = "rate"\nrate_rps = 10'])
-async def test_arms_alternate_with_the_same_requests(autojump_clock: trio.testing.MockClock,
-                                                     monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+async def test_arms_alternate_with_the_same_requests(autojump_clock: trio.testing.MockClock, mode: str) -> None:
     seen: list[tuple[str, bytes, Any]] = []
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
+    transport = fake_transport(Plan(head_s=0.1), seen)
     profile = _parse(_HEAD.replace("concurrency = 2", mode) + _TWO + _SCEN)
     rec, lines = Recorder(["direct", "gateway"]), []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["direct", "gateway"]),
                              on_stream=lines.append, arms=[("direct", "http://127.0.0.1:9"),
-                                                           ("gateway", "http://127.0.0.1:10")]).run()
+                                                           ("gateway", "http://127.0.0.1:10")],
+                                                           transport_factory=transport).run()
     assert len(seen) == 8
     # sent in turn: direct, gateway, direct, ...; each round one body to both arms
     assert [u for u, _, _ in seen] == ["http://127.0.0.1:9/v1/chat/completions",
@@ -184,10 +184,9 @@ def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
     assert "<h2>A/B arms</h2>" in page and "slow against fast: worse on at least one figure" in page
 
 
-async def test_arms_send_their_own_keys(autojump_clock: trio.testing.MockClock,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_arms_send_their_own_keys(autojump_clock: trio.testing.MockClock) -> None:
     seen: list[tuple[str, bytes, Any]] = []
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1), seen))
+    transport = fake_transport(Plan(head_s=0.1), seen)
     env = {"PROVIDER_KEY": "sk-provider", "GATEWAY_KEY": "gw-key", "TEAM": "blue"}
     arms = _TWO.replace('url = "http://127.0.0.1:9"\n', 'url = "http://127.0.0.1:9"\napi_key_env = "PROVIDER_KEY"\n')
     arms = arms.replace('url = "http://127.0.0.1:10/"\n', 'url = "http://127.0.0.1:10/"\napi_key_env = "GATEWAY_KEY"\n'
@@ -196,7 +195,8 @@ async def test_arms_send_their_own_keys(autojump_clock: trio.testing.MockClock,
     assert profile.arms[0].target.api_key_env == "PROVIDER_KEY"
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["direct", "gateway"]),
                              Recorder(["direct", "gateway"]), env=env,
-                             arms=[("direct", "http://127.0.0.1:9"), ("gateway", "http://127.0.0.1:10")]).run()
+                             arms=[("direct", "http://127.0.0.1:9"), ("gateway", "http://127.0.0.1:10")],
+                             transport_factory=transport).run()
     got = {(u.split("/")[2], h.get("authorization"), h.get("x-team")) for u, _, h in seen}
     assert got == {("127.0.0.1:9", "Bearer sk-provider", None), ("127.0.0.1:10", "Bearer gw-key", "blue")}
 

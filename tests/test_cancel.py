@@ -80,22 +80,22 @@ def test_cancel_rates_leave_client_cancels_out() -> None:
 
 # -- the runner, under the fake clock ---------------------------------------------
 
-async def _run(monkeypatch: pytest.MonkeyPatch, plan: Plan, cancel: str,
+async def _run(plan: Plan, cancel: str,
                requests: int = 4) -> tuple[Recorder, list[dict[str, Any]], _runner.LoadRunner]:
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(plan))
+    transport = fake_transport(plan)
     profile = parse_profile(_BASE.replace("requests = 4", f"requests = {requests}") + cancel + "\n",
                             "p.toml", env={})
     rec = Recorder(["chat-m"])
     lines: list[dict[str, Any]] = []
-    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]), on_stream=lines.append)
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]), on_stream=lines.append,
+                                transport_factory=transport)
     await runner.run()
     return rec, lines, runner
 
 
-async def test_cancel_after_events_stops_reading_there(autojump_clock: trio.testing.MockClock,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cancel_after_events_stops_reading_there(autojump_clock: trio.testing.MockClock) -> None:
     plan = Plan(head_s=0.5, gaps_s=(0.25,) * 10, last_s=0.25)
-    rec, lines, runner = await _run(monkeypatch, plan, "cancel = { after_events = 3 }")
+    rec, lines, runner = await _run(plan, "cancel = { after_events = 3 }")
     assert [(x["outcome"], x["detail"]) for x in lines] == [("client_cancelled", "after_events")] * 4
     for x in lines:
         assert x["content_events"] == 3
@@ -109,38 +109,35 @@ async def test_cancel_after_events_stops_reading_there(autojump_clock: trio.test
     assert len({c.request_id for c in runner.cancels}) == 4
 
 
-async def test_cancel_after_ms_fires_exactly_even_in_a_silence(autojump_clock: trio.testing.MockClock,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cancel_after_ms_fires_exactly_even_in_a_silence(autojump_clock: trio.testing.MockClock) -> None:
     # one event at 0.75 s, then a 10 s silence: the cancel at 1 s must not wait for a read
     plan = Plan(head_s=0.5, gaps_s=(0.25, 10.0), last_s=0.25)
-    rec, lines, _ = await _run(monkeypatch, plan, "cancel = { after_ms = 1000 }", requests=2)
+    rec, lines, _ = await _run(plan, "cancel = { after_ms = 1000 }", requests=2)
     for x in lines:
         assert (x["outcome"], x["detail"]) == ("client_cancelled", "after_ms")
         assert x["end_ns"] - x["sent_ns"] == 1 * S
         assert x["content_events"] == 1
     # before the head: the client leaves while waiting for it
-    rec, lines, _ = await _run(monkeypatch, Plan(head_s=5.0), "cancel = { after_ms = 1000 }", requests=1)
+    rec, lines, _ = await _run(Plan(head_s=5.0), "cancel = { after_ms = 1000 }", requests=1)
     assert [(x["outcome"], x["end_ns"] - x["sent_ns"]) for x in lines] == [("client_cancelled", 1 * S)]
 
 
-async def test_cancel_after_the_end_is_no_cancel(autojump_clock: trio.testing.MockClock,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cancel_after_the_end_is_no_cancel(autojump_clock: trio.testing.MockClock) -> None:
     # the stream ends (3 events) before either limit: it completed
     plan = Plan(head_s=0.5, gaps_s=(0.25,) * 3, last_s=0.25)
-    _, lines, runner = await _run(monkeypatch, plan, "cancel = { after_events = 5 }", requests=2)
+    _, lines, runner = await _run(plan, "cancel = { after_events = 5 }", requests=2)
     assert [x["outcome"] for x in lines] == ["completed"] * 2 and runner.cancels == []
-    _, lines, _ = await _run(monkeypatch, plan, "cancel = { after_ms = 60000 }", requests=2)
+    _, lines, _ = await _run(plan, "cancel = { after_ms = 60000 }", requests=2)
     assert [x["outcome"] for x in lines] == ["completed"] * 2
 
 
-async def test_cancel_fraction_picks_a_share(autojump_clock: trio.testing.MockClock,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cancel_fraction_picks_a_share(autojump_clock: trio.testing.MockClock) -> None:
     plan = Plan(head_s=0.01, gaps_s=(0.01,) * 4, last_s=0.01)
-    _, lines, _ = await _run(monkeypatch, plan, "cancel = { fraction = 0.5, after_events = 2 }", requests=40)
+    _, lines, _ = await _run(plan, "cancel = { fraction = 0.5, after_events = 2 }", requests=40)
     outcomes = [x["outcome"] for x in lines]
     n = outcomes.count("client_cancelled")
     assert 8 <= n <= 32 and outcomes.count("completed") == 40 - n
-    _, again, _ = await _run(monkeypatch, plan, "cancel = { fraction = 0.5, after_events = 2 }", requests=40)
+    _, again, _ = await _run(plan, "cancel = { fraction = 0.5, after_events = 2 }", requests=40)
     assert [x["outcome"] for x in again] == outcomes  # seeded
 
 

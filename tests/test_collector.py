@@ -100,13 +100,8 @@ def test_a_finished_stream_leaves_no_cyclic_garbage(tmp_path: object, load: str)
 
     with EmbeddedEmulator(profile.emulator_config, record_path=None) as emu:
         rec = Recorder(["chat-m"])
-        runner = _runner.LoadRunner(profile, emu.base_url, rec, Recorder(["chat-m"]))
-        _runner_watch = _runner.CollectorWatch
-        _runner.CollectorWatch = Watch  # type: ignore[misc]
-        try:
-            trio.run(runner.run)
-        finally:
-            _runner.CollectorWatch = _runner_watch  # type: ignore[misc]
+        runner = _runner.LoadRunner(profile, emu.base_url, rec, Recorder(["chat-m"]), collector_factory=Watch)
+        trio.run(runner.run)
     assert rec.snapshot().counter(ALL, "completed") == 160
     assert freed[0] < 160, freed  # under one object per stream (the interval histograms' ctypes types)
 

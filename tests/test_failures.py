@@ -24,7 +24,8 @@ from hopbench._errors import ProfileError
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder
 from hopbench.driver._results import read_summary
-from hopbench.engine._runner import UNREACHABLE_AFTER, LoadRunner
+from hopbench.engine._runner import LoadRunner
+from hopbench.engine._watch import UNREACHABLE_AFTER
 
 import _hostile
 

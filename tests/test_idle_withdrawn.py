@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from hopbench.engine import _transport
-from hopbench.engine._runner import away_ns
+from hopbench.engine._watch import away_ns
 from hopbench.config._profile import parse_profile
 from hopbench.driver._single import run_profile
 

@@ -101,13 +101,13 @@ async def test_runner_phases_exact_under_a_fake_clock(autojump_clock: trio.testi
     from hopbench.engine import _runner
     from hopbench.driver._judge import analyse
 
-    monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
+    transport = _FakeTransport
     _publish_on_the_loop(monkeypatch)
     profile = _fake_profile("concurrency = 2")
     rec = Recorder(["chat-m"])
     lines: list[dict[str, Any]] = []
     runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]),
-                                on_interval=lambda iv, w, line: lines.append(line))
+                                on_interval=lambda iv, w, line: lines.append(line), transport_factory=transport)
     stats = await runner.run()
     assert rec.snapshot().counter(ALL, "completed") == 8  # 4 per user, the last ones in the grace
     # per user in [0, 9): 4 x waiting, connecting; 4 x awaiting; 3.5 x streaming; 3 x closing
@@ -137,17 +137,18 @@ async def test_runner_phases_exact_under_a_fake_clock(autojump_clock: trio.testi
 
 
 async def test_runner_open_loop_achieved_rate_counts_requests_sent(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
+        autojump_clock: trio.testing.MockClock) -> None:
     """An open loop whose requests spend time waiting and connecting: the achieved
     rate counts the requests written to the target in the window, and max_in_flight
     bounds every stream the client holds."""
     from hopbench.engine import _runner
     from hopbench.driver._judge import analyse
 
-    monkeypatch.setattr(_runner, "StreamTransport", _FakeTransport)
+    transport = _FakeTransport
     profile = _fake_profile('mode = "rate"\nrate_rps = 3\narrival = "constant"\nmax_in_flight = 100', 7.9)
     rec = Recorder(["chat-m"])
-    stats = await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"])).run()
+    stats = await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]),
+                                     transport_factory=transport).run()
     # arrivals every 1/3 s from 0 to 7.67; a request is written 0.5 s after its
     # arrival: 23 of the 24 before the stop at 7.9 s, the last one in the grace period
     # (load.sent counts it: it was due in the window; docs/results.md, "Load held")
@@ -162,7 +163,8 @@ async def test_runner_open_loop_achieved_rate_counts_requests_sent(
     # the bound: at most 6 streams held, in any phase; the others are dropped
     profile = _fake_profile('mode = "rate"\nrate_rps = 3\narrival = "constant"\nmax_in_flight = 6', 7.9)
     rec = Recorder(["chat-m"])
-    stats = await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"])).run()
+    stats = await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]),
+                                     transport_factory=transport).run()
     assert stats.peak_open == 6 and stats.max_in_flight_hits > 0
     _, warnings, load = analyse(profile, stats, rec.snapshot())
     assert load["held"] is False and any("dropped at max_in_flight" in w for w in warnings)
@@ -175,10 +177,10 @@ def _watch_run(monkeypatch: pytest.MonkeyPatch, busy: bool = False) -> list[int]
     client's loop busy: 4 ms of CPU in every 6 ms. Returns the list the t0 goes into."""
     import time
 
-    from hopbench.engine import _runner
+    from hopbench.engine._watch import WatchMixin
 
     seen: list[int] = []
-    probe = _runner.LoadRunner._loop_lag_probe
+    probe = WatchMixin._loop_lag_probe
 
     async def hog() -> None:
         while True:
@@ -194,7 +196,7 @@ def _watch_run(monkeypatch: pytest.MonkeyPatch, busy: bool = False) -> list[int]
                 nursery.start_soon(hog)
             await probe(self)
 
-    monkeypatch.setattr(_runner.LoadRunner, "_loop_lag_probe", watched)
+    monkeypatch.setattr(WatchMixin, "_loop_lag_probe", watched)  # (where it is defined)
     return seen
 
 

@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 from hopbench.engine import _runner
+from hopbench.engine._pacer import Pacer
 from hopbench.measure._counters import RunCounters
 from hopbench.driver._judge import LOAD_HELD_FRACTION, analyse, judge
 from hopbench.driver._summary import Part, RunEnd, WorkerInfo
@@ -77,15 +78,15 @@ def _not_held(warnings: list[str]) -> list[str]:
 # -- 1. a short seeded Poisson run ------------------------------------------------
 
 async def test_load_held_short_poisson_run_is_judged_on_its_due_arrivals(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # breaker: Poisson at 10/s, Ctrl-C after 1.2 s. Seed 4's schedule had 9 arrivals in
     # [0, 1.2 s) where rate x window expects 12; the client sent every one on time, and the
     # run said "load not held: 7.5 requests/s sent to the target, 10 requested"
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    transport = fake_transport(Plan(gaps_s=(0.1,)))
     profile = _profile(tmp_path, "duration_s = 60\nseed = 4",
                        'mode = "rate"\nrate_rps = 10\narrival = "poisson"')
     lines: list[dict[str, Any]] = []
-    runner, rec = await _run(profile, 1.2, on_stream=lines.append)
+    runner, rec = await _run(profile, 1.2, on_stream=lines.append, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert runner.stats.stop_ns == int(1.2 * S)
     # the schedule's own arrivals before the stop, each sent at its time
@@ -100,19 +101,12 @@ async def test_load_held_short_poisson_run_is_judged_on_its_due_arrivals(
 
 
 async def test_load_held_a_client_behind_its_schedule_is_not_held(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # the loop takes 0.15 s more than the schedule per arrival (constant, 10/s): by the stop at
     # 2 s it has taken up 13 of the 20 arrivals due; the 7 it never reached were due all the same
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
-
-    class LatePacer(_runner.Pacer):
-        async def wait(self, deadline_ns: int) -> None:
-            await super().wait(deadline_ns)
-            await trio.sleep(0.15)
-
-    monkeypatch.setattr(_runner, "Pacer", LatePacer)
+    transport = fake_transport(Plan(gaps_s=(0.1,)))
     profile = _profile(tmp_path, "duration_s = 2", 'mode = "rate"\nrate_rps = 10\narrival = "constant"')
-    runner, rec = await _run(profile)
+    runner, rec = await _run(profile, transport_factory=transport, pacer_factory=_late_pacer(0.15))
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert load["due"] == 20                       # 0, 0.1, ..., 1.9 s
     assert load["sent"] == runner.stats.arrivals == 13  # taken up at 0.15, 0.30, ..., 1.95 s (late)
@@ -153,11 +147,11 @@ def test_load_held_poisson_fork_continues_the_same_schedule() -> None:
 # -- 2. a trace replay, and a trace at one instant -------------------------------
 
 async def test_load_held_trace_due_is_the_entries_due_in_the_window(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    transport = fake_transport(Plan(gaps_s=(0.1,)))
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"',
                        [0, 10, 20, 700, 1100, 1300, 2000])
-    runner, rec = await _run(profile, 1.2)
+    runner, rec = await _run(profile, 1.2, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert load["due"] == load["sent"] == load["trace"]["scheduled"] == 5  # 0 .. 1100 ms
     assert load["held"] is True and not _not_held(warnings)
@@ -165,14 +159,14 @@ async def test_load_held_trace_due_is_the_entries_due_in_the_window(
 
 @pytest.mark.parametrize("trace", [[500.0], [500.0, 500.0, 500.0]])
 async def test_load_held_trace_at_one_instant_has_no_rate(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        autojump_clock: trio.testing.MockClock, tmp_path: Path,
         trace: list[float]) -> None:
     # breaker: 3 entries at one timestamp made a 0.33 ms window: "9,000 of 9,000 requests/s"
     from hopbench.workload._trace import replay_plan
 
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    transport = fake_transport(Plan(gaps_s=(0.1,)))
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', trace)
-    runner, rec = await _run(profile)
+    runner, rec = await _run(profile, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     n = len(trace)
     assert profile.load.trace.one_instant
@@ -192,16 +186,15 @@ async def test_load_held_trace_at_one_instant_has_no_rate(
 
 @pytest.mark.parametrize("trace", [[1234.5] * 3, [0.0] * 30, [500.0]])
 async def test_load_held_trace_at_one_instant_taken_up_late_is_sent(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        autojump_clock: trio.testing.MockClock, tmp_path: Path,
         trace: list[float]) -> None:
     # breaker: 3 entries at one timestamp, taken up 13-97 ms late on a busy machine, read
     # "load: 0 of 3 due arrivals sent", held false, and failed the gate's run.load_held,
     # although all 3 completed: the made-up window after the instant (1 ms / 3) ended
     # before the client took them up, and WindowCount.end left them out
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
-    _late_pacer(monkeypatch, 0.013)
+    transport = fake_transport(Plan(gaps_s=(0.01,)))
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "trace"\ntrace = "t.jsonl"', trace)
-    runner, rec = await _run(profile)
+    runner, rec = await _run(profile, transport_factory=transport, pacer_factory=_late_pacer(0.013))
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     n = len(trace)
     assert profile.load.trace.one_instant
@@ -224,16 +217,17 @@ def test_load_held_trace_at_one_instant_short_of_its_due_is_not_held(tmp_path: P
 # -- 3. workers: the due counts add up ---------------------------------------------
 
 async def test_load_held_workers_due_adds_up(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     from hopbench.driver._share import share_profile, split_load
 
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.1,))))
+    transport = fake_transport(Plan(gaps_s=(0.1,)))
     profile = _profile(tmp_path, "duration_s = 60\nseed = 4", 'mode = "rate"\nrate_rps = 10\narrival = "poisson"')
     parts, snaps = [], []
     for share in split_load(profile, 2):
         part = share_profile(profile, share)
         runner, rec = await _run(part, 1.2, load=share.load, request_budget=share.request_budget,
-                                 seed_offset=share.index, arrival_offset_ns=share.arrival_offset_ns)
+                                 seed_offset=share.index, arrival_offset_ns=share.arrival_offset_ns,
+                                 transport_factory=transport)
         snap = rec.snapshot()
         snaps.append(snap)
         parts.append(Part(part, runner.counters(), snap,
@@ -347,13 +341,13 @@ def test_load_held_gate_and_terminal_share_one_phrase(load: dict[str, Any]) -> N
 # -- sessions: the arrivals are sessions, not their turns ------------------------------
 
 async def test_load_held_open_loop_sessions_count_sessions_not_their_later_turns(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # breaker (real llmock): rate_rps = 4 sessions/s of 4 turns read "load: 9.50 of 4.00
     # requests/s sent", and a shortfall of sessions would have hidden behind later turns
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
+    transport = fake_transport(Plan(gaps_s=(0.05,)))
     profile = _session_profile(tmp_path, 4, 4)
     lines: list[dict[str, Any]] = []
-    runner, rec = await _run(profile, 1.9, "s", on_stream=lines.append)
+    runner, rec = await _run(profile, 1.9, "s", on_stream=lines.append, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     firsts = [x for x in lines if x["turn"] == 1]
     later = [x for x in lines if x["turn"] > 1 and x["start_ns"] < 1.9 * S]
@@ -419,13 +413,13 @@ def test_gate_not_saturated_judges_every_stage_of_a_staged_run_not_a_searchs_pro
 # -- the window's edges: one half-open window [start, stop) on the due times -------
 
 async def test_load_held_an_arrival_due_before_the_stop_and_written_after_it_is_sent(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # breaker: 1/s for 2.5 s, each connect 0.7 s: the arrival due at 2.0 s was written at 2.7 s,
     # after the stop; due counted it, sent did not: "load not held: 2 of the 3 arrivals due"
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,))))
+    transport = fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,)))
     profile = _profile(tmp_path, "duration_s = 2.5", 'mode = "rate"\nrate_rps = 1\narrival = "constant"')
     lines: list[dict[str, Any]] = []
-    runner, rec = await _run(profile, on_stream=lines.append)
+    runner, rec = await _run(profile, on_stream=lines.append, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert runner.stats.stop_ns == int(2.5 * S)
     assert sorted(x["start_ns"] for x in lines) == [0, 1 * S, 2 * S]  # all three written (in the grace)
@@ -435,26 +429,26 @@ async def test_load_held_an_arrival_due_before_the_stop_and_written_after_it_is_
 
 
 async def test_load_held_an_arrival_due_in_the_warm_up_and_written_after_it_is_not_sent(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # the other edge: the arrival due at 0 s (warm-up to 0.5 s), written at 0.7 s, is neither
     # due nor sent; those due at 1, 2, 3 s are (the one at 3 s written at 3.7 s, after the stop)
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,))))
+    transport = fake_transport(Plan(connect_s=0.7, gaps_s=(0.05,)))
     profile = _profile(tmp_path, "duration_s = 3.5\nwarmup_s = 0.5",
                        'mode = "rate"\nrate_rps = 1\narrival = "constant"')
-    runner, rec = await _run(profile)
+    runner, rec = await _run(profile, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert load["due"] == load["sent"] == 3 and runner.stats.arrivals_in_window == 3
     assert load["held"] is True and not _not_held(warnings)
 
 
 async def test_load_held_an_arrival_taken_up_at_the_stop_instant_is_in_no_figure(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # breaker: 4/s stopped at 2.0 s: the loop took up the arrival due at 2.0 s before it saw the
     # stop; arrival_rate_rps counted it (9 / 2 s = 4.5) where due did not (8: 4.0)
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.05,))))
+    transport = fake_transport(Plan(gaps_s=(0.05,)))
     profile = _profile(tmp_path, "duration_s = 60", 'mode = "rate"\nrate_rps = 4\narrival = "constant"')
     lines: list[dict[str, Any]] = []
-    runner, rec = await _run(profile, 2.0, on_stream=lines.append)
+    runner, rec = await _run(profile, 2.0, on_stream=lines.append, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert runner.stats.stop_ns == 2 * S
     assert max(x["start_ns"] for x in lines) == 2 * S  # (it was taken up: the breaker's condition)
@@ -464,15 +458,15 @@ async def test_load_held_an_arrival_taken_up_at_the_stop_instant_is_in_no_figure
 
 
 async def test_load_held_a_later_turn_due_before_the_stop_and_written_after_it_counts_apart(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # breaker: a session at 0 s (connect 0.3 s, done at 0.4 s, think 0.5 s): its second turn due
     # at 0.9 s was written at 1.2 s, after the stop at 0.95 s. It was subtracted from a sent count
     # that had never held it: "load not held: 0 of the 1 arrivals due"
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(connect_s=0.3, gaps_s=(0.05,),
-                                                                         last_s=0.05)))
+    transport = fake_transport(Plan(connect_s=0.3, gaps_s=(0.05,),
+                                                                         last_s=0.05))
     profile = _session_profile(tmp_path, 1, 2)
     lines: list[dict[str, Any]] = []
-    runner, rec = await _run(profile, 0.95, "s", on_stream=lines.append)
+    runner, rec = await _run(profile, 0.95, "s", on_stream=lines.append, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert [x["turn"] for x in lines] == [1, 2] and lines[1]["start_ns"] == pytest.approx(0.9 * S, abs=1000)
     assert rec.snapshot().scopes["s"].counters["session.later_turns_sent"] == 1
@@ -513,28 +507,28 @@ def test_load_held_window_count_is_half_open_on_due_times() -> None:
 
 # -- a schedule that runs out by itself, and a client behind it (WindowCount.end) --------
 
-def _late_pacer(monkeypatch: pytest.MonkeyPatch, late_s: float) -> None:
-    """Each arrival taken up ``late_s`` after the one before was (a client slower than its schedule)."""
-    class LatePacer(_runner.Pacer):
+def _late_pacer(late_s: float) -> type[Pacer]:
+    """A pacer (``LoadRunner``'s ``pacer_factory``) that takes each arrival up
+    ``late_s`` after the one before was (a client slower than its schedule)."""
+    class LatePacer(Pacer):
         async def wait(self, deadline_ns: int) -> None:
             await super().wait(deadline_ns)
             await trio.sleep(late_s)
 
-    monkeypatch.setattr(_runner, "Pacer", LatePacer)
+    return LatePacer
 
 
 async def test_load_held_late_trace_counts_only_what_was_sent_in_its_window(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # 20 entries at 10/s (0 .. 1.9 s): the window ends one gap after the last, at 2.0 s. The
     # client takes each up 0.15 s after the one before: at 0.15, 0.30, ..., 3.0 s. It wrote
     # all 20, 13 of them taken up (and written) in the window. Before: "20 of 20 due arrivals sent (10.00 of 10.00
     # requests/s)", held, with every request up to 1.1 s late (seen at 1,000/s with two
     # workers on a busy machine: "6,000 of 6,000 ... schedule lag p99 2,905 ms")
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
-    _late_pacer(monkeypatch, 0.15)
+    transport = fake_transport(Plan(gaps_s=(0.01,)))
     profile = _profile(tmp_path, "", 'mode = "trace"\ntrace = "t.jsonl"',
                        [100.0 * i for i in range(20)])
-    runner, rec = await _run(profile)
+    runner, rec = await _run(profile, transport_factory=transport, pacer_factory=_late_pacer(0.15))
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert runner.stats.arrivals == 20 and runner.stats.schedule_end_ns == 2 * S
     assert load["due"] == 20
@@ -547,32 +541,31 @@ async def test_load_held_late_trace_counts_only_what_was_sent_in_its_window(
 
 
 async def test_load_held_on_time_trace_still_counts_every_request(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # the same trace on time: every send is before its floor; the last one at 1.9 s < 2.0 s
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    transport = fake_transport(Plan(gaps_s=(0.01,)))
     profile = _profile(tmp_path, "", 'mode = "trace"\ntrace = "t.jsonl"',
                        [100.0 * i for i in range(20)])
-    runner, rec = await _run(profile)
+    runner, rec = await _run(profile, transport_factory=transport)
     _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
     assert load["due"] == load["sent"] == 20 and load["achieved_rate_rps"] == 10.0
     assert load["held"] is True and not [w for w in warnings if "load not held" in w]
 
 
 async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # 20 requests at 10/s, each taken up 0.15 s after the one before: 13 in the window. A
     # budget's end is not a failure to hold load (its window ends one gap after its last
     # arrival), but a client behind it is: the same schedule as a trace without loop reads
     # the same. breaker: 400 requests at 800/s read "240 of 400 due arrivals sent (480.0 of
     # 800.0 requests/s)", held null, no warning, and passed the gate's run.load_held
     # where the same trace was not held ("384 of 800")
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
-    _late_pacer(monkeypatch, 0.15)
+    transport = fake_transport(Plan(gaps_s=(0.01,)))
     budget = _profile(tmp_path, "requests = 20", 'mode = "rate"\nrate_rps = 10\narrival = "constant"')
     trace = _profile(tmp_path, "", 'mode = "trace"\ntrace = "t.jsonl"', [100.0 * i for i in range(20)])
     seen = []
     for profile in (budget, trace):
-        runner, rec = await _run(profile)
+        runner, rec = await _run(profile, transport_factory=transport, pacer_factory=_late_pacer(0.15))
         _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
         assert runner.stats.arrivals == 20
         assert load["due"] == 20 and load["sent"] == 13 and load["achieved_rate_rps"] == 6.5  # before: 20, 10.0
@@ -585,16 +578,16 @@ async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
 
 @pytest.mark.parametrize("run", ["", "duration_s = 60"])
 async def test_load_held_window_of_a_trace_that_ran_out_ends_one_gap_after_its_last_arrival(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        autojump_clock: trio.testing.MockClock, tmp_path: Path,
         run: str) -> None:
     # docs/results.md, "Load held": one mean gap after the last arrival was due, whether the
     # streams drained before that or after it. breaker: a trace at 0/1000/2000 ms whose
     # streams drained by 2.05 s read a 2.048 s window and a requested rate of 1.465/s; the
     # window is the trace's own period (2 s + the mean gap: 3 s, as a looped replay's)
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.25,))))
+    transport = fake_transport(Plan(gaps_s=(0.25,)))
     trace = [0.0, 1000.0, 2000.0]
     profile = _profile(tmp_path, run or "requests = 3", 'mode = "trace"\ntrace = "t.jsonl"', trace)
-    runner, rec = await _run(profile)
+    runner, rec = await _run(profile, transport_factory=transport)
     _, warnings, got = analyse(profile, runner.stats, rec.snapshot())
     assert runner.stats.stop_ns < 3 * S                           # the streams drained before it
     assert got["load_window_s"] == 3.0 and got["trace"]["scheduled"] == 3
@@ -688,13 +681,13 @@ def test_window_count_takes_up_to_the_end_of_a_schedule_that_ran_out() -> None:
 
 
 async def test_load_held_is_null_when_the_run_measured_nothing(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # a stop during warm-up (a signal in start-up, a target down at the start): nothing was
     # due in the window, no user was measured busy; both read "held": true
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,))))
+    transport = fake_transport(Plan(gaps_s=(0.01,)))
     for load_text in ('mode = "rate"\nrate_rps = 10', "concurrency = 2\nramp_up_s = 0"):
         profile = _profile(tmp_path, "duration_s = 60\nwarmup_s = 5", load_text)
-        runner, rec = await _run(profile, 1)
+        runner, rec = await _run(profile, 1, transport_factory=transport)
         _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
         assert load["held"] is None, (load_text, load)
         assert not [w for w in warnings if "load not held" in w]

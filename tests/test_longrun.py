@@ -70,7 +70,7 @@ async def test_runner_itl_lands_in_the_interval_it_occurred_in(
     """One stream of 21 tokens 0.25 s apart, from 0.35 s to 5.35 s, in 1 s intervals:
     each interval holds the gaps measured in it (4 a second), not all 20 at the end."""
     plan = Plan(head_s=0.1, gaps_s=(0.25,) * 21, last_s=0.25)
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(plan))
+    transport = fake_transport(plan)
     _publish_on_the_loop(monkeypatch)
     got: list[tuple[int, int, int]] = []
 
@@ -79,7 +79,7 @@ async def test_runner_itl_lands_in_the_interval_it_occurred_in(
 
     rec = Recorder(["chat-m"])
     await _runner.LoadRunner(_profile("requests = 1", "concurrency = 1"), "http://127.0.0.1:9", rec,
-                             Recorder(["chat-m"]), on_interval=on_interval).run()
+                             Recorder(["chat-m"]), on_interval=on_interval, transport_factory=transport).run()
     assert rec.snapshot().histogram(ALL, "itl").count == 20
     # tokens at 0.1 + 0.25 k s (k = 1..21): gaps end at 0.6, 0.85, ..., 5.35
     assert got[:5] == [(0, S, 2), (S, 2 * S, 4), (2 * S, 3 * S, 4), (3 * S, 4 * S, 4), (4 * S, 5 * S, 4)]
@@ -103,7 +103,7 @@ async def test_runner_late_ticker_rates_and_in_flight_use_the_real_duration(
     2.95 s: in flight never more than the 2 users, the rate of completed streams what they
     really did, and the next tick is the one due at 6 s (no catch-up intervals)."""
     plan = Plan(head_s=0.1, gaps_s=(0.25, 0.25, 0.25), last_s=0.25)
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(plan))
+    transport = fake_transport(plan)
     _publish_on_the_loop(monkeypatch)
     lines: list[dict[str, Any]] = []
     ivs: list[IntervalSnapshot] = []
@@ -114,7 +114,7 @@ async def test_runner_late_ticker_rates_and_in_flight_use_the_real_duration(
 
     runner = _runner.LoadRunner(_profile("duration_s = 8\ngrace_s = 5", "concurrency = 2"),
                                 "http://127.0.0.1:9", Recorder(["chat-m"]), Recorder(["chat-m"]),
-                                on_interval=on_interval)
+                                on_interval=on_interval, transport_factory=transport)
 
     async def block_the_loop() -> None:
         await trio.sleep(3.45)
@@ -142,12 +142,12 @@ async def test_runner_keeps_a_bounded_number_of_timeline_records(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """RunStats holds the last RECENT_INTERVALS timeline records, not one per interval
     of the run (an hour-long run must not grow with its length); the count is kept."""
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan()))
+    transport = fake_transport(Plan())
     _publish_on_the_loop(monkeypatch)
     n_lines: list[int] = []
     runner = _runner.LoadRunner(_profile("duration_s = 20\ninterval_s = 0.1", "concurrency = 1"),
                                 "http://127.0.0.1:9", Recorder(["chat-m"]), Recorder(["chat-m"]),
-                                on_interval=lambda iv, w, line: n_lines.append(1))
+                                on_interval=lambda iv, w, line: n_lines.append(1), transport_factory=transport)
     stats = await runner.run()
     assert stats.interval_count == len(n_lines) >= 200
     assert len(stats.intervals) <= 2 * _runner.RECENT_INTERVALS

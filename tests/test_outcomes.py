@@ -80,7 +80,7 @@ def test_outcomes_runner_details_are_in_the_list() -> None:
     import trio
 
     from hopbench._errors import SSEError
-    from hopbench.engine._runner import classify_exception
+    from hopbench.engine._classify import classify_exception
     from hopbench.engine._transport import MalformedResponse
 
     req = httpx.Request("POST", "http://127.0.0.1/")

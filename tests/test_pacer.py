@@ -17,7 +17,7 @@ import pytest
 import trio
 import trio.testing
 
-from hopbench.engine import _pacer, _runner
+from hopbench.engine import _open_loop, _pacer, _runner
 from hopbench._clock import NS_PER_MS, now_ns
 from hopbench.engine._pacer import BURST_MAX, Pacer, read_run_delay_ns, timerfd_available
 from hopbench.config._profile import load_profile
@@ -151,12 +151,12 @@ model = "m"
 
 
 async def test_pacer_runner_sends_due_trace_arrivals_in_bounded_bursts(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # 40 arrivals all due at the start: 16 at once, then a yield, 16 more, a yield, the last 8
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1)))
+    transport = fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1))
     rec = Recorder(["a"])
     runner = _runner.LoadRunner(load_profile(_trace_case(tmp_path, 40)), "http://127.0.0.1:9", rec,
-                                Recorder(["a"]))
+                                Recorder(["a"]), transport_factory=transport)
     before = sys.getswitchinterval()
     stats = await runner.run()
     assert sys.getswitchinterval() == before  # restored after the run
@@ -168,7 +168,7 @@ async def test_pacer_runner_sends_due_trace_arrivals_in_bounded_bursts(
 
 
 async def test_pacer_switch_interval_during_an_open_loop_run(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     seen: list[float] = []
 
     class Watch(fake_transport(Plan(head_s=0.1, gaps_s=(), last_s=0.1))):  # type: ignore[misc]
@@ -176,8 +176,8 @@ async def test_pacer_switch_interval_during_an_open_loop_run(
             seen.append(sys.getswitchinterval())
             return await super().handle_async_request(request)
 
-    monkeypatch.setattr(_runner, "StreamTransport", Watch)
+    transport = Watch
     runner = _runner.LoadRunner(load_profile(_trace_case(tmp_path, 3)), "http://127.0.0.1:9", Recorder(["a"]),
-                                Recorder(["a"]))
+                                Recorder(["a"]), transport_factory=transport)
     await runner.run()
-    assert seen == [pytest.approx(_runner.SWITCH_INTERVAL_S, rel=0.01)] * 3  # (kept to the microsecond)
+    assert seen == [pytest.approx(_open_loop.SWITCH_INTERVAL_S, rel=0.01)] * 3  # (kept to the microsecond)

@@ -514,26 +514,26 @@ def test_run_signal_while_the_emulator_forks_leaves_no_child(tmp_path: Path, mon
     assert children[0].poll() is not None  # reaped, not left running
 
 
-async def test_streams_that_fail_without_yielding_do_not_starve_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_streams_that_fail_without_yielding_do_not_starve_the_run() -> None:
     """A request that fails before any I/O (nothing awaited) must not turn a
     closed-loop user into a busy loop that starves the stop, the ticker and the
     signal handlers: the run still ends, here through the unreachable check."""
     import httpx
 
     from hopbench.engine import _runner
+    from hopbench.engine._transport import StreamTransport
     from hopbench.config._profile import parse_profile
     from hopbench.measure._recorder import ALL, Recorder
 
-    class Refusing(_runner.StreamTransport):
+    class Refusing(StreamTransport):
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             raise httpx.LocalProtocolError("refused before sending", request=request)
 
-    monkeypatch.setattr(_runner, "StreamTransport", Refusing)
     profile = parse_profile('[run]\nduration_s = 3\n[load]\nconcurrency = 2\n[target]\n'
                             'url = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n',
                             "p.toml", env={})
     rec = Recorder(["chat-m"])
-    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]))
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]), transport_factory=Refusing)
     with trio.fail_after(10):
         stats = await runner.run()
     assert stats.interrupted_by is not None and stats.interrupted_by.startswith("target unreachable")

@@ -19,23 +19,22 @@ from _fake_transport import Plan, fake_transport
 S = 1_000_000_000
 
 
-async def _run(monkeypatch: pytest.MonkeyPatch, plan: Plan, timeouts: str = "",
+async def _run(plan: Plan, timeouts: str = "",
                requests: int = 2, run: str = "") -> tuple[Recorder, list[dict[str, Any]]]:
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(plan))
+    transport = fake_transport(plan)
     profile = parse_profile(f'[run]\nrequests = {requests}\n{run}\n[run.timeouts]\n{timeouts}\n[load]\n'
                             'concurrency = 1\n[target]\nurl = "http://127.0.0.1:9"\n'
                             '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
     rec = Recorder(["chat-m"])
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]),
-                             on_stream=lines.append).run()
+                             on_stream=lines.append, transport_factory=transport).run()
     return rec, lines
 
 
-async def test_runner_clock_stream_figures_are_exact(autojump_clock: trio.testing.MockClock,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_runner_clock_stream_figures_are_exact(autojump_clock: trio.testing.MockClock) -> None:
     plan = Plan(connect_s=0.25, head_s=0.5, gaps_s=(0.25, 0.125, 0.5), last_s=0.25, close_s=0.0)
-    rec, lines = await _run(monkeypatch, plan)
+    rec, lines = await _run(plan)
     assert [x["outcome"] for x in lines] == ["completed", "completed"]
     for x in lines:
         # closed loop: latencies count from the send (the request handed to the client)
@@ -64,11 +63,10 @@ async def test_runner_clock_stream_figures_are_exact(autojump_clock: trio.testin
     # a stream that keeps talking is cut by total_s, counted from the send
     (Plan(gaps_s=(0.25,) * 40), "total_s = 2\nidle_s = 1", "total", 2.0),
 ])
-async def test_runner_clock_timeouts_fire_on_time(autojump_clock: trio.testing.MockClock,
-                                                  monkeypatch: pytest.MonkeyPatch, plan: Plan,
+async def test_runner_clock_timeouts_fire_on_time(autojump_clock: trio.testing.MockClock, plan: Plan,
                                                   timeouts: str, detail: str,
                                                   e2e_s: float | tuple[float, float]) -> None:
-    rec, lines = await _run(monkeypatch, plan, timeouts, requests=1)
+    rec, lines = await _run(plan, timeouts, requests=1)
     (x,) = lines
     assert (x["outcome"], x["detail"]) == ("timeout", detail)
     if isinstance(e2e_s, tuple):
@@ -79,8 +77,8 @@ async def test_runner_clock_timeouts_fire_on_time(autojump_clock: trio.testing.M
 
 
 async def test_runner_clock_body_without_terminal_signal_is_truncated(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    rec, lines = await _run(monkeypatch, Plan(gaps_s=(0.25, 0.25), last_s=None, close_s=0.5), requests=1)
+        autojump_clock: trio.testing.MockClock) -> None:
+    rec, lines = await _run(Plan(gaps_s=(0.25, 0.25), last_s=None, close_s=0.5), requests=1)
     (x,) = lines
     assert (x["outcome"], x["detail"]) == ("truncated", "closed")
     assert x["e2e_ns"] == int(1.0 * S)  # the end of the body is the end of the stream
@@ -89,10 +87,10 @@ async def test_runner_clock_body_without_terminal_signal_is_truncated(
 
 @pytest.mark.parametrize(("max_event_bytes", "outcome"), [(100, "truncated"), (4096, "completed")])
 async def test_runner_max_event_bytes_from_the_profile_reaches_the_scanner(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+        autojump_clock: trio.testing.MockClock,
         max_event_bytes: int, outcome: str) -> None:
     # each content event is about 130 bytes
-    rec, lines = await _run(monkeypatch, Plan(), requests=1, run=f"max_event_bytes = {max_event_bytes}")
+    rec, lines = await _run(Plan(), requests=1, run=f"max_event_bytes = {max_event_bytes}")
     (x,) = lines
     assert x["outcome"] == outcome
     if outcome == "truncated":
@@ -101,22 +99,22 @@ async def test_runner_max_event_bytes_from_the_profile_reaches_the_scanner(
 
 
 async def test_runner_clock_first_byte_counts_from_the_write_not_the_connect(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
+        autojump_clock: trio.testing.MockClock) -> None:
     # docs/profiles.md: first_byte_s runs from the request's write; a connect is bounded
     # by connect_s alone. A 3 s connect with first_byte_s = 1 is not a first-byte timeout.
     timeouts = "connect_s = 10\nfirst_byte_s = 1"
-    _, lines = await _run(monkeypatch, Plan(connect_s=3.0, head_s=0.5), timeouts, requests=1)
+    _, lines = await _run(Plan(connect_s=3.0, head_s=0.5), timeouts, requests=1)
     (x,) = lines
     assert x["outcome"] == "completed"
     assert x["headers_ns"] - x["sent_ns"] == int(3.5 * S)
     # ... and a head that takes longer than first_byte_s after that write is one,
     # cut first_byte_s after the write (connect 0.5 s + 1 s)
-    rec, lines = await _run(monkeypatch, Plan(connect_s=0.5, head_s=5.0), timeouts, requests=1)
+    rec, lines = await _run(Plan(connect_s=0.5, head_s=5.0), timeouts, requests=1)
     (x,) = lines
     assert (x["outcome"], x["detail"]) == ("timeout", "first_byte")
     assert x["e2e_ns"] == int(1.5 * S)
     # total_s still bounds a slow connect
-    _, lines = await _run(monkeypatch, Plan(connect_s=8.0), "connect_s = 10\nfirst_byte_s = 1\ntotal_s = 2",
+    _, lines = await _run(Plan(connect_s=8.0), "connect_s = 10\nfirst_byte_s = 1\ntotal_s = 2",
                           requests=1)
     (x,) = lines
     assert (x["outcome"], x["detail"]) == ("timeout", "total")
@@ -129,7 +127,7 @@ async def test_runner_clock_first_byte_counts_from_the_write_not_the_connect(
     'mode = "trace"\ntrace = "t.jsonl"',
 ])
 async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+        autojump_clock: trio.testing.MockClock, tmp_path: Any,
         load: str) -> None:
     # docs/results.md, "Load held": the load's window ends one mean gap after the last
     # arrival was due, not when the 3 s streams still open after it have drained
@@ -137,7 +135,7 @@ async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
 
     (tmp_path / "t.jsonl").write_text("".join(
         f'{{"timestamp_ms": {100 * i}, "input_tokens": 4, "output_tokens": 4}}\n' for i in range(5)))
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(1.0, 1.0, 1.0))))
+    transport = fake_transport(Plan(gaps_s=(1.0, 1.0, 1.0)))
     path = tmp_path / "p.toml"
     path.write_text(f'[run]\nrequests = 10\n[load]\n{load}\n[target]\nurl = "http://127.0.0.1:9"\n'
                     '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
@@ -145,7 +143,7 @@ async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
 
     profile = load_profile(path)
     rec = Recorder(["chat-m"])
-    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]))
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["chat-m"]), transport_factory=transport)
     await runner.run()
     _, warnings, got = analyse(profile, runner.stats, rec.snapshot())
     n, window_s = (10, 2.0) if "rate" in load else (5, 0.5)   # 10 x 0.2 s; 400 ms + the mean gap
@@ -157,14 +155,14 @@ async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
 
 
 async def test_runner_clock_worker_share_ends_its_window_one_whole_run_gap_after_its_last_arrival(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Any) -> None:
     # 2 workers at 10 requests/s constant, 10 requests: worker 1 sends at 0.1, 0.3, ..., 0.9 s.
     # The run's window ends at 1.0 s (its last arrival plus the whole run's 0.1 s gap), not at
     # 1.1 s (plus the worker's own 0.2 s gap): 10 requests / 1.0 s, the rate asked for
     from hopbench.config._profile import load_profile
     from hopbench.driver._share import share_profile, split_load
 
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(1.0,))))
+    transport = fake_transport(Plan(gaps_s=(1.0,)))
     path = tmp_path / "p.toml"
     path.write_text('[run]\nrequests = 10\n[load]\nmode = "rate"\nrate_rps = 10\narrival = "constant"\n'
                     '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n')
@@ -173,6 +171,6 @@ async def test_runner_clock_worker_share_ends_its_window_one_whole_run_gap_after
     part = share_profile(profile, share)
     runner = _runner.LoadRunner(part, "http://127.0.0.1:9", Recorder(["chat-m"]), Recorder(["chat-m"]),
                                 load=share.load, request_budget=share.request_budget,
-                                arrival_offset_ns=share.arrival_offset_ns)
+                                arrival_offset_ns=share.arrival_offset_ns, transport_factory=transport)
     await runner.run()
     assert runner.stats.schedule_end_ns == int(1.0 * S)

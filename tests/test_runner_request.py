@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trio
 
-from hopbench.engine import _runner
+from hopbench.engine import _runner, _stream
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
 from hopbench.engine._transport import _request_bytes
@@ -59,7 +59,7 @@ def test_runner_request_template_matches_httpx_build_request(tmp_path: Path, tra
                     body = b'{"k": %d}' % k
                     got = runner._build_request("/v1/chat/completions", body, base, rid, _trace)
                     want = client.build_request("POST", "/v1/chat/completions", content=body,
-                                                headers={**base, _runner.REQUEST_ID_HEADER: rid},
+                                                headers={**base, _stream.REQUEST_ID_HEADER: rid},
                                                 extensions={"trace": _trace})
                     assert got.url == want.url and got.method == want.method == "POST"
                     if transport == "httpx":  # httpx frames the body by the request's own headers

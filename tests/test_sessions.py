@@ -99,19 +99,19 @@ def test_session_zero_turns_cli_exit_2_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "at least 1 turn" in proc.stderr and "Traceback" not in proc.stderr
 
 
-async def _run(monkeypatch: pytest.MonkeyPatch, prof: Path) -> tuple[Recorder, list[dict[str, Any]], list[bytes]]:
+async def _run(prof: Path) -> tuple[Recorder, list[dict[str, Any]], list[bytes]]:
     seen: list[tuple[str, bytes, httpx.Headers]] = []  # (URL, body, headers) of each request
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen))
+    transport = fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen)
     rec = Recorder(["s"])
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(load_profile(prof), "http://127.0.0.1:9", rec, Recorder(["s"]),
-                             on_stream=lines.append).run()
+                             on_stream=lines.append, transport_factory=transport).run()
     return rec, lines, [body for _, body, _ in seen]
 
 
 async def test_session_turns_send_the_streamed_text_back_after_the_think_time(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    rec, lines, bodies = await _run(monkeypatch, _profile(tmp_path, "{ turns = 3, think_time_s = 2 }"))
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    rec, lines, bodies = await _run(_profile(tmp_path, "{ turns = 3, think_time_s = 2 }"))
     assert [x["turn"] for x in lines] == [1, 2, 3, 1, 2, 3]
     assert [x["session"] for x in lines] == ["0-s-0"] * 3 + ["0-s-1"] * 3
     msgs = [json.loads(b)["messages"] for b in bodies]
@@ -131,10 +131,10 @@ async def test_session_turns_send_the_streamed_text_back_after_the_think_time(
 
 
 async def test_session_open_loop_later_turns_count_from_the_end_of_the_think_time(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     prof = _profile(tmp_path, "{ turns = 2, think_time_s = 1 }",
                     load='mode = "rate"\nrate_rps = 0.2\narrival = "constant"', run="requests = 4")
-    _, lines, _ = await _run(monkeypatch, prof)
+    _, lines, _ = await _run(prof)
     by = sorted(lines, key=lambda x: (x["session"], x["turn"]))
     assert [(x["session"], x["turn"]) for x in by] == [("0-s-0", 1), ("0-s-0", 2), ("0-s-1", 1), ("0-s-1", 2)]
     assert [x["start_ns"] for x in by if x["turn"] == 1] == [0, 5 * S]   # session arrivals
@@ -192,7 +192,7 @@ def test_session_example_profile_ttft_rises_with_the_turn(tmp_path: Path) -> Non
 
 
 async def test_session_replays_a_dataset_records_user_turns(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     (tmp_path / "d.jsonl").write_text(
         json.dumps({"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "u1"},
                                  {"role": "assistant", "content": "the record's own answer"},
@@ -202,7 +202,7 @@ async def test_session_replays_a_dataset_records_user_turns(
     prof.write_text('[run]\nrequests = 3\n[load]\nconcurrency = 1\n[target]\nurl = "http://127.0.0.1:9"\n'
                     '[[scenario]]\nname = "s"\nprotocol = "chat"\nmodel = "m"\nmax_tokens = 8\n'
                     'dataset = { path = "d.jsonl" }\nsession = { turns = "dataset" }\n', encoding="utf-8")
-    _, lines, bodies = await _run(monkeypatch, prof)
+    _, lines, bodies = await _run(prof)
     assert [x["turn"] for x in lines] == [1, 2, 3]
     msgs = [json.loads(b)["messages"] for b in bodies]
     assert msgs[2] == [{"role": "system", "content": "sys"}, {"role": "user", "content": "u1"},

@@ -327,7 +327,7 @@ USAGE_10 = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"mode
 
 
 async def test_trace_implied_hit_ratio_is_over_the_prompt_tokens_hopbench_sent(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     """The implied ratio divides what the trace implies (hopbench's tokens) by what hopbench sent,
     not by the server's count: against llm-mock-api (10 prompt tokens for any prompt) it read
     "the trace implies 4679.4%"."""
@@ -351,9 +351,9 @@ async def test_trace_implied_hit_ratio_is_over_the_prompt_tokens_hopbench_sent(
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body,
                                   request=request, extensions={"hopbench.body": body})
 
-    monkeypatch.setattr(_runner, "StreamTransport", Transport)
+    transport = Transport
     rec = Recorder(["a"])
-    await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"])).run()
+    await _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"]), transport_factory=transport).run()
     cache = cache_of(rec.snapshot().scopes["a"].counters)
     # 4 requests of 64 tokens, each a 32-token block of hash id 7 then 32 unique: the first
     # sends block 7, the 3 others hit it (32 tokens each): 96 of 256 tokens sent
@@ -363,15 +363,16 @@ async def test_trace_implied_hit_ratio_is_over_the_prompt_tokens_hopbench_sent(
 
 
 async def test_trace_replay_latency_counts_from_the_scheduled_time(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # the fake target takes 1 s to answer each stream; arrivals every 0.1 s of replay time
     _trace(tmp_path, "".join(json.dumps({"timestamp_ms": 200 * i, "input_tokens": 8, "output_tokens": 4,
                                          "hash_ids": [i % 2]}) + "\n" for i in range(6)))
     profile = load_profile(_profile(tmp_path, "t.jsonl", "speedup = 2\nblock_tokens = 4"))
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=1.0, gaps_s=(0.5,), last_s=0.5)))
+    transport = fake_transport(Plan(head_s=1.0, gaps_s=(0.5,), last_s=0.5))
     rec = Recorder(["a"])
     lines: list[dict[str, Any]] = []
-    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"]), on_stream=lines.append)
+    runner = _runner.LoadRunner(profile, "http://127.0.0.1:9", rec, Recorder(["a"]), on_stream=lines.append,
+                                transport_factory=transport)
     stats = await runner.run()
     assert sorted(x["start_ns"] for x in lines) == [100 * MS * i for i in range(6)]
     assert all(x["ttft_ns"] == 1_500 * MS and x["trace_pass"] == 0 for x in lines)  # from the schedule
@@ -403,14 +404,14 @@ def test_trace_example_profile_on_the_emulator_hits_the_implied_ratio(tmp_path: 
 
 
 async def test_trace_loop_replays_the_window_until_the_request_budget(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     _trace(tmp_path, '{"timestamp_ms": 1000, "input_tokens": 8, "output_tokens": 4}\n'
                      '{"timestamp_ms": 1500, "input_tokens": 8, "output_tokens": 4}\n')
     profile = load_profile(_profile(tmp_path, "t.jsonl", "loop = true\nend_ms = 3000", run="requests = 5"))
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1)))
+    transport = fake_transport(Plan(head_s=0.1, gaps_s=(0.1,), last_s=0.1))
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["a"]), Recorder(["a"]),
-                             on_stream=lines.append).run()
+                             on_stream=lines.append, transport_factory=transport).run()
     got = sorted((x["start_ns"], x["trace_line"], x["trace_pass"]) for x in lines)
     # the window starts at the first timestamp (1000 ms) and lasts end_ms - start = 2000 ms
     assert got == [(0, 1, 0), (500 * MS, 2, 0), (2000 * MS, 1, 1), (2500 * MS, 2, 1), (4000 * MS, 1, 2)]

@@ -25,7 +25,8 @@ import trio
 import trio.testing
 
 from hopbench import ProfileError
-from hopbench.engine import _runner
+from hopbench.engine import _open_loop, _runner
+from hopbench.engine._open_loop import Tuning
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
 from hopbench.workload._trace import replay_plan
@@ -170,15 +171,15 @@ def test_trace_zero_rule_still_refuses_negative_fractional_and_huge_lengths(tmp_
 
 
 async def test_trace_zero_token_rows_are_sent_with_one_token(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     """The rows read as 1 are sent: a one-word prompt, ``max_tokens`` 1, at their own times."""
     jsonl, _ = _zero_traces(tmp_path)
     profile = load_profile(_profile(tmp_path, jsonl.name))
     seen: list[tuple[str, bytes, httpx.Headers]] = []
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(gaps_s=(0.01,), last_s=0.01), seen))
+    transport = fake_transport(Plan(gaps_s=(0.01,), last_s=0.01), seen)
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["a"]), Recorder(["a"]),
-                             on_stream=lines.append).run()
+                             on_stream=lines.append, transport_factory=transport).run()
     got = sorted((x["trace_line"], x["start_ns"], x["requested_input_tokens"], x["requested_max_tokens"])
                  for x in lines)
     assert got == [(1, 0, 12, 3), (2, 100 * MS, 9, 1), (3, 200 * MS, 1, 1), (4, 300 * MS, 5, 2)]
@@ -239,7 +240,7 @@ def _writes_in_order(plan: Plan, written: list[str]) -> type[httpx.AsyncBaseTran
 
 @pytest.mark.parametrize("connect_s", [0.0, 0.005])
 async def test_trace_equal_timestamps_are_sent_in_file_order(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        autojump_clock: trio.testing.MockClock, tmp_path: Path,
         connect_s: float) -> None:
     """Requests of one timestamp leave in the trace's order, though each is its own
     trio task (run in either order in a batch) and may have to connect first: the
@@ -248,11 +249,10 @@ async def test_trace_equal_timestamps_are_sent_in_file_order(
     _same_time_trace(tmp_path)
     profile = load_profile(_profile(tmp_path, "same.jsonl"))
     written: list[str] = []
-    monkeypatch.setattr(_runner, "StreamTransport",
-                        _writes_in_order(Plan(connect_s=connect_s, gaps_s=(0.01,), last_s=0.01), written))
+    transport = _writes_in_order(Plan(connect_s=connect_s, gaps_s=(0.01,), last_s=0.01), written)
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(profile, "http://127.0.0.1:9", Recorder(["a"]), Recorder(["a"]),
-                             on_stream=lines.append).run()
+                             on_stream=lines.append, transport_factory=transport).run()
     line_of = {x["id"]: x["trace_line"] for x in lines}
     order = [line_of[i] for i in written]
     assert len(order) == 20 and order == sorted(order), order
@@ -357,15 +357,16 @@ def _stamps_or_skip() -> None:
         pytest.skip("no kernel receive stamps on this platform (SO_TIMESTAMPNS)")
 
 
-def _received_lines(tmp_path: Path, server: _StampedServer, n: int) -> tuple[list[int], dict[str, Any]]:
+def _received_lines(tmp_path: Path, server: _StampedServer, n: int,
+                    tuning: Tuning | None = None) -> tuple[list[int], dict[str, Any]]:
     """Replay ``tmp_path``'s same.jsonl against ``server`` (hopbench run in this process,
-    the dispatcher's thread on: plain http, the real clock): the trace lines in the
-    order their requests reached the server, and summary.json."""
+    the dispatcher's thread on: plain http, the real clock; ``tuning``: the open loop's
+    knobs): the trace lines in the order their requests reached the server, and summary.json."""
     from hopbench.driver._single import run_profile
 
     prof = _profile(tmp_path, "same.jsonl", load="max_in_flight = 1000",
                     run=f"requests = {n}\nduration_s = 60", target=server.url)
-    outcome = run_profile(load_profile(prof), out_dir=tmp_path / "run")
+    outcome = run_profile(load_profile(prof), out_dir=tmp_path / "run", tuning=tuning)
     assert outcome.summary["scopes"]["all"]["counters"]["completed"] == n, outcome.summary["scopes"]["all"]
     streams = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text(encoding="utf-8").splitlines()]
     line_of = {x["id"]: x["trace_line"] for x in streams}
@@ -394,19 +395,17 @@ def test_trace_equal_timestamps_reach_the_target_in_file_order(tmp_path: Path) -
     _each_timestamp_in_file_order(got, 4)
 
 
-def test_trace_equal_timestamps_written_by_the_loop_reach_the_target_in_file_order(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_trace_equal_timestamps_written_by_the_loop_reach_the_target_in_file_order(tmp_path: Path) -> None:
     """No idle connection ever (no spares, a server that closes each connection after
     one response): the thread hands every arrival to the loop, which connects and
     writes each from its own task; the connects end in any order, and trio runs a
     batch of tasks in either order, yet the requests of one timestamp reach the
     target in file order."""
     _stamps_or_skip()
-    for name in ("SPARES_AT_START_MAX", "SPARES_PER_MISS", "SPARES_RESERVE_MAX"):
-        monkeypatch.setattr(_runner, name, 0)
     _same_time_trace(tmp_path, groups=6, per=6)
+    no_spares = Tuning(spares_at_start_max=0, spares_per_miss=0, spares_reserve_max=0)
     with _StampedServer(close=True) as server:
-        got, summary = _received_lines(tmp_path, server, 36)
+        got, summary = _received_lines(tmp_path, server, 36, no_spares)
     assert summary["load"]["dispatched"] == 0  # (the loop wrote them all)
     _each_timestamp_in_file_order(got, 6)
 
@@ -435,7 +434,7 @@ async def test_write_turns_keep_the_order_and_skip_a_stream_that_ended_unwritten
     """``_WriteTurns``: each ticket's write waits for the lower ones (which reach their
     write later: a longer connect), a stream that fails or is cancelled before its write
     holds nothing up, and a lone stream never waits."""
-    turns = _runner._WriteTurns()
+    turns = _open_loop._WriteTurns()
     tickets = [turns.take() for _ in range(5)]
     written: list[int] = []
 
@@ -462,7 +461,7 @@ async def test_write_turns_keep_the_order_and_skip_a_stream_that_ended_unwritten
         nursery.start_soon(partial(stream, tickets[3], 0.0, timeout_s=0.01))  # times out as it waits
         nursery.start_soon(stream, tickets[4], 0.0)
     assert written == [0, 2, 4] and turns.turn == 5 and not turns.done
-    lone = _runner._WriteTurns()
+    lone = _open_loop._WriteTurns()
     await lone.wait(lone.take())  # no wait, no checkpoint needed
     assert lone.turn == 0
 

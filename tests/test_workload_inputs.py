@@ -196,7 +196,7 @@ def test_inputs_bad_dataset_cli_exit_2_no_traceback(tmp_path: Path) -> None:
 
 
 async def test_inputs_sharegpt_record_replayed_as_a_session_sends_its_user_turns(
-        autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     """turns = "dataset" with a ShareGPT record: each of its human turns, one per turn, the
     target's streamed text in place of the record's gpt turns (ShareGPT records gave one-turn
     sessions: only their first human turn was read)."""
@@ -207,10 +207,10 @@ async def test_inputs_sharegpt_record_replayed_as_a_session_sends_its_user_turns
                     encoding="utf-8")
     prof.write_text(prof.read_text(encoding="utf-8").replace("requests = 10", "requests = 3"), encoding="utf-8")
     seen: list[tuple[str, bytes, httpx.Headers]] = []  # (URL, body, headers) of each request
-    monkeypatch.setattr(_runner, "StreamTransport", fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen))
+    transport = fake_transport(Plan(head_s=0.5, gaps_s=(0.25, 0.25)), seen)
     lines: list[dict[str, Any]] = []
     await _runner.LoadRunner(load_profile(prof), "http://127.0.0.1:9", Recorder(["s"]), Recorder(["s"]),
-                             on_stream=lines.append).run()
+                             on_stream=lines.append, transport_factory=transport).run()
     assert [(x["session"], x["turn"]) for x in lines] == [("0-s-0", 1), ("0-s-0", 2), ("0-s-0", 3)]
     msgs = [json.loads(body)["messages"] for _, body, _ in seen]
     users = [t["value"] for t in recs[0]["conversations"] if t["from"] == "human"]

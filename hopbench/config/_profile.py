@@ -45,12 +45,6 @@ __all__ = [
     "load_profile",
     "parse_profile",
     "sanitized",
-    # defined in ._records and ._scenario_spec; listed here while hopbench/__init__.py (Profile)
-    # and hopbench/engine/_runner.py import them from this module
-    "LoadSpec",
-    "Profile",
-    "Scenario",
-    "request_headers",
 ]
 
 

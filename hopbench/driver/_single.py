@@ -34,6 +34,7 @@ from ..measure._counters import RunCounters
 from ..config._records import Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, write_error
+from ..engine._open_loop import Tuning
 from ..engine._runner import LoadRunner, RunStats
 
 __all__ = ["Interrupted", "arms_alive", "finish_run", "rejudge_bursts", "run_profile", "start_arms", "timeline_line"]
@@ -44,7 +45,7 @@ _CHECKPOINT_S = 5.0
 def run_profile(profile: Profile, *, out_dir: Path | None = None,
                 on_line: Callable[[str], None] | None = None,
                 progress: Callable[[IntervalSnapshot, dict[str, Any]], None] | None = None,
-                base_url: str | None = None) -> RunOutcome:
+                base_url: str | None = None, tuning: Tuning | None = None) -> RunOutcome:
     """Run ``profile`` and write its results folder.
 
     Args:
@@ -54,6 +55,8 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
         progress: receives each interval's snapshot and its timeline record
             (e.g. ``LiveProgress.on_interval``).
         base_url: overrides the profile's target (tests).
+        tuning: the open loop's knobs (``LoadRunner``'s; None: the defaults). A
+            test seam: a profile never sets them.
 
     Returns:
         RunOutcome. Results are written even when the run is interrupted or
@@ -78,7 +81,7 @@ def run_profile(profile: Profile, *, out_dir: Path | None = None,
             raise Interrupted(early[0])
         run.open_files()
         with ExitStack() as stack:
-            run.start(stack, base_url)
+            run.start(stack, base_url, tuning)
             run.run_load()
     except Interrupted as exc:  # a signal before the load started (e.g. while the emulator starts)
         if not made:  # as the hold began, before the folder was made: no folder, nothing owed
@@ -177,7 +180,7 @@ class _OneRun:
             self.last_checkpoint = time.monotonic()
             writer.update(dict(self.meta, ended_at=None), self.rec.folded_snapshot(), complete=False)
 
-    def start(self, stack: ExitStack, base_url: str | None) -> None:
+    def start(self, stack: ExitStack, base_url: str | None, tuning: Tuning | None = None) -> None:
         """Start what the load needs, each closed by ``stack``: the arms' or the embedded
         emulator, the ``[upstream]`` emulator, the scrapers; then stamp the start and
         build the runner (:attr:`runner`).
@@ -216,7 +219,7 @@ class _OneRun:
         self.runner = runner = LoadRunner(
             profile, url, self.rec, self.warm, on_interval=self.on_interval,
             on_stream=self.pending.append if profile.run.stream_log or upstream else None,
-            arms=[(name, u) for name, u, _ in arms])
+            arms=[(name, u) for name, u, _ in arms], tuning=tuning)
         # hopbench's own emulators on this machine: their CPU is not the neighbours' (_saturation)
         runner.emulator_pids = tuple(pid for pid in (
             emulator.pid if meta.get("ground_truth") else None,

@@ -239,6 +239,8 @@ class Dispatcher:
         max_open: the ``max_in_flight`` bound.
         pace_gc: run the process's cyclic collections from the thread, between
             due arrivals (:class:`GcPacer`), while it runs.
+        max_sleep_s: the thread's longest sleep in one go, s (``MAX_SLEEP_S``;
+            a test seam): ``close()`` is seen within it.
 
     Use ``start()``, ``submit()`` in due order, and ``close()`` (idempotent;
     arrivals not yet taken up are dropped and returned).
@@ -246,8 +248,10 @@ class Dispatcher:
 
     def __init__(self, source: IdleSource, hand_over: Callable[[Slot | None], None],
                  run_sync_soon: Callable[..., None], offset_ns: int,
-                 open_count: Callable[[], int], max_open: int, pace_gc: bool = True) -> None:
+                 open_count: Callable[[], int], max_open: int, pace_gc: bool = True,
+                 max_sleep_s: float = MAX_SLEEP_S) -> None:
         self._source = source
+        self._max_sleep_s = max_sleep_s
         self._hand_over = hand_over
         self._soon = run_sync_soon
         self._offset_ns = offset_ns
@@ -336,19 +340,20 @@ class Dispatcher:
 
     def _run(self) -> None:
         queue, wake, sleep = self._queue, self._wake, time.sleep
+        max_sleep_s = self._max_sleep_s
         pacer = self.gc
         _set_timer_slack(TIMER_SLACK_NS)
         try:
             while True:
                 if not queue:
                     if pacer is not None:  # nothing queued: the loop plans ahead, so no arrival is near
-                        pacer.collect(int(MAX_SLEEP_S * 1e9))
+                        pacer.collect(int(max_sleep_s * 1e9))
                     # The order matters: clear, say idle, look again. A submit that
                     # appends after this look sees ``_idle`` and sets the event.
                     wake.clear()
                     self._idle = True
                     if not queue and not self._closed:
-                        wake.wait(MAX_SLEEP_S)
+                        wake.wait(max_sleep_s)
                     self._idle = False
                     if self._closed:
                         return
@@ -361,7 +366,7 @@ class Dispatcher:
                 if left > 0 and pacer is not None and pacer.collect(left):
                     continue  # (the time has moved on)
                 if left > 0:
-                    sleep(min(left / 1e9, MAX_SLEEP_S))
+                    sleep(min(left / 1e9, max_sleep_s))
                     continue
                 queue.popleft()
                 if slot.data is not None:

@@ -33,10 +33,8 @@ from ._lengths import (MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, WORDS, Dist, Tokeniz
 from .._toml import MISSING, Table
 from .._textfile import check_regular
 
-__all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Message", "Tokenizer", "build_pool",
-           "encode_body", "parse_workload", "synthetic_prompt", "uses_workload"]
-# Message and encode_body live in hopbench.protocols._requests; listed here only while
-# hopbench.engine._runner imports them from this module (its own branch switches it)
+__all__ = ["Picker", "PoolEntry", "Prepared", "Workload", "WORDS", "Dist", "Tokenizer", "build_pool",
+           "parse_workload", "synthetic_prompt", "uses_workload"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,12 +24,9 @@ from pathlib import Path
 from typing import overload
 
 from .._units import NS_PER_MS
-from ._trace_bodies import TraceBodies, body_template
 from ._trace_file import TraceEntries
 
-__all__ = ["LONG_REPLAY_S", "TraceSpec", "replay_plan",
-           # defined in ._trace_bodies; listed here while hopbench/engine/_runner.py imports them from this module
-           "TraceBodies", "body_template"]
+__all__ = ["LONG_REPLAY_S", "TraceSpec", "replay_plan"]
 
 
 @dataclass(frozen=True, slots=True)
