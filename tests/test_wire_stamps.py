@@ -368,3 +368,23 @@ def test_overhead_line_carries_each_content_events_bound() -> None:
     line = overhead_line(m, 0)
     assert line["content_read_ns"] == [40 * _MS, 40 * _MS]
     assert line["content_bound_ns"] == [30 * _MS, 0] and line["first_read_bound_ns"] == 30 * _MS
+
+
+def test_meter_body_bytes_read_with_the_head_share_its_stamp_and_bound_both() -> None:
+    """One recv carried the head and the first events (a late client, an unpaced server): its
+    one kernel stamp is of the latest bytes, so the head and every event but the last are
+    bounded back to the send (docs/results/units.md, "Times from the wire")."""
+    bounds = _Bounds()
+    m = StreamMeter(start_ns=0, sent_ns=2 * _MS, bounds=bounds)
+    m.event_chars, m.event_read_ns = [], []
+    m.on_headers(60 * _MS, rx_ns=50 * _MS)
+    w = m.on_read(60 * _MS, rx_ns=50 * _MS, items=2)  # the rest of that recv (the same stamp)
+    _token(m, w, first=True)
+    m.at_last_item()
+    _token(m, w)
+    assert w == 50 * _MS and m.headers_bound_ns == 48 * _MS and m.first_read_bound_ns == 48 * _MS
+    assert m.event_bound_ns == [48 * _MS, 0]
+    w = m.on_read(80 * _MS, rx_ns=70 * _MS)  # a recv of its own: after the previous stamp
+    _token(m, w)
+    assert bounds.got == [("itl", 0, 0, 48 * _MS)]  # the next gap is between exact stamps: none
+    assert m.items_exact == 2 and m.items_bounded == 1

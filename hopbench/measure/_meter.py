@@ -157,7 +157,7 @@ class StreamMeter:
         "quiet_read_ns", "_bounds", "_wire_ns", "_cur_b", "_tail_b", "_last_content_b", "_ka_open_b",
         "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
         "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
-        "_lags", "_read_lags", "_lag_n", "first_read_bound_ns",
+        "_lags", "_read_lags", "_lag_n", "first_read_bound_ns", "_head_rx",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -229,6 +229,7 @@ class StreamMeter:
         self.last_byte_bound_ns = 0
         self.first_token_late_ns = 0
         self.first_read_bound_ns = 0  # the first body read's first bytes: their stamp's bound
+        self._head_rx = 0  # the head's kernel stamp, until a body read shows it was not the head's alone
 
     def _wire(self, t_ns: int, rx_ns: int, lag_ns: int, tail: bool) -> int:
         """The wire stamp of a read served at ``t_ns`` (see :meth:`on_read`); sets the
@@ -265,6 +266,7 @@ class StreamMeter:
         self.headers_ns = wire
         self.last_byte_ns = wire
         self.headers_bound_ns = self.last_byte_bound_ns = self._tail_b
+        self._head_rx = rx_ns
         return wire
 
     def on_read(self, t_ns: int, lag_ns: int = 0, rx_ns: int = 0, items: int = 1, tail: bool = True) -> int:
@@ -294,6 +296,14 @@ class StreamMeter:
         self.reads += 1
         # (the wire stamp and bounds as _wire makes them, inlined: once per read)
         lo = self._wire_ns
+        if rx_ns and rx_ns == self._head_rx:
+            # body bytes read with the head (the same recv, its one stamp): that stamp was
+            # not the head's own latest bytes, and these came after the send, not after it
+            lo = self.sent_ns
+            self._head_rx = 0
+            head = self.headers_ns
+            if head is not None and head - lo >= BOUND_FLOOR_NS:
+                self.headers_bound_ns = self.last_byte_bound_ns = head - lo
         if rx_ns:
             w = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
             self._late_ns = 0
