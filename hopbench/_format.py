@@ -88,7 +88,7 @@ def _number(load: Mapping[str, Any], key: str) -> bool:
 
 
 def load_phrase(load: Mapping[str, Any]) -> str:
-    """The load a run held against what it asked, one phrase (docs/results.md, "Load held").
+    """The load a run held against what it asked, one phrase (docs/results/in-flight.md, "Load held").
 
     Args:
         load: summary.json's ``load`` block, or a stage's figures in ``stages``
@@ -128,7 +128,7 @@ def load_phrase(load: Mapping[str, Any]) -> str:
 
 
 def cpu_phrase(generator: Mapping[str, Any], workers: int | None = None) -> str:
-    """Who used the machine's CPUs, one phrase (docs/results.md, "Saturation verdict").
+    """Who used the machine's CPUs, one phrase (docs/results/saturation.md, "Saturation verdict").
 
     Args:
         generator: summary.json's ``generator`` block (``client_cpu_cores``,

@@ -5,7 +5,7 @@ Role: every reader of a results folder (summary.json, streams.jsonl,
 scrape.jsonl, timeline.jsonl, latency.hlog) decodes through here, so a file
 damaged by a disk error, a foreign tool or a crash says where (``file:line``
 and the byte within the line) instead of raising ``UnicodeDecodeError``
-(docs/results.md, "Reading a results folder"). The readers of a profile's
+(docs/results/folder.md, "Reading a results folder"). The readers of a profile's
 input files (datasets, traces, prompts files) open them with
 ``check_regular`` / ``read_regular`` (a device or a FIFO would be read for ever), decompress them
 with ``gunzip`` when they are gzip files, and parse their JSON with

@@ -188,7 +188,7 @@ def closest_key(word: str, known: Iterable[str]) -> str | None:
     A case-only difference wins (``Seed`` -> ``seed``); otherwise difflib's
     ``get_close_matches`` with ratio >= ``CLOSE_RATIO`` (0.75: one wrong, missing or
     swapped letter in a word of 4 or more). Shared by "unknown key" messages here and
-    the gate's budget grammar (``_budget.did_you_mean``). Never raises.
+    the gate's budget grammar (``config._gate_spec.did_you_mean``). Never raises.
 
     Args:
         word: the key as written.

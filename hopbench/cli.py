@@ -1,12 +1,13 @@
 """The ``hopbench`` command line: every subcommand's arguments and the exit codes.
 
-Subcommands: run, validate, serve, gate, compare, report, export. Each is parsed here
+Subcommands: run, validate, serve, gate, compare, report, export, check. Each is parsed here
 (one argparse tree, one parser class) and handed to its implementation as
 typed arguments: ``run`` and ``validate`` below, ``gate`` in
 :func:`hopbench.views._gate.gate_command`, ``compare`` in
 :func:`hopbench.views._compare.compare_command`, ``report`` in
 :func:`hopbench.report._page.write_report`, ``export`` in
-:func:`hopbench.views._export.export_results`, ``serve`` in
+:func:`hopbench.views._export.export_results`, ``check`` in
+:func:`hopbench.check._command.check_command`, ``serve`` in
 :func:`hopbench.emulator._serve.serve_command` (also ``python -m
 hopbench.emulator``). Implementations are imported when their subcommand runs,
 so ``hopbench --help`` and ``hopbench validate`` stay light.
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     for add in (_add_run, _add_search, _add_validate, _add_serve, _add_gate, _add_compare, _add_report,
-                _add_export):
+                _add_export, _add_check):
         add(sub)
     return p
 
@@ -256,6 +257,22 @@ def _add_export(sub: _Subparsers) -> None:
     ex.set_defaults(handler=_export, parser=ex)
 
 
+def _add_check(sub: _Subparsers) -> None:
+    """``hopbench check PROFILE``: hold a gateway to its streaming contract (docs/check.md)."""
+    c = sub.add_parser("check", help="hold a gateway to its streaming contract: exit 1 when a check fails",
+                       description="Drive the emulator behind the gateway (the profile's [upstream] listen) "
+                       "through a script of behaviours and grade each check of the profile's [contract] (the "
+                       "HopBase contract without one): pass, fail, skip or inconclusive (docs/check.md). Exit 0 no "
+                       "check failed, 1 one did, 2 bad input, 4 nothing could be checked.")
+    c.add_argument("profile", type=Path, help="the check profile (TOML), e.g. profiles/check.toml")
+    c.add_argument("--out", type=Path, metavar="DIR",
+                   help="where contract.json, contract.xml and contract.md go (default results/<name>-<UTC timestamp>)")
+    c.add_argument("--long", action="store_true",
+                   help="also run stall_handling with the contract's window (HopBase: up to 3 minutes)")
+    c.add_argument("--quiet", "-q", action="store_true", help="no progress lines (the table is still printed)")
+    c.set_defaults(handler=_check, parser=c)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hopbench`` console script, ``python -m hopbench`` and
     ``python -m hopbench.emulator`` (as ``serve``).
@@ -310,6 +327,13 @@ def _search(args: argparse.Namespace) -> int:
         require_search=True))
 
 
+def _check(args: argparse.Namespace) -> int:
+    from .check._command import check_command
+    from .report._page import write_report
+
+    return check_command(args.profile, out=args.out, long=args.long, quiet=args.quiet, report=write_report)
+
+
 def _validate(args: argparse.Namespace) -> int:
     return _guard("hopbench", lambda: validate_command(args.profile))
 
@@ -353,8 +377,17 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from .check._compare import compare_checks, is_check_folder
     from .views._compare import compare_command
 
+    if is_check_folder(args.base_dir) or is_check_folder(args.candidate_dir):  # two `hopbench check` folders
+        try:
+            checks = compare_checks(args.base_dir, args.candidate_dir)
+        except HopbenchError as exc:
+            print(f"hopbench compare: error: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        sys.stdout.write(checks.render(args.format))
+        return EXIT_BREACH if args.fail_on_worse and checks.any_worse else EXIT_OK
     metrics = [m.strip() for arg in args.metric or [] for m in arg.split(",") if m.strip()]
     try:
         comparison = compare_command(args.base_dir, args.candidate_dir, metrics=metrics, alpha=args.alpha,
@@ -598,14 +631,21 @@ def _one_run(profile: Profile, ray_address: str | None) -> Callable[..., RunOutc
     return run_profile
 
 
+#: the console's width when the output is a file or a pipe: as wide as the tables need
+_FILE_WIDTH = 10_000
+
+
 def _console(*, stderr: bool) -> Console:
     """A rich Console for stdout or stderr. On a terminal it wraps at the terminal's width; to a
     pipe, a file or a CI log it never wraps a line (rich would cut at 80 columns mid-phrase,
-    ``error \nrate 0.0%``): tables keep their own width, lines stay whole for grep and for CI."""
+    ``error \nrate 0.0%``) and never cuts a table cell (at 80 columns rich turned ``3,120`` into
+    ``3,…``: issue 38): tables keep their own width, lines stay whole for grep and for CI. The
+    tables have no rule or panel that would fill the width."""
     from rich.console import Console
 
     console = Console(stderr=stderr)
     if not console.is_terminal:
+        console = Console(stderr=stderr, width=_FILE_WIDTH)
         console.soft_wrap = True
     return console
 

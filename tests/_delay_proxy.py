@@ -20,6 +20,19 @@ K ms until it sends again (a gateway that keeps its client's connection alive). 
 one chunk (a buffering gateway: nginx with ``proxy_buffering on``); the response head is
 still written at once.
 
+Broken-gateway modes (``hopbench check``'s tests, tests/test_check_proxy.py), each breaking one
+promise of a streaming contract: ``--rewrite-at N`` rewrites SSE event N's data (adds a JSON
+field); ``--hold-first-ms H`` holds the first SSE event H ms (the rest queue behind it);
+``--swallow-errors`` drops in-band error events (chat ``{"error"}``, Responses
+``response.failed``, Messages ``event: error``); without ``--keepalive-ms`` it never injects
+keepalives; without ``--propagate-cancel`` a client that closes is ignored (the upstream body is
+read to its end). The well-behaved modes: ``--propagate-cancel`` closes the upstream connection
+when the client closes its own (the proxy then reads nothing more of it: clients here never
+pipeline); ``--disconnect-error`` ends a Messages stream whose upstream broke with an Anthropic
+``api_error`` event and a clean end of the body (HopBase's rule), instead of breaking the client's;
+``--stall-error-ms S`` ends a stream whose upstream sent no byte for S ms with the protocol's error
+event and a clean end, and closes the upstream (HopBase: a stuck upstream is errored).
+
 Self-measurement: each event's lateness (actual write minus due time, ns)
 and each request's forwarding time (its head read -> written upstream, a new
 connection each time) are kept; on SIGTERM the proxy writes
@@ -78,11 +91,28 @@ async def _body_chunks(reader: asyncio.StreamReader, headers: list[tuple[bytes, 
             yield data
 
 
+_ANTHROPIC_ERROR = (b'event: error\ndata: {"type":"error","error":{"type":"api_error",'
+                    b'"message":"Response stream interrupted, please retry"}}\n\n')
+
+
+def _is_error(event: bytes) -> bool:
+    """An in-band error event of one of the three protocols."""
+    return (event.startswith(b"event: error") or b"\nevent: error" in event or b'data: {"error"' in event
+            or b'"type":"response.failed"' in event)
+
+
 class Proxy:
     def __init__(self, upstream: tuple[str, int], delay_ns: int, retry: bool = False,
                  answer_every: int = 0, swap_at: int = -1, keepalive_ns: int = 0,
-                 hold: bool = False) -> None:
+                 hold: bool = False, rewrite_at: int = -1, hold_first_ns: int = 0, swallow_errors: bool = False,
+                 propagate_cancel: bool = False, disconnect_error: bool = False, stall_error_ns: int = 0) -> None:
+        self.stall_error_ns = stall_error_ns
         self.hold = hold
+        self.rewrite_at = rewrite_at
+        self.hold_first_ns = hold_first_ns
+        self.swallow_errors = swallow_errors
+        self.propagate_cancel = propagate_cancel
+        self.disconnect_error = disconnect_error
         self.swap_at = swap_at
         self.keepalive_ns = keepalive_ns
         self.keepalives = 0
@@ -151,16 +181,28 @@ class Proxy:
             held: bytes | None = None  # --swap-at: the event sent after its successor
             last = [time.monotonic_ns()]  # the upstream's last bytes (or our last keepalive)
             ticker = asyncio.create_task(self._ticker(last, queue)) if sse and self.keepalive_ns else None
+            watch = asyncio.create_task(self._watch_client(reader, up_w)) if self.propagate_cancel else None
+            last_up = [time.monotonic_ns()]
+            stalled: list[bool] = []
+            staller = (asyncio.create_task(self._stall(last_up, stalled, queue, up_w, line))
+                       if sse and self.stall_error_ns else None)
             try:
                 async for data in _body_chunks(up_r, rh):
-                    t = last[0] = time.monotonic_ns()
+                    t = last[0] = last_up[0] = time.monotonic_ns()
                     if not sse:
                         queue.put_nowait((t, data))
                         continue
                     buf += data
                     while (i := buf.find(b"\n\n")) >= 0:
                         event, buf = buf[:i + 2], buf[i + 2:]
-                        if self.hold:  # --hold: all of it at the body's end
+                        if n_event == self.rewrite_at:  # --rewrite-at: the data changed, the text kept
+                            event = event.replace(b"data: {", b'data: {"x_gateway":1,', 1)
+                        if self.swallow_errors and _is_error(event):
+                            n_event += 1
+                            continue
+                        if self.hold_first_ns and n_event == 0:
+                            queue.put_nowait((t + self.hold_first_ns, event))
+                        elif self.hold:  # --hold: all of it at the body's end
                             held = event if held is None else held + event
                         elif n_event == self.swap_at:
                             held = event
@@ -173,12 +215,38 @@ class Proxy:
             except (asyncio.IncompleteReadError, ConnectionError, ValueError):
                 if ticker is not None:
                     ticker.cancel()
+                if staller is not None:
+                    staller.cancel()
+                if stalled:  # --stall-error-ms: the error event is queued; end the body cleanly
+                    queue.put_nowait(None)
+                    await sender
+                    writer.write(b"0\r\n\r\n")
+                    await writer.drain()
+                    return False
+                if watch is not None and watch.done():  # the client left: nothing more to say
+                    queue.put_nowait(None)
+                    await sender
+                    writer.close()
+                    return False
+                if watch is not None:
+                    watch.cancel()
+                if self.disconnect_error and sse and line.split()[1].startswith(b"/v1/messages"):
+                    queue.put_nowait((time.monotonic_ns(), _ANTHROPIC_ERROR))  # HopBase: an error event, a clean end
+                    queue.put_nowait(None)
+                    await sender
+                    writer.write(b"0\r\n\r\n")
+                    await writer.drain()
+                    return True
                 queue.put_nowait(None)
                 await sender
                 writer.close()  # a broken upstream body: break the client's too
                 return False
             if ticker is not None:
                 ticker.cancel()
+            if watch is not None:
+                watch.cancel()
+            if staller is not None:
+                staller.cancel()
             if held is not None:
                 buf = held + buf
             if buf:
@@ -190,6 +258,33 @@ class Proxy:
             return True
         finally:
             up_w.close()
+
+    @staticmethod
+    async def _watch_client(reader: asyncio.StreamReader, up_w: asyncio.StreamWriter) -> None:
+        """--propagate-cancel: the client closed its connection -> close the upstream's."""
+        try:
+            data = await reader.read(1)
+        except ConnectionError:
+            data = b""
+        if not data:
+            up_w.close()
+
+    async def _stall(self, last_up: list[int], stalled: list[bool],
+                     queue: asyncio.Queue[tuple[int, bytes] | None], up_w: asyncio.StreamWriter, line: bytes) -> None:
+        """--stall-error-ms: the upstream silent that long -> the protocol's error event, upstream closed."""
+        while (left := last_up[0] + self.stall_error_ns - time.monotonic_ns()) > 0:
+            await asyncio.sleep(left / 1e9)
+        path = line.split()[1]
+        if path.startswith(b"/v1/messages"):
+            event = _ANTHROPIC_ERROR
+        elif path.startswith(b"/v1/responses"):
+            event = (b'event: response.failed\ndata: {"type":"response.failed","response":{"status":"failed",'
+                     b'"error":{"code":"server_error","message":"upstream stalled"}}}\n\n')
+        else:
+            event = b'data: {"error":{"message":"upstream stalled","type":"server_error","code":"server_error"}}\n\n'
+        stalled.append(True)
+        queue.put_nowait((time.monotonic_ns(), event))
+        up_w.close()
 
     async def _ticker(self, last: list[int], queue: asyncio.Queue[tuple[int, bytes] | None]) -> None:
         """--keepalive-ms: a comment whenever the upstream was silent for keepalive_ns."""
@@ -229,10 +324,19 @@ async def main(argv: list[str]) -> None:
                     help="write a keepalive comment after this long without upstream bytes, and every as long")
     ap.add_argument("--hold", action="store_true",
                     help="hold the SSE events until the upstream body ends, then write them at once")
+    ap.add_argument("--rewrite-at", type=int, default=-1, help="rewrite SSE event N's data")
+    ap.add_argument("--hold-first-ms", type=float, default=0.0, help="hold the first SSE event this long")
+    ap.add_argument("--swallow-errors", action="store_true", help="drop in-band error events")
+    ap.add_argument("--propagate-cancel", action="store_true", help="close the upstream when the client closes")
+    ap.add_argument("--disconnect-error", action="store_true",
+                    help="end a Messages stream whose upstream broke with an Anthropic error event")
+    ap.add_argument("--stall-error-ms", type=float, default=0.0,
+                    help="end a stream with an error event after this long without upstream bytes")
     a = ap.parse_args(argv)
     host, _, port = a.upstream.rpartition(":")
     proxy = Proxy((host, int(port)), int(a.delay_ms * 1e6), a.retry, a.answer_every, a.swap_at,
-                  int(a.keepalive_ms * 1e6), a.hold)
+                  int(a.keepalive_ms * 1e6), a.hold, a.rewrite_at, int(a.hold_first_ms * 1e6), a.swallow_errors,
+                  a.propagate_cancel, a.disconnect_error, int(a.stall_error_ms * 1e6))
     server = await asyncio.start_server(proxy.handle, "127.0.0.1", a.port, backlog=1024)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

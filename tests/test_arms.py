@@ -156,6 +156,34 @@ def test_arm_differences_use_compare_verdicts() -> None:
     assert arm_differences({"scopes": {}}) is None
 
 
+def test_arm_differences_a_buffered_arm_is_never_smoother() -> None:
+    """A buffering gateway's streams arrive in one read: itl near 0. The tests alone call it better;
+    a buffered stream is worse, never better, on every smoothness figure (issue 38)."""
+    rng = random.Random(5)
+    rec = Recorder(["direct", "buffered"])
+    for arm, itl_ms in (("direct", 20.0), ("buffered", 0.05)):
+        for _ in range(200):
+            rec.record(arm, "itl", int((itl_ms + abs(rng.gauss(0, itl_ms / 10))) * MS))
+            rec.record(arm, "max_silence", int((itl_ms * 3 + abs(rng.gauss(0, 1))) * MS))
+            rec.incr(arm, "started")
+            rec.incr(arm, "completed")
+            if arm == "buffered":
+                rec.incr(arm, "proxy_buffering_suspected")
+    from hopbench.driver._results import summary_scopes
+    scopes = summary_scopes(rec.snapshot())
+    block = arm_differences({"arms": [{"name": "direct"}, {"name": "buffered"}], "scopes": scopes})
+    assert block is not None
+    (pair,) = block["pairs"]
+    for name in ("itl", "max_silence"):
+        assert pair["metrics"][name]["verdict"] == "worse" and pair["metrics"][name]["buffered"] == "buffered"
+    assert pair["worse"] is True and "(buffered buffered)" in render_arm_differences(block)
+    # the other way round: the unbuffered candidate is better on them
+    back = arm_differences({"arms": [{"name": "buffered"}, {"name": "direct"}], "scopes": scopes})
+    assert back is not None and back["pairs"][0]["metrics"]["itl"]["verdict"] == "better"
+    assert back["pairs"][0]["worse"] is False
+
+
+@pytest.mark.slow
 def test_arms_embedded_run_end_to_end(tmp_path: Path) -> None:
     text = (ROOT / "profiles" / "ab-arms.toml").read_text(encoding="utf-8")
     # "slow" + 200 ms here (the profile's 20 ms is lost in the noise of a machine whose
@@ -215,6 +243,7 @@ def test_arms_keys_are_checked_and_kept_out_of_results() -> None:
     assert "emu-secret" not in json.dumps(sanitized(p))
 
 
+@pytest.mark.slow
 def test_arms_one_dead_arm_fails_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # One arm answers, the other refuses every connection: the A/B result means
     # nothing, so the run exits 4 and says which arm, whatever the other did.

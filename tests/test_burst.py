@@ -1,7 +1,7 @@
 """Flagged bursts judged again after the run against the origin's own record (hopbench.measure._burst).
 
 Unit tests on hand-written ground-truth lines (docs/emulator.md) and streams.jsonl
-lines (hopbench.measure._meter.stream_line); the post-run path from a measured stream to
+lines (hopbench.measure._lines.stream_line); the post-run path from a measured stream to
 summary.json's warning with a fake record; the flagged streams kept in memory
 (FlaggedLog: its bound, a worker's message) and the driver's join of what workers
 ship (hopbench.driver._merge.Merger.join_bursts); runs against the embedded emulator
@@ -13,6 +13,8 @@ tests/test_gateway_overhead.py.
 """
 
 from __future__ import annotations
+
+import pytest
 
 import json
 from pathlib import Path
@@ -484,6 +486,7 @@ def _all_rejudged(c: dict[str, int], record: Path) -> None:
     assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
 
 
+@pytest.mark.slow
 def test_run_workers_rejudge_the_bursts_in_the_driver(tmp_path: Path) -> None:
     """``hopbench run --workers 2``: no streams.jsonl; the workers ship their flagged
     streams, the driver judges them against ground_truth.jsonl: the same verdicts as
@@ -523,6 +526,7 @@ def test_run_without_stream_log_still_rejudges_the_bursts(tmp_path: Path) -> Non
     assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
 
 
+@pytest.mark.slow
 def test_run_arms_rejudge_each_arm_against_its_own_record(tmp_path: Path) -> None:
     """Three arms: ``a`` and ``c`` each with an embedded emulator of its own (``c`` answers
     100 ms sooner), ``b`` a URL (an emulator the test started, whose record the run does not
@@ -587,6 +591,7 @@ def _worker_one_dies_before_its_end(profile: Any, base_url: str, share: Any, con
     _process_main(profile, base_url, share, conn if share.index != 1 else _NoFinalMessage(conn))
 
 
+@pytest.mark.slow
 def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) -> None:
     """Worker 1 dies before its final message (which carries its flagged streams): its
     flagged streams, counted from the intervals it shipped, are named in a note; worker
@@ -637,6 +642,7 @@ def test_rejudge_bursts_one_process_picks_each_arms_record(tmp_path: Path) -> No
     assert rejudge_bursts(Recorder(["a", "b", "u"]), log, tmp_path, {"arms": arms[2:]}) == []
 
 
+@pytest.mark.slow
 def test_run_warmup_streams_are_not_rejudged(tmp_path: Path) -> None:
     """Streams that started in the warm-up are neither counted nor kept for the join
     (LoadRunner.flagged takes the measured ones only): the re-judged counters stay a

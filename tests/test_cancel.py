@@ -174,6 +174,24 @@ def test_cancel_join_delay_wasted_tokens_and_runs_to_completion() -> None:
     assert h.count == 1 and h.percentile(50) == pytest.approx(3 * MS, rel=1e-3)
 
 
+def test_cancel_join_an_upstream_that_had_finished_is_no_missed_cancel() -> None:
+    """Only an upstream still writing when the client closed can show that a cancel did not arrive
+    (issue 38: 36 of 47 "ran to their end" behind LiteLLM had finished a median 675 ms earlier)."""
+    t0 = 1_000 * S
+    cancels = [ClientCancel("done", "s", t0 + 80 * MS, 10),  # its last bytes at 60 ms: finished first
+               ClientCancel("runs", "s", t0 + 22 * MS, 3)]   # still writing at 22 ms, ran to its end
+    truths = [{**_truth("done", t0, None, "completed"), "final_write_ns": 60 * MS},
+              {**_truth("runs", t0, None, "completed"), "final_write_ns": 60 * MS}]
+    (done, runs), _ = join_cancels(cancels, truths)
+    assert (done.finished_first, done.upstream_completed, done.wasted_tokens) == (True, False, 0)
+    assert (runs.finished_first, runs.upstream_completed, runs.wasted_tokens) == (False, True, 7)
+    rec = Recorder(["s"])
+    record_join(rec, [done, runs], [])
+    snap = rec.snapshot()
+    assert snap.counter("s", "cancel.upstream_completed") == 1 and snap.counter("s", "cancel.upstream_not_closed") == 1
+    assert snap.counter("s", "cancel.upstream_finished_first") == 1
+
+
 def test_cancel_join_record_file_warns_about_missing_lines(tmp_path: Path) -> None:
     path = tmp_path / "record.jsonl"
     path.write_text(json.dumps(_truth("a", 0, 1 * MS, "client_closed")) + "\n{cut", encoding="utf-8")
@@ -205,6 +223,7 @@ cancel = {{ {cancel} }}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("protocol", "cancel"), [("chat", "after_events = 3"),
                                                   ("messages", "after_ms = 60")])
 def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: str, cancel: str) -> None:
@@ -251,6 +270,7 @@ def test_cancel_embedded_emulator_records_the_close(tmp_path: Path, protocol: st
     assert "upstream ran to the end 0 · not noticed 0" in shown
 
 
+@pytest.mark.slow
 def test_cancel_workers_join_in_the_driver(tmp_path: Path) -> None:
     from hopbench.driver._workers import run_profile_workers
 

@@ -34,10 +34,11 @@ OPTIONS = {
                 "--fail-on-worse", "--force"},
     "report": {"-h", "--help", "--compare", "--out"},
     "export": {"-h", "--help", "--format", "--out"},
+    "check": {"-h", "--help", "--out", "--long", "--quiet", "-q"},
 }
 POSITIONALS = {"run": ["profile"], "search": ["profile"], "validate": ["profile"], "serve": [], "gate": ["results_dir"],
                "compare": ["base_dir", "candidate_dir"], "report": ["results_dir"],
-              "export": ["results_dir"]}
+              "export": ["results_dir"], "check": ["profile"]}
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -144,6 +145,7 @@ def test_cli_run_rejects_bad_overrides_before_any_load(extra: list[str], message
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("module", "argv", "code", "usage"), [
     ("hopbench", ["--help"], 0, "usage: hopbench [-h]"),
     ("hopbench", ["serve", "--help"], 0, "usage: hopbench serve"),
@@ -205,6 +207,23 @@ def test_cli_compare_a_summary_with_a_null_scope_is_bad_input(tmp_path: Path,
     assert "scopes.all: expected an object" in capsys.readouterr().err
 
 
+def test_cli_tables_are_never_cut_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """Output to a file or a pipe keeps every digit (issue 38: `[upstream]` run output written to a
+    file cut table numbers to `3,…` at rich's default 80 columns); a terminal keeps its own width."""
+    from rich.table import Table
+
+    from hopbench.cli import _console
+
+    table = Table()
+    for i in range(12):
+        table.add_column(f"column {i}", no_wrap=True)
+    table.add_row(*[f"{3_120_000 + i:,}" for i in range(12)])
+    _console(stderr=False).print(table)
+    out = capsys.readouterr().out
+    assert "…" not in out and "3,120,011" in out and "column 11" in out
+
+
+@pytest.mark.slow
 def test_cli_run_to_a_pipe_never_wraps_a_line(tmp_path: Path) -> None:
     # issue 39, item 7: output to a pipe or a CI log was wrapped at 80 columns mid-phrase
     # ("run: ... · \nerror rate 0.0%"); tables keep their width, lines stay whole

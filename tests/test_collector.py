@@ -62,6 +62,7 @@ def test_thresholds_set_inside_and_restored_late_freeze_and_pause_percentile() -
     assert CollectorWatch().pause_percentile_ns(99.0) == 0  # no pause yet
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("load", ["concurrency = 8", 'mode = "rate"\nrate_rps = 200'])
 def test_a_finished_stream_leaves_no_cyclic_garbage(tmp_path: object, load: str) -> None:
     """Issue 16 item 5: a finished stream is freed by reference counting alone (the

@@ -340,6 +340,7 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dic
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_compare_same_config_no_significant_change(runs: dict[str, Path],
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     code, data = _json(capsys, [str(runs["base"]), str(runs["again"]), "--metric", "ttft,e2e"])

@@ -380,6 +380,7 @@ async def test_a_spare_that_cannot_be_opened_or_kept_is_not_added() -> None:
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.slow
 def test_spare_connections_are_opened_only_for_an_open_loop_the_thread_writes(tmp_path: Path) -> None:
     prof = _profile(tmp_path, 'mode = "concurrency"\nconcurrency = 2')
     prof.write_text(prof.read_text(encoding="utf-8").replace("max_in_flight = 200\n", ""), encoding="utf-8")
@@ -430,6 +431,7 @@ max_tokens = 4
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dispatch", [True, False])
 def test_an_open_loop_writes_from_the_dispatcher_and_counts_every_arrival(tmp_path: Path, dispatch: bool) -> None:
     out = run_profile(load_profile(_profile(tmp_path, 'mode = "rate"\nrate_rps = 100')), out_dir=tmp_path / "out",
@@ -703,6 +705,7 @@ def test_a_head_and_its_end_in_one_read_never_make_a_phase_negative(tmp_path: Pa
     assert all(v is None or v >= 0 for v in load["in_flight_by_phase"].values()), load["in_flight_by_phase"]
 
 
+@pytest.mark.slow
 def test_nothing_is_due_at_the_runs_end_and_what_was_written_gets_the_grace(tmp_path: Path) -> None:
     """The run's window is [t0, t0 + duration): at 400/s for 0.5 s at most 200
     arrivals (201 before: one due at the end), and a request the thread wrote
@@ -1066,6 +1069,7 @@ def test_a_planned_burst_opens_its_connections_ahead_bounded_by_max_in_flight() 
     assert o._want_idle == 3  # the reserve
 
 
+@pytest.mark.slow
 def test_a_trace_burst_after_a_quiet_stretch_finds_its_connections_open(tmp_path: Path) -> None:
     """Two rows, a 1.5 s gap, then 100 rows 0.1 ms apart: the idle reserve at the
     trace's mean rate is a handful, but the burst's connections are opened as it

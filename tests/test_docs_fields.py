@@ -145,6 +145,7 @@ def test_the_patterns_read_the_docs_as_written() -> None:
         assert key not in names, key
 
 
+@pytest.mark.slow
 def test_every_field_a_run_writes_is_defined_in_the_docs(outputs: list[Path]) -> None:
     results = DocNames(results_text())
     delegated = {doc: DocNames(results_text() + "\n" + (DOCS / doc).read_text(encoding="utf-8"))

@@ -60,6 +60,7 @@ def test_config_mapping_survives_json_for_the_child() -> None:
     assert EmulatorConfig.from_mapping(json.loads(json.dumps(config.to_mapping()))) == config
 
 
+@pytest.mark.slow
 def test_embedded_emulator_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
     """A SIGKILLed hopbench must not leave its emulator running (Linux: PR_SET_PDEATHSIG)."""
     import signal

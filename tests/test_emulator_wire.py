@@ -148,6 +148,7 @@ def test_emulator_openai_chat_stream_text_and_usage_match_ground_truth(record: P
     assert plain["output_tokens"] is None and plain["output_tokens_sent"] == 12  # no include_usage
 
 
+@pytest.mark.slow
 def test_emulator_openai_responses_stream_matches_ground_truth(record: Path) -> None:
     with Emulator({**FAST, "reasoning_tokens": 3}, record) as emu:
         client = emu.openai()
@@ -244,6 +245,7 @@ def test_emulator_auth_rejects_wrong_key_in_each_protocol_shape(record: Path) ->
     assert [t["status"] for t in truths] == [401, 401, 200]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, status, oe_cls, ae_type", [
     ("http_429", 429, openai.RateLimitError, "rate_limit_error"),
     ("http_500", 500, openai.InternalServerError, "api_error"),
@@ -270,6 +272,7 @@ def test_emulator_http_faults_reach_sdks(record: Path, fault: str, status: int,
                for t in truths)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", ["rate_limit_exceeded", "server_error", "invalid_prompt"])
 def test_emulator_midstream_error_responses_failed_codes(record: Path, code: str) -> None:
     cfg = {**FAST, "faults": {"midstream_error": 1, "fault_after_tokens": 3,
@@ -349,6 +352,7 @@ def test_emulator_stall_is_silent_then_continues(record: Path) -> None:
     assert emu.sent_mono_s + stamps[2] - stall_from_s >= 0.5
 
 
+@pytest.mark.slow
 def test_emulator_omit_done_and_slow_headers(record: Path) -> None:
     with Emulator({**FAST, "faults": {"omit_done": 1}}, record) as emu:
         blocks, err, _ = emu.raw("/v1/chat/completions", _chat())

@@ -55,6 +55,7 @@ def _streams(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (run_dir / "streams.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_export_csv_round_trips(run_dir: Path, tmp_path: Path) -> None:
     assert main(["export", str(run_dir), "--format", "csv", "--out", str(tmp_path)]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -399,6 +400,7 @@ def test_export_staged_folder_adds_each_stage_trust_rows(tmp_path: Path,
     assert fig[(None, "run", "load.achieved_rate_rps")] == 4.0
 
 
+@pytest.mark.slow
 def test_run_writes_its_gate_verdict_and_export_carries_it(tmp_path: Path) -> None:
     prof = tmp_path / "g.toml"
     prof.write_text('[run]\nname = "g"\nrequests = 6\n[load]\nconcurrency = 2\n[target]\nembedded = true\n'

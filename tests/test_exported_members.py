@@ -20,7 +20,7 @@ import hopbench
 
 #: every stage folder with a curated surface (protocols and emulator predate the folders)
 FOLDERS = ("protocols", "measure", "workload", "emulator", "config", "engine", "observe", "driver",
-           "views", "report")
+           "check", "views", "report")
 #: a short surface: the names a user or another stage reaches for, not every module's
 MAX_PUBLIC = 24
 #: what a lazy ``__init__`` holds besides its public names
@@ -56,7 +56,7 @@ def test_exported_members_are_all_of_the_public_names(folder: str) -> None:
         f"in __all__ but not public: {sorted(set(pkg.__all__) - public)}")  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("folder", ["engine", "driver", "views", "report", "observe"])
+@pytest.mark.parametrize("folder", ["engine", "driver", "check", "views", "report", "observe"])
 def test_exported_members_importing_a_stage_loads_none_of_its_modules(folder: str) -> None:
     # the heavy stages: a lazy surface keeps `import hopbench.<stage>` (and any pure module
     # beside it) from paying for trio, httpx, uvicorn or plotly

@@ -164,6 +164,7 @@ _MACHINE = ("load generator saturated", "worker ", "the embedded emulator fell b
             "proxy buffering suspected")
 
 
+@pytest.mark.slow
 def test_finish_one_process_and_two_workers_write_the_same_summary_shape(tmp_path: Path) -> None:
     """The same seeded emulator profile, single-process and with --workers 2: the same
     summary.json keys, the same verdict, and progress called the same way."""

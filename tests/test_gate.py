@@ -154,7 +154,7 @@ def test_gate_incomplete_or_saturated_run_fails_by_default() -> None:
     assert "FAIL  run.complete" in text and "SIGINT" in text
 
 
-# summary.json load blocks as hopbench.driver._judge.analyse writes them (docs/results.md, "Load held")
+# summary.json load blocks as hopbench.driver._judge.analyse writes them (docs/results/in-flight.md, "Load held")
 _OPEN_NOT_HELD = {"mode": "rate", "measured_s": 8.0, "requested_rate_rps": 15.0, "achieved_rate_rps": 5.5,
                   "arrival_rate_rps": 12.6, "due": 101, "sent": 44, "max_in_flight": 5,
                   "max_in_flight_hits": 57, "held": False}
@@ -575,6 +575,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     # The test machine is shared: a busy moment can mark the load generator
@@ -598,6 +599,7 @@ def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
     assert data["measured_s"] > 0
 
 
+@pytest.mark.slow
 def test_gate_run_exits_1_when_its_load_was_not_held(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # One stream in flight at most, each ~200 ms long, asked for 20 requests/s: at most
     # ~5/s can be sent whatever the machine (a busier one sends fewer), so the load is

@@ -6,6 +6,8 @@ Bounded: a few short streams per test.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
@@ -32,6 +34,7 @@ def _run(tmp_path: Path, emulator: str, requests: int, **proxy: float) -> tuple[
     return out.summary, gw
 
 
+@pytest.mark.slow
 def test_reordered_events_are_counted_and_get_no_delay(tmp_path: Path) -> None:
     # chat: SSE event 0 is the role chunk, 1..12 the content events: 3 and 4 swap places
     summary, _ = _run(tmp_path, "ttft_ms = 20\ntokens_per_s = 200\noutput_tokens = 12\n", 8, swap_at=3)
@@ -58,6 +61,7 @@ def test_reordered_events_are_counted_and_get_no_delay(tmp_path: Path) -> None:
 SILENT = "ttft_ms = 1200\ntokens_per_s = 100\noutput_tokens = 4\n"  # think time: one silence a stream
 
 
+@pytest.mark.slow
 def test_gateway_keepalives_during_upstream_silences(tmp_path: Path) -> None:
     k_ms = 100.0
     summary, gw = _run(tmp_path, SILENT, 4, keepalive_ms=k_ms)
@@ -74,6 +78,7 @@ def test_gateway_keepalives_during_upstream_silences(tmp_path: Path) -> None:
     assert sil["longest_client_silence_ms"] < m["upstream_silence"]["min"] / 2
 
 
+@pytest.mark.slow
 def test_no_gateway_keepalives_the_client_hears_the_whole_silence(tmp_path: Path) -> None:
     summary, _ = _run(tmp_path, SILENT, 4)
     g = summary["gateway_overhead"]

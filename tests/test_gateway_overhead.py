@@ -26,6 +26,7 @@ from _servers import ServerProcess, free_port
 
 from hopbench import ProfileError
 from hopbench.config._profile import parse_profile
+from hopbench.driver._overhead import GENERIC_BUFFERING_ADVICE, buffering_advice, gateway_kind
 from hopbench.driver._single import run_profile
 
 HERE = Path(__file__).resolve().parent
@@ -93,6 +94,7 @@ def test_upstream_address_in_use_names_the_key_and_still_writes_results(tmp_path
     assert (tmp_path / "run" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_upstream_no_match_warns_naming_the_key(tmp_path: Path) -> None:
     """The 'gateway' is a second emulator, not the upstream: nothing matches, and the run says so."""
     from hopbench.emulator import EmbeddedEmulator
@@ -109,6 +111,7 @@ def test_upstream_no_match_warns_naming_the_key(tmp_path: Path) -> None:
                for w in s["warnings"])
 
 
+@pytest.mark.slow
 def test_upstream_record_of_an_emulator_started_by_hand(tmp_path: Path) -> None:
     """``hopbench serve --record FILE`` started by hand (the same child process the
     embedded emulator runs): only what the file gained during the run counts."""
@@ -175,6 +178,7 @@ class DelayProxy:
         return values[min(len(values) - 1, int(q * len(values)))] if values else 0
 
 
+@pytest.mark.slow
 def test_delay_proxy_overhead_is_the_injected_delay(tmp_path: Path) -> None:
     delay_ms = 5.0
     emu_port = free_port()
@@ -212,6 +216,7 @@ def test_delay_proxy_overhead_is_the_injected_delay(tmp_path: Path) -> None:
         (stats["request_delay"], proxy.pct_ns("forward_ns"), tol_ms)
 
 
+@pytest.mark.slow
 def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_path: Path) -> None:
     """Issue 20's done-when without nginx: the proxy holds every answer until its upstream
     body ends (``--hold``), so each stream reaches the client as one burst after its whole
@@ -247,6 +252,9 @@ def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_pat
         assert late > 12 - c.get("proxy_buffering_confirmed", 0), (c, late)
     assert not any("proxy buffering suspected" in w for w in s["warnings"]), s["warnings"]
     assert s["gateway_overhead"]["buffering"]["flag"] is True, s["gateway_overhead"]["buffering"]
+    # the proxy names no gateway kind (no Server header): the advice is generic, not nginx's (issue 38)
+    (warn,) = [w for w in s["warnings"] if "buffers the stream" in w]
+    assert GENERIC_BUFFERING_ADVICE in warn and "proxy_buffering" not in warn, warn
 
     # the same emulator, embedded (no [target]): hopbench talks to it directly
     direct = parse_profile('[run]\nrequests = 24\n[run.timeouts]\nidle_s = 10\n[load]\nconcurrency = 4\n'
@@ -269,6 +277,7 @@ def test_buffering_flag_fires_behind_a_holding_proxy_and_not_without_one(tmp_pat
     assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
 
 
+@pytest.mark.slow
 def test_delay_proxy_retries_and_fault_matrix(tmp_path: Path) -> None:
     emu_port = free_port()
     faults = ("[upstream.faults]\nhttp_429 = 0.15\nhttp_500 = 0.15\ndisconnect = 0.1\nmidstream_error = 0.1\n"
@@ -358,6 +367,7 @@ def nginx(nginx_binary: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
         yield f"http://127.0.0.1:{listen}", upstream
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nginx", [BUFFERING_OFF], indirect=True)
 def test_nginx_streaming_overhead_is_small_and_not_flagged(nginx: tuple[str, int], tmp_path: Path) -> None:
     url, upstream = nginx
@@ -373,6 +383,7 @@ def test_nginx_streaming_overhead_is_small_and_not_flagged(nginx: tuple[str, int
     assert _p50_ms(s, "event_delay") <= 10.0 + _p50_ms(s, "loop_lag")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nginx", [BUFFERING_ON], indirect=True)
 def test_nginx_buffering_is_flagged(nginx: tuple[str, int], tmp_path: Path) -> None:
     url, upstream = nginx
@@ -383,7 +394,7 @@ def test_nginx_buffering_is_flagged(nginx: tuple[str, int], tmp_path: Path) -> N
     g = s["gateway_overhead"]
     assert g["match_rate"] == 1.0
     assert g["buffering"]["flag"] is True, g["buffering"]
-    assert any("buffers the stream" in w for w in s["warnings"])
+    assert any("buffers the stream" in w and "nginx: proxy_buffering off" in w for w in s["warnings"])
     # the first event of a buffered stream waits for the flush: most of the stream's length
     assert s["scopes"]["all"]["metrics"]["event_delay"]["max"] >= 100.0
 
@@ -397,6 +408,7 @@ def test_upstream_with_workers_is_refused_naming_the_keys(tmp_path: Path) -> Non
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_upstream_analysis_failure_still_writes_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import hopbench.driver._gateway
 
@@ -414,6 +426,7 @@ def test_upstream_analysis_failure_still_writes_results(tmp_path: Path, monkeypa
     assert "gateway overhead could not be computed: ValueError: boom" in s["warnings"]
 
 
+@pytest.mark.slow
 def test_streams_the_gateway_answered_itself_are_unseen(tmp_path: Path) -> None:
     emu_port = free_port()
     with DelayProxy(tmp_path, emu_port, 0.0, answer_every=4) as proxy:
@@ -427,6 +440,7 @@ def test_streams_the_gateway_answered_itself_are_unseen(tmp_path: Path) -> None:
     assert any("5 of 20 client streams never reached the upstream" in w for w in s["warnings"])
 
 
+@pytest.mark.slow
 def test_per_event_figures_refused_across_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An emulator on another boot (here: this host pretending to have another boot id)."""
     import hopbench.driver._gateway
@@ -444,6 +458,7 @@ def test_per_event_figures_refused_across_hosts(tmp_path: Path, monkeypatch: pyt
                for w in s["warnings"])
 
 
+@pytest.mark.slow
 def test_client_cancels_behind_a_gateway_are_joined_with_the_upstream_record(tmp_path: Path) -> None:
     """Cancellation (issue 15 item 5) through [upstream]: the upstream emulator's record
     gives each cancelled stream its cancel_delay (no gateway here: the emulator itself)."""
@@ -454,3 +469,52 @@ def test_client_cancels_behind_a_gateway_are_joined_with_the_upstream_record(tmp
     s = _summary(tmp_path / "run")
     assert s["scopes"]["all"]["metrics"]["cancel_delay"]["count"] == 6
     assert s["gateway_overhead"]["matched"] == 6
+
+
+def test_cancelled_streams_are_no_gateway_loss(tmp_path: Path) -> None:
+    """A stream the client cancelled is never a gateway loss (issue 38): the events and usage the
+    upstream wrote after the client left are `not_seen_after_cancel`, never `dropped`. The emulator
+    runs each stream on to its end (on_client_close = "finish"), as behind a gateway that keeps
+    the upstream going."""
+    port = free_port()
+    text = _profile(f"http://127.0.0.1:{port}", f'listen = "127.0.0.1:{port}"', requests=6,
+                    emulator='ttft_ms = 40\ntokens_per_s = 100\noutput_tokens = 20\non_client_close = "finish"\n')
+    text = text.replace('prompts = ["hello there"]\n', 'prompts = ["hello there"]\ncancel = { after_events = 3 }\n')
+    run_profile(parse_profile(text, tmp_path / "p.toml", env={}), out_dir=tmp_path / "run")
+    g = _summary(tmp_path / "run")["gateway_overhead"]
+    assert g["matched"] == 6
+    assert g["events"]["dropped"] == 0 and g["events"]["not_seen_after_cancel"] >= 6 * 10, g["events"]
+    assert g["usage"]["dropped"] == 0 and g["usage"]["not_seen_after_cancel"] == 6, g["usage"]
+
+
+def test_buffering_advice_names_the_gateways_own_setting() -> None:
+    """Buffering advice per gateway kind where the headers tell (Server, LiteLLM's version header),
+    generic otherwise: haproxy writes no Server header of its own (issue 38)."""
+    assert gateway_kind({"server": "nginx/1.22.1"}) == "nginx"
+    assert gateway_kind({"server": "Caddy"}) == "caddy" and gateway_kind({"server": "envoy"}) == "envoy"
+    assert gateway_kind({"server": "uvicorn", "x-litellm-version": "1.108.7"}) == "litellm"
+    assert gateway_kind({}) == "" and gateway_kind({"server": "uvicorn"}) == ""
+    assert buffering_advice({"nginx": 10, "": 2}).startswith("nginx: proxy_buffering off")
+    assert buffering_advice({"caddy": 3}).startswith("caddy: flush_interval -1")
+    assert buffering_advice({"": 12}) == buffering_advice({}) == GENERIC_BUFFERING_ADVICE
+    assert "proxy_buffering" not in GENERIC_BUFFERING_ADVICE
+
+
+# A cancel before the response head leaves the client's socket to the collector (a ResourceWarning,
+# seen here; the runner's, not this join's): reported, ignored in this test only.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_streams_cancelled_before_the_upstream_are_no_gateway_answer(tmp_path: Path) -> None:
+    """A stream the client cancelled before its request reached the upstream is the client's doing:
+    counted in cancelled_before_upstream, never in unseen_by_upstream ("the gateway answered them
+    itself") and never "none reached the upstream" (issue 38). The delaying proxy holds each event
+    20 ms; the client cancels 1 ms after its send, before any response."""
+    emu_port = free_port()
+    with DelayProxy(tmp_path, emu_port, 20.0) as proxy:
+        text = _profile(proxy.url, f'listen = "127.0.0.1:{emu_port}"', requests=4, concurrency=1)
+        text = text.replace('prompts = ["hello there"]\n', 'prompts = ["hello there"]\ncancel = { after_ms = 1 }\n')
+        run_profile(parse_profile(text, tmp_path / "p.toml", env={}), out_dir=tmp_path / "run")
+    s = _summary(tmp_path / "run")
+    g = s["gateway_overhead"]
+    assert g["unseen_by_upstream"] == 0 and g["matched"] + g["cancelled_before_upstream"] == 4, g
+    assert not any("never reached the upstream" in w or "none of the" in w for w in s["warnings"]), s["warnings"]

@@ -50,6 +50,7 @@ def served(tmp_path: Path) -> Iterator[tuple[int, Path]]:
         yield port, record
 
 
+@pytest.mark.slow
 def test_run_upstream_record_flag_end_to_end(tmp_path: Path, served: tuple[int, Path]) -> None:
     port, record = served
     with DelayProxy(tmp_path, port, 2.0) as proxy:
@@ -84,6 +85,7 @@ def test_run_upstream_record_flag_needs_the_gateway_url(tmp_path: Path,
     assert "--upstream-record: expected [target].url" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cancels_join_a_hand_started_emulators_record(tmp_path: Path, served: tuple[int, Path]) -> None:
     """The delaying proxy does not pass the client's close on: the upstream runs to its end
     after the run, and the join waits for those closing lines of the record."""
@@ -145,6 +147,7 @@ def test_cancel_join_reads_a_line_written_while_it_waits(tmp_path: Path) -> None
     assert snap.counter("s", "cancel.wasted_tokens") == 2
 
 
+@pytest.mark.slow
 def test_stages_each_join_their_own_upstream_requests(tmp_path: Path) -> None:
     """``[[stage]]`` with ``[upstream] listen``: each stage starts the emulator behind the
     gateway again and matches its own streams with the requests of that stage alone."""
@@ -169,6 +172,7 @@ def test_stages_each_join_their_own_upstream_requests(tmp_path: Path) -> None:
         assert s["scopes"]["all"]["metrics"]["event_delay"]["count"] > 0
 
 
+@pytest.mark.slow
 def test_search_probes_each_join_their_own_upstream_requests(tmp_path: Path) -> None:
     emu_port = free_port()
     with DelayProxy(tmp_path, emu_port, 1.0) as proxy:

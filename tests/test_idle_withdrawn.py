@@ -1,4 +1,4 @@
-"""An idle timeout that the client's own lateness caused is taken back (docs/results.md,
+"""An idle timeout that the client's own lateness caused is taken back (docs/results/counters.md,
 ``idle_timeouts_withdrawn``): a client process descheduled between two reads for longer
 than the idle limit must not cut a live stream and call it the server's timeout."""
 
@@ -73,6 +73,7 @@ def _descheduled_once(monkeypatch: pytest.MonkeyPatch, after_reads: int, hold_s:
     monkeypatch.setattr(_transport._Body, "_receive_stamped", receive)
 
 
+@pytest.mark.slow
 @needs_stamps
 def test_idle_timeout_from_the_clients_lateness_is_taken_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,6 +94,7 @@ def test_idle_timeout_from_the_clients_lateness_is_taken_back(
     assert any(w.startswith("idle_timeouts_withdrawn: 1 idle timeouts") for w in summary["warnings"])
 
 
+@pytest.mark.slow
 @needs_stamps
 def test_a_silent_server_still_times_out(tmp_path: Path) -> None:
     """The same limit with the server really silent (a stall fault of 1 s): a timeout."""

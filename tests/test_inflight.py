@@ -151,7 +151,7 @@ async def test_runner_open_loop_achieved_rate_counts_requests_sent(
                                      transport_factory=transport).run()
     # arrivals every 1/3 s from 0 to 7.67; a request is written 0.5 s after its
     # arrival: 23 of the 24 before the stop at 7.9 s, the last one in the grace period
-    # (load.sent counts it: it was due in the window; docs/results.md, "Load held")
+    # (load.sent counts it: it was due in the window; docs/results/in-flight.md, "Load held")
     assert rec.snapshot().counter(ALL, "started") == 24
     assert stats.sent_measured == 23 and stats.sent_in_window == stats.due == 24
     _, _, load = analyse(profile, stats, rec.snapshot())
@@ -281,6 +281,7 @@ model = "m"
     assert all(f"{p}_now" in ln and f"{p}_mean" in ln for p in PHASES for ln in timeline)
 
 
+@pytest.mark.slow
 def test_run_in_flight_matches_the_emulators_open_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Done-when of issue 20 item 1, 48 paced users (see ``_paced_run``)."""
     _paced_run(tmp_path, monkeypatch, 48)
@@ -322,6 +323,7 @@ def test_inflight_gauge_move_late_counts_back_by_the_lag() -> None:
         g.move_late(79, 0, 0, CLOSING, OUT)
 
 
+@pytest.mark.slow
 def test_run_in_flight_matches_the_emulators_open_streams_with_a_busy_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 20: unpaced streams (the whole answer in one write) and a client loop

@@ -154,6 +154,7 @@ def _assert_outcomes_add_up(summary: dict[str, Any], scopes: tuple[str, ...], re
     assert total == requests
 
 
+@pytest.mark.slow
 def test_llmock_run_plain_all_protocols_complete(llmock: str, admin: httpx.Client,
                                                  hopbench_cli: Any, tmp_path: Path) -> None:
     protocols = ("chat", "responses", "messages")
@@ -173,6 +174,7 @@ def test_llmock_run_plain_all_protocols_complete(llmock: str, admin: httpx.Clien
     # can stall the event loop > 25 ms, which is what that flag reports.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["chat", "responses", "messages"])
 def test_llmock_run_queued_faults_counted_exactly(protocol: str, llmock: str, admin: httpx.Client,
                                                   hopbench_cli: Any, tmp_path: Path) -> None:
@@ -204,6 +206,7 @@ def test_llmock_run_queued_faults_counted_exactly(protocol: str, llmock: str, ad
          "match": {}}]
 
 
+@pytest.mark.slow
 def test_llmock_run_random_faults_add_up(llmock_faulty: str, hopbench_cli: Any,
                                          tmp_path: Path) -> None:
     protocols = ("chat", "responses", "messages")
@@ -265,6 +268,7 @@ def _turn_messages(body: dict[str, Any]) -> list[tuple[str, str]]:
     return [*out, *((m["role"], text(m["content"])) for m in items)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["chat", "responses", "messages"])
 def test_llmock_sessions_send_the_streamed_text_back_and_warn_of_max_tokens_ignored(
         protocol: str, llmock: str, admin: httpx.Client, hopbench_cli: Any, tmp_path: Path) -> None:

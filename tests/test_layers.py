@@ -26,7 +26,7 @@ PACKAGE = Path(hopbench.__file__).parent
 
 #: The pipeline's stages, first to last: a module may import its own stage and those before it.
 STAGES: tuple[str, ...] = ("base", "protocols", "measure", "workload", "emulator", "config", "engine",
-                           "observe", "driver", "views", "report", "face")
+                           "observe", "driver", "check", "views", "report", "face")
 #: The top level's base: the standard library only, below every folder.
 BASE = frozenset({"hopbench._version", "hopbench._errors", "hopbench._exit", "hopbench._units",
                   "hopbench._clock", "hopbench._format", "hopbench._textfile", "hopbench._toml",
@@ -145,6 +145,7 @@ def test_layers_checker_catches_lazy_and_relative_imports(tmp_path: Path) -> Non
         "hopbench._errors", "hopbench.driver._single", "hopbench.emulator._serve", "hopbench.cli"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", PURE)
 def test_layers_pure_core_imports_no_io(module: str) -> None:
     code = (f"import sys, {module}; bad = [m for m in {HIGH!r} if m in sys.modules]; "

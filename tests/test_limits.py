@@ -75,6 +75,7 @@ def test_limits_a_closed_loop_the_hard_limit_cannot_hold_is_refused_before_any_l
     assert not (tmp_path / "r").exists()  # no folder, no load
 
 
+@pytest.mark.slow
 def test_limits_run_raises_a_low_soft_limit_and_the_load_runs(tmp_path: Path) -> None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 1024:

@@ -72,6 +72,7 @@ def _check_final(figures: dict[str, float], summary: dict[str, Any]) -> None:
     assert f"hopbench_itl_seconds_bucket{{le={ITL_BUCKETS_S[0]}}}" in figures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_live_metrics_mid_run_and_final_counts_match_summary(workers: int, tmp_path: Path) -> None:
     profile = parse_profile(PROFILE.format(duration=3 if workers == 1 else 4, workers=workers), env={})

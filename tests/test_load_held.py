@@ -1,5 +1,5 @@
 """Whether an open loop held its load, judged on the arrivals its schedule had due
-(summary.json ``load.due``; docs/results.md, "Load held"), over the whole run: a short
+(summary.json ``load.due``; docs/results/in-flight.md, "Load held"), over the whole run: a short
 seeded Poisson run, a client that falls behind, a trace replay, workers, a trace at one
 instant, every stage of a staged run, the words the terminal and the gate share, a
 schedule that ran out by itself while its client was behind it, and a run that measured nothing.
@@ -184,6 +184,7 @@ async def test_load_held_trace_at_one_instant_has_no_rate(
     assert not looped.load.trace.one_instant
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", [[1234.5] * 3, [0.0] * 30, [500.0]])
 async def test_load_held_trace_at_one_instant_taken_up_late_is_sent(
         autojump_clock: trio.testing.MockClock, tmp_path: Path,
@@ -552,6 +553,7 @@ async def test_load_held_on_time_trace_still_counts_every_request(
     assert load["held"] is True and not [w for w in warnings if "load not held" in w]
 
 
+@pytest.mark.slow
 async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # 20 requests at 10/s, each taken up 0.15 s after the one before: 13 in the window. A
@@ -576,11 +578,12 @@ async def test_load_held_late_request_budget_is_judged_as_the_same_trace(
     assert seen[0] == seen[1] and seen[0] is not None and seen[0].startswith("13 of 20 due arrivals sent (6.50 of 10.00")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["", "duration_s = 60"])
 async def test_load_held_window_of_a_trace_that_ran_out_ends_one_gap_after_its_last_arrival(
         autojump_clock: trio.testing.MockClock, tmp_path: Path,
         run: str) -> None:
-    # docs/results.md, "Load held": one mean gap after the last arrival was due, whether the
+    # docs/results/in-flight.md, "Load held": one mean gap after the last arrival was due, whether the
     # streams drained before that or after it. breaker: a trace at 0/1000/2000 ms whose
     # streams drained by 2.05 s read a 2.048 s window and a requested rate of 1.465/s; the
     # window is the trace's own period (2 s + the mean gap: 3 s, as a looped replay's)
@@ -608,6 +611,7 @@ def test_load_held_window_of_a_budget_is_not_cut_by_the_drain(tmp_path: Path) ->
     assert load["held"] is True and not _not_held(warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("requests", "rate_rps"), [(1, 1), (2, 2)])
 def test_load_held_window_of_a_budget_on_the_embedded_emulator(
         tmp_path: Path, requests: int, rate_rps: int) -> None:

@@ -16,7 +16,7 @@ from hopbench.report._figures import outcome_figure as _outcome_figure
 from hopbench.report._series import RunData
 from hopbench.views._summary_table import render_summary
 
-# one detail of every broken outcome, as the runner names them (_runner._record)
+# one detail of every broken outcome, as the runner names them (engine._stream.StreamMixin._record)
 DETAILS = {"failed.rate_limit_error": 1, "truncated.closed": 2, "timeout.idle": 3,
            "connect_error.refused": 4, "http_error.429": 5, "http_error_code.rate_limit_exceeded": 5}
 

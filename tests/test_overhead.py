@@ -324,7 +324,7 @@ def test_analyse_counts_negative_differences_and_usage_and_keepalives() -> None:
     o = analyse([c], [_up("0-1", keepalives=1)], boot_id=BOOT)
     assert o.block["negative"] == {"request_delay": 1}
     assert ("chat", "request_delay") not in o.values
-    assert o.block["usage"] == {"same": 0, "differs": 0, "dropped": 1}
+    assert o.block["usage"] == {"same": 0, "differs": 0, "dropped": 1, "not_seen_after_cancel": 0}
     assert o.block["keepalives_injected"] == {"streams": 1, "comments": 2}
     assert any("negative differences" in w for w in o.warnings)
 

@@ -68,6 +68,7 @@ def local_ray() -> Iterator[Any]:
         ray.shutdown()
 
 
+@pytest.mark.slow
 @needs_ray
 def test_ray_engine_totals_match_ground_truth(tmp_path: Path, local_ray: Any) -> None:
     from hopbench.driver._ray import run_profile_ray

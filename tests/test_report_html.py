@@ -103,6 +103,7 @@ def _figure_data(page: str, div_id: str) -> list[dict]:
     return data
 
 
+@pytest.mark.slow
 def test_write_report_builds_from_emulator_run(runs: tuple[Path, Path], report: Path) -> None:
     assert report == runs[0] / "report.html"
     page = report.read_text(encoding="utf-8")
@@ -358,6 +359,7 @@ def test_chromium_detectors_catch_errors_and_blank_pages(tmp_path: Path) -> None
     assert coloured == 0 and corner == (255, 255, 255)
 
 
+@pytest.mark.slow
 def test_report_html_renders_in_chromium(report: Path, tmp_path: Path) -> None:
     dom, console = _browse(report, tmp_path, "--dump-dom")
     assert console == []

@@ -56,6 +56,7 @@ def faults_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list[dic
     return dict(outcome.summary, _out=str(out)), _ground_truth(out)
 
 
+@pytest.mark.slow
 def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dict]]) -> None:
     summary, truth = faults_run
     c = summary["scopes"]["all"]["counters"]
@@ -205,6 +206,7 @@ def _timeline_started(out: Path, n: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_run_cli_signal_leaves_partial_results(tmp_path: Path, sig: signal.Signals, code: int) -> None:
     prof = tmp_path / "long.toml"
@@ -287,6 +289,7 @@ model = "m"
         assert secret.encode() not in f.read_bytes(), f.name
 
 
+@pytest.mark.slow
 def test_run_crash_mid_run_leaves_partial_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import hopbench.engine._runner as runner_mod
 
@@ -323,6 +326,7 @@ model = "m"
     assert c["completed"] >= 4 and c["started"] == c["completed"] + c.get("cancelled", 0)
 
 
+@pytest.mark.slow
 def test_run_unreachable_target_stops_early_exit_2(tmp_path: Path) -> None:
     prof = tmp_path / "closed.toml"
     prof.write_text('[run]\nduration_s = 30\n[load]\nconcurrency = 4\n[target]\nurl = "http://127.0.0.1:9"\n'
@@ -353,6 +357,7 @@ def test_run_cli_refuses_secrets_in_target_url_and_a_used_folder(tmp_path: Path)
     assert proc.returncode == 2 and "the folder is not empty" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("timeouts", "emulator", "outcome", "max_e2e_s"),
     [
@@ -390,6 +395,7 @@ model = "m"
     assert max(x["e2e_ns"] for x in lines) < max_e2e_s * 1e9 + lag_ms * 1e6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay_s", [0.3, 0.6])
 def test_run_cli_signal_during_startup_still_writes_a_summary(tmp_path: Path, delay_s: float) -> None:
     prof = tmp_path / "p.toml"
@@ -412,6 +418,7 @@ def test_run_cli_signal_during_startup_still_writes_a_summary(tmp_path: Path, de
     assert s["complete"] is False and s["interrupted_by"] == "SIGTERM"
 
 
+@pytest.mark.slow
 def test_run_open_loop_max_in_flight_is_a_hard_bound(tmp_path: Path) -> None:
     text = """
 [run]
@@ -544,6 +551,7 @@ _DONE_BODY = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"mo
               b'[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "outcome", "detail"), [
     ("done_then_cut", "completed", None),      # [DONE], then the body breaks off mid-framing
     ("done_then_hang", "completed", None),     # [DONE], then the server never ends the body
@@ -637,6 +645,7 @@ def _assert_sigterm_at_start_up_leaves_a_summary(tmp_path: Path, engine: str) ->
     assert outcome.summary["headline"]["started"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["process", "workers"])
 def test_run_signal_as_the_folder_hold_ends_still_writes_a_summary(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
@@ -666,6 +675,7 @@ def test_run_signal_as_the_folder_hold_ends_still_writes_a_summary(
     assert fired
 
 
+@pytest.mark.slow
 def test_run_checkpoint_histograms_agree_with_its_counters(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """summary.json checkpoints (what a SIGKILL leaves) hold counters and histograms of

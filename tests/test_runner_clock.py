@@ -129,7 +129,7 @@ async def test_runner_clock_first_byte_counts_from_the_write_not_the_connect(
 async def test_runner_clock_open_loop_rate_is_over_the_schedule_not_the_drain(
         autojump_clock: trio.testing.MockClock, tmp_path: Any,
         load: str) -> None:
-    # docs/results.md, "Load held": the load's window ends one mean gap after the last
+    # docs/results/in-flight.md, "Load held": the load's window ends one mean gap after the last
     # arrival was due, not when the 3 s streams still open after it have drained
     from hopbench.driver._judge import analyse
 

@@ -198,7 +198,7 @@ async def test_runner_burst_behind_a_lagging_client_loop_is_not_proxy_buffering(
     # on a busy machine: its events arrive bunched as from a buffering proxy, which no
     # client can tell apart). The client's own lateness never makes one: a read's client
     # lag is the largest of its kernel stamp's lateness, the loop-lag probe's and the loop
-    # thread's run-queue wait (docs/results.md, "Client lag per read").
+    # thread's run-queue wait (docs/results/in-flight.md, "Client lag per read").
     held_by_the_server = sum(o >= 10_000_000 for o in _FastHandler.overshoots)
     flagged = snap.counter(ALL, "proxy_buffering_suspected")
     print(f"flagged {flagged}, client_lagged {snap.counter(ALL, 'client_lagged')}, "

@@ -1,6 +1,6 @@
 """The loop thread's run-queue wait (hopbench.engine._runqueue) and a read's client lag
 (``LoadRunner._client_lag_ns``: the largest of the kernel stamp's lateness, the
-loop-lag probe's estimate and the run-queue wait; docs/results.md, "Client lag per read")."""
+loop-lag probe's estimate and the run-queue wait; docs/results/in-flight.md, "Client lag per read")."""
 
 from __future__ import annotations
 

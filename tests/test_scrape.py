@@ -195,6 +195,7 @@ def test_scrape_series_counters_as_rates_with_reset_gap() -> None:
     assert series["g / g"] == ([0.0, 1.0, 2.0], [5.0, 6.0, 7.0])
 
 
+@pytest.mark.slow
 def test_scrape_run_embedded_emulator_series_in_results_and_report(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from hopbench.report._page import write_report

@@ -241,6 +241,7 @@ def test_search_bad_input_exits_2_before_load(tmp_path: Path, capsys: pytest.Cap
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_search_end_to_end_finds_the_emulators_knee(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # The knee moved to 3 users (3 slots; 420 ms service time): a fourth user waits
@@ -312,6 +313,7 @@ name = "c"
     assert "capacity.concurrency" in printed and "held" in printed
 
 
+@pytest.mark.slow
 def test_stages_run_into_one_folder_each_its_own_scopes(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     # Two short stages, one closed and one open loop; each is a complete results folder
@@ -371,6 +373,7 @@ name = "b"
     assert "latency (ms) vs offered load (c: users, r: requests/s)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_search_rate_end_to_end_finds_the_knee_within_10_percent(tmp_path: Path) -> None:
     # Open loop, constant arrivals: the knee is 20 requests/s (4 slots, 0.2 s service).
     # Past it the queue grows by (rate - 20) requests/s and TTFT with it; below it a busy
@@ -517,6 +520,7 @@ def test_search_interrupted_in_an_empty_probe_is_not_a_failing_capacity_point(tm
     assert any(w.startswith("stage probe-02-r24: no stream was measured") for w in top["warnings"])
 
 
+@pytest.mark.slow
 def test_stages_empty_stage_end_to_end_is_not_held_and_exits_4(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """[[stage]] rate_rps = 0.5 for 0.3 s, Poisson, seed 1: no arrival due (the seeded

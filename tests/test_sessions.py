@@ -142,6 +142,7 @@ async def test_session_open_loop_later_turns_count_from_the_end_of_the_think_tim
     assert all(x["ttft_ns"] == int(0.75 * S) for x in by)
 
 
+@pytest.mark.slow
 def test_session_example_profile_ttft_rises_with_the_turn(tmp_path: Path) -> None:
     from hopbench.driver._single import run_profile
 

@@ -168,6 +168,7 @@ def test_slo_bad_input_exits_2_before_load(tmp_path: Path, capsys: pytest.Captur
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_goodput_matches_the_emulators_ground_truth(tmp_path: Path) -> None:
     # Faults split the requests by far more than any measuring error: a slow_headers
     # request (1 s late) misses the 500 ms TTFT objective, a midstream_error one never

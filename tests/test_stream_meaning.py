@@ -4,7 +4,7 @@ Each test feeds a stream built from the wire shapes of the OpenAI and Anthropic
 API references (and of OpenAI-compatible servers: vLLM, TGI, Mistral) through
 the real SSE scanner and a decoder, whole and split at every byte, and checks
 the outcome and its kind, the first-token observations (TTFT) and the token
-counts. The rules are in docs/results.md, "Decoder rules"; what was checked and
+counts. The rules are in docs/results/decoder-rules.md, "Decoder rules"; what was checked and
 found right is listed there too ("Stream shapes checked").
 """
 

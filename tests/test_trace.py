@@ -382,6 +382,7 @@ async def test_trace_replay_latency_counts_from_the_scheduled_time(
     assert rec.snapshot().histogram(ALL, "schedule_lag").max <= 1  # MockClock: on time (0 is kept as 1 ns)
 
 
+@pytest.mark.slow
 def test_trace_example_profile_on_the_emulator_hits_the_implied_ratio(tmp_path: Path) -> None:
     from hopbench.driver._single import run_profile
 

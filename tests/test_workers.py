@@ -253,6 +253,7 @@ def _worker_knows_the_emulator(profile: Profile, base_url: str, share: WorkerSha
     _process_main(profile, base_url, share, conn)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the emulator's CPU is read from /proc")
 def test_run_workers_measure_the_drivers_emulator_apart(tmp_path: Path) -> None:
     """The local engine hands each worker the embedded emulator's pid, and a worker's
@@ -287,6 +288,7 @@ def _crash_worker_one(profile: Profile, base_url: str, share: WorkerShare, conn:
     os._exit(3)
 
 
+@pytest.mark.slow
 def test_run_workers_crash_is_reported_and_the_rest_finish(tmp_path: Path) -> None:
     out = tmp_path / "run"
     outcome = _run_local(_profile(2, requests=60), out_dir=out, on_line=None, progress=None,

@@ -623,6 +623,7 @@ def test_workload_length_warnings_say_max_tokens_ignored_and_prompts_cut() -> No
 
 
 # -- the whole run on the emulator --------------------------------------------------------
+@pytest.mark.slow
 def test_workload_example_profile_lengths_on_the_emulator(tmp_path: Path) -> None:
     from hopbench.driver._single import run_profile
 
@@ -715,6 +716,7 @@ def _bpe_tokenizer_json(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_workload_tokenizer_on_both_sides_gives_exact_reported_lengths(tmp_path: Path) -> None:
     """Issue 17 done-when: "exact with a tokenizer". The client makes each prompt N
     tokens of the tokenizer, the emulator counts with the same tokenizer (as a real

@@ -143,7 +143,7 @@ class Scenario:
     slo: Any = field(default=None, compare=False)
     #: multi-turn sessions (hopbench.workload._sessions.SessionSpec), None for single requests
     session: Any = None
-    #: a dataset's records as read, skipped and used (``_workload.Workload.note``), else None
+    #: a dataset's records as read, skipped and used (``workload._pool.Workload.note``), else None
     dataset_note: str | None = None
 
 

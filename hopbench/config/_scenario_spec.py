@@ -248,7 +248,7 @@ def refuse_lengths_in_trace(root: Table) -> None:
     """Reject a scenario with its own lengths in a trace replay, on the scenario's own key.
 
     Raises:
-        ProfileError: at the file:line of the first workload key (``_workload.WORKLOAD_KEYS``,
+        ProfileError: at the file:line of the first workload key (``workload._pool.WORKLOAD_KEYS``,
             a ``max_tokens`` distribution or ``"dataset"``) of the first scenario holding one:
             the trace gives every request's lengths (docs/workloads.md, "Trace replay").
     """

@@ -58,7 +58,7 @@ _SATURATED = "load generator saturated"
 
 def trace_load(spec: Any, warmup_ns: int, stop_ns: int, part: tuple[int, int] = (0, 1),
                ) -> tuple[float | None, dict[str, Any]]:
-    """What a trace replay asked for in the measured window (docs/results.md, "load").
+    """What a trace replay asked for in the measured window (docs/results/in-flight.md, "Load held").
 
     Args:
         spec: the replay (``hopbench.workload._trace.TraceSpec``).
@@ -97,9 +97,9 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         was the bottleneck (event-loop lag p99 or open-loop schedule lag p99
         over 25 ms, judged on p90 when there are fewer than 100 samples, or
         CPU over 95 % of a core), so latencies are not to be trusted; ``load``
-        holds requested vs achieved figures (docs/results.md, "load").
+        holds requested vs achieved figures (docs/results/in-flight.md, "Load held").
 
-    In flight (hopbench.measure._inflight; docs/results.md, "In flight"):
+    In flight (hopbench.measure._inflight; docs/results/in-flight.md, "In flight"):
     ``mean_in_flight`` and ``peak_in_flight`` count what a gateway sees (the
     request sent, not finished); ``in_flight_by_phase`` the steady window's
     mean per phase, ``mean_busy`` (connecting + in flight) and ``mean_open``
@@ -221,7 +221,7 @@ def _open_loop_held(profile: Profile, stats: RunStatsLike, total: Snapshot, load
     # itself (a request budget, a trace without loop: one mean gap after its last
     # arrival, whether its streams drained before that or after it), and never past
     # the deadline (run.duration_s: the stop is read late on a busy loop, 1.03-1.23 s
-    # into a 1 s run) (docs/results.md, "Load held")
+    # into a 1 s run) (docs/results/in-flight.md, "Load held")
     end_ns = stats.schedule_end_ns or stats.stop_ns
     if profile.run.duration_ns is not None:
         end_ns = min(end_ns, profile.run.duration_ns)
@@ -233,7 +233,7 @@ def _open_loop_held(profile: Profile, stats: RunStatsLike, total: Snapshot, load
     # before the stop and written just after it is due and sent. An open loop of
     # sessions has sessions arriving, not requests: their later turns (sent after
     # think times, not on the schedule) are neither arrivals nor what the schedule
-    # asked; they are counted apart (docs/results.md, "Load held")
+    # asked; they are counted apart (docs/results/in-flight.md, "Load held")
     arrivals, later_sent = stats.arrivals_in_window, stats.later_sent_in_window
     sent, due = stats.sent_in_window, stats.due
     achieved: float | None = sent / window_s

@@ -301,7 +301,7 @@ class Merger:
             "start_ns": start, "end_ns": end,
             "in_flight_mean": sum(x.get("in_flight_mean", 0.0) for x in lines),
             "in_flight_now": sum(int(x.get("in_flight_now", 0)) for x in lines),
-            # the phases add up across workers like in_flight (docs/results.md, "In flight")
+            # the phases add up across workers like in_flight (docs/results/in-flight.md, "In flight")
             **{f"{ph}_{k}": sum(x.get(f"{ph}_{k}", 0) for x in lines)
                for ph in PHASES for k in ("mean", "now")},
             "cpu": max(cpus.values(), default=0.0),

@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..workload._cancel import CANCEL_OUTCOME
 from ._alignment import SILENCE_FLOOR_NS, align_events, silences
 
 __all__ = [
@@ -125,6 +126,7 @@ class ClientStream:
             bytes arrived at most that much earlier; docs/results/units.md,
             "Times from the wire"), or empty (a line written without them).
         first_read_bound_ns: the same for the first body read's first bytes.
+        gateway: the gateway's kind as its response headers tell (``gateway_kind``), or "".
     """
 
     id: str
@@ -146,6 +148,41 @@ class ClientStream:
     quiet_read_ns: Sequence[int] = ()
     content_bound_ns: Sequence[int] = ()
     first_read_bound_ns: int = 0
+    gateway: str = ""
+
+
+#: buffering settings per gateway kind (docs/gateway-overhead.md, "Buffering settings")
+BUFFERING_ADVICE: dict[str, str] = {
+    "nginx": "nginx: proxy_buffering off (or honour X-Accel-Buffering: no), and no gzip on text/event-stream",
+    "caddy": "caddy: flush_interval -1 in reverse_proxy, and no encode on text/event-stream",
+    "envoy": "Envoy: no buffer filter on the route, and a compressor that skips text/event-stream",
+    "litellm": "LiteLLM: stream=true end to end, and no buffering proxy in front of it",
+}
+#: when the headers do not tell (haproxy writes no Server header of its own)
+GENERIC_BUFFERING_ADVICE = ("turn off the gateway's response buffering for text/event-stream (docs/gateway-overhead.md, "
+                            "\"Buffering settings\": nginx, haproxy, caddy, Envoy, LiteLLM)")
+
+
+def gateway_kind(headers: Mapping[str, Any]) -> str:
+    """The gateway's kind from its response headers (names lower-case), or "" when they do not tell.
+
+    LiteLLM by its ``x-litellm-version`` header; nginx (and OpenResty), Caddy, Envoy and haproxy
+    by ``server``. haproxy writes no ``server`` of its own, so it is usually "".
+    """
+    if "x-litellm-version" in headers:
+        return "litellm"
+    server = str(headers.get("server") or "").lower()
+    for kind, marks in (("nginx", ("nginx", "openresty")), ("caddy", ("caddy",)), ("envoy", ("envoy",)),
+                        ("haproxy", ("haproxy",))):
+        if server.startswith(marks):
+            return kind
+    return ""
+
+
+def buffering_advice(kinds: Mapping[str, int]) -> str:
+    """The buffering warning's advice: the setting of the gateway most streams named, else generic."""
+    named = [k for k, _ in sorted(kinds.items(), key=lambda kv: -kv[1]) if k in BUFFERING_ADVICE]
+    return BUFFERING_ADVICE[named[0]] if named else GENERIC_BUFFERING_ADVICE
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +265,8 @@ def client_from_line(line: Mapping[str, Any], t0_mono_ns: int, warmup_ns: int = 
         keepalive_read_ns=array("q", (t + t0_mono_ns for t in line.get("keepalive_read_ns") or ())),
         quiet_read_ns=array("q", (t + t0_mono_ns for t in line.get("quiet_read_ns") or ())),
         content_bound_ns=array("q", line.get("content_bound_ns") or ()),
-        first_read_bound_ns=int(line.get("first_read_bound_ns") or 0))
+        first_read_bound_ns=int(line.get("first_read_bound_ns") or 0),
+        gateway=gateway_kind(headers) if isinstance(headers := line.get("headers"), Mapping) else "")
 
 
 def upstream_from_record(rec: Mapping[str, Any]) -> UpstreamRequest | None:
@@ -328,6 +366,9 @@ def analyse(clients: Iterable[ClientStream], upstreams: Iterable[UpstreamRequest
     t = _Tally()
     for c in measured:
         ups = sorted(attempts.get(c.id, ()), key=lambda u: u.received_ns)
+        if not ups and c.outcome == CANCEL_OUTCOME:  # the client left before its request got through
+            t.cancelled_before_upstream += 1
+            continue
         if not ups:
             t.unseen += 1
             t.unseen_by[_client_result(c)] += 1
@@ -393,6 +434,8 @@ class _Tally:
     bounds: dict[tuple[str, str], list[tuple[int, int, int]]] = field(default_factory=dict)
     matched: int = 0
     unseen: int = 0
+    #: streams the client cancelled before the upstream saw them: not the gateway's doing
+    cancelled_before_upstream: int = 0
     retried: int = 0
     unseen_by: Counter[str] = field(default_factory=Counter)
     triggers: Counter[str] = field(default_factory=Counter)
@@ -418,6 +461,11 @@ class _Tally:
     usage_same: int = 0
     usage_differs: int = 0
     usage_dropped: int = 0
+    #: a stream the client cancelled is never the gateway's loss: what it did not read, apart
+    not_seen_after_cancel: int = 0
+    #: gateway kind -> matched streams (``gateway_kind``; "" when the headers did not tell)
+    kinds: Counter[str] = field(default_factory=Counter)
+    usage_not_seen_after_cancel: int = 0
 
     def put(self, scope: str, metric: str, v: int, below: int = 0) -> None:
         """One value (ns) of ``metric``; a negative one is counted, not recorded (a clock problem).
@@ -436,6 +484,7 @@ class _Tally:
             c: a measured client stream; ups: its upstream attempts, by receive time (>= 1).
         """
         self.matched += 1
+        self.kinds[c.gateway] += 1
         first, last = ups[0], ups[-1]
         if len(ups) > 1:
             self.retried += 1
@@ -446,7 +495,9 @@ class _Tally:
             col += f" after {len(ups)} upstream requests"
         self.matrix[first.what][col] += 1
         if last.output_tokens is not None:
-            if c.output_tokens is None:
+            if c.output_tokens is None and c.outcome == CANCEL_OUTCOME:  # the client left before it
+                self.usage_not_seen_after_cancel += 1
+            elif c.output_tokens is None:
                 self.usage_dropped += 1
             elif c.output_tokens == last.output_tokens:
                 self.usage_same += 1
@@ -480,7 +531,10 @@ class _Tally:
             self.timed.append((w, d))
         self.merged += al.merged
         self.split += al.split
-        self.dropped += al.dropped
+        if c.outcome == CANCEL_OUTCOME:  # the client left: what it did not read is no gateway loss
+            self.not_seen_after_cancel += al.dropped
+        else:
+            self.dropped += al.dropped
         self.added += al.added
         self.reordered += al.reordered
         self.reordered_streams += al.reordered > 0
@@ -524,6 +578,7 @@ def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, cl
         "matched_by": {"header": join.by_header, "marker": join.by_marker},
         "unseen_by_upstream": t.unseen,
         "unseen_outcomes": dict(sorted(t.unseen_by.items())),
+        "cancelled_before_upstream": t.cancelled_before_upstream,
         "upstream_requests_unmatched": join.unmatched,
         "retried_streams": t.retried,
         "retry_triggers": dict(sorted(t.triggers.items())),
@@ -531,14 +586,15 @@ def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, cl
         "events": {"upstream": up_events, "client_reads": client_reads,
                    "reads_per_upstream_event": round(client_reads / up_events, 4) if up_events else None,
                    "merged": t.merged, "split": t.split, "dropped": t.dropped, "added": t.added,
-                   "reordered": t.reordered},
+                   "reordered": t.reordered, "not_seen_after_cancel": t.not_seen_after_cancel},
         "buffering": {"flag": t.buffering, "streams_buffered": t.buffered, "streams_multi_event": t.multi,
                       "span_threshold_ms": BUFFER_SPAN_NS / 1e6},
         "keepalives_injected": {"streams": t.ka_injected_streams, "comments": t.ka_injected},
         "silences": {"floor_ms": SILENCE_FLOOR_NS / 1e6, "upstream_silences": t.n_silences,
                      "streams": t.silent_streams, "injected_keepalives_inside": t.injected_inside,
                      "longest_client_silence_ms": round(t.longest_client_silence / 1e6, 3)},
-        "usage": {"same": t.usage_same, "differs": t.usage_differs, "dropped": t.usage_dropped},
+        "usage": {"same": t.usage_same, "differs": t.usage_differs, "dropped": t.usage_dropped,
+                  "not_seen_after_cancel": t.usage_not_seen_after_cancel},
         "negative": dict(sorted(t.negatives.items())),
         # per-event delay by upstream write time, from the first measured send
         "event_delay_over_time": _over_time(t.timed, min((c.sent_ns for c in measured), default=0)),
@@ -550,7 +606,7 @@ def _overhead_warnings(t: _Tally, n: int, source: str, clock: str, same_clock: b
     host's clock, buffering, reordering, negative differences (in that order)."""
     warnings: list[str] = []
     matched, unseen, buffered, multi, reordered = t.matched, t.unseen, t.buffered, t.multi, t.reordered
-    if n and matched == 0:
+    if n - t.cancelled_before_upstream and matched == 0:
         warnings.append(
             f"gateway overhead: none of the {n} client streams reached the upstream emulator ({source}): "
             "the gateway routes to something else, or answers by itself; check that its upstream is that address")
@@ -563,8 +619,7 @@ def _overhead_warnings(t: _Tally, n: int, source: str, clock: str, same_clock: b
     if t.buffering:
         warnings.append(f"gateway overhead: the gateway buffers the stream: in {buffered} of {multi} streams "
                         f"most upstream events reached the client in reads that held events written over "
-                        f"{BUFFER_SPAN_NS // 1_000_000} ms apart (nginx: proxy_buffering off, or honour "
-                        "X-Accel-Buffering)")
+                        f"{BUFFER_SPAN_NS // 1_000_000} ms apart ({buffering_advice(t.kinds)})")
     if reordered:
         warnings.append(f"gateway overhead: the gateway reordered the stream: {reordered} content events in "
                         f"{t.reordered_streams} streams reached the client in another order than the upstream "

@@ -135,7 +135,7 @@ def lengths_of(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
 
 
 def cache_of(counters: Mapping[str, int]) -> dict[str, float] | None:
-    """The prompt-cache figures of a scope (docs/results.md, "Prompt cache").
+    """The prompt-cache figures of a scope (docs/results/counters.md, "Prompt cache").
 
     Returns:
         ``{"streams", "prompt_tokens", "cached_tokens", "hit_ratio"}`` over the
@@ -175,7 +175,7 @@ def _scope_json(scope: ScopeSnapshot) -> dict[str, Any]:
     cache = cache_of(counters)
     if cache is not None:
         out["cache"] = cache
-    turns = turns_of(counters)  # docs/results.md, "Sessions"
+    turns = turns_of(counters)  # docs/results/counters.md, "Sessions"
     if turns:
         out["turns"] = turns
     return out

@@ -102,7 +102,7 @@ def _target(slo: Mapping[str, Any]) -> float | None:
 
 
 #: load-block figures a stage keeps besides achieved_rate_rps and mean_busy
-#: (``hopbench._format.load_phrase`` reads them; docs/results.md, "Capacity")
+#: (``hopbench._format.load_phrase`` reads them; docs/results/summary-json.md, "Capacity")
 _LOAD_KEYS = ("requested_rate_rps", "due", "sent", "max_in_flight_hits", "max_in_flight",
               "requested_concurrency")
 

@@ -8,7 +8,7 @@ scope per scenario, streams.jsonl, .hgrm files); the stage × scenario scopes
 thus sit in one results folder. The folder's own summary.json is the stage of
 record's (the capacity point: the highest passing stage, else the last one)
 with two more blocks: ``stages`` (every stage or probe, judged) and
-``capacity`` (docs/results.md, "Capacity"), so that ``hopbench gate``,
+``capacity`` (docs/results/summary-json.md, "Capacity"), so that ``hopbench gate``,
 ``compare`` and ``report`` work on it unchanged.
 
 Invariants:
@@ -159,7 +159,7 @@ def run_search(profile: Profile, out: Path, runner: Runner, *,
 
 
 def capacity_block(profile: Profile, mode: str, result: SearchResult, spec: Any) -> dict[str, Any]:
-    """summary.json's ``capacity`` block (docs/results.md, "Capacity").
+    """summary.json's ``capacity`` block (docs/results/summary-json.md, "Capacity").
 
     Args:
         profile: the profile (its objectives' target and confidence, its emulator's knee).

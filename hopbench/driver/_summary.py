@@ -183,7 +183,7 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class WorkerDetail:
-    """One worker in summary.json ``worker_detail`` (docs/results.md, "Workers")."""
+    """One worker in summary.json ``worker_detail`` (docs/scaleout.md, "The summary")."""
 
     info: WorkerInfo
     started: int

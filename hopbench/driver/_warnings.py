@@ -2,7 +2,7 @@
 
 Role: pure rules (no clock, no I/O but the file-descriptor limit
 ``outcome_warnings`` asks the process for) from a measured snapshot's
-counters to the sentences of summary.json ``warnings`` (docs/results.md,
+counters to the sentences of summary.json ``warnings`` (docs/results/counters.md,
 "Warnings"): :func:`run_warnings` for the judge (``hopbench.driver._judge.analyse``),
 and the rules the exit code and the gate read again from a summary.json
 (:func:`failed_arms`, :func:`failed_scenarios`, :data:`NO_OUTPUT_WARNING`).
@@ -42,7 +42,7 @@ OVER_MAX_SCOPES_NAMED = 8
 
 def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
     """Warnings about the lengths the target reported against those requested
-    (docs/workloads.md, "What the results show"; docs/results.md, "Warnings").
+    (docs/workloads.md, "What the results show"; docs/results/counters.md, "Warnings").
 
     Args:
         scopes: scope name -> counters (each scenario or arm, and ``ALL``).
@@ -126,7 +126,7 @@ def scenario_failed(counters: Mapping[str, int]) -> int:
 def failed_scenarios(summary: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     """Of the scenarios ``names`` (the profile's, in order), those whose scope in
     a summary.json had streams end by themselves and completed none
-    (``scenario_failed``: docs/results.md, "Warnings"; such a run exits 4). Empty
+    (``scenario_failed``: docs/results/counters.md, "Warnings"; such a run exits 4). Empty
     with A/B arms (their own rule) or a single scenario (the whole run's "nothing
     completed")."""
     if summary.get("arms") or len(names) < 2:
@@ -154,7 +154,7 @@ def _top_details(counters: Mapping[str, int], outcomes: tuple[str, ...], n: int 
 
 
 def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]:
-    """Warnings about how the streams ended (docs/results.md, "Warnings").
+    """Warnings about how the streams ended (docs/results/counters.md, "Warnings").
 
     Args:
         counters: the "all" scope's counters of the measured run.
@@ -214,7 +214,7 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
 
 
 def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot) -> list[str]:
-    """The judge's warnings about a measured run's streams (docs/results.md, "Warnings").
+    """The judge's warnings about a measured run's streams (docs/results/counters.md, "Warnings").
 
     Args:
         profile: the profile as this load generator ran it (its scenarios and arms).
@@ -239,7 +239,7 @@ def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot) -> list[st
     run_silent = silent(ALL, completed)
     if run_silent:
         # every stream ended with its terminal event and none carried output: no
-        # latency of the answer was measured (docs/results.md, "Warnings")
+        # latency of the answer was measured (docs/results/counters.md, "Warnings")
         warnings.append(f"{NO_OUTPUT_WARNING} none of the {completed} completed streams carried output "
                         "(no text, reasoning, refusal or tool event, no output tokens reported): "
                         "TTFT, ITL and TPOT have no samples; see streams.jsonl for what the target sent")

@@ -67,14 +67,14 @@ class RunStats:
     """What the runner knows about the run itself (not per stream).
 
     Times are integer ns relative to the run start unless named otherwise.
-    In-flight figures (hopbench.measure._inflight, docs/results.md "In flight"):
+    In-flight figures (hopbench.measure._inflight, docs/results/in-flight.md "In flight"):
     ``in_flight``, ``peak_in_flight``, ``in_flight_area`` and ``steady_area``
     count what a gateway sees (request sent, not finished); ``peak_open``
     every stream the client held open; ``steady_phase_area`` the steady
     window's stream-ns per phase name; ``sent_measured`` the requests written
     to the target in the measured window (after warm-up, before the stop);
     ``due`` (open loop) the arrivals its schedule had due in that window
-    (``hopbench.engine._schedule.DueCount``; docs/results.md, ``load.due``);
+    (``hopbench.engine._schedule.DueCount``; docs/results/in-flight.md, ``load.due``);
     ``arrivals_in_window``, ``sent_in_window``, ``later_sent_in_window`` (open
     loop) the arrivals due in that window that the client took up, those of them
     it wrote (after the stop too), and the later session turns due in it that it
@@ -262,7 +262,7 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
         self._finite = self.load.mode == "trace" and not self.load.trace.loop
         # a schedule that runs out by itself (a request budget, a trace without loop): one gap
         # of the whole run's rate, set as the clock starts; its window ends that long after its
-        # last arrival (WindowCount.raise_floor, stats.schedule_end_ns; docs/results.md, "Load held")
+        # last arrival (WindowCount.raise_floor, stats.schedule_end_ns; docs/results/in-flight.md, "Load held")
         self._take_gap_ns: int | None = None
         #: CLOCK_MONOTONIC (the emulator's clock) at the run's start t0, ns
         self.t0_mono_ns = 0
@@ -480,7 +480,7 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
         if self._take_gap_ns is not None and not self._stopping and self._last_due_ns is not None:
             # The schedule ran out by itself (a request budget, a trace without loop):
             # the load's window ends one mean gap after its last arrival, not after
-            # the streams still open drain (docs/results.md, achieved_rate_rps). The gap is
+            # the streams still open drain (docs/results/in-flight.md, achieved_rate_rps). The gap is
             # the whole run's: a worker's share (rate / n, trace_part) interleaves with the
             # others', whose ends are merged by max (hopbench.measure._counters)
             self.stats.schedule_end_ns = self._last_due_ns - self._t0 + self._take_gap_ns
@@ -564,7 +564,7 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
             "started_total": st.requests_started,
             "dropped_total": st.max_in_flight_hits,  # (they count against run.requests too)
         }
-        for i, name in enumerate(PHASES):  # the phases by name (docs/results.md, "In flight")
+        for i, name in enumerate(PHASES):  # the phases by name (docs/results/in-flight.md, "In flight")
             line[f"{name}_mean"] = area[i] / dur
             line[f"{name}_now"] = g.now[i]
         if end_rel_ns - start_rel >= self.profile.run.interval_ns // 2:

@@ -1,7 +1,7 @@
 """The event loop thread's run-queue wait: how long the kernel kept it off a core.
 
 Role: one of the three measures of how late the client's event loop served a
-read (docs/results.md, "Client lag per read"). A loop that is runnable but not
+read (docs/results/in-flight.md, "Client lag per read"). A loop that is runnable but not
 running (both cores busy with other processes) is late for every read it will
 serve, and neither the loop-lag probe (it wakes every 10 ms) nor the kernel's
 receive stamps (a read of several coalesced segments carries the latest one's

@@ -35,7 +35,7 @@ summary.json) and, when they cannot, tell apart what held the client back
   (the machine had idle CPUs on average, hopbench and the collector were
   moderate): the figures are given as measured.
 
-One primary cause (docs/results.md, "Saturation verdict"): the causes' remedies
+One primary cause (docs/results/saturation.md, "Saturation verdict"): the causes' remedies
 differ (``--workers``; another machine for the emulator; a quieter machine), so
 a verdict gives one, the primary cause's. The CPU causes (client, emulator,
 neighbours or steal) are measured in cores over the same span: the one with

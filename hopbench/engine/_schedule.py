@@ -7,14 +7,14 @@ own schedule, ``hopbench.workload._trace.TraceSpec.arrivals``) and notes each on
 plans in a :class:`DueCount`; at the stop, :meth:`DueCount.at_stop` says how
 many arrivals the schedule had due in ``[measured start, stop)``: summary.json
 ``load.due``, the figure an open loop's "load held" is judged against
-(``hopbench.driver._judge.analyse``; docs/results.md, "Load held"). A seeded Poisson
+(``hopbench.driver._judge.analyse``; docs/results/in-flight.md, "Load held"). A seeded Poisson
 schedule that happened to be sparse over a short run is then judged on the
 arrivals it really had, not on rate x window. :class:`WindowCount` counts, by
 the same window and the same due times, the arrivals the client took up
 (``load.arrival_rate_rps``), those whose request it wrote (``load.sent``), and
 the later turns of sessions it wrote (``load.later_turns_sent``): one
 half-open window ``[measured start, stop)`` on the arrivals' due times for
-every figure, whenever the write itself happened (docs/results.md, "Load held").
+every figure, whenever the write itself happened (docs/results/in-flight.md, "Load held").
 
 Invariants:
 
@@ -204,7 +204,7 @@ TAKEN, SENT, LATER_SENT = range(3)
 class WindowCount:
     """Open-loop requests counted by their due time in ``[from_ns, stop)``.
 
-    The rule (docs/results.md, "Load held"): a request belongs to the load's
+    The rule (docs/results/in-flight.md, "Load held"): a request belongs to the load's
     window when it was *due* in it, whenever it was then written. An arrival
     due just before the stop whose request the client wrote just after it (its
     connection was being opened) is sent, as ``load.due`` counts it due; one due

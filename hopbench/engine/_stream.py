@@ -39,7 +39,7 @@ from ..config._records import LoadSpec, Profile, Scenario
 from ..config._scenario_spec import request_headers
 from ..measure._burst import FlaggedBurst, FlaggedLog
 from ..measure._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, STREAMING, WAITING, InFlightGauge
-from ..measure._lines import HeaderValues, capture_headers, overhead_line, stream_line
+from ..measure._lines import GATEWAY_KIND_HEADERS, HeaderValues, capture_headers, overhead_line, stream_line
 from ..measure._meter import StreamMeter, measure
 from ..measure._sinks import record_lengths, record_stream, recorder_sink
 from ..measure._recorder import Recorder
@@ -204,7 +204,9 @@ class StreamMixin:
         self._transport: StreamTransport | None = None
         self._sessions_started: dict[str, int] = {}  # per scenario: sessions begun (their index)
         self._header_values = HeaderValues()
-        self._record_headers = profile.run.record_headers
+        self._record_headers = profile.run.record_headers + (  # behind a gateway: which gateway
+            tuple(h for h in GATEWAY_KIND_HEADERS if h not in profile.run.record_headers)
+            if getattr(profile, "upstream", None) is not None else ())
         # Gateway overhead (docs/gateway-overhead.md): each body's last user message
         # carries the request id too, and streams.jsonl gets per-event stamps.
         self._overhead = profile.upstream is not None
@@ -551,7 +553,7 @@ class StreamMixin:
             rec.incr(scope_name, "cache.implied_tokens", req.implied_cached)
             if shape is not None and shape[0]:  # its denominator: the tokens hopbench sent
                 rec.incr(scope_name, "cache.implied_prompt_tokens", shape[0])
-        if req is not None and req.turn:  # docs/results.md, "Sessions"
+        if req is not None and req.turn:  # docs/results/counters.md, "Sessions"
             record_turn(rec, scope_name, req.turn, outcome, record.ttft_ns, record.input_tokens,
                         record.cached_tokens)
             if req.turn > 1:  # not an arrival: "Load held" counts sessions, not their turns
@@ -560,7 +562,7 @@ class StreamMixin:
                     rec.incr(scope_name, "session.later_turns_sent")
         if stage[1] and intended_ns is not None and self._window is not None:
             # an open loop's request, counted by its due time whenever it was written
-            # (load.sent; a later session turn is not an arrival: docs/results.md, "Load held")
+            # (load.sent; a later session turn is not an arrival: docs/results/in-flight.md, "Load held")
             later = req is not None and req.turn > 1
             self._window.note(LATER_SENT if later else SENT, intended_ns, end, None if later else taken_ns)
         if self.on_stream is not None:
@@ -673,7 +675,7 @@ class StreamMixin:
             # and wait in the socket mean the client was late (its process
             # descheduled between two reads): the timeout is taken back and the
             # read goes on (hopbench's transport only: its reader survives a
-            # cancelled read; docs/results.md, "idle_timeouts_withdrawn").
+            # cancelled read; docs/results/counters.md, "idle_timeouts_withdrawn").
             if idle_ns is not None:
                 scope.deadline = ns_to_s(total)
             idle = trio.CancelScope(deadline=ns_to_s(min(t + idle_ns + slack, never)) if idle_ns is not None
@@ -719,7 +721,7 @@ class StreamMixin:
                                 # It was done when the bytes arrived, not when a busy loop
                                 # served the read: counted back to the terminal bytes' arrival,
                                 # never before the read before it arrived (in flight as the
-                                # gateway sees it, docs/results.md "In flight"), nor before the
+                                # gateway sees it, docs/results/in-flight.md "In flight"), nor before the
                                 # gauge counted it streaming
                                 self._gauge.move_late(t, late, max(before, streaming_ns), stage[0], CLOSING)
                                 stage[0] = CLOSING

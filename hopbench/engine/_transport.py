@@ -709,7 +709,7 @@ class _Body(httpx.AsyncByteStream):
             the head's stamp (``head_rx_ns``). Linux gives a read of several
             coalesced segments the latest one's stamp: the runner's stamp of a
             chunk minus ``rx_ns`` is a lower bound of how late its event loop
-            served that read (docs/results.md, "Client lag per read").
+            served that read (docs/results/in-flight.md, "Client lag per read").
         head_rx_ns: the kernel's receive stamp of the read that completed the
             response head, clock ns; 0 when unknown.
     """

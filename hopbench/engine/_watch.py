@@ -43,7 +43,7 @@ def away_ns(blackouts: Sequence[tuple[int, int]], since_ns: int, now: int, due_n
     The loop-lag probe sleeps until a deadline; when it wakes ``lag`` ns late at
     ``woke``, nothing in the loop ran on time during ``[woke - lag, woke]`` (the
     process was descheduled or the loop busy): no read could have been served.
-    The idle check subtracts this from a silence (docs/results.md,
+    The idle check subtracts this from a silence (docs/results/counters.md,
     ``idle_timeouts_withdrawn``): it is the client's share of it, however long
     ago in the silence it happened.
 
@@ -164,7 +164,7 @@ class WatchMixin:
         """A body read served at ``t_ns`` whose latest bytes the kernel stamped
         ``rx_ns`` (clock ns; 0: no stamp): (client lag, lateness of its latest bytes), ns.
 
-        The client lag (docs/results.md, "Client lag per read") is the largest of
+        The client lag (docs/results/in-flight.md, "Client lag per read") is the largest of
         the kernel stamp's lateness, the loop-lag probe's estimate and the loop
         thread's run-queue wait in the loop's latest turn (hopbench.engine._runqueue):
         Linux gives coalesced segments the latest one's stamp, so the stamp alone

@@ -74,7 +74,7 @@ SUSPECTED: Final = "proxy_buffering_suspected"
 """The client's flag (``hopbench.measure._meter.measure``)."""
 
 BURST_COUNTERS: Final = ("origin_burst", "proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")
-"""Counters :func:`record_rejudged` writes per scope (docs/results.md, counters)."""
+"""Counters :func:`record_rejudged` writes per scope (docs/results/counters.md, "Counters")."""
 
 FLAGGED_MAX: Final = 100_000
 """The most flagged streams one load generator keeps for the re-judging: about
@@ -83,7 +83,7 @@ FLAGGED_MAX: Final = 100_000
 per scope (``FlaggedLog.dropped``) and named in a note (:func:`join_bursts`)."""
 
 BURST_LINE_MARK: Final = b'"burst":"proxy_buffering_suspected"'
-"""How a flagged stream's streams.jsonl line reads (compact JSON, ``_run``): a
+"""How a flagged stream's streams.jsonl line reads (compact JSON, ``driver._single``): a
 reader looks for it before parsing a line."""
 
 
@@ -308,7 +308,7 @@ def record_rejudged(rec: _Incr, judged: Mapping[str, Mapping[str, int]], scopes:
 
 
 def burst_warnings(counters: Mapping[str, int], *, embedded: bool) -> list[str]:
-    """The run's burst warnings from its ``all`` counters (docs/results.md, "Warnings").
+    """The run's burst warnings from its ``all`` counters (docs/results/counters.md, "Warnings").
 
     Args:
         counters: the run's counters (``completed``, ``proxy_buffering_suspected``
@@ -383,7 +383,7 @@ def read_flagged(path: Path, warmup_ns: int = 0) -> list[FlaggedBurst]:
 
 
 def not_rejudged(n: int, why: str) -> str:
-    """The note for flagged streams that could not be re-judged (docs/results.md, "Warnings").
+    """The note for flagged streams that could not be re-judged (docs/results/counters.md, "Warnings").
 
     Args:
         n: how many (> 0).

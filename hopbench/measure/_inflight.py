@@ -5,7 +5,7 @@ their life, pure and synchronous (STYLE.md §1): the runner stamps each phase
 change with one clock reading (integer ns) and hands it here; this module never
 reads a clock, so it is exact under any clock and testable without trio.
 
-Phases (docs/results.md, "In flight"), in the order a stream passes them:
+Phases (docs/results/in-flight.md, "In flight"), in the order a stream passes them:
 
 - ``waiting``: started on the client side, nothing sent yet: the request being
   built, an open-loop arrival spawned but not yet running, a task waiting for

@@ -2,7 +2,7 @@
 
 Role: pure and synchronous (STYLE.md §1). :func:`stream_line` turns one
 stream's ``StreamRecord`` (hopbench.measure._meter) into its streams.jsonl line
-(docs/results.md, "streams.jsonl"); :func:`overhead_line` adds the per-event
+(docs/results/files.md, "streams.jsonl"); :func:`overhead_line` adds the per-event
 read stamps that gateway overhead joins against the upstream's record
 (docs/gateway-overhead.md); :func:`capture_headers` and :class:`HeaderValues`
 bound what ``run.record_headers`` records. Stamps in a line are integer ns
@@ -50,6 +50,12 @@ def capture_headers(get: Any, names: Iterable[str]) -> tuple[tuple[str, str], ..
         v = "".join(c if c.isprintable() else "?" for c in str(value).strip()[:HEADER_VALUE_MAX_CHARS])
         out.append((name, v))
     return tuple(out)
+
+
+#: response headers every run with ``[upstream]`` records (beside ``run.record_headers``): they
+#: tell which gateway it is, so that advice can name its own setting (docs/gateway-overhead.md,
+#: "Buffering settings"): ``server`` (nginx, Caddy, Envoy write theirs) and LiteLLM's version header
+GATEWAY_KIND_HEADERS: tuple[str, ...] = ("server", "x-litellm-version")
 
 
 class HeaderValues:

@@ -275,7 +275,7 @@ class StreamMeter:
         Args:
             t_ns: when the runner read it (its loop time), clock ns.
             lag_ns: how late the client's event loop served this read: the
-                runner's client lag (docs/results.md, "Client lag per read"), ns;
+                runner's client lag (docs/results/in-flight.md, "Client lag per read"), ns;
                 <= 0: on time. Recorded as ``client_read_lag``.
             rx_ns: the kernel's receive stamp of the read's latest bytes (clock
                 ns; 0: none).
@@ -678,7 +678,7 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
     Returns:
         The frozen StreamRecord.
 
-    Rules (docs/results.md, "Units and histograms"):
+    Rules (docs/results/units.md, "Units and histograms"):
         * Latencies count from ``start_ns`` (intended start in open loop); the
           ``*_from_send`` figures only exist when start and send differ.
         * The answer ends at the terminal event (``[DONE]``,

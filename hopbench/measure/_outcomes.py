@@ -10,7 +10,7 @@ The terminal summary, report.html, the progress line, ``hopbench gate`` and
 in all of them at once. Metric names live in :data:`hopbench.measure._metrics.METRICS`.
 
 Invariants: pure (no clock, no trio, no httpx); the counters are the ones the
-runner writes (docs/results.md, "Counters"); rates are documented in
+runner writes (docs/results/counters.md, "Counters"); rates are documented in
 docs/gate.md.
 """
 
@@ -51,7 +51,7 @@ ANOMALY_PREFIX: Final = "anomaly."
 """Counter prefix of protocol anomalies (``anomaly.<kind>``): not outcomes."""
 ERROR_RATE_WARN: Final = 0.05
 """The share of started streams that ended broken (or were cancelled) above which
-a run warns and the headlines turn red (docs/results.md, "Warnings")."""
+a run warns and the headlines turn red (docs/results/counters.md, "Warnings")."""
 
 
 @dataclass(frozen=True, slots=True)

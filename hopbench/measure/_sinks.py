@@ -127,7 +127,7 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
         rec.incr(scope, f"tokens.input.{kind}", r.input_tokens)
     if r.output_tokens:
         rec.incr(scope, f"tokens.output.{kind}", r.output_tokens)
-    if r.cached_tokens is not None and r.input_tokens:  # docs/results.md, "Prompt cache"
+    if r.cached_tokens is not None and r.input_tokens:  # docs/results/counters.md, "Prompt cache"
         rec.incr(scope, "cache.streams")
         rec.incr(scope, "cache.prompt_tokens", r.input_tokens)
         if r.cached_tokens:

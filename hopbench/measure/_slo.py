@@ -267,7 +267,7 @@ def _scope_block(counters: Mapping[str, int], slo: Slo | None, measured_s: float
 
 
 def slo_summary(slos: Mapping[str, Slo | None], total: Snapshot, measured_s: float) -> dict[str, Any] | None:
-    """summary.json's ``slo`` block (docs/results.md, "SLOs and goodput").
+    """summary.json's ``slo`` block (docs/results/summary-json.md, "SLOs and goodput").
 
     Args:
         slos: scenario scope -> its objectives (None: the scenario has none).

@@ -65,7 +65,7 @@ class ProgressFigures:
         in_flight_now, in_flight_mean: streams a gateway sees open (request
             sent, not finished) at the interval's end / on average.
         connecting_now, waiting_now: streams opening a connection / waiting
-            to start on the client side at the interval's end (docs/results.md,
+            to start on the client side at the interval's end (docs/results/in-flight.md,
             "In flight").
         started_per_s, completed_per_s, output_tokens_per_s: rates over the
             recent intervals (warm-up included, as in timeline.jsonl).

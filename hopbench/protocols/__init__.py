@@ -16,7 +16,7 @@ says the request asked for usage in the stream (chat
 ``stream_options.include_usage``). The rules every decoder follows (generated
 fragments and TTFT, refusal channel, real signals, malformed events, abort,
 error names, several choices, hidden reasoning) are in ``_base``'s docstring
-and docs/results.md "Decoder rules".
+and docs/results/decoder-rules.md "Decoder rules".
 
 Invariants: no clock, no trio, no httpx; never raises on server input.
 """

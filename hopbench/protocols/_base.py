@@ -27,7 +27,7 @@ Invariants:
   pre-built ``(ContentDelta,)`` (``Decoder._emit``): the parsed JSON is its
   only allocation.
 
-Rules shared by the three protocols (issue 13; docs/results.md "Decoder rules"):
+Rules shared by the three protocols (issue 13; docs/results/decoder-rules.md "Decoder rules"):
 - Generated fragment: an event carries generated output when it holds
   non-empty model-written characters of the measured answer: text, reasoning,
   refusal, tool-call arguments, or a tool call's name (the first fragment of

@@ -212,7 +212,7 @@ def timeline_figure(runs: Sequence[RunData]) -> Any:
             ends = [rec["end_ns"] / NS_PER_S for rec in tl]
             line(5, ends, [rec.get("in_flight_mean") for rec in tl], "in flight (mean)", "#1f77b4")
             line(5, ends, [rec.get("in_flight_now") for rec in tl], "in flight (at end)", "#7f7f7f")
-            # the client-side phases, by their own names (docs/results.md, "In flight")
+            # the client-side phases, by their own names (docs/results/in-flight.md, "In flight")
             for key, colour in (("connecting", "#bcbd22"), ("waiting", "#ff9896"), ("closing", "#c5b0d5")):
                 if any(f"{key}_mean" in rec for rec in tl):
                     line(5, ends, [rec.get(f"{key}_mean") for rec in tl], f"{key} (mean)", colour)

@@ -58,6 +58,7 @@ from ._section_workload import workload_section
 from ..driver._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 from ._figures import DETAIL_KEYS, SPECTRUM_METRICS, figure_html, keepalive_figure, outcome_figure, scope_counters, spectrum_figure, timeline_figure
 from ._section_overhead import overhead_section
+from ._section_contract import contract_section
 from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
 from .._format import cpu_phrase
 from .._units import NS_PER_MS, NS_PER_S
@@ -498,6 +499,32 @@ def render_html(runs: Sequence[RunData]) -> str:
     return "".join(parts)
 
 
+def _is_check(folder: Path) -> bool:
+    """A check folder: contract.json without a run's summary.json."""
+    return (folder / "contract.json").is_file() and not (folder / "summary.json").exists()
+
+
+def render_contract_html(folder: Path) -> str:
+    """report.html of a check folder: its "Streaming contract" section (no figures, no plotly.js).
+
+    Raises:
+        ResultsError: contract.json cannot be read or is not JSON.
+    """
+    path = folder / "contract.json"
+    try:
+        doc = json.loads(read_text(path))
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ResultsError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, Mapping):
+        raise ResultsError(f"{path}: expected a JSON object")
+    title = f"hopbench check: {doc.get('target')}"
+    return "".join([f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>",
+                    f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>", *contract_section(doc),
+                    '<p class="note">written by hopbench check / hopbench report</p></body></html>\n'])
+
+
 def write_report(results_dir: Path, *, compare_dir: Path | None = None, out: Path | None = None) -> Path:
     """Write ``report.html`` for a results folder (optionally compared with another).
 
@@ -518,10 +545,13 @@ def write_report(results_dir: Path, *, compare_dir: Path | None = None, out: Pat
     results_dir = Path(results_dir)
     target = Path(out) if out is not None else results_dir / REPORT_NAME
     try:
-        runs = [load_run(results_dir)]
-        if compare_dir is not None:
-            runs.append(load_run(Path(compare_dir)))
-        text = render_html(runs)
+        if compare_dir is None and _is_check(results_dir):  # a `hopbench check` folder (docs/check.md)
+            text = render_contract_html(results_dir)
+        else:
+            runs = [load_run(results_dir)]
+            if compare_dir is not None:
+                runs.append(load_run(Path(compare_dir)))
+            text = render_html(runs)
     except ResultsError:
         raise
     except Exception as exc:  # the boundary: a report must never crash a run

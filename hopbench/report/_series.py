@@ -147,7 +147,7 @@ def fold_hlog(path: Path, tags: Iterable[str], bucket_ns: int) -> dict[str, list
     """Fold an intervals.hlog's lines of ``tags`` into buckets of ``bucket_ns``.
 
     Args:
-        path: the log (hopbench's format: docs/results.md, "intervals.hlog").
+        path: the log (hopbench's format: docs/results/files.md, "intervals.hlog").
         tags: ``<scope>.<metric>`` tags to keep; other lines are skipped
             without decoding.
         bucket_ns: bucket length (:func:`bucket_ns_for`), > 0.

@@ -6,11 +6,19 @@ the tests and verdict rules of ``hopbench compare`` (:func:`hopbench.views._comp
 Mann-Whitney U on the HDR histograms, order-statistic confidence intervals of
 p90/p99, proportion tests for the rates; "same" when not significant or too
 small), and write the result into summary.json as ``arm_differences``
-(docs/results.md, "A/B arms"). The terminal summary and report.html show it.
+(docs/results/summary-json.md, "A/B arms"). The terminal summary and report.html show it.
 
 Invariants: reads and writes summary.json only (no run, no clock); each arm's
 scope is handed to ``compare_summaries`` as a one-scope summary, so no
 statistics are re-implemented here.
+
+A buffered stream is worse, never better, on every smoothness figure
+(:data:`SMOOTHNESS_METRICS`): a buffer delivers a stream in one read, so its
+inter-token gaps and silences shrink to nothing and the tests would call a
+buffering gateway "better" on itl, tpot and max_silence (issue 38). When one arm
+is buffered (half or more of its completed streams flagged
+``proxy_buffering_suspected``) and the other is not, those figures' verdicts are
+the buffered arm's loss, whatever the tests say, with ``buffered`` naming why.
 """
 
 from __future__ import annotations
@@ -28,6 +36,17 @@ __all__ = ["ARM_METRICS", "arm_differences", "add_arm_differences", "render_arm_
 
 ARM_METRICS: Final = (*DEFAULT_METRICS, "cancel_delay")
 """The metrics compared between arms: compare's defaults and the cancel-propagation delay."""
+SMOOTHNESS_METRICS: Final = ("itl", "tpot", "max_silence")
+"""The figures a buffer makes look better: gaps between tokens and silences inside a stream."""
+
+
+def _buffered(scope: Any) -> bool:
+    """Whether half or more of an arm's completed streams were flagged ``proxy_buffering_suspected``."""
+    counters = scope.get("counters") if isinstance(scope, Mapping) else None
+    if not isinstance(counters, Mapping):
+        return False
+    done, flagged = counters.get("completed", 0), counters.get("proxy_buffering_suspected", 0)
+    return isinstance(done, int) and isinstance(flagged, int) and done > 0 and 2 * flagged >= done
 _SCOPE: Final = "arm"
 
 
@@ -68,7 +87,18 @@ def arm_differences(summary: Mapping[str, Any]) -> dict[str, Any] | None:
                               {"complete": True, "scopes": {_SCOPE: scopes.get(other, {})}},
                               metrics=ARM_METRICS, base_dir=Path(base), candidate_dir=Path(other))
         scope = c.to_json()["scopes"].get(_SCOPE, {"metrics": {}, "rates": {}})
-        pairs.append({"base": base, "candidate": other, "worse": c.any_worse,
+        worse = c.any_worse
+        buffered_base, buffered_other = _buffered(scopes.get(base)), _buffered(scopes.get(other))
+        if buffered_base != buffered_other:  # the buffered arm loses on smoothness, whatever the tests say
+            verdict = "worse" if buffered_other else "better"
+            for name in SMOOTHNESS_METRICS:
+                row = scope["metrics"].get(name)
+                if isinstance(row, dict):
+                    row["verdict"] = verdict
+                    row["buffered"] = other if buffered_other else base
+            worse = any(isinstance(r, Mapping) and r.get("verdict") == "worse"
+                        for r in [*scope["metrics"].values(), *scope["rates"].values()])
+        pairs.append({"base": base, "candidate": other, "worse": worse,
                       "metrics": scope["metrics"], "rates": scope["rates"]})
     return {"baseline": base, "alpha": ALPHA, "min_effect": MIN_EFFECT,
             "method": "hopbench compare's tests between the arms' scopes (docs/compare.md)",
@@ -110,7 +140,8 @@ def render_arm_differences(block: Mapping[str, Any]) -> str:
             rel = m["change"]["p50"]["rel"]
             lines.append(f"  {name:<20} {m['unit']:<7} {num(m['base']['p50']):>12} {num(m['candidate']['p50']):>12} "
                          f"{'-' if rel is None else f'{rel:+.1%}':>8} {num(m['base']['p99']):>12} "
-                         f"{num(m['candidate']['p99']):>12}  {m['verdict']}")
+                         f"{num(m['candidate']['p99']):>12}  {m['verdict']}"
+                         + (f" ({m['buffered']} buffered)" if m.get("buffered") else ""))
         for name, r in pair["rates"].items():
             if r["verdict"] != "same" or r["base"]["value"] != r["candidate"]["value"]:
                 lines.append(f"  {name:<20} rate    {num(r['base']['value']):>12} {num(r['candidate']['value']):>12} "

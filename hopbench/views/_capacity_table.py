@@ -1,7 +1,7 @@
 """Latency against offered load, with the knee marked: the terminal table of a staged run.
 
 Role: turn summary.json's ``stages`` and ``capacity`` blocks (hopbench.driver._stages;
-docs/results.md, "Capacity") into a rich table for the terminal and plain rows
+docs/results/summary-json.md, "Capacity") into a rich table for the terminal and plain rows
 for report.html. Pure apart from printing to the given console.
 
 The knee is the capacity point: the highest load that passed (marked "◀").

@@ -116,7 +116,7 @@ def gate_rows(results_dir: Path, run: Any) -> list[dict[str, Any]]:
 def trust_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Whether the run can be trusted, as long rows (``SUMMARY_COLUMNS``, ``scope`` "all").
 
-    The run-level facts of summary.json (docs/results.md, "summary.json" and
+    The run-level facts of summary.json (docs/results/summary-json.md, "summary.json" and
     "Warnings") that :func:`summary_rows` leaves out, so that a partial,
     saturated or under-loaded run does not look whole in a notebook. Each row
     only when summary.json has the fact (an older or a running summary may lack some):

@@ -133,7 +133,7 @@ def run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]:
 def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     """``run.load_held``: the run held the load it asked for (summary.json ``load.held``).
 
-    The rule is the run's own (``hopbench.driver._judge.analyse``; docs/results.md,
+    The rule is the run's own (``hopbench.driver._judge.analyse``; docs/results/in-flight.md,
     "Load held"): a closed loop of N users holds when on average at least 90 %
     of N were busy with the target; an open loop when the requests sent reach
     90 % of the arrivals its schedule had due in the load's window (``load.due``)

@@ -128,20 +128,20 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
         lines.append(Text("lengths requested → reported (mean tokens): " + " · ".join(
             f"{d} {v['requested_mean']:,.1f} → {v['reported_mean']:,.1f} (×{v['ratio']:.3f})"
             for d, v in lengths.items())))
-    cache = scope.get("cache")  # docs/results.md, "Prompt cache"
+    cache = scope.get("cache")  # docs/results/counters.md, "Prompt cache"
     if cache:
         lines.append(Text(f"prompt cache: {cache['hit_ratio']:.1%} of {_int(cache['prompt_tokens'])} prompt "
                           f"tokens cached ({cache['streams']:,} streams reported it)"
                           + (f"; the trace implies {cache['implied_hit_ratio']:.1%}"
                              if "implied_hit_ratio" in cache else "")))
-    turns = scope.get("turns") or []  # docs/results.md, "Sessions"
+    turns = scope.get("turns") or []  # docs/results/counters.md, "Sessions"
     if turns:
         shown = turns if len(turns) <= 12 else turns[:10] + turns[-2:]
         lines.append(Text("session turns (streams · mean TTFT ms · mean input tokens): " + " | ".join(
             f"{x['turn']}: {x['streams']:,} · {_num(x['ttft_mean_ms'])} · {_num(x['input_tokens_mean'])}"
             for x in shown)))
     lines.extend(_stop_lines(counters))
-    if counters.get("client_cancelled"):  # docs/results.md, "Client cancellation"
+    if counters.get("client_cancelled"):  # docs/results/counters.md, "Client cancellation"
         lines.append(_cancel_line(counters, scope.get("metrics") or {}))
     ka, bad = counters.get("keepalives", 0), counters.get("keepalive_violations", 0)
     if ka or bad:
@@ -171,7 +171,7 @@ def _headline(summary: Mapping[str, Any]) -> Text | None:
 
 
 def load_text(load: Mapping[str, Any]) -> str | None:
-    """The load the run held, one line (summary.json ``load``; docs/results.md,
+    """The load the run held, one line (summary.json ``load``; docs/results/in-flight.md,
     "Load held"): the shared phrase (``hopbench._format.load_phrase``, the words
     ``hopbench gate`` uses too), then, for an open loop, its schedule lag p99 and
     how many requests the dispatcher thread wrote. None when the block says neither."""

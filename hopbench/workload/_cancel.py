@@ -43,8 +43,8 @@ CANCEL_OUTCOME: Final = "client_cancelled"
 """The outcome of a stream the client cancelled on purpose (docs/results.md)."""
 
 CANCEL_COUNTERS: Final = ("cancel.matched", "cancel.unmatched", "cancel.upstream_completed",
-                          "cancel.upstream_not_closed", "cancel.wasted_tokens")
-"""Counters :func:`record_join` writes per scope (docs/results.md, "Client cancellation")."""
+                          "cancel.upstream_not_closed", "cancel.upstream_finished_first", "cancel.wasted_tokens")
+"""Counters :func:`record_join` writes per scope (docs/results/counters.md, "Client cancellation")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +142,19 @@ class CancelMatch:
             that did not pass the cancel on). Clamped at 0.
         wasted_tokens: content tokens the upstream generated (handed to its
             socket) after the client's close.
-        upstream_completed: the upstream ran its stream to the end after the
-            client had left.
+        upstream_completed: the upstream was still writing when the client
+            closed and ran its stream to the end anyway (the cancel did not reach it).
+        finished_first: the upstream had written its last bytes before the
+            client closed: no cancel could reach it, so it is neither
+            ``upstream_completed`` nor "not closed" (issue 38: LiteLLM's 36 of
+            47 "ran to their end" had finished a median 675 ms earlier).
     """
 
     cancel: ClientCancel
     delay_ns: int | None
     wasted_tokens: int
     upstream_completed: bool
+    finished_first: bool = False
 
 
 def _token_times(truth: Mapping[str, Any]) -> list[int]:
@@ -195,7 +200,10 @@ def join_cancels(cancels: Iterable[ClientCancel],
         noticed = found.get("client_closed_ns")
         delay = max(noticed - close_rel, 0) if isinstance(noticed, int) else None
         wasted = sum(1 for x in _token_times(found) if x > close_rel)
-        matched.append(CancelMatch(c, delay, wasted, found.get("end") == "completed"))
+        last_ns = found.get("final_write_ns")
+        last_ns = last_ns if isinstance(last_ns, int) else found.get("duration_ns")
+        finished = not isinstance(noticed, int) and isinstance(last_ns, int) and last_ns <= close_rel
+        matched.append(CancelMatch(c, delay, wasted, found.get("end") == "completed" and not finished, finished))
     return matched, unmatched
 
 
@@ -215,6 +223,8 @@ def record_join(rec: Recorder, matches: Iterable[CancelMatch], unmatched: Iterab
         rec.incr(scope, "cancel.matched")
         if m.delay_ns is not None:
             rec.record(scope, "cancel_delay", m.delay_ns)
+        elif m.finished_first:
+            rec.incr(scope, "cancel.upstream_finished_first")
         else:
             rec.incr(scope, "cancel.upstream_not_closed")
         if m.wasted_tokens:
@@ -271,10 +281,13 @@ def join_record(rec: Recorder, cancels: Sequence[ClientCancel], path: Path,
     record_join(rec, matches, unmatched)
     out: list[str] = []
     ran_on = [m for m in matches if m.upstream_completed]
+    finished = sum(1 for m in matches if m.finished_first)
     if ran_on:  # what a gateway team must hear: its cancels do not reach the upstream
+        apart = (f"; {finished} more had finished upstream before the client closed, not counted"
+                 if finished else "")
         out.append(f"client cancellation: {len(ran_on)} of {len(matches)} cancelled streams ran to their "
                    f"end upstream ({sum(m.wasted_tokens for m in ran_on):,} tokens generated after the "
-                   "client left): the cancel did not reach the upstream")
+                   f"client left): the cancel did not reach the upstream{apart}")
     if unmatched:
         out.append(f"client cancellation: {len(unmatched)} of {len(cancels)} cancelled streams have no line "
                    f"with their request id in {path.name} (the upstream never saw them, or the gateway "

@@ -65,7 +65,7 @@ class Prepared:
         expect_usage: the body asks for usage in the stream (chat
             ``stream_options.include_usage``).
         implied_cached: prompt tokens a server prefix cache should hit for it
-            (trace replay: ``_trace.implied_hits``), or None.
+            (trace replay: ``_trace_cache.implied_hits``), or None.
         fields: extra streams.jsonl fields, (name, value) pairs.
         turn: the session turn (1-based; 0: not a session turn).
         keep_text: keep the streamed text (a session's next turn sends it back).

@@ -50,7 +50,7 @@ class SessionSpec:
         turns: the turn count per session (a distribution; >= 1).
         think_ns: the pause before each turn after the first, integer ns.
         turn_counts: the drawn turn counts, cycled through by the sessions.
-        entries: the scenario's pool (``_workload.PoolEntry``): turn 1 sends an
+        entries: the scenario's pool (``workload._pool.PoolEntry``): turn 1 sends an
             entry's whole conversation, later turns its last user message.
         from_dataset: ``turns = "dataset"``: a session is one dataset record,
             its user messages sent one per turn, the target's answers in place
@@ -212,7 +212,7 @@ class Conversation:
 
 def record_turn(rec: Any, scope: str, turn: int, outcome: str, ttft_ns: int | None,
                 input_tokens: int | None, cached_tokens: int | None) -> None:
-    """Count one session turn's figures under ``scope`` (docs/results.md, "Sessions").
+    """Count one session turn's figures under ``scope`` (docs/results/counters.md, "Sessions").
 
     Counters ``turn.<k>.streams``, ``turn.<k>.completed``, ``turn.<k>.ttft_streams``
     and ``turn.<k>.ttft_ns`` (the sum of their TTFTs, ns), ``turn.<k>.input_streams``

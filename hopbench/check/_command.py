@@ -1,0 +1,64 @@
+"""``hopbench check PROFILE [--out DIR] [--long]``: the command's shell over ``run_check``.
+
+Role: what the command line needs beyond ``run_check``: the default results
+folder, the progress lines (stderr), the table (stdout) and the error tree mapped
+to exit codes (docs/check.md, "Statuses and exit codes"). Parsed by :mod:`hopbench.cli`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .._errors import HopbenchError, ProfileError, UsageError
+from .._exit import EXIT_INPUT, EXIT_INTERRUPTED
+from ..config._contract_spec import load_check_profile
+from ..driver._common import default_out_dir
+from ._outputs import format_table
+from ._script import run_check
+from ._upstream import UpstreamStartError
+
+__all__ = ["check_command"]
+
+
+def check_command(profile: Path, *, out: Path | None = None, long: bool = False, quiet: bool = False,
+                  results_root: Path = Path("results"), report: Callable[[Path], Path] | None = None) -> int:
+    """Run the check and print its table; returns the exit status.
+
+    Args:
+        profile: the check profile.
+        out: the output folder (default ``results/<profile name>-<UTC timestamp>``).
+        long: also run ``stall_handling`` with the contract's window.
+        quiet: no progress lines (the table is still printed).
+        results_root: where the default folder is created.
+        report: writes the folder's report.html (``hopbench.report.write_report``, handed in
+            by the command line: the report stage comes after this one); None: no report.
+
+    Returns:
+        0 no check failed, 1 one did, 2 bad input (nothing sent; the message on
+        stderr), 4 nothing could be checked, 130 interrupted.
+    """
+    prog = "hopbench check"
+    try:
+        folder = out if out is not None else default_out_dir(load_check_profile(profile)[0], results_root)
+        run = run_check(profile, folder, long=long,
+                        progress=None if quiet else lambda line: print(f"{prog}: {line}", file=sys.stderr, flush=True))
+    except (ProfileError, UsageError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except UpstreamStartError as exc:
+        print(f"{prog}: error: [upstream] listen: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(format_table(run))
+    names = "contract.json, contract.xml, contract.md"
+    if report is not None:
+        try:
+            names += ", " + report(folder).name
+        except HopbenchError as exc:  # the verdicts stand without the page
+            print(f"{prog}: warning: report.html not written: {exc}", file=sys.stderr)
+    print(f"results: {folder} ({names})")
+    return run.exit_code

@@ -1,0 +1,129 @@
+"""``[contract]`` and the check profile (hopbench.config._contract_spec): the HopBase defaults,
+and bad input refused with file, line and key before any load is sent."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from _servers import free_port
+
+from hopbench import ProfileError
+from hopbench.check import run_check
+from hopbench.config._contract_spec import ContractSpec, keepalive_silence_ns, load_check_profile
+
+NS_PER_S = 1_000_000_000
+
+
+def _write(tmp: Path, contract: str = "", *, target_port: int = 18080, listen_port: int = 19100,
+           listen_host: str = "127.0.0.1") -> Path:
+    p = tmp / "check.toml"
+    p.write_text(f'[target]\nurl = "http://127.0.0.1:{target_port}"\n'
+                 f'[upstream]\nlisten = "{listen_host}:{listen_port}"\n'
+                 '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\nprompts = ["hi"]\n' + contract,
+                 encoding="utf-8")
+    return p
+
+
+def test_contract_spec_hopbase_defaults_without_a_table(tmp_path: Path) -> None:
+    profile, c = load_check_profile(_write(tmp_path), env={})
+    assert c == ContractSpec() and c.source == "HopBase"
+    assert c.keepalive_interval_ns == 10 * NS_PER_S
+    assert (c.stall_min_ns, c.stall_max_ns, c.stall_set) == (90 * NS_PER_S, 150 * NS_PER_S, False)
+    assert c.disconnect_error_event is True
+    # a check profile needs neither [load] nor [run]: the check sends its own script
+    assert profile.target.url == "http://127.0.0.1:18080" and profile.upstream.port == 19100
+
+
+def test_contract_spec_keys_in_their_units(tmp_path: Path) -> None:
+    _, c = load_check_profile(_write(tmp_path, "[contract]\nkeepalive_interval_s = 2\nmax_first_chunk_hold_ms = 30\n"
+                                               "cancel_within_ms = 250\nstall_min_s = 20\nstall_max_s = 30\n"
+                                               "max_attempts = 1\nskip = [\"sdk_parse\"]\n"), env={})
+    assert c.keepalive_interval_ns == 2 * NS_PER_S and c.keepalive_tolerance_ns == NS_PER_S // 2
+    assert c.max_first_chunk_hold_ns == 30_000_000 and c.cancel_within_ns == 250_000_000
+    assert c.stall_set and c.stall_min_ns == 20 * NS_PER_S and c.max_attempts == 1 and c.skip == ("sdk_parse",)
+    assert keepalive_silence_ns(c) == 5 * NS_PER_S
+    assert c.to_json()["keepalive_interval_s"] == 2.0 and c.source == "profile"
+
+
+@pytest.mark.parametrize(("contract", "key", "words"), [
+    ("keepalive_intervall_s = 2", "contract.keepalive_intervall_s", "did you mean 'keepalive_interval_s'"),
+    ("cancel_within_ms = \"1s\"", "contract.cancel_within_ms", "expected a positive number"),
+    ("max_attempts = 0", "contract.max_attempts", "expected a positive integer"),
+    ("disconnect_error_event = 1", "contract.disconnect_error_event", "expected true or false"),
+    ("skip = [\"no_such_check\"]", "contract.skip", "unknown check id 'no_such_check'"),
+    ("stall_min_s = 20\nstall_max_s = 10", "contract.stall_max_s", "expected at least stall_min_s"),
+    # two intervals and their tolerance (2 x (50 + 12.5) = 125 s) reach the stall window (90 s)
+    ("keepalive_interval_s = 50", "contract.keepalive_interval_s", "longer than the silence the check can produce"),
+])
+def test_contract_spec_bad_input_names_file_line_and_key(tmp_path: Path, contract: str, key: str,
+                                                          words: str) -> None:
+    path = _write(tmp_path, "[contract]\n" + contract + "\n")
+    with pytest.raises(ProfileError) as e:
+        load_check_profile(path, env={})
+    assert e.value.key == key and words in str(e.value), str(e.value)
+    assert e.value.path == str(path) and e.value.line is not None and e.value.line >= 8
+
+
+def test_contract_spec_listen_equal_to_the_target_is_refused(tmp_path: Path) -> None:
+    for host in ("127.0.0.1", "localhost"):
+        with pytest.raises(ProfileError) as e:
+            load_check_profile(_write(tmp_path, target_port=18080, listen_port=18080, listen_host=host), env={})
+        assert e.value.key == "upstream.listen" and "the gateway's own address" in str(e.value)
+
+
+def test_contract_spec_needs_upstream_listen(tmp_path: Path) -> None:
+    p = tmp_path / "check.toml"
+    p.write_text('[target]\nurl = "http://127.0.0.1:18080"\n'
+                 '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\nprompts = ["hi"]\n', encoding="utf-8")
+    with pytest.raises(ProfileError) as e:
+        load_check_profile(p, env={})
+    assert e.value.key == "upstream.listen" and "expected [upstream] listen" in str(e.value)
+
+
+def test_run_check_bad_contract_sends_no_load(tmp_path: Path) -> None:
+    """A bad [contract]: ProfileError before anything listens or connects (no load sent)."""
+    gateway = socket.socket()
+    gateway.bind(("127.0.0.1", 0))
+    gateway.listen(8)
+    gateway.setblocking(False)
+    listen_port = free_port()
+    try:
+        path = _write(tmp_path, "[contract]\nkeepalive_interval_s = -1\n",
+                      target_port=gateway.getsockname()[1], listen_port=listen_port)
+        with pytest.raises(ProfileError, match="contract.keepalive_interval_s"):
+            run_check(path, tmp_path / "out", env={})
+        with pytest.raises(BlockingIOError):  # nobody connected to the gateway
+            gateway.accept()
+        assert not (tmp_path / "out").exists()
+        with socket.socket() as s:  # and the emulator never took its address
+            s.bind(("127.0.0.1", listen_port))
+    finally:
+        gateway.close()
+
+
+def test_contract_spec_the_example_profile_loads() -> None:
+    """profiles/check.toml (the nginx recipe) is a valid check profile under the HopBase contract."""
+    repo = Path(__file__).resolve().parents[1]
+    profile, c = load_check_profile(repo / "profiles" / "check.toml", env={})
+    assert c.source == "HopBase" and [s.protocol for s in profile.scenarios] == ["chat", "responses", "messages"]
+    assert profile.target.url == "http://127.0.0.1:8080" and profile.upstream.listen == "127.0.0.1:9100"
+
+
+def test_check_command_bad_contract_exit_2_names_the_key(tmp_path: Path, hopbench_cli) -> None:  # type: ignore[no-untyped-def]
+    path = _write(tmp_path, "[contract]\nkeepalive_interval_s = 50\n", target_port=free_port(), listen_port=free_port())
+    r = hopbench_cli(["check", str(path), "--out", str(tmp_path / "out")])
+    assert r.returncode == 2, r.stderr
+    assert f"hopbench check: error: {path}:11: contract.keepalive_interval_s: 50 s is longer than the silence" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_check_command_listen_in_use_exit_2(tmp_path: Path, hopbench_cli) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        path = _write(tmp_path, target_port=free_port(), listen_port=busy.getsockname()[1])
+        r = hopbench_cli(["check", str(path), "--out", str(tmp_path / "out")])
+    assert r.returncode == 2, r.stderr
+    assert "hopbench check: error: [upstream] listen: cannot listen on 127.0.0.1:" in r.stderr

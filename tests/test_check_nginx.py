@@ -1,0 +1,90 @@
+"""Integration (opt-in): ``hopbench check`` against a real nginx, streaming and buffering.
+
+Two front doors of one nginx 1.22 (Debian ``nginx-light``) to the address where the check starts
+its emulator: one streams event by event (``proxy_buffering off``), the other gzips and buffers
+the SSE body (``proxy_buffering on``, the emulator's ``X-Accel-Buffering: no`` ignored). Against
+the HopBase contract (with a 1 s keepalive interval, so the silence lasts 2.5 s) both fail what
+nginx does not do (keepalives, an error event on a cut Messages stream), and only the buffering
+door fails ``no_buffering``. docs/check.md has the cards these reproduce.
+
+Opt-in, since it needs the nginx binary::
+
+    apt-get install -y nginx-light
+    .venv/bin/python -m pytest -m nginx tests/test_check_nginx.py
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _servers import ServerProcess, free_port
+from test_integration_nginx import _opt_in  # noqa: F401  (the opt-in: -m nginx, the binary installed)
+
+from hopbench.check import CheckRun, format_table, run_check
+
+pytestmark = [pytest.mark.nginx, pytest.mark.slow]
+
+_CONF = """worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+daemon off;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  client_body_temp_path body; proxy_temp_path proxy;
+  fastcgi_temp_path fastcgi; uwsgi_temp_path uwsgi; scgi_temp_path scgi;
+  upstream emu {{ server 127.0.0.1:{emu}; keepalive 16; }}
+  server {{ listen 127.0.0.1:{streaming};
+    location = /healthz {{ return 200 "ok"; }}
+    location / {{ proxy_pass http://emu; proxy_http_version 1.1;
+                 proxy_set_header Connection ""; proxy_buffering off; }} }}
+  server {{ listen 127.0.0.1:{buffering};
+    location / {{ proxy_pass http://emu; proxy_http_version 1.1;
+                 proxy_set_header Connection ""; proxy_buffering on;
+                 proxy_ignore_headers X-Accel-Buffering;
+                 gzip on; gzip_types text/event-stream; }} }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, int]]:
+    """(streaming URL, buffering URL, the emulator's port), nginx started and stopped here."""
+    prefix = tmp_path_factory.mktemp("nginx")
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    emu, streaming, buffering = free_port(), free_port(), free_port()
+    (prefix / "nginx.conf").write_text(_CONF.format(emu=emu, streaming=streaming, buffering=buffering))
+    with ServerProcess([nginx, "-p", str(prefix), "-c", "nginx.conf"],
+                       f"http://127.0.0.1:{streaming}/healthz", prefix / "nginx.log"):
+        yield f"http://127.0.0.1:{streaming}", f"http://127.0.0.1:{buffering}", emu
+
+
+def _check(tmp: Path, url: str, emu: int) -> CheckRun:
+    path = tmp / "check.toml"
+    path.write_text(f'[target]\nurl = "{url}"\n[upstream]\nlisten = "127.0.0.1:{emu}"\n'
+                    '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "gpt-emu"\nprompts = ["hi"]\n'
+                    '[[scenario]]\nname = "messages"\nprotocol = "messages"\nmodel = "claude-emu"\nprompts = ["hi"]\n'
+                    "[contract]\nkeepalive_interval_s = 1\n", encoding="utf-8")
+    return run_check(path, tmp / "out", env={})
+
+
+def test_check_nginx_streaming_keeps_all_but_the_hopbase_extras(tmp_path: Path, doors: tuple[str, str, int]) -> None:
+    run = _check(tmp_path, doors[0], doors[2])
+    status = {r.id: r.status for r in run.results}
+    assert {k for k, v in status.items() if v == "fail"} == {"keepalive_cadence", "disconnect_error_event"}, \
+        format_table(run)
+    assert status["stall_handling"] == "skip" and run.exit_code == 1
+    assert all(v == "pass" for k, v in status.items()
+               if k not in ("keepalive_cadence", "disconnect_error_event", "stall_handling"))
+
+
+def test_check_nginx_buffering_fails_no_buffering(tmp_path: Path, doors: tuple[str, str, int]) -> None:
+    run = _check(tmp_path, doors[1], doors[2])
+    status = {r.id: r.status for r in run.results}
+    assert status["no_buffering"] == "fail", format_table(run)
+    assert status["events_unchanged"] == "pass" and status["usage_passthrough"] == "pass"  # gzip undone by the client
+    # the client reads nothing before the whole stream is buffered: a cancel cannot be judged
+    assert status["cancel_propagation"] == "inconclusive"
