@@ -116,6 +116,23 @@ def test_record_rejudged_counts_per_scope_and_skips_unknown_scopes() -> None:
     assert snap.counter("chat", "origin_burst") == 2 and snap.counter(ALL, "origin_burst") == 2
 
 
+def test_record_rejudged_without_a_proxy_takes_origin_bursts_out_of_the_flag() -> None:
+    """The embedded emulator (issue 36): a burst its own record explains is no proxy's; one it
+    does not explain (burst_unexplained) stays flagged. Flags of another scope are left alone."""
+    rec = Recorder(["chat", "other"])
+    rec.incr("chat", "proxy_buffering_suspected", 5)
+    rec.incr("other", "proxy_buffering_suspected", 1)
+    record_rejudged(rec, {"chat": {"origin_burst": 4, "burst_unexplained": 1}}, rec.scopes, withdraw_origin=True)
+    snap = rec.snapshot()
+    assert snap.counter("chat", "proxy_buffering_suspected") == 1 and snap.counter("chat", "origin_burst") == 4
+    assert snap.counter(ALL, "proxy_buffering_suspected") == 2 and snap.counter("other", "proxy_buffering_suspected") == 1
+    # behind a gateway the client's flag stays (the re-judged counters are subsets of it)
+    gw = Recorder(["chat"])
+    gw.incr("chat", "proxy_buffering_suspected", 5)
+    record_rejudged(gw, {"chat": {"origin_burst": 4}}, gw.scopes)
+    assert gw.snapshot().counter(ALL, "proxy_buffering_suspected") == 5
+
+
 def test_burst_from_line_reads_flagged_measured_lines_only() -> None:
     line = {"id": "0-3", "scenario": "chat", "start_ns": 5 * MS, "output_events": 6,
             "burst": "proxy_buffering_suspected", "burst_held_ns": 70 * MS}
@@ -150,8 +167,9 @@ def test_burst_warnings_origin_bursts_are_not_proxy_buffering() -> None:
 
 def test_burst_warnings_embedded_never_names_a_proxy() -> None:
     """The embedded emulator: the client talks straight to it; joined or not, confirmed or not."""
+    # unjoined (the client's flags), and joined: the origin_burst streams left proxy_buffering_suspected
     for c in ({"completed": 6000, "proxy_buffering_suspected": 3577},
-              {"completed": 6000, "proxy_buffering_suspected": 3577, "origin_burst": 3500, "burst_unexplained": 77}):
+              {"completed": 6000, "proxy_buffering_suspected": 77, "origin_burst": 3500, "burst_unexplained": 77}):
         (w,) = burst_warnings(c, embedded=True)
         assert w.startswith("origin_burst: 3577 of 6000 streams arrived as one burst from the embedded emulator")
         assert "proxy buffering" not in w
@@ -263,15 +281,17 @@ def test_run_embedded_bursts_are_the_origins_never_a_proxy(tmp_path: Path) -> No
     print({k: c.get(k, 0) for k in ("completed", "proxy_buffering_suspected", "client_lagged", *BURST_COUNTERS)},
           "written at once:", at_once)
     assert c["completed"] == 8
-    assert c.get("proxy_buffering_suspected", 0) + c.get("client_lagged", 0) == 8, c
-    # each flagged stream joined and judged the origin's (as many as the record shows written at once)
-    assert c.get("origin_burst", 0) == c.get("proxy_buffering_suspected", 0) <= at_once, c
+    assert c.get("origin_burst", 0) + c.get("client_lagged", 0) == 8, c
+    # each flagged stream joined and judged the origin's (as many as the record shows written at once),
+    # and, with no proxy in between, no longer counted proxy_buffering_suspected (issue 36)
+    assert c.get("origin_burst", 0) <= at_once and c.get("proxy_buffering_suspected", 0) == 0, c
     assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")), c
     assert not any("proxy buffering" in w for w in s["warnings"]), s["warnings"]
     if c.get("proxy_buffering_suspected", 0) > 4:
         assert any(w.startswith("origin_burst: ") and "embedded emulator" in w for w in s["warnings"])
     flagged = [json.loads(x) for x in (tmp_path / "run" / "streams.jsonl").read_text().splitlines()]
-    assert sum(x.get("burst") == "proxy_buffering_suspected" for x in flagged) == c.get("proxy_buffering_suspected", 0)
+    # streams.jsonl keeps the client's flag as measured
+    assert sum(x.get("burst") == "proxy_buffering_suspected" for x in flagged) == c.get("origin_burst", 0)
 
 
 # -- the run's judge and the views ------------------------------------------------------------------
@@ -435,7 +455,8 @@ def test_merger_rejudges_the_workers_bursts_as_one_process_would(tmp_path: Path)
         for name in BURST_COUNTERS:
             assert total.counter(scope, name) == one.snapshot().counter(scope, name), (scope, name)
     assert (total.counter(ALL, "origin_burst"), total.counter(ALL, "burst_unexplained"),
-            total.counter(ALL, "burst_unmatched"), total.counter(ALL, "proxy_buffering_suspected")) == (3, 2, 1, 8)
+            total.counter(ALL, "burst_unmatched"), total.counter(ALL, "proxy_buffering_suspected")) == (3, 2, 1, 5)
+    # (8 flagged: the 3 origin bursts left the flag, no proxy being possible in front of the embedded emulator)
     # into summary.json, the notes among its warnings (as _workers._drive_run hands them over)
     merger.meta["notes"] = notes
     summary, _ = merger.finish(None, "local")
@@ -454,12 +475,13 @@ the client as one burst held 300 ms, flagged unless the client's own lag reached
 
 
 def _all_rejudged(c: dict[str, int], record: Path) -> None:
-    """Every flagged stream joined with the origin's record and judged by it: ``origin_burst``,
+    """Every flagged stream joined with the origin's record and judged by it: ``origin_burst``
+    (then, with no proxy in between, no longer counted ``proxy_buffering_suspected``: issue 36),
     or ``burst_unexplained`` only for as many streams as the record shows the emulator wrote
     paced (a busy machine can stall it between two events; it never is most of them)."""
     truth = [json.loads(x) for x in record.read_text().splitlines()]
     paced = sum(sum(t["gaps_ns"]) >= 7 * PACED_GAP_MIN_NS for t in truth)
-    assert c.get("origin_burst", 0) + c.get("burst_unexplained", 0) == c.get(SUSPECTED, 0), c
+    assert c.get("burst_unexplained", 0) == c.get(SUSPECTED, 0), c
     assert c.get("burst_unexplained", 0) <= paced, (c, paced)
     assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
 
@@ -481,7 +503,7 @@ def test_run_workers_rejudge_the_bursts_in_the_driver(tmp_path: Path) -> None:
     print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
     assert s["workers"] == 2 and c["completed"] == 8, s["warnings"]
     assert not (tmp_path / "run" / "streams.jsonl").exists()
-    assert c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 8, c
+    assert c.get(SUSPECTED, 0) + c.get("origin_burst", 0) + c.get("client_lagged", 0) == 8, c
     _all_rejudged(c, tmp_path / "run" / "ground_truth.jsonl")
     assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
 
@@ -499,7 +521,7 @@ def test_run_without_stream_log_still_rejudges_the_bursts(tmp_path: Path) -> Non
     c = s["scopes"]["all"]["counters"]
     print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
     assert (tmp_path / "run" / "streams.jsonl").read_text() == ""
-    assert c["completed"] == 6 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 6, c
+    assert c["completed"] == 6 and c.get(SUSPECTED, 0) + c.get("origin_burst", 0) + c.get("client_lagged", 0) == 6, c
     _all_rejudged(c, tmp_path / "run" / "ground_truth.jsonl")
     assert not any("proxy buffering" in w or "not re-judged" in w for w in s["warnings"]), s["warnings"]
 
@@ -527,7 +549,8 @@ def test_run_arms_rejudge_each_arm_against_its_own_record(tmp_path: Path) -> Non
     for name in ("a", "b", "c"):
         c = scopes[name]["counters"]
         print(name, {k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)})
-        assert c["completed"] == 3 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 3, (name, c)
+        assert c["completed"] == 3 and c.get(SUSPECTED, 0) + c.get("origin_burst", 0) + c.get("client_lagged", 0) == 3, (
+            name, c)
     for name in ("a", "c"):
         _all_rejudged(scopes[name]["counters"], tmp_path / "run" / f"ground_truth.{name}.jsonl")
     b = scopes["b"]["counters"]
@@ -584,7 +607,7 @@ def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) 
     c = s["scopes"]["all"]["counters"]
     print({k: c.get(k, 0) for k in ("completed", SUSPECTED, "client_lagged", *BURST_COUNTERS)}, s["warnings"])
     assert not out.complete and any(w.startswith("worker 1 died") for w in s["warnings"]), s["warnings"]
-    assert c["completed"] == 8 and c.get(SUSPECTED, 0) + c.get("client_lagged", 0) == 8, c
+    assert c["completed"] == 8 and c.get(SUSPECTED, 0) + c.get("origin_burst", 0) + c.get("client_lagged", 0) == 8, c
     notes = [w for w in s["warnings"] if "not re-judged" in w]
     lost = 0
     if notes:
@@ -592,7 +615,7 @@ def test_run_workers_name_a_dead_workers_bursts_as_not_rejudged(tmp_path: Path) 
         assert note.endswith("were not re-judged: worker 1 ended before its final message, which carries its "
                              "flagged streams to the driver; they stay suspected"), note
         lost = int(note.split()[1])
-    assert c.get("origin_burst", 0) + c.get("burst_unexplained", 0) + lost == c.get(SUSPECTED, 0), c
+    assert c.get("burst_unexplained", 0) + lost == c.get(SUSPECTED, 0), c  # (origin_burst: withdrawn)
     assert not any(c.get(k, 0) for k in ("proxy_buffering_confirmed", "burst_unmatched")), c
 
 

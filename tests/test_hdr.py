@@ -25,7 +25,7 @@ def _samples(n: int, seed: int = 1) -> list[int]:
 def test_metrics_table_units_and_ranges() -> None:
     expected = {
         "ttfb", "ttft", "ttft_content", "itl", "tpot", "e2e", "output_tokens_per_s",
-        "keepalive_interval", "max_silence", "queue_delay", "schedule_lag", "loop_lag",
+        "keepalive_interval", "max_silence", "queue_delay", "schedule_lag", "loop_lag", "client_read_lag",
         "ttft_from_send", "e2e_from_send", "connect_wait", "tail", "cancel_delay", "request_write",
         # gateway overhead (docs/gateway-overhead.md)
         "request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e",
@@ -258,3 +258,13 @@ def test_percentile_rows_match_hdrh_iterator(seed: int, n: int, ticks: int) -> N
             for it in ref.get_percentile_iterator(ticks)]
     assert h._percentile_rows(ticks) == want
     assert Histogram("e2e")._percentile_rows(ticks) == []
+
+
+def test_histogram_record_n_is_n_records() -> None:
+    a, b = Histogram("itl"), Histogram("itl")
+    for v in (0, 5, 1_234_567):
+        assert a.record_n(v, 7)
+        for _ in range(7):
+            b.record(v)
+    assert a == b and a.count == 21
+    assert not a.record_n(-1, 3) and a.count == 21 and a.record_n(9, 0) and a.count == 21

@@ -222,6 +222,19 @@ def test_analyse_subtracts_per_stream_and_per_event() -> None:
     assert not o.warnings
 
 
+def test_analyse_carries_the_client_stamps_error_bounds() -> None:
+    """docs/results/units.md, "Times from the wire": the second client event came in a read with
+    a later one (bounded by 8 ms), the first read's first bytes by 1 ms: each figure's sample
+    keeps its bound; exact ones have none."""
+    import dataclasses
+
+    c = dataclasses.replace(_client("0-1"), content_bound_ns=(0, 8 * MS), first_read_bound_ns=1 * MS)
+    o = analyse([c], [_up("0-1")], boot_id=BOOT)
+    assert o.bounds == {("chat", "first_event_delay"): [(2 * MS, 1 * MS, 0)],
+                        ("chat", "event_delay"): [(2 * MS, 8 * MS, 0)]}
+    assert analyse([_client("0-1")], [_up("0-1")], boot_id=BOOT).bounds == {}  # a line without bounds
+
+
 def test_analyse_matches_by_marker_when_the_gateway_drops_the_header() -> None:
     o = analyse([_client("0-1")], [_up(None, marker="0-1")], boot_id=BOOT)
     assert o.block["matched_by"] == {"header": 0, "marker": 1}

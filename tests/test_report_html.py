@@ -398,3 +398,30 @@ def test_report_scrape_reader_non_utf8_line_named_cut_last_line_skipped(tmp_path
         read_scrapes(tmp_path)
     (tmp_path / "scrape.jsonl").write_bytes(b'{"t_ms": 1}\n{"t_ms": 2, "x": "\xc3')
     assert read_scrapes(tmp_path) == [{"t_ms": 1}]
+
+
+def test_write_report_marks_a_percentile_whose_error_bound_is_too_wide(runs: tuple[Path, Path],
+                                                                       tmp_path: Path) -> None:
+    """docs/results/units.md, "Times from the wire": a percentile whose error_bound_ms is over 10 %
+    of it and over 1 ms gets the mark in the headline table, and the note says what it means."""
+    from hopbench.measure._error_bound import UNCERTAIN_MARK
+
+    def with_bounds(name: str, uncertain_ttft_p99: bool) -> Path:
+        # the fixture's own bounds depend on the machine's load: every one set here
+        out = tmp_path / name
+        shutil.copytree(runs[0], out)
+        summary = json.loads((out / "summary.json").read_text())
+        for scope in summary["scopes"].values():
+            for entry in scope["metrics"].values():
+                entry["error_bound_ms"] = {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 0.0}
+        scope = next(s for s in summary["scopes"] if s != "all")
+        ttft = summary["scopes"][scope]["metrics"]["ttft"]
+        if uncertain_ttft_p99:
+            ttft["error_bound_ms"]["p99"] = ttft["p99"] * 0.5
+        (out / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+        return write_report(out)
+
+    page = with_bounds("uncertain", True).read_text(encoding="utf-8")
+    assert page.count(UNCERTAIN_MARK + "</td>") == 1 and "error bound over 10 % of the value" in page
+    plain = with_bounds("plain", False).read_text(encoding="utf-8")
+    assert UNCERTAIN_MARK + "</td>" not in plain and "error bound over 10 %" not in plain

@@ -12,11 +12,14 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+import pytest
 import trio
 
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
+from hopbench._clock import monotonic_offset_ns
 from hopbench.engine._runner import LoadRunner
+from hopbench.engine._transport import _ANC_SIZE
 
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
 
@@ -151,19 +154,30 @@ class _FastHandler(socketserver.BaseRequestHandler):
         self.overshoots.append(worst)
 
 
+def _server_thread(handler: type[socketserver.BaseRequestHandler]) -> socketserver.ThreadingTCPServer:
+    """``handler`` served by threads on 127.0.0.1 (not the client's loop, which a test may block)."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _threaded_profile(server: socketserver.ThreadingTCPServer, *, requests: int,
+                      concurrency: int) -> tuple[Any, Recorder, list[dict[str, Any]]]:
+    """A chat profile against ``server`` (no usage asked), its recorder and a list for its lines."""
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    profile = parse_profile(f'[run]\nrequests = {requests}\n[load]\nconcurrency = {concurrency}\n[target]\n'
+                            f'url = "{url}"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\ninclude_usage = false\n',
+                            "p.toml", env={})
+    return profile, Recorder(["chat-m"]), []
+
+
 async def test_runner_burst_behind_a_lagging_client_loop_is_not_proxy_buffering() -> None:
     _FastHandler.overshoots = []
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _FastHandler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = _server_thread(_FastHandler)
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        profile = parse_profile(f'[run]\nrequests = 8\n[load]\nconcurrency = 2\n[target]\nurl = "{url}"\n'
-                                '[[scenario]]\nprotocol = "chat"\nmodel = "m"\ninclude_usage = false\n',
-                                "p.toml", env={})
-        rec = Recorder(["chat-m"])
-        lines: list[dict[str, Any]] = []
+        profile, rec, lines = _threaded_profile(server, requests=8, concurrency=2)
+        url = profile.target.url
 
         async def hog() -> None:  # a client whose loop is blocked 60 ms at a time
             while True:
@@ -192,3 +206,69 @@ async def test_runner_burst_behind_a_lagging_client_loop_is_not_proxy_buffering(
     assert flagged <= held_by_the_server, (flagged, _FastHandler.overshoots)
     assert snap.counter(ALL, "client_lagged") >= 1  # the bursts were seen, and blamed on the client
     assert max(x["client_lag_ns"] for x in lines) > 0
+
+
+# -- the runner hands the meter the wire stamps (hopbench's transport, kernel stamps) -----------------
+
+class _PacedHandler(socketserver.BaseRequestHandler):
+    """A server thread (not the client's loop, which the test blocks): the head, then 6
+    events 15 ms apart, each its own write, then [DONE]. ``done`` gets, per stream, the
+    host's monotonic clock just before and just after it handed [DONE] to the kernel (ns):
+    on loopback its bytes reach the client's socket in between."""
+
+    done: list[tuple[int, int]] = []
+
+    def handle(self) -> None:
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.request.recv(65536)
+        self.request.sendall(_HEAD + b"\r\n")
+        for _ in range(6):
+            time.sleep(0.015)
+            self.request.sendall(_chunk(_chat('{"content":"x"}')))
+        before = time.monotonic_ns()
+        self.request.sendall(_chunk(b"data: [DONE]\n\n"))
+        self.done.append((before, time.monotonic_ns()))
+        self.request.sendall(b"0\r\n\r\n")
+
+
+async def test_runner_stamps_events_when_they_reached_the_socket_not_when_a_late_loop_read_them() -> None:
+    """The client's loop is blocked 40 ms at a time: it reads the events late and several at
+    once. The answer's end is [DONE]'s kernel receive stamp: on the host's monotonic clock it
+    lies between the server's stamps around its write (1 ms allowed for the two clocks'
+    conversion), while the read of [DONE] came up to 40 ms later; earlier events of a read
+    are counted bounded, the client's lateness is client_read_lag (docs/results/units.md,
+    "Times from the wire")."""
+    _PacedHandler.done = []
+    server = _server_thread(_PacedHandler)
+    try:
+        profile, rec, lines = _threaded_profile(server, requests=6, concurrency=1)
+        url = profile.target.url
+
+        async def hog() -> None:
+            while True:
+                time.sleep(0.04)
+                await trio.sleep(0.001)
+
+        runner = LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hog)
+            with trio.fail_after(60):
+                await runner.run()
+            nursery.cancel_scope.cancel()
+            to_monotonic = monotonic_offset_ns() + runner._t0
+    finally:
+        server.shutdown()
+        server.server_close()
+    snap = rec.snapshot()
+    assert snap.counter(ALL, "completed") == 6 and len(_PacedHandler.done) == 6
+    if not _ANC_SIZE:
+        pytest.skip("no kernel receive stamps on this platform: nothing to check against the wire")
+    assert snap.counter(ALL, "wire.items_exact") > 0
+    ends = [x["start_ns"] + x["e2e_ns"] + to_monotonic for x in sorted(lines, key=lambda x: x["start_ns"])]
+    off = [(end - before) / 1e6 if end < before else max(end - after, 0) / 1e6
+           for end, (before, after) in zip(ends, _PacedHandler.done)]
+    late = [(x["end_ns"] - x["start_ns"] - x["e2e_ns"]) / 1e6 for x in lines]  # the client's close
+    print("answer end outside the server's write (ms):", off, "the close came later by (ms):", late)
+    assert all(abs(o) <= 1.0 for o in off), off
+    assert snap.counter(ALL, "wire.items_bounded") > 0  # reads that carried several events
+    assert snap.histogram(ALL, "client_read_lag").max >= 20_000_000

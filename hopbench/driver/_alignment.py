@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = ["ClientReads", "EventAlignment", "SILENCE_FLOOR_NS", "Silences", "UpstreamWrites", "align_events",
@@ -80,6 +80,8 @@ class EventAlignment:
             upstream wrote them: the fewest events that must move to restore the
             upstream's order (a swap of two neighbours counts 1). No delay is
             reported for them.
+        client_events: per delay, the index of the client event that delivered
+            it (same length as ``delays_ns``): where its read stamp's error bound is.
     """
 
     delays_ns: list[int]
@@ -90,6 +92,7 @@ class EventAlignment:
     dropped: int
     added: int
     reordered: int = 0
+    client_events: list[int] = field(default_factory=list)
 
 
 def _in_order(js: Sequence[int]) -> list[bool]:
@@ -192,6 +195,7 @@ def align_events(write_ns: Sequence[int], up_chars: Sequence[int], read_ns: Sequ
         reordered = {k for k, ok in zip(ks, _in_order([pairs[k] for k in ks])) if not ok}
     delays: list[int] = []
     written: list[int] = []
+    client_events: list[int] = []
     per_read: dict[int, list[int]] = defaultdict(list)
     per_client_event: Counter[int] = Counter()
     split = dropped = 0
@@ -210,11 +214,12 @@ def align_events(write_ns: Sequence[int], up_chars: Sequence[int], read_ns: Sequ
         per_client_event[j] += 1
         delays.append(read_ns[j] - w)
         written.append(w)
+        client_events.append(j)
         per_read[read_ns[j]].append(w)
     merged = sum(n - 1 for n in per_client_event.values() if n > 1)
     added = sum(1 for j, e in enumerate(c_end) if (c_end[j - 1] if j else 0) >= total_up and cl_chars[j] > 0)
     reads = [(max(ws) - min(ws), len(ws)) for ws in per_read.values()]
-    return EventAlignment(delays, written, reads, merged, split, dropped, added, len(reordered))
+    return EventAlignment(delays, written, reads, merged, split, dropped, added, len(reordered), client_events)
 
 
 @dataclass(frozen=True, slots=True)

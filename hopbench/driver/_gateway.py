@@ -164,6 +164,10 @@ def gateway_overhead(handle: UpstreamHandle, streams_path: Path, t0_mono_ns: int
     for (scope, metric), values in result.values.items():
         if scope in scopes and metric in OVERHEAD_METRICS:
             rec.record_many(scope, metric, values)
+    for (scope, metric), bounded in result.bounds.items():  # docs/results/units.md, "Times from the wire"
+        if scope in scopes and metric in OVERHEAD_METRICS:
+            for v, below, above in bounded:
+                rec.record_bound(scope, metric, v, below, above)
     warnings = ([missing] if missing else []) + result.warnings
     return result.block, warnings
 

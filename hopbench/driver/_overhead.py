@@ -122,6 +122,10 @@ class ClientStream:
         keepalive_read_ns: the read stamp of each keepalive comment, or empty.
         quiet_read_ns: the stamp of each body read that carried no content
             event (keepalives, other events, bytes of an unfinished event), or empty.
+        content_bound_ns: the error bound of each content event's stamp (its
+            bytes arrived at most that much earlier; docs/results/units.md,
+            "Times from the wire"), or empty (a line written without them).
+        first_read_bound_ns: the same for the first body read's first bytes.
         gateway: the gateway's kind as its response headers tell (``gateway_kind``), or "".
     """
 
@@ -142,6 +146,8 @@ class ClientStream:
     content_crc: Sequence[int] = ()
     keepalive_read_ns: Sequence[int] = ()
     quiet_read_ns: Sequence[int] = ()
+    content_bound_ns: Sequence[int] = ()
+    first_read_bound_ns: int = 0
     gateway: str = ""
 
 
@@ -258,6 +264,8 @@ def client_from_line(line: Mapping[str, Any], t0_mono_ns: int, warmup_ns: int = 
         content_crc=array("q", line.get("content_crc") or ()),
         keepalive_read_ns=array("q", (t + t0_mono_ns for t in line.get("keepalive_read_ns") or ())),
         quiet_read_ns=array("q", (t + t0_mono_ns for t in line.get("quiet_read_ns") or ())),
+        content_bound_ns=array("q", line.get("content_bound_ns") or ()),
+        first_read_bound_ns=int(line.get("first_read_bound_ns") or 0),
         gateway=gateway_kind(headers) if isinstance(headers := line.get("headers"), Mapping) else "")
 
 
@@ -314,11 +322,14 @@ class Overhead:
     Attributes:
         values: (scope, metric) -> values in ns, measured streams only, for
             ``Recorder.record_many`` (metric: one of OVERHEAD_METRICS).
+        bounds: (scope, metric) -> ``(value, below, above)`` of each of those
+            values whose client stamp is not exact, ns, for ``Recorder.record_bound``.
         block: the JSON-ready ``gateway_overhead`` block (docs/results.md).
         warnings: what the user must see (no match at all, another host, buffering).
     """
 
     values: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    bounds: dict[tuple[str, str], list[tuple[int, int, int]]] = field(default_factory=dict)
     block: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -365,7 +376,7 @@ def analyse(clients: Iterable[ClientStream], upstreams: Iterable[UpstreamRequest
         t.match(c, ups)
         if same_clock:
             t.subtract(c, ups[0], ups[-1])
-    out = Overhead(values=t.values)
+    out = Overhead(values=t.values, bounds=t.bounds)
     out.block = _block(t, join, measured, source, clock, same_clock)
     out.warnings = _overhead_warnings(t, len(measured), source, clock, same_clock)
     return out
@@ -420,6 +431,7 @@ class _Tally:
     """
 
     values: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    bounds: dict[tuple[str, str], list[tuple[int, int, int]]] = field(default_factory=dict)
     matched: int = 0
     unseen: int = 0
     #: streams the client cancelled before the upstream saw them: not the gateway's doing
@@ -455,12 +467,15 @@ class _Tally:
     kinds: Counter[str] = field(default_factory=Counter)
     usage_not_seen_after_cancel: int = 0
 
-    def put(self, scope: str, metric: str, v: int) -> None:
-        """One value (ns) of ``metric``; a negative one is counted, not recorded (a clock problem)."""
+    def put(self, scope: str, metric: str, v: int, below: int = 0) -> None:
+        """One value (ns) of ``metric``; a negative one is counted, not recorded (a clock problem).
+        ``below``: its client stamp's error bound, ns (the true value lies in ``[v - below, v]``)."""
         if v < 0:
             self.negatives[metric] += 1
             return
         self.values.setdefault((scope, metric), []).append(v)
+        if below > 0:
+            self.bounds.setdefault((scope, metric), []).append((v, below, 0))
 
     def match(self, c: ClientStream, ups: list[UpstreamRequest]) -> None:
         """Count a matched stream: retries and their triggers, the fault matrix, usage, keepalives.
@@ -501,16 +516,18 @@ class _Tally:
         """
         put, s = self.put, c.scenario
         put(s, "request_delay", first.received_ns - c.sent_ns)
+        cb = c.content_bound_ns
         if c.first_read_ns is not None and last.first_write_ns is not None:
-            put(s, "first_event_delay", c.first_read_ns - last.first_write_ns)
+            put(s, "first_event_delay", c.first_read_ns - last.first_write_ns, c.first_read_bound_ns)
         if c.content_read_ns and last.event_write_ns:
-            put(s, "added_ttft", (c.content_read_ns[0] - c.sent_ns) - (last.event_write_ns[0] - last.received_ns))
+            put(s, "added_ttft", (c.content_read_ns[0] - c.sent_ns) - (last.event_write_ns[0] - last.received_ns),
+                cb[0] if cb else 0)
         if c.outcome == "completed" and last.end == "completed":
             put(s, "added_e2e", (c.end_ns - c.sent_ns) - (last.end_ns - last.received_ns))
         al = align_events(last.event_write_ns, last.event_chars, c.content_read_ns, c.content_chars,
                           last.event_crc, c.content_crc)
-        for d, w in zip(al.delays_ns, al.written_ns):
-            put(s, "event_delay", d)
+        for d, w, j in zip(al.delays_ns, al.written_ns, al.client_events):
+            put(s, "event_delay", d, cb[j] if j < len(cb) else 0)
             self.timed.append((w, d))
         self.merged += al.merged
         self.split += al.split

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._errors import ResultsError, UsageError
+from ..measure._error_bound import UNBOUNDED_METRICS, error_bounds
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS
 from ..measure._recorder import ALL, IntervalSnapshot, ScopeSnapshot, Snapshot
@@ -84,13 +85,17 @@ def _decimals(divisor: int) -> int:
     return len(str(divisor)) - 1 if divisor > 1 else 0
 
 
-def _metric_json(metric: str, text: str | None, out_of_range: int) -> dict[str, Any]:
+def _metric_json(metric: str, text: str | None, out_of_range: int,
+                 bounds: Mapping[str, str] | None = None) -> dict[str, Any]:
     spec = METRICS[metric]
     h = Histogram(metric) if text is None else Histogram.decode(metric, text)
     out: dict[str, Any] = dict(h.stats())
     out["unit"] = spec.unit
     out["divisor"] = spec.divisor
     out["out_of_range"] = out_of_range
+    if bounds is not None and spec.unit == "ms" and h.count and metric not in UNBOUNDED_METRICS:
+        # how far each percentile can be from the true one (docs/results/units.md, "Times from the wire")
+        out["error_bound_ms"] = error_bounds(metric, h, bounds)
     out["hdr"] = h.encode() if text is None else text
     return out
 
@@ -162,7 +167,7 @@ def _scope_json(scope: ScopeSnapshot) -> dict[str, Any]:
         oor = counters.get("out_of_range." + metric, 0)
         text = scope.histograms.get(metric)
         if text is not None or oor:
-            metrics[metric] = _metric_json(metric, text, oor)
+            metrics[metric] = _metric_json(metric, text, oor, scope.bounds)
     out = {"counters": counters, "tokens": _tokens(counters), "metrics": metrics}
     lengths = lengths_of(counters)
     if lengths:

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config._records import Profile
 from ..measure._burst import burst_warnings
+from ..measure._error_bound import error_bound_warnings, scope_error_bounds
 from ..measure._counters import StatsLike
 from ..measure._outcomes import BROKEN, ERROR_RATE_WARN
 from ..measure._recorder import ALL, Snapshot
@@ -222,7 +223,8 @@ def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot) -> list[st
 
     Returns:
         list of str, possibly empty, in this order: no output at all, bursts
-        (``hopbench.measure._burst``), the client's own lateness, idle timeouts
+        (``hopbench.measure._burst``), figures whose error bound is too wide
+        (``hopbench.measure._error_bound``), the client's own lateness, idle timeouts
         taken back, values out of the histograms' range, :func:`outcome_warnings`,
         an arm or one of several scenarios that completed nothing (or, a scenario,
         whose completed streams carried no output), :func:`length_warnings`.
@@ -245,6 +247,10 @@ def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot) -> list[st
     # emulator (or every A/B arm's own) has no proxy in front of it: no warning names one
     warnings += burst_warnings(total.scopes[ALL].counters if ALL in total.scopes else {},
                                embedded=profile.target.embedded and all(a.url is None for a in profile.arms))
+    # figures whose tail the client's own stamps cannot vouch for (docs/results/units.md,
+    # "Times from the wire"), whatever the loop lag
+    if ALL in total.scopes:
+        warnings += error_bound_warnings(scope_error_bounds(total.scopes[ALL].histograms, total.scopes[ALL].bounds))
     lagged = total.counter(ALL, "client_lagged")
     if completed and lagged > completed / 2:
         warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "

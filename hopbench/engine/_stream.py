@@ -4,7 +4,10 @@ Role: a mixin of ``LoadRunner`` (hopbench.engine._runner). A request is planned
 (``_plan``: id, arm, pool entry, cancel draw, headers, body and the httpx
 request) before its send; ``_stream`` sends it within its timeouts
 (``_send``), reads its body (``_exchange``: raw bytes -> ``SSEScanner`` -> the
-protocol's decoder -> ``StreamMeter``, stamps only) and records it
+protocol's decoder -> ``StreamMeter``, stamps only: each read's loop time, client
+lag and the kernel's receive stamp of its latest bytes, from which the meter
+stamps each event when it reached the socket, docs/results/units.md "Times from
+the wire") and records it
 (``_record``: ``measure`` applies the metric rules, the frozen ``StreamRecord``
 goes to the ``Recorder`` and to streams.jsonl). ``_session`` runs a
 multi-turn session's turns one after the other.
@@ -424,7 +427,8 @@ class StreamMixin:
         slo = sc.slo  # a per-request ITL percentile needs the stream's own digest (docs/slo.md)
         meter = StreamMeter(start, sent, recorder_sink(rec, scope_name),
                             itl_digest=slo is not None and slo.itl_ns is not None
-                            and slo.itl_percentile is not None)
+                            and slo.itl_percentile is not None, bounds=rec.bound_sink(scope_name),
+                            read_lags=rec.many_sink(scope_name, "client_read_lag"))
         if self._overhead:  # per-event stamps for gateway overhead (grow with the stream)
             meter.event_chars, meter.event_read_ns, meter.event_crc, meter.keepalive_read_ns = [], [], [], []
             meter.quiet_read_ns = []
@@ -604,17 +608,19 @@ class StreamMixin:
         try:
             t = now_ns()
             status = meter.status = response.status_code
-            meter.on_headers(t)
+            # hopbench's own transport hands its body out (None from httpx's): its kernel
+            # stamps; the head is stamped when its bytes arrived (docs/results/units.md, "Times
+            # from the wire"), else at this read with its client lag as the bound
+            direct = response.extensions.get("hopbench.body")
+            head_rx = getattr(direct, "head_rx_ns", 0) or 0
+            meter.on_headers(t, head_rx, self._client_lag_ns(t, head_rx)[0])
             if self._record_headers:
                 meter.headers = capture_headers(response.headers.get, self._record_headers)
             # The head arrived at its kernel stamp, maybe well before a busy loop read it:
             # the stream is counted streaming from then on (never before its send), so
             # that an end counted back to its bytes' arrival (below) never comes before
             # it (a head and its terminal event in one read made "streaming" negative).
-            # hopbench's own transport hands its body out (None from httpx's): its stamps
-            # here, and below it is iterated directly (no httpx generator layers per read)
-            direct = response.extensions.get("hopbench.body")
-            head_rx = getattr(direct, "head_rx_ns", 0) or 0
+            # (below, hopbench's body is iterated directly: no httpx generator layers per read)
             streaming_ns = self._gauge.move_late(t, t - head_rx if head_rx else 0,
                                                  max(meter.sent_ns, stage[2]), stage[0], STREAMING)
             stage[0] = STREAMING
@@ -684,16 +690,24 @@ class StreamMixin:
                             t = now_ns()
                             # the read's client lag (a burst read late is the client's
                             # doing) and how late its latest bytes were read
-                            lag, late = self._client_lag_ns(t, stamps.rx_ns if stamps is not None else 0)
+                            rx = stamps.rx_ns if stamps is not None else 0
+                            lag, late = self._client_lag_ns(t, rx)
                             before, arrived = arrived, t - late
-                            meter.on_read(t, lag)
+                            items = scanner.feed(chunk)
+                            n = len(items)
+                            # the read's wire stamp: exact for its last item when the kernel
+                            # stamped it and it ends at an event boundary (a blank line)
+                            w = meter.on_read(t, lag, rx, n, chunk[-2:] == b"\n\n")
+                            last = items[-1] if n > 1 else None
                             if idle_ns is not None and t >= rearm_at:
                                 idle.deadline = ns_to_s(t + idle_ns + slack)
                                 rearm_at = t + slack
-                            for item in scanner.feed(chunk):
+                            for item in items:
+                                if item is last:
+                                    meter.at_last_item()
                                 obs = dec.feed(item)
                                 if obs:
-                                    meter.on_observations(t, obs)
+                                    meter.on_observations(w, obs)
                                     if kept is not None:
                                         meter.on_event_texts(obs, kept)
                             if dec.ended and not box[1]:

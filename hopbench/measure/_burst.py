@@ -22,7 +22,17 @@ the run, by its request id:
   only suspected).
 
 Each re-judged counter is a subset of ``proxy_buffering_suspected``, which keeps
-the client's own flag. :func:`burst_warnings` is the one rule for the run's
+the client's own flag, but for one case: where no proxy can be in between (the
+embedded emulator, which hopbench talks to directly) a stream the record judges
+``origin_burst`` leaves ``proxy_buffering_suspected`` (``withdraw_origin``): the
+flag names a proxy, there is none, and the origin's record explains the burst.
+This is the false flag of a client-saturated machine (issue 36: 256 fast streams
+on the embedded emulator, 1 to 5 flagged in one run of three): the client's CPU
+use starves the emulator's process on the same cores, which then writes each
+answer at once after a stall (its record: ``lag_max_ns`` up to 0.75 s, the
+events' gaps summing to 25-130 us), while the client read them on time. No
+client-side rule can tell that from a buffering proxy (the client's own lag,
+``client_lagged``, was small); the origin's record can. :func:`burst_warnings` is the one rule for the run's
 warning (summary.json, the terminal, report.html).
 
 The flagged streams travel in memory, not through streams.jsonl: each load
@@ -275,7 +285,8 @@ def rejudge(bursts: Iterable[FlaggedBurst], truths: Iterable[Mapping[str, Any]],
     return out
 
 
-def record_rejudged(rec: _Incr, judged: Mapping[str, Mapping[str, int]], scopes: Iterable[str]) -> None:
+def record_rejudged(rec: _Incr, judged: Mapping[str, Mapping[str, int]], scopes: Iterable[str], *,
+                    withdraw_origin: bool = False) -> None:
     """Add :func:`rejudge`'s counts to a recorder (``Recorder.incr``), per scope.
 
     Args:
@@ -283,12 +294,17 @@ def record_rejudged(rec: _Incr, judged: Mapping[str, Mapping[str, int]], scopes:
         judged: what :func:`rejudge` returned.
         scopes: the recorder's scopes: a count of another scope (a line of
             another run's scenario) is left out.
+        withdraw_origin: no proxy can be in between (the embedded emulator):
+            the ``origin_burst`` streams are also taken out of
+            ``proxy_buffering_suspected`` (see the module's docstring).
     """
     known = set(scopes)
     for scope, counts in judged.items():
         if scope in known:
             for name, n in counts.items():
                 rec.incr(scope, name, n)
+                if withdraw_origin and name == "origin_burst" and n:
+                    rec.incr(scope, SUSPECTED, -n)
 
 
 def burst_warnings(counters: Mapping[str, int], *, embedded: bool) -> list[str]:
@@ -298,7 +314,9 @@ def burst_warnings(counters: Mapping[str, int], *, embedded: bool) -> list[str]:
         counters: the run's counters (``completed``, ``proxy_buffering_suspected``
             and the :data:`BURST_COUNTERS`).
         embedded: the target was the embedded emulator: no proxy can be in
-            between, so no warning names one.
+            between, so no warning names one (and its ``origin_burst`` streams
+            are no longer counted in ``proxy_buffering_suspected``: they are
+            added back here).
 
     Returns:
         At most one warning, when more than half of the completed streams share
@@ -313,6 +331,9 @@ def burst_warnings(counters: Mapping[str, int], *, embedded: bool) -> list[str]:
     origin = counters.get("origin_burst", 0)
     confirmed = counters.get("proxy_buffering_confirmed", 0)
     record = "the upstream's record"
+    if embedded:
+        # the origin_burst streams left proxy_buffering_suspected (record_rejudged's withdraw_origin)
+        suspected += origin
     if not done or not suspected:
         return []
     if embedded:
@@ -387,7 +408,9 @@ def join_bursts(rec: _Rec, flagged: FlaggedLog, truths: Callable[[], Iterable[Ma
             workers' logs merged); warm-up streams are not in it.
         truths: reads the origin's record lines (only this run's); called only
             when a stream was flagged.
-        proxy_possible: False for the embedded emulator (see :func:`judge_burst`).
+        proxy_possible: False for the embedded emulator (see :func:`judge_burst`):
+            then the ``origin_burst`` streams leave ``proxy_buffering_suspected``
+            (:func:`record_rejudged`'s ``withdraw_origin``).
         record: the record's name, for the notes.
 
     Returns:
@@ -398,7 +421,7 @@ def join_bursts(rec: _Rec, flagged: FlaggedLog, truths: Callable[[], Iterable[Ma
     notes: list[str] = []
     if flagged.bursts:
         judged = rejudge(flagged.bursts, truths(), proxy_possible=proxy_possible)
-        record_rejudged(rec, judged, rec.scopes)
+        record_rejudged(rec, judged, rec.scopes, withdraw_origin=not proxy_possible)
         missing = sum(c["burst_unmatched"] for c in judged.values())
         if missing:
             notes.append(f"bursts: {missing} of {len(flagged.bursts)} streams flagged proxy_buffering_suspected have no "

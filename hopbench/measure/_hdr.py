@@ -196,6 +196,27 @@ class Histogram:
             h.max_value = value
         return True
 
+    def record_n(self, value: int, n: int) -> bool:
+        """Record ``value`` ``n`` times (n >= 1) as :meth:`record` records it once: one
+        counter update (the meter's on-time reads, ``client_read_lag``).
+
+        Returns:
+            True when recorded; False when ``value`` is out of range (nothing recorded).
+        """
+        if n <= 0:
+            return True
+        if not self.record(value):
+            return False
+        if n > 1:
+            h = self._h
+            shift = h.unit_magnitude
+            half_mag = h.sub_bucket_half_count_magnitude
+            v = max(value, self.spec.lowest)
+            bucket = (v | h.sub_bucket_mask).bit_length() - shift - half_mag - 1
+            h.counts[((bucket + 1) << half_mag) + (v >> (bucket + shift)) - h.sub_bucket_half_count] += n - 1
+            h.total_count += n - 1
+        return True
+
     def record_many(self, values: Iterable[int]) -> int:
         """Record every value of ``values`` (as :meth:`record`, with the lookups
         hoisted out of the loop: the per-stream inter-token gaps go through here).

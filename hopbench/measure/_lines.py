@@ -144,11 +144,17 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
         of each event's text, -1 for a tool-call event; ``StreamMeter.on_event_texts``)
         ``keepalive_read_ns`` (list, the read stamp of each keepalive comment,
         ns from the run start) and ``quiet_read_ns`` (list, the stamp of each body
-        read that carried no content event, ns from the run start).
+        read that carried no content event, ns from the run start);
+        ``content_bound_ns`` (list, the error bound of each content event's
+        stamp, ns, 0: exact) and ``first_read_bound_ns`` (the first read's, of
+        its first bytes; docs/results/units.md, "Times from the wire").
     """
-    return {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
+    out = {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
             "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
             "content_chars": list(m.event_chars or ()),
             "content_crc": list(m.event_crc or ()),
             "keepalive_read_ns": [t - t0_ns for t in m.keepalive_read_ns or ()],
             "quiet_read_ns": [t - t0_ns for t in m.quiet_read_ns or ()]}
+    out["content_bound_ns"] = list(m.event_bound_ns or ())
+    out["first_read_bound_ns"] = m.first_read_bound_ns
+    return out

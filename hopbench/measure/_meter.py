@@ -1,13 +1,29 @@
 """Per-stream measurement: stamped observations in, a frozen per-stream record out.
 
 Pure and synchronous (STYLE.md §1): no clock, no trio, no sockets. The runner
-stamps every network read with one clock reading (integer ns) and hands the
-:class:`StreamMeter` the read and the decoder's observations for it; at the end
+gives every network read its loop time, its client lag and, where the transport
+has one, the kernel's receive stamp of its latest bytes (``SO_TIMESTAMPNS``);
+:meth:`StreamMeter.on_read` makes of them the read's *wire stamp* (when its
+bytes reached the client's socket) and the error bound of each event's stamp,
+and the runner hands the meter the decoder's observations with that stamp; at the end
 :func:`measure` applies every metric rule (what counts as TTFT, TPOT, E2E,
 which tokens count, silences, flags) and returns a :class:`StreamRecord`,
 which ``record_stream`` (hopbench.measure._sinks) puts into the ``Recorder``
 and ``stream_line`` (hopbench.measure._lines) turns into a streams.jsonl line. Events that arrive in one read share one
 stamp, so an inter-token gap of 0 means "same read".
+
+Wire stamps and their bounds (docs/results/units.md, "Times from the wire"): a read's
+kernel stamp is exact for its latest bytes only (Linux gives a read of several
+coalesced segments the latest one's stamp, socket(7)). So an event is stamped
+exactly when it is the last SSE item of its read and the read ends at an event
+boundary; every other event of the read gets the read's stamp as an upper bound
+and ``stamp - previous read's stamp`` as its error bound (its bytes came after
+the previous read's). Without a kernel stamp (httpx's transport, TLS) the stamp
+is the read's loop time and the bound of its last event the read's client lag
+(at most the time since the previous read's stamp). A figure's sample is then
+an interval ``[value - below, value + above]`` that holds the true value; the
+meter hands every sample with a bound to its ``bounds`` sink, and the percentile
+error bounds follow from them (``hopbench.measure._error_bound``).
 
 Latencies count from ``start_ns``: the intended start in an open loop (wrk2:
 no coordinated omission), the send time in a closed loop. ``sent_ns`` is kept
@@ -19,6 +35,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from ._burst import PACED_GAP_MIN_NS
 from ._digest import bucket_of
@@ -36,14 +53,33 @@ from ..protocols import (
     stop_class,
 )
 
-__all__ = ["StreamMeter", "StreamRecord", "measure", "CLIENT_LAG_MIN_NS", "GapSink", "PACED_GAP_MIN_NS"]
+__all__ = ["StreamMeter", "StreamRecord", "measure", "CLIENT_LAG_MIN_NS", "GapSink", "BoundSink",
+           "PACED_GAP_MIN_NS", "BOUND_FLOOR_NS", "LAG_BATCH"]
 
 #: ContentDelta kind -> its list in ``Decoder.kept_fragments()``
 _KEPT_INDEX = {"text": 0, "reasoning": 1, "refusal": 2}
 
+BOUND_FLOOR_NS: Final = 100_000
+"""A stamp's error bound under this (0.1 ms) counts as exact, ns: a tenth of the
+1 ms under which no figure is marked uncertain (``_error_bound.ERROR_MIN_NS``), so
+the error bounds read at most 0.1 ms low, and a loop-time stamp on a quiet
+machine (a few tens of us of lag) costs no bound record per event."""
+
+LAG_BATCH: Final = 64
+"""Reads whose client lags a meter holds before it hands them over (``read_lags``):
+at most 64 ints per stream; an interval then shows a stream's read lags up to
+64 reads late."""
+
 GapSink = Callable[[str, int], None]
 """Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
-with metric ``"itl"`` or ``"keepalive_interval"`` (``_metrics.METRICS``)."""
+with metric ``"itl"``, ``"keepalive_interval"`` or ``"client_read_lag"`` (``_metrics.METRICS``)."""
+
+BoundSink = Callable[[str, int, int, int], None]
+"""Where a meter puts each sample whose stamps are not exact:
+``sink(metric, value_ns, below_ns, above_ns)``, the true value lying in
+``[value - below, value + above]`` (``Recorder.bound_sink``). Samples with
+exact stamps (both bounds 0) are not handed over: the recorder takes the
+reported histogram's count for them."""
 
 
 class StreamMeter:
@@ -58,6 +94,16 @@ class StreamMeter:
         itl_digest: also keep a bounded digest of this stream's gaps
             (``hopbench.measure._digest``: at most 0.8 % above each gap), for a
             per-request ITL percentile SLO (docs/slo.md).
+        bounds: receives every gap whose stamps are not exact, with its bounds
+            (:data:`BoundSink`; the runner's ``Recorder.bound_sink``); None:
+            the bounds are not kept. A bound under :data:`BOUND_FLOOR_NS`
+            counts as exact.
+        read_lags: receives the reads' client lags (``client_read_lag``, ns) as
+            ``read_lags(lags, zeros)``: every :data:`LAG_BATCH` reads and at
+            :meth:`close`, the lags of at least :data:`BOUND_FLOOR_NS` and the
+            count of the others, recorded as 0 (the runner's
+            ``Recorder.many_sink``: one call per batch, not per read); None:
+            each goes to ``sink`` as it is measured (or nowhere without one).
 
     Memory is independent of the stream's length (issue 16): the meter keeps
     scalars (counts, the sum and largest gap, the last stamps) and at most a
@@ -65,7 +111,9 @@ class StreamMeter:
     each gap goes to ``sink`` as it is measured.
 
     All stamp attributes are integer ns from the runner's clock, or None when
-    the moment never came. Once the decoder's terminal signal (``StreamEnd``)
+    the moment never came; each is a wire stamp (see the module's docstring)
+    and ``*_bound_ns`` beside it says how much earlier its bytes can have
+    arrived (0: exact). Once the decoder's terminal signal (``StreamEnd``)
     arrived, later reads count neither as silences nor as keepalives (the
     answer has ended; what follows is the body's tail).
 
@@ -85,6 +133,16 @@ class StreamMeter:
         content_read_lag_gap_ns: the silence that read ended: from the read
             before it (the headers count), or from the send when that read
             too came within the lag.
+        items_exact, items_bounded: SSE items (events and comments) whose
+            stamp is exact (the last item of a kernel-stamped read that ends
+            at an event boundary) and the others (bounded).
+        headers_bound_ns, first_token_bound_ns, first_content_bound_ns,
+            terminal_bound_ns, last_byte_bound_ns: the error bound of each of
+            those stamps, ns (0: exact); the true arrival lies in
+            ``[stamp - bound, stamp]``.
+        first_token_late_ns: how much later than its stamp the client served
+            the first token's read when the stamp is not the kernel's (its
+            client lag; 0 with a kernel stamp: the stamp is the arrival).
     """
 
     __slots__ = (
@@ -96,11 +154,15 @@ class StreamMeter:
         "content_read_lag_max_ns", "headers", "_prev_read_ns",
         "_ka_open_ns", "_ka_closed_read", "_read_lag_ns", "content_read_lag_gap_ns",
         "event_chars", "event_read_ns", "first_read_ns", "event_crc", "_kept_seen", "keepalive_read_ns",
-        "quiet_read_ns",
+        "quiet_read_ns", "_bounds", "_wire_ns", "_cur_b", "_tail_b", "_last_content_b", "_ka_open_b",
+        "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
+        "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
+        "_lags", "_read_lags", "_lag_n", "first_read_bound_ns", "_head_rx",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
-                 *, itl_digest: bool = False) -> None:
+                 *, itl_digest: bool = False, bounds: BoundSink | None = None,
+                 read_lags: Callable[[list[int], int], None] | None = None) -> None:
         self.start_ns = start_ns
         self.sent_ns = sent_ns
         self.headers_ns: int | None = None
@@ -144,40 +206,162 @@ class StreamMeter:
         self.keepalive_read_ns: list[int] | None = None
         #: gateway overhead only: the stamp of each body read that carried no content event, ns
         self.quiet_read_ns: list[int] | None = None
+        #: gateway overhead only (made with the first entry of ``event_read_ns``): each content
+        #: event's stamp's error bound, ns
+        self.event_bound_ns: list[int] | None = None
+        self._bounds = bounds
+        # the reads' client lags, handed to read_lags LAG_BATCH at a time (and at close)
+        self._read_lags = read_lags
+        self._lags: list[int] | None = [] if read_lags is not None else None
+        self._lag_n = 0  # reads since the last hand-over
+        self._wire_ns = sent_ns  # the latest wire stamp: the next read's bytes came after it
+        self._cur_b = 0  # the error bound of the events being applied now, ns
+        self._tail_b = 0  # the error bound of the current read's last item, ns
+        self._late_ns = 0  # the current stamp's lateness when it is the loop time (its client lag)
+        self._last_content_b = 0
+        self._ka_open_b = 0
+        self.items_exact = 0
+        self.items_bounded = 0
+        self.headers_bound_ns = 0
+        self.first_token_bound_ns = 0
+        self.first_content_bound_ns = 0
+        self.terminal_bound_ns = 0
+        self.last_byte_bound_ns = 0
+        self.first_token_late_ns = 0
+        self.first_read_bound_ns = 0  # the first body read's first bytes: their stamp's bound
+        self._head_rx = 0  # the head's kernel stamp, until a body read shows it was not the head's alone
 
-    def on_headers(self, t_ns: int) -> None:
-        """The response head arrived at ``t_ns``."""
-        self.headers_ns = t_ns
-        self.last_byte_ns = t_ns
+    def _wire(self, t_ns: int, rx_ns: int, lag_ns: int, tail: bool) -> int:
+        """The wire stamp of a read served at ``t_ns`` (see :meth:`on_read`); sets the
+        bounds of its items (``_tail_b`` for its last one, ``_cur_b`` for the others)."""
+        lo = self._wire_ns
+        if rx_ns:
+            # the kernel's stamp on the runner's clock (converted from CLOCK_REALTIME:
+            # microseconds off at worst): kept between the previous stamp and the read
+            wire = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
+            self._late_ns = 0
+            tail_b = 0 if tail else wire - lo
+        else:
+            wire = t_ns
+            self._late_ns = lag_ns if lag_ns > 0 else 0
+            tail_b = min(self._late_ns, wire - lo) if tail else wire - lo
+        self._wire_ns = wire
+        self._cur_b = wire - lo if wire - lo >= BOUND_FLOOR_NS else 0
+        self._tail_b = tail_b if tail_b >= BOUND_FLOOR_NS else 0
+        return wire
 
-    def on_read(self, t_ns: int, lag_ns: int = 0) -> None:
-        """A body read arrived at ``t_ns`` (before its observations).
+    def on_headers(self, t_ns: int, rx_ns: int = 0, lag_ns: int = 0) -> int:
+        """The response head was read at ``t_ns``.
 
         Args:
-            t_ns: the read's stamp.
+            t_ns: when the runner read it (its loop time), clock ns.
+            rx_ns: the kernel's receive stamp of the head's latest bytes (clock
+                ns; 0: none, e.g. httpx's transport or TLS).
+            lag_ns: the client lag at that read, ns (the bound of a loop-time stamp).
+
+        Returns:
+            The head's wire stamp (``headers_ns``), ns.
+        """
+        wire = self._wire(t_ns, rx_ns, lag_ns, True)
+        self.headers_ns = wire
+        self.last_byte_ns = wire
+        self.headers_bound_ns = self.last_byte_bound_ns = self._tail_b
+        self._head_rx = rx_ns
+        return wire
+
+    def on_read(self, t_ns: int, lag_ns: int = 0, rx_ns: int = 0, items: int = 1, tail: bool = True) -> int:
+        """A body read arrived (before its observations).
+
+        Args:
+            t_ns: when the runner read it (its loop time), clock ns.
             lag_ns: how late the client's event loop served this read: the
                 runner's client lag (docs/results/in-flight.md, "Client lag per read"), ns;
-                <= 0: on time.
+                <= 0: on time. Recorded as ``client_read_lag``.
+            rx_ns: the kernel's receive stamp of the read's latest bytes (clock
+                ns; 0: none).
+            items: how many SSE items (events and comments) the read completed.
+            tail: the read ends at an event boundary (its last bytes end its
+                last item: no part of a later item came with it).
+
+        Returns:
+            The read's wire stamp, ns: ``rx_ns`` (kept between the previous
+            read's stamp and ``t_ns``), else ``t_ns``. The runner hands it to
+            :meth:`on_observations`. The read's last item is stamped with the
+            bound ``_tail_b`` (0 with a kernel stamp and ``tail``), every
+            other item with ``stamp - previous stamp``; with several items the
+            runner calls :meth:`at_last_item` before the last one.
         """
         last = self.last_byte_ns
         self._prev_read_ns = last
         self.reads += 1
+        # (the wire stamp and bounds as _wire makes them, inlined: once per read)
+        lo = self._wire_ns
+        if rx_ns and rx_ns == self._head_rx:
+            # body bytes read with the head (the same recv, its one stamp): that stamp was
+            # not the head's own latest bytes, and these came after the send, not after it
+            lo = self.sent_ns
+            self._head_rx = 0
+            head = self.headers_ns
+            if head is not None and head - lo >= BOUND_FLOOR_NS:
+                self.headers_bound_ns = self.last_byte_bound_ns = head - lo
+        if rx_ns:
+            w = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
+            self._late_ns = 0
+            if tail:
+                tail_b = 0
+                if items:
+                    self.items_exact += 1
+                    self.items_bounded += items - 1
+            else:
+                tail_b = w - lo
+                self.items_bounded += items
+        else:
+            w = t_ns
+            late = lag_ns if lag_ns > 0 else 0
+            self._late_ns = late
+            tail_b = (late if late < w - lo else w - lo) if tail else w - lo
+            self.items_bounded += items
+        self._wire_ns = t_ns = w
+        if tail_b < BOUND_FLOOR_NS:
+            tail_b = 0
+        self._tail_b = tail_b
+        if items <= 1:
+            self._cur_b = tail_b
+        else:
+            self._cur_b = w - lo if w - lo >= BOUND_FLOOR_NS else 0
+        lags = self._lags
+        if lags is not None:
+            if lag_ns >= BOUND_FLOOR_NS:
+                lags.append(lag_ns)
+            n = self._lag_n = self._lag_n + 1
+            if n >= LAG_BATCH:
+                self._flush_lags()
+        elif self._sink is not None:
+            self._sink("client_read_lag", lag_ns if lag_ns > 0 else 0)
         quiet = self.quiet_read_ns
         if quiet is not None:  # until a content event of this read takes it back
             quiet.append(t_ns)
         if self.first_read_ns is None:
             self.first_read_ns = t_ns
+            self.first_read_bound_ns = self._cur_b
         self._read_lag_ns = lag_ns
         if self.terminal_ns is not None:
-            return  # the body's tail: neither silence nor keepalive cadence
+            return t_ns  # the body's tail: neither silence nor keepalive cadence
         if last is not None and t_ns - last > self.max_silence_ns:
             self.max_silence_ns = t_ns - last
         self.last_byte_ns = t_ns
+        self.last_byte_bound_ns = self._tail_b
         ka = self._ka_open_ns
         if ka is not None:  # this read ends a silence the last keepalive split
-            self._keepalive_gap(t_ns - ka)
+            self._keepalive_gap(t_ns - ka, self._cur_b, self._ka_open_b)
             self._ka_open_ns = None
             self._ka_closed_read = self.reads
+        return t_ns
+
+    def at_last_item(self) -> None:
+        """The next observations are the current read's last item's: its stamp's bound
+        from here on (exact with a kernel stamp and a read that ends at an event boundary)."""
+        self._cur_b = self._tail_b
 
     def on_observations(self, t_ns: int, observations: Iterable[Observation]) -> None:
         """Apply the observations the decoder produced for one event of the read at ``t_ns``.
@@ -191,8 +375,12 @@ class StreamMeter:
             cls = type(ob)
             if cls is ContentDelta:
                 last = self.last_content_ns
+                b = self._cur_b
                 if last is not None:
                     gap = t_ns - last
+                    pb = self._last_content_b
+                    if (b or pb) and self._bounds is not None:
+                        self._bounds("itl", gap, b, pb)
                     self.itl_count += 1
                     self.itl_sum_ns += gap
                     if gap > self.itl_max_ns:
@@ -205,9 +393,14 @@ class StreamMeter:
                     if sink is not None:
                         sink("itl", gap)
                 self.last_content_ns = t_ns
+                self._last_content_b = b
                 if self.event_chars is not None and self.event_read_ns is not None:
                     self.event_chars.append(ob.chars)  # type: ignore[union-attr]
                     self.event_read_ns.append(t_ns)
+                    bl = self.event_bound_ns
+                    if bl is None:  # (kept with the read stamps: every run with gateway overhead)
+                        bl = self.event_bound_ns = [0] * (len(self.event_read_ns) - 1)
+                    bl.append(b)
                 if self._last_content_read != self.reads:
                     self._last_content_read = self.reads
                     quiet = self.quiet_read_ns
@@ -226,8 +419,11 @@ class StreamMeter:
                         self.content_read_lag_gap_ns = t_ns - ref
             elif cls is FirstToken:
                 self.first_token_ns = t_ns
+                self.first_token_bound_ns = self._cur_b
+                self.first_token_late_ns = self._late_ns
             elif cls is FirstContentToken:
                 self.first_content_ns = t_ns
+                self.first_content_bound_ns = self._cur_b
             elif cls is Keepalive:
                 if self.terminal_ns is not None:
                     continue
@@ -235,13 +431,14 @@ class StreamMeter:
                 if self.keepalive_read_ns is not None:
                     self.keepalive_read_ns.append(t_ns)
                 if self._ka_open_ns is not None:  # a second keepalive in one read
-                    self._keepalive_gap(t_ns - self._ka_open_ns)
+                    self._keepalive_gap(t_ns - self._ka_open_ns, self._cur_b, self._ka_open_b)
                 elif self._ka_closed_read != self.reads:
                     # the silence from the read before (or the headers) to this keepalive
                     prev = self._prev_read_ns
                     if prev is not None:
-                        self._keepalive_gap(t_ns - prev)
+                        self._keepalive_gap(t_ns - prev, self._cur_b, 0)
                 self._ka_open_ns = t_ns
+                self._ka_open_b = self._cur_b
             elif cls is UsageReport:
                 u: UsageReport = ob  # type: ignore[assignment]
                 if u.input_tokens is not None:
@@ -251,6 +448,7 @@ class StreamMeter:
             elif cls is StreamEnd:
                 if self.terminal_ns is None:
                     self.terminal_ns = t_ns
+                    self.terminal_bound_ns = self._cur_b
                     self._ka_open_ns = None  # closed by this read (on_read) or left open: not a gap
 
     def on_event_texts(self, observations: Iterable[Observation],
@@ -287,18 +485,29 @@ class StreamMeter:
                 else:
                     crcs.append(zlib.crc32("".join(frags[start:]).encode("utf-8")) if n > start else -1)
 
+    def _flush_lags(self) -> None:
+        lags, read_lags, n = self._lags, self._read_lags, self._lag_n
+        if n and lags is not None and read_lags is not None:
+            read_lags(lags, n - len(lags))  # the on-time reads (under BOUND_FLOOR_NS) as 0
+            self._lags = []
+            self._lag_n = 0
+
     def close(self, t_ns: int) -> None:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut
         by the idle timeout is the longest silence of its stream), unless the
-        terminal signal arrived (silence checks end there)."""
+        terminal signal arrived (silence checks end there). The reads' client lags
+        still held are handed to ``read_lags``."""
+        self._flush_lags()
         last = self.last_byte_ns
         if self.terminal_ns is None and last is not None and t_ns - last > self.max_silence_ns:
             self.max_silence_ns = t_ns - last
 
-    def _keepalive_gap(self, gap_ns: int) -> None:
+    def _keepalive_gap(self, gap_ns: int, below_ns: int, above_ns: int) -> None:
         self.keepalive_gap_count += 1
         if self._sink is not None:
             self._sink("keepalive_interval", gap_ns)
+        if (below_ns or above_ns) and self._bounds is not None:
+            self._bounds("keepalive_interval", gap_ns, below_ns, above_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +596,13 @@ class StreamRecord:
         anomalies: (kind, count) pairs from the decoder, in its order.
         headers: (name, value) of the response headers ``run.record_headers``
             names, as received (values cut to ``HEADER_VALUE_MAX_CHARS``).
+        bounds: ``(metric, value_ns, below_ns, above_ns)`` for each of this
+            stream's figures above whose stamps are not exact (the true value
+            lies in ``[value - below, value + above]``), in record order;
+            figures with exact stamps are not listed (docs/results.md, "Times
+            from the wire").
+        items_exact, items_bounded: the meter's counts of SSE items with an
+            exact stamp and with a bounded one.
     """
 
     outcome: str
@@ -443,6 +659,9 @@ class StreamRecord:
     #: them (``StreamResult.cached_tokens``), None when not reported
     cached_tokens: int | None = None
     burst_held_ns: int | None = None
+    bounds: tuple[tuple[str, int, int, int], ...] = ()
+    items_exact: int = 0
+    items_bounded: int = 0
 
 
 def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
@@ -532,6 +751,27 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
     # a cut stream, or one that never got a response, had no chance to report usage
     got_body = (outcome not in ("http_error", "connect_error", "cancelled", "client_cancelled")
                 and headers is not None)
+    end_b = m.terminal_bound_ns if terminal is not None else (
+        m.last_byte_bound_ns if completed and m.last_byte_ns is not None else 0)
+    bounds: list[tuple[str, int, int, int]] = []
+    if headers is not None and m.headers_bound_ns:
+        bounds.append(("ttfb", headers - start, m.headers_bound_ns, 0))
+    fb = m.first_token_bound_ns
+    if first is not None and fb:
+        bounds.append(("ttft", first - start, fb, 0))
+        if open_loop:
+            bounds.append(("ttft_from_send", first - sent, fb, 0))
+    if first_content is not None and m.first_content_bound_ns:
+        bounds.append(("ttft_content", first_content - start, m.first_content_bound_ns, 0))
+    if e2e is not None and end_b:
+        bounds.append(("e2e", e2e, end_b, 0))
+        if open_loop:
+            bounds.append(("e2e_from_send", answer_end - sent, end_b, 0))
+    if tpot is not None and answer_tokens and (end_b or fb):
+        n = answer_tokens - 1  # (> 0: tpot exists)
+        bounds.append(("tpot", tpot, int(end_b / n), int(fb / n)))
+    if terminal is not None and m.terminal_bound_ns:
+        bounds.append(("tail", max(end_ns - terminal, 0), 0, m.terminal_bound_ns))
     return StreamRecord(
         outcome=outcome,
         detail=detail,
@@ -589,6 +829,9 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         headers=m.headers,
         cached_tokens=None if result is None else result.cached_tokens,
         burst_held_ns=held if buffered else None,
+        bounds=tuple(bounds),
+        items_exact=m.items_exact,
+        items_bounded=m.items_bounded,
     )
 
 
@@ -640,13 +883,15 @@ def _burst(m: StreamMeter, e2e_ns: int, output_events: int) -> tuple[bool, bool,
 def _held_ns(m: StreamMeter, first_ns: int | None, sent_ns: int) -> int:
     """How long a burst was held before it reached the client's socket, ns: from the
     response head, or from the send when the head came with the burst (within the
-    client's lag or 1 ms, as a proxy that holds the whole response sends it)."""
+    client's lag or 1 ms, as a proxy that holds the whole response sends it), to the
+    first token's stamp: its arrival when the kernel stamped it, else its read's
+    loop time less the client's lag."""
     if first_ns is None:
         return 0
     lag = m.content_read_lag_max_ns
     head = m.headers_ns
     since = sent_ns if head is None or first_ns - head <= max(CLIENT_LAG_MIN_NS, lag) else head
-    return first_ns - since - lag
+    return first_ns - since - (lag if m.first_token_late_ns else 0)
 
 
 CLIENT_LAG_MIN_NS = 1_000_000

@@ -142,6 +142,7 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("queue_delay", "intended start to actual send (open loop: the client's lateness)"),
         _time("schedule_lag", "scheduler wake-up lateness against the intended start"),
         _time("loop_lag", "event-loop responsiveness probe: sleep overshoot"),
+        _time("client_read_lag", "per body read: how late the client served it (its bytes' wait in the socket)"),
         _time("ttft_from_send", "open loop: ttft counted from the actual send (uncorrected)", compared=True),
         _time("e2e_from_send", "open loop: e2e counted from the actual send (uncorrected)", compared=True),
         _time("connect_wait", "TCP (+TLS) connect time of streams that opened a new connection"),

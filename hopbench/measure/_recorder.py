@@ -21,6 +21,13 @@ Invariants:
 * Snapshots carry encoded histograms (hdrh V2 base64) and counters, never raw
   samples or percentiles, so they merge exactly (:meth:`Snapshot.merge`).
 * Histograms are created on first record; snapshots list only non-empty ones.
+* The error bounds of samples whose stamps are not exact (docs/results.md,
+  "Times from the wire") are kept beside the histograms, cumulatively only (no
+  intervals): per metric three histograms of those samples alone, their
+  reported values (``<metric>~x``), their lower (``~lo``) and upper (``~hi``)
+  bounds (:meth:`Recorder.record_bound`). The metric's histogram less ``~x``
+  plus ``~lo`` (``~hi``) holds a lower (upper) bound of every sample, so the
+  true percentile lies between theirs (``hopbench.measure._error_bound``).
 * A snapshot's counters and histograms are of one instant: :meth:`Recorder.snapshot`
   now (on the loop), :meth:`Recorder.folded_snapshot` the last folded interval's
   end (a checkpoint beside the loop), so a histogram's count agrees with the
@@ -30,12 +37,15 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ResultsError, UsageError
 from ._hdr import Histogram
 from ._metrics import METRICS
+
+BOUND_SUFFIXES = ("~x", "~lo", "~hi")
+"""Names of a metric's bound histograms: ``<metric><suffix>`` (see the module's docstring)."""
 
 __all__ = [
     "ALL",
@@ -45,6 +55,8 @@ __all__ = [
     "IntervalSnapshot",
     "DetachedInterval",
     "merge",
+    "BOUND_SUFFIXES",
+    "bound_metric",
 ]
 
 ALL = "all"
@@ -68,6 +80,15 @@ def _check_scope_name(name: object) -> str:
     return name
 
 
+def bound_metric(name: str) -> str | None:
+    """The metric of a bound histogram's name (``"itl~lo"`` -> ``"itl"``), None
+    when ``name`` is not one (no known suffix, or an unknown metric)."""
+    base, sep, tail = name.rpartition("~")
+    if not sep or "~" + tail not in BOUND_SUFFIXES or base not in METRICS:
+        return None
+    return base
+
+
 @dataclass(frozen=True, slots=True)
 class ScopeSnapshot:
     """One scope's state: counters and encoded histograms.
@@ -75,14 +96,20 @@ class ScopeSnapshot:
     Attributes:
         counters: counter name -> value (only counters that were incremented).
         histograms: metric name -> hdrh V2 base64 encoding (non-empty only).
+        bounds: bound histogram name (``<metric>~x``, ``~lo``, ``~hi``: see
+            the module's docstring) -> encoding; empty when every sample was exact.
     """
 
     counters: dict[str, int]
     histograms: dict[str, str]
+    bounds: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"counters": {...}, "histograms": {...}}`` (fresh dicts)."""
-        return {"counters": dict(self.counters), "histograms": dict(self.histograms)}
+        """``{"counters": {...}, "histograms": {...}}`` and ``"bounds"`` when not empty (fresh dicts)."""
+        out: dict[str, Any] = {"counters": dict(self.counters), "histograms": dict(self.histograms)}
+        if self.bounds:
+            out["bounds"] = dict(self.bounds)
+        return out
 
     @classmethod
     def from_json(cls, data: object, where: str = "scope") -> ScopeSnapshot:
@@ -107,7 +134,12 @@ class ScopeSnapshot:
         for metric in histograms:
             if metric not in METRICS:
                 raise ResultsError(f"{where}.histograms: unknown metric {metric!r}")
-        return cls(dict(counters), dict(histograms))
+        bounds = data.get("bounds", {})
+        if not isinstance(bounds, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) and bound_metric(k) for k, v in bounds.items()
+        ):
+            raise ResultsError(f"{where}.bounds: expected an object of strings named <metric>~x|~lo|~hi")
+        return cls(dict(counters), dict(histograms), dict(bounds))
 
 
 def _scopes_from_json(data: object, where: str) -> dict[str, ScopeSnapshot]:
@@ -158,10 +190,12 @@ class Snapshot:
             A new Snapshot over the union of the scopes; empty for no input.
         """
         hists: dict[str, dict[str, Histogram]] = {}
+        bnds: dict[str, dict[str, Histogram]] = {}
         counters: dict[str, dict[str, int]] = {}
         for snap in snapshots:
             for name, scope in snap.scopes.items():
                 hs = hists.setdefault(name, {})
+                bs = bnds.setdefault(name, {})
                 cs = counters.setdefault(name, {})
                 for metric, text in scope.histograms.items():
                     h = hs.get(metric)
@@ -169,6 +203,13 @@ class Snapshot:
                         hs[metric] = Histogram.decode(metric, text)
                     else:
                         h.add(Histogram.decode(metric, text))
+                for key, text in scope.bounds.items():
+                    h = bs.get(key)
+                    other = Histogram.decode(bound_metric(key) or key, text)
+                    if h is None:
+                        bs[key] = other
+                    else:
+                        h.add(other)
                 for key, n in scope.counters.items():
                     cs[key] = cs.get(key, 0) + n
         return cls(
@@ -176,6 +217,7 @@ class Snapshot:
                 name: ScopeSnapshot(
                     counters[name],
                     {m: h.encode() for m, h in hs.items() if h.count},
+                    {k: h.encode() for k, h in sorted(bnds[name].items()) if h.count},
                 )
                 for name, hs in hists.items()
             }
@@ -263,7 +305,7 @@ class Recorder:
     trio run; worker processes ship :class:`Snapshot` objects to merge.
     """
 
-    __slots__ = ("_scopes", "_cur", "_tot", "_ctr_tot", "_ctr_iv", "_ctr_folded")
+    __slots__ = ("_scopes", "_cur", "_tot", "_ctr_tot", "_ctr_iv", "_ctr_folded", "_bnd")
 
     def __init__(self, scopes: Sequence[str]) -> None:
         """Create a recorder for these scenario scopes ("all" is implied).
@@ -285,6 +327,8 @@ class Recorder:
         # _ctr_folded: the counters of the folded intervals only (fold adds each interval's),
         # so that folded_snapshot pairs them with _tot: both as of the last detach.
         self._ctr_folded: dict[str, dict[str, int]] = {s: {} for s in self._scopes}
+        # _bnd: the bound histograms (cumulative only), per scope and in "all"
+        self._bnd: dict[str, dict[str, Histogram]] = {s: {} for s in self._scopes}
 
     @property
     def scopes(self) -> tuple[str, ...]:
@@ -344,6 +388,72 @@ class Recorder:
                 for counters in (self._ctr_tot[scope], self._ctr_iv[scope], self._ctr_tot[ALL],
                                  self._ctr_iv[ALL]):
                     _bump(counters, key, 1)
+
+        return record
+
+    def record_bound(self, scope: str, metric: str, value: int, below: int, above: int) -> None:
+        """Keep the bounds of one sample of ``metric`` (already recorded with
+        :meth:`record` or a sink) whose true value lies in ``[value - below,
+        value + above]`` (ns; a lower bound under 0 counts as 0), in ``scope``
+        and "all". A value the metric's histogram rejects (out of range) is not kept.
+
+        Raises:
+            UsageError: unknown scope (or "all") or unknown metric.
+        """
+        if scope not in self._cur or scope == ALL:
+            self._check(scope)
+        self._bound_into(scope, metric, value, below, above)
+
+    def _bound_into(self, scope: str, metric: str, value: int, below: int, above: int) -> None:
+        for s in (scope, ALL):
+            hists = self._bnd[s]
+            x = hists.get(metric + "~x")
+            if x is None:
+                x = hists[metric + "~x"] = Histogram(metric)  # UsageError for an unknown metric
+                hists[metric + "~lo"] = Histogram(metric)
+                hists[metric + "~hi"] = Histogram(metric)
+            if not x.record(value):
+                return
+            lo = value - below
+            hists[metric + "~lo"].record(lo if lo > 0 else 0)
+            if not hists[metric + "~hi"].record(value + above):
+                hists[metric + "~hi"].record(x.spec.highest)
+
+    def bound_sink(self, scope: str) -> Callable[[str, int, int, int], None]:
+        """A function ``(metric, value, below, above)`` that does :meth:`record_bound`
+        into ``scope`` and "all", the scope checked once here (the meter's
+        ``BoundSink``).
+
+        Raises:
+            UsageError: unknown scope (or "all") now; unknown metric when called.
+        """
+        self._check(scope)
+
+        def record(metric: str, value: int, below: int, above: int) -> None:
+            self._bound_into(scope, metric, value, below, above)
+
+        return record
+
+    def many_sink(self, scope: str, metric: str) -> Callable[[Sequence[int], int], None]:
+        """A function ``(values, zeros)`` that does :meth:`record_many` of ``metric``
+        into ``scope`` and "all", and records ``zeros`` values of 0 with one counter
+        update (the meter's ``read_lags``: one call per batch of reads).
+
+        Raises:
+            UsageError: unknown scope (or "all") or unknown metric, now.
+        """
+        self._check(scope)
+        if metric not in METRICS:
+            raise UsageError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)}")
+
+        def record(values: Sequence[int], zeros: int = 0) -> None:
+            self.record_many(scope, metric, values)
+            if zeros > 0:
+                hists = self._cur[scope]
+                h = hists.get(metric)
+                if h is None:
+                    h = hists[metric] = Histogram(metric)
+                h.record_n(0, zeros)
 
         return record
 
@@ -427,7 +537,8 @@ class Recorder:
                     h = t if t is not None and t.count else c  # type: ignore[assignment]
                 if h is not None and h.count:
                     encoded[metric] = h.encode()
-            scopes[scope] = ScopeSnapshot(dict(self._ctr_tot[scope]), dict(sorted(encoded.items())))
+            bounds = {k: h.encode() for k, h in sorted(self._bnd[scope].items()) if h.count}
+            scopes[scope] = ScopeSnapshot(dict(self._ctr_tot[scope]), dict(sorted(encoded.items())), bounds)
         return Snapshot(scopes)
 
     def detach_interval(self, start_ns: int, end_ns: int) -> DetachedInterval:
@@ -490,6 +601,9 @@ class Recorder:
         to the loop: :meth:`fold` adds each interval's counters into a folded
         total in the folding thread. What was recorded since that detach (at
         most about one interval) is left out of both; :meth:`snapshot` has it.
+        The bound histograms (``ScopeSnapshot.bounds``) are recorded on the loop
+        and never folded: they are left out here (a checkpoint has no error
+        bounds) and are in :meth:`snapshot`.
 
         Returns:
             Snapshot with every scope; only non-empty histograms.

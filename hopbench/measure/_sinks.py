@@ -66,6 +66,9 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
     streams that got a body, ``stop.<class>``, ``refused``,
     ``hidden_reasoning``, ``no_done``, ``usage_total_mismatch``,
     ``tokens_source.<usage|events>`` (completed streams),
+    ``wire.items_exact`` and ``wire.items_bounded`` (n: SSE items whose
+    stamp is exact or bounded; the bounds of figures whose stamps are not
+    exact go to ``Recorder.record_bound``),
     ``cache.{streams,prompt_tokens,cached_tokens}`` (streams whose usage
     reported cached tokens and input tokens) and
     ``header.<name>=<value>`` (through ``header_values``; a fresh
@@ -95,6 +98,12 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
                           ("tpot", r.tpot_ns), ("output_tokens_per_s", r.output_milli_tokens_per_s)):
         if value is not None:
             rec.record(scope, metric, value)
+    for metric, value, below, above in r.bounds:  # figures whose stamps are not exact
+        rec.record_bound(scope, metric, value, below, above)
+    if r.items_exact:
+        rec.incr(scope, "wire.items_exact", r.items_exact)
+    if r.items_bounded:
+        rec.incr(scope, "wire.items_bounded", r.items_bounded)
     for flag, name in ((r.proxy_buffering_suspected, "proxy_buffering_suspected"),
                        (r.client_lagged, "client_lagged"),
                        (r.refused, "refused"), (r.hidden_reasoning, "hidden_reasoning"),

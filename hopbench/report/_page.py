@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ..measure._burst import BURST_COUNTERS, burst_warnings
+from ..measure._error_bound import UNCERTAIN_MARK, uncertain, uncertain_note
 from .._errors import ResultsError
 from ._html import cell, escape, kv_table, table
 from ..measure._hdr import Histogram
@@ -202,17 +203,27 @@ def _headline(run: RunData) -> str:
     header = ["scope", "started", "completed", "broken", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99",
               "TPOT p50", "E2E p50", "E2E p99", "out tok/s p50"]
     rows = []
+    marked = False
     for scope in run.scopes():
         snap = run.snapshot
         broken = sum(snap.counter(scope, k) for k in BROKEN)
         row: list[object] = [scope, snap.counter(scope, "started"), snap.counter(scope, "completed"), broken]
+        entries = ((run.summary.get("scopes") or {}).get(scope) or {}).get("metrics") or {}
         for metric, p in (("ttft", 50), ("ttft", 99), ("itl", 50), ("itl", 99), ("tpot", 50),
                           ("e2e", 50), ("e2e", 99), ("output_tokens_per_s", 50)):
             h = snap.histogram(scope, metric)
-            row.append(h.percentile(p) / h.spec.divisor if h.count else None)
+            value = h.percentile(p) / h.spec.divisor if h.count else None
+            # a percentile whose error bound is too wide to read (docs/results/units.md)
+            entry = entries.get(metric)
+            if value is not None and isinstance(entry, Mapping) and f"p{p}" in {k for k, _, _ in uncertain(entry)}:
+                marked = True
+                row.append(_fmt(value) + UNCERTAIN_MARK)
+            else:
+                row.append(value)
         rows.append(row)
+    note = f'<p class="note">{_e(uncertain_note())}</p>' if marked else ""
     return _table(header, rows) + '<p class="note">times in ms; broken = failed + truncated + ' \
-        "timeout + connect_error + http_error</p>"
+        "timeout + connect_error + http_error</p>" + note
 
 
 def _run_figures(run: RunData) -> str:

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure._burst import burst_warnings
+from ..measure._error_bound import UNCERTAIN_MARK, uncertain, uncertain_note
 from .._format import fmt_num as _num
 from .._format import cpu_phrase, load_phrase
 from ..measure._metrics import METRICS, UNIT_LABELS
@@ -50,21 +51,33 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
     for col in ("count", "p50", "p90", "p99", "p99.9", "max"):
         table.add_column(col, justify="right", no_wrap=True)
     metrics = scope.get("metrics") or {}
+    marked_any = False
     for metric in list(METRICS) + [m for m in metrics if m not in METRICS]:
         m = metrics.get(metric)
         if not isinstance(m, Mapping):
             continue
         label = metric if not m.get("out_of_range") else f"{metric} (!)"
+        # a percentile whose error bound is too wide to read (docs/results/units.md, "Times from the wire")
+        marked = {key for key, _, _ in uncertain(m)}
+        marked_any = marked_any or bool(marked)
+
+        def pct(key: str) -> Text | str:
+            text = _num(m.get(key))
+            return Text(text + UNCERTAIN_MARK, style="yellow") if key in marked else text
+
         table.add_row(
             label,
             UNIT_LABELS.get(str(m.get("unit")), str(m.get("unit", ""))),
             _int(m.get("count")),
-            _num(m.get("p50")),
-            _num(m.get("p90")),
-            _num(m.get("p99")),
-            _num(m.get("p999")),
+            pct("p50"),
+            pct("p90"),
+            pct("p99"),
+            pct("p999"),
             _num(m.get("max")),
         )
+    if marked_any:
+        table.caption = uncertain_note()
+        table.caption_justify = "left"
     return table
 
 
