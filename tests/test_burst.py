@@ -36,7 +36,8 @@ from hopbench.measure._burst import (
     record_rejudged,
     rejudge,
 )
-from hopbench.measure._meter import StreamMeter, measure
+from hopbench.measure._meter import StreamMeter
+from hopbench.measure._rules import measure
 from hopbench.measure._sinks import record_stream
 from hopbench.measure._lines import stream_line
 from hopbench.measure._recorder import ALL, Recorder

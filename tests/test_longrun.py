@@ -12,7 +12,8 @@ import trio
 import trio.testing
 
 from hopbench.engine import _runner
-from hopbench.measure._meter import StreamMeter, measure
+from hopbench.measure._meter import StreamMeter
+from hopbench.measure._rules import measure
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, IntervalSnapshot, Recorder
 from hopbench.engine._runner import TICK_SLACK_NS, interval_end

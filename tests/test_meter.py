@@ -50,7 +50,7 @@ def test_meter_itl_zero_for_events_of_one_read_and_silences() -> None:
 
 # -- measure(): the metric rules, without trio or sockets ----------------------
 
-from hopbench.measure._meter import StreamRecord, measure
+from hopbench.measure._rules import StreamRecord, measure
 from hopbench.measure._sinks import outcome_counters, record_stream, recorder_sink
 from hopbench.measure._lines import stream_line
 from hopbench.measure._recorder import Recorder  # noqa: E402
@@ -550,7 +550,7 @@ def test_measure_unpaced_origin_is_not_a_buffering_proxy() -> None:
     answer held back (31 x PACED_GAP_MIN_NS = 31 ms). Held 60 ms it could be: flagged.
     The hold counts from the response head, or from the send when the head came with
     the burst."""
-    from hopbench.measure._meter import PACED_GAP_MIN_NS
+    from hopbench.measure._burst import PACED_GAP_MIN_NS
 
     res = StreamResult("completed", output_tokens=32, events=_ev(32))
     unpaced = measure(_unpaced_meter(32, 20 * _MS), 20 * _MS, "completed", "", res, keepalive_budget_ns=_BUDGET_NS)

@@ -177,7 +177,8 @@ async def test_emulator_prefill_delays_the_first_token_by_the_uncached_tokens() 
 
 
 def test_record_stream_counts_cached_tokens_and_the_summary_gives_the_hit_ratio() -> None:
-    from hopbench.measure._meter import StreamMeter, measure
+    from hopbench.measure._meter import StreamMeter
+    from hopbench.measure._rules import measure
     from hopbench.measure._sinks import record_stream
     from hopbench.measure._lines import stream_line
     from hopbench.measure._recorder import Recorder

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hopbench._errors import ProfileError
-from hopbench.measure._meter import StreamMeter, StreamRecord, measure
+from hopbench.measure._meter import StreamMeter
+from hopbench.measure._rules import StreamRecord, measure
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder
 from hopbench.measure._slo import itl_stat_ns, judge, record_verdict, slo_summary, wilson_lower

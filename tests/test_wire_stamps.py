@@ -8,7 +8,8 @@ import random
 from hopbench.measure._error_bound import (ERROR_MIN_NS, ERROR_SHARE, error_bound_warnings, error_bounds,
                                            uncertain)
 from hopbench.measure._hdr import Histogram
-from hopbench.measure._meter import StreamMeter, measure
+from hopbench.measure._meter import StreamMeter
+from hopbench.measure._rules import measure
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
 from hopbench.measure._sinks import record_stream
 from hopbench.protocols import ContentDelta, FirstContentToken, FirstToken, StreamEnd, StreamResult

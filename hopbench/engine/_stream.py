@@ -40,7 +40,8 @@ from ..config._scenario_spec import request_headers
 from ..measure._burst import FlaggedBurst, FlaggedLog
 from ..measure._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, STREAMING, WAITING, InFlightGauge
 from ..measure._lines import GATEWAY_KIND_HEADERS, HeaderValues, capture_headers, overhead_line, stream_line
-from ..measure._meter import StreamMeter, measure
+from ..measure._meter import StreamMeter
+from ..measure._rules import measure
 from ..measure._sinks import record_lengths, record_stream, recorder_sink
 from ..measure._recorder import Recorder
 from ..measure._slo import judge, record_verdict

@@ -19,14 +19,15 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:  # for type checkers and readers; at run time see __getattr__
     from ._counters import RunCounters
-    from ._meter import StreamMeter, StreamRecord, measure
+    from ._meter import StreamMeter
+    from ._rules import StreamRecord, measure
     from ._metrics import METRICS, MetricSpec
     from ._outcomes import OUTCOMES, RATES
     from ._recorder import Recorder, Snapshot
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
-    "measure": "_meter",
+    "measure": "_rules",
     "METRICS": "_metrics",
     "MetricSpec": "_metrics",
     "OUTCOMES": "_outcomes",
@@ -35,7 +36,7 @@ _WHERE: dict[str, str] = {
     "RunCounters": "_counters",
     "Snapshot": "_recorder",
     "StreamMeter": "_meter",
-    "StreamRecord": "_meter",
+    "StreamRecord": "_rules",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())

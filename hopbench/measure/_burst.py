@@ -1,7 +1,7 @@
 """Bursts re-judged after the run against what the origin itself did.
 
 Role: the client flags a completed stream ``proxy_buffering_suspected`` when it
-arrived as one burst that its own lag does not explain (``hopbench.measure._meter.measure``,
+arrived as one burst that its own lag does not explain (``hopbench.measure._rules.measure``,
 docs/results.md). A client alone cannot tell a buffering proxy from an origin that
 wrote the answer at once or late. Where the origin's own record exists (the
 embedded emulator's ground_truth.jsonl, or the ``[upstream]`` emulator's behind a
@@ -71,7 +71,7 @@ PACED_GAP_MIN_NS: Final = 1_000_000
 of n events held for less than (n - 1) x this was not a paced answer held back."""
 
 SUSPECTED: Final = "proxy_buffering_suspected"
-"""The client's flag (``hopbench.measure._meter.measure``)."""
+"""The client's flag (``hopbench.measure._rules.measure``)."""
 
 BURST_COUNTERS: Final = ("origin_burst", "proxy_buffering_confirmed", "burst_unexplained", "burst_unmatched")
 """Counters :func:`record_rejudged` writes per scope (docs/results/counters.md, "Counters")."""

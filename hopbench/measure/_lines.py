@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._burst import SUSPECTED
-from ._meter import StreamMeter, StreamRecord
+from ._meter import StreamMeter
+from ._rules import StreamRecord
 
 __all__ = ["HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "HeaderValues", "capture_headers", "overhead_line",
            "stream_line"]

@@ -15,7 +15,8 @@ Invariant: one stream increments each of its outcome counters by exactly 1
 from __future__ import annotations
 
 from ._lines import HeaderValues
-from ._meter import GapSink, StreamRecord
+from ._meter import GapSink
+from ._rules import StreamRecord
 from ._recorder import Recorder
 
 __all__ = ["outcome_counters", "record_lengths", "record_stream", "recorder_sink"]

@@ -99,7 +99,7 @@ def slo_mapping(slo: Slo) -> dict[str, Any]:
 
 
 class StreamRecord(Protocol):
-    """What :func:`judge` reads of ``hopbench.measure._meter.StreamRecord`` (same names,
+    """What :func:`judge` reads of ``hopbench.measure._rules.StreamRecord`` (same names,
     same meaning; a Protocol so that this module sits below the meter)."""
 
     @property
@@ -177,7 +177,7 @@ def judge(slo: Slo, r: StreamRecord) -> Verdict:
 
     Args:
         slo: the scope's objectives.
-        r: the stream's record (``_meter.measure``).
+        r: the stream's record (``_rules.measure``).
 
     Returns:
         The verdict. Never raises.
