@@ -1,8 +1,8 @@
 """The ``hopbench`` command line: every subcommand's arguments and the exit codes.
 
-Subcommands: run, validate, serve, gate, compare, report, export, check. Each is parsed here
-(one argparse tree, one parser class) and handed to its implementation as
-typed arguments: ``run`` and ``validate`` below, ``gate`` in
+Subcommands: run, search, validate, serve, gate, compare, calibrate, report, export, check. Each
+is parsed here (one argparse tree, one parser class) and handed to its implementation as
+typed arguments: ``run``, ``search`` and ``validate`` in :mod:`hopbench._run_command`, ``gate`` in
 :func:`hopbench.views._gate.gate_command`, ``compare`` in
 :func:`hopbench.views._compare.compare_command`, ``report`` in
 :func:`hopbench.report._page.write_report`, ``export`` in
@@ -29,10 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TypeAlias
 
 from ._errors import HopbenchError, ProfileError, ResultsError, UsageError
 from ._exit import (
@@ -46,12 +45,6 @@ from ._exit import (
     EXIT_TERMINATED,
 )
 from ._version import __version__
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from .config._records import Profile
-    from .driver._common import RunOutcome
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INCONCLUSIVE", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK",
            "EXIT_TARGET_FAILED", "EXIT_TERMINATED", "build_parser", "main"]
@@ -342,6 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ._run_command import run_command
+
     return _guard("hopbench", lambda: run_command(
         args.profile, out=args.out, results_root=args.results_root, target_url=args.target_url,
         quiet=args.quiet, no_progress=args.no_progress, workers=args.workers, engine=args.engine,
@@ -350,6 +345,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
+    from ._run_command import run_command
+
     return _guard("hopbench", lambda: run_command(
         args.profile, out=args.out, results_root=args.results_root, target_url=args.target_url,
         quiet=args.quiet, no_progress=args.no_progress, workers=args.workers, engine=args.engine,
@@ -365,6 +362,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from ._run_command import validate_command
+
     return _guard("hopbench", lambda: validate_command(args.profile))
 
 
@@ -467,416 +466,3 @@ def _export(args: argparse.Namespace) -> int:
     for path in paths:
         print(f"export: {path}")
     return EXIT_OK
-
-
-# -- run and validate: their implementations ------------------------------------
-
-
-@contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM raise ``Interrupted`` (naming the signal) while a run
-    starts and ends; during the load the runner's own trio signal receiver
-    takes over (grace period, then cancel). Without this a SIGTERM while the
-    emulator starts would kill the process before any summary is written."""
-    import signal
-
-    from .driver._single import Interrupted
-
-    def handler(signum: int, frame: object) -> None:
-        name = signal.Signals(signum).name
-        print(f"hopbench: {name}: stopping; writing what there is", file=sys.stderr, flush=True)
-        raise Interrupted(name)
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-
-def validate_command(profiles: Sequence[Path]) -> int:
-    """``hopbench validate``: load each profile; print ``PATH: ok`` for each valid one, and
-    on stderr what each dataset gave, as ``run`` does before its load (records skipped,
-    filtered, sampled: docs/workloads.md, "Datasets"), and a trace's rows with 0 tokens
-    (read as 1: ``hopbench.workload._trace.TraceSpec.zero_note``).
-
-    Returns:
-        EXIT_OK when all are valid.
-
-    Raises:
-        ProfileError: at the first invalid profile (file:line: key: what was expected).
-    """
-    from .config._profile import load_profile
-
-    from .driver._common import fd_limit_for
-
-    for path in profiles:
-        profile = load_profile(path)
-        fd_note = fd_limit_for(profile)  # a closed loop this machine cannot hold: ProfileError
-        if fd_note:
-            print(f"hopbench: warning: {fd_note}", file=sys.stderr)
-        for sc in profile.scenarios:
-            if sc.dataset_note:
-                print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
-        if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, read as 1
-            print(f"hopbench: trace: {profile.load.trace.zero_note}", file=sys.stderr)
-        print(f"{path}: ok")
-    return EXIT_OK
-
-
-def profile_overrides(profile: Profile, source: Path, *, target_url: str | None = None, workers: int | None = None,
-                      engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
-                      upstream_record: Path | None = None, require_search: bool = False) -> Profile:
-    """The profile with the command line's flags applied (pure: no run, no I/O).
-
-    Args:
-        profile: the profile as loaded; source: its path (for messages).
-        target_url, workers, engine, ray_address, upstream_record, require_search: as
-            for :func:`run_command` (None / False: the profile's own).
-
-    Returns:
-        the profile to run.
-
-    Raises:
-        UsageError: a flag that is invalid or that the profile cannot take (checked in
-            this order: no ``[search]`` for ``hopbench search``, ``--target-url``,
-            ``--workers``, ``--ray-address`` without Ray, ``--upstream-record``, then
-            the combinations ``[[arm]]`` and ``[upstream]`` refuse).
-    """
-    import dataclasses
-
-    if require_search and profile.search is None:
-        raise UsageError(f"{source}: no [search] table: hopbench search needs one (docs/slo.md)")
-    if target_url:
-        from .config._profile import check_base_url
-
-        url = target_url
-        problem = check_base_url(url)
-        if problem:
-            raise UsageError(f"--target-url: {problem}")
-        profile = dataclasses.replace(profile, target=dataclasses.replace(profile.target, url=url.rstrip("/")))
-    if workers is not None:
-        from .config._profile import check_workers
-
-        problem = check_workers(workers)  # the same rule as run.workers
-        if problem:
-            raise UsageError(f"--workers: {problem}")
-        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=workers))
-    if engine is not None:
-        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=engine))
-    if ray_address is not None and profile.run.engine != "ray":
-        raise UsageError(f"--ray-address: only with --engine ray (or run.engine = \"ray\"); this run's "
-                         f"engine is {profile.run.engine!r}, which would ignore {ray_address!r}")
-    if upstream_record is not None:
-        from .config._upstream_spec import record_override
-
-        try:
-            spec = record_override(profile.upstream, upstream_record, profile.target.url)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        profile = dataclasses.replace(profile, upstream=spec)
-    if profile.arms and target_url:
-        raise UsageError("--target-url: the profile's [[arm]] tables name the targets (edit their urls)")
-    if profile.arms and (profile.run.workers > 1 or profile.run.engine == "ray"):
-        raise UsageError("[[arm]]: A/B arms run in one process: drop --workers / --engine ray "
-                         f"(got workers = {profile.run.workers}, engine = {profile.run.engine})")
-    if profile.upstream is not None and (profile.run.workers > 1 or profile.run.engine == "ray"):
-        # gateway overhead matches streams on one clock in one process (docs/gateway-overhead.md)
-        raise UsageError("[upstream] (gateway overhead) runs in one process: drop --workers / run.workers "
-                         "and run.engine = \"ray\" (or run without [upstream])")
-    if profile.upstream is not None and profile.arms:
-        raise UsageError("[upstream] (gateway overhead) and [[arm]] tables cannot be combined yet: "
-                         "measure one gateway per run")
-    return profile
-
-
-def run_command(profile_path: Path, *, out: Path | None = None, results_root: Path = Path("results"),
-                target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
-                workers: int | None = None, engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
-                no_report: bool = False, no_gate: bool = False, metrics_port: int | None = None,
-                require_search: bool = False, upstream_record: Path | None = None) -> int:
-    """``hopbench run``: run a profile, write its results folder, report.html, the
-    terminal summary and the gate's verdict.
-
-    Args:
-        profile_path: the profile (TOML).
-        out: the results folder (None: ``results_root/<name>-<UTC timestamp>``).
-        results_root: where result folders are created.
-        target_url: overrides ``target.url``.
-        quiet: no progress lines and no summary table.
-        no_progress: no progress lines.
-        workers: overrides ``run.workers`` (>= 1).
-        engine: ``"local"`` or ``"ray"``: overrides ``run.engine``.
-        ray_address: the Ray cluster for ``engine="ray"``.
-        no_report: do not write report.html.
-        no_gate: do not apply the profile's ``[gate]``.
-        metrics_port: serve live figures on 127.0.0.1 (overrides ``run.metrics_port``;
-            hopbench.observe._live_metrics); a port that cannot be bound is bad input (exit 2, no load).
-        require_search: ``hopbench search``: the profile must have a ``[search]`` table.
-            A profile with ``[[stage]]`` or ``[search]`` runs its stages (hopbench.driver._stages)
-            into one folder, with the latency-vs-load table after the summary.
-        upstream_record: ``--upstream-record``: sets or overrides ``[upstream] record``
-            (refused beside ``[upstream] listen``; hopbench.config._upstream_spec.record_override).
-
-    Returns:
-        The exit code: the gate's (0 or 1) after a complete run; 2 when the
-        target was unreachable; 3 after a crash; 4 when no stream completed or
-        the target was lost mid-run; 130 / 143 when interrupted.
-
-    Raises:
-        ProfileError / UsageError: bad input, before any load.
-        HopbenchError: hopbench failed before the run started.
-    """
-    from .config._profile import load_profile
-    from .views._after_run import after_run
-
-    profile = profile_overrides(load_profile(profile_path), profile_path, target_url=target_url, workers=workers,
-                                engine=engine, ray_address=ray_address, upstream_record=upstream_record,
-                                require_search=require_search)
-    console, err = _console(stderr=False), _console(stderr=True)
-    from .driver._common import fd_limit_for
-
-    fd_note = fd_limit_for(profile)  # before any load: a closed loop this machine cannot hold raises
-    if fd_note:
-        err.print(f"hopbench: warning: {fd_note}", markup=False, highlight=False)
-    outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
-                                      no_progress=no_progress, ray_address=ray_address, no_report=no_report,
-                                      metrics_port=metrics_port)
-    gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
-                          staged=_staged(profile))
-    return _run_exit_code(profile, outcome, summary, gate_exit, err)
-
-
-def _staged(profile: Profile) -> bool:
-    """A ``[[stage]]`` or ``[search]`` run: one run per stage into one folder (docs/slo.md)."""
-    return bool(profile.stages) or profile.search is not None
-
-
-def _one_run(profile: Profile, ray_address: str | None) -> Callable[..., RunOutcome]:
-    """The driver that runs ``profile``: Ray, local worker processes, or this process.
-
-    Raises:
-        UsageError: Ray is asked for and not installed (before anything starts).
-    """
-    if profile.run.engine == "ray":
-        from functools import partial
-
-        from .driver._ray import import_ray, run_profile_ray
-
-        import_ray()  # a missing Ray is a usage error before anything starts
-        return partial(run_profile_ray, address=ray_address)
-    if profile.run.workers > 1:
-        from .driver._workers import run_profile_workers
-
-        return run_profile_workers
-    from .driver._single import run_profile
-
-    return run_profile
-
-
-#: the console's width when the output is a file or a pipe: as wide as the tables need
-_FILE_WIDTH = 10_000
-
-
-def _console(*, stderr: bool) -> Console:
-    """A rich Console for stdout or stderr. On a terminal it wraps at the terminal's width; to a
-    pipe, a file or a CI log it never wraps a line (rich would cut at 80 columns mid-phrase,
-    ``error \nrate 0.0%``) and never cuts a table cell (at 80 columns rich turned ``3,120`` into
-    ``3,…``: issue 38): tables keep their own width, lines stay whole for grep and for CI. The
-    tables have no rule or panel that would fill the width."""
-    from rich.console import Console
-
-    console = Console(stderr=stderr)
-    if not console.is_terminal:
-        console = Console(stderr=stderr, width=_FILE_WIDTH)
-        console.soft_wrap = True
-    return console
-
-
-def _run_and_write(profile: Profile, profile_path: Path, err: Console, *, out: Path | None, results_root: Path,
-                   quiet: bool, no_progress: bool, ray_address: str | None, no_report: bool,
-                   metrics_port: int | None) -> tuple[RunOutcome, dict[str, Any]]:
-    """The driver's run with its progress and live metrics, then what the results folder
-    gains after it: the A/B arms' differences and report.html.
-
-    Returns:
-        (the run's outcome, its summary with ``arm_differences`` when added).
-
-    Raises:
-        UsageError: a live-metrics port that cannot be bound, a missing Ray (before any load).
-        ResultsError / HopbenchError: as the driver raises them.
-    """
-    from .driver._common import default_out_dir
-
-    out = out or default_out_dir(profile, results_root)
-    if not quiet:
-        err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
-    for sc in profile.scenarios:  # what a dataset gave, skipped records included (docs/workloads.md)
-        if sc.dataset_note and not quiet:
-            err.print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", markup=False, highlight=False,
-                      soft_wrap=True)
-    if profile.load.mode == "trace":  # the replay's length and rate, before the load (docs/workloads.md)
-        from .workload._trace import replay_plan
-
-        plan_line, plan_warning = replay_plan(profile.load.trace, profile.run.duration_ns, profile.run.requests)
-        if not quiet:
-            err.print(f"hopbench: {plan_line}", markup=False, highlight=False, soft_wrap=True)
-        if plan_warning:
-            err.print(f"hopbench: warning: {plan_warning}", markup=False, highlight=False, soft_wrap=True)
-    runner = _one_run(profile, ray_address)
-    if _staged(profile):  # one run per stage into one folder (docs/slo.md); progress: a line per stage
-        from .driver._stages import run_search, run_stages
-
-        stage_lines = not (quiet or no_progress)  # a staged run's progress: its line per stage
-
-        def say(text: str) -> None:
-            if stage_lines:
-                err.print(text, highlight=False, soft_wrap=True)
-
-        one_run, drive = runner, (run_search if profile.search is not None else run_stages)
-
-        def runner(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
-            return drive(p, out_dir, one_run, on_line=say)
-
-        no_progress = True
-    outcome = _run_live(profile, runner, out, err, quiet=quiet, no_progress=no_progress, metrics_port=metrics_port)
-    return outcome, _write_after(profile, outcome, err, no_report=no_report)
-
-
-def _run_live(profile: Profile, runner: Callable[..., RunOutcome], out: Path, err: Console, *, quiet: bool,
-              no_progress: bool, metrics_port: int | None) -> RunOutcome:
-    """``runner(profile, out_dir=out, progress=...)`` with signals raising ``Interrupted``,
-    the live progress and the live metrics (bound before any load)."""
-    from contextlib import ExitStack
-
-    with ExitStack() as stack:
-        stack.enter_context(_signals_interrupt())
-        progress: Callable[..., None] | None = None
-        if not (quiet or no_progress):
-            from .observe._progress import LiveProgress
-
-            progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
-        port = metrics_port if metrics_port is not None else profile.run.metrics_port
-        if port is not None:  # bound before any load: a port in use is exit 2 (UsageError)
-            from .observe._live_metrics import LiveMetrics
-
-            live = stack.enter_context(LiveMetrics(port))
-            if not quiet:
-                err.print(f"hopbench: live metrics on {live.url}", markup=False, highlight=False, soft_wrap=True)
-            callbacks = [cb for cb in (progress, live.on_interval) if cb is not None]
-
-            def fan_out(*args: Any) -> None:
-                for cb in callbacks:
-                    cb(*args)
-
-            progress = fan_out
-        return runner(profile, out_dir=out, progress=progress)
-
-
-def _write_after(profile: Profile, outcome: RunOutcome, err: Console, *, no_report: bool) -> dict[str, Any]:
-    """The A/B arms' differences into the folder, then report.html (skipped after a late
-    signal). Never raises a HopbenchError: each failure is a warning.
-
-    Returns:
-        the summary, with ``arm_differences`` when they were added.
-    """
-    summary = outcome.summary
-    if profile.arms:  # A/B arms: compare's statistics between the arms (docs/results.md)
-        from .views._arm_differences import add_arm_differences
-
-        try:
-            summary = add_arm_differences(outcome.out_dir, summary)
-        except HopbenchError as exc:
-            err.print(f"hopbench: warning: the arms' differences were not written: {exc}",
-                      highlight=False, soft_wrap=True)
-    if outcome.late_signals:
-        err.print(f"hopbench: {outcome.late_signals[0]} during the final writes: results written, "
-                  "report.html skipped (hopbench report DIR writes it)", markup=False, highlight=False, soft_wrap=True)
-    if not no_report and not outcome.late_signals:
-        from .report._page import write_report
-
-        try:
-            write_report(outcome.out_dir)
-        except HopbenchError as exc:  # a report must never fail a run
-            err.print(f"hopbench: warning: report.html not written: {exc}", markup=False, highlight=False, soft_wrap=True)
-        except KeyboardInterrupt as exc:  # the results are written: a late signal only skips the report
-            err.print(f"hopbench: {getattr(exc, 'signal_name', 'SIGINT')}: report.html skipped "
-                      "(hopbench report DIR writes it)", markup=False, highlight=False, soft_wrap=True)
-    return summary
-
-
-def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any], gate_exit: int,
-                   err: Console) -> int:
-    """The exit code of a finished run, each non-zero one said on stderr (docs/results.md):
-    2 the target was unreachable, 3 hopbench crashed, 4 the target was lost or failed the
-    run (nothing measured or completed, an arm or a scenario that completed nothing, no
-    output, a stage that measured nothing), 130 / 143 interrupted, 1 a search that measured
-    no capacity; else the gate's (``gate_exit``)."""
-    reason = summary.get("interrupted_by") or ""
-    if reason.startswith("target unreachable"):
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
-                  soft_wrap=True)
-        return EXIT_INPUT
-    if outcome.crashed:
-        print(outcome.crashed, file=sys.stderr)
-        return EXIT_CRASH
-    if reason.startswith("target lost"):
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
-                  soft_wrap=True)
-        return EXIT_TARGET_FAILED
-    if not outcome.complete:
-        return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED
-    head = summary.get("headline") or {}
-    if head.get("started", 1) == 0:  # a summary without a headline says nothing here
-        err.print(f"hopbench: error: no stream was measured (none started after the warm-up); see the "
-                  f"warnings in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
-                  soft_wrap=True)
-        return EXIT_TARGET_FAILED
-    if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
-        err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
-                  f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
-                  soft_wrap=True)
-        return EXIT_TARGET_FAILED
-    from .driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
-
-    failed = failed_arms(summary)
-    if failed:  # one arm failed outright: the A/B result means nothing (docs/ab-arms.md)
-        err.print(f"hopbench: error: no stream of arm {', '.join(failed)} completed; see the warnings in "
-                  f"{outcome.out_dir / 'summary.json'}", markup=False, highlight=False, soft_wrap=True)
-        return EXIT_TARGET_FAILED
-    failed = failed_scenarios(summary, [sc.name for sc in profile.scenarios])
-    if failed:  # one scenario failed outright, hidden in the run's error rate (docs/results.md)
-        err.print(f"hopbench: error: no stream of scenario {', '.join(failed)} completed; see the warnings "
-                  f"and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
-                  soft_wrap=True)
-        return EXIT_TARGET_FAILED
-    silent = [w for w in summary.get("warnings") or () if isinstance(w, str) and (
-        w.startswith(NO_OUTPUT_WARNING) or (w.startswith("scenario ") and f": {NO_OUTPUT_WARNING}" in w))]
-    if silent:
-        # streams completed, none (of the run, or of one scenario) carried output: no latency
-        # of an answer was measured
-        which = "" if silent[0].startswith(NO_OUTPUT_WARNING) else f" of {silent[0].split(':')[0]}"
-        err.print(f"hopbench: error: no completed stream{which} carried output (TTFT, ITL and TPOT have no "
-                  f"samples); see the warnings in {outcome.out_dir / 'summary.json'}", markup=False,
-                  highlight=False, soft_wrap=True)
-        return EXIT_TARGET_FAILED
-    unmeasured = [st.get("folder") for st in summary.get("stages") or ()
-                  if isinstance(st, dict) and st.get("measured") is False]
-    if unmeasured:  # a stage (or probe) measured nothing: a plain run's exit 4, stage by stage
-        err.print(f"hopbench: error: no stream was measured in stage {', '.join(map(str, unmeasured))} (none "
-                  f"started after the warm-up); see the warnings in {outcome.out_dir / 'summary.json'}",
-                  markup=False, highlight=False, soft_wrap=True)
-        return EXIT_TARGET_FAILED
-    capacity = summary.get("capacity") or {}
-    if capacity.get("client_saturated") or capacity.get("status") == "too_few_requests":
-        if summary.get("stages_kind") != "search":
-            # [[stage]] entries: as a plain run, the [gate] decides the exit code (k6's
-            # thresholds); a saturated client is a warning (docs/slo.md, "Exit codes")
-            err.print(f"hopbench: warning: {capacity.get('message')}", markup=False, highlight=False,
-                      soft_wrap=True)
-            return gate_exit
-        # a search's result is its capacity: none could be measured, never a silent 0 (docs/slo.md)
-        err.print(f"hopbench: error: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
-        return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH
-    return gate_exit

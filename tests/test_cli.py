@@ -213,7 +213,7 @@ def test_cli_tables_are_never_cut_off_a_terminal(capsys: pytest.CaptureFixture[s
     file cut table numbers to `3,…` at rich's default 80 columns); a terminal keeps its own width."""
     from rich.table import Table
 
-    from hopbench.cli import _console
+    from hopbench._run_command import _console
 
     table = Table()
     for i in range(12):

@@ -32,7 +32,7 @@ BASE = frozenset({"hopbench._version", "hopbench._errors", "hopbench._exit", "ho
                   "hopbench._clock", "hopbench._format", "hopbench._textfile", "hopbench._toml",
                   "hopbench._lazy", "hopbench._limits", "hopbench.sse"})
 #: The face: the public package, the command line and the entry points.
-FACE = frozenset({"hopbench", "hopbench.cli", "hopbench.__main__", "hopbench.emulator.__main__"})
+FACE = frozenset({"hopbench", "hopbench.cli", "hopbench._run_command", "hopbench.__main__", "hopbench.emulator.__main__"})
 #: At most this many modules a folder (LAYOUT: h11 keeps 11, Locust 18).
 FOLDER_MAX = 16
 

@@ -1,6 +1,6 @@
 """What ``hopbench run`` (and ``search``) prints after a run: the tables and the gate's verdict.
 
-Role: :func:`after_run` is the views' side of ``hopbench.cli.run_command``: it
+Role: :func:`after_run` is the views' side of ``hopbench._run_command.run_command``: it
 reads the finished run's summary (as written to its results folder) and prints
 the summary table, the A/B arms' differences, the ``[slo]`` lines, a staged
 run's latency-vs-load table, and applies the profile's ``[gate]`` budgets
