@@ -240,3 +240,13 @@ def test_cli_run_to_a_pipe_never_wraps_a_line(tmp_path: Path) -> None:
     run_line = [x for x in lines if x.startswith("run: ")]
     assert len(run_line) == 1 and "error rate" in run_line[0] and len(run_line[0]) > 80, lines
     assert not [x for x in lines if x.startswith(("error rate", "rate ", "·"))], lines
+
+
+def test_cli_export_formats_are_the_exporters_own() -> None:
+    # the parser lists them itself so that `hopbench --help` loads no exporter; this keeps
+    # the two in step (one rule: hopbench.views._export.FORMATS)
+    from hopbench.views._export import FORMATS
+
+    export = _subparsers()["export"]
+    fmt = next(a for a in export._actions if "--format" in a.option_strings)
+    assert tuple(fmt.choices or ()) == FORMATS

@@ -691,7 +691,7 @@ def test_run_checkpoint_histograms_agree_with_its_counters(tmp_path: Path,
         seen.append(summary)
         return summary
 
-    monkeypatch.setattr(run_mod, "_CHECKPOINT_S", 0.0)  # a checkpoint at every interval
+    monkeypatch.setattr(run_mod, "CHECKPOINT_S", 0.0)  # a checkpoint at every interval
     monkeypatch.setattr(ResultsWriter, "update", spy)
     text = """
 [run]

@@ -39,9 +39,14 @@ from ..measure._outcomes import BROKEN
 from ..measure._recorder import ALL, IntervalSnapshot
 from ._results import environment
 
-__all__ = ["EMULATOR_LATE_P50_NS", "EMULATOR_LATE_P90_NS", "RunOutcome", "base_meta", "build_meta",
+__all__ = ["CHECKPOINT_S", "EMULATOR_LATE_P50_NS", "EMULATOR_LATE_P90_NS", "RunOutcome", "base_meta", "build_meta",
            "default_out_dir", "emulator_warnings", "fd_limit_for", "hold_signals", "iso_ms", "mark_started",
            "progress_line", "resolved_load"]
+
+
+#: Seconds between summary.json checkpoints during the load, in one process and in the
+#: workers' driver alike: what a SIGKILL leaves (docs/results/folder.md).
+CHECKPOINT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from ..measure._counters import RunCounters
 from ..measure._hdr import Histogram
 from ..measure._inflight import PHASES
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
-from ._common import progress_line
+from ._common import CHECKPOINT_S, progress_line
 from ._judge import judge
 from ._results import ResultsWriter
 from ._share import WorkerShare, share_profile
@@ -57,7 +57,6 @@ from ._summary import Part, RunEnd, WorkerInfo
 
 __all__ = ["Merger"]
 
-_CHECKPOINT_S = 5.0
 
 
 class _Accumulator:
@@ -320,7 +319,7 @@ class Merger:
             self.progress(iv, line)  # as run_profile calls it (LiveProgress sums the intervals)
         if self.on_line is not None:
             self.on_line(progress_line(iv, line) + f"  workers {len(parts)}")
-        if time.monotonic() - self._last_checkpoint >= _CHECKPOINT_S:
+        if time.monotonic() - self._last_checkpoint >= CHECKPOINT_S:
             self._last_checkpoint = time.monotonic()
             self.writer.update(dict(self.meta, ended_at=None), self._total.snapshot(), complete=False)
 

@@ -26,7 +26,7 @@ import trio
 
 from ..measure._burst import FlaggedLog, join_bursts, not_rejudged
 from .._errors import HopbenchError, ResultsError, RunAborted
-from ._common import (RunOutcome, base_meta, fd_limit_for, default_out_dir, emulator_warnings, hold_signals, mark_started,
+from ._common import (CHECKPOINT_S, RunOutcome, base_meta, fd_limit_for, default_out_dir, emulator_warnings, hold_signals, mark_started,
                       progress_line)
 from ._judge import judge
 from ._summary import Part, RunEnd
@@ -39,7 +39,6 @@ from ..engine._runner import LoadRunner, RunStats
 
 __all__ = ["Interrupted", "arms_alive", "finish_run", "rejudge_bursts", "run_profile", "start_arms", "timeline_line"]
 
-_CHECKPOINT_S = 5.0
 
 
 def run_profile(profile: Profile, *, out_dir: Path | None = None,
@@ -155,7 +154,7 @@ class _OneRun:
 
     def on_interval(self, iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
         """The runner's interval hook: the interval to intervals.hlog, timeline.jsonl and
-        the streams that ended, progress, and a summary.json checkpoint every ``_CHECKPOINT_S``.
+        the streams that ended, progress, and a summary.json checkpoint every ``CHECKPOINT_S``.
 
         Raises:
             ResultsError: a file cannot be written (it stops the run).
@@ -176,7 +175,7 @@ class _OneRun:
             self.progress(iv, line)  # LiveProgress sums the intervals: no re-encoding of totals
         if self.on_line is not None:
             self.on_line(progress_line(iv, line))
-        if time.monotonic() - self.last_checkpoint >= _CHECKPOINT_S:
+        if time.monotonic() - self.last_checkpoint >= CHECKPOINT_S:
             self.last_checkpoint = time.monotonic()
             writer.update(dict(self.meta, ended_at=None), self.rec.folded_snapshot(), complete=False)
 
