@@ -53,6 +53,7 @@ from ..sse import SSEScanner
 from ..workload._cancel import CANCEL_OUTCOME, ClientCancel, chooses
 from ..workload._pool import Picker, Prepared
 from ..workload._sessions import Conversation, record_turn
+from ._client import _Client
 from ._classify import _detail, _http_error_code, classify_exception
 from ._schedule import LATER_SENT, SENT, WindowCount
 from ._transport import StreamTransport
@@ -69,36 +70,6 @@ _NO_SCOPE = contextlib.nullcontext()  # a stream without a client cancel: no sco
 _IDLE_SLACK_NS = 100_000_000  # an idle timeout may fire up to this much late
 
 _REQUEST_ID_RAW = REQUEST_ID_HEADER.encode("ascii")
-
-
-class _Cookies(httpx.Cookies):
-    """httpx's cookie jar, minus its work on responses that set no cookie.
-
-    httpx hands every response to ``CookieJar.extract_cookies`` (~70 us each,
-    wrapping the request and response for urllib), which finds nothing to do
-    when there is no Set-Cookie header (RFC 6265 section 5.2; Set-Cookie2 is
-    obsolete, RFC 6265 section 9.4, and urllib ignores it by default).
-    """
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        if "set-cookie" in response.headers:
-            super().extract_cookies(response)
-
-
-class _Client(httpx.AsyncClient):
-    """httpx's AsyncClient with ``_Cookies`` as its jar (otherwise the same)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.cookies = super().cookies  # the jar httpx made, as a _Cookies
-
-    @property
-    def cookies(self) -> httpx.Cookies:
-        return self._jar
-
-    @cookies.setter
-    def cookies(self, cookies: Any) -> None:
-        self._jar: httpx.Cookies = _Cookies(cookies)
 
 
 @dataclass(slots=True, eq=False)
