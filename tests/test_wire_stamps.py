@@ -389,3 +389,19 @@ def test_meter_body_bytes_read_with_the_head_share_its_stamp_and_bound_both() ->
     _token(m, w)
     assert bounds.got == [("itl", 0, 0, 48 * _MS)]  # the next gap is between exact stamps: none
     assert m.items_exact == 2 and m.items_bounded == 1
+
+
+def test_meter_the_head_read_on_time_with_its_first_bytes_shares_their_exact_stamp() -> None:
+    """The same recv carried the head and the first event, served within 0.1 ms of its kernel
+    stamp by a loop that was not lagging: the client was waiting on the socket, so the head came
+    with those bytes (a server writes its head with its first chunk) and nothing is bounded. A
+    late recv (the test above) bounds both back to the send. (A fresh tester's finding: every
+    smoke run warned that TTFB was known only to +-TTFB.)"""
+    bounds = _Bounds()
+    m = StreamMeter(start_ns=0, sent_ns=2 * _MS, bounds=bounds)
+    m.event_chars, m.event_read_ns = [], []
+    m.on_headers(50 * _MS + 20_000, rx_ns=50 * _MS)  # read 20 us after its bytes arrived
+    w = m.on_read(50 * _MS + 20_000, rx_ns=50 * _MS, items=1)
+    _token(m, w, first=True)
+    assert w == 50 * _MS and m.headers_bound_ns == 0 and m.first_read_bound_ns == 0
+    assert m.event_bound_ns == [0] and m.items_exact == 1 and m.items_bounded == 0

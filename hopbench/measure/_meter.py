@@ -283,12 +283,17 @@ class StreamMeter:
         lo = self._wire_ns
         if rx_ns and rx_ns == self._head_rx:
             # body bytes read with the head (the same recv, its one stamp): that stamp was
-            # not the head's own latest bytes, and these came after the send, not after it
-            lo = self.sent_ns
+            # not the head's own latest bytes. A client that served the recv on time (within
+            # BOUND_FLOOR_NS of that stamp, its loop not lagging) was waiting on the socket:
+            # the head came with those bytes (a server writes its head with its first chunk),
+            # so the stamp holds for both. A late one may have left the head waiting: the head
+            # and these came after the send, not after it
             self._head_rx = 0
-            head = self.headers_ns
-            if head is not None and head - lo >= BOUND_FLOOR_NS:
-                self.headers_bound_ns = self.last_byte_bound_ns = head - lo
+            if t_ns - rx_ns >= BOUND_FLOOR_NS or lag_ns >= BOUND_FLOOR_NS:
+                lo = self.sent_ns
+                head = self.headers_ns
+                if head is not None and head - lo >= BOUND_FLOOR_NS:
+                    self.headers_bound_ns = self.last_byte_bound_ns = head - lo
         if rx_ns:
             w = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
             self._late_ns = 0
