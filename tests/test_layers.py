@@ -177,3 +177,71 @@ def test_layers_emulator_exports_resolve() -> None:
 
     for name in emulator.__all__:
         assert getattr(emulator, name) is not None, name
+
+
+# A reader holds a function in one screenful and a class in one sitting (issue 35): no
+# function over FUNCTION_MAX lines of code (its docstring not counted) and no class over
+# CLASS_MAX lines, but for the measured hot loops, flat on purpose: each names the
+# benchmark whose numbers keep it in one piece (the comment above it says the same).
+FUNCTION_MAX = 100
+CLASS_MAX = 700
+HOT_LOOPS = {"hopbench/engine/_stream.py:StreamMixin._exchange": "benchmarks/bench_run.py"}
+
+
+def _code_lines(node: ast.AST) -> int:
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+    first = node.body[0]
+    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        lines -= (first.end_lineno or first.lineno) - first.lineno + 1
+    return lines
+
+
+def _long_definitions(root: Path) -> list[str]:
+    """``path:Qual.name (N lines)`` of every over-long function and class under ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+
+        def visit(node: ast.AST, prefix: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    name = prefix + child.name
+                    limit = CLASS_MAX if isinstance(child, ast.ClassDef) else FUNCTION_MAX
+                    n = _code_lines(child)
+                    if n > limit and f"{rel}:{name}" not in HOT_LOOPS:
+                        found.append(f"{rel}:{name} ({n} lines, at most {limit})")
+                    visit(child, name + ".")
+        visit(ast.parse(path.read_text(encoding="utf-8")), "")
+    return found
+
+
+def test_layers_functions_and_classes_stay_readable() -> None:
+    long = _long_definitions(PACKAGE)
+    assert not long, "split these (or, for a measured hot loop, name its benchmark in HOT_LOOPS): " + "; ".join(long)
+
+
+def test_layers_hot_loops_exist_and_name_their_benchmark() -> None:
+    root = PACKAGE.parent
+    for where, bench in HOT_LOOPS.items():
+        path, qual = where.split(":")
+        assert (root / bench).is_file(), bench
+        tree = ast.parse((root / path).read_text(encoding="utf-8"))
+        node: ast.AST = tree
+        for part in qual.split("."):
+            node = next(c for c in ast.iter_child_nodes(node)
+                        if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                        and c.name == part)
+        comment_window = (root / path).read_text(encoding="utf-8").splitlines()[
+            max(node.lineno - 6, 0):node.lineno + 30]  # type: ignore[attr-defined]
+        assert any(Path(bench).name in line for line in comment_window), (
+            f"{where} is kept flat for {bench}: say so in a comment beside it")
+
+
+def test_layers_length_check_catches_a_long_function(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_MAX + 1))  # + the def line
+    (pkg / "m.py").write_text(f'def f():\n    """doc\n    more"""\n{body}\n\n\ndef g():\n    return 1\n')
+    assert _long_definitions(pkg) == [f"pkg/m.py:f ({FUNCTION_MAX + 2} lines, at most {FUNCTION_MAX})"]

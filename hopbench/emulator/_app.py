@@ -138,6 +138,20 @@ class _StreamState:
     keepalive_writes: list[int] = field(default_factory=list)
 
 
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body from ASGI ``http.request`` messages; None when the client
+    disconnected first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key == name:
@@ -248,16 +262,10 @@ class EmulatorApp:
         if protocol is None or method != "POST":
             await self._json(send, 404, http_error_body(protocol or "chat", 404))
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        raw = await _read_body(receive)
+        if raw is None:
+            return
         request_id = _header(scope, b"x-hopbench-request-id")
-        raw = b"".join(chunks)
         marker_id = find_marker(raw) if b"[hb:" in raw else None
         try:
             body = json.loads(raw)
@@ -297,17 +305,7 @@ class EmulatorApp:
             extra_ns = prefill_ns(behaviour, input_tokens - (cached or 0))
             if extra_ns:
                 plan = replace(plan, first_ns=plan.first_ns + extra_ns)
-        rid = {"chat": "chatcmpl-", "responses": "resp_", "messages": "msg_"}[protocol]
-        rid += f"{self.config.seed:x}{index:012x}"
-        wire: Wire
-        if protocol == "chat":
-            opts = body.get("stream_options")
-            include = isinstance(opts, dict) and opts.get("include_usage") is True
-            wire = ChatWire(rid, model, self.created_s, input_tokens, include)
-        elif protocol == "responses":
-            wire = ResponsesWire(rid, model, self.created_s, input_tokens)
-        else:
-            wire = MessagesWire(rid, model, self.created_s, input_tokens)
+        wire = self._wire(protocol, body, model, index, input_tokens)
         wire.cached_tokens, wire.cache_creation_tokens = cached, created
         st = _StreamState(t0, behaviour.keepalive_interval_ns, t0, marker_id=marker_id)
         st.run_on = behaviour.on_client_close == "finish"
@@ -331,6 +329,21 @@ class EmulatorApp:
                                request_id, protocol, model, stream, input_tokens)
         finally:
             self.capacity.release()
+
+    def _wire(self, protocol: str, body: dict[str, Any], model: str, index: int,
+              input_tokens: int) -> Wire:
+        """The event writer of request number ``index``: its protocol's wire with a
+        response id unique per seed and index (chat's usage chunk only when the request
+        asks for it with ``stream_options.include_usage``, OpenAI's API reference)."""
+        rid = {"chat": "chatcmpl-", "responses": "resp_", "messages": "msg_"}[protocol]
+        rid += f"{self.config.seed:x}{index:012x}"
+        if protocol == "chat":
+            opts = body.get("stream_options")
+            include = isinstance(opts, dict) and opts.get("include_usage") is True
+            return ChatWire(rid, model, self.created_s, input_tokens, include)
+        if protocol == "responses":
+            return ResponsesWire(rid, model, self.created_s, input_tokens)
+        return MessagesWire(rid, model, self.created_s, input_tokens)
 
     async def _answer(self, send: Send, receive: Receive, plan: Plan, wire: Wire,
                       st: _StreamState, retry_after_s: int, request_id: str | None,

@@ -216,33 +216,18 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
     headers, first, first_content = m.headers_ns, m.first_token_ns, m.first_content_ns
     completed = outcome == "completed"
     terminal = m.terminal_ns
-    if terminal is not None:
-        answer_end = terminal
-    elif completed and m.last_byte_ns is not None:
-        answer_end = m.last_byte_ns
-    else:
-        answer_end = end_ns
+    answer_end = _answer_end(m, completed, end_ns)
     d = _Decoded.of(m, result)
     events, inp, out, total, choices = d.events, d.input_tokens, d.output_tokens, d.total_tokens, d.choices
     output_events = sum(n for _, n in events)
     content_events = output_events - dict(events)["reasoning"]
-    if out:
-        source: str | None = "usage"
-        answer_tokens: float | None = out / choices
-    elif out is None and output_events:
-        source, answer_tokens = "events", float(output_events)
-    else:
-        source = answer_tokens = None
+    source, answer_tokens = _answer_tokens(out, choices, output_events)
     e2e = answer_end - start if completed else None
     tpot = rate = None
     buffered = lagged = False
     held: int | None = None
     if e2e is not None:
-        if answer_tokens and first is not None:
-            if answer_tokens > 1:
-                tpot = int((answer_end - first) / (answer_tokens - 1))
-            if e2e > 0:
-                rate = int(answer_tokens * 1000 * NS_PER_S / e2e)
+        tpot, rate = _pace(first, answer_end, e2e, answer_tokens)
         buffered, lagged, held = _burst(m, e2e, output_events)
     # a cut stream, or one that never got a response, had no chance to report usage
     got_body = (outcome not in ("http_error", "connect_error", "cancelled", "client_cancelled")
@@ -309,6 +294,38 @@ def measure(m: StreamMeter, end_ns: int, outcome: str, detail: str,
         items_exact=m.items_exact,
         items_bounded=m.items_bounded,
     )
+
+
+def _answer_end(m: StreamMeter, completed: bool, end_ns: int) -> int:
+    """Where the answer ended (ns): the terminal event, else a completed stream's last
+    byte, else the stream's end."""
+    if m.terminal_ns is not None:
+        return m.terminal_ns
+    if completed and m.last_byte_ns is not None:
+        return m.last_byte_ns
+    return end_ns
+
+
+def _answer_tokens(out: int | None, choices: int,
+                   output_events: int) -> tuple[str | None, float | None]:
+    """(tokens_source, tokens per answer): usage's output tokens over the choices, else,
+    when the stream reported no usage, its output events; (None, None) without either."""
+    if out:
+        return "usage", out / choices
+    if out is None and output_events:
+        return "events", float(output_events)
+    return None, None
+
+
+def _pace(first: int | None, answer_end: int, e2e: int,
+          answer_tokens: float | None) -> tuple[int | None, int | None]:
+    """(TPOT ns, output milli-tokens/s) of a completed answer; None where undefined
+    (no first token, one token for TPOT, no tokens, zero e2e)."""
+    if not answer_tokens or first is None:
+        return None, None
+    tpot = int((answer_end - first) / (answer_tokens - 1)) if answer_tokens > 1 else None
+    rate = int(answer_tokens * 1000 * NS_PER_S / e2e) if e2e > 0 else None
+    return tpot, rate
 
 
 def _bounds(m: StreamMeter, completed: bool, answer_end: int, end_ns: int, e2e: int | None,
