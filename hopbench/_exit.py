@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INCONCLUSIVE", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK",
-           "EXIT_TARGET_FAILED", "EXIT_TERMINATED"]
+           "EXIT_TARGET_FAILED", "EXIT_TERMINATED", "STOP_TARGET_LOST", "STOP_TARGET_UNREACHABLE",
+           "stop_exit_code"]
 
 EXIT_OK: Final = 0
 EXIT_BREACH: Final = 1
@@ -39,3 +40,26 @@ EXIT_TARGET_FAILED: Final = 4
 EXIT_INCONCLUSIVE: Final = 5
 EXIT_INTERRUPTED: Final = 130
 EXIT_TERMINATED: Final = 143
+
+# The stop reasons that carry an exit code of their own. A run's ``interrupted_by``
+# (summary.json) is a sentence for people that starts with one of these kinds, or is a
+# signal's name; the engine writes them (engine/_watch.py) and the exit code is read
+# back from them here, one rule for the one-process run, the workers and Ray alike.
+STOP_TARGET_UNREACHABLE: Final = "target unreachable"
+STOP_TARGET_LOST: Final = "target lost"
+
+
+def stop_exit_code(reason: str | None) -> int | None:
+    """The exit code a run's stop reason (``interrupted_by``) implies, None for none.
+
+    ``"target unreachable: ..."`` is 2 (nothing ever answered: bad input, like a wrong
+    URL), ``"target lost: ..."`` 4, ``"SIGTERM"`` 143 and any other reason (SIGINT, a
+    stop before the start) 130. Never raises.
+    """
+    if not reason:
+        return None
+    if reason.startswith(STOP_TARGET_UNREACHABLE):
+        return EXIT_INPUT
+    if reason.startswith(STOP_TARGET_LOST):
+        return EXIT_TARGET_FAILED
+    return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED

@@ -31,7 +31,7 @@ from ._exit import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TARGET_FAILED,
-    EXIT_TERMINATED,
+    stop_exit_code,
 )
 
 if TYPE_CHECKING:
@@ -385,19 +385,20 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
     output, a stage that measured nothing), 130 / 143 interrupted, 1 a search that measured
     no capacity; else the gate's (``gate_exit``)."""
     reason = summary.get("interrupted_by") or ""
-    if reason.startswith("target unreachable"):
+    stopped = stop_exit_code(reason)
+    if stopped == EXIT_INPUT:
         err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)
-        return EXIT_INPUT
+        return stopped
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
-    if reason.startswith("target lost"):
+    if stopped == EXIT_TARGET_FAILED:
         err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)
-        return EXIT_TARGET_FAILED
+        return stopped
     if not outcome.complete:
-        return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED
+        return stopped or EXIT_INTERRUPTED
     head = summary.get("headline") or {}
     if head.get("started", 1) == 0:  # a summary without a headline says nothing here
         err.print(f"hopbench: error: no stream was measured (none started after the warm-up); see the "

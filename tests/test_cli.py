@@ -250,3 +250,16 @@ def test_cli_export_formats_are_the_exporters_own() -> None:
     export = _subparsers()["export"]
     fmt = next(a for a in export._actions if "--format" in a.option_strings)
     assert tuple(fmt.choices or ()) == FORMATS
+
+
+@pytest.mark.parametrize(("reason", "code"), [
+    (None, None), ("", None),
+    ("target unreachable: the first 20 connection attempts to http://127.0.0.1:9 failed", 2),
+    ("target lost: the embedded emulator exited 3.1 s into the run", 4),
+    ("SIGTERM", 143), ("SIGINT", 130), ("cancelled before start", 130),
+])
+def test_a_stop_reason_maps_to_one_exit_code(reason: str | None, code: int | None) -> None:
+    # one rule read by the one-process run, the workers and Ray (hopbench/_exit.py)
+    from hopbench._exit import stop_exit_code
+
+    assert stop_exit_code(reason) == code

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any
 
+from .._exit import STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
 from .._units import NS_PER_MS, NS_PER_S
 from ..config._records import Profile
 from ..engine._saturation import GeneratorFigures, HostUsage
@@ -477,7 +478,7 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
     if not complete:
         reason = interrupted_by or ("a worker died" if dead else "")
         warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed
-                        else reason if reason.startswith(("target unreachable", "target lost"))
+                        else reason if reason.startswith((STOP_TARGET_UNREACHABLE, STOP_TARGET_LOST))
                         else f"run interrupted ({reason or 'stopped'}): results are partial (complete: false)")
     started_s = meta.get("started_at_unix_s")
     started_s = started_s if isinstance(started_s, (int, float)) else end.ended_at_unix_s

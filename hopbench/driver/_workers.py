@@ -44,6 +44,7 @@ import trio
 
 from .._clock import NS_PER_S
 from .._errors import HopbenchError
+from .._exit import STOP_TARGET_LOST
 from ..config._records import Profile
 from ..measure._recorder import IntervalSnapshot, Recorder
 from ._results import ResultsWriter
@@ -345,7 +346,7 @@ def _watch_emulator(emulator: Any, interrupted: list[str | None], watching: thre
         reason = emulator.exit_reason()
         if reason is not None:
             if watching.is_set() and interrupted[0] is None:
-                interrupted[0] = f"target lost: {reason} {time.monotonic() - t0_s:.1f} s into the run"
+                interrupted[0] = f"{STOP_TARGET_LOST}: {reason} {time.monotonic() - t0_s:.1f} s into the run"
                 interrupted.append(interrupted[0])
                 print(f"hopbench: {interrupted[0]}; stopping the run", file=sys.stderr, flush=True)
             return

@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from .._clock import NS_PER_S, now_ns, ns_to_s
+from .._exit import STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
 from ..measure._recorder import Recorder
 from ._runqueue import RunQueueWatch
 
@@ -113,7 +114,7 @@ class WatchMixin:
                 if not self._stopping:
                     t_s = (now_ns() - self._t0) / NS_PER_S
                     if self.stats.interrupted_by is None:
-                        self.stats.interrupted_by = f"target lost: {reason} {t_s:.1f} s into the run"
+                        self.stats.interrupted_by = f"{STOP_TARGET_LOST}: {reason} {t_s:.1f} s into the run"
                         self.notice(f"{self.stats.interrupted_by}; stopping the run")
                     self.request_stop()
                 return
@@ -141,13 +142,13 @@ class WatchMixin:
                 if self._reached:
                     t_s = (now_ns() - self._t0) / NS_PER_S
                     self.stats.interrupted_by = (
-                        f"target lost: it answered before, then the last {self._connect_failures} "
+                        f"{STOP_TARGET_LOST}: it answered before, then the last {self._connect_failures} "
                         f"connection attempts to {self.base_url} failed ({detail or 'connect error'}), "
                         f"{t_s:.1f} s into the run{why}")
                     self.notice(f"{self.stats.interrupted_by}; stopping the run")
                 else:
                     self.stats.interrupted_by = (
-                        f"target unreachable: the first {self._connect_failures} connection attempts to "
+                        f"{STOP_TARGET_UNREACHABLE}: the first {self._connect_failures} connection attempts to "
                         f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
                 self.request_stop()
 
