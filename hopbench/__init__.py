@@ -6,8 +6,15 @@ Public surface (implementation lives in underscore modules and subpackages)::
     hopbench.protocols    new_decoder, decode_stream, StreamResult, observation records
     hopbench.emulator     the built-in gateway emulator (EmulatorConfig, EmbeddedEmulator)
 
-and, from this package: the error tree, ``load_profile`` and ``run_profile``.
+and, from this package: the error tree, ``load_profile``, ``parse_profile`` and
+``run_profile``. Everything but the error tree and the version loads on first use
+(hopbench/_lazy.py), so ``import hopbench`` (the console script's first step) costs
+milliseconds and a Ctrl-C during start-up meets the command line's own handler.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ._errors import (
     HopbenchError,
@@ -17,11 +24,31 @@ from ._errors import (
     SSEError,
     UsageError,
 )
-from .config._profile import load_profile, parse_profile
-from .config._records import Profile
-from .protocols import StreamResult, decode_stream, new_decoder
+from ._lazy import lazy_exports
 from ._version import __version__
-from .sse import SSEComment, SSEEvent, SSEScanner
+
+if TYPE_CHECKING:  # for type checkers and readers; at run time see __getattr__
+    from .config._profile import load_profile, parse_profile
+    from .config._records import Profile
+    from .driver._single import run_profile
+    from .protocols import StreamResult, decode_stream, new_decoder
+    from .sse import SSEComment, SSEEvent, SSEScanner
+
+#: public name -> the module that defines (or re-exports) it
+_WHERE: dict[str, str] = {
+    "load_profile": "config._profile",
+    "parse_profile": "config._profile",
+    "Profile": "config._records",
+    "run_profile": "driver._single",
+    "StreamResult": "protocols",
+    "decode_stream": "protocols",
+    "new_decoder": "protocols",
+    "SSEComment": "sse",
+    "SSEEvent": "sse",
+    "SSEScanner": "sse",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())
 
 __all__ = [
     "__version__",
@@ -42,13 +69,3 @@ __all__ = [
     "parse_profile",
     "run_profile",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # run_profile pulls in trio, httpx and the emulator: import it on first use
-    # so that `import hopbench` (and the pure core) stays light.
-    if name == "run_profile":
-        from .driver._single import run_profile
-
-        return run_profile
-    raise AttributeError(f"module 'hopbench' has no attribute {name!r}")

@@ -214,8 +214,17 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
-    gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
-                          staged=_staged(profile))
+    try:
+        gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
+                              staged=_staged(profile))
+    except KeyboardInterrupt as exc:
+        # the run is over and written: a Ctrl-C now skips the tables, not the verdict (a second
+        # one, during the one-line verdict, is an interrupt like any other)
+        err.print(f"hopbench: {getattr(exc, 'signal_name', 'SIGINT')} while printing: tables skipped; the results are "
+                  f"written (hopbench report / gate {outcome.out_dir} read them again)", markup=False,
+                  highlight=False, soft_wrap=True)
+        gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=True, apply_gate=not no_gate,
+                              staged=_staged(profile))
     return _run_exit_code(profile, outcome, summary, gate_exit, err)
 
 

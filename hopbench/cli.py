@@ -306,7 +306,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code (see the module docstring); never raises ``SystemExit``.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt as exc:  # Ctrl-C while starting (imports, parsing) or in a subcommand
+        # without a run: one line, never a traceback (a run's own signals write partial results)
+        print("hopbench: interrupted", file=sys.stderr)
+        return EXIT_TERMINATED if getattr(exc, "signal_name", "") == "SIGTERM" else EXIT_INTERRUPTED
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

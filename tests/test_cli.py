@@ -263,3 +263,62 @@ def test_a_stop_reason_maps_to_one_exit_code(reason: str | None, code: int | Non
     from hopbench._exit import stop_exit_code
 
     assert stop_exit_code(reason) == code
+
+
+def test_cli_ctrl_c_while_starting_is_one_line_and_130(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # a SIGINT while the parser (and the subcommands' imports) load: no traceback (issue 39)
+    from hopbench import cli
+
+    def interrupted() -> argparse.ArgumentParser:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["run", SMOKE]) == _exit.EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert err == "hopbench: interrupted\n", err
+
+
+def test_cli_import_hopbench_is_light() -> None:
+    # the console script's first step: `import hopbench` loads only the error tree and the
+    # version, so start-up is milliseconds and a Ctrl-C meets main()'s handler
+    code = "import sys, hopbench; print(sorted(m for m in sys.modules if m.startswith('hopbench')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.strip() == "['hopbench', 'hopbench._errors', 'hopbench._lazy', 'hopbench._version']"
+    from hopbench import SSEScanner, load_profile, run_profile  # the public names still resolve
+
+    assert SSEScanner.__module__ == "hopbench.sse" and callable(load_profile) and callable(run_profile)
+
+
+def test_cli_ctrl_c_while_the_tables_print_keeps_a_complete_runs_exit_code(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # the run is over and written: a Ctrl-C during the tables skips them, and the gate's verdict
+    # is still the exit code, not 130 (issue 39)
+    import json
+
+    from hopbench.views import _after_run
+
+    real = _after_run.after_run
+    calls: list[bool] = []
+
+    def tables_interrupted(*args: object, quiet: bool, **kwargs: object) -> int:
+        calls.append(quiet)
+        if not quiet:
+            raise KeyboardInterrupt
+        return real(*args, quiet=quiet, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_after_run, "after_run", tables_interrupted)
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\nrequests = 4\n[load]\nconcurrency = 2\n[target]\nembedded = true\n'
+                    '[emulator]\nttft_ms = 1\ntokens_per_s = 5000\noutput_tokens = 2\n'
+                    '[[scenario]]\nprotocol = "chat"\n[gate]\n"ttft.p50" = "<= 0.001ms"\n', encoding="utf-8")
+    out = tmp_path / "r"
+    code = main(["run", str(prof), "--out", str(out), "--no-progress", "--no-report"])
+    captured = capsys.readouterr()
+    assert calls == [False, True]
+    assert "SIGINT while printing: tables skipped" in captured.err
+    assert f"results: {out}" in captured.out
+    # the gate's own code: 1 (breached) or, on a machine too busy to tell, 5 (inconclusive)
+    assert code == json.loads((out / "gate.json").read_text())["exit_code"]
+    assert code in (_exit.EXIT_BREACH, _exit.EXIT_INCONCLUSIVE)
