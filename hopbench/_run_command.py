@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 from ._errors import HopbenchError, UsageError
 from ._exit import (
@@ -269,9 +269,41 @@ def _console(*, stderr: bool) -> Console:
 
     console = Console(stderr=stderr)
     if not console.is_terminal:
-        console = Console(stderr=stderr, width=_FILE_WIDTH)
+        trimmed = cast("IO[str]", _TrimmedLines(sys.stderr if stderr else sys.stdout))
+        console = Console(file=trimmed, width=_FILE_WIDTH)
         console.soft_wrap = True
     return console
+
+
+class _TrimmedLines:
+    """A text stream that drops the blanks at the end of each line it passes on: rich pads
+    table cells and edges, and off a terminal those blanks only clutter a CI log or a diff.
+    Blanks are held back until the next text shows whether they end a line."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._blanks = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._blanks + text).split("\n")
+        last = lines.pop()
+        kept = last.rstrip(" ")
+        self._blanks = last[len(kept):]
+        self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines) + kept)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return str(getattr(self._stream, "encoding", None) or "utf-8")
+
+    def fileno(self) -> int:
+        return int(self._stream.fileno())
 
 
 def _run_and_write(profile: Profile, profile_path: Path, err: Console, *, out: Path | None, results_root: Path,

@@ -170,7 +170,8 @@ def test_cli_run_prints_paths_as_is(tmp_path: Path, capsys: pytest.CaptureFixtur
                     '[emulator]\nttft_ms = 1\ntokens_per_s = 5000\noutput_tokens = 2\n'
                     '[[scenario]]\nprotocol = "chat"\n[gate]\n"ttft.p50" = "<= 60s"\n', encoding="utf-8")
     out = tmp_path / "[warm-up]" / "[b]run"
-    assert main(["run", str(prof), "--out", str(out), "--no-progress", "--no-report"]) == 0
+    # 5: the gate is inconclusive on a machine too busy to measure (its neighbours' doing)
+    assert main(["run", str(prof), "--out", str(out), "--no-progress", "--no-report"]) in (0, 5)
     captured = capsys.readouterr()
     assert f"results: {out}" in captured.out
     assert f"-> {out}" in captured.err

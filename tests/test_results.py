@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -249,6 +251,15 @@ def test_render_summary_shows_numbers_and_warnings(tmp_path: Path) -> None:
     )
     text = _render(summary)
     assert max(len(line) for line in text.splitlines()) <= 100
+    # piped into a CI log or a diff (the console run_command uses off a terminal): no line
+    # carries trailing blanks, a table's edge or its empty top rule
+    from hopbench._run_command import _console
+
+    piped = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stdout", piped)
+        render_summary(summary, _console(stderr=False))
+    assert [line for line in piped.getvalue().splitlines() if line != line.rstrip()] == []
     ttft = summary["scopes"]["chat"]["metrics"]["ttft"]
     row = next(line for line in text.splitlines() if line.strip().startswith("ttft "))
     assert "100" in row  # count

@@ -79,7 +79,7 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
             or ("requests/s" if modes == {"rate"} else "users"))
     table = Table(title=f"latency (ms) vs offered load ({unit}); good fraction, its lower bound, "
                         "goodput", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False, collapse_padding=True)
+                  pad_edge=False, collapse_padding=True, show_edge=False)
     table.add_column("load", justify="right")
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")

@@ -45,7 +45,7 @@ def _int(value: object) -> str:
 
 def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
     table = Table(title=f"[bold]{name}[/bold]", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False, padding=(0, 1))
+                  pad_edge=False, padding=(0, 1), show_edge=False)
     table.add_column("metric", no_wrap=True)
     table.add_column("unit", no_wrap=True)
     for col in ("count", "p50", "p90", "p99", "p99.9", "max"):
