@@ -182,6 +182,11 @@ def test_live_metrics_serves_metrics_only_and_404_elsewhere() -> None:
             assert r.status_code == 404 and "/metrics" in r.text, path
         om = httpx.get(live.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"}, timeout=10)
         assert om.headers["content-type"].startswith("application/openmetrics-text")
+        assert om.text.endswith("# EOF\n") and _parse(om.text, openmetrics=True)
+        # Prometheus asks for gzip: served gzipped, the same text
+        assert ok.headers.get("content-encoding") == "gzip" and ok.text == live.text()
+        plain = httpx.get(live.url, headers={"Accept-Encoding": "identity"}, timeout=10)
+        assert "content-encoding" not in plain.headers and plain.text == ok.text
 
 
 # -- buckets: histogram_quantile against the HDR percentile --------------------------------
@@ -407,3 +412,11 @@ def test_live_metrics_arms_are_labelled_arm_with_their_protocol() -> None:
     series = _parse(LiveMetrics(0, labels).text())
     assert _total(series, "hopbench_streams_started_total", arm="slow", protocol="chat") == 0
     assert all("scenario" not in dict(ls) for _, ls in series)
+
+
+def test_live_metrics_label_values_are_escaped() -> None:
+    odd = 'a "quoted" \\ back\nslash'
+    labels = RunLabels(protocols={"s.1-x": "chat"}, info={"profile": odd, "version": "v"})
+    for openmetrics in (False, True):
+        series = _parse(LiveMetrics(0, labels).text(openmetrics), openmetrics)
+        assert ("hopbench_run_info", frozenset({("profile", odd), ("version", "v")})) in series

@@ -2,16 +2,18 @@
 
 ``hopbench run --metrics-port PORT`` (or ``[run] metrics_port``) serves
 ``http://127.0.0.1:PORT/metrics`` while the run goes, and answers every other
-path with 404. Rendered by ``prometheus_client``'s WSGI app (a registry of its
-own, never the process-global default) behind a path check, on the standard
-library's WSGI server in a daemon thread; OpenMetrics when the scraper asks for
-it, else the Prometheus text format 0.0.4.
+path with 404, on the standard library's WSGI server in a daemon thread:
+OpenMetrics 1.0 when the scraper's ``Accept`` names it (Prometheus does), else
+the Prometheus text format 0.0.4, gzipped when asked (hopbench.observe._exposition
+writes the text; a query string such as ``name[]=`` is ignored: every series is
+served).
 
 Invariants:
 - Figures are updated from the interval snapshots the run already publishes
   (once per ``run.interval_s``), never per event: serving costs the stream path
   nothing but one fold per interval; rendering happens on the scraper's request,
-  in the server's thread, under a lock held only to copy the figures.
+  in the server's thread, under a lock held only to copy the figures, at most
+  once per interval and format (the text is kept for the next scrape).
 - Per-stream series carry the stream's results scope and protocol as labels
   (``scenario`` and ``protocol``; ``arm`` and ``protocol`` with ``[[arm]]``), and
   there is no unlabelled total beside them: ``sum by ()`` over the labels is the
@@ -46,37 +48,23 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import UsageError
 from .._version import __version__
 from ..config._records import Profile
-from ..measure._metrics import METRICS
-from ..measure._outcomes import BROKEN, OUTCOMES
 from ..measure._recorder import ALL, IntervalSnapshot, Snapshot
+from ._exposition import HISTOGRAMS, Figures, RunLabels, render
 
 __all__ = ["Figures", "LiveMetrics", "METRICS_PATH", "HISTOGRAMS", "RunLabels", "run_labels", "safe_url"]
 
 #: the one path served; any other answers 404
 METRICS_PATH = "/metrics"
 
-#: recorder metric -> (exposed name, bounds in seconds, help): the registry's metrics with a
-#: ``live_help`` (hopbench.measure._metrics), in display order
-HISTOGRAMS: dict[str, tuple[str, tuple[float, ...], str]] = {
-    spec.name: (f"hopbench_{spec.name}_seconds", spec.live_buckets_s, spec.live_help)
-    for spec in METRICS.values() if spec.live_help is not None
-}
-
-#: token counters served: exposed name -> (counter prefix, help); each sums ``<prefix>.completed``
-#: and ``<prefix>.broken`` (hopbench.measure._sinks.record_stream)
-_TOKENS: dict[str, tuple[str, str]] = {
-    "hopbench_output_tokens": ("tokens.output", "Output tokens received (completed and broken streams)"),
-    "hopbench_input_tokens": ("tokens.input", "Input (prompt) tokens the server reported "
-                              "(completed and broken streams)"),
-}
+#: the content types served: OpenMetrics when the scraper's Accept names it (Prometheus does), else text 0.0.4
+_OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def safe_url(url: str) -> str:
@@ -92,23 +80,6 @@ def safe_url(url: str) -> str:
     except ValueError:
         return "<not a url>"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-@dataclass(frozen=True, slots=True)
-class RunLabels:
-    """What the endpoint names its series by.
-
-    Attributes:
-        scope_label: the label that carries a results scope: ``"scenario"``, or
-            ``"arm"`` with ``[[arm]]`` (whose scopes are the arms).
-        protocols: scope -> the protocol its streams speak (``chat``, ``responses``,
-            ``messages``; ``mixed`` for an arm whose scenarios speak several).
-        info: ``hopbench_run_info``'s labels (label -> value, no secrets).
-    """
-
-    scope_label: str = "scenario"
-    protocols: Mapping[str, str] = field(default_factory=dict)
-    info: Mapping[str, str] = field(default_factory=dict)
 
 
 def run_labels(profile: Profile, run_id: str = "") -> RunLabels:
@@ -151,24 +122,6 @@ class _Hist:
             self.sum_ns += value_ns * n
 
 
-@dataclass(frozen=True, slots=True)
-class Figures:
-    """A consistent copy of the endpoint's figures (:meth:`LiveMetrics.figures`).
-
-    Attributes:
-        counters: scope -> counter name -> count (every known scope, from the start).
-        in_flight: streams in flight at the last interval's end, None before the first.
-        elapsed_ns: the run time the figures cover, ns; None before the first interval.
-        histograms: scope -> metric -> (bucket counts, the last one +Inf; sum ns), only
-            for scopes and metrics with a sample.
-    """
-
-    counters: dict[str, dict[str, int]]
-    in_flight: int | None
-    elapsed_ns: int | None
-    histograms: dict[str, dict[str, tuple[list[int], int]]]
-
-
 class LiveMetrics:
     """The live endpoint's figures and its HTTP server.
 
@@ -190,6 +143,7 @@ class LiveMetrics:
         self._hists: dict[str, dict[str, _Hist]] = {}
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._rendered: dict[bool, tuple[int, bytes]] = {}
         self.updates = 0
 
     # -- lifecycle ------------------------------------------------------------------
@@ -203,16 +157,21 @@ class LiveMetrics:
         from socketserver import ThreadingMixIn
         from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-        from prometheus_client import make_wsgi_app
-
-        metrics = make_wsgi_app(self._registry())  # text format, OpenMetrics on Accept, gzip: prometheus_client's
-
         def app(environ: dict[str, Any], start_response: Any) -> Any:
             # only /metrics: a scraper pointed at a wrong path must see an error, not figures
             if environ.get("PATH_INFO") != METRICS_PATH:
                 start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
                 return [f"not found: hopbench serves its live metrics at {METRICS_PATH} only\n".encode()]
-            return metrics(environ, start_response)
+            openmetrics = "application/openmetrics-text" in environ.get("HTTP_ACCEPT", "")
+            body = self._body(openmetrics)
+            headers = [("Content-Type", _OPENMETRICS if openmetrics else _TEXT)]
+            if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):  # Prometheus asks for it: ~15x smaller
+                import gzip
+
+                body = gzip.compress(body, compresslevel=1)
+                headers.append(("Content-Encoding", "gzip"))
+            start_response("200 OK", headers)
+            return [body]
 
         class Server(ThreadingMixIn, WSGIServer):
             daemon_threads = True
@@ -243,24 +202,20 @@ class LiveMetrics:
             self._thread.join()
             self._thread = None
 
-    def _registry(self) -> Any:
-        """A ``prometheus_client`` registry of its own holding only this endpoint's figures."""
-        from prometheus_client import CollectorRegistry
-
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Collector(self))
-        return registry
+    def _body(self, openmetrics: bool) -> bytes:
+        """The exposition as bytes, rendered once per update and format (a second scraper,
+        or a scrape faster than ``run.interval_s``, costs no rendering)."""
+        updates = self.updates
+        cached = self._rendered.get(openmetrics)
+        if cached is None or cached[0] != updates:
+            cached = (updates, self.text(openmetrics).encode())
+            self._rendered[openmetrics] = cached
+        return cached[1]
 
     def text(self, openmetrics: bool = False) -> str:
-        """The exposition a scrape would get now, without the server: the Prometheus text
-        format 0.0.4, or OpenMetrics 1.0 text (``openmetrics=True``)."""
-        if openmetrics:
-            from prometheus_client.openmetrics.exposition import generate_latest as generate_om
-
-            return generate_om(self._registry()).decode()
-        from prometheus_client import generate_latest
-
-        return generate_latest(self._registry()).decode()
+        """The exposition a scrape gets now: the Prometheus text format 0.0.4, or
+        OpenMetrics 1.0 text (``openmetrics=True``); hopbench.observe._exposition.render."""
+        return render(self.figures(), self.labels, openmetrics)
 
     def __enter__(self) -> LiveMetrics:
         return self.start()
@@ -310,62 +265,3 @@ class LiveMetrics:
                            self._elapsed_ns,
                            {scope: {m: (list(h.counts), h.sum_ns) for m, h in hs.items()}
                             for scope, hs in self._hists.items()})
-
-
-class _Collector:
-    def __init__(self, live: LiveMetrics) -> None:
-        self.live = live
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
-                                            InfoMetricFamily)
-        from prometheus_client.utils import floatToGoString
-
-        labels = self.live.labels
-        fig = self.live.figures()
-        names = [labels.scope_label, "protocol"]
-
-        def keys(scope: str) -> list[str]:
-            return [scope, labels.protocols.get(scope, "")]
-
-        yield InfoMetricFamily("hopbench_run", "The run: hopbench version, profile file, run name, "
-                               "run id (the results folder's name), target", value=dict(labels.info))
-        started = CounterMetricFamily("hopbench_streams_started", "Streams started (measured phase)", labels=names)
-        ended = CounterMetricFamily("hopbench_streams_ended", "Streams ended, by outcome",
-                                    labels=[*names, "outcome"])
-        broken = CounterMetricFamily("hopbench_streams_broken", "Broken streams by outcome and detail",
-                                     labels=[*names, "outcome", "detail"])
-        tokens = {name: CounterMetricFamily(name, help_text, labels=names)
-                  for name, (_, help_text) in _TOKENS.items()}
-        for scope, counters in sorted(fig.counters.items()):
-            started.add_metric(keys(scope), counters.get("started", 0))
-            for outcome in OUTCOMES:
-                ended.add_metric([*keys(scope), outcome], counters.get(outcome, 0))
-            for key, n in sorted(counters.items()):
-                outcome, _, detail = key.partition(".")
-                if outcome in BROKEN and detail:
-                    broken.add_metric([*keys(scope), outcome, detail], n)
-            for name, (prefix, _) in _TOKENS.items():
-                tokens[name].add_metric(keys(scope), counters.get(f"{prefix}.completed", 0)
-                                        + counters.get(f"{prefix}.broken", 0))
-        yield from (started, ended, broken, *tokens.values())
-        in_flight = GaugeMetricFamily("hopbench_streams_in_flight", "Streams in flight at the last interval's end")
-        elapsed = GaugeMetricFamily("hopbench_run_elapsed_seconds", "Run time covered by the figures")
-        if fig.in_flight is not None:  # unknown before the first interval: absent, not 0
-            in_flight.add_metric([], fig.in_flight)
-        if fig.elapsed_ns is not None:
-            elapsed.add_metric([], fig.elapsed_ns / 1e9)
-        yield from (in_flight, elapsed)
-        for metric, (name, bounds, help_text) in HISTOGRAMS.items():
-            family = HistogramMetricFamily(name, help_text, labels=names)
-            les = [*(floatToGoString(b) for b in bounds), "+Inf"]
-            for scope, by_metric in sorted(fig.histograms.items()):
-                if metric not in by_metric:  # no sample yet: absent, not an empty histogram
-                    continue
-                counts, sum_ns = by_metric[metric]
-                cumulative, acc = [], 0
-                for le, n in zip(les, counts):
-                    acc += n
-                    cumulative.append((le, acc))
-                family.add_metric(keys(scope), cumulative, sum_ns / 1e9)
-            yield family
