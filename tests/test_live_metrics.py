@@ -302,7 +302,7 @@ duration_s = 1
 [load]
 concurrency = 1
 [target]
-url = "{url}"
+url = "http://127.0.0.1:4000/v1"
 [[scenario]]
 name = "a"
 protocol = "chat"
@@ -314,8 +314,8 @@ model = "m"
 """
 
 
-def _mixed(url: str = "http://127.0.0.1:4000/v1") -> Any:
-    return parse_profile(_MIXED.format(url=url), "profiles/mixed.toml", env={})
+def _mixed() -> Any:
+    return parse_profile(_MIXED, "profiles/mixed.toml", env={})
 
 
 def test_live_metrics_labels_split_a_mixed_run_and_sum_to_the_total() -> None:

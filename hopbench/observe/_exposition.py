@@ -23,15 +23,18 @@ Formats (Prometheus "Exposition formats", text format 0.0.4; OpenMetrics 1.0):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client.utils import floatToGoString as _go_float  # Go's float text, as Prometheus writes it
+from prometheus_client.utils import floatToGoString
 
 from ..measure._metrics import METRICS
 from ..measure._outcomes import BROKEN, OUTCOMES
 
 __all__ = ["Figures", "HISTOGRAMS", "RunLabels", "TOKENS", "render"]
+
+#: a float as Prometheus writes it (Go's strconv: ``1.0``, ``+Inf``, ``1e+06``); prometheus_client's, untyped
+_go_float: Callable[[float], str] = floatToGoString
 
 #: recorder metric -> (exposed name, bounds in seconds, help): the registry's metrics with a
 #: ``live_help`` (hopbench.measure._metrics), in display order
