@@ -420,3 +420,34 @@ def test_live_metrics_label_values_are_escaped() -> None:
     for openmetrics in (False, True):
         series = _parse(LiveMetrics(0, labels).text(openmetrics), openmetrics)
         assert ("hopbench_run_info", frozenset({("profile", odd), ("version", "v")})) in series
+
+
+def test_live_metrics_run_command_names_the_run_by_its_results_folder(tmp_path: Path) -> None:
+    """``hopbench run --metrics-port``: the served info carries the results folder's name as
+    ``run_id`` and the scenarios' labels (hopbench._run_command._run_live's wiring)."""
+    import io
+
+    from rich.console import Console
+
+    from hopbench._run_command import _run_live
+
+    err = io.StringIO()
+    seen: dict[str, Series] = {}
+
+    def runner(profile: Any, out_dir: Path, progress: Any) -> Any:
+        url = err.getvalue().split("live metrics on ", 1)[1].split()[0]
+        seen["before"] = _read(url)
+        rec = Recorder(profile.scopes)
+        rec.incr("b", "started")
+        progress(rec.take_interval(0, 10**9), {"in_flight_now": 1, "end_ns": 10**9})
+        seen["after"] = _read(url)
+        return "outcome"
+
+    out = tmp_path / "mixed-20261203T093000Z"
+    assert _run_live(_mixed(), runner, out, Console(file=err), quiet=False, no_progress=True,
+                     metrics_port=0) == "outcome"
+    info = [dict(ls) for (name, ls) in seen["before"] if name == "hopbench_run_info"]
+    assert info and info[0]["run_id"] == "mixed-20261203T093000Z" and info[0]["profile"] == "mixed.toml"
+    assert _total(seen["before"], "hopbench_streams_in_flight") is None
+    assert _total(seen["after"], "hopbench_streams_started_total", scenario="b", protocol="messages") == 1
+    assert _total(seen["after"], "hopbench_streams_in_flight") == 1
