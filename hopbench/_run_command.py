@@ -371,9 +371,9 @@ def _run_live(profile: Profile, runner: Callable[..., RunOutcome], out: Path, er
             progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
         port = metrics_port if metrics_port is not None else profile.run.metrics_port
         if port is not None:  # bound before any load: a port in use is exit 2 (UsageError)
-            from .observe._live_metrics import LiveMetrics
+            from .observe._live_metrics import LiveMetrics, run_labels
 
-            live = stack.enter_context(LiveMetrics(port))
+            live = stack.enter_context(LiveMetrics(port, run_labels(profile, run_id=out.name)))
             if not quiet:
                 err.print(f"hopbench: live metrics on {live.url}", markup=False, highlight=False, soft_wrap=True)
             callbacks = [cb for cb in (progress, live.on_interval) if cb is not None]

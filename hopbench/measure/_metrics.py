@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -37,19 +38,56 @@ __all__ = [
     "METRICS",
     "MetricSpec",
     "UNIT_LABELS",
-    "TIME_BUCKETS_S",
-    "ITL_BUCKETS_S",
+    "LIVE_BUCKETS_S",
+    "log_buckets_s",
     "metrics_where",
 ]
 
 _ONE_HOUR_NS: Final = 3600 * NS_PER_S
 
-#: TTFT and E2E live bucket upper bounds, seconds (+Inf added by the endpoint).
-TIME_BUCKETS_S: Final[tuple[float, ...]] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                                            30.0, 60.0, 120.0)
-#: ITL live bucket upper bounds, seconds (+Inf added by the endpoint).
-ITL_BUCKETS_S: Final[tuple[float, ...]] = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-                                           5.0)
+#: the live histograms' bucket steps per decade: (from, to, equal steps in log) for each of the
+#: stretches 1-2, 2-5 and 5-10 (times a power of ten); the widest step is 4.78 % (2-5: 2.5 ** (1/20))
+_LIVE_STEPS: Final = ((1, 2, 15), (2, 5, 20), (5, 10, 15))
+
+
+def log_buckets_s(low_s: float, high_s: float) -> tuple[float, ...]:
+    """Log-spaced bucket upper bounds for a live Prometheus histogram, seconds.
+
+    50 bounds a decade, exact at 1, 2 and 5 times a power of ten (``le="0.2"``, ``le="1"``
+    answer SLO-style queries), each rounded to 4 significant digits; consecutive bounds
+    are at most 4.78 % apart, so ``histogram_quantile`` (linear inside a bucket) lands
+    within 4.78 % of any quantile whose value lies between ``low_s`` and ``high_s``
+    (docs/observability.md, "Buckets").
+
+    Args:
+        low_s: the first bound (included when on the grid, else the next one above it).
+        high_s: the last bound is the first grid value at or above it.
+
+    Returns:
+        tuple of increasing floats (``+Inf`` is added by the endpoint).
+
+    Raises:
+        ValueError: ``low_s`` not positive or ``high_s`` below it.
+    """
+    if not 0 < low_s <= high_s:
+        raise ValueError(f"log_buckets_s: expected 0 < low_s <= high_s, got {low_s}, {high_s}")
+    out: list[float] = []
+    exponent = math.floor(math.log10(low_s))
+    while True:
+        for start, end, steps in _LIVE_STEPS:
+            for i in range(steps):
+                bound = float(f"{start * (end / start) ** (i / steps) * 10.0 ** exponent:.4g}")
+                if bound < low_s * (1 - 1e-9):
+                    continue
+                out.append(bound)
+                if bound >= high_s * (1 - 1e-9):
+                    return tuple(out)
+        exponent += 1
+
+
+#: TTFT, ITL and E2E live bucket upper bounds, seconds: 0.5 ms to 200 s, 281 bounds (+Inf added
+#: by the endpoint)
+LIVE_BUCKETS_S: Final[tuple[float, ...]] = log_buckets_s(0.0005, 200.0)
 
 #: a reporting unit as a narrow terminal column shows it
 UNIT_LABELS: Final[dict[str, str]] = {"ms": "ms", "tokens/s": "tok/s"}
@@ -115,17 +153,17 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("ttfb", "request start to the response head (status line and headers)", compared=True),
         _time("ttft", "request start to the first output token of any kind (incl. reasoning)",
               compared=True, figure="latency", slo="ttft",
-              live_help="Time to first token (from the intended start)", live_buckets_s=TIME_BUCKETS_S),
+              live_help="Time to first token (from the intended start)", live_buckets_s=LIVE_BUCKETS_S),
         _time("ttft_content", "request start to the first non-reasoning output (text or tool)",
               compared=True, slo="content_ttft"),
         _time("itl", "gap between consecutive content events (0 = same network read)",
               per_event=True, compared=True, figure="latency", slo="itl",
-              live_help="Inter-token latency (gaps between content events)", live_buckets_s=ITL_BUCKETS_S),
+              live_help="Inter-token latency (gaps between content events)", live_buckets_s=LIVE_BUCKETS_S),
         _time("tpot", "per answer: (e2e - ttft) / (output tokens per choice - 1)",
               compared=True, figure="latency", slo="tpot"),
         _time("e2e", "request start to the answer's end (terminal event, else last byte)",
               compared=True, figure="latency", slo="e2e",
-              live_help="Request start to the end of the stream", live_buckets_s=TIME_BUCKETS_S),
+              live_help="Request start to the end of the stream", live_buckets_s=LIVE_BUCKETS_S),
         MetricSpec(
             "output_tokens_per_s",
             "tokens/s",
