@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from hopbench.measure._metrics import ITL_BUCKETS_S
+from hopbench.measure._outcomes import output_tokens
 from hopbench.observe._live_metrics import LiveMetrics
 from hopbench.config._profile import parse_profile
 from hopbench.driver._single import run_profile
@@ -63,8 +64,8 @@ def _check_final(figures: dict[str, float], summary: dict[str, Any]) -> None:
     for key, n in c.items():
         if key.startswith("failed."):
             assert figures[f"hopbench_streams_broken_total{{detail={key[7:]},outcome=failed}}"] == n
-    assert figures["hopbench_output_tokens_total"] == c.get("tokens.output.completed", 0) + c.get(
-        "tokens.output.broken", 0)
+    assert figures["hopbench_output_tokens_total"] == output_tokens(c) > 0
+    assert figures["hopbench_output_token_streams_total{source=usage}"] == c.get("output_tokens_from.usage", 0)
     for metric in ("ttft", "itl", "e2e"):
         assert figures[f"hopbench_{metric}_seconds_count"] == m[metric]["count"]
         assert figures[f"hopbench_{metric}_seconds_bucket{{le=+Inf}}"] == m[metric]["count"]

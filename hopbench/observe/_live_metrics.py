@@ -24,7 +24,9 @@ Invariants:
 Series (docs/observability.md): ``hopbench_streams_started_total``,
 ``hopbench_streams_ended_total{outcome}``,
 ``hopbench_streams_broken_total{outcome,detail}``, ``hopbench_streams_in_flight``,
-``hopbench_output_tokens_total``, ``hopbench_run_elapsed_seconds``,
+``hopbench_output_tokens_total`` (usage, else output events; absent while no
+stream had either), ``hopbench_output_token_streams_total{source}``,
+``hopbench_run_elapsed_seconds``,
 ``hopbench_ttft_seconds``, ``hopbench_itl_seconds``, ``hopbench_e2e_seconds``
 (histograms).
 """
@@ -38,7 +40,7 @@ from typing import Any
 
 from .._errors import UsageError
 from ..measure._metrics import METRICS
-from ..measure._outcomes import BROKEN, OUTCOMES
+from ..measure._outcomes import BROKEN, OUTCOMES, output_tokens, tokens_source
 from ..measure._recorder import ALL, IntervalSnapshot, Snapshot
 
 __all__ = ["LiveMetrics", "METRICS_PATH", "HISTOGRAMS"]
@@ -204,9 +206,19 @@ class _Collector:
         yield broken
         yield GaugeMetricFamily("hopbench_streams_in_flight", "Streams in flight at the last interval's end",
                                 value=in_flight)
-        yield CounterMetricFamily("hopbench_output_tokens", "Output tokens received (completed and broken streams)",
-                                  value=counters.get("tokens.output.completed", 0)
-                                  + counters.get("tokens.output.broken", 0))
+        # usage, else the output events the client counted; no sample at all (absent, not 0)
+        # while no stream had either (docs/observability.md)
+        tokens = CounterMetricFamily("hopbench_output_tokens", "Output tokens received (completed and broken "
+                                     "streams): usage, else the output events counted")
+        source = tokens_source(counters)
+        if source.counted:
+            tokens.add_metric([], output_tokens(counters))
+        yield tokens
+        streams = CounterMetricFamily("hopbench_output_token_streams", "Streams whose output tokens were "
+                                      "counted, by source: usage, or events (no usage)", labels=["source"])
+        streams.add_metric(["usage"], source.usage_streams)
+        streams.add_metric(["events"], source.events_streams)
+        yield streams
         yield GaugeMetricFamily("hopbench_run_elapsed_seconds", "Run time covered by the figures",
                                 value=elapsed_ns / 1e9)
         for metric, (name, bounds, help_text) in HISTOGRAMS.items():
