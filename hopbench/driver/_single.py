@@ -124,7 +124,8 @@ class _OneRun:
         self.rec, self.warm = Recorder(scopes), Recorder(scopes)
         self.meta = base_meta(profile)
         if profile.target.url is not None and profile.emulator:
-            self.meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
+            self.meta.setdefault("notes", []).append(f"the [emulator] table is not used: the target is "
+                                                     f"{profile.target.url}")
         if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, sent with 1
             self.meta.setdefault("notes", []).append(profile.load.trace.zero_note)
         self.writer: ResultsWriter | None = None
