@@ -81,6 +81,7 @@ def _summary(counters: dict[str, int], started: int = 100) -> dict[str, Any]:
         rec.incr("chat", k, n)
     for i in range(started):
         rec.record("chat", "ttft", (100 + i % 7) * 1_000_000)
+        rec.record("chat", "tpot", (10 + i % 3) * 1_000_000)
     snap = rec.snapshot()
     return {"schema": SCHEMA, "complete": True, "saturated": False, "load": {"measured_s": 10.0},
             "profile": {"run": {"requests": started}, "load": {"concurrency": 8}, "scenario": [{"name": "chat"}]},
@@ -133,6 +134,18 @@ def test_compare_with_usage_against_without_is_never_minus_100_percent_worse(can
     # the same kind on both sides is judged as before
     same = compare_summaries(_summary(_EVENTS_ONLY), _summary(_EVENTS_ONLY))
     assert next(r for r in same.rates if r.name == "throughput.output_tokens_per_s").verdict != "not_comparable"
+
+
+def test_compare_per_stream_token_figures_only_across_counts_of_one_kind() -> None:
+    def tpot(base: dict[str, int], cand: dict[str, int]) -> Any:
+        c = compare_summaries(_summary(base), _summary(cand), metrics=["tpot"])
+        return next(m for m in c.metrics if m.scope == "all")
+
+    unlike = tpot(_USAGE, _EVENTS_ONLY)
+    assert unlike.verdict == "not_comparable" and "different units" in unlike.reasons[0]
+    assert tpot(_EVENTS_ONLY, _EVENTS_ONLY).verdict == "same"
+    # a summary.json from before output_tokens_from cannot say what its tpot counted: judged as before
+    assert tpot({"tokens_source.events": 100}, _EVENTS_ONLY).verdict == "same"
 
 
 def test_tokens_unlike_names_the_side_without_a_count() -> None:

@@ -247,11 +247,18 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
     return out
 
 
-def _tokens_unlike(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
-    """Why two scopes' token figures cannot be compared (``measure._outcomes.tokens_unlike``), or ""."""
+def _tokens_unlike(a: Mapping[str, Any], b: Mapping[str, Any], *, kinds_only: bool = False) -> str:
+    """Why two scopes' token figures cannot be compared (``measure._outcomes.tokens_unlike``), or "".
+
+    ``kinds_only``: only counts of different kinds (per-stream figures: a side with samples
+    had a count, even where a summary.json written before ``output_tokens_from`` cannot say which).
+    """
     ca, cb = a.get("counters"), b.get("counters")
-    return tokens_unlike(tokens_source(ca if isinstance(ca, Mapping) else {}),
-                         tokens_source(cb if isinstance(cb, Mapping) else {}))
+    sa = tokens_source(ca if isinstance(ca, Mapping) else {})
+    sb = tokens_source(cb if isinstance(cb, Mapping) else {})
+    if kinds_only and not (sa.counted and sb.counted):
+        return ""
+    return tokens_unlike(sa, sb)
 
 
 #: metrics made of token counts: not judged between runs that counted tokens differently
@@ -378,7 +385,8 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             mc = compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect,
                                 min_abs_ms=min_abs_ms, streams=(_streams(a), _streams(b)),
                                 completed=(_completed(a), _completed(b)))
-            unlike = _tokens_unlike(a, b) if metric in _TOKEN_METRICS and ha.count and hb.count else ""
+            unlike = (_tokens_unlike(a, b, kinds_only=True) if metric in _TOKEN_METRICS and ha.count and hb.count
+                      else "")
             if unlike:  # per-stream tokens of different kinds (docs/compare.md, "Token throughput")
                 mc = dataclasses.replace(mc, verdict=NOT_COMPARABLE, reasons=(unlike,))
             out_m.append(mc)
