@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .config._records import Profile
     from .driver._common import RunOutcome
 
-__all__ = ["profile_overrides", "run_command", "validate_command"]
+__all__ = ["profile_overrides", "resolve_workers", "run_command", "validate_command"]
 
 
 @contextmanager
@@ -96,7 +96,8 @@ def validate_command(profiles: Sequence[Path]) -> int:
     return EXIT_OK
 
 
-def profile_overrides(profile: Profile, source: Path, *, target_url: str | None = None, workers: int | None = None,
+def profile_overrides(profile: Profile, source: Path, *, target_url: str | None = None,
+                      workers: int | str | None = None,
                       engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
                       upstream_record: Path | None = None, require_search: bool = False) -> Profile:
     """The profile with the command line's flags applied (pure: no run, no I/O).
@@ -133,9 +134,14 @@ def profile_overrides(profile: Profile, source: Path, *, target_url: str | None 
         problem = check_workers(workers)  # the same rule as run.workers
         if problem:
             raise UsageError(f"--workers: {problem}")
-        profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=workers))
+        auto = not isinstance(workers, int)  # "auto": resolved by resolve_workers, before the run
+        profile = dataclasses.replace(profile, run=dataclasses.replace(
+            profile.run, workers=1 if auto else int(workers), workers_auto=auto))
     if engine is not None:
         profile = dataclasses.replace(profile, run=dataclasses.replace(profile.run, engine=engine))
+    if profile.run.workers_auto and profile.run.engine == "ray":
+        raise UsageError("--workers auto counts this machine's free cores; with --engine ray (run.engine = "
+                         "\"ray\") the workers run on the cluster: give their number")
     if ray_address is not None and profile.run.engine != "ray":
         raise UsageError(f"--ray-address: only with --engine ray (or run.engine = \"ray\"); this run's "
                          f"engine is {profile.run.engine!r}, which would ignore {ray_address!r}")
@@ -149,6 +155,11 @@ def profile_overrides(profile: Profile, source: Path, *, target_url: str | None 
         profile = dataclasses.replace(profile, upstream=spec)
     if profile.arms and target_url:
         raise UsageError("--target-url: the profile's [[arm]] tables name the targets (edit their urls)")
+    if profile.arms and profile.run.workers_auto:
+        raise UsageError("[[arm]]: A/B arms run in one process: drop --workers auto / run.workers = \"auto\"")
+    if profile.upstream is not None and profile.run.workers_auto:
+        raise UsageError("[upstream] (gateway overhead) runs in one process: drop --workers auto / "
+                         "run.workers = \"auto\"")
     if profile.arms and (profile.run.workers > 1 or profile.run.engine == "ray"):
         raise UsageError("[[arm]]: A/B arms run in one process: drop --workers / --engine ray "
                          f"(got workers = {profile.run.workers}, engine = {profile.run.engine})")
@@ -162,9 +173,31 @@ def profile_overrides(profile: Profile, source: Path, *, target_url: str | None 
     return profile
 
 
+def resolve_workers(profile: Profile) -> Profile:
+    """The profile with ``workers = "auto"`` resolved to the machine's free cores
+    (``hopbench.engine._cores.auto_workers``: blocks a quarter of a second, before
+    any load); any other profile as it is.
+
+    Returns:
+        the profile, ``run.workers`` >= 1 and ``run.workers_note`` saying how
+        ``"auto"`` was resolved (summary.json ``workers_auto``).
+    """
+    if not profile.run.workers_auto:
+        return profile
+    import dataclasses
+
+    from .config._profile import MAX_WORKERS
+    from .engine._cores import auto_workers
+
+    got = auto_workers(MAX_WORKERS)
+    return dataclasses.replace(profile, run=dataclasses.replace(profile.run, workers=got.workers,
+                                                                workers_note=got.note()))
+
+
 def run_command(profile_path: Path, *, out: Path | None = None, results_root: Path = Path("results"),
                 target_url: str | None = None, quiet: bool = False, no_progress: bool = False,
-                workers: int | None = None, engine: Literal["local", "ray"] | None = None, ray_address: str | None = None,
+                workers: int | str | None = None, engine: Literal["local", "ray"] | None = None,
+                ray_address: str | None = None,
                 no_report: bool = False, no_gate: bool = False, metrics_port: int | None = None,
                 require_search: bool = False, upstream_record: Path | None = None) -> int:
     """``hopbench run``: run a profile, write its results folder, report.html, the
@@ -177,7 +210,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         target_url: overrides ``target.url``.
         quiet: no progress lines and no summary table.
         no_progress: no progress lines.
-        workers: overrides ``run.workers`` (>= 1).
+        workers: overrides ``run.workers``: >= 1, or ``"auto"`` (the machine's free cores:
+            :func:`resolve_workers`).
         engine: ``"local"`` or ``"ray"``: overrides ``run.engine``.
         ray_address: the Ray cluster for ``engine="ray"``.
         no_report: do not write report.html.
@@ -206,6 +240,9 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                                 engine=engine, ray_address=ray_address, upstream_record=upstream_record,
                                 require_search=require_search)
     console, err = _console(stderr=False), _console(stderr=True)
+    profile = resolve_workers(profile)
+    if profile.run.workers_note and not quiet:
+        err.print(f"hopbench: {profile.run.workers_note}", markup=False, highlight=False)
     from .driver._common import fd_limit_for
 
     fd_note = fd_limit_for(profile)  # before any load: a closed loop this machine cannot hold raises

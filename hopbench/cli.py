@@ -76,6 +76,17 @@ def _port(text: str) -> int:
     return port
 
 
+def _workers(text: str) -> int | str:
+    """``--workers``: ``auto`` (the machine's free cores: docs/scaleout.md) or an integer
+    (its range is checked with the profile's rule, ``config._profile.check_workers``)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or an integer, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole argument tree: ``hopbench [--version] COMMAND ...``.
 
@@ -112,7 +123,8 @@ def _add_run(sub: _Subparsers) -> None:
     r.add_argument("--target-url", metavar="URL", help="override target.url (e.g. http://127.0.0.1:8000)")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress lines and no summary table")
     r.add_argument("--no-progress", action="store_true", help="no progress lines (summary still shown)")
-    r.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (overrides run.workers)")
+    r.add_argument("--workers", type=_workers, metavar="N|auto",
+                   help="worker processes on this host, or auto: as many as its free cores (overrides run.workers)")
     r.add_argument("--engine", choices=("local", "ray"), help="where workers run (overrides run.engine)")
     r.add_argument("--ray-address", metavar="ADDRESS", help="Ray cluster for --engine ray (default: a local Ray instance)")
     r.add_argument("--no-report", action="store_true", help="do not write report.html")
@@ -141,7 +153,8 @@ def _add_search(sub: _Subparsers) -> None:
     se.add_argument("--target-url", metavar="URL", help="override target.url")
     se.add_argument("--quiet", "-q", action="store_true", help="no progress lines and no tables")
     se.add_argument("--no-progress", action="store_true", help="no line per stage (the tables still shown)")
-    se.add_argument("--workers", type=int, metavar="N", help="worker processes on this host (overrides run.workers)")
+    se.add_argument("--workers", type=_workers, metavar="N|auto",
+                    help="worker processes on this host, or auto: as many as its free cores (overrides run.workers)")
     se.add_argument("--engine", choices=("local", "ray"), help="where workers run (overrides run.engine)")
     se.add_argument("--ray-address", metavar="ADDRESS", help="Ray cluster for --engine ray")
     se.add_argument("--no-report", action="store_true", help="do not write report.html")

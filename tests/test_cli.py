@@ -133,7 +133,7 @@ def test_cli_validate_refuses_a_secret_header_written_out(tmp_path: Path,
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--workers", "0"], "--workers: expected an integer from 1 to "),
+    (["--workers", "0"], "--workers: expected 'auto' or an integer from 1 to "),
     (["--target-url", "ftp://example.com"], "--target-url: "),
     # silently ignored before: the run went ahead on this machine with the address unused
     (["--ray-address", "ray://10.0.0.1:10001"], "--ray-address: only with --engine ray"),

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from hopbench.measure._metrics import LIVE_BUCKETS_S, log_buckets_s
+from hopbench.measure._outcomes import output_tokens
 from hopbench.measure._recorder import ALL, Recorder
 from hopbench.observe._live_metrics import LiveMetrics, RunLabels, run_labels, safe_url
 from hopbench.config._profile import parse_profile
@@ -96,9 +97,12 @@ def _check_final(figures: Series, summary: dict[str, Any], scopes: dict[str, str
             if key.startswith("failed."):
                 assert _total(figures, "hopbench_streams_broken_total", outcome="failed", detail=key[7:],
                               **labels) == n
-        for kind in ("output", "input"):
-            assert _total(figures, f"hopbench_{kind}_tokens_total", **labels) == c.get(
-                f"tokens.{kind}.completed", 0) + c.get(f"tokens.{kind}.broken", 0)
+        assert _total(figures, "hopbench_input_tokens_total", **labels) == c.get(
+            "tokens.input.completed", 0) + c.get("tokens.input.broken", 0)
+        # usage, else the output events counted (docs/results/counters.md)
+        assert _total(figures, "hopbench_output_tokens_total", **labels) == output_tokens(c) > 0
+        assert _total(figures, "hopbench_output_token_streams_total", source="usage", **labels) == c.get(
+            "output_tokens_from.usage", 0)
         for metric in ("ttft", "itl", "e2e"):
             assert _total(figures, f"hopbench_{metric}_seconds_count", **labels) == m[metric]["count"]
             assert _total(figures, f"hopbench_{metric}_seconds_bucket", le="+Inf", **labels) == m[metric]["count"]

@@ -229,8 +229,8 @@ def test_record_stream_histograms_counters_and_tokens() -> None:
     c = snap.scopes["s"].counters
     # every read's item is bounded: no kernel stamp was given (loop-time stamps are never exact)
     assert c == {"completed": 1, "keepalives": 2, "anomaly.unknown_event": 2, "stop.none": 1,
-                 "tokens_source.usage": 1, "tokens.input.completed": 3, "tokens.output.completed": 5,
-                 "wire.items_bounded": 6}
+                 "tokens_source.usage": 1, "output_tokens_from.usage": 1, "tokens.input.completed": 3,
+                 "tokens.output.completed": 5, "wire.items_bounded": 6}
     for metric, n in (("ttfb", 1), ("max_silence", 1), ("ttft", 1), ("ttft_content", 1), ("itl", 4),
                       ("keepalive_interval", 2), ("e2e", 1), ("tpot", 1), ("output_tokens_per_s", 1)):
         assert snap.histogram("s", metric).count == n, metric
@@ -247,7 +247,7 @@ def test_record_stream_broken_tokens_and_http_errors_count_no_tokens() -> None:
     record_stream(rec, "s", measure(m, 10, "http_error", "429", None, keepalive_budget_ns=_BUDGET_NS))
     c = rec.snapshot().scopes["s"].counters
     assert c == {"truncated": 1, "truncated.reset": 1, "tokens.output.broken": 7, "stop.none": 1,
-                 "http_error": 1, "http_error.429": 1}
+                 "http_error": 1, "http_error.429": 1, "output_tokens_from.usage": 1}
 
 
 def test_stream_line_relative_stamps_and_every_field() -> None:

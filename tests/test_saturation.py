@@ -46,7 +46,7 @@ def test_judge_client_cpu_advises_workers() -> None:
     assert [c.kind for c in v.causes] == ["client_cpu"]
     w = str(v.warning())
     assert w.startswith("load generator saturated: event-loop lag p99 40.0 ms (> 25 ms)")
-    assert "event loop used 90% of one core" in w and "add --workers" in w
+    assert "event loop used 90% of one core" in w and "add workers with --workers auto" in w
 
 
 def test_judge_client_cpu_of_the_whole_process_counts() -> None:
@@ -145,7 +145,7 @@ def test_judge_several_causes_strongest_first_and_other_symptoms() -> None:
 
 def _advice_count(w: str) -> int:
     """How many remedies a warning gives (each cause's advice names one of these)."""
-    return sum(x in w for x in ("quieter machine", "external target.url", "add --workers", "more machines",
+    return sum(x in w for x in ("quieter machine", "external target.url", "add workers", "more machines",
                                 "more CPUs", "profile it"))
 
 
@@ -188,7 +188,7 @@ def test_judge_busy_machine_weighs_the_clients_own_share_too() -> None:
     # an idle machine: the client alone, --workers helps
     v = judge(_fig(cpu=0.9, gc_collections=3, gc_pause_ns=900 * MS, gc_pause_max_ns=300 * MS,
                    host=_host(0.92, busy=0.5, steal=0.0)))
-    assert [c.kind for c in v.causes] == ["client_cpu", "collector"] and "add --workers" in str(v.warning())
+    assert [c.kind for c in v.causes] == ["client_cpu", "collector"] and "--workers auto" in str(v.warning())
 
 
 def test_parse_proc_stat_and_host_usage() -> None:

@@ -39,6 +39,7 @@ from ._records import LoadSpec, Profile, RunSpec, Scenario, TargetSpec, Timeouts
 from ._scenario_spec import parse_scenarios, refuse_lengths_in_trace, refuse_misplaced_scenario, request_headers
 
 __all__ = [
+    "AUTO_WORKERS",
     "MAX_WORKERS",
     "check_base_url",
     "check_workers",
@@ -248,10 +249,19 @@ def _stages(root: Table, load: LoadSpec, scenarios: tuple[Scenario, ...]) -> tup
 MAX_WORKERS = 256
 
 
-def check_workers(n: int) -> str | None:
-    """Why ``n`` cannot be a number of worker processes (run.workers, --workers)."""
+AUTO_WORKERS = "auto"
+"""``run.workers = "auto"`` / ``--workers auto``: as many workers as the machine's free
+cores (``hopbench.engine._cores``; docs/scaleout.md)."""
+
+
+def check_workers(n: int | str) -> str | None:
+    """Why ``n`` cannot be a number of worker processes (run.workers, --workers):
+    :data:`AUTO_WORKERS` or an integer from 1 to :data:`MAX_WORKERS`; None when it can."""
+    if n == AUTO_WORKERS:
+        return None
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_WORKERS:
-        return f"expected an integer from 1 to {MAX_WORKERS}, got {n!r}"
+        got = str(n).lower() if isinstance(n, bool) else repr(n)  # (TOML spells true/false)
+        return f"expected {AUTO_WORKERS!r} or an integer from 1 to {MAX_WORKERS}, got {got}"
     return None
 
 
@@ -283,8 +293,17 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     grace = _seconds(t, "grace_s", 5.0) or 0
     interval = _seconds(t, "interval_s", 1.0, allow_zero=False) or s_to_ns(1.0)
     budget = _seconds(t, "keepalive_budget_s", 12.0, allow_zero=False) or s_to_ns(12.0)
-    workers = t.int("workers", 1, min=1, max=MAX_WORKERS)
+    raw_workers = t.raw("workers", 1)
+    problem = check_workers(raw_workers)
+    if problem:
+        raise t.error("workers", problem)
+    workers_auto = raw_workers == AUTO_WORKERS
+    # "auto": 1 until the run command counts the free cores (engine._cores.auto_workers)
+    workers = 1 if workers_auto else int(raw_workers)
     engine = t.str("engine", "local", choices=("local", "ray"))
+    if workers_auto and engine == "ray":
+        raise t.error("workers", f"{AUTO_WORKERS!r} counts this machine's free cores; with engine = \"ray\" "
+                                 "the workers run on the cluster: give their number")
     ray_address = t.str("ray_address", None)
     stream_log = t.bool("stream_log", True)
     metrics_port = t.int("metrics_port", None, min=1, max=65535)  # docs/observability.md
@@ -293,7 +312,7 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
                    budget, workers, engine, ray_address, stream_log, metrics_port, record_headers,
-                   max_event_bytes)
+                   max_event_bytes, workers_auto=workers_auto)
 
 
 _RECORD_HEADERS_MAX = 16

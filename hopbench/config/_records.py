@@ -68,6 +68,11 @@ class RunSpec:
     record_headers: tuple[str, ...] = ()
     #: the SSE scanner's memory bound per line / event, bytes (hopbench.sse.SSEScanner)
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    #: ``workers = "auto"`` was asked for: ``workers`` is 1 until the run command sets it from
+    #: the machine's free cores (hopbench.engine._cores.auto_workers; docs/scaleout.md)
+    workers_auto: bool = False
+    #: how ``"auto"`` was resolved, one sentence for summary.json ``workers_auto``; None otherwise
+    workers_note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,8 +122,9 @@ def emulator_warnings(ground_truth: Path) -> list[str]:
 
 
 def base_meta(profile: Profile) -> dict[str, Any]:
-    """The top-level summary.json fields known before the run starts."""
-    return {
+    """The top-level summary.json fields known before the run starts (``workers_auto``:
+    how ``--workers auto`` was resolved, only when it was asked for)."""
+    meta: dict[str, Any] = {
         "name": profile.run.name,
         "profile": sanitized(profile),
         "environment": environment(),
@@ -137,6 +138,9 @@ def base_meta(profile: Profile) -> dict[str, Any]:
         "workers": 1,
         "resolved_load": resolved_load(profile),
     }
+    if profile.run.workers_note:  # docs/scaleout.md, "--workers auto"
+        meta["workers_auto"] = profile.run.workers_note
+    return meta
 
 
 def build_meta(profile: Profile, engine: str, n_workers: int) -> dict[str, Any]:

@@ -299,7 +299,8 @@ def headline(total: Snapshot | RunCounters, measured_s: float) -> Headline:
                     error_rate=round(c.errors / started, 4) if started else None,
                     interrupted_rate=round(c.cancelled / started, 4) if started else None,
                     completed_per_s=round(c.completed / window, 3),
-                    output_tokens_per_s=round(c.output_tokens / window, 3))
+                    output_tokens_per_s=round(c.output_tokens / window, 3) if c.tokens_source.counted else None,
+                    tokens_source=c.tokens_source)
 
 
 def gc_figures(stats: Any) -> dict[str, Any]:

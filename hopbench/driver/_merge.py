@@ -48,6 +48,7 @@ from ..measure._burst import FlaggedLog, join_bursts, not_rejudged
 from ..measure._counters import RunCounters
 from ..measure._hdr import Histogram
 from ..measure._inflight import PHASES
+from ..measure._outcomes import output_tokens
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._common import CHECKPOINT_S, progress_line
 from ._judge import judge
@@ -308,7 +309,7 @@ class Merger:
             "dropped_total": sum(w.dropped_total for w in self.workers.values()),
             "completed": iv.counter(ALL, "completed") + warm.counter(ALL, "completed"),
             "started": iv.counter(ALL, "started") + warm.counter(ALL, "started"),
-            "output_tokens": sum(iv.counter(ALL, f"tokens.output.{x}") for x in ("completed", "broken")),
+            "output_tokens": output_tokens(lambda k: iv.counter(ALL, k)),
             "workers": len(parts),
             "cpu_by_worker": cpus,
         }

@@ -61,7 +61,7 @@ NOT_MEASURED = "not measured"
 #: What a search limited by hopbench's own saturation tells the user to do when the
 #: probe's summary names no cause (an older summary.json): the cause's own advice otherwise.
 SATURATION_FIX = ("hopbench itself was saturated before the gateway's limit: rerun with more "
-                  "load-generating processes (--workers N, or --engine ray), or on a bigger or quieter machine")
+                  "load-generating processes (--workers auto, or --engine ray), or on a bigger or quieter machine")
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from ._common import (CHECKPOINT_S, RunOutcome, base_meta, fd_limit_for, default
 from ._judge import judge
 from ._summary import Part, RunEnd
 from ..measure._counters import RunCounters
+from ..measure._outcomes import output_tokens
 from ..config._records import Profile
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, Snapshot
 from ._results import ResultsWriter, write_error
@@ -123,7 +124,8 @@ class _OneRun:
         self.rec, self.warm = Recorder(scopes), Recorder(scopes)
         self.meta = base_meta(profile)
         if profile.target.url is not None and profile.emulator:
-            self.meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
+            self.meta.setdefault("notes", []).append(f"the [emulator] table is not used: the target is "
+                                                     f"{profile.target.url}")
         if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, sent with 1
             self.meta.setdefault("notes", []).append(profile.load.trace.zero_note)
         self.writer: ResultsWriter | None = None
@@ -417,7 +419,7 @@ def timeline_line(line: dict[str, Any], iv: IntervalSnapshot, warm_iv: IntervalS
         return iv.counter(ALL, name) + warm_iv.counter(ALL, name)
 
     return dict(line, completed=both("completed"), started=both("started"),
-                output_tokens=both("tokens.output.completed") + both("tokens.output.broken"))
+                output_tokens=output_tokens(both))
 
 
 def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], stats: RunStats,

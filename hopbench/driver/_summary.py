@@ -28,6 +28,7 @@ from typing import Any
 from .._units import NS_PER_MS
 from ..config._records import Profile
 from ..measure._counters import RunCounters
+from ..measure._outcomes import TokensSource
 from ..measure._recorder import Snapshot
 from ._results import SCHEMA, summary_scopes
 
@@ -42,7 +43,10 @@ class Headline:
         started, completed, errors, cancelled: stream counts of the measured run.
         client_cancelled: streams closed on purpose by a scenario's cancel key (hopbench.workload._cancel).
         error_rate, interrupted_rate: in [0, 1], 4 decimals; None when nothing started.
-        completed_per_s, output_tokens_per_s: over the measured window (``load.measured_s``).
+        completed_per_s, output_tokens_per_s: over the measured window (``load.measured_s``);
+            output tokens are usage, else the output events the client counted, and
+            ``output_tokens_per_s`` is None when no stream had either (never 0 for "unknown").
+        tokens_source: where the output tokens came from (``measure._outcomes.tokens_source``).
     """
 
     started: int
@@ -53,7 +57,8 @@ class Headline:
     error_rate: float | None
     interrupted_rate: float | None
     completed_per_s: float
-    output_tokens_per_s: float
+    output_tokens_per_s: float | None
+    tokens_source: TokensSource = TokensSource("none", 0, 0)
 
     def to_json(self) -> dict[str, Any]:
         """The ``headline`` object, keys in the order above."""
@@ -61,7 +66,7 @@ class Headline:
                 "cancelled": self.cancelled, "client_cancelled": self.client_cancelled,
                 "error_rate": self.error_rate,
                 "interrupted_rate": self.interrupted_rate, "completed_per_s": self.completed_per_s,
-                "output_tokens_per_s": self.output_tokens_per_s}
+                "output_tokens_per_s": self.output_tokens_per_s, "tokens_source": self.tokens_source.to_json()}
 
 
 @dataclass(frozen=True, slots=True)

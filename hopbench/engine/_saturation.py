@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from .._units import NS_PER_MS
+from ..measure._error_bound import WORKERS_CURE
 
 __all__ = ["SATURATION_LAG_NS", "SATURATION_CPU", "BUSY_CPU", "GC_PAUSE_SHARE", "STEAL_SHARE",
            "MACHINE_IDLE_SHARE", "CULPRIT_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage",
@@ -89,6 +90,7 @@ MACHINE_IDLE_SHARE = 0.10
 """The machine's CPUs at most this idle (share of all CPUs) while hopbench was not busy: a busy machine."""
 CULPRIT_SHARE = 0.10
 """On a busy machine, hopbench's emulator or the neighbours at this share of all CPUs or more are named."""
+_ADD_WORKERS = f"the client itself was busy: add workers with {WORKERS_CURE}, or lower the load"
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,8 +331,7 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
     host = f.host
     loop = f"hopbench's event loop used {f.cpu_mean:.0%} of one core"
     if host is None:
-        return [_Share(own, "client_cpu", loop, loop, "the client itself was busy: add --workers or lower the "
-                       "load")] if own >= BUSY_CPU else []
+        return [_Share(own, "client_cpu", loop, loop, _ADD_WORKERS)] if own >= BUSY_CPU else []
     steal = host.steal_share
     busy = host.machine_busy_share or 0.0  # (0.0: no /proc/stat, never "full")
     full = host.machine_busy_share is not None and 1.0 - busy <= MACHINE_IDLE_SHARE  # no idle CPU on average
@@ -353,7 +354,7 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
     elif own >= BUSY_CPU:
         advice = ("the client itself was busy, on a machine with no idle CPU: more workers would not add CPU "
                   "here; lower the load or use a machine with more CPUs" if full else
-                  "the client itself was busy: add --workers or lower the load")
+                  _ADD_WORKERS)
         out.append(_Share(own + (sib or 0.0), "client_cpu", loop, loop, advice))
     if not full:
         if steal is not None and steal >= STEAL_SHARE:
@@ -426,7 +427,7 @@ def judge(f: GeneratorFigures) -> Verdict:
         causes.append(Cause("collector", fig, None, "secondary") if causes else Cause(
             "collector", fig,
             "collector pauses stop every stream's clock at once (see generator.gc_pause_max_ms); fewer "
-            "streams per process (--workers, where the machine has idle cores) shorten them"))
+            f"streams per process ({WORKERS_CURE}) shorten them"))
     busy = host.machine_busy_share if host is not None else None
     if not causes and own < BUSY_CPU and busy is None:
         # no machine counters: lagging while using little CPU means waiting for a CPU

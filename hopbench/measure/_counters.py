@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from .._errors import ResultsError
-from ._outcomes import BROKEN
+from ._outcomes import BROKEN, TokensSource, output_tokens, tokens_source
 from ._recorder import ALL, Snapshot
 from ._wire_text import merge_samples
 
@@ -256,8 +256,14 @@ class RunCounters:
 
     @property
     def output_tokens(self) -> int:
-        """Output tokens of completed and broken streams."""
-        return self.count("tokens.output.completed") + self.count("tokens.output.broken")
+        """Output tokens of completed and broken streams: usage, else their output
+        events (``_outcomes.output_tokens``; 0 also without any count: see :attr:`tokens_source`)."""
+        return output_tokens(self.count)
+
+    @property
+    def tokens_source(self) -> TokensSource:
+        """Where :attr:`output_tokens` came from (``_outcomes.tokens_source``)."""
+        return tokens_source(self.count)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object of every field (tuples as lists), for shipping between processes."""

@@ -17,7 +17,7 @@ docs/gate.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -31,9 +31,14 @@ __all__ = [
     "ERROR_RATE_WARN",
     "OUTCOMES",
     "RATES",
+    "OUTPUT_TOKEN_COUNTERS",
     "RateSpec",
+    "TokensSource",
     "measured_duration_s",
+    "output_tokens",
     "rate_value",
+    "tokens_source",
+    "tokens_unlike",
 ]
 
 OUTCOMES: Final = ("completed", "failed", "truncated", "timeout", "connect_error", "http_error", "cancelled",
@@ -52,6 +57,138 @@ ANOMALY_PREFIX: Final = "anomaly."
 ERROR_RATE_WARN: Final = 0.05
 """The share of started streams that ended broken (or were cancelled) above which
 a run warns and the headlines turn red (docs/results/counters.md, "Warnings")."""
+
+OUTPUT_TOKEN_COUNTERS: Final = ("tokens.output.completed", "tokens.output.broken",
+                                "tokens.output_events.completed", "tokens.output_events.broken")
+"""The counters a run's output tokens sum: the usage tokens of streams that reported
+usage, and the output events of those that reported none (the fallback ``tpot`` and
+per-stream tokens/s use: ``hopbench.measure._rules.measure``; docs/results/counters.md,
+"Output tokens without usage")."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokensSource:
+    """Where a run's (or a scope's) output token count came from.
+
+    Attributes:
+        source: ``"usage"`` (every counted stream reported usage), ``"events"``
+            (none did: one token per output event the client counted), ``"mixed"``
+            (some of each), ``"none"`` (no stream reported usage or carried an
+            output event: no token count exists, and no figure made of it is 0).
+        usage_streams: streams whose output tokens came from their usage.
+        events_streams: streams without usage whose output events were counted.
+    """
+
+    source: str
+    usage_streams: int
+    events_streams: int
+
+    @property
+    def counted(self) -> bool:
+        """True when a token count exists (``source`` is not ``"none"``)."""
+        return self.source != "none"
+
+    def label(self) -> str:
+        """A short label for the terminal and report.html: ``""`` for usage,
+        ``"~ counted from events"``, ``"~ partly counted from events (N of M streams)"``
+        or ``"no token counts"``."""
+        match self.source:
+            case "usage":
+                return ""
+            case "events":
+                return "~ counted from events"
+            case "mixed":
+                return (f"~ partly counted from events ({self.events_streams:,} of "
+                        f"{self.usage_streams + self.events_streams:,} streams)")
+        return "no token counts"
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"source", "usage_streams", "events_streams"}`` (summary.json ``headline.tokens_source``)."""
+        return {"source": self.source, "usage_streams": self.usage_streams, "events_streams": self.events_streams}
+
+    @classmethod
+    def from_json(cls, data: object) -> TokensSource | None:
+        """Inverse of :meth:`to_json`; None for anything else (a summary.json written
+        before the key existed, which counted usage only)."""
+        if not isinstance(data, Mapping) or data.get("source") not in ("usage", "events", "mixed", "none"):
+            return None
+        return cls(str(data["source"]), _c(data, "usage_streams"), _c(data, "events_streams"))
+
+
+def _getter(counters: Mapping[str, Any] | Callable[[str], int]) -> Callable[[str], int]:
+    if callable(counters):
+        return counters
+    return lambda key: _c(counters, key)
+
+
+def output_tokens(counters: Mapping[str, Any] | Callable[[str], int]) -> int:
+    """A scope's output tokens: usage where streams reported it, else their output events.
+
+    Args:
+        counters: a scope's counters, or a function from a counter name to its count.
+
+    Returns:
+        The sum of :data:`OUTPUT_TOKEN_COUNTERS`, >= 0 (0 also when no count
+        exists: ask :func:`tokens_source` before reading 0 as a measurement).
+    """
+    get = _getter(counters)
+    return sum(get(k) for k in OUTPUT_TOKEN_COUNTERS)
+
+
+def tokens_source(counters: Mapping[str, Any] | Callable[[str], int]) -> TokensSource:
+    """Where a scope's output tokens came from, from its ``output_tokens_from.*`` counters.
+
+    Results written before those counters existed counted usage only: any usage
+    token there reads ``"usage"`` (streams unknown, 0), none reads ``"none"``.
+
+    Args:
+        counters: a scope's counters, or a function from a counter name to its count.
+    """
+    get = _getter(counters)
+    usage, events = get("output_tokens_from.usage"), get("output_tokens_from.events")
+    if not usage and not events:
+        legacy = get("tokens.output.completed") + get("tokens.output.broken")
+        return TokensSource("usage" if legacy else "none", 0, 0)
+    source = "mixed" if usage and events else "usage" if usage else "events"
+    return TokensSource(source, usage, events)
+
+
+def _counted_from(t: TokensSource) -> str:
+    match t.source:
+        case "usage":
+            return "usage"
+        case "events":
+            return "output events (no usage reported)"
+        case "mixed":
+            return (f"usage and output events ({t.events_streams:,} of "
+                    f"{t.usage_streams + t.events_streams:,} streams without usage)")
+    return "nothing"
+
+
+def tokens_unlike(base: TokensSource, cand: TokensSource, names: tuple[str, str] = ("base", "candidate")) -> str:
+    """Why two token counts cannot be compared, or "" when they can.
+
+    A count that does not exist is no 0 (a rate of it is not -100 %), and one run's
+    usage tokens against the other's output events are different units (an output
+    event may carry several tokens): compare and the gate judge a token figure only
+    when both sides counted it the same way (docs/compare.md, "Token throughput").
+
+    Args:
+        base / cand: each side's :func:`tokens_source`.
+        names: how to name the two sides in the sentence.
+
+    Returns:
+        One phrase (no trailing period), or "".
+    """
+    missing = [n for n, t in zip(names, (base, cand)) if not t.counted]
+    if missing:
+        who = " and ".join(missing)
+        return (f"no token counts in the {who} (no stream reported usage or carried an output event): "
+                "a missing count is not 0")
+    if base.source != cand.source:
+        return (f"the {names[0]} counted its tokens from {_counted_from(base)}, the {names[1]} from "
+                f"{_counted_from(cand)}: different units (an output event may carry several tokens)")
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +221,8 @@ RATES: Final[dict[str, RateSpec]] = {
         RateSpec("timeout_rate", "timeout / responded", True),
         RateSpec("http_error_rate", "http_error / (started - cancelled - client_cancelled)", True),
         RateSpec("keepalive_violation_rate", "keepalive_violations / streams with a response (max_silence.count)", True),
-        RateSpec("output_tokens_per_s", "(tokens.output.completed + tokens.output.broken) / measured duration", False,
-                 "tokens/s"),
+        RateSpec("output_tokens_per_s", "output tokens (usage, else output events: tokens.output.* + "
+                 "tokens.output_events.*) / measured duration; none without a token count", False, "tokens/s"),
         RateSpec("completed_per_s", "completed / measured duration", False, "/s"),
     )
 }
@@ -145,7 +282,8 @@ def rate_value(name: str, counters: Mapping[str, Any], metrics: Mapping[str, Any
         measured_s: measured duration in seconds, for the per-second rates.
 
     Returns:
-        (value or None when the denominator is 0, numerator, denominator);
+        (value or None when the denominator is 0, or for ``output_tokens_per_s``
+        when no token count exists (:func:`tokens_source` ``"none"``), numerator, denominator);
         for per-second rates the denominator is the number of streams counted
         (started - cancelled - client_cancelled), so that min_count applies to it too.
     """
@@ -178,7 +316,9 @@ def rate_value(name: str, counters: Mapping[str, Any], metrics: Mapping[str, Any
             num, den = _c(counters, "keepalive_violations"), cnt if isinstance(cnt, int) else 0
         case "output_tokens_per_s" | "completed_per_s":
             if name == "output_tokens_per_s":
-                num = _c(counters, "tokens.output.completed") + _c(counters, "tokens.output.broken")
+                num = output_tokens(counters)
+                if not tokens_source(counters).counted:  # no count is no rate, never 0 tokens/s
+                    return None, num, streams
             else:
                 num = _c(counters, "completed")
             if not measured_s or measured_s <= 0:

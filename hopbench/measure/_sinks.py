@@ -64,7 +64,10 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
     ``keepalives`` (n), ``anomaly.<kind>`` (n), ``proxy_buffering_suspected``,
     ``client_lagged``,
     ``no_usage``, ``tokens.<input|output>.<completed|broken>`` (n) for
-    streams that got a body, ``stop.<class>``, ``refused``,
+    streams that got a body, and of those ``output_tokens_from.usage`` (streams
+    that reported output usage) or, without it, ``output_tokens_from.events``
+    and ``tokens.output_events.<completed|broken>`` (n: their output events,
+    the run's token count without usage: ``_outcomes.output_tokens``), ``stop.<class>``, ``refused``,
     ``hidden_reasoning``, ``no_done``, ``usage_total_mismatch``,
     ``tokens_source.<usage|events>`` (completed streams),
     ``wire.items_exact`` and ``wire.items_bounded`` (n: SSE items whose
@@ -128,6 +131,11 @@ def record_stream(rec: Recorder, scope: str, r: StreamRecord,
         rec.incr(scope, f"tokens.input.{kind}", r.input_tokens)
     if r.output_tokens:
         rec.incr(scope, f"tokens.output.{kind}", r.output_tokens)
+    if r.output_tokens is not None:
+        rec.incr(scope, "output_tokens_from.usage")
+    elif r.output_events:  # no usage: its output events are its tokens, as tpot counts them
+        rec.incr(scope, "output_tokens_from.events")
+        rec.incr(scope, f"tokens.output_events.{kind}", r.output_events)
     if r.cached_tokens is not None and r.input_tokens:  # docs/results/counters.md, "Prompt cache"
         rec.incr(scope, "cache.streams")
         rec.incr(scope, "cache.prompt_tokens", r.input_tokens)

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from ._digest import digest_percentile
 from ._metrics import METRICS
 from ._recorder import ALL, Recorder, Snapshot
+from ._outcomes import tokens_source
 from .._units import NS_PER_MS
 
 __all__ = ["OBJECTIVES", "Slo", "Verdict", "judge", "record_verdict", "slo_mapping", "slo_summary",
@@ -256,7 +257,10 @@ def _scope_block(counters: Mapping[str, int], slo: Slo | None, measured_s: float
         "good_fraction": round(good / judged, 6) if judged else None,
         "good_fraction_lower": None if lower is None else round(lower, 6),
         "goodput_rps": round(good / window, 3) if window else None,
-        "goodput_tokens_per_s": round(counters.get("slo.good_output_tokens", 0) / window, 3) if window else None,
+        # no token count (no usage, no output event) is no 0 tokens/s (docs/results/counters.md)
+        "goodput_tokens_per_s": (round(counters.get("slo.good_output_tokens", 0) / window, 3)
+                                 if window and (counters.get("slo.good_output_tokens", 0)
+                                                or tokens_source(counters).counted) else None),
         "failed": {name: counters.get(f"slo.failed.{name}", 0) for name in OBJECTIVES
                    if counters.get(f"slo.failed.{name}", 0)},
     }

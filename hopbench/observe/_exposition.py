@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from prometheus_client.utils import floatToGoString
 
 from ..measure._metrics import METRICS
-from ..measure._outcomes import BROKEN, OUTCOMES
+from ..measure._outcomes import BROKEN, OUTCOMES, output_tokens, tokens_source
 
 __all__ = ["Figures", "HISTOGRAMS", "RunLabels", "TOKENS", "render"]
 
@@ -46,7 +46,8 @@ HISTOGRAMS: dict[str, tuple[str, tuple[float, ...], str]] = {
 #: token counters served: family name -> (counter prefix, help); each sums ``<prefix>.completed``
 #: and ``<prefix>.broken`` (hopbench.measure._sinks.record_stream)
 TOKENS: dict[str, tuple[str, str]] = {
-    "hopbench_output_tokens": ("tokens.output", "Output tokens received (completed and broken streams)"),
+    "hopbench_output_tokens": ("tokens.output", "Output tokens received (completed and broken streams): "
+                               "usage, else the output events counted"),
     "hopbench_input_tokens": ("tokens.input", "Input (prompt) tokens the server reported "
                               "(completed and broken streams)"),
 }
@@ -150,8 +151,21 @@ def render(fig: Figures, labels: RunLabels, openmetrics: bool = False) -> str:
     for name, (prefix, help_text) in TOKENS.items():
         out.family(name, "counter", help_text)
         for scope, c in counters:
-            n = c.get(f"{prefix}.completed", 0) + c.get(f"{prefix}.broken", 0)
+            if prefix == "tokens.output":
+                # usage, else the output events the client counted; absent, not 0, while no
+                # stream of the scope had either (docs/results/counters.md)
+                if not tokens_source(c).counted:
+                    continue
+                n = output_tokens(c)
+            else:
+                n = c.get(f"{prefix}.completed", 0) + c.get(f"{prefix}.broken", 0)
             add(f"{name}_total{{{scope_labels[scope]}}} {_go_float(n)}")
+    out.family("hopbench_output_token_streams", "counter",
+               "Streams whose output tokens were counted, by source: usage, or events (no usage)")
+    for scope, c in counters:
+        source = tokens_source(c)
+        for kind, n in (("usage", source.usage_streams), ("events", source.events_streams)):
+            add(f'hopbench_output_token_streams_total{{{scope_labels[scope]},source="{kind}"}} {_go_float(n)}')
     out.family("hopbench_streams_in_flight", "gauge", "Streams in flight at the last interval's end")
     if fig.in_flight is not None:  # unknown before the first interval: absent, not 0
         add(f"hopbench_streams_in_flight {_go_float(fig.in_flight)}")

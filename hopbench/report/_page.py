@@ -50,7 +50,7 @@ from .._errors import ResultsError
 from ._html import cell, escape, kv_table, table
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS
-from ..measure._outcomes import BROKEN, ERROR_RATE_WARN
+from ..measure._outcomes import BROKEN, ERROR_RATE_WARN, tokens_source
 from ..measure._recorder import ALL
 from ._section_capacity import capacity_section
 from ._section_scrape import scrape_section
@@ -62,7 +62,7 @@ from ._section_contract import contract_section
 from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
 from .._format import cpu_phrase
 from .._units import NS_PER_MS, NS_PER_S
-from ..views._summary_table import load_text
+from ..views._summary_table import load_text, tokens_phrase
 from .._textfile import read_text
 
 __all__ = ["write_report", "read_hlog", "load_run", "render_html"]
@@ -252,7 +252,7 @@ def _run_figures(run: RunData) -> str:
         if head.get("interrupted_rate"):
             parts.append(f"interrupted {head['interrupted_rate']:.1%}")
         parts += [f"{_fmt(head.get('completed_per_s'))} completed/s",
-                  f"{_fmt(head.get('output_tokens_per_s'))} output tokens/s (over the run)"]
+                  tokens_phrase(head, "tokens/s", " (over the run)")]
     load = s.get("load")
     held = load_text(load) if isinstance(load, Mapping) else None
     if held is not None:
@@ -327,10 +327,14 @@ def _tokens_table(run: RunData) -> str:
     rows = []
     for scope in run.scopes():
         counters = scope_counters(run, scope)
+        src = tokens_source(counters)
         rows.append([scope] + [counters.get(f"tokens.{d}.{k}", 0) for d in ("input", "output")
-                               for k in ("completed", "broken")] + [counters.get("no_usage", 0)])
+                               for k in ("completed", "broken")]
+                    + [counters.get(f"tokens.output_events.{k}", 0) for k in ("completed", "broken")]
+                    + [counters.get("no_usage", 0), src.source if src.counted else "none: no token counts"])
     return _table(["scope", "input (completed)", "input (broken)", "output (completed)",
-                   "output (broken)", "no usage reported"], rows)
+                   "output (broken)", "~ output events, no usage (completed)", "~ output events, no usage (broken)",
+                   "no usage reported", "output tokens from"], rows)
 
 
 _STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")

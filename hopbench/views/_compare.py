@@ -35,7 +35,7 @@ from typing import Any, Final
 from .._errors import ResultsError, UsageError
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS, metrics_where
-from ..measure._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value
+from ..measure._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value, tokens_source, tokens_unlike
 from ._compare_render import NOT_COMPARABLE, SHOWN_STATS, Comparison, MetricComparison, RateComparison, rel_change
 from ._load_shape import shape_differences
 from ._noise_record import HIGHER_IS_BETTER as HIGHER_IS_BETTER
@@ -221,9 +221,12 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
         va, num_a, den_a = rate_value(name, sa.get("counters", {}), sa.get("metrics", {}), ma)
         vb, num_b, den_b = rate_value(name, sb.get("counters", {}), sb.get("metrics", {}), mb)
         method, p, verdict = "none", 1.0, "same"
+        unlike = _tokens_unlike(sa, sb) if name == "output_tokens_per_s" else ""
         if not den_a or not den_b or not ma or not mb:
             # one run counted no stream (interrupted before any), or has no measured duration:
             # its 0 is not a measured rate, and "no significant change (p = 1)" would be made up
+            verdict = NOT_COMPARABLE
+        elif unlike:  # no count on a side, or counts of different kinds: never -100 %, never WORSE
             verdict = NOT_COMPARABLE
         elif name == "output_tokens_per_s" and ia and ib:
             t = mann_whitney(ia, ib)
@@ -240,8 +243,26 @@ def _compare_throughput(base: Mapping[str, Any], cand: Mapping[str, Any], base_d
                     and (rel is None or abs(rel) >= min_effect):
                 verdict = _direction("throughput." + name, vb > va)
         out.append(RateComparison("all", "throughput." + name, (num_a, ma or 0.0, va), (num_b, mb or 0.0, vb),
-                                  method, p, verdict, unit))
+                                  method, p, verdict, unit, unlike))
     return out
+
+
+def _tokens_unlike(a: Mapping[str, Any], b: Mapping[str, Any], *, kinds_only: bool = False) -> str:
+    """Why two scopes' token figures cannot be compared (``measure._outcomes.tokens_unlike``), or "".
+
+    ``kinds_only``: only counts of different kinds (per-stream figures: a side with samples
+    had a count, even where a summary.json written before ``output_tokens_from`` cannot say which).
+    """
+    ca, cb = a.get("counters"), b.get("counters")
+    sa = tokens_source(ca if isinstance(ca, Mapping) else {})
+    sb = tokens_source(cb if isinstance(cb, Mapping) else {})
+    if kinds_only and not (sa.counted and sb.counted):
+        return ""
+    return tokens_unlike(sa, sb)
+
+
+#: metrics made of token counts: not judged between runs that counted tokens differently
+_TOKEN_METRICS: Final = frozenset({"output_tokens_per_s", "tpot"})
 
 
 #: run warnings (hopbench.driver._warnings) that say streams arrived as bursts: compare repeats them
@@ -361,9 +382,14 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             hb = _hist(b, metric, f"{label_b}: scopes.{scope}")
             if not ha.count and not hb.count:
                 continue
-            out_m.append(compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect,
-                                        min_abs_ms=min_abs_ms, streams=(_streams(a), _streams(b)),
-                                        completed=(_completed(a), _completed(b))))
+            mc = compare_metric(scope, metric, ha, hb, alpha=alpha, min_effect=min_effect,
+                                min_abs_ms=min_abs_ms, streams=(_streams(a), _streams(b)),
+                                completed=(_completed(a), _completed(b)))
+            unlike = (_tokens_unlike(a, b, kinds_only=True) if metric in _TOKEN_METRICS and ha.count and hb.count
+                      else "")
+            if unlike:  # per-stream tokens of different kinds (docs/compare.md, "Token throughput")
+                mc = dataclasses.replace(mc, verdict=NOT_COMPARABLE, reasons=(unlike,))
+            out_m.append(mc)
         out_r.extend(_compare_rates(scope, a, b, alpha))
     warnings += _same_read_notes(out_m)
     if "all" in common:

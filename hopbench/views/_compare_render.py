@@ -99,6 +99,9 @@ class RateComparison:
         verdict: better, worse, same, or not_comparable (one side counted no stream
             or has no measured duration).
         unit: ``""`` for proportions, ``"tokens/s"`` or ``"/s"``.
+        reason: why the figure is not comparable when a fact other than a side
+            without streams says so (token counts of different kinds, or none:
+            ``measure._outcomes.tokens_unlike``), else "".
     """
 
     scope: str
@@ -109,6 +112,7 @@ class RateComparison:
     p_value: float
     verdict: str
     unit: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,12 +231,14 @@ class Comparison:
             scopes[r.scope]["rates"][r.name] = {
                 "base": {"numerator": r.base[0], "denominator": r.base[1], "value": r.base[2]},
                 "candidate": {"numerator": r.candidate[0], "denominator": r.candidate[1], "value": r.candidate[2]},
-                "change": {"abs": None if r.base[2] is None or r.candidate[2] is None else r.candidate[2] - r.base[2],
-                           "rel": rel_change(r.base[2], r.candidate[2])},
+                "change": {"abs": None if r.base[2] is None or r.candidate[2] is None or r.reason
+                           else r.candidate[2] - r.base[2],
+                           "rel": None if _unchanged(r) else rel_change(r.base[2], r.candidate[2])},
                 "unit": r.unit,
                 "test": {"method": r.method, "p_value": r.p_value, "alpha": self.alpha},
                 "verdict": self.metric_verdict(r.scope, r.name, r.verdict),
                 "samples_verdict": r.verdict,
+                "reason": r.reason or None,
             }
         return {
             "base": self.base_dir,
@@ -249,6 +255,11 @@ class Comparison:
             "scopes": scopes,
             "capacity": None if self.capacity is None else dict(self.capacity),
         }
+
+
+def _unchanged(r: RateComparison) -> bool:
+    """No change to show: a side has no value, or the values are of different kinds (``reason``)."""
+    return r.base[2] is None or r.candidate[2] is None or bool(r.reason)
 
 
 def _finite(v: float) -> float | None:
@@ -308,10 +319,11 @@ def _render_text(c: Comparison) -> str:
         if rates:
             out.append("  rates")
             for rc in rates:
-                rel = rel_change(rc.base[2], rc.candidate[2])
+                rel = None if _unchanged(rc) else rel_change(rc.base[2], rc.candidate[2])
                 v = c.metric_verdict(rc.scope, rc.name, rc.verdict)
+                how = rc.reason or f"{rc.method}, p = {rc.p_value:.2g}"
                 out.append(f"    {rc.name:<34} {_rate_cell(rc.base, rc.unit):>22} -> {_rate_cell(rc.candidate, rc.unit):<22}"
-                           f" {_pct(rel):>8}  {_VERDICT_TEXT.get(v, v)} ({rc.method}, p = {rc.p_value:.2g})")
+                           f" {_pct(rel):>8}  {_VERDICT_TEXT.get(v, v)} ({how})")
     from ._capacity_table import capacity_compare_lines
 
     out += capacity_compare_lines(c.capacity)
@@ -377,8 +389,9 @@ def _render_markdown(c: Comparison) -> str:
             for r in rates:
                 out.append(f"| {r.name} | {_MD_VERDICT[c.metric_verdict(r.scope, r.name, r.verdict)]} | "
                            f"{_rate_cell(r.base, r.unit)} | "
-                           f"{_rate_cell(r.candidate, r.unit)} | {_pct(rel_change(r.base[2], r.candidate[2]))} | "
-                           f"{r.method}, p = {r.p_value:.2g} |")
+                           f"{_rate_cell(r.candidate, r.unit)} | "
+                           f"{'' if _unchanged(r) else _pct(rel_change(r.base[2], r.candidate[2]))} | "
+                           f"{r.reason or f'{r.method}, p = {r.p_value:.2g}'} |")
     from ._capacity_table import capacity_compare_lines
 
     out += [line.replace("== capacity ==", "#### capacity").strip() for line in capacity_compare_lines(c.capacity)]

@@ -47,7 +47,7 @@ from .._errors import ProfileError, ResultsError, UsageError
 from .._exit import EXIT_BREACH, EXIT_OK
 from .._format import fmt_limit, fmt_num
 from ..measure._hdr import Histogram
-from ..measure._outcomes import RATES, measured_duration_s, rate_value
+from ..measure._outcomes import RATES, TokensSource, measured_duration_s, rate_value, tokens_source, tokens_unlike
 from ..measure._recorder import ALL
 from .._toml import Table
 
@@ -158,6 +158,13 @@ def _measure(summary: Mapping[str, Any], b: Budget, measured_s: float | None,
     return _stat_value(scope, b, f"{where}: scopes.{b.scope}")
 
 
+def _tokens_of(summary: Mapping[str, Any], scope: str, where: str) -> TokensSource:
+    """Where a scope's output tokens came from (``measure._outcomes.tokens_source``)."""
+    s = _scopes(summary, where).get(scope)
+    counters = s.get("counters") if isinstance(s, Mapping) else None
+    return tokens_source(counters if isinstance(counters, Mapping) else {})
+
+
 def _resolve_limit(b: Budget, base_value: float) -> float:
     match b.baseline_op:
         case "*":
@@ -183,6 +190,21 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
                             b.inconclusive_passes, f"{reason} ({verdict}: inconclusive = "
                             f"\"{'pass' if b.inconclusive_passes else 'fail'}\")")
 
+    if b.rate == "output_tokens_per_s" or b.metric in ("output_tokens_per_s", "tpot"):
+        # a token figure without a count, or against a baseline that counted tokens otherwise
+        # (usage against output events), is no measurement: never 0 tokens/s
+        # (docs/gate.md; measure._outcomes.tokens_unlike)
+        src = _tokens_of(summary, b.scope, where)
+        if not src.counted and (b.rate is not None or not samples):
+            return inconclusive("no token counts in the run (no stream reported usage or carried an "
+                                "output event): a missing count is not 0")
+        if b.baseline_op is not None and baseline is not None:
+            base_src = _tokens_of(baseline, b.scope, base_where)
+            # a per-stream figure with samples had a count: only counts of different kinds matter
+            unlike = ("" if b.rate is None and not (base_src.counted and src.counted)
+                      else tokens_unlike(base_src, src, ("baseline", "run")))
+            if unlike:
+                return inconclusive(unlike)
     if b.baseline_op is not None:
         if baseline is None:
             return inconclusive("relative to the baseline, but no baseline was given")

@@ -402,6 +402,8 @@ class Figure:
             ``inconclusive``, not ``same``.
         few_is_inconclusive: fewer than ``min_n`` samples is ``inconclusive`` (a figure
             someone asked for); False: ``not judged`` (a tail a short run cannot have).
+        why: why the figure has no change to judge, for its ``not judged`` sentence
+            ("": a side has no value).
     """
 
     change: float | None
@@ -416,6 +418,7 @@ class Figure:
     higher_is_worse: bool = True
     saturated: str | None = None
     few_is_inconclusive: bool = True
+    why: str = ""
 
 
 def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
@@ -461,7 +464,8 @@ def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
 
 def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: float, family: int) -> Judged:
     if f.change is None or f.p_samples is None:
-        return Judged(NOT_JUDGED, "not judged: a side has no value", n_base=f.n_base, n_cand=f.n_cand)
+        return Judged(NOT_JUDGED, f"not judged: {f.why or 'a side has no value'}", n_base=f.n_base,
+                      n_cand=f.n_cand)
     if adj is None:
         if not f.few_is_inconclusive:
             return Judged(NOT_JUDGED, f"not judged: too few samples for it (n = {f.n_base} and {f.n_cand}, "

@@ -22,7 +22,8 @@ from ..measure._error_bound import UNCERTAIN_MARK, uncertain, uncertain_note
 from .._format import fmt_num as _num
 from .._format import cpu_phrase, load_phrase
 from ..measure._metrics import METRICS, UNIT_LABELS
-from ..measure._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
+from ..measure._outcomes import (ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES, TokensSource,
+                                 tokens_source)
 
 __all__ = ["load_text", "render_summary"]
 
@@ -117,11 +118,18 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
         lines.append(Text("details: " + ", ".join(f"{k} {n:,}" for k, n in details), style="dim"))
     tokens = scope.get("tokens") or {}
     tin, tout = tokens.get("input") or {}, tokens.get("output") or {}
+    tev = tokens.get("output_events") or {}  # streams without usage: their output events
+
+    def out(kind: str) -> str:
+        n, ev = tout.get(kind, 0), tev.get(kind, 0)
+        return ("~" if ev else "") + _int(n + ev)
+
+    src = tokens_source(counters)
     lines.append(Text(
         f"tokens in/out: completed {_int(tin.get('completed', 0))} / "
-        f"{_int(tout.get('completed', 0))} · broken {_int(tin.get('broken', 0))} / "
-        f"{_int(tout.get('broken', 0))}"
+        f"{out('completed')} · broken {_int(tin.get('broken', 0))} / {out('broken')}"
         + (f" · no usage reported by {counters['no_usage']:,} streams" if counters.get("no_usage") else "")
+        + (f" · output {src.label()}" if src.source in ("events", "mixed") else "")
     ))
     lengths = scope.get("lengths") or {}  # docs/workloads.md: requested vs reported
     if lengths:
@@ -162,12 +170,33 @@ def _headline(summary: Mapping[str, Any]) -> Text | None:
     text = Text("run: ", style="bold")
     text.append(f"{head.get('completed', 0):,} of {head.get('started', 0):,} streams completed · "
                 f"{_num(head.get('completed_per_s'))} completed/s · "
-                f"{_num(head.get('output_tokens_per_s'))} output tok/s · ")
+                f"{tokens_phrase(head)} · ")
     text.append(f"error rate {rate:.1%}", style="bold red" if not head.get("completed") else
                 "red" if rate > ERROR_RATE_WARN else "green")
     if intr:
         text.append(f" · interrupted {intr:.1%}", style="yellow")
     return text
+
+
+def tokens_phrase(head: Mapping[str, Any], unit: str = "tok/s", span: str = "") -> str:
+    """The run's output token rate with where its tokens came from (summary.json
+    ``headline``; docs/results/counters.md, "Output tokens without usage").
+
+    Args:
+        head: summary.json ``headline``.
+        unit: the rate's unit as the caller spells it.
+        span: words after the rate (e.g. ``" (over the run)"``), left out without one.
+
+    Returns:
+        e.g. ``"693.0 output tok/s"``, ``"693.0 output tok/s ~ counted from events"``,
+        or ``"no token counts (no usage, no output events)"``: never a 0 made of no count.
+    """
+    rate = head.get("output_tokens_per_s")
+    src = TokensSource.from_json(head.get("tokens_source"))
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or (src is not None and not src.counted):
+        return "no token counts (no usage, no output events)"
+    label = "" if src is None else src.label()
+    return f"{_num(rate)} output {unit}{span}" + (f" {label}" if label else "")
 
 
 def load_text(load: Mapping[str, Any]) -> str | None:

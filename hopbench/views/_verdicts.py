@@ -258,10 +258,11 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
     names: list[tuple[str, str, str, float | None, float | None]] = []
     figures: list[Figure] = []
     for m in comparison.metrics:
-        if m.verdict == "not_comparable" and (not m.base.get("count") or not m.candidate.get("count")):
+        if m.verdict == "not_comparable":  # a side without samples, or tokens of different kinds
+            why = "" if not m.base.get("count") or not m.candidate.get("count") else "; ".join(m.reasons)
             for stat in JUDGED_STATS:
                 names.append((m.scope, f"{m.metric}.{stat}", m.unit, m.base.get(stat), m.candidate.get(stat)))
-                figures.append(Figure(None, None, m.unit, None, _NO_NOISE, _NO_NOISE, 0, 0))
+                figures.append(Figure(None, None, m.unit, None, _NO_NOISE, _NO_NOISE, 0, 0, why=why))
             continue
         sa, sb = _scope(base, m.scope), _scope(cand, m.scope)
         ha, hb = _hist(base, m.scope, m.metric), _hist(cand, m.scope, m.metric)
@@ -296,7 +297,7 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
         names.append((r.scope, r.name, r.unit, va, vb))
         figures.append(Figure(None if untested else change, rel, r.unit, None if untested else r.p_value,
                               _NO_NOISE, _NO_NOISE, n_a, n_b, 1, hib,
-                              saturated if r.name.startswith("throughput.") else None))
+                              saturated if r.name.startswith("throughput.") else None, why=r.reason))
     judged = judge_family(figures, comparison.alpha)
     out = tuple(FigureVerdict(s, n, u, a, b, j) for (s, n, u, a, b), j in zip(names, judged))
     notes = [x for x in (rn_a.hlog_note and f"{rn_a.label}: {rn_a.hlog_note}",
