@@ -49,7 +49,7 @@ from ..measure._error_bound import UNCERTAIN_MARK, uncertain, uncertain_note
 from .._errors import ResultsError
 from ._html import cell, escape, kv_table, table
 from ..measure._hdr import Histogram
-from ..measure._metrics import METRICS
+from ..measure._metrics import METRICS, UNIT_LABELS
 from ..measure._outcomes import BROKEN
 from ..measure._recorder import ALL
 from ._section_capacity import capacity_section
@@ -58,8 +58,8 @@ from ._section_workload import workload_section
 from ..driver._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 from ._figures import DETAIL_KEYS, SPECTRUM_METRICS, figure_html, keepalive_figure, outcome_figure, scope_counters, spectrum_figure, timeline_figure
 from ._section_overhead import overhead_section
-from ._section_verdict import GateView, Said, checkpoint as _checkpoint, gate_view, run_figures as _run_figures
-from ._section_verdict import warnings_html as _warnings
+from ._section_verdict import GateView, Said, gate_section, gate_view
+from ._section_verdict import checkpoint as _checkpoint, run_figures as _run_figures, warnings_html as _warnings
 from ._section_contract import contract_section
 from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
 from .._units import NS_PER_MS, NS_PER_S
@@ -269,7 +269,8 @@ def _verdicts(runs: Sequence[RunData]) -> str:
 
 def _arm_differences(block: Mapping[str, Any]) -> str:
     """summary.json's ``arm_differences`` (hopbench.views._arm_differences): per pair of
-    arms, each metric's p50/p99 of both, the p50 change and the verdict."""
+    arms, each metric's p50/p99 of both, the p50 change and the verdict; units as every other table
+    labels them (``tok/s``: ``UNIT_LABELS``)."""
     out = [f'<p class="note">{_e(block.get("method", ""))}; alpha {_e(block.get("alpha"))}, '
            f'min effect {_e(block.get("min_effect"))}.</p>']
     for pair in block.get("pairs", []):
@@ -280,7 +281,7 @@ def _arm_differences(block: Mapping[str, Any]) -> str:
         rows = []
         for name, m in (pair.get("metrics") or {}).items():
             rel = m["change"]["p50"]["rel"]
-            rows.append((name, m["unit"], m["base"]["p50"], m["candidate"]["p50"],
+            rows.append((name, UNIT_LABELS.get(m["unit"], m["unit"]), m["base"]["p50"], m["candidate"]["p50"],
                          "-" if rel is None else f"{rel:+.1%}", m["base"]["p99"], m["candidate"]["p99"],
                          m["verdict"]))
         for name, r in (pair.get("rates") or {}).items():
@@ -396,8 +397,8 @@ def purpose_sections(runs: Sequence[RunData], gates: Sequence[GateView | None], 
     overhead = overhead_section(runs)  # docs/gateway-overhead.md
     if overhead:
         bodies["overhead"] = overhead
-    gate_parts = [(f"<h3>{'AB'[i]}</h3>" if len(runs) > 1 else "") + g.section
-                  for i, g in enumerate(gates) if g is not None and g.section]
+    gate_parts = [p for i, g in enumerate(gates) if g is not None
+                  for p in _tagged([gate_section(g, said)] if g.rows else [], i, len(runs))]
     if gate_parts:
         bodies["gate"] = gate_parts
     out = []

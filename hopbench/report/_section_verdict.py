@@ -35,7 +35,7 @@ from ..views._summary_table import load_text
 from ._html import cell, escape, table
 from ._series import RunData
 
-__all__ = ["GateView", "Said", "gate_view", "run_figures", "warnings_html", "checkpoint"]
+__all__ = ["GateView", "Said", "gate_view", "gate_section", "run_figures", "warnings_html", "checkpoint"]
 
 _CAUSE = "cause: "
 #: a family of warnings this large shows its first in full, the others folded under it
@@ -69,8 +69,9 @@ class Said:
             return None
         shown = text
         at = text.find(_CAUSE)
-        if at >= 0 and any(text[at:] in old for old in self.texts):
-            shown = text[:at] + _CAUSE + "as above"
+        tail = text[at:].rstrip(")")  # a cause quoted in parentheses is the same cause
+        if at >= 0 and any(tail in old for old in self.texts):
+            shown = text[:at] + _CAUSE + "as above" + text[at + len(tail):]
         self.texts.append(text)
         return shown
 
@@ -81,15 +82,19 @@ class GateView:
 
     Attributes:
         sentence: the verdict in one sentence (``GateReport.headline``: ``gate FAILED: ...``).
-        exit_code: the gate's exit code (0 pass, 1 fail, 5 inconclusive; :mod:`hopbench._exit`).
+        exit_code: the gate's exit code (0 pass, 1 fail, 5 inconclusive; :mod:`hopbench._exit`;
+            2 when the budgets could not be evaluated).
         box: the verdict's ``<div id="gate-verdict">`` for the top of the page.
-        section: the "Gate" section (every run check and budget with its verdict).
+        rows: the "Gate" section's rows: (verdict, scope, budget, value, limit, samples, why),
+            the run checks first; empty when the budgets could not be evaluated.
+        notes: the gate's warnings and noise notes, then where the budgets came from.
     """
 
     sentence: str
     exit_code: int
     box: str
-    section: str
+    rows: tuple[tuple[object, ...], ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "not judged": "NOT JUDGED"}
@@ -104,8 +109,8 @@ def gate_view(run: RunData, tag: str = "") -> GateView | None:
 
     Returns:
         None when the profile had no ``[gate]``; else the verdict box and the
-        "Gate" section. A gate that cannot be evaluated (a malformed budget, a
-        scenario the run lacks) gives an amber box that says so and exit code 2.
+        "Gate" section's rows. A gate that cannot be evaluated (a malformed
+        budget, a scenario the run lacks) gives an amber box that says so.
     """
     if not run.summary.get("gate"):
         return None
@@ -116,30 +121,45 @@ def gate_view(run: RunData, tag: str = "") -> GateView | None:
     except HopbenchError as exc:
         sentence = f"gate not judged: {exc}"  # the gate itself exits 2 on such a table
         box = f'<div id="gate-verdict" class="warn"><b>{escape(tag)}{escape(sentence)}</b></div>'
-        return GateView(sentence, 2, box, "")
+        return GateView(sentence, 2, box)
     sentence, code = report.headline(), report.exit_code
     cls = "ok" if code == EXIT_OK else "bad" if code == EXIT_BREACH else "warn"
     exit_text = "" if f"exit {code}" in sentence else f" · exit {code}"  # an inconclusive sentence says it
     box = (f'<div id="gate-verdict" class="{cls}"><b>{escape(tag)}{escape(sentence)}</b>{exit_text} '
            "(the profile's [gate]; docs/gate.md)</div>")
     doc = report.to_json()
-    rows: list[list[object]] = [[_MARK.get(str(c["verdict"]), c["verdict"]), "run", c["name"], "", "", "", c["detail"]]
-                                for c in doc["checks"]]
+    rows: list[tuple[object, ...]] = [(_MARK.get(str(c["verdict"]), c["verdict"]), "run", c["name"], "", "", "",
+                                       c["detail"]) for c in doc["checks"]]
     for b in doc["budgets"]:
         value = b["value"]
-        rows.append([_MARK.get(str(b.get("verdict")), b["status"]), b["scope"], b["key"],
+        rows.append((_MARK.get(str(b.get("verdict")), b["status"]), b["scope"], b["key"],
                      "n/a" if value is None else f"{cell(value)} {b['unit']}".rstrip(), b["limit_text"],
-                     b["samples"], b.get("verdict_reason") or b["reason"]])
+                     b["samples"], b.get("verdict_reason") or b["reason"]))
     notes = [f"warning: {w}" for w in doc["warnings"]]
     noise = doc.get("noise")
     if isinstance(noise, Mapping):
         notes += ([f"runner: {noise['runner']}"] if noise.get("runner") else []) + \
             [f"note: {n}" for n in noise.get("notes") or []]
-    section = (table(["verdict", "scope", "budget", "value", "limit", "samples", "why"], rows, left=3)
-               + "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
-               + f'<p class="note">budgets from {escape(doc["source"])}; verdicts weighed against the run\'s '
-               "measured noise (docs/gate.md)</p>")
-    return GateView(sentence, code, box, section)
+    notes.append(f"budgets from {doc['source']}; verdicts weighed against the run's measured noise (docs/gate.md)")
+    return GateView(sentence, code, box, tuple(rows), tuple(notes))
+
+
+def gate_section(view: GateView, said: Said) -> str:
+    """The "Gate" section's body: every run check and budget with its verdict and why.
+
+    Args:
+        view: the gate's verdict (:func:`gate_view`).
+        said: the sentences the page said above: a "why" said whole reads "as above",
+            a cause said reads "cause: as above".
+
+    Returns:
+        HTML; "" when the budgets could not be evaluated (the verdict box says why).
+    """
+    if not view.rows:
+        return ""
+    rows = [(*row[:-1], said.fresh(str(row[-1])) or "as above") for row in view.rows]
+    return (table(["verdict", "scope", "budget", "value", "limit", "samples", "why"], rows, left=3)
+            + "".join(f'<p class="note">{escape(n)}</p>' for n in view.notes))
 
 
 def checkpoint(s: Mapping[str, Any]) -> bool:
