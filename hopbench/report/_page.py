@@ -10,13 +10,17 @@ The figures are :mod:`hopbench.report._figures`' and each optional section
 has its module (``_section_*``); this module reads the folder (:func:`load_run`),
 lays the page out (:func:`render_html`) and writes it (:func:`write_report`).
 
-Sections: headline table per scenario; the HdrHistogram percentile spectrum
+Page order (docs/report.md, "Page order"): the run's answer first (the
+``[gate]`` verdict, run figures, warnings, headline table per scenario:
+:mod:`hopbench.report._section_verdict`), then the sections the profile exists
+for (:func:`purpose_sections`: compare, capacity, A/B arms, gateway overhead,
+the gate's budgets), then the generic ones: the HdrHistogram percentile spectrum
 of TTFT, ITL, TPOT and E2E per scenario (x: 1/(1-p) on a log scale, labelled
 90 %, 99 %, 99.9 %..., as HdrHistogram's plotter draws ``.hgrm`` files), a
 second run overlaid (dashed) with ``--compare``; TTFT/ITL percentiles,
 throughput, in-flight streams and the generator's health over time; stream
 outcomes by kind and error code; tokens; keepalive gaps and longest
-silences; warnings, load, profile and environment.
+silences; load, profile and environment.
 
 Invariants:
 
@@ -59,7 +63,7 @@ from ..driver._results import HLOG_NAME, read_summary, replace_text, snapshot_fr
 from ._figures import DETAIL_KEYS, SPECTRUM_METRICS, figure_html, keepalive_figure, outcome_figure, scope_counters, spectrum_figure, timeline_figure
 from ._section_overhead import overhead_section
 from ._section_verdict import GateView, Said, gate_section, gate_view
-from ._section_verdict import checkpoint as _checkpoint, run_figures as _run_figures, warnings_html as _warnings
+from ._section_verdict import run_figures as _run_figures, warnings_html as _warnings
 from ._section_contract import contract_section
 from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
 from .._units import NS_PER_MS, NS_PER_S
