@@ -425,3 +425,48 @@ def test_write_report_marks_a_percentile_whose_error_bound_is_too_wide(runs: tup
     assert page.count(UNCERTAIN_MARK + "</td>") == 1 and "error bound over 10 % of the value" in page
     plain = with_bounds("plain", False).read_text(encoding="utf-8")
     assert UNCERTAIN_MARK + "</td>" not in plain and "error bound over 10 %" not in plain
+
+
+# -- the first screen (issue 39, item 6) ------------------------------------------------------
+
+_PROFILES = Path(__file__).resolve().parent / "data" / "report_profiles"  # README there names the runs
+#: profile -> the section it exists for, which must start on the first screen
+_PURPOSE = {"gateway-overhead": "overhead", "capacity": "capacity", "ab-arms": "arms", "ci-gate": "gate"}
+#: appended to a copy of the page: once plotly has drawn, writes each landmark's box (document px)
+#: and the page's width into <pre id="geometry"> for --dump-dom
+_GEOMETRY_JS = """<script>window.addEventListener('load', function () { setTimeout(function () {
+  var out = {view: [window.innerWidth, window.innerHeight], width: document.documentElement.scrollWidth, boxes: {}};
+  document.querySelectorAll('#verdict, #gate-verdict, section.purpose, #fig-spectrum').forEach(function (el) {
+    var r = el.getBoundingClientRect(), h = el.querySelector('h2');
+    out.boxes[el.id] = {top: r.top + window.scrollY, bottom: r.bottom + window.scrollY,
+                        heading_bottom: h ? h.getBoundingClientRect().bottom + window.scrollY : null};
+  });
+  var pre = document.createElement('pre'); pre.id = 'geometry'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}, 0); });</script>"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(_PURPOSE))
+def test_report_first_screen_leads_with_verdict_and_purpose(name: str, tmp_path: Path) -> None:
+    page = write_report(_PROFILES / name, out=tmp_path / "report.html")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _GEOMETRY_JS + "</body>"), encoding="utf-8")
+    dom, console = _browse(probe, tmp_path, "--dump-dom", "--window-size=1400,1000")
+    assert console == []
+    found = re.search(r'<pre id="geometry">(.*?)</pre>', dom)
+    assert found is not None, "the geometry probe did not run"
+    geo = json.loads(found.group(1))
+    # the layout width is the window's; the height left for the page under headless chromium's own
+    # chrome varies (857 of 1000 here), so the first screen is judged as --screenshot draws it: the
+    # page's first 1000 px, in document coordinates
+    assert geo["view"][0] == 1400
+    boxes = geo["boxes"]
+    screen = 1000
+    assert boxes["verdict"]["top"] < 200, boxes  # the verdict first, under the title
+    if name != "ab-arms":  # every profile but ab-arms has a [gate]: its verdict on the first screen
+        assert boxes["gate-verdict"]["bottom"] <= screen, boxes
+    purpose = boxes[f"purpose-{_PURPOSE[name]}"]
+    assert purpose["heading_bottom"] <= screen, boxes  # the section the profile exists for starts here
+    assert purpose["top"] < boxes["fig-spectrum"]["top"], boxes  # before the generic charts
+    assert geo["width"] <= geo["view"][0], "something is wider than the page (a table that does not wrap?)"

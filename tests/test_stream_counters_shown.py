@@ -52,7 +52,7 @@ def test_summary_table_shows_stop_classes_flags_headers_and_client_lag(tmp_path:
 def test_report_shows_stop_classes_flags_headers_and_client_lag(tmp_path: Path) -> None:
     summary, snap = _summary(tmp_path)
     run = RunData(path=tmp_path / "run", summary=summary, snapshot=snap, timeline=[], intervals={}, notes=[])
-    table = _stop_table(run)
+    table = _stop_table(run).replace("<wbr>", "")  # the flags' headers may break after "_"
     assert "content_filter" in table and "tokens from events" in table and "client_lagged" in table
     assert "x-litellm-attempted-retries" in table
     assert "client_lagged" in _warnings(run)

@@ -32,7 +32,7 @@ from ._series import MAX_POINTS, SERIES_PERCENTILES, RunData, SeriesPoint
 from .._units import NS_PER_S
 
 __all__ = ["SPECTRUM_METRICS", "DETAIL_KEYS", "spectrum", "spectrum_figure", "timeline_figure", "outcome_figure",
-           "keepalive_figure", "figure_html", "scope_counters"]
+           "keepalive_figure", "figure_html", "scope_counters", "detail_colour"]
 
 SPECTRUM_METRICS = metrics_where(figure="latency")
 """The metrics of the page's percentile spectrum per scenario (the registry's ``figure``)."""
@@ -44,6 +44,25 @@ _OUTCOME_COLOURS = {"completed": "#2ca02c", "failed": "#d62728", "truncated": "#
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")
 _ALL_COLOUR = "#222222"
+#: an anomaly (anomaly.<kind>) is not an outcome: its bars get a colour no outcome has
+_ANOMALY_COLOUR = "#bcbd22"
+#: interval percentiles: (p, colour, (dash, marker)); p99.9 dotted with diamonds so that it stays
+#: visible where it lies on p99 (a run of few streams per interval)
+_PERCENTILE_STYLES = ((50.0, "#1f77b4", ("solid", "circle")), (99.0, "#d62728", ("solid", "square")),
+                      (99.9, "#9467bd", ("dot", "diamond-open")))
+
+
+def detail_colour(key: str) -> str:
+    """The bar colour of an outcome detail: its outcome's (``http_error_code.*`` is http_error's),
+    the colour the outcome has in the stacked bars' legend; anomalies their own.
+
+    Args:
+        key: a counter name, e.g. ``failed.rate_limit_error`` or ``anomaly.unknown_event``.
+    """
+    outcome = key.partition(".")[0]
+    if outcome == "http_error_code":
+        outcome = "http_error"
+    return _OUTCOME_COLOURS.get(outcome, _ANOMALY_COLOUR)
 
 
 def spectrum(hist: Histogram) -> tuple[list[float], list[float], list[float]]:
@@ -171,9 +190,10 @@ def _warmup_s(run: RunData) -> float:
 
 
 def timeline_figure(runs: Sequence[RunData]) -> Any:
-    """The run over time, six rows sharing the x axis (seconds since start): TTFT and ITL
-    percentiles per interval (ms), streams/s, output tokens/s, streams in flight and the
-    client-side phases, the load generator's CPU and lag p99; the warm-up shaded.
+    """The run over time, seven rows sharing the x axis (seconds since start): TTFT and ITL
+    percentiles per interval (ms; p50, p99 and p99.9 told apart by marker and dash, not only
+    colour), streams/s, output tokens/s, streams in flight and the client-side phases, the load
+    generator's CPU (%) and its lags p99 (ms); the warm-up shaded.
 
     Returns:
         a plotly Figure (at most ``MAX_POINTS`` points per series).
@@ -181,29 +201,30 @@ def timeline_figure(runs: Sequence[RunData]) -> Any:
     from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 
+    # one unit per panel: CPU (%) and lags (ms) never share an axis (issue 39)
     titles = ("TTFT per interval (ms)", "ITL per interval (ms)", "streams per second",
               "output tokens per second", "streams in flight (as a gateway sees them) and client-side phases",
-              "load generator: CPU (% of a core) and lag p99 (ms)")
+              "load generator: CPU (% of one core)", "load generator: event-loop and schedule lag p99 (ms)")
     fig = make_subplots(rows=len(titles), cols=1, shared_xaxes=True, subplot_titles=titles,
-                        vertical_spacing=0.045)
+                        vertical_spacing=0.04)
     for r_i, run in enumerate(runs):
         dash = "solid" if r_i == 0 else "dash"
         tag = "" if len(runs) == 1 else f" [{'AB'[r_i]}]"
 
         def line(row: int, xs: Sequence[float], ys: Sequence[float | None], name: str,
-                 colour: str) -> None:
+                 colour: str, style: tuple[str, str] = ("solid", "circle")) -> None:
             fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name=name + tag,
-                                     line={"color": colour, "dash": dash, "width": 1.5},
-                                     marker={"size": 4}, legendgroup=f"r{row}",
+                                     line={"color": colour, "dash": style[0] if r_i == 0 else dash, "width": 1.5},
+                                     marker={"size": 5, "symbol": style[1]}, legendgroup=f"r{row}",
                                      legendgrouptitle={"text": titles[row - 1]} if r_i == 0 else None,
                                      connectgaps=False), row=row, col=1)
 
         for row, tag_name in ((1, "all.ttft"), (2, "all.itl")):
             ivs = run.intervals.get(tag_name, [])
-            for p, colour in ((50.0, "#1f77b4"), (99.0, "#d62728"), (99.9, "#9467bd")):
+            for p, colour, style in _PERCENTILE_STYLES:
                 xs, ys = _percentile_series(ivs, p)
                 if xs:
-                    line(row, xs, ys, f"{tag_name[4:]} p{p:g}", colour)
+                    line(row, xs, ys, f"{tag_name[4:]} p{p:g}", colour, style)
         tl = run.timeline
         if tl:
             for key, colour in (("started", "#1f77b4"), ("completed", "#2ca02c")):
@@ -220,7 +241,7 @@ def timeline_figure(runs: Sequence[RunData]) -> Any:
         for tag_name, colour in (("all.loop_lag", "#e377c2"), ("all.schedule_lag", "#17becf")):
             xs, ys = _percentile_series(run.intervals.get(tag_name, []), 99.0)
             if xs:
-                line(6, xs, ys, f"{tag_name[4:]} p99 ms", colour)
+                line(7, xs, ys, f"{tag_name[4:]} p99 ms", colour)
     warm = _warmup_s(runs[0])
     if warm > 0:
         fig.add_vrect(x0=0, x1=warm, fillcolor="#bbbbbb", opacity=0.25, line_width=0,
@@ -228,7 +249,7 @@ def timeline_figure(runs: Sequence[RunData]) -> Any:
     fig.update_xaxes(title={"text": "seconds since start"}, row=len(titles), col=1)
     fig.update_yaxes(rangemode="tozero")
     fig.update_layout(title={"text": "Over time (one point per interval, or per bucket of intervals in a "
-                               f"long run: at most {MAX_POINTS} points)"}, height=1500,
+                               f"long run: at most {MAX_POINTS} points)"}, height=1700,
                       template="plotly_white", legend={"groupclick": "toggleitem"},
                       margin={"t": 80})
     return fig
@@ -243,14 +264,23 @@ def scope_counters(run: RunData, scope: str) -> dict[str, int]:
 def outcome_figure(runs: Sequence[RunData]) -> Any:
     """Stream outcomes as stacked bars per scope, and every outcome detail of "all" by count.
 
+    Each detail's bar has its outcome's colour, the one the stacked bars' legend
+    gives it (:func:`detail_colour`; run B's bars paler when comparing); a run
+    without details (no broken stream, no anomaly) gets the stacked bars alone:
+    the page says "no broken streams" in words instead of an empty chart.
+
     Returns:
         a plotly Figure.
     """
     from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55], horizontal_spacing=0.18,
-                        subplot_titles=("stream outcomes by scenario", "by kind and error code (all)"))
+    details = sorted({k for run in runs for k in scope_counters(run, ALL) if k.startswith(DETAIL_KEYS)})
+    if details:
+        fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55], horizontal_spacing=0.18,
+                            subplot_titles=("stream outcomes by scenario", "by kind and error code (all)"))
+    else:
+        fig = make_subplots(rows=1, cols=1, subplot_titles=("stream outcomes by scenario",))
     cats: list[str] = []
     for r_i, run in enumerate(runs):
         for scope in run.scopes():
@@ -260,13 +290,15 @@ def outcome_figure(runs: Sequence[RunData]) -> Any:
         if any(values):
             fig.add_trace(go.Bar(x=cats, y=values, name=outcome, marker_color=_OUTCOME_COLOURS[outcome],
                                  legendgroup="outcomes"), row=1, col=1)
-    details = sorted({k for run in runs for k in scope_counters(run, ALL) if k.startswith(DETAIL_KEYS)})
-    for r_i, run in enumerate(runs):
+    for r_i, run in enumerate(runs if details else ()):
         counts = [run.snapshot.counter(ALL, k) for k in details]
-        fig.add_trace(go.Bar(y=details or ["(none)"], x=counts or [0], orientation="h",
+        fig.add_trace(go.Bar(y=details, x=counts, orientation="h",
                              name="count" if len(runs) == 1 else f"count [{'AB'[r_i]}]",
-                             marker_color="#d62728" if r_i == 0 else "#ff9896",
-                             showlegend=len(runs) > 1), row=1, col=2)
+                             marker={"color": [detail_colour(k) for k in details], "opacity": 1.0 if r_i == 0 else 0.5},
+                             showlegend=False), row=1, col=2)
+    if any(k.startswith(ANOMALY_PREFIX) for k in details):  # a legend entry for the anomalies' colour
+        fig.add_trace(go.Bar(x=[None], y=[None], name="anomaly (not an outcome)", marker_color=_ANOMALY_COLOUR,
+                             legendgroup="outcomes"), row=1, col=1)
     fig.update_layout(barmode="stack", template="plotly_white", title={"text": "Stream outcomes"},
                       height=max(420, 24 * len(details) + 160))
     if len(runs) > 1:

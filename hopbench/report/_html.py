@@ -36,10 +36,13 @@ def cell(value: object) -> str:
     return str(value)
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[object]], left: int = 1) -> str:
-    """An HTML table; the first ``left`` columns are left-aligned (class "l")."""
-    out = ["<table><tr>"]
-    out += [f'<th class="{"l" if i < left else ""}">{escape(h)}</th>' for i, h in enumerate(header)]
+def table(header: Sequence[str], rows: Iterable[Sequence[object]], left: int = 1, cls: str = "") -> str:
+    """An HTML table; the first ``left`` columns are left-aligned (class "l"); ``cls``: the
+    table's class (``"wrap"``: as wide as the page, headers broken after ``_`` and ``.``; report.html's CSS)."""
+    out = [f'<table class="{escape(cls)}"><tr>' if cls else "<table><tr>"]
+    # a wrapping table's headers may break after "_" and "." (counter names), never inside a word
+    heads = [escape(h).replace("_", "_<wbr>").replace(".", ".<wbr>") if cls == "wrap" else escape(h) for h in header]
+    out += [f'<th class="{"l" if i < left else ""}">{h}</th>' for i, h in enumerate(heads)]
     out.append("</tr>")
     for row in rows:
         out.append("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{escape(cell(v))}</td>'

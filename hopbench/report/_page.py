@@ -10,13 +10,17 @@ The figures are :mod:`hopbench.report._figures`' and each optional section
 has its module (``_section_*``); this module reads the folder (:func:`load_run`),
 lays the page out (:func:`render_html`) and writes it (:func:`write_report`).
 
-Sections: headline table per scenario; the HdrHistogram percentile spectrum
+Page order (docs/report.md, "Page order"): the run's answer first (the
+``[gate]`` verdict, run figures, warnings, headline table per scenario:
+:mod:`hopbench.report._section_verdict`), then the sections the profile exists
+for (:func:`purpose_sections`: compare, capacity, A/B arms, gateway overhead,
+the gate's budgets), then the generic ones: the HdrHistogram percentile spectrum
 of TTFT, ITL, TPOT and E2E per scenario (x: 1/(1-p) on a log scale, labelled
 90 %, 99 %, 99.9 %..., as HdrHistogram's plotter draws ``.hgrm`` files), a
 second run overlaid (dashed) with ``--compare``; TTFT/ITL percentiles,
 throughput, in-flight streams and the generator's health over time; stream
 outcomes by kind and error code; tokens; keepalive gaps and longest
-silences; warnings, load, profile and environment.
+silences; load, profile and environment.
 
 Invariants:
 
@@ -44,13 +48,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..measure._burst import BURST_COUNTERS, burst_warnings
+from ..measure._burst import BURST_COUNTERS
 from ..measure._error_bound import UNCERTAIN_MARK, uncertain, uncertain_note
 from .._errors import ResultsError
 from ._html import cell, escape, kv_table, table
 from ..measure._hdr import Histogram
-from ..measure._metrics import METRICS
-from ..measure._outcomes import BROKEN, ERROR_RATE_WARN, tokens_source
+from ..measure._metrics import METRICS, UNIT_LABELS
+from ..measure._outcomes import BROKEN, tokens_source
 from ..measure._recorder import ALL
 from ._section_capacity import capacity_section
 from ._section_scrape import scrape_section
@@ -58,11 +62,11 @@ from ._section_workload import workload_section
 from ..driver._results import HLOG_NAME, read_summary, replace_text, snapshot_from_summary, write_error
 from ._figures import DETAIL_KEYS, SPECTRUM_METRICS, figure_html, keepalive_figure, outcome_figure, scope_counters, spectrum_figure, timeline_figure
 from ._section_overhead import overhead_section
+from ._section_verdict import GateView, Said, gate_section, gate_view
+from ._section_verdict import run_figures as _run_figures, warnings_html as _warnings
 from ._section_contract import contract_section
 from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog, fold_timeline, span_ns
-from .._format import cpu_phrase
 from .._units import NS_PER_MS, NS_PER_S
-from ..views._summary_table import load_text, tokens_phrase
 from .._textfile import read_text
 
 __all__ = ["write_report", "read_hlog", "load_run", "render_html"]
@@ -187,6 +191,7 @@ h1{font-size:1.6em;margin-bottom:4px}h2{margin-top:36px;border-bottom:1px solid 
 table{border-collapse:collapse;margin:8px 0 16px;font-size:0.9em}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
 td.l,th.l{text-align:left}
+table.wrap{width:100%}table.wrap th{font-size:0.85em}
 .warn{background:#fff4e5;border-left:4px solid #ff9800;padding:6px 12px;margin:6px 0}
 .bad{background:#fdecea;border-left:4px solid #d32f2f;padding:6px 12px;margin:6px 0}
 .ok{background:#edf7ed;border-left:4px solid #2e7d32;padding:6px 12px;margin:6px 0}
@@ -226,50 +231,16 @@ def _headline(run: RunData) -> str:
         "timeout + connect_error + http_error</p>" + note
 
 
-def _run_figures(run: RunData) -> str:
-    """The run's throughput and error rate (summary.json ``headline``, or
-    computed from the counters for results written before it existed),
-    green when every stream completed, red when errors pass the threshold."""
-    s = run.summary
-    head = s.get("headline") if isinstance(s.get("headline"), Mapping) else None
-    snap = run.snapshot
-    started = head.get("started") if head else snap.counter(ALL, "started")
-    completed = head.get("completed") if head else snap.counter(ALL, "completed")
-    errors = head.get("errors") if head else sum(snap.counter(ALL, k) for k in BROKEN)
-    if not started:
-        return '<div class="bad">no stream was measured</div>'
-    rate = errors / started
-    cls = "bad" if not completed or rate > ERROR_RATE_WARN else "warn" if errors else "ok"
-    parts = [f"{completed:,} of {started:,} streams completed", f"error rate {rate:.1%}"]
-    if s.get("complete") is False:  # an interrupted run's figures cover the part that ran: never green
-        cls = "bad"
-        by = s.get("interrupted_by")
-        parts.insert(0, "INCOMPLETE" + (f" (interrupted by {by})" if by else
-                                        " (killed before its final write)" if _checkpoint(s) else ""))
-    elif s.get("saturated") and cls == "ok":
-        cls = "warn"
-    if head:
-        if head.get("interrupted_rate"):
-            parts.append(f"interrupted {head['interrupted_rate']:.1%}")
-        parts += [f"{_fmt(head.get('completed_per_s'))} completed/s",
-                  tokens_phrase(head, "tokens/s", " (over the run)")]
-    load = s.get("load")
-    held = load_text(load) if isinstance(load, Mapping) else None
-    if held is not None:
-        parts.append(f"load: {held}")
-    gen = s.get("generator")
-    cpu = cpu_phrase(gen, s.get("workers")) if isinstance(gen, Mapping) else ""
-    if cpu:
-        parts.append(f"cpu: {cpu}")
-    return f'<div class="{cls}"><b>{_e(" · ".join(parts))}</b></div>'
-
-
 def _details_table(runs: Sequence[RunData]) -> str:
     """Every outcome detail with its count (truncated.*, connect_error.*,
-    http_error_code.*, ...) and the first error messages kept per kind."""
+    http_error_code.*, ...) and the first error messages kept per kind; "no broken
+    streams" in one line when no run has a detail."""
     details = sorted({k for run in runs for k, n in scope_counters(run, ALL).items()
                       if n and k.startswith(DETAIL_KEYS)})
     out = []
+    if not details:  # a clean run: one line, not an empty chart (issue 39)
+        out.append('<p id="no-broken" class="ok">no broken streams and no anomalies: nothing to show by kind '
+                   "and error code</p>")
     if details:
         header = ["detail"] + (["count"] if len(runs) == 1 else ["A", "B"])
         out.append(_table(header, [[k] + [scope_counters(run, ALL).get(k, 0) for run in runs] for k in details]))
@@ -302,7 +273,8 @@ def _verdicts(runs: Sequence[RunData]) -> str:
 
 def _arm_differences(block: Mapping[str, Any]) -> str:
     """summary.json's ``arm_differences`` (hopbench.views._arm_differences): per pair of
-    arms, each metric's p50/p99 of both, the p50 change and the verdict."""
+    arms, each metric's p50/p99 of both, the p50 change and the verdict; units as every other table
+    labels them (``tok/s``: ``UNIT_LABELS``)."""
     out = [f'<p class="note">{_e(block.get("method", ""))}; alpha {_e(block.get("alpha"))}, '
            f'min effect {_e(block.get("min_effect"))}.</p>']
     for pair in block.get("pairs", []):
@@ -313,7 +285,7 @@ def _arm_differences(block: Mapping[str, Any]) -> str:
         rows = []
         for name, m in (pair.get("metrics") or {}).items():
             rel = m["change"]["p50"]["rel"]
-            rows.append((name, m["unit"], m["base"]["p50"], m["candidate"]["p50"],
+            rows.append((name, UNIT_LABELS.get(m["unit"], m["unit"]), m["base"]["p50"], m["candidate"]["p50"],
                          "-" if rel is None else f"{rel:+.1%}", m["base"]["p99"], m["candidate"]["p99"],
                          m["verdict"]))
         for name, r in (pair.get("rates") or {}).items():
@@ -344,16 +316,17 @@ _STREAM_FLAGS = ("refused", "hidden_reasoning", "no_done", "usage_total_mismatch
 
 def _stop_table(run: RunData) -> str:
     """Streams per stop class and per-stream flags, per scope; recorded header values."""
-    rows = []
+    rows, flags = [], []
     headers: list[list[object]] = []
     for scope in run.scopes():
         counters = scope_counters(run, scope)
-        rows.append([scope] + [counters.get(f"stop.{c}", 0) for c in _STOP_CLASSES]
-                    + [counters.get(f, 0) for f in _STREAM_FLAGS])
+        rows.append([scope] + [counters.get(f"stop.{c}", 0) for c in _STOP_CLASSES])
+        flags.append([scope] + [counters.get(f, 0) for f in _STREAM_FLAGS])
         headers += [[scope, k[len("header."):].partition("=")[0], k.partition("=")[2], n]
                     for k, n in sorted(counters.items()) if k.startswith("header.") and n]
-    out = _table(["scope"] + list(_STOP_CLASSES) + [f.replace("tokens_source.", "tokens from ")
-                                                    for f in _STREAM_FLAGS], rows)
+    # stop classes and flags apart, headers wrapping after "_": each table fits the page (issue 39)
+    out = _table(["scope"] + list(_STOP_CLASSES), rows) + _table(
+        ["scope"] + [f.replace("tokens_source.", "tokens from ") for f in _STREAM_FLAGS], flags, cls="wrap")
     out += ('<p class="note">streams by stop class (protocol stop reasons mapped by '
             "hopbench.protocols.stop_class; none: no stop reason arrived) and per-stream flags "
             "(docs/results.md, Counters)</p>")
@@ -380,43 +353,6 @@ def _keepalive_table(run: RunData) -> str:
         "no byte received (ms)</p>"
 
 
-def _checkpoint(s: Mapping[str, Any]) -> bool:
-    """summary.json is the checkpoint written during the load (hopbench.driver._single): the process
-    never wrote its final summary (SIGKILL, out of memory): ``ended_at`` null, no ``interrupted_by``."""
-    return s.get("complete") is False and not s.get("interrupted_by") and "ended_at" in s \
-        and s.get("ended_at") is None
-
-
-def _warnings(run: RunData) -> str:
-    s = run.summary
-    out = []
-    warnings = [w for w in s.get("warnings") or [] if isinstance(w, str)]
-    if s.get("complete") is False and not any("interrupted" in w or "crashed" in w for w in warnings):
-        warnings.insert(0, "run incomplete (complete: false): " + (
-            "summary.json is a checkpoint written during the load: the run was killed before its final write; "
-            if _checkpoint(s) else "") + "results are partial")
-    completed = run.snapshot.counter(ALL, "completed")
-    # flags warn past summary.json's rule only (more than half of the completed streams;
-    # bursts re-judged against the origin's record: hopbench.measure._burst)
-    if not any("proxy buffering" in w or "origin_burst" in w for w in warnings):
-        warnings += burst_warnings(dict(run.snapshot.scopes[ALL].counters) if ALL in run.snapshot.scopes else {},
-                                   embedded=s.get("target") == "embedded")
-    lagged = run.snapshot.counter(ALL, "client_lagged")
-    if lagged * 2 > completed > 0 and not any("client_lagged" in w for w in warnings):
-        warnings.append(f"{lagged} streams arrived in bursts because the client's own event loop was late "
-                        "to read them (client_lagged: not evidence of a proxy; see loop_lag)")
-    for w in warnings:
-        # red: results that cannot be trusted as they stand (as the terminal summary does)
-        bad = "saturated" in w or any(word in w for word in ("interrupted", "crashed", "partial")) \
-            or w.startswith(("nothing completed", "no output", "error rate", "target lost", "target unreachable")) \
-            or ": nothing completed:" in w or ": no output:" in w
-        out.append(f'<div class="{"bad" if bad else "warn"}">{_e(w)}</div>')
-    if not warnings:
-        out.append('<div class="ok">no warnings: the run completed and the load generator kept up</div>')
-    out += [f'<p class="note">{_e(n)}</p>' for n in run.notes]
-    return "".join(out)
-
-
 def _run_meta(run: RunData) -> str:
     s = run.summary
     items = [("run", s.get("name")), ("folder", str(run.path)), ("started", s.get("started_at")),
@@ -432,6 +368,54 @@ def _plotly_js() -> str:
     return str(get_plotlyjs())
 
 
+def _tagged(parts: list[str], i: int, n: int) -> list[str]:
+    """A run's parts under an ``<h3>A</h3>`` / ``<h3>B</h3>`` when comparing (none when empty)."""
+    return [f"<h3>{'AB'[i]}</h3>", *parts] if parts and n > 1 else parts
+
+
+#: the sections a profile exists for, in page order: (id, title); docs/report.md, "Page order"
+PURPOSES = (("compare", "Compare verdicts (B against A)"), ("capacity", "Capacity"), ("arms", "A/B arms"),
+            ("overhead", "Gateway overhead"), ("gate", "Gate"))
+
+
+def purpose_sections(runs: Sequence[RunData], gates: Sequence[GateView | None], said: Said) -> list[str]:
+    """The sections the runs' profiles exist for, each a ``<section id="purpose-<id>" class="purpose">``
+    in :data:`PURPOSES` order, placed under the verdict and before the generic figures.
+
+    Args:
+        runs: one run, or two (A, B) when comparing.
+        gates: each run's gate verdict (:func:`gate_view`), None without ``[gate]``.
+        said: the sentences the page said above (a capacity message already said is shortened).
+
+    Returns:
+        HTML parts; empty when no run has any of them (a plain load test).
+    """
+    a = runs[0]
+    bodies: dict[str, list[str]] = {}
+    if len(runs) > 1:
+        bodies["compare"] = [_verdicts(runs)]
+    # staged runs: latency against offered load (hopbench.report._section_capacity)
+    capacity = [p for i, run in enumerate(runs)
+                for p in _tagged(capacity_section(run.summary, figure_html, said), i, len(runs))]
+    if capacity:
+        bodies["capacity"] = capacity
+    arms = a.summary.get("arm_differences")
+    if len(runs) == 1 and isinstance(arms, Mapping):
+        bodies["arms"] = [_arm_differences(arms)]
+    overhead = overhead_section(runs)  # docs/gateway-overhead.md
+    if overhead:
+        bodies["overhead"] = overhead
+    gate_parts = [p for i, g in enumerate(gates) if g is not None
+                  for p in _tagged([gate_section(g, said)] if g.rows else [], i, len(runs))]
+    if gate_parts:
+        bodies["gate"] = gate_parts
+    out = []
+    for key, title in PURPOSES:
+        if key in bodies:
+            out += [f'<section id="purpose-{key}" class="purpose"><h2>{_e(title)}</h2>', *bodies[key], "</section>"]
+    return out
+
+
 def render_html(runs: Sequence[RunData]) -> str:
     """The whole page for one run, or two (A and B, overlaid) when comparing.
 
@@ -444,24 +428,25 @@ def render_html(runs: Sequence[RunData]) -> str:
              f"<style>{_CSS}</style>",
              f'<script type="text/javascript">{_plotly_js()}</script></head><body>',
              f"<h1>{_e(title)}</h1>"]
+    said = Said()  # each sentence once: the gate's, the warnings', the capacity search's (docs/report.md)
+    gates = [gate_view(run, "" if len(runs) == 1 else f"[{'AB'[i]}] ") for i, run in enumerate(runs)]
+    parts.append('<section id="verdict">')  # the run's answer first: docs/report.md, "Page order"
     for i, run in enumerate(runs):
         tag = "" if len(runs) == 1 else f"[{'AB'[i]}] "
         heading = [f"<h3>{_e(tag + run.label)}</h3>"] if len(runs) > 1 else []  # h1 names a lone run
-        parts += heading + [_run_meta(run), _run_figures(run), _warnings(run), _headline(run)]
-    for run in runs:  # staged runs: latency against offered load (hopbench.report._section_capacity)
-        parts += capacity_section(run.summary, figure_html)
-    if len(runs) > 1:
-        parts += ["<h2>Compare verdicts (B against A)</h2>", _verdicts(runs)]
-    arms = a.summary.get("arm_differences")
-    if len(runs) == 1 and isinstance(arms, Mapping):
-        parts += ["<h2>A/B arms</h2>", _arm_differences(arms)]
+        gate = gates[i]
+        if gate is not None:
+            said.fresh(gate.sentence)
+        parts += heading + [gate.box if gate is not None else "", _run_figures(run), _warnings(run, said),
+                            _run_meta(run), _headline(run)]
+    parts.append("</section>")
+    parts += purpose_sections(runs, gates, said)
     parts += ["<h2>Latency percentile spectrum</h2>",
               '<p class="note">HdrHistogram style: x is 1/(1-p) on a log scale, so the tail gets room.'
               + (" Solid: A, dashed: B." if len(runs) > 1 else "") + "</p>",
               figure_html(spectrum_figure(runs, SPECTRUM_METRICS, "Percentile spectrum per scenario"),
                            "fig-spectrum"),
               "<h2>Over time</h2>", figure_html(timeline_figure(runs), "fig-timeline"),
-              *overhead_section(runs),  # docs/gateway-overhead.md
               *scrape_section(a.path, a.timeline),  # [[scrape]] series (hopbench.report._section_scrape)
               "<h2>Stream outcomes</h2>", figure_html(outcome_figure(runs), "fig-outcomes"),
               _details_table(runs),

@@ -20,13 +20,12 @@ __all__ = ["overhead_section"]
 
 
 def overhead_section(runs: Sequence[RunData]) -> list[str]:
-    """The gateway overhead section (docs/gateway-overhead.md): the overhead spectra,
-    the match and event counts, and the fault matrix; nothing for runs without it."""
+    """The gateway overhead section's body (docs/gateway-overhead.md; its heading is the page's):
+    the overhead spectra, the match and event counts, and the fault matrix; nothing for runs without it."""
     blocks = [(i, r.summary.get("gateway_overhead")) for i, r in enumerate(runs)]
     if not any(isinstance(b, Mapping) for _, b in blocks):
         return []
-    out = ["<h2>Gateway overhead</h2>",
-           '<p class="note">What the gateway added, per request and per event, against the emulator '
+    out = ['<p class="note">What the gateway added, per request and per event, against the emulator '
            "behind it (one clock). Solid: A, dashed: B when comparing.</p>",
            figure_html(spectrum_figure(runs, metrics_where(figure="overhead"), "Gateway overhead spectrum"), "fig-overhead")]
     series = [(i, b.get("event_delay_over_time")) for i, b in blocks if isinstance(b, Mapping)]

@@ -31,6 +31,7 @@ from typing import Any, Final
 from ._compare import ALPHA, DEFAULT_METRICS, MIN_EFFECT, compare_summaries
 from .._format import fmt_num as num
 from ..driver._results import replace_text
+from ..measure._metrics import UNIT_LABELS
 
 __all__ = ["ARM_METRICS", "arm_differences", "add_arm_differences", "render_arm_differences"]
 
@@ -123,7 +124,8 @@ def add_arm_differences(results_dir: Path, summary: dict[str, Any]) -> dict[str,
 
 def render_arm_differences(block: Mapping[str, Any]) -> str:
     """The differences as plain text: per pair one line per metric (p50 and
-    p99 of both arms, the p50 change, the verdict) and the rates that differ.
+    p99 of both arms, the p50 change, the verdict) and the rates that differ; units
+    as the summary table labels them (``tok/s``: ``hopbench.measure._metrics.UNIT_LABELS``).
 
     Args:
         block: ``summary["arm_differences"]``.
@@ -138,7 +140,7 @@ def render_arm_differences(block: Mapping[str, Any]) -> str:
                      f"{b + ' p99':>12} {c + ' p99':>12}  verdict")
         for name, m in pair["metrics"].items():
             rel = m["change"]["p50"]["rel"]
-            lines.append(f"  {name:<20} {m['unit']:<7} {num(m['base']['p50']):>12} {num(m['candidate']['p50']):>12} "
+            lines.append(f"  {name:<20} {UNIT_LABELS.get(m['unit'], m['unit']):<7} {num(m['base']['p50']):>12} {num(m['candidate']['p50']):>12} "
                          f"{'-' if rel is None else f'{rel:+.1%}':>8} {num(m['base']['p99']):>12} "
                          f"{num(m['candidate']['p99']):>12}  {m['verdict']}"
                          + (f" ({m['buffered']} buffered)" if m.get("buffered") else ""))
