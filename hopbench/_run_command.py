@@ -383,7 +383,8 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
     2 the target was unreachable, 3 hopbench crashed, 4 the target was lost or failed the
     run (nothing measured or completed, an arm or a scenario that completed nothing, no
     output, a stage that measured nothing), 130 / 143 interrupted, 1 a search that measured
-    no capacity; else the gate's (``gate_exit``)."""
+    no capacity, 5 a search that measured a lower bound only (hopbench saturated, or too few
+    requests, above it); else the gate's (``gate_exit``)."""
     reason = summary.get("interrupted_by") or ""
     if reason.startswith("target unreachable"):
         err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
@@ -447,7 +448,15 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
             err.print(f"hopbench: warning: {capacity.get('message')}", markup=False, highlight=False,
                       soft_wrap=True)
             return gate_exit
-        # a search's result is its capacity: none could be measured, never a silent 0 (docs/slo.md)
-        err.print(f"hopbench: error: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
+        bound = capacity.get("rate_rps" if capacity.get("mode") == "rate" else "concurrency")
+        # (a breached [gate] decides: its 1)
+        lower_only = gate_exit in (EXIT_OK, EXIT_INCONCLUSIVE) and isinstance(bound, (int, float))
+        # a search's result is its capacity: a lower bound only (a load passed, the search could
+        # not go on: hopbench saturated, too few requests) is inconclusive (5: retry on a quieter
+        # runner or with longer probes); none measured is 1, never a silent 0 (docs/slo.md)
+        word = "warning" if lower_only else "error"
+        err.print(f"hopbench: {word}: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
+        if lower_only:
+            return EXIT_INCONCLUSIVE
         return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH
     return gate_exit

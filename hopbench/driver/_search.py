@@ -17,7 +17,10 @@ Outcomes (``SearchResult.status``):
 - "at_max": ``max`` passed (capacity >= max);
 - "below_min": ``min`` failed (capacity < min);
 - "client_saturated": hopbench itself was the bottleneck at a load it had to
-  judge: no capacity is reported; the message gives the probe's primary
+  judge: the gateway's capacity was not found; capacity is the highest load that
+  passed before it, a lower bound only ("capacity at least 16 requests/s; the
+  upper bound was not judged: hopbench saturated at 32 requests/s"), or None
+  when none passed ("no capacity reported"); the message gives the probe's primary
   saturation cause and its advice (``--workers`` only when hopbench's own CPU
   was the limit on a machine with idle CPUs: hopbench.engine._saturation), never a
   fix of its own beside it;
@@ -229,7 +232,7 @@ def saturation_cause(summary: Mapping[str, Any]) -> dict[str, str] | None:
     return {"kind": str(primary.get("kind")), "figure": str(primary.get("figure")), "advice": primary["advice"]}
 
 
-def saturated_message(probe: Probe, unit: str) -> str:
+def saturated_message(probe: Probe, unit: str, lower: float | None = None) -> str:
     """The capacity message of a search or stages stopped by hopbench's own saturation.
 
     One piece of advice, the probe's primary cause's (hopbench.engine._saturation: more
@@ -239,14 +242,19 @@ def saturated_message(probe: Probe, unit: str) -> str:
     Args:
         probe: the saturated probe (``figures``: ``saturation_cause``, ``saturation``).
         unit: "requests/s" or "users".
+        lower: the highest load that passed before the saturated probe (a search's
+            lower bound), None when none did.
 
     Returns:
         ``no capacity reported: at LOAD UNIT hopbench itself was saturated before the
-        gateway's limit; cause: FIGURE: ADVICE``; without a cause, the probe's
+        gateway's limit; cause: FIGURE: ADVICE``; with ``lower``, ``capacity at least
+        LOWER UNIT; the upper bound was not judged: at LOAD UNIT hopbench itself was
+        saturated ...`` (the bound that was measured, first); without a cause, the probe's
         saturation warning in parentheses (it carries its own advice), else
         :data:`SATURATION_FIX`. Never raises.
     """
-    head = f"no capacity reported: at {probe.load:g} {unit}"
+    head = (f"no capacity reported: at {probe.load:g} {unit}" if lower is None else
+            f"capacity at least {lower:g} {unit}; the upper bound was not judged: at {probe.load:g} {unit}")
     cause = probe.figures.get("saturation_cause")
     if isinstance(cause, Mapping) and cause.get("advice"):
         return (f"{head} hopbench itself was saturated before the gateway's limit; cause: {cause.get('figure')}: "
@@ -264,7 +272,8 @@ class SearchResult:
     Attributes:
         status: "found", "at_max", "below_min", "client_saturated", "too_few_requests",
             "max_probes" or "interrupted".
-        capacity: the highest passing load (None: none passed, or the client saturated).
+        capacity: the highest passing load (None: none passed); a lower bound only when
+            the status is "client_saturated", "too_few_requests", "max_probes" or "interrupted".
         lowest_failing: the lowest load that failed (None: none failed).
         probes: every probe in the order run.
         message: one sentence for the terminal and summary.json.
@@ -356,9 +365,9 @@ class CapacitySearch:
         """The outcome so far (call once ``next_load`` returned None)."""
         status = self.status or "max_probes"
         unit = "users" if self._integer else "requests/s"
-        cap = None if status in ("client_saturated", "below_min") else self.passing
+        cap = None if status == "below_min" else self.passing
         if status == "client_saturated":
-            msg = saturated_message(self.probes[-1], unit)
+            msg = saturated_message(self.probes[-1], unit, cap)
         elif status == "too_few_requests" and not self.probes[-1].measured:
             msg = (f"inconclusive at {self.probes[-1].load:g} {unit}: nothing was measured (no stream "
                    "started after the probe's warm-up); lengthen [search] duration_s"

@@ -140,9 +140,10 @@ def _measure(summary: Mapping[str, Any], b: Budget, measured_s: float | None,
         cap = summary.get("capacity")
         if not isinstance(cap, Mapping):
             return None, 0
-        # an interrupted search, or one stopped by too few requests, knows only a
-        # lower bound: no verdict either way
-        value = cap.get(b.capacity) if cap.get("status") not in ("interrupted", "too_few_requests") else None
+        # an interrupted search, or one stopped by too few requests or by hopbench's own
+        # saturation, knows only a lower bound: no verdict either way
+        value = (cap.get(b.capacity) if cap.get("status") not in ("interrupted", "too_few_requests",
+                                                                   "client_saturated") else None)
         probes = cap.get("probes")
         n = probes if isinstance(probes, int) and not isinstance(probes, bool) else 0
         return (float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None), n
