@@ -124,6 +124,10 @@ class _OneRun:
         self.meta = base_meta(profile)
         if profile.target.url is not None and profile.emulator:
             self.meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
+        for arm in profile.arms:
+            if arm.emulator_unused:
+                self.meta.setdefault("notes", []).append(
+                    f"arm {arm.name}: its emulator table is not used: the arm's url is {arm.url}")
         if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, sent with 1
             self.meta.setdefault("notes", []).append(profile.load.trace.zero_note)
         self.writer: ResultsWriter | None = None
