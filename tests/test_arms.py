@@ -37,6 +37,14 @@ def _parse(text: str) -> Any:
     return parse_profile(text, "p.toml", env={})
 
 
+def test_arms_url_arm_keeps_its_emulator_keys_unused() -> None:
+    """profiles/ab-arms.toml's "slow" arm was refused once its url was a real target's
+    (issue 39 item 3): its emulator keys are now validated, unused, and noted."""
+    profile = _parse(_HEAD + _TWO + 'emulator = { ttft_ms = 1 }\n' + _SCEN)
+    assert [(a.name, a.emulator_unused, a.emulator_config) for a in profile.arms] == [
+        ("direct", False, None), ("gateway", True, None)]
+
+
 def test_arms_parse_two_targets() -> None:
     p = _parse(_HEAD + _TWO + _SCEN)
     assert [(a.name, a.url) for a in p.arms] == [("direct", "http://127.0.0.1:9"),
@@ -76,14 +84,6 @@ def test_arms_parse_two_targets() -> None:
     (_TWO + '[slo]\nttft_ms = 200\n', "slo", "not supported together"),
     (_TWO + '[[stage]]\nconcurrency = 1\nduration_s = 1\n', "stage[0]", "not supported together"),
 ])
-def test_arms_url_arm_keeps_its_emulator_keys_unused() -> None:
-    """profiles/ab-arms.toml's "slow" arm was refused once its url was a real target's
-    (issue 39 item 3): its emulator keys are now validated, unused, and noted."""
-    profile = _parse(_HEAD + _TWO + 'emulator = { ttft_ms = 1 }\n' + _SCEN)
-    assert [(a.name, a.emulator_unused, a.emulator_config) for a in profile.arms] == [
-        ("direct", False, None), ("gateway", True, None)]
-
-
 def test_arms_bad_input_names_the_key(arms: str, key: str, words: str) -> None:
     with pytest.raises(ProfileError) as err:
         _parse(_HEAD + arms + _SCEN)
