@@ -279,8 +279,10 @@ def _run_and_write(profile: Profile, profile_path: Path, err: Console, *, out: P
         ResultsError / HopbenchError: as the driver raises them.
     """
     from .driver._common import default_out_dir
+    from .driver._results import refuse_used_folder
 
     out = out or default_out_dir(profile, results_root)
+    refuse_used_folder(out)  # before "running ... -> DIR": a refusal is the only line (issue 39 item 7)
     if not quiet:
         err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
     for sc in profile.scenarios:  # what a dataset gave, skipped records included (docs/workloads.md)
