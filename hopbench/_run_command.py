@@ -216,7 +216,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                                       metrics_port=metrics_port)
     gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
                           staged=_staged(profile))
-    return _run_exit_code(profile, outcome, summary, gate_exit, err)
+    return _run_exit_code(profile, outcome, summary, gate_exit, err, shown=not quiet)
 
 
 def _staged(profile: Profile) -> bool:
@@ -380,13 +380,14 @@ def _write_after(profile: Profile, outcome: RunOutcome, err: Console, *, no_repo
 
 
 def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any], gate_exit: int,
-                   err: Console) -> int:
+                   err: Console, *, shown: bool = False) -> int:
     """The exit code of a finished run, each non-zero one said on stderr (docs/results.md):
     2 the target was unreachable, 3 hopbench crashed, 4 the target was lost or failed the
     run (nothing measured or completed, an arm or a scenario that completed nothing, no
     output, a stage that measured nothing), 130 / 143 interrupted, 1 a search that measured
     no capacity, 5 a search that measured a lower bound only (hopbench saturated, or too few
-    requests, above it); else the gate's (``gate_exit``)."""
+    requests, above it); else the gate's (``gate_exit``). ``shown``: the tables were printed (a
+    search's capacity line gave its saturation cause: the exit line leaves it out)."""
     reason = summary.get("interrupted_by") or ""
     if reason.startswith("target unreachable"):
         err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
@@ -457,7 +458,11 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
         # not go on: hopbench saturated, too few requests) is inconclusive (5: retry on a quieter
         # runner or with longer probes); none measured is 1, never a silent 0 (docs/slo.md)
         word = "warning" if lower_only else "error"
-        err.print(f"hopbench: {word}: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
+        from .driver._search import message_head
+
+        message = str(capacity.get("message"))
+        err.print(f"hopbench: {word}: {message_head(message) if shown else message}", markup=False,
+                  highlight=False, soft_wrap=True)
         if lower_only:
             return EXIT_INCONCLUSIVE
         return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH

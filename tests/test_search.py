@@ -646,3 +646,39 @@ def test_a_stage_without_objectives_is_judged_on_its_load_alone() -> None:
     held_not = stage_probe(10.0, {**summary, "load": {**load, "held": False, "sent": 20}})
     assert not held_not.passed and held_not.reasons == ("load not held",)
     assert probe_line(held_not).startswith("  -> FAIL (load not held): no objectives")
+
+
+def test_search_saturation_cause_is_printed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A search stopped by hopbench's saturation printed the cause and its advice six times
+    (warnings, capacity line, two gate checks, the gate's headline, the exit line: issue 39
+    item 7): once now, on the capacity line; the others name the bound and the saturation."""
+    from hopbench.driver._common import RunOutcome
+
+    advice = "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter machine"
+
+    def fake(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
+        rate = p.load.rate_rps
+        summary = _saturated("machine_busy", "other processes used 1.2 cores", advice) if rate >= 32 else \
+            _summary(100, 100, 0.97)
+        summary.update(started_at_unix_s=0.0, duration_s=0.5, headline={"started": 100, "completed": 100},
+                       warnings=[f"load generator saturated: lag; cause: other processes used 1.2 cores: {advice}"]
+                       if rate >= 32 else [])
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "summary.json").write_text(json.dumps(summary))
+        return RunOutcome(summary, out_dir, True, None)
+
+    monkeypatch.setattr("hopbench.driver._single.run_profile", fake)
+    path = tmp_path / "p.toml"
+    path.write_text(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n[search]\nmode = \"rate\"\nmin = 8\nmax = 64\n"
+                    "start = 8\nduration_s = 0.5\nwarmup_s = 0\n[gate]\n\"capacity.rate_rps\" = \">= 15\"\n")
+    assert main(["search", str(path), "--out", str(tmp_path / "o"), "--no-report"]) == 5
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert printed.count(advice) == 1, printed
+    assert "capacity: capacity at least 16 requests/s; the upper bound was not judged: at 32" in captured.out
+    assert "hopbench: warning: capacity at least 16 requests/s" in captured.err
+    # --quiet prints no capacity line: the exit line then carries the cause
+    assert main(["search", str(path), "--out", str(tmp_path / "q"), "--no-report", "-q"]) == 5
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).count(advice) == 1

@@ -52,7 +52,8 @@ from .._format import load_phrase
 from ..config._search_spec import SearchSpec
 
 __all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "saturation_cause",
-           "saturated_message", "SATURATION_FIX", "TOO_FEW", "NOT_MEASURED", "probe_line"]
+           "saturated_message", "SATURATION_FIX", "TOO_FEW", "NOT_MEASURED", "probe_line", "message_head",
+           "CAUSE_SEP"]
 
 #: A probe's reason when its good fraction met the target but not its lower bound.
 TOO_FEW = "slo: too few requests"
@@ -65,6 +66,10 @@ NOT_MEASURED = "not measured"
 #: probe's summary names no cause (an older summary.json): the cause's own advice otherwise.
 SATURATION_FIX = ("hopbench itself was saturated before the gateway's limit: rerun with more "
                   "load-generating processes (--workers N, or --engine ray), or on a bigger or quieter machine")
+
+
+#: what separates a saturated search's answer from its cause and advice in its message
+CAUSE_SEP = "; cause: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,12 +262,19 @@ def saturated_message(probe: Probe, unit: str, lower: float | None = None) -> st
             f"capacity at least {lower:g} {unit}; the upper bound was not judged: at {probe.load:g} {unit}")
     cause = probe.figures.get("saturation_cause")
     if isinstance(cause, Mapping) and cause.get("advice"):
-        return (f"{head} hopbench itself was saturated before the gateway's limit; cause: {cause.get('figure')}: "
+        return (f"{head} hopbench itself was saturated before the gateway's limit{CAUSE_SEP}{cause.get('figure')}: "
                 f"{cause.get('advice')}")
     why = probe.figures.get("saturation")
     if why:
         return f"{head} hopbench itself was saturated before the gateway's limit ({why})"
     return f"{head} {SATURATION_FIX}"
+
+
+def message_head(message: str) -> str:
+    """A capacity message without its saturation cause and advice: what the gate, the
+    warnings and the exit line repeat, so that a search's output gives the cause once
+    (the ``capacity:`` line; issue 39 item 7). Never raises."""
+    return message.split(CAUSE_SEP, 1)[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,7 +195,13 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
         limit = _resolve_limit(b, base_value)
     if b.capacity is not None and value is None:
         cap = summary.get("capacity")
-        why = cap.get("message") if isinstance(cap, Mapping) else "not a staged run: no capacity block"
+        if isinstance(cap, Mapping):
+            from ..driver._search import message_head
+
+            # without the saturation cause: the capacity line and the run's warning give it
+            why = message_head(str(cap.get("message")))
+        else:
+            why = "not a staged run: no capacity block"
         return inconclusive(f"no capacity measured ({why})")
     if samples < b.min_count:
         return inconclusive(f"{samples} samples, {b.min_count} needed")
