@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any
 
+from .._advice import one_cure_each
 from .._units import NS_PER_MS, NS_PER_S
 from ..config._records import Profile
 from ..engine._saturation import GeneratorFigures, HostUsage
@@ -465,7 +466,8 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
                     peak_in_flight_note="sum of the workers' peaks (an upper bound)",
                     peak_open_note="sum of the workers' peaks (an upper bound)")
     notes = tuple(meta.get("notes", ())) + end.notes
-    warnings = first + list(notes) + own + list(end.emulator_warnings)
+    # one cause, one cure: a cure an earlier warning gave is not repeated (hopbench._advice)
+    warnings = one_cure_each(first + list(notes) + own + list(end.emulator_warnings))
     interrupted_by = end.interrupted_by or meta.get("interrupted_by") or merged.interrupted_by
     crashed = end.crashed is not None
     if merged.started == 0 and interrupted_by is None and not crashed:

@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._advice import ADVICE
 from .._format import load_phrase
 from ..config._search_spec import SearchSpec
 
@@ -64,8 +65,7 @@ NOT_MEASURED = "not measured"
 
 #: What a search limited by hopbench's own saturation tells the user to do when the
 #: probe's summary names no cause (an older summary.json): the cause's own advice otherwise.
-SATURATION_FIX = ("hopbench itself was saturated before the gateway's limit: rerun with more "
-                  "load-generating processes (--workers N, or --engine ray), or on a bigger or quieter machine")
+SATURATION_FIX = ADVICE["no_cause_named"].text
 
 
 #: what separates a saturated search's answer from its cause and advice in its message

@@ -440,7 +440,10 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
     Raises:
         ResultsError: a file cannot be written.
     """
-    truth = tuple(emulator_warnings(writer.path / meta["ground_truth"])) if meta.get("ground_truth") else ()
+    from ..engine._saturation import HostUsage
+
+    truth = (tuple(emulator_warnings(writer.path / meta["ground_truth"], HostUsage.from_json(stats.host)))
+             if meta.get("ground_truth") else ())
     end = RunEnd(ended_at_unix_s=time.time(), crashed=crashed, interrupted_by=stats.interrupted_by,
                  intervals=stats.interval_count, emulator_warnings=truth)
     summary = judge(profile, [Part(profile, RunCounters.of(stats, total), total)], total, warmup, meta, end)

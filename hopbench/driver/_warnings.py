@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._advice import ADVICE
 from ..config._records import Profile
 from ..measure._burst import burst_warnings
 from ..measure._error_bound import error_bound_warnings, scope_error_bounds
@@ -204,9 +205,8 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
             limit = f"{soft} per process" if soft != resource.RLIM_INFINITY else "the system's"
         except (ImportError, OSError, ValueError):
             limit = "the process's"
-        out.append(f"{fd} streams could not open a connection: hopbench ran out of file descriptors "
-                   f"(limit: {limit}, `ulimit -n`); raise it (e.g. `ulimit -n 65536` before the run) "
-                   "or lower the concurrency / --workers share per process")
+        out.append(f"{fd} streams could not open a connection: {ADVICE['fd_limit'].cause} "
+                   f"(limit: {limit}, `ulimit -n`); {ADVICE['fd_limit'].cure}")
     if stats.codes_folded:
         out.append(f"{stats.codes_folded} streams' error codes were counted as \"other\": the server sent "
                    "more distinct error codes than hopbench counts by name")
