@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-__all__ = ["ADVICE", "Advice", "SAME_CURE", "advice", "one_cure_each"]
+__all__ = ["ADVICE", "Advice", "SAME_CURE", "advice", "cure_of", "one_cure_each"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +100,9 @@ ADVICE: Final[Mapping[str, Advice]] = MappingProxyType({
     "unexplained": Advice(
         "unexplained", "none of hopbench's CPU, the collector or the machine explains the lag over the whole "
         "run (short bursts of neighbours, or a blocking call)", "run it again, and if it repeats, profile it"),
+    "client_read_late": Advice(
+        "client_late", "the client read late (see client_read_lag), in bursts short of saturating it",
+        "give each load generator fewer streams (--workers N, where the machine has idle CPUs)"),
     "fd_limit": Advice(
         "fd_limit", "hopbench ran out of file descriptors",
         "raise it (e.g. `ulimit -n 65536` before the run) or lower the concurrency / --workers share per "
@@ -120,11 +123,18 @@ def advice(name: str) -> Advice:
 SAME_CURE = "; the cure is the one above"
 
 
+def cure_of(text: str) -> str | None:
+    """The registered cure ``text`` gives (``CAUSE: CURE`` or ``...; cure: CURE``), the
+    longest one where one holds another; None when it gives none. Never raises."""
+    return next((c for c in _CURES if f": {c}" in text), None)
+
+
 def one_cure_each(warnings: Sequence[str]) -> list[str]:
     """A run's warnings with each registered cure given once: a later warning whose cure
     an earlier one gave (the same cause, e.g. the emulator's lateness when neighbours
     took the CPU, after the saturation verdict that says so) keeps its cause and figures
-    and says :data:`SAME_CURE` instead of repeating the cure.
+    and says :data:`SAME_CURE` instead of repeating the cure (``cure: the one above``
+    where the warning names its cure so).
 
     Args:
         warnings: the run's warnings in order (summary.json ``warnings``).
@@ -132,14 +142,18 @@ def one_cure_each(warnings: Sequence[str]) -> list[str]:
     Returns:
         list of str, one per warning, in order. Never raises.
     """
-    cures = sorted({a.cure for a in ADVICE.values() if a.cure}, key=len, reverse=True)
     given: set[str] = set()
     out: list[str] = []
     for w in warnings:
-        cure = next((c for c in cures if f": {c}" in w), None)
+        cure = cure_of(w)
         if cure is not None and cure in given:
-            w = w.replace(f": {cure}", SAME_CURE, 1)
+            w = (w.replace(f"cure: {cure}", "cure: the one above", 1) if f"cure: {cure}" in w
+                 else w.replace(f": {cure}", SAME_CURE, 1))
         elif cure is not None:
             given.add(cure)
         out.append(w)
     return out
+
+
+#: the registered cures, the longest first (a cure that holds a shorter one is matched whole)
+_CURES: Final = tuple(sorted({a.cure for a in ADVICE.values() if a.cure}, key=len, reverse=True))

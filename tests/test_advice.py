@@ -117,3 +117,18 @@ def test_advice_a_runs_warnings_give_each_cure_once(tmp_path: Path) -> None:
     out = one_cure_each([saturated, *late, *late])
     assert sum(len(_cures_in(w)) for w in out) == 1, out
     assert out[0] == saturated and out[1].endswith(SAME_CURE) and "p90 30.0 ms" in out[1]
+
+
+def test_advice_error_bound_takes_the_saturation_cure() -> None:
+    """The figures' error-bound warning gave "more load generators (--workers N) or a
+    quieter machine" (two cures) beside the saturation verdict's own: it now gives the
+    verdict's cure, once (one_cure_each), and one registered cure otherwise."""
+    from hopbench.measure._error_bound import error_bound_warnings, uncertain_note
+
+    metrics = {"ttft": {"p50": 20.0, "p99": 25.5, "error_bound_ms": {"p50": 0.1, "p99": 21.8}}}
+    alone = error_bound_warnings(metrics)
+    assert alone and _cures_in(alone[0]) == [ADVICE["client_read_late"].cure], alone
+    assert _cures_in(uncertain_note()) == [ADVICE["client_read_late"].cure]
+    saturated = f"load generator saturated: lag; cause: neighbours: {ADVICE['neighbours'].text}"
+    out = one_cure_each([saturated, *error_bound_warnings(metrics, cure=ADVICE["neighbours"].cure)])
+    assert out[1].endswith("cure: the one above") and sum(len(_cures_in(w)) for w in out) == 1, out

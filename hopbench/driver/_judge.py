@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any
 
-from .._advice import one_cure_each
+from .._advice import cure_of, one_cure_each
 from .._units import NS_PER_MS, NS_PER_S
 from ..config._records import Profile
 from ..engine._saturation import GeneratorFigures, HostUsage
@@ -128,7 +128,9 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         warnings += _closed_loop_held(profile, load, mean_busy, mean_in_flight, by_phase)
     else:
         warnings += _open_loop_held(profile, stats, total, load)
-    warnings += run_warnings(profile, stats, total)
+    # a saturated client read late for the verdict's reason: its cure, not a second one
+    primary = verdict.causes[0].advice if verdict.saturated and verdict.causes else None
+    warnings += run_warnings(profile, stats, total, late_cure=cure_of(primary) if primary else None)
     return verdict.saturated, warnings, load
 
 

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._advice import ADVICE
 from ._hdr import Histogram
 from ._metrics import METRICS
 
@@ -71,7 +72,7 @@ UNCERTAIN_MARK: Final = "~"
 def uncertain_note() -> str:
     """The one-line key to :data:`UNCERTAIN_MARK` under a table that shows it."""
     return (f"{UNCERTAIN_MARK} error bound over {ERROR_SHARE * 100:g} % of the value and over {ERROR_MIN_NS / 1e6:g} ms "
-            "(summary.json error_bound_ms): the client read late; more --workers or a quieter machine")
+            f"(summary.json error_bound_ms): {ADVICE['client_read_late'].text}")
 
 
 def _percentiles(buckets: Mapping[int, int], total: int) -> dict[str, int]:
@@ -177,13 +178,14 @@ def uncertain(stats: Mapping[str, Any]) -> list[tuple[str, float, float]]:
 
 
 def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str = "all",
-                         cure: str = "more load generators (--workers N) or a quieter machine") -> list[str]:
+                         cure: str = ADVICE["client_read_late"].cure) -> list[str]:
     """The run's warnings for figures whose tail is uncertain (docs/results.md, "Warnings").
 
     Args:
         metrics: one scope's summary.json ``metrics`` (name -> entry).
         scope: the scope's name, for the message.
-        cure: what to do about it, a clause.
+        cure: what to do about it, a clause: a cure of :data:`hopbench._advice.ADVICE` (the
+            saturation verdict's own when the run was saturated: one cause, one cure).
 
     Returns:
         One warning per uncertain figure, naming it, its worst percentile (the
