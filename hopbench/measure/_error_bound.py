@@ -70,9 +70,10 @@ UNCERTAIN_MARK: Final = "~"
 
 
 def uncertain_note() -> str:
-    """The one-line key to :data:`UNCERTAIN_MARK` under a table that shows it."""
+    """The one-line key to :data:`UNCERTAIN_MARK` under a table that shows it: no cure of
+    its own (a saturated run's is its verdict's; the warnings give it once)."""
     return (f"{UNCERTAIN_MARK} error bound over {ERROR_SHARE * 100:g} % of the value and over {ERROR_MIN_NS / 1e6:g} ms "
-            f"(summary.json error_bound_ms): {ADVICE['client_read_late'].text}")
+            "(summary.json error_bound_ms): the client read late (see client_read_lag); the warnings give the cure")
 
 
 def _percentiles(buckets: Mapping[int, int], total: int) -> dict[str, int]:
