@@ -12,9 +12,8 @@ and, from this package: the error tree, ``load_profile``, ``parse_profile`` and
 milliseconds and a Ctrl-C during start-up meets the command line's own handler.
 """
 
-from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._errors import (
     HopbenchError,
@@ -24,10 +23,10 @@ from ._errors import (
     SSEError,
     UsageError,
 )
-from ._lazy import lazy_exports
+from ._lazy import lazy_exports as _lazy_exports
 from ._version import __version__
 
-if TYPE_CHECKING:  # for type checkers and readers; at run time see __getattr__
+if _TYPE_CHECKING:  # for type checkers and readers; at run time see __getattr__
     from .config._profile import load_profile, parse_profile
     from .config._records import Profile
     from .driver._single import run_profile
@@ -48,7 +47,7 @@ _WHERE: dict[str, str] = {
     "SSEScanner": "sse",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, globals())
 
 __all__ = [
     "__version__",

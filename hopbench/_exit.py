@@ -18,7 +18,9 @@ code means the same thing in every subcommand:
 5     inconclusive (``gate``, ``run``'s gate, ``compare --fail-on-worse``): no budget
       breached beyond the run's measured noise, but one could not be told from it
       (a breach within the noise, too few samples, a saturated run): retry on a
-      quieter runner (docs/gate.md, "Noise")
+      quieter runner (docs/gate.md, "Noise"); a capacity search that measured a
+      lower bound only (``search``: "capacity at least 16 requests/s; the upper
+      bound was not judged: ..."; docs/slo.md)
 130   interrupted by SIGINT (partial results written)
 143   terminated by SIGTERM (partial results written)
 ====  ===========================================================================

@@ -251,10 +251,12 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
+    shown = not quiet
     try:
         gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
                               staged=_staged(profile))
     except KeyboardInterrupt as exc:
+        shown = False
         # the run is over and written: a Ctrl-C now skips the tables, not the verdict (a second
         # one, during the one-line verdict, is an interrupt like any other)
         err.print(f"hopbench: {getattr(exc, 'signal_name', 'SIGINT')} while printing: tables skipped; the results are "
@@ -262,7 +264,7 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                   highlight=False, soft_wrap=True)
         gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=True, apply_gate=not no_gate,
                               staged=_staged(profile))
-    return _run_exit_code(profile, outcome, summary, gate_exit, err)
+    return _run_exit_code(profile, outcome, summary, gate_exit, err, shown=shown)
 
 
 def _staged(profile: Profile) -> bool:
@@ -357,8 +359,10 @@ def _run_and_write(profile: Profile, profile_path: Path, err: Console, *, out: P
         ResultsError / HopbenchError: as the driver raises them.
     """
     from .driver._common import default_out_dir
+    from .driver._results import refuse_used_folder
 
     out = out or default_out_dir(profile, results_root)
+    refuse_used_folder(out)  # before "running ... -> DIR": a refusal is the only line (issue 39 item 7)
     if not quiet:
         err.print(f"hopbench: running {profile_path} -> {out}", markup=False, highlight=False, soft_wrap=True)
     for sc in profile.scenarios:  # what a dataset gave, skipped records included (docs/workloads.md)
@@ -456,12 +460,14 @@ def _write_after(profile: Profile, outcome: RunOutcome, err: Console, *, no_repo
 
 
 def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any], gate_exit: int,
-                   err: Console) -> int:
+                   err: Console, *, shown: bool = False) -> int:
     """The exit code of a finished run, each non-zero one said on stderr (docs/results.md):
     2 the target was unreachable, 3 hopbench crashed, 4 the target was lost or failed the
     run (nothing measured or completed, an arm or a scenario that completed nothing, no
     output, a stage that measured nothing), 130 / 143 interrupted, 1 a search that measured
-    no capacity; else the gate's (``gate_exit``)."""
+    no capacity, 5 a search that measured a lower bound only (hopbench saturated, or too few
+    requests, above it); else the gate's (``gate_exit``). ``shown``: the tables were printed (a
+    search's capacity line gave its saturation cause: the exit line leaves it out)."""
     reason = summary.get("interrupted_by") or ""
     stopped = stop_exit_code(reason)
     if stopped == EXIT_INPUT:
@@ -526,7 +532,19 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
             err.print(f"hopbench: warning: {capacity.get('message')}", markup=False, highlight=False,
                       soft_wrap=True)
             return gate_exit
-        # a search's result is its capacity: none could be measured, never a silent 0 (docs/slo.md)
-        err.print(f"hopbench: error: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
+        bound = capacity.get("rate_rps" if capacity.get("mode") == "rate" else "concurrency")
+        # (a breached [gate] decides: its 1)
+        lower_only = gate_exit in (EXIT_OK, EXIT_INCONCLUSIVE) and isinstance(bound, (int, float))
+        # a search's result is its capacity: a lower bound only (a load passed, the search could
+        # not go on: hopbench saturated, too few requests) is inconclusive (5: retry on a quieter
+        # runner or with longer probes); none measured is 1, never a silent 0 (docs/slo.md)
+        word = "warning" if lower_only else "error"
+        from .driver._search import message_head
+
+        message = str(capacity.get("message"))
+        err.print(f"hopbench: {word}: {message_head(message) if shown else message}", markup=False,
+                  highlight=False, soft_wrap=True)
+        if lower_only:
+            return EXIT_INCONCLUSIVE
         return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH
     return gate_exit

@@ -37,6 +37,14 @@ def _parse(text: str) -> Any:
     return parse_profile(text, "p.toml", env={})
 
 
+def test_arms_url_arm_keeps_its_emulator_keys_unused() -> None:
+    """profiles/ab-arms.toml's "slow" arm was refused once its url was a real target's
+    (issue 39 item 3): its emulator keys are now validated, unused, and noted."""
+    profile = _parse(_HEAD + _TWO + 'emulator = { ttft_ms = 1 }\n' + _SCEN)
+    assert [(a.name, a.emulator_unused, a.emulator_config) for a in profile.arms] == [
+        ("direct", False, None), ("gateway", True, None)]
+
+
 def test_arms_parse_two_targets() -> None:
     p = _parse(_HEAD + _TWO + _SCEN)
     assert [(a.name, a.url) for a in p.arms] == [("direct", "http://127.0.0.1:9"),
@@ -65,7 +73,8 @@ def test_arms_parse_two_targets() -> None:
     (_TWO.replace('name = "gateway"\n', ''), "arm[1].name", "required"),
     (_TWO.replace('url = "http://127.0.0.1:10/"\n', ''), "arm[1].url", "required"),
     (_TWO.replace('name = "gateway"\n', 'name = "all"\n'), "arm[1].name", "reserved"),
-    (_TWO + 'emulator = { ttft_ms = 1 }\n', "arm[1].emulator", "embedded"),
+    # an arm with a url validates its emulator keys (then leaves them unused)
+    (_TWO + 'emulator = { ttft_ms = -1 }\n', "arm[1].emulator.ttft_ms", "expected"),
     (_TWO + 'colour = "red"\n', "arm[1].colour", "unknown"),
     (_TWO + '[target]\nurl = "http://127.0.0.1:11"\n', "target.url", "each arm names its own url"),
     ('[[arm]]\nname = "a"\nurl = "embedded"\n[[arm]]\nname = "b"\nurl = "embedded"\n'

@@ -30,7 +30,7 @@ STAGES: tuple[str, ...] = ("base", "protocols", "measure", "workload", "emulator
 #: The top level's base: the standard library only, below every folder.
 BASE = frozenset({"hopbench._version", "hopbench._errors", "hopbench._exit", "hopbench._units",
                   "hopbench._clock", "hopbench._format", "hopbench._textfile", "hopbench._toml",
-                  "hopbench._lazy", "hopbench._limits", "hopbench.sse"})
+                  "hopbench._lazy", "hopbench._limits", "hopbench._advice", "hopbench.sse"})
 #: The face: the public package, the command line and the entry points.
 FACE = frozenset({"hopbench", "hopbench.cli", "hopbench._run_command", "hopbench.__main__", "hopbench.emulator.__main__"})
 #: At most this many modules a folder (LAYOUT: h11 keeps 11, Locust 18).

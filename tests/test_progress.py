@@ -132,14 +132,14 @@ def test_live_progress_plain_prints_at_most_one_line_per_second() -> None:
         for k in range(5):  # intervals of 0.5 s ending at 0.5, 1.0, ..., 2.5 s
             p.on_interval(*_interval(rec, k, 100, length_ns=S // 2))
     lines = con.export_text().splitlines()
-    # 0.5 s (first), 1.5 s, 2.5 s: one a second of run time
+    # 0.5 s (first), 1.0 s, 2.0 s: one a second of the run's clock (2.5 s: no second line for 0:02)
     assert [ln[:5] for ln in lines] == ["[0:00", "[0:01", "[0:02"]
     assert "\x1b[" not in "".join(lines)
     last = lines[-1]
     assert re.search(r"in flight 4 connecting 1 waiting 2 started 20\.0/s done 20\.0/s tok 960/s", last)
     assert "ttft p50/p99 100.0/100.0 ms (run 100.0/100.0)" in last.replace("100.1", "100.0")
-    assert "failed 5 (rate_limit_error 5)" in last and "timeout 5 (idle 5)" in last
-    assert "keepalive violations 5" in last and "cpu 25%" in last
+    assert "failed 4 (rate_limit_error 4)" in last and "timeout 4 (idle 4)" in last
+    assert "keepalive violations 4" in last and "cpu 25%" in last
 
 
 def test_live_progress_terminal_draws_the_panel() -> None:
@@ -166,3 +166,49 @@ def test_live_progress_plain_line_is_printed_as_is_during_warm_up() -> None:
     first = con.export_text().splitlines()[0]
     assert first.startswith("[0:01 / 0:10 (0:09 left) [warm-up]] in flight "), first
     assert " ]" not in first
+
+
+def test_live_progress_plain_one_line_a_second_on_a_busy_loop() -> None:
+    """On a busy machine the plain progress skipped seconds, its countdown did not add up
+    to the plan and its last line came twice (issue 39 item 7). The runner's ticker
+    (hopbench.engine._runner: an interval ends when it is closed, ticks missed while late
+    are skipped) is driven on trio's MockClock with autojump, a fake busy loop holding
+    each tick late by up to 0.9 s (seeded); then the run's own short last interval."""
+    import random
+
+    import trio
+    import trio.testing
+
+    from hopbench.engine._runner import interval_end
+
+    rnd = random.Random(39)
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    rec = Recorder(["chat"])
+    con = Console(record=True, force_terminal=False, width=400)
+    duration_s, iv = 10, S
+
+    def line(start: int, end: int) -> dict:
+        return {"start_ns": start, "end_ns": end, "in_flight_now": 1, "started_total": 0, "cpu": 0.5}
+
+    async def run(progress: LiveProgress) -> None:
+        t0 = trio.current_time()
+        k, last = 1, 0
+        while k * iv < duration_s * S:
+            await trio.sleep_until(t0 + k * iv / S)
+            clock.jump(rnd.uniform(0.0, 0.9))  # the loop was busy elsewhere: the tick runs late
+            end = interval_end(int((trio.current_time() - t0) * S), k * iv)
+            rec.incr("chat", "started")
+            progress.on_interval(rec.take_interval(last, end), line(last, end))
+            last, k = end, max(k, end // iv) + 1
+        await trio.sleep_until(t0 + duration_s + 0.02)  # the stop: the last, short interval
+        end = int((trio.current_time() - t0) * S)
+        progress.on_interval(rec.take_interval(last, end), line(last, end))
+
+    with LiveProgress(_profile(f"duration_s = {duration_s}"), con, plain=True) as p:
+        trio.run(run, p, clock=clock)
+    heads = [re.match(r"\[(\d+):(\d\d) / 0:10 \((\d+):(\d\d) left\)", ln) for ln in con.export_text().splitlines()]
+    assert all(heads), con.export_text()
+    seconds = [int(m.group(1)) * 60 + int(m.group(2)) for m in heads if m]
+    left = [int(m.group(3)) * 60 + int(m.group(4)) for m in heads if m]
+    assert seconds == list(range(1, duration_s + 1)), seconds  # one line a second, none twice
+    assert [s + r for s, r in zip(seconds, left)] == [duration_s] * len(seconds)  # the countdown adds up

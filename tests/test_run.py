@@ -355,6 +355,8 @@ def test_run_cli_refuses_secrets_in_target_url_and_a_used_folder(tmp_path: Path)
     proc = _cli("run", str(prof), "--out", str(used))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "the folder is not empty" in err
+    # the refusal is the only line: never "running ... -> DIR" before it (issue 39 item 7)
+    assert "running" not in err and err.count("\n") == 1, err
 
 
 @pytest.mark.slow

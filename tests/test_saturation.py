@@ -46,7 +46,7 @@ def test_judge_client_cpu_advises_workers() -> None:
     assert [c.kind for c in v.causes] == ["client_cpu"]
     w = str(v.warning())
     assert w.startswith("load generator saturated: event-loop lag p99 40.0 ms (> 25 ms)")
-    assert "event loop used 90% of one core" in w and "add workers with --workers auto" in w
+    assert "event loop used 90% of one core" in w and "add load generators with --workers auto" in w
 
 
 def test_judge_client_cpu_of_the_whole_process_counts() -> None:

@@ -68,11 +68,18 @@ def test_search_edges_of_the_range() -> None:
     assert budget.status == "max_probes" and budget.capacity == 8 and len(budget.probes) == 4
 
 
-def test_search_client_saturation_reports_no_capacity_and_names_workers() -> None:
+def test_search_client_saturation_reports_the_lower_bound_and_names_workers() -> None:
+    """8 and 16 requests/s passed, 32 saturated hopbench: the answer was "no capacity
+    reported" (issue 39 item 3); the bound that was measured comes first now."""
     r = search(_spec(), _fake(knee=500, saturates_at=100))
-    assert r.status == "client_saturated" and r.capacity is None
+    assert r.status == "client_saturated" and r.capacity == 64
     assert r.probes[-1].load == 128 and r.probes[-1].client_saturated
+    assert r.message.startswith("capacity at least 64 requests/s; the upper bound was not judged: at 128 "
+                                "requests/s hopbench itself was saturated before the gateway's limit")
     assert "--workers" in r.message and SATURATION_FIX in r.message
+    none = search(_spec(lo=100, start=100), _fake(knee=500, saturates_at=100))
+    assert (none.status, none.capacity) == ("client_saturated", None)
+    assert none.message.startswith("no capacity reported: at 100 requests/s")
     # beyond the gateway's knee first: the search finds it and never saturates hopbench
     ok = search(_spec(), _fake(knee=50, saturates_at=100))
     assert ok.status == "found" and ok.capacity is not None and 47.5 <= ok.capacity <= 50
@@ -167,7 +174,8 @@ def test_search_saturation_message_gives_the_causes_own_advice() -> None:
                   "machine"}
     r = search(_spec(), lambda load: probe if load >= 128 else Probe(load, True))
     assert r.status == "client_saturated"
-    assert r.message == ("no capacity reported: at 128 requests/s hopbench itself was saturated before the "
+    assert r.message == ("capacity at least 64 requests/s; the upper bound was not judged: at 128 requests/s "
+                         "hopbench itself was saturated before the "
                          "gateway's limit; cause: the machine's 2 CPUs were 98% busy and other processes used 0.9 "
                          "cores: neighbours took CPU the run needed: more workers would not add CPU here; use a "
                          "quieter machine")
@@ -287,14 +295,15 @@ name = "c"
         # A machine so busy that hopbench's own event loop fell behind (loop lag p99
         # over 25 ms) cannot measure the gateway: the search must say so and name the
         # fix instead of reporting a capacity. (Seen with 3 copies of this test at once.)
-        assert cap["concurrency"] is None and "hopbench itself was saturated" in cap["message"]
-        assert summary["saturated"] is True and code == 1
+        assert "hopbench itself was saturated" in cap["message"]
+        assert summary["saturated"] is True and code == (1 if cap["concurrency"] is None else 5)
         assert summary["stages"][-1]["saturated"] is True
         pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
     if cap["status"] == "too_few_requests":
         # A machine so slow that a 2.5 s probe held too few requests for the confidence
         # asked: the search must say so (not "below min"), exit 1, gate inconclusive.
-        assert cap["concurrency"] in (None, 2, 3) and "duration_s" in cap["message"] and code == 1
+        assert cap["concurrency"] in (None, 2, 3) and "duration_s" in cap["message"]
+        assert code == (1 if cap["concurrency"] is None else 5)
         pytest.skip("this machine fitted too few requests in a probe: reported as such, knee not judged")
     if cap["status"] == "found" and cap["concurrency"] == 2:
         # The 3-user probe met the objectives and failed for the machine (seen with both cores
@@ -415,7 +424,8 @@ name = "c"
     cap = summary["capacity"]
     assert cap["emulator_knee"]["rate_rps"] == pytest.approx(20.0)
     if cap["status"] == "client_saturated":
-        assert "hopbench itself was saturated" in cap["message"] and code == 1
+        assert "hopbench itself was saturated" in cap["message"]
+        assert code == (1 if cap["rate_rps"] is None else 5)
         pytest.skip("this machine saturated hopbench itself: reported as such, knee not judged")
     if cap["status"] == "too_few_requests":
         # At the knee itself the good fraction sits near the target: on a busy machine it met
@@ -424,7 +434,7 @@ name = "c"
         stop = summary["stages"][-1]
         assert abs(stop["load"] - 20.0) <= 0.10 * 20.0, summary["stages"]
         assert stop["good_fraction"] >= 0.7 > stop["good_fraction_lower"]
-        assert code == 1 and (cap.get("rate_rps") or 0) < stop["load"]
+        assert code == (1 if cap.get("rate_rps") is None else 5) and (cap.get("rate_rps") or 0) < stop["load"]
         return
     assert cap["status"] == "found", summary["stages"]
     assert abs(cap["rate_rps"] - 20.0) <= 0.10 * 20.0, summary["stages"]
@@ -611,6 +621,15 @@ def test_stages_exit_code_is_the_gates_a_saturated_stage_warns(tmp_path: Path, m
     path.write_text(_BASE + slo + "[search]\nmode = \"rate\"\nmin = 300\nmax = 1200\nstart = 600\nduration_s = 0.5\nwarmup_s = 0\n")
     assert main(["search", str(path), "--out", str(tmp_path / "d"), "--no-report", "-q"]) == 1
     assert "hopbench: error: no capacity reported: at 600 requests/s" in capsys.readouterr().err
+    # 300 passed below it: a lower bound only, inconclusive (5), the bound said first (issue 39 item 3)
+    path.write_text(_BASE + slo + "[search]\nmode = \"rate\"\nmin = 300\nmax = 1200\nstart = 300\nduration_s = 0.5\n"
+                    "warmup_s = 0\n")
+    assert main(["search", str(path), "--out", str(tmp_path / "e"), "--no-report", "-q"]) == 5
+    err = capsys.readouterr().err
+    assert ("hopbench: warning: capacity at least 300 requests/s; the upper bound was not judged: at 600 "
+            "requests/s hopbench itself was saturated") in err
+    summary = json.loads((tmp_path / "e" / "summary.json").read_text())
+    assert summary["capacity"]["rate_rps"] == 300 and summary["capacity"]["status"] == "client_saturated"
 
 
 def test_a_stage_without_objectives_is_judged_on_its_load_alone() -> None:
@@ -627,3 +646,39 @@ def test_a_stage_without_objectives_is_judged_on_its_load_alone() -> None:
     held_not = stage_probe(10.0, {**summary, "load": {**load, "held": False, "sent": 20}})
     assert not held_not.passed and held_not.reasons == ("load not held",)
     assert probe_line(held_not).startswith("  -> FAIL (load not held): no objectives")
+
+
+def test_search_saturation_cause_is_printed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A search stopped by hopbench's saturation printed the cause and its advice six times
+    (warnings, capacity line, two gate checks, the gate's headline, the exit line: issue 39
+    item 7): once now, on the capacity line; the others name the bound and the saturation."""
+    from hopbench.driver._common import RunOutcome
+
+    advice = "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter machine"
+
+    def fake(p: Any, out_dir: Path, progress: Any = None) -> RunOutcome:
+        rate = p.load.rate_rps
+        summary = _saturated("machine_busy", "other processes used 1.2 cores", advice) if rate >= 32 else \
+            _summary(100, 100, 0.97)
+        summary.update(started_at_unix_s=0.0, duration_s=0.5, headline={"started": 100, "completed": 100},
+                       warnings=[f"load generator saturated: lag; cause: other processes used 1.2 cores: {advice}"]
+                       if rate >= 32 else [])
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "summary.json").write_text(json.dumps(summary))
+        return RunOutcome(summary, out_dir, True, None)
+
+    monkeypatch.setattr("hopbench.driver._single.run_profile", fake)
+    path = tmp_path / "p.toml"
+    path.write_text(_BASE + "[slo]\nttft_ms = 500\ntarget = 0.9\n[search]\nmode = \"rate\"\nmin = 8\nmax = 64\n"
+                    "start = 8\nduration_s = 0.5\nwarmup_s = 0\n[gate]\n\"capacity.rate_rps\" = \">= 15\"\n")
+    assert main(["search", str(path), "--out", str(tmp_path / "o"), "--no-report"]) == 5
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert printed.count(advice) == 1, printed
+    assert "capacity: capacity at least 16 requests/s; the upper bound was not judged: at 32" in captured.out
+    assert "hopbench: warning: capacity at least 16 requests/s" in captured.err
+    # --quiet prints no capacity line: the exit line then carries the cause
+    assert main(["search", str(path), "--out", str(tmp_path / "q"), "--no-report", "-q"]) == 5
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).count(advice) == 1

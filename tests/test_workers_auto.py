@@ -14,7 +14,8 @@ from hopbench._run_command import profile_overrides, resolve_workers
 from hopbench.cli import build_parser, main
 from hopbench.config._profile import parse_profile
 from hopbench.engine._cores import auto_workers, free_cores, parse_loadavg
-from hopbench.measure._error_bound import WORKERS_CURE, error_bound_warnings
+from hopbench._advice import ADVICE
+from hopbench.measure._error_bound import error_bound_warnings
 
 _STAT = "cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 1 2 3 4\n"
 
@@ -113,7 +114,10 @@ def test_cli_workers_auto_parses_and_overrides_the_profile(tmp_path: Path) -> No
 def test_warnings_name_workers_auto_as_the_cure() -> None:
     metrics = {"itl": {"p50": 5.0, "p99": 30.0, "error_bound_ms": {"p50": 0.1, "p99": 20.0}}}
     (w,) = error_bound_warnings(metrics)
-    assert w.endswith(f"cure: {WORKERS_CURE} or a quieter machine") and "--workers auto" in WORKERS_CURE
+    # the one cure, from the registry (hopbench/_advice.py), names the one flag
+    assert w.endswith(f"cure: {ADVICE['client_read_late'].cure}") and "--workers auto" in w
+    for kind in ("client_cpu", "no_cause_named", "collector", "client_read_late"):
+        assert "--workers auto" in ADVICE[kind].cure, kind
 
 
 @pytest.mark.slow

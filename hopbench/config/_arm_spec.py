@@ -50,6 +50,8 @@ class ArmSpec:
             with the arm's ``api_key_env``, ``auth``, ``headers`` and
             ``header_env`` on top (e.g. a provider key for "direct", the
             gateway's key for "gateway"); None in tests that build arms by hand.
+        emulator_unused: the arm has a url and an ``emulator`` table (validated,
+            not used: the run's notes say so).
     """
 
     name: str
@@ -57,6 +59,7 @@ class ArmSpec:
     protocol: str | None = None
     emulator_config: Any = field(default=None, compare=False, repr=False)
     target: Any = field(default=None, compare=False, repr=False)
+    emulator_unused: bool = False
 
     @property
     def embedded(self) -> bool:
@@ -99,8 +102,8 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
     Raises:
         ProfileError: a single arm, a missing/duplicate/invalid/reserved name,
             a bad URL, arms that declare different protocols or one that the
-            scenarios do not speak, an unknown key, ``[arm.emulator]`` on an arm
-            that is not embedded, or ``run.workers`` > 1; each names
+            scenarios do not speak, an unknown key (also in ``[arm.emulator]``,
+            which an arm with a url validates and does not use), or ``run.workers`` > 1; each names
             file:line and the key (``arm[1].url``).
     """
     if not tables:
@@ -147,14 +150,18 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
                 raise t.error("protocol", f"the arm speaks {protocol!r} but the scenarios send "
                                           f"{', '.join(repr(p) for p in protocols)}")
         config = None
+        unused = False
         if t.has("emulator"):
-            if url is not None:
-                raise t.error("emulator", "only an arm with url = \"embedded\" has an emulator of its own")
             sub = t.table("emulator")
             config = EmulatorConfig.from_table(Table(_merged(emulator, dict(sub.data)), sub.doc, sub.path))
+            if url is not None:
+                # validated, then unused (a run note says so), as [emulator] beside a [target]
+                # url: an example profile runs against a real target after changing only its
+                # urls (issue 39 item 3)
+                config, unused = None, True
         elif url is None:
             config = EmulatorConfig.from_table(Table(dict(emulator), t.doc, ("emulator",)))
         target = arm_target(t) if arm_target is not None else None
         t.done()
-        out.append(ArmSpec(name, url, protocol, config, target))
+        out.append(ArmSpec(name, url, protocol, config, target, unused))
     return tuple(out)

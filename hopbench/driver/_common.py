@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._advice import ADVICE
 from .._errors import ProfileError
 from .._limits import fds_needed, raise_fd_limit
 from .._units import NS_PER_MS, NS_PER_S
 from ..config._profile import sanitized
+from ..engine._saturation import BUSY_CPU, MACHINE_IDLE_SHARE, HostUsage
 from ..config._records import Profile
 from ..measure._outcomes import BROKEN
 from ..measure._recorder import ALL, IntervalSnapshot
@@ -89,14 +91,34 @@ EMULATOR_LATE_P50_NS = 5 * NS_PER_MS
 EMULATOR_LATE_P90_NS = 20 * NS_PER_MS
 
 
-def emulator_warnings(ground_truth: Path) -> list[str]:
-    """Warn when the embedded emulator could not keep its own schedule.
+def emulator_warnings(ground_truth: Path, host: HostUsage | None = None) -> list[str]:
+    """Warn when the embedded emulator could not keep its own schedule, with its one cause.
 
-    Its ground truth records each stream's worst lateness (``lag_max_ns``).
-    When the typical stream's worst event was over 5 ms late (p50), or one
-    stream in ten over 20 ms (p90), the emulator, not the client or a gateway,
-    shaped the measured latencies. (A few streams with one late event, the
-    p99, are scheduling noise on a shared machine, not overload.)
+    Its ground truth records each stream's worst lateness (``lag_max_ns``), which
+    the emulator measures against its own schedule. When the typical stream's worst
+    event was over 5 ms late (p50), or one stream in ten over 20 ms (p90), the
+    emulator, not the client or a gateway, shaped the measured latencies. (A few
+    streams with one late event, the p99, are scheduling noise on a shared machine,
+    not overload.)
+
+    Why it was late is judged by the emulator's own CPU over the run (``host``:
+    hopbench.engine._saturation.HostUsage.emulator_cores), never by the machine's
+    load alone (issue 39 item 7: 16 streams at 0.1 cores, late because neighbours
+    took the CPU, were told to "lower the load or use a real target"):
+
+    * it used ``BUSY_CPU`` (80 %) of a core or more, or its CPU was not measured:
+      its own overload (``hopbench._advice.ADVICE["emulator_overloaded"]``);
+    * it used less and the machine had no idle CPU (``MACHINE_IDLE_SHARE``): it
+      waited for a CPU others took (``emulator_starved``: a quieter machine, the
+      cure of the run's "machine_busy" saturation, said once: ``one_cure_each``);
+    * it used less on a machine with idle CPUs: unexplained (``emulator_late``).
+
+    Args:
+        ground_truth: the emulator's record (JSON lines); unreadable: no warning.
+        host: the run's CPU figures on the emulator's machine, None when not measured.
+
+    Returns:
+        list of str, empty or one warning. Never raises.
     """
     lags: list[int] = []
     try:
@@ -116,9 +138,18 @@ def emulator_warnings(ground_truth: Path) -> list[str]:
     p50, p90 = lags[len(lags) // 2], lags[min(len(lags) - 1, int(len(lags) * 0.9))]
     if p50 <= EMULATOR_LATE_P50_NS and p90 <= EMULATOR_LATE_P90_NS:
         return []
-    return [f"the embedded emulator fell behind its own schedule (worst lateness per stream p50 "
-            f"{p50 / NS_PER_MS:.1f} ms, p90 {p90 / NS_PER_MS:.1f} ms): the latencies measure the "
-            "emulator's overload, not the injected timings; lower the load or use a real target"]
+    late = (f"the embedded emulator fell behind its own schedule (worst lateness per stream p50 "
+            f"{p50 / NS_PER_MS:.1f} ms, p90 {p90 / NS_PER_MS:.1f} ms)")
+    emu = host.emulator_cores if host is not None else None
+    if emu is None or emu >= BUSY_CPU:
+        used = "" if emu is None else f" while it used {emu:.0%} of one core"
+        return [f"{late}{used}: {ADVICE['emulator_overloaded'].text}"]
+    busy = host.machine_busy_share if host is not None else None
+    if busy is not None and 1.0 - busy <= MACHINE_IDLE_SHARE:
+        return [f"{late} while it used {emu:.0%} of one core and the machine's {host.cpus if host else '?'} CPUs "
+                f"were {busy:.0%} busy: {ADVICE['emulator_starved'].text}"]
+    idle = "" if busy is None else f" and the machine's CPUs were {busy:.0%} busy"
+    return [f"{late} while it used {emu:.0%} of one core{idle}: {ADVICE['emulator_late'].text}"]
 
 
 def base_meta(profile: Profile) -> dict[str, Any]:

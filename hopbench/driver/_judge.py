@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any
 
+from .._advice import cure_of, one_cure_each
 from .._exit import STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
 from .._units import NS_PER_MS, NS_PER_S
 from ..config._records import Profile
@@ -128,7 +129,9 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         warnings += _closed_loop_held(profile, load, mean_busy, mean_in_flight, by_phase)
     else:
         warnings += _open_loop_held(profile, stats, total, load)
-    warnings += run_warnings(profile, stats, total)
+    # a saturated client read late for the verdict's reason: its cure, not a second one
+    primary = verdict.causes[0].advice if verdict.saturated and verdict.causes else None
+    warnings += run_warnings(profile, stats, total, late_cure=cure_of(primary) if primary else None)
     return verdict.saturated, warnings, load
 
 
@@ -467,7 +470,8 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
                     peak_in_flight_note="sum of the workers' peaks (an upper bound)",
                     peak_open_note="sum of the workers' peaks (an upper bound)")
     notes = tuple(meta.get("notes", ())) + end.notes
-    warnings = first + list(notes) + own + list(end.emulator_warnings)
+    # one cause, one cure: a cure an earlier warning gave is not repeated (hopbench._advice)
+    warnings = one_cure_each(first + list(notes) + own + list(end.emulator_warnings))
     interrupted_by = end.interrupted_by or meta.get("interrupted_by") or merged.interrupted_by
     crashed = end.crashed is not None
     if merged.started == 0 and interrupted_by is None and not crashed:

@@ -50,6 +50,7 @@ __all__ = [
     "SCHEMA",
     "ResultsWriter",
     "environment",
+    "refuse_used_folder",
     "read_summary",
     "snapshot_from_summary",
     "summary_scopes",
@@ -205,6 +206,20 @@ def _build_summary(
     return summary
 
 
+def refuse_used_folder(out_dir: Path) -> None:
+    """Refuse a results folder that already holds files: two runs' files in one folder
+    would mix (stale .hgrm files of scenarios the new run does not have). The command
+    line asks before it says "running ... -> DIR" (issue 39 item 7), the writer again.
+
+    Raises:
+        ResultsError: ``cannot write results to X: the folder is not empty (...)``.
+    """
+    path = Path(out_dir)
+    if path.is_dir() and any(path.iterdir()):
+        raise ResultsError(f"cannot write results to {path}: the folder is not empty "
+                           "(choose a new --out, or remove it)")
+
+
 class ResultsWriter:
     """Writes one run's results folder as the run goes.
 
@@ -223,11 +238,7 @@ class ResultsWriter:
         self._hlog: IO[str] | None = None
         self._started = False
         probe = self.path / _PROBE_NAME
-        if self.path.is_dir() and any(self.path.iterdir()):
-            # two runs' files in one folder would mix (stale .hgrm files of
-            # scenarios the new run does not have)
-            raise ResultsError(f"cannot write results to {self.path}: the folder is not empty "
-                               "(choose a new --out, or remove it)")
+        refuse_used_folder(self.path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             probe.write_text("probe\n", encoding="utf-8")

@@ -17,7 +17,10 @@ Outcomes (``SearchResult.status``):
 - "at_max": ``max`` passed (capacity >= max);
 - "below_min": ``min`` failed (capacity < min);
 - "client_saturated": hopbench itself was the bottleneck at a load it had to
-  judge: no capacity is reported; the message gives the probe's primary
+  judge: the gateway's capacity was not found; capacity is the highest load that
+  passed before it, a lower bound only ("capacity at least 16 requests/s; the
+  upper bound was not judged: hopbench saturated at 32 requests/s"), or None
+  when none passed ("no capacity reported"); the message gives the probe's primary
   saturation cause and its advice (``--workers`` only when hopbench's own CPU
   was the limit on a machine with idle CPUs: hopbench.engine._saturation), never a
   fix of its own beside it;
@@ -45,11 +48,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._advice import ADVICE
 from .._format import load_phrase
 from ..config._search_spec import SearchSpec
 
 __all__ = ["Probe", "CapacitySearch", "SearchResult", "search", "stage_probe", "saturation_cause",
-           "saturated_message", "SATURATION_FIX", "TOO_FEW", "NOT_MEASURED", "probe_line"]
+           "saturated_message", "SATURATION_FIX", "TOO_FEW", "NOT_MEASURED", "probe_line", "message_head",
+           "CAUSE_SEP"]
 
 #: A probe's reason when its good fraction met the target but not its lower bound.
 TOO_FEW = "slo: too few requests"
@@ -60,8 +65,11 @@ NOT_MEASURED = "not measured"
 
 #: What a search limited by hopbench's own saturation tells the user to do when the
 #: probe's summary names no cause (an older summary.json): the cause's own advice otherwise.
-SATURATION_FIX = ("hopbench itself was saturated before the gateway's limit: rerun with more "
-                  "load-generating processes (--workers auto, or --engine ray), or on a bigger or quieter machine")
+SATURATION_FIX = ADVICE["no_cause_named"].text
+
+
+#: what separates a saturated search's answer from its cause and advice in its message
+CAUSE_SEP = "; cause: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +237,7 @@ def saturation_cause(summary: Mapping[str, Any]) -> dict[str, str] | None:
     return {"kind": str(primary.get("kind")), "figure": str(primary.get("figure")), "advice": primary["advice"]}
 
 
-def saturated_message(probe: Probe, unit: str) -> str:
+def saturated_message(probe: Probe, unit: str, lower: float | None = None) -> str:
     """The capacity message of a search or stages stopped by hopbench's own saturation.
 
     One piece of advice, the probe's primary cause's (hopbench.engine._saturation: more
@@ -239,22 +247,34 @@ def saturated_message(probe: Probe, unit: str) -> str:
     Args:
         probe: the saturated probe (``figures``: ``saturation_cause``, ``saturation``).
         unit: "requests/s" or "users".
+        lower: the highest load that passed before the saturated probe (a search's
+            lower bound), None when none did.
 
     Returns:
         ``no capacity reported: at LOAD UNIT hopbench itself was saturated before the
-        gateway's limit; cause: FIGURE: ADVICE``; without a cause, the probe's
+        gateway's limit; cause: FIGURE: ADVICE``; with ``lower``, ``capacity at least
+        LOWER UNIT; the upper bound was not judged: at LOAD UNIT hopbench itself was
+        saturated ...`` (the bound that was measured, first); without a cause, the probe's
         saturation warning in parentheses (it carries its own advice), else
         :data:`SATURATION_FIX`. Never raises.
     """
-    head = f"no capacity reported: at {probe.load:g} {unit}"
+    head = (f"no capacity reported: at {probe.load:g} {unit}" if lower is None else
+            f"capacity at least {lower:g} {unit}; the upper bound was not judged: at {probe.load:g} {unit}")
     cause = probe.figures.get("saturation_cause")
     if isinstance(cause, Mapping) and cause.get("advice"):
-        return (f"{head} hopbench itself was saturated before the gateway's limit; cause: {cause.get('figure')}: "
+        return (f"{head} hopbench itself was saturated before the gateway's limit{CAUSE_SEP}{cause.get('figure')}: "
                 f"{cause.get('advice')}")
     why = probe.figures.get("saturation")
     if why:
         return f"{head} hopbench itself was saturated before the gateway's limit ({why})"
     return f"{head} {SATURATION_FIX}"
+
+
+def message_head(message: str) -> str:
+    """A capacity message without its saturation cause and advice: what the gate, the
+    warnings and the exit line repeat, so that a search's output gives the cause once
+    (the ``capacity:`` line; issue 39 item 7). Never raises."""
+    return message.split(CAUSE_SEP, 1)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +284,8 @@ class SearchResult:
     Attributes:
         status: "found", "at_max", "below_min", "client_saturated", "too_few_requests",
             "max_probes" or "interrupted".
-        capacity: the highest passing load (None: none passed, or the client saturated).
+        capacity: the highest passing load (None: none passed); a lower bound only when
+            the status is "client_saturated", "too_few_requests", "max_probes" or "interrupted".
         lowest_failing: the lowest load that failed (None: none failed).
         probes: every probe in the order run.
         message: one sentence for the terminal and summary.json.
@@ -356,9 +377,9 @@ class CapacitySearch:
         """The outcome so far (call once ``next_load`` returned None)."""
         status = self.status or "max_probes"
         unit = "users" if self._integer else "requests/s"
-        cap = None if status in ("client_saturated", "below_min") else self.passing
+        cap = None if status == "below_min" else self.passing
         if status == "client_saturated":
-            msg = saturated_message(self.probes[-1], unit)
+            msg = saturated_message(self.probes[-1], unit, cap)
         elif status == "too_few_requests" and not self.probes[-1].measured:
             msg = (f"inconclusive at {self.probes[-1].load:g} {unit}: nothing was measured (no stream "
                    "started after the probe's warm-up); lengthen [search] duration_s"

@@ -124,8 +124,11 @@ class _OneRun:
         self.rec, self.warm = Recorder(scopes), Recorder(scopes)
         self.meta = base_meta(profile)
         if profile.target.url is not None and profile.emulator:
-            self.meta.setdefault("notes", []).append(f"the [emulator] table is not used: the target is "
-                                                     f"{profile.target.url}")
+            self.meta["notes"] = [f"the [emulator] table is not used: the target is {profile.target.url}"]
+        for arm in profile.arms:
+            if arm.emulator_unused:
+                self.meta.setdefault("notes", []).append(
+                    f"arm {arm.name}: its emulator table is not used: the arm's url is {arm.url}")
         if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, sent with 1
             self.meta.setdefault("notes", []).append(profile.load.trace.zero_note)
         self.writer: ResultsWriter | None = None
@@ -438,7 +441,10 @@ def finish_run(profile: Profile, writer: ResultsWriter, meta: dict[str, Any], st
     Raises:
         ResultsError: a file cannot be written.
     """
-    truth = tuple(emulator_warnings(writer.path / meta["ground_truth"])) if meta.get("ground_truth") else ()
+    from ..engine._saturation import HostUsage
+
+    truth = (tuple(emulator_warnings(writer.path / meta["ground_truth"], HostUsage.from_json(stats.host)))
+             if meta.get("ground_truth") else ())
     end = RunEnd(ended_at_unix_s=time.time(), crashed=crashed, interrupted_by=stats.interrupted_by,
                  intervals=stats.interval_count, emulator_warnings=truth)
     summary = judge(profile, [Part(profile, RunCounters.of(stats, total), total)], total, warmup, meta, end)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._advice import ADVICE
 from ..config._records import Profile
 from ..measure._burst import burst_warnings
 from ..measure._error_bound import error_bound_warnings, scope_error_bounds
@@ -204,22 +205,24 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
             limit = f"{soft} per process" if soft != resource.RLIM_INFINITY else "the system's"
         except (ImportError, OSError, ValueError):
             limit = "the process's"
-        out.append(f"{fd} streams could not open a connection: hopbench ran out of file descriptors "
-                   f"(limit: {limit}, `ulimit -n`); raise it (e.g. `ulimit -n 65536` before the run) "
-                   "or lower the concurrency / --workers share per process")
+        out.append(f"{fd} streams could not open a connection: {ADVICE['fd_limit'].cause} "
+                   f"(limit: {limit}, `ulimit -n`); {ADVICE['fd_limit'].cure}")
     if stats.codes_folded:
         out.append(f"{stats.codes_folded} streams' error codes were counted as \"other\": the server sent "
                    "more distinct error codes than hopbench counts by name")
     return out
 
 
-def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot) -> list[str]:
+def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot, *, late_cure: str | None = None) -> list[str]:
     """The judge's warnings about a measured run's streams (docs/results/counters.md, "Warnings").
 
     Args:
         profile: the profile as this load generator ran it (its scenarios and arms).
         stats: its ``RunStats`` or ``RunCounters`` (``codes_folded``, ``cancelled_by``).
         total: its measured snapshot.
+        late_cure: the cure for a client that read late (the figures' error bounds): the
+            saturation verdict's when the run was saturated (one cause, one cure:
+            hopbench._advice), None for the registry's ``client_read_late``.
 
     Returns:
         list of str, possibly empty, in this order: no output at all, bursts
@@ -250,7 +253,8 @@ def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot) -> list[st
     # figures whose tail the client's own stamps cannot vouch for (docs/results/units.md,
     # "Times from the wire"), whatever the loop lag
     if ALL in total.scopes:
-        warnings += error_bound_warnings(scope_error_bounds(total.scopes[ALL].histograms, total.scopes[ALL].bounds))
+        warnings += error_bound_warnings(scope_error_bounds(total.scopes[ALL].histograms, total.scopes[ALL].bounds),
+                                         cure=late_cure or ADVICE["client_read_late"].cure)
     lagged = total.counter(ALL, "client_lagged")
     if completed and lagged > completed / 2:
         warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "

@@ -448,8 +448,8 @@ def _drive_run(profile: Profile, shares: list[WorkerShare], engine: str, *,
             meta["interrupted_by"] = interrupted[0]
         with hold_signals() as late:  # a further Ctrl-C must not cut the final writes
             try:
-                truth = (tuple(emulator_warnings(out / meta["ground_truth"])) if meta.get("ground_truth")
-                         else ())
+                truth = (tuple(emulator_warnings(out / meta["ground_truth"], merger.driver_host()))
+                         if meta.get("ground_truth") else ())
                 summary, complete = merger.finish(crashed, engine, truth)
             finally:
                 timeline.close()

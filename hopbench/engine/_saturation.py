@@ -68,8 +68,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .._advice import ADVICE
 from .._units import NS_PER_MS
-from ..measure._error_bound import WORKERS_CURE
 
 __all__ = ["SATURATION_LAG_NS", "SATURATION_CPU", "BUSY_CPU", "GC_PAUSE_SHARE", "STEAL_SHARE",
            "MACHINE_IDLE_SHARE", "CULPRIT_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage",
@@ -90,7 +90,6 @@ MACHINE_IDLE_SHARE = 0.10
 """The machine's CPUs at most this idle (share of all CPUs) while hopbench was not busy: a busy machine."""
 CULPRIT_SHARE = 0.10
 """On a busy machine, hopbench's emulator or the neighbours at this share of all CPUs or more are named."""
-_ADD_WORKERS = f"the client itself was busy: add workers with {WORKERS_CURE}, or lower the load"
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +330,7 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
     host = f.host
     loop = f"hopbench's event loop used {f.cpu_mean:.0%} of one core"
     if host is None:
-        return [_Share(own, "client_cpu", loop, loop, _ADD_WORKERS)] if own >= BUSY_CPU else []
+        return [_Share(own, "client_cpu", loop, loop, ADVICE["client_cpu"].text)] if own >= BUSY_CPU else []
     steal = host.steal_share
     busy = host.machine_busy_share or 0.0  # (0.0: no /proc/stat, never "full")
     full = host.machine_busy_share is not None and 1.0 - busy <= MACHINE_IDLE_SHARE  # no idle CPU on average
@@ -349,19 +348,14 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
         out.append(_Share(
             own + sib, "client_cpu", f"the machine's {host.cpus} CPUs were {busy:.0%} busy and {fig}", fig,
             f"the run's own load-generator processes took {host.client_cores:.1f} of this machine's "
-            f"{host.cpus} CPUs: more workers would not add CPU here; lower the load or spread the workers "
-            "over more machines (engine = \"ray\")"))
+            f"{host.cpus} CPUs: {ADVICE['run_fills_machine'].cure}"))
     elif own >= BUSY_CPU:
-        advice = ("the client itself was busy, on a machine with no idle CPU: more workers would not add CPU "
-                  "here; lower the load or use a machine with more CPUs" if full else
-                  _ADD_WORKERS)
+        advice = ADVICE["client_cpu_full" if full else "client_cpu"].text
         out.append(_Share(own + (sib or 0.0), "client_cpu", loop, loop, advice))
     if not full:
         if steal is not None and steal >= STEAL_SHARE:
             fig = f"the hypervisor took {steal:.1%} of the machine's CPU time (steal)"
-            out.append(_Share(steal * host.cpus, "machine_busy", fig, fig,
-                              "the machine was busy, not the load: more workers would not add CPU here; "
-                              "use a quieter machine"))
+            out.append(_Share(steal * host.cpus, "machine_busy", fig, fig, ADVICE["steal"].text))
         return out
     emu = host.emulator_cores
     others = host.others_cores or 0.0
@@ -374,9 +368,7 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
             emu, "emulator",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and {short}, other processes "
             f"{others:.1f} cores, while {me} used {own:.0%} of one core{run}", short,
-            f"the client and the emulator share this machine's {host.cpus} CPUs: more workers would not add "
-            "CPU here; run the emulator on another machine (an external target.url) or lower the load "
-            "(fewer streams)"))
+            f"the client and the emulator share this machine's {host.cpus} CPUs: {ADVICE['emulator'].cure}"))
     stolen = steal is not None and steal >= STEAL_SHARE
     if others >= culprit or stolen or not out:
         besides = f" and its emulator {emu:.0%} of one core" if emu else ""
@@ -386,8 +378,7 @@ def _cpu_shares(f: GeneratorFigures, own: float) -> list[_Share]:
             others, "machine_busy",
             f"the machine's {host.cpus} CPUs were {busy:.0%} busy and other processes on this machine "
             f"used {others:.1f} cores{of_which} while {me} used {own:.0%} of one core{run}{besides}", short,
-            "neighbours took CPU the run needed: more workers would not add CPU here; use a quieter "
-            "machine"))
+            ADVICE["neighbours"].text))
     return out
 
 
@@ -425,9 +416,7 @@ def judge(f: GeneratorFigures) -> Verdict:
         fig = (f"Python's garbage collector paused hopbench {f.gc_collections} times for {_ms(f.gc_pause_ns)} "
                f"in all ({share:.1%} of the run), the longest {_ms(f.gc_pause_max_ns)}")
         causes.append(Cause("collector", fig, None, "secondary") if causes else Cause(
-            "collector", fig,
-            "collector pauses stop every stream's clock at once (see generator.gc_pause_max_ms); fewer "
-            f"streams per process ({WORKERS_CURE}) shorten them"))
+            "collector", fig, ADVICE["collector"].text))
     busy = host.machine_busy_share if host is not None else None
     if not causes and own < BUSY_CPU and busy is None:
         # no machine counters: lagging while using little CPU means waiting for a CPU
@@ -435,7 +424,7 @@ def judge(f: GeneratorFigures) -> Verdict:
             "machine_busy",
             f"the client used {own:.0%} of one core while it lagged, so it waited for a CPU: other "
             "processes on this machine (neighbours)",
-            "likely neighbours, not the load: more workers would not add CPU here"))
+            ADVICE["waited_for_cpu"].text))
     emu = host.emulator_cores if host is not None else None
     if not causes:  # no cause passed its threshold: say what was measured
         causes.append(Cause(
@@ -443,8 +432,7 @@ def judge(f: GeneratorFigures) -> Verdict:
             f"hopbench used {own:.0%} of one core, the collector paused {share:.1%} of the run (longest "
             f"{_ms(f.gc_pause_max_ns)})" + ("" if busy is None else f", the machine's CPUs were {busy:.0%} busy")
             + ("" if emu is None else f", hopbench's emulator used {emu:.0%} of one core"),
-            "none of hopbench's CPU, the collector or the machine explains the lag over the whole run "
-            "(short bursts of neighbours, or a blocking call); run it again, and if it repeats, profile it"))
+            ADVICE["unexplained"].text))
     return Verdict(True, tuple(symptoms), tuple(causes))
 
 

@@ -31,10 +31,11 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._advice import ADVICE
 from ._hdr import Histogram
 from ._metrics import METRICS
 
-__all__ = ["WORKERS_CURE", "UNCERTAIN_MARK", "uncertain_note", "UNBOUNDED_METRICS", "ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
+__all__ = ["UNCERTAIN_MARK", "uncertain_note", "UNBOUNDED_METRICS", "ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
            "scope_error_bounds"]
 
 UNBOUNDED_METRICS: Final = frozenset({
@@ -64,18 +65,15 @@ ERROR_MIN_NS: Final = 1_000_000
 a loopback path, and a 0.3 ms bound on a 0.5 ms gap says nothing a reader acts on)."""
 
 
-WORKERS_CURE: Final = "--workers auto (as many load generators as the machine has free cores)"
-"""The one-flag cure for a client that read late or ran out of CPU, as the warnings name it
-(``hopbench.engine._cores``; docs/scaleout.md, "--workers auto")."""
-
 UNCERTAIN_MARK: Final = "~"
 """What the terminal table and report.html put after an uncertain percentile."""
 
 
 def uncertain_note() -> str:
-    """The one-line key to :data:`UNCERTAIN_MARK` under a table that shows it."""
+    """The one-line key to :data:`UNCERTAIN_MARK` under a table that shows it: no cure of
+    its own (a saturated run's is its verdict's; the warnings give it once)."""
     return (f"{UNCERTAIN_MARK} error bound over {ERROR_SHARE * 100:g} % of the value and over {ERROR_MIN_NS / 1e6:g} ms "
-            "(summary.json error_bound_ms): the client read late; --workers auto or a quieter machine")
+            "(summary.json error_bound_ms): the client read late (see client_read_lag); the warnings give the cure")
 
 
 def _percentiles(buckets: Mapping[int, int], total: int) -> dict[str, int]:
@@ -181,13 +179,14 @@ def uncertain(stats: Mapping[str, Any]) -> list[tuple[str, float, float]]:
 
 
 def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str = "all",
-                         cure: str = f"{WORKERS_CURE} or a quieter machine") -> list[str]:
+                         cure: str = ADVICE["client_read_late"].cure) -> list[str]:
     """The run's warnings for figures whose tail is uncertain (docs/results.md, "Warnings").
 
     Args:
         metrics: one scope's summary.json ``metrics`` (name -> entry).
         scope: the scope's name, for the message.
-        cure: what to do about it, a clause.
+        cure: what to do about it, a clause: a cure of :data:`hopbench._advice.ADVICE` (the
+            saturation verdict's own when the run was saturated: one cause, one cure).
 
     Returns:
         One warning per uncertain figure, naming it, its worst percentile (the

@@ -12,6 +12,13 @@ Invariants (the measurement must not be disturbed):
   :data:`REFRESH_PER_S` times a second on a terminal (rich's refresh thread)
   and at most once per :data:`PLAIN_EVERY_NS` of run time in plain mode, so
   the cost follows the display rate, not the interval rate.
+* Plain mode prints one line per second of the run's clock: the first interval
+  that ends in a new whole second prints it (``[0:03 / 0:30 (0:27 left)]``:
+  elapsed and left add up to the plan), whatever the intervals' lengths. A late
+  tick (a busy machine ends an interval at 2.3 s, the next at 3.0 s) skips no
+  second, and the run's last, short interval prints no second line for the same
+  second (issue 39 item 7); only a loop stalled for more than a whole second,
+  when no interval ends in that second, leaves a second without a line.
 * "Last interval" figures are taken over the intervals received since the
   previous display (one interval at the default 1 s interval); "run so far"
   figures come from the cumulative snapshot when the run passes one, else
@@ -156,7 +163,7 @@ class LiveProgress:
         self._acc = _Acc()
         self._figures: ProgressFigures | None = None
         self._shown_at = 0.0  # time.monotonic() when the figures were last computed
-        self._last_plain_ns: int | None = None
+        self._last_plain_s: int | None = None  # the run-clock second of the last plain line
         self._live: Live | None = None
         self._closing = False
 
@@ -178,7 +185,8 @@ class LiveProgress:
             self._live = None
         elif self.plain:
             fig = self.figures()
-            if fig is not None and fig.elapsed_ns != self._last_plain_ns:
+            # the run's end: its last figures, unless a line already showed this second
+            if fig is not None and fig.elapsed_ns // PLAIN_EVERY_NS != self._last_plain_s:
                 self.console.print(plain_line(fig), markup=False, highlight=False, soft_wrap=True)
 
     def on_interval(self, iv: IntervalSnapshot, line: dict[str, Any], total: Snapshot | None = None) -> None:
@@ -199,11 +207,14 @@ class LiveProgress:
             if total is not None:
                 self._total = total
         if self.plain:
-            end_ns = int(line.get("end_ns", 0))
-            if self._last_plain_ns is None or end_ns - self._last_plain_ns >= PLAIN_EVERY_NS:
+            # one line per second of the run's clock: the first interval ending in a new
+            # second prints it (not "a second after the last line": a late tick then skipped
+            # the next second's line)
+            second = int(line.get("end_ns", 0)) // PLAIN_EVERY_NS
+            if self._last_plain_s is None or second > self._last_plain_s:
                 fig = self.figures()
                 if fig is not None:
-                    self._last_plain_ns = fig.elapsed_ns
+                    self._last_plain_s = second
                     self.console.print(plain_line(fig), markup=False, highlight=False, soft_wrap=True)
 
     # -- figures --------------------------------------------------------------------
@@ -302,7 +313,9 @@ def _broken_text(fig: ProgressFigures) -> str:
 
 
 def _time_text(fig: ProgressFigures, ahead_ns: int = 0) -> str:
-    elapsed = fig.elapsed_ns + ahead_ns
+    # whole seconds, and what is left counted from them: "0:03 / 0:30 (0:27 left)" (left from
+    # the exact 3.3 s read 0:26, which did not add up to the plan)
+    elapsed = (fig.elapsed_ns + ahead_ns) // NS_PER_S * NS_PER_S
     out = _clock(elapsed)
     if fig.planned_ns is not None:
         out += f" / {_clock(fig.planned_ns)} ({_clock(max(fig.planned_ns - elapsed, 0))} left)"

@@ -49,7 +49,7 @@ def after_run(summary: dict[str, Any], out_dir: Path, console: Console, err: Con
         from ._capacity_table import slo_lines
         from ._summary_table import render_summary
 
-        render_summary(summary, console)
+        render_summary(_without_capacity_warning(summary) if staged else summary, console)
         if summary.get("arm_differences"):
             from ._arm_differences import render_arm_differences
 
@@ -81,3 +81,15 @@ def after_run(summary: dict[str, Any], out_dir: Path, console: Console, err: Con
     console.print(f"results: {out_dir}", markup=False, highlight=False,
                   soft_wrap=True)  # also with --quiet: where to look (one line: copyable)
     return gate_exit
+
+
+def _without_capacity_warning(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` without the warning that repeats its capacity message (a search stopped by
+    hopbench's own saturation): the ``capacity:`` line after the latency-vs-load table gives it,
+    cause and advice, once (issue 39 item 7: a saturated search printed its cause six times)."""
+    cap = summary.get("capacity")
+    message = cap.get("message") if isinstance(cap, dict) and cap.get("client_saturated") else None
+    if not message:
+        return summary
+    repeat = "load generator saturated: " + str(message)
+    return {**summary, "warnings": [w for w in summary.get("warnings") or [] if w != repeat]}

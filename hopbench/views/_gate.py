@@ -140,9 +140,10 @@ def _measure(summary: Mapping[str, Any], b: Budget, measured_s: float | None,
         cap = summary.get("capacity")
         if not isinstance(cap, Mapping):
             return None, 0
-        # an interrupted search, or one stopped by too few requests, knows only a
-        # lower bound: no verdict either way
-        value = cap.get(b.capacity) if cap.get("status") not in ("interrupted", "too_few_requests") else None
+        # an interrupted search, or one stopped by too few requests or by hopbench's own
+        # saturation, knows only a lower bound: no verdict either way
+        value = (cap.get(b.capacity) if cap.get("status") not in ("interrupted", "too_few_requests",
+                                                                   "client_saturated") else None)
         probes = cap.get("probes")
         n = probes if isinstance(probes, int) and not isinstance(probes, bool) else 0
         return (float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None), n
@@ -216,7 +217,13 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
         limit = _resolve_limit(b, base_value)
     if b.capacity is not None and value is None:
         cap = summary.get("capacity")
-        why = cap.get("message") if isinstance(cap, Mapping) else "not a staged run: no capacity block"
+        if isinstance(cap, Mapping):
+            from ..driver._search import message_head
+
+            # without the saturation cause: the capacity line and the run's warning give it
+            why = message_head(str(cap.get("message")))
+        else:
+            why = "not a staged run: no capacity block"
         return inconclusive(f"no capacity measured ({why})")
     if samples < b.min_count:
         return inconclusive(f"{samples} samples, {b.min_count} needed")

@@ -117,6 +117,13 @@ def run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]:
     if saturated or others:
         warnings = [w for w in summary.get("warnings") or [] if isinstance(w, str) and "saturated" in w]
         detail = warnings[0] if warnings else "load generator saturated"
+        cap = summary.get("capacity")
+        if isinstance(cap, Mapping) and cap.get("client_saturated"):
+            # a search's (or stages') capacity message gives the cause and its advice: said
+            # once, by the capacity line (issue 39 item 7)
+            from ..driver._search import message_head
+
+            detail = message_head(detail)
         if others:
             detail = ((detail + "; and " if saturated else "")
                       + f"load generator saturated in stage{'s' if len(others) > 1 else ''} {', '.join(others)}")

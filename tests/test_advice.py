@@ -1,0 +1,134 @@
+"""One cause, one sentence, one cure (issue 39 item 7; hopbench/_advice.py).
+
+A saturated run got "use a quieter machine" and "lower the load or use a real target"
+together (9 of 13 runs), and the embedded emulator's lateness was put down to its own
+overload when it used 0.1 cores and neighbours took the CPU. The class is covered
+three ways: the registry itself (one cause and one cure each, no cure for two kinds),
+the package's source (no remedy written outside the registry), and what a run can
+emit (every saturation verdict over a grid of machines, the emulator's lateness
+warning, a run's warnings together: each cure at most once).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import hopbench
+from hopbench._advice import ADVICE, SAME_CURE, one_cure_each
+from hopbench.driver._common import emulator_warnings
+from hopbench.engine._saturation import GeneratorFigures, HostUsage, judge
+
+PACKAGE = Path(hopbench.__file__).parent
+CURES = sorted({a.cure for a in ADVICE.values() if a.cure}, key=len, reverse=True)
+NS = 1_000_000_000
+
+
+def _cures_in(text: str) -> list[str]:
+    """The registered cures ``text`` gives (the longest match at each place)."""
+    found = []
+    for c in CURES:
+        if f": {c}" in text and not any(c in f for f in found):
+            found.append(c)
+    return found
+
+
+def test_advice_each_entry_one_cause_one_cure() -> None:
+    causes = [a.cause for a in ADVICE.values()]
+    assert len(causes) == len(set(causes)), "two entries name one cause"
+    kind_of: dict[str, str] = {}
+    for name, a in ADVICE.items():
+        assert a.kind and a.cause and a.cure, name
+        for sentence in (a.cause, a.cure):  # one sentence each
+            assert ". " not in sentence.replace("e.g. ", "") and not sentence.endswith("."), (name, sentence)
+        # a cure belongs to one kind of cause: one cause, one cure
+        assert kind_of.setdefault(a.cure, a.kind) == a.kind, (name, a.cure, kind_of[a.cure])
+        # no cure holds another one (a warning would then give two)
+        assert not [c for c in CURES if c != a.cure and c in a.cure and not a.cure.endswith(c)], name
+
+
+def test_advice_no_remedy_outside_the_registry() -> None:
+    """Every cure's text appears in the package only in hopbench/_advice.py: a warning
+    that gives a remedy takes it from the registry (the class: every warning)."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "_advice.py":
+            continue
+        # the source's string literals joined, as Python joins adjacent ones
+        text = re.sub(r'"\s*\n\s*(f?)"', "", path.read_text(encoding="utf-8"))
+        for cure in CURES:
+            assert cure not in text, f"{path.relative_to(PACKAGE.parent)} writes the cure {cure!r} itself"
+
+
+def _host(busy: float | None, emu: float | None, own: float, cpus: int = 2, steal: float | None = 0.0,
+          sib: float | None = None) -> HostUsage:
+    return HostUsage(wall_ns=10 * NS, process_cpu_ns=int(own * 10 * NS), cpus=cpus, machine_busy_share=busy,
+                     steal_share=steal, emulator_cpu_ns=None if emu is None else int(emu * 10 * NS),
+                     siblings_cpu_ns=None if sib is None else int(sib * 10 * NS))
+
+
+GRID = list(itertools.product((None, 0.5, 0.99), (None, 0.1, 0.9), (0.2, 0.9, 0.97), (0.0, 0.05), (None, 1.0),
+                              (0, 300_000_000)))
+
+
+@pytest.mark.parametrize(("busy", "emu", "own", "steal", "sib", "gc_ns"), GRID)
+def test_advice_every_saturation_verdict_gives_one_cure(busy: float | None, emu: float | None, own: float,
+                                                       steal: float, sib: float | None, gc_ns: int) -> None:
+    f = GeneratorFigures(cpu_mean=own, cpu_max=own, loop_lag_ns=40_000_000, schedule_lag_ns=0,
+                         gc_collections=10 if gc_ns else 0, gc_pause_ns=gc_ns, gc_pause_max_ns=gc_ns // 5,
+                         run_ns=10 * NS, host=_host(busy, emu, own, steal=steal, sib=sib))
+    warning = judge(f).warning()
+    assert warning is not None
+    assert len(_cures_in(warning)) == 1, warning
+
+
+def _truth(tmp_path: Path, lag_ms: float) -> Path:
+    path = tmp_path / "ground_truth.jsonl"
+    path.write_text("".join(json.dumps({"lag_max_ns": int(lag_ms * 1e6)}) + "\n" for _ in range(16)))
+    return path
+
+
+def test_advice_emulator_lateness_is_judged_by_its_own_cpu(tmp_path: Path) -> None:
+    """16 streams, the emulator at 0.1 cores, neighbours on every CPU: it waited for a
+    CPU, it was not overloaded (the old warning said "lower the load or use a real target")."""
+    truth = _truth(tmp_path, 30)
+    starved = emulator_warnings(truth, _host(0.99, 0.1, 0.3))
+    assert starved and "used 10% of one core" in starved[0] and ADVICE["emulator_starved"].text in starved[0]
+    assert ADVICE["emulator_overloaded"].cure not in starved[0]
+    busy = emulator_warnings(truth, _host(0.99, 0.95, 0.3))
+    assert ADVICE["emulator_overloaded"].text in busy[0]
+    assert ADVICE["emulator_overloaded"].text in emulator_warnings(truth)[0]  # not measured: as before
+    assert ADVICE["emulator_late"].text in emulator_warnings(truth, _host(0.3, 0.1, 0.3))[0]
+    assert emulator_warnings(_truth(tmp_path, 1), _host(0.99, 0.1, 0.3)) == []  # on time: nothing
+
+
+def test_advice_a_runs_warnings_give_each_cure_once(tmp_path: Path) -> None:
+    """The saturation verdict (neighbours) and the emulator's lateness (starved by the same
+    neighbours): one cure, given by the first; the second keeps its cause and figures."""
+    host = _host(0.99, 0.1, 0.3)
+    f = GeneratorFigures(cpu_mean=0.3, cpu_max=0.4, loop_lag_ns=40_000_000, schedule_lag_ns=0, run_ns=10 * NS,
+                         host=host)
+    saturated = judge(f).warning()
+    assert saturated is not None and ADVICE["neighbours"].cure in saturated
+    late = emulator_warnings(_truth(tmp_path, 30), host)
+    out = one_cure_each([saturated, *late, *late])
+    assert sum(len(_cures_in(w)) for w in out) == 1, out
+    assert out[0] == saturated and out[1].endswith(SAME_CURE) and "p90 30.0 ms" in out[1]
+
+
+def test_advice_error_bound_takes_the_saturation_cure() -> None:
+    """The figures' error-bound warning gave "more load generators (--workers N) or a
+    quieter machine" (two cures) beside the saturation verdict's own: it now gives the
+    verdict's cure, once (one_cure_each), and one registered cure otherwise."""
+    from hopbench.measure._error_bound import error_bound_warnings, uncertain_note
+
+    metrics = {"ttft": {"p50": 20.0, "p99": 25.5, "error_bound_ms": {"p50": 0.1, "p99": 21.8}}}
+    alone = error_bound_warnings(metrics)
+    assert alone and _cures_in(alone[0]) == [ADVICE["client_read_late"].cure], alone
+    assert _cures_in(uncertain_note()) == []  # the table's key: the warnings give the cure
+    saturated = f"load generator saturated: lag; cause: neighbours: {ADVICE['neighbours'].text}"
+    out = one_cure_each([saturated, *error_bound_warnings(metrics, cure=ADVICE["neighbours"].cure)])
+    assert out[1].endswith("cure: the one above") and sum(len(_cures_in(w)) for w in out) == 1, out

@@ -1,0 +1,175 @@
+"""Every subcommand's output to a pipe is never wrapped mid-phrase (issue 39 item 7).
+
+A CI log read ``error \\nrate 0.0%``: rich wrapped at 80 columns when stdout was a
+pipe. Each subcommand here runs with stdout and stderr pipes, once with ``COLUMNS``
+unset and once with ``COLUMNS=80``, and its output is held against the unwrapped
+text: the same command at ``COLUMNS=100000`` for the commands that read a results
+folder (their output is deterministic), and, for ``run`` and ``search`` (whose
+figures differ run to run), the sentences the run wrote to summary.json (each
+warning, the capacity message) and its fixed lines, each whole on one line.
+(``--help`` is argparse's, wrapped at the terminal's width by design: not covered.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+_PROFILE = """
+[run]
+name = "pipe"
+requests = 12
+seed = 3
+[load]
+concurrency = 2
+[target]
+embedded = true
+[emulator]
+ttft_ms = 5
+tokens_per_s = 2000
+output_tokens = 4
+[emulator.faults]
+http_500 = 0.3
+[[scenario]]
+name = "a-scenario-with-a-rather-long-name-so-that-lines-pass-eighty-columns"
+protocol = "chat"
+model = "gpt-emu"
+max_tokens = 40
+[gate]
+"error_rate" = "<= 0.9"
+"ttft.p99" = "<= 60s"
+"""
+
+_SEARCH = """
+[slo]
+ttft_ms = 2000
+target = 0.5
+[search]
+mode = "concurrency"
+min = 1
+max = 2
+start = 1
+duration_s = 1
+warmup_s = 0
+max_probes = 2
+"""
+
+WIDTHS: tuple[str | None, ...] = (None, "80")
+
+
+def _cli(args: list[str], columns: str | None, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "hopbench", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+def _whole(sentence: str, output: str) -> None:
+    """``sentence`` stands whole on one line of ``output`` (never cut across two)."""
+    assert any(sentence in line for line in output.splitlines()), f"cut or missing: {sentence!r}\n{output}"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """A run's folder (and its output) for each width, with a profile whose lines pass 80 columns."""
+    tmp = tmp_path_factory.mktemp("pipe")
+    profile = tmp / "pipe.toml"
+    profile.write_text(_PROFILE, encoding="utf-8")
+    runs: dict[str, object] = {"profile": profile, "tmp": tmp}
+    for width in WIDTHS:
+        out = tmp / f"run-{width}"
+        runs[f"run-{width}"] = (out, _cli(["run", str(profile), "--out", str(out)], width, tmp))
+    yield runs
+
+
+def _summary(out: Path) -> Mapping[str, object]:
+    return json.loads((out / "summary.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", WIDTHS)
+def test_pipe_output_run_lines_are_whole(folders: dict[str, object], width: str | None) -> None:
+    out, done = folders[f"run-{width}"]  # type: ignore[misc]
+    assert isinstance(out, Path) and isinstance(done, subprocess.CompletedProcess)
+    assert done.returncode in (0, 1, 5), done.stderr
+    text = done.stdout + done.stderr
+    summary = _summary(out)
+    warnings = summary.get("warnings")
+    assert isinstance(warnings, list) and warnings, "the profile's faults make warnings: the check needs some"
+    for w in warnings:
+        _whole(str(w), text)
+    _whole(f"results: {out}", done.stdout)
+    _whole("a-scenario-with-a-rather-long-name-so-that-lines-pass-eighty-columns", done.stdout)
+    run_line = next(line for line in done.stdout.splitlines() if line.startswith("run: "))
+    assert "error rate" in run_line and run_line.rstrip().endswith("%"), run_line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", WIDTHS)
+def test_pipe_output_search_lines_are_whole(folders: dict[str, object], width: str | None) -> None:
+    tmp = folders["tmp"]
+    assert isinstance(tmp, Path)
+    profile = tmp / f"search-{width}.toml"
+    profile.write_text(_PROFILE.replace("requests = 12\n", "") + _SEARCH, encoding="utf-8")
+    out = tmp / f"search-{width}"
+    done = _cli(["search", str(profile), "--out", str(out), "--no-report"], width, tmp)
+    assert done.returncode in (0, 1, 4, 5), done.stderr
+    text = done.stdout + done.stderr
+    summary = _summary(out)
+    capacity = summary.get("capacity")
+    assert isinstance(capacity, dict)
+    _whole(f"capacity: {capacity['message']}", done.stdout)
+    for w in summary.get("warnings") or []:  # type: ignore[union-attr]
+        if not str(w).startswith("load generator saturated: "):  # the capacity line gives that one
+            _whole(str(w), text)
+
+
+def _folder_commands(run: Path, tmp: Path) -> dict[str, list[str]]:
+    copies = []
+    for i in range(3):  # calibrate wants three repeats: the same folder thrice
+        copy = tmp / f"copy-{i}"
+        if not copy.exists():
+            shutil.copytree(run, copy)
+        copies.append(str(copy))
+    return {
+        "validate": ["validate", *sorted(str(p) for p in (REPO / "profiles").glob("*.toml"))],
+        "gate": ["gate", str(run)],
+        "gate-json": ["gate", str(run), "--format", "json"],
+        "compare": ["compare", str(run), copies[0]],
+        "calibrate": ["calibrate", *copies],
+        "report": ["report", copies[1]],
+        "export": ["export", copies[2], "--out", str(tmp / "export")],
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["validate", "gate", "gate-json", "compare", "calibrate", "report", "export"])
+def test_pipe_output_folder_commands_are_never_wrapped(folders: dict[str, object], name: str) -> None:
+    """The commands that read a results folder print the same text at 80 columns, with
+    COLUMNS unset and unwrapped (COLUMNS=100000)."""
+    run, _ = folders["run-None"]  # type: ignore[misc]
+    tmp = folders["tmp"]
+    assert isinstance(run, Path) and isinstance(tmp, Path)
+    args = _folder_commands(run, tmp)[name]
+    wide = _cli(args, "100000", REPO)
+    assert wide.stdout or wide.stderr, name
+    assert any(len(line) > 80 for line in (wide.stdout + wide.stderr).splitlines()) or name in (
+        "validate", "export", "report"), f"{name}: no line passes 80 columns: the check checks nothing"
+    for width in WIDTHS:
+        if name == "export":  # it writes files: one folder per width
+            shutil.rmtree(tmp / "export", ignore_errors=True)
+        narrow = _cli(args, width, REPO)
+        assert (narrow.returncode, narrow.stdout, narrow.stderr) == (wide.returncode, wide.stdout, wide.stderr)
+        if name == "export":
+            shutil.rmtree(tmp / "export", ignore_errors=True)
