@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .config._records import Profile
     from .driver._common import RunOutcome
 
-__all__ = ["profile_overrides", "run_command", "validate_command"]
+__all__ = ["check_before_load", "profile_overrides", "run_command", "validate_command"]
 
 
 @contextmanager
@@ -76,17 +76,16 @@ def validate_command(profiles: Sequence[Path]) -> int:
         EXIT_OK when all are valid.
 
     Raises:
-        ProfileError: at the first invalid profile (file:line: key: what was expected).
+        ProfileError / UsageError: at the first invalid profile (file:line: key: what was
+            expected), or the first thing ``run`` would refuse before its load
+            (:func:`check_before_load`).
     """
     from .config._profile import load_profile
 
-    from .driver._common import fd_limit_for
-
     for path in profiles:
-        profile = load_profile(path)
-        fd_note = fd_limit_for(profile)  # a closed loop this machine cannot hold: ProfileError
-        if fd_note:
-            print(f"hopbench: warning: {fd_note}", file=sys.stderr)
+        profile = profile_overrides(load_profile(path), path)
+        for note in check_before_load(profile):  # what run refuses before its load, refused here too
+            print(f"hopbench: warning: {note}", file=sys.stderr)
         for sc in profile.scenarios:
             if sc.dataset_note:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
@@ -206,17 +205,84 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
                                 engine=engine, ray_address=ray_address, upstream_record=upstream_record,
                                 require_search=require_search)
     console, err = _console(stderr=False), _console(stderr=True)
-    from .driver._common import fd_limit_for
-
-    fd_note = fd_limit_for(profile)  # before any load: a closed loop this machine cannot hold raises
-    if fd_note:
-        err.print(f"hopbench: warning: {fd_note}", markup=False, highlight=False)
+    for note in check_before_load(profile, metrics_port=metrics_port):  # refusals before any load
+        err.print(f"hopbench: warning: {note}", markup=False, highlight=False)
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
     gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=quiet, apply_gate=not no_gate,
                           staged=_staged(profile))
     return _run_exit_code(profile, outcome, summary, gate_exit, err)
+
+
+def check_before_load(profile: Profile, *, metrics_port: int | None = None) -> list[str]:
+    """Everything ``run`` refuses after parsing and before its load, in one place: ``run``
+    and ``validate`` both call it, so that ``validate`` passes only what ``run`` will start.
+
+    Checked in order: the file-descriptor limit (raised for the load here:
+    ``driver._common.fd_limit_for``), Ray installed for ``run.engine = "ray"``, the
+    ``[upstream].listen`` address free, the live-metrics port free. (Parse-time checks,
+    ``[upstream].record`` an existing file and ``[upstream]`` in one process, are
+    ``load_profile``'s.) The ports are bound and released at once: a port taken between
+    this check and the run is still refused by the run, with the same message.
+
+    Args:
+        profile: the profile with the command line's flags applied (:func:`profile_overrides`).
+        metrics_port: ``--metrics-port`` (None: ``run.metrics_port``, if any).
+
+    Returns:
+        warnings to print (e.g. an open loop's ``max_in_flight`` past the descriptor limit), possibly none.
+
+    Raises:
+        ProfileError: a profile key this machine refuses, with file:line and the key
+            (``[load].concurrency``, ``upstream.listen``, ``run.metrics_port``).
+        UsageError: a flag it refuses (``--metrics-port``), or Ray not installed.
+    """
+    from .driver._common import fd_limit_for
+
+    notes = [note for note in (fd_limit_for(profile),) if note]
+    if profile.run.engine == "ray":
+        from .driver._ray import import_ray
+
+        import_ray()
+    if profile.upstream is not None and profile.upstream.host is not None:
+        from .driver._gateway import check_listen_free
+
+        check_listen_free(profile.upstream, profile.path)
+    port = metrics_port if metrics_port is not None else profile.run.metrics_port
+    if port is not None:
+        problem = _port_problem(port)
+        if problem:
+            raise _metrics_port_error(profile, port, problem, from_flag=metrics_port is not None)
+    return notes
+
+
+def _port_problem(port: int, host: str = "127.0.0.1") -> str | None:
+    """Why the live metrics cannot listen on ``host:port`` (bound and released at once, with
+    ``SO_REUSEADDR`` as the standard library's HTTP server binds), or None."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return (f"cannot listen on {host}:{port}: {exc.strerror or exc} (is another process using it? "
+                    "pick another port)")
+    return None
+
+
+def _metrics_port_error(profile: Profile, port: int, problem: str, *, from_flag: bool) -> HopbenchError:
+    """The error for a live-metrics port that cannot be bound, naming where the port came
+    from: ``--metrics-port`` (UsageError) or the profile's ``run.metrics_port`` (ProfileError
+    with the file and line)."""
+    if from_flag:
+        return UsageError(f"--metrics-port {port}: {problem}")
+    from ._errors import ProfileError
+    from ._toml import line_in_file
+
+    return ProfileError(problem, path=profile.path, line=line_in_file(profile.path, ("run", "metrics_port")),
+                        key="run.metrics_port")
 
 
 def _staged(profile: Profile) -> bool:
@@ -329,10 +395,16 @@ def _run_live(profile: Profile, runner: Callable[..., RunOutcome], out: Path, er
 
             progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
         port = metrics_port if metrics_port is not None else profile.run.metrics_port
-        if port is not None:  # bound before any load: a port in use is exit 2 (UsageError)
+        if port is not None:  # bound before any load: a port in use is exit 2 (UsageError / ProfileError)
             from .observe._live_metrics import LiveMetrics
 
-            live = stack.enter_context(LiveMetrics(port))
+            try:
+                live = stack.enter_context(LiveMetrics(port))
+            except UsageError as exc:  # taken since check_before_load: name where the port came from
+                if metrics_port is not None:
+                    raise
+                raise _metrics_port_error(profile, port, str(exc).removeprefix(f"--metrics-port {port}: "),
+                                          from_flag=False) from None
             if not quiet:
                 err.print(f"hopbench: live metrics on {live.url}", markup=False, highlight=False, soft_wrap=True)
             callbacks = [cb for cb in (progress, live.on_interval) if cb is not None]

@@ -134,6 +134,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     from ._upstream_spec import parse_upstream  # the gateway's upstream (docs/gateway-overhead.md)
 
     upstream = parse_upstream(root.table("upstream"), base, target.url)
+    _check_upstream(root, run, arms, upstream)
     root.done()
     if (run.duration_ns is None and run.requests is None and not stages and search is None
             and not (load.mode == "trace" and not load.trace.loop)):
@@ -208,6 +209,25 @@ def _arms(root: Table, emulator_t: Table, scenarios: tuple[Scenario, ...], run: 
                                          "with [[arm]] tables each arm names its own url: "
                                          "remove target.url / target.embedded")
     return arms
+
+
+def _check_upstream(root: Table, run: RunSpec, arms: tuple[Any, ...], upstream: Any) -> None:
+    """``[upstream]`` (gateway overhead) runs in one process, without ``[[arm]]``: the
+    streams and the upstream's record are matched on one clock (docs/gateway-overhead.md).
+    Checked here, with the key's line, so that ``validate`` refuses what ``run`` would;
+    ``--workers`` / ``--engine`` are checked again once applied (``_run_command.profile_overrides``)."""
+    if upstream is None:
+        return
+    run_t = root.table("run")
+    if run.workers > 1:
+        raise run_t.error("workers", f"[upstream] (gateway overhead) runs in one process: expected 1, got "
+                                     f"{run.workers} (or run without [upstream])")
+    if run.engine == "ray":
+        raise run_t.error("engine", '[upstream] (gateway overhead) runs in one process: expected "local", '
+                                    'got "ray" (or run without [upstream])')
+    if arms:
+        raise _first_table(root, "arm").error(None, "[upstream] (gateway overhead) and [[arm]] tables cannot "
+                                                    "be combined yet: measure one gateway per run")
 
 
 def _check_gate(budgets_t: Table, gate_t: Table, arms: tuple[Any, ...], scenarios: tuple[Scenario, ...]) -> None:
