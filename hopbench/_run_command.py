@@ -453,9 +453,9 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
                    err: Console) -> int:
     """The exit code of a finished run, each non-zero one said on stderr (docs/results.md):
     2 the target was unreachable, 3 hopbench crashed, 4 the target was lost or failed the
-    run (nothing measured or completed, an arm or a scenario that completed nothing, no
-    output, a stage that measured nothing), 130 / 143 interrupted, 1 a search that measured
-    no capacity; else the gate's (``gate_exit``)."""
+    run (it never streamed and kept failing, nothing measured or completed, an arm or a
+    scenario that completed nothing, no output, a stage that measured nothing), 130 / 143
+    interrupted, 1 a search that measured no capacity; else the gate's (``gate_exit``)."""
     reason = summary.get("interrupted_by") or ""
     if reason.startswith("target unreachable"):
         err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
@@ -464,7 +464,7 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
-    if reason.startswith("target lost"):
+    if reason.startswith(("target lost", "target failing")):  # lost mid-run, or never streamed (engine._watch)
         err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
@@ -478,8 +478,8 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
         return EXIT_TARGET_FAILED
     if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
-                  f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
-                  soft_wrap=True)
+                  f"warnings{_and_samples(summary)} in {outcome.out_dir / 'summary.json'}", markup=False,
+                  highlight=False, soft_wrap=True)
         return EXIT_TARGET_FAILED
     from .driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
 
@@ -490,8 +490,8 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
         return EXIT_TARGET_FAILED
     failed = failed_scenarios(summary, [sc.name for sc in profile.scenarios])
     if failed:  # one scenario failed outright, hidden in the run's error rate (docs/results.md)
-        err.print(f"hopbench: error: no stream of scenario {', '.join(failed)} completed; see the warnings "
-                  f"and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
+        err.print(f"hopbench: error: no stream of scenario {', '.join(failed)} completed; see the warnings"
+                  f"{_and_samples(summary)} in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
     silent = [w for w in summary.get("warnings") or () if isinstance(w, str) and (
@@ -523,3 +523,8 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
         err.print(f"hopbench: error: {capacity.get('message')}", markup=False, highlight=False, soft_wrap=True)
         return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH
     return gate_exit
+
+
+def _and_samples(summary: dict[str, Any]) -> str:
+    """`` and error_samples`` when summary.json holds some: never point at an empty section."""
+    return " and error_samples" if summary.get("error_samples") else ""

@@ -279,6 +279,10 @@ def check_workers(n: int) -> str | None:
 #: stream, so a larger bound is no bound); the default is the scanner's own (4 MiB)
 MAX_EVENT_BYTES_MAX = 1 << 30
 
+#: ``[run].stop_on_failing_target``'s default: this many responses all failing, none streamed
+#: (as many as the connection failures that stop an unreachable target: engine._watch.UNREACHABLE_AFTER)
+STOP_ON_FAILING_DEFAULT = 20
+
 
 def _run(t: Table, doc: TomlDoc) -> RunSpec:
     default = default_name(doc.path.stem) if doc.path else "run"
@@ -310,10 +314,11 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     metrics_port = t.int("metrics_port", None, min=1, max=65535)  # docs/observability.md
     record_headers = _record_headers(t)
     max_event_bytes = t.int("max_event_bytes", DEFAULT_MAX_EVENT_BYTES, min=1, max=MAX_EVENT_BYTES_MAX)
+    stop_failing = t.int("stop_on_failing_target", STOP_ON_FAILING_DEFAULT, min=0)  # docs/profiles.md
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
                    budget, workers, engine, ray_address, stream_log, metrics_port, record_headers,
-                   max_event_bytes)
+                   max_event_bytes, stop_failing)
 
 
 _RECORD_HEADERS_MAX = 16

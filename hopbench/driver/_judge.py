@@ -477,7 +477,7 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
     if not complete:
         reason = interrupted_by or ("a worker died" if dead else "")
         warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed
-                        else reason if reason.startswith(("target unreachable", "target lost"))
+                        else reason if reason.startswith(("target unreachable", "target lost", "target failing"))
                         else f"run interrupted ({reason or 'stopped'}): results are partial (complete: false)")
     started_s = meta.get("started_at_unix_s")
     started_s = started_s if isinstance(started_s, (int, float)) else end.ended_at_unix_s

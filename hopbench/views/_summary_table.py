@@ -29,7 +29,7 @@ __all__ = ["load_text", "render_summary"]
 _OUTCOMES = ("started", *OUTCOMES)
 _DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 #: warnings that mean the figures cannot be trusted as they stand (red)
-_RED_WARNINGS = ("nothing completed", "no output", "error rate", "target lost", "target unreachable",
+_RED_WARNINGS = ("nothing completed", "no output", "error rate", "target lost", "target failing", "target unreachable",
                  "hopbench crashed", "load generator saturated", "run interrupted")
 #: stop classes in report order (hopbench.protocols.STOP_CLASSES)
 _STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
@@ -212,7 +212,7 @@ def _stop_lines(counters: Mapping[str, int]) -> list[Text]:
 def _warnings(summary: Mapping[str, Any]) -> list[Text]:
     out: list[Text] = []
     listed = [str(w) for w in summary.get("warnings") or []]
-    said = ("run interrupted", "hopbench crashed", "target unreachable", "target lost")
+    said = ("run interrupted", "hopbench crashed", "target unreachable", "target lost", "target failing")
     if summary.get("complete") is not True and not _has(listed, said):  # else the warning says it
         by = summary.get("interrupted_by")
         out.append(Text(
