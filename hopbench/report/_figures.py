@@ -26,7 +26,7 @@ from typing import Any
 
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS, metrics_where
-from ..measure._outcomes import ANOMALY_PREFIX, DETAIL_PREFIXES, OUTCOMES
+from ..measure._outcomes import ANOMALY_PREFIX, DETAIL_PREFIXES, OUTCOMES, detail_tally
 from ..measure._recorder import ALL
 from ._series import MAX_POINTS, SERIES_PERCENTILES, RunData, SeriesPoint
 from .._units import NS_PER_S
@@ -260,15 +260,30 @@ def outcome_figure(runs: Sequence[RunData]) -> Any:
         if any(values):
             fig.add_trace(go.Bar(x=cats, y=values, name=outcome, marker_color=_OUTCOME_COLOURS[outcome],
                                  legendgroup="outcomes"), row=1, col=1)
-    details = sorted({k for run in runs for k in scope_counters(run, ALL) if k.startswith(DETAIL_KEYS)})
-    for r_i, run in enumerate(runs):
+    # one bar count per broken stream (measure._outcomes.detail_tally): the error bodies' codes
+    # ride on the http_error bars (label with one run and one status, else the hover text);
+    # the anomalies (flags, not outcomes) are a grey trace of their own
+    tallies = [detail_tally(scope_counters(run, ALL)) for run in runs]
+    details = sorted({k for t in tallies for k, _ in t.details})
+    anomalies = sorted({k for t in tallies for k, _ in t.anomalies})
+    statuses = [k for k in details if k.startswith("http_error.")]
+    labels = {k: k for k in details + anomalies}
+    if len(runs) == 1 and len(statuses) == 1 and tallies[0].codes:
+        labels[statuses[0]] = f"{statuses[0]} ({tallies[0].codes_text()})"
+    for r_i, (run, tally) in enumerate(zip(runs, tallies)):
         counts = [run.snapshot.counter(ALL, k) for k in details]
-        fig.add_trace(go.Bar(y=details or ["(none)"], x=counts or [0], orientation="h",
-                             name="count" if len(runs) == 1 else f"count [{'AB'[r_i]}]",
+        hover = [tally.codes_text() if k.startswith("http_error.") else "" for k in details]
+        fig.add_trace(go.Bar(y=[labels[k] for k in details] or ["(none)"], x=counts or [0], orientation="h",
+                             name="count" if len(runs) == 1 else f"count [{'AB'[r_i]}]", hovertext=hover or None,
                              marker_color="#d62728" if r_i == 0 else "#ff9896",
                              showlegend=len(runs) > 1), row=1, col=2)
+        if anomalies:
+            fig.add_trace(go.Bar(y=anomalies, x=[run.snapshot.counter(ALL, k) for k in anomalies], orientation="h",
+                                 name="anomalies (flags, not outcomes)" + ("" if len(runs) == 1 else
+                                                                           f" [{'AB'[r_i]}]"),
+                                 marker_color="#7f7f7f" if r_i == 0 else "#c7c7c7"), row=1, col=2)
     fig.update_layout(barmode="stack", template="plotly_white", title={"text": "Stream outcomes"},
-                      height=max(420, 24 * len(details) + 160))
+                      height=max(420, 24 * (len(details) + len(anomalies)) + 160))
     if len(runs) > 1:
         fig.update_layout(barmode="relative")
     return fig

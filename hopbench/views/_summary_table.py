@@ -22,12 +22,11 @@ from ..measure._error_bound import UNCERTAIN_MARK, uncertain, uncertain_note
 from .._format import fmt_num as _num
 from .._format import cpu_phrase, load_phrase
 from ..measure._metrics import METRICS, UNIT_LABELS
-from ..measure._outcomes import ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES
+from ..measure._outcomes import BROKEN, ERROR_RATE_WARN, OUTCOMES, detail_tally
 
 __all__ = ["load_text", "render_summary"]
 
 _OUTCOMES = ("started", *OUTCOMES)
-_DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 #: warnings that mean the figures cannot be trusted as they stand (red)
 _RED_WARNINGS = ("nothing completed", "no output", "error rate", "target lost", "target failing", "target unreachable",
                  "hopbench crashed", "load generator saturated", "run interrupted")
@@ -109,12 +108,21 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
                  "red" if k in BROKEN or k == "completed" else "yellow" if k == "cancelled" else "")
         line.append(f"{k} {counters.get(k, 0):,}", style=style)
     lines.append(line)
-    # every detail with its count: the reason of each failure kind is the point
-    details = sorted(
-        (k, n) for k, n in counters.items() if n and k.startswith(_DETAIL_PREFIXES)
-    )
-    if details:
-        lines.append(Text("details: " + ", ".join(f"{k} {n:,}" for k, n in details), style="dim"))
+    # every detail with its count: the reason of each failure kind is the point; one count per
+    # broken stream: the error bodies' codes are a sub-detail of the http_error ones, and the
+    # anomalies (flags, not outcomes) a line of their own (measure._outcomes.detail_tally)
+    tally = detail_tally(counters)
+    if tally.details or tally.codes:
+        shown = [f"{k} {n:,}" for k, n in tally.details]
+        last_http = max((i for i, (k, _) in enumerate(tally.details) if k.startswith("http_error.")), default=None)
+        if last_http is not None and tally.codes:
+            shown[last_http] += f" ({tally.codes_text()})"
+        elif tally.codes:
+            shown.append(f"({tally.codes_text()})")
+        lines.append(Text("details: " + ", ".join(shown), style="dim"))
+    if tally.anomalies:
+        lines.append(Text("anomalies (flags, not outcomes): " + ", ".join(f"{k} {n:,}" for k, n in tally.anomalies),
+                          style="dim"))
     tokens = scope.get("tokens") or {}
     tin, tout = tokens.get("input") or {}, tokens.get("output") or {}
     lines.append(Text(
