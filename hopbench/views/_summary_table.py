@@ -51,6 +51,7 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
         table.add_column(col, justify="right", no_wrap=True)
     metrics = scope.get("metrics") or {}
     marked_any = False
+    shared_read = False  # some time printed as "<0.001" (events that shared a read)
     for metric in list(METRICS) + [m for m in metrics if m not in METRICS]:
         m = metrics.get(metric)
         if not isinstance(m, Mapping):
@@ -60,8 +61,18 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
         marked = {key for key, _, _ in uncertain(m)}
         marked_any = marked_any or bool(marked)
 
+        in_ms = m.get("unit") == "ms"
+
+        def num(key: str) -> str:
+            nonlocal shared_read
+            value = m.get(key)
+            if in_ms and _below_print(value):
+                shared_read = True
+                return SHARED_READ_TEXT
+            return _num(value)
+
         def pct(key: str) -> Text | str:
-            text = _num(m.get(key))
+            text = num(key)
             return Text(text + UNCERTAIN_MARK, style="yellow") if key in marked else text
 
         table.add_row(
@@ -72,12 +83,25 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
             pct("p90"),
             pct("p99"),
             pct("p999"),
-            _num(m.get("max")),
+            num("max"),
         )
-    if marked_any:
-        table.caption = uncertain_note()
+    notes = ([uncertain_note()] if marked_any else []) + ([SHARED_READ_NOTE] if shared_read else [])
+    if notes:
+        table.caption = "\n".join(notes)
         table.caption_justify = "left"
     return table
+
+
+#: a time under 0.0005 ms, which 3 decimals would print as a bare 0.000, in the terminal table
+SHARED_READ_TEXT = "<0.001"
+SHARED_READ_NOTE = (f"{SHARED_READ_TEXT} ms: under 1 us; for itl, events shared a network read (one stamp, a gap of 0, "
+                    "recorded as 1 ns); summary.json keeps the number")
+
+
+def _below_print(value: object) -> bool:
+    """A time in ms that ``fmt_num`` would print as ``0.000`` (0 <= value < 0.0005):
+    shown as ``<0.001`` instead (docs/results/units.md, "Zero values")."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 0.0005
 
 
 def _cancel_line(counters: Mapping[str, int], metrics: Mapping[str, Any]) -> Text:
