@@ -140,9 +140,10 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     and no arrival was dropped at ``max_in_flight``. Budgets measured under a
     lighter load than asked are no evidence of the gateway at that load, so
     ``held: false`` fails unless ``allow_load_not_held``. ``held`` null passes (a
-    run bounded by ``run.requests`` is not judged: its end is not a failure to
-    hold load; nor is a run with nothing due or measured, which other checks
-    fail), and so does a summary without it; the detail gives the reason
+    run with nothing due or measured, which other checks fail; a closed loop's
+    ``run.requests`` budget is judged up to its last request, so null only when
+    it was taken before any steady window, or in a summary written before issue 39),
+    and so does a summary without it; the detail gives the reason
     (:func:`_not_judged_reason`). The figures are said in the
     words of the terminal's ``load:`` line (``hopbench._format.load_phrase``).
 
