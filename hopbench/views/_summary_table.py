@@ -137,13 +137,13 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
     # anomalies (flags, not outcomes) a line of their own (measure._outcomes.detail_tally)
     tally = detail_tally(counters)
     if tally.details or tally.codes:
-        shown = [f"{k} {n:,}" for k, n in tally.details]
+        parts = [f"{k} {n:,}" for k, n in tally.details]
         last_http = max((i for i, (k, _) in enumerate(tally.details) if k.startswith("http_error.")), default=None)
         if last_http is not None and tally.codes:
-            shown[last_http] += f" ({tally.codes_text()})"
+            parts[last_http] += f" ({tally.codes_text()})"
         elif tally.codes:
-            shown.append(f"({tally.codes_text()})")
-        lines.append(Text("details: " + ", ".join(shown), style="dim"))
+            parts.append(f"({tally.codes_text()})")
+        lines.append(Text("details: " + ", ".join(parts), style="dim"))
     if tally.anomalies:
         lines.append(Text("anomalies (flags, not outcomes): " + ", ".join(f"{k} {n:,}" for k, n in tally.anomalies),
                           style="dim"))
