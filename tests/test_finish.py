@@ -197,8 +197,8 @@ def test_finish_one_process_and_two_workers_write_the_same_summary_shape(tmp_pat
         assert s["headline"]["errors"] == c.get("http_error", 0) > 0
     for key in ("complete", "interrupted_by"):
         assert s1[key] == s2[key], key
-    # run.requests is judged (issue 39): held or not by what each run measured, never null
-    assert s1["complete"] is True and s1["load"]["held"] is not None and s2["load"]["held"] is not None
+    # 60 requests of ~10 ms streams: a budget's window under BUDGET_WINDOW_MIN_S is not judged
+    assert s1["complete"] is True and s1["load"]["held"] is None and s2["load"]["held"] is None
     # which outcome details are shown: the same detail counters, the same warnings
     details = [{k for k in s["scopes"][ALL]["counters"] if k.startswith("http_error.")} for s in (s1, s2)]
     assert details[0] == details[1] == {"http_error.500"}

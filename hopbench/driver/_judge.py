@@ -51,6 +51,10 @@ __all__ = ["LOAD_HELD_FRACTION", "analyse", "gc_figures", "headline", "host_figu
            "judge", "merge_saturation", "slo_block", "trace_load"]
 
 LOAD_HELD_FRACTION = 0.9
+#: a closed loop's run.requests budget is judged for load held only over a steady window this long
+#: at least, s (up to its last request): a budget of a few streams lasts milliseconds, whose mean
+#: says more of the client's start than of the load (it is then not judged: ``held`` null)
+BUDGET_WINDOW_MIN_S = 1.0
 _SATURATED = "load generator saturated"
 
 
@@ -124,6 +128,8 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
     warnings = [str(verdict.warning())] if verdict.saturated else []
     mean_busy, mean_in_flight, by_phase = _in_flight(stats, load)
     if profile.load.mode == "concurrency":
+        if profile.run.requests is not None and _steady_ns(stats, load) < BUDGET_WINDOW_MIN_S * NS_PER_S:
+            mean_busy = None  # too short a budget to judge (BUDGET_WINDOW_MIN_S): held null
         warnings += _closed_loop_held(profile, load, mean_busy, mean_in_flight, by_phase)
     else:
         warnings += _open_loop_held(profile, stats, total, load)
@@ -170,10 +176,7 @@ def _in_flight(stats: RunStatsLike, load: dict[str, Any]) -> tuple[float | None,
         (mean busy, mean in flight, mean per phase), each None when the steady
         window is empty (nothing measured).
     """
-    end_ns = stats.stop_ns
-    if load.get("mode") == "concurrency" and 0 < stats.schedule_end_ns < end_ns:
-        end_ns = stats.schedule_end_ns  # a request budget all taken: the users' drain is not steady load
-    steady_ns = end_ns - min(stats.steady_from_ns, end_ns)
+    steady_ns = _steady_ns(stats, load)
     mean_in_flight = stats.steady_area / steady_ns if steady_ns > 0 else None
     load["mean_in_flight"] = None if mean_in_flight is None else round(mean_in_flight, 3)
     by_phase = {name: (stats.steady_phase_area.get(name, 0) / steady_ns if steady_ns > 0 else None)
@@ -183,6 +186,16 @@ def _in_flight(stats: RunStatsLike, load: dict[str, Any]) -> tuple[float | None,
     load["mean_busy"] = None if mean_busy is None else round(mean_busy, 3)
     load["mean_open"] = None if steady_ns <= 0 else round(sum(v or 0.0 for v in by_phase.values()), 3)
     return mean_busy, mean_in_flight, by_phase
+
+
+def _steady_ns(stats: RunStatsLike, load: Mapping[str, Any]) -> int:
+    """The steady window the in-flight means cover, ns: from ``steady_from_ns`` to the stop,
+    or, for a closed loop whose request budget was all taken, to when its last request was
+    (``schedule_end_ns``: the users' drain after it is not steady load)."""
+    end_ns = stats.stop_ns
+    if load.get("mode") == "concurrency" and 0 < stats.schedule_end_ns < end_ns:
+        end_ns = stats.schedule_end_ns
+    return end_ns - min(stats.steady_from_ns, end_ns)
 
 
 def _closed_loop_held(profile: Profile, load: dict[str, Any], mean_busy: float | None,

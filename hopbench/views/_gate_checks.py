@@ -222,11 +222,14 @@ def _not_judged_reason(summary: Mapping[str, Any], load: Mapping[str, Any]) -> s
     run = profile.get("run") if isinstance(profile, Mapping) else None
     # a stage's or probe's run never has a request budget (hopbench.driver._stages.stage_profile)
     # (an open loop with a budget is judged: its window ends one mean gap after its last arrival;
-    # a closed loop's too since issue 39, up to its last request: a measured mean_busy beside a
-    # null held is a summary written before)
+    # a closed loop's too, up to its last request, when that window lasted BUDGET_WINDOW_MIN_S:
+    # a measured mean_busy beside a null held is a shorter one, or a summary written before)
     if not summary.get("stages_kind") and isinstance(run, Mapping) and run.get("requests") is not None \
             and load.get("mode") not in ("rate", "trace") and load.get("mean_busy") is not None:
-        return "load.held null: a run bounded by run.requests"
+        from ..driver._judge import BUDGET_WINDOW_MIN_S
+
+        return (f"load.held null: a run bounded by run.requests whose steady window, to its last request, "
+                f"lasted under {BUDGET_WINDOW_MIN_S:g} s")
     why: list[str] = []
     if load.get("mode") in ("rate", "trace") and load.get("due") == 0:
         why.append("no arrival was due in the measured window (load.due 0)")
