@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = ["EXIT_BREACH", "EXIT_CRASH", "EXIT_INCONCLUSIVE", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK",
-           "EXIT_TARGET_FAILED", "EXIT_TERMINATED", "STOP_TARGET_LOST", "STOP_TARGET_UNREACHABLE",
+           "EXIT_TARGET_FAILED", "EXIT_TERMINATED", "STOP_TARGET_FAILING", "STOP_TARGET_LOST", "STOP_TARGET_UNREACHABLE",
            "stop_exit_code"]
 
 EXIT_OK: Final = 0
@@ -49,19 +49,21 @@ EXIT_TERMINATED: Final = 143
 # back from them here, one rule for the one-process run, the workers and Ray alike.
 STOP_TARGET_UNREACHABLE: Final = "target unreachable"
 STOP_TARGET_LOST: Final = "target lost"
+STOP_TARGET_FAILING: Final = "target failing"
 
 
 def stop_exit_code(reason: str | None) -> int | None:
     """The exit code a run's stop reason (``interrupted_by``) implies, None for none.
 
     ``"target unreachable: ..."`` is 2 (nothing ever answered: bad input, like a wrong
-    URL), ``"target lost: ..."`` 4, ``"SIGTERM"`` 143 and any other reason (SIGINT, a
+    URL), ``"target lost: ..."`` and ``"target failing: ..."`` (it answered, never streamed,
+    kept failing: ``run.stop_on_failing_target``) 4, ``"SIGTERM"`` 143 and any other reason (SIGINT, a
     stop before the start) 130. Never raises.
     """
     if not reason:
         return None
     if reason.startswith(STOP_TARGET_UNREACHABLE):
         return EXIT_INPUT
-    if reason.startswith(STOP_TARGET_LOST):
+    if reason.startswith((STOP_TARGET_LOST, STOP_TARGET_FAILING)):
         return EXIT_TARGET_FAILED
     return EXIT_TERMINATED if reason == "SIGTERM" else EXIT_INTERRUPTED

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .config._records import Profile
     from .driver._common import RunOutcome
 
-__all__ = ["profile_overrides", "resolve_workers", "run_command", "validate_command"]
+__all__ = ["check_before_load", "profile_overrides", "resolve_workers", "run_command", "validate_command"]
 
 
 @contextmanager
@@ -76,17 +76,16 @@ def validate_command(profiles: Sequence[Path]) -> int:
         EXIT_OK when all are valid.
 
     Raises:
-        ProfileError: at the first invalid profile (file:line: key: what was expected).
+        ProfileError / UsageError: at the first invalid profile (file:line: key: what was
+            expected), or the first thing ``run`` would refuse before its load
+            (:func:`check_before_load`).
     """
     from .config._profile import load_profile
 
-    from .driver._common import fd_limit_for
-
     for path in profiles:
-        profile = load_profile(path)
-        fd_note = fd_limit_for(profile)  # a closed loop this machine cannot hold: ProfileError
-        if fd_note:
-            print(f"hopbench: warning: {fd_note}", file=sys.stderr)
+        profile = profile_overrides(load_profile(path), path)
+        for note in check_before_load(profile):  # what run refuses before its load, refused here too
+            print(f"hopbench: warning: {note}", file=sys.stderr)
         for sc in profile.scenarios:
             if sc.dataset_note:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
@@ -243,11 +242,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     profile = resolve_workers(profile)
     if profile.run.workers_note and not quiet:
         err.print(f"hopbench: {profile.run.workers_note}", markup=False, highlight=False)
-    from .driver._common import fd_limit_for
-
-    fd_note = fd_limit_for(profile)  # before any load: a closed loop this machine cannot hold raises
-    if fd_note:
-        err.print(f"hopbench: warning: {fd_note}", markup=False, highlight=False)
+    for note in check_before_load(profile, metrics_port=metrics_port):  # refusals before any load
+        err.print(f"hopbench: warning: {note}", markup=False, highlight=False)
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
@@ -265,6 +261,76 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         gate_exit = after_run(summary, outcome.out_dir, console, err, quiet=True, apply_gate=not no_gate,
                               staged=_staged(profile))
     return _run_exit_code(profile, outcome, summary, gate_exit, err, shown=shown)
+
+
+def check_before_load(profile: Profile, *, metrics_port: int | None = None) -> list[str]:
+    """Everything ``run`` refuses after parsing and before its load, in one place: ``run``
+    and ``validate`` both call it, so that ``validate`` passes only what ``run`` will start.
+
+    Checked in order: the file-descriptor limit (raised for the load here:
+    ``driver._common.fd_limit_for``), Ray installed for ``run.engine = "ray"``, the
+    ``[upstream].listen`` address free, the live-metrics port free. (Parse-time checks,
+    ``[upstream].record`` an existing file and ``[upstream]`` in one process, are
+    ``load_profile``'s.) The ports are bound and released at once: a port taken between
+    this check and the run is still refused by the run, with the same message.
+
+    Args:
+        profile: the profile with the command line's flags applied (:func:`profile_overrides`).
+        metrics_port: ``--metrics-port`` (None: ``run.metrics_port``, if any).
+
+    Returns:
+        warnings to print (e.g. an open loop's ``max_in_flight`` past the descriptor limit), possibly none.
+
+    Raises:
+        ProfileError: a profile key this machine refuses, with file:line and the key
+            (``[load].concurrency``, ``upstream.listen``, ``run.metrics_port``).
+        UsageError: a flag it refuses (``--metrics-port``), or Ray not installed.
+    """
+    from .driver._common import fd_limit_for
+
+    notes = [note for note in (fd_limit_for(profile),) if note]
+    if profile.run.engine == "ray":
+        from .driver._ray import import_ray
+
+        import_ray()
+    if profile.upstream is not None and profile.upstream.host is not None:
+        from .driver._gateway import check_listen_free
+
+        check_listen_free(profile.upstream, profile.path)
+    port = metrics_port if metrics_port is not None else profile.run.metrics_port
+    if port is not None:
+        problem = _port_problem(port)
+        if problem:
+            raise _metrics_port_error(profile, port, problem, from_flag=metrics_port is not None)
+    return notes
+
+
+def _port_problem(port: int, host: str = "127.0.0.1") -> str | None:
+    """Why the live metrics cannot listen on ``host:port`` (bound and released at once, with
+    ``SO_REUSEADDR`` as the standard library's HTTP server binds), or None."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return (f"cannot listen on {host}:{port}: {exc.strerror or exc} (is another process using it? "
+                    "pick another port)")
+    return None
+
+
+def _metrics_port_error(profile: Profile, port: int, problem: str, *, from_flag: bool) -> HopbenchError:
+    """The error for a live-metrics port that cannot be bound, naming where the port came
+    from: ``--metrics-port`` (UsageError) or the profile's ``run.metrics_port`` (ProfileError
+    with the file and line)."""
+    if from_flag:
+        return UsageError(f"--metrics-port {port}: {problem}")
+    from ._errors import ProfileError
+    from ._toml import line_in_file
+
+    return ProfileError(problem, path=profile.path, line=line_in_file(profile.path, ("run", "metrics_port")),
+                        key="run.metrics_port")
 
 
 def _staged(profile: Profile) -> bool:
@@ -411,10 +477,16 @@ def _run_live(profile: Profile, runner: Callable[..., RunOutcome], out: Path, er
 
             progress = stack.enter_context(LiveProgress(profile, err, plain=not err.is_terminal)).on_interval
         port = metrics_port if metrics_port is not None else profile.run.metrics_port
-        if port is not None:  # bound before any load: a port in use is exit 2 (UsageError)
+        if port is not None:  # bound before any load: a port in use is exit 2 (UsageError / ProfileError)
             from .observe._live_metrics import LiveMetrics, run_labels
 
-            live = stack.enter_context(LiveMetrics(port, run_labels(profile, run_id=out.name)))
+            try:
+                live = stack.enter_context(LiveMetrics(port, run_labels(profile, run_id=out.name)))
+            except UsageError as exc:  # taken since check_before_load: name where the port came from
+                if metrics_port is not None:
+                    raise
+                raise _metrics_port_error(profile, port, str(exc).removeprefix(f"--metrics-port {port}: "),
+                                          from_flag=False) from None
             if not quiet:
                 err.print(f"hopbench: live metrics on {live.url}", markup=False, highlight=False, soft_wrap=True)
             callbacks = [cb for cb in (progress, live.on_interval) if cb is not None]
@@ -463,11 +535,12 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
                    err: Console, *, shown: bool = False) -> int:
     """The exit code of a finished run, each non-zero one said on stderr (docs/results.md):
     2 the target was unreachable, 3 hopbench crashed, 4 the target was lost or failed the
-    run (nothing measured or completed, an arm or a scenario that completed nothing, no
-    output, a stage that measured nothing), 130 / 143 interrupted, 1 a search that measured
-    no capacity, 5 a search that measured a lower bound only (hopbench saturated, or too few
-    requests, above it); else the gate's (``gate_exit``). ``shown``: the tables were printed (a
-    search's capacity line gave its saturation cause: the exit line leaves it out)."""
+    run (it never streamed and kept failing, nothing measured or completed, an arm or a
+    scenario that completed nothing, no output, a stage that measured nothing), 130 / 143
+    interrupted, 1 a search that measured no capacity, 5 a search that measured a lower bound
+    only (hopbench saturated, or too few requests, above it); else the gate's (``gate_exit``).
+    ``shown``: the tables were printed (a search's capacity line gave its saturation cause: the
+    exit line leaves it out)."""
     reason = summary.get("interrupted_by") or ""
     stopped = stop_exit_code(reason)
     if stopped == EXIT_INPUT:
@@ -477,7 +550,7 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
-    if stopped == EXIT_TARGET_FAILED:
+    if stopped == EXIT_TARGET_FAILED:  # lost mid-run, or never streamed (engine._watch)
         err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
                   soft_wrap=True)
         return stopped
@@ -491,8 +564,8 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
         return EXIT_TARGET_FAILED
     if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
-                  f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
-                  soft_wrap=True)
+                  f"warnings{_and_samples(summary)} in {outcome.out_dir / 'summary.json'}", markup=False,
+                  highlight=False, soft_wrap=True)
         return EXIT_TARGET_FAILED
     from .driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
 
@@ -503,8 +576,8 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
         return EXIT_TARGET_FAILED
     failed = failed_scenarios(summary, [sc.name for sc in profile.scenarios])
     if failed:  # one scenario failed outright, hidden in the run's error rate (docs/results.md)
-        err.print(f"hopbench: error: no stream of scenario {', '.join(failed)} completed; see the warnings "
-                  f"and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
+        err.print(f"hopbench: error: no stream of scenario {', '.join(failed)} completed; see the warnings"
+                  f"{_and_samples(summary)} in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
     silent = [w for w in summary.get("warnings") or () if isinstance(w, str) and (
@@ -548,3 +621,8 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
             return EXIT_INCONCLUSIVE
         return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH
     return gate_exit
+
+
+def _and_samples(summary: dict[str, Any]) -> str:
+    """`` and error_samples`` when summary.json holds some: never point at an empty section."""
+    return " and error_samples" if summary.get("error_samples") else ""

@@ -31,7 +31,7 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - 3.10 fallback
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["TomlDoc", "Table", "load_toml", "parse_toml", "closest_key", "MISSING"]
+__all__ = ["TomlDoc", "Table", "load_toml", "line_in_file", "parse_toml", "closest_key", "MISSING"]
 
 KeyPath = tuple[str | int, ...]
 
@@ -176,6 +176,18 @@ def load_toml(path: str | Path) -> TomlDoc:
     except OSError as exc:
         raise ProfileError(f"cannot read: {exc.strerror}", path=p) from None
     return parse_toml(text, p)
+
+
+def line_in_file(path: str | Path | None, key: KeyPath) -> int | None:
+    """The line of ``key`` (or of its nearest ancestor) in the TOML file ``path``, for an
+    error found after the profile was read (a port in use, an address taken); None when
+    there is no file or it no longer parses."""
+    if path is None:
+        return None
+    try:
+        return load_toml(path).line_of(key)
+    except ProfileError:
+        return None
 
 
 #: how close a typo must be to a valid key to be named as its fix (difflib's ratio)

@@ -17,6 +17,9 @@ Each mode misbehaves in one way a real gateway or a wrong target does:
 - ``silent``: reads the request and never answers;
 - ``trickle``: a valid chat stream sent a few bytes at a time;
 - ``html_200``: ``200 OK`` with an HTML page (a web server, or a wrong path, behind the URL);
+- ``html_500``: ``500 Internal Server Error`` with an HTML page (a web server's error page);
+- ``ok_every:N``: every N-th request gets ``ok``, the others ``html_500`` (a target that
+  streams sometimes);
 - ``done_only``: a valid event stream that holds only ``data: [DONE]`` (no chunk, no output);
 - ``ok``: a valid chat stream at once;
 - ``die_after:N``: ``ok`` for N requests, then the whole process exits
@@ -109,6 +112,9 @@ class Hostile:
             elif mode == "html_200":
                 await stream.send_all(_response("200 OK", b"<html><body>Welcome to nginx!</body></html>",
                                                 "text/html"))
+            elif mode == "html_500" or (mode == "ok_every" and self.requests % self.limit):
+                await stream.send_all(_response("500 Internal Server Error",
+                                                b"<html><body>Internal Server Error</body></html>", "text/html"))
             elif mode == "done_only":
                 await stream.send_all(_response("200 OK", b"data: [DONE]\n\n", "text/event-stream"))
             elif mode == "silent":
@@ -121,7 +127,7 @@ class Hostile:
                 for i in range(0, len(data), 7):
                     await stream.send_all(data[i:i + 7])
                     await trio.sleep(0.001)
-            else:  # ok, die_after
+            else:  # ok, die_after, ok_every's N-th
                 await stream.send_all(_SSE_HEAD + b"%x\r\n%s\r\n0\r\n\r\n" % (len(CHAT_BODY), CHAT_BODY))
         except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError):
             pass

@@ -257,6 +257,7 @@ def test_cli_export_formats_are_the_exporters_own() -> None:
     (None, None), ("", None),
     ("target unreachable: the first 20 connection attempts to http://127.0.0.1:9 failed", 2),
     ("target lost: the embedded emulator exited 3.1 s into the run", 4),
+    ("target failing: the first 20 responses from http://127.0.0.1:9 all failed and none streamed", 4),
     ("SIGTERM", 143), ("SIGINT", 130), ("cancelled before start", 130),
 ])
 def test_a_stop_reason_maps_to_one_exit_code(reason: str | None, code: int | None) -> None:

@@ -124,7 +124,12 @@ def test_failures_error_rate_threshold_is_documented_and_applied() -> None:
     assert outcome_warnings({"started": 3, "cancelled": 3}, twice)[0].endswith(
         "the stop cancelled them (cancelled at once by SIGINT, before run.grace_s ended)")
     broken = warns(started=3, cancelled=2, http_error=1)[0]  # the target had its part
-    assert broken.endswith("see error_samples in summary.json for what the target said")
+    assert "error_samples" not in broken  # none kept: never point at an empty section (issue 39)
+    assert broken.endswith("the target sent no error text with them")
+    said = RunStats()
+    said.error_samples = {"http_error.500": ["boom"]}
+    assert outcome_warnings({"started": 3, "cancelled": 2, "http_error": 1}, said)[0].endswith(
+        "see error_samples in summary.json for what the target said")
     doc = (ROOT / "docs" / "results" / "counters.md").read_text()
     assert f"{ERROR_RATE_WARN:.0%}" in doc and "nothing completed" in doc
 
@@ -283,7 +288,8 @@ async def test_failures_unique_codes_are_capped_and_folded() -> None:
     from hopbench.measure._wire_text import MAX_CODES
 
     n = MAX_CODES + 20
-    runner, rec = await _run_against("unique_code", lambda url: _profile_text(url, f"requests = {n}"))
+    runner, rec = await _run_against("unique_code", lambda url: _profile_text(
+        url, f"requests = {n}\nstop_on_failing_target = 0"))  # all fail: the failing-target stop off
     counters = rec.snapshot().scopes[ALL].counters
     codes = [k for k in counters if k.startswith("http_error_code.")]
     assert len(codes) == MAX_CODES + 1  # the first MAX_CODES by name, then "other"

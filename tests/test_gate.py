@@ -226,7 +226,9 @@ def test_gate_load_held_or_not_judged_passes() -> None:
                 "scenario": [{"name": "chat", "protocol": "chat"}]}
     for load, why in (({"measured_s": 10.0}, "summary.json has no load.held"),
                       (None, "summary.json has no load.held"),
-                      ({"measured_s": 10.0, "held": None}, "load.held null: a run bounded by run.requests")):
+                      ({"measured_s": 10.0, "held": None, "mean_busy": 7.5},  # a budget under 1 s
+                       "load.held null: a run bounded by run.requests whose steady window, to its last "
+                       "request, lasted under 1 s")):
         report = evaluate_gate(_summary(load=load, profile=budgeted), {"ttft.p50": "<= 1s"})
         c = _check(report, "run.load_held")
         assert report.passed and c.passed and c.detail == f"load not judged ({why})"

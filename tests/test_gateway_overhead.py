@@ -77,6 +77,7 @@ def test_upstream_profile_reads_listen_and_emulator_keys(tmp_path: Path) -> None
     p = parse_profile(_profile("http://127.0.0.1:1", 'listen = "127.0.0.1:9100"'), tmp_path / "p.toml", env={})
     assert p.upstream.listen == "127.0.0.1:9100"
     assert p.upstream.config.default.output_tokens == 20
+    (tmp_path / "gt.jsonl").write_text("")  # `hopbench serve --record` creates it as it starts
     r = parse_profile(_profile("http://127.0.0.1:1", 'record = "gt.jsonl"', emulator=""), tmp_path / "p.toml",
                       env={})
     assert r.upstream.record == tmp_path / "gt.jsonl"

@@ -721,3 +721,56 @@ def test_the_rest_of_a_very_high_rate_is_counted_not_walked() -> None:
         assert limited == 250_000  # a run.requests budget still bounds it
     small = DueCount(0).at_stop(10**9, Arrivals(0.0, 1000.0, False, random.Random(1)))
     assert small == 1000  # under WALK_MAX: every arrival read, exactly
+
+
+async def test_load_held_a_request_budget_is_judged_and_counts_users_closing(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    # issue 39: a run.requests closed loop whose users spend 0.8 s of each 1 s closing a
+    # finished stream holds ~0.8 of 4 users: it warns as a duration-bounded run does, and
+    # the users closing are counted in the message
+    slow_close = fake_transport(Plan(gaps_s=(0.1,), last_s=0.1, close_s=0.8))
+    for run in ("requests = 40", "duration_s = 10"):
+        profile = _profile(tmp_path, run, "concurrency = 4\nramp_up_s = 0")
+        runner, rec = await _run(profile, transport_factory=slow_close)
+        _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+        (warned,) = _not_held(warnings)
+        assert load["held"] is False, (run, load)
+        assert warned.startswith("load not held: 0.8 of 4 users busy with the target on average"), warned
+        assert ("while the request budget lasted" in warned) == run.startswith("requests")
+        assert "and 3.2 closing a finished stream on the client side" in warned, warned
+
+
+async def test_load_held_a_request_budget_that_held_is_not_cut_by_its_drain(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    # the users drain one by one after the last request is taken: not a failure to hold load
+    profile = _profile(tmp_path, "requests = 41", "concurrency = 4\nramp_up_s = 0")
+    runner, rec = await _run(profile, transport_factory=fake_transport(Plan()))
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert load["held"] is True and not _not_held(warnings), (load, warnings)
+    assert load["mean_busy"] == pytest.approx(4.0, abs=0.01)
+
+
+def test_load_held_arrivals_the_target_refused_are_the_targets(tmp_path: Path) -> None:
+    # issue 39: "30 of the 60 arrivals were sent" read as the client's fault when the target
+    # refused the other 30 connections: the warning says whose they were
+    from hopbench.measure._recorder import ScopeSnapshot
+
+    profile = _profile(tmp_path, "duration_s = 6", 'mode = "rate"\nrate_rps = 10\narrival = "constant"')
+    stats = _runner.RunStats(stop_ns=6 * S, due=60, arrivals_in_window=60, sent_in_window=30)
+
+    def warned(**counters: int) -> str:
+        scope = ScopeSnapshot({"started": 60, "completed": 30, **counters}, {})
+        _, warnings, load = analyse(profile, stats, Snapshot({"chat-m": scope, ALL: scope}))
+        assert load["held"] is False
+        (w,) = _not_held(warnings)
+        return w
+
+    assert warned(connect_error=30, **{"connect_error.refused": 30}) == (
+        "load not held: 30 of the 60 arrivals due in the load's window were sent to the target (5.0 requests/s, "
+        "10 requested); 30 of the 30 not sent: the target refused or failed their connections "
+        "(connect_error.refused 30)")
+    assert warned(connect_error=20, **{"connect_error.refused": 20}).endswith(
+        "20 of the 30 not sent: the target refused or failed their connections (connect_error.refused 20); "
+        "the other 10 the client did not send in time")
+    # hopbench's own file-descriptor limit is the client's, not the target's
+    assert warned(connect_error=30, **{"connect_error.fd_limit": 30}).endswith("(5.0 requests/s, 10 requested)")

@@ -135,6 +135,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     from ._upstream_spec import parse_upstream  # the gateway's upstream (docs/gateway-overhead.md)
 
     upstream = parse_upstream(root.table("upstream"), base, target.url)
+    _check_upstream(root, run, arms, upstream)
     root.done()
     if (run.duration_ns is None and run.requests is None and not stages and search is None
             and not (load.mode == "trace" and not load.trace.loop)):
@@ -211,6 +212,25 @@ def _arms(root: Table, emulator_t: Table, scenarios: tuple[Scenario, ...], run: 
     return arms
 
 
+def _check_upstream(root: Table, run: RunSpec, arms: tuple[Any, ...], upstream: Any) -> None:
+    """``[upstream]`` (gateway overhead) runs in one process, without ``[[arm]]``: the
+    streams and the upstream's record are matched on one clock (docs/gateway-overhead.md).
+    Checked here, with the key's line, so that ``validate`` refuses what ``run`` would;
+    ``--workers`` / ``--engine`` are checked again once applied (``_run_command.profile_overrides``)."""
+    if upstream is None:
+        return
+    run_t = root.table("run")
+    if run.workers > 1:
+        raise run_t.error("workers", f"[upstream] (gateway overhead) runs in one process: expected 1, got "
+                                     f"{run.workers} (or run without [upstream])")
+    if run.engine == "ray":
+        raise run_t.error("engine", '[upstream] (gateway overhead) runs in one process: expected "local", '
+                                    'got "ray" (or run without [upstream])')
+    if arms:
+        raise _first_table(root, "arm").error(None, "[upstream] (gateway overhead) and [[arm]] tables cannot "
+                                                    "be combined yet: measure one gateway per run")
+
+
 def _check_gate(budgets_t: Table, gate_t: Table, arms: tuple[Any, ...], scenarios: tuple[Scenario, ...]) -> None:
     """Check ``[gate]`` before any load: the budget grammar's own keys, and that each
     budget's scope names an arm (with arms) or a scenario."""
@@ -269,6 +289,10 @@ def check_workers(n: int | str) -> str | None:
 #: stream, so a larger bound is no bound); the default is the scanner's own (4 MiB)
 MAX_EVENT_BYTES_MAX = 1 << 30
 
+#: ``[run].stop_on_failing_target``'s default: this many responses all failing, none streamed
+#: (as many as the connection failures that stop an unreachable target: engine._watch.UNREACHABLE_AFTER)
+STOP_ON_FAILING_DEFAULT = 20
+
 
 def _run(t: Table, doc: TomlDoc) -> RunSpec:
     default = default_name(doc.path.stem) if doc.path else "run"
@@ -309,10 +333,11 @@ def _run(t: Table, doc: TomlDoc) -> RunSpec:
     metrics_port = t.int("metrics_port", None, min=1, max=65535)  # docs/observability.md
     record_headers = _record_headers(t)
     max_event_bytes = t.int("max_event_bytes", DEFAULT_MAX_EVENT_BYTES, min=1, max=MAX_EVENT_BYTES_MAX)
+    stop_failing = t.int("stop_on_failing_target", STOP_ON_FAILING_DEFAULT, min=0)  # docs/profiles.md
     t.done()
     return RunSpec(name, duration, requests, warmup, seed, timeouts, grace, interval,
                    budget, workers, engine, ray_address, stream_log, metrics_port, record_headers,
-                   max_event_bytes, workers_auto=workers_auto)
+                   max_event_bytes, stop_failing, workers_auto=workers_auto)
 
 
 _RECORD_HEADERS_MAX = 16

@@ -68,6 +68,9 @@ class RunSpec:
     record_headers: tuple[str, ...] = ()
     #: the SSE scanner's memory bound per line / event, bytes (hopbench.sse.SSEScanner)
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    #: stop early when the first this many responses all failed and none streamed (0: never;
+    #: hopbench.engine._watch.WatchMixin._check_failing, docs/profiles.md)
+    stop_on_failing_target: int = 20
     #: ``workers = "auto"`` was asked for: ``workers`` is 1 until the run command sets it from
     #: the machine's free cores (hopbench.engine._cores.auto_workers; docs/scaleout.md)
     workers_auto: bool = False

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._toml import Table
 
-__all__ = ["UpstreamSpec", "parse_upstream", "record_override", "UPSTREAM_KEYS"]
+__all__ = ["UpstreamSpec", "parse_upstream", "record_missing", "record_override", "UPSTREAM_KEYS"]
 
 #: the table's own keys; every other key is an emulator key ([emulator], docs/emulator.md)
 UPSTREAM_KEYS = ("listen", "record")
@@ -75,7 +75,8 @@ def parse_upstream(t: Table, base: Path, target_url: str | None) -> UpstreamSpec
         ProfileError: neither or both of ``listen`` and ``record``; a bad
             address; emulator keys beside ``record`` (that emulator was
             configured when it was started); no ``[target].url``; a bad
-            emulator key (the emulator's own parser, naming the key).
+            emulator key (the emulator's own parser, naming the key); a
+            ``record`` that is not an existing file (:func:`record_missing`).
     """
     if not t.data:
         return None
@@ -93,12 +94,30 @@ def parse_upstream(t: Table, base: Path, target_url: str | None) -> UpstreamSpec
             raise t.error(others[0], "emulator keys go with listen only: the emulator behind record was "
                           "configured when it was started")
         path = Path(rec)
-        return UpstreamSpec(None, None, path if path.is_absolute() else base / path)
+        path = path if path.is_absolute() else base / path
+        missing = record_missing(path)
+        if missing:
+            raise t.error("record", missing)
+        return UpstreamSpec(None, None, path)
     host, port = _listen(t)
     from ..emulator._config import EmulatorConfig  # the emulator owns its keys
 
     emu = Table({k: v for k, v in t.data.items() if k not in UPSTREAM_KEYS}, t.doc, t.path)
     return UpstreamSpec(host, port, None, EmulatorConfig.from_table(emu))
+
+
+def record_missing(path: Path) -> str | None:
+    """Why ``path`` cannot be a hand-started emulator's record, or None when it is a file.
+
+    ``hopbench serve --record FILE`` creates FILE as it starts (hopbench.emulator._serve):
+    a missing file means no such emulator writes there, and the run's gateway overhead
+    could not be computed after its load. I/O: one ``stat``.
+    """
+    if path.is_file():
+        return None
+    what = "is not a file" if path.exists() else "does not exist"
+    return (f"expected the ground-truth file of a running `hopbench serve --record FILE` (it creates the file "
+            f"as it starts); {str(path)!r} {what}: start that emulator first, or fix the path")
 
 
 def record_override(spec: UpstreamSpec | None, record: Path, target_url: str | None) -> UpstreamSpec:
@@ -116,7 +135,8 @@ def record_override(spec: UpstreamSpec | None, record: Path, target_url: str | N
     Raises:
         ValueError: the profile's ``[upstream]`` has ``listen`` (hopbench would start
             an emulator of its own there: one upstream per run), or there is no
-            ``[target].url`` (the gateway). The message names the flag and the key.
+            ``[target].url`` (the gateway), or the file does not exist
+            (:func:`record_missing`). The message names the flag and the key.
     """
     if spec is not None and spec.host is not None:
         raise ValueError(f"--upstream-record: the profile's [upstream] has listen = \"{spec.listen}\" (hopbench "
@@ -124,4 +144,7 @@ def record_override(spec: UpstreamSpec | None, record: Path, target_url: str | N
     if target_url is None:
         raise ValueError("--upstream-record: expected [target].url (or --target-url) to be the gateway: the "
                          "record is the ground truth of the emulator behind it")
+    missing = record_missing(record)
+    if missing:
+        raise ValueError(f"--upstream-record: {missing}")
     return UpstreamSpec(None, None, record)

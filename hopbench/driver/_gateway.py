@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ProfileError
+from .._toml import line_in_file
 from ._overhead import OVERHEAD_METRICS, analyse, client_from_line, upstream_from_record
 from ..workload._cancel import ClientCancel, join_record
 from ..measure._recorder import ALL, Recorder
 from ..config._upstream_spec import UpstreamSpec
 from ..emulator._record import boot_id
 
-__all__ = ["UpstreamHandle", "open_upstream", "gateway_overhead", "join_upstream_cancels", "CANCEL_WAIT_S"]
+__all__ = ["UpstreamHandle", "check_listen_free", "open_upstream", "gateway_overhead", "join_upstream_cancels", "CANCEL_WAIT_S"]
 
 #: how long the run waits, after its load, for a hand-started emulator's record to gain the
 #: lines of the streams the client cancelled, s (an upstream that was not told of the cancel
@@ -61,13 +62,18 @@ class UpstreamHandle:
     pid: int | None = None
 
 
-def _check_free(spec: UpstreamSpec, profile_path: Path | None) -> None:
+def check_listen_free(spec: UpstreamSpec, profile_path: Path | None) -> None:
+    """Refuse an ``[upstream].listen`` address that cannot be bound (bound and released at once).
+
+    Raises:
+        ProfileError: in use, or cannot be bound or resolved (key ``upstream.listen``).
+    """
     assert spec.host is not None and spec.port is not None
     try:
         infos = socket.getaddrinfo(spec.host, spec.port, type=socket.SOCK_STREAM)
     except OSError as exc:
         raise ProfileError(f"cannot resolve {spec.host!r}: {exc}", path=profile_path,
-                           key="upstream.listen") from None
+                           line=line_in_file(profile_path, ("upstream", "listen")), key="upstream.listen") from None
     for family, kind, proto, _, addr in infos:
         with socket.socket(family, kind, proto) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -78,7 +84,8 @@ def _check_free(spec: UpstreamSpec, profile_path: Path | None) -> None:
                        "[upstream].listen at a free port; a `hopbench serve --record FILE` started by hand "
                        "goes in [upstream].record instead)" if exc.errno == errno.EADDRINUSE
                        else f"cannot be bound: {exc.strerror}")
-                raise ProfileError(f"{spec.listen} {why}", path=profile_path, key="upstream.listen") from None
+                raise ProfileError(f"{spec.listen} {why}", path=profile_path,
+                                   line=line_in_file(profile_path, ("upstream", "listen")), key="upstream.listen") from None
 
 
 def open_upstream(spec: UpstreamSpec, stack: ExitStack, out: Path, profile_path: Path | None) -> UpstreamHandle:
@@ -101,7 +108,7 @@ def open_upstream(spec: UpstreamSpec, stack: ExitStack, out: Path, profile_path:
         except OSError:
             offset = 0  # not written yet: everything the run sees counts
         return UpstreamHandle(spec.record, offset, f'[upstream].record = "{spec.record}"')
-    _check_free(spec, profile_path)
+    check_listen_free(spec, profile_path)
     from ..emulator import EmbeddedEmulator
 
     path = out / "ground_truth.jsonl"

@@ -35,7 +35,7 @@ from functools import reduce
 from typing import Any
 
 from .._advice import cure_of, one_cure_each
-from .._exit import STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
+from .._exit import STOP_TARGET_FAILING, STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
 from .._units import NS_PER_MS, NS_PER_S
 from ..config._records import Profile
 from ..engine._saturation import GeneratorFigures, HostUsage
@@ -53,6 +53,10 @@ __all__ = ["LOAD_HELD_FRACTION", "analyse", "gc_figures", "headline", "host_figu
            "judge", "merge_saturation", "slo_block", "trace_load"]
 
 LOAD_HELD_FRACTION = 0.9
+#: a closed loop's run.requests budget is judged for load held only over a steady window this long
+#: at least, s (up to its last request): a budget of a few streams lasts milliseconds, whose mean
+#: says more of the client's start than of the load (it is then not judged: ``held`` null)
+BUDGET_WINDOW_MIN_S = 1.0
 _SATURATED = "load generator saturated"
 
 
@@ -126,6 +130,8 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
     warnings = [str(verdict.warning())] if verdict.saturated else []
     mean_busy, mean_in_flight, by_phase = _in_flight(stats, load)
     if profile.load.mode == "concurrency":
+        if profile.run.requests is not None and _steady_ns(stats, load) < BUDGET_WINDOW_MIN_S * NS_PER_S:
+            mean_busy = None  # too short a budget to judge (BUDGET_WINDOW_MIN_S): held null
         warnings += _closed_loop_held(profile, load, mean_busy, mean_in_flight, by_phase)
     else:
         warnings += _open_loop_held(profile, stats, total, load)
@@ -174,7 +180,7 @@ def _in_flight(stats: RunStatsLike, load: dict[str, Any]) -> tuple[float | None,
         (mean busy, mean in flight, mean per phase), each None when the steady
         window is empty (nothing measured).
     """
-    steady_ns = stats.stop_ns - min(stats.steady_from_ns, stats.stop_ns)
+    steady_ns = _steady_ns(stats, load)
     mean_in_flight = stats.steady_area / steady_ns if steady_ns > 0 else None
     load["mean_in_flight"] = None if mean_in_flight is None else round(mean_in_flight, 3)
     by_phase = {name: (stats.steady_phase_area.get(name, 0) / steady_ns if steady_ns > 0 else None)
@@ -184,6 +190,16 @@ def _in_flight(stats: RunStatsLike, load: dict[str, Any]) -> tuple[float | None,
     load["mean_busy"] = None if mean_busy is None else round(mean_busy, 3)
     load["mean_open"] = None if steady_ns <= 0 else round(sum(v or 0.0 for v in by_phase.values()), 3)
     return mean_busy, mean_in_flight, by_phase
+
+
+def _steady_ns(stats: RunStatsLike, load: Mapping[str, Any]) -> int:
+    """The steady window the in-flight means cover, ns: from ``steady_from_ns`` to the stop,
+    or, for a closed loop whose request budget was all taken, to when its last request was
+    (``schedule_end_ns``: the users' drain after it is not steady load)."""
+    end_ns = stats.stop_ns
+    if load.get("mode") == "concurrency" and 0 < stats.schedule_end_ns < end_ns:
+        end_ns = stats.schedule_end_ns
+    return end_ns - min(stats.steady_from_ns, end_ns)
 
 
 def _closed_loop_held(profile: Profile, load: dict[str, Any], mean_busy: float | None,
@@ -197,18 +213,21 @@ def _closed_loop_held(profile: Profile, load: dict[str, Any], mean_busy: float |
     warnings: list[str] = []
     load["requested_concurrency"] = profile.load.concurrency
     want = profile.load.concurrency
-    # a request budget that ends the run early is not a failure to hold load
-    if (mean_busy is not None and profile.run.requests is None
-            and mean_busy < LOAD_HELD_FRACTION * want):
+    # a run.requests budget is judged as a duration is, over its steady window up to when its
+    # last request was taken (_in_flight): the users' drain after it is not a failure to hold load
+    if mean_busy is not None and mean_busy < LOAD_HELD_FRACTION * want:
+        closing = by_phase.get("closing") or 0.0
+        budget = " while the request budget lasted" if profile.run.requests is not None else ""
         warnings.append(f"load not held: {mean_busy:.1f} of {want} users busy with the target on "
-                        f"average ({mean_in_flight or 0.0:.1f} in flight, "
+                        f"average{budget} ({mean_in_flight or 0.0:.1f} in flight, "
                         f"{by_phase['connecting'] or 0.0:.1f} connecting); "
-                        f"{by_phase['waiting'] or 0.0:.1f} waiting to start on the client side")
+                        f"{by_phase['waiting'] or 0.0:.1f} waiting to start"
+                        + (f" and {closing:.1f} closing a finished stream" if closing >= 0.05 else "")
+                        + " on the client side")
         load["held"] = False
-    else:  # null: a run.requests budget is not judged (its end is not a failure to hold load),
-        # nor a run that measured nothing (stopped before its steady window: a target down
-        # at the start, a signal during start-up)
-        load["held"] = True if profile.run.requests is None and mean_busy is not None else None
+    else:  # null: a run that measured nothing (stopped before its steady window: a target down
+        # at the start, a signal during start-up, a request budget taken during the ramp-up)
+        load["held"] = True if mean_busy is not None else None
     return warnings
 
 
@@ -277,9 +296,32 @@ def _open_loop_held(profile: Profile, stats: RunStatsLike, total: Snapshot, load
                  f" ({achieved:.1f} requests/s, {want_rps:g} requested"
                  + (" by the trace)" if profile.load.mode == "trace" else ")"))
         warnings.append(f"load not held: {sent:,} of the {due:,} arrivals due in the load's window "
-                        f"were sent to the target{rates}")
+                        f"were sent to the target{rates}{_unsent_by_target(total, due - sent)}")
     load["held"] = held
     return warnings
+
+
+def _unsent_by_target(total: Snapshot, unsent: int) -> str:
+    """Whose the arrivals not sent were, for the "load not held" warning: those whose
+    connection the target refused or failed (``connect_error.*`` but ``fd_limit``, which is
+    hopbench's own) are the target's, the rest the client's (not taken up in time).
+
+    Returns:
+        ``"; N of the M not sent: the target refused or failed their connections (...)"``
+        (with ``"; the other K the client did not send in time"`` when some remain), or
+        ``""`` when no connection failed on the target's side.
+    """
+    counters = total.scopes[ALL].counters if ALL in total.scopes else {}
+    refused = counters.get("connect_error", 0) - counters.get("connect_error.fd_limit", 0)
+    if refused <= 0 or unsent <= 0:
+        return ""
+    mine = min(refused, unsent)
+    kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(counters.items())
+                      if k.startswith("connect_error.") and k != "connect_error.fd_limit" and n)
+    rest = unsent - mine
+    return (f"; {mine:,} of the {unsent:,} not sent: the target refused or failed their connections"
+            + (f" ({kinds})" if kinds else "")
+            + (f"; the other {rest:,} the client did not send in time" if rest else ""))
 
 
 def _round3(x: float | None) -> float | None:
@@ -483,7 +525,7 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
     if not complete:
         reason = interrupted_by or ("a worker died" if dead else "")
         warnings.insert(0, f"hopbench crashed mid-run: {meta.get('crash')}" if crashed
-                        else reason if reason.startswith((STOP_TARGET_UNREACHABLE, STOP_TARGET_LOST))
+                        else reason if reason.startswith((STOP_TARGET_UNREACHABLE, STOP_TARGET_LOST, STOP_TARGET_FAILING))
                         else f"run interrupted ({reason or 'stopped'}): results are partial (complete: false)")
     started_s = meta.get("started_at_unix_s")
     started_s = started_s if isinstance(started_s, (int, float)) else end.ended_at_unix_s

@@ -188,7 +188,8 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
         out.append(f"nothing completed: none of the {started} streams completed "
                    f"({_top_details(counters, BROKEN + ('cancelled',))}){not_sse}; "
                    + (f"the stop cancelled them ({why})" if stopped else
-                      "see error_samples in summary.json for what the target said"))
+                      "see error_samples in summary.json for what the target said" if stats.error_samples else
+                      "the target sent no error text with them"))
     elif started and errors / started > ERROR_RATE_WARN:
         out.append(f"error rate {errors / started:.1%} (> {ERROR_RATE_WARN:.0%}): {errors} of {started} "
                    f"streams ended in error ({_top_details(counters, BROKEN)})")

@@ -286,6 +286,12 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
         if self._requests_left <= 0:
             return False
         self._requests_left -= 1
+        if not self._requests_left and self.load.mode == "concurrency":
+            # the budget is all taken: the users drain from here, the steady window ends
+            # (the judge's load held: hopbench.driver._judge._in_flight)
+            t = now_ns()
+            self._gauge.end_steady(t)
+            self.stats.schedule_end_ns = t - self._t0
         return True
 
     def _sync_stats(self) -> None:

@@ -108,7 +108,7 @@ class StreamMixin:
     ``on_stream``, ``base_url``, ``_arms``, ``_rng``, ``_cancel_rng``,
     ``_id_prefix``, ``_t0``, ``_mono_offset_ns``, ``_gauge``, ``_idle_changed``,
     ``_client``, ``_take_request``; of the watch (hopbench.engine._watch):
-    ``_check_reachable``, ``_client_lag_ns``, ``_loop_lag_ns``, ``_blackouts``,
+    ``_check_reachable``, ``_check_failing``, ``_client_lag_ns``, ``_loop_lag_ns``, ``_blackouts``,
     ``_probe_due_ns``, ``_last_error`` (written here); of the open loop:
     ``_window``.
     """
@@ -131,6 +131,7 @@ class StreamMixin:
     _client: httpx.AsyncClient
     _take_request: Callable[[], bool]
     _check_reachable: Callable[[str, str, bool], None]
+    _check_failing: Callable[[str, str, int | None, str, bool], None]
     _client_lag_ns: Callable[[int, int], tuple[int, int]]
     _loop_lag_ns: Callable[[int], int]
     _blackouts: collections.deque[tuple[int, int]]
@@ -414,7 +415,8 @@ class StreamMixin:
         # and [3] when the response (and, unfinished, its connection) began to close
         # and [4] what was wrong with a 2xx response's head (a Content-Type other than
         # text/event-stream): the sample of a stream that then broke with no text of its own
-        box: list[Any] = [None, False, None, None, None]
+        # and [5] the response's Content-Type (the failing-target check names it)
+        box: list[Any] = [None, False, None, None, None, ""]
         try:
             outcome, detail, result = await self._send(plan, meter, rec, box, sent)
         finally:
@@ -424,6 +426,8 @@ class StreamMixin:
             meter.close(end)
             detail = self._wire_detail(outcome, detail, result, box[2], box[4])
             self._check_reachable(outcome, detail, meter.headers_ns is not None)
+            self._check_failing(outcome, detail, meter.status, box[5], outcome == "completed" or (
+                result is not None and result.content_events > 0))
             self._record(plan, meter, rec, end, outcome, detail, result, box[3], intended_ns, taken_ns)
             gauge.move(max(end, gauge.last_ns), stage[0], OUT)
             self._idle_changed.set()
@@ -609,6 +613,7 @@ class StreamMixin:
             write_ns = ext.get("hopbench.write_ns")
             if write_ns is not None:  # hopbench's own transport (docs/results.md, request_write)
                 rec.record(scope_name or sc.name, "request_write", write_ns)
+            ctype = box[5] = response.headers.get("content-type", "")
             if status >= 300:
                 data = b""
                 async for chunk in response.aiter_raw():
@@ -620,7 +625,6 @@ class StreamMixin:
                 # secrets before it is cut short, so a key across a cut cannot leak in part
                 box[2] = data.decode("utf-8", "replace")
                 return "http_error", f"{status}" + (f":{code}" if code else ""), None
-            ctype = response.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
                 rec.incr(scope_name or sc.name, "anomaly.wrong_content_type")
                 box[4] = (f"{status} with Content-Type {ctype[:64]!r}, expected text/event-stream "

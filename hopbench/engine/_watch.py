@@ -6,7 +6,8 @@ late wake-ups (blackouts) for the idle check (:func:`away_ns`); the client lag
 of a body read combines the probe's estimate, the kernel's receive stamp and
 the loop thread's run-queue wait (hopbench.engine._runqueue); a watcher polls
 whether the embedded target is alive; the reachability check stops a run whose
-connection attempts keep failing.
+connection attempts keep failing, and the failing-target check one whose target
+answers but has never streamed (``run.stop_on_failing_target``).
 
 Invariants: every figure here is integer ns on the runner's clock
 (hopbench._clock.now_ns); lags are never negative; reading a lag
@@ -23,13 +24,15 @@ from typing import Any
 import trio
 
 from .._clock import NS_PER_S, now_ns, ns_to_s
-from .._exit import STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
+from .._exit import STOP_TARGET_FAILING, STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
 from ..measure._recorder import Recorder
 from ._runqueue import RunQueueWatch
 
-__all__ = ["UNREACHABLE_AFTER", "WatchMixin", "away_ns"]
+__all__ = ["FAILING_PREFIX", "UNREACHABLE_AFTER", "WatchMixin", "away_ns"]
 
 UNREACHABLE_AFTER = 20  # connection failures in a row, with no response between, that end a run
+#: how the failing-target stop reason begins (``RunStats.interrupted_by``; the driver's exit 4)
+FAILING_PREFIX = STOP_TARGET_FAILING
 _TARGET_POLL_S = 0.05  # how often the embedded emulator's process is looked at
 _LOOP_PROBE_NS = 10_000_000  # the lag probe sleeps 10 ms at a time
 #: the loop-lag probe's late wake-ups kept for the idle check (``away_ns``): at
@@ -76,13 +79,16 @@ class WatchMixin:
     ``LoadRunner.run``), ``_reached`` (a response ever arrived),
     ``_connect_failures`` (in a row, since the last response) and
     ``_last_error`` (the last stream exception's text, written by the stream's
-    boundary, ``LoadRunner._stream``, for the unreachable message).
+    boundary, ``LoadRunner._stream``, for the unreachable message), ``_streamed``
+    (a stream ever completed or carried output) and ``_failing`` (the failed
+    responses before that, by head: ``"HTTP <status> <content type>"``).
 
-    Reads of ``LoadRunner``: ``stats``, ``notice``, ``base_url``, ``_t0``,
+    Reads of ``LoadRunner``: ``stats``, ``profile``, ``notice``, ``base_url``, ``_t0``,
     ``_stopping``, ``request_stop`` and ``_recorder_for``.
     """
 
     stats: Any  # LoadRunner's RunStats (hopbench.engine._runner imports this module)
+    profile: Any  # LoadRunner's Profile (run.stop_on_failing_target)
     notice: Callable[[str], None]
     base_url: str
     _t0: int
@@ -95,6 +101,8 @@ class WatchMixin:
         self._reached = False
         self._connect_failures = 0  # in a row, since the last response
         self._last_error = ""  # the last stream exception's text, for the unreachable message
+        self._streamed = False  # a stream ever completed or carried output: the target streams
+        self._failing: collections.Counter[tuple[str, str]] = collections.Counter()  # (head, outcome) -> n
         # The loop-lag probe's state, read at every body read (client_lag_ns):
         # when it is due, and its last measured lag and wake-up stamp.
         self._probe_due_ns = 1 << 62
@@ -151,6 +159,38 @@ class WatchMixin:
                         f"{STOP_TARGET_UNREACHABLE}: the first {self._connect_failures} connection attempts to "
                         f"{self.base_url} failed ({detail or 'connect error'}) and none got a response{why}")
                 self.request_stop()
+
+    def _check_failing(self, outcome: str, detail: str, status: int | None, ctype: str, streamed: bool) -> None:
+        """Stop early when the target answers but has never streamed: the first
+        ``run.stop_on_failing_target`` responses (N, 0: never) all failed (an HTTP
+        error, a web page, a body that is not a stream) and no stream ever completed
+        or carried an output event. Hammering such a target for the whole run
+        measures nothing (issue 39: 10,406 requests in 8 s to "Welcome to nginx!").
+
+        Streams without a response (connection failures: ``_check_reachable``'s) and
+        the client's own cancels count neither way. Once one stream has streamed,
+        the target is never stopped by this check, however many fail after.
+        The stop reason (``stats.interrupted_by``) begins ``FAILING_PREFIX`` and names
+        the commonest observed failure: status, Content-Type and outcome.
+        """
+        if streamed:
+            self._streamed = True
+            return
+        limit = self.profile.run.stop_on_failing_target
+        if (self._streamed or not limit or status is None or self._stopping
+                or outcome in ("completed", "cancelled", "client_cancelled")):
+            return
+        kind = f"{outcome}.{detail.partition(':')[0]}" if detail else outcome
+        failing = self._failing
+        failing[(f"HTTP {status} {ctype.partition(';')[0].strip() or '(no Content-Type)'}", kind)] += 1
+        n = failing.total()
+        if n == limit and self.stats.interrupted_by is None:
+            (head, kind), k = failing.most_common(1)[0]
+            self.stats.interrupted_by = (
+                f"{FAILING_PREFIX}: the first {n} responses from {self.base_url} all failed and none streamed an "
+                f"event ({k} of {n}: {head}, {kind}); stopped early (run.stop_on_failing_target = {limit})")
+            self.notice(f"{self.stats.interrupted_by}")
+            self.request_stop()
 
     def _loop_lag_ns(self, t_ns: int) -> int:
         """How late the event loop serves what it runs at ``t_ns`` by the loop-lag

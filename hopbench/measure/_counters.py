@@ -38,6 +38,8 @@ class StatsLike(Protocol):
     def codes_folded(self) -> int: ...
     @property
     def cancelled_by(self) -> str | None: ...
+    @property
+    def error_samples(self) -> Mapping[str, Sequence[str]]: ...
 
 
 class RunStatsLike(StatsLike, Protocol):
@@ -106,8 +108,9 @@ class RunCounters:
         stop_ns, ended_ns: when the load stopped and the last stream ended (ns
             from the run start; merged: the latest).
         schedule_end_ns: an open loop whose schedule ran out by itself (``run.requests``,
-            a trace without ``loop``): one mean gap after its last arrival was due
-            (ns from the run start; merged: the latest); 0 otherwise.
+            a trace without ``loop``): one mean gap after its last arrival was due;
+            a closed loop's ``run.requests``: when its last request was taken, where its
+            steady window ends (ns from the run start; merged: the latest); 0 otherwise.
         steady_from_ns: start of the steady window (ns; merged: the earliest).
         interrupted_by: the first stop reason seen (a signal name, "target lost: ..."), else None.
         requests_started, arrivals, max_in_flight_hits, sent_measured: counts (merged: sums).

@@ -73,7 +73,7 @@ class InFlightGauge:
     """
 
     __slots__ = ("now", "peak_in_flight", "peak_open", "sent_measured", "last_ns", "_read_ns",
-                 "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at")
+                 "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at", "_steady_end")
 
     def __init__(self, t0_ns: int, steady_from_ns: int | None = None,
                  measured_from_ns: int | None = None) -> None:
@@ -89,6 +89,7 @@ class InFlightGauge:
         self._steady_from = t0_ns if steady_from_ns is None else steady_from_ns
         self._measured_from = t0_ns if measured_from_ns is None else measured_from_ns
         self._stopped_at: int | None = None
+        self._steady_end: int | None = None  # end_steady(): the steady window ends before the stop
 
     # -- reading -----------------------------------------------------------------
     @property
@@ -118,7 +119,19 @@ class InFlightGauge:
         if t_ns < self._steady_from:
             return self._steady_from
         stop = self._stopped_at
+        end = self._steady_end
+        if end is not None and (stop is None or end < stop):
+            stop = end
         return stop if stop is not None and t_ns > stop else t_ns
+
+    def end_steady(self, t_ns: int) -> None:
+        """The steady window ends at ``t_ns`` (clock ns; at the last stamp if earlier),
+        before the stop: a closed loop's request budget is all taken, and its users
+        drain one by one, which is not load the client failed to hold (the judge's
+        "load held", docs/results/in-flight.md). Only the first call counts; the
+        counts, peaks and ``sent_measured`` go on to the stop."""
+        if self._steady_end is None:
+            self._steady_end = max(t_ns, self.last_ns, self._steady_from)
 
     # -- stamping ----------------------------------------------------------------
     def advance(self, t_ns: int) -> None:

@@ -28,12 +28,14 @@ __all__ = [
     "ANOMALY_PREFIX",
     "BROKEN",
     "DETAIL_PREFIXES",
+    "DetailTally",
     "ERROR_RATE_WARN",
     "OUTCOMES",
     "RATES",
     "OUTPUT_TOKEN_COUNTERS",
     "RateSpec",
     "TokensSource",
+    "detail_tally",
     "measured_duration_s",
     "output_tokens",
     "rate_value",
@@ -228,6 +230,53 @@ RATES: Final[dict[str, RateSpec]] = {
 }
 """Rate names a budget may use; ``responded`` = started - cancelled - client_cancelled
 - http_error - connect_error."""
+
+
+CODE_PREFIX: Final = "http_error_code."
+"""Counter prefix of an HTTP error body's code: a sub-detail of ``http_error.<status>``
+(the same streams), never a second tally."""
+
+
+@dataclass(frozen=True, slots=True)
+class DetailTally:
+    """A scope's outcome details, one count per broken stream (what the terminal's
+    ``details:`` line and report.html's "by kind and error code" chart show).
+
+    Attributes:
+        details: ``(<outcome>.<detail>, n)`` sorted by name, n > 0: each broken stream
+            in exactly one (their sum is the broken streams whose detail is known).
+        codes: ``(code, n)`` of ``http_error_code.<code>``, sorted by name: the error
+            bodies' codes of the ``http_error.*`` streams (a sub-detail of them: the
+            counters do not say which status each code came with).
+        anomalies: ``(anomaly.<kind>, n)`` sorted by name: protocol flags, not outcomes
+            (a stream may have several, a completed one too).
+    """
+
+    details: tuple[tuple[str, int], ...]
+    codes: tuple[tuple[str, int], ...]
+    anomalies: tuple[tuple[str, int], ...]
+
+    def codes_text(self) -> str:
+        """``"error code x 3, y 12"`` (``"error codes ..."`` for several), or ``""``."""
+        if not self.codes:
+            return ""
+        return (f"error code{'s' if len(self.codes) > 1 else ''} "
+                + ", ".join(f"{c} {n:,}" for c, n in self.codes))
+
+
+def detail_tally(counters: Mapping[str, Any]) -> DetailTally:
+    """A scope's counters as :class:`DetailTally` (pure; never raises on odd counters:
+    non-positive or non-integer counts are left out).
+
+    Args:
+        counters: a scope's counters (summary.json ``scopes.<name>.counters``).
+    """
+    def pick(prefix: tuple[str, ...] | str, cut: int = 0) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted((k[cut:], int(n)) for k, n in counters.items()
+                            if isinstance(n, int) and n > 0 and k.startswith(prefix)))
+
+    outcome_prefixes = tuple(p for p in DETAIL_PREFIXES if p != CODE_PREFIX)
+    return DetailTally(pick(outcome_prefixes), pick(CODE_PREFIX, len(CODE_PREFIX)), pick(ANOMALY_PREFIX))
 
 
 def _c(counters: Mapping[str, Any], key: str) -> int:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS, metrics_where
-from ..measure._outcomes import ANOMALY_PREFIX, DETAIL_PREFIXES, OUTCOMES
+from ..measure._outcomes import ANOMALY_PREFIX, DETAIL_PREFIXES, OUTCOMES, detail_tally
 from ..measure._recorder import ALL
 from ._series import MAX_POINTS, SERIES_PERCENTILES, RunData, SeriesPoint
 from .._units import NS_PER_S
@@ -290,17 +290,31 @@ def outcome_figure(runs: Sequence[RunData]) -> Any:
         if any(values):
             fig.add_trace(go.Bar(x=cats, y=values, name=outcome, marker_color=_OUTCOME_COLOURS[outcome],
                                  legendgroup="outcomes"), row=1, col=1)
-    for r_i, run in enumerate(runs if details else ()):
-        counts = [run.snapshot.counter(ALL, k) for k in details]
-        fig.add_trace(go.Bar(y=details, x=counts, orientation="h",
-                             name="count" if len(runs) == 1 else f"count [{'AB'[r_i]}]",
-                             marker={"color": [detail_colour(k) for k in details], "opacity": 1.0 if r_i == 0 else 0.5},
-                             showlegend=False), row=1, col=2)
-    if any(k.startswith(ANOMALY_PREFIX) for k in details):  # a legend entry for the anomalies' colour
-        fig.add_trace(go.Bar(x=[None], y=[None], name="anomaly (not an outcome)", marker_color=_ANOMALY_COLOUR,
-                             legendgroup="outcomes"), row=1, col=1)
+    # one bar count per broken stream (measure._outcomes.detail_tally): the error bodies' codes
+    # ride on the http_error bars (label with one run and one status, else the hover text);
+    # the anomalies (flags, not outcomes) are bars of their own colour
+    tallies = [detail_tally(scope_counters(run, ALL)) for run in runs]
+    kinds = sorted({k for t in tallies for k, _ in t.details})
+    anomalies = sorted({k for t in tallies for k, _ in t.anomalies})
+    statuses = [k for k in kinds if k.startswith("http_error.")]
+    labels = {k: k for k in kinds + anomalies}
+    if len(runs) == 1 and len(statuses) == 1 and tallies[0].codes:
+        labels[statuses[0]] = f"{statuses[0]} ({tallies[0].codes_text()})"
+    for r_i, (run, tally) in enumerate(zip(runs, tallies) if details else ()):
+        opacity = 1.0 if r_i == 0 else 0.5  # run B's bars paler
+        if kinds:
+            fig.add_trace(go.Bar(y=[labels[k] for k in kinds], x=[run.snapshot.counter(ALL, k) for k in kinds],
+                                 orientation="h", name="count" if len(runs) == 1 else f"count [{'AB'[r_i]}]",
+                                 hovertext=[tally.codes_text() if k.startswith("http_error.") else "" for k in kinds],
+                                 marker={"color": [detail_colour(k) for k in kinds], "opacity": opacity},
+                                 showlegend=False), row=1, col=2)
+        if anomalies:
+            fig.add_trace(go.Bar(y=anomalies, x=[run.snapshot.counter(ALL, k) for k in anomalies], orientation="h",
+                                 name="anomalies (flags, not outcomes)" + ("" if len(runs) == 1 else f" [{'AB'[r_i]}]"),
+                                 marker={"color": _ANOMALY_COLOUR, "opacity": opacity},
+                                 legendgroup="outcomes", showlegend=r_i == 0), row=1, col=2)
     fig.update_layout(barmode="stack", template="plotly_white", title={"text": "Stream outcomes"},
-                      height=max(420, 24 * len(details) + 160))
+                      height=max(420, 24 * (len(kinds) + len(anomalies)) + 160))
     if len(runs) > 1:
         fig.update_layout(barmode="relative")
     return fig

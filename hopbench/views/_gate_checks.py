@@ -147,9 +147,10 @@ def _load_held_check(summary: Mapping[str, Any], opts: GateOptions) -> RunCheck:
     and no arrival was dropped at ``max_in_flight``. Budgets measured under a
     lighter load than asked are no evidence of the gateway at that load, so
     ``held: false`` fails unless ``allow_load_not_held``. ``held`` null passes (a
-    run bounded by ``run.requests`` is not judged: its end is not a failure to
-    hold load; nor is a run with nothing due or measured, which other checks
-    fail), and so does a summary without it; the detail gives the reason
+    run with nothing due or measured, which other checks fail; a closed loop's
+    ``run.requests`` budget is judged up to its last request, so null only when
+    it was taken before any steady window, or in a summary written before issue 39),
+    and so does a summary without it; the detail gives the reason
     (:func:`_not_judged_reason`). The figures are said in the
     words of the terminal's ``load:`` line (``hopbench._format.load_phrase``).
 
@@ -227,10 +228,15 @@ def _not_judged_reason(summary: Mapping[str, Any], load: Mapping[str, Any]) -> s
     profile = summary.get("profile")
     run = profile.get("run") if isinstance(profile, Mapping) else None
     # a stage's or probe's run never has a request budget (hopbench.driver._stages.stage_profile)
-    # (an open loop with a budget is judged: its window ends one mean gap after its last arrival)
+    # (an open loop with a budget is judged: its window ends one mean gap after its last arrival;
+    # a closed loop's too, up to its last request, when that window lasted BUDGET_WINDOW_MIN_S:
+    # a measured mean_busy beside a null held is a shorter one, or a summary written before)
     if not summary.get("stages_kind") and isinstance(run, Mapping) and run.get("requests") is not None \
-            and load.get("mode") not in ("rate", "trace"):
-        return "load.held null: a run bounded by run.requests"
+            and load.get("mode") not in ("rate", "trace") and load.get("mean_busy") is not None:
+        from ..driver._judge import BUDGET_WINDOW_MIN_S
+
+        return (f"load.held null: a run bounded by run.requests whose steady window, to its last request, "
+                f"lasted under {BUDGET_WINDOW_MIN_S:g} s")
     why: list[str] = []
     if load.get("mode") in ("rate", "trace") and load.get("due") == 0:
         why.append("no arrival was due in the measured window (load.due 0)")

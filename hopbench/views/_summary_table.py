@@ -23,14 +23,13 @@ from .._format import fmt_num as _num
 from .._format import cpu_phrase, load_phrase
 from ..measure._metrics import METRICS, UNIT_LABELS
 from ..measure._outcomes import (ANOMALY_PREFIX, BROKEN, DETAIL_PREFIXES, ERROR_RATE_WARN, OUTCOMES, TokensSource,
-                                 tokens_source)
+                                 detail_tally, tokens_source)
 
 __all__ = ["load_text", "render_summary"]
 
 _OUTCOMES = ("started", *OUTCOMES)
-_DETAIL_PREFIXES = (*DETAIL_PREFIXES, ANOMALY_PREFIX)
 #: warnings that mean the figures cannot be trusted as they stand (red)
-_RED_WARNINGS = ("nothing completed", "no output", "error rate", "target lost", "target unreachable",
+_RED_WARNINGS = ("nothing completed", "no output", "error rate", "target lost", "target failing", "target unreachable",
                  "hopbench crashed", "load generator saturated", "run interrupted")
 #: stop classes in report order (hopbench.protocols.STOP_CLASSES)
 _STOP_CLASSES = ("stop", "length", "tool_calls", "content_filter", "pause_turn", "abort", "other", "none")
@@ -53,6 +52,7 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
         table.add_column(col, justify="right", no_wrap=True)
     metrics = scope.get("metrics") or {}
     marked_any = False
+    shared_read = False  # some time printed as "<0.001" (events that shared a read)
     for metric in list(METRICS) + [m for m in metrics if m not in METRICS]:
         m = metrics.get(metric)
         if not isinstance(m, Mapping):
@@ -62,8 +62,18 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
         marked = {key for key, _, _ in uncertain(m)}
         marked_any = marked_any or bool(marked)
 
+        in_ms = m.get("unit") == "ms"
+
+        def num(key: str) -> str:
+            nonlocal shared_read
+            value = m.get(key)
+            if in_ms and _below_print(value):
+                shared_read = True
+                return SHARED_READ_TEXT
+            return _num(value)
+
         def pct(key: str) -> Text | str:
-            text = _num(m.get(key))
+            text = num(key)
             return Text(text + UNCERTAIN_MARK, style="yellow") if key in marked else text
 
         table.add_row(
@@ -74,12 +84,25 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
             pct("p90"),
             pct("p99"),
             pct("p999"),
-            _num(m.get("max")),
+            num("max"),
         )
-    if marked_any:
-        table.caption = uncertain_note()
+    notes = ([uncertain_note()] if marked_any else []) + ([SHARED_READ_NOTE] if shared_read else [])
+    if notes:
+        table.caption = "\n".join(notes)
         table.caption_justify = "left"
     return table
+
+
+#: a time under 0.0005 ms, which 3 decimals would print as a bare 0.000, in the terminal table
+SHARED_READ_TEXT = "<0.001"
+SHARED_READ_NOTE = (f"{SHARED_READ_TEXT} ms: under 1 us; for itl, events shared a network read (one stamp, a gap of 0, "
+                    "recorded as 1 ns); summary.json keeps the number")
+
+
+def _below_print(value: object) -> bool:
+    """A time in ms that ``fmt_num`` would print as ``0.000`` (0 <= value < 0.0005):
+    shown as ``<0.001`` instead (docs/results/units.md, "Zero values")."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 0.0005
 
 
 def _cancel_line(counters: Mapping[str, int], metrics: Mapping[str, Any]) -> Text:
@@ -110,12 +133,21 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
                  "red" if k in BROKEN or k == "completed" else "yellow" if k == "cancelled" else "")
         line.append(f"{k} {counters.get(k, 0):,}", style=style)
     lines.append(line)
-    # every detail with its count: the reason of each failure kind is the point
-    details = sorted(
-        (k, n) for k, n in counters.items() if n and k.startswith(_DETAIL_PREFIXES)
-    )
-    if details:
-        lines.append(Text("details: " + ", ".join(f"{k} {n:,}" for k, n in details), style="dim"))
+    # every detail with its count: the reason of each failure kind is the point; one count per
+    # broken stream: the error bodies' codes are a sub-detail of the http_error ones, and the
+    # anomalies (flags, not outcomes) a line of their own (measure._outcomes.detail_tally)
+    tally = detail_tally(counters)
+    if tally.details or tally.codes:
+        parts = [f"{k} {n:,}" for k, n in tally.details]
+        last_http = max((i for i, (k, _) in enumerate(tally.details) if k.startswith("http_error.")), default=None)
+        if last_http is not None and tally.codes:
+            parts[last_http] += f" ({tally.codes_text()})"
+        elif tally.codes:
+            parts.append(f"({tally.codes_text()})")
+        lines.append(Text("details: " + ", ".join(parts), style="dim"))
+    if tally.anomalies:
+        lines.append(Text("anomalies (flags, not outcomes): " + ", ".join(f"{k} {n:,}" for k, n in tally.anomalies),
+                          style="dim"))
     tokens = scope.get("tokens") or {}
     tin, tout = tokens.get("input") or {}, tokens.get("output") or {}
     tev = tokens.get("output_events") or {}  # streams without usage: their output events
@@ -241,7 +273,7 @@ def _stop_lines(counters: Mapping[str, int]) -> list[Text]:
 def _warnings(summary: Mapping[str, Any]) -> list[Text]:
     out: list[Text] = []
     listed = [str(w) for w in summary.get("warnings") or []]
-    said = ("run interrupted", "hopbench crashed", "target unreachable", "target lost")
+    said = ("run interrupted", "hopbench crashed", "target unreachable", "target lost", "target failing")
     if summary.get("complete") is not True and not _has(listed, said):  # else the warning says it
         by = summary.get("interrupted_by")
         out.append(Text(
