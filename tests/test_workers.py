@@ -243,6 +243,19 @@ def test_run_workers_two_workers_match_ground_truth(tmp_path: Path) -> None:
     assert seen and seen == timeline
     assert [x["start_ns"] for x in timeline] == sorted(x["start_ns"] for x in timeline)
     assert all(d["state"] == "done" and d["pid"] != os.getpid() for d in detail)
+    # one streams.jsonl, merged from the workers' parts: one line per stream, in start order
+    streams = [json.loads(x) for x in (out / "streams.jsonl").read_text().splitlines()]
+    assert len(streams) == c["started"] == 200
+    assert sorted(r["id"] for r in streams) == sorted(r["request_id"] for r in truth)
+    assert [(r["start_ns"], r["id"].split("-")[0]) for r in streams] == sorted(
+        (r["start_ns"], r["id"].split("-")[0]) for r in streams)
+    assert sum(r["outcome"] == "completed" for r in streams) == c["completed"]
+    assert not list(out.glob("streams.part-*")) and not list(out.glob("*.tmp"))
+    # exported with a run column (the folder's name), so that runs concatenate
+    from hopbench.views._export import export_results
+
+    rows = [json.loads(x) for x in export_results(out, "jsonl")[1].read_text().splitlines()]
+    assert len(rows) == 200 and {r["run"] for r in rows} == {"run"} and list(rows[0])[0] == "run"
 
 
 def _worker_knows_the_emulator(profile: Profile, base_url: str, share: WorkerShare, conn: Any) -> None:

@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import os
 import signal
@@ -36,17 +37,18 @@ import threading
 import sys
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import trio
 
 from .._clock import NS_PER_S
-from .._errors import HopbenchError
+from .._errors import HopbenchError, ResultsError
 from ..config._records import Profile
 from ..measure._recorder import IntervalSnapshot, Recorder
-from ._results import ResultsWriter
+from ._results import ResultsWriter, write_error
 from ._common import RunOutcome, build_meta, fd_limit_for, default_out_dir, emulator_warnings, hold_signals, mark_started
 from ._merge import Merger
 from ._share import WorkerShare, split_load
@@ -79,7 +81,11 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
 
     Messages (JSON-able dicts, each with "kind" and "worker"):
     ``ready`` (host, pid); ``interval`` (iv, warm: ``IntervalSnapshot.to_json()``,
-    line: the runner's timeline record) at each interval end; ``done`` (total,
+    line: the runner's timeline record) at each interval end; ``streams`` (lines:
+    the streams.jsonl lines of the streams that ended since the last, before each
+    ``interval`` and before ``done``; only when ``share.streams_part`` is None and
+    ``run.stream_log`` is on: with a part the worker appends them to that file
+    itself, a JSON line each, in the order they ended); ``done`` (total,
     warmup: ``Snapshot.to_json()``; counters: ``RunCounters.to_json()``; start_skew_ns;
     cancels: the client cancels as [request id, scope, CLOCK_MONOTONIC ns, events];
     bursts: the measured flagged bursts, ``_burst.FlaggedLog.to_json()``) at the end;
@@ -117,7 +123,25 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
 
+    lines: deque[dict[str, Any]] = deque()  # streams.jsonl lines: the runner appends, ship_streams takes
+    part = _open_part(share.streams_part) if profile.run.stream_log else None
+
+    def ship_streams() -> None:
+        # the local engine: this worker's own part file; a Ray task: to the driver, in order
+        if not lines:
+            return
+        batch = [lines.popleft() for _ in range(len(lines))]
+        if part is None:
+            send({"kind": "streams", "worker": k, "lines": batch})
+            return
+        try:
+            part.write("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in batch))
+            part.flush()
+        except OSError as exc:  # e.g. a full disk: this worker stops, the driver says why
+            raise ResultsError(write_error(Path(part.name), exc)) from exc
+
     def on_interval(iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
+        ship_streams()
         send({"kind": "interval", "worker": k, "iv": iv.to_json(), "warm": warm_iv.to_json(),
               "line": line})
         reason = stop_reason[0] or poll_stop()
@@ -126,7 +150,8 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
 
     runner = LoadRunner(profile, base_url, rec, warm, on_interval=on_interval, load=share.load,
                         request_budget=share.request_budget, seed_offset=k,
-                        arrival_offset_ns=share.arrival_offset_ns)
+                        arrival_offset_ns=share.arrival_offset_ns,
+                        on_stream=lines.append if profile.run.stream_log else None)
     runner.notice = lambda text: None  # the driver announces what a signal does, once
     if share.emulator_boot_id is None:  # the local engine: the driver's machine
         runner.emulator_pids, emulator_note = share.emulator_pids, None
@@ -146,6 +171,11 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         trio.run(runner.run)
     else:
         runner.stats.interrupted_by = stop_reason[0] or "cancelled before start"
+    try:
+        ship_streams()  # the streams that ended after the last interval, before "done"
+    finally:
+        if part is not None:
+            part.close()
     counters = runner.counters()
     if emulator_note is not None and counters.host is not None:  # never silently absent
         counters = dataclasses.replace(counters, host={**counters.host, "emulator_note": emulator_note})
@@ -156,6 +186,20 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
           "cancels": [[c.request_id, c.scope, c.closed_mono_ns, c.events_read] for c in runner.cancels],
           # flagged bursts, re-judged by the driver against the same record (hopbench.measure._burst)
           "bursts": runner.flagged.to_json()})
+
+
+def _open_part(path: str | None) -> IO[str] | None:
+    """This worker's streams.jsonl part, opened to append (None: ship the lines instead).
+
+    Raises:
+        ResultsError: it cannot be opened (naming the file and why).
+    """
+    if path is None:
+        return None
+    try:
+        return open(path, "a", encoding="utf-8")
+    except OSError as exc:
+        raise ResultsError(write_error(Path(path), exc)) from exc
 
 
 # -- the local engine: worker processes ----------------------------------------
@@ -224,7 +268,9 @@ def _run_local(profile: Profile, *, out_dir: Path | None, on_line: Callable[[str
         conns: dict[int, Any] = {}
         for s in shares:
             parent, child = ctx.Pipe(duplex=True)
-            s = dataclasses.replace(s, emulator_pids=merger.emulator_pids)  # one host: the pid is valid here
+            # one host: the pid is valid here, and the worker writes its own streams.jsonl part
+            s = dataclasses.replace(s, emulator_pids=merger.emulator_pids,
+                                    streams_part=str(merger.stream_part(s.index)) if profile.run.stream_log else None)
             p = ctx.Process(target=target, args=(profile, url, s, child),
                             name=f"hopbench-worker-{s.index}", daemon=True)
             p.start()
