@@ -309,6 +309,9 @@ def _pump_local(merger: Merger, procs: dict[int, Any], conns: dict[int, Any],
     from multiprocessing.connection import wait
 
     open_conns = dict(conns)
+    # workers whose pipe has closed: each is reaped as soon as it exits, not at the run's end
+    # (a worker that ended first was left a zombie while the others ran)
+    exiting: dict[int, Any] = {}
     go_sent = False
     ready_deadline = time.monotonic() + _READY_TIMEOUT_S
     run_deadline: float | None = None
@@ -337,16 +340,20 @@ def _pump_local(merger: Merger, procs: dict[int, Any], conns: dict[int, Any],
                 run_deadline = (time.monotonic() + START_DELAY_S + run_s + profile.run.grace_ns / NS_PER_S
                                 + _KILL_AFTER_S) if profile.run.duration_ns and profile.run.requests is None else None
         ready_list = wait(list(open_conns.values()) + [p.sentinel for i, p in procs.items()
-                                                     if i in open_conns], timeout=_POLL_S)
+                                                     if i in open_conns or i in exiting], timeout=_POLL_S)
         for i, c in list(open_conns.items()):
             if c in ready_list and not _drain(c, i, merger):
                 del open_conns[i]
+                exiting[i] = procs[i]
                 _lost_if_unfinished(merger, i, procs[i])
                 continue
             if i in open_conns and not procs[i].is_alive():
                 _drain(c, i, merger)  # what the pipe still holds, then call it
                 del open_conns[i]
                 _lost_if_unfinished(merger, i, procs[i])
+        for i, p in list(exiting.items()):
+            if not p.is_alive():  # is_alive() polls waitpid(WNOHANG): an exited worker is reaped here
+                del exiting[i]
         if run_deadline is not None and time.monotonic() > run_deadline:
             for i in list(open_conns):
                 procs[i].kill()
