@@ -41,7 +41,8 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -501,26 +502,15 @@ class Merger:
 
 # -- streams.jsonl: the workers' parts, merged in start order ------------------------------
 
-_Key = tuple[int, int, int]  # (start_ns, worker index, place in its part)
+#: a line's sort key, as bytes that compare as the key does: (start_ns + 2**62, worker index,
+#: place in its part), zero-padded to fixed widths, so that sorting and merging compare bytes
+_KEY = b"%020d%06d%012d"
+_KEY_LEN = 38
+_NO_START = -(1 << 62)  # a line without a start stamp sorts first
 
 
-def _key(item: tuple[_Key, bytes]) -> _Key:
-    return item[0]
-
-
-def _write_run(path: Path, items: Iterator[tuple[_Key, bytes]] | list[tuple[_Key, bytes]]) -> Path:
-    """A sorted run on disk: each line its key's three numbers, a space, the line."""
-    with open(path, "wb") as f:
-        for (a, b, c), raw in items:
-            f.write(b"%d %d %d " % (a, b, c) + raw)
-    return path
-
-
-def _read_run(path: Path) -> Iterator[tuple[_Key, bytes]]:
-    with open(path, "rb") as f:
-        for line in f:
-            a, b, c, raw = line.split(b" ", 3)
-            yield (int(a), int(b), int(c)), raw
+def _open_runs(stack: ExitStack, runs: Sequence[Path]) -> list[IO[bytes]]:
+    return [stack.enter_context(open(r, "rb")) for r in runs]
 
 
 def merge_stream_parts(parts: Sequence[tuple[int, Path]], dest: Path, chunk_bytes: int = SORT_CHUNK_BYTES,
@@ -532,8 +522,9 @@ def merge_stream_parts(parts: Sequence[tuple[int, Path]], dest: Path, chunk_byte
     own order (the order its streams ended); a line without a start stamp sorts first.
     Each line is copied byte for byte: the schema is the one-process run's. At most
     ``chunk_bytes`` of lines are sorted in memory at once; past that, sorted runs are
-    written beside ``dest`` (``<dest>.run-N.tmp``) and merged ``fan_in`` at a time. ``dest``
-    is written to a temporary file and renamed, then the parts and runs are removed.
+    written beside ``dest`` (``<dest>.run-N.tmp``, each line behind its fixed-width key)
+    and merged ``fan_in`` at a time. ``dest`` is written to a temporary file and renamed,
+    then the parts and runs are removed.
 
     Args:
         parts: (worker index, its part file); a missing file is a worker that wrote none.
@@ -549,16 +540,16 @@ def merge_stream_parts(parts: Sequence[tuple[int, Path]], dest: Path, chunk_byte
         OSError: a part cannot be read or ``dest`` cannot be written (the parts are then kept).
     """
     runs: list[Path] = []
-    chunk: list[tuple[_Key, bytes]] = []
-    held = [0]
+    chunk: list[bytes] = []
+    held = 0
     notes: list[str] = []
     written = 0
+    made = 0  # runs written, for their names
 
-    def spill() -> None:
-        chunk.sort(key=_key)
-        runs.append(_write_run(dest.with_name(f"{dest.name}.run-{len(runs)}.tmp"), chunk))
-        chunk.clear()
-        held[0] = 0
+    def run_path() -> Path:
+        nonlocal made
+        made += 1
+        return dest.with_name(f"{dest.name}.run-{made}.tmp")
 
     for k, path in parts:
         if not path.exists():
@@ -571,28 +562,32 @@ def merge_stream_parts(parts: Sequence[tuple[int, Path]], dest: Path, chunk_byte
             if not raw.strip():
                 continue
             m = _START.search(raw)
-            chunk.append(((int(m.group(1)) if m else -1, k, seq), raw))
+            chunk.append(_KEY % ((int(m.group(1)) if m else _NO_START) - _NO_START, k, seq) + raw)
             written += 1
-            held[0] += len(raw) + 120  # the tuple and the key beside the bytes
-            if held[0] >= chunk_bytes:
-                spill()
+            held += len(raw) + 100  # the key and the list's own share beside the line
+            if held >= chunk_bytes:
+                chunk.sort()
+                runs.append(run_path())
+                with open(runs[-1], "wb") as f:
+                    f.writelines(chunk)
+                chunk, held = [], 0
+    chunk.sort()
     if runs and chunk:
-        spill()
-    passes = len(runs)
-    while len(runs) > fan_in:  # merge the oldest runs first: each pass keeps the order
+        runs.append(run_path())
+        with open(runs[-1], "wb") as f:
+            f.writelines(chunk)
+        chunk = []
+    while len(runs) > fan_in:  # merge the oldest runs first: keys are unique, the order holds
         group, runs = runs[:fan_in], runs[fan_in:]
-        runs.append(_write_run(dest.with_name(f"{dest.name}.run-{passes}.tmp"),
-                               heapq.merge(*(_read_run(r) for r in group), key=_key)))
-        passes += 1
+        runs.append(run_path())
+        with ExitStack() as stack, open(runs[-1], "wb") as f:
+            f.writelines(heapq.merge(*_open_runs(stack, group)))
         for r in group:
             r.unlink()
-    chunk.sort(key=_key)
-    items: Iterator[tuple[_Key, bytes]] = (heapq.merge(*(_read_run(r) for r in runs), key=_key) if runs
-                                           else iter(chunk))
     tmp = dest.with_name(dest.name + ".tmp")
-    with open(tmp, "wb") as f:
-        for _, raw in items:
-            f.write(raw)
+    with ExitStack() as stack, open(tmp, "wb") as f:
+        for line in (heapq.merge(*_open_runs(stack, runs)) if runs else chunk):
+            f.write(line[_KEY_LEN:])
     os.replace(tmp, dest)
     for r in runs:
         r.unlink(missing_ok=True)
