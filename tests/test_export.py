@@ -510,3 +510,23 @@ def test_export_stream_columns_keep_their_types_in_a_run_without_bursts(tmp_path
     assert not any(pa.types.is_null(t) for t in types.values()), types
     summaries = [pq.read_schema(export_results(r, "parquet", tmp_path / f"{n}-pq")[0]) for n, r in runs.items()]
     assert summaries[0] == summaries[1] and summaries[0].field("value").type == pa.float64()
+
+
+def test_export_parquet_scrape_value_is_float_with_nan_and_inf(tmp_path: Path) -> None:
+    """A scrape's NaN and +Inf (text in scrape.jsonl, csv and jsonl) are floats in parquet: the
+    value column is float64 in every run (it was a conversion error when a sample was NaN)."""
+    if importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("pyarrow is not installed")
+    import math
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = _folder(tmp_path, _summary(complete=True, warnings=[]))
+    (run / "scrape.jsonl").write_text(json.dumps({"url": "http://x/metrics", "t_ms": 1.5,
+                                                  "s": {"a": 2, "b": "NaN", "c": "+Inf"}}) + "\n", encoding="utf-8")
+    path = export_results(run, "parquet", tmp_path / "x")[2]
+    table = pq.read_table(path)
+    assert table.schema.field("value").type == pa.float64() and table.schema.field("error").type == pa.string()
+    values = table.column("value").to_pylist()
+    assert values[0] == 2.0 and math.isnan(values[1]) and values[2] == math.inf
