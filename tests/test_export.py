@@ -530,3 +530,14 @@ def test_export_parquet_scrape_value_is_float_with_nan_and_inf(tmp_path: Path) -
     assert table.schema.field("value").type == pa.float64() and table.schema.field("error").type == pa.string()
     values = table.column("value").to_pylist()
     assert values[0] == 2.0 and math.isnan(values[1]) and values[2] == math.inf
+
+
+def test_export_parquet_value_of_the_wrong_type_names_its_column(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    if importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("pyarrow is not installed")
+    run = _folder(tmp_path, _summary(complete=True, warnings=[]), streams=False)
+    (run / "streams.jsonl").write_text(json.dumps({"id": "0-1", "status": "two hundred"}) + "\n", encoding="utf-8")
+    assert main(["export", str(run), "--format", "parquet", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot export streams.parquet: column 'status': expected int values" in err and "Traceback" not in err

@@ -503,12 +503,20 @@ def _write(path: Path, rows: list[dict[str, Any]], columns: list[str], fmt: str)
     else:
         import pyarrow.parquet as pq
 
-        pq.write_table(_arrow_table(rows, columns), path)
+        try:
+            table = _arrow_table(rows, columns)
+        except ResultsError as exc:
+            raise ResultsError(f"cannot export {path.name}: {exc}") from None
+        pq.write_table(table, path)
 
 
 def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> Any:
     """The rows as an arrow table, each declared column with its declared type (``_TYPES``,
-    ``STREAM_COLUMNS``) whatever the values (all null: still that type); others inferred."""
+    ``STREAM_COLUMNS``) whatever the values (all null: still that type); others inferred.
+
+    Raises:
+        ResultsError: a column's values do not fit its type (naming the column).
+    """
     import pyarrow as pa
 
     kinds = {**dict(STREAM_COLUMNS), **_TYPES}
@@ -521,8 +529,12 @@ def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> Any:
         kind = kinds.get(c)
         if kind == "float":  # a scrape's "NaN" and "+Inf" are text in csv and jsonl, numbers here
             values = [float(v) if isinstance(v, str) else v for v in values]
-        arrays.append(pa.array(values, type=arrow[kind]) if kind is not None else
-                      pa.array(values) if rows else pa.array([], pa.null()))
+        try:
+            arrays.append(pa.array(values, type=arrow[kind]) if kind is not None else
+                          pa.array(values) if rows else pa.array([], pa.null()))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a hand-edited or damaged file
+            want = f"{kind} values" if kind is not None else "values of one type"
+            raise ResultsError(f"column {c!r}: expected {want} ({exc})") from None
     return pa.Table.from_arrays(arrays, names=columns)
 
 
