@@ -77,8 +77,10 @@ def test_export_csv_round_trips(run_dir: Path, tmp_path: Path) -> None:
             return ""
         return json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else str(v)
 
-    for row, rec in zip(streams, want):
-        assert row == {k: cell(v) for k, v in rec.items()}
+    for row, rec in zip(streams, want):  # the run column first, then the record; declared columns it lacks empty
+        assert list(row)[0] == "run" and row["run"] == run_dir.name
+        assert row == {"run": run_dir.name, **{c: "" for c in row if c != "run"}, **{k: cell(v) for k, v in rec.items()}}
+    assert "cached_tokens" in streams[0] and "headers" in streams[0]  # no value in this run, still a column
     assert any(json.loads(r["events"])["text"] for r in streams)
     assert any(r["detail"] for r in streams) and any(not r["detail"] for r in streams)
 
@@ -88,7 +90,11 @@ def test_export_jsonl_round_trips(run_dir: Path, tmp_path: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     # the figures first, as they always were; then whether the run can be trusted
     assert [json.loads(x) for x in paths[0].read_text().splitlines()] == summary_rows(summary) + trust_rows(summary)
-    assert [json.loads(x) for x in paths[1].read_text().splitlines()] == _streams(run_dir)
+    got = [json.loads(x) for x in paths[1].read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k in rec} for r, rec in zip(got, _streams(run_dir))] == [
+        {k: rec[k] for k in r if k in rec} for r, rec in zip(got, _streams(run_dir))]
+    assert len(got) == len(_streams(run_dir)) and {r["run"] for r in got} == {run_dir.name}
+    assert all(set(r) - set(rec) <= {"run", "cached_tokens", "headers"} for r, rec in zip(got, _streams(run_dir)))
     # the scraped samples, one row each, back to scrape.jsonl's records
     rows = [json.loads(x) for x in paths[2].read_text().splitlines()]
     scrapes = [json.loads(x) for x in (run_dir / "scrape.jsonl").read_text().splitlines()]
@@ -116,7 +122,9 @@ def test_export_parquet_round_trips_or_names_the_extra(run_dir: Path, tmp_path: 
     import pyarrow.parquet as pq
 
     paths = export_results(run_dir, "parquet", tmp_path)
-    assert pq.read_table(paths[1]).to_pylist() == _streams(run_dir)
+    got = pq.read_table(paths[1]).to_pylist()
+    assert [{k: r[k] for k in rec} for r, rec in zip(got, _streams(run_dir))] == _streams(run_dir)
+    assert len(got) == len(_streams(run_dir)) and {r["run"] for r in got} == {run_dir.name}
     summary = json.loads((run_dir / "summary.json").read_text())
     assert pq.read_table(paths[0]).to_pylist() == summary_rows(summary) + trust_rows(summary)
 
@@ -223,7 +231,7 @@ def test_export_staged_folder_exports_every_stage_with_a_stage_column(run_dir: P
     streams = [json.loads(x) for x in (tmp_path / "x" / "streams.jsonl").read_text().splitlines()]
     assert len(streams) == 2 * n > 0
     assert [r["stage"] for r in streams] == ["stage-01-c1"] * n + ["stage-02-c2"] * n
-    assert list(streams[0])[0] == "stage"
+    assert list(streams[0])[:2] == ["run", "stage"] and {r["run"] for r in streams} == {"staged"}
     assert [r["id"] for r in streams[:n]] == [r["id"] for r in _streams(run_dir)]
     rows = [json.loads(x) for x in (tmp_path / "x" / "summary.jsonl").read_text().splitlines()]
     assert list(rows[0]) == ["run", "stage", "scope", "kind", "name", "value", "unit"]
@@ -279,10 +287,14 @@ def _summary(**extra: Any) -> dict[str, Any]:
     return doc
 
 
-def _folder(tmp_path: Path, summary: dict[str, Any], name: str = "run") -> Path:
+def _folder(tmp_path: Path, summary: dict[str, Any], name: str = "run", streams: bool = True) -> Path:
+    """A results folder of ``summary`` and (``streams``) a streams.jsonl of one stream."""
     out = tmp_path / name
     out.mkdir()
     (out / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    if streams:
+        (out / "streams.jsonl").write_text(json.dumps({"id": "0-1", "scenario": "chat", "outcome": "completed",
+                                                       "start_ns": 5, "burst": None}) + "\n", encoding="utf-8")
     return out
 
 
@@ -440,3 +452,92 @@ def test_export_warns_when_nothing_completed(tmp_path: Path, capsys: pytest.Capt
     assert main(["export", str(none), "--out", str(tmp_path / "y")]) == 0
     assert capsys.readouterr().err.splitlines() == [
         f"hopbench export: warning: exported run {none}: no stream was measured (none started after the warm-up)"]
+
+
+@pytest.mark.parametrize("case", ["stream_log_off", "old_workers", "empty"])
+def test_export_without_stream_records_warns_why(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 case: str) -> None:
+    """No per-stream record is said on stderr with its reason, never an empty file in silence:
+    the streams table still has its declared columns (csv header, exit 0)."""
+    good = dict(complete=True, interrupted_by=None, saturated=False, warnings=[], load={"held": True},
+                started_at="2026-01-01T00:00:00.000+00:00")
+    summary = _summary(**good)
+    if case == "stream_log_off":
+        summary["profile"]["run"]["stream_log"] = False
+    elif case == "old_workers":
+        summary["workers"] = 2
+    run = _folder(tmp_path, summary, streams=False)
+    if case == "empty":
+        (run / "streams.jsonl").write_text("", encoding="utf-8")
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 0
+    why = {"stream_log_off": "streams.jsonl missing: run.stream_log = false in the profile",
+           "old_workers": "streams.jsonl missing: a --workers run by an older hopbench, which wrote none",
+           "empty": "streams.jsonl is empty: no stream ended"}[case]
+    err = capsys.readouterr().err
+    assert f"hopbench export: warning: {run}: this run kept no per-stream records ({why}" in err, err
+    assert "its streams table has its columns and no row" in err
+    header = (tmp_path / "x" / "streams.csv").read_text(encoding="utf-8").splitlines()
+    assert len(header) == 1 and header[0].startswith("run,id,scenario,outcome,")
+
+
+def test_export_stream_columns_keep_their_types_in_a_run_without_bursts(tmp_path: Path) -> None:
+    """A column no row gives a value (no burst, no cached tokens, no headers) keeps its declared
+    type and place: csv, jsonl and parquet have the same columns as a run that had them."""
+    line = {"id": "0-1", "scenario": "chat", "outcome": "completed", "detail": None, "status": 200,
+            "start_ns": 5, "events": {"text": 3, "reasoning": 0, "tool": 0, "refusal": 0},
+            "burst": None, "burst_held_ns": None}
+    bursty = dict(line, burst="proxy_buffering_suspected", burst_held_ns=7, cached_tokens=4,
+                  headers={"x-cache": "hit"})
+    runs = {}
+    for name, rec in (("calm", line), ("bursty", bursty)):
+        run = _folder(tmp_path, _summary(complete=True, warnings=[]), name, streams=False)
+        (run / "streams.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")
+        runs[name] = run
+    for fmt in ("csv", "jsonl"):
+        heads = [export_results(r, fmt, tmp_path / f"{n}-{fmt}")[1].read_text().splitlines()[0] for n, r in runs.items()]
+        keys = [h.split(",") if fmt == "csv" else list(json.loads(h)) for h in heads]
+        assert keys[0] == keys[1] and keys[0][0] == "run" and "burst_held_ns" in keys[0]
+    if importlib.util.find_spec("pyarrow") is None:
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schemas = [pq.read_schema(export_results(r, "parquet", tmp_path / f"{n}-pq")[1]) for n, r in runs.items()]
+    assert schemas[0] == schemas[1]
+    types = {f.name: f.type for f in schemas[0]}
+    assert types["burst"] == pa.string() and types["burst_held_ns"] == pa.int64()
+    assert types["cached_tokens"] == pa.int64() and types["detail"] == pa.string()
+    assert not any(pa.types.is_null(t) for t in types.values()), types
+    summaries = [pq.read_schema(export_results(r, "parquet", tmp_path / f"{n}-pq")[0]) for n, r in runs.items()]
+    assert summaries[0] == summaries[1] and summaries[0].field("value").type == pa.float64()
+
+
+def test_export_parquet_scrape_value_is_float_with_nan_and_inf(tmp_path: Path) -> None:
+    """A scrape's NaN and +Inf (text in scrape.jsonl, csv and jsonl) are floats in parquet: the
+    value column is float64 in every run (it was a conversion error when a sample was NaN)."""
+    if importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("pyarrow is not installed")
+    import math
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = _folder(tmp_path, _summary(complete=True, warnings=[]))
+    (run / "scrape.jsonl").write_text(json.dumps({"url": "http://x/metrics", "t_ms": 1.5,
+                                                  "s": {"a": 2, "b": "NaN", "c": "+Inf"}}) + "\n", encoding="utf-8")
+    path = export_results(run, "parquet", tmp_path / "x")[2]
+    table = pq.read_table(path)
+    assert table.schema.field("value").type == pa.float64() and table.schema.field("error").type == pa.string()
+    values = table.column("value").to_pylist()
+    assert values[0] == 2.0 and math.isnan(values[1]) and values[2] == math.inf
+
+
+def test_export_parquet_value_of_the_wrong_type_names_its_column(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    if importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("pyarrow is not installed")
+    run = _folder(tmp_path, _summary(complete=True, warnings=[]), streams=False)
+    (run / "streams.jsonl").write_text(json.dumps({"id": "0-1", "status": "two hundred"}) + "\n", encoding="utf-8")
+    assert main(["export", str(run), "--format", "parquet", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot export streams.parquet: column 'status': expected int values" in err and "Traceback" not in err

@@ -89,6 +89,10 @@ def test_ray_engine_totals_match_ground_truth(tmp_path: Path, local_ray: Any) ->
     # intervals were streamed and merged: the timeline adds up to the total
     timeline = [json.loads(x) for x in (out / "timeline.jsonl").read_text().splitlines()]
     assert sum(x["started"] for x in timeline) == 200
+    # the tasks' per-stream records came through the hub: one streams.jsonl, start order
+    streams = [json.loads(x) for x in (out / "streams.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in streams) == sorted(r["request_id"] for r in truth)
+    assert [r["start_ns"] for r in streams] == sorted(r["start_ns"] for r in streams)
     assert all(d["state"] == "done" and d["pid"] != os.getpid() for d in detail)
     if Path("/proc/sys/kernel/random/boot_id").exists():
         # local Ray: the tasks run on the driver's machine, so each measures the embedded

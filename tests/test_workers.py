@@ -212,6 +212,64 @@ def test_merger_writes_intervals_in_order_and_totals_equal_one_recorder(tmp_path
     timeline.close()
 
 
+# -- streams.jsonl: the workers' parts, merged -----------------------------------------
+
+def _stream(k: int, n: int, start_ns: int) -> dict[str, Any]:
+    return {"id": f"{k}-{n}", "scenario": "chat", "outcome": "completed", "detail": "caf\u00e9 \"start_ns\":1",
+            "status": 200, "start_ns": start_ns, "events": {"text": 2}, "headers": {"start_ns": "9"}}
+
+
+@pytest.mark.parametrize("chunk_bytes,fan_in", [(1 << 20, 64), (600, 2)])
+def test_merge_stream_parts_orders_by_start_in_bounded_memory(tmp_path: Path, chunk_bytes: int,
+                                                              fan_in: int) -> None:
+    """Parts in end order (starts out of order) merge into one file in (start, worker, part
+    order), each line byte for byte; with a tiny memory bound (many runs on disk, several merge
+    passes) the file is the same; the parts and runs are removed."""
+    from hopbench.driver._merge import STREAM_PART, merge_stream_parts
+
+    rng = random.Random(7)
+    parts, want = [], []
+    for k in range(3):
+        path = tmp_path / STREAM_PART.format(index=k)
+        recs = [_stream(k, n, rng.randrange(0, 50) * 1000) for n in range(40)]
+        path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in recs), encoding="utf-8")
+        parts.append((k, path))
+        want += [((r["start_ns"], k, n), json.dumps(r, separators=(",", ":"))) for n, r in enumerate(recs)]
+    parts.append((3, tmp_path / STREAM_PART.format(index=3)))  # a worker that wrote none
+    n, notes = merge_stream_parts(parts, tmp_path / "streams.jsonl", chunk_bytes=chunk_bytes, fan_in=fan_in)
+    assert (n, notes) == (120, [])
+    assert (tmp_path / "streams.jsonl").read_text(encoding="utf-8").splitlines() == [x for _, x in sorted(want)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["streams.jsonl"]
+
+
+def test_merge_stream_parts_leaves_out_a_cut_last_line_with_a_note(tmp_path: Path) -> None:
+    from hopbench.driver._merge import merge_stream_parts
+
+    part = tmp_path / "p0"
+    part.write_text(json.dumps(_stream(0, 1, 5)) + "\n" + json.dumps(_stream(0, 2, 3))[:30], encoding="utf-8")
+    n, notes = merge_stream_parts([(0, part)], tmp_path / "streams.jsonl")
+    assert n == 1 and notes == ["streams.jsonl: worker 0's last line was cut (it stopped mid-write): left out (p0:2)"]
+    assert [json.loads(x)["id"] for x in (tmp_path / "streams.jsonl").read_text().splitlines()] == ["0-1"]
+
+
+def test_merger_writes_shipped_streams_into_one_streams_jsonl(tmp_path: Path) -> None:
+    """A Ray task ships its lines ("streams" messages): the driver writes its part and merges
+    the parts at the end, as the local engine's own parts."""
+    p = _profile(2)
+    writer = ResultsWriter(tmp_path)
+    writer.start({"started_at_unix_s": 0.0})
+    merger = Merger(p, split_load(p, 2), writer, io.StringIO(), {"interrupted_by": None})
+    merger.handle({"kind": "streams", "worker": 1, "lines": [_stream(1, 1, 30), _stream(1, 2, 10)]})
+    merger.handle({"kind": "streams", "worker": 0, "lines": [_stream(0, 1, 20)]})
+    merger.handle({"kind": "streams", "worker": 1, "lines": [_stream(1, 3, 20)]})
+    for k in (0, 1):
+        merger.lost(k, "test: no done")
+    merger.finish(None, "ray")
+    got = [json.loads(x) for x in (tmp_path / "streams.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in got] == ["1-2", "0-1", "1-3", "1-1"]
+    assert got[0] == _stream(1, 2, 10) and not list(tmp_path.glob("streams.part-*"))
+
+
 # -- real runs on the embedded emulator ----------------------------------------------
 
 def _truth(out: Path) -> list[dict[str, Any]]:
@@ -243,6 +301,19 @@ def test_run_workers_two_workers_match_ground_truth(tmp_path: Path) -> None:
     assert seen and seen == timeline
     assert [x["start_ns"] for x in timeline] == sorted(x["start_ns"] for x in timeline)
     assert all(d["state"] == "done" and d["pid"] != os.getpid() for d in detail)
+    # one streams.jsonl, merged from the workers' parts: one line per stream, in start order
+    streams = [json.loads(x) for x in (out / "streams.jsonl").read_text().splitlines()]
+    assert len(streams) == c["started"] == 200
+    assert sorted(r["id"] for r in streams) == sorted(r["request_id"] for r in truth)
+    assert [(r["start_ns"], r["id"].split("-")[0]) for r in streams] == sorted(
+        (r["start_ns"], r["id"].split("-")[0]) for r in streams)
+    assert sum(r["outcome"] == "completed" for r in streams) == c["completed"]
+    assert not list(out.glob("streams.part-*")) and not list(out.glob("*.tmp"))
+    # exported with a run column (the folder's name), so that runs concatenate
+    from hopbench.views._export import export_results
+
+    rows = [json.loads(x) for x in export_results(out, "jsonl")[1].read_text().splitlines()]
+    assert len(rows) == 200 and {r["run"] for r in rows} == {"run"} and list(rows[0])[0] == "run"
 
 
 def _worker_knows_the_emulator(profile: Profile, base_url: str, share: WorkerShare, conn: Any) -> None:
@@ -299,6 +370,79 @@ def test_run_workers_crash_is_reported_and_the_rest_finish(tmp_path: Path) -> No
     d0, d1 = s["worker_detail"]
     assert d0["state"] == "done" and d1["state"] == "crashed"
     assert s["scopes"]["all"]["counters"]["started"] == d0["started"] == 30 == len(_truth(out))
+    assert len((out / "streams.jsonl").read_text().splitlines()) == 30  # the living worker's streams
+
+
+def _children() -> dict[int, str]:
+    """This process's children (any thread's): pid -> state letter (Z: exited, not reaped)."""
+    pids = [int(c) for t in Path("/proc/self/task").iterdir()
+            for c in (t / "children").read_text().split()]
+    out = {}
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes():  # multiprocessing's own,
+                out[pid] = stat.rpartition(")")[2].split()[0]                           # for the process's life
+        except OSError:
+            pass
+    return out
+
+
+def _reap_probe(profile: Profile, base_url: str, share: WorkerShare, conn: Any) -> None:
+    """Worker target: worker 0 runs and exits; worker 1, before its last message, waits for
+    worker 0 to have exited and then to be reaped by the driver (its /proc entry gone), and
+    writes what it saw to $HB_REAP_PROBE. The waits are deadlock breakers, not measurements."""
+    probe = Path(os.environ["HB_REAP_PROBE"])
+    if share.index == 0:
+        probe.with_name("pid0").write_text(str(os.getpid()))
+        _process_main(profile, base_url, share, conn)
+        return
+
+    def state(pid: int) -> str | None:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return None
+
+    def wait_reaped() -> str:
+        until = time.monotonic() + 120
+        while not probe.with_name("pid0").exists() and time.monotonic() < until:
+            time.sleep(0.02)
+        pid = int(probe.with_name("pid0").read_text())
+        while state(pid) not in ("Z", None) and time.monotonic() < until:  # worker 0 still running
+            time.sleep(0.02)
+        until = time.monotonic() + 10
+        while state(pid) is not None and time.monotonic() < until:
+            time.sleep(0.02)
+        return "reaped" if state(pid) is None else f"worker 0 still in state {state(pid)} 10 s after its exit"
+
+    class Conn:
+        def send(self, msg: dict[str, Any]) -> None:
+            if msg.get("kind") == "done":
+                probe.write_text(wait_reaped())
+            conn.send(msg)
+
+        def recv(self) -> Any:
+            return conn.recv()
+
+        def close(self) -> None:
+            conn.close()
+
+    _process_main(profile, base_url, share, Conn())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="children are read from /proc")
+def test_run_workers_reap_each_worker_as_it_exits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that has ended is reaped while the others still run (no zombie until the
+    run's end), and once the run returns no child of this process is left."""
+    monkeypatch.setenv("HB_REAP_PROBE", str(tmp_path / "probe"))
+    before = set(_children())
+    outcome = _run_local(_profile(2, requests=20), out_dir=tmp_path / "run", on_line=None, progress=None,
+                         base_url=None, target=_reap_probe)
+    assert outcome.complete, outcome.summary["warnings"]
+    assert (tmp_path / "probe").read_text() == "reaped"
+    assert {pid: st for pid, st in _children().items() if pid not in before} == {}
 
 
 # -- the machine's figures with workers (hopbench.engine._saturation) ---------------------------

@@ -24,22 +24,32 @@ Invariants:
   (hopbench.engine._saturation).
 * A worker that dies is kept: what it shipped before it died (its intervals)
   is merged into the total, and the judge reports it.
+* Per-stream records are merged like the histograms, never held whole: each
+  worker's streams.jsonl lines go to a part file (``STREAM_PART``; a local worker
+  writes its own, a Ray task's come in ``streams`` messages), and
+  :func:`merge_stream_parts` sorts the parts into one streams.jsonl by start
+  time with at most ``SORT_CHUNK_BYTES`` of lines in memory (an external merge sort).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
+import os
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from .._clock import NS_PER_MS
+from .._textfile import iter_lines
 from ..config._records import Profile
 from ..engine._runner import RunStats
 from ..engine._saturation import (HostSample, HostUsage, host_usage, parse_pid_stat, read_boot_id, run_host,
@@ -56,7 +66,18 @@ from ._results import ResultsWriter
 from ._share import WorkerShare, share_profile
 from ._summary import Part, RunEnd, WorkerInfo
 
-__all__ = ["Merger"]
+__all__ = ["Merger", "merge_stream_parts", "STREAM_PART", "SORT_CHUNK_BYTES"]
+
+STREAM_PART = "streams.part-{index}.jsonl"
+"""A worker's streams.jsonl part in the results folder (removed once merged)."""
+SORT_CHUNK_BYTES = 16 << 20
+"""The most streams.jsonl bytes the merge sorts in memory at once (16 MiB);
+more spill to sorted runs on disk beside the result, merged in passes of ``_FAN_IN``."""
+_FAN_IN = 64
+#: a line's start stamp: the first "start_ns" key of a compact streams.jsonl line is the
+#: record's own (measure._lines.stream_line writes it before any nested object, and a
+#: quote inside a JSON string is escaped, so the bytes cannot occur in a value)
+_START = re.compile(rb'"start_ns":(-?\d+)')
 
 
 
@@ -163,6 +184,13 @@ class Merger:
         self._sample = sample if sample is not None else (
             lambda pids: (sample_host(emulator_pids=pids), time.monotonic_ns()))
         self._last_checkpoint = time.monotonic()
+        #: the streams.jsonl parts the driver writes for workers that ship their lines (Ray)
+        self._parts: dict[int, IO[str]] = {}
+        self._lost_lines, self._lost_why = 0, ""  # shipped lines that could not be written
+
+    def stream_part(self, index: int) -> Path:
+        """Worker ``index``'s streams.jsonl part in the results folder (``STREAM_PART``)."""
+        return self.writer.path / STREAM_PART.format(index=index)
 
     # -- the driver's view of the machine ----------------------------------------
     def remote_share(self, share: WorkerShare) -> WorkerShare:
@@ -251,6 +279,16 @@ class Merger:
             w.warm_acc.add(warm.scopes)
             self._pending.setdefault(idx, {})[w.share.index] = (iv, warm, dict(msg["line"]))
             self._flush()
+        elif kind == "streams":  # a Ray task's lines: appended to its part as they come
+            try:
+                f = self._parts.get(w.share.index)
+                if f is None:
+                    f = self._parts[w.share.index] = open(self.stream_part(w.share.index), "a", encoding="utf-8")
+                f.write("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in msg["lines"]))
+                f.flush()
+            except OSError as exc:  # e.g. a full disk: the load goes on, the summary says what is missing
+                self._lost_lines += len(msg["lines"])
+                self._lost_why = exc.strerror or str(exc)
         elif kind == "done":
             w.total = Snapshot.from_json(msg["total"])
             w.warmup = Snapshot.from_json(msg["warmup"])
@@ -390,6 +428,30 @@ class Merger:
             self._joined.append(rec.snapshot())
         return notes
 
+    def merge_streams(self) -> list[str]:
+        """Merge the workers' streams.jsonl parts into the folder's streams.jsonl
+        (:func:`merge_stream_parts`: start order, bounded memory), once every worker
+        has finished or died.
+
+        Returns:
+            notes for summary.json's warnings: a cut part's last line, or why the
+            merge failed (the parts are then kept in the folder). Never raises.
+        """
+        notes = ([f"streams.jsonl: {self._lost_lines:,} streams' lines could not be written on the driver "
+                  f"({self._lost_why}) and are missing"] if self._lost_lines else [])
+        for f in self._parts.values():
+            try:
+                f.close()
+            except OSError:
+                pass
+        self._parts.clear()
+        dest = self.writer.path / "streams.jsonl"
+        try:
+            return notes + merge_stream_parts([(i, self.stream_part(i)) for i in sorted(self.workers)], dest)[1]
+        except OSError as exc:
+            return notes + [f"streams.jsonl: the workers' parts could not be merged: {exc.strerror or exc} "
+                            f"(they are kept in {self.writer.path} as {STREAM_PART.format(index='K')})"]
+
     def finish(self, crashed: str | None, engine: str, truth: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool]:
         """Flush what is left, judge every worker and the whole (``hopbench.driver._judge.judge``),
         write summary.json.
@@ -411,6 +473,8 @@ class Merger:
         if self._host_timer is not None:
             self._host_timer.cancel()
         self._load_ended()
+        if self.profile.run.stream_log:
+            self.meta.setdefault("notes", []).extend(self.merge_streams())
         profile = self.profile
         total, warm = self.totals()
         hosts, run_host_json = self._hosts()
@@ -435,3 +499,99 @@ class Merger:
                      emulator_warnings=tuple(truth), engine=engine, host=run_host_json)
         summary = judge(profile, parts, total, warm if profile.run.warmup_ns else None, self.meta, end)
         return self.writer.write_final(summary.to_json(), total), summary.verdict.complete
+
+
+# -- streams.jsonl: the workers' parts, merged in start order ------------------------------
+
+#: a line's sort key, as bytes that compare as the key does: (start_ns + 2**62, worker index,
+#: place in its part), zero-padded to fixed widths, so that sorting and merging compare bytes
+_KEY = b"%020d%06d%012d"
+_KEY_LEN = 38
+_NO_START = -(1 << 62)  # a line without a start stamp sorts first
+
+
+def _open_runs(stack: ExitStack, runs: Sequence[Path]) -> list[IO[bytes]]:
+    return [stack.enter_context(open(r, "rb")) for r in runs]
+
+
+def merge_stream_parts(parts: Sequence[tuple[int, Path]], dest: Path, chunk_bytes: int = SORT_CHUNK_BYTES,
+                       fan_in: int = _FAN_IN) -> tuple[int, list[str]]:
+    """Merge the workers' streams.jsonl parts into one ``dest``, in start order, in bounded memory.
+
+    Order: by ``start_ns`` (ns from the worker's own start, which is the common start
+    plus its ``start_skew_ms``: as its intervals), then worker index, then the part's
+    own order (the order its streams ended); a line without a start stamp sorts first.
+    Each line is copied byte for byte: the schema is the one-process run's. At most
+    ``chunk_bytes`` of lines are sorted in memory at once; past that, sorted runs are
+    written beside ``dest`` (``<dest>.run-N.tmp``, each line behind its fixed-width key)
+    and merged ``fan_in`` at a time. ``dest`` is written to a temporary file and renamed,
+    then the parts and runs are removed.
+
+    Args:
+        parts: (worker index, its part file); a missing file is a worker that wrote none.
+        dest: the results folder's streams.jsonl.
+        chunk_bytes: the sort's memory bound, bytes (``SORT_CHUNK_BYTES``).
+        fan_in: how many runs one pass merges (a bound on the files open at once).
+
+    Returns:
+        (lines written, notes for summary.json's warnings: a part's cut last line,
+        left out, when its worker stopped mid-write).
+
+    Raises:
+        OSError: a part cannot be read or ``dest`` cannot be written (the parts are then kept).
+    """
+    runs: list[Path] = []
+    chunk: list[bytes] = []
+    held = 0
+    notes: list[str] = []
+    written = 0
+    made = 0  # runs written, for their names
+
+    def run_path() -> Path:
+        nonlocal made
+        made += 1
+        return dest.with_name(f"{dest.name}.run-{made}.tmp")
+
+    for k, path in parts:
+        if not path.exists():
+            continue
+        for seq, (n, raw, _) in enumerate(iter_lines(path)):
+            if not raw.endswith(b"\n"):  # only a last line can lack it: its worker died mid-write
+                notes.append(f"streams.jsonl: worker {k}'s last line was cut (it stopped mid-write): "
+                             f"left out ({path.name}:{n})")
+                continue
+            if not raw.strip():
+                continue
+            m = _START.search(raw)
+            chunk.append(_KEY % ((int(m.group(1)) if m else _NO_START) - _NO_START, k, seq) + raw)
+            written += 1
+            held += len(raw) + 100  # the key and the list's own share beside the line
+            if held >= chunk_bytes:
+                chunk.sort()
+                runs.append(run_path())
+                with open(runs[-1], "wb") as f:
+                    f.writelines(chunk)
+                chunk, held = [], 0
+    chunk.sort()
+    if runs and chunk:
+        runs.append(run_path())
+        with open(runs[-1], "wb") as f:
+            f.writelines(chunk)
+        chunk = []
+    while len(runs) > fan_in:  # merge the oldest runs first: keys are unique, the order holds
+        group, runs = runs[:fan_in], runs[fan_in:]
+        runs.append(run_path())
+        with ExitStack() as stack, open(runs[-1], "wb") as f:
+            f.writelines(heapq.merge(*_open_runs(stack, group)))
+        for r in group:
+            r.unlink()
+    tmp = dest.with_name(dest.name + ".tmp")
+    with ExitStack() as stack, open(tmp, "wb") as f:
+        for line in (heapq.merge(*_open_runs(stack, runs)) if runs else chunk):
+            f.write(line[_KEY_LEN:])
+    os.replace(tmp, dest)
+    for r in runs:
+        r.unlink(missing_ok=True)
+    for _, path in parts:
+        path.unlink(missing_ok=True)
+    return written, notes

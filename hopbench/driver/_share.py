@@ -49,6 +49,11 @@ class WorkerShare:
             start times (clock ticks since boot) and the driver's boot id.
             ``emulator_boot_id`` None: the pids are trusted as they are (the
             local engine: one machine by construction).
+        streams_part: where this worker appends its streams.jsonl lines (a path on
+            the driver's machine: the local engine), merged by the driver at the end
+            (``hopbench.driver._merge.merge_stream_parts``); None: it ships them to
+            the driver in ``streams`` messages instead (a Ray task, which may run
+            on another machine), or ``run.stream_log`` is off.
     """
 
     index: int
@@ -58,6 +63,7 @@ class WorkerShare:
     emulator_pids: tuple[int, ...] = ()
     emulator_starts: tuple[int, ...] = ()
     emulator_boot_id: str | None = None
+    streams_part: str | None = None
 
 
 def _split_int(total: int, parts: int) -> list[int]:

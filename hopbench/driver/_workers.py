@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import os
 import signal
@@ -36,18 +37,19 @@ import threading
 import sys
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import trio
 
 from .._clock import NS_PER_S
-from .._errors import HopbenchError
+from .._errors import HopbenchError, ResultsError
 from .._exit import STOP_TARGET_LOST
 from ..config._records import Profile
 from ..measure._recorder import IntervalSnapshot, Recorder
-from ._results import ResultsWriter
+from ._results import ResultsWriter, write_error
 from ._common import RunOutcome, build_meta, fd_limit_for, default_out_dir, emulator_warnings, hold_signals, mark_started
 from ._merge import Merger
 from ._share import WorkerShare, split_load
@@ -80,7 +82,11 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
 
     Messages (JSON-able dicts, each with "kind" and "worker"):
     ``ready`` (host, pid); ``interval`` (iv, warm: ``IntervalSnapshot.to_json()``,
-    line: the runner's timeline record) at each interval end; ``done`` (total,
+    line: the runner's timeline record) at each interval end; ``streams`` (lines:
+    the streams.jsonl lines of the streams that ended since the last, before each
+    ``interval`` and before ``done``; only when ``share.streams_part`` is None and
+    ``run.stream_log`` is on: with a part the worker appends them to that file
+    itself, a JSON line each, in the order they ended); ``done`` (total,
     warmup: ``Snapshot.to_json()``; counters: ``RunCounters.to_json()``; start_skew_ns;
     cancels: the client cancels as [request id, scope, CLOCK_MONOTONIC ns, events];
     bursts: the measured flagged bursts, ``_burst.FlaggedLog.to_json()``) at the end;
@@ -118,7 +124,25 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
 
+    lines: deque[dict[str, Any]] = deque()  # streams.jsonl lines: the runner appends, ship_streams takes
+    part = _open_part(share.streams_part) if profile.run.stream_log else None
+
+    def ship_streams() -> None:
+        # the local engine: this worker's own part file; a Ray task: to the driver, in order
+        if not lines:
+            return
+        batch = [lines.popleft() for _ in range(len(lines))]
+        if part is None:
+            send({"kind": "streams", "worker": k, "lines": batch})
+            return
+        try:
+            part.write("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in batch))
+            part.flush()
+        except OSError as exc:  # e.g. a full disk: this worker stops, the driver says why
+            raise ResultsError(write_error(Path(part.name), exc)) from exc
+
     def on_interval(iv: IntervalSnapshot, warm_iv: IntervalSnapshot, line: dict[str, Any]) -> None:
+        ship_streams()
         send({"kind": "interval", "worker": k, "iv": iv.to_json(), "warm": warm_iv.to_json(),
               "line": line})
         reason = stop_reason[0] or poll_stop()
@@ -127,7 +151,8 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
 
     runner = LoadRunner(profile, base_url, rec, warm, on_interval=on_interval, load=share.load,
                         request_budget=share.request_budget, seed_offset=k,
-                        arrival_offset_ns=share.arrival_offset_ns)
+                        arrival_offset_ns=share.arrival_offset_ns,
+                        on_stream=lines.append if profile.run.stream_log else None)
     runner.notice = lambda text: None  # the driver announces what a signal does, once
     if share.emulator_boot_id is None:  # the local engine: the driver's machine
         runner.emulator_pids, emulator_note = share.emulator_pids, None
@@ -147,6 +172,11 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
         trio.run(runner.run)
     else:
         runner.stats.interrupted_by = stop_reason[0] or "cancelled before start"
+    try:
+        ship_streams()  # the streams that ended after the last interval, before "done"
+    finally:
+        if part is not None:
+            part.close()
     counters = runner.counters()
     if emulator_note is not None and counters.host is not None:  # never silently absent
         counters = dataclasses.replace(counters, host={**counters.host, "emulator_note": emulator_note})
@@ -157,6 +187,20 @@ def run_worker(profile: Profile, base_url: str, share: WorkerShare,
           "cancels": [[c.request_id, c.scope, c.closed_mono_ns, c.events_read] for c in runner.cancels],
           # flagged bursts, re-judged by the driver against the same record (hopbench.measure._burst)
           "bursts": runner.flagged.to_json()})
+
+
+def _open_part(path: str | None) -> IO[str] | None:
+    """This worker's streams.jsonl part, opened to append (None: ship the lines instead).
+
+    Raises:
+        ResultsError: it cannot be opened (naming the file and why).
+    """
+    if path is None:
+        return None
+    try:
+        return open(path, "a", encoding="utf-8")
+    except OSError as exc:
+        raise ResultsError(write_error(Path(path), exc)) from exc
 
 
 # -- the local engine: worker processes ----------------------------------------
@@ -225,7 +269,9 @@ def _run_local(profile: Profile, *, out_dir: Path | None, on_line: Callable[[str
         conns: dict[int, Any] = {}
         for s in shares:
             parent, child = ctx.Pipe(duplex=True)
-            s = dataclasses.replace(s, emulator_pids=merger.emulator_pids)  # one host: the pid is valid here
+            # one host: the pid is valid here, and the worker writes its own streams.jsonl part
+            s = dataclasses.replace(s, emulator_pids=merger.emulator_pids,
+                                    streams_part=str(merger.stream_part(s.index)) if profile.run.stream_log else None)
             p = ctx.Process(target=target, args=(profile, url, s, child),
                             name=f"hopbench-worker-{s.index}", daemon=True)
             p.start()
@@ -264,6 +310,9 @@ def _pump_local(merger: Merger, procs: dict[int, Any], conns: dict[int, Any],
     from multiprocessing.connection import wait
 
     open_conns = dict(conns)
+    # workers whose pipe has closed: each is reaped as soon as it exits, not at the run's end
+    # (a worker that ended first was left a zombie while the others ran)
+    exiting: dict[int, Any] = {}
     go_sent = False
     ready_deadline = time.monotonic() + _READY_TIMEOUT_S
     run_deadline: float | None = None
@@ -292,16 +341,20 @@ def _pump_local(merger: Merger, procs: dict[int, Any], conns: dict[int, Any],
                 run_deadline = (time.monotonic() + START_DELAY_S + run_s + profile.run.grace_ns / NS_PER_S
                                 + _KILL_AFTER_S) if profile.run.duration_ns and profile.run.requests is None else None
         ready_list = wait(list(open_conns.values()) + [p.sentinel for i, p in procs.items()
-                                                     if i in open_conns], timeout=_POLL_S)
+                                                     if i in open_conns or i in exiting], timeout=_POLL_S)
         for i, c in list(open_conns.items()):
             if c in ready_list and not _drain(c, i, merger):
                 del open_conns[i]
+                exiting[i] = procs[i]
                 _lost_if_unfinished(merger, i, procs[i])
                 continue
             if i in open_conns and not procs[i].is_alive():
                 _drain(c, i, merger)  # what the pipe still holds, then call it
                 del open_conns[i]
                 _lost_if_unfinished(merger, i, procs[i])
+        for i, p in list(exiting.items()):
+            if not p.is_alive():  # is_alive() polls waitpid(WNOHANG): an exited worker is reaped here
+                del exiting[i]
         if run_deadline is not None and time.monotonic() > run_deadline:
             for i in list(open_conns):
                 procs[i].kill()

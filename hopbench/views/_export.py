@@ -9,9 +9,12 @@ Two tables, written to ``--out`` (default ``DIR/export/``):
   ``output.completed``, ``ttft.p99``...), ``value`` (a number), ``unit``
   (the metric's reporting unit: ``ms`` for times, as in summary.json; "" for
   counts).
-- ``streams.<ext>``: streams.jsonl as it is (one row per finished stream; columns
-  are the union of the records' keys in first-seen order; empty when the run
-  wrote no stream log, e.g. with ``--workers``).
+- ``streams.<ext>``: streams.jsonl, one row per finished stream, after a ``run``
+  column (the results folder's name, unique per run, so that several runs'
+  exports concatenate); the columns are declared (``STREAM_COLUMNS``: the same
+  columns, in the same order and of the same types, from run to run); a folder
+  with no per-stream record (``run.stream_log = false``, a ``--workers`` run by an
+  older hopbench) gets the columns and no row, and a warning saying why.
 - ``scrape.<ext>`` (only when the run scraped, ``[[scrape]]``): scrape.jsonl in
   long format, one row per sample: ``url``, ``t_ms``, ``series`` (``name{labels}``),
   ``value`` (a number, or "NaN"/"+Inf" as text), ``error`` (null; for a failed
@@ -34,8 +37,10 @@ an error, never an empty export.
 
 Formats: ``csv`` (RFC 4180, UTF-8, header row; null as an empty field),
 ``jsonl`` (one JSON object per line), ``parquet`` (needs the optional extra
-``pip install 'hopbench[parquet]'``, i.e. pyarrow; columns typed by pyarrow's
-inference). Everything read from the folder, nothing recomputed.
+``pip install 'hopbench[parquet]'``, i.e. pyarrow; every declared column has
+one arrow type whatever its values: a column with no value in a run is still
+typed, never ``null``; ``events`` a struct, ``headers`` a map, the per-event
+lists lists of int64, ``value`` and ``t_ms`` float64). Everything read from the folder, nothing recomputed.
 """
 
 from __future__ import annotations
@@ -49,13 +54,44 @@ from typing import Any
 from .._errors import ResultsError, UsageError
 from ..driver._results import GATE_NAME, read_summary
 from .._textfile import decode_line, iter_lines
+from ..protocols import EVENT_CHANNELS
 
 __all__ = ["export_results", "summary_rows", "trust_rows", "trust_warnings", "stream_rows", "scrape_rows",
-           "staged_rows", "FORMATS", "SUMMARY_COLUMNS", "SCRAPE_COLUMNS"]
+           "staged_rows", "stream_columns", "no_streams_warning", "FORMATS", "SUMMARY_COLUMNS", "SCRAPE_COLUMNS",
+           "STREAM_COLUMNS", "STREAM_OPTIONAL"]
 
 FORMATS = ("csv", "jsonl", "parquet")
 SUMMARY_COLUMNS = ("run", "scope", "kind", "name", "value", "unit")
 SCRAPE_COLUMNS = ("url", "t_ms", "series", "value", "error")
+#: streams.<ext>'s declared columns and their types, in order, after ``run`` (and a staged
+#: folder's ``stage``): docs/results/files.md, "streams.jsonl". Types: "text", "int", "events"
+#: (the output events per channel), "map" (name -> text), "ints" (a list of integers). Each
+#: column is typed alike in every export, also when no row has a value (a run without bursts,
+#: cached tokens or recorded headers); those in ``STREAM_OPTIONAL`` (keys a profile adds: arms,
+#: sessions, traces, workload lengths, gateway overhead) appear only when a row has them. A key
+#: not declared here (a newer hopbench's) follows them, typed by pyarrow's inference.
+STREAM_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "text"), ("scenario", "text"), ("arm", "text"), ("outcome", "text"), ("detail", "text"),
+    ("status", "int"), *((f"{t}_ns", "int") for t in ("start", "sent", "headers", "first_token",
+                                                       "first_content", "terminal", "end", "ttft",
+                                                       "ttft_content", "e2e", "tail")),
+    ("content_events", "int"), ("output_events", "int"), ("events", "events"),
+    ("input_tokens", "int"), ("output_tokens", "int"), ("total_tokens", "int"), ("tokens_source", "text"),
+    ("stop_class", "text"), ("max_silence_ns", "int"), ("keepalives", "int"), ("client_lag_ns", "int"),
+    ("cached_tokens", "int"), ("headers", "map"), ("burst", "text"), ("burst_held_ns", "int"),
+    ("session", "text"), ("turn", "int"), ("trace_line", "int"), ("trace_pass", "int"),
+    ("requested_input_tokens", "int"), ("requested_max_tokens", "int"),
+    ("first_read_ns", "int"), ("content_read_ns", "ints"), ("content_chars", "ints"), ("content_crc", "ints"),
+    ("keepalive_read_ns", "ints"), ("quiet_read_ns", "ints"), ("content_bound_ns", "ints"),
+    ("first_read_bound_ns", "int"))
+STREAM_OPTIONAL = frozenset({"arm", "session", "turn", "trace_line", "trace_pass", "requested_input_tokens",
+                             "requested_max_tokens", "first_read_ns", "content_read_ns", "content_chars",
+                             "content_crc", "keepalive_read_ns", "quiet_read_ns", "content_bound_ns",
+                             "first_read_bound_ns"})
+#: every table's column types (parquet: one arrow type per column, whatever the run held)
+_TYPES: dict[str, str] = {"run": "text", "stage": "text", "scope": "text", "kind": "text", "name": "text",
+                          "value": "float", "unit": "text", "url": "text", "t_ms": "float", "series": "text",
+                          "error": "text"}
 _STATS = ("count", "min", "mean", "p50", "p90", "p99", "p999", "max", "out_of_range")
 #: summary.json ``load`` figures exported as ``run`` rows (``load.<key>``), when present and numbers
 _LOAD_FIGURES = ("requested_rate_rps", "achieved_rate_rps", "due", "sent", "requested_concurrency", "mean_busy")
@@ -225,7 +261,7 @@ def trust_warnings(summary: dict[str, Any], where: Path | str) -> list[str]:
 
 
 def stream_rows(results_dir: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """streams.jsonl's records ([] when absent).
+    """streams.jsonl's records ([] when absent: :func:`no_streams_warning` says why).
 
     Args:
         results_dir: the results folder.
@@ -236,6 +272,37 @@ def stream_rows(results_dir: Path, warn: Callable[[str], None] | None = None) ->
     """
     path = results_dir / "streams.jsonl"
     return _jsonl(path, warn) if path.exists() else []
+
+
+def no_streams_warning(results_dir: Path, summary: dict[str, Any]) -> str:
+    """What export says on stderr for a results folder with no per-stream record.
+
+    Args:
+        results_dir: the folder (a stage's sub-folder for a staged run); summary: its summary.json.
+
+    Returns:
+        e.g. "DIR: this run kept no per-stream records (streams.jsonl missing:
+        run.stream_log = false in the profile): its streams table has its columns and no row".
+    """
+    path = results_dir / "streams.jsonl"
+    return (f"{results_dir}: this run kept no per-stream records ({_no_streams_reason(summary, path)}): "
+            "its streams table has its columns and no row")
+
+
+def _no_streams_reason(summary: dict[str, Any], path: Path) -> str:
+    if path.exists():
+        return f"{path.name} is empty: no stream ended"
+    profile = summary.get("profile")
+    run = profile.get("run") if isinstance(profile, dict) else None
+    if isinstance(run, dict) and run.get("stream_log") is False:
+        return f"{path.name} missing: run.stream_log = false in the profile"
+    workers = summary.get("workers")
+    if isinstance(workers, int) and workers > 1:
+        return (f"{path.name} missing: a --workers run by an older hopbench, which wrote none "
+                "(hopbench now merges the workers' records into one streams.jsonl)")
+    if not summary.get("started_at"):
+        return f"{path.name} missing: the run stopped before its load started"
+    return f"{path.name} missing: deleted, or never written"
 
 
 def scrape_rows(results_dir: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]] | None:
@@ -314,6 +381,7 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
         ``warn`` is told.
     """
     run = summary.get("name")
+    run_id = Path(results_dir).resolve().name  # streams' run: the folder, unique per run
     record = summary.get("stage_of_record")
     srows: list[dict[str, Any]] = []
     trust: list[dict[str, Any]] = []
@@ -335,7 +403,10 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
         sub_summary = read_summary(sub)
         srows += [dict(r, stage=folder) for r in summary_rows(sub_summary)]
         trust += [dict(r, stage=folder) for r in trust_rows(sub_summary)]
-        streams += [dict({"stage": folder}, **r) for r in stream_rows(sub, warn)]
+        got = stream_rows(sub, warn)
+        if not got and warn is not None:
+            warn(no_streams_warning(sub, sub_summary))
+        streams += [{"run": run_id, "stage": folder, **r} for r in got]
         sc = scrape_rows(sub, warn)
         if sc is not None:
             scraped = (scraped or []) + [dict({"stage": folder}, **r) for r in sc]
@@ -392,6 +463,13 @@ def _jsonl(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[s
     return rows
 
 
+def stream_columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = ("run",)) -> list[str]:
+    """streams.<ext>'s columns: ``first``, the declared ``STREAM_COLUMNS`` (those in
+    ``STREAM_OPTIONAL`` only when a row has them), then any other key in first-seen order."""
+    present = {k for r in rows for k in r}
+    return _columns(rows, [*first, *(c for c, _ in STREAM_COLUMNS if c not in STREAM_OPTIONAL or c in present)])
+
+
 def _columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = ()) -> list[str]:
     cols = list(first)
     seen = set(cols)
@@ -423,12 +501,41 @@ def _write(path: Path, rows: list[dict[str, Any]], columns: list[str], fmt: str)
             for r in rows:
                 f.write(json.dumps({c: r.get(c) for c in columns}, separators=(",", ":")) + "\n")
     else:
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows]) if rows else \
-            pa.table({c: pa.array([], pa.null()) for c in columns})
+        try:
+            table = _arrow_table(rows, columns)
+        except ResultsError as exc:
+            raise ResultsError(f"cannot export {path.name}: {exc}") from None
         pq.write_table(table, path)
+
+
+def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> Any:
+    """The rows as an arrow table, each declared column with its declared type (``_TYPES``,
+    ``STREAM_COLUMNS``) whatever the values (all null: still that type); others inferred.
+
+    Raises:
+        ResultsError: a column's values do not fit its type (naming the column).
+    """
+    import pyarrow as pa
+
+    kinds = {**dict(STREAM_COLUMNS), **_TYPES}
+    events = pa.struct([(k, pa.int64()) for k in EVENT_CHANNELS])
+    arrow = {"text": pa.string(), "int": pa.int64(), "float": pa.float64(), "events": events,
+             "map": pa.map_(pa.string(), pa.string()), "ints": pa.list_(pa.int64())}
+    arrays = []
+    for c in columns:
+        values = [r.get(c) for r in rows]
+        kind = kinds.get(c)
+        if kind == "float":  # a scrape's "NaN" and "+Inf" are text in csv and jsonl, numbers here
+            values = [float(v) if isinstance(v, str) else v for v in values]
+        try:
+            arrays.append(pa.array(values, type=arrow[kind]) if kind is not None else
+                          pa.array(values) if rows else pa.array([], pa.null()))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a hand-edited or damaged file
+            want = f"{kind} values" if kind is not None else "values of one type"
+            raise ResultsError(f"column {c!r}: expected {want} ({exc})") from None
+    return pa.Table.from_arrays(arrays, names=columns)
 
 
 def export_results(results_dir: Path, fmt: str, out: Path | None = None,
@@ -466,19 +573,22 @@ def export_results(results_dir: Path, fmt: str, out: Path | None = None,
         srows, streams, scraped = staged_rows(results_dir, summary, warn)
         figures = any(r["kind"] not in ("run", "warning") for r in srows)
         summary_cols = ["run", "stage", *SUMMARY_COLUMNS[1:]]
-        stream_cols, scrape_cols = _columns(streams, ("stage",)), ["stage", *SCRAPE_COLUMNS]
+        stream_cols, scrape_cols = stream_columns(streams, ("run", "stage")), ["stage", *SCRAPE_COLUMNS]
     else:
         srows = summary_rows(summary)
         figures = bool(srows)
         srows += trust_rows(summary) + gate_rows(results_dir, summary.get("name"))
-        streams = stream_rows(results_dir, warn)
+        run_id = results_dir.resolve().name  # the folder, unique per run: runs concatenate
+        streams = [{"run": run_id, **r} for r in stream_rows(results_dir, warn)]
         scraped = scrape_rows(results_dir, warn)
-        summary_cols, stream_cols, scrape_cols = list(SUMMARY_COLUMNS), _columns(streams), list(SCRAPE_COLUMNS)
+        summary_cols, stream_cols, scrape_cols = list(SUMMARY_COLUMNS), stream_columns(streams), list(SCRAPE_COLUMNS)
     if not figures and not streams and not scraped:
         raise ResultsError(f"{results_dir}: nothing to export (no figure in summary.json, no stream, no scrape)")
     if warn is not None:
         for text in trust_warnings(summary, results_dir):
             warn(text)
+        if not streams and not (isinstance(stages, list) and stages):  # a stage's: said per stage above
+            warn(no_streams_warning(results_dir, summary))
     out = out if out is not None else results_dir / "export"
     paths = [out / f"summary.{fmt}", out / f"streams.{fmt}"]
     try:
