@@ -1,0 +1,174 @@
+"""Tests for the A/B arms' paired verdicts (hopbench.views._arm_differences, issue 37 item 3):
+Wilcoxon's signed-rank test, the pairing of streams by round, and the verdicts on synthetic
+paired runs with a known shift and a known drift (seeded; no clock)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopbench.views._arm_differences import (PAIRED_FIGURES, arm_differences, pair_streams, paired_figures,
+                                             paired_verdict, render_arm_differences)
+from hopbench.views._noise import INCONCLUSIVE, NOT_JUDGED, SAME, WORSE
+from hopbench.views._stats import signed_rank
+
+ALPHA = 0.01
+MS = 1_000_000
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_signed_rank_matches_the_hand_computation() -> None:
+    # n = 12, no ties: W+ = 73, mean 39, variance 12 * 13 * 25 / 24 = 162.5
+    r = signed_rank([1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30, -0.1, 0.2, -0.7])
+    assert (r.n, r.zeros, r.w_plus) == (12, 0, 73.0)
+    assert r.z == pytest.approx((73 - 39 - 0.5) / math.sqrt(162.5))
+    assert r.p_value == pytest.approx(0.00859, abs=1e-5)
+    # ties share their mean rank and shrink the variance by sum(t^3 - t) / 48; zeros are dropped
+    t = signed_rank([1, 1, -1, 2, 2, -2, 3, 0])
+    assert (t.n, t.zeros, t.w_plus) == (7, 1, 21.0)
+    assert t.z == pytest.approx((21 - 14 - 0.5) / math.sqrt(35 - 48 / 48))
+    assert signed_rank([]).p_value == 1.0 and signed_rank([0, 0]).p_value == 1.0
+
+
+def test_signed_rank_sign_follows_the_differences() -> None:
+    assert signed_rank([5.0] * 20).z > 0 > signed_rank([-5.0] * 20).z
+
+
+# -- a synthetic paired run ------------------------------------------------------------
+
+
+def _lines(rng: random.Random, *, rounds: int = 120, shift: float = 0.0, drift_ms: float = 0.0,
+           trend_ms: float = 0.0, arms: tuple[str, str] = ("a", "b")) -> list[dict[str, Any]]:
+    """streams.jsonl lines of a two-arm run, as hopbench writes them: request n goes to arm
+    (n - 1) % 2 in round (n - 1) // 2, 25 ms apart. Each figure is lognormal (sigma 0.12) around
+    its median; the runner's drift (N(0, drift_ms), new every 10 rounds, plus a trend rising by
+    trend_ms over the run, both quoted for the 120 ms ttft and in proportion for the other figures)
+    hits both requests of a round alike; arm b's values are (1 + shift) times."""
+    out = []
+    drift = 0.0
+    for r in range(rounds):
+        if r % 10 == 0:
+            drift = rng.gauss(0.0, drift_ms) if drift_ms else 0.0
+        common = drift + trend_ms * r / rounds
+        for k, arm in enumerate(arms):
+            scale = 1.0 + (shift if k else 0.0)
+            n = 2 * r + k + 1
+
+            def v(median_ms: float) -> int:  # the drift in proportion to the figure (quoted for ttft)
+                return int((median_ms * math.exp(rng.gauss(0.0, 0.12)) * scale + common * median_ms / 120) * MS)
+
+            out.append({"id": f"0-{n}", "arm": arm, "scenario": "chat", "start_ns": (1000 + 25 * (n - 1)) * MS,
+                        "ttft_ns": v(120.0), "e2e_ns": v(520.0), "tpot_ns": v(12.0), "itl_p50_ns": v(11.0),
+                        "itl_p99_ns": v(25.0)})
+    rng.shuffle(out)  # streams.jsonl holds them in the order they ended
+    return out
+
+
+def _judge(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    pairs, how = pair_streams(lines, ["a", "b"], warmup_ns=1000 * MS)
+    assert how == "round"
+    return paired_figures(pairs, ALPHA)["b"]
+
+
+def test_paired_shift_of_10_percent_is_found() -> None:
+    """+10 % on every figure of arm b, under a drift that hits both arms (20 ms sd): found >= 90 %."""
+    rng = random.Random(37)
+    found: Counter[str] = Counter()
+    trials = 50
+    for _ in range(trials):
+        figs = _judge(_lines(rng, shift=0.10, drift_ms=20.0))
+        assert all(f["verdict"] != "better" for f in figs)
+        found.update(f["figure"] for f in figs if f["verdict"] == WORSE)
+    for name, _ in PAIRED_FIGURES:
+        assert found[name] >= 0.9 * trials, (name, found)
+
+
+def test_paired_aa_with_a_common_drift_reads_worse_at_most_1_percent() -> None:
+    """A/A arms whose runner drifts (20 ms sd every 10 rounds, a 40 ms trend): the drift hits both
+    requests of a round, so the paired differences cancel it; the arm reads worse (on any of its five
+    figures) in at most 1 % of 300 runs."""
+    rng = random.Random(38)
+    verdicts: Counter[str] = Counter()
+    for _ in range(300):
+        verdicts[paired_verdict(_judge(_lines(rng, drift_ms=20.0, trend_ms=40.0)))] += 1
+    assert verdicts[WORSE] <= 3, verdicts
+    assert verdicts[SAME] >= 270, verdicts
+
+
+def test_pairing_by_round_skips_warmup_and_unmatched_streams() -> None:
+    lines = _lines(random.Random(1), rounds=6)
+    lines = [ln for ln in lines if ln["id"] != "0-4"]  # round 1's b stream never ended
+    early = {"id": "0-1", "start_ns": 0}
+    lines = [dict(ln, **early) if ln["id"] == "0-1" else ln for ln in lines]  # round 0's a: warm-up
+    pairs, how = pair_streams(lines, ["a", "b"], warmup_ns=500 * MS)
+    assert how == "round"
+    assert [(p[0]["id"], p[1]["id"]) for p in pairs["b"]] == [("0-5", "0-6"), ("0-7", "0-8"), ("0-9", "0-10"),
+                                                              ("0-11", "0-12")]
+
+
+def test_pairing_falls_back_to_the_nearest_start() -> None:
+    """Lines whose ids do not follow hopbench's numbering pair by the nearest start time."""
+    lines = [{"id": f"x{i}", "arm": arm, "scenario": "chat", "start_ns": t * MS, "ttft_ns": MS}
+             for i, (arm, t) in enumerate([("a", 10), ("b", 12), ("a", 50), ("b", 49), ("b", 90), ("a", 200)])]
+    pairs, how = pair_streams(lines, ["a", "b"])
+    assert how == "nearest start"
+    assert sorted((p[0]["start_ns"] // MS, p[1]["start_ns"] // MS) for p in pairs["b"]) == [(10, 12), (50, 49),
+                                                                                            (200, 90)]
+
+
+def test_paired_figures_too_few_pairs_and_none() -> None:
+    figs = _judge(_lines(random.Random(2), rounds=6, shift=0.5))
+    assert {f["verdict"] for f in figs} == {INCONCLUSIVE}
+    assert "too few samples (n = 6 and 6, 10 needed" in figs[0]["reason"]
+    no_tpot = [{k: v for k, v in ln.items() if k != "tpot_ns"} for ln in _lines(random.Random(3))]
+    tpot = next(f for f in _judge(no_tpot) if f["figure"] == "tpot")
+    assert tpot["verdict"] == NOT_JUDGED and tpot["n"] == 0
+    assert paired_verdict([tpot]) == NOT_JUDGED
+
+
+def test_arm_differences_carry_the_paired_verdict_and_render_it_first() -> None:
+    lines = _lines(random.Random(4), shift=0.10)
+    summary = {"arms": [{"name": "a"}, {"name": "b"}], "scopes": {"a": {}, "b": {}},
+               "profile": {"run": {"warmup_s": 1}}}
+    block = arm_differences(summary, lines)
+    assert block is not None and "paired_method" in block
+    paired = block["pairs"][0]["paired"]
+    assert paired["pairing"] == "round" and paired["n"] == 120 and paired["verdict"] == WORSE
+    ttft = paired["figures"][0]
+    assert ttft["figure"] == "ttft" and ttft["p50_diff"] == pytest.approx(12.0, rel=0.3)
+    assert ttft["reason"].startswith("worse: +") and ttft["reason"].endswith("[n = 120]")
+    assert ttft["p_adjusted"] < ALPHA and ttft["noise_floor"] > 0
+    text = render_arm_differences(block)
+    assert text.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; family-wise alpha 0.01): WORSE")
+    assert "\n  ttft     p50 diff " in text
+    assert "paired" not in arm_differences(summary)["pairs"][0]  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_paired_verdict_end_to_end_on_the_emulator(tmp_path: Path) -> None:
+    """profiles/ab-arms.toml for 4 s: arm "slow"'s emulator adds 20 ms to each first token. The
+    paired verdict reads ttft and e2e worse, and the stream's own gaps (itl_p50, tpot) not worse."""
+    import json
+
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
+    from hopbench.views._arm_differences import add_arm_differences
+
+    text = (ROOT / "profiles" / "ab-arms.toml").read_text(encoding="utf-8").replace("duration_s = 8", "duration_s = 4")
+    assert "duration_s = 4" in text and "emulator = { ttft_ms = 60 }" in text
+    out = run_profile(parse_profile(text, tmp_path / "ab.toml", env={}), out_dir=tmp_path / "out")
+    add_arm_differences(out.out_dir, out.summary)
+    on_disk = json.loads((out.out_dir / "summary.json").read_text(encoding="utf-8"))
+    paired = on_disk["arm_differences"]["pairs"][0]["paired"]
+    figs = {f["figure"]: f for f in paired["figures"]}
+    assert paired["pairing"] == "round" and paired["n"] >= 40
+    assert paired["verdict"] == WORSE
+    assert figs["ttft"]["verdict"] == WORSE, figs["ttft"]["reason"]
+    assert 10 < figs["ttft"]["p50_diff"] < 30
+    assert figs["itl_p50"]["verdict"] != WORSE and figs["tpot"]["verdict"] != WORSE
+    assert figs["itl_p50"]["n"] == figs["ttft"]["n"]  # every measured stream wrote its own ITL
