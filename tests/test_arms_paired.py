@@ -172,3 +172,67 @@ def test_paired_verdict_end_to_end_on_the_emulator(tmp_path: Path) -> None:
     assert 10 < figs["ttft"]["p50_diff"] < 30
     assert figs["itl_p50"]["verdict"] != WORSE and figs["tpot"]["verdict"] != WORSE
     assert figs["itl_p50"]["n"] == figs["ttft"]["n"]  # every measured stream wrote its own ITL
+
+
+# -- gate: budgets on the paired difference ----------------------------------------------
+
+
+def _arms_summary(shift: float, seed: int) -> dict[str, Any]:
+    summary: dict[str, Any] = {"arms": [{"name": "a"}, {"name": "b"}], "scopes": {"a": {}, "b": {}},
+                               "profile": {"run": {"warmup_s": 1}}, "complete": True}
+    block = arm_differences(summary, _lines(random.Random(seed), shift=shift, drift_ms=20.0))
+    return dict(summary, arm_differences=block)
+
+
+def _budget_verdicts(summary: dict[str, Any], budget: dict[str, str]) -> dict[str, str]:
+    from hopbench.views._gate import evaluate_gate
+
+    report = evaluate_gate(summary, budget)
+    return {key: j.verdict for key, j, _ in report.verdicts.budgets}
+
+
+def test_gate_arms_budget_fails_a_shift_beyond_noise_and_passes_aa() -> None:
+    budget = {"arms.ttft.p50_diff": "<= 5ms", "arms.e2e.p50_diff": "<= 100ms", "arms.itl_p50.p50_diff": "<= -0.5ms"}
+    shifted = _budget_verdicts(_arms_summary(0.10, 5), budget)  # ttft +12 ms, e2e +52 ms, itl +1.1 ms
+    assert shifted == {"arms.ttft.p50_diff": "fail", "arms.e2e.p50_diff": "pass", "arms.itl_p50.p50_diff": "fail"}
+    aa = _budget_verdicts(_arms_summary(0.0, 6), budget)
+    assert aa["arms.ttft.p50_diff"] == "pass" and aa["arms.e2e.p50_diff"] == "pass"
+    assert aa["arms.itl_p50.p50_diff"] in ("fail", "inconclusive")  # asked to be 0.5 ms faster: it is not
+    # a run without paired verdicts: inconclusive, with why
+    from hopbench.views._gate import evaluate_gate
+
+    plain = {"scopes": {"all": {}}, "complete": True}
+    (r,) = evaluate_gate(plain, {"arms.ttft.p50_diff": "<= 5ms"}).results
+    assert r.status == "inconclusive" and "no paired ttft (not an A/B arms run" in r.reason
+
+
+@pytest.mark.parametrize(("budget", "message"), [
+    ('"arms.ttfx.p50_diff" = "<= 5ms"', r"unknown A/B arms budget: did you mean 'ttft'\?"),
+    ('"arms.ttft.p90" = "<= 5ms"', r"expected \"arms.<figure>.p50_diff\""),
+    ('"arms.ttft.p50_diff" = "<= baseline + 1ms"', r"already a difference against the first arm"),
+    ('"arms.ttft.p50_diff" = "<= 5"', r"expected a time with a unit"),
+    ('[gate.scenario.chat]\n"arms.ttft.p50_diff" = "<= 5ms"', r"put it in \[gate\]"),
+])
+def test_gate_arms_budget_bad_input_names_the_key(budget: str, message: str) -> None:
+    from hopbench._errors import ProfileError
+    from hopbench._toml import parse_toml
+    from hopbench.config._gate_spec import parse_budgets
+
+    doc = parse_toml(f"[gate]\n{budget}\n", Path("b.toml"))
+    with pytest.raises(ProfileError, match=r"b.toml:\d+: .*" + message):
+        parse_budgets(doc.root().table("gate"))
+
+
+def test_gate_arms_budget_parses_a_negative_limit_and_needs_arms_in_a_profile() -> None:
+    from hopbench._errors import ProfileError
+    from hopbench._toml import parse_toml
+    from hopbench.config._gate_spec import parse_budgets
+    from hopbench.config._profile import parse_profile
+
+    doc = parse_toml('[gate]\n"arms.tpot.p50_diff" = "<= -0.5ms"\n', Path("b.toml"))
+    (b,), _ = parse_budgets(doc.root().table("gate"))
+    assert (b.arms_figure, b.limit, b.unit, b.min_count, b.metric) == ("tpot", -0.5, "ms", 10, None)
+    text = ('[run]\nduration_s = 1\n[load]\nconcurrency = 1\n[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\n'
+            'model = "m"\n[gate]\n"arms.ttft.p50_diff" = "<= 5ms"\n')
+    with pytest.raises(ProfileError, match=r"p.toml:\d+: .*needs \[\[arm\]\] tables"):
+        parse_profile(text, Path("p.toml"), env={})

@@ -47,6 +47,7 @@ from ._noise import INCONCLUSIVE, NOT_JUDGED, WORSE, Figure, Judged, Noise, batc
 from ._stats import signed_rank
 from .._format import fmt_num as num
 from .._units import NS_PER_MS
+from ..config._gate_spec import ARMS_FIGURES, ARMS_MIN_PAIRS
 from ..driver._results import replace_text
 
 __all__ = ["ARM_METRICS", "PAIRED_FIGURES", "arm_differences", "add_arm_differences", "pair_streams",
@@ -75,13 +76,12 @@ def _arm_names(summary: Mapping[str, Any]) -> list[str]:
     return [a["name"] for a in arms if isinstance(a, Mapping) and isinstance(a.get("name"), str)]
 
 
-PAIRED_FIGURES: Final = (("ttft", "ttft_ns"), ("itl_p50", "itl_p50_ns"), ("itl_p99", "itl_p99_ns"),
-                         ("tpot", "tpot_ns"), ("e2e", "e2e_ns"))
+PAIRED_FIGURES: Final = tuple((name, f"{name}_ns") for name in ARMS_FIGURES)
 """The per-stream figures judged on paired differences, with their streams.jsonl field (ns):
 the time to first token, the stream's own median and p99 inter-token gap, its time per output
 token and its end-to-end time. Each is judged by the median of the pairs' differences (gate
 key ``arms.<figure>.p50_diff``)."""
-PAIRED_MIN: Final = 10
+PAIRED_MIN: Final = ARMS_MIN_PAIRS
 """Pairs a paired figure needs for a verdict (fewer: ``inconclusive``, too few samples)."""
 PAIRED_BATCH: Final = 5
 """Pairs per batch, at least, for the spread over time of the differences' median (at most
