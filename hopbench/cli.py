@@ -232,7 +232,7 @@ def _add_compare(sub: _Subparsers) -> None:
 
 def _add_calibrate(sub: _Subparsers) -> None:
     """``hopbench calibrate DIR DIR DIR ...``: this runner's noise floor and budgets, from A/A repeats."""
-    from .views._calibrate import DEFAULT_FIGURES
+    from .views._calibrate import DEFAULT_FIGURES, OVERHEAD_FIGURES
 
     k = sub.add_parser("calibrate", help="noise floor per figure and proposed budgets from A/A repeats "
                                          "(hopbench calibrate --help)",
@@ -244,7 +244,9 @@ def _add_calibrate(sub: _Subparsers) -> None:
                               "unreadable folder).")
     k.add_argument("results_dirs", type=Path, nargs="+", metavar="RESULTS_DIR")
     k.add_argument("--figure", action="append", metavar="METRIC.STAT",
-                   help=f"figure to calibrate (repeat, or comma-separate); default: {', '.join(DEFAULT_FIGURES)}")
+                   help="figure to calibrate (repeat, or comma-separate); default: the gateway overhead's "
+                        f"{', '.join(OVERHEAD_FIGURES)} when the repeats measured them (an [upstream]), then "
+                        f"{', '.join(DEFAULT_FIGURES)}")
     k.add_argument("--scope", action="append", metavar="SCOPE",
                    help="scope (scenario) to calibrate in (repeat); default: all")
     k.add_argument("--alpha", type=float, default=0.01,
@@ -429,11 +431,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from .views._calibrate import DEFAULT_FIGURES, calibrate_command
+    from .views._calibrate import calibrate_command
 
     figures = [f.strip() for arg in args.figure or [] for f in arg.split(",") if f.strip()]
     try:
-        cal = calibrate_command(args.results_dirs, figures=figures or DEFAULT_FIGURES,
+        cal = calibrate_command(args.results_dirs, figures=figures or None,
                                 scopes=args.scope or ("all",), alpha=args.alpha)
     except HopbenchError as exc:
         print(f"hopbench calibrate: error: {exc}", file=sys.stderr)
