@@ -214,7 +214,9 @@ def _add_compare(sub: _Subparsers) -> None:
                        epilog="Exit codes: 0; with --fail-on-worse 1 when a figure is worse beyond the runs' "
                               "noise, 5 when one is inconclusive (retry on a quieter runner); 2 bad input.")
     c.add_argument("base_dir", type=Path, metavar="BASE_DIR")
-    c.add_argument("candidate_dir", type=Path, metavar="CAND_DIR")
+    c.add_argument("candidate_dir", type=Path, metavar="CAND_DIR", nargs="?",
+                   help="omitted: BASE_DIR is an A/B arms run, each arm judged against the first on the "
+                        "rounds' paired differences (docs/ab-arms.md, 'Paired verdicts')")
     c.add_argument("--format", choices=_FORMATS, default="text")
     c.add_argument("--metric", action="append", metavar="NAME",
                    help="metric to compare (repeat, or comma-separate); default: the gateway-facing ones")
@@ -411,6 +413,18 @@ def _compare(args: argparse.Namespace) -> int:
     from .check._compare import compare_checks, is_check_folder
     from .views._compare import compare_command
 
+    if args.candidate_dir is None:  # one A/B arms folder: its arms, paired (docs/ab-arms.md)
+        from .views._arm_differences import arms_command, paired_exit_code, render_arm_differences
+
+        try:
+            block = arms_command(args.base_dir)
+        except HopbenchError as exc:
+            print(f"hopbench compare: error: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        text = render_arm_differences(block)
+        sys.stdout.write(json.dumps(block, indent=2, allow_nan=False) + "\n" if args.format == "json"
+                         else f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+        return paired_exit_code(block, args.fail_on_worse)
     if is_check_folder(args.base_dir) or is_check_folder(args.candidate_dir):  # two `hopbench check` folders
         try:
             checks = compare_checks(args.base_dir, args.candidate_dir)

@@ -236,3 +236,45 @@ def test_gate_arms_budget_parses_a_negative_limit_and_needs_arms_in_a_profile() 
             'model = "m"\n[gate]\n"arms.ttft.p50_diff" = "<= 5ms"\n')
     with pytest.raises(ProfileError, match=r"p.toml:\d+: .*needs \[\[arm\]\] tables"):
         parse_profile(text, Path("p.toml"), env={})
+
+
+# -- hopbench compare ARMS_DIR -----------------------------------------------------------
+
+
+def _arms_folder(tmp_path: Path, shift: float, seed: int) -> Path:
+    import json
+
+    from hopbench.driver._results import SCHEMA
+
+    summary = {"schema": SCHEMA, "arms": [{"name": "a"}, {"name": "b"}], "scopes": {"a": {}, "b": {}},
+               "profile": {"run": {"warmup_s": 1}}, "complete": True}
+    folder = tmp_path / f"arms-{seed}"
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    lines = _lines(random.Random(seed), shift=shift, drift_ms=20.0)
+    (folder / "streams.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in lines), encoding="utf-8")
+    return folder
+
+
+def test_compare_one_arms_folder_prints_the_paired_verdict_and_exits_by_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hopbench.cli import main
+
+    worse = _arms_folder(tmp_path, 0.10, 7)
+    assert main(["compare", str(worse), "--fail-on-worse"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; family-wise alpha 0.01): WORSE")
+    assert main(["compare", str(worse)]) == 0  # without --fail-on-worse: a report only
+    capsys.readouterr()
+    same = _arms_folder(tmp_path, 0.0, 8)
+    assert main(["compare", str(same), "--fail-on-worse", "--format", "json"]) == 0
+    import json
+
+    block = json.loads(capsys.readouterr().out)
+    assert block["pairs"][0]["paired"]["verdict"] == SAME
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "summary.json").write_text(json.dumps({"schema": json.loads((same / "summary.json").read_text())["schema"],
+                                                    "scopes": {"all": {}}}), encoding="utf-8")
+    assert main(["compare", str(plain)]) == 2
+    assert "one folder is compared only when it holds an A/B arms run" in capsys.readouterr().err

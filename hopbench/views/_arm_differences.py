@@ -45,13 +45,15 @@ from ._compare import ALPHA, DEFAULT_METRICS, MIN_EFFECT, compare_summaries
 from ._export import stream_rows
 from ._noise import INCONCLUSIVE, NOT_JUDGED, WORSE, Figure, Judged, Noise, batch_means, judge_family, one_sentence
 from ._stats import signed_rank
+from .._errors import UsageError
+from .._exit import EXIT_BREACH, EXIT_INCONCLUSIVE, EXIT_OK
 from .._format import fmt_num as num
 from .._units import NS_PER_MS
 from ..config._gate_spec import ARMS_FIGURES, ARMS_MIN_PAIRS
-from ..driver._results import replace_text
+from ..driver._results import read_summary, replace_text
 
-__all__ = ["ARM_METRICS", "PAIRED_FIGURES", "arm_differences", "add_arm_differences", "pair_streams",
-           "paired_figures", "paired_verdict", "render_arm_differences"]
+__all__ = ["ARM_METRICS", "PAIRED_FIGURES", "arm_differences", "add_arm_differences", "arms_command",
+           "pair_streams", "paired_exit_code", "paired_figures", "paired_verdict", "render_arm_differences"]
 
 ARM_METRICS: Final = (*DEFAULT_METRICS, "cancel_delay")
 """The metrics compared between arms: compare's defaults and the cancel-propagation delay."""
@@ -324,6 +326,41 @@ def add_arm_differences(results_dir: Path, summary: dict[str, Any]) -> dict[str,
     out = dict(summary, arm_differences=block)
     replace_text(results_dir / "summary.json", json.dumps(out, indent=2, allow_nan=False) + "\n")
     return out
+
+
+def arms_command(results_dir: Path) -> dict[str, Any]:
+    """``hopbench compare ARMS_DIR``: an A/B arms run's differences, paired verdicts first,
+    judged again from its folder (summary.json and streams.jsonl; nothing is written).
+
+    Returns:
+        the ``arm_differences`` block (:func:`arm_differences`).
+
+    Raises:
+        UsageError: the folder's run has fewer than two arms.
+        ResultsError: an unreadable folder, summary.json or streams.jsonl line.
+    """
+    summary = read_summary(results_dir)
+    has_streams = (results_dir / "streams.jsonl").is_file()
+    block = arm_differences(summary, stream_rows(results_dir) if has_streams else None)
+    if block is None:
+        raise UsageError(f"{results_dir}: one folder is compared only when it holds an A/B arms run ([[arm]] "
+                         "tables: docs/ab-arms.md); give two folders to compare two runs")
+    return block
+
+
+def paired_exit_code(block: Mapping[str, Any], fail_on_worse: bool) -> int:
+    """The exit code of ``hopbench compare ARMS_DIR``: with ``fail_on_worse``, 1 when an arm's
+    paired verdict is worse, else 5 when one is inconclusive (retry on a quieter runner), else 0;
+    without paired verdicts (no streams.jsonl), the unpaired table's ``worse`` decides 1 or 0."""
+    if not fail_on_worse:
+        return EXIT_OK
+    pairs = [p for p in block.get("pairs", []) if isinstance(p, Mapping)]
+    verdicts = [p["paired"]["verdict"] for p in pairs if isinstance(p.get("paired"), Mapping)]
+    if not verdicts:
+        return EXIT_BREACH if any(p.get("worse") for p in pairs) else EXIT_OK
+    if WORSE in verdicts:
+        return EXIT_BREACH
+    return EXIT_INCONCLUSIVE if INCONCLUSIVE in verdicts else EXIT_OK
 
 
 def _diff(f: Mapping[str, Any]) -> str:
