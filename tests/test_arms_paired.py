@@ -172,6 +172,10 @@ def test_paired_verdict_end_to_end_on_the_emulator(tmp_path: Path) -> None:
     assert 10 < figs["ttft"]["p50_diff"] < 30
     assert figs["itl_p50"]["verdict"] != WORSE and figs["tpot"]["verdict"] != WORSE
     assert figs["itl_p50"]["n"] == figs["ttft"]["n"]  # every measured stream wrote its own ITL
+    from hopbench.report._page import write_report
+
+    page = write_report(out.out_dir).read_text(encoding="utf-8")
+    assert f"slow against fast, paired over {paired['n']} rounds: worse" in page
 
 
 # -- gate: budgets on the paired difference ----------------------------------------------
