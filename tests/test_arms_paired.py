@@ -151,8 +151,11 @@ def test_arm_differences_carry_the_paired_verdict_and_render_it_first() -> None:
 
 @pytest.mark.slow
 def test_paired_verdict_end_to_end_on_the_emulator(tmp_path: Path) -> None:
-    """profiles/ab-arms.toml for 4 s: arm "slow"'s emulator adds 20 ms to each first token. The
-    paired verdict reads ttft and e2e worse, and the stream's own gaps (itl_p50, tpot) not worse."""
+    """profiles/ab-arms.toml for 4 s, arm "slow"'s emulator adding 100 ms to each first token (the
+    profile's 20 ms can read inconclusive when both cores are busy with neighbours: a client delay
+    hits one request of a round and not the other, +-50 ms between the quartiles of the differences
+    on such a machine). The paired verdict reads ttft worse, and the stream's own gaps (itl_p50,
+    tpot) not worse."""
     import json
 
     from hopbench.config._profile import parse_profile
@@ -160,7 +163,8 @@ def test_paired_verdict_end_to_end_on_the_emulator(tmp_path: Path) -> None:
     from hopbench.views._arm_differences import add_arm_differences
 
     text = (ROOT / "profiles" / "ab-arms.toml").read_text(encoding="utf-8").replace("duration_s = 8", "duration_s = 4")
-    assert "duration_s = 4" in text and "emulator = { ttft_ms = 60 }" in text
+    text = text.replace("emulator = { ttft_ms = 60 }", "emulator = { ttft_ms = 140 }")
+    assert "duration_s = 4" in text and "emulator = { ttft_ms = 140 }" in text
     out = run_profile(parse_profile(text, tmp_path / "ab.toml", env={}), out_dir=tmp_path / "out")
     add_arm_differences(out.out_dir, out.summary)
     on_disk = json.loads((out.out_dir / "summary.json").read_text(encoding="utf-8"))
@@ -169,7 +173,7 @@ def test_paired_verdict_end_to_end_on_the_emulator(tmp_path: Path) -> None:
     assert paired["pairing"] == "round" and paired["n"] >= 40
     assert paired["verdict"] == WORSE
     assert figs["ttft"]["verdict"] == WORSE, figs["ttft"]["reason"]
-    assert 10 < figs["ttft"]["p50_diff"] < 30
+    assert 70 < figs["ttft"]["p50_diff"] < 130
     assert figs["itl_p50"]["verdict"] != WORSE and figs["tpot"]["verdict"] != WORSE
     assert figs["itl_p50"]["n"] == figs["ttft"]["n"]  # every measured stream wrote its own ITL
     from hopbench.report._page import write_report
