@@ -286,3 +286,14 @@ def test_compare_one_arms_folder_prints_the_paired_verdict_and_exits_by_it(
                                                     "scopes": {"all": {}}}), encoding="utf-8")
     assert main(["compare", str(plain)]) == 2
     assert "one folder is compared only when it holds an A/B arms run" in capsys.readouterr().err
+
+
+def test_paired_headlines_one_sentence_per_arm() -> None:
+    from hopbench.views._arm_differences import paired_headlines
+
+    block = _arms_summary(0.10, 9)["arm_differences"]
+    (line,) = paired_headlines(block)
+    assert line.startswith("A/B arms, paired: b against a, 120 rounds: WORSE (ttft: worse: +")
+    (same,) = paired_headlines(_arms_summary(0.0, 10)["arm_differences"])
+    assert same == "A/B arms, paired: b against a, 120 rounds: SAME"
+    assert paired_headlines({"pairs": [{"base": "a", "candidate": "b"}]}) == []

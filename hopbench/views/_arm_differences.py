@@ -53,7 +53,8 @@ from ..config._gate_spec import ARMS_FIGURES, ARMS_MIN_PAIRS
 from ..driver._results import read_summary, replace_text
 
 __all__ = ["ARM_METRICS", "PAIRED_FIGURES", "arm_differences", "add_arm_differences", "arms_command",
-           "pair_streams", "paired_exit_code", "paired_figures", "paired_verdict", "render_arm_differences"]
+           "pair_streams", "paired_exit_code", "paired_figures", "paired_headlines", "paired_verdict",
+           "render_arm_differences"]
 
 ARM_METRICS: Final = (*DEFAULT_METRICS, "cancel_delay")
 """The metrics compared between arms: compare's defaults and the cancel-propagation delay."""
@@ -361,6 +362,21 @@ def paired_exit_code(block: Mapping[str, Any], fail_on_worse: bool) -> int:
     if WORSE in verdicts:
         return EXIT_BREACH
     return EXIT_INCONCLUSIVE if INCONCLUSIVE in verdicts else EXIT_OK
+
+
+def paired_headlines(block: Mapping[str, Any]) -> list[str]:
+    """One sentence per arm (what ``hopbench run -q`` prints for an arms run): its paired verdict
+    and the first figure that has that verdict, with its reason. [] without paired verdicts."""
+    out = []
+    for pair in block.get("pairs", []):
+        paired = pair.get("paired") if isinstance(pair, Mapping) else None
+        if not isinstance(paired, Mapping):
+            continue
+        v = str(paired.get("verdict"))
+        why = next((f"{f['figure']}: {f['reason']}" for f in paired.get("figures", []) if f.get("verdict") == v), "")
+        out.append(f"A/B arms, paired: {pair['candidate']} against {pair['base']}, {paired.get('n')} rounds: "
+                   f"{v.upper()}" + (f" ({why})" if why and v != "same" else ""))
+    return out
 
 
 def _diff(f: Mapping[str, Any]) -> str:
