@@ -151,8 +151,8 @@ def _measure(summary: Mapping[str, Any], b: Budget, measured_s: float | None,
         got = arms_paired(summary, b.arms_figure, b.op)
         if got is None:
             return None, 0
-        n = got[1].get("n")
-        return float(got[1]["p50_diff"]), n if isinstance(n, int) and not isinstance(n, bool) else 0
+        pairs = got[1].get("n")
+        return float(got[1]["p50_diff"]), pairs if isinstance(pairs, int) and not isinstance(pairs, bool) else 0
     scope = _scopes(summary, where).get(b.scope)
     if not isinstance(scope, Mapping):
         return None
