@@ -186,7 +186,7 @@ def _paired_figure(rows: Sequence[tuple[float, float]]) -> Figure:
     se, k = batch_means([[d] for d in diffs], size, statistics.median)
     # the two requests of a pair share the runner's state: no client allowance, one spread
     return Figure(change, change / base_mid if base_mid else None, "ms", signed_rank(diffs).p_value,
-                  Noise(se, k), Noise(None if se is None else 0.0, k), n, n, min_n=PAIRED_MIN)
+                  Noise(se, k), Noise(None if se is None else 0.0, k), n, n, min_n=PAIRED_MIN, whose="pairs'")
 
 
 def paired_figures(pairs: Mapping[str, Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]],

@@ -409,6 +409,8 @@ class Figure:
             ``inconclusive``, not ``same``.
         few_is_inconclusive: fewer than ``min_n`` samples is ``inconclusive`` (a figure
             someone asked for); False: ``not judged`` (a tail a short run cannot have).
+        whose: whose noise floor the sentence names (``"runs'"``; ``"pairs'"`` for the A/B
+            arms' paired differences).
     """
 
     change: float | None
@@ -423,6 +425,7 @@ class Figure:
     higher_is_worse: bool = True
     saturated: str | None = None
     few_is_inconclusive: bool = True
+    whose: str = "runs'"
 
 
 def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
@@ -499,10 +502,10 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
                       f"({f.saturated})", *args)
     if abs(f.change) <= within and worse and pn < BORDERLINE_P:  # the noise could explain it, but only just
         return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}) but is within "
-                      f"the runs' noise floor of {_fmt(within, f.unit)[1:]}, near its edge (p(noise) = {pn:.2g} "
+                      f"the {f.whose} noise floor of {_fmt(within, f.unit)[1:]}, near its edge (p(noise) = {pn:.2g} "
                       f">= {alpha:g}){_noise_words(f.base, f.cand, worse)}", *args)
     if abs(f.change) <= within:
-        return Judged(SAME, f"same: {what} is within the runs' noise floor of {_fmt(within, f.unit)[1:]}"
+        return Judged(SAME, f"same: {what} is within the {f.whose} noise floor of {_fmt(within, f.unit)[1:]}"
                       f"{_noise_words(f.base, f.cand, worse)}", *args)
     return Judged(INCONCLUSIVE, f"inconclusive: {what} is past the noise floor of {_fmt(within, f.unit)[1:]}, "
                   f"but not significant among the {family} figures judged (p = {padj:.2g} after Holm)", *args)
