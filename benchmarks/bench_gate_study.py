@@ -26,13 +26,22 @@ Then, with no run of its own (milliseconds each):
   a catch a regressed pair read ``worse``;
 - **calibration** (``--calibrate N``): N quiet ``aa`` runs first, their proposed
   budgets (``hopbench.views._calibrate``) printed, and every later run also judged
-  by them.
+  by them;
+- **arms** (``--arms N``): N runs of the profile turned into two A/B arms (its
+  ``[emulator]`` behind each, the baseline and the candidate interleaved request by
+  request) in each condition, A/A and with the candidate arm's ``ttft_ms`` raised by
+  ``--ttft-up``: the paired verdicts (docs/ab-arms.md, "Paired verdicts") beside the
+  unpaired table's ttft verdict of the same run.
+
+Compare's ``inconclusive`` count is split: ``near edge`` are the changes the worse way
+within the noise floor but near its edge (issue 37, design point A: ``same`` before it).
 
 Run from the repository root (about 15 minutes on a busy 2-core machine)::
 
     .venv/bin/python benchmarks/bench_gate_study.py --repeats 5 --keep /tmp/study
     .venv/bin/python benchmarks/bench_gate_study.py --calibrate 6 --repeats 0   # budgets only
     .venv/bin/python benchmarks/bench_gate_study.py --analyze /tmp/study        # judge again, no run
+    .venv/bin/python benchmarks/bench_gate_study.py --repeats 0 --arms 10       # the paired release comparison
     git show b4b7630:profiles/ci-gate.toml > /tmp/old.toml
     .venv/bin/python benchmarks/bench_gate_study.py --analyze /tmp/study --budget old=/tmp/old.toml
 
@@ -150,10 +159,53 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], cal_budget: Path | None,
             sa, sb = read_summary(a), read_summary(b)
             c = compare_summaries(sa, sb, base_dir=a, candidate_dir=b, force=True)
             before += any(m.verdict == "worse" for m in c.metrics) or any(r.verdict == "worse" for r in c.rates)
-            tally[judge_comparison(c, sa, sb, base_dir=a, cand_dir=b).verdict] += 1
+            v = judge_comparison(c, sa, sb, base_dir=a, cand_dir=b)
+            tally[v.verdict] += 1
+            edge = v.verdict == "inconclusive" and not any(
+                f.verdict in ("worse", "inconclusive") and "near its edge" not in f.reason for f in v.figures)
+            tally["near edge"] += edge
         what = "false alarms" if "A/A" in name else "caught"
-        print(f"  {name:<24}: after: {what} {tally['worse']}/{len(ps)}, inconclusive {tally['inconclusive']}, "
-              f"same {tally['same']}, better {tally['better']}; before: worse {before}/{len(ps)}")
+        print(f"  {name:<24}: after: {what} {tally['worse']}/{len(ps)}, inconclusive {tally['inconclusive']} "
+              f"(near edge {tally['near edge']}), same {tally['same']}, better {tally['better']}; "
+              f"before: worse {before}/{len(ps)}")
+
+
+def _arms_variant(text: str, ttft_up: float) -> str:
+    """The profile as two A/B arms, each its own embedded emulator (the profile's [emulator]);
+    the candidate arm's ttft_ms raised by ``ttft_up`` (0: A/A). Its [gate] is dropped."""
+    m = re.search(r"^ttft_ms\s*=\s*([0-9.]+)", text, re.M)
+    if m is None or "[target]\nembedded = true\n" not in text:
+        raise SystemExit("--arms needs a profile with [target] embedded = true and [emulator] ttft_ms")
+    text = text.replace("[target]\nembedded = true\n", "")
+    text = text[:text.index("[gate]")] if "[gate]" in text else text
+    cand = f"emulator = {{ ttft_ms = {float(m.group(1)) * (1 + ttft_up):g} }}\n" if ttft_up else ""
+    return text + '\n[[arm]]\nname = "base"\nurl = "embedded"\n\n[[arm]]\nname = "cand"\nurl = "embedded"\n' + cand
+
+
+def _arms_study(text: str, repeats: int, ttft_up: float, tmp: Path) -> None:
+    """A/A and regressed arms runs, quiet and busy: their paired verdicts and the unpaired ttft's."""
+    profiles = {"aa": tmp / "arms-aa.toml", "ttft": tmp / "arms-ttft.toml"}
+    profiles["aa"].write_text(_arms_variant(text, 0.0), encoding="utf-8")
+    profiles["ttft"].write_text(_arms_variant(text, ttft_up), encoding="utf-8")
+    tally: dict[tuple[str, str], Counter[str]] = {}
+    for i in range(repeats):
+        for cond, kind in itertools.product(("quiet", "busy"), ("aa", "ttft")):
+            d = _run(profiles[kind], tmp / f"arms-{cond}-{kind}-{i}", cond == "busy")
+            s = read_summary(d)
+            pair = s["arm_differences"]["pairs"][0]
+            paired = pair.get("paired", {})
+            ttft = next((f for f in paired.get("figures", []) if f["figure"] == "ttft"), {})
+            t = tally.setdefault((cond, kind), Counter())
+            t[paired.get("verdict", "none")] += 1
+            t["ttft " + str(ttft.get("verdict"))] += 1
+            t["unpaired ttft " + pair["metrics"].get("ttft", {}).get("verdict", "none")] += 1
+            print(f"arms {cond:<5} {kind:<4} {i}: paired {paired.get('verdict')}; ttft {ttft.get('reason')}; "
+                  f"{runner_line(s)}", flush=True)
+    print("\narms: paired verdicts (any figure; ttft alone) and the unpaired table's ttft verdict")
+    for (cond, kind), t in sorted(tally.items()):
+        print(f"  {cond:<5} {kind:<4}: paired worse {t['worse']}, inconclusive {t['inconclusive']}, same {t['same']}, "
+              f"better {t['better']}; ttft worse {t['ttft worse']}; unpaired ttft worse {t['unpaired ttft worse']} "
+              f"(of {sum(t[v] for v in ('worse', 'inconclusive', 'same', 'better', 'not judged', 'none'))})")
 
 
 def _kept(folder: Path) -> dict[tuple[str, str], list[Path]]:
@@ -175,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tps-down", type=float, default=0.05)
     ap.add_argument("--keep", type=Path, default=None, help="keep the results here")
     ap.add_argument("--analyze", type=Path, default=None, help="judge a kept study folder again, running nothing")
+    ap.add_argument("--arms", type=int, default=0, help="A/B arms runs (paired) of each kind in each condition")
     ap.add_argument("--budget", action="append", default=[], metavar="NAME=FILE",
                     help="also judge every run by this budget file (e.g. an older ci-gate.toml)")
     args = ap.parse_args(argv)
@@ -199,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             cal_budget = tmp / "calibrated.toml"
             cal_budget.write_text("\n".join(line for line in cal.render().splitlines()
                                             if line.startswith(("[gate", '"'))) + "\n", encoding="utf-8")
+        if args.arms:
+            _arms_study(text, args.arms, args.ttft_up, tmp)
         if args.repeats < 1:
             return 0
         runs: dict[tuple[str, str], list[Path]] = {}

@@ -227,7 +227,9 @@ def _add_compare(sub: _Subparsers) -> None:
                        epilog="Exit codes: 0; with --fail-on-worse 1 when a figure is worse beyond the runs' "
                               "noise, 5 when one is inconclusive (retry on a quieter runner); 2 bad input.")
     c.add_argument("base_dir", type=Path, metavar="BASE_DIR")
-    c.add_argument("candidate_dir", type=Path, metavar="CAND_DIR")
+    c.add_argument("candidate_dir", type=Path, metavar="CAND_DIR", nargs="?",
+                   help="omitted: BASE_DIR is an A/B arms run, each arm judged against the first on the "
+                        "rounds' paired differences (docs/ab-arms.md, 'Paired verdicts')")
     c.add_argument("--format", choices=_FORMATS, default="text")
     c.add_argument("--metric", action="append", metavar="NAME",
                    help="metric to compare (repeat, or comma-separate); default: the gateway-facing ones")
@@ -245,7 +247,7 @@ def _add_compare(sub: _Subparsers) -> None:
 
 def _add_calibrate(sub: _Subparsers) -> None:
     """``hopbench calibrate DIR DIR DIR ...``: this runner's noise floor and budgets, from A/A repeats."""
-    from .views._calibrate import DEFAULT_FIGURES
+    from .views._calibrate import DEFAULT_FIGURES, OVERHEAD_FIGURES
 
     k = sub.add_parser("calibrate", help="noise floor per figure and proposed budgets from A/A repeats "
                                          "(hopbench calibrate --help)",
@@ -257,7 +259,9 @@ def _add_calibrate(sub: _Subparsers) -> None:
                               "unreadable folder).")
     k.add_argument("results_dirs", type=Path, nargs="+", metavar="RESULTS_DIR")
     k.add_argument("--figure", action="append", metavar="METRIC.STAT",
-                   help=f"figure to calibrate (repeat, or comma-separate); default: {', '.join(DEFAULT_FIGURES)}")
+                   help="figure to calibrate (repeat, or comma-separate); default: the gateway overhead's "
+                        f"{', '.join(OVERHEAD_FIGURES)} when the repeats measured them (an [upstream]), then "
+                        f"{', '.join(DEFAULT_FIGURES)}")
     k.add_argument("--scope", action="append", metavar="SCOPE",
                    help="scope (scenario) to calibrate in (repeat); default: all")
     k.add_argument("--alpha", type=float, default=0.01,
@@ -430,6 +434,18 @@ def _compare(args: argparse.Namespace) -> int:
     from .check._compare import compare_checks, is_check_folder
     from .views._compare import compare_command
 
+    if args.candidate_dir is None:  # one A/B arms folder: its arms, paired (docs/ab-arms.md)
+        from .views._arm_differences import arms_command, paired_exit_code, render_arm_differences
+
+        try:
+            block = arms_command(args.base_dir)
+        except HopbenchError as exc:
+            print(f"hopbench compare: error: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        text = render_arm_differences(block)
+        sys.stdout.write(json.dumps(block, indent=2, allow_nan=False) + "\n" if args.format == "json"
+                         else f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+        return paired_exit_code(block, args.fail_on_worse)
     if is_check_folder(args.base_dir) or is_check_folder(args.candidate_dir):  # two `hopbench check` folders
         try:
             checks = compare_checks(args.base_dir, args.candidate_dir)
@@ -450,11 +466,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from .views._calibrate import DEFAULT_FIGURES, calibrate_command
+    from .views._calibrate import calibrate_command
 
     figures = [f.strip() for arg in args.figure or [] for f in arg.split(",") if f.strip()]
     try:
-        cal = calibrate_command(args.results_dirs, figures=figures or DEFAULT_FIGURES,
+        cal = calibrate_command(args.results_dirs, figures=figures or None,
                                 scopes=args.scope or ("all",), alpha=args.alpha)
     except HopbenchError as exc:
         print(f"hopbench calibrate: error: {exc}", file=sys.stderr)

@@ -95,7 +95,7 @@ def test_cli_top_level_help_version_and_no_command(capsys: pytest.CaptureFixture
     (["gate"], "hopbench gate"),
     (["gate", "x", "--format", "yaml"], "hopbench gate"),
     (["gate", "x", "--bogus"], "hopbench gate"),
-    (["compare", "a"], "hopbench compare"),
+    (["compare"], "hopbench compare"),
     (["compare", "a", "b", "--alpha", "small"], "hopbench compare"),
     (["report"], "hopbench report"),
     (["report", "x", "--bogus"], "hopbench report"),

@@ -132,6 +132,34 @@ def test_aa_pairs_with_drift_are_not_called_worse_at_the_stated_rate() -> None:
     assert old_alarms >= 30
 
 
+def test_aa_pairs_mostly_same_and_borderline_shifts_inconclusive() -> None:
+    """Design point A of issue 37: a worse change within the noise floor but near its edge is
+    inconclusive; A/A pairs (well inside the noise) still read same 9 times in 10 (279 of 300
+    with seed 11), while a shift of about half the floor reads inconclusive far more often."""
+    rng = random.Random(11)
+    aa = Counter(judge_family([_figure(_run(rng, median_ms=20, drift_ms=2.5),
+                                       _run(rng, median_ms=20, drift_ms=2.5))], ALPHA)[0].verdict
+                 for _ in range(300))
+    assert aa[SAME] >= 270 and aa[INCONCLUSIVE] >= 1
+    shifted = Counter(judge_family([_figure(_run(rng, median_ms=20, drift_ms=2.5),
+                                            _run(rng, median_ms=22, drift_ms=2.5))], ALPHA)[0].verdict
+                      for _ in range(200))
+    assert shifted[INCONCLUSIVE] >= 3 * aa[INCONCLUSIVE] * 200 / 300
+
+
+def test_worse_change_near_the_floors_edge_is_inconclusive_well_inside_is_same() -> None:
+    noise = Noise(2.0, 12, 0.5, "its loop lag p90")  # floor: 0.5 + t(0.995, ~22) * 2.83 = about 8.5 ms
+    edge, inside, faster = judge_family([Figure(6.5, 0.065, "ms", 1e-6, noise, noise, 300, 300)], ALPHA) + \
+        judge_family([Figure(3.0, 0.03, "ms", 1e-6, noise, noise, 300, 300)], ALPHA) + \
+        judge_family([Figure(-6.5, -0.065, "ms", 1e-6, noise, noise, 300, 300)], ALPHA)
+    assert edge.verdict == INCONCLUSIVE, edge.reason
+    assert edge.reason.startswith("inconclusive: +6.5 ms (+6.5%) shows in the samples (p = 1e-06) but is "
+                                  "within the runs' noise floor of ")
+    assert "near its edge (p(noise) = 0.0" in edge.reason
+    assert inside.verdict == SAME
+    assert faster.verdict == SAME  # better within the floor: nothing to retry for
+
+
 def test_aa_pair_busy_candidate_is_the_clients_delay_not_worse() -> None:
     """Baseline quiet, candidate on a busy runner: its client adds delay (the issue's normal CI
     case). The allowance (the candidate's loop lag) explains it: never worse."""

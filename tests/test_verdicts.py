@@ -4,6 +4,7 @@ folder, and compare's figures judged against it, on real runs of the embedded em
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,6 +239,37 @@ def test_calibrate_proposes_budgets_with_measured_false_alarms(runs: dict[str, P
     assert [b.key for b in budgets] == ["ttft.p50", "output_tokens_per_s.p50"]
     data = cal.to_json()
     assert data["figures"][0]["repeats"] == 3 and data["alpha"] == 0.01
+
+
+def test_calibrate_floors_the_spread_by_the_in_run_se_and_warns_below_five_repeats(runs: dict[str, Path]) -> None:
+    """Design point B of issue 37: three repeats that read the same figure (here one folder three
+    times: a between-run sd of 0) must not propose a budget at the histogram's resolution, which
+    the next run would breach far more often than alpha: the spread is at least the runs' own se."""
+    import math
+
+    from hopbench.views._calibrate import calibrate
+    from hopbench.views._noise import t_isf
+
+    folders = [runs["base"]] * 3
+    cal = calibrate(folders, [read_summary(runs["base"])] * 3, figures=("ttft.p50",))
+    (f,) = cal.figures
+    assert f.between_sd == 0 and f.within_se is not None and f.within_se > 0
+    assert f.spread_from == "in-run se"
+    assert f.limit - f.mean == pytest.approx(t_isf(0.01, 2) * f.within_se * math.sqrt(1 + 1 / 3))
+    assert cal.warnings and cal.warnings[0].startswith("3 repeats: fewer than 5")
+    assert cal.render().startswith("warning: 3 repeats: fewer than 5")
+    assert "floored by the in-run se" in cal.render() and cal.to_json()["figures"][0]["spread_from"] == "in-run se"
+
+
+def test_calibrate_proposes_the_gateway_overhead_first_when_measured() -> None:
+    from hopbench.views._calibrate import DEFAULT_FIGURES, default_figures
+
+    def summary(**counts: int) -> dict[str, Any]:
+        return {"scopes": {"all": {"metrics": {m: {"count": c} for m, c in counts.items()}}}}
+
+    with_upstream = [summary(added_ttft=40, event_delay=900, ttft=40), summary(added_ttft=38, event_delay=0, ttft=38)]
+    assert default_figures(with_upstream) == ("added_ttft.p50", *DEFAULT_FIGURES)  # event_delay: not in every repeat
+    assert default_figures([summary(ttft=40)] * 3) == DEFAULT_FIGURES
 
 
 def test_calibrate_needs_three_repeats(runs: dict[str, Path]) -> None:

@@ -10,6 +10,9 @@ Invariants:
 * A budget key is ``<metric>.<statistic>`` (metrics: :data:`hopbench.measure._metrics.METRICS`)
   or a rate (:data:`hopbench.measure._outcomes.RATES`); ``[gate.scenario.<name>]``
   tables scope budgets to one scenario.
+* ``arms.<figure>.p50_diff`` holds an A/B arms run's paired difference: the median over
+  the rounds of (arm - first arm) of a per-stream figure (:data:`ARMS_FIGURES`; docs/gate.md,
+  "A/B arms: budgets on the paired difference"); its limit may be negative.
 * Limits are converted once, here, into the metric's reporting unit (ms for
   times; ns, us, ms, s accepted); rates accept fractions or ``%``.
 * Every error is a :class:`ProfileError` naming the file, line and key.
@@ -30,6 +33,9 @@ from ..measure._recorder import ALL
 from .._toml import Table, TomlDoc, closest_key, load_toml
 
 __all__ = [
+    "ARMS_FIGURES",
+    "ARMS_MIN_PAIRS",
+    "ARMS_STAT",
     "Budget",
     "GateOptions",
     "default_min_count",
@@ -48,6 +54,13 @@ _STATS_FIXED: Final = ("count", "min", "mean", "max")
 _OPTION_KEYS: Final = ("allow_incomplete", "allow_saturated", "allow_load_not_held")
 #: ``capacity.<field>`` budgets on summary.json's ``capacity`` block: field -> unit.
 CAPACITY_FIELDS: Final = {"rate_rps": "requests/s", "concurrency": "users"}
+ARMS_FIGURES: Final = ("ttft", "itl_p50", "itl_p99", "tpot", "e2e")
+"""The per-stream figures an A/B arms run is judged on in pairs (one place: the paired
+verdicts, hopbench.views._arm_differences, and ``arms.<figure>.p50_diff`` budgets)."""
+ARMS_STAT: Final = "p50_diff"
+"""The statistic of a paired figure: the median of the rounds' differences (arm - first arm), ms."""
+ARMS_MIN_PAIRS: Final = 10
+"""Pairs a paired figure needs for a verdict (and an ``arms.`` budget's default ``min_count``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +107,8 @@ class Budget:
     #: the client delay the limit already includes, in the reporting unit (``client_included``,
     #: written by ``hopbench calibrate``): the gate's client allowance is what this run's exceeds it by
     client_included: float = 0.0
+    #: an ``arms.<figure>.p50_diff`` budget: the paired figure (:data:`ARMS_FIGURES`), else None
+    arms_figure: str | None = None
 
     @property
     def where(self) -> str:
@@ -187,7 +202,20 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
     rate: str | None = None
     percentile: float | None = None
     capacity: str | None = None
-    if key.startswith("capacity."):
+    arms_figure: str | None = None
+    if key.startswith("arms."):
+        parts = key.split(".")
+        if len(parts) != 3 or parts[1] not in ARMS_FIGURES or parts[2] != ARMS_STAT:
+            fig = parts[1] if len(parts) > 1 else ""
+            hint = did_you_mean(fig, ARMS_FIGURES) if fig not in ARMS_FIGURES else ""
+            raise t.error(key, f"unknown A/B arms budget{hint or ':'} expected \"arms.<figure>.{ARMS_STAT}\" "
+                               f"with a figure among {', '.join(ARMS_FIGURES)}")
+        if scope != ALL:
+            raise t.error(key, "an A/B arms budget holds every arm against the first: put it in [gate], "
+                               "not a scenario's table")
+        arms_figure, metric, stat = parts[1], None, None
+        unit_kind, unit = "time", "ms"
+    elif key.startswith("capacity."):
         capacity = key.partition(".")[2]
         if capacity not in CAPACITY_FIELDS:
             raise t.error(key, f"unknown capacity figure {capacity!r}: expected one of "
@@ -237,7 +265,12 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
     b_op: str | None = None
     b_operand = 0.0
     bm = _BASELINE_RE.match(rhs)
-    if bm:
+    if bm and arms_figure is not None:
+        raise t.error(key, "an A/B arms budget is already a difference against the first arm: "
+                           f"expected a limit such as \"<= 5ms\", got {limit_text!r}")
+    if arms_figure is not None:  # a difference: a candidate may be asked to be faster (a negative limit)
+        limit = _parse_quantity(rhs, key, unit_kind, t, key)
+    elif bm:
         b_op = bm.group(1) or "="
         if b_op == "*":
             b_operand = _parse_quantity(bm.group(2), key, "number", t, key)
@@ -256,9 +289,10 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
         key=key, scope=scope, metric=metric, stat=stat, percentile=percentile, rate=rate,
         op=op, limit_text=limit_text.strip(), limit=limit, baseline_op=b_op,
         baseline_operand=b_operand, unit=unit,
-        min_count=(0 if capacity else default_min_count(stat)) if min_count is None else min_count,
+        min_count=(0 if capacity else ARMS_MIN_PAIRS if arms_figure else default_min_count(stat))
+        if min_count is None else min_count,
         inconclusive_passes=inconclusive == "pass", file=_where(t, key)[0], line=_where(t, key)[1],
-        capacity=capacity, client_included=client_included,
+        capacity=capacity, client_included=client_included, arms_figure=arms_figure,
     )
 
 

@@ -239,6 +239,9 @@ def _check_gate(budgets_t: Table, gate_t: Table, arms: tuple[Any, ...], scenario
     budgets, _ = parse_budgets(budgets_t)
     names = {a.name for a in arms} or {sc.name for sc in scenarios}  # the scopes
     for budget in budgets:
+        if budget.arms_figure is not None and not arms:
+            raise gate_t.error(budget.key, "an A/B arms budget needs [[arm]] tables (docs/ab-arms.md): "
+                                           "this profile has none")
         if budget.scope != "all" and budget.scope not in names:
             raise gate_t.table("scenario").error(
                 budget.scope, f"no {'arm' if arms else 'scenario'} named {budget.scope!r} "

@@ -39,7 +39,8 @@ from ..config._records import LoadSpec, Profile, Scenario
 from ..config._scenario_spec import request_headers
 from ..measure._burst import FlaggedBurst, FlaggedLog
 from ..measure._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, STREAMING, WAITING, InFlightGauge
-from ..measure._lines import GATEWAY_KIND_HEADERS, HeaderValues, capture_headers, overhead_line, stream_line
+from ..measure._lines import (GATEWAY_KIND_HEADERS, HeaderValues, arm_fields, capture_headers, overhead_line,
+                              stream_line)
 from ..measure._meter import StreamMeter
 from ..measure._rules import measure
 from ..measure._sinks import record_lengths, record_stream, recorder_sink
@@ -398,9 +399,11 @@ class StreamMixin:
         rec = self._recorder_for(start)
         # gaps go to the recorder as they are measured: into the interval they occurred in
         slo = sc.slo  # a per-request ITL percentile needs the stream's own digest (docs/slo.md)
+        # so do the arms' paired verdicts (per-stream ITL p50/p99: docs/ab-arms.md)
         meter = StreamMeter(start, sent, recorder_sink(rec, scope_name),
-                            itl_digest=slo is not None and slo.itl_ns is not None
-                            and slo.itl_percentile is not None, bounds=rec.bound_sink(scope_name),
+                            itl_digest=bool(self._arms) or (slo is not None and slo.itl_ns is not None
+                                                            and slo.itl_percentile is not None),
+                            bounds=rec.bound_sink(scope_name),
                             read_lags=rec.many_sink(scope_name, "client_read_lag"))
         if self._overhead:  # per-event stamps for gateway overhead (grow with the stream)
             meter.event_chars, meter.event_read_ns, meter.event_crc, meter.keepalive_read_ns = [], [], [], []
@@ -545,6 +548,7 @@ class StreamMixin:
             line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
             if arm is not None:
                 line["arm"], line["scenario"] = arm[0], sc.name
+                line.update(arm_fields(record))
             if shape is not None:  # docs/workloads.md
                 line["requested_input_tokens"], line["requested_max_tokens"] = shape
             if req is not None:

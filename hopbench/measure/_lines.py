@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._burst import SUSPECTED
+from ._digest import digest_percentile
 from ._meter import StreamMeter
 from ._rules import StreamRecord
 
-__all__ = ["HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "HeaderValues", "capture_headers", "overhead_line",
+__all__ = ["HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "HeaderValues", "arm_fields", "capture_headers", "overhead_line",
            "stream_line"]
 
 HEADER_VALUE_MAX_CHARS = 64
@@ -128,6 +129,24 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
     line["burst"] = SUSPECTED if r.proxy_buffering_suspected else "client_lagged" if r.client_lagged else None
     line["burst_held_ns"] = r.burst_held_ns
     return line
+
+
+def arm_fields(r: StreamRecord) -> dict[str, Any]:
+    """The streams.jsonl fields an A/B arms run adds per stream, for its paired verdicts
+    (docs/ab-arms.md, "Paired verdicts"; ``hopbench.views._arm_differences``).
+
+    Args:
+        r: the stream's record; its ``itl_digest`` kept (``StreamMeter(itl_digest=True)``).
+
+    Returns:
+        ``tpot_ns`` (the stream's time per output token, ns, None when it has none) and
+        ``itl_p50_ns`` / ``itl_p99_ns`` (the median and p99 of the stream's own inter-token
+        gaps by nearest rank over their digest, ns, at the digest's 3 significant
+        figures; None without a gap).
+    """
+    digest = r.itl_digest or ()
+    return {"tpot_ns": r.tpot_ns, "itl_p50_ns": digest_percentile(digest, 50) if digest else None,
+            "itl_p99_ns": digest_percentile(digest, 99) if digest else None}
 
 
 def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:

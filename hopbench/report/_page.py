@@ -273,12 +273,21 @@ def _verdicts(runs: Sequence[RunData]) -> str:
 
 def _arm_differences(block: Mapping[str, Any]) -> str:
     """summary.json's ``arm_differences`` (hopbench.views._arm_differences): per pair of
-    arms, each metric's p50/p99 of both, the p50 change and the verdict; units as every other table
-    labels them (``tok/s``: ``UNIT_LABELS``)."""
+    arms, its paired verdicts (per figure the pairs, both medians, the median difference, the
+    verdict and its sentence), then each metric's p50/p99 of both, the p50 change and the verdict;
+    units as every other table labels them (``tok/s``: ``UNIT_LABELS``)."""
     out = [f'<p class="note">{_e(block.get("method", ""))}; alpha {_e(block.get("alpha"))}, '
            f'min effect {_e(block.get("min_effect"))}.</p>']
     for pair in block.get("pairs", []):
         b, c = str(pair.get("base")), str(pair.get("candidate"))
+        paired = pair.get("paired")
+        if isinstance(paired, Mapping):  # the rounds' paired differences first (docs/ab-arms.md)
+            v = str(paired.get("verdict"))
+            out.append(f'<div class="{"bad" if v == "worse" else "ok"}">{_e(c)} against {_e(b)}, paired over '
+                       f'{_e(paired.get("n"))} rounds: {_e(v)}</div>')
+            out.append(_table(["figure", "pairs", f"{b} p50", f"{c} p50", "p50 diff (ms)", "verdict", "why"],
+                              [(f["figure"], f["n"], f["base_p50"], f["candidate_p50"], f["p50_diff"], f["verdict"],
+                                f["reason"]) for f in paired.get("figures", [])], left=1))
         worse = bool(pair.get("worse"))
         out.append(f'<div class="{"bad" if worse else "ok"}">{_e(c)} against {_e(b)}: '
                    f'{"worse on at least one figure" if worse else "not worse"}</div>')

@@ -38,7 +38,8 @@ def after_run(summary: dict[str, Any], out_dir: Path, console: Console, err: Con
         summary: the run's summary.json document (with ``arm_differences`` when added).
         out_dir: its results folder (the gate's baseline paths, gate.json).
         console: stdout; err: stderr (warnings).
-        quiet: print only the gate's one-sentence verdict and the results folder's line.
+        quiet: print only the gate's one-sentence verdict (and an A/B arms run's paired verdicts,
+            one sentence each) and the results folder's line.
         apply_gate: apply the summary's ``gate`` budgets (``--no-gate``: False).
         staged: a ``[[stage]]`` or ``[search]`` run: its latency-vs-load table too.
 
@@ -61,6 +62,11 @@ def after_run(summary: dict[str, Any], out_dir: Path, console: Console, err: Con
             from ._capacity_table import render_capacity
 
             render_capacity(summary, console)
+    elif summary.get("arm_differences"):  # -q: each arm's paired verdict in one sentence (docs/ab-arms.md)
+        from ._arm_differences import paired_headlines
+
+        for line in paired_headlines(summary["arm_differences"]):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     gate_exit = EXIT_OK
     if summary.get("gate") and apply_gate:
         from ._gate import evaluate_gate

@@ -17,7 +17,17 @@ How:
   ``mean + t(1 - alpha, N - 1) * sd * sqrt(1 + 1/N)`` (Hahn and Meeker,
   *Statistical Intervals*, 1991, §4.6), at least two HDR resolutions (0.2 %) from
   the mean, rounded outward to 3 significant figures; a run of the unchanged
-  target breaches it with probability alpha.
+  target breaches it with probability alpha. ``sd`` is the between-run standard
+  deviation, but never less than the repeats' median in-run standard error (issue
+  37, design point B): one run's figure varies by at least its own standard error,
+  so a spread between a few repeats that fell close together by chance would propose
+  a budget the next run breaches far more often than alpha. Fewer than
+  :data:`FEW_REPEATS` repeats: a warning says so (the spread of so few is itself uncertain).
+* **Default figures**: the gateway's own overhead first (:data:`OVERHEAD_FIGURES`:
+  what the gateway adds against the upstream behind it, measured in runs with an
+  ``[upstream]``; docs/gateway-overhead.md) when the repeats have it: the figures a
+  gateway team gates on (the study of issue 37: ``added_ttft.p50`` and
+  ``event_delay.p50`` had no false alarm in 90 pairs), then :data:`DEFAULT_FIGURES`.
 * **Measured false-alarm rate**: leave-one-out: each repeat judged (by the gate's
   own rule, :func:`hopbench.views._noise.judge_limits`) against the budget
   proposed from the others; the count of fails over N.
@@ -49,12 +59,37 @@ from ..measure._metrics import METRICS
 from ._noise import FAIL, Limit, Noise, judge_limits, t_isf
 from ._noise_record import RunNoise, metric_hist, read_run_noise, runner_line, stat_value
 
-__all__ = ["DEFAULT_FIGURES", "Calibration", "FigureFloor", "calibrate", "calibrate_command"]
+__all__ = ["DEFAULT_FIGURES", "FEW_REPEATS", "OVERHEAD_FIGURES", "Calibration", "FigureFloor", "calibrate",
+           "calibrate_command", "default_figures"]
 
 DEFAULT_FIGURES: Final = ("ttft.p50", "ttft.p90", "e2e.p50", "tpot.p50", "itl.p50", "output_tokens_per_s.p50",
                           "ttfb.p50")
 """Figures calibrated by default (scope ``all``): the medians and one tail a short run can measure
 (a p99 needs 100 samples per batch: several hundred per run)."""
+OVERHEAD_FIGURES: Final = ("added_ttft.p50", "event_delay.p50", "first_event_delay.p50", "request_delay.p50",
+                           "added_e2e.p50")
+"""The gateway overhead's figures, proposed first for repeats run with an ``[upstream]``
+(docs/gateway-overhead.md): what the gateway adds, which the client's own noise moves least."""
+FEW_REPEATS: Final = 5
+"""Fewer repeats than this: the calibration warns (its between-run spread is itself uncertain)."""
+
+
+def default_figures(summaries: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The figures calibrated when none is asked for: :data:`OVERHEAD_FIGURES` (those every
+    repeat measured in scope ``all``) then :data:`DEFAULT_FIGURES`.
+
+    Args:
+        summaries: the repeats' summary.json dicts.
+    """
+    def has(summary: Mapping[str, Any], metric: str) -> bool:
+        scopes = summary.get("scopes")
+        scope = scopes.get("all") if isinstance(scopes, Mapping) else None
+        metrics = scope.get("metrics") if isinstance(scope, Mapping) else None
+        m = metrics.get(metric) if isinstance(metrics, Mapping) else None
+        return isinstance(m, Mapping) and bool(m.get("count"))
+
+    overhead = tuple(f for f in OVERHEAD_FIGURES if summaries and all(has(s, f.partition(".")[0]) for s in summaries))
+    return overhead + DEFAULT_FIGURES
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +108,8 @@ class FigureFloor:
         limit: the proposed budget's limit.
         false_alarms: leave-one-out repeats the gate's rule failed against the others' budget.
         catches: the smallest change (reporting unit, signed the bad way) that fails the gate.
+        spread_from: what set the budget's spread: ``"run-to-run sd"``, or ``"in-run se"`` when
+            the repeats' own standard error was larger (design point B of issue 37).
     """
 
     figure: str
@@ -86,6 +123,7 @@ class FigureFloor:
     limit: float
     false_alarms: int
     catches: float
+    spread_from: str = "run-to-run sd"
 
     @property
     def mean(self) -> float:
@@ -101,7 +139,9 @@ class FigureFloor:
         return (f'"{self.figure}" = {value}'
                 f"   # mean {self.mean:.4g}, between-run sd {self.between_sd:.3g}; false alarms "
                 f"{self.false_alarms}/{len(self.values)} leave-one-out; catches {self.catches:+.3g} {self.unit} "
-                f"({self.catches / self.mean:+.1%})")
+                f"({self.catches / self.mean:+.1%})"
+                + (f"; floored by the in-run se {self.within_se:.3g}" if self.spread_from == "in-run se"
+                   and self.within_se is not None else ""))
 
 
 def _round(v: float, op: str) -> str:
@@ -128,11 +168,13 @@ class Calibration:
     figures: tuple[FigureFloor, ...]
     alpha: float
     runners: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
     def render(self) -> str:
-        """Text: the table of floors, then a ``[gate]`` table to paste."""
-        out = [f"calibration: {len(self.folders)} repeats of one unchanged run; budgets at the "
-               f"{1 - self.alpha:.0%} prediction bound (false-alarm rate {self.alpha:g} by design)"]
+        """Text: the warnings, the table of floors, then a ``[gate]`` table to paste."""
+        out = [f"warning: {w}" for w in self.warnings]
+        out += [f"calibration: {len(self.folders)} repeats of one unchanged run; budgets at the "
+                f"{1 - self.alpha:.0%} prediction bound (false-alarm rate {self.alpha:g} by design)"]
         out += [f"  runner {i + 1}: {r or 'unknown'}" for i, r in enumerate(self.runners)]
         out.append(f"  {'figure':<28}{'mean':>10}{'run-to-run sd':>15}{'in-run se':>11}{'client':>9}"
                    f"{'budget':>14}{'false alarms':>14}{'catches':>16}")
@@ -150,10 +192,12 @@ class Calibration:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (docs/gate.md, "Calibrate first")."""
         return {"folders": list(self.folders), "alpha": self.alpha, "runners": list(self.runners),
+                "warnings": list(self.warnings),
                 "figures": [{"scope": f.scope, "figure": f.figure, "unit": f.unit, "values": list(f.values),
                              "mean": f.mean, "between_sd": f.between_sd, "within_se": f.within_se,
                              "client": f.client, "op": f.op, "limit": f.limit,
-                             "false_alarms": f.false_alarms, "repeats": len(f.values), "catches": f.catches}
+                             "false_alarms": f.false_alarms, "repeats": len(f.values), "catches": f.catches,
+                             "spread_from": f.spread_from}
                             for f in self.figures]}
 
 
@@ -164,9 +208,11 @@ def _value(summary: Mapping[str, Any], scope: str, metric: str, stat: str) -> fl
     return stat_value(h, stat)
 
 
-def _bound(values: Sequence[float], alpha: float, upper: bool) -> float:
+def _bound(values: Sequence[float], alpha: float, upper: bool, floor_sd: float = 0.0) -> float:
     n = len(values)
-    sd = statistics.stdev(values)
+    # a run's figure varies by at least its own standard error: a smaller spread between a few
+    # repeats is chance, and a budget from it false-alarms (issue 37, design point B)
+    sd = max(statistics.stdev(values), floor_sd)
     # never tighter than the histograms' resolution (3 significant figures: 0.1 %), which a
     # spread of 0 between a few runs only means they fell in one bucket
     margin = max(t_isf(alpha, n - 1) * sd * math.sqrt(1 + 1 / n), 0.002 * abs(statistics.fmean(values)))
@@ -174,14 +220,14 @@ def _bound(values: Sequence[float], alpha: float, upper: bool) -> float:
 
 
 def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *,
-              figures: Sequence[str] = DEFAULT_FIGURES, scopes: Sequence[str] = ("all",),
+              figures: Sequence[str] | None = None, scopes: Sequence[str] = ("all",),
               alpha: float = 0.01) -> Calibration:
     """Calibrate this runner's noise from repeats of one unchanged run.
 
     Args:
         folders: the repeats' results folders (same profile, same target).
         summaries: their summary.json dicts, in the same order.
-        figures: ``<metric>.<stat>`` figures to calibrate.
+        figures: ``<metric>.<stat>`` figures to calibrate; None: :func:`default_figures`.
         scopes: the scopes to calibrate them in.
         alpha: the proposed budgets' designed false-alarm rate (and the gate's level).
 
@@ -195,7 +241,7 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
         raise UsageError(f"calibrate: {len(folders)} repeats: at least 3 are needed (a spread of two runs is "
                          "no measurement; 5 or more make budgets that catch smaller changes)")
     parsed = []
-    for fig in figures:
+    for fig in default_figures(summaries) if figures is None else figures:
         metric, _, stat = fig.partition(".")
         if metric not in METRICS or not stat:
             raise UsageError(f"calibrate: unknown figure {fig!r}: expected <metric>.<stat>, e.g. ttft.p50 "
@@ -215,11 +261,12 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
             runs = [rn.noise(scope, metric, stat) for rn in noises]
             ses = [n.se for n in runs if n.se is not None]
             client = statistics.median(n.client for n in runs)
-            limit = _bound(vs, alpha, upper)
+            within = statistics.median(ses) if ses else 0.0
+            limit = _bound(vs, alpha, upper, within)
             alarms = 0
             for i in range(len(vs)):
                 others = vs[:i] + vs[i + 1:]
-                lim = _bound(others, alpha, upper) if len(others) >= 2 else limit
+                lim = _bound(others, alpha, upper, within) if len(others) >= 2 else limit
                 (j,) = judge_limits([Limit(vs[i], lim, op, METRICS[metric].unit, runs[i], 10**9, 0, upper)], alpha)
                 alarms += j.verdict == FAIL
             typical = Noise(statistics.median(ses) if ses else None, int(statistics.median(n.batches for n in runs)),
@@ -230,14 +277,20 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
             mean = statistics.fmean(vs)
             catches = (limit - mean + floor) if upper else -(mean - limit + floor)
             out.append(FigureFloor(fig, scope, METRICS[metric].unit, tuple(vs), statistics.stdev(vs),
-                                   statistics.median(ses) if ses else None, client, op, limit, alarms, catches))
+                                   statistics.median(ses) if ses else None, client, op, limit, alarms, catches,
+                                   "in-run se" if within > statistics.stdev(vs) else "run-to-run sd"))
+    warnings = () if len(folders) >= FEW_REPEATS else (
+        f"{len(folders)} repeats: fewer than {FEW_REPEATS}; the spread between so few runs is itself uncertain, "
+        "so each budget's spread is at least the repeats' own in-run standard error; run "
+        f"{FEW_REPEATS - len(folders)} more for budgets to trust",)
     return Calibration(tuple(str(f) for f in folders), tuple(out), alpha,
-                       tuple(runner_line(s) for s in summaries))
+                       tuple(runner_line(s) for s in summaries), warnings)
 
 
-def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] = DEFAULT_FIGURES,
+def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None = None,
                       scopes: Sequence[str] = ("all",), alpha: float = 0.01) -> Calibration:
-    """``hopbench calibrate``: read the repeats' folders and calibrate (:func:`calibrate`).
+    """``hopbench calibrate``: read the repeats' folders and calibrate (:func:`calibrate`;
+    ``figures`` None: :func:`default_figures`).
 
     Raises:
         UsageError: fewer than 3 folders, an unknown figure, ``alpha`` outside (0, 0.5).

@@ -43,6 +43,7 @@ from typing import Any, Final
 from ..config._gate_spec import Budget, GateOptions, load_budget_file, parse_budgets, table_from_mapping
 from ._gate_checks import RunCheck, run_checks
 from ._load_shape import load_shape, shape_differences
+from ._noise_record import arms_paired
 from .._errors import ProfileError, ResultsError, UsageError
 from .._exit import EXIT_BREACH, EXIT_OK
 from .._format import fmt_limit, fmt_num
@@ -147,6 +148,12 @@ def _measure(summary: Mapping[str, Any], b: Budget, measured_s: float | None,
         probes = cap.get("probes")
         n = probes if isinstance(probes, int) and not isinstance(probes, bool) else 0
         return (float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None), n
+    if b.arms_figure is not None:  # the worst arm's paired difference (docs/gate.md, "A/B arms")
+        got = arms_paired(summary, b.arms_figure, b.op)
+        if got is None:
+            return None, 0
+        pairs = got[1].get("n")
+        return float(got[1]["p50_diff"]), pairs if isinstance(pairs, int) and not isinstance(pairs, bool) else 0
     scope = _scopes(summary, where).get(b.scope)
     if not isinstance(scope, Mapping):
         return None
@@ -225,6 +232,8 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
         else:
             why = "not a staged run: no capacity block"
         return inconclusive(f"no capacity measured ({why})")
+    if b.arms_figure is not None and value is None:
+        return inconclusive(f"no paired {b.arms_figure} (not an A/B arms run, or no streams.jsonl)")
     if samples < b.min_count:
         return inconclusive(f"{samples} samples, {b.min_count} needed")
     if value is None:

@@ -59,6 +59,7 @@ from typing import Final
 
 __all__ = [
     "BETTER",
+    "BORDERLINE_P",
     "FAIL",
     "INCONCLUSIVE",
     "NOT_JUDGED",
@@ -92,6 +93,12 @@ NOT_JUDGED: Final = "not judged"
 VERDICTS: Final = (SAME, WORSE, BETTER, PASS, FAIL, INCONCLUSIVE, NOT_JUDGED)
 
 _NORMAL = NormalDist()
+
+BORDERLINE_P: Final = 0.1
+"""A worse change within the noise floor whose noise test's (raw, two-sided) p-value is below
+this is ``inconclusive``, not ``same``: the change less the client's allowance is past about 1.7
+standard errors, so the runs' own noise could explain it, but only just (issue 37; docs/compare.md,
+"Verdicts beyond noise"). Well inside the floor (p >= 0.1) it reads ``same``."""
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -404,6 +411,8 @@ class Figure:
             someone asked for); False: ``not judged`` (a tail a short run cannot have).
         why: why the figure has no change to judge, for its ``not judged`` sentence
             ("": a side has no value).
+        whose: whose noise floor the sentence names (``"runs'"``; ``"pairs'"`` for the A/B
+            arms' paired differences).
     """
 
     change: float | None
@@ -419,6 +428,7 @@ class Figure:
     saturated: str | None = None
     few_is_inconclusive: bool = True
     why: str = ""
+    whose: str = "runs'"
 
 
 def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
@@ -435,8 +445,10 @@ def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
     * a run too short to measure its spread: ``inconclusive``;
     * the change no larger than the noise floor (:func:`floor`; the client's
       allowance alone when a spread is unknown): ``same``, within the noise: no test
-      on this runner could call it a change (``inconclusive`` when a run was
-      saturated: retry where the floor is lower);
+      on this runner could call it a change; but ``inconclusive`` when it points the
+      worse way and either a run was saturated or it is near the floor's edge (its
+      noise test's raw p below :data:`BORDERLINE_P`): the runs' noise could explain
+      it, but only just, so retry where the floor is lower;
     * else ``inconclusive``: past the floor of one test, but not significant once the
       family is accounted for (Holm).
 
@@ -492,8 +504,12 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
         return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}) but is within "
                       f"the noise floor of {_fmt(within, f.unit)[1:]} of a saturated load generator "
                       f"({f.saturated})", *args)
+    if abs(f.change) <= within and worse and pn < BORDERLINE_P:  # the noise could explain it, but only just
+        return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}) but is within "
+                      f"the {f.whose} noise floor of {_fmt(within, f.unit)[1:]}, near its edge (p(noise) = {pn:.2g} "
+                      f">= {alpha:g}){_noise_words(f.base, f.cand, worse)}", *args)
     if abs(f.change) <= within:
-        return Judged(SAME, f"same: {what} is within the runs' noise floor of {_fmt(within, f.unit)[1:]}"
+        return Judged(SAME, f"same: {what} is within the {f.whose} noise floor of {_fmt(within, f.unit)[1:]}"
                       f"{_noise_words(f.base, f.cand, worse)}", *args)
     return Judged(INCONCLUSIVE, f"inconclusive: {what} is past the noise floor of {_fmt(within, f.unit)[1:]}, "
                   f"but not significant among the {family} figures judged (p = {padj:.2g} after Holm)", *args)

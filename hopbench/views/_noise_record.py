@@ -50,7 +50,7 @@ from ..measure._metrics import METRICS, metrics_where
 from ._noise import Noise, batches, spread_se
 from ._stats import buckets, quantile_ci
 
-__all__ = ["CLIENT_SIDE", "HIGHER_IS_BETTER", "PER_EVENT", "RunNoise", "interval_rates", "metric_hist",
+__all__ = ["CLIENT_SIDE", "HIGHER_IS_BETTER", "PER_EVENT", "RunNoise", "arms_paired", "interval_rates", "metric_hist",
            "read_run_noise", "runner_line", "sampling_se", "stat_value", "streams_of"]
 
 _NS_PER_S: Final = 1_000_000_000
@@ -344,6 +344,36 @@ def metric_hist(scope: Mapping[str, Any], metric: str, where: str) -> Histogram:
         return Histogram.decode(metric, text)
     except ResultsError as exc:
         raise ResultsError(f"{where}.metrics.{metric}.hdr: {exc}") from exc
+
+
+def arms_paired(summary: Mapping[str, Any], figure: str, op: str) -> tuple[str, Mapping[str, Any]] | None:
+    """The paired figure an ``arms.<figure>.p50_diff`` budget holds (docs/gate.md).
+
+    Args:
+        summary: the run's summary.json dict (its ``arm_differences``: docs/ab-arms.md).
+        figure: a paired figure's name (``ttft``, ``itl_p50``, ...).
+        op: the budget's comparison: with several arms, the arm furthest the breaching
+            way is held (the largest difference for ``<=`` / ``<``, the smallest for ``>=`` / ``>``).
+
+    Returns:
+        (arm name, its paired figure object: ``p50_diff`` ms, ``n`` pairs, ``se`` ms,
+        ``batches``), or None when the run has no paired verdicts (not an arms run, no
+        streams.jsonl) or none of its arms has the figure measured. Never raises.
+    """
+    block = summary.get("arm_differences")
+    pairs = block.get("pairs") if isinstance(block, Mapping) else None
+    found: list[tuple[float, str, Mapping[str, Any]]] = []
+    for pair in pairs if isinstance(pairs, list) else []:
+        paired = pair.get("paired") if isinstance(pair, Mapping) else None
+        figs = paired.get("figures") if isinstance(paired, Mapping) else None
+        for f in figs if isinstance(figs, list) else []:
+            d = f.get("p50_diff") if isinstance(f, Mapping) else None
+            if isinstance(f, Mapping) and f.get("figure") == figure and isinstance(d, (int, float)):
+                found.append((float(d), str(pair.get("candidate")), f))
+    if not found:
+        return None
+    _, arm, fig = max(found, key=lambda x: x[0]) if op in ("<=", "<") else min(found, key=lambda x: x[0])
+    return arm, fig
 
 
 def streams_of(scope: Mapping[str, Any]) -> int:

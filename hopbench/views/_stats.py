@@ -17,6 +17,9 @@ Methods (documented for users in docs/compare.md):
   the histogram at the two ranks.
 * :func:`two_proportions`: two-sided two-proportion z-test with a pooled
   variance, or Fisher's exact test when an expected cell count is below 5.
+* :func:`signed_rank`: Wilcoxon's signed-rank test of paired differences (the
+  A/B arms' adjacent requests: docs/ab-arms.md, "Paired verdicts"), tie
+  correction, normal approximation with continuity correction, two-sided.
 
 Invariants: every function is O(buckets) or O(min cell count); none raises on
 empty input (a test on no data returns p = 1.0, "no evidence").
@@ -39,6 +42,8 @@ __all__ = [
     "buckets",
     "mann_whitney",
     "quantile_ci",
+    "SignedRank",
+    "signed_rank",
     "two_proportions",
     "z_two_sided",
 ]
@@ -174,6 +179,67 @@ def quantile_ci(bk: Buckets, q: float, confidence: float, deff: float = 1.0) -> 
     if lo < 1 or hi > n:
         return None
     return value_at_rank(bk, lo), value_at_rank(bk, hi)
+
+
+@dataclass(frozen=True, slots=True)
+class SignedRank:
+    """Wilcoxon's signed-rank test of paired differences.
+
+    Attributes:
+        n: non-zero differences tested (zeros are dropped: Wilcoxon's method).
+        zeros: differences that were exactly 0.
+        w_plus: the sum of the ranks of the positive differences.
+        z: the normal statistic (positive: the differences lean positive).
+        p_value: two-sided p-value (1.0 with no non-zero difference).
+    """
+
+    n: int
+    zeros: int
+    w_plus: float
+    z: float
+    p_value: float
+
+
+def signed_rank(diffs: Sequence[float]) -> SignedRank:
+    """Wilcoxon's signed-rank test that paired differences are centred on 0.
+
+    The non-zero differences are ranked by absolute value (ties share their
+    mean rank); ``W+`` is the rank sum of the positive ones, with mean
+    ``n (n + 1) / 4`` and variance ``n (n + 1) (2n + 1) / 24 - sum(t^3 - t) / 48``
+    over the tie groups t (Hollander, Wolfe and Chicken, *Nonparametric
+    Statistical Methods*, 3rd ed., §3.1; ``scipy.stats.wilcoxon(zero_method="wilcox",
+    correction=True, method="approx")``); normal approximation with continuity
+    correction, two-sided.
+
+    Args:
+        diffs: the pairs' differences (candidate - base), any unit, any order.
+
+    Returns:
+        SignedRank. Never raises; no non-zero difference gives p = 1.0. O(n log n).
+    """
+    nz = sorted((abs(d), d > 0) for d in diffs if d != 0)
+    n, zeros = len(nz), len(diffs) - len(nz)
+    if n == 0:
+        return SignedRank(0, zeros, 0.0, 0.0, 1.0)
+    w_plus2 = 0  # twice W+ (mean ranks of ties are halves)
+    tie_term = 0
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and nz[j + 1][0] == nz[i][0]:
+            j += 1
+        t = j - i + 1  # ranks i+1 .. j+1 share (i + j + 2) / 2
+        w_plus2 += sum(1 for k in range(i, j + 1) if nz[k][1]) * (i + j + 2)
+        tie_term += t * t * t - t
+        i = j + 1
+    w_plus = w_plus2 / 2
+    mean = n * (n + 1) / 4
+    var = n * (n + 1) * (2 * n + 1) / 24 - tie_term / 48
+    if var <= 0:
+        return SignedRank(n, zeros, w_plus, 0.0, 1.0)
+    diff = w_plus - mean
+    z = (diff - math.copysign(0.5, diff)) / math.sqrt(var) if abs(diff) > 0.5 else 0.0
+    return SignedRank(n, zeros, w_plus, z, z_two_sided(z))
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ from ..measure._metrics import METRICS
 from ..measure._outcomes import RATES
 from ._noise import (BETTER, FAIL, INCONCLUSIVE, NOT_JUDGED, PASS, SAME, WORSE, Figure, Judged, Limit, Noise,
                      effective_n, judge_family, judge_limits, relative_noise, spread_se)
-from ._noise_record import (HIGHER_IS_BETTER, PER_EVENT, RunNoise, busier, interval_rates, metric_hist,
+from ._noise_record import (HIGHER_IS_BETTER, PER_EVENT, RunNoise, arms_paired, busier, interval_rates, metric_hist,
                             read_run_noise, runner_line, streams_of)
 from ._stats import buckets, quantile_ci
 
@@ -501,6 +501,12 @@ def judge_gate(report: Any, summary: Mapping[str, Any], *, results_dir: Path | N
             if b.baseline_op is not None and bn is not None:
                 factor = b.baseline_operand if b.baseline_op == "*" else 1.0
                 noise = relative_noise(noise, bn.noise(b.scope, b.metric, stat), factor)
+        elif b.arms_figure is not None:  # the pairs' spread over time; no client allowance (both arms share it)
+            got = arms_paired(summary, b.arms_figure, b.op)
+            se = got[1].get("se") if got is not None else None
+            batches = got[1].get("batches") if got is not None else 0
+            noise = Noise(float(se) if isinstance(se, (int, float)) else None,
+                          batches if isinstance(batches, int) else 0)
         elif b.rate is not None:
             noise = _rate_noise(b.rate, r.value, r.samples, results_dir, summary)
         else:  # counts, capacities: exact

@@ -1,0 +1,299 @@
+"""Tests for the A/B arms' paired verdicts (hopbench.views._arm_differences, issue 37 item 3):
+Wilcoxon's signed-rank test, the pairing of streams by round, and the verdicts on synthetic
+paired runs with a known shift and a known drift (seeded; no clock)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopbench.views._arm_differences import (PAIRED_FIGURES, arm_differences, pair_streams, paired_figures,
+                                             paired_verdict, render_arm_differences)
+from hopbench.views._noise import INCONCLUSIVE, NOT_JUDGED, SAME, WORSE
+from hopbench.views._stats import signed_rank
+
+ALPHA = 0.01
+MS = 1_000_000
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_signed_rank_matches_the_hand_computation() -> None:
+    # n = 12, no ties: W+ = 73, mean 39, variance 12 * 13 * 25 / 24 = 162.5
+    r = signed_rank([1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30, -0.1, 0.2, -0.7])
+    assert (r.n, r.zeros, r.w_plus) == (12, 0, 73.0)
+    assert r.z == pytest.approx((73 - 39 - 0.5) / math.sqrt(162.5))
+    assert r.p_value == pytest.approx(0.00859, abs=1e-5)
+    # ties share their mean rank and shrink the variance by sum(t^3 - t) / 48; zeros are dropped
+    t = signed_rank([1, 1, -1, 2, 2, -2, 3, 0])
+    assert (t.n, t.zeros, t.w_plus) == (7, 1, 21.0)
+    assert t.z == pytest.approx((21 - 14 - 0.5) / math.sqrt(35 - 48 / 48))
+    assert signed_rank([]).p_value == 1.0 and signed_rank([0, 0]).p_value == 1.0
+
+
+def test_signed_rank_sign_follows_the_differences() -> None:
+    assert signed_rank([5.0] * 20).z > 0 > signed_rank([-5.0] * 20).z
+
+
+# -- a synthetic paired run ------------------------------------------------------------
+
+
+def _lines(rng: random.Random, *, rounds: int = 120, shift: float = 0.0, drift_ms: float = 0.0,
+           trend_ms: float = 0.0, arms: tuple[str, str] = ("a", "b")) -> list[dict[str, Any]]:
+    """streams.jsonl lines of a two-arm run, as hopbench writes them: request n goes to arm
+    (n - 1) % 2 in round (n - 1) // 2, 25 ms apart. Each figure is lognormal (sigma 0.12) around
+    its median; the runner's drift (N(0, drift_ms), new every 10 rounds, plus a trend rising by
+    trend_ms over the run, both quoted for the 120 ms ttft and in proportion for the other figures)
+    hits both requests of a round alike; arm b's values are (1 + shift) times."""
+    out = []
+    drift = 0.0
+    for r in range(rounds):
+        if r % 10 == 0:
+            drift = rng.gauss(0.0, drift_ms) if drift_ms else 0.0
+        common = drift + trend_ms * r / rounds
+        for k, arm in enumerate(arms):
+            scale = 1.0 + (shift if k else 0.0)
+            n = 2 * r + k + 1
+
+            def v(median_ms: float) -> int:  # the drift in proportion to the figure (quoted for ttft)
+                return int((median_ms * math.exp(rng.gauss(0.0, 0.12)) * scale + common * median_ms / 120) * MS)
+
+            out.append({"id": f"0-{n}", "arm": arm, "scenario": "chat", "start_ns": (1000 + 25 * (n - 1)) * MS,
+                        "ttft_ns": v(120.0), "e2e_ns": v(520.0), "tpot_ns": v(12.0), "itl_p50_ns": v(11.0),
+                        "itl_p99_ns": v(25.0)})
+    rng.shuffle(out)  # streams.jsonl holds them in the order they ended
+    return out
+
+
+def _judge(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    pairs, how = pair_streams(lines, ["a", "b"], warmup_ns=1000 * MS)
+    assert how == "round"
+    return paired_figures(pairs, ALPHA)["b"]
+
+
+def test_paired_shift_of_10_percent_is_found() -> None:
+    """+10 % on every figure of arm b, under a drift that hits both arms (20 ms sd): found >= 90 %."""
+    rng = random.Random(37)
+    found: Counter[str] = Counter()
+    trials = 50
+    for _ in range(trials):
+        figs = _judge(_lines(rng, shift=0.10, drift_ms=20.0))
+        assert all(f["verdict"] != "better" for f in figs)
+        found.update(f["figure"] for f in figs if f["verdict"] == WORSE)
+    for name, _ in PAIRED_FIGURES:
+        assert found[name] >= 0.9 * trials, (name, found)
+
+
+def test_paired_aa_with_a_common_drift_reads_worse_at_most_1_percent() -> None:
+    """A/A arms whose runner drifts (20 ms sd every 10 rounds, a 40 ms trend): the drift hits both
+    requests of a round, so the paired differences cancel it; the arm reads worse (on any of its five
+    figures) in at most 1 % of 300 runs."""
+    rng = random.Random(38)
+    verdicts: Counter[str] = Counter()
+    for _ in range(300):
+        verdicts[paired_verdict(_judge(_lines(rng, drift_ms=20.0, trend_ms=40.0)))] += 1
+    assert verdicts[WORSE] <= 3, verdicts
+    assert verdicts[SAME] >= 270, verdicts
+
+
+def test_pairing_by_round_skips_warmup_and_unmatched_streams() -> None:
+    lines = _lines(random.Random(1), rounds=6)
+    lines = [ln for ln in lines if ln["id"] != "0-4"]  # round 1's b stream never ended
+    early = {"id": "0-1", "start_ns": 0}
+    lines = [dict(ln, **early) if ln["id"] == "0-1" else ln for ln in lines]  # round 0's a: warm-up
+    pairs, how = pair_streams(lines, ["a", "b"], warmup_ns=500 * MS)
+    assert how == "round"
+    assert [(p[0]["id"], p[1]["id"]) for p in pairs["b"]] == [("0-5", "0-6"), ("0-7", "0-8"), ("0-9", "0-10"),
+                                                              ("0-11", "0-12")]
+
+
+def test_pairing_falls_back_to_the_nearest_start() -> None:
+    """Lines whose ids do not follow hopbench's numbering pair by the nearest start time."""
+    lines = [{"id": f"x{i}", "arm": arm, "scenario": "chat", "start_ns": t * MS, "ttft_ns": MS}
+             for i, (arm, t) in enumerate([("a", 10), ("b", 12), ("a", 50), ("b", 49), ("b", 90), ("a", 200)])]
+    pairs, how = pair_streams(lines, ["a", "b"])
+    assert how == "nearest start"
+    assert sorted((p[0]["start_ns"] // MS, p[1]["start_ns"] // MS) for p in pairs["b"]) == [(10, 12), (50, 49),
+                                                                                            (200, 90)]
+
+
+def test_paired_figures_too_few_pairs_and_none() -> None:
+    figs = _judge(_lines(random.Random(2), rounds=6, shift=0.5))
+    assert {f["verdict"] for f in figs} == {INCONCLUSIVE}
+    assert "too few samples (n = 6 and 6, 10 needed" in figs[0]["reason"]
+    no_tpot = [{k: v for k, v in ln.items() if k != "tpot_ns"} for ln in _lines(random.Random(3))]
+    tpot = next(f for f in _judge(no_tpot) if f["figure"] == "tpot")
+    assert tpot["verdict"] == NOT_JUDGED and tpot["n"] == 0
+    assert paired_verdict([tpot]) == NOT_JUDGED
+
+
+def test_arm_differences_carry_the_paired_verdict_and_render_it_first() -> None:
+    lines = _lines(random.Random(4), shift=0.10)
+    summary = {"arms": [{"name": "a"}, {"name": "b"}], "scopes": {"a": {}, "b": {}},
+               "profile": {"run": {"warmup_s": 1}}}
+    block = arm_differences(summary, lines)
+    assert block is not None and "paired_method" in block
+    paired = block["pairs"][0]["paired"]
+    assert paired["pairing"] == "round" and paired["n"] == 120 and paired["verdict"] == WORSE
+    ttft = paired["figures"][0]
+    assert ttft["figure"] == "ttft" and ttft["p50_diff"] == pytest.approx(12.0, rel=0.3)
+    assert ttft["reason"].startswith("worse: +") and ttft["reason"].endswith("[n = 120]")
+    assert ttft["p_adjusted"] < ALPHA and ttft["noise_floor"] > 0
+    text = render_arm_differences(block)
+    assert text.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; family-wise alpha 0.01): WORSE")
+    assert "\n  ttft     p50 diff " in text
+    assert "paired" not in arm_differences(summary)["pairs"][0]  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_paired_verdict_end_to_end_on_the_emulator(tmp_path: Path) -> None:
+    """profiles/ab-arms.toml for 4 s, arm "slow"'s emulator adding 100 ms to each first token (the
+    profile's 20 ms can read inconclusive when both cores are busy with neighbours: a client delay
+    hits one request of a round and not the other, +-50 ms between the quartiles of the differences
+    on such a machine). The paired verdict reads ttft worse, and the stream's own gaps (itl_p50,
+    tpot) not worse."""
+    import json
+
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._single import run_profile
+    from hopbench.views._arm_differences import add_arm_differences
+
+    text = (ROOT / "profiles" / "ab-arms.toml").read_text(encoding="utf-8").replace("duration_s = 8", "duration_s = 4")
+    text = text.replace("emulator = { ttft_ms = 60 }", "emulator = { ttft_ms = 140 }")
+    assert "duration_s = 4" in text and "emulator = { ttft_ms = 140 }" in text
+    out = run_profile(parse_profile(text, tmp_path / "ab.toml", env={}), out_dir=tmp_path / "out")
+    add_arm_differences(out.out_dir, out.summary)
+    on_disk = json.loads((out.out_dir / "summary.json").read_text(encoding="utf-8"))
+    paired = on_disk["arm_differences"]["pairs"][0]["paired"]
+    figs = {f["figure"]: f for f in paired["figures"]}
+    assert paired["pairing"] == "round" and paired["n"] >= 40
+    assert paired["verdict"] == WORSE
+    assert figs["ttft"]["verdict"] == WORSE, figs["ttft"]["reason"]
+    assert 70 < figs["ttft"]["p50_diff"] < 130
+    assert figs["itl_p50"]["verdict"] != WORSE and figs["tpot"]["verdict"] != WORSE
+    assert figs["itl_p50"]["n"] == figs["ttft"]["n"]  # every measured stream wrote its own ITL
+    from hopbench.report._page import write_report
+
+    page = write_report(out.out_dir).read_text(encoding="utf-8")
+    assert f"slow against fast, paired over {paired['n']} rounds: worse" in page
+
+
+# -- gate: budgets on the paired difference ----------------------------------------------
+
+
+def _arms_summary(shift: float, seed: int) -> dict[str, Any]:
+    summary: dict[str, Any] = {"arms": [{"name": "a"}, {"name": "b"}], "scopes": {"a": {}, "b": {}},
+                               "profile": {"run": {"warmup_s": 1}}, "complete": True}
+    block = arm_differences(summary, _lines(random.Random(seed), shift=shift, drift_ms=20.0))
+    return dict(summary, arm_differences=block)
+
+
+def _budget_verdicts(summary: dict[str, Any], budget: dict[str, str]) -> dict[str, str]:
+    from hopbench.views._gate import evaluate_gate
+
+    report = evaluate_gate(summary, budget)
+    return {key: j.verdict for key, j, _ in report.verdicts.budgets}
+
+
+def test_gate_arms_budget_fails_a_shift_beyond_noise_and_passes_aa() -> None:
+    budget = {"arms.ttft.p50_diff": "<= 5ms", "arms.e2e.p50_diff": "<= 100ms", "arms.itl_p50.p50_diff": "<= -0.5ms"}
+    shifted = _budget_verdicts(_arms_summary(0.10, 5), budget)  # ttft +12 ms, e2e +52 ms, itl +1.1 ms
+    assert shifted == {"arms.ttft.p50_diff": "fail", "arms.e2e.p50_diff": "pass", "arms.itl_p50.p50_diff": "fail"}
+    aa = _budget_verdicts(_arms_summary(0.0, 6), budget)
+    assert aa["arms.ttft.p50_diff"] == "pass" and aa["arms.e2e.p50_diff"] == "pass"
+    assert aa["arms.itl_p50.p50_diff"] in ("fail", "inconclusive")  # asked to be 0.5 ms faster: it is not
+    # a run without paired verdicts: inconclusive, with why
+    from hopbench.views._gate import evaluate_gate
+
+    plain = {"scopes": {"all": {}}, "complete": True}
+    (r,) = evaluate_gate(plain, {"arms.ttft.p50_diff": "<= 5ms"}).results
+    assert r.status == "inconclusive" and "no paired ttft (not an A/B arms run" in r.reason
+
+
+@pytest.mark.parametrize(("budget", "message"), [
+    ('"arms.ttfx.p50_diff" = "<= 5ms"', r"unknown A/B arms budget: did you mean 'ttft'\?"),
+    ('"arms.ttft.p90" = "<= 5ms"', r"expected \"arms.<figure>.p50_diff\""),
+    ('"arms.ttft.p50_diff" = "<= baseline + 1ms"', r"already a difference against the first arm"),
+    ('"arms.ttft.p50_diff" = "<= 5"', r"expected a time with a unit"),
+    ('[gate.scenario.chat]\n"arms.ttft.p50_diff" = "<= 5ms"', r"put it in \[gate\]"),
+])
+def test_gate_arms_budget_bad_input_names_the_key(budget: str, message: str) -> None:
+    from hopbench._errors import ProfileError
+    from hopbench._toml import parse_toml
+    from hopbench.config._gate_spec import parse_budgets
+
+    doc = parse_toml(f"[gate]\n{budget}\n", Path("b.toml"))
+    with pytest.raises(ProfileError, match=r"b.toml:\d+: .*" + message):
+        parse_budgets(doc.root().table("gate"))
+
+
+def test_gate_arms_budget_parses_a_negative_limit_and_needs_arms_in_a_profile() -> None:
+    from hopbench._errors import ProfileError
+    from hopbench._toml import parse_toml
+    from hopbench.config._gate_spec import parse_budgets
+    from hopbench.config._profile import parse_profile
+
+    doc = parse_toml('[gate]\n"arms.tpot.p50_diff" = "<= -0.5ms"\n', Path("b.toml"))
+    (b,), _ = parse_budgets(doc.root().table("gate"))
+    assert (b.arms_figure, b.limit, b.unit, b.min_count, b.metric) == ("tpot", -0.5, "ms", 10, None)
+    text = ('[run]\nduration_s = 1\n[load]\nconcurrency = 1\n[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\n'
+            'model = "m"\n[gate]\n"arms.ttft.p50_diff" = "<= 5ms"\n')
+    with pytest.raises(ProfileError, match=r"p.toml:\d+: .*needs \[\[arm\]\] tables"):
+        parse_profile(text, Path("p.toml"), env={})
+
+
+# -- hopbench compare ARMS_DIR -----------------------------------------------------------
+
+
+def _arms_folder(tmp_path: Path, shift: float, seed: int) -> Path:
+    import json
+
+    from hopbench.driver._results import SCHEMA
+
+    summary = {"schema": SCHEMA, "arms": [{"name": "a"}, {"name": "b"}], "scopes": {"a": {}, "b": {}},
+               "profile": {"run": {"warmup_s": 1}}, "complete": True}
+    folder = tmp_path / f"arms-{seed}"
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    lines = _lines(random.Random(seed), shift=shift, drift_ms=20.0)
+    (folder / "streams.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in lines), encoding="utf-8")
+    return folder
+
+
+def test_compare_one_arms_folder_prints_the_paired_verdict_and_exits_by_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hopbench.cli import main
+
+    worse = _arms_folder(tmp_path, 0.10, 7)
+    assert main(["compare", str(worse), "--fail-on-worse"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; family-wise alpha 0.01): WORSE")
+    assert main(["compare", str(worse)]) == 0  # without --fail-on-worse: a report only
+    capsys.readouterr()
+    same = _arms_folder(tmp_path, 0.0, 8)
+    assert main(["compare", str(same), "--fail-on-worse", "--format", "json"]) == 0
+    import json
+
+    block = json.loads(capsys.readouterr().out)
+    assert block["pairs"][0]["paired"]["verdict"] == SAME
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "summary.json").write_text(json.dumps({"schema": json.loads((same / "summary.json").read_text())["schema"],
+                                                    "scopes": {"all": {}}}), encoding="utf-8")
+    assert main(["compare", str(plain)]) == 2
+    assert "one folder is compared only when it holds an A/B arms run" in capsys.readouterr().err
+
+
+def test_paired_headlines_one_sentence_per_arm() -> None:
+    from hopbench.views._arm_differences import paired_headlines
+
+    block = _arms_summary(0.10, 9)["arm_differences"]
+    (line,) = paired_headlines(block)
+    assert line.startswith("A/B arms, paired: b against a, 120 rounds: WORSE (ttft: worse: +")
+    (same,) = paired_headlines(_arms_summary(0.0, 10)["arm_differences"])
+    assert same == "A/B arms, paired: b against a, 120 rounds: SAME"
+    assert paired_headlines({"pairs": [{"base": "a", "candidate": "b"}]}) == []
