@@ -40,7 +40,11 @@ if TYPE_CHECKING:
     from .config._records import Profile
     from .driver._common import RunOutcome
 
-__all__ = ["profile_overrides", "run_command", "validate_command"]
+__all__ = ["CONTRACT_NOTE", "profile_overrides", "run_command", "validate_command"]
+
+#: what ``hopbench run`` says of a profile's ``[contract]`` table (docs/check.md, "The profile")
+CONTRACT_NOTE = ("hopbench: note: [contract] is for `hopbench check PROFILE` (the gateway's streaming "
+                 "contract); this run ignores it")
 
 
 @contextmanager
@@ -70,7 +74,10 @@ def validate_command(profiles: Sequence[Path]) -> int:
     """``hopbench validate``: load each profile; print ``PATH: ok`` for each valid one, and
     on stderr what each dataset gave, as ``run`` does before its load (records skipped,
     filtered, sampled: docs/workloads.md, "Datasets"), and a trace's rows with 0 tokens
-    (read as 1: ``hopbench.workload._trace.TraceSpec.zero_note``).
+    (read as 1: ``hopbench.workload._trace.TraceSpec.zero_note``). A profile with a
+    ``[contract]`` table is a check profile: it is held to ``hopbench check``'s rules
+    (``hopbench.config._check_profile.load_check_profile``: ``[upstream] listen``, no
+    ``[run]`` needed) and its line says so (docs/check.md).
 
     Returns:
         EXIT_OK when all are valid.
@@ -78,12 +85,15 @@ def validate_command(profiles: Sequence[Path]) -> int:
     Raises:
         ProfileError: at the first invalid profile (file:line: key: what was expected).
     """
+    from .config._check_profile import load_check_profile
     from .config._profile import load_profile
+    from ._toml import load_toml
 
     from .driver._common import fd_limit_for
 
     for path in profiles:
-        profile = load_profile(path)
+        check = "contract" in load_toml(path).data
+        profile = load_check_profile(path)[0] if check else load_profile(path)
         fd_note = fd_limit_for(profile)  # a closed loop this machine cannot hold: ProfileError
         if fd_note:
             print(f"hopbench: warning: {fd_note}", file=sys.stderr)
@@ -92,7 +102,7 @@ def validate_command(profiles: Sequence[Path]) -> int:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
         if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, read as 1
             print(f"hopbench: trace: {profile.load.trace.zero_note}", file=sys.stderr)
-        print(f"{path}: ok")
+        print(f"{path}: ok" + (" (a check profile: hopbench check)" if check else ""))
     return EXIT_OK
 
 
@@ -211,6 +221,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
     fd_note = fd_limit_for(profile)  # before any load: a closed loop this machine cannot hold raises
     if fd_note:
         err.print(f"hopbench: warning: {fd_note}", markup=False, highlight=False)
+    if profile.contract is not None and not quiet:  # validated like check's; acted on by check only
+        err.print(CONTRACT_NOTE, markup=False, highlight=False, soft_wrap=True)
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)

@@ -42,7 +42,8 @@ from typing import Any
 
 import httpx
 
-from ..config._contract_spec import CHECK_IDS, ContractSpec, keepalive_silence_ns, load_check_profile
+from ..config._check_profile import load_check_profile
+from ..config._contract_spec import CHECK_IDS, ContractSpec, keepalive_silence_ns
 from ..config._records import Profile, Scenario
 from ..config._scenario_spec import request_headers
 from ..emulator._config import EmulatorConfig
