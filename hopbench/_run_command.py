@@ -416,13 +416,15 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
                   f"warnings in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
-    if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
+    from .driver._warnings import NO_OUTPUT_WARNING, cancelled_by_design, failed_arms, failed_scenarios
+
+    # every stream cancelled by the cancel key (the rest at the stop) is a success judged on its cancels
+    if (not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0)
+            and not cancelled_by_design(head)):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
                   f"warnings and error_samples in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
-    from .driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
-
     failed = failed_arms(summary)
     if failed:  # one arm failed outright: the A/B result means nothing (docs/ab-arms.md)
         err.print(f"hopbench: error: no stream of arm {', '.join(failed)} completed; see the warnings in "
