@@ -75,7 +75,8 @@ def validate_command(profiles: Sequence[Path]) -> int:
     on stderr what each dataset gave, as ``run`` does before its load (records skipped,
     filtered, sampled: docs/workloads.md, "Datasets"), and a trace's rows with 0 tokens
     (read as 1: ``hopbench.workload._trace.TraceSpec.zero_note``). A profile with a
-    ``[contract]`` table is a check profile: it is held to ``hopbench check``'s rules
+    ``[contract]`` table, or with ``[upstream]`` and no ``[run]`` (nothing but a check can use
+    it), is a check profile: it is held to ``hopbench check``'s rules
     (``hopbench.config._check_profile.load_check_profile``: ``[upstream] listen``, no
     ``[run]`` needed) and its line says so (docs/check.md).
 
@@ -92,7 +93,8 @@ def validate_command(profiles: Sequence[Path]) -> int:
     from .driver._common import fd_limit_for
 
     for path in profiles:
-        check = "contract" in load_toml(path).data
+        data = load_toml(path).data  # a check profile: a [contract], or an [upstream] and no [run] to run
+        check = "contract" in data or ("upstream" in data and "run" not in data)
         profile = load_check_profile(path)[0] if check else load_profile(path)
         fd_note = fd_limit_for(profile)  # a closed loop this machine cannot hold: ProfileError
         if fd_note:

@@ -139,9 +139,9 @@ def test_contract_spec_validate_holds_a_check_profile_to_checks_rules(
     from hopbench import _exit
     from hopbench.cli import main
 
-    good = _write(tmp_path, "[contract]\nkeepalive_interval_s = 2\n")
-    assert main(["validate", str(good)]) == _exit.EXIT_OK
-    assert f"{good}: ok (a check profile: hopbench check)" in capsys.readouterr().out
+    for good in (_write(tmp_path, "[contract]\nkeepalive_interval_s = 2\n"), _write(tmp_path)):  # HopBase: no table
+        assert main(["validate", str(good)]) == _exit.EXIT_OK
+        assert f"{good}: ok (a check profile: hopbench check)" in capsys.readouterr().out
     for contract, key in [("[contract]\nkeepalive_intervall_s = 2\n", "contract.keepalive_intervall_s"),
                           ("[contract]\nkeepalive_interval_s = 50\n", "contract.keepalive_interval_s")]:
         assert main(["validate", str(_write(tmp_path, contract))]) == _exit.EXIT_INPUT
