@@ -19,14 +19,19 @@ from pathlib import Path
 
 from _servers import ServerProcess, free_port
 
-__all__ = ["CARD_DOORS", "CARD_UPSTREAM", "binary", "card_config", "check_profile", "nginx_conf", "ports", "start"]
+__all__ = ["BUFFERING", "CARD_DOORS", "STREAMING", "CARD_UPSTREAM", "binary", "card_config", "check_profile", "nginx_conf", "ports", "start"]
 
 DATA = Path(__file__).parent / "data" / "gateways"
 
 #: the cards' fixed addresses (tests/data/gateways/): the emulator's port, and each config's front doors
 CARD_UPSTREAM = 19400
 CARD_DOORS: Mapping[str, tuple[int, ...]] = {"haproxy.cfg": (18580, 18581), "Caddyfile": (18680,),
-                                             "litellm.yaml": (18780,)}
+                                             "litellm.yaml": ()}  # LiteLLM's port is on its command line
+
+#: nginx's location lines: streaming event by event, and buffering (the emulator's
+#: ``X-Accel-Buffering: no`` ignored, the SSE body gzipped: each stream reaches the client at its end)
+STREAMING = "proxy_buffering off;"
+BUFFERING = "proxy_buffering on; proxy_ignore_headers X-Accel-Buffering; gzip on; gzip_types text/event-stream;"
 
 _WHERE = {"nginx": "/usr/sbin/nginx", "haproxy": "/usr/sbin/haproxy", "caddy": "/usr/bin/caddy"}
 
@@ -100,7 +105,7 @@ def start(name: str, folder: Path, upstream: int, doors: Sequence[int] | Mapping
         # its state (certificates it will not need, autosaved config) stays in the folder
         extra.update(XDG_DATA_HOME=str(folder / "data"), XDG_CONFIG_HOME=str(folder / "config"), HOME=str(folder))
     elif name == "litellm":
-        (folder / "litellm.yaml").write_text(card_config("litellm.yaml", upstream, list(doors)), encoding="utf-8")
+        (folder / "litellm.yaml").write_text(card_config("litellm.yaml", upstream, []), encoding="utf-8")
         argv = [exe, "--config", str(folder / "litellm.yaml"), "--host", "127.0.0.1", "--port", str(list(doors)[0])]
         extra.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_TELEMETRY="False")
         health, start_timeout_s = "/health/liveliness", 120.0  # 6-13 s to start, more on a busy machine

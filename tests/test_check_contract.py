@@ -180,3 +180,17 @@ def test_contract_spec_run_ignores_the_contract_with_a_note(tmp_path: Path,
     assert main(["run", str(prof), "--out", str(tmp_path / "out"), "--no-progress", "--no-report"]) == 0
     err = capsys.readouterr().err
     assert err.count("[contract] is for `hopbench check PROFILE`") == 1 and "this run ignores it" in err
+
+
+def test_check_request_takes_the_key_from_the_env_it_was_checked_against(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_check(env=...) checks api_key_env against env, and its requests carry the key from there
+    too (they read os.environ: a KeyError once the check began; found with LiteLLM's master key)."""
+    from hopbench.check._script import _request
+
+    monkeypatch.delenv("HB_TEST_GATEWAY_KEY", raising=False)
+    path = _write(tmp_path)
+    path.write_text(path.read_text().replace("[upstream]", 'api_key_env = "HB_TEST_GATEWAY_KEY"\n[upstream]'))
+    env = {"HB_TEST_GATEWAY_KEY": "sk-test"}
+    profile, _ = load_check_profile(path, env=env)
+    assert _request(profile, profile.scenarios[0], env).headers["authorization"] == "Bearer sk-test"

@@ -19,22 +19,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _gateways import check_profile, ports, start
+from _gateways import BUFFERING, STREAMING, check_profile, ports, start
 from test_integration_nginx import _opt_in  # noqa: F401  (the opt-in: -m nginx, the binary installed)
 
 from hopbench.check import CheckRun, format_table, run_check
 
 pytestmark = [pytest.mark.nginx, pytest.mark.slow]
 
-_STREAMING = "proxy_buffering off;"
-_BUFFERING = "proxy_buffering on; proxy_ignore_headers X-Accel-Buffering; gzip on; gzip_types text/event-stream;"
-
-
 @pytest.fixture(scope="module")
 def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, int]]:
     """(streaming URL, buffering URL, the emulator's port), nginx started and stopped here."""
     emu, streaming, buffering = ports(3)
-    with start("nginx", tmp_path_factory.mktemp("nginx"), emu, {streaming: _STREAMING, buffering: _BUFFERING}) as urls:
+    with start("nginx", tmp_path_factory.mktemp("nginx"), emu, {streaming: STREAMING, buffering: BUFFERING}) as urls:
         yield urls[0], urls[1], emu
 
 

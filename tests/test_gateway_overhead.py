@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _gateways import binary, ports, start
+from _gateways import BUFFERING, STREAMING, binary, ports, start
 from _servers import free_port
 
 from hopbench import ProfileError
@@ -319,9 +319,9 @@ def test_delay_proxy_retries_and_fault_matrix(tmp_path: Path) -> None:
 
 NGINX = binary("nginx")
 
-BUFFERING_OFF = "proxy_buffering off;"
+BUFFERING_OFF = STREAMING
 # the emulator sends X-Accel-Buffering: no; a gateway that ignores it (and gzips) buffers
-BUFFERING_ON = "proxy_buffering on; proxy_ignore_headers X-Accel-Buffering; gzip on; gzip_types text/event-stream;"
+BUFFERING_ON = BUFFERING
 
 
 @pytest.fixture
