@@ -40,7 +40,12 @@ if TYPE_CHECKING:
     from .config._records import Profile
     from .driver._common import RunOutcome
 
-__all__ = ["check_before_load", "profile_overrides", "resolve_workers", "run_command", "validate_command"]
+__all__ = ["CONTRACT_NOTE", "check_before_load", "profile_overrides", "resolve_workers", "run_command",
+           "validate_command"]
+
+#: what ``hopbench run`` says of a profile's ``[contract]`` table (docs/check.md, "The profile")
+CONTRACT_NOTE = ("hopbench: note: [contract] is for `hopbench check PROFILE` (the gateway's streaming "
+                 "contract); this run ignores it")
 
 
 @contextmanager
@@ -70,7 +75,11 @@ def validate_command(profiles: Sequence[Path]) -> int:
     """``hopbench validate``: load each profile; print ``PATH: ok`` for each valid one, and
     on stderr what each dataset gave, as ``run`` does before its load (records skipped,
     filtered, sampled: docs/workloads.md, "Datasets"), and a trace's rows with 0 tokens
-    (read as 1: ``hopbench.workload._trace.TraceSpec.zero_note``).
+    (read as 1: ``hopbench.workload._trace.TraceSpec.zero_note``). A profile with a
+    ``[contract]`` table, or with ``[upstream]`` and no ``[run]`` (nothing but a check can use
+    it), is a check profile: it is held to ``hopbench check``'s rules
+    (``hopbench.config._check_profile.load_check_profile``: ``[upstream] listen``, no
+    ``[run]`` needed) and its line says so (docs/check.md).
 
     Returns:
         EXIT_OK when all are valid.
@@ -80,10 +89,14 @@ def validate_command(profiles: Sequence[Path]) -> int:
             expected), or the first thing ``run`` would refuse before its load
             (:func:`check_before_load`).
     """
+    from .config._check_profile import load_check_profile
     from .config._profile import load_profile
+    from ._toml import load_toml
 
     for path in profiles:
-        profile = profile_overrides(load_profile(path), path)
+        data = load_toml(path).data  # a check profile: a [contract], or an [upstream] and no [run] to run
+        check = "contract" in data or ("upstream" in data and "run" not in data)
+        profile = load_check_profile(path)[0] if check else profile_overrides(load_profile(path), path)
         for note in check_before_load(profile):  # what run refuses before its load, refused here too
             print(f"hopbench: warning: {note}", file=sys.stderr)
         for sc in profile.scenarios:
@@ -91,7 +104,7 @@ def validate_command(profiles: Sequence[Path]) -> int:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
         if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, read as 1
             print(f"hopbench: trace: {profile.load.trace.zero_note}", file=sys.stderr)
-        print(f"{path}: ok")
+        print(f"{path}: ok" + (" (a check profile: hopbench check)" if check else ""))
     return EXIT_OK
 
 
@@ -244,6 +257,8 @@ def run_command(profile_path: Path, *, out: Path | None = None, results_root: Pa
         err.print(f"hopbench: {profile.run.workers_note}", markup=False, highlight=False)
     for note in check_before_load(profile, metrics_port=metrics_port):  # refusals before any load
         err.print(f"hopbench: warning: {note}", markup=False, highlight=False)
+    if profile.contract is not None and not quiet:  # validated like check's; acted on by check only
+        err.print(CONTRACT_NOTE, markup=False, highlight=False, soft_wrap=True)
     outcome, summary = _run_and_write(profile, profile_path, err, out=out, results_root=results_root, quiet=quiet,
                                       no_progress=no_progress, ray_address=ray_address, no_report=no_report,
                                       metrics_port=metrics_port)
@@ -562,13 +577,15 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
                   f"warnings in {outcome.out_dir / 'summary.json'}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_TARGET_FAILED
-    if not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0):
+    from .driver._warnings import NO_OUTPUT_WARNING, cancelled_by_design, failed_arms, failed_scenarios
+
+    # every stream cancelled by the cancel key (the rest at the stop) is a success judged on its cancels
+    if (not head.get("completed") and head.get("started", 0) > head.get("client_cancelled", 0)
+            and not cancelled_by_design(head)):
         err.print(f"hopbench: error: no stream completed ({head.get('started', 0)} started); see the "
                   f"warnings{_and_samples(summary)} in {outcome.out_dir / 'summary.json'}", markup=False,
                   highlight=False, soft_wrap=True)
         return EXIT_TARGET_FAILED
-    from .driver._warnings import NO_OUTPUT_WARNING, failed_arms, failed_scenarios
-
     failed = failed_arms(summary)
     if failed:  # one arm failed outright: the A/B result means nothing (docs/ab-arms.md)
         err.print(f"hopbench: error: no stream of arm {', '.join(failed)} completed; see the warnings in "

@@ -296,6 +296,45 @@ def test_cancel_every_stream_is_no_failed_run(tmp_path: Path, capsys: pytest.Cap
     assert not [w for w in summary["warnings"] if "nothing completed" in w]
 
 
+def test_cancel_every_stream_with_some_cut_by_the_stop_is_judged_on_its_cancels(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """cancel fraction 1 in a timed run: the streams still short of their cancel point at the
+    stop (grace 0) are cancelled there; with the rest closed by the cancel key, the run did what it
+    asked: exit 0 with the cancel figures, no "nothing completed" (was exit 4, issue 38)."""
+    from hopbench import _exit
+    from hopbench.cli import main
+
+    path = tmp_path / "p.toml"
+    text = _E2E.format(n=1, protocol="chat", cancel="fraction = 1, after_ms = 300").replace(
+        "requests = 1", "duration_s = 1\ngrace_s = 0").replace("output_tokens = 30", "output_tokens = 90")
+    path.write_text(text, encoding="utf-8")
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--no-report", "--no-progress"]) == _exit.EXIT_OK
+    shown = capsys.readouterr()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    head = summary["headline"]
+    # every user had a stream under way at the stop, started less than 300 ms before it
+    assert head["cancelled"] >= 1 and head["client_cancelled"] >= 1 and head["completed"] == 0, head
+    assert head["started"] == head["cancelled"] + head["client_cancelled"]
+    assert not [w for w in summary["warnings"] if "nothing completed" in w], summary["warnings"]
+    assert [w for w in summary["warnings"] if w.startswith("cancelled at the stop: ")
+            and "judged on its cancels" in w], summary["warnings"]
+    assert f"client cancels {head['client_cancelled']} · upstream noticed" in shown.out
+    assert "no stream completed" not in shown.err
+
+
+def test_cancel_by_design_is_no_failure_but_errors_are() -> None:
+    from hopbench.driver._warnings import arm_failed, cancelled_by_design
+
+    ok = {"started": 10, "client_cancelled": 7, "cancelled": 3}
+    assert cancelled_by_design(ok) and not arm_failed(ok)
+    assert cancelled_by_design({"started": 5, "completed": 0, "errors": 0, "cancelled": 1, "client_cancelled": 4})
+    # an error, a completed stream, or no cancel by the key at all: judged as before
+    assert not cancelled_by_design({**ok, "started": 11, "timeout": 1}) and arm_failed({**ok, "started": 11,
+                                                                                          "timeout": 1})
+    assert not cancelled_by_design({**ok, "started": 11, "completed": 1})
+    assert not cancelled_by_design({"started": 3, "cancelled": 3})
+
+
 def test_cancel_upstream_that_runs_on_wastes_tokens(tmp_path: Path) -> None:
     # on_client_close = "finish": the emulator hears of the close but runs on (as an
     # upstream behind a gateway that does not pass the cancel on would)

@@ -1,4 +1,4 @@
-"""``[contract]`` and the check profile (hopbench.config._contract_spec): the HopBase defaults,
+"""``[contract]`` and the check profile (hopbench.config._contract_spec, _check_profile): the HopBase defaults,
 and bad input refused with file, line and key before any load is sent."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from _servers import free_port
 
 from hopbench import ProfileError
 from hopbench.check import run_check
-from hopbench.config._contract_spec import ContractSpec, keepalive_silence_ns, load_check_profile
+from hopbench.config._check_profile import load_check_profile
+from hopbench.config._contract_spec import ContractSpec, keepalive_silence_ns
 
 NS_PER_S = 1_000_000_000
 
@@ -127,3 +128,69 @@ def test_check_command_listen_in_use_exit_2(tmp_path: Path, hopbench_cli) -> Non
         r = hopbench_cli(["check", str(path), "--out", str(tmp_path / "out")])
     assert r.returncode == 2, r.stderr
     assert "hopbench check: error: [upstream] listen: cannot listen on 127.0.0.1:" in r.stderr
+
+
+# -- a check profile through `hopbench validate` and `hopbench run` (issue 38) ---------------------
+
+def test_contract_spec_validate_holds_a_check_profile_to_checks_rules(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A profile written for check (no [run], a [contract]) validates, and its contract is held to
+    check's rules: a bad key, an unobservable keepalive, listen = target all exit 2 naming the key."""
+    from hopbench import _exit
+    from hopbench.cli import main
+
+    for good in (_write(tmp_path, "[contract]\nkeepalive_interval_s = 2\n"), _write(tmp_path)):  # HopBase: no table
+        assert main(["validate", str(good)]) == _exit.EXIT_OK
+        assert f"{good}: ok (a check profile: hopbench check)" in capsys.readouterr().out
+    for contract, key in [("[contract]\nkeepalive_intervall_s = 2\n", "contract.keepalive_intervall_s"),
+                          ("[contract]\nkeepalive_interval_s = 50\n", "contract.keepalive_interval_s")]:
+        assert main(["validate", str(_write(tmp_path, contract))]) == _exit.EXIT_INPUT
+        assert f"check.toml:11: {key}:" in capsys.readouterr().err
+    same = _write(tmp_path, "[contract]\n", target_port=18080, listen_port=18080)
+    assert main(["validate", str(same)]) == _exit.EXIT_INPUT
+    assert "upstream.listen: 127.0.0.1:18080 is the gateway's own address" in capsys.readouterr().err
+
+
+def test_contract_spec_every_profile_reads_the_table_with_checks_rules(tmp_path: Path) -> None:
+    """load_profile (run's reader) refuses a bad [contract] as check does, keeps a good one, and
+    tells a check-only profile (no [run]) where it belongs."""
+    from hopbench.config._profile import load_profile
+
+    body = '[load]\nconcurrency = 1\n[target]\nembedded = true\n[[scenario]]\nprotocol = "chat"\n'
+    p = tmp_path / "p.toml"
+    p.write_text('[run]\nrequests = 1\n' + body + "[contract]\ncancel_within_ms = \"1s\"\n", encoding="utf-8")
+    with pytest.raises(ProfileError, match="contract.cancel_within_ms: expected a positive number") as e:
+        load_profile(p, env={})
+    assert e.value.line == 10
+    p.write_text('[run]\nrequests = 1\n' + body + "[contract]\nmax_attempts = 1\n", encoding="utf-8")
+    assert load_profile(p, env={}).contract == ContractSpec(max_attempts=1, source="profile")
+    p.write_text(body + "[contract]\n", encoding="utf-8")
+    with pytest.raises(ProfileError, match="a profile with \\[contract\\] is for `hopbench check`"):
+        load_profile(p, env={})
+
+
+def test_contract_spec_run_ignores_the_contract_with_a_note(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from hopbench.cli import main
+
+    prof = tmp_path / "p.toml"
+    prof.write_text('[run]\nrequests = 2\n[load]\nconcurrency = 1\n[target]\nembedded = true\n'
+                    '[emulator]\nttft_ms = 1\ntokens_per_s = 5000\noutput_tokens = 2\n'
+                    '[[scenario]]\nprotocol = "chat"\n[contract]\nkeepalive_interval_s = 2\n', encoding="utf-8")
+    assert main(["run", str(prof), "--out", str(tmp_path / "out"), "--no-progress", "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("[contract] is for `hopbench check PROFILE`") == 1 and "this run ignores it" in err
+
+
+def test_check_request_takes_the_key_from_the_env_it_was_checked_against(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_check(env=...) checks api_key_env against env, and its requests carry the key from there
+    too (they read os.environ: a KeyError once the check began; found with LiteLLM's master key)."""
+    from hopbench.check._script import _request
+
+    monkeypatch.delenv("HB_TEST_GATEWAY_KEY", raising=False)
+    path = _write(tmp_path)
+    path.write_text(path.read_text().replace("[upstream]", 'api_key_env = "HB_TEST_GATEWAY_KEY"\n[upstream]'))
+    env = {"HB_TEST_GATEWAY_KEY": "sk-test"}
+    profile, _ = load_check_profile(path, env=env)
+    assert _request(profile, profile.scenarios[0], env).headers["authorization"] == "Bearer sk-test"

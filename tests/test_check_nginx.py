@@ -15,60 +15,27 @@ Opt-in, since it needs the nginx binary::
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _servers import ServerProcess, free_port
+from _gateways import BUFFERING, STREAMING, check_profile, ports, start
 from test_integration_nginx import _opt_in  # noqa: F401  (the opt-in: -m nginx, the binary installed)
 
 from hopbench.check import CheckRun, format_table, run_check
 
 pytestmark = [pytest.mark.nginx, pytest.mark.slow]
 
-_CONF = """worker_processes 1;
-pid nginx.pid;
-error_log error.log warn;
-daemon off;
-events {{ worker_connections 1024; }}
-http {{
-  access_log off;
-  client_body_temp_path body; proxy_temp_path proxy;
-  fastcgi_temp_path fastcgi; uwsgi_temp_path uwsgi; scgi_temp_path scgi;
-  upstream emu {{ server 127.0.0.1:{emu}; keepalive 16; }}
-  server {{ listen 127.0.0.1:{streaming};
-    location = /healthz {{ return 200 "ok"; }}
-    location / {{ proxy_pass http://emu; proxy_http_version 1.1;
-                 proxy_set_header Connection ""; proxy_buffering off; }} }}
-  server {{ listen 127.0.0.1:{buffering};
-    location / {{ proxy_pass http://emu; proxy_http_version 1.1;
-                 proxy_set_header Connection ""; proxy_buffering on;
-                 proxy_ignore_headers X-Accel-Buffering;
-                 gzip on; gzip_types text/event-stream; }} }}
-}}
-"""
-
-
 @pytest.fixture(scope="module")
 def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, int]]:
     """(streaming URL, buffering URL, the emulator's port), nginx started and stopped here."""
-    prefix = tmp_path_factory.mktemp("nginx")
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    emu, streaming, buffering = free_port(), free_port(), free_port()
-    (prefix / "nginx.conf").write_text(_CONF.format(emu=emu, streaming=streaming, buffering=buffering))
-    with ServerProcess([nginx, "-p", str(prefix), "-c", "nginx.conf"],
-                       f"http://127.0.0.1:{streaming}/healthz", prefix / "nginx.log"):
-        yield f"http://127.0.0.1:{streaming}", f"http://127.0.0.1:{buffering}", emu
+    emu, streaming, buffering = ports(3)
+    with start("nginx", tmp_path_factory.mktemp("nginx"), emu, {streaming: STREAMING, buffering: BUFFERING}) as urls:
+        yield urls[0], urls[1], emu
 
 
 def _check(tmp: Path, url: str, emu: int) -> CheckRun:
-    path = tmp / "check.toml"
-    path.write_text(f'[target]\nurl = "{url}"\n[upstream]\nlisten = "127.0.0.1:{emu}"\n'
-                    '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "gpt-emu"\nprompts = ["hi"]\n'
-                    '[[scenario]]\nname = "messages"\nprotocol = "messages"\nmodel = "claude-emu"\nprompts = ["hi"]\n'
-                    "[contract]\nkeepalive_interval_s = 1\n", encoding="utf-8")
-    return run_check(path, tmp / "out", env={})
+    return run_check(check_profile(tmp, url, emu), tmp / "out", env={})
 
 
 def test_check_nginx_streaming_keeps_all_but_the_hopbase_extras(tmp_path: Path, doors: tuple[str, str, int]) -> None:

@@ -11,8 +11,6 @@ installed (``.ci/run`` installs it).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,7 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _servers import ServerProcess, free_port
+from _gateways import BUFFERING, STREAMING, binary, ports, start
+from _servers import free_port
 
 from hopbench import ProfileError
 from hopbench.config._profile import parse_profile
@@ -319,34 +318,11 @@ def test_delay_proxy_retries_and_fault_matrix(tmp_path: Path) -> None:
 
 # -- nginx -----------------------------------------------------------------------------------------
 
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+NGINX = binary("nginx")
 
-# the config of docs/gateway-overhead.md, with the ports and the buffering filled in
-NGINX_CONF = """worker_processes 1;
-pid nginx.pid;
-error_log error.log warn;
-daemon off;
-events {{ worker_connections 1024; }}
-http {{
-  access_log off;
-  client_body_temp_path body; proxy_temp_path proxy;
-  fastcgi_temp_path fastcgi; uwsgi_temp_path uwsgi; scgi_temp_path scgi;
-  upstream hopbench_emulator {{ server 127.0.0.1:{upstream}; keepalive 16; }}
-  server {{
-    listen 127.0.0.1:{listen};
-    location = /healthz {{ return 200 "ok"; }}
-    location / {{
-      proxy_pass http://hopbench_emulator;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      {buffering}
-    }}
-  }}
-}}
-"""
-BUFFERING_OFF = "proxy_buffering off;"
+BUFFERING_OFF = STREAMING
 # the emulator sends X-Accel-Buffering: no; a gateway that ignores it (and gzips) buffers
-BUFFERING_ON = "proxy_buffering on; proxy_ignore_headers X-Accel-Buffering; gzip on; gzip_types text/event-stream;"
+BUFFERING_ON = BUFFERING
 
 
 @pytest.fixture
@@ -359,13 +335,9 @@ def nginx_binary() -> str:
 @pytest.fixture
 def nginx(nginx_binary: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
     """(nginx URL, the upstream port it proxies to) with ``request.param`` as its buffering line."""
-    prefix = tmp_path / "nginx"
-    prefix.mkdir()
-    listen, upstream = free_port(), free_port()
-    (prefix / "nginx.conf").write_text(NGINX_CONF.format(upstream=upstream, listen=listen, buffering=request.param))
-    with ServerProcess([nginx_binary, "-p", str(prefix), "-c", "nginx.conf"],
-                       f"http://127.0.0.1:{listen}/healthz", prefix / "nginx.log"):
-        yield f"http://127.0.0.1:{listen}", upstream
+    listen, upstream = ports(2)  # the config of docs/gateway-overhead.md (tests/_gateways.py)
+    with start("nginx", tmp_path / "nginx", upstream, {listen: request.param}) as urls:
+        yield urls[0], upstream
 
 
 @pytest.mark.slow

@@ -16,39 +16,17 @@ Opt-in, since it needs the nginx binary::
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _servers import ServerProcess, free_port
+from _gateways import BUFFERING, STREAMING, binary, ports, start
 
 from hopbench.config._profile import parse_profile
 from hopbench.driver._single import run_profile
 from hopbench.emulator import EmbeddedEmulator
 
 pytestmark = [pytest.mark.nginx, pytest.mark.slow]
-
-_CONF = """worker_processes 1;
-pid nginx.pid;
-error_log error.log warn;
-daemon off;
-events {{ worker_connections 1024; }}
-http {{
-  access_log off;
-  client_body_temp_path body; proxy_temp_path proxy;
-  fastcgi_temp_path fastcgi; uwsgi_temp_path uwsgi; scgi_temp_path scgi;
-  upstream emu {{ server 127.0.0.1:{emu}; keepalive 16; }}
-  server {{ listen 127.0.0.1:{streaming};
-    location / {{ proxy_pass http://emu; proxy_http_version 1.1;
-                 proxy_set_header Connection ""; proxy_buffering off; }} }}
-  server {{ listen 127.0.0.1:{buffering};
-    location / {{ proxy_pass http://emu; proxy_http_version 1.1;
-                 proxy_set_header Connection ""; proxy_buffering on;
-                 proxy_ignore_headers X-Accel-Buffering;
-                 gzip on; gzip_types text/event-stream; }} }}
-}}
-"""
 
 _EMULATOR = "[emulator]\nttft_ms = 100\ntokens_per_s = 50\noutput_tokens = 20\n"
 
@@ -57,7 +35,7 @@ _EMULATOR = "[emulator]\nttft_ms = 100\ntokens_per_s = 50\noutput_tokens = 20\n"
 def _opt_in(request: pytest.FixtureRequest) -> None:
     if "nginx" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("opt-in: run with -m nginx (needs the nginx binary)")
-    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+    if binary("nginx") is None:
         pytest.fail("nginx is not installed (apt-get install -y nginx-light)", pytrace=False)
 
 
@@ -66,15 +44,12 @@ def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
     """(streaming URL, buffering URL), both in front of one emulator."""
     cfg = parse_profile(_EMULATOR + '[run]\nrequests = 1\n[load]\nconcurrency = 1\n'
                         '[[scenario]]\nprotocol = "chat"\n', "e.toml").emulator_config
-    prefix = tmp_path_factory.mktemp("nginx")
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     with EmbeddedEmulator(cfg, record_path=None) as emu:
         emu_port = int(emu.base_url.rsplit(":", 1)[1])
-        streaming, buffering = free_port(), free_port()
-        (prefix / "nginx.conf").write_text(_CONF.format(emu=emu_port, streaming=streaming, buffering=buffering))
-        with ServerProcess([nginx, "-p", str(prefix), "-c", "nginx.conf"],
-                           f"http://127.0.0.1:{streaming}/v1/models", prefix / "nginx.log"):
-            yield f"http://127.0.0.1:{streaming}", f"http://127.0.0.1:{buffering}"
+        streaming, buffering = ports(2)
+        with start("nginx", tmp_path_factory.mktemp("nginx"), emu_port,
+                   {streaming: STREAMING, buffering: BUFFERING}) as urls:
+            yield urls[0], urls[1]
 
 
 def _run(url: str, out: Path) -> tuple[dict[str, int], list[dict[str, object]]]:

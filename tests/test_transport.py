@@ -465,3 +465,34 @@ def test_kernel_stamps_are_on_before_the_first_read() -> None:
         pytest.skip("no kernel receive stamps on this platform")
     assert keep_kernel_stamps() is True
     assert keep_kernel_stamps(tries=1) is True  # kept on: at once the second time
+
+
+@pytest.mark.parametrize("checkpoint", [True, False], ids=["in-trace", "in-send"])
+async def test_transport_cancel_before_the_head_closes_the_connection(checkpoint: bool) -> None:
+    """A cancel between the connect and the response head (the scenario's ``after_ms``, the run's
+    stop) closes the new connection: it was left to the garbage collector, a ResourceWarning
+    ("unclosed socket") under ``-X dev`` (issue 38). The cancel lands in the trace hook
+    after the connect, or (no checkpoint there) at the send's first checkpoint."""
+    import gc
+    import warnings
+
+    async def handler(stream: trio.SocketStream) -> None:
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        port = await _serve(handler, nursery)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+                with trio.CancelScope() as scope:
+                    async def trace(name: str, info: dict[str, object]) -> None:
+                        if name == "http11.send_request_headers.started":
+                            scope.cancel()
+                            if checkpoint:
+                                await trio.sleep(0)
+
+                    await c.post("/x", content=b"1", extensions={"trace": trace})
+                assert scope.cancelled_caught
+            gc.collect()
+        nursery.cancel_scope.cancel()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .._errors import HopbenchError, ProfileError, UsageError
 from .._exit import EXIT_INPUT, EXIT_INTERRUPTED
-from ..config._contract_spec import load_check_profile
+from ..config._check_profile import load_check_profile
 from ..driver._common import default_out_dir
 from ._outputs import format_table
 from ._script import run_check

@@ -35,14 +35,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ..config._contract_spec import CHECK_IDS, ContractSpec, keepalive_silence_ns, load_check_profile
+from ..config._check_profile import load_check_profile
+from ..config._contract_spec import CHECK_IDS, ContractSpec, keepalive_silence_ns
 from ..config._records import Profile, Scenario
 from ..config._scenario_spec import request_headers
 from ..emulator._config import EmulatorConfig
@@ -99,8 +100,9 @@ class _Request:
     tail: bytes | None  # None: no marker (header join only); head is then the whole body
 
 
-def _request(profile: Profile, s: Scenario) -> _Request:
-    """The scenario's first body, asking for usage and room for the script's tokens, split for the marker."""
+def _request(profile: Profile, s: Scenario, env: Mapping[str, str] | None) -> _Request:
+    """The scenario's first body, asking for usage and room for the script's tokens, split for the marker;
+    its headers' secrets from ``env`` (None: os.environ), the environment the profile was checked against."""
     body = json.loads(s.bodies[0])
     body["stream"] = True
     key = "max_output_tokens" if s.protocol == "responses" else "max_tokens"
@@ -112,7 +114,7 @@ def _request(profile: Profile, s: Scenario) -> _Request:
     assert profile.target.url is not None
     url = profile.target.url.rstrip("/") + (s.path or DEFAULT_PATHS[s.protocol])
     head, tail = split if split is not None else (raw, None)
-    return _Request(s, url, request_headers(profile.target, s.protocol), head, tail)
+    return _Request(s, url, request_headers(profile.target, s.protocol, env), head, tail)
 
 
 def run_check(profile_path: str | Path, out_dir: str | Path | None = None, *, long: bool = False,
@@ -145,7 +147,7 @@ def run_check(profile_path: str | Path, out_dir: str | Path | None = None, *, lo
     folder.mkdir(parents=True, exist_ok=True)
     up_spec = profile.upstream
     assert up_spec is not None and up_spec.host is not None and up_spec.port is not None
-    requests = [_request(profile, s) for s in profile.scenarios]
+    requests = [_request(profile, s, env) for s in profile.scenarios]
     base_cfg = up_spec.config.to_mapping() if up_spec.config is not None else {}
     base = {k: base_cfg[k] for k in ("seed", "api_key") if k in base_cfg}
     wanted = {i for i in CHECK_IDS if i not in contract.skip}

@@ -1,9 +1,9 @@
 """The ``[contract]`` table: what a gateway promises about its streams (``hopbench check``).
 
-Role: validate the promises ``hopbench check`` holds a gateway to (docs/check.md),
-and load a check profile: an ordinary profile (``[target]`` the gateway,
-``[upstream] listen`` the emulator behind it, ``[[scenario]]`` the protocols)
-plus this table. Pure: no sockets, no load.
+Role: validate the promises ``hopbench check`` holds a gateway to (docs/check.md).
+``_profile`` reads the table with every profile (``hopbench run`` and ``validate``
+refuse a bad one as ``check`` does); ``_check_profile`` adds the rules of a check
+profile (``[upstream] listen``, not the gateway's address). Pure: no sockets, no load.
 
 Without a ``[contract]`` table the HopBase contract applies (HopBase's
 streaming-events documentation): event contents pass unchanged; only SSE comments
@@ -19,27 +19,17 @@ Invariants:
 - Every rule is checked before any load is sent: an unknown key or a wrong type
   raises ``ProfileError`` naming file, line and key; so does a keepalive
   interval the check cannot observe (its silence must stay below ``stall_min_s``,
-  where the gateway would end the stream instead) and an ``[upstream] listen``
-  that is the gateway's own address.
+  where the gateway would end the stream instead).
 """
 
 from __future__ import annotations
 
-import ipaddress
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import urlsplit
 
-from .._errors import ProfileError
-from .._toml import Table, load_toml
+from .._toml import Table
 from .._units import NS_PER_MS, s_to_ns
-from ._profile import _build
-from ._records import Profile
 
-__all__ = ["CHECK_IDS", "CONTRACT_KEYS", "ContractSpec", "load_check_profile", "parse_contract",
-           "keepalive_silence_ns"]
+__all__ = ["CHECK_IDS", "CONTRACT_KEYS", "ContractSpec", "parse_contract", "keepalive_silence_ns"]
 
 #: Every check's fixed id, in the order ``hopbench check`` runs them (docs/check.md).
 CHECK_IDS: tuple[str, ...] = (
@@ -176,71 +166,3 @@ def parse_contract(t: Table) -> ContractSpec:
             f"tolerance) and the gateway ends a silence of stall_min_s = {stall_min_s:g} s as a stall; "
             "expected an interval below (stall_min_s / 2 - keepalive_tolerance_s)"))
     return spec
-
-
-def _host_port(url: str) -> tuple[str, int] | None:
-    parts = urlsplit(url)
-    if parts.hostname is None:
-        return None
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.hostname, port
-
-
-def _same_host(a: str, b: str) -> bool:
-    """Whether two hosts name one listening address (localhost = 127.0.0.1; 0.0.0.0 = any)."""
-    def norm(h: str) -> str:
-        h = h.strip("[]").lower()
-        return "127.0.0.1" if h == "localhost" else ("::1" if h == "ip6-localhost" else h)
-    x, y = norm(a), norm(b)
-    if x == y:
-        return True
-    try:
-        return ipaddress.ip_address(x).is_unspecified or ipaddress.ip_address(y).is_unspecified
-    except ValueError:
-        return False
-
-
-def load_check_profile(path: str | Path, *, env: Mapping[str, str] | None = None
-                       ) -> tuple[Profile, ContractSpec]:
-    """Read a check profile: a profile with ``[upstream] listen`` and an optional ``[contract]``.
-
-    Args:
-        path: the TOML file.
-        env: environment for ``api_key_env`` / ``header_env`` (default os.environ).
-
-    Returns:
-        (the profile without its ``[contract]``, the contract).
-
-    Raises:
-        ProfileError: anything ``load_profile`` refuses; a bad ``[contract]``
-            (``parse_contract``); no ``[target].url`` or no ``[upstream] listen``
-            (the check starts the emulator behind the gateway itself); ``listen``
-            equal to the gateway's address (the gateway would be its own upstream).
-    """
-    doc = load_toml(path)
-    raw = doc.data.pop("contract", None)
-    table = Table(raw if isinstance(raw, dict) else {}, doc, ("contract",))
-    if raw is not None and not isinstance(raw, dict):
-        raise table.error(None, f"expected a table [contract], got {type(raw).__name__}")
-    contract = parse_contract(table)
-    # the check sends its own script, one request at a time: [load] and [run] are not used,
-    # so a check profile may leave them out (a profile that `hopbench run` also runs has them)
-    doc.data.setdefault("load", {"concurrency": 1})
-    run = doc.data.setdefault("run", {})
-    if isinstance(run, dict) and "duration_s" not in run:
-        run.setdefault("requests", 1)
-    profile = _build(doc, env if env is not None else os.environ)
-    root = Table(doc.data, doc, ())
-    if profile.target.url is None:
-        raise root.error("target", "hopbench check: expected [target].url to be the gateway under check")
-    up = profile.upstream
-    if up is None or up.host is None or up.port is None:
-        raise Table(doc.data.get("upstream", {}), doc, ("upstream",)).error(
-            "listen", "hopbench check: expected [upstream] listen = \"HOST:PORT\": the check starts the "
-                      "emulator there and drives it (the gateway's config points at it)")
-    target = _host_port(profile.target.url)
-    if target is not None and target[1] == up.port and _same_host(target[0], up.host):
-        raise Table(doc.data["upstream"], doc, ("upstream",)).error(
-            "listen", f"{up.listen} is the gateway's own address ([target].url = {profile.target.url!r}): "
-                      "expected the address the gateway proxies to")
-    return profile, contract

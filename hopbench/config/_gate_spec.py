@@ -231,32 +231,7 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
         unit_kind = "fraction" if spec_r.fraction else "number"
         unit = spec_r.unit
     else:
-        metric, dot, stat = key.partition(".")
-        if not dot or not stat:
-            hint = did_you_mean(key, [*RATES, *_OPTION_KEYS])
-            raise t.error(key, f"unknown budget{hint or ':'} expected \"<metric>.<statistic>\" (metrics: "
-                               f"{', '.join(METRICS)}) or a rate ({', '.join(RATES)})")
-        if metric not in METRICS:
-            hint = did_you_mean(metric, METRICS)
-            raise t.error(key, f"unknown metric {metric!r}{hint or ':'} expected one of {', '.join(METRICS)}")
-        if stat == "p999":
-            stat = "p99.9"
-        pm = _PCT_RE.match(stat)
-        if pm:
-            percentile = float(pm.group(1))
-            if percentile > 100:
-                raise t.error(key, f"percentile {stat!r} is above 100")
-        elif stat not in _STATS_FIXED:
-            hint = did_you_mean(stat, (*_STATS_FIXED, "p50", "p90", "p99", "p99.9"))
-            raise t.error(key, f"unknown statistic {stat!r}{hint or ':'} expected count, min, mean, max or pNN.N "
-                               "(p50, p90, p99, p99.9, ...)")
-        spec = METRICS[metric]
-        if stat == "count":
-            unit_kind, unit = "number", ""
-        elif spec.unit == "ms":
-            unit_kind, unit = "time", "ms"
-        else:
-            unit_kind, unit = "number", spec.unit
+        metric, stat, percentile, unit_kind, unit = _metric_budget(t, key)
     m = _LIMIT_RE.match(limit_text)
     if not m:
         raise t.error(key, f"expected a comparison (<=, <, >=, >) and a limit, e.g. \"<= 800ms\", got {limit_text!r}")
@@ -294,6 +269,41 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
         inconclusive_passes=inconclusive == "pass", file=_where(t, key)[0], line=_where(t, key)[1],
         capacity=capacity, client_included=client_included, arms_figure=arms_figure,
     )
+
+
+def _metric_budget(t: Table, key: str) -> tuple[str, str, float | None, str, str]:
+    """``<metric>.<statistic>`` of a budget key: (metric, statistic (``p999`` read as
+    ``p99.9``), its percentile or None, the limit's unit kind, its unit).
+
+    Raises:
+        ProfileError: an unknown metric or statistic, a percentile over 100 (naming the key).
+    """
+    metric, dot, stat = key.partition(".")
+    if not dot or not stat:
+        hint = did_you_mean(key, [*RATES, *_OPTION_KEYS])
+        raise t.error(key, f"unknown budget{hint or ':'} expected \"<metric>.<statistic>\" (metrics: "
+                           f"{', '.join(METRICS)}) or a rate ({', '.join(RATES)})")
+    if metric not in METRICS:
+        hint = did_you_mean(metric, METRICS)
+        raise t.error(key, f"unknown metric {metric!r}{hint or ':'} expected one of {', '.join(METRICS)}")
+    if stat == "p999":
+        stat = "p99.9"
+    percentile: float | None = None
+    pm = _PCT_RE.match(stat)
+    if pm:
+        percentile = float(pm.group(1))
+        if percentile > 100:
+            raise t.error(key, f"percentile {stat!r} is above 100")
+    elif stat not in _STATS_FIXED:
+        hint = did_you_mean(stat, (*_STATS_FIXED, "p50", "p90", "p99", "p99.9"))
+        raise t.error(key, f"unknown statistic {stat!r}{hint or ':'} expected count, min, mean, max or pNN.N "
+                           "(p50, p90, p99, p99.9, ...)")
+    spec = METRICS[metric]
+    if stat == "count":
+        return metric, stat, percentile, "number", ""
+    if spec.unit == "ms":
+        return metric, stat, percentile, "time", "ms"
+    return metric, stat, percentile, "number", spec.unit
 
 
 @dataclass(frozen=True, slots=True)

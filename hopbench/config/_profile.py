@@ -4,7 +4,7 @@ Role: ``load_profile`` / ``parse_profile`` read a profile and build its
 ``Profile`` (``_records``): this module reads ``[run]``, ``[load]`` and
 ``[target]`` itself, hands each other table to its parser (``[[scenario]]``:
 ``_scenario_spec``; ``[slo]``, ``[[arm]]``, ``[gate]``, ``[[scrape]]``,
-``[[stage]]``/``[search]``, ``[upstream]``: their ``*_spec`` modules; the trace
+``[[stage]]``/``[search]``, ``[upstream]``, ``[contract]``: their ``*_spec`` modules; the trace
 file: ``workload._trace``; ``[emulator]``: the emulator's own config), checks
 what spans tables, and says what may be recorded (``sanitized``).
 
@@ -95,7 +95,7 @@ def _timeout(t: Table, name: str, default: float | None) -> int | None:
 
 
 _TOP_LEVEL = ("run", "load", "target", "scenario", "emulator", "gate", "scrape", "arm", "slo", "stage",
-              "search", "upstream")
+              "search", "upstream", "contract")
 
 
 def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
@@ -108,6 +108,7 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     root = doc.root()
     _known_tables(root)
     refuse_misplaced_scenario(root)
+    contract = _contract(root)
     base = doc.path.parent if doc.path else Path.cwd()
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
@@ -139,7 +140,8 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     root.done()
     if (run.duration_ns is None and run.requests is None and not stages and search is None
             and not (load.mode == "trace" and not load.trace.loop)):
-        raise root.error("run", "expected run.duration_s or run.requests (how long to run)")
+        check = "; a profile with [contract] is for `hopbench check`, which needs neither" if contract else ""
+        raise root.error("run", f"expected run.duration_s or run.requests (how long to run){check}")
     if load.mode == "concurrency" and run.requests is not None and run.requests < 1:
         raise root.table("run").error("requests", "expected a positive integer")
     return Profile(
@@ -157,7 +159,21 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
         stages=stages,
         search=search,
         upstream=upstream,
+        contract=contract,
     )
+
+
+def _contract(root: Table) -> Any:
+    """The ``[contract]`` table (``_contract_spec.ContractSpec``), or None without one.
+
+    Every profile reads it, so that ``hopbench run`` and ``validate`` refuse a bad
+    contract as ``hopbench check`` does (docs/check.md); only the check acts on it.
+    """
+    if "contract" not in root.data:
+        return None
+    from ._contract_spec import parse_contract  # the [contract] keys and rules (docs/check.md)
+
+    return parse_contract(root.table("contract"))
 
 
 def _known_tables(root: Table) -> None:

@@ -187,6 +187,9 @@ class Profile:
     search: Any = field(default=None, compare=False)
     #: the ``[upstream]`` table (hopbench.config._upstream_spec.UpstreamSpec), or None
     upstream: Any = field(default=None, compare=False)
+    #: the ``[contract]`` table (hopbench.config._contract_spec.ContractSpec), or None; only
+    #: ``hopbench check`` acts on it (``hopbench run`` ignores it with a note: docs/check.md)
+    contract: Any = field(default=None, compare=False)
 
     @property
     def scopes(self) -> list[str]:

@@ -108,10 +108,31 @@ def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
 NO_OUTPUT_WARNING = "no output:"
 
 
+def cancelled_by_design(counters: Mapping[str, int]) -> bool:
+    """Whether every stream of a run (or a part of one) was cancelled and the scenario's
+    cancel key closed some: the rest were still short of their cancel point when the run
+    stopped (``cancelled`` at the stop), none completed or ended in an error. Such a run
+    did what it asked (``cancel = { fraction = 1, ... }``): it is judged on its cancels
+    (client_cancelled, cancel_delay, wasted tokens), never as "nothing completed"
+    (docs/results/counters.md, "Warnings"; issue 38).
+
+    Args:
+        counters: a scope's counters (or a summary's headline: ``started``,
+            ``completed``, ``cancelled``, ``client_cancelled``, ``errors``).
+    """
+    client = counters.get("client_cancelled", 0)
+    errors = counters["errors"] if "errors" in counters else sum(counters.get(k, 0) for k in BROKEN)
+    return (client > 0 and not counters.get("completed", 0) and not errors
+            and counters.get("started", 0) == client + counters.get("cancelled", 0))
+
+
 def arm_failed(counters: Mapping[str, int]) -> int:
     """The streams an A/B arm started (less its client cancels) when none of
-    them completed, else 0 (docs/ab-arms.md: such a run exits 4)."""
+    them completed, else 0 (docs/ab-arms.md: such a run exits 4); 0 too when every
+    stream was cancelled, by the cancel key or at the stop (``cancelled_by_design``)."""
     started = counters.get("started", 0) - counters.get("client_cancelled", 0)
+    if cancelled_by_design(counters):
+        return 0
     return started if started > 0 and not counters.get("completed", 0) else 0
 
 
@@ -163,7 +184,8 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
 
     Returns:
         list of str, possibly empty: always one when streams started and none
-        completed; one when the error rate or the share cancelled at the stop is above
+        completed ("nothing completed", or "cancelled at the stop" when the others were
+        all cancelled by the cancel key: ``cancelled_by_design``); one when the error rate or the share cancelled at the stop is above
         ``ERROR_RATE_WARN``; one for file-descriptor exhaustion
         (``connect_error.fd_limit``); one for wire error codes folded into
         "other".
@@ -181,7 +203,12 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
     by = stats.cancelled_by
     why = ("still running after run.grace_s" if by is None or by == "run.grace_s" else
            f"cancelled at once by {by}, before run.grace_s ended")
-    if started and not completed:
+    if started and not completed and cancelled_by_design(counters):
+        # the cancel key closed the others on purpose: the run is judged on its cancels
+        out.append(f"cancelled at the stop: {cancelled} streams had not reached their cancel point ({why}); "
+                   f"the other {counters.get('client_cancelled', 0)} were closed by the scenario's cancel key, "
+                   "as asked: the run is judged on its cancels")
+    elif started and not completed:
         # every one cancelled at the stop (a second SIGINT, a short grace): the stop ended
         # them, not the target; pointing at what the target said would blame it
         stopped = cancelled == started and not errors

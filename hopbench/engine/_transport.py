@@ -412,10 +412,10 @@ class StreamTransport(httpx.AsyncBaseTransport):
         resp = conn.response
         resp.reset()
         got_bytes = False
-        if trace is not None:
-            await trace("http11.send_request_headers.started", {})
         write_ns: int | None = None
         try:
+            if trace is not None:
+                await trace("http11.send_request_headers.started", {})
             if not data:  # written already (hopbench.engine._dispatch)
                 pass
             elif isinstance(data, tuple):  # a large body: written as it is, after the head
@@ -435,6 +435,9 @@ class StreamTransport(httpx.AsyncBaseTransport):
             if conn.reused:
                 raise _StaleConnection from exc
             raise httpx.WriteError(f"send failed: {exc}", request=request) from exc
+        except BaseException:  # a cancel (the scenario's after_ms, the stop) before the head: no leaked socket
+            await trio.aclose_forcefully(conn.stream)
+            raise
         head_bytes = 0
         # the head's reads are stamped too: body bytes that came with the head are
         # read with its last read (their client lag, docs/results.md)
