@@ -100,9 +100,10 @@ def test_cancels_join_a_hand_started_emulators_record(tmp_path: Path, served: tu
     # the proxy reads on after its client left (it does not pass the close on): upstream
     # streams ran to their end after the client's close, their tokens wasted
     assert c["cancel.upstream_completed"] >= 1 and c["cancel.wasted_tokens"] >= c["cancel.upstream_completed"]
-    # (the upstream notices a close only when the proxy drops its connection early: often never)
+    # (the upstream notices a close only when the proxy drops its connection early: often never;
+    # on a busy machine an upstream may also have finished before the client's close came)
     delays = out.summary["scopes"]["chat"]["metrics"].get("cancel_delay", {}).get("count", 0)
-    assert delays + c.get("cancel.upstream_not_closed", 0) == 12
+    assert delays + c.get("cancel.upstream_not_closed", 0) + c.get("cancel.upstream_finished_first", 0) == 12
     assert not [w for w in out.summary["warnings"] if "had no line in the upstream's record" in w]
 
 
