@@ -406,3 +406,11 @@ def test_meter_the_head_read_on_time_with_its_first_bytes_shares_their_exact_sta
     _token(m, w, first=True)
     assert w == 50 * _MS and m.headers_bound_ns == 0 and m.first_read_bound_ns == 0
     assert m.event_bound_ns == [0] and m.items_exact == 1 and m.items_bounded == 0
+
+
+def test_error_bound_warning_of_a_gap_inside_one_read_is_not_a_bare_zero() -> None:
+    # ITL of events that shared a read is 0 (HDR keeps 1 ns): "<0.001", as the table prints it
+    metrics = {"itl": {"p50": 0.000001, "p90": 0.000001, "p99": 0.000001, "p999": 0.000001,
+                       "error_bound_ms": {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 2.5}}}
+    (w,) = error_bound_warnings(metrics)
+    assert "all itl p999 <0.001 ms is known only to +-2.500 ms" in w and "0.000 ms" not in w

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .._advice import ADVICE
+from .._format import fmt_cell
 from ._hdr import Histogram
 from ._metrics import METRICS
 
@@ -201,7 +202,8 @@ def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str
             continue
         key, v, b = marked[-1]
         also = ", ".join(k for k, _, _ in marked[:-1])
-        out.append(f"error bound: {scope} {name} {key} {v:.3f} ms is known only to +-{b:.3f} ms "
+        shown = f"{v:.3f}" if v >= 0.001 else fmt_cell(v)  # a gap of events that shared a read: <0.001
+        out.append(f"error bound: {scope} {name} {key} {shown} ms is known only to +-{b:.3f} ms "
                    f"(over {ERROR_SHARE * 100:g} % of the value and {ERROR_MIN_NS / 1e6:g} ms"
                    + (f"; also {also}" if also else "")
                    + f"): its stamps were not exact (the client read late: see client_read_lag); cure: {cure}")
