@@ -444,3 +444,10 @@ def test_architecture_names_enough_code() -> None:
 def test_docs_name_only_what_exists(doc: str) -> None:
     _, stale = stale_spans(ROOT / doc)
     assert not stale, f"{doc} names what does not exist:\n" + "\n".join(stale)
+
+
+def test_readme_is_a_front_door_of_at_most_150_lines() -> None:
+    # issue 35: what it is, the two commands, one profile, what a run prints, the commands, links;
+    # the rest lives in docs/ (a new section there, a link here)
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines: move detail to docs/ and link it"
