@@ -94,9 +94,17 @@ def validate_command(profiles: Sequence[Path]) -> int:
     from ._toml import load_toml
 
     for path in profiles:
-        data = load_toml(path).data  # a check profile: a [contract], or an [upstream] and no [run] to run
-        check = "contract" in data or ("upstream" in data and "run" not in data)
+        data = load_toml(path).data  # a check profile only: a [contract] or an [upstream], and no [run] to run
+        check = ("contract" in data or "upstream" in data) and "run" not in data
         profile = load_check_profile(path)[0] if check else profile_overrides(load_profile(path), path)
+        also = ""
+        if not check and "contract" in data:  # run takes it (ignoring the contract); check may not
+            try:
+                load_check_profile(path)
+                also = " (and for hopbench check)"
+            except HopbenchError as exc:
+                also = " (for run; hopbench check would refuse it: see below)"
+                print(f"hopbench: note: {exc}", file=sys.stderr)
         for note in check_before_load(profile):  # what run refuses before its load, refused here too
             print(f"hopbench: warning: {note}", file=sys.stderr)
         for sc in profile.scenarios:
@@ -104,7 +112,7 @@ def validate_command(profiles: Sequence[Path]) -> int:
                 print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
         if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, read as 1
             print(f"hopbench: trace: {profile.load.trace.zero_note}", file=sys.stderr)
-        print(f"{path}: ok" + (" (a check profile: hopbench check)" if check else ""))
+        print(f"{path}: ok" + (" (a check profile: hopbench check)" if check else also))
     return EXIT_OK
 
 

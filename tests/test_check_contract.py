@@ -194,3 +194,19 @@ def test_check_request_takes_the_key_from_the_env_it_was_checked_against(tmp_pat
     env = {"HB_TEST_GATEWAY_KEY": "sk-test"}
     profile, _ = load_check_profile(path, env=env)
     assert _request(profile, profile.scenarios[0], env).headers["authorization"] == "Bearer sk-test"
+
+
+def test_contract_spec_validate_passes_a_run_profile_with_a_contract_as_run_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What validate passes, run starts: a run profile (embedded target) with a [contract] runs,
+    ignoring the contract, so validate passes it, and says why check would refuse it."""
+    from hopbench import _exit
+    from hopbench.cli import main
+
+    p = tmp_path / "p.toml"
+    p.write_text('[run]\nrequests = 1\n[load]\nconcurrency = 1\n[target]\nembedded = true\n'
+                 '[[scenario]]\nprotocol = "chat"\n[contract]\nkeepalive_interval_s = 2\n', encoding="utf-8")
+    assert main(["validate", str(p)]) == _exit.EXIT_OK
+    captured = capsys.readouterr()
+    assert f"{p}: ok (for run; hopbench check would refuse it" in captured.out
+    assert "expected [target].url to be the gateway under check" in captured.err

@@ -312,8 +312,11 @@ def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path
 # -- the command line ---------------------------------------------------------------------
 
 
-def test_cli_calibrate_prints_budgets_and_refuses_two_repeats(runs: dict[str, Path],
+def test_cli_calibrate_prints_budgets_and_refuses_two_repeats(runs: dict[str, Path], tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import shutil
+
     from hopbench.cli import main
 
     dirs = [str(runs[k]) for k in ("base", "again", "third")]
@@ -324,6 +327,17 @@ def test_cli_calibrate_prints_budgets_and_refuses_two_repeats(runs: dict[str, Pa
     assert "at least 3 are needed" in capsys.readouterr().err
     assert main(["calibrate", *dirs, "--figure", "ttfx.p50"]) == 2
     assert "unknown figure 'ttfx.p50'" in capsys.readouterr().err
+    # no repeat: one folder twice (its spread would read 0), or another run's load shape
+    assert main(["calibrate", dirs[0], dirs[1], dirs[0]]) == 2
+    err = capsys.readouterr().err
+    assert "given twice" in err and "calibrate: error: calibrate:" not in err
+    other = tmp_path / "other"
+    shutil.copytree(dirs[2], other)
+    summary = json.loads((other / "summary.json").read_text())
+    summary.setdefault("resolved_load", {})["load.concurrency"] = 99
+    (other / "summary.json").write_text(json.dumps(summary))
+    assert main(["calibrate", dirs[0], dirs[1], str(other)]) == 2
+    assert "not a repeat of" in capsys.readouterr().err
 
 
 def test_cli_compare_fail_on_worse_exit_codes(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

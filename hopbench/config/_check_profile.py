@@ -78,11 +78,12 @@ def load_check_profile(path: str | Path, *, env: Mapping[str, str] | None = None
     profile = _build(doc, env if env is not None else os.environ)
     root = Table(doc.data, doc, ())
     if profile.target.url is None:
-        raise root.error("target", "hopbench check: expected [target].url to be the gateway under check")
+        raise root.error("target", "expected [target].url to be the gateway under check "
+                                   "(hopbench check drives a real gateway)")
     up = profile.upstream
     if up is None or up.host is None or up.port is None:
         raise Table(doc.data.get("upstream", {}), doc, ("upstream",)).error(
-            "listen", "hopbench check: expected [upstream] listen = \"HOST:PORT\": the check starts the "
+            "listen", "expected [upstream] listen = \"HOST:PORT\": the check starts the "
                       "emulator there and drives it (the gateway's config points at it)")
     target = _host_port(profile.target.url)
     if target is not None and target[1] == up.port and _same_host(target[0], up.host):

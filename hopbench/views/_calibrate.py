@@ -238,13 +238,13 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
         UsageError: fewer than 3 repeats, or an unknown figure.
     """
     if len(folders) < 3:
-        raise UsageError(f"calibrate: {len(folders)} repeats: at least 3 are needed (a spread of two runs is "
+        raise UsageError(f"{len(folders)} repeats: at least 3 are needed (a spread of two runs is "
                          "no measurement; 5 or more make budgets that catch smaller changes)")
     parsed = []
     for fig in default_figures(summaries) if figures is None else figures:
         metric, _, stat = fig.partition(".")
         if metric not in METRICS or not stat:
-            raise UsageError(f"calibrate: unknown figure {fig!r}: expected <metric>.<stat>, e.g. ttft.p50 "
+            raise UsageError(f"unknown figure {fig!r}: expected <metric>.<stat>, e.g. ttft.p50 "
                              f"(metrics: {', '.join(METRICS)})")
         parsed.append((fig, metric, stat))
     tags = [f"{s}.{m}" for s in scopes for _, m, _ in parsed]
@@ -293,16 +293,30 @@ def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None 
     ``figures`` None: :func:`default_figures`).
 
     Raises:
-        UsageError: fewer than 3 folders, an unknown figure, ``alpha`` outside (0, 0.5).
+        UsageError: fewer than 3 folders, a folder given twice, folders that are not repeats of
+            one run (another load shape: ``views._load_shape``, compare's rule), an unknown
+            figure, ``alpha`` outside (0, 0.5).
         ResultsError: a folder that cannot be read.
     """
     from ..driver._results import read_summary
+    from ._load_shape import shape_differences
 
     if not 0 < alpha < 0.5:
         raise UsageError(f"--alpha: expected a number between 0 and 0.5, got {alpha}")
     if len(folders) < 3:
-        raise UsageError(f"calibrate: {len(folders)} repeats: at least 3 are needed (a spread of two runs is "
+        raise UsageError(f"{len(folders)} repeats: at least 3 are needed (a spread of two runs is "
                          "no measurement; 5 or more make budgets that catch smaller changes)")
+    seen: dict[Path, Path] = {}
+    for f in folders:  # a folder given twice is no repeat: its spread would read 0
+        key = f.resolve()
+        if key in seen:
+            raise UsageError(f"{f}: given twice ({seen[key]}): repeats are separate runs of one profile")
+        seen[key] = f
     summaries = [read_summary(f) for f in folders]
+    for f, s in zip(folders[1:], summaries[1:]):  # repeats of one unchanged run, as compare pairs them
+        diffs = shape_differences(summaries[0], s)
+        if diffs:
+            raise UsageError(f"{f}: not a repeat of {folders[0]} (the same profile, load and target): "
+                             + "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else ""))
     return calibrate([f if f.is_dir() else f.parent for f in folders], summaries, figures=figures,
                      scopes=scopes, alpha=alpha)
