@@ -51,3 +51,23 @@ def test_run_exit_points_at_error_samples_only_when_there_are_some(tmp_path: Pat
     head = {"headline": {"started": 3, "completed": 0}}
     assert "error_samples" not in said(dict(head, error_samples={}))
     assert "see the warnings and error_samples in" in said(dict(head, error_samples={"http_error.500": ["x"]}))
+
+
+def test_summary_table_shows_the_warm_ups_broken_streams() -> None:
+    # a target that failed from the start: every failure fell in the warm-up, the measured
+    # scopes read 0 broken; the table must not hide them (a fresh tester's finding)
+    import io
+
+    from rich.console import Console
+
+    from hopbench.views._summary_table import render_summary
+
+    warm = {"all": {"counters": {"started": 20, "http_error": 20, "http_error.501": 20}}}
+    summary = {"scopes": {"all": {"counters": {"started": 0}, "metrics": {}}}, "warmup": warm}
+    buf = io.StringIO()
+    render_summary(summary, Console(file=buf, width=200, color_system=None))
+    assert "warm-up (not in the figures above): started 20 · http_error 20; details: http_error.501 20" in buf.getvalue()
+    clean = {"scopes": summary["scopes"], "warmup": {"all": {"counters": {"started": 3, "completed": 3}}}}
+    buf = io.StringIO()
+    render_summary(clean, Console(file=buf, width=200, color_system=None))
+    assert "warm-up" not in buf.getvalue()

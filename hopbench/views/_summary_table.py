@@ -320,6 +320,22 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
     return out
 
 
+def _warmup_line(summary: Mapping[str, Any]) -> Text | None:
+    """The warm-up's broken streams, which the figures above leave out (summary.json
+    ``warmup``): a target that failed from the start must not read as "0 broken". None when
+    the warm-up broke no stream."""
+    warm = summary.get("warmup")
+    scope = warm.get("all") if isinstance(warm, Mapping) else None
+    counters = scope.get("counters") if isinstance(scope, Mapping) else None
+    if not isinstance(counters, Mapping) or not any(counters.get(k) for k in BROKEN):
+        return None
+    outcomes = " · ".join(f"{k} {counters.get(k, 0):,}" for k in ("started", *OUTCOMES) if counters.get(k))
+    tally = detail_tally(counters)
+    details = ", ".join(f"{k} {n:,}" for k, n in tally.details)
+    return Text(f"warm-up (not in the figures above): {outcomes}" + (f"; details: {details}" if details else ""),
+                style="red" if not counters.get("completed") else "yellow")
+
+
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """Print one compact table per scope, then the warnings.
 
@@ -347,6 +363,9 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         for line in _scope_lines(scope):
             console.print(line)
         console.print()
+    warm = _warmup_line(summary)
+    if warm is not None:
+        console.print(warm)
     from ..driver._overhead import overhead_lines  # docs/gateway-overhead.md
 
     for text in overhead_lines(summary.get("gateway_overhead") or {}):
