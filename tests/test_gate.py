@@ -90,7 +90,7 @@ def test_gate_inconclusive_fails_unless_the_budget_says_pass() -> None:
     few = _summary([100.0] * 50)
     r = evaluate_gate(few, {"ttft.p99": "<= 800ms"}).results[0]
     assert (r.status, r.passed, r.samples) == ("inconclusive", False, 50)
-    assert "50 samples, 100 needed" in r.reason
+    assert "too few samples (50, 100 needed)" in r.reason
     r = evaluate_gate(few, {"ttft.p99": {"limit": "<= 800ms", "inconclusive": "pass"}}).results[0]
     assert (r.status, r.passed) == ("inconclusive", True)
     r = evaluate_gate(few, {"ttft.p99": {"limit": "<= 800ms", "min_count": 50}}).results[0]
@@ -516,7 +516,7 @@ def test_gate_markdown_table_parses_back() -> None:
     assert budgets["`ttft.p50`"][0] == "✅ pass" and budgets["`ttft.p50`"][5] == "50"
     assert budgets["`ttft.max`"][0] == "❌ fail" and budgets["`ttft.max`"][6].startswith("fail: 100 <= 10 ms")
     assert budgets["`ttft.p99`"][0].startswith("⚠️ inconclusive")
-    assert budgets["`ttft.p99`"][6].startswith("inconclusive: 50 samples, 100 needed")
+    assert budgets["`ttft.p99`"][6].startswith("inconclusive: too few samples (50, 100 needed)")
     assert "FAILED" in md.splitlines()[0]
 
 

@@ -360,3 +360,12 @@ def test_run_quiet_prints_the_gates_verdict(tmp_path: Path, capsys: pytest.Captu
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "gate FAILED: ttft.count: fail: 6 >= 1000 is breached by 994 (exact: no noise to weigh it by)"
     assert out[1] == f"results: {tmp_path / 'r'}"
+
+
+def test_gate_too_few_samples_is_cured_by_a_longer_run_not_a_quieter_runner(runs: dict[str, Path]) -> None:
+    # one cause, one cure (issue 39 item 7): a budget short of samples needs more of them
+    v = _gate(runs["base"], {"ttft.p50": {"limit": "<= 60s", "min_count": 10**6}, "allow_saturated": True,
+                             "allow_load_not_held": True})
+    assert v.exit_code == 5
+    assert v.reason().startswith("gate INCONCLUSIVE (exit 5: run longer for more samples): ttft.p50:"), v.reason()
+    assert "quieter" not in v.reason()

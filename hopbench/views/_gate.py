@@ -219,7 +219,7 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
         bgot = _measure(baseline, b, base_measured_s, base_where)
         if bgot is None or bgot[0] is None or bgot[1] < b.min_count:
             n = 0 if bgot is None else bgot[1]
-            return inconclusive(f"baseline has {n} samples, {b.min_count} needed")
+            return inconclusive(f"too few samples in the baseline ({n}, {b.min_count} needed)")
         base_value = bgot[0]
         limit = _resolve_limit(b, base_value)
     if b.capacity is not None and value is None:
@@ -235,7 +235,7 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
     if b.arms_figure is not None and value is None:
         return inconclusive(f"no paired {b.arms_figure} (not an A/B arms run, or no streams.jsonl)")
     if samples < b.min_count:
-        return inconclusive(f"{samples} samples, {b.min_count} needed")
+        return inconclusive(f"too few samples ({samples}, {b.min_count} needed)")
     if value is None:
         if b.rate is not None and not RATES[b.rate].fraction and samples:
             return inconclusive("measured duration unknown")

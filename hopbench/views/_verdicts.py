@@ -386,7 +386,9 @@ class GateVerdicts:
         if v == INCONCLUSIVE:
             first = next((f"{c.name}: {c.detail}" for c in self.checks if c.verdict == INCONCLUSIVE), None) or next(
                 f"{k}: {j.reason}" for k, j, ok in self.budgets if j.verdict == INCONCLUSIVE and not ok)
-            return f"gate INCONCLUSIVE (exit 5: retry on a quieter runner): {first}"
+            # one cure for the cause: more samples for too few, a quieter runner for noise or saturation
+            cure = "run longer for more samples" if "too few samples" in first else "retry on a quieter runner"
+            return f"gate INCONCLUSIVE (exit 5: {cure}): {first}"
         held = sum(j.verdict == PASS for _, j, _ in self.budgets)
         rest = len(self.budgets) - held
         return f"gate passed: {held} held" + (f", {rest} inconclusive (allowed to pass)" if rest else "")
