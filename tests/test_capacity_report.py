@@ -42,7 +42,7 @@ def test_render_capacity_prints_the_table_and_the_capacity_line() -> None:
     text = console.export_text()
     assert "latency (ms) vs offered load (requests/s)" in text
     assert "20 ◀" in text and "320.0" in text  # TTFT p99 at 20 req/s
-    assert "capacity: capacity 20 requests/s (22 failed; resolution 0.1)" in text
+    assert "capacity: 20 requests/s (22 failed; resolution 0.1)" in text
 
 
 def test_gate_capacity_budget_holds_breaches_and_is_inconclusive_without_capacity() -> None:

@@ -676,7 +676,7 @@ def test_search_saturation_cause_is_printed_once(tmp_path: Path, monkeypatch: py
     captured = capsys.readouterr()
     printed = captured.out + captured.err
     assert printed.count(advice) == 1, printed
-    assert "capacity: capacity at least 16 requests/s; the upper bound was not judged: at 32" in captured.out
+    assert "capacity: at least 16 requests/s; the upper bound was not judged: at 32" in captured.out
     assert "hopbench: warning: capacity at least 16 requests/s" in captured.err
     # --quiet prints no capacity line: the exit line then carries the cause
     assert main(["search", str(path), "--out", str(tmp_path / "q"), "--no-report", "-q"]) == 5

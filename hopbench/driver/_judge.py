@@ -488,8 +488,11 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
         w = part.worker
         first += [f"worker {w.index}: {x}" for x in warns if x.startswith(_SATURATED)]
         if w.state == "crashed":
+            # "the others finished" only when some did (a Ctrl-C reaches every worker at once)
+            rest = sum(1 for q in parts if q.worker is not None and q is not part and q.worker.state != "crashed")
             first.append(f"worker {w.index} died: {w.error.splitlines()[-1] if w.error else '?'}"
-                         "; the others finished, its data up to then is included")
+                         + ("; the others finished, its data up to then is included" if rest
+                            else "; so did every other worker: the data up to then is included"))
         details.append(WorkerDetail(
             info=w, started=part.counters.started, completed=part.counters.completed, saturated=sat,
             cpu_mean=load_i["cpu_mean"], cpu_max=load_i["cpu_max"],

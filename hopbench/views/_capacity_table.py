@@ -105,8 +105,9 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
     if cap:
         color = "red" if cap.get("client_saturated") else "bold"
         # the message is text: "lengthen [search] duration_s" is not a markup tag
-        console.print(f"[{color}]capacity: {escape(str(cap.get('message')))}[/{color}]", highlight=False,
-                      soft_wrap=True)
+        message = str(cap.get("message"))  # "capacity 20 requests/s ...": the label says it once
+        message = message.removeprefix("capacity ") if message.startswith("capacity ") else message
+        console.print(f"[{color}]capacity: {escape(message)}[/{color}]", highlight=False, soft_wrap=True)
         knee = cap.get("emulator_knee")
         if isinstance(knee, Mapping) and (knee.get("rate_rps") or knee.get("concurrency")):
             configured = knee.get("rate_rps") if cap.get("mode") == "rate" else knee.get("concurrency")
