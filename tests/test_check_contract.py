@@ -210,3 +210,13 @@ def test_contract_spec_validate_passes_a_run_profile_with_a_contract_as_run_does
     captured = capsys.readouterr()
     assert f"{p}: ok (for run; hopbench check would refuse it" in captured.out
     assert "expected [target].url to be the gateway under check" in captured.err
+
+
+def test_check_command_a_dead_gateway_is_one_line_and_exit_4(tmp_path: Path, hopbench_cli) -> None:  # type: ignore[no-untyped-def]
+    """Nothing could be checked (issue 38's exit 4): the table says INCONCLUSIVE in words, as gate
+    does, and one line on stderr gives the first cause (a fresh tester's finding)."""
+    path = _write(tmp_path, target_port=free_port(), listen_port=free_port())
+    r = hopbench_cli(["check", str(path), "--out", str(tmp_path / "out")])
+    assert r.returncode == 4, r.stderr
+    assert "  INCONCLUSIVE  events_unchanged" in r.stdout and "????" not in r.stdout
+    assert "hopbench check: error: nothing could be checked (10 inconclusive): chat: no response from the gateway" in r.stderr

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .._errors import HopbenchError, ProfileError, UsageError
-from .._exit import EXIT_INPUT, EXIT_INTERRUPTED
+from .._exit import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_TARGET_FAILED
 from ..config._check_profile import load_check_profile
 from ..driver._common import default_out_dir
 from ._outputs import format_table
@@ -61,4 +61,8 @@ def check_command(profile: Path, *, out: Path | None = None, long: bool = False,
         except HopbenchError as exc:  # the verdicts stand without the page
             print(f"{prog}: warning: report.html not written: {exc}", file=sys.stderr)
     print(f"results: {folder} ({names})")
+    if run.exit_code == EXIT_TARGET_FAILED:  # one line for the one cause, not only the table's rows
+        reasons = [r.why for r in run.results if r.status == "inconclusive" and r.why]
+        first = reasons[0] if reasons else "every check was skipped"  # the script's first step: the cause
+        print(f"{prog}: error: nothing could be checked ({len(reasons)} inconclusive): {first}", file=sys.stderr)
     return run.exit_code

@@ -23,7 +23,7 @@ from ._result import STATUSES, CheckResult, CheckRun
 
 __all__ = ["contract_json", "format_table", "junit_xml", "markdown", "write_outputs"]
 
-_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "inconclusive": "????"}
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "inconclusive": "INCONCLUSIVE"}
 
 
 def _counts(results: list[CheckResult]) -> dict[str, int]:
@@ -54,14 +54,16 @@ def contract_json(run: CheckRun) -> dict[str, Any]:
 def format_table(run: CheckRun) -> str:
     """The terminal table: one line per check (status, id, observed), its reason below when not a pass."""
     width = max(len(r.id) for r in run.results)
+    marks = max(len(_MARK[r.status]) for r in run.results)  # INCONCLUSIVE, in words as gate says it
+    indent = " " * (marks + 4)
     lines = [f"hopbench check: {run.profile.target.url} (contract: {run.contract.source})"]
     for r in run.results:
-        lines.append(f"  {_MARK[r.status]}  {r.id:<{width}}  {r.observed}")
+        lines.append(f"  {_MARK[r.status]:<{marks}}  {r.id:<{width}}  {r.observed}")
         if r.status != "pass":
             if r.expected:
-                lines.append(f"        {'':<{width}}  expected: {r.expected}")
+                lines.append(f"{indent}{'':<{width}}  expected: {r.expected}")
             if r.why:
-                lines.append(f"        {'':<{width}}  why: {r.why}")
+                lines.append(f"{indent}{'':<{width}}  why: {r.why}")
     c = _counts(run.results)
     lines.append(f"{c['pass']} passed, {c['fail']} failed, {c['inconclusive']} inconclusive, {c['skip']} skipped"
                  f" in {run.duration_s:.1f} s; exit {run.exit_code}")
