@@ -369,3 +369,12 @@ def test_gate_too_few_samples_is_cured_by_a_longer_run_not_a_quieter_runner(runs
     assert v.exit_code == 5
     assert v.reason().startswith("gate INCONCLUSIVE (exit 5: run longer for more samples): ttft.p50:"), v.reason()
     assert "quieter" not in v.reason()
+
+
+def test_compare_says_once_what_its_p_and_n_are(runs: dict[str, Path]) -> None:
+    # every figure's "(p = ...)" is Holm-adjusted: say so once, with how many were judged
+    v = _judge(runs["base"], runs["again"])
+    legend = [line for line in v.lines() if line.startswith("p: ")]
+    judged = len(v.figures) - len(v.of("not judged"))
+    assert legend == [f"p: each figure's p-value adjusted by Holm across the {judged} figures judged (family-wise "
+                      f"alpha {v.alpha:g}); n: streams (effective samples), not events"]

@@ -174,6 +174,9 @@ class Verdicts:
         """The report: runners, what changed beyond noise, then the inconclusive ones, then the rest."""
         out = [f"runner: base {self.runners[0] or 'unknown'}; candidate {self.runners[1] or 'unknown'}"]
         out += [f"note: {n}" for n in self.notes]
+        judged = len(self.figures) - len(self.of(NOT_JUDGED))
+        out.append(f"p: each figure's p-value adjusted by Holm across the {judged} figures judged (family-wise "
+                   f"alpha {self.alpha:g}); n: streams (effective samples), not events")
         changed = self.of(WORSE, BETTER)
         inc = self.of(INCONCLUSIVE)
         rest = self.of(SAME, NOT_JUDGED)
