@@ -771,3 +771,19 @@ def test_gate_stage_that_measured_nothing_fails_streams_measured() -> None:
     # a search's empty probe is its capacity's business (capacity.status), not this check
     s = _summary(stages=stages, stages_kind="search", stage_of_record="stage-02-r10")
     assert evaluate_gate(s, {"ttft.p50": "<= 1s"}).passed
+
+
+def test_gate_budget_file_that_is_a_profile_without_a_gate_says_so(tmp_path: Path) -> None:
+    # `hopbench gate RUN --budget profiles/smoke.toml`: "no [gate] table", not "run.limit: required
+    # key is missing" (a fresh tester's finding); a profile with [gate] and a bare budget file still work
+    from hopbench._errors import ProfileError
+    from hopbench.config._gate_spec import load_budget_file
+
+    p = tmp_path / "p.toml"
+    p.write_text('[run]\nduration_s = 5\n[load]\nconcurrency = 1\n', encoding="utf-8")
+    with pytest.raises(ProfileError, match=r"no \[gate\] table: this is a profile \(it has \[run\]\)"):
+        load_budget_file(p)
+    p.write_text('[run]\nduration_s = 5\n[gate]\n"ttft.p99" = "<= 1s"\n', encoding="utf-8")
+    assert load_budget_file(p).data == {"ttft.p99": "<= 1s"}
+    p.write_text('"ttft.p99" = "<= 1s"\n', encoding="utf-8")
+    assert load_budget_file(p).data == {"ttft.p99": "<= 1s"}

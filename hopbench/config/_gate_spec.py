@@ -30,6 +30,7 @@ from typing import Any, Final
 from ..measure._metrics import METRICS
 from ..measure._outcomes import RATES
 from ..measure._recorder import ALL
+from .._errors import ProfileError
 from .._toml import Table, TomlDoc, closest_key, load_toml
 
 __all__ = [
@@ -351,9 +352,17 @@ def load_budget_file(path: Path) -> Table:
     works as a budget file), else the whole file.
 
     Raises:
-        ProfileError: missing, unreadable or invalid file.
+        ProfileError: missing, unreadable or invalid file; a profile without a ``[gate]`` table.
     """
     root = load_toml(path).root()
     if "gate" in root.data and isinstance(root.data["gate"], Mapping):
         return root.table("gate")
+    # (a budget file's [scenario.NAME] tables are budgets; a profile's [[scenario]] is a list)
+    profile_tables = [k for k in ("run", "load", "target") if k in root.data]
+    if isinstance(root.data.get("scenario"), list):
+        profile_tables.append("[scenario]")
+    if profile_tables:  # a profile without budgets: say so, not "run.limit: required key is missing"
+        raise ProfileError(f"no [gate] table: this is a profile (it has [{profile_tables[0]}]) without budgets; a "
+                           "budget file is a profile's [gate] table or budgets at the top level "
+                           "(\"ttft.p99\" = \"<= 800ms\"; docs/gate.md)", path=path)
     return root
