@@ -129,7 +129,7 @@ def test_pipe_output_search_lines_are_whole(folders: dict[str, object], width: s
     summary = _summary(out)
     capacity = summary.get("capacity")
     assert isinstance(capacity, dict)
-    _whole(f"capacity: {capacity['message']}", done.stdout)
+    _whole(f"capacity: {capacity['message'].removeprefix('capacity ')}", done.stdout)  # said once
     for w in summary.get("warnings") or []:  # type: ignore[union-attr]
         if not str(w).startswith("load generator saturated: "):  # the capacity line gives that one
             _whole(str(w), text)
