@@ -318,7 +318,7 @@ name = "c"
     assert summary["stage_of_record"] == "probe-03-c3"
     for s in summary["stages"]:  # every probe is a complete results folder of its own
         assert (out / s["folder"] / "summary.json").exists()
-    assert code == 0 and "capacity 3 users" in printed and "3 ◀" in printed
+    assert code == 0 and "capacity: 3 users" in printed and "3 ◀" in printed
     assert "capacity.concurrency" in printed and "held" in printed
 
 
