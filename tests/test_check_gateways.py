@@ -73,9 +73,12 @@ def test_check_caddy_streams(tmp_path: Path) -> None:
     emu, door = ports(2)
     with start("caddy", tmp_path / "caddy", emu, [door]) as urls:
         run, status = _check(tmp_path, urls[0], emu)
-    assert _failed(status) == HOPBASE_EXTRAS, format_table(run)
-    assert all(v == "pass" for k, v in status.items() if k not in HOPBASE_EXTRAS | {"stall_handling"}), \
-        format_table(run)
+    # Caddy 2.6.2 now and then cuts a healthy stream after its first event (docs/check.md's card):
+    # then that stream's events and usage differ too, and the table shows the cut ("not delivered")
+    cut = "not delivered" in format_table(run) and not {"events_unchanged", "usage_passthrough"} - _failed(status)
+    allowed = HOPBASE_EXTRAS | ({"events_unchanged", "usage_passthrough"} if cut else set())
+    assert _failed(status) == allowed, format_table(run)
+    assert all(v == "pass" for k, v in status.items() if k not in allowed | {"stall_handling"}), format_table(run)
 
 
 # -- LiteLLM (opt-in: -m litellm; its own virtual environment, ~750 MB) ----------------------------
