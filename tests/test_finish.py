@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hopbench._errors import ResultsError
-from hopbench.driver._judge import judge
+from hopbench.driver._judge import BUDGET_WINDOW_MIN_S, judge
 from hopbench.driver._summary import Part, RunEnd, WorkerInfo
 from hopbench.measure._counters import RunCounters
 from hopbench.config._profile import parse_profile
@@ -198,12 +198,15 @@ def test_finish_one_process_and_two_workers_write_the_same_summary_shape(tmp_pat
     for key in ("complete", "interrupted_by"):
         assert s1[key] == s2[key], key
     # 60 requests of ~10 ms streams: a budget's window under BUDGET_WINDOW_MIN_S is not judged
-    assert s1["complete"] is True and s1["load"]["held"] is None and s2["load"]["held"] is None
+    # (on a machine busy enough to stretch the window past it, it is, like any other)
+    assert s1["complete"] is True
+    for s in (s1, s2):
+        assert s["load"]["held"] is None or s["load"]["measured_s"] >= BUDGET_WINDOW_MIN_S, s["load"]
     # which outcome details are shown: the same detail counters, the same warnings
     details = [{k for k in s["scopes"][ALL]["counters"] if k.startswith("http_error.")} for s in (s1, s2)]
     assert details[0] == details[1] == {"http_error.500"}
     kinds = [sorted(re.sub(r"[0-9.]+%?", "N", w.split(":")[0]) for w in s["warnings"]
-                    if not w.startswith(_MACHINE)) for s in (s1, s2)]
+                    if not w.startswith((*_MACHINE, "load not held"))) for s in (s1, s2)]
     assert kinds[0] == kinds[1]
 
 
