@@ -370,7 +370,11 @@ async def test_body_reads_carry_the_kernels_receive_stamp() -> None:
                 t = now_ns()
         nursery.cancel_scope.cancel()
     assert chunks[0] == b"data: late\n\n"
-    assert sent <= body.rx_ns <= t - 50_000_000  # arrived before the busy 50 ms, read after them
+    # arrived before the busy 50 ms, read after them. (The kernel's CLOCK_REALTIME stamp is moved
+    # to hopbench's clock by an offset read from both clocks back to back; a preemption between
+    # the two reads shifts it: seen 0.36 ms on a busy CI machine. TODO: record that offset's
+    # measured error in the transport and use it here instead of a 2 ms allowance.)
+    assert sent - 2_000_000 <= body.rx_ns <= t - 50_000_000
 
 
 async def test_body_bytes_that_came_with_the_head_carry_the_heads_receive_stamp() -> None:
