@@ -54,7 +54,7 @@ from ..sse import SSEScanner
 from ..workload._cancel import CANCEL_OUTCOME, ClientCancel, chooses
 from ..workload._pool import Picker, Prepared
 from ..workload._sessions import Conversation, record_turn
-from ._client import _Client
+from ._client import _Client, send_own
 from ._classify import _detail, _http_error_code, classify_exception
 from ._schedule import LATER_SENT, SENT, WindowCount
 from ._transport import StreamTransport
@@ -584,7 +584,7 @@ class StreamMixin:
             raise request
         own = self._transport
         response = (await client.send(request, stream=True) if own is None
-                    else await self._send_own(own, request))
+                    else await send_own(self._client, own, request))
         try:
             t = now_ns()
             status = meter.status = response.status_code
@@ -756,29 +756,6 @@ class StreamMixin:
                 # (with the request, headers, URL: ~30 objects a stream) that only
                 # the cyclic collector would free (hopbench/engine/_collector.py)
                 response.stream = _SPENT_BODY
-
-    async def _send_own(self, own: StreamTransport, request: httpx.Request) -> httpx.Response:
-        """``self._client.send(request, stream=True)`` through hopbench's own
-        transport, without httpx's client layers (auth, redirects, event hooks,
-        the response's timer), which a load client's requests never use: they
-        cost ~40 us a request, ~5 % of a stream's CPU in a replay at 1,000
-        requests/s. What of them matters is kept: the response's request, the
-        cookie jar (a target's Set-Cookie goes into it; every later request is
-        then built by httpx with it, ``_build_request``), the request of an
-        httpx error (as httpx's ``request_context`` sets it).
-
-        Raises:
-            whatever the transport raises (httpx's exceptions, MalformedResponse).
-        """
-        try:
-            response = await own.handle_async_request(request)
-        except httpx.RequestError as exc:
-            if exc._request is None:  # (httpx's own request_context does the same)
-                exc.request = request
-            raise
-        response.request = request
-        self._client.cookies.extract_cookies(response)  # (_Cookies: nothing without a Set-Cookie)
-        return response
 
     def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
                      text: str | None, head_note: str | None = None) -> str:
