@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hopbench.check import CheckResult, check_exit_code
 from hopbench.check._checks import (Trial, cancel_propagation, events_unchanged, fault_translation,
-                                    keepalive_cadence, no_buffering, retries, stall_handling, usage_passthrough)
+                                    keepalive_cadence, midstream_error_shape, no_buffering, retries, stall_handling, usage_passthrough)
 from hopbench.check._probe import Probe
 from hopbench.check._upstream import Exchange
 from hopbench.config._contract_spec import ContractSpec
@@ -54,6 +54,18 @@ def test_no_upstream_request_is_inconclusive_not_fail() -> None:
     t = Trial(t.scenario, t.protocol, t.behaviour, t.probe, ())
     r = events_unchanged([t])
     assert r.status == "inconclusive" and "the upstream saw no request" in (r.why or "")
+
+
+def test_midstream_error_shape_names_a_cut_before_the_error_apart_from_a_swallowed_error() -> None:
+    err = b'data: {"error":{"message":"boom","type":"server_error","code":"server_error"}}\n\n'
+    up = [(i * MS, _chunk(i)) for i in range(3)] + [(3 * MS, err)]
+    assert midstream_error_shape([_trial(up, list(up))]).status == "pass"
+    swallowed = midstream_error_shape([_trial(up, up[:3])])  # every content event, the error dropped
+    assert swallowed.status == "fail" and swallowed.why == "s: no error event reached the client"
+    cut = midstream_error_shape([_trial(up, up[:1])])  # the stream ended after its first event
+    assert cut.status == "fail"
+    assert cut.why == "s: the gateway cut the stream after 1 of the upstream's 4 events, before its error event"
+    assert midstream_error_shape([_trial(up, up, status=502)]).why == "s: the status is not 200"
 
 
 def test_no_buffering_a_constant_delay_is_the_gateways_own_a_batch_is_held() -> None:

@@ -344,9 +344,14 @@ def midstream_error_shape(trials: Sequence[Trial]) -> CheckResult:
                f"({cl.error_code or cl.detail or t.probe.error or 'clean end, no error event'})")
         if t.probe.status == 200 and cl.outcome == "failed" and cl.error_code is not None:
             return "pass", obs, None, None
-        why = ("the status is not 200" if t.probe.status != 200
-               else "no error event reached the client")
-        return "fail", obs, why, sample
+        if t.probe.status != 200:
+            return "fail", obs, "the status is not 200", sample
+        up = timeline(t.upstream.writes).data if t.upstream is not None else ()
+        got = len(timeline(t.probe.reads).data)
+        if got < len(up) - 1:  # the upstream's last data event is its error: the cut came before it
+            return ("fail", obs, f"the gateway cut the stream after {got} of the upstream's {len(up)} events, "
+                    "before its error event", sample)
+        return "fail", obs, "no error event reached the client", sample
     return _judge("midstream_error_shape", "status 200, then the protocol's error event (chat data {\"error\"}, "
                   "responses response.failed, messages event: error)", trials, one)
 
