@@ -43,6 +43,7 @@ def haproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
 
 
 def _check(tmp: Path, url: str, emu: int) -> tuple[CheckRun, dict[str, str]]:
+    tmp.mkdir(parents=True, exist_ok=True)
     run = run_check(check_profile(tmp, url, emu), tmp / "out", env={})
     return run, {r.id: r.status for r in run.results}
 
@@ -69,21 +70,24 @@ def test_check_haproxy_http_no_delay_streams(tmp_path: Path, haproxy: tuple[str,
 
 
 def test_check_caddy_streams(tmp_path: Path) -> None:
+    """Caddy streams. Caddy 2.6.2 now and then cuts a stream after its first event (docs/check.md's
+    card: about 1 in 120 streams), which fails whichever check that stream served, and the table
+    says so ("not delivered", "cut the stream after"). So a run that fails more than HopBase's
+    extras is run once more: a check Caddy really breaks fails both times, a random cut rarely
+    lands on the same check twice."""
     _needs("caddy")
     emu, door = ports(2)
     with start("caddy", tmp_path / "caddy", emu, [door]) as urls:
-        run, status = _check(tmp_path, urls[0], emu)
-    # Caddy 2.6.2 now and then cuts a stream after its first event (docs/check.md's card). A healthy
-    # stream cut so fails events_unchanged and usage_passthrough too, and the table shows the cut ("not
-    # delivered"); a cut stream of the mid-stream error step fails midstream_error_shape, which names it
-    table = format_table(run)
-    allowed = set(HOPBASE_EXTRAS)
-    if "not delivered" in table and not {"events_unchanged", "usage_passthrough"} - _failed(status):
-        allowed |= {"events_unchanged", "usage_passthrough"}
-    if "the gateway cut the stream after" in table:
-        allowed.add("midstream_error_shape")
-    assert _failed(status) == allowed, format_table(run)
-    assert all(v == "pass" for k, v in status.items() if k not in allowed | {"stall_handling"}), format_table(run)
+        run, status = _check(tmp_path / "1", urls[0], emu)
+        failed = _failed(status)
+        if failed != HOPBASE_EXTRAS:
+            table = format_table(run)
+            assert "not delivered" in table or "cut the stream after" in table, table
+            run, status = _check(tmp_path / "2", urls[0], emu)
+            failed &= _failed(status)
+    assert failed == HOPBASE_EXTRAS, format_table(run)
+    assert status["stall_handling"] == "skip", format_table(run)
+    assert all(v in ("pass", "fail") for k, v in status.items() if k != "stall_handling"), format_table(run)
 
 
 # -- LiteLLM (opt-in: -m litellm; its own virtual environment, ~750 MB) ----------------------------
