@@ -327,8 +327,8 @@ def test_inflight_gauge_move_late_counts_back_by_the_lag() -> None:
 def test_run_in_flight_matches_the_emulators_open_streams_with_a_busy_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 20: unpaced streams (the whole answer in one write) and a client loop
-    kept busy (4 ms of CPU in every 6 ms): the mean in flight is within 5 % of the
-    reference (hopbench's send -> the emulator's last byte handed to send(), from its
+    kept busy (4 ms of CPU in every 6 ms): the mean in flight is within 5 % (plus what the
+    run's own error bound on the streams' ends allows) of the reference (hopbench's send -> the emulator's last byte handed to send(), from its
     ground truth; ``_in_flight_check``). Before, every stream stayed "in flight" until
     the busy loop served its last read (+26-39 %). No proxy, no buffering flag: the
     burst reads are the client's lag or the origin's own unpaced answer (issue 20, the
@@ -355,8 +355,17 @@ model = "m"
     truth = [json.loads(x) for x in (out / "ground_truth.jsonl").read_text().splitlines()]
     lag_p50_ms = summary["scopes"]["all"]["metrics"]["loop_lag"]["p50"]
     assert lag_p50_ms > 0.5  # the loop was busy
-    _, _, _, error = _in_flight_check(summary, out, seen[0], 1, "8 users, busy loop")
-    assert abs(error) <= 0.05, (error, summary["load"])
+    reference, _, rate, error = _in_flight_check(summary, out, seen[0], 1, "8 users, busy loop")
+    # 5 %, plus what this run says its stream ends could be off by: each stream's end is its last
+    # event's stamp, exact (kernel) or a bound, and E2E carries that bound (error_bound_ms, the
+    # largest over its percentiles), times the streams per second (Little's law), over the
+    # reference. Quiet, the ends are exact (bound 0: 5 %); a CI machine at load 14 (loop lag p50
+    # 86 ms) read +37 %, which only a run that measured its ends as that uncertain may pass.
+    e2e = summary["scopes"]["all"]["metrics"]["e2e"]
+    end_bound_s = max(e2e.get("error_bound_ms", {}).values(), default=0.0) / 1000
+    tolerance = 0.05 + rate * end_bound_s / reference
+    print(f"tolerance {tolerance:.1%} (E2E's error bound up to {end_bound_s * 1000:.3f} ms)")
+    assert abs(error) <= tolerance, (error, tolerance, summary["load"])
     # no proxy, no buffering flag: neither the client's lag nor the unpaced origin is one.
     # Only a stream the emulator itself held back can be flagged: written >= 10 ms late
     # by its starved loop, 20 + 10 ms after its head, ~ the 31 ms that 32 events paced at
