@@ -364,6 +364,7 @@ def test_compare_same_config_no_significant_change(runs: dict[str, Path],
     assert data["verdict"] in ("same", "inconclusive", "better")
 
 
+@pytest.mark.slow
 def test_compare_ttft_raised_twenty_percent_is_worse(runs: dict[str, Path],
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.process_time()  # CPU time: a busy neighbour cannot inflate it
@@ -401,6 +402,7 @@ def _assert_noise_explains(metric: dict[str, Any]) -> None:
     assert reasons and all("noise" in r or "saturated" in r or "too few" in r for r in reasons), reasons
 
 
+@pytest.mark.slow
 def test_compare_text_and_markdown_outputs(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     # what the runs measured decides what the outputs must say (see the test above)
     _, data = _json(capsys, [str(runs["base"]), str(runs["slower"]), "--metric", "ttft"])

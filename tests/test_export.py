@@ -85,6 +85,7 @@ def test_export_csv_round_trips(run_dir: Path, tmp_path: Path) -> None:
     assert any(r["detail"] for r in streams) and any(not r["detail"] for r in streams)
 
 
+@pytest.mark.slow
 def test_export_jsonl_round_trips(run_dir: Path, tmp_path: Path) -> None:
     paths = export_results(run_dir, "jsonl", tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -105,6 +106,7 @@ def test_export_jsonl_round_trips(run_dir: Path, tmp_path: Path) -> None:
     assert back == {(x["url"], x["t_ms"]): x["s"] for x in scrapes} and len(back) >= 2
 
 
+@pytest.mark.slow
 def test_export_without_scrape_writes_no_scrape_table(run_dir: Path, tmp_path: Path) -> None:
     import shutil
 
@@ -113,6 +115,7 @@ def test_export_without_scrape_writes_no_scrape_table(run_dir: Path, tmp_path: P
     assert [p.name for p in export_results(plain, "csv")] == ["summary.csv", "streams.csv"]
 
 
+@pytest.mark.slow
 def test_export_parquet_round_trips_or_names_the_extra(run_dir: Path, tmp_path: Path) -> None:
     if importlib.util.find_spec("pyarrow") is None:
         with pytest.raises(UsageError, match=r"pip install 'hopbench\[parquet\]'"):
@@ -129,6 +132,7 @@ def test_export_parquet_round_trips_or_names_the_extra(run_dir: Path, tmp_path: 
     assert pq.read_table(paths[0]).to_pylist() == summary_rows(summary) + trust_rows(summary)
 
 
+@pytest.mark.slow
 def test_export_unwritable_folder_is_a_clear_error(run_dir: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     blocker = tmp_path / "a-file"
@@ -140,6 +144,7 @@ def test_export_unwritable_folder_is_a_clear_error(run_dir: Path, tmp_path: Path
     assert main(["export", str(tmp_path / "missing")]) == 2
 
 
+@pytest.mark.slow
 def test_export_skips_a_cut_last_line_with_a_warning(run_dir: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """A crash mid-write cuts streams.jsonl's last line: the complete lines are exported,
@@ -166,6 +171,7 @@ def test_export_skips_a_cut_last_line_with_a_warning(run_dir: Path, tmp_path: Pa
         export_results(cut, "csv", tmp_path / "z")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["streams.jsonl", "scrape.jsonl", "summary.json"])
 def test_export_non_utf8_bytes_name_file_and_line_exit_2(run_dir: Path, tmp_path: Path, name: str,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
@@ -185,6 +191,7 @@ def test_export_non_utf8_bytes_name_file_and_line_exit_2(run_dir: Path, tmp_path
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_export_a_last_line_cut_inside_a_character_is_skipped(run_dir: Path, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
@@ -222,6 +229,7 @@ def _staged(run_dir: Path, tmp_path: Path, missing: bool = False) -> Path:
     return top
 
 
+@pytest.mark.slow
 def test_export_staged_folder_exports_every_stage_with_a_stage_column(run_dir: Path, tmp_path: Path) -> None:
     """A staged/search folder keeps its streams in stage-NN-*/ sub-folders: they are all
     exported, each row naming its stage; the stage and capacity figures are summary rows."""
@@ -247,6 +255,7 @@ def test_export_staged_folder_exports_every_stage_with_a_stage_column(run_dir: P
     assert scrape and {json.loads(x)["stage"] for x in scrape} == {"stage-01-c1", "stage-02-c2"}
 
 
+@pytest.mark.slow
 def test_export_staged_folder_missing_stage_warns(run_dir: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     top = _staged(run_dir, tmp_path, missing=True)

@@ -54,6 +54,7 @@ async def test_failing_target_stops_early_naming_status_and_content_type() -> No
     assert 20 <= started < 40  # stopped at the 20th failure: the in-flight ones end, no more start
 
 
+@pytest.mark.slow
 async def test_failing_target_limit_is_the_profiles() -> None:
     runner, rec = await _run("html_500", "requests = 400\nstop_on_failing_target = 5")
     assert runner.stats.interrupted_by is not None and "the first 5 responses" in runner.stats.interrupted_by

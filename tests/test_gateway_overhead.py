@@ -444,6 +444,7 @@ def test_client_cancels_behind_a_gateway_are_joined_with_the_upstream_record(tmp
     assert s["gateway_overhead"]["matched"] == 6
 
 
+@pytest.mark.slow
 def test_cancelled_streams_are_no_gateway_loss(tmp_path: Path) -> None:
     """A stream the client cancelled is never a gateway loss (issue 38): the events and usage the
     upstream wrote after the client left are `not_seen_after_cancel`, never `dropped`. The emulator
@@ -475,6 +476,7 @@ def test_buffering_advice_names_the_gateways_own_setting() -> None:
 
 # A cancel before the response head leaves the client's socket to the collector (a ResourceWarning,
 # seen here; the runner's, not this join's): reported, ignored in this test only.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_streams_cancelled_before_the_upstream_are_no_gateway_answer(tmp_path: Path) -> None:

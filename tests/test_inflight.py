@@ -136,6 +136,7 @@ async def test_runner_phases_exact_under_a_fake_clock(autojump_clock: trio.testi
     assert sum(ln[f"{p}_mean"] for p in PHASES for ln in lines[:9]) == pytest.approx(18.0, abs=1e-5)
 
 
+@pytest.mark.slow
 async def test_runner_open_loop_achieved_rate_counts_requests_sent(
         autojump_clock: trio.testing.MockClock) -> None:
     """An open loop whose requests spend time waiting and connecting: the achieved

@@ -39,6 +39,9 @@ from _servers import LLMOCK_REQUIREMENT, ServerProcess, ensure_venv, free_port
 
 from hopbench.protocols import decode_stream
 
+#: a real third-party server in its own virtual environment (installed on first use): end to end
+pytestmark = pytest.mark.slow
+
 OUTCOMES = ("completed", "failed", "truncated", "timeout", "http_error", "connect_error", "cancelled")
 MODELS = {"chat": "gpt-4o-mini", "responses": "gpt-4o-mini", "messages": "claude-sonnet-4-5"}
 MESSAGES_PATH = "/anthropic/v1/messages"  # llmock's Anthropic prefix; /v1/messages is 404

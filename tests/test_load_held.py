@@ -77,6 +77,7 @@ def _not_held(warnings: list[str]) -> list[str]:
 
 # -- 1. a short seeded Poisson run ------------------------------------------------
 
+@pytest.mark.slow
 async def test_load_held_short_poisson_run_is_judged_on_its_due_arrivals(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # breaker: Poisson at 10/s, Ctrl-C after 1.2 s. Seed 4's schedule had 9 arrivals in
@@ -100,6 +101,7 @@ async def test_load_held_short_poisson_run_is_judged_on_its_due_arrivals(
         "9 of 9 due arrivals sent (7.50 of 10.00 requests/s)")
 
 
+@pytest.mark.slow
 async def test_load_held_a_client_behind_its_schedule_is_not_held(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # the loop takes 0.15 s more than the schedule per arrival (constant, 10/s): by the stop at
@@ -146,6 +148,7 @@ def test_load_held_poisson_fork_continues_the_same_schedule() -> None:
 
 # -- 2. a trace replay, and a trace at one instant -------------------------------
 
+@pytest.mark.slow
 async def test_load_held_trace_due_is_the_entries_due_in_the_window(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     transport = fake_transport(Plan(gaps_s=(0.1,)))
@@ -157,6 +160,7 @@ async def test_load_held_trace_due_is_the_entries_due_in_the_window(
     assert load["held"] is True and not _not_held(warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", [[500.0], [500.0, 500.0, 500.0]])
 async def test_load_held_trace_at_one_instant_has_no_rate(
         autojump_clock: trio.testing.MockClock, tmp_path: Path,
@@ -217,6 +221,7 @@ def test_load_held_trace_at_one_instant_short_of_its_due_is_not_held(tmp_path: P
 
 # -- 3. workers: the due counts add up ---------------------------------------------
 
+@pytest.mark.slow
 async def test_load_held_workers_due_adds_up(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     from hopbench.driver._share import share_profile, split_load
@@ -341,6 +346,7 @@ def test_load_held_gate_and_terminal_share_one_phrase(load: dict[str, Any]) -> N
 
 # -- sessions: the arrivals are sessions, not their turns ------------------------------
 
+@pytest.mark.slow
 async def test_load_held_open_loop_sessions_count_sessions_not_their_later_turns(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # breaker (real llmock): rate_rps = 4 sessions/s of 4 turns read "load: 9.50 of 4.00
@@ -723,6 +729,7 @@ def test_the_rest_of_a_very_high_rate_is_counted_not_walked() -> None:
     assert small == 1000  # under WALK_MAX: every arrival read, exactly
 
 
+@pytest.mark.slow
 async def test_load_held_a_request_budget_is_judged_and_counts_users_closing(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # issue 39: a run.requests closed loop whose users spend 0.8 s of each 1 s closing a
@@ -740,6 +747,7 @@ async def test_load_held_a_request_budget_is_judged_and_counts_users_closing(
         assert "and 3.2 closing a finished stream on the client side" in warned, warned
 
 
+@pytest.mark.slow
 async def test_load_held_a_request_budget_that_held_is_not_cut_by_its_drain(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # the users drain one by one after the last request is taken: not a failure to hold load

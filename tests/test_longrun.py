@@ -66,6 +66,7 @@ def test_meter_memory_does_not_grow_with_the_stream() -> None:
 # -- the runner: gaps land in the interval they occurred in ------------------------------
 
 
+@pytest.mark.slow
 async def test_runner_itl_lands_in_the_interval_it_occurred_in(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """One stream of 21 tokens 0.25 s apart, from 0.35 s to 5.35 s, in 1 s intervals:
@@ -97,6 +98,7 @@ def test_interval_end_keeps_the_grid_on_time_and_the_truth_when_late() -> None:
     assert interval_end(int(5.8 * S), 4 * S) == int(5.8 * S)
 
 
+@pytest.mark.slow
 async def test_runner_late_ticker_rates_and_in_flight_use_the_real_duration(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two users, 1.1 s streams; the loop is blocked for 2.5 s at 3.45 s (the clock jumps
@@ -139,6 +141,7 @@ async def test_runner_late_ticker_rates_and_in_flight_use_the_real_duration(
     assert completed / dur_s == pytest.approx(2 / 2.95)
 
 
+@pytest.mark.slow
 async def test_runner_keeps_a_bounded_number_of_timeline_records(
         autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """RunStats holds the last RECENT_INTERVALS timeline records, not one per interval

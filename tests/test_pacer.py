@@ -150,6 +150,7 @@ model = "m"
     return prof
 
 
+@pytest.mark.slow
 async def test_pacer_runner_sends_due_trace_arrivals_in_bounded_bursts(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     # 40 arrivals all due at the start: 16 at once, then a yield, 16 more, a yield, the last 8
@@ -167,6 +168,7 @@ async def test_pacer_runner_sends_due_trace_arrivals_in_bounded_bursts(
     assert rec.snapshot().histogram(ALL, "schedule_lag").max <= 1  # MockClock: on time
 
 
+@pytest.mark.slow
 async def test_pacer_switch_interval_during_an_open_loop_run(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     seen: list[float] = []

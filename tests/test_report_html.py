@@ -126,6 +126,7 @@ def test_write_report_builds_from_emulator_run(runs: tuple[Path, Path], report: 
     assert any(d == "http_error.429" or d.startswith("http_error.429 (error codes ") for d in details), details
 
 
+@pytest.mark.slow
 def test_write_report_timeline_has_every_series(report: Path) -> None:
     traces = _figure_data(report.read_text(encoding="utf-8"), "fig-timeline")
     names = {t["name"] for t in traces}
@@ -135,6 +136,7 @@ def test_write_report_timeline_has_every_series(report: Path) -> None:
     assert sum(started["y"]) > 0 and started["x"] == sorted(started["x"])
 
 
+@pytest.mark.slow
 def test_write_report_shows_warnings_escaped(runs: tuple[Path, Path], tmp_path: Path) -> None:
     odd = tmp_path / "warned"
     shutil.copytree(runs[0], odd)
@@ -149,6 +151,7 @@ def test_write_report_shows_warnings_escaped(runs: tuple[Path, Path], tmp_path: 
     assert "no warnings" not in page
 
 
+@pytest.mark.slow
 def test_write_report_names_a_killed_runs_checkpoint(runs: tuple[Path, Path], tmp_path: Path) -> None:
     # SIGKILL: the last summary.json is a checkpoint (ended_at null, no interrupted_by)
     killed = tmp_path / "killed"
@@ -162,6 +165,7 @@ def test_write_report_names_a_killed_runs_checkpoint(runs: tuple[Path, Path], tm
             'the load: the run was killed before its final write; results are partial</div>') in page
 
 
+@pytest.mark.slow
 def test_spectrum_matches_hgrm_file(runs: tuple[Path, Path]) -> None:
     run = load_run(runs[0])
     h = run.snapshot.histogram("chat", "ttft")
@@ -178,6 +182,7 @@ def test_spectrum_empty_histogram_is_empty() -> None:
     assert spectrum(Histogram("ttft")) == ([], [], [])
 
 
+@pytest.mark.slow
 def test_read_hlog_agrees_with_hdrh_reader(runs: tuple[Path, Path]) -> None:
     path = runs[0] / "intervals.hlog"
     ours = read_hlog(path, ["all.ttft"])["all.ttft"]
@@ -206,6 +211,7 @@ def test_read_hlog_malformed_line_names_file_and_line(tmp_path: Path) -> None:
         read_hlog(log)
 
 
+@pytest.mark.slow
 def test_write_report_compare_overlays_two_runs(runs: tuple[Path, Path], tmp_path: Path) -> None:
     out = write_report(runs[0], compare_dir=runs[1], out=tmp_path / "cmp.html")
     page = out.read_text(encoding="utf-8")
@@ -219,6 +225,7 @@ def test_write_report_compare_overlays_two_runs(runs: tuple[Path, Path], tmp_pat
     assert page.count("streams completed") >= 2 and "completed/s" in page and "error rate" in page
 
 
+@pytest.mark.slow
 def test_report_main_writes_and_names_unreadable_input(runs: tuple[Path, Path], tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.html"
@@ -235,6 +242,7 @@ def test_report_main_writes_and_names_unreadable_input(runs: tuple[Path, Path], 
     assert main(["report", "--bogus"]) == 2
 
 
+@pytest.mark.slow
 def test_write_report_raises_only_results_error(runs: tuple[Path, Path], tmp_path: Path) -> None:
     odd = tmp_path / "odd"
     shutil.copytree(runs[0], odd)
@@ -249,6 +257,7 @@ def test_write_report_raises_only_results_error(runs: tuple[Path, Path], tmp_pat
         write_report(runs[0], out=blocker / "report.html")
 
 
+@pytest.mark.slow
 def test_write_report_survives_missing_interval_files(runs: tuple[Path, Path], tmp_path: Path) -> None:
     partial = tmp_path / "partial"
     partial.mkdir()
@@ -374,6 +383,7 @@ def test_report_html_renders_in_chromium(report: Path, tmp_path: Path) -> None:
     assert coloured > 2000, f"the screenshot looks blank: {coloured} coloured pixels"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["timeline.jsonl", "intervals.hlog", "summary.json"])
 def test_report_non_utf8_bytes_name_file_and_line(runs: tuple[Path, Path], tmp_path: Path, name: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
@@ -401,6 +411,7 @@ def test_report_scrape_reader_non_utf8_line_named_cut_last_line_skipped(tmp_path
     assert read_scrapes(tmp_path) == [{"t_ms": 1}]
 
 
+@pytest.mark.slow
 def test_write_report_marks_a_percentile_whose_error_bound_is_too_wide(runs: tuple[Path, Path],
                                                                        tmp_path: Path) -> None:
     """docs/results/units.md, "Times from the wire": a percentile whose error_bound_ms is over 10 %

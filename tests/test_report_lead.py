@@ -35,6 +35,7 @@ def _body(page: str) -> str:
     return page[page.index("</head>"):]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PURPOSE))
 def test_report_page_order_verdict_then_purpose_then_figures(pages: dict[str, str], name: str) -> None:
     page = _body(pages[name])
@@ -52,6 +53,7 @@ def test_report_page_order_verdict_then_purpose_then_figures(pages: dict[str, st
         assert verdict.index("gate-verdict") < verdict.index("streams completed")
 
 
+@pytest.mark.slow
 def test_report_shows_the_gate_verdict_and_exit_code(pages: dict[str, str]) -> None:
     page = _body(pages["ci-gate"])
     box = re.search(r'<div id="gate-verdict" class="(\w+)"><b>(.*?)</b>(.*?)</div>', page)
@@ -66,10 +68,12 @@ def test_report_shows_the_gate_verdict_and_exit_code(pages: dict[str, str]) -> N
     assert '<div id="gate-verdict" class="warn"><b>gate INCONCLUSIVE (exit 5' in inconclusive
 
 
+@pytest.mark.slow
 def test_report_without_gate_has_no_gate_verdict(pages: dict[str, str]) -> None:
     assert "gate-verdict" not in pages["ab-arms"] and "purpose-gate" not in pages["ab-arms"]
 
 
+@pytest.mark.slow
 def test_report_saturation_cause_said_once(pages: dict[str, str]) -> None:
     # the capacity run saturated: the gate, two warnings and the search all gave the same cause
     summary = json.loads((DATA / "capacity" / "summary.json").read_text(encoding="utf-8"))
@@ -113,6 +117,7 @@ def test_report_detail_bars_have_their_outcome_colour() -> None:
     assert detail_colour("anomaly.unknown_event") not in _OUTCOME_COLOURS.values()
 
 
+@pytest.mark.slow
 def test_report_clean_run_has_no_empty_error_chart(pages: dict[str, str]) -> None:
     run = load_run(DATA / "ci-gate")
     assert not any(k.startswith(("failed.", "http_error", "anomaly.")) and n
@@ -151,6 +156,7 @@ def test_report_capacity_figure_in_the_page_style() -> None:
     assert styles["TTFT p50"] == same["ttft p50"] and styles["TTFT p99"] == same["ttft p99"]
 
 
+@pytest.mark.slow
 def test_report_stop_reasons_table_wraps(pages: dict[str, str]) -> None:
     page = _body(pages["ci-gate"])
     section = page[page.index("<h2>Stop reasons and stream flags</h2>"):page.index("<h2>Tokens</h2>")]
@@ -158,6 +164,7 @@ def test_report_stop_reasons_table_wraps(pages: dict[str, str]) -> None:
     assert "proxy_<wbr>buffering_<wbr>suspected" in section
 
 
+@pytest.mark.slow
 def test_arm_differences_say_tok_s_as_every_other_table(pages: dict[str, str]) -> None:
     block = json.loads((DATA / "ab-arms" / "summary.json").read_text(encoding="utf-8"))["arm_differences"]
     text = render_arm_differences(block)
@@ -169,6 +176,7 @@ def test_arm_differences_say_tok_s_as_every_other_table(pages: dict[str, str]) -
     assert "<td class=\"l\">tok/s</td>" in arms and "tokens/s" not in arms
 
 
+@pytest.mark.slow
 def test_report_of_a_compare_leads_with_both_verdicts(tmp_path: Path) -> None:
     b = tmp_path / "b"
     shutil.copytree(DATA / "ci-gate", b)

@@ -100,6 +100,7 @@ def test_run_faults_counters_match_ground_truth(faults_run: tuple[dict, list[dic
                                                           "http_error", "connect_error", "cancelled")), scope
 
 
+@pytest.mark.slow
 def test_run_faults_per_protocol_scopes(faults_run: tuple[dict, list[dict]]) -> None:
     summary, truth = faults_run
     proto_of = {"chat-gpt-emu": "chat", "responses-gpt-emu": "responses", "messages-claude-emu": "messages"}
@@ -116,6 +117,7 @@ def _hist(metric: str, values: list[int]) -> Histogram:
     return h
 
 
+@pytest.mark.slow
 def test_run_timing_matches_injected_ttft_and_gaps(faults_run: tuple[dict, list[dict]]) -> None:
     """Acceptance (issue 5): measured TTFT and inter-token gaps match the injected
     ones within 2 ms at p50 and 10 ms at p99, for profiles/faults.toml, plus the
@@ -161,6 +163,7 @@ def test_run_timing_matches_injected_ttft_and_gaps(faults_run: tuple[dict, list[
     assert abs(m["itl"]["p99"] - inj_itl.percentile(99) / ms) <= 10.0 + lag["max"] + late_max
 
 
+@pytest.mark.slow
 def test_run_stream_log_joins_ground_truth(faults_run: tuple[dict, list[dict]], tmp_path: Path) -> None:
     summary, truth = faults_run
     out = Path(summary["_out"])
@@ -341,6 +344,7 @@ def test_run_unreachable_target_stops_early_exit_2(tmp_path: Path) -> None:
     assert s["complete"] is False and s["scopes"]["all"]["counters"]["connect_error"] >= 20
 
 
+@pytest.mark.slow
 def test_run_cli_refuses_secrets_in_target_url_and_a_used_folder(tmp_path: Path) -> None:
     prof = ROOT / "profiles" / "smoke.toml"
     fake_key = "sk-" + "test" * 6  # built at run time: no key-shaped literal in the repository
@@ -450,6 +454,7 @@ model = "m"
     assert load["arrival_rate_rps"] > 2 * load["achieved_rate_rps"]
 
 
+@pytest.mark.slow
 def test_run_emulator_key_and_overload_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hopbench.driver._common import emulator_warnings
 

@@ -98,6 +98,7 @@ async def test_runner_max_event_bytes_from_the_profile_reaches_the_scanner(
         assert rec.snapshot().counter(ALL, "truncated.oversize_event") == 1
 
 
+@pytest.mark.slow
 async def test_runner_clock_first_byte_counts_from_the_write_not_the_connect(
         autojump_clock: trio.testing.MockClock) -> None:
     # docs/profiles.md: first_byte_s runs from the request's write; a connect is bounded

@@ -94,6 +94,7 @@ def test_runner_request_cookies_skip_work_but_are_kept(tmp_path: Path) -> None:
     trio.run(main)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["hopbench", "httpx"])
 async def test_runner_request_cookies_and_large_bodies_reach_the_wire(transport: str) -> None:
     """End to end over 127.0.0.1 (review of the direct send to hopbench's transport):

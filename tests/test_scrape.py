@@ -136,6 +136,7 @@ def metrics_server() -> Iterator[str]:
         thread.join()
 
 
+@pytest.mark.slow
 def test_scrape_bad_endpoints_are_counted_not_raised(metrics_server: str, tmp_path: Path) -> None:
     paths = ["ok", "html", "garbage", "huge", "endless", "slow", "missing"]
     # generous timeouts (a loaded CI machine) except for the endpoint that must time out

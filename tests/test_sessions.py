@@ -109,6 +109,7 @@ async def _run(prof: Path) -> tuple[Recorder, list[dict[str, Any]], list[bytes]]
     return rec, lines, [body for _, body, _ in seen]
 
 
+@pytest.mark.slow
 async def test_session_turns_send_the_streamed_text_back_after_the_think_time(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     rec, lines, bodies = await _run(_profile(tmp_path, "{ turns = 3, think_time_s = 2 }"))
@@ -130,6 +131,7 @@ async def test_session_turns_send_the_streamed_text_back_after_the_think_time(
     assert summary_scopes(rec.snapshot())["s"]["turns"] == turns
 
 
+@pytest.mark.slow
 async def test_session_open_loop_later_turns_count_from_the_end_of_the_think_time(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     prof = _profile(tmp_path, "{ turns = 2, think_time_s = 1 }",
@@ -192,6 +194,7 @@ def test_session_example_profile_ttft_rises_with_the_turn(tmp_path: Path) -> Non
         (turns, truth_rise, noise_ms)
 
 
+@pytest.mark.slow
 async def test_session_replays_a_dataset_records_user_turns(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     (tmp_path / "d.jsonl").write_text(

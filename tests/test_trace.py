@@ -448,6 +448,7 @@ def test_trace_replay_plan_says_its_length_and_warns_of_a_stretched_or_cut_repla
         "run.duration_s = 3 ends the replay after 3 of its 4 requests (the window takes 5.0 s at speedup 2)")
 
 
+@pytest.mark.slow
 def test_trace_stretched_replay_warns_on_the_command_line(tmp_path: Path) -> None:
     _trace(tmp_path, '{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n'
                      '{"timestamp_ms": 1000, "input_tokens": 1, "output_tokens": 1}\n')

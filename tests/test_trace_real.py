@@ -64,6 +64,7 @@ def _azure_rows(path: Path) -> list[tuple[int, int, int, int]]:
     return rows
 
 
+@pytest.mark.slow
 def test_trace_real_azure_slice_replays_on_the_emulator(tmp_path: Path) -> None:
     """200 rows of Azure's public conversation trace (61 s of trace time) at speedup 40:
     every row is one arrival, at its offset, with its own input and output lengths."""
@@ -170,6 +171,7 @@ def test_trace_zero_rule_still_refuses_negative_fractional_and_huge_lengths(tmp_
     assert str(err.value).startswith(f"{path}:{line}: ") and message in str(err.value), str(err.value)
 
 
+@pytest.mark.slow
 async def test_trace_zero_token_rows_are_sent_with_one_token(
         autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
     """The rows read as 1 are sent: a one-word prompt, ``max_tokens`` 1, at their own times."""
@@ -238,6 +240,7 @@ def _writes_in_order(plan: Plan, written: list[str]) -> type[httpx.AsyncBaseTran
     return Recording
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("connect_s", [0.0, 0.005])
 async def test_trace_equal_timestamps_are_sent_in_file_order(
         autojump_clock: trio.testing.MockClock, tmp_path: Path,
@@ -384,6 +387,7 @@ def _each_timestamp_in_file_order(got: list[int], per: int) -> None:
         assert rows == sorted(rows), (g, rows, got)
 
 
+@pytest.mark.slow
 def test_trace_equal_timestamps_reach_the_target_in_file_order(tmp_path: Path) -> None:
     """With the dispatcher's thread on and spare connections as usual: requests of one
     timestamp reach the target in file order (the thread writes them in queue order;
@@ -395,6 +399,7 @@ def test_trace_equal_timestamps_reach_the_target_in_file_order(tmp_path: Path) -
     _each_timestamp_in_file_order(got, 4)
 
 
+@pytest.mark.slow
 def test_trace_equal_timestamps_written_by_the_loop_reach_the_target_in_file_order(tmp_path: Path) -> None:
     """No idle connection ever (no spares, a server that closes each connection after
     one response): the thread hands every arrival to the loop, which connects and
@@ -410,6 +415,7 @@ def test_trace_equal_timestamps_written_by_the_loop_reach_the_target_in_file_ord
     _each_timestamp_in_file_order(got, 6)
 
 
+@pytest.mark.slow
 def test_trace_a_row_the_loop_writes_is_not_overtaken_by_later_rows_of_its_timestamp(tmp_path: Path) -> None:
     """A request too large for the dispatcher's thread to write (a body of 64 KiB or more:
     the loop writes it) comes first at its timestamp: the rows after it, which the thread
@@ -466,6 +472,7 @@ async def test_write_turns_keep_the_order_and_skip_a_stream_that_ended_unwritten
     assert lone.turn == 0
 
 
+@pytest.mark.slow
 def test_trace_zero_token_note_reaches_summary_json(tmp_path: Path) -> None:
     """The count of 0-token rows is in the run's own record (summary.json's notes), not
     only on the terminal: in one process and in the driver of ``--workers``."""

@@ -62,6 +62,7 @@ def _judge(a: Path, b: Path):  # type: ignore[no-untyped-def]
     return judge_comparison(c, read_summary(a), read_summary(b), base_dir=a, cand_dir=b)
 
 
+@pytest.mark.slow
 def test_noise_record_reads_spread_and_client_allowance(runs: dict[str, Path]) -> None:
     s = read_summary(runs["base"])
     rn = read_run_noise(runs["base"], s, ["all.ttft", "all.itl"])
@@ -88,6 +89,7 @@ def test_noise_record_reads_spread_and_client_allowance(runs: dict[str, Path]) -
     assert "loop lag p99" in runner_line(s)
 
 
+@pytest.mark.slow
 def test_noise_record_prefers_the_error_bound_when_recorded(runs: dict[str, Path]) -> None:
     s = read_summary(runs["base"])
     s["scopes"]["all"]["metrics"]["ttft"]["error_bound_ms"] = {"p50": 0.25, "p90": 0.5, "p99": 1.0, "p999": 2.0}
@@ -97,6 +99,7 @@ def test_noise_record_prefers_the_error_bound_when_recorded(runs: dict[str, Path
     assert rn.noise("all", "loop_lag", "p50").client == 0.0  # the client itself: no allowance
 
 
+@pytest.mark.slow
 def test_noise_record_without_log_has_unknown_spread(tmp_path: Path, runs: dict[str, Path]) -> None:
     s = read_summary(runs["base"])
     rn = read_run_noise(None, s, ["all.ttft"])
@@ -104,6 +107,7 @@ def test_noise_record_without_log_has_unknown_spread(tmp_path: Path, runs: dict[
     assert rn.noise("all", "ttft", "p50").se == 0.0 and "no intervals.hlog" in rn.hlog_note
 
 
+@pytest.mark.slow
 def test_read_intervals_names_a_malformed_line(tmp_path: Path, runs: dict[str, Path]) -> None:
     lines = (runs["base"] / "intervals.hlog").read_text().splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("Tag=all.ttft,"))
@@ -114,6 +118,7 @@ def test_read_intervals_names_a_malformed_line(tmp_path: Path, runs: dict[str, P
         read_intervals(bad, ["all.ttft"])
 
 
+@pytest.mark.slow
 def test_same_config_twice_is_not_worse(runs: dict[str, Path]) -> None:
     v = _judge(runs["base"], runs["again"])
     assert v.verdict != WORSE, v.lines()
@@ -123,6 +128,7 @@ def test_same_config_twice_is_not_worse(runs: dict[str, Path]) -> None:
     assert ttft.judged.n_base == ttft.judged.n_cand == 240
 
 
+@pytest.mark.slow
 def test_ttft_raised_forty_percent_is_worse_beyond_noise(runs: dict[str, Path]) -> None:
     v = _judge(runs["base"], runs["slower"])
     ttft = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p50")
@@ -146,6 +152,7 @@ def test_ttft_raised_forty_percent_is_worse_beyond_noise(runs: dict[str, Path]) 
     assert data["method"] == "holm"
 
 
+@pytest.mark.slow
 def test_itl_counts_streams_not_gaps(runs: dict[str, Path]) -> None:
     v = _judge(runs["base"], runs["again"])
     itl = next(f for f in v.figures if f.scope == "all" and f.name == "itl.p50")
@@ -154,6 +161,7 @@ def test_itl_counts_streams_not_gaps(runs: dict[str, Path]) -> None:
     assert itl.judged.n_base == 240  # streams, not the gaps
 
 
+@pytest.mark.slow
 def test_tails_a_short_run_cannot_have_are_not_judged(runs: dict[str, Path]) -> None:
     v = _judge(runs["base"], runs["again"])
     p99 = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p99")
@@ -171,6 +179,7 @@ def _gate(folder: Path, table: dict[str, object]):  # type: ignore[no-untyped-de
     return judge_gate(evaluate_gate(s, table, results_dir=folder), s, results_dir=folder)
 
 
+@pytest.mark.slow
 def test_gate_exact_breach_fails_and_holds_pass(runs: dict[str, Path]) -> None:
     v = _gate(runs["base"], {"ttft.count": ">= 1000", "ttft.p50": "<= 10s", "error_rate": "<= 1%"})
     assert [j.verdict for _, j, _ in v.budgets] == ["fail", "pass", "pass"]
@@ -178,6 +187,7 @@ def test_gate_exact_breach_fails_and_holds_pass(runs: dict[str, Path]) -> None:
     assert v.reason() == "gate FAILED: ttft.count: fail: 240 >= 1000 is breached by 760 (exact: no noise to weigh it by)"
 
 
+@pytest.mark.slow
 def test_gate_load_not_judged_is_never_pass(runs: dict[str, Path], tmp_path: Path) -> None:
     # a run.requests closed loop is judged since issue 39, up to its last request: one whose
     # budget was taken during its ramp-up has no steady window, and its load is not judged
@@ -197,6 +207,7 @@ def test_gate_load_not_judged_is_never_pass(runs: dict[str, Path], tmp_path: Pat
     assert v.reason() == "gate passed: 1 held"
 
 
+@pytest.mark.slow
 def test_gate_breach_within_the_runs_noise_is_inconclusive_exit_5(runs: dict[str, Path]) -> None:
     s = read_summary(runs["base"])
     p50 = s["scopes"]["all"]["metrics"]["ttft"]["p50"]
@@ -212,6 +223,7 @@ def test_gate_breach_within_the_runs_noise_is_inconclusive_exit_5(runs: dict[str
     assert v.exit_code == 0
 
 
+@pytest.mark.slow
 def test_gate_itl_budget_counts_streams(runs: dict[str, Path]) -> None:
     v = _gate(runs["base"], {"itl.p50": "<= 10s", "allow_saturated": True, "allow_load_not_held": True})
     (_, j, _), = v.budgets
@@ -221,6 +233,7 @@ def test_gate_itl_budget_counts_streams(runs: dict[str, Path]) -> None:
 # -- calibrate --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_calibrate_proposes_budgets_with_measured_false_alarms(runs: dict[str, Path]) -> None:
     from hopbench.config._gate_spec import parse_budgets
     from hopbench._toml import parse_toml
@@ -241,6 +254,7 @@ def test_calibrate_proposes_budgets_with_measured_false_alarms(runs: dict[str, P
     assert data["figures"][0]["repeats"] == 3 and data["alpha"] == 0.01
 
 
+@pytest.mark.slow
 def test_calibrate_floors_the_spread_by_the_in_run_se_and_warns_below_five_repeats(runs: dict[str, Path]) -> None:
     """Design point B of issue 37: three repeats that read the same figure (here one folder three
     times: a between-run sd of 0) must not propose a budget at the histogram's resolution, which
@@ -272,6 +286,7 @@ def test_calibrate_proposes_the_gateway_overhead_first_when_measured() -> None:
     assert default_figures([summary(ttft=40)] * 3) == DEFAULT_FIGURES
 
 
+@pytest.mark.slow
 def test_calibrate_needs_three_repeats(runs: dict[str, Path]) -> None:
     from hopbench._errors import UsageError
     from hopbench.views._calibrate import calibrate
@@ -280,6 +295,7 @@ def test_calibrate_needs_three_repeats(runs: dict[str, Path]) -> None:
         calibrate([runs["base"], runs["again"]], [read_summary(runs["base"])] * 2)
 
 
+@pytest.mark.slow
 def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path]) -> None:
     from hopbench.views._gate import evaluate_gate
     from hopbench.views._noise import Noise
@@ -312,6 +328,7 @@ def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path
 # -- the command line ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_calibrate_prints_budgets_and_refuses_two_repeats(runs: dict[str, Path], tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     import json
@@ -340,6 +357,7 @@ def test_cli_calibrate_prints_budgets_and_refuses_two_repeats(runs: dict[str, Pa
     assert "not a repeat of" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_compare_fail_on_worse_exit_codes(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     from hopbench.cli import main
 
@@ -349,6 +367,7 @@ def test_cli_compare_fail_on_worse_exit_codes(runs: dict[str, Path], capsys: pyt
     assert (code, last.split(":")[1].split()[0]) in ((1, "WORSE"), (5, "INCONCLUSIVE")), out
 
 
+@pytest.mark.slow
 def test_run_quiet_prints_the_gates_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from hopbench.cli import main
 
@@ -362,6 +381,7 @@ def test_run_quiet_prints_the_gates_verdict(tmp_path: Path, capsys: pytest.Captu
     assert out[1] == f"results: {tmp_path / 'r'}"
 
 
+@pytest.mark.slow
 def test_gate_too_few_samples_is_cured_by_a_longer_run_not_a_quieter_runner(runs: dict[str, Path]) -> None:
     # one cause, one cure (issue 39 item 7): a budget short of samples needs more of them
     v = _gate(runs["base"], {"ttft.p50": {"limit": "<= 60s", "min_count": 10**6}, "allow_saturated": True,
@@ -371,6 +391,7 @@ def test_gate_too_few_samples_is_cured_by_a_longer_run_not_a_quieter_runner(runs
     assert "quieter" not in v.reason()
 
 
+@pytest.mark.slow
 def test_compare_says_once_what_its_p_and_n_are(runs: dict[str, Path]) -> None:
     # every figure's "(p = ...)" is Holm-adjusted: say so once, with how many were judged
     v = _judge(runs["base"], runs["again"])

@@ -276,6 +276,7 @@ def _truth(out: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (out / "ground_truth.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_run_workers_two_workers_match_ground_truth(tmp_path: Path) -> None:
     out = tmp_path / "run"
     seen: list[dict[str, Any]] = []

@@ -220,6 +220,7 @@ async def test_inputs_sharegpt_record_replayed_as_a_session_sends_its_user_turns
     assert [len(m) for m in msgs] == [1, 3, 5]
 
 
+@pytest.mark.slow
 def test_inputs_sharegpt_sessions_on_the_emulator_carry_the_streamed_text(tmp_path: Path) -> None:
     """On the embedded emulator: every record with a human turn first is a session of its
     human turns; each turn's prompt, as the emulator counted it, is the record's human
