@@ -30,7 +30,8 @@ Then, with no run of its own (milliseconds each):
 - **arms** (``--arms N``): N runs of the profile turned into two A/B arms (its
   ``[emulator]`` behind each, the baseline and the candidate interleaved request by
   request) in each condition, A/A and with the candidate arm's ``ttft_ms`` raised by
-  ``--ttft-up``: the paired verdicts (docs/ab-arms.md, "Paired verdicts") beside the
+  ``--ttft-up`` (and, with ``--arms-kinds aa,ttft,tps``, its ``tokens_per_s`` lowered by
+  ``--tps-down``): the paired verdicts (docs/ab-arms.md, "Paired verdicts") beside the
   unpaired table's ttft verdict of the same run.
 
 Compare's ``inconclusive`` count is split: ``near edge`` are the changes the worse way
@@ -42,6 +43,7 @@ Run from the repository root (about 15 minutes on a busy 2-core machine)::
     .venv/bin/python benchmarks/bench_gate_study.py --calibrate 6 --repeats 0   # budgets only
     .venv/bin/python benchmarks/bench_gate_study.py --analyze /tmp/study        # judge again, no run
     .venv/bin/python benchmarks/bench_gate_study.py --repeats 0 --arms 10       # the paired release comparison
+    .venv/bin/python benchmarks/bench_gate_study.py --repeats 0 --arms 10 --arms-kinds aa,tps
     git show b4b7630:profiles/ci-gate.toml > /tmp/old.toml
     .venv/bin/python benchmarks/bench_gate_study.py --analyze /tmp/study --budget old=/tmp/old.toml
 
@@ -170,26 +172,33 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], cal_budget: Path | None,
               f"before: worse {before}/{len(ps)}")
 
 
-def _arms_variant(text: str, ttft_up: float) -> str:
+def _arms_variant(text: str, ttft_up: float, tps_down: float = 0.0) -> str:
     """The profile as two A/B arms, each its own embedded emulator (the profile's [emulator]);
-    the candidate arm's ttft_ms raised by ``ttft_up`` (0: A/A). Its [gate] is dropped."""
+    the candidate arm's ttft_ms raised by ``ttft_up`` and its tokens_per_s lowered by
+    ``tps_down`` (both 0: A/A). Its [gate] is dropped."""
     m = re.search(r"^ttft_ms\s*=\s*([0-9.]+)", text, re.M)
-    if m is None or "[target]\nembedded = true\n" not in text:
-        raise SystemExit("--arms needs a profile with [target] embedded = true and [emulator] ttft_ms")
+    r = re.search(r"^tokens_per_s\s*=\s*([0-9.]+)", text, re.M)
+    if m is None or r is None or "[target]\nembedded = true\n" not in text:
+        raise SystemExit("--arms needs a profile with [target] embedded = true and [emulator] ttft_ms, tokens_per_s")
     text = text.replace("[target]\nembedded = true\n", "")
     text = text[:text.index("[gate]")] if "[gate]" in text else text
-    cand = f"emulator = {{ ttft_ms = {float(m.group(1)) * (1 + ttft_up):g} }}\n" if ttft_up else ""
+    keys = ([f"ttft_ms = {float(m.group(1)) * (1 + ttft_up):g}"] if ttft_up else []) + (
+        [f"tokens_per_s = {float(r.group(1)) * (1 - tps_down):g}"] if tps_down else [])
+    cand = f"emulator = {{ {', '.join(keys)} }}\n" if keys else ""
     return text + '\n[[arm]]\nname = "base"\nurl = "embedded"\n\n[[arm]]\nname = "cand"\nurl = "embedded"\n' + cand
 
 
-def _arms_study(text: str, repeats: int, ttft_up: float, tmp: Path) -> None:
-    """A/A and regressed arms runs, quiet and busy: their paired verdicts and the unpaired ttft's."""
-    profiles = {"aa": tmp / "arms-aa.toml", "ttft": tmp / "arms-ttft.toml"}
-    profiles["aa"].write_text(_arms_variant(text, 0.0), encoding="utf-8")
-    profiles["ttft"].write_text(_arms_variant(text, ttft_up), encoding="utf-8")
+def _arms_study(text: str, repeats: int, ttft_up: float, tmp: Path, tps_down: float = 0.0,
+                kinds: tuple[str, ...] = ("aa", "ttft")) -> None:
+    """A/A and regressed arms runs (``kinds`` of aa, ttft, tps), quiet and busy: their paired
+    verdicts and the unpaired ttft's."""
+    variants = {"aa": (0.0, 0.0), "ttft": (ttft_up, 0.0), "tps": (0.0, tps_down)}
+    profiles = {k: tmp / f"arms-{k}.toml" for k in kinds}
+    for k in kinds:
+        profiles[k].write_text(_arms_variant(text, *variants[k]), encoding="utf-8")
     tally: dict[tuple[str, str], Counter[str]] = {}
     for i in range(repeats):
-        for cond, kind in itertools.product(("quiet", "busy"), ("aa", "ttft")):
+        for cond, kind in itertools.product(("quiet", "busy"), kinds):
             d = _run(profiles[kind], tmp / f"arms-{cond}-{kind}-{i}", cond == "busy")
             s = read_summary(d)
             pair = s["arm_differences"]["pairs"][0]
@@ -228,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="keep the results here")
     ap.add_argument("--analyze", type=Path, default=None, help="judge a kept study folder again, running nothing")
     ap.add_argument("--arms", type=int, default=0, help="A/B arms runs (paired) of each kind in each condition")
+    ap.add_argument("--arms-kinds", default="aa,ttft",
+                    help="the arms runs' kinds, of aa (A/A), ttft (--ttft-up), tps (--tps-down)")
     ap.add_argument("--budget", action="append", default=[], metavar="NAME=FILE",
                     help="also judge every run by this budget file (e.g. an older ci-gate.toml)")
     args = ap.parse_args(argv)
@@ -253,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             cal_budget.write_text("\n".join(line for line in cal.render().splitlines()
                                             if line.startswith(("[gate", '"'))) + "\n", encoding="utf-8")
         if args.arms:
-            _arms_study(text, args.arms, args.ttft_up, tmp)
+            _arms_study(text, args.arms, args.ttft_up, tmp, args.tps_down, tuple(args.arms_kinds.split(",")))
         if args.repeats < 1:
             return 0
         runs: dict[tuple[str, str], list[Path]] = {}
