@@ -152,6 +152,8 @@ def reassemble(segs: Sequence[tuple[int, int, bool, bytes]]) -> Direction:
     """One direction's bytes by sequence number (from its SYN, else its lowest sequence number);
     a retransmitted byte keeps the stamp of its first capture; a hole ends the direction."""
     syns = [seq for _, seq, syn, _ in segs if syn]
+    if not syns and not any(d for *_, d in segs):
+        return Direction()
     isn = (syns[0] + 1) if syns else min(seq for _, seq, _, d in segs if d)
     parts = sorted(((seq - isn) % 2**32, ts, d) for ts, seq, syn, d in segs if d)
     out = Direction()
@@ -312,6 +314,20 @@ class Leg:
     response: Message | None
 
 
+def connections(segs: Sequence[tuple[int, int, bool, bytes]]) -> list[list[tuple[int, int, bool, bytes]]]:
+    """One direction's segments cut into TCP connections at each SYN (a 4-tuple is reused when a
+    client port comes round again within the capture: the delaying proxy opens a connection per
+    request). Segments before the first SYN are a connection that predates the capture."""
+    out: list[list[tuple[int, int, bool, bytes]]] = []
+    for seg in segs:
+        if seg[2] and not (out and out[-1] and out[-1][0][2] and out[-1][0][1] == seg[1]):  # not a SYN resent
+            out.append([])
+        elif not out:
+            out.append([])
+        out[-1].append(seg)
+    return out
+
+
 def legs(pcap: Path, port: int) -> tuple[dict[str, list[Leg]], int]:
     """The exchanges on server port ``port`` by request id (several: retries, in order of their
     requests' stamps), and the bytes missing from the capture on that port."""
@@ -322,14 +338,15 @@ def legs(pcap: Path, port: int) -> tuple[dict[str, list[Leg]], int]:
         src, sport, dst, dport = key
         if dport != port:
             continue
-        req_dir = reassemble(up)
-        back = segs.get((dst, dport, src, sport))
-        resp_dir = reassemble(back) if back else Direction()
-        gaps += req_dir.gaps + resp_dir.gaps
-        reqs, resps = requests(req_dir), responses(resp_dir)
-        for i, rq in enumerate(reqs):  # HTTP/1.1, no pipelining: the i-th answer is the i-th request's
-            if rq.request_id is not None:
-                by_id[rq.request_id].append(Leg(rq, resps[i] if i < len(resps) else None))
+        backs = connections(segs.get((dst, dport, src, sport), []))
+        for i, conn in enumerate(connections(up)):  # the i-th SYN's answer is the i-th SYN-ACK
+            req_dir = reassemble(conn)
+            resp_dir = reassemble(backs[i]) if i < len(backs) else Direction()
+            gaps += req_dir.gaps + resp_dir.gaps
+            reqs, resps = requests(req_dir), responses(resp_dir)
+            for j, rq in enumerate(reqs):  # HTTP/1.1, no pipelining: the j-th answer is the j-th request's
+                if rq.request_id is not None:
+                    by_id[rq.request_id].append(Leg(rq, resps[j] if j < len(resps) else None))
     for v in by_id.values():
         v.sort(key=lambda leg: leg.request.last_ns)
     return by_id, gaps

@@ -56,6 +56,15 @@ def test_reassemble_stops_at_a_hole_and_counts_it() -> None:
     assert bytes(d.data) == b"abc" and d.gaps == 3
 
 
+def test_connections_cut_a_reused_four_tuple_at_each_syn() -> None:
+    first = _segs([(10, b"abc")])
+    again = [(50, 7, True, b""), (50, 7, True, b""), (60, 8, False, b"xyz")]  # its SYN sent twice
+    conns = B.connections(first + again)
+    assert len(conns) == 2
+    assert [bytes(B.reassemble(c).data) for c in conns] == [b"abc", b"xyz"]
+    assert B.reassemble(first + again).gaps > 0  # one stream of both: a hole, the answer lost
+
+
 def _chat(text: str) -> bytes:
     return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}).encode() + b"\n\n"
 
