@@ -463,9 +463,10 @@ def tcpdump(pcap: Path, ports: Sequence[int], limit_s: float) -> subprocess.Pope
         raise CaptureUnavailable("tcpdump is not installed (apt-get install -y tcpdump)")
     flt = " or ".join(f"tcp port {p}" for p in ports)
     err = pcap.with_suffix(".log")
-    proc = subprocess.Popen(["timeout", "-s", "INT", f"{limit_s:.0f}", exe, "-i", "lo", "-s", "0", "-B", "131072",
-                             "--time-stamp-precision=nano", "-w", str(pcap), flt],
-                            stdout=subprocess.DEVNULL, stderr=err.open("wb"))
+    with err.open("wb") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(["timeout", "-s", "INT", f"{limit_s:.0f}", exe, "-i", "lo", "-s", "0", "-B",
+                                 "131072", "--time-stamp-precision=nano", "-w", str(pcap), flt],
+                                stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while b"listening on" not in err.read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:
