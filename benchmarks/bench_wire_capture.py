@@ -116,7 +116,7 @@ class Direction:
         return self.stamps[bisect.bisect_right(self.ends, offset)]
 
 
-def _segments(pcap: Path) -> dict[tuple[bytes, int, bytes, int], list[tuple[int, int, bool, bytes]]]:
+def read_segments(pcap: Path) -> dict[tuple[bytes, int, bytes, int], list[tuple[int, int, bool, bytes]]]:
     """The TCP segments of a classic pcap (ns or us stamps), per direction (src, sport, dst, dport):
     ``(stamp_ns, seq, syn, payload)`` in capture order. Ethernet (Linux ``lo``), Linux cooked (v1, v2)
     and raw IP links; IPv4 and IPv6."""
@@ -328,10 +328,11 @@ def connections(segs: Sequence[tuple[int, int, bool, bytes]]) -> list[list[tuple
     return out
 
 
-def legs(pcap: Path, port: int) -> tuple[dict[str, list[Leg]], int]:
-    """The exchanges on server port ``port`` by request id (several: retries, in order of their
-    requests' stamps), and the bytes missing from the capture on that port."""
-    segs = _segments(pcap)
+def legs(segs: dict[tuple[bytes, int, bytes, int], list[tuple[int, int, bool, bytes]]],
+         port: int) -> tuple[dict[str, list[Leg]], int]:
+    """The exchanges on server port ``port`` of a capture's segments (``read_segments``) by request id
+    (several: retries, in order of their requests' stamps), and the bytes missing from the capture
+    on that port."""
     by_id: dict[str, list[Leg]] = defaultdict(list)
     gaps = 0
     for key, up in segs.items():
@@ -717,8 +718,9 @@ def capture_run(name: str, folder: Path, *, streams: int, duration_s: float, war
     load1 = os.getloadavg()[0]
     log = pcap.with_suffix(".log").read_text(errors="replace")
     dropped = ", ".join(x.strip() for x in log.splitlines() if "dropped" in x) or "?"
-    client, gaps_c = legs(pcap, gw)
-    upstream, gaps_u = legs(pcap, up)
+    segs = read_segments(pcap)
+    client, gaps_c = legs(segs, gw)
+    upstream, gaps_u = legs(segs, up)
     rows, counts = compare(hop, client, upstream)
     counts["bytes_missing_from_capture"] = gaps_c + gaps_u
     s = hop.summary
