@@ -525,11 +525,11 @@ def run_hopbench(text: str, out: Path) -> HopbenchRun:
         return real(handle, streams_path, t0_mono_ns, warmup_ns, rec)
 
     off0 = mono_minus_real_ns()
-    _gateway.gateway_overhead = spy  # type: ignore[assignment]
+    _gateway.gateway_overhead = spy
     try:
         run_profile(parse_profile(text, out / "profile.toml", env={}), out_dir=out / "run")
     finally:
-        _gateway.gateway_overhead = real  # type: ignore[assignment]
+        _gateway.gateway_overhead = real
     run = HopbenchRun(json.loads((out / "run" / "summary.json").read_text()), {},
                       offset_ns=(off0, mono_minus_real_ns()))
     if "t0" not in seen:
