@@ -278,7 +278,9 @@ def _content_text(event: bytes) -> str | None:
 
 
 def responses(d: Direction) -> list[Message]:
-    """The HTTP responses of a server->client direction, with their SSE content events."""
+    """The HTTP responses of a server->client direction, with their SSE content events: an event
+    ends at a blank line written LF LF (what the emulator writes and nginx and the delaying proxy
+    pass on; CR LF line ends are not split), stamped by the segment that carried its last LF."""
     out, at = [], 0
     while (h := _head(d.data, at)) is not None:
         body_at, status_line, headers = h
