@@ -43,6 +43,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -371,9 +372,33 @@ def _run_meta(run: RunData) -> str:
     return '<p class="meta">' + "".join(f"<span><b>{_e(k)}</b> {_e(_fmt(v))}</span>" for k, v in items) + "</p>"
 
 
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
+#: plotly.js's "basic" bundle (scatter, bar, pie and the core components: subplots, log axes,
+#: shapes, annotations, legends, hover), from the npm package ``plotly.js-basic-dist-min``
+#: (MIT: ``plotly-basic.LICENSE`` beside it): 1.2 MB where the full bundle plotly.py ships
+#: is 4.8 MB, of which the page used only these traces (docs/report.md, "Why plotly")
+PLOTLY_BASIC_JS = Path(__file__).with_name("plotly-basic.min.js")
+#: the trace types the basic bundle draws: a figure of any other type needs the full bundle
+BASIC_TRACES = frozenset({"scatter", "bar", "pie"})
 
+
+def basic_bundle_version(text: str) -> str | None:
+    """The plotly.js version in a bundle's banner (``plotly.js (basic - minified) v4.1.1``),
+    None when the banner names none. Never raises."""
+    m = re.search(r"plotly\.js[^\n]*? v(\d+\.\d+\.\d+)", text[:200])
+    return m.group(1) if m else None
+
+
+def _plotly_js() -> str:
+    """The plotly.js the page embeds: the basic bundle when it is the version plotly.py's
+    figures are written for (its JSON is that version's), else plotly.py's full bundle."""
+    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+    try:
+        basic = PLOTLY_BASIC_JS.read_text(encoding="utf-8")
+    except OSError:  # (an install without the file: the full bundle draws the same page)
+        basic = ""
+    if basic and basic_bundle_version(basic) == get_plotlyjs_version():
+        return basic
     return str(get_plotlyjs())
 
 
@@ -429,7 +454,7 @@ def render_html(runs: Sequence[RunData]) -> str:
     """The whole page for one run, or two (A and B, overlaid) when comparing.
 
     Returns:
-        The HTML text (plotly.js included: about 4.8 MB).
+        The HTML text (plotly.js's basic bundle included: about 1.3 MB; :func:`_plotly_js`).
     """
     a = runs[0]
     title = f"hopbench report: {a.label}" + (f" vs {runs[1].label}" if len(runs) > 1 else "")
