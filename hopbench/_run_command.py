@@ -588,15 +588,13 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
     reason = summary.get("interrupted_by") or ""
     stopped = stop_exit_code(reason)
     if stopped == EXIT_INPUT:
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
-                  soft_wrap=True)
+        err.print(_stop_line(reason, summary, outcome.out_dir, shown), markup=False, highlight=False, soft_wrap=True)
         return stopped
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
     if stopped == EXIT_TARGET_FAILED:  # lost mid-run, or never streamed (engine._watch)
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
-                  soft_wrap=True)
+        err.print(_stop_line(reason, summary, outcome.out_dir, shown), markup=False, highlight=False, soft_wrap=True)
         return stopped
     if not outcome.complete:
         return stopped or EXIT_INTERRUPTED
@@ -667,6 +665,17 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
             return EXIT_INCONCLUSIVE
         return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH
     return gate_exit
+
+
+def _stop_line(reason: str, summary: dict[str, Any], out_dir: Path, shown: bool) -> str:
+    """The exit line of a run the target stopped early (unreachable, lost, failing). The reason
+    is said once (issue 39 follow-up: "target failing" was printed three times): when the
+    tables were shown, their warnings gave it (summary.json's first warning), so this line points
+    there; else (``--quiet``, a Ctrl-C during the tables) it is said here."""
+    if shown and reason in (summary.get("warnings") or ()):
+        return (f"hopbench: error: the run stopped early because of the target (its warning above); partial results "
+                f"in {out_dir}")
+    return f"hopbench: error: {reason}; partial results in {out_dir}"
 
 
 def _and_samples(summary: dict[str, Any]) -> str:
