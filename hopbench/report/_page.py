@@ -70,7 +70,7 @@ from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog,
 from .._units import NS_PER_MS, NS_PER_S
 from .._textfile import read_text
 
-__all__ = ["write_report", "read_hlog", "load_run", "render_html"]
+__all__ = ["write_report", "read_hlog", "load_run", "render_html", "basic_bundle_version", "PLOTLY_BASIC_JS", "BASIC_TRACES"]
 
 REPORT_NAME = "report.html"
 TIMELINE_NAME = "timeline.jsonl"
