@@ -70,7 +70,8 @@ from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog,
 from .._units import NS_PER_MS, NS_PER_S
 from .._textfile import read_text
 
-__all__ = ["write_report", "read_hlog", "load_run", "render_html", "basic_bundle_version", "PLOTLY_BASIC_JS", "BASIC_TRACES"]
+__all__ = ["write_report", "read_hlog", "load_run", "render_html", "basic_bundle_version", "same_minor", "PLOTLY_BASIC_JS",
+           "BASIC_TRACES"]
 
 REPORT_NAME = "report.html"
 TIMELINE_NAME = "timeline.jsonl"
@@ -388,16 +389,23 @@ def basic_bundle_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+def same_minor(a: str | None, b: str | None) -> bool:
+    """Two plotly.js versions of one major.minor series (``4.1.1``, ``4.1.2``): a patch
+    release fixes bugs and keeps the figure schema (semver), so plotly.py's figures for one
+    are drawn by the other's bundle. Never raises."""
+    return a is not None and b is not None and a.split(".")[:2] == b.split(".")[:2]
+
+
 def _plotly_js() -> str:
-    """The plotly.js the page embeds: the basic bundle when it is the version plotly.py's
-    figures are written for (its JSON is that version's), else plotly.py's full bundle."""
+    """The plotly.js the page embeds: the basic bundle when it is of the series plotly.py's
+    figures are written for (:func:`same_minor`), else plotly.py's full bundle."""
     from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
     try:
         basic = PLOTLY_BASIC_JS.read_text(encoding="utf-8")
     except OSError:  # (an install without the file: the full bundle draws the same page)
         basic = ""
-    if basic and basic_bundle_version(basic) == get_plotlyjs_version():
+    if basic and same_minor(basic_bundle_version(basic), get_plotlyjs_version()):
         return basic
     return str(get_plotlyjs())
 
