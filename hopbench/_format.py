@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fmt_num", "fmt_cell", "fmt_limit", "load_phrase", "cpu_phrase"]
+__all__ = ["fmt_num", "fmt_cell", "fmt_limit", "load_phrase", "cpu_phrase", "plural"]
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``noun`` for a count of 1, else its plural (``many``, or ``noun`` + "s"): "1 worker",
+    "2 workers", never "worker(s)" (issue 39: every message true). The caller prints the count.
+    Never raises."""
+    return noun if n == 1 else (many if many is not None else noun + "s")
 
 
 def fmt_num(value: object) -> str:

@@ -81,39 +81,60 @@ def validate_command(profiles: Sequence[Path]) -> int:
     (``hopbench.config._check_profile.load_check_profile``: ``[upstream] listen``, no
     ``[run]`` needed) and its line says so (docs/check.md).
 
+    Every profile is validated, a bad one too: each invalid profile gets its
+    ``hopbench: error: FILE:LINE: KEY: ...`` line on stderr (the first error in it) and
+    the next profile is validated all the same, so one call lists every bad file.
+
     Returns:
-        EXIT_OK when all are valid.
+        EXIT_OK when all are valid; EXIT_INPUT (2) when any is invalid (a profile error,
+        or the first thing ``run`` would refuse before its load: :func:`check_before_load`).
 
     Raises:
-        ProfileError / UsageError: at the first invalid profile (file:line: key: what was
-            expected), or the first thing ``run`` would refuse before its load
-            (:func:`check_before_load`).
+        HopbenchError: hopbench itself failed (not the input: exit 3 from the CLI).
+    """
+    from ._errors import ProfileError, ResultsError
+
+    bad = 0
+    for path in profiles:
+        try:
+            _validate_one(path)
+        except (ProfileError, ResultsError, UsageError) as exc:
+            print(f"hopbench: error: {exc}", file=sys.stderr)
+            bad += 1
+    if bad and len(profiles) > 1:
+        print(f"hopbench: {bad} of {len(profiles)} profiles invalid", file=sys.stderr)
+    return EXIT_INPUT if bad else EXIT_OK
+
+
+def _validate_one(path: Path) -> None:
+    """One profile of :func:`validate_command`: its notes on stderr, ``PATH: ok`` on stdout.
+
+    Raises:
+        ProfileError / UsageError: the profile is invalid, or ``run`` would refuse it before its load.
     """
     from .config._check_profile import load_check_profile
     from .config._profile import load_profile
     from ._toml import load_toml
 
-    for path in profiles:
-        data = load_toml(path).data  # a check profile only: a [contract] or an [upstream], and no [run] to run
-        check = ("contract" in data or "upstream" in data) and "run" not in data
-        profile = load_check_profile(path)[0] if check else profile_overrides(load_profile(path), path)
-        also = ""
-        if not check and "contract" in data:  # run takes it (ignoring the contract); check may not
-            try:
-                load_check_profile(path)
-                also = " (and for hopbench check)"
-            except HopbenchError as exc:
-                also = " (for run; hopbench check would refuse it: see below)"
-                print(f"hopbench: note: {exc}", file=sys.stderr)
-        for note in check_before_load(profile):  # what run refuses before its load, refused here too
-            print(f"hopbench: warning: {note}", file=sys.stderr)
-        for sc in profile.scenarios:
-            if sc.dataset_note:
-                print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
-        if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, read as 1
-            print(f"hopbench: trace: {profile.load.trace.zero_note}", file=sys.stderr)
-        print(f"{path}: ok" + (" (a check profile: hopbench check)" if check else also))
-    return EXIT_OK
+    data = load_toml(path).data  # a check profile only: a [contract] or an [upstream], and no [run] to run
+    check = ("contract" in data or "upstream" in data) and "run" not in data
+    profile = load_check_profile(path)[0] if check else profile_overrides(load_profile(path), path)
+    also = ""
+    if not check and "contract" in data:  # run takes it (ignoring the contract); check may not
+        try:
+            load_check_profile(path)
+            also = " (and for hopbench check)"
+        except HopbenchError as exc:
+            also = " (for run; hopbench check would refuse it: see below)"
+            print(f"hopbench: note: {exc}", file=sys.stderr)
+    for note in check_before_load(profile):  # what run refuses before its load, refused here too
+        print(f"hopbench: warning: {note}", file=sys.stderr)
+    for sc in profile.scenarios:
+        if sc.dataset_note:
+            print(f"hopbench: scenario {sc.name}: dataset {sc.dataset_note}", file=sys.stderr)
+    if profile.load.mode == "trace" and profile.load.trace.zero_note:  # rows with 0 tokens, read as 1
+        print(f"hopbench: trace: {profile.load.trace.zero_note}", file=sys.stderr)
+    print(f"{path}: ok" + (" (a check profile: hopbench check)" if check else also))
 
 
 def profile_overrides(profile: Profile, source: Path, *, target_url: str | None = None,
@@ -567,15 +588,13 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
     reason = summary.get("interrupted_by") or ""
     stopped = stop_exit_code(reason)
     if stopped == EXIT_INPUT:
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
-                  soft_wrap=True)
+        err.print(_stop_line(reason, summary, outcome.out_dir, shown), markup=False, highlight=False, soft_wrap=True)
         return stopped
     if outcome.crashed:
         print(outcome.crashed, file=sys.stderr)
         return EXIT_CRASH
     if stopped == EXIT_TARGET_FAILED:  # lost mid-run, or never streamed (engine._watch)
-        err.print(f"hopbench: error: {reason}; partial results in {outcome.out_dir}", markup=False, highlight=False,
-                  soft_wrap=True)
+        err.print(_stop_line(reason, summary, outcome.out_dir, shown), markup=False, highlight=False, soft_wrap=True)
         return stopped
     if not outcome.complete:
         return stopped or EXIT_INTERRUPTED
@@ -646,6 +665,17 @@ def _run_exit_code(profile: Profile, outcome: RunOutcome, summary: dict[str, Any
             return EXIT_INCONCLUSIVE
         return gate_exit if gate_exit not in (EXIT_OK, EXIT_INCONCLUSIVE) else EXIT_BREACH
     return gate_exit
+
+
+def _stop_line(reason: str, summary: dict[str, Any], out_dir: Path, shown: bool) -> str:
+    """The exit line of a run the target stopped early (unreachable, lost, failing). The reason
+    is said once (issue 39 follow-up: "target failing" was printed three times): when the
+    tables were shown, their warnings gave it (summary.json's first warning), so this line points
+    there; else (``--quiet``, a Ctrl-C during the tables) it is said here."""
+    if shown and reason in (summary.get("warnings") or ()):
+        return (f"hopbench: error: the run stopped early because of the target (its warning above); partial results "
+                f"in {out_dir}")
+    return f"hopbench: error: {reason}; partial results in {out_dir}"
 
 
 def _and_samples(summary: dict[str, Any]) -> str:

@@ -78,6 +78,8 @@ class TomlDoc:
         self.data = data
         self.path = path
         self._lines: dict[KeyPath, int] = {}
+        #: the key path each indexed line sets (a header's table, a ``key = value``'s key)
+        self._at_line: dict[int, KeyPath] = {}
         if text:
             self._index(text)
 
@@ -104,11 +106,13 @@ class TomlDoc:
                     # a sub-table of the latest array-of-tables entry
                     current = self._resolve(parts, counts)
                 self._lines.setdefault(current, lineno)
+                self._at_line[lineno] = current
                 continue
             key = _KEY_RE.match(line)
             if key:
                 path = current + tuple(_split_key(key.group(1)))
                 self._lines.setdefault(path, lineno)
+                self._at_line[lineno] = path
                 rest = line[key.end():]
                 for quote in ('"""', "'''"):
                     if rest.count(quote) % 2 == 1:
@@ -131,6 +135,11 @@ class TomlDoc:
                 return self._lines[path]
             path = path[:-1]
         return None
+
+    def key_at(self, line: int) -> KeyPath | None:
+        """The key path the 1-based ``line`` sets (a table header's table, a ``key = value``'s
+        key), None for a line that sets none (a comment, a value's continuation)."""
+        return self._at_line.get(line)
 
     def root(self) -> "Table":
         """The whole document as a ``Table``."""
@@ -156,8 +165,51 @@ def parse_toml(text: str, path: str | Path | None = None) -> TomlDoc:
         msg = str(exc)
         m = _LINE_IN_MSG.search(msg)
         line = int(m.group(1)) if m else None
-        raise ProfileError(f"invalid TOML: {_LINE_IN_MSG.sub('', msg).strip()}", path=p, line=line) from None
+        said = _LINE_IN_MSG.sub('', msg).strip()
+        duplicate = _duplicate_key(said, text, line) if line is not None else None
+        if duplicate is not None:
+            raise ProfileError(duplicate[1], path=p, line=line, key=duplicate[0]) from None
+        raise ProfileError(f"invalid TOML: {said}", path=p, line=line) from None
     return TomlDoc(data, p, text)
+
+
+#: tomllib's words for a key or table given twice (Python 3.11-3.13's tomllib / tomli 2)
+_DUPLICATE_SAID = ("Cannot overwrite a value", "Cannot declare ")
+_DUPLICATE_INLINE = re.compile(r"Duplicate inline table key '(.*)'")
+
+
+def _duplicate_key(said: str, text: str, line: int) -> tuple[str, str] | None:
+    """(the dotted key, the reason) when tomllib's error ``said`` is a key or a table given
+    twice at ``line``, which tomllib reports without naming the key; None for any other error.
+    TOML 1.0, "Keys": "Defining a key multiple times is invalid"; "Table": "you cannot define
+    a table more than once". Never raises."""
+    inline = _DUPLICATE_INLINE.match(said)
+    if not said.startswith(_DUPLICATE_SAID) and not inline:
+        return None
+    doc = TomlDoc({}, None, text)
+    path = doc.key_at(line)
+    if inline:  # the key inside `name = { a = 1, a = 2 }`: the line's key holds the inline table
+        return (_dotted((path or ()) + (inline.group(1),)),
+                "given twice in one inline table: TOML allows a key once per table; keep one")
+    if path is None:
+        return None
+    first = doc.line_of(path)
+    where = f" (first at line {first})" if first is not None and first != line else ""
+    if said.startswith("Cannot declare "):
+        return _dotted(path), f"table declared twice{where}: TOML allows a table once; merge the two"
+    return _dotted(path), f"given twice{where}: TOML allows a key once per table; keep one"
+
+
+def _dotted(parts: KeyPath) -> str:
+    """The display path of ``parts``: ``run.name``, ``scenario[0].model``, ``emulator.models."a b"``."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            seg = p if re.fullmatch(r"[A-Za-z0-9_-]+", p) else f'"{p}"'
+            out += f".{seg}" if out else seg
+    return out
 
 
 def load_toml(path: str | Path) -> TomlDoc:
@@ -248,16 +300,7 @@ class Table:
     # -- positions and errors ------------------------------------------------
     def key_name(self, name: str | None = None) -> str:
         """Dotted display path of ``name`` in this table, e.g. ``scenario[0].model``."""
-        parts = self.path + ((name,) if name is not None else ())
-        out = ""
-        for p in parts:
-            if isinstance(p, int):
-                out += f"[{p}]"
-            else:
-                needs_quote = not re.fullmatch(r"[A-Za-z0-9_-]+", p)
-                seg = f'"{p}"' if needs_quote else p
-                out += f".{seg}" if out else seg
-        return out
+        return _dotted(self.path + ((name,) if name is not None else ()))
 
     def error(self, name: str | None, reason: str) -> ProfileError:
         """Build a ``ProfileError`` for key ``name`` (None: the table itself)."""

@@ -166,8 +166,9 @@ def _add_validate(sub: _Subparsers) -> None:
     """``hopbench validate PROFILE...``: check profiles without load."""
     v = sub.add_parser("validate", help="check a profile without sending load",
                        description="Validate profiles (every key, the [emulator] and [gate] tables, "
-                       "prompt files, environment variables); print 'PATH: ok' for each valid one; "
-                       "exit 0 when all are valid, 2 at the first error.")
+                       "prompt files, environment variables), every one given: 'PATH: ok' for each valid "
+                       "one, each invalid one's first error on stderr; exit 0 when all are valid, 2 when any "
+                       "is not.")
     v.add_argument("profile", type=Path, nargs="+")
     v.set_defaults(handler=_validate, parser=v)
 

@@ -119,6 +119,25 @@ def test_cli_validate_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["validate", str(tmp_path / "missing.toml")]) == _exit.EXIT_INPUT
 
 
+def test_cli_validate_validates_every_file_and_reports_each(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # breaker: `hopbench validate a.toml b.toml c.toml` stopped at the first bad file, so c.toml went unjudged
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[load]\nconcurrency = -4\n", encoding="utf-8")
+    dup = tmp_path / "dup.toml"
+    dup.write_text(Path(SMOKE).read_text(encoding="utf-8").replace("seed = 1", "seed = 1\nseed = 2", 1),
+                   encoding="utf-8")
+    missing = tmp_path / "missing.toml"
+    assert main(["validate", str(bad), SMOKE, str(missing), str(dup), SMOKE]) == _exit.EXIT_INPUT
+    captured = capsys.readouterr()
+    assert captured.out == f"{SMOKE}: ok\n" * 2
+    errors = captured.err.splitlines()
+    assert [ln.split(": error: ", 1)[1].split(":", 1)[0] for ln in errors[:3]] == [str(bad), str(missing), str(dup)]
+    assert "concurrency" in errors[0] and "run.seed: given twice" in errors[2]
+    assert errors[3:] == ["hopbench: 3 of 5 profiles invalid"]
+    assert main(["validate", SMOKE, SMOKE]) == _exit.EXIT_OK
+
+
 def test_cli_validate_refuses_a_secret_header_written_out(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     # breaker: a literal X-Goog-Api-Key validated, and the run recorded it in summary.json and report.html

@@ -173,3 +173,37 @@ def test_pipe_output_folder_commands_are_never_wrapped(folders: dict[str, object
         assert (narrow.returncode, narrow.stdout, narrow.stderr) == (wide.returncode, wide.stdout, wide.stderr)
         if name == "export":
             shutil.rmtree(tmp / "export", ignore_errors=True)
+
+
+#: a table whose ttft p99 is known only to +-21.8 ms (marked ~) and whose itl p50 is under 1 us
+#: (printed <0.001): both notes under it
+_NOTED = {"complete": True, "warnings": [], "scopes": {"all": {
+    "counters": {"started": 1, "completed": 1},
+    "metrics": {"ttft": {"count": 100, "p50": 3.6, "p90": 5.0, "p99": 25.5, "p999": 30.0, "max": 31.0, "unit": "ms",
+                         "error_bound_ms": {"p50": 0.1, "p90": 0.2, "p99": 21.8, "p999": 26.0}},
+                "itl": {"count": 9, "p50": 0.000001, "p90": 0.5, "p99": 0.9, "p999": 0.9, "max": 0.9, "unit": "ms"}}}}}
+
+
+@pytest.mark.parametrize("where", ["pipe", "terminal"])
+def test_summary_table_notes_fit_80_columns(where: str, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # breaker: the "~ error bound" footnote was one line of 150 columns: an 80-column terminal
+    # wrapped it mid-phrase (rich cut it at the table's width), a pipe kept it 150 wide
+    from rich.console import Console
+
+    from hopbench._run_command import _console
+    from hopbench.measure._error_bound import NOTE_COLUMNS, uncertain_note_lines
+    from hopbench.views._summary_table import SHARED_READ_LINES, render_summary
+
+    monkeypatch.setenv("COLUMNS", "80")
+    if where == "pipe":  # stdout to a pipe, as a CI log reads it: hopbench's own console
+        render_summary(_NOTED, _console(stderr=False))
+        text = capsys.readouterr().out
+    else:
+        console = Console(record=True, width=80, force_terminal=True)
+        render_summary(_NOTED, console)
+        text = console.export_text()
+    lines = [line.rstrip() for line in text.splitlines()]
+    for note in (*uncertain_note_lines(), *SHARED_READ_LINES):
+        assert len(note) <= NOTE_COLUMNS, note
+        assert note in lines, f"cut or missing: {note!r}\n{text}"

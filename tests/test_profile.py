@@ -72,6 +72,15 @@ def test_profile_max_event_bytes_default_and_set() -> None:
         (MINIMAL.replace("concurrency = 2", "concurrency = 2\nrate_rps = 3"),
          'load.rate_rps: only valid with load.mode = "rate"'),
         ("[run\n", "m.toml:1: invalid TOML"),
+        # breaker: "m.toml:4: invalid TOML: Cannot overwrite a value" named neither the key nor its first line
+        (MINIMAL.replace("duration_s = 1", "duration_s = 1\nseed = 1\nduration_s = 2"),
+         "m.toml:5: run.duration_s: given twice (first at line 3): TOML allows a key once per table; keep one"),
+        (MINIMAL + "[load]\nrate_rps = 1\n", "m.toml:8: load: table declared twice (first at line 4): TOML allows a "
+         "table once; merge the two"),
+        (MINIMAL + '[[scenario]]\nname = "b"\nname = "c"\n',
+         "m.toml:10: scenario[1].name: given twice (first at line 9)"),
+        (MINIMAL + '[target]\nheaders = { X-A = "1", X-A = "2" }\n',
+         "m.toml:9: target.headers.X-A: given twice in one inline table"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\nwarmup_s = 2"),
          "run.warmup_s: expected less than run.duration_s"),
         (MINIMAL.replace("duration_s = 1", "duration_s = 1\ngrace_s = 1e300"),

@@ -109,6 +109,21 @@ def test_live_progress_on_interval_only_stores() -> None:
         p.figures()
 
 
+def test_live_progress_warm_up_mark_survives_a_late_tick() -> None:
+    # breaker: a 1 s warm-up's first interval closed 13 ms late (1.013 s, a busy machine, or the
+    # workers' merged interval, which ends at the latest worker's tick) lost its "[warm-up]"
+    rec = Recorder(["chat"])
+    p = LiveProgress(_profile(), Console(record=True), plain=False)
+    iv, line = _interval(rec, 0, 100)
+    p.on_interval(iv, dict(line, end_ns=S + 13 * MS))
+    fig = p.figures()
+    assert fig is not None and fig.warming_up and "[warm-up]" in plain_line(fig)
+    iv, line = _interval(rec, 1, 100)
+    p.on_interval(iv, dict(line, start_ns=S + 13 * MS))
+    fig = p.figures()
+    assert fig is not None and not fig.warming_up  # the next one began after it
+
+
 def test_live_progress_requests_left_and_warm_up() -> None:
     rec = Recorder(["chat"])
     p = LiveProgress(_profile("requests = 25"), Console(record=True), plain=False)

@@ -88,9 +88,9 @@ def test_trace_reads_fields_and_mooncake_names(tmp_path: Path) -> None:
     # more hash ids than ceil(input_tokens / block_tokens) blocks
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n'
      '{"timestamp_ms": 0, "input_tokens": 10, "output_tokens": 5, "hash_ids": [1, 2, 3, 4]}\n', 2,
-     '"hash_ids" has 4 ids, more than the 1 block(s) of "input_tokens" = 10 with load.block_tokens = 512'),
+     '"hash_ids" has 4 ids, more than the 1 block of "input_tokens" = 10 with load.block_tokens = 512'),
     ('{"timestamp_ms": 0, "input_tokens": 1025, "output_tokens": 5, "hash_ids": [1, 2, 3, 4]}\n', 1,
-     '"hash_ids" has 4 ids, more than the 3 block(s)'),
+     '"hash_ids" has 4 ids, more than the 3 blocks'),
     ('{"timestamp_ms": 0, "input_tokens": 1, "output_tokens": 1}\n{oops\n', 2, "broken JSON line"),
     ('[1, 2]\n', 1, "expected a JSON object"),
     ('{"input_tokens": 1, "output_tokens": 1}\n', 1, 'missing field "timestamp_ms"'),

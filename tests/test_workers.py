@@ -212,6 +212,39 @@ def test_merger_writes_intervals_in_order_and_totals_equal_one_recorder(tmp_path
     timeline.close()
 
 
+def test_merger_progress_line_counts_warm_up_tokens_as_one_process_does(tmp_path: Path) -> None:
+    # breaker: `run --workers 2` printed "tok 0/s" through the warm-up (the merged timeline
+    # counted the measured streams' tokens only) where one process printed 144/s
+    from hopbench.observe._progress import LiveProgress, plain_line
+    from rich.console import Console
+
+    p = parse_profile(_PROFILE.format(workers=2, requests=200, load="concurrency = 8").replace(
+        "requests = 200", "duration_s = 10\nwarmup_s = 1").replace("interval_s = 0.5", "interval_s = 1"))
+    shares = split_load(p, 2)
+    writer = ResultsWriter(tmp_path)
+    writer.start({"started_at_unix_s": 0.0})
+    timeline = io.StringIO()
+    progress = LiveProgress(p, Console(record=True, width=400), plain=False)
+    try:
+        merger = Merger(p, shares, writer, timeline, {"interrupted_by": None}, progress=progress.on_interval)
+        iv_ns = p.run.interval_ns
+        for i in range(2):  # every stream of the first interval is a warm-up one: 48 tokens each
+            rec, warm = Recorder(["chat", "messages"]), Recorder(["chat", "messages"])
+            for _ in range(3):
+                warm.incr("chat", "completed")
+                warm.incr("chat", "tokens.output.completed", 48)
+            msg = _interval_msgs(i, rec, warm, 0, iv_ns + 13_000_000 * i)  # worker 1's tick 13 ms late
+            merger.handle(msg)
+        line = json.loads(timeline.getvalue().splitlines()[0])
+        assert line["output_tokens"] == 2 * 3 * 48 and line["completed"] == 6
+        fig = progress.figures()
+        assert fig is not None and fig.output_tokens_per_s > 0
+        assert "[warm-up]" in plain_line(fig)  # as one process's first line (warm-up 1 s, the interval 1.013 s)
+    finally:
+        writer.close()
+        timeline.close()
+
+
 # -- streams.jsonl: the workers' parts, merged -----------------------------------------
 
 def _stream(k: int, n: int, start_ns: int) -> dict[str, Any]:

@@ -46,7 +46,7 @@ def test_free_cores_without_proc_counts_every_core_and_says_so() -> None:
     assert free_cores(0, "garbage", "no cpu line", "cpu x y").workers == 1
     assert parse_loadavg("nan 1 1") is None and parse_loadavg("-1 0 0") is None and parse_loadavg("") is None
     note = free_cores(4, "1.20 1 1 1/1 1", _stat(0, 0), _stat(100, 300)).note()
-    assert note.startswith("--workers auto: 3 worker(s) for the free cores of 4 CPU(s)")
+    assert note.startswith("--workers auto: 3 workers for the free cores of 4 CPUs")
     assert "1-min load average 1.20" in note and "1.00 cores busy" in note
 
 

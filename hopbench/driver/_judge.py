@@ -36,6 +36,7 @@ from typing import Any
 
 from .._advice import cure_of, one_cure_each
 from .._exit import STOP_TARGET_FAILING, STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
+from .._format import plural
 from .._units import NS_PER_MS, NS_PER_S
 from ..config._records import Profile
 from ..engine._saturation import GeneratorFigures, HostUsage
@@ -269,8 +270,9 @@ def _open_loop_held(profile: Profile, stats: RunStatsLike, total: Snapshot, load
         if want_rps is None:  # one instant: no rate, neither asked nor achieved, and no window
             # (its end would be one made-up mean gap after the instant: docs/results.md)
             achieved = arrival_rps = load_window_s = None
+            n_due = len(profile.load.trace.entries)
             load["requested_rate_note"] = (
-                f"the trace's {len(profile.load.trace.entries)} request(s) are due at one instant "
+                f"the trace's {n_due} {plural(n_due, 'request')} {plural(n_due, 'is', 'are')} due at one instant "
                 "(one timestamp, not looped): no rate and no load window; judged on the requests due")
     load.update(requested_rate_rps=_round3(want_rps), achieved_rate_rps=_round3(achieved),
                 arrival_rate_rps=_round3(arrival_rps), load_window_s=load_window_s,

@@ -58,12 +58,12 @@ from ..measure._burst import FlaggedLog, join_bursts, not_rejudged
 from ..measure._counters import RunCounters
 from ..measure._hdr import Histogram
 from ..measure._inflight import PHASES
-from ..measure._outcomes import output_tokens
 from ..measure._recorder import ALL, IntervalSnapshot, Recorder, ScopeSnapshot, Snapshot
 from ._common import CHECKPOINT_S, progress_line
 from ._judge import judge
 from ._results import ResultsWriter
 from ._share import WorkerShare, share_profile
+from ._single import timeline_line
 from ._summary import Part, RunEnd, WorkerInfo
 
 __all__ = ["Merger", "merge_stream_parts", "STREAM_PART", "SORT_CHUNK_BYTES"]
@@ -345,12 +345,12 @@ class Merger:
             "cpu": max(cpus.values(), default=0.0),
             "started_total": sum(w.started_total for w in self.workers.values()),
             "dropped_total": sum(w.dropped_total for w in self.workers.values()),
-            "completed": iv.counter(ALL, "completed") + warm.counter(ALL, "completed"),
-            "started": iv.counter(ALL, "started") + warm.counter(ALL, "started"),
-            "output_tokens": output_tokens(lambda k: iv.counter(ALL, k)),
             "workers": len(parts),
             "cpu_by_worker": cpus,
         }
+        # completed, started and output tokens of the measured and the warm-up streams, by the rule
+        # one process's timeline uses (its progress line said "tok 0/s" through the warm-up)
+        line = timeline_line(line, iv, warm)
         self.timeline.write(json.dumps(line) + "\n")
         self.timeline.flush()
         self.intervals_written += 1

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from .._format import plural
 from ._saturation import parse_proc_stat
 
 __all__ = ["SAMPLE_S", "FreeCores", "auto_workers", "free_cores", "parse_loadavg"]
@@ -64,7 +65,8 @@ class FreeCores:
             parts = [f"1-min load average {self.load_1m:.2f}" if self.load_1m is not None else "",
                      f"{self.busy_cores:.2f} cores busy over {SAMPLE_S:g} s" if self.busy_cores is not None else ""]
             seen = "the other processes use " + " and ".join(p for p in parts if p)
-        return (f"--workers auto: {self.workers} worker(s) for the free cores of {self.cpus} CPU(s) "
+        return (f"--workers auto: {self.workers} {plural(self.workers, 'worker')} for the free cores of "
+                f"{self.cpus} {plural(self.cpus, 'CPU')} "
                 f"({seen}; docs/scaleout.md)")
 
 

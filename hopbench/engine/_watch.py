@@ -189,7 +189,8 @@ class WatchMixin:
             self.stats.interrupted_by = (
                 f"{FAILING_PREFIX}: the first {n} responses from {self.base_url} all failed and none streamed an "
                 f"event ({k} of {n}: {head}, {kind}); stopped early (run.stop_on_failing_target = {limit})")
-            self.notice(f"{self.stats.interrupted_by}")
+            # no notice while the run goes (as target unreachable's): the stop is at once, and the
+            # run's warnings (or, with --quiet, its exit line) say it, once
             self.request_stop()
 
     def _loop_lag_ns(self, t_ns: int) -> int:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from .._errors import ResultsError
+from .._format import plural
 from ._outcomes import BROKEN, TokensSource, output_tokens, tokens_source
 from ._recorder import ALL, Snapshot
 from ._wire_text import merge_samples
@@ -294,7 +295,7 @@ class RunCounters:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
-            raise ResultsError(f"counters: unknown field(s) {', '.join(unknown)}")
+            raise ResultsError(f"counters: unknown {plural(len(unknown), 'field')} {', '.join(unknown)}")
         kw: dict[str, Any] = dict(data)
         if "cpu_fractions" in kw:
             kw["cpu_fractions"] = tuple(float(x) for x in kw["cpu_fractions"])

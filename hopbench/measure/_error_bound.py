@@ -36,7 +36,7 @@ from .._format import fmt_cell
 from ._hdr import Histogram
 from ._metrics import METRICS
 
-__all__ = ["UNCERTAIN_MARK", "uncertain_note", "UNBOUNDED_METRICS", "ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
+__all__ = ["UNCERTAIN_MARK", "uncertain_note", "uncertain_note_lines", "NOTE_COLUMNS", "UNBOUNDED_METRICS", "ERROR_MIN_NS", "ERROR_SHARE", "ERROR_PERCENTILES", "error_bounds", "uncertain", "error_bound_warnings",
            "scope_error_bounds"]
 
 UNBOUNDED_METRICS: Final = frozenset({
@@ -70,11 +70,23 @@ UNCERTAIN_MARK: Final = "~"
 """What the terminal table and report.html put after an uncertain percentile."""
 
 
+#: the widest line a note under the terminal table may print: an 80-column terminal's
+NOTE_COLUMNS: Final = 80
+
+
+def uncertain_note_lines() -> tuple[str, str]:
+    """The key to :data:`UNCERTAIN_MARK` under a table that shows it, as the terminal prints it:
+    two lines of at most :data:`NOTE_COLUMNS` columns, cut between phrases (one line of 150
+    wrapped mid-phrase on an 80-column terminal). No cure of its own (a saturated run's is its
+    verdict's; the warnings give it once)."""
+    return (f"{UNCERTAIN_MARK} error bound over {ERROR_SHARE * 100:g} % of the value and over "
+            f"{ERROR_MIN_NS / 1e6:g} ms (summary.json error_bound_ms)",
+            "  as the client read late (see client_read_lag); the warnings give the cure")
+
+
 def uncertain_note() -> str:
-    """The one-line key to :data:`UNCERTAIN_MARK` under a table that shows it: no cure of
-    its own (a saturated run's is its verdict's; the warnings give it once)."""
-    return (f"{UNCERTAIN_MARK} error bound over {ERROR_SHARE * 100:g} % of the value and over {ERROR_MIN_NS / 1e6:g} ms "
-            "(summary.json error_bound_ms): the client read late (see client_read_lag); the warnings give the cure")
+    """:func:`uncertain_note_lines` as one line (report.html's note, where the page wraps it)."""
+    return " ".join(line.strip() for line in uncertain_note_lines())
 
 
 def _percentiles(buckets: Mapping[int, int], total: int) -> dict[str, int]:

@@ -68,7 +68,7 @@ class ProgressFigures:
         planned_ns: the run's planned duration (warm-up included), or None.
         requests_left: run.requests minus requests started and arrivals dropped
             at max_in_flight, or None.
-        warming_up: the last interval ended inside the warm-up period.
+        warming_up: the last interval began inside the warm-up period.
         in_flight_now, in_flight_mean: streams a gateway sees open (request
             sent, not finished) at the interval's end / on average.
         connecting_now, waiting_now: streams opening a connection / waiting
@@ -269,7 +269,10 @@ class LiveProgress:
             requests_left=(None if run_spec.requests is None
                            else max(run_spec.requests - int(last.get("started_total", 0))
                                     - int(last.get("dropped_total", 0)), 0)),
-            warming_up=int(last["end_ns"]) <= run_spec.warmup_ns,
+            # the last interval began inside the warm-up: its figures hold warm-up streams (by its
+            # end, a late tick's 1.013 s interval of a 1 s warm-up lost the mark, as the workers'
+            # merged intervals, which end at their latest worker's tick, always did)
+            warming_up=int(last.get("start_ns", 0)) < run_spec.warmup_ns,
             in_flight_now=int(last.get("in_flight_now", 0)),
             # weighted by each interval's real length (a late tick's interval is longer)
             in_flight_mean=float(sum(float(ln.get("in_flight_mean", 0.0))

@@ -43,6 +43,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,8 @@ from ._series import MAX_POINTS, RunData, SeriesPoint, bucket_ns_for, fold_hlog,
 from .._units import NS_PER_MS, NS_PER_S
 from .._textfile import read_text
 
-__all__ = ["write_report", "read_hlog", "load_run", "render_html"]
+__all__ = ["write_report", "read_hlog", "load_run", "render_html", "basic_bundle_version", "same_minor", "PLOTLY_BASIC_JS",
+           "BASIC_TRACES"]
 
 REPORT_NAME = "report.html"
 TIMELINE_NAME = "timeline.jsonl"
@@ -371,9 +373,40 @@ def _run_meta(run: RunData) -> str:
     return '<p class="meta">' + "".join(f"<span><b>{_e(k)}</b> {_e(_fmt(v))}</span>" for k, v in items) + "</p>"
 
 
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
+#: plotly.js's "basic" bundle (scatter, bar, pie and the core components: subplots, log axes,
+#: shapes, annotations, legends, hover), from the npm package ``plotly.js-basic-dist-min``
+#: (MIT: ``plotly-basic.LICENSE`` beside it): 1.2 MB where the full bundle plotly.py ships
+#: is 4.8 MB, of which the page used only these traces (docs/report.md, "Why plotly")
+PLOTLY_BASIC_JS = Path(__file__).with_name("plotly-basic.min.js")
+#: the trace types the basic bundle draws: a figure of any other type needs the full bundle
+BASIC_TRACES = frozenset({"scatter", "bar", "pie"})
 
+
+def basic_bundle_version(text: str) -> str | None:
+    """The plotly.js version in a bundle's banner (``plotly.js (basic - minified) v4.1.1``),
+    None when the banner names none. Never raises."""
+    m = re.search(r"plotly\.js[^\n]*? v(\d+\.\d+\.\d+)", text[:200])
+    return m.group(1) if m else None
+
+
+def same_minor(a: str | None, b: str | None) -> bool:
+    """Two plotly.js versions of one major.minor series (``4.1.1``, ``4.1.2``): a patch
+    release fixes bugs and keeps the figure schema (semver), so plotly.py's figures for one
+    are drawn by the other's bundle. Never raises."""
+    return a is not None and b is not None and a.split(".")[:2] == b.split(".")[:2]
+
+
+def _plotly_js() -> str:
+    """The plotly.js the page embeds: the basic bundle when it is of the series plotly.py's
+    figures are written for (:func:`same_minor`), else plotly.py's full bundle."""
+    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+    try:
+        basic = PLOTLY_BASIC_JS.read_text(encoding="utf-8")
+    except OSError:  # (an install without the file: the full bundle draws the same page)
+        basic = ""
+    if basic and same_minor(basic_bundle_version(basic), get_plotlyjs_version()):
+        return basic
     return str(get_plotlyjs())
 
 
@@ -429,7 +462,7 @@ def render_html(runs: Sequence[RunData]) -> str:
     """The whole page for one run, or two (A and B, overlaid) when comparing.
 
     Returns:
-        The HTML text (plotly.js included: about 4.8 MB).
+        The HTML text (plotly.js's basic bundle included: about 1.3 MB; :func:`_plotly_js`).
     """
     a = runs[0]
     title = f"hopbench report: {a.label}" + (f" vs {runs[1].label}" if len(runs) > 1 else "")

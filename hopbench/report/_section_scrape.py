@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .._textfile import decode_line, iter_lines
+from .._format import plural
 
 __all__ = ["read_scrapes", "scrape_series", "scrape_section", "MAX_FAMILIES", "MAX_SERIES_PER_FAMILY",
            "MAX_POINTS"]
@@ -211,7 +212,9 @@ def scrape_section(results_dir: Path, timeline: Sequence[Mapping[str, Any]]) -> 
                                      marker={"size": 4}, connectgaps=False), row=row, col=1)
     fig.update_xaxes(title={"text": "seconds since start"}, row=len(titles), col=1)
     fig.update_layout(height=220 * len(titles) + 120, template="plotly_white", margin={"t": 60})
-    note = (f'<p class="note">{n_records} scrapes of {len(series) or "no"} endpoint(s) from scrape.jsonl'
+    n_series = len(series)
+    note = (f'<p class="note">{n_records} {plural(n_records, "scrape")} of {n_series or "no"} '
+            f'{plural(n_series, "endpoint")} from scrape.jsonl'
             + (f", {bad} failed (see the warnings)" if bad else "")
             + "; counters as rates per second between scrapes.</p>")
     html = pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id="fig-scrape",

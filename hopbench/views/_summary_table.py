@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure._burst import burst_warnings
-from ..measure._error_bound import UNCERTAIN_MARK, uncertain, uncertain_note
+from ..measure._error_bound import UNCERTAIN_MARK, uncertain, uncertain_note_lines
 from .._format import fmt_num as _num
 from .._format import cpu_phrase, load_phrase
 from ..measure._metrics import METRICS, UNIT_LABELS
@@ -43,7 +43,10 @@ def _int(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else "-"
 
 
-def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
+def _metrics_table(name: str, scope: Mapping[str, Any]) -> tuple[Table, list[str]]:
+    """One scope's table, and the notes to print under it (the keys to ``~`` and ``<0.001``,
+    each line at most ``NOTE_COLUMNS`` wide: printed as lines of their own, not as the table's
+    caption, which rich wraps at the table's width)."""
     table = Table(title=f"[bold]{name}[/bold]", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False, padding=(0, 1), show_edge=False)
     table.add_column("metric", no_wrap=True)
@@ -86,17 +89,16 @@ def _metrics_table(name: str, scope: Mapping[str, Any]) -> Table:
             pct("p999"),
             num("max"),
         )
-    notes = ([uncertain_note()] if marked_any else []) + ([SHARED_READ_NOTE] if shared_read else [])
-    if notes:
-        table.caption = "\n".join(notes)
-        table.caption_justify = "left"
-    return table
+    notes = (list(uncertain_note_lines()) if marked_any else []) + (list(SHARED_READ_LINES) if shared_read else [])
+    return table, notes
 
 
 #: a time under 0.0005 ms, which 3 decimals would print as a bare 0.000, in the terminal table
 SHARED_READ_TEXT = "<0.001"
-SHARED_READ_NOTE = (f"{SHARED_READ_TEXT} ms: under 1 us; for itl, events shared a network read (one stamp, a gap of 0, "
-                    "recorded as 1 ns); summary.json keeps the number")
+#: its key under the table, in lines of at most 80 columns (hopbench.measure._error_bound.NOTE_COLUMNS)
+SHARED_READ_LINES = (f"{SHARED_READ_TEXT} ms: under 1 us; for itl, events shared a network read (one stamp,",
+                     "  a gap of 0, recorded as 1 ns); summary.json keeps the number")
+SHARED_READ_NOTE = " ".join(line.strip() for line in SHARED_READ_LINES)
 
 
 def _below_print(value: object) -> bool:
@@ -357,7 +359,10 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         if not isinstance(scope, Mapping):
             continue
         if scope.get("metrics"):
-            console.print(_metrics_table(name, scope))
+            table, notes = _metrics_table(name, scope)
+            console.print(table)
+            for note in notes:
+                console.print(Text(note, style="dim"))
         else:
             console.print(Text.assemble((name, "bold"), ": no values recorded"))
         for line in _scope_lines(scope):

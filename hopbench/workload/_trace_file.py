@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Protocol, overload
 
 from .._errors import ProfileError
+from .._format import plural
 from .._textfile import GZIP_MAGIC, binary_kind, check_regular, gunzip, json_value
 from ._lengths import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
 
@@ -649,7 +650,7 @@ def check_blocks(entries: Sequence[TraceEntry], block_tokens: int, path: Path) -
 def _too_many_ids(ids: int, input_tokens: int, block_tokens: int, path: Path, line: int) -> None:
     blocks = -(-input_tokens // block_tokens)
     raise ProfileError(
-        f'trace line: "hash_ids" has {ids} ids, more than the {blocks} block(s) of '
+        f'trace line: "hash_ids" has {ids} {plural(ids, "id")}, more than the {blocks} {plural(blocks, "block")} of '
         f'"input_tokens" = {input_tokens} with load.block_tokens = {block_tokens} '
         f"(ceil(input_tokens / block_tokens)); set block_tokens to the trace's block size or "
         "fix the line", path=path, line=line)
