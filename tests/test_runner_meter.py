@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
@@ -272,3 +273,46 @@ async def test_runner_stamps_events_when_they_reached_the_socket_not_when_a_late
     assert all(abs(o) <= 1.0 for o in off), off
     assert snap.counter(ALL, "wire.items_bounded") > 0  # reads that carried several events
     assert snap.histogram(ALL, "client_read_lag").max >= 20_000_000
+
+
+# -- a stream the run cancels mid-body keeps what it decoded -----------------------------------------
+
+async def test_runner_stream_cancelled_mid_body_keeps_its_decoded_events() -> None:
+    """The run's stop cancels a stream after 3 content events (``run.grace_s = 0``: the path
+    of a second SIGINT and of an expired grace period): its record keeps the 3 events the
+    decoder made of the body, not 0 (issue 39's follow-up: a broken stream's output read 0)."""
+    sent = trio.Event()
+
+    async def handler(stream: trio.SocketStream) -> None:
+        try:
+            await stream.receive_some(65536)
+            await stream.send_all(_HEAD + b"\r\n" + b"".join(_chunk(_chat('{"content":"x"}')) for _ in range(3)))
+            sent.set()
+            await trio.sleep_forever()
+        finally:
+            await stream.aclose()
+
+    lines: list[dict[str, Any]] = []
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        profile = parse_profile(
+            f'[run]\nrequests = 1\ngrace_s = 0\n[load]\nconcurrency = 1\n[target]\nurl = "{url}"\n'
+            '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
+        rec = Recorder(["chat-m"])
+        runner = LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append)
+
+        async def stop_when_read() -> None:
+            await sent.wait()
+            # every task blocked (after trio's own poll of the sockets): the client has read them
+            await trio.testing.wait_all_tasks_blocked()
+            runner.request_stop("SIGINT")
+
+        nursery.start_soon(stop_when_read)
+        with trio.fail_after(30):
+            await runner.run()
+        nursery.cancel_scope.cancel()
+    [line] = lines
+    assert line["outcome"] == "cancelled"
+    assert line["first_token_ns"] is not None
+    assert (line["content_events"], line["output_events"]) == (3, 3)

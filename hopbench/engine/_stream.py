@@ -383,7 +383,9 @@ class StreamMixin:
         a plan made ahead has it in its stage already).
 
         Never raises for server behaviour (``_send`` maps it to an outcome);
-        ``trio.Cancelled`` is recorded as "cancelled" and raised again."""
+        ``trio.Cancelled`` is recorded as "cancelled" (with what the decoder made of
+        the body so far; by its own outcome when its terminal signal had arrived)
+        and raised again."""
         if plan is None:
             plan = self._plan(sc, req)
         if turn is not None:
@@ -425,6 +427,12 @@ class StreamMixin:
         finally:
             if stage[5] is not None:  # written or not, it no longer holds up the later ones
                 stage[5][0].release(stage[5][1])
+            if result is None and box[0] is not None:
+                # the run cancelled it (a second SIGINT, run.grace_s): ``_send`` raised
+                # before it returned what the decoder had made of the body; keep it
+                result = box[0]
+                if box[1]:  # its terminal signal had arrived: it ended by itself
+                    outcome, detail = result.outcome, _detail(result)
             end = now_ns()
             meter.close(end)
             detail = self._wire_detail(outcome, detail, result, box[2], box[4])
