@@ -316,3 +316,12 @@ async def test_runner_stream_cancelled_mid_body_keeps_its_decoded_events() -> No
     assert line["outcome"] == "cancelled"
     assert line["first_token_ns"] is not None
     assert (line["content_events"], line["output_events"]) == (3, 3)
+
+
+async def test_runner_stream_lines_mark_the_warmup_streams() -> None:
+    """streams.jsonl's ``warmup``: true for a stream that started in ``run.warmup_s`` (the
+    warm-up recorder's), false after it; export carries it (issue 39 follow-up)."""
+    _, warm = await _run(_cut_after_finish, extra_run="warmup_s = 3600")
+    _, measured = await _run(_cut_after_finish)
+    assert [x["warmup"] for x in warm] == [True, True]
+    assert [x["warmup"] for x in measured] == [False, False]

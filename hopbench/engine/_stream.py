@@ -554,6 +554,7 @@ class StreamMixin:
             self._window.note(LATER_SENT if later else SENT, intended_ns, end, None if later else taken_ns)
         if self.on_stream is not None:
             line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
+            line["warmup"] = rec is not self.rec  # (docs/results/files.md: a warm-up stream)
             if arm is not None:
                 line["arm"], line["scenario"] = arm[0], sc.name
                 line.update(arm_fields(record))
