@@ -277,8 +277,12 @@ class StreamMixin:
         for turn in range(1, n_turns + 1):
             if turn > 1:
                 due = now_ns() + spec.think_ns
-                if spec.think_ns:
-                    await trio.sleep_until(ns_to_s(due))
+                if spec.think_ns:  # a user thinking holds its load (docs/results/in-flight.md)
+                    self._gauge.think(due - spec.think_ns, 1)
+                    try:
+                        await trio.sleep_until(ns_to_s(due))
+                    finally:
+                        self._gauge.think(now_ns(), -1)
                 if not self._take_request():
                     break
                 if intended_ns is not None:
