@@ -39,8 +39,10 @@ Body = Callable[[trio.SocketStream], Awaitable[None]]
 
 
 async def _run(body: Body, *, requests: int = 2, concurrency: int = 1, extra_run: str = "",
-               scenario: str = "") -> tuple[Snapshot, list[dict[str, Any]]]:
-    """Serve every request with ``body`` (after reading the request) and run the profile."""
+               scenario: str = "", during: Callable[[LoadRunner], Awaitable[None]] | None = None,
+               ) -> tuple[Snapshot, list[dict[str, Any]]]:
+    """Serve every request with ``body`` (after reading the request) and run the profile
+    (``during``: a task beside the run, given its runner)."""
 
     async def handler(stream: trio.SocketStream) -> None:
         try:
@@ -60,8 +62,11 @@ async def _run(body: Body, *, requests: int = 2, concurrency: int = 1, extra_run
             f'[load]\nconcurrency = {concurrency}\n[target]\nurl = "{url}"\n'
             f'[[scenario]]\nprotocol = "chat"\nmodel = "m"\n{scenario}\n', "p.toml", env={})
         rec = Recorder(["chat-m"])
+        runner = LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append)
+        if during is not None:
+            nursery.start_soon(during, runner)
         with trio.fail_after(30):
-            await LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append).run()
+            await runner.run()
         nursery.cancel_scope.cancel()
     return rec.snapshot(), lines
 
@@ -283,35 +288,18 @@ async def test_runner_stream_cancelled_mid_body_keeps_its_decoded_events() -> No
     decoder made of the body, not 0 (issue 39's follow-up: a broken stream's output read 0)."""
     sent = trio.Event()
 
-    async def handler(stream: trio.SocketStream) -> None:
-        try:
-            await stream.receive_some(65536)
-            await stream.send_all(_HEAD + b"\r\n" + b"".join(_chunk(_chat('{"content":"x"}')) for _ in range(3)))
-            sent.set()
-            await trio.sleep_forever()
-        finally:
-            await stream.aclose()
+    async def body(stream: trio.SocketStream) -> None:
+        await stream.send_all(_HEAD + b"\r\n" + b"".join(_chunk(_chat('{"content":"x"}')) for _ in range(3)))
+        sent.set()
+        await trio.sleep_forever()
 
-    lines: list[dict[str, Any]] = []
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
-        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
-        profile = parse_profile(
-            f'[run]\nrequests = 1\ngrace_s = 0\n[load]\nconcurrency = 1\n[target]\nurl = "{url}"\n'
-            '[[scenario]]\nprotocol = "chat"\nmodel = "m"\n', "p.toml", env={})
-        rec = Recorder(["chat-m"])
-        runner = LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append)
+    async def stop_when_read(runner: LoadRunner) -> None:
+        await sent.wait()
+        # every task blocked (after trio's own poll of the sockets): the client has read them
+        await trio.testing.wait_all_tasks_blocked()
+        runner.request_stop("SIGINT")
 
-        async def stop_when_read() -> None:
-            await sent.wait()
-            # every task blocked (after trio's own poll of the sockets): the client has read them
-            await trio.testing.wait_all_tasks_blocked()
-            runner.request_stop("SIGINT")
-
-        nursery.start_soon(stop_when_read)
-        with trio.fail_after(30):
-            await runner.run()
-        nursery.cancel_scope.cancel()
+    _, lines = await _run(body, requests=1, extra_run="grace_s = 0", during=stop_when_read)
     [line] = lines
     assert line["outcome"] == "cancelled"
     assert line["first_token_ns"] is not None
