@@ -110,7 +110,9 @@ def load_phrase(load: Mapping[str, Any]) -> str:
         after the first are not arrivals: ``later_turns_sent``), then
         ``, 57 arrivals dropped at max_in_flight = 5`` when some were; a
         closed loop: ``7.90 of 8 users busy with the target on average``
-        (``mean_busy`` of ``requested_concurrency``); "" when the block has neither.
+        (``mean_busy`` of ``requested_concurrency``), with sessions' think times
+        ``4.36 of 8 users busy with the target and 3.50 thinking between session
+        turns on average`` (``mean_thinking``); "" when the block has neither.
         Never raises.
     """
     rates = _number(load, "requested_rate_rps") and _number(load, "achieved_rate_rps")
@@ -121,8 +123,10 @@ def load_phrase(load: Mapping[str, Any]) -> str:
     elif rates:
         text = f"{fmt_num(load['achieved_rate_rps'])} of {fmt_num(load['requested_rate_rps'])} requests/s sent"
     elif _number(load, "requested_concurrency") and _number(load, "mean_busy"):
+        thinking = (f" and {fmt_num(load['mean_thinking'])} thinking between session turns"
+                    if _number(load, "mean_thinking") and load["mean_thinking"] else "")
         return (f"{fmt_num(load['mean_busy'])} of {load['requested_concurrency']:,} users busy with the "
-                "target on average")
+                f"target{thinking} on average")
     else:
         return ""
     if _number(load, "later_turns_sent") and load["later_turns_sent"]:

@@ -3,6 +3,7 @@ and bad input refused with file, line and key before any load is sent."""
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -220,3 +221,59 @@ def test_check_command_a_dead_gateway_is_one_line_and_exit_4(tmp_path: Path, hop
     assert r.returncode == 4, r.stderr
     assert "  INCONCLUSIVE  events_unchanged" in r.stdout and "????" not in r.stdout
     assert "hopbench check: error: nothing could be checked (10 inconclusive): chat: no response from the gateway" in r.stderr
+
+
+def test_run_check_interrupted_writes_the_finished_steps_marked_interrupted(tmp_path: Path) -> None:
+    """A SIGINT (KeyboardInterrupt) mid-script no longer leaves only ground_truth.jsonl: the
+    finished steps are graded, the rest inconclusive, contract.json/.md written marked
+    interrupted, exit 130 (issue 39 follow-up)."""
+    path = _write(tmp_path, target_port=free_port(), listen_port=free_port())
+
+    def progress(line: str) -> None:  # the interrupt arrives right after the first step
+        if line.startswith("plain:"):
+            raise KeyboardInterrupt
+
+    run = run_check(path, tmp_path / "out", env={}, progress=progress)
+    assert (run.exit_code, run.interrupted_by, run.interrupted_at) == (130, "SIGINT", "silence")
+    doc = json.loads((tmp_path / "out" / "contract.json").read_text(encoding="utf-8"))
+    assert (doc["exit_code"], doc["interrupted_by"], doc["interrupted_at"]) == (130, "SIGINT", "silence")
+    why = {c["id"]: c["why"] for c in doc["checks"]}
+    assert "no response from the gateway" in why["events_unchanged"]  # the plain step's: graded
+    assert why["keepalive_cadence"] == "interrupted (SIGINT) at the script's silence step: not run"
+    assert "interrupted (SIGINT) at the script's silence step" in (tmp_path / "out" / "contract.md").read_text()
+    assert (tmp_path / "out" / "contract.xml").is_file()
+
+
+@pytest.mark.slow
+def test_check_command_a_real_sigint_mid_step_exits_130_with_partial_outputs(tmp_path: Path) -> None:
+    """The command with a real SIGINT while its first request waits on a gateway that never
+    answers (sent once the gateway has the request: no timing guess): exit 130, the
+    outputs written, every check inconclusive as interrupted at the plain step."""
+    import signal
+    import subprocess
+    import sys
+
+    gateway = socket.socket()
+    gateway.bind(("127.0.0.1", 0))
+    gateway.listen(8)
+    gateway.settimeout(60)  # a bound on a broken test, not a timing threshold
+    path = _write(tmp_path, target_port=gateway.getsockname()[1], listen_port=free_port())
+    out = tmp_path / "out"
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "hopbench", "check", str(path), "--out", str(out)],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        conn, _ = gateway.accept()
+        conn.recv(65536)  # the request arrived: the script is inside its plain step
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+        conn.close()
+    finally:
+        proc.kill()
+        gateway.close()
+    assert proc.returncode == 130, stderr
+    assert "interrupted (SIGINT): partial results" in stderr and "Traceback" not in stderr
+    doc = json.loads((out / "contract.json").read_text(encoding="utf-8"))
+    assert (doc["exit_code"], doc["interrupted_at"]) == (130, "plain")
+    assert {c["status"] for c in doc["checks"]} <= {"inconclusive", "skip"}
+    assert "interrupted (SIGINT) at the script's plain step" in stdout

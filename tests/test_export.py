@@ -77,9 +77,10 @@ def test_export_csv_round_trips(run_dir: Path, tmp_path: Path) -> None:
             return ""
         return json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else str(v)
 
-    for row, rec in zip(streams, want):  # the run column first, then the record; declared columns it lacks empty
-        assert list(row)[0] == "run" and row["run"] == run_dir.name
-        assert row == {"run": run_dir.name, **{c: "" for c in row if c != "run"}, **{k: cell(v) for k, v in rec.items()}}
+    for row, rec in zip(streams, want):  # the run columns first, then the record; declared columns it lacks empty
+        assert list(row)[:2] == ["run", "run_dir"] and row["run"] == row["run_dir"] == run_dir.name
+        assert row == {"run": run_dir.name, "run_dir": run_dir.name, **{c: "" for c in row if c not in ("run", "run_dir")},
+                       **{k: cell(v) for k, v in rec.items()}}
     assert "cached_tokens" in streams[0] and "headers" in streams[0]  # no value in this run, still a column
     assert any(json.loads(r["events"])["text"] for r in streams)
     assert any(r["detail"] for r in streams) and any(not r["detail"] for r in streams)
@@ -90,12 +91,14 @@ def test_export_jsonl_round_trips(run_dir: Path, tmp_path: Path) -> None:
     paths = export_results(run_dir, "jsonl", tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     # the figures first, as they always were; then whether the run can be trusted
-    assert [json.loads(x) for x in paths[0].read_text().splitlines()] == summary_rows(summary) + trust_rows(summary)
+    assert [json.loads(x) for x in paths[0].read_text().splitlines()] == [
+        dict(r, run_dir=run_dir.name) for r in summary_rows(summary) + trust_rows(summary)]
     got = [json.loads(x) for x in paths[1].read_text().splitlines()]
     assert [{k: v for k, v in r.items() if k in rec} for r, rec in zip(got, _streams(run_dir))] == [
         {k: rec[k] for k in r if k in rec} for r, rec in zip(got, _streams(run_dir))]
     assert len(got) == len(_streams(run_dir)) and {r["run"] for r in got} == {run_dir.name}
-    assert all(set(r) - set(rec) <= {"run", "cached_tokens", "headers"} for r, rec in zip(got, _streams(run_dir)))
+    assert all(set(r) - set(rec) <= {"run", "run_dir", "cached_tokens", "headers"}
+               for r, rec in zip(got, _streams(run_dir)))
     # the scraped samples, one row each, back to scrape.jsonl's records
     rows = [json.loads(x) for x in paths[2].read_text().splitlines()]
     scrapes = [json.loads(x) for x in (run_dir / "scrape.jsonl").read_text().splitlines()]
@@ -129,7 +132,8 @@ def test_export_parquet_round_trips_or_names_the_extra(run_dir: Path, tmp_path: 
     assert [{k: r[k] for k in rec} for r, rec in zip(got, _streams(run_dir))] == _streams(run_dir)
     assert len(got) == len(_streams(run_dir)) and {r["run"] for r in got} == {run_dir.name}
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert pq.read_table(paths[0]).to_pylist() == summary_rows(summary) + trust_rows(summary)
+    assert pq.read_table(paths[0]).to_pylist() == [
+        dict(r, run_dir=run_dir.name) for r in summary_rows(summary) + trust_rows(summary)]
 
 
 @pytest.mark.slow
@@ -239,10 +243,11 @@ def test_export_staged_folder_exports_every_stage_with_a_stage_column(run_dir: P
     streams = [json.loads(x) for x in (tmp_path / "x" / "streams.jsonl").read_text().splitlines()]
     assert len(streams) == 2 * n > 0
     assert [r["stage"] for r in streams] == ["stage-01-c1"] * n + ["stage-02-c2"] * n
-    assert list(streams[0])[:2] == ["run", "stage"] and {r["run"] for r in streams} == {"staged"}
+    assert list(streams[0])[:3] == ["run", "run_dir", "stage"] and {r["run"] for r in streams} == {"staged"}
     assert [r["id"] for r in streams[:n]] == [r["id"] for r in _streams(run_dir)]
     rows = [json.loads(x) for x in (tmp_path / "x" / "summary.jsonl").read_text().splitlines()]
-    assert list(rows[0]) == ["run", "stage", "scope", "kind", "name", "value", "unit"]
+    assert list(rows[0]) == ["run", "stage", "scope", "kind", "name", "value", "unit", "run_dir"]
+    assert {r["run_dir"] for r in rows} == {r["run_dir"] for r in streams} == {"staged"}
     fig = {(r["stage"], r["kind"], r["name"]): r["value"] for r in rows}
     assert fig[("stage-01-c1", "stage", "passed")] == 1 and fig[("stage-02-c2", "stage", "passed")] == 0
     assert fig[("stage-01-c1", "stage", "of_record")] == 1 and fig[("stage-02-c2", "stage", "of_record")] == 0
@@ -341,11 +346,11 @@ def test_trust_rows_of_a_complete_closed_loop_run_and_of_an_old_summary() -> Non
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_export_adds_trust_rows_after_the_unchanged_figures(tmp_path: Path, fmt: str) -> None:
-    """The figure rows are byte for byte what they were; the trust rows follow them and
-    keep ``value`` numeric (the text facts are in ``name``)."""
+    """The figure rows are byte for byte what they were (with the folder's name, ``run_dir``,
+    last); the trust rows follow them and keep ``value`` numeric (the text facts are in ``name``)."""
     summary = _summary()
     run = _folder(tmp_path, summary)
-    figures = summary_rows(summary)
+    figures = [dict(r, run_dir="run") for r in summary_rows(summary)]
     export_results(run, fmt, tmp_path / "x")
     text = (tmp_path / "x" / f"summary.{fmt}").read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
@@ -486,7 +491,7 @@ def test_export_without_stream_records_warns_why(tmp_path: Path, capsys: pytest.
     assert f"hopbench export: warning: {run}: this run kept no per-stream records ({why}" in err, err
     assert "its streams table has its columns and no row" in err
     header = (tmp_path / "x" / "streams.csv").read_text(encoding="utf-8").splitlines()
-    assert len(header) == 1 and header[0].startswith("run,id,scenario,outcome,")
+    assert len(header) == 1 and header[0].startswith("run,run_dir,id,scenario,warmup,outcome,")
 
 
 def test_export_stream_columns_keep_their_types_in_a_run_without_bursts(tmp_path: Path) -> None:
@@ -550,3 +555,26 @@ def test_export_parquet_value_of_the_wrong_type_names_its_column(tmp_path: Path,
     assert main(["export", str(run), "--format", "parquet", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "cannot export streams.parquet: column 'status': expected int values" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_export_summary_and_streams_join_on_run_dir_and_mark_warmup_streams(tmp_path: Path, fmt: str) -> None:
+    """summary.<ext>'s ``run`` is the run's name and streams.<ext>'s the folder's: both tables
+    carry ``run_dir`` (the folder's name), so they join; ``warmup`` marks warm-up streams
+    (issue 39 follow-up)."""
+    run = _folder(tmp_path, _summary(), "nightly-20260102T030405Z", streams=False)
+    (run / "streams.jsonl").write_text("".join(json.dumps({"id": f"0-{i}", "scenario": "chat", "outcome": "completed",
+                                                           "start_ns": i, "warmup": i == 1}) + "\n"
+                                               for i in (1, 2)), encoding="utf-8")
+    summary_path, streams_path = export_results(run, fmt, tmp_path / "x")
+    if fmt == "csv":
+        with open(summary_path, encoding="utf-8", newline="") as f:
+            summary = list(csv.DictReader(f))
+        with open(streams_path, encoding="utf-8", newline="") as f:
+            streams = list(csv.DictReader(f))
+    else:
+        summary = [json.loads(x) for x in summary_path.read_text().splitlines()]
+        streams = [json.loads(x) for x in streams_path.read_text().splitlines()]
+    assert {r["run"] for r in summary} == {"nightly"}  # the documented column keeps its meaning
+    assert {r["run_dir"] for r in summary} == {r["run_dir"] for r in streams} == {run.name}
+    assert [r["warmup"] for r in streams] == (["True", "False"] if fmt == "csv" else [True, False])

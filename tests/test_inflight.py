@@ -381,3 +381,18 @@ model = "m"
     assert counters.get("proxy_buffering_suspected", 0) <= allowed, (counters, held_by_the_emulator)
     assert not [w for w in summary["warnings"] if "buffering" in w], summary["warnings"]
     assert not any("buffering" in w for w in summary["warnings"])
+
+
+def test_inflight_think_area_is_clipped_to_the_steady_window_and_is_no_phase() -> None:
+    # users thinking between session turns (issue 39 follow-up): counted apart from the
+    # phases (not open, no peak), their user-ns clipped to [steady_from, stop)
+    g = InFlightGauge(0, steady_from_ns=10)
+    g.think(5, 1)      # 5 ns before the steady window: counts from 10
+    g.think(12, 1)
+    g.think(20, -1)    # 20 - 10 = 10
+    g.stop(30)         # the second one's 30 - 12 = 18 so far
+    g.think(40, -1)    # after the stop: not steady
+    assert g.steady_think_area == 10 + 18
+    assert g.open == 0 and g.peak_open == 0 and g.thinking == 0
+    with pytest.raises(ValueError):
+        g.think(50, -1)

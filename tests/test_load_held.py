@@ -782,3 +782,23 @@ def test_load_held_arrivals_the_target_refused_are_the_targets(tmp_path: Path) -
         "the other 10 the client did not send in time")
     # hopbench's own file-descriptor limit is the client's, not the target's
     assert warned(connect_error=30, **{"connect_error.fd_limit": 30}).endswith("(5.0 requests/s, 10 requested)")
+
+
+async def test_load_held_closed_loop_users_thinking_between_turns_hold_their_load(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    # issue 39 follow-up: profiles/sessions.toml warned "load not held" on an idle machine:
+    # 4 users whose sessions spend 3 think times of 0.5 s per 4 streams of 0.5 s are busy
+    # with the target 4/7 of the time and thinking the other 3/7; thinking holds the load
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nduration_s = 10\n[load]\nconcurrency = 4\nramp_up_s = 0\n'
+                    '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nname = "s"\nprotocol = "chat"\n'
+                    'model = "m"\nprompts = ["p"]\nsession = { turns = 4, think_time_s = 0.5 }\n')
+    profile = load_profile(path)
+    runner, rec = await _run(profile, scope="s", transport_factory=fake_transport(Plan(gaps_s=(0.25,))))
+    _, warnings, load = analyse(profile, runner.stats, rec.snapshot())
+    assert load["mean_busy"] == pytest.approx(4 * 4 / 7, abs=0.1), load
+    assert load["mean_thinking"] == pytest.approx(4 * 3 / 7, abs=0.1), load
+    assert load["mean_busy"] + load["mean_thinking"] == pytest.approx(4.0, abs=0.02)
+    assert load["held"] is True and not _not_held(warnings), warnings
+    assert load_phrase(load) == (f"{load['mean_busy']:.2f} of 4 users busy with the target and "
+                                 f"{load['mean_thinking']:.2f} thinking between session turns on average")

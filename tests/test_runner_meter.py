@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import ALL, Recorder, Snapshot
@@ -38,8 +39,10 @@ Body = Callable[[trio.SocketStream], Awaitable[None]]
 
 
 async def _run(body: Body, *, requests: int = 2, concurrency: int = 1, extra_run: str = "",
-               scenario: str = "") -> tuple[Snapshot, list[dict[str, Any]]]:
-    """Serve every request with ``body`` (after reading the request) and run the profile."""
+               scenario: str = "", during: Callable[[LoadRunner], Awaitable[None]] | None = None,
+               ) -> tuple[Snapshot, list[dict[str, Any]]]:
+    """Serve every request with ``body`` (after reading the request) and run the profile
+    (``during``: a task beside the run, given its runner)."""
 
     async def handler(stream: trio.SocketStream) -> None:
         try:
@@ -59,8 +62,11 @@ async def _run(body: Body, *, requests: int = 2, concurrency: int = 1, extra_run
             f'[load]\nconcurrency = {concurrency}\n[target]\nurl = "{url}"\n'
             f'[[scenario]]\nprotocol = "chat"\nmodel = "m"\n{scenario}\n', "p.toml", env={})
         rec = Recorder(["chat-m"])
+        runner = LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append)
+        if during is not None:
+            nursery.start_soon(during, runner)
         with trio.fail_after(30):
-            await LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append).run()
+            await runner.run()
         nursery.cancel_scope.cancel()
     return rec.snapshot(), lines
 
@@ -272,3 +278,38 @@ async def test_runner_stamps_events_when_they_reached_the_socket_not_when_a_late
     assert all(abs(o) <= 1.0 for o in off), off
     assert snap.counter(ALL, "wire.items_bounded") > 0  # reads that carried several events
     assert snap.histogram(ALL, "client_read_lag").max >= 20_000_000
+
+
+# -- a stream the run cancels mid-body keeps what it decoded -----------------------------------------
+
+async def test_runner_stream_cancelled_mid_body_keeps_its_decoded_events() -> None:
+    """The run's stop cancels a stream after 3 content events (``run.grace_s = 0``: the path
+    of a second SIGINT and of an expired grace period): its record keeps the 3 events the
+    decoder made of the body, not 0 (issue 39's follow-up: a broken stream's output read 0)."""
+    sent = trio.Event()
+
+    async def body(stream: trio.SocketStream) -> None:
+        await stream.send_all(_HEAD + b"\r\n" + b"".join(_chunk(_chat('{"content":"x"}')) for _ in range(3)))
+        sent.set()
+        await trio.sleep_forever()
+
+    async def stop_when_read(runner: LoadRunner) -> None:
+        await sent.wait()
+        # every task blocked (after trio's own poll of the sockets): the client has read them
+        await trio.testing.wait_all_tasks_blocked()
+        runner.request_stop("SIGINT")
+
+    _, lines = await _run(body, requests=1, extra_run="grace_s = 0", during=stop_when_read)
+    [line] = lines
+    assert line["outcome"] == "cancelled"
+    assert line["first_token_ns"] is not None
+    assert (line["content_events"], line["output_events"]) == (3, 3)
+
+
+async def test_runner_stream_lines_mark_the_warmup_streams() -> None:
+    """streams.jsonl's ``warmup``: true for a stream that started in ``run.warmup_s`` (the
+    warm-up recorder's), false after it; export carries it (issue 39 follow-up)."""
+    _, warm = await _run(_cut_after_finish, extra_run="warmup_s = 3600")
+    _, measured = await _run(_cut_after_finish)
+    assert [x["warmup"] for x in warm] == [True, True]
+    assert [x["warmup"] for x in measured] == [False, False]

@@ -644,6 +644,16 @@ def test_workload_example_profile_lengths_on_the_emulator(tmp_path: Path) -> Non
     assert abs(sum(n or 0 for n, _ in syn.lengths) / len(syn.lengths) / 512 - 1) < 0.01
     assert abs(sum(cap for _, cap in syn.lengths) / len(syn.lengths) / 200 - 1) < 0.01
     assert scopes["sharegpt"]["lengths"]["input"]["ratio"] == 1.0
+    # max_tokens without ignore_eos is a ceiling: the emulator's own 64-token answers stop
+    # short of it, and docs/profiles.md quotes that figure, not a ratio of 1 (issue 39 follow-up)
+    docs = (ROOT / "docs" / "profiles.md").read_text(encoding="utf-8")
+    for name, cap in (("chat-jsonl", 128), ("anthropic-jsonl", 96)):
+        out = scopes[name]["lengths"]["output"]
+        assert (out["requested_mean"], out["reported_mean"]) == (cap, 64), out
+        assert scopes[name]["counters"].get("stop.stop") == out["streams"], scopes[name]["counters"]
+        assert f"×{out['ratio']:.3f}" in docs, (name, out["ratio"])
+    ratio = scopes["all"]["lengths"]["output"]["ratio"]
+    assert 0.8 < ratio < 0.9 and "about ×0.85" in docs, ratio
     console = Console(record=True, width=100, file=io.StringIO())
     render_summary(outcome.summary, console)
     assert "lengths requested → reported (mean tokens): input 1,000.0 → 1,000.0 (×1.000)" in console.export_text()

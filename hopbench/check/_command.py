@@ -61,6 +61,9 @@ def check_command(profile: Path, *, out: Path | None = None, long: bool = False,
         except HopbenchError as exc:  # the verdicts stand without the page
             print(f"{prog}: warning: report.html not written: {exc}", file=sys.stderr)
     print(f"results: {folder} ({names})")
+    if run.interrupted_by is not None:  # the partial outputs are written: say so, exit 130
+        print(f"{prog}: interrupted ({run.interrupted_by}): partial results", file=sys.stderr)
+        return run.exit_code
     if run.exit_code == EXIT_TARGET_FAILED:  # one line for the one cause, not only the table's rows
         reasons = [r.why for r in run.results if r.status == "inconclusive" and r.why]
         first = reasons[0] if reasons else "every check was skipped"  # the script's first step: the cause

@@ -44,6 +44,9 @@ def contract_json(run: CheckRun) -> dict[str, Any]:
         "scenarios": [{"name": s.name, "protocol": s.protocol} for s in p.scenarios],
         "contract": run.contract.to_json(),
         "exit_code": run.exit_code,
+        # a SIGINT cut the script: the checks of the steps it did not finish are inconclusive
+        "interrupted_by": run.interrupted_by,
+        "interrupted_at": run.interrupted_at,
         "duration_s": round(run.duration_s, 3),
         "step_duration_s": {k: round(v, 3) for k, v in run.step_s.items()},
         "counts": _counts(run.results),
@@ -67,7 +70,14 @@ def format_table(run: CheckRun) -> str:
     c = _counts(run.results)
     lines.append(f"{c['pass']} passed, {c['fail']} failed, {c['inconclusive']} inconclusive, {c['skip']} skipped"
                  f" in {run.duration_s:.1f} s; exit {run.exit_code}")
+    if run.interrupted_by is not None:
+        lines.append(_interrupted(run))
     return "\n".join(lines)
+
+
+def _interrupted(run: CheckRun) -> str:
+    return (f"interrupted ({run.interrupted_by}) at the script's {run.interrupted_at} step: partial, "
+            "the checks of the steps it did not finish are inconclusive")
 
 
 def junit_xml(run: CheckRun) -> str:
@@ -101,6 +111,7 @@ def markdown(run: CheckRun) -> str:
     out = [f"### hopbench check: `{run.profile.target.url}`", "",
            f"{c['pass']} passed, {c['fail']} failed, {c['inconclusive']} inconclusive, {c['skip']} skipped "
            f"(contract: {run.contract.source}; exit {run.exit_code})", "",
+           *([f"**{_interrupted(run)}**", ""] if run.interrupted_by is not None else []),
            "| check | status | expected | observed | why |", "|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| `{r.id}` | {r.status} | {_cell(r.expected)} | {_cell(r.observed)} | {_cell(r.why or '')} |")

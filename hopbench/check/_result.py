@@ -88,11 +88,16 @@ class CheckRun:
 
     Attributes:
         results: one ``CheckResult`` per check id, in ``CHECK_IDS`` order.
-        exit_code: 0 no check failed, 1 one did, 4 nothing could be checked.
+        exit_code: 0 no check failed, 1 one did, 4 nothing could be checked,
+            130 interrupted (whatever the finished checks found).
         contract: the contract held to.
         profile: the check profile.
         duration_s: the whole run's wall time, s.
         out_dir: where the outputs are, or None when not written.
+        step_s: each finished script step's wall time, s.
+        interrupted_by: "SIGINT" when an interrupt cut the script, else None.
+        interrupted_at: the first script step it left unfinished ("SDK read" after
+            the last step), else None.
     """
 
     results: list[CheckResult]
@@ -102,3 +107,5 @@ class CheckRun:
     duration_s: float
     out_dir: Path | None = None
     step_s: dict[str, float] = field(default_factory=dict)
+    interrupted_by: str | None = None
+    interrupted_at: str | None = None

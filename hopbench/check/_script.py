@@ -29,6 +29,10 @@ Invariants:
 - A gateway that answers nothing makes the rest of the script moot: after a
   ``plain`` step without one response the other steps are not sent (every check
   is then ``inconclusive``, exit 4).
+- An interrupt (SIGINT: ``KeyboardInterrupt``) mid-script ends the script there:
+  the finished steps' checks are graded, the others are ``inconclusive`` ("not
+  run: interrupted"), the outputs are written marked interrupted, and the run's
+  exit status is 130 (docs/check.md, "Statuses and exit codes").
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from typing import Any
 
 import httpx
 
+from .._exit import EXIT_INTERRUPTED
 from ..config._check_profile import load_check_profile
 from ..config._contract_spec import CHECK_IDS, ContractSpec, keepalive_silence_ns
 from ..config._records import Profile, Scenario
@@ -132,7 +137,8 @@ def run_check(profile_path: str | Path, out_dir: str | Path | None = None, *, lo
         progress: called with one line per finished script step (None: silent).
 
     Returns:
-        The ``CheckRun`` (its ``exit_code`` is the command's).
+        The ``CheckRun`` (its ``exit_code`` is the command's; 130 and ``interrupted``
+        set when a SIGINT cut the script: its finished steps graded, its outputs written).
 
     Raises:
         ProfileError: a bad profile or ``[contract]`` (exit 2; nothing was sent).
@@ -157,13 +163,14 @@ def run_check(profile_path: str | Path, out_dir: str | Path | None = None, *, lo
                                      for i in wanted)]
     sdk = SdkReader([s.protocol for s in profile.scenarios]) if "sdk_parse" in wanted else None  # imports the SDKs while the script runs
     try:
-        trials, step_s, reads = _run_script(profile, contract, requests, base, steps, folder, sdk, progress)
+        trials, step_s, reads, cut = _run_script(profile, contract, requests, base, steps, folder, sdk, progress)
     finally:
         if sdk is not None:
             sdk.close()
-    results = _grade(trials, contract, wanted, step_s, reads)
-    run = CheckRun(results, check_exit_code(results), contract, profile, time.monotonic() - t_start,
-                   folder if keep else None, step_s)
+    results = _grade(trials, contract, wanted, step_s, reads, cut)
+    run = CheckRun(results, check_exit_code(results) if cut is None else EXIT_INTERRUPTED, contract, profile,
+                   time.monotonic() - t_start, folder if keep else None, step_s,
+                   None if cut is None else "SIGINT", cut)
     if keep:
         write_outputs(folder, run)
     else:
@@ -176,55 +183,68 @@ def run_check(profile_path: str | Path, out_dir: str | Path | None = None, *, lo
 def _run_script(profile: Profile, contract: ContractSpec, requests: list[_Request], base: dict[str, Any],
                 steps: list[str], folder: Path, sdk: SdkReader | None,
                 progress: Callable[[str], None] | None
-                ) -> tuple[dict[str, list[ck.Trial]], dict[str, float], dict[tuple[str, bytes], SdkRead]]:
-    """Send the script's steps; returns the trials per step, each step's seconds and the SDK reads."""
+                ) -> tuple[dict[str, list[ck.Trial]], dict[str, float], dict[tuple[str, bytes], SdkRead], str | None]:
+    """Send the script's steps; returns the trials per step, each step's seconds, the SDK reads
+    and where a SIGINT cut the script (None: not interrupted): the first step it left
+    unfinished, or "SDK read" after the last one. A cut step's requests are dropped; the
+    steps before it keep theirs (the SDK reads are then not made: the user asked to stop)."""
     up_spec = profile.upstream
     assert up_spec is not None and up_spec.host is not None and up_spec.port is not None
     trials: dict[str, list[ck.Trial]] = {}
     step_s: dict[str, float] = {}
-    seq = 0
-    with ScriptedUpstream(up_spec.host, up_spec.port, folder / "ground_truth.jsonl") as upstream, \
-            httpx.Client(trust_env=False, verify=profile.target.verify_tls,
-                         limits=httpx.Limits(max_connections=4, max_keepalive_connections=4)) as client:
-        for step in steps:
-            if step != "plain" and trials.get("plain") and all(t.probe.status is None for t in trials["plain"]):
-                break  # the gateway answers nothing: the rest is moot
-            t0 = time.monotonic()
-            upstream.use(step, EmulatorConfig.from_mapping({**base, **_behaviour(step, contract)}, "<check>"))
-            reqs = requests[:1] if step in ("silence", "stall") else requests
-            count = PLAIN_STREAMS if step == "plain" else 1
-            timeout_s = 30.0
-            if step == "silence":
-                timeout_s += keepalive_silence_ns(contract) / 1e9
-            elif step == "stall":
-                timeout_s += 2 * contract.stall_max_ns / 1e9
-            probes = []
-            for r in reqs:
-                for _ in range(count):
-                    seq += 1
-                    rid = f"chk{seq:04d}-{step.replace('_', '-')}"
-                    body = r.head if r.tail is None else r.head + rid.encode() + r.tail
-                    p = send_probe(client, r.url, r.headers, body, request_id=rid, protocol=r.scenario.protocol,
-                                   close_after_events=CANCEL_AFTER_EVENTS if step == "cancel" else None,
-                                   timeout_s=timeout_s)
-                    probes.append((r.scenario, p))
-            _settle(upstream, step, contract)
-            by_id: dict[str, list[Any]] = {}
-            for ex in upstream.exchanges(step):
-                if ex.request_id is not None:
-                    by_id.setdefault(ex.request_id, []).append(ex)
-            trials[step] = [ck.Trial(s.name, s.protocol, step, p, tuple(by_id.get(p.request_id, ())))
-                            for s, p in probes]
-            step_s[step] = time.monotonic() - t0
-            if progress is not None:
-                got = sum(1 for _, p in probes if p.status is not None)
-                progress(f"{step}: {len(probes)} requests, {got} answered, {step_s[step]:.1f} s")
+    seq = [0]
     reads: dict[tuple[str, bytes], SdkRead] = {}
-    if sdk is not None:  # the child imported the SDKs while the script ran
-        items = sorted({(t.protocol, b) for t in trials.get("plain", [])[::PLAIN_STREAMS]
-                        if t.upstream is not None for b in (t.upstream.body, t.probe.body)})
-        reads = dict(zip(items, sdk.read_all(items))) if items else {}
-    return trials, step_s, reads
+    try:
+        with ScriptedUpstream(up_spec.host, up_spec.port, folder / "ground_truth.jsonl") as upstream, \
+                httpx.Client(trust_env=False, verify=profile.target.verify_tls,
+                             limits=httpx.Limits(max_connections=4, max_keepalive_connections=4)) as client:
+            for step in steps:
+                if step != "plain" and trials.get("plain") and all(t.probe.status is None for t in trials["plain"]):
+                    break  # the gateway answers nothing: the rest is moot
+                t0 = time.monotonic()
+                trials[step] = _run_step(step, contract, requests, base, upstream, client, seq)
+                step_s[step] = time.monotonic() - t0
+                if progress is not None:
+                    got = sum(1 for t in trials[step] if t.probe.status is not None)
+                    progress(f"{step}: {len(trials[step])} requests, {got} answered, {step_s[step]:.1f} s")
+        if sdk is not None:  # the child imported the SDKs while the script ran
+            items = sorted({(t.protocol, b) for t in trials.get("plain", [])[::PLAIN_STREAMS]
+                            if t.upstream is not None for b in (t.upstream.body, t.probe.body)})
+            reads = dict(zip(items, sdk.read_all(items))) if items else {}
+    except KeyboardInterrupt:  # SIGINT: grade and write what finished (docs/check.md)
+        return trials, step_s, {}, next((s for s in steps if s not in trials), "SDK read")
+    return trials, step_s, reads, None
+
+
+def _run_step(step: str, contract: ContractSpec, requests: list[_Request], base: dict[str, Any],
+              upstream: ScriptedUpstream, client: httpx.Client, seq: list[int]) -> list[ck.Trial]:
+    """One script step: set the emulator's behaviour, send the step's requests one after
+    another (``seq[0]``: the script's request count, numbering their ids) and join each
+    with the upstream requests it caused. Returns the step's trials."""
+    upstream.use(step, EmulatorConfig.from_mapping({**base, **_behaviour(step, contract)}, "<check>"))
+    reqs = requests[:1] if step in ("silence", "stall") else requests
+    count = PLAIN_STREAMS if step == "plain" else 1
+    timeout_s = 30.0
+    if step == "silence":
+        timeout_s += keepalive_silence_ns(contract) / 1e9
+    elif step == "stall":
+        timeout_s += 2 * contract.stall_max_ns / 1e9
+    probes = []
+    for r in reqs:
+        for _ in range(count):
+            seq[0] += 1
+            rid = f"chk{seq[0]:04d}-{step.replace('_', '-')}"
+            body = r.head if r.tail is None else r.head + rid.encode() + r.tail
+            p = send_probe(client, r.url, r.headers, body, request_id=rid, protocol=r.scenario.protocol,
+                           close_after_events=CANCEL_AFTER_EVENTS if step == "cancel" else None,
+                           timeout_s=timeout_s)
+            probes.append((r.scenario, p))
+    _settle(upstream, step, contract)
+    by_id: dict[str, list[Any]] = {}
+    for ex in upstream.exchanges(step):
+        if ex.request_id is not None:
+            by_id.setdefault(ex.request_id, []).append(ex)
+    return [ck.Trial(s.name, s.protocol, step, p, tuple(by_id.get(p.request_id, ()))) for s, p in probes]
 
 
 def _settle(upstream: ScriptedUpstream, step: str, c: ContractSpec) -> None:
@@ -238,8 +258,11 @@ def _settle(upstream: ScriptedUpstream, step: str, c: ContractSpec) -> None:
 
 
 def _grade(trials: dict[str, list[ck.Trial]], c: ContractSpec, wanted: set[str],
-           step_s: dict[str, float], reads: dict[tuple[str, bytes], SdkRead]) -> list[CheckResult]:
-    """Every check's result, in ``CHECK_IDS`` order."""
+           step_s: dict[str, float], reads: dict[tuple[str, bytes], SdkRead],
+           cut: str | None = None) -> list[CheckResult]:
+    """Every check's result, in ``CHECK_IDS`` order; ``cut``: the step a SIGINT cut (the
+    checks of it and of the steps after it, and ``sdk_parse``, whose reads were not made,
+    are inconclusive)."""
     faults = trials.get("http_429", []) + trials.get("http_500", []) + trials.get("http_503", [])
     plain = trials.get("plain", [])
     run: dict[str, Callable[[], CheckResult]] = {
@@ -264,6 +287,9 @@ def _grade(trials: dict[str, list[ck.Trial]], c: ContractSpec, wanted: set[str],
             out.append(CheckResult(cid, "skip", f"retry or error {c.stall_min_ns / 1e9:g}-{c.stall_max_ns / 1e9:g} s "
                                    "into an upstream silence", "not run",
                                    "a long check: run with --long, or set [contract] stall_min_s / stall_max_s"))
+        elif cut is not None and (step not in trials or cid == "sdk_parse"):
+            out.append(CheckResult(cid, "inconclusive", "", "not run",
+                                   f"interrupted (SIGINT) at the script's {cut} step: not run"))
         elif step not in trials:
             out.append(CheckResult(cid, "inconclusive", "", "not run",
                                    "the gateway answered none of the plain requests: the script stopped there"))

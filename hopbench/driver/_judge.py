@@ -113,7 +113,9 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
     (every phase, client-side waiting too). Load held: a closed loop of N
     users holds its load when on average at least 90 % of N users are busy
     with the target (connecting to it counts: a k6 VU or a wrk connection
-    that is connecting is still offering load; waiting on the client side,
+    that is connecting is still offering load; so does a session's user in its
+    ``think_time_s`` between turns, ``mean_thinking``, as a k6 VU in ``sleep()``:
+    the profile asked for that pause; waiting on the client side,
     or closing a stream the target has finished, does not); an open loop when the
     arrivals due in the load's window that were actually written to the target
     (whenever: the grace period after the stop too) reach 90 % of the arrivals its
@@ -133,7 +135,11 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
     if profile.load.mode == "concurrency":
         if profile.run.requests is not None and _steady_ns(stats, load) < BUDGET_WINDOW_MIN_S * NS_PER_S:
             mean_busy = None  # too short a budget to judge (BUDGET_WINDOW_MIN_S): held null
-        warnings += _closed_loop_held(profile, load, mean_busy, mean_in_flight, by_phase)
+        steady_ns = _steady_ns(stats, load)
+        thinking = stats.steady_think_area / steady_ns if steady_ns > 0 else 0.0
+        if thinking > 0:  # sessions' think times (docs/results/in-flight.md, "Load held")
+            load["mean_thinking"] = round(thinking, 3)
+        warnings += _closed_loop_held(profile, load, mean_busy, mean_in_flight, by_phase, thinking)
     else:
         warnings += _open_loop_held(profile, stats, total, load)
     # a saturated client read late for the verdict's reason: its cure, not a second one
@@ -204,9 +210,11 @@ def _steady_ns(stats: RunStatsLike, load: Mapping[str, Any]) -> int:
 
 
 def _closed_loop_held(profile: Profile, load: dict[str, Any], mean_busy: float | None,
-                      mean_in_flight: float | None, by_phase: Mapping[str, float | None]) -> list[str]:
+                      mean_in_flight: float | None, by_phase: Mapping[str, float | None],
+                      thinking: float = 0.0) -> list[str]:
     """A closed loop's load held (``load.requested_concurrency``, ``load.held``; see
-    :func:`analyse`): at least ``LOAD_HELD_FRACTION`` of its users busy with the target.
+    :func:`analyse`): at least ``LOAD_HELD_FRACTION`` of its users busy with the target
+    or thinking between session turns (``thinking``: their mean number, users).
 
     Returns:
         the "load not held" warning, or nothing.
@@ -216,10 +224,11 @@ def _closed_loop_held(profile: Profile, load: dict[str, Any], mean_busy: float |
     want = profile.load.concurrency
     # a run.requests budget is judged as a duration is, over its steady window up to when its
     # last request was taken (_in_flight): the users' drain after it is not a failure to hold load
-    if mean_busy is not None and mean_busy < LOAD_HELD_FRACTION * want:
+    if mean_busy is not None and mean_busy + thinking < LOAD_HELD_FRACTION * want:
         closing = by_phase.get("closing") or 0.0
         budget = " while the request budget lasted" if profile.run.requests is not None else ""
-        warnings.append(f"load not held: {mean_busy:.1f} of {want} users busy with the target on "
+        thought = f" and {thinking:.1f} thinking between session turns" if thinking >= 0.05 else ""
+        warnings.append(f"load not held: {mean_busy:.1f} of {want} users busy with the target{thought} on "
                         f"average{budget} ({mean_in_flight or 0.0:.1f} in flight, "
                         f"{by_phase['connecting'] or 0.0:.1f} connecting); "
                         f"{by_phase['waiting'] or 0.0:.1f} waiting to start"

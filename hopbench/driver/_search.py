@@ -68,6 +68,11 @@ NOT_MEASURED = "not measured"
 SATURATION_FIX = ADVICE["no_cause_named"].text
 
 
+#: A probe's reason when a signal, a crash or a lost target cut it (its summary.json
+#: ``complete`` false with ``interrupted_by``): its figures cover part of it, so it
+#: neither passes nor fails (docs/slo.md); the search ends "interrupted".
+INTERRUPTED = "interrupted"
+
 #: what separates a saturated search's answer from its cause and advice in its message
 CAUSE_SEP = "; cause: "
 
@@ -85,6 +90,8 @@ class Probe:
         figures: what the reports show (see ``stage_probe``), JSON-able.
         measured: False when no stream started after the probe's warm-up: the probe
             is then neither a passing nor a failing load (``passed`` is False).
+        interrupted: what cut the probe short (summary.json ``interrupted_by``: "SIGINT",
+            "target lost: ..."), else None; such a probe is not judged either.
     """
 
     load: float
@@ -93,6 +100,7 @@ class Probe:
     client_saturated: bool = False
     figures: Mapping[str, Any] = field(default_factory=dict)
     measured: bool = True
+    interrupted: str | None = None
 
 
 def _ms(scope: Mapping[str, Any], metric: str, stat: str) -> float | None:
@@ -123,7 +131,9 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         summary: the stage's summary (``slo``, ``load``, ``saturated``, ``scopes``).
 
     Returns:
-        The probe; its reasons among "not measured" (headline ``started`` is 0: no
+        The probe; its reasons only "interrupted" when a signal, a crash or a lost
+        target cut it (``complete`` false with ``interrupted_by``: not judged, its
+        ``interrupted`` the cause, its figures' ``interrupted_by`` too); else among "not measured" (headline ``started`` is 0: no
         stream started after the warm-up; the probe is then ``measured`` False and
         its other reasons are only "client saturated" and "run incomplete"),
         "slo" (never without objectives: summary.json ``slo`` null), "slo: too few requests" (the good
@@ -161,6 +171,10 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         reasons.append("client saturated")
     if summary.get("complete") is False:
         reasons.append("run incomplete")
+    cut = summary.get("interrupted_by") if summary.get("complete") is False else None
+    cut = str(cut) if cut else None
+    if cut is not None:  # part of a probe is no verdict on its load (docs/slo.md)
+        reasons = [INTERRUPTED]
     figures: dict[str, Any] = {
         "load": load,
         "measured": measured,
@@ -184,8 +198,9 @@ def stage_probe(load: float, summary: Mapping[str, Any]) -> Probe:
         "saturation": next((w for w in summary.get("warnings") or []
                             if isinstance(w, str) and w.startswith("load generator saturated")), None),
         "saturation_cause": saturation_cause(summary) if saturated else None,
+        "interrupted_by": cut,
     }
-    return Probe(load, not reasons, tuple(reasons), saturated, figures, measured)
+    return Probe(load, not reasons, tuple(reasons), saturated and cut is None, figures, measured, cut)
 
 
 def _pct(value: Any) -> str:
@@ -199,9 +214,13 @@ def probe_line(p: Probe) -> str:
         ``  -> pass: good fraction 100.0% (lower bound 92.4%), goodput 8.25 req/s``;
         ``  -> FAIL (slo): ...``; a probe that measured nothing: ``  -> not measured:
         no stream started after the warm-up (0 of 0 due arrivals sent); not a capacity
-        point``. A missing figure is ``-``, never ``None``. Never raises.
+        point``; a probe cut short: ``  -> interrupted (SIGINT): not judged, neither a
+        pass nor a fail; not a capacity point``. A missing figure is ``-``, never ``None``.
+        Never raises.
     """
     f = p.figures
+    if p.interrupted is not None:
+        return f"  -> interrupted ({p.interrupted}): not judged, neither a pass nor a fail; not a capacity point"
     if not p.measured:
         phrase = load_phrase(f)
         extra = [r for r in p.reasons if r != NOT_MEASURED]
@@ -352,6 +371,9 @@ class CapacitySearch:
         """Take one probe's verdict (a client-saturated probe, or one with too few
         requests to judge, ends the search)."""
         self.probes.append(probe)
+        if probe.interrupted is not None:  # cut short: no evidence either way, and the end
+            self.status = "interrupted"
+            return
         if probe.client_saturated:
             self.status = "client_saturated"
             return

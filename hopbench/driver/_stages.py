@@ -110,7 +110,7 @@ def run_stages(profile: Profile, out: Path, runner: Runner, *,
     if has_slo:
         passing = [p.load for p in probes if p.passed]
         # a stage that measured nothing is no evidence either way (docs/slo.md)
-        failing = [p.load for p in probes if not p.passed and p.measured]
+        failing = [p.load for p in probes if not p.passed and p.measured and p.interrupted is None]
         mode = profile.stages[0].mode
         if all(s.mode == mode for s in profile.stages):
             client = any(p.client_saturated for p in probes)
@@ -214,7 +214,8 @@ def _finish(profile: Profile, out: Path, probes: list[Probe], outcomes: list[Run
     if not outcomes:
         raise AssertionError("a stage run runs at least one stage")
     # the highest passing stage, else the last that measured something, else the last
-    record = max((i for i, p in enumerate(probes) if p.measured), default=len(outcomes) - 1)
+    record = max((i for i, p in enumerate(probes) if p.measured and p.interrupted is None),
+                 default=len(outcomes) - 1)
     passing = [i for i, p in enumerate(probes) if p.passed]
     if passing:
         record = max(passing, key=lambda i: probes[i].load)
@@ -244,7 +245,10 @@ def _finish(profile: Profile, out: Path, probes: list[Probe], outcomes: list[Run
         if i == record:
             continue
         folder = probes[i].figures.get("folder")
-        if not probes[i].measured:
+        if probes[i].interrupted is not None:
+            warnings.append(f"stage {folder}: interrupted ({probes[i].interrupted}): not judged, "
+                            "neither a passing nor a failing load")
+        elif not probes[i].measured:
             # a stage or probe that measured nothing is no evidence either way: said here,
             # not only in its own folder, whichever kind of staged run (docs/slo.md)
             warnings.append(f"stage {folder}: no stream was measured (none started after the warm-up): "

@@ -96,6 +96,9 @@ class RunStats:
     steady_area: float = 0.0
     peak_open: int = 0
     steady_phase_area: dict[str, int] = field(default_factory=dict)
+    #: user-ns spent thinking between session turns in the steady window (a closed loop's
+    #: users holding their load without a stream: hopbench.measure._inflight, ``think``)
+    steady_think_area: int = 0
     sent_measured: int = 0
     due: int = 0
     arrivals_in_window: int = 0
@@ -304,6 +307,7 @@ class LoadRunner(StreamMixin, OpenLoopMixin, WatchMixin):
         st.in_flight_area = area[AWAITING_HEADERS] + area[STREAMING]
         st.steady_area = steady[AWAITING_HEADERS] + steady[STREAMING]
         st.steady_phase_area = dict(zip(PHASES, steady))
+        st.steady_think_area = g.steady_think_area
         st.sent_measured = g.sent_measured
         st.last_change_ns = g.last_ns
         if self._window is not None:

@@ -277,8 +277,12 @@ class StreamMixin:
         for turn in range(1, n_turns + 1):
             if turn > 1:
                 due = now_ns() + spec.think_ns
-                if spec.think_ns:
-                    await trio.sleep_until(ns_to_s(due))
+                if spec.think_ns:  # a user thinking holds its load (docs/results/in-flight.md)
+                    self._gauge.think(due - spec.think_ns, 1)
+                    try:
+                        await trio.sleep_until(ns_to_s(due))
+                    finally:
+                        self._gauge.think(now_ns(), -1)
                 if not self._take_request():
                     break
                 if intended_ns is not None:
@@ -383,7 +387,9 @@ class StreamMixin:
         a plan made ahead has it in its stage already).
 
         Never raises for server behaviour (``_send`` maps it to an outcome);
-        ``trio.Cancelled`` is recorded as "cancelled" and raised again."""
+        ``trio.Cancelled`` is recorded as "cancelled" (with what the decoder made of
+        the body so far; by its own outcome when its terminal signal had arrived)
+        and raised again."""
         if plan is None:
             plan = self._plan(sc, req)
         if turn is not None:
@@ -425,6 +431,12 @@ class StreamMixin:
         finally:
             if stage[5] is not None:  # written or not, it no longer holds up the later ones
                 stage[5][0].release(stage[5][1])
+            if result is None and box[0] is not None:
+                # the run cancelled it (a second SIGINT, run.grace_s): ``_send`` raised
+                # before it returned what the decoder had made of the body; keep it
+                result = box[0]
+                if box[1]:  # its terminal signal had arrived: it ended by itself
+                    outcome, detail = result.outcome, _detail(result)
             end = now_ns()
             meter.close(end)
             detail = self._wire_detail(outcome, detail, result, box[2], box[4])
@@ -546,6 +558,7 @@ class StreamMixin:
             self._window.note(LATER_SENT if later else SENT, intended_ns, end, None if later else taken_ns)
         if self.on_stream is not None:
             line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
+            line["warmup"] = rec is not self.rec  # (docs/results/files.md: a warm-up stream)
             if arm is not None:
                 line["arm"], line["scenario"] = arm[0], sc.name
                 line.update(arm_fields(record))

@@ -71,6 +71,8 @@ class RunStatsLike(StatsLike, Protocol):
     @property
     def steady_phase_area(self) -> Mapping[str, int]: ...
     @property
+    def steady_think_area(self) -> int: ...
+    @property
     def sent_measured(self) -> int: ...
     @property
     def due(self) -> int: ...
@@ -126,6 +128,8 @@ class RunCounters:
         peak_in_flight, peak_open: peaks (merged: the sum, an upper bound).
         in_flight_area, steady_area: stream-ns (merged: sums).
         steady_phase_area: phase name -> stream-ns of the steady window (merged: sums).
+        steady_think_area: user-ns of the steady window spent thinking between session
+            turns (merged: sums).
         cpu_fractions: CPU share of one core per interval (merged: concatenated).
         gc_collections, gc_pause_ns: collections and their total pause (ns; sums).
         gc_pause_max_ns: the longest pause (ns; merged: the longest).
@@ -157,6 +161,7 @@ class RunCounters:
     in_flight_area: float = 0.0
     steady_area: float = 0.0
     steady_phase_area: Mapping[str, int] = field(default_factory=dict)
+    steady_think_area: int = 0
     cpu_fractions: tuple[float, ...] = ()
     gc_collections: int = 0
     gc_pause_ns: int = 0
@@ -186,6 +191,7 @@ class RunCounters:
             peak_in_flight=stats.peak_in_flight,
             peak_open=stats.peak_open, in_flight_area=stats.in_flight_area,
             steady_area=stats.steady_area, steady_phase_area=dict(stats.steady_phase_area),
+            steady_think_area=stats.steady_think_area,
             cpu_fractions=tuple(stats.cpu_fractions), gc_collections=stats.gc_collections,
             gc_pause_ns=stats.gc_pause_ns, gc_pause_max_ns=stats.gc_pause_max_ns,
             gc_pause_p99_ns=stats.gc_pause_p99_ns, host=stats.host,
@@ -224,7 +230,8 @@ class RunCounters:
             peak_open=self.peak_open + other.peak_open,
             in_flight_area=self.in_flight_area + other.in_flight_area,
             steady_area=self.steady_area + other.steady_area,
-            steady_phase_area=phases, cpu_fractions=self.cpu_fractions + other.cpu_fractions,
+            steady_phase_area=phases, steady_think_area=self.steady_think_area + other.steady_think_area,
+            cpu_fractions=self.cpu_fractions + other.cpu_fractions,
             gc_collections=self.gc_collections + other.gc_collections,
             gc_pause_ns=self.gc_pause_ns + other.gc_pause_ns,
             gc_pause_max_ns=max(self.gc_pause_max_ns, other.gc_pause_max_ns),

@@ -24,6 +24,12 @@ Phases (docs/results/in-flight.md, "In flight"), in the order a stream passes th
 users are busy); "open" counts every phase (every stream the client has
 started and not finished; ``load.max_in_flight`` bounds this one).
 
+Besides the phases, the gauge counts the closed loop's users *thinking*: a
+session's user between two turns (``think_time_s``) holds no stream but is
+holding its share of the load, as a k6 VU in ``sleep()`` does. They are no
+stream's phase (not "open", no peak), only a count with its own areas
+(``think``, ``steady_think_area``: docs/results/in-flight.md, "Load held").
+
 Invariants:
 - stamps passed to ``move`` and ``advance`` never decrease;
 - areas are integer stream-ns (count x ns), so means are exact ratios;
@@ -73,7 +79,8 @@ class InFlightGauge:
     """
 
     __slots__ = ("now", "peak_in_flight", "peak_open", "sent_measured", "last_ns", "_read_ns",
-                 "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at", "_steady_end")
+                 "_acc", "_steady_acc", "_steady_from", "_measured_from", "_stopped_at", "_steady_end",
+                 "thinking", "_think_steady_acc", "_think_last")
 
     def __init__(self, t0_ns: int, steady_from_ns: int | None = None,
                  measured_from_ns: int | None = None) -> None:
@@ -90,6 +97,9 @@ class InFlightGauge:
         self._measured_from = t0_ns if measured_from_ns is None else measured_from_ns
         self._stopped_at: int | None = None
         self._steady_end: int | None = None  # end_steady(): the steady window ends before the stop
+        self.thinking = 0  # users between two session turns now (``think``)
+        self._think_steady_acc = 0
+        self._think_last = t0_ns
 
     # -- reading -----------------------------------------------------------------
     @property
@@ -114,6 +124,26 @@ class InFlightGauge:
         """Stream-ns per phase inside the steady window, up to the last stamp."""
         t = self._clip(self.last_ns)
         return [a + c * t for a, c in zip(self._steady_acc, self.now)]
+
+    @property
+    def steady_think_area(self) -> int:
+        """User-ns spent thinking between session turns inside the steady window, up to
+        the last stamp (``think``'s or a phase change's, whichever is later)."""
+        return self._think_steady_acc + self.thinking * self._clip(max(self.last_ns, self._think_last))
+
+    def think(self, t_ns: int, delta: int) -> None:
+        """A user starts (``delta`` 1) or ends (-1) a think time between session turns
+        at ``t_ns`` (clock ns). Its own stamps: they need not follow the phase
+        changes' (a session's user thinks while other users' streams move).
+
+        Raises:
+            ValueError: ``delta`` is not 1 or -1, or ends a think time none started.
+        """
+        if delta not in (1, -1) or self.thinking + delta < 0:
+            raise ValueError(f"think: delta {delta} with {self.thinking} users thinking")
+        self.thinking += delta
+        self._think_steady_acc -= delta * self._clip(t_ns)
+        self._think_last = max(self._think_last, t_ns)
 
     def _clip(self, t_ns: int) -> int:
         if t_ns < self._steady_from:

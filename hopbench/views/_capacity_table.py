@@ -46,7 +46,8 @@ def capacity_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
     Returns:
         Rows: the stages entries plus ``knee`` (bool) and ``verdict`` ("pass",
-        "fail: reasons", or "not measured: ..." for a stage that measured nothing), ascending by load (in the order run when stages mix
+        "fail: reasons", "not measured: ..." for a stage that measured nothing, or
+        "interrupted (SIGINT): not judged" for one cut short), ascending by load (in the order run when stages mix
         concurrency and rate); empty when the summary has no stages.
     """
     stages = summary.get("stages") or []
@@ -60,8 +61,9 @@ def capacity_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         row = dict(entry)
         row["knee"] = knee is not None and entry.get("load") == knee
         row["verdict"] = ("pass" if entry.get("passed") else
-                          # measured nothing: neither a pass nor a fail (docs/slo.md)
-                          "not measured: no stream started after the warm-up" if entry.get("measured") is False
+                          # cut short, or measured nothing: neither a pass nor a fail (docs/slo.md)
+                          f"interrupted ({entry['interrupted_by']}): not judged" if entry.get("interrupted_by")
+                          else "not measured: no stream started after the warm-up" if entry.get("measured") is False
                           else "fail: " + ", ".join(entry.get("reasons") or []))
         rows.append(row)
     return rows
@@ -83,7 +85,7 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
     table.add_column("load", justify="right")
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
-    # The column holds "pass" or "fail" only: a failing probe's reasons (up to four, ~70
+    # The column holds "pass", "fail", "interrupted" or "-" only: a failing probe's reasons (up to four, ~70
     # characters) go under the table, one line each, so that the table fits in 80 columns
     # and no reason is cut (rich crops a table wider than the console).
     table.add_column("verdict")
@@ -97,7 +99,8 @@ def render_capacity(summary: Mapping[str, Any], console: Console) -> None:
             reasons.append(f"load {load}: {row['verdict']}")
         table.add_row(load + (" ◀" if row["knee"] else ""),
                       *(_fmt(row.get(field), fmt) for _, field, fmt in COLUMNS),
-                      "pass" if passed else "-" if row["verdict"].startswith("not measured") else "fail",
+                      "pass" if passed else "-" if row["verdict"].startswith("not measured")
+                      else "interrupted" if row["verdict"].startswith("interrupted") else "fail",
                       style=style)
     console.print(table)
     for line in reasons:  # (reasons are text, not markup); wrapped at the console's width

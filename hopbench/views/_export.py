@@ -8,10 +8,13 @@ Two tables, written to ``--out`` (default ``DIR/export/``):
   (``counter``, ``tokens`` or ``metric``), ``name`` (``completed``,
   ``output.completed``, ``ttft.p99``...), ``value`` (a number), ``unit``
   (the metric's reporting unit: ``ms`` for times, as in summary.json; "" for
-  counts).
+  counts), ``run_dir`` (the results folder's name: the column streams.<ext>
+  shares, to join the two; last, so the columns before it are as they were).
 - ``streams.<ext>``: streams.jsonl, one row per finished stream, after a ``run``
   column (the results folder's name, unique per run, so that several runs'
-  exports concatenate); the columns are declared (``STREAM_COLUMNS``: the same
+  exports concatenate) and ``run_dir`` (the same folder name: summary.<ext>'s
+  join key); ``warmup`` marks the warm-up's streams (true; null in a folder
+  written before the field existed); the columns are declared (``STREAM_COLUMNS``: the same
   columns, in the same order and of the same types, from run to run); a folder
   with no per-stream record (``run.stream_log = false``, a ``--workers`` run by an
   older hopbench) gets the columns and no row, and a warning saying why.
@@ -61,17 +64,19 @@ __all__ = ["export_results", "summary_rows", "trust_rows", "trust_warnings", "st
            "STREAM_COLUMNS", "STREAM_OPTIONAL"]
 
 FORMATS = ("csv", "jsonl", "parquet")
-SUMMARY_COLUMNS = ("run", "scope", "kind", "name", "value", "unit")
+SUMMARY_COLUMNS = ("run", "scope", "kind", "name", "value", "unit", "run_dir")
+#: the columns streams.<ext> has before the declared ones (a staged folder's adds ``stage``)
+_STREAM_FIRST = ("run", "run_dir")
 SCRAPE_COLUMNS = ("url", "t_ms", "series", "value", "error")
-#: streams.<ext>'s declared columns and their types, in order, after ``run`` (and a staged
-#: folder's ``stage``): docs/results/files.md, "streams.jsonl". Types: "text", "int", "events"
+#: streams.<ext>'s declared columns and their types, in order, after ``run``, ``run_dir`` (and a
+#: staged folder's ``stage``): docs/results/files.md, "streams.jsonl". Types: "text", "int", "bool", "events"
 #: (the output events per channel), "map" (name -> text), "ints" (a list of integers). Each
 #: column is typed alike in every export, also when no row has a value (a run without bursts,
 #: cached tokens or recorded headers); those in ``STREAM_OPTIONAL`` (keys a profile adds: arms,
 #: sessions, traces, workload lengths, gateway overhead) appear only when a row has them. A key
 #: not declared here (a newer hopbench's) follows them, typed by pyarrow's inference.
 STREAM_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "text"), ("scenario", "text"), ("arm", "text"), ("outcome", "text"), ("detail", "text"),
+    ("id", "text"), ("scenario", "text"), ("arm", "text"), ("warmup", "bool"), ("outcome", "text"), ("detail", "text"),
     ("status", "int"), *((f"{t}_ns", "int") for t in ("start", "sent", "headers", "first_token",
                                                        "first_content", "terminal", "end", "ttft",
                                                        "ttft_content", "e2e", "tail")),
@@ -89,9 +94,9 @@ STREAM_OPTIONAL = frozenset({"arm", "session", "turn", "trace_line", "trace_pass
                              "content_crc", "keepalive_read_ns", "quiet_read_ns", "content_bound_ns",
                              "first_read_bound_ns"})
 #: every table's column types (parquet: one arrow type per column, whatever the run held)
-_TYPES: dict[str, str] = {"run": "text", "stage": "text", "scope": "text", "kind": "text", "name": "text",
-                          "value": "float", "unit": "text", "url": "text", "t_ms": "float", "series": "text",
-                          "error": "text"}
+_TYPES: dict[str, str] = {"run": "text", "run_dir": "text", "stage": "text", "scope": "text", "kind": "text",
+                          "name": "text", "value": "float", "unit": "text", "url": "text", "t_ms": "float",
+                          "series": "text", "error": "text"}
 _STATS = ("count", "min", "mean", "p50", "p90", "p99", "p999", "max", "out_of_range")
 #: summary.json ``load`` figures exported as ``run`` rows (``load.<key>``), when present and numbers
 _LOAD_FIGURES = ("requested_rate_rps", "achieved_rate_rps", "due", "sent", "requested_concurrency", "mean_busy")
@@ -381,7 +386,7 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
         ``warn`` is told.
     """
     run = summary.get("name")
-    run_id = Path(results_dir).resolve().name  # streams' run: the folder, unique per run
+    run_id = Path(results_dir).resolve().name  # streams' run, every row's run_dir: the folder, unique per run
     record = summary.get("stage_of_record")
     srows: list[dict[str, Any]] = []
     trust: list[dict[str, Any]] = []
@@ -406,7 +411,7 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
         got = stream_rows(sub, warn)
         if not got and warn is not None:
             warn(no_streams_warning(sub, sub_summary))
-        streams += [{"run": run_id, "stage": folder, **r} for r in got]
+        streams += [{"run": run_id, "run_dir": run_id, "stage": folder, **r} for r in got]
         sc = scrape_rows(sub, warn)
         if sc is not None:
             scraped = (scraped or []) + [dict({"stage": folder}, **r) for r in sc]
@@ -418,7 +423,7 @@ def staged_rows(results_dir: Path, summary: dict[str, Any], warn: Callable[[str]
         srows += [{"run": run, "stage": None, "scope": "all", "kind": "capacity", "name": k, "value": v,
                    "unit": _unit(k)} for k, v in figures]
     srows += trust + [dict(r, stage=None) for r in trust_rows(summary) + gate_rows(results_dir, run)]
-    return srows, streams, scraped
+    return [dict(r, run_dir=run_id) for r in srows], streams, scraped
 
 
 def _jsonl(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
@@ -463,7 +468,7 @@ def _jsonl(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[s
     return rows
 
 
-def stream_columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = ("run",)) -> list[str]:
+def stream_columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = _STREAM_FIRST) -> list[str]:
     """streams.<ext>'s columns: ``first``, the declared ``STREAM_COLUMNS`` (those in
     ``STREAM_OPTIONAL`` only when a row has them), then any other key in first-seen order."""
     present = {k for r in rows for k in r}
@@ -522,7 +527,7 @@ def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> Any:
     kinds = {**dict(STREAM_COLUMNS), **_TYPES}
     events = pa.struct([(k, pa.int64()) for k in EVENT_CHANNELS])
     arrow = {"text": pa.string(), "int": pa.int64(), "float": pa.float64(), "events": events,
-             "map": pa.map_(pa.string(), pa.string()), "ints": pa.list_(pa.int64())}
+             "map": pa.map_(pa.string(), pa.string()), "ints": pa.list_(pa.int64()), "bool": pa.bool_()}
     arrays = []
     for c in columns:
         values = [r.get(c) for r in rows]
@@ -573,13 +578,14 @@ def export_results(results_dir: Path, fmt: str, out: Path | None = None,
         srows, streams, scraped = staged_rows(results_dir, summary, warn)
         figures = any(r["kind"] not in ("run", "warning") for r in srows)
         summary_cols = ["run", "stage", *SUMMARY_COLUMNS[1:]]
-        stream_cols, scrape_cols = stream_columns(streams, ("run", "stage")), ["stage", *SCRAPE_COLUMNS]
+        stream_cols, scrape_cols = stream_columns(streams, (*_STREAM_FIRST, "stage")), ["stage", *SCRAPE_COLUMNS]
     else:
         srows = summary_rows(summary)
         figures = bool(srows)
         srows += trust_rows(summary) + gate_rows(results_dir, summary.get("name"))
         run_id = results_dir.resolve().name  # the folder, unique per run: runs concatenate
-        streams = [{"run": run_id, **r} for r in stream_rows(results_dir, warn)]
+        srows = [dict(r, run_dir=run_id) for r in srows]  # the join key both tables share
+        streams = [{"run": run_id, "run_dir": run_id, **r} for r in stream_rows(results_dir, warn)]
         scraped = scrape_rows(results_dir, warn)
         summary_cols, stream_cols, scrape_cols = list(SUMMARY_COLUMNS), stream_columns(streams), list(SCRAPE_COLUMNS)
     if not figures and not streams and not scraped:
