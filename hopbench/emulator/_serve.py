@@ -57,6 +57,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .._errors import ProfileError, UsageError
 from .._exit import EXIT_INPUT, EXIT_OK
+from .._limits import raise_fd_limit
 from ._app import EmulatorApp
 from ._config import EmulatorConfig
 from ._capacity import knee
@@ -68,6 +69,10 @@ __all__ = ["serve", "serve_command"]
 #: A load test opens many connections at once and keeps them pooled.
 _BACKLOG = 4096
 _KEEP_ALIVE_S = 120
+#: File descriptors the emulator asks for (its soft limit raised toward it, never past the
+#: hard one): each connection holds two, its socket and the duplicate that reads it with
+#: the kernel's receive stamps (``_rx_stamp``); 32,768 connections.
+_FDS = 65_536
 #: How long streams still in flight get after a stop before they are cancelled.
 _GRACEFUL_S = 2
 _UNFINISHED = "ASGI callable returned without completing response."
@@ -245,6 +250,7 @@ async def serve(
         raise UsageError("hopbench.emulator.serve runs uvicorn: call it from asyncio "
                          "(or anyio's asyncio backend), not trio") from None
     logging.getLogger("uvicorn.error").addFilter(_INTENDED_DISCONNECTS)
+    raise_fd_limit(_FDS)  # (a refusal leaves the limit: a duplicate that fails reads unstamped)
     sockets = _listen(host, port)
     writer: GroundTruthWriter | None = None
     try:
