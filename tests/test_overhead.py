@@ -467,3 +467,16 @@ def test_meter_quiet_reads_are_the_reads_without_content() -> None:
     line = overhead_line(m, 0)
     assert line["quiet_read_ns"] == [10, 20] and line["keepalive_read_ns"] == [10]
     assert line["content_read_ns"] == [30, 40, 40]
+
+
+def test_error_bound_warning_names_the_upstream_stamp_for_request_delay() -> None:
+    """A request_delay tail too wide to read comes from the emulator's missing receive stamp,
+    not from the client's lateness: the warning says so (the other figures keep theirs)."""
+    from hopbench.measure._error_bound import error_bound_warnings
+
+    wide = {"p50": 3.0, "p90": 3.0, "p99": 3.0, "p999": 3.0,
+            "error_bound_ms": {"p50": 3.0, "p90": 3.0, "p99": 3.0, "p999": 3.0}}
+    (rd,) = error_bound_warnings({"request_delay": wide})
+    assert "the upstream's receive was its app's stamp" in rd and "client_read_lag" not in rd
+    (ttft,) = error_bound_warnings({"added_ttft": wide})
+    assert "the client read late: see client_read_lag" in ttft

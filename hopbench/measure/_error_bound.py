@@ -204,8 +204,20 @@ def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str
         key, v, b = marked[-1]
         also = ", ".join(k for k, _, _ in marked[:-1])
         shown = f"{v:.3f}" if v >= 0.001 else fmt_cell(v)  # a gap of events that shared a read: <0.001
+        why, fix = _CAUSES.get(name, (_CLIENT_LATE, cure))
         out.append(f"error bound: {scope} {name} {key} {shown} ms is known only to +-{b:.3f} ms "
                    f"(over {ERROR_SHARE * 100:g} % of the value and {ERROR_MIN_NS / 1e6:g} ms"
                    + (f"; also {also}" if also else "")
-                   + f"): its stamps were not exact (the client read late: see client_read_lag); cure: {cure}")
+                   + f"): its stamps were not exact ({why}); cure: {fix}")
     return out
+
+
+_CLIENT_LATE: Final = "the client read late: see client_read_lag"
+#: figures whose wide bound has another cause than the client's lateness, and its cure:
+#: request_delay's upstream end is exact to microseconds with the emulator's kernel stamp,
+#: and its whole value without it (hopbench.driver._overhead, docs/gateway-overhead.md)
+_CAUSES: Final = {
+    "request_delay": ("the upstream's receive was its app's stamp, not the kernel's: see "
+                      "gateway_overhead.upstream_received",
+                      "run the emulator where the kernel stamps what it receives (Linux x86-64/arm64)"),
+}
