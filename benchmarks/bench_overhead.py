@@ -17,9 +17,14 @@ HTTP parsing on both ends. Two pass-throughs:
 Each at ``--streams`` concurrent paced streams (default 64 and 512; the
 emulator paces ``--rate`` tokens/s, ``--tokens`` per stream) for
 ``--duration-s``. Prints p50/p90/p99 of each overhead metric (ms), the match
-rate, the client's loop lag p99 and CPU share (how busy the client was) and
-whether hopbench judged the run saturated: a saturated client's own lateness is
-part of every figure (as it is of any client-side measurement).
+rate, how many upstream requests were timed from the kernel's receive stamp
+and how many from the emulator's app (``upstream_received``), how late the
+emulator's app ran after its request's bytes arrived (p99 of the ground truth's
+``t0_mono_ns - t0_wire_mono_ns``: what ``request_delay`` and ``added_ttft``
+counted as the path's before issue 36), the client's loop lag p99 and CPU
+share (how busy the client was) and whether hopbench judged the run saturated:
+a saturated client's own lateness is part of every figure (as it is of any
+client-side measurement).
 
 Reproduce (2-core machine):
 
@@ -76,7 +81,18 @@ def _profile(url: str, upstream: int, streams: int, args: argparse.Namespace) ->
 def _run(url: str, upstream: int, streams: int, args: argparse.Namespace, out: Path) -> dict:
     profile = parse_profile(_profile(url, upstream, streams, args), out / "p.toml", env={})
     run_profile(profile, out_dir=out / "run")
-    return json.loads((out / "run" / "summary.json").read_text())
+    s = json.loads((out / "run" / "summary.json").read_text())
+    s["_app_lag_p99_ms"] = _app_lag_p99_ms(out / "run" / "ground_truth.jsonl")
+    return s
+
+
+def _app_lag_p99_ms(path: Path) -> float | None:
+    """p99 over the upstream requests of the emulator's app stamp minus its wire stamp (ground truth
+    ``t0_mono_ns - t0_wire_mono_ns``), ms: what request_delay counted as the path's before issue 36.
+    None without wire stamps (an emulator before them)."""
+    lags = sorted(x["t0_mono_ns"] - x["t0_wire_mono_ns"] for x in map(json.loads, path.read_text().splitlines())
+                  if x.get("t0_wire_mono_ns"))
+    return lags[min(len(lags) - 1, -(-99 * len(lags) // 100) - 1)] / 1e6 if lags else None
 
 
 def _row(name: str, streams: int, s: dict) -> str:
@@ -88,9 +104,12 @@ def _row(name: str, streams: int, s: dict) -> str:
         cells.append(f"{v['p50']:.3f}/{v['p90']:.3f}/{v['p99']:.3f}" if v else "-")
     lag = m.get("loop_lag", {}).get("p99")
     cpu = (s.get("generator") or {}).get("cpu_mean")
+    rx = g.get("upstream_received") or {}  # the upstream's receive: kernel stamps / the app's (a fallback)
+    app_lag = s.get("_app_lag_p99_ms")
     return (f"| {name} | {streams} | " + " | ".join(cells)
-            + f" | {g.get('match_rate')} | {g.get('buffering', {}).get('flag')} | {lag:.2f} | {cpu} "
-            f"| {s.get('saturated')} |")
+            + f" | {g.get('match_rate')} | {rx.get('wire', '-')}/{rx.get('app', '-')}"
+            + f" | {'-' if app_lag is None else f'{app_lag:.2f}'}"
+            f" | {g.get('buffering', {}).get('flag')} | {lag:.2f} | {cpu} | {s.get('saturated')} |")
 
 
 def main(argv: list[str]) -> None:
@@ -104,8 +123,8 @@ def main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
     print("| gateway | streams | " + " | ".join(f"{m} p50/p90/p99 (ms)" for m in METRICS)
-          + " | match | buffering | client loop lag p99 (ms) | client cpu | saturated |")
-    print("|" + "---|" * (len(METRICS) + 7))
+          + " | match | upstream rx wire/app | emulator app lag p99 (ms) | buffering | client loop lag p99 (ms) | client cpu | saturated |")
+    print("|" + "---|" * (len(METRICS) + 9))
     for gw in args.gateways.split(","):
         for n in (int(x) for x in args.streams.split(",") if x):
             with tempfile.TemporaryDirectory(prefix="hb-overhead-") as tmp:

@@ -201,9 +201,10 @@ def _client(id: str, sent: int = 0, reads: tuple[int, ...] = (60 * MS, 70 * MS),
 def _up(id: str | None, received: int = 1 * MS, writes: tuple[int, ...] = (58 * MS, 68 * MS), *,
         marker: str | None = None, boot: str = BOOT, status: int = 200, end: str = "completed",
         fault: str | None = None, end_ns: int = 75 * MS, output_tokens: int | None = 2,
-        keepalives: int = 0) -> UpstreamRequest:
+        keepalives: int = 0, wire: int | None = None, wire_error: int = 0) -> UpstreamRequest:
     return UpstreamRequest(id, marker, boot, received, writes[0] - MS if writes else None, writes,
-                           (1,) * len(writes), end_ns, status, end, fault, None, output_tokens, keepalives)
+                           (1,) * len(writes), end_ns, status, end, fault, None, output_tokens, keepalives,
+                           wire_received_ns=wire, wire_error_ns=wire_error)
 
 
 def test_analyse_subtracts_per_stream_and_per_event() -> None:
@@ -229,10 +230,39 @@ def test_analyse_carries_the_client_stamps_error_bounds() -> None:
     import dataclasses
 
     c = dataclasses.replace(_client("0-1"), content_bound_ns=(0, 8 * MS), first_read_bound_ns=1 * MS)
-    o = analyse([c], [_up("0-1")], boot_id=BOOT)
+    up = _up("0-1", wire=1 * MS)  # the upstream's receive from the wire, exact
+    o = analyse([c], [up], boot_id=BOOT)
     assert o.bounds == {("chat", "first_event_delay"): [(2 * MS, 1 * MS, 0)],
                         ("chat", "event_delay"): [(2 * MS, 8 * MS, 0)]}
-    assert analyse([_client("0-1")], [_up("0-1")], boot_id=BOOT).bounds == {}  # a line without bounds
+    assert analyse([_client("0-1")], [up], boot_id=BOOT).bounds == {}  # a line without bounds
+
+
+def test_analyse_times_the_upstream_receive_from_its_wire_stamp() -> None:
+    """docs/gateway-overhead.md, "Times from the wire at the upstream": the request reached the
+    emulator's socket at 1 ms, its app ran at 3 ms: request_delay and the upstream's own TTFT
+    start at the wire stamp, each bounded by the stamp's clock move (0.05 ms either way)."""
+    o = analyse([_client("0-1")], [_up("0-1", received=3 * MS, wire=1 * MS, wire_error=MS // 20)], boot_id=BOOT)
+    assert o.values[("chat", "request_delay")] == [1 * MS]
+    # client ttft 60 ms, upstream ttft 58 - 1 = 57 ms (58 - 3 = 55 from the app's stamp)
+    assert o.values[("chat", "added_ttft")] == [3 * MS]
+    assert o.values[("chat", "added_e2e")] == [6 * MS]
+    assert o.bounds[("chat", "request_delay")] == [(1 * MS, MS // 20, MS // 20)]
+    assert o.bounds[("chat", "added_ttft")] == [(3 * MS, MS // 20, MS // 20)]
+    assert o.block["upstream_received"] == {"wire": 1, "app": 0}
+    assert not any("upstream receive" in line for line in overhead_lines(o.block))
+
+
+def test_analyse_bounds_request_delay_by_its_value_without_a_wire_stamp() -> None:
+    """No kernel stamp (TLS, another platform, an older emulator): the app's stamp is late by
+    an unknown share of the time since the send, so request_delay's true value lies in [0, v]
+    and added_ttft may be that much lower; the fallback is counted and shown."""
+    o = analyse([_client("0-1")], [_up("0-1", received=3 * MS)], boot_id=BOOT)
+    assert o.values[("chat", "request_delay")] == [3 * MS]
+    assert o.bounds[("chat", "request_delay")] == [(3 * MS, 3 * MS, 0)]
+    assert o.bounds[("chat", "added_ttft")] == [(5 * MS, 3 * MS, 0)]
+    assert o.block["upstream_received"] == {"wire": 0, "app": 1}
+    assert any("upstream receive: 1 of 1 requests without the kernel's stamp" in line
+               for line in overhead_lines(o.block))
 
 
 def test_analyse_matches_by_marker_when_the_gateway_drops_the_header() -> None:
@@ -344,6 +374,9 @@ def test_records_parse_to_absolute_stamps() -> None:
     u = upstream_from_record(rec)
     assert u is not None
     assert list(u.event_write_ns) == [1030, 1035, 1042] and u.first_write_ns == 1002 and u.end_ns == 1050
+    assert u.wire_received_ns is None and u.arrived_ns == 1000  # no wire stamp: the app's
+    u = upstream_from_record({**rec, "t0_wire_mono_ns": 990, "t0_wire_error_ns": 3})
+    assert u is not None and (u.wire_received_ns, u.wire_error_ns, u.arrived_ns) == (990, 3, 990)
     assert upstream_from_record({"request_id": "0-1"}) is None  # an emulator without absolute stamps
 
 
@@ -434,3 +467,16 @@ def test_meter_quiet_reads_are_the_reads_without_content() -> None:
     line = overhead_line(m, 0)
     assert line["quiet_read_ns"] == [10, 20] and line["keepalive_read_ns"] == [10]
     assert line["content_read_ns"] == [30, 40, 40]
+
+
+def test_error_bound_warning_names_the_upstream_stamp_for_request_delay() -> None:
+    """A request_delay tail too wide to read comes from the emulator's missing receive stamp,
+    not from the client's lateness: the warning says so (the other figures keep theirs)."""
+    from hopbench.measure._error_bound import error_bound_warnings
+
+    wide = {"p50": 3.0, "p90": 3.0, "p99": 3.0, "p999": 3.0,
+            "error_bound_ms": {"p50": 3.0, "p90": 3.0, "p99": 3.0, "p999": 3.0}}
+    (rd,) = error_bound_warnings({"request_delay": wide})
+    assert "the upstream's receive was its app's stamp" in rd and "client_read_lag" not in rd
+    (ttft,) = error_bound_warnings({"added_ttft": wide})
+    assert "the client read late: see client_read_lag" in ttft

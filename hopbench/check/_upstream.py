@@ -37,7 +37,7 @@ from .._errors import HopbenchError
 from ..emulator._app import EmulatorApp
 from ..emulator._config import EmulatorConfig
 from ..emulator._record import GroundTruthWriter
-from ..emulator._serve import _INTENDED_DISCONNECTS, _Server, _listen
+from ..emulator._serve import _INTENDED_DISCONNECTS, WireStampedProtocol, _Server, _listen
 from ..protocols._marker import find_marker
 
 __all__ = ["Exchange", "ScriptedUpstream", "UpstreamStartError"]
@@ -182,7 +182,7 @@ class ScriptedUpstream:
         self.record_path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = GroundTruthWriter(self.record_path)
         self._switch = _Switch(_Capture(EmulatorApp(EmulatorConfig(), self._writer), "idle"))
-        config = uvicorn.Config(self._switch, loop="asyncio", http="httptools", ws="none", lifespan="off",
+        config = uvicorn.Config(self._switch, loop="asyncio", http=WireStampedProtocol, ws="none", lifespan="off",
                                 log_config=None, log_level="error", access_log=False, proxy_headers=False,
                                 server_header=False, date_header=False, timeout_keep_alive=120,
                                 timeout_graceful_shutdown=1)

@@ -12,11 +12,15 @@ I/O, no trio: every function is a function of its arguments.
 Definitions (each value in ns, client stamps minus upstream stamps):
 
 - ``request_delay``: client sent the request -> the upstream received it
-  (the stream's *first* upstream attempt).
+  (the stream's *first* upstream attempt). "Received" is when the request's
+  bytes reached the emulator's socket (the kernel's stamp, ground truth
+  ``t0_wire_mono_ns``), else when its app was called (``t0_mono_ns``: late by
+  the emulator's scheduling and parsing, so the sample's error bound is its
+  whole value), counted in the block's ``upstream_received``.
 - ``first_event_delay``: the upstream wrote its first body bytes -> the client's
   first body read (the *last* attempt: the one whose answer the client got).
 - ``added_ttft``: the client's TTFT (sent -> first content event read) minus the
-  upstream's own (received -> first content event written).
+  upstream's own (received, as above -> first content event written).
 - ``event_delay``: per upstream content event, its write -> the client read
   that delivered its last character (events aligned by order and content).
 - ``added_e2e``: the client's sent -> end minus the upstream's received ->
@@ -193,7 +197,7 @@ class UpstreamRequest:
         request_id: the header id, or None.
         marker_id: the body marker's id, or None.
         boot_id: the emulator host's boot id ("" unknown).
-        received_ns: the request was received.
+        received_ns: the emulator's app was called for the request.
         first_write_ns: the first body bytes were written, or None.
         event_write_ns: one write stamp per content event.
         event_chars: characters of each content event.
@@ -205,6 +209,9 @@ class UpstreamRequest:
         event_crc: CRC-32 of each content event's text (< 0: not compared), or empty.
         keepalive_write_ns: the write stamp of each keepalive comment, or empty
             (an older emulator).
+        wire_received_ns: the request's bytes reached the emulator's socket (the
+            kernel's stamp, at or before ``received_ns``), or None where there is none.
+        wire_error_ns: that stamp's error (its move to CLOCK_MONOTONIC), ns.
     """
 
     request_id: str | None
@@ -223,6 +230,13 @@ class UpstreamRequest:
     keepalives: int = 0
     event_crc: Sequence[int] = ()
     keepalive_write_ns: Sequence[int] = ()
+    wire_received_ns: int | None = None
+    wire_error_ns: int = 0
+
+    @property
+    def arrived_ns(self) -> int:
+        """When the request arrived: the wire stamp where there is one, else the app's."""
+        return self.received_ns if self.wire_received_ns is None else self.wire_received_ns
 
     @property
     def what(self) -> str:
@@ -285,6 +299,8 @@ def upstream_from_record(rec: Mapping[str, Any]) -> UpstreamRequest | None:
             writes.append(t)
     fw = rec.get("first_write_ns")
     lw = rec.get("final_write_ns")
+    wire = rec.get("t0_wire_mono_ns")
+    wire_err = rec.get("t0_wire_error_ns")
     chars = array("q", rec.get("event_chars") or ())
     return UpstreamRequest(
         request_id=rec.get("request_id"), marker_id=rec.get("marker_id"), boot_id=str(rec.get("boot_id") or ""),
@@ -293,7 +309,9 @@ def upstream_from_record(rec: Mapping[str, Any]) -> UpstreamRequest | None:
         keepalive_write_ns=array("q", (t0 + t for t in rec.get("keepalive_write_ns") or ())),
         end_ns=t0 + (lw if isinstance(lw, int) else int(rec.get("duration_ns") or 0)), status=int(rec.get("status") or 0),
         end=str(rec.get("end")), fault=rec.get("fault"), error_code=rec.get("error_code"),
-        output_tokens=rec.get("output_tokens"), keepalives=int(rec.get("keepalives") or 0))
+        output_tokens=rec.get("output_tokens"), keepalives=int(rec.get("keepalives") or 0),
+        wire_received_ns=wire if isinstance(wire, int) and wire > 0 else None,
+        wire_error_ns=wire_err if isinstance(wire_err, int) and wire_err > 0 else 0)
 
 
 def _event_crcs(rec: Mapping[str, Any], chars: Sequence[int]) -> array[int]:
@@ -466,16 +484,19 @@ class _Tally:
     #: gateway kind -> matched streams (``gateway_kind``; "" when the headers did not tell)
     kinds: Counter[str] = field(default_factory=Counter)
     usage_not_seen_after_cancel: int = 0
+    #: first upstream attempts whose receive came from the kernel's stamp / the app's (a fallback)
+    received_wire: int = 0
+    received_app: int = 0
 
-    def put(self, scope: str, metric: str, v: int, below: int = 0) -> None:
+    def put(self, scope: str, metric: str, v: int, below: int = 0, above: int = 0) -> None:
         """One value (ns) of ``metric``; a negative one is counted, not recorded (a clock problem).
-        ``below``: its client stamp's error bound, ns (the true value lies in ``[v - below, v]``)."""
+        ``below``, ``above``: its error bounds, ns (the true value lies in ``[v - below, v + above]``)."""
         if v < 0:
             self.negatives[metric] += 1
             return
         self.values.setdefault((scope, metric), []).append(v)
-        if below > 0:
-            self.bounds.setdefault((scope, metric), []).append((v, below, 0))
+        if below > 0 or above > 0:
+            self.bounds.setdefault((scope, metric), []).append((v, below, above))
 
     def match(self, c: ClientStream, ups: list[UpstreamRequest]) -> None:
         """Count a matched stream: retries and their triggers, the fault matrix, usage, keepalives.
@@ -515,15 +536,23 @@ class _Tally:
             c: the client stream; first: its first upstream attempt; last: the one that answered.
         """
         put, s = self.put, c.scenario
-        put(s, "request_delay", first.received_ns - c.sent_ns)
+        # the upstream's receive: its wire stamp (exact to its clock move's error), else its
+        # app's stamp, late by an unknown share of the time since the send (true value in [0, v])
+        if first.wire_received_ns is not None:
+            self.received_wire += 1
+            put(s, "request_delay", first.wire_received_ns - c.sent_ns, first.wire_error_ns, first.wire_error_ns)
+        else:
+            self.received_app += 1
+            put(s, "request_delay", first.received_ns - c.sent_ns, first.received_ns - c.sent_ns)
+        late = last.wire_error_ns if last.wire_received_ns is not None else max(0, last.received_ns - c.sent_ns)
         cb = c.content_bound_ns
         if c.first_read_ns is not None and last.first_write_ns is not None:
             put(s, "first_event_delay", c.first_read_ns - last.first_write_ns, c.first_read_bound_ns)
         if c.content_read_ns and last.event_write_ns:
-            put(s, "added_ttft", (c.content_read_ns[0] - c.sent_ns) - (last.event_write_ns[0] - last.received_ns),
-                cb[0] if cb else 0)
+            put(s, "added_ttft", (c.content_read_ns[0] - c.sent_ns) - (last.event_write_ns[0] - last.arrived_ns),
+                (cb[0] if cb else 0) + late, last.wire_error_ns if last.wire_received_ns is not None else 0)
         if c.outcome == "completed" and last.end == "completed":
-            put(s, "added_e2e", (c.end_ns - c.sent_ns) - (last.end_ns - last.received_ns))
+            put(s, "added_e2e", (c.end_ns - c.sent_ns) - (last.end_ns - last.arrived_ns))
         al = align_events(last.event_write_ns, last.event_chars, c.content_read_ns, c.content_chars,
                           last.event_crc, c.content_crc)
         for d, w, j in zip(al.delays_ns, al.written_ns, al.client_events):
@@ -576,6 +605,7 @@ def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, cl
         "matched": matched,
         "match_rate": round(matched / n, 4) if n else None,
         "matched_by": {"header": join.by_header, "marker": join.by_marker},
+        "upstream_received": {"wire": t.received_wire, "app": t.received_app},
         "unseen_by_upstream": t.unseen,
         "unseen_outcomes": dict(sorted(t.unseen_by.items())),
         "cancelled_before_upstream": t.cancelled_before_upstream,
@@ -649,6 +679,10 @@ def overhead_lines(block: Mapping[str, Any]) -> list[str]:
              + f" · header {by.get('header', 0)} marker {by.get('marker', 0)}"
              + f" · unseen {block.get('unseen_by_upstream')}"
              + f" · retried {block.get('retried_streams')}"]
+    rx = block.get("upstream_received") or {}
+    if rx.get("app"):
+        lines.append(f"  upstream receive: {rx['app']} of {rx['app'] + rx.get('wire', 0)} requests without the "
+                     "kernel's stamp (the emulator's app stamp instead: request_delay known only to its value)")
     trig = block.get("retry_triggers") or {}
     if trig:
         lines.append("  retries triggered by: " + ", ".join(f"{k} {v}" for k, v in trig.items()))

@@ -55,6 +55,7 @@ from ..workload._lengths import load_tokenizer
 from ..protocols._marker import find_marker
 from ._prefix import PrefixCache
 from ._record import End, GroundTruth, GroundTruthWriter, boot_id
+from ._rx_stamp import WIRE_RX_KEY
 from ._wire import KEEPALIVE, ChatWire, MessagesWire, ResponsesWire, Wire, http_error_body
 
 __all__ = ["EmulatorApp"]
@@ -136,6 +137,9 @@ class _StreamState:
     final_write_ns: int | None = None
     #: each keepalive comment handed to send(), now_ns (gateway overhead: the upstream's silences)
     keepalive_writes: list[int] = field(default_factory=list)
+    #: the kernel's receive stamp of the request's head (CLOCK_MONOTONIC ns) and its error,
+    #: ns (``_rx_stamp``), or None: the server gave none
+    wire_rx: tuple[int, int] | None = None
 
 
 
@@ -265,6 +269,9 @@ class EmulatorApp:
         raw = await _read_body(receive)
         if raw is None:
             return
+        ext = scope.get("extensions")
+        rx = ext.get(WIRE_RX_KEY) if ext else None  # _serve.WireStampedProtocol's kernel stamp
+        wire_rx = (rx["mono_ns"], rx["error_ns"]) if rx else None
         request_id = _header(scope, b"x-hopbench-request-id")
         marker_id = find_marker(raw) if b"[hb:" in raw else None
         try:
@@ -282,7 +289,7 @@ class EmulatorApp:
         if not self._authorized(scope):
             await self._json(send, 401, http_error_body(protocol, 401))
             self._record(request_id, protocol, model, stream, None, None, 401, input_tokens,
-                         "http_error", None, _StreamState(t0, 0, marker_id=marker_id), "stop", t0)
+                         "http_error", None, _StreamState(t0, 0, marker_id=marker_id, wire_rx=wire_rx), "stop", t0)
             return
         max_tokens = _max_tokens(protocol, body)
         if protocol == "messages" and max_tokens is None:
@@ -307,7 +314,7 @@ class EmulatorApp:
                 plan = replace(plan, first_ns=plan.first_ns + extra_ns)
         wire = self._wire(protocol, body, model, index, input_tokens)
         wire.cached_tokens, wire.cache_creation_tokens = cached, created
-        st = _StreamState(t0, behaviour.keepalive_interval_ns, t0, marker_id=marker_id)
+        st = _StreamState(t0, behaviour.keepalive_interval_ns, t0, marker_id=marker_id, wire_rx=wire_rx)
         st.run_on = behaviour.on_client_close == "finish"
         if plan.status == 200 and self.capacity.full():
             await self._json(send, 503, http_error_body(protocol, 503))
@@ -578,4 +585,6 @@ class EmulatorApp:
                 "event_chars": [len(x) for kind in ("reasoning", "text", "tool") for x in p[kind]],
                 "keepalive_write_ns": [t - st.t0_ns for t in st.keepalive_writes],
                 "keepalive_lag_max_ns": st.keepalive_lag_max_ns,
-                "boot_id": self.boot_id}
+                "boot_id": self.boot_id,
+                "t0_wire_mono_ns": None if st.wire_rx is None else st.wire_rx[0],
+                "t0_wire_error_ns": None if st.wire_rx is None else st.wire_rx[1]}

@@ -81,6 +81,12 @@ class GroundTruth:
             its scheduled time (last write + ``keepalive_interval_s``), in ns.
         boot_id: the host's boot id (Linux ``/proc/sys/kernel/random/boot_id``)
             or "" where unknown: monotonic stamps compare only on one boot.
+        t0_wire_mono_ns: when the request's bytes reached the emulator's socket
+            (the kernel's receive stamp of the read that completed its head,
+            ``SO_TIMESTAMPNS``), ``CLOCK_MONOTONIC`` ns like ``t0_mono_ns`` and
+            at or before it; None where the kernel gave none (``_rx_stamp``).
+        t0_wire_error_ns: that stamp's error from its move off CLOCK_REALTIME
+            (``_rx_stamp.realtime_to_monotonic``), ns; None without the stamp.
     """
 
     request_id: str | None
@@ -118,6 +124,8 @@ class GroundTruth:
     keepalive_write_ns: list[int] = field(default_factory=list)
     boot_id: str = ""
     keepalive_lag_max_ns: int = 0
+    t0_wire_mono_ns: int | None = None
+    t0_wire_error_ns: int | None = None
 
 
 _FIELDS = tuple(f.name for f in fields(GroundTruth))

@@ -52,19 +52,27 @@ from typing import Any
 import anyio
 import anyio.abc
 import uvicorn
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .._errors import ProfileError, UsageError
 from .._exit import EXIT_INPUT, EXIT_OK
+from .._limits import raise_fd_limit
 from ._app import EmulatorApp
 from ._config import EmulatorConfig
 from ._capacity import knee
 from ._record import GroundTruthWriter
+from ._rx_stamp import WIRE_RX_KEY, StampedReader, keep_kernel_stamps
 
 __all__ = ["serve", "serve_command"]
 
 #: A load test opens many connections at once and keeps them pooled.
 _BACKLOG = 4096
 _KEEP_ALIVE_S = 120
+#: File descriptors the emulator asks for (its soft limit raised toward it, never past the
+#: hard one): each connection holds two, its socket and the duplicate that reads it with
+#: the kernel's receive stamps (``_rx_stamp``); 32,768 connections.
+_FDS = 65_536
 #: How long streams still in flight get after a stop before they are cancelled.
 _GRACEFUL_S = 2
 _UNFINISHED = "ASGI callable returned without completing response."
@@ -146,6 +154,9 @@ def _listen(host: str, port: int) -> list[socket.socket]:
         for sock in sockets:
             sock.close()
         raise
+    # requests are stamped when they reach the socket (WireStampedProtocol): Linux stamps
+    # only while some socket asks, turned on lazily; keep it on from the first request on
+    keep_kernel_stamps()
     return sockets
 
 
@@ -154,9 +165,49 @@ def _url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if sock.family == socket.AF_INET6 else f"http://{host}:{port}"
 
 
+class WireStampedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, reading its socket with the kernel's receive stamps.
+
+    The seam: uvicorn's ``http=`` takes a protocol class; this one lets a
+    :class:`~hopbench.emulator._rx_stamp.StampedReader` read the connection
+    (its flow control switched to that reader) and puts the stamp of the read
+    that completed each request's head in the request's scope:
+    ``scope["extensions"]["hopbench.wire_rx"] = {"mono_ns": CLOCK_MONOTONIC ns, "error_ns": ns}``
+    (absent where the kernel gave none: the app then has only its own stamp).
+    Everything else is uvicorn's (tested with uvicorn 0.55: tests/test_rx_stamp.py
+    checks the seam, so an upgrade that moves it fails there, not silently).
+    """
+
+    _rx: StampedReader | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._rx = StampedReader.attach(transport, self)
+        if self._rx is not None:  # uvicorn pauses reading for pipelining and large bodies
+            self.flow = FlowControl(self._rx)  # type: ignore[arg-type]  # (pause/resume_reading only)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._rx is not None:
+            self._rx.close()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        rx = self._rx
+        if rx is not None and not rx.own_read:
+            rx.from_transport()
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        rx = self._rx
+        if rx is not None and rx.last is not None:
+            mono_ns, error_ns = rx.last  # (ASGI: an extension's value is a dict)
+            self.scope["extensions"] = {WIRE_RX_KEY: {"mono_ns": mono_ns, "error_ns": error_ns}}
+        super().on_headers_complete()
+
+
 def _uvicorn_config(app: EmulatorApp, log_level: str) -> uvicorn.Config:
     return uvicorn.Config(
-        app, loop="asyncio" if _uvloop_factory() is None else "uvloop", http="httptools",
+        app, loop="asyncio" if _uvloop_factory() is None else "uvloop", http=WireStampedProtocol,
         ws="none",
         lifespan="on", log_config=None, log_level=log_level, access_log=False,
         proxy_headers=False, server_header=False, date_header=False, backlog=_BACKLOG,
@@ -199,6 +250,7 @@ async def serve(
         raise UsageError("hopbench.emulator.serve runs uvicorn: call it from asyncio "
                          "(or anyio's asyncio backend), not trio") from None
     logging.getLogger("uvicorn.error").addFilter(_INTENDED_DISCONNECTS)
+    raise_fd_limit(_FDS)  # (a refusal leaves the limit: a duplicate that fails reads unstamped)
     sockets = _listen(host, port)
     writer: GroundTruthWriter | None = None
     try:

@@ -43,14 +43,10 @@ written on an open connection (``info`` is an empty dict).
 
 from __future__ import annotations
 
-import atexit
 import ipaddress
-import platform
 import re
 import socket
 import ssl
-import struct
-import sys
 import time
 from typing import Any
 
@@ -59,19 +55,18 @@ import httpx
 import trio
 
 from .._clock import now_ns
+# Kernel receive stamps (Linux SO_TIMESTAMPNS, socket(7)): when a read's latest
+# bytes reached the socket, CLOCK_REALTIME; None where the platform has none.
+# One place for the emulator's and the client's (the emulator stamps requests).
+from ..emulator._rx_stamp import ANC_SIZE as _ANC_SIZE
+from ..emulator._rx_stamp import SCM_TIMESTAMPNS as _SCM_TIMESTAMPNS
+from ..emulator._rx_stamp import SO_TIMESTAMPNS as _SO_TIMESTAMPNS
+from ..emulator._rx_stamp import TIMESPEC as _TIMESPEC
+from ..emulator._rx_stamp import keep_kernel_stamps
 
 __all__ = ["MalformedResponse", "StreamTransport"]
 
 _READ_SIZE = 64 * 1024
-# Kernel receive stamps (Linux SO_TIMESTAMPNS, socket(7)): when a read's latest
-# bytes reached the socket, CLOCK_REALTIME; None where the platform has none.
-# Python < 3.14 does not name it: 35 on Linux x86-64 and arm64 (asm-generic/socket.h,
-# SO_TIMESTAMPNS_OLD, a 64-bit struct timespec there).
-_SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", (
-    35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None))
-_SCM_TIMESTAMPNS: int | None = getattr(socket, "SCM_TIMESTAMPNS", _SO_TIMESTAMPNS)
-_ANC_SIZE = socket.CMSG_SPACE(16) if _SO_TIMESTAMPNS is not None else 0
-_TIMESPEC = struct.Struct("@qq")
 Origin = tuple[bytes, str, int]
 #: RFC 9110 section 5.1: a field name is a token.
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
@@ -522,59 +517,6 @@ async def _open_tcp(host: str, port: int) -> trio.SocketStream:
         sock.close()
         raise
     return _stamped(trio.SocketStream(sock))  # sets TCP_NODELAY
-
-
-_STAMP_KEEPER: socket.socket | None = None
-
-
-def keep_kernel_stamps(tries: int = 200) -> bool:
-    """Turn the kernel's receive stamps on for this process and wait until they are on.
-
-    Linux turns SO_TIMESTAMPNS stamping on system-wide lazily: the first socket
-    that asks schedules deferred work (``net_enable_timestamp``, net/core/dev.c),
-    and packets that arrive before that work ran carry no stamp; when the last
-    socket that asked closes, stamping goes off again (deferred too). On a busy
-    machine that work can wait: the first reads of a run, or of a connection
-    opened after a quiet spell, had no stamp. One UDP socket on 127.0.0.1 that
-    asks for stamps is kept open for the process's life (closed at exit), and
-    datagrams are sent to it until one comes back stamped: at most ``tries``,
-    1 ms apart (a blocking wait: call before the run's clock starts). Idempotent.
-
-    Returns:
-        Whether a stamped datagram came back (False where there are no kernel
-        stamps, or they did not come on in time: reads then say 0, as before).
-    """
-    global _STAMP_KEEPER
-    if _SO_TIMESTAMPNS is None or not _ANC_SIZE:
-        return False
-    try:
-        if _STAMP_KEEPER is None:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            sock.bind(("127.0.0.1", 0))
-            sock.setblocking(False)
-            _STAMP_KEEPER = sock
-            atexit.register(sock.close)
-        sock = _STAMP_KEEPER
-        addr = sock.getsockname()
-        for k in range(tries):
-            if k:
-                time.sleep(0.001)
-            sock.sendto(b"x", addr)  # (loopback: queued to the socket within the call)
-            while True:
-                try:
-                    _, anc, _, _ = sock.recvmsg(1, _ANC_SIZE)
-                except BlockingIOError:
-                    break
-                if any(kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET for level, kind, _ in anc):
-                    while True:  # drain what is left
-                        try:
-                            sock.recv(1)
-                        except BlockingIOError:
-                            return True
-    except OSError:  # pragma: no cover - no loopback UDP here: reads say 0 where unstamped
-        return False
-    return False
 
 
 def _stamped(stream: trio.SocketStream) -> trio.SocketStream:

@@ -42,17 +42,18 @@ __all__ = ["UNCERTAIN_MARK", "uncertain_note", "uncertain_note_lines", "NOTE_COL
 UNBOUNDED_METRICS: Final = frozenset({
     "queue_delay", "schedule_lag", "loop_lag", "client_read_lag", "connect_wait", "request_write",
     "max_silence", "cancel_delay",
-    "request_delay", "added_e2e", "upstream_silence",
+    "added_e2e", "upstream_silence",
     "injected_keepalive_interval", "client_silence_in_upstream_silence",
 })
 """Time metrics whose samples' error bounds are not kept: the client's own figures
 (its send, loop and schedule lateness, connect and write times, ``client_read_lag``
 itself), ``max_silence`` and ``cancel_delay``, and the gateway-overhead figures
-but ``first_event_delay``, ``added_ttft`` and ``event_delay`` (whose client stamps'
-bounds streams.jsonl carries: ``hopbench.driver._overhead``): ``request_delay``
-(a send, no wire stamp), ``added_e2e`` (the client's end is its close of the body,
-a loop time) and the silence figures. summary.json gives them no ``error_bound_ms``:
-absent means unknown, never exact."""
+but ``request_delay``, ``first_event_delay``, ``added_ttft`` and ``event_delay``
+(whose client stamps' bounds streams.jsonl carries, and whose upstream receive
+stamp's bound the ground truth carries: ``hopbench.driver._overhead``):
+``added_e2e`` (the client's end is its close of the body, a loop time) and the
+silence figures. summary.json gives them no ``error_bound_ms``: absent means
+unknown, never exact."""
 
 ERROR_PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
 """The percentiles summary.json gives an ``error_bound_ms`` (the keys of ``Histogram.stats``)."""
@@ -215,8 +216,20 @@ def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str
         key, v, b = marked[-1]
         also = ", ".join(k for k, _, _ in marked[:-1])
         shown = f"{v:.3f}" if v >= 0.001 else fmt_cell(v)  # a gap of events that shared a read: <0.001
+        why, fix = _CAUSES.get(name, (_CLIENT_LATE, cure))
         out.append(f"error bound: {scope} {name} {key} {shown} ms is known only to +-{b:.3f} ms "
                    f"(over {ERROR_SHARE * 100:g} % of the value and {ERROR_MIN_NS / 1e6:g} ms"
                    + (f"; also {also}" if also else "")
-                   + f"): its stamps were not exact (the client read late: see client_read_lag); cure: {cure}")
+                   + f"): its stamps were not exact ({why}); cure: {fix}")
     return out
+
+
+_CLIENT_LATE: Final = "the client read late: see client_read_lag"
+#: figures whose wide bound has another cause than the client's lateness, and its cure:
+#: request_delay's upstream end is exact to microseconds with the emulator's kernel stamp,
+#: and its whole value without it (hopbench.driver._overhead, docs/gateway-overhead.md)
+_CAUSES: Final = {
+    "request_delay": ("the upstream's receive was its app's stamp, not the kernel's: see "
+                      "gateway_overhead.upstream_received",
+                      "run the emulator where the kernel stamps what it receives (Linux x86-64/arm64)"),
+}
