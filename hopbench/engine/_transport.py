@@ -447,7 +447,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
         try:
             while not resp.head_done:
                 if stamped:
-                    chunk, rx = await _recv_stamped(conn.stream, _READ_SIZE)  # type: ignore[arg-type]
+                    chunk, rx, _ = await _recv_stamped(conn.stream, _READ_SIZE)  # type: ignore[arg-type]
                     head_rx_ns = rx or head_rx_ns
                 else:
                     chunk = await conn.stream.receive_some(_READ_SIZE)
@@ -587,21 +587,54 @@ def _stamped(stream: trio.SocketStream) -> trio.SocketStream:
     return stream
 
 
-async def _recv_stamped(stream: trio.SocketStream, n: int) -> tuple[bytes, int]:
-    """``receive_some(n)`` through ``recvmsg``: the bytes and the kernel's receive
+async def _recv_stamped(stream: trio.SocketStream, n: int) -> tuple[bytes, int, bool]:
+    """``receive_some(n)`` through ``recvmsg``: the bytes, the kernel's receive
     stamp of the latest segment among them (SO_TIMESTAMPNS) on hopbench's clock,
-    ns (0 when the kernel gave none).
+    ns (0 when the kernel gave none), and whether the read *waited* for them.
+
+    ``waited`` is True when the socket was empty at the call, so the task was
+    parked on it and the event loop's I/O wait woke it for these bytes: then none
+    of them arrived before the end of the I/O wait before that one (the runner's
+    floor of a read's earlier events, docs/results/units.md "Times from the
+    wire"). False when bytes were waiting already (they may have arrived at any
+    time since the previous read) or the socket is not trio's usual one. The
+    system calls are trio's own ``recvmsg`` sequence (its ``_nonblocking_helper``:
+    one try, a cancel-shielded checkpoint when it succeeds, else wait readable
+    and try again), written out to tell the two cases apart.
 
     Raises:
         OSError: the read failed (the callers map it to httpx.ReadError).
+        trio.ClosedResourceError: the socket was closed while the read waited.
     """
-    data, anc, _, _ = await stream.socket.recvmsg(n, _ANC_SIZE)
+    sock = stream.socket
+    raw_sock = getattr(sock, "_sock", None)  # trio's wrapped stdlib socket (non-blocking)
+    waited = False
+    if raw_sock is None:  # pragma: no cover - another socket class: trio's own call
+        data, anc, _, _ = await sock.recvmsg(n, _ANC_SIZE)
+    else:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            data, anc, _, _ = raw_sock.recvmsg(n, _ANC_SIZE)
+        except BlockingIOError:
+            waited = True
+            while True:
+                await trio.lowlevel.wait_readable(raw_sock)
+                try:
+                    data, anc, _, _ = raw_sock.recvmsg(n, _ANC_SIZE)
+                    break
+                except BlockingIOError:
+                    pass
+        except OSError:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            raise
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
     for level, kind, raw in anc:
         if kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
             sec, nsec = _TIMESPEC.unpack_from(raw)
             # CLOCK_REALTIME -> hopbench's clock: both read now, microseconds apart
-            return data, sec * 1_000_000_000 + nsec - time.time_ns() + now_ns()
-    return data, 0
+            return data, sec * 1_000_000_000 + nsec - time.time_ns() + now_ns(), waited
+    return data, 0, waited
 
 
 def _reason(exc: BaseException) -> str:
@@ -669,6 +702,7 @@ class _BodyReader:
         resp = body._conn.response
         try:
             if resp.parts:  # body bytes that came with the head, or a read's rest
+                body.waited = False  # (read before: no wait of this call's)
                 parts, resp.parts = resp.parts, []
                 return parts[0] if len(parts) == 1 else b"".join(parts)
             while not resp.done:
@@ -715,6 +749,12 @@ class _Body(httpx.AsyncByteStream):
             served that read (docs/results/in-flight.md, "Client lag per read").
         head_rx_ns: the kernel's receive stamp of the read that completed the
             response head, clock ns; 0 when unknown.
+        waited: the last chunk's bytes came from a read that waited for them
+            (``_recv_stamped``): the event loop's I/O wait woke the reader for
+            them, so they arrived after the end of the I/O wait before that one
+            (hopbench.engine._runqueue ``turn_from_ns`` as the runner reads it
+            right after the chunk). False otherwise (bytes that were waiting
+            already, body bytes that came with the head, no kernel stamps).
     """
 
     def __init__(self, transport: StreamTransport, conn: _Conn, request: httpx.Request,
@@ -725,10 +765,12 @@ class _Body(httpx.AsyncByteStream):
         self._done = False
         self._closed = False
         self.head_rx_ns = self.rx_ns = head_rx_ns
+        self.waited = False
 
     async def _receive_stamped(self, n: int) -> bytes:
-        """``receive_some(n)`` through ``recvmsg``, keeping the kernel's receive stamp."""
-        data, rx = await _recv_stamped(self._conn.stream, n)  # type: ignore[arg-type]
+        """``receive_some(n)`` through ``recvmsg``, keeping the kernel's receive stamp
+        and whether the read waited for its bytes."""
+        data, rx, self.waited = await _recv_stamped(self._conn.stream, n)  # type: ignore[arg-type]
         if rx:
             self.rx_ns = rx
         return data

@@ -18,7 +18,8 @@ coalesced segments the latest one's stamp, socket(7)). So an event is stamped
 exactly when it is the last SSE item of its read and the read ends at an event
 boundary; every other event of the read gets the read's stamp as an upper bound
 and ``stamp - previous read's stamp`` as its error bound (its bytes came after
-the previous read's). Without a kernel stamp (httpx's transport, TLS) the stamp
+the previous read's), or less where the runner knows a later moment the bytes
+came after (``since_ns``: a read that waited for them). Without a kernel stamp (httpx's transport, TLS) the stamp
 is the read's loop time and the bound of its last event the read's client lag
 (at most the time since the previous read's stamp). A figure's sample is then
 an interval ``[value - below, value + above]`` that holds the true value; the
@@ -254,7 +255,8 @@ class StreamMeter:
         self._head_rx = rx_ns
         return wire
 
-    def on_read(self, t_ns: int, lag_ns: int = 0, rx_ns: int = 0, items: int = 1, tail: bool = True) -> int:
+    def on_read(self, t_ns: int, lag_ns: int = 0, rx_ns: int = 0, items: int = 1, tail: bool = True,
+                since_ns: int = 0) -> int:
         """A body read arrived (before its observations).
 
         Args:
@@ -267,14 +269,20 @@ class StreamMeter:
             items: how many SSE items (events and comments) the read completed.
             tail: the read ends at an event boundary (its last bytes end its
                 last item: no part of a later item came with it).
+            since_ns: a moment none of the read's bytes arrived before, clock
+                ns, when the runner knows one later than the previous read's
+                stamp (a read that waited for its bytes: the end of the event
+                loop's I/O wait before the one that woke it, docs/results/units.md
+                "Times from the wire"); 0: none known.
 
         Returns:
             The read's wire stamp, ns: ``rx_ns`` (kept between the previous
             read's stamp and ``t_ns``), else ``t_ns``. The runner hands it to
             :meth:`on_observations`. The read's last item is stamped with the
             bound ``_tail_b`` (0 with a kernel stamp and ``tail``), every
-            other item with ``stamp - previous stamp``; with several items the
-            runner calls :meth:`at_last_item` before the last one.
+            other item with ``stamp - max(previous stamp, since_ns)`` (0 when
+            ``since_ns`` is past the stamp: the clocks' microseconds); with
+            several items the runner calls :meth:`at_last_item` before the last one.
         """
         last = self.last_byte_ns
         self._prev_read_ns = last
@@ -296,6 +304,8 @@ class StreamMeter:
                     self.headers_bound_ns = self.last_byte_bound_ns = head - lo
         if rx_ns:
             w = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
+            # the read's bytes came after the previous stamp, and after since_ns
+            span = w - (since_ns if since_ns > lo else lo)
             self._late_ns = 0
             if tail:
                 tail_b = 0
@@ -303,13 +313,14 @@ class StreamMeter:
                     self.items_exact += 1
                     self.items_bounded += items - 1
             else:
-                tail_b = w - lo
+                tail_b = span
                 self.items_bounded += items
         else:
             w = t_ns
+            span = w - (since_ns if since_ns > lo else lo)
             late = lag_ns if lag_ns > 0 else 0
             self._late_ns = late
-            tail_b = (late if late < w - lo else w - lo) if tail else w - lo
+            tail_b = (late if late < span else span) if tail else span
             self.items_bounded += items
         self._wire_ns = t_ns = w
         if tail_b < BOUND_FLOOR_NS:
@@ -318,7 +329,7 @@ class StreamMeter:
         if items <= 1:
             self._cur_b = tail_b
         else:
-            self._cur_b = w - lo if w - lo >= BOUND_FLOOR_NS else 0
+            self._cur_b = span if span >= BOUND_FLOOR_NS else 0
         lags = self._lags
         if lags is not None:
             if lag_ns >= BOUND_FLOOR_NS:
