@@ -500,3 +500,48 @@ async def test_transport_cancel_before_the_head_closes_the_connection(checkpoint
             gc.collect()
         nursery.cancel_scope.cancel()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
+
+
+async def test_body_read_tells_a_read_that_waited_for_its_bytes_from_one_that_found_them() -> None:
+    """Issue 36: a read that waited for its bytes (the socket was empty, the loop's I/O wait
+    woke it) got none from before the loop's previous turn; one that found bytes waiting did
+    not wait (``_Body.waited``, the runner's floor of a read's earlier events)."""
+    from trio.testing import wait_all_tasks_blocked
+
+    from hopbench.engine._transport import _SO_TIMESTAMPNS
+
+    if _SO_TIMESTAMPNS is None:
+        pytest.skip("no kernel receive stamps on this platform")
+    go, written = trio.Event(), trio.Event()
+
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        await _read_request(stream, conn)
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("transfer-encoding", "chunked")])))
+        await go.wait()
+        await stream.send_all(conn.send(h11.Data(data=b"data: one\n\n")))
+        await go2.wait()
+        await stream.send_all(conn.send(h11.Data(data=b"data: two\n\n")) + conn.send(h11.EndOfMessage()))
+        written.set()
+
+    go2 = trio.Event()
+    async with trio.open_nursery() as nursery:
+        port = await _serve(handler, nursery)
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            async with c.stream("POST", "/x", content=b"{}") as r:
+                body = r.extensions["hopbench.body"]
+                it = body.__aiter__()
+                assert body.waited is False
+
+                async def release() -> None:
+                    await wait_all_tasks_blocked()  # the reader is parked on its socket
+                    go.set()
+
+                nursery.start_soon(release)
+                assert await it.__anext__() == b"data: one\n\n"
+                assert body.waited is True and body.rx_ns > 0
+                go2.set()
+                await written.wait()  # the bytes are in the socket before the read
+                assert await it.__anext__() == b"data: two\n\n"
+                assert body.waited is False
+        nursery.cancel_scope.cancel()
