@@ -545,3 +545,45 @@ async def test_body_read_tells_a_read_that_waited_for_its_bytes_from_one_that_fo
                 assert await it.__anext__() == b"data: two\n\n"
                 assert body.waited is False
         nursery.cancel_scope.cancel()
+
+
+async def test_body_end_carries_the_kernel_stamp_of_the_bodys_last_bytes() -> None:
+    """Issue 36: a body ended by its framing (the chunked terminator, written 50 ms after the
+    last data) keeps its last read's kernel stamp (``end_rx_ns``): the client's end on the wire."""
+    from trio.testing import wait_all_tasks_blocked
+
+    from hopbench._clock import now_ns
+    from hopbench.engine._transport import _SO_TIMESTAMPNS
+
+    if _SO_TIMESTAMPNS is None:
+        pytest.skip("no kernel receive stamps on this platform")
+    go, ended = trio.Event(), trio.Event()
+
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        await _read_request(stream, conn)
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("transfer-encoding", "chunked")]))
+                              + conn.send(h11.Data(data=b"data: x\n\n")))
+        await go.wait()
+        await stream.send_all(conn.send(h11.EndOfMessage()))
+        ended.set()
+
+    async with trio.open_nursery() as nursery:
+        port = await _serve(handler, nursery)
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            async with c.stream("POST", "/x", content=b"{}") as r:
+                body = r.extensions["hopbench.body"]
+                it = body.__aiter__()
+                assert await it.__anext__() == b"data: x\n\n"
+                data_rx = body.rx_ns
+                assert body.end_rx_ns == 0  # not ended yet
+                await wait_all_tasks_blocked()
+                before = now_ns()
+                go.set()
+                await ended.wait()
+                with pytest.raises(StopAsyncIteration):
+                    await it.__anext__()
+        nursery.cancel_scope.cancel()
+    # the terminator's own stamp: after the data's, after it was released
+    assert body.end_rx_ns == body.rx_ns and body.end_rx_ns > data_rx
+    assert before - 2_000_000 <= body.end_rx_ns  # (the clocks' offset allowance, as above)

@@ -107,6 +107,20 @@ def test_meter_a_floor_before_the_previous_stamp_or_past_the_read_changes_nothin
     assert c.first_token_bound_ns == 5 * _MS
 
 
+def test_meter_body_end_is_its_last_bytes_arrival_exact_with_a_kernel_stamp() -> None:
+    m = StreamMeter(start_ns=0, sent_ns=0)
+    m.on_headers(10 * _MS, rx_ns=10 * _MS)
+    _token(m, m.on_read(100 * _MS, rx_ns=90 * _MS), first=True)
+    # the chunked terminator's read, stamped 95 ms; the read loop ended at 120 ms
+    assert m.on_body_end(120 * _MS, rx_ns=95 * _MS) == 95 * _MS and m.body_end_bound_ns == 0
+    # without a kernel stamp: the loop time, bounded back to the latest read's bytes' earliest
+    # arrival (its stamp 100 ms less its 30 ms lag: the terminator came with or after them)
+    n = StreamMeter(start_ns=0, sent_ns=0)
+    n.on_headers(10 * _MS)
+    _token(n, n.on_read(100 * _MS, lag_ns=30 * _MS), first=True)
+    assert n.on_body_end(120 * _MS) == 120 * _MS and n.body_end_bound_ns == 50 * _MS
+
+
 def test_meter_without_kernel_stamps_the_loop_time_is_bounded_by_the_client_lag() -> None:
     bounds = _Bounds()
     m = StreamMeter(start_ns=0, sent_ns=0, bounds=bounds)

@@ -755,6 +755,9 @@ class StreamMixin:
             assert result is not None
             if left:
                 return CANCEL_OUTCOME, "after_events", result
+            # the body's end on the wire (its last bytes' kernel stamp where the transport
+            # has it): the client's end of added_e2e (docs/gateway-overhead.md)
+            meter.on_body_end(now_ns(), stamps.end_rx_ns if stamps is not None else 0)
             return result.outcome, _detail(result), result
         finally:
             box[3] = now_ns()  # a client cancel's close stamp (hopbench.workload._cancel)

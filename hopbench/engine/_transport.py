@@ -729,6 +729,8 @@ class _BodyReader:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise httpx.ReadError(f"read failed: {exc}", request=body._request) from exc
         body._done = True
+        if resp.framed:  # its framing ended it: the last bytes read were the body's last
+            body.end_rx_ns = body.rx_ns
         raise StopAsyncIteration
 
     async def aclose(self) -> None:
@@ -755,6 +757,11 @@ class _Body(httpx.AsyncByteStream):
             (hopbench.engine._runqueue ``turn_from_ns`` as the runner reads it
             right after the chunk). False otherwise (bytes that were waiting
             already, body bytes that came with the head, no kernel stamps).
+        end_rx_ns: once the body ended by its framing (the chunked terminator,
+            or the Content-Length reached): the kernel's receive stamp of that
+            last read, whose latest bytes are the body's last, so exact, clock
+            ns; 0 before, for a body that ends at the connection's close (a FIN
+            carries no stamp) and without kernel stamps.
     """
 
     def __init__(self, transport: StreamTransport, conn: _Conn, request: httpx.Request,
@@ -766,6 +773,7 @@ class _Body(httpx.AsyncByteStream):
         self._closed = False
         self.head_rx_ns = self.rx_ns = head_rx_ns
         self.waited = False
+        self.end_rx_ns = 0
 
     async def _receive_stamped(self, n: int) -> bytes:
         """``receive_some(n)`` through ``recvmsg``, keeping the kernel's receive stamp

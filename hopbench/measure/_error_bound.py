@@ -42,16 +42,16 @@ __all__ = ["UNCERTAIN_MARK", "uncertain_note", "UNBOUNDED_METRICS", "ERROR_MIN_N
 UNBOUNDED_METRICS: Final = frozenset({
     "queue_delay", "schedule_lag", "loop_lag", "client_read_lag", "connect_wait", "request_write",
     "max_silence", "cancel_delay",
-    "request_delay", "added_e2e", "upstream_silence",
+    "request_delay", "upstream_silence",
     "injected_keepalive_interval", "client_silence_in_upstream_silence",
 })
 """Time metrics whose samples' error bounds are not kept: the client's own figures
 (its send, loop and schedule lateness, connect and write times, ``client_read_lag``
 itself), ``max_silence`` and ``cancel_delay``, and the gateway-overhead figures
-but ``first_event_delay``, ``added_ttft`` and ``event_delay`` (whose client stamps'
-bounds streams.jsonl carries: ``hopbench.driver._overhead``): ``request_delay``
-(a send, no wire stamp), ``added_e2e`` (the client's end is its close of the body,
-a loop time) and the silence figures. summary.json gives them no ``error_bound_ms``:
+but ``first_event_delay``, ``added_ttft``, ``event_delay`` and ``added_e2e`` (whose
+client stamps' bounds streams.jsonl carries: ``hopbench.driver._overhead``; the end
+of ``added_e2e`` is when the body's last bytes arrived, ``body_end_ns``):
+``request_delay`` (a send, no wire stamp) and the silence figures. summary.json gives them no ``error_bound_ms``:
 absent means unknown, never exact."""
 
 ERROR_PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))

@@ -129,6 +129,9 @@ class StreamMeter:
         first_token_late_ns: how much later than its stamp the client served
             the first token's read when the stamp is not the kernel's (its
             client lag; 0 with a kernel stamp: the stamp is the arrival).
+        body_end_ns, body_end_bound_ns: when the body's last bytes reached the
+            socket and that stamp's bound (:meth:`on_body_end`); None and 0
+            until the read loop ended.
     """
 
     __slots__ = (
@@ -143,7 +146,7 @@ class StreamMeter:
         "quiet_read_ns", "_bounds", "_wire_ns", "_cur_b", "_tail_b", "_last_content_b", "_ka_open_b",
         "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
         "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
-        "_lags", "_read_lags", "_lag_n", "first_read_bound_ns", "_head_rx",
+        "_lags", "_read_lags", "_lag_n", "first_read_bound_ns", "_head_rx", "body_end_ns", "body_end_bound_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -216,6 +219,9 @@ class StreamMeter:
         self.first_token_late_ns = 0
         self.first_read_bound_ns = 0  # the first body read's first bytes: their stamp's bound
         self._head_rx = 0  # the head's kernel stamp, until a body read shows it was not the head's alone
+        #: when the body's last bytes reached the socket (:meth:`on_body_end`), or None
+        self.body_end_ns: int | None = None
+        self.body_end_bound_ns = 0
 
     def _wire(self, t_ns: int, rx_ns: int, lag_ns: int, tail: bool) -> int:
         """The wire stamp of a read served at ``t_ns`` (see :meth:`on_read`); sets the
@@ -358,6 +364,35 @@ class StreamMeter:
             self._ka_open_ns = None
             self._ka_closed_read = self.reads
         return t_ns
+
+    def on_body_end(self, t_ns: int, rx_ns: int = 0) -> int:
+        """The body ended (its framing, or the connection's close) and the runner saw it at ``t_ns``.
+
+        Args:
+            t_ns: the loop time the read loop ended at, clock ns.
+            rx_ns: the kernel's receive stamp of the body's last bytes (the
+                transport's ``end_rx_ns``: the read that ended the body's
+                framing), clock ns; 0: none (httpx's transport, TLS, a body
+                that ended at the connection's close).
+
+        Returns:
+            ``body_end_ns``: ``rx_ns`` (exact, ``body_end_bound_ns`` 0; kept
+            between the latest read's stamp and ``t_ns``), else ``t_ns``, with
+            the bound ``t_ns`` minus the earliest the latest read's last bytes
+            can have arrived (its stamp less its last item's bound): the body's
+            last bytes came with or after those (docs/gateway-overhead.md, ``added_e2e``).
+        """
+        lo = self._wire_ns
+        if rx_ns:
+            end = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
+            bound = 0
+        else:
+            end = t_ns
+            bound = t_ns - (lo - self._tail_b)
+            if bound < BOUND_FLOOR_NS:
+                bound = 0
+        self.body_end_ns, self.body_end_bound_ns = end, bound
+        return end
 
     def at_last_item(self) -> None:
         """The next observations are the current read's last item's: its stamp's bound
