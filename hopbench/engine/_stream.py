@@ -673,11 +673,12 @@ class StreamMixin:
                             t = now_ns()
                             # the read's client lag (a burst read late is the client's
                             # doing) and how late its latest bytes were read
-                            # a read that waited for its bytes got none that arrived
-                            # before the loop's previous turn began (units.md "Times from the wire")
+                            # a read that waited for its bytes (or came right after one that
+                            # did) got none that arrived before the loop's previous turn began
+                            # (docs/results/units.md "Times from the wire")
                             if stamps is not None:
                                 rx = stamps.rx_ns
-                                since = runq.turn_from_ns if stamps.waited else 0
+                                since = runq.turn_from_ns if stamps.after_turn else 0
                             else:
                                 rx = since = 0
                             lag, late = self._client_lag_ns(t, rx)

@@ -594,10 +594,10 @@ async def _recv_stamped(stream: trio.SocketStream, n: int) -> tuple[bytes, int, 
 
     ``waited`` is True when the socket was empty at the call, so the task was
     parked on it and the event loop's I/O wait woke it for these bytes: then none
-    of them arrived before the end of the I/O wait before that one (the runner's
-    floor of a read's earlier events, docs/results/units.md "Times from the
-    wire"). False when bytes were waiting already (they may have arrived at any
-    time since the previous read) or the socket is not trio's usual one. The
+    of them arrived before the end of the I/O wait before that one (``_Body.after_turn``:
+    the runner's floor of a read's earlier events, docs/results/units.md "Times from
+    the wire"). False when bytes were waiting already (the call then yields once
+    after the system call, as trio's does) or the socket is not trio's usual one. The
     system calls are trio's own ``recvmsg`` sequence (its ``_nonblocking_helper``:
     one try, a cancel-shielded checkpoint when it succeeds, else wait readable
     and try again), written out to tell the two cases apart.
@@ -702,7 +702,7 @@ class _BodyReader:
         resp = body._conn.response
         try:
             if resp.parts:  # body bytes that came with the head, or a read's rest
-                body.waited = False  # (read before: no wait of this call's)
+                body.after_turn = False  # (read before, with the head: no floor known)
                 parts, resp.parts = resp.parts, []
                 return parts[0] if len(parts) == 1 else b"".join(parts)
             while not resp.done:
@@ -751,12 +751,18 @@ class _Body(httpx.AsyncByteStream):
             served that read (docs/results/in-flight.md, "Client lag per read").
         head_rx_ns: the kernel's receive stamp of the read that completed the
             response head, clock ns; 0 when unknown.
-        waited: the last chunk's bytes came from a read that waited for them
-            (``_recv_stamped``): the event loop's I/O wait woke the reader for
-            them, so they arrived after the end of the I/O wait before that one
-            (hopbench.engine._runqueue ``turn_from_ns`` as the runner reads it
-            right after the chunk). False otherwise (bytes that were waiting
-            already, body bytes that came with the head, no kernel stamps).
+        after_turn: the last chunk's bytes arrived after the start of the event
+            loop's turn before the one the runner reads the chunk in
+            (hopbench.engine._runqueue ``turn_from_ns``, read right after the
+            chunk): its read waited for them (``_recv_stamped``: the loop's I/O
+            wait woke the reader, so they came after the end of the I/O wait
+            before that one), or the read before it on this body did (then this
+            read's system call ran in the same turn, right after that one's: no
+            yield between, so its bytes came after that turn began). False
+            otherwise: a read that found its bytes waiting after a read that did
+            too (they may have come a whole turn earlier), after a read that
+            raised (a cancelled wait), body bytes that came with the head, no
+            kernel stamps.
         end_rx_ns: once the body ended by its framing (the chunked terminator,
             or the Content-Length reached): the kernel's receive stamp of that
             last read, whose latest bytes are the body's last, so exact, clock
@@ -772,13 +778,17 @@ class _Body(httpx.AsyncByteStream):
         self._done = False
         self._closed = False
         self.head_rx_ns = self.rx_ns = head_rx_ns
-        self.waited = False
+        self.after_turn = False
+        self._last_waited = False  # the body's latest recv waited for its bytes
         self.end_rx_ns = 0
 
     async def _receive_stamped(self, n: int) -> bytes:
         """``receive_some(n)`` through ``recvmsg``, keeping the kernel's receive stamp
-        and whether the read waited for its bytes."""
-        data, rx, self.waited = await _recv_stamped(self._conn.stream, n)  # type: ignore[arg-type]
+        and whether the bytes came after the loop's previous turn began (``after_turn``)."""
+        last, self._last_waited = self._last_waited, False  # (a read that raises breaks the chain)
+        data, rx, waited = await _recv_stamped(self._conn.stream, n)  # type: ignore[arg-type]
+        self._last_waited = waited
+        self.after_turn = waited or last
         if rx:
             self.rx_ns = rx
         return data
