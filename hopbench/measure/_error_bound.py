@@ -51,8 +51,8 @@ itself), ``max_silence`` and ``cancel_delay``, and the gateway-overhead figures
 but ``first_event_delay``, ``added_ttft``, ``event_delay`` and ``added_e2e`` (whose
 client stamps' bounds streams.jsonl carries: ``hopbench.driver._overhead``; the end
 of ``added_e2e`` is when the body's last bytes arrived, ``body_end_ns``):
-``request_delay`` (a send, no wire stamp) and the silence figures. summary.json gives them no ``error_bound_ms``:
-absent means unknown, never exact."""
+``request_delay`` (a send, no wire stamp) and the silence figures. summary.json
+gives them no ``error_bound_ms``: absent means unknown, never exact."""
 
 ERROR_PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
 """The percentiles summary.json gives an ``error_bound_ms`` (the keys of ``Histogram.stats``)."""
