@@ -132,3 +132,44 @@ def test_advice_error_bound_takes_the_saturation_cure() -> None:
     saturated = f"load generator saturated: lag; cause: neighbours: {ADVICE['neighbours'].text}"
     out = one_cure_each([saturated, *error_bound_warnings(metrics, cure=ADVICE["neighbours"].cure)])
     assert out[1].endswith("cure: the one above") and sum(len(_cures_in(w)) for w in out) == 1, out
+
+
+def test_advice_error_bound_on_a_machine_with_no_free_core_takes_its_busy_machine_cure() -> None:
+    """Issue 36: a run not saturated, on 2 CPUs that neighbours kept busy (1.7 cores): the
+    error-bound warning said "--workers auto", which would start no second worker there. It
+    now gives the busy machine's cure; with a core free it still names --workers auto."""
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._judge import analyse
+    from hopbench.engine._runner import RunStats
+    from hopbench.engine._saturation import no_free_core
+    from hopbench.measure._recorder import Recorder
+
+    ms = 1_000_000
+    rec = Recorder(["chat"])
+    for i in range(100):  # ttft ~150 ms, known only to 100 ms: uncertain
+        rec.record("chat", "ttft", 150 * ms + i * ms // 10)
+        rec.record_bound("chat", "ttft", 150 * ms + i * ms // 10, 100 * ms, 0)
+    total = rec.snapshot()
+    profile = parse_profile('[run]\nduration_s = 10\n[load]\nconcurrency = 2\n[target]\nurl = "http://x"\n'
+                            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\n', env={})
+
+    def bound_warning(host: HostUsage) -> str:
+        stats = RunStats()
+        stats.host = host.to_json()
+        saturated, warnings, _ = analyse(profile, stats, total)
+        assert not saturated
+        (w,) = [x for x in warnings if x.startswith("error bound:")]
+        return w
+
+    busy = _host(0.97, 0.1, 0.2)  # neighbours 1.64 cores, the emulator 0.1, hopbench 0.2
+    assert no_free_core(busy) == "neighbours"
+    assert _cures_in(bound_warning(busy)) == [ADVICE["neighbours"].cure]
+    quiet = _host(0.3, 0.1, 0.2)  # 1.7 cores free: a second worker has one
+    assert no_free_core(quiet) is None
+    assert _cures_in(bound_warning(quiet)) == [ADVICE["client_read_late"].cure]
+    # no idle core by --workers auto's own rule (1.4 of 2 taken by others), though 25 % idle
+    assert no_free_core(_host(0.75, 0.0, 0.1)) == "neighbours"
+    assert no_free_core(_host(0.75, 0.0, 0.1), workers=2) == "neighbours"
+    assert no_free_core(_host(0.99, 1.2, 0.2)) == "emulator"
+    assert no_free_core(_host(0.99, 0.1, 0.9, sib=0.9)) == "run_fills_machine"
+    assert no_free_core(_host(None, 0.1, 0.2)) is None and no_free_core(None) is None

@@ -229,12 +229,16 @@ def test_analyse_carries_the_client_stamps_error_bounds() -> None:
     keeps its bound; exact ones have none."""
     import dataclasses
 
-    c = dataclasses.replace(_client("0-1"), content_bound_ns=(0, 8 * MS), first_read_bound_ns=1 * MS)
+    c = dataclasses.replace(_client("0-1"), content_bound_ns=(0, 8 * MS), first_read_bound_ns=1 * MS,
+                            body_end_ns=80 * MS)
     up = _up("0-1", wire=1 * MS)  # the upstream's receive from the wire, exact
     o = analyse([c], [up], boot_id=BOOT)
     assert o.bounds == {("chat", "first_event_delay"): [(2 * MS, 1 * MS, 0)],
                         ("chat", "event_delay"): [(2 * MS, 8 * MS, 0)]}
-    assert analyse([_client("0-1")], [up], boot_id=BOOT).bounds == {}  # a line without bounds
+    # a line without bounds: only added_e2e's end (the client's close, a loop time) is bounded,
+    # back to the send (nothing says when the body's last bytes came)
+    assert analyse([_client("0-1")], [up], boot_id=BOOT).bounds == {
+        ("chat", "added_e2e"): [(6 * MS, 80 * MS, 0)]}
 
 
 def test_analyse_times_the_upstream_receive_from_its_wire_stamp() -> None:
@@ -263,6 +267,27 @@ def test_analyse_bounds_request_delay_by_its_value_without_a_wire_stamp() -> Non
     assert o.block["upstream_received"] == {"wire": 0, "app": 1}
     assert any("upstream receive: 1 of 1 requests without the kernel's stamp" in line
                for line in overhead_lines(o.block))
+
+
+def test_analyse_added_e2e_ends_when_the_bodys_last_bytes_arrived() -> None:
+    """Issue 36: the client's end of added_e2e was its close of the body (a loop time, 80 ms,
+    after the read loop's work): it is when the body's last bytes reached its socket (77 ms,
+    their kernel stamp, exact), and a loop-time end carries its bound (the upstream's receive
+    from the wire here, exact: its own bound is the tests above)."""
+    import dataclasses
+
+    from hopbench.measure._error_bound import UNBOUNDED_METRICS
+
+    exact = dataclasses.replace(_client("0-1"), content_bound_ns=(0, 0), body_end_ns=77 * MS)
+    o = analyse([exact], [_up("0-1", wire=1 * MS)], boot_id=BOOT)
+    # client 77 ms from the send, upstream 74 ms from its receive
+    assert o.values[("chat", "added_e2e")] == [3 * MS] and o.bounds == {}
+    late = dataclasses.replace(exact, body_end_ns=80 * MS, body_end_bound_ns=9 * MS)
+    assert analyse([late], [_up("0-1", wire=1 * MS)], boot_id=BOOT).bounds == {("chat", "added_e2e"): [(6 * MS, 9 * MS, 0)]}
+    # an older line: the close, bounded back to its last content event's earliest arrival
+    old = dataclasses.replace(_client("0-1"), content_bound_ns=(0, 4 * MS))
+    assert analyse([old], [_up("0-1", wire=1 * MS)], boot_id=BOOT).bounds[("chat", "added_e2e")] == [(6 * MS, 14 * MS, 0)]
+    assert "added_e2e" not in UNBOUNDED_METRICS  # summary.json gives it error_bound_ms
 
 
 def test_analyse_matches_by_marker_when_the_gateway_drops_the_header() -> None:

@@ -313,3 +313,66 @@ async def test_runner_stream_lines_mark_the_warmup_streams() -> None:
     _, measured = await _run(_cut_after_finish)
     assert [x["warmup"] for x in warm] == [True, True]
     assert [x["warmup"] for x in measured] == [False, False]
+
+
+class _OneWriteHandler(socketserver.BaseRequestHandler):
+    """``tokens_per_s = 0``: the head, 250 ms of silence, then the whole answer (4 events and
+    [DONE]) in one write. ``wrote`` gets, per stream, the host's monotonic clock just before
+    and just after that write (ns): on loopback its bytes reach the client's socket in between."""
+
+    wrote: list[tuple[int, int]] = []
+
+    def handle(self) -> None:
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.request.recv(65536)
+        self.request.sendall(_HEAD + b"\r\n")
+        time.sleep(0.25)
+        answer = b"".join(_chat('{"content":"x"}') for _ in range(4)) + _chat("{}", "stop") + b"data: [DONE]\n\n"
+        before = time.monotonic_ns()
+        self.request.sendall(_chunk(answer) + b"0\r\n\r\n")
+        self.wrote.append((before, time.monotonic_ns()))
+
+
+class _BoundLog(Recorder):
+    """A recorder that also keeps every bounded sample it is given: (metric, value, below)."""
+
+    def __init__(self, scopes: list[str]) -> None:
+        super().__init__(scopes)
+        self.got: list[tuple[str, int, int]] = []
+
+    def record_bound(self, scope: str, metric: str, value: int, below: int, above: int) -> None:
+        self.got.append((metric, value, below))
+        super().record_bound(scope, metric, value, below, above)
+
+
+async def test_runner_a_read_that_waited_bounds_its_earlier_events_by_the_loop_turn() -> None:
+    """Issue 36: the whole answer in one write, 250 ms after the head. Its first token is not
+    the read's last bytes, so it is bounded; the read waited for the answer, so its bytes
+    arrived after the loop turn before the one that woke it, not merely after the head's stamp:
+    the bound is far under the 250 ms silence (the loop turns every 10 ms at most: the lag
+    probe; a loop turn of a loaded machine was seen at 75 ms) and still true: the lower end lies before the server's write ended (1 ms allowed for
+    the two clocks' conversion, as above), never before the head's stamp."""
+    _OneWriteHandler.wrote = []
+    server = _server_thread(_OneWriteHandler)
+    try:
+        profile, _, lines = _threaded_profile(server, requests=3, concurrency=1)
+        rec = _BoundLog(["chat-m"])
+        runner = LoadRunner(profile, profile.target.url, rec, Recorder(["chat-m"]), on_stream=lines.append)
+        with trio.fail_after(60):
+            await runner.run()
+        to_monotonic = monotonic_offset_ns() + runner._t0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert rec.snapshot().counter(ALL, "completed") == 3 and len(_OneWriteHandler.wrote) == 3
+    if not _ANC_SIZE:
+        pytest.skip("no kernel receive stamps on this platform: nothing to check against the wire")
+    below = {value: b for metric, value, b in rec.got if metric == "ttft"}
+    shrunk = 0
+    for x, (_, after) in zip(sorted(lines, key=lambda x: x["start_ns"]), _OneWriteHandler.wrote):
+        b = below.get(x["ttft_ns"], 0)
+        stamp, head = x["first_token_ns"] + to_monotonic, x["headers_ns"] + to_monotonic
+        assert stamp - b <= after + 1_000_000, (stamp - b - after, b)  # a true bound
+        assert stamp - b >= head  # never wider than the old one
+        shrunk += b < (stamp - head) // 2
+    assert shrunk >= 1  # (before: every bound was the whole silence since the head)

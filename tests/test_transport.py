@@ -500,3 +500,61 @@ async def test_transport_cancel_before_the_head_closes_the_connection(checkpoint
             gc.collect()
         nursery.cancel_scope.cancel()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
+
+
+async def test_body_read_tells_a_read_that_waited_for_its_bytes_and_keeps_the_bodys_end_stamp() -> None:
+    """Issue 36: a read that waited for its bytes (the socket was empty, the loop's I/O wait
+    woke it) got none from before the loop's previous turn, and so did a read right after it
+    (same turn); a read that found its bytes waiting after one that did too may have them from
+    a turn earlier (``_Body.after_turn``, the runner's floor of a read's earlier events). A body
+    ended by its framing (the chunked terminator, its own later write) keeps that last read's
+    kernel stamp (``end_rx_ns``): the client's end on the wire."""
+    from trio.testing import wait_all_tasks_blocked
+
+    from hopbench.engine._transport import _SO_TIMESTAMPNS
+
+    if _SO_TIMESTAMPNS is None:
+        pytest.skip("no kernel receive stamps on this platform")
+    sends = (b"data: one\n\n", b"data: two\n\n", b"data: three\n\n", None)
+    go = [trio.Event() for _ in sends]
+    written = [trio.Event() for _ in sends]
+
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        await _read_request(stream, conn)
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("transfer-encoding", "chunked")])))
+        for i, data in enumerate(sends):
+            await go[i].wait()
+            await stream.send_all(conn.send(h11.EndOfMessage() if data is None else h11.Data(data=data)))
+            written[i].set()
+
+    async def release(i: int) -> None:
+        await wait_all_tasks_blocked()  # the reader is parked on its socket
+        go[i].set()
+
+    async with trio.open_nursery() as nursery:
+        port = await _serve(handler, nursery)
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            async with c.stream("POST", "/x", content=b"{}") as r:
+                body = r.extensions["hopbench.body"]
+                it = body.__aiter__()
+                assert body.after_turn is False
+                got = []
+                for i, data in enumerate(sends):
+                    if i in (0, 3):  # the reader waits for these
+                        nursery.start_soon(release, i)
+                    else:  # these are in the socket before the read
+                        go[i].set()
+                        await written[i].wait()
+                    if data is None:
+                        with pytest.raises(StopAsyncIteration):
+                            await it.__anext__()
+                    else:
+                        assert await it.__anext__() == data
+                        got.append((body.after_turn, body.rx_ns))
+                        assert body.end_rx_ns == 0
+        nursery.cancel_scope.cancel()
+    # waited; right after a read that waited; found waiting after a read that did too
+    assert [a for a, _ in got] == [True, True, False] and got[0][1] > 0
+    # the terminator's own read: its stamp, after the last data's
+    assert body.end_rx_ns == body.rx_ns > got[-1][1]

@@ -66,6 +66,61 @@ def test_meter_earlier_events_of_one_read_are_bounded_by_the_previous_read() -> 
                           ("itl", 0, 0, 50 * _MS)]
 
 
+def test_meter_earlier_events_of_a_read_that_waited_are_bounded_by_the_loop_turn() -> None:
+    # tokens_per_s = 0: the whole answer in one write 150 ms after the head. The read waited
+    # for it (the socket was empty), so none of its bytes arrived before the end of the loop's
+    # I/O wait before the one that woke it (since_ns = 147 ms): the earlier events are known
+    # to 3 ms, not to the 140 ms since the head's stamp
+    bounds = _Bounds()
+    m = StreamMeter(start_ns=0, sent_ns=0, bounds=bounds)
+    m.on_headers(10 * _MS, rx_ns=10 * _MS)
+    truth = [149 * _MS, 149 * _MS, 150 * _MS]  # when each event's bytes reached the socket
+    w = m.on_read(152 * _MS, lag_ns=2 * _MS, rx_ns=150 * _MS, items=3, since_ns=147 * _MS)
+    _token(m, w, first=True)
+    _token(m, w)
+    m.at_last_item()
+    _token(m, w)
+    assert w == 150 * _MS and m.first_token_bound_ns == 3 * _MS
+    assert bounds.got == [("itl", 0, 3 * _MS, 3 * _MS), ("itl", 0, 0, 3 * _MS)]
+    # a true bound: each event's true arrival lies in [stamp - bound, stamp]
+    assert w - m.first_token_bound_ns <= truth[0] <= w
+    got = [(w - below, w) for _, _, below, _ in bounds.got]
+    assert all(lo <= t <= hi for (lo, hi), t in zip(got, truth[1:]))
+
+
+def test_meter_a_floor_before_the_previous_stamp_or_past_the_read_changes_nothing_false() -> None:
+    # since_ns earlier than the previous read's stamp: that stamp is the tighter floor
+    a = StreamMeter(start_ns=0, sent_ns=0)
+    a.on_headers(10 * _MS, rx_ns=10 * _MS)
+    _token(a, a.on_read(100 * _MS, rx_ns=90 * _MS, items=2, since_ns=5 * _MS), first=True)
+    assert a.first_token_bound_ns == 80 * _MS
+    # since_ns past the stamp (the kernel's stamp converted to the runner's clock is
+    # microseconds off): the events count as exact, never a negative bound
+    b = StreamMeter(start_ns=0, sent_ns=0)
+    b.on_headers(10 * _MS, rx_ns=10 * _MS)
+    _token(b, b.on_read(100 * _MS, rx_ns=90 * _MS, items=2, since_ns=90 * _MS + 3_000), first=True)
+    assert b.first_token_bound_ns == 0
+    # without a kernel stamp the last item's bound is the lag, at most the time since the floor
+    c = StreamMeter(start_ns=0, sent_ns=0)
+    c.on_headers(10 * _MS, rx_ns=10 * _MS)
+    _token(c, c.on_read(100 * _MS, lag_ns=30 * _MS, since_ns=95 * _MS), first=True)
+    assert c.first_token_bound_ns == 5 * _MS
+
+
+def test_meter_body_end_is_its_last_bytes_arrival_exact_with_a_kernel_stamp() -> None:
+    m = StreamMeter(start_ns=0, sent_ns=0)
+    m.on_headers(10 * _MS, rx_ns=10 * _MS)
+    _token(m, m.on_read(100 * _MS, rx_ns=90 * _MS), first=True)
+    # the chunked terminator's read, stamped 95 ms; the read loop ended at 120 ms
+    assert m.on_body_end(120 * _MS, rx_ns=95 * _MS) == 95 * _MS and m.body_end_bound_ns == 0
+    # without a kernel stamp: the loop time, bounded back to the latest read's bytes' earliest
+    # arrival (its stamp 100 ms less its 30 ms lag: the terminator came with or after them)
+    n = StreamMeter(start_ns=0, sent_ns=0)
+    n.on_headers(10 * _MS)
+    _token(n, n.on_read(100 * _MS, lag_ns=30 * _MS), first=True)
+    assert n.on_body_end(120 * _MS) == 120 * _MS and n.body_end_bound_ns == 50 * _MS
+
+
 def test_meter_without_kernel_stamps_the_loop_time_is_bounded_by_the_client_lag() -> None:
     bounds = _Bounds()
     m = StreamMeter(start_ns=0, sent_ns=0, bounds=bounds)

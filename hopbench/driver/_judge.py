@@ -34,12 +34,12 @@ from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any
 
-from .._advice import cure_of, one_cure_each
+from .._advice import ADVICE, cure_of, one_cure_each
 from .._exit import STOP_TARGET_FAILING, STOP_TARGET_LOST, STOP_TARGET_UNREACHABLE
 from .._format import plural
 from .._units import NS_PER_MS, NS_PER_S
 from ..config._records import Profile
-from ..engine._saturation import GeneratorFigures, HostUsage
+from ..engine._saturation import GeneratorFigures, HostUsage, no_free_core
 from ..engine._saturation import Verdict as SaturationVerdict
 from ..engine._saturation import judge as judge_saturation
 from ..measure._counters import RunCounters, RunStatsLike
@@ -142,9 +142,14 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
         warnings += _closed_loop_held(profile, load, mean_busy, mean_in_flight, by_phase, thinking)
     else:
         warnings += _open_loop_held(profile, stats, total, load)
-    # a saturated client read late for the verdict's reason: its cure, not a second one
+    # a saturated client read late for the verdict's reason: its cure, not a second one; on a
+    # machine with no core for another load generator, not "--workers auto" either
     primary = verdict.causes[0].advice if verdict.saturated and verdict.causes else None
-    warnings += run_warnings(profile, stats, total, late_cure=cure_of(primary) if primary else None)
+    late_cure = cure_of(primary) if primary else None
+    if late_cure is None:
+        full = no_free_core(HostUsage.from_json(stats.host), profile.run.workers)
+        late_cure = ADVICE[full].cure if full is not None else None
+    warnings += run_warnings(profile, stats, total, late_cure=late_cure)
     return verdict.saturated, warnings, load
 
 

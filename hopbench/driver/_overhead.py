@@ -24,7 +24,10 @@ Definitions (each value in ns, client stamps minus upstream stamps):
 - ``event_delay``: per upstream content event, its write -> the client read
   that delivered its last character (events aligned by order and content).
 - ``added_e2e``: the client's sent -> end minus the upstream's received ->
-  last byte written; completed streams only.
+  last byte written; completed streams only. The client's end is when the
+  body's last bytes reached its socket (``body_end_ns``: their kernel stamp,
+  exact, where the transport has it; else the loop time the read loop ended,
+  bounded back to the latest read's bytes), not its close of the body.
 - ``upstream_silence``, ``injected_keepalive_interval``,
   ``client_silence_in_upstream_silence``: the upstream's silences (gaps over
   ``SILENCE_FLOOR_NS`` between its writes), the gateway's keepalive cadence
@@ -105,6 +108,19 @@ def _over_time(points: list[tuple[int, int]], origin_ns: int) -> list[dict[str, 
     return out
 
 
+def _client_end(c: ClientStream) -> tuple[int, int]:
+    """The client's end of ``added_e2e`` and its error bound, ns: ``body_end_ns`` with its
+    bound; for a line without it, ``end_ns`` (the client's close of the body, a loop
+    time) bounded back to the earliest its last content event can have arrived (the
+    body's last bytes came after it), or to the send without one."""
+    if c.body_end_ns is not None:
+        return c.body_end_ns, c.body_end_bound_ns
+    floor = c.sent_ns
+    if c.content_read_ns and len(c.content_bound_ns) == len(c.content_read_ns):
+        floor = c.content_read_ns[-1] - c.content_bound_ns[-1]
+    return c.end_ns, max(c.end_ns - floor, 0)
+
+
 @dataclass(frozen=True, slots=True)
 class ClientStream:
     """One client stream (a streams.jsonl line), stamps absolute on CLOCK_MONOTONIC, ns.
@@ -130,6 +146,10 @@ class ClientStream:
             bytes arrived at most that much earlier; docs/results/units.md,
             "Times from the wire"), or empty (a line written without them).
         first_read_bound_ns: the same for the first body read's first bytes.
+        body_end_ns: when the body's last bytes reached the client's socket,
+            or None (a line without it: ``end_ns`` stands in, bounded back to
+            the last content event).
+        body_end_bound_ns: its error bound, ns (0: exact).
         gateway: the gateway's kind as its response headers tell (``gateway_kind``), or "".
     """
 
@@ -152,6 +172,8 @@ class ClientStream:
     quiet_read_ns: Sequence[int] = ()
     content_bound_ns: Sequence[int] = ()
     first_read_bound_ns: int = 0
+    body_end_ns: int | None = None
+    body_end_bound_ns: int = 0
     gateway: str = ""
 
 
@@ -280,6 +302,7 @@ def client_from_line(line: Mapping[str, Any], t0_mono_ns: int, warmup_ns: int = 
         quiet_read_ns=array("q", (t + t0_mono_ns for t in line.get("quiet_read_ns") or ())),
         content_bound_ns=array("q", line.get("content_bound_ns") or ()),
         first_read_bound_ns=int(line.get("first_read_bound_ns") or 0),
+        body_end_ns=ab(line.get("body_end_ns")), body_end_bound_ns=int(line.get("body_end_bound_ns") or 0),
         gateway=gateway_kind(headers) if isinstance(headers := line.get("headers"), Mapping) else "")
 
 
@@ -552,7 +575,9 @@ class _Tally:
             put(s, "added_ttft", (c.content_read_ns[0] - c.sent_ns) - (last.event_write_ns[0] - last.arrived_ns),
                 (cb[0] if cb else 0) + late, last.wire_error_ns if last.wire_received_ns is not None else 0)
         if c.outcome == "completed" and last.end == "completed":
-            put(s, "added_e2e", (c.end_ns - c.sent_ns) - (last.end_ns - last.arrived_ns))
+            end, below = _client_end(c)
+            put(s, "added_e2e", (end - c.sent_ns) - (last.end_ns - last.arrived_ns), below + late,
+                last.wire_error_ns if last.wire_received_ns is not None else 0)
         al = align_events(last.event_write_ns, last.event_chars, c.content_read_ns, c.content_chars,
                           last.event_crc, c.content_crc)
         for d, w, j in zip(al.delays_ns, al.written_ns, al.client_events):

@@ -74,7 +74,7 @@ from .._units import NS_PER_MS
 __all__ = ["SATURATION_LAG_NS", "SATURATION_CPU", "BUSY_CPU", "GC_PAUSE_SHARE", "STEAL_SHARE",
            "MACHINE_IDLE_SHARE", "CULPRIT_SHARE", "Cause", "Verdict", "GeneratorFigures", "HostUsage",
            "HostSample", "judge", "sample_host", "host_usage", "parse_proc_stat", "parse_pid_stat",
-           "with_siblings", "run_host", "emulator_here", "read_boot_id"]
+           "with_siblings", "run_host", "emulator_here", "read_boot_id", "no_free_core"]
 
 SATURATION_LAG_NS = 25 * NS_PER_MS
 """Loop or schedule lag p99 above this: the client's own delay is in the latencies."""
@@ -434,6 +434,41 @@ def judge(f: GeneratorFigures) -> Verdict:
             + ("" if emu is None else f", hopbench's emulator used {emu:.0%} of one core"),
             ADVICE["unexplained"].text))
     return Verdict(True, tuple(symptoms), tuple(causes))
+
+
+def no_free_core(host: HostUsage | None, workers: int = 1) -> str | None:
+    """What took the machine's CPUs when another load generator would have none to use.
+
+    The late client's cure (the error-bound warnings, hopbench.measure._error_bound)
+    is "--workers auto" only where that adds a process with a core to run on. Here
+    it would not: the machine had no idle CPU on average (at most
+    :data:`MACHINE_IDLE_SHARE` idle, the verdict's "busy machine"), or ``--workers
+    auto``'s rule (hopbench.engine._cores: free cores = CPUs less the other
+    processes', rounded, at least 1) on the run's own figures (the neighbours' and
+    the emulator's cores, not the run's load generators') gives no more than
+    ``workers``.
+
+    Args:
+        host: the run's CPU figures; None (not measured) gives None.
+        workers: the run's load-generator processes on this machine.
+
+    Returns:
+        A key of :data:`hopbench._advice.ADVICE` whose cure fits: ``"emulator"``
+        (hopbench's emulator took more than the neighbours), ``"neighbours"``
+        (other processes did), ``"run_fills_machine"`` (neither took half a core:
+        the run's own processes fill the CPUs); None when a core was free or
+        /proc/stat was not read. Never raises.
+    """
+    if host is None or host.machine_busy_share is None:
+        return None
+    others = host.others_cores or 0.0
+    emu = host.emulator_cores or 0.0
+    full = 1.0 - host.machine_busy_share <= MACHINE_IDLE_SHARE
+    if not full and max(int(host.cpus - others - emu + 0.5), 1) > workers:
+        return None
+    if others < 0.5 and emu < 0.5:
+        return "run_fills_machine"
+    return "emulator" if emu > others else "neighbours"
 
 
 # -- measuring the host (the only I/O here) ----------------------------------------------

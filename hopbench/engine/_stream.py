@@ -56,6 +56,7 @@ from ..workload._pool import Picker, Prepared
 from ..workload._sessions import Conversation, record_turn
 from ._client import _Client, send_own
 from ._classify import _detail, _http_error_code, classify_exception
+from ._runqueue import RunQueueWatch
 from ._schedule import LATER_SENT, SENT, WindowCount
 from ._transport import StreamTransport
 from ._watch import away_ns
@@ -109,7 +110,7 @@ class StreamMixin:
     ``on_stream``, ``base_url``, ``_arms``, ``_rng``, ``_cancel_rng``,
     ``_id_prefix``, ``_t0``, ``_mono_offset_ns``, ``_gauge``, ``_idle_changed``,
     ``_client``, ``_take_request``; of the watch (hopbench.engine._watch):
-    ``_check_reachable``, ``_check_failing``, ``_client_lag_ns``, ``_loop_lag_ns``, ``_blackouts``,
+    ``_check_reachable``, ``_check_failing``, ``_client_lag_ns``, ``_runq``, ``_loop_lag_ns``, ``_blackouts``,
     ``_probe_due_ns``, ``_last_error`` (written here); of the open loop:
     ``_window``.
     """
@@ -134,6 +135,7 @@ class StreamMixin:
     _check_reachable: Callable[[str, str, bool], None]
     _check_failing: Callable[[str, str, int | None, str, bool], None]
     _client_lag_ns: Callable[[int, int], tuple[int, int]]
+    _runq: RunQueueWatch
     _loop_lag_ns: Callable[[int], int]
     _blackouts: collections.deque[tuple[int, int]]
     _probe_due_ns: int
@@ -676,6 +678,7 @@ class StreamMixin:
             # when the last bytes read reached the socket (kernel stamp, else the read less
             # the loop's lag); first the response head's read
             arrived = stamps.head_rx_ns if stamps is not None and stamps.head_rx_ns else t
+            runq = self._runq
             try:
                 while True:  # the idle scope, entered again after a withdrawal
                     with idle:
@@ -683,14 +686,21 @@ class StreamMixin:
                             t = now_ns()
                             # the read's client lag (a burst read late is the client's
                             # doing) and how late its latest bytes were read
-                            rx = stamps.rx_ns if stamps is not None else 0
+                            # a read that waited for its bytes (or came right after one that
+                            # did) got none that arrived before the loop's previous turn began
+                            # (docs/results/units.md "Times from the wire")
+                            if stamps is not None:
+                                rx = stamps.rx_ns
+                                since = runq.turn_from_ns if stamps.after_turn else 0
+                            else:
+                                rx = since = 0
                             lag, late = self._client_lag_ns(t, rx)
                             before, arrived = arrived, t - late
                             items = scanner.feed(chunk)
                             n = len(items)
                             # the read's wire stamp: exact for its last item when the kernel
                             # stamped it and it ends at an event boundary (a blank line)
-                            w = meter.on_read(t, lag, rx, n, chunk[-2:] == b"\n\n")
+                            w = meter.on_read(t, lag, rx, n, chunk[-2:] == b"\n\n", since)
                             last = items[-1] if n > 1 else None
                             if idle_ns is not None and t >= rearm_at:
                                 idle.deadline = ns_to_s(t + idle_ns + slack)
@@ -759,6 +769,9 @@ class StreamMixin:
             assert result is not None
             if left:
                 return CANCEL_OUTCOME, "after_events", result
+            # the body's end on the wire (its last bytes' kernel stamp where the transport
+            # has it): the client's end of added_e2e (docs/gateway-overhead.md)
+            meter.on_body_end(now_ns(), stamps.end_rx_ns if stamps is not None else 0)
             return result.outcome, _detail(result), result
         finally:
             box[3] = now_ns()  # a client cancel's close stamp (hopbench.workload._cancel)

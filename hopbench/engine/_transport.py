@@ -442,7 +442,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
         try:
             while not resp.head_done:
                 if stamped:
-                    chunk, rx = await _recv_stamped(conn.stream, _READ_SIZE)  # type: ignore[arg-type]
+                    chunk, rx, _ = await _recv_stamped(conn.stream, _READ_SIZE)  # type: ignore[arg-type]
                     head_rx_ns = rx or head_rx_ns
                 else:
                     chunk = await conn.stream.receive_some(_READ_SIZE)
@@ -529,21 +529,54 @@ def _stamped(stream: trio.SocketStream) -> trio.SocketStream:
     return stream
 
 
-async def _recv_stamped(stream: trio.SocketStream, n: int) -> tuple[bytes, int]:
-    """``receive_some(n)`` through ``recvmsg``: the bytes and the kernel's receive
+async def _recv_stamped(stream: trio.SocketStream, n: int) -> tuple[bytes, int, bool]:
+    """``receive_some(n)`` through ``recvmsg``: the bytes, the kernel's receive
     stamp of the latest segment among them (SO_TIMESTAMPNS) on hopbench's clock,
-    ns (0 when the kernel gave none).
+    ns (0 when the kernel gave none), and whether the read *waited* for them.
+
+    ``waited`` is True when the socket was empty at the call, so the task was
+    parked on it and the event loop's I/O wait woke it for these bytes: then none
+    of them arrived before the end of the I/O wait before that one (``_Body.after_turn``:
+    the runner's floor of a read's earlier events, docs/results/units.md "Times from
+    the wire"). False when bytes were waiting already (the call then yields once
+    after the system call, as trio's does) or the socket is not trio's usual one. The
+    system calls are trio's own ``recvmsg`` sequence (its ``_nonblocking_helper``:
+    one try, a cancel-shielded checkpoint when it succeeds, else wait readable
+    and try again), written out to tell the two cases apart.
 
     Raises:
         OSError: the read failed (the callers map it to httpx.ReadError).
+        trio.ClosedResourceError: the socket was closed while the read waited.
     """
-    data, anc, _, _ = await stream.socket.recvmsg(n, _ANC_SIZE)
+    sock = stream.socket
+    raw_sock = getattr(sock, "_sock", None)  # trio's wrapped stdlib socket (non-blocking)
+    waited = False
+    if raw_sock is None:  # pragma: no cover - another socket class: trio's own call
+        data, anc, _, _ = await sock.recvmsg(n, _ANC_SIZE)
+    else:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            data, anc, _, _ = raw_sock.recvmsg(n, _ANC_SIZE)
+        except BlockingIOError:
+            waited = True
+            while True:
+                await trio.lowlevel.wait_readable(raw_sock)
+                try:
+                    data, anc, _, _ = raw_sock.recvmsg(n, _ANC_SIZE)
+                    break
+                except BlockingIOError:
+                    pass
+        except OSError:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            raise
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
     for level, kind, raw in anc:
         if kind == _SCM_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
             sec, nsec = _TIMESPEC.unpack_from(raw)
             # CLOCK_REALTIME -> hopbench's clock: both read now, microseconds apart
-            return data, sec * 1_000_000_000 + nsec - time.time_ns() + now_ns()
-    return data, 0
+            return data, sec * 1_000_000_000 + nsec - time.time_ns() + now_ns(), waited
+    return data, 0, waited
 
 
 def _reason(exc: BaseException) -> str:
@@ -611,6 +644,7 @@ class _BodyReader:
         resp = body._conn.response
         try:
             if resp.parts:  # body bytes that came with the head, or a read's rest
+                body.after_turn = False  # (read before, with the head: no floor known)
                 parts, resp.parts = resp.parts, []
                 return parts[0] if len(parts) == 1 else b"".join(parts)
             while not resp.done:
@@ -637,6 +671,8 @@ class _BodyReader:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise httpx.ReadError(f"read failed: {exc}", request=body._request) from exc
         body._done = True
+        if resp.framed:  # its framing ended it: the last bytes read were the body's last
+            body.end_rx_ns = body.rx_ns
         raise StopAsyncIteration
 
     async def aclose(self) -> None:
@@ -657,6 +693,23 @@ class _Body(httpx.AsyncByteStream):
             served that read (docs/results/in-flight.md, "Client lag per read").
         head_rx_ns: the kernel's receive stamp of the read that completed the
             response head, clock ns; 0 when unknown.
+        after_turn: the last chunk's bytes arrived after the start of the event
+            loop's turn before the one the runner reads the chunk in
+            (hopbench.engine._runqueue ``turn_from_ns``, read right after the
+            chunk): its read waited for them (``_recv_stamped``: the loop's I/O
+            wait woke the reader, so they came after the end of the I/O wait
+            before that one), or the read before it on this body did (then this
+            read's system call ran in the same turn, right after that one's: no
+            yield between, so its bytes came after that turn began). False
+            otherwise: a read that found its bytes waiting after a read that did
+            too (they may have come a whole turn earlier), after a read that
+            raised (a cancelled wait), body bytes that came with the head, no
+            kernel stamps.
+        end_rx_ns: once the body ended by its framing (the chunked terminator,
+            or the Content-Length reached): the kernel's receive stamp of that
+            last read, whose latest bytes are the body's last, so exact, clock
+            ns; 0 before, for a body that ends at the connection's close (a FIN
+            carries no stamp) and without kernel stamps.
     """
 
     def __init__(self, transport: StreamTransport, conn: _Conn, request: httpx.Request,
@@ -667,10 +720,17 @@ class _Body(httpx.AsyncByteStream):
         self._done = False
         self._closed = False
         self.head_rx_ns = self.rx_ns = head_rx_ns
+        self.after_turn = False
+        self._last_waited = False  # the body's latest recv waited for its bytes
+        self.end_rx_ns = 0
 
     async def _receive_stamped(self, n: int) -> bytes:
-        """``receive_some(n)`` through ``recvmsg``, keeping the kernel's receive stamp."""
-        data, rx = await _recv_stamped(self._conn.stream, n)  # type: ignore[arg-type]
+        """``receive_some(n)`` through ``recvmsg``, keeping the kernel's receive stamp
+        and whether the bytes came after the loop's previous turn began (``after_turn``)."""
+        last, self._last_waited = self._last_waited, False  # (a read that raises breaks the chain)
+        data, rx, waited = await _recv_stamped(self._conn.stream, n)  # type: ignore[arg-type]
+        self._last_waited = waited
+        self.after_turn = waited or last
         if rx:
             self.rx_ns = rx
         return data

@@ -42,17 +42,17 @@ __all__ = ["UNCERTAIN_MARK", "uncertain_note", "uncertain_note_lines", "NOTE_COL
 UNBOUNDED_METRICS: Final = frozenset({
     "queue_delay", "schedule_lag", "loop_lag", "client_read_lag", "connect_wait", "request_write",
     "max_silence", "cancel_delay",
-    "added_e2e", "upstream_silence",
+    "upstream_silence",
     "injected_keepalive_interval", "client_silence_in_upstream_silence",
 })
 """Time metrics whose samples' error bounds are not kept: the client's own figures
 (its send, loop and schedule lateness, connect and write times, ``client_read_lag``
 itself), ``max_silence`` and ``cancel_delay``, and the gateway-overhead figures
-but ``request_delay``, ``first_event_delay``, ``added_ttft`` and ``event_delay``
-(whose client stamps' bounds streams.jsonl carries, and whose upstream receive
-stamp's bound the ground truth carries: ``hopbench.driver._overhead``):
-``added_e2e`` (the client's end is its close of the body, a loop time) and the
-silence figures. summary.json gives them no ``error_bound_ms``: absent means
+but ``request_delay``, ``first_event_delay``, ``added_ttft``, ``event_delay`` and
+``added_e2e`` (whose client stamps' bounds streams.jsonl carries, the end of
+``added_e2e`` being when the body's last bytes arrived, ``body_end_ns``, and whose
+upstream receive stamp's bound the ground truth carries: ``hopbench.driver._overhead``):
+the silence figures. summary.json gives them no ``error_bound_ms``: absent means
 unknown, never exact."""
 
 ERROR_PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))

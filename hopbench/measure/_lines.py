@@ -167,7 +167,10 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
         read that carried no content event, ns from the run start);
         ``content_bound_ns`` (list, the error bound of each content event's
         stamp, ns, 0: exact) and ``first_read_bound_ns`` (the first read's, of
-        its first bytes; docs/results/units.md, "Times from the wire").
+        its first bytes; docs/results/units.md, "Times from the wire");
+        ``body_end_ns`` (when the body's last bytes reached the socket, ns from
+        the run start, or None: the read loop did not end) and ``body_end_bound_ns``
+        (its error bound, ns, 0: exact; ``StreamMeter.on_body_end``).
     """
     out = {"first_read_ns": None if m.first_read_ns is None else m.first_read_ns - t0_ns,
             "content_read_ns": [t - t0_ns for t in m.event_read_ns or ()],
@@ -177,4 +180,6 @@ def overhead_line(m: StreamMeter, t0_ns: int) -> dict[str, Any]:
             "quiet_read_ns": [t - t0_ns for t in m.quiet_read_ns or ()]}
     out["content_bound_ns"] = list(m.event_bound_ns or ())
     out["first_read_bound_ns"] = m.first_read_bound_ns
+    out["body_end_ns"] = None if m.body_end_ns is None else m.body_end_ns - t0_ns
+    out["body_end_bound_ns"] = m.body_end_bound_ns
     return out

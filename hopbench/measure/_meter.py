@@ -18,7 +18,8 @@ coalesced segments the latest one's stamp, socket(7)). So an event is stamped
 exactly when it is the last SSE item of its read and the read ends at an event
 boundary; every other event of the read gets the read's stamp as an upper bound
 and ``stamp - previous read's stamp`` as its error bound (its bytes came after
-the previous read's). Without a kernel stamp (httpx's transport, TLS) the stamp
+the previous read's), or less where the runner knows a later moment the bytes
+came after (``since_ns``: a read that waited for them). Without a kernel stamp (httpx's transport, TLS) the stamp
 is the read's loop time and the bound of its last event the read's client lag
 (at most the time since the previous read's stamp). A figure's sample is then
 an interval ``[value - below, value + above]`` that holds the true value; the
@@ -128,6 +129,9 @@ class StreamMeter:
         first_token_late_ns: how much later than its stamp the client served
             the first token's read when the stamp is not the kernel's (its
             client lag; 0 with a kernel stamp: the stamp is the arrival).
+        body_end_ns, body_end_bound_ns: when the body's last bytes reached the
+            socket and that stamp's bound (:meth:`on_body_end`); None and 0
+            until the read loop ended.
     """
 
     __slots__ = (
@@ -142,7 +146,7 @@ class StreamMeter:
         "quiet_read_ns", "_bounds", "_wire_ns", "_cur_b", "_tail_b", "_last_content_b", "_ka_open_b",
         "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
         "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
-        "_lags", "_read_lags", "_lag_n", "first_read_bound_ns", "_head_rx",
+        "_lags", "_read_lags", "_lag_n", "first_read_bound_ns", "_head_rx", "body_end_ns", "body_end_bound_ns",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -215,6 +219,9 @@ class StreamMeter:
         self.first_token_late_ns = 0
         self.first_read_bound_ns = 0  # the first body read's first bytes: their stamp's bound
         self._head_rx = 0  # the head's kernel stamp, until a body read shows it was not the head's alone
+        #: when the body's last bytes reached the socket (:meth:`on_body_end`), or None
+        self.body_end_ns: int | None = None
+        self.body_end_bound_ns = 0
 
     def _wire(self, t_ns: int, rx_ns: int, lag_ns: int, tail: bool) -> int:
         """The wire stamp of a read served at ``t_ns`` (see :meth:`on_read`); sets the
@@ -254,7 +261,8 @@ class StreamMeter:
         self._head_rx = rx_ns
         return wire
 
-    def on_read(self, t_ns: int, lag_ns: int = 0, rx_ns: int = 0, items: int = 1, tail: bool = True) -> int:
+    def on_read(self, t_ns: int, lag_ns: int = 0, rx_ns: int = 0, items: int = 1, tail: bool = True,
+                since_ns: int = 0) -> int:
         """A body read arrived (before its observations).
 
         Args:
@@ -267,14 +275,20 @@ class StreamMeter:
             items: how many SSE items (events and comments) the read completed.
             tail: the read ends at an event boundary (its last bytes end its
                 last item: no part of a later item came with it).
+            since_ns: a moment none of the read's bytes arrived before, clock
+                ns, when the runner knows one later than the previous read's
+                stamp (a read that waited for its bytes: the end of the event
+                loop's I/O wait before the one that woke it, docs/results/units.md
+                "Times from the wire"); 0: none known.
 
         Returns:
             The read's wire stamp, ns: ``rx_ns`` (kept between the previous
             read's stamp and ``t_ns``), else ``t_ns``. The runner hands it to
             :meth:`on_observations`. The read's last item is stamped with the
             bound ``_tail_b`` (0 with a kernel stamp and ``tail``), every
-            other item with ``stamp - previous stamp``; with several items the
-            runner calls :meth:`at_last_item` before the last one.
+            other item with ``stamp - max(previous stamp, since_ns)`` (0 when
+            ``since_ns`` is past the stamp: the clocks' microseconds); with
+            several items the runner calls :meth:`at_last_item` before the last one.
         """
         last = self.last_byte_ns
         self._prev_read_ns = last
@@ -296,6 +310,8 @@ class StreamMeter:
                     self.headers_bound_ns = self.last_byte_bound_ns = head - lo
         if rx_ns:
             w = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
+            # the read's bytes came after the previous stamp, and after since_ns
+            span = w - (since_ns if since_ns > lo else lo)
             self._late_ns = 0
             if tail:
                 tail_b = 0
@@ -303,13 +319,14 @@ class StreamMeter:
                     self.items_exact += 1
                     self.items_bounded += items - 1
             else:
-                tail_b = w - lo
+                tail_b = span
                 self.items_bounded += items
         else:
             w = t_ns
+            span = w - (since_ns if since_ns > lo else lo)
             late = lag_ns if lag_ns > 0 else 0
             self._late_ns = late
-            tail_b = (late if late < w - lo else w - lo) if tail else w - lo
+            tail_b = (late if late < span else span) if tail else span
             self.items_bounded += items
         self._wire_ns = t_ns = w
         if tail_b < BOUND_FLOOR_NS:
@@ -318,7 +335,7 @@ class StreamMeter:
         if items <= 1:
             self._cur_b = tail_b
         else:
-            self._cur_b = w - lo if w - lo >= BOUND_FLOOR_NS else 0
+            self._cur_b = span if span >= BOUND_FLOOR_NS else 0
         lags = self._lags
         if lags is not None:
             if lag_ns >= BOUND_FLOOR_NS:
@@ -347,6 +364,35 @@ class StreamMeter:
             self._ka_open_ns = None
             self._ka_closed_read = self.reads
         return t_ns
+
+    def on_body_end(self, t_ns: int, rx_ns: int = 0) -> int:
+        """The body ended (its framing, or the connection's close) and the runner saw it at ``t_ns``.
+
+        Args:
+            t_ns: the loop time the read loop ended at, clock ns.
+            rx_ns: the kernel's receive stamp of the body's last bytes (the
+                transport's ``end_rx_ns``: the read that ended the body's
+                framing), clock ns; 0: none (httpx's transport, TLS, a body
+                that ended at the connection's close).
+
+        Returns:
+            ``body_end_ns``: ``rx_ns`` (exact, ``body_end_bound_ns`` 0; kept
+            between the latest read's stamp and ``t_ns``), else ``t_ns``, with
+            the bound ``t_ns`` minus the earliest the latest read's last bytes
+            can have arrived (its stamp less its last item's bound): the body's
+            last bytes came with or after those (docs/gateway-overhead.md, ``added_e2e``).
+        """
+        lo = self._wire_ns
+        if rx_ns:
+            end = rx_ns if lo <= rx_ns <= t_ns else (t_ns if rx_ns > t_ns else lo)
+            bound = 0
+        else:
+            end = t_ns
+            bound = t_ns - (lo - self._tail_b)
+            if bound < BOUND_FLOOR_NS:
+                bound = 0
+        self.body_end_ns, self.body_end_bound_ns = end, bound
+        return end
 
     def at_last_item(self) -> None:
         """The next observations are the current read's last item's: its stamp's bound
