@@ -119,9 +119,10 @@ async def test_arms_alternate_with_the_same_requests(autojump_clock: trio.testin
                                                            ("gateway", "http://127.0.0.1:10")],
                                                            transport_factory=transport).run()
     assert len(seen) == 8
-    # sent in turn: direct, gateway, direct, ...; each round one body to both arms
-    assert [u for u, _, _ in seen] == ["http://127.0.0.1:9/v1/chat/completions",
-                                    "http://127.0.0.1:10/v1/chat/completions"] * 4
+    # sent in turn, in rounds whose order flips (counterbalanced: direct, gateway, then gateway,
+    # direct, ...); each round one body to both arms
+    a, b = "http://127.0.0.1:9/v1/chat/completions", "http://127.0.0.1:10/v1/chat/completions"
+    assert [u for u, _, _ in seen] == [a, b, b, a] * 2
     rounds = [(seen[i][1], seen[i + 1][1]) for i in range(0, 8, 2)]
     assert all(h.get("authorization") is None for _, _, h in seen)  # no key anywhere
     assert all(a == b for a, b in rounds)

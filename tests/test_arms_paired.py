@@ -45,7 +45,7 @@ def test_signed_rank_sign_follows_the_differences() -> None:
 def _lines(rng: random.Random, *, rounds: int = 120, shift: float = 0.0, drift_ms: float = 0.0,
            trend_ms: float = 0.0, arms: tuple[str, str] = ("a", "b")) -> list[dict[str, Any]]:
     """streams.jsonl lines of a two-arm run, as hopbench writes them: request n goes to arm
-    (n - 1) % 2 in round (n - 1) // 2, 25 ms apart. Each figure is lognormal (sigma 0.12) around
+    ``arm_of_request(n, 2)`` in round (n - 1) // 2 (a, b; then b, a; ...), 25 ms apart. Each figure is lognormal (sigma 0.12) around
     its median; the runner's drift (N(0, drift_ms), new every 10 rounds, plus a trend rising by
     trend_ms over the run, both quoted for the 120 ms ttft and in proportion for the other figures)
     hits both requests of a round alike; arm b's values are (1 + shift) times."""
@@ -57,7 +57,7 @@ def _lines(rng: random.Random, *, rounds: int = 120, shift: float = 0.0, drift_m
         common = drift + trend_ms * r / rounds
         for k, arm in enumerate(arms):
             scale = 1.0 + (shift if k else 0.0)
-            n = 2 * r + k + 1
+            n = 2 * r + (k if r % 2 == 0 else 1 - k) + 1
 
             def v(median_ms: float) -> int:  # the drift in proportion to the figure (quoted for ttft)
                 return int((median_ms * math.exp(rng.gauss(0.0, 0.12)) * scale + common * median_ms / 120) * MS)
@@ -102,13 +102,28 @@ def test_paired_aa_with_a_common_drift_reads_worse_at_most_1_percent() -> None:
 
 def test_pairing_by_round_skips_warmup_and_unmatched_streams() -> None:
     lines = _lines(random.Random(1), rounds=6)
-    lines = [ln for ln in lines if ln["id"] != "0-4"]  # round 1's b stream never ended
+    lines = [ln for ln in lines if ln["id"] != "0-4"]  # round 1's a stream (b went first) never ended
     early = {"id": "0-1", "start_ns": 0}
     lines = [dict(ln, **early) if ln["id"] == "0-1" else ln for ln in lines]  # round 0's a: warm-up
     pairs, how = pair_streams(lines, ["a", "b"], warmup_ns=500 * MS)
     assert how == "round"
-    assert [(p[0]["id"], p[1]["id"]) for p in pairs["b"]] == [("0-5", "0-6"), ("0-7", "0-8"), ("0-9", "0-10"),
-                                                              ("0-11", "0-12")]
+    assert [(p[0]["id"], p[1]["id"]) for p in pairs["b"]] == [("0-5", "0-6"), ("0-8", "0-7"), ("0-9", "0-10"),
+                                                              ("0-12", "0-11")]
+    # the fixed order (a, b in every round) is not hopbench's numbering: it pairs by start time
+    fixed = [dict(ln, arm="a" if int(ln["id"][2:]) % 2 else "b") for ln in _lines(random.Random(1), rounds=6)]
+    assert pair_streams(fixed, ["a", "b"])[1] == "nearest start"
+
+
+def test_arm_of_request_reverses_the_order_every_other_round() -> None:
+    """Counterbalanced rounds (docs/ab-arms.md): each arm goes first in half the rounds."""
+    from hopbench.config._arm_spec import arm_of_request
+
+    assert [arm_of_request(n, 2) for n in range(1, 9)] == [0, 1, 1, 0, 0, 1, 1, 0]
+    assert [arm_of_request(n, 3) for n in range(1, 10)] == [0, 1, 2, 2, 1, 0, 0, 1, 2]
+    firsts = [arm_of_request(n, 3) for n in range(1, 3 * 40, 3)]
+    assert firsts.count(0) == firsts.count(2) == 20  # the first and last arm lead alike
+    with pytest.raises(ValueError, match="at least 1"):
+        arm_of_request(0, 2)
 
 
 def test_pairing_falls_back_to_the_nearest_start() -> None:
@@ -176,6 +191,11 @@ def test_paired_verdict_end_to_end_on_the_emulator(tmp_path: Path) -> None:
     assert 70 < figs["ttft"]["p50_diff"] < 130
     assert figs["itl_p50"]["verdict"] != WORSE and figs["tpot"]["verdict"] != WORSE
     assert figs["itl_p50"]["n"] == figs["ttft"]["n"]  # every measured stream wrote its own ITL
+    # counterbalanced: the engine sent round r's requests in the order arm_of_request gives
+    from hopbench.config._arm_spec import arm_of_request
+    names = [a["name"] for a in on_disk["arms"]]
+    lines = [json.loads(x) for x in (out.out_dir / "streams.jsonl").read_text().splitlines()]
+    assert lines and all(ln["arm"] == names[arm_of_request(int(ln["id"].rsplit("-", 1)[1]), 2)] for ln in lines)
     from hopbench.report._page import write_report
 
     page = write_report(out.out_dir).read_text(encoding="utf-8")

@@ -33,7 +33,24 @@ from typing import Any
 from .._toml import Table
 from ..protocols._requests import PROTOCOLS
 
-__all__ = ["ArmSpec", "parse_arms"]
+__all__ = ["ArmSpec", "parse_arms", "arm_of_request"]
+
+
+def arm_of_request(n: int, arms: int) -> int:
+    """The arm (its index in the profile's order) that request ``n`` (1-based, in the order
+    they are planned) goes to, with ``arms`` arms: rounds of one request per arm, the order
+    reversed every other round (round 0: arm 0, 1, ...; round 1: ..., 1, 0), so that going
+    first in a round (sending a moment earlier, finding the client's loop idler) falls on
+    every arm alike (counterbalanced; docs/ab-arms.md, "How the requests are shared"). An A/A
+    study saw the fixed order as a +0.5 ms E2E difference, significant at p = 0.004.
+
+    Raises:
+        ValueError: ``n`` < 1 or ``arms`` < 1.
+    """
+    if n < 1 or arms < 1:
+        raise ValueError(f"request number {n} and arm count {arms} must be at least 1")
+    rnd, pos = divmod(n - 1, arms)
+    return pos if rnd % 2 == 0 else arms - 1 - pos
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ import httpx
 import trio
 
 from .._clock import now_ns, ns_to_s
+from ..config._arm_spec import arm_of_request
 from ..config._records import LoadSpec, Profile, Scenario
 from ..config._scenario_spec import request_headers
 from ..measure._burst import FlaggedBurst, FlaggedLog
@@ -161,7 +162,7 @@ class StreamMixin:
         arm_targets = {a.name: a.target for a in profile.arms if a.target is not None}
         self._arm_headers = {(name, p): request_headers(arm_targets[name], p, env)
                              for name, _ in self._arms if name in arm_targets for p in self._headers}
-        self._arm_next = 0  # the arm the next request goes to
+        self._arm_next = 0  # the next request's place in its round (its arm: arm_of_request)
         self._round: tuple[Scenario, int, Any] | None = None  # the round's (scenario, body, cancel)
         env_map = os.environ if env is None else env
         secrets: list[str] = []
@@ -309,7 +310,7 @@ class StreamMixin:
         target's latency). An open loop plans ahead of the arrival's time
         (hopbench.engine._dispatch); every other stream right before it sends."""
         self._next_id += 1
-        arm = self._arms[self._arm_next] if self._arms else None
+        arm = self._arms[arm_of_request(self._next_id, len(self._arms))] if self._arms else None
         if arm is not None and self._arm_next and self._round is not None:
             sc, pick, cancel = self._round  # the round's other arms: the same request
         else:

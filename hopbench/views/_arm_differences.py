@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ..config._arm_spec import arm_of_request
 from ._compare import ALPHA, DEFAULT_METRICS, MIN_EFFECT, compare_summaries
 from ._export import stream_rows
 from ._noise import INCONCLUSIVE, NOT_JUDGED, WORSE, Figure, Judged, Noise, batch_means, judge_family, one_sentence
@@ -137,7 +138,8 @@ def pair_streams(lines: Iterable[Mapping[str, Any]], arms: Sequence[str],
 
     A round is one request per arm, planned in turn, with one drawn request (same scenario
     and prompt): hopbench numbers requests as it plans them, so request ``n`` (1-based) went
-    to ``arms[(n - 1) % len(arms)]`` in round ``(n - 1) // len(arms)``. When every line's
+    to ``arms[arm_of_request(n, len(arms))]`` in round ``(n - 1) // len(arms)`` (the arms'
+    order reversed every other round: ``hopbench.config._arm_spec.arm_of_request``). When every line's
     number and arm agree with that, streams pair by round; otherwise (lines from another
     writer) each stream pairs with the baseline's unused stream of the same scenario
     nearest in start time.
@@ -155,7 +157,7 @@ def pair_streams(lines: Iterable[Mapping[str, Any]], arms: Sequence[str],
     k = len(arms)
     mine = [ln for ln in lines if ln.get("arm") in arms and _start(ln) >= warmup_ns]
     numbers = [_request_number(ln.get("id")) for ln in mine]
-    by_round = all(n is not None and n >= 1 and arms[(n - 1) % k] == ln["arm"] for n, ln in zip(numbers, mine))
+    by_round = all(n is not None and n >= 1 and arms[arm_of_request(n, k)] == ln["arm"] for n, ln in zip(numbers, mine))
     out: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {a: [] for a in arms[1:]}
     if by_round:
         rounds: dict[int, dict[str, Mapping[str, Any]]] = {}
