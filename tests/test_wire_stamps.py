@@ -322,10 +322,10 @@ def test_scope_error_bounds_lists_each_time_metric_with_its_bounds() -> None:
 def _bounded_snapshot() -> Snapshot:
     rec = Recorder(["chat"])
     # ttft 100 .. 110 ms, the first half exact, the second known only to 20 ms below (read late);
-    # added_e2e has no bounds kept (its client end is a loop time)
+    # upstream_silence has no bounds kept (the silences between the upstream's writes)
     for i in range(100):
         rec.record("chat", "ttft", 100 * _MS + i * _MS // 10)
-        rec.record("chat", "added_e2e", 3 * _MS)
+        rec.record("chat", "upstream_silence", 3 * _MS)
         if i >= 50:
             rec.record_bound("chat", "ttft", 100 * _MS + i * _MS // 10, 20 * _MS, 0)
     return rec.snapshot()
@@ -342,7 +342,7 @@ def test_summary_writes_error_bound_ms_beside_each_bounded_time_figure() -> None
         # the true p50 may be as low as 89.9 ms (the bounded half all 20 ms earlier), the true p99
         # as low as 104.8 ms (the exact half's top): ranks move only as far as the bounds take them
         assert abs(eb["p50"] - 15.0) < 0.1 and abs(eb["p99"] - 5.0) < 0.1, eb
-        assert "error_bound_ms" not in m["added_e2e"]  # its bounds are not kept: absent, never 0
+        assert "error_bound_ms" not in m["upstream_silence"]  # its bounds are not kept: absent, never 0
 
 
 def test_run_warnings_name_an_uncertain_tail_whatever_the_loop_lag() -> None:
