@@ -168,6 +168,11 @@ def test_contract_spec_every_profile_reads_the_table_with_checks_rules(tmp_path:
     p.write_text(body + "[contract]\n", encoding="utf-8")
     with pytest.raises(ProfileError, match="a profile with \\[contract\\] is for `hopbench check`"):
         load_profile(p, env={})
+    # a check profile (no [run], no [load]) run by `hopbench run`: the same, not a missing load key
+    check_only = '[target]\nurl = "http://127.0.0.1:9"\n[[scenario]]\nprotocol = "chat"\nmodel = "m"\n[contract]\n'
+    p.write_text(check_only, encoding="utf-8")
+    with pytest.raises(ProfileError, match="a profile with \\[contract\\] is for `hopbench check`"):
+        load_profile(p, env={})
 
 
 def test_contract_spec_run_ignores_the_contract_with_a_note(tmp_path: Path,

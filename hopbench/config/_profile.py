@@ -109,6 +109,10 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
     _known_tables(root)
     refuse_misplaced_scenario(root)
     contract = _contract(root)
+    if contract is not None and "run" not in root.data and "load" not in root.data:
+        # a check profile (docs/check.md): say what it is for before any load key is missed
+        raise root.error("run", "expected run.duration_s or run.requests (how long to run); a profile with "
+                                "[contract] is for `hopbench check`, which needs neither")
     base = doc.path.parent if doc.path else Path.cwd()
     run = _run(root.table("run"), doc)
     load = _load(root.table("load"))
