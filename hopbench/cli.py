@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "unreachable), 3 crashed mid-run or results not written (partial results), "
                        "4 nothing completed (in the run, one scenario or one arm) or nothing measured, or the target died mid-run, "
                        "5 inconclusive (the gate or compare could not tell a change from the runner's noise: retry "
-                       "on a quieter runner), 130 SIGINT / 143 SIGTERM (partial results).")
+                       "on a quieter runner), 130 SIGINT / 143 SIGTERM (partial results once the load "
+                       "has started; before it, nothing is written).")
     p.add_argument("--version", action="version", version=f"hopbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -328,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt as exc:  # Ctrl-C while starting (imports, parsing) or in a subcommand
         # without a run: one line, never a traceback (a run's own signals write partial results)
-        print("hopbench: interrupted", file=sys.stderr)
+        print("hopbench: interrupted before the load started: nothing was written", file=sys.stderr)
         return EXIT_TERMINATED if getattr(exc, "signal_name", "") == "SIGTERM" else EXIT_INTERRUPTED
 
 
@@ -405,7 +406,7 @@ def _guard(prog: str, command: Callable[[], int]) -> int:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_CRASH
     except KeyboardInterrupt as exc:  # before the run started (e.g. while parsing)
-        print(f"{prog}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted before the load started: nothing was written", file=sys.stderr)
         return EXIT_TERMINATED if getattr(exc, "signal_name", "") == "SIGTERM" else EXIT_INTERRUPTED
 
 

@@ -297,7 +297,7 @@ def test_cli_ctrl_c_while_starting_is_one_line_and_130(capsys: pytest.CaptureFix
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert main(["run", SMOKE]) == _exit.EXIT_INTERRUPTED
     err = capsys.readouterr().err
-    assert err == "hopbench: interrupted\n", err
+    assert err == "hopbench: interrupted before the load started: nothing was written\n", err
 
 
 def test_cli_import_hopbench_is_light() -> None:
