@@ -376,3 +376,43 @@ async def test_runner_a_read_that_waited_bounds_its_earlier_events_by_the_loop_t
         assert stamp - b >= head  # never wider than the old one
         shrunk += b < (stamp - head) // 2
     assert shrunk >= 1  # (before: every bound was the whole silence since the head)
+
+
+@pytest.mark.parametrize("transport", ["hopbench", "httpx"])
+async def test_runner_writes_when_each_requests_last_byte_went_out(transport: str) -> None:
+    """streams.jsonl's ``request_sent_ns`` / ``request_sent_bound_ns`` (docs/results/files.md):
+    stamps around the write that completed the request, with either transport (httpx's: its
+    trace's ``send_request_body`` events): after the stream's send stamp (a connect and the
+    request's build come between), before the server read it (the "before" stamp) and before the
+    response head. TTFT still counts from ``sent_ns``."""
+    from hopbench._clock import now_ns
+
+    read_at: list[int] = []
+
+    async def handler(stream: trio.SocketStream) -> None:
+        try:
+            await stream.receive_some(65536)
+            read_at.append(now_ns())
+            await stream.send_all(_HEAD + b"\r\n" + _chunk(_chat('{"content":"hi"}', "stop"))
+                                  + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        finally:
+            await stream.aclose()
+
+    lines: list[dict[str, Any]] = []
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        profile = parse_profile(
+            f'[run]\nrequests = 3\n[load]\nconcurrency = 1\n[target]\nurl = "{url}"\ntransport = "{transport}"\n'
+            '[[scenario]]\nprotocol = "chat"\nmodel = "m"\ninclude_usage = false\n', "p.toml", env={})
+        runner = LoadRunner(profile, url, Recorder(["chat-m"]), Recorder(["chat-m"]), on_stream=lines.append)
+        with trio.fail_after(30):
+            await runner.run()
+        nursery.cancel_scope.cancel()
+    assert len(lines) == 3 and len(read_at) == 3
+    for x, read in zip(lines, read_at):
+        assert x["outcome"] == "completed", x
+        bound = x["request_sent_bound_ns"]
+        assert bound >= 0 and x["sent_ns"] <= x["request_sent_ns"] - bound <= x["request_sent_ns"]
+        assert x["request_sent_ns"] - bound <= read - runner._t0 and x["request_sent_ns"] <= x["headers_ns"]
+        assert x["ttft_ns"] == x["first_token_ns"] - x["start_ns"]  # TTFT's start is not moved
