@@ -307,6 +307,7 @@ def test_analyse_counts_from_the_requests_write_and_bounds_it() -> None:
     assert o.bounds[("chat", "request_delay")] == [(MS - 4 * MS // 10, MS // 10, 0)]
     assert o.bounds[("chat", "added_ttft")] == [(3 * MS - 4 * MS // 10, MS // 10, 0)]
     assert o.block["request_sent_from"] == {"write": 1, "send": 0}
+    assert not any("client send" in line for line in overhead_lines(o.block))
 
 
 def test_analyse_falls_back_to_the_send_counted_and_bounded_by_the_whole_delay() -> None:
@@ -319,6 +320,8 @@ def test_analyse_falls_back_to_the_send_counted_and_bounded_by_the_whole_delay()
     assert o.bounds[("chat", "request_delay")] == [(MS, MS, 0)] * 2
     assert o.bounds[("chat", "added_ttft")] == [(3 * MS, MS, 0)] * 2
     assert o.block["request_sent_from"] == {"write": 0, "send": 2}
+    assert any("client send: 2 of 2 streams without their request's write stamps" in line
+               for line in overhead_lines(o.block))
 
 
 def test_client_from_line_reads_the_requests_write_stamps() -> None:

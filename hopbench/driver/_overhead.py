@@ -744,6 +744,10 @@ def overhead_lines(block: Mapping[str, Any]) -> list[str]:
     if rx.get("app"):
         lines.append(f"  upstream receive: {rx['app']} of {rx['app'] + rx.get('wire', 0)} requests without the "
                      "kernel's stamp (the emulator's app stamp instead: request_delay known only to its value)")
+    sent = block.get("request_sent_from") or {}
+    if sent.get("send"):
+        lines.append(f"  client send: {sent['send']} of {sent['send'] + sent.get('write', 0)} streams without their "
+                     "request's write stamps (from the stream's send instead: request_delay known only to its value)")
     trig = block.get("retry_triggers") or {}
     if trig:
         lines.append("  retries triggered by: " + ", ".join(f"{k} {v}" for k, v in trig.items()))
