@@ -628,7 +628,8 @@ def compare(hop: HopbenchRun, client: dict[str, list[Leg]], up: dict[str, list[L
 
 
 #: the stamps ``stamps`` compares with the wire, in the order printed
-STAMPS = ("client: request sent", "upstream: request received", "upstream: first body bytes written",
+STAMPS = ("client: request sent", "client: request written (before)", "client: request written (after)",
+          "upstream: request received", "upstream: first body bytes written",
           "client: first body read", "upstream: content event written", "client: content event read")
 
 
@@ -636,7 +637,8 @@ def stamps(hop: HopbenchRun, client: dict[str, list[Leg]], up: dict[str, list[Le
     """Each of hopbench's stamps minus the wire's stamp of the same bytes, ns, on CLOCK_MONOTONIC
     (the pcap's CLOCK_REALTIME stamps shifted by ``hop.offset_ns``, the mean of before and after the
     run). Positive: hopbench's stamp is later than the segment on the wire. The request stamps
-    are the client's send stamp and the emulator's receive stamp (the request's last segment on
+    are the client's send stamp, its stamps just before and after the write that completed the
+    request (``request_sent_ns``) and the emulator's receive stamp (the request's last segment on
     its leg); the body and event stamps are paired with the segment carrying the same bytes
     (events: by order, streams whose legs hold as many content events as hopbench counted)."""
     off = sum(hop.offset_ns) // 2
@@ -646,6 +648,9 @@ def stamps(hop: HopbenchRun, client: dict[str, list[Leg]], up: dict[str, list[Le
             continue
         cl, ups, first, last = client[rid][0], hop.upstreams[rid], up[rid][0], up[rid][-1]
         out["client: request sent"].append(c.sent_ns - (cl.request.last_ns + off))
+        if c.request_sent_ns is not None:  # the write that completed the request: its last segment between
+            out["client: request written (before)"].append(c.wire_sent[0] - (cl.request.last_ns + off))
+            out["client: request written (after)"].append(c.request_sent_ns - (cl.request.last_ns + off))
         out["upstream: request received"].append(ups[0].received_ns - (first.request.last_ns + off))
         u, cr, ur = ups[-1], cl.response, last.response
         if ur is not None and ur.first_body_ns is not None and u.first_write_ns is not None:

@@ -27,7 +27,7 @@ from hopbench.engine._dispatch import Dispatcher, Slot
 from hopbench.engine._open_loop import OpenLoopMixin, Tuning
 from hopbench.config._profile import load_profile
 from hopbench.driver._single import run_profile
-from hopbench.engine._transport import StreamTransport
+from hopbench.engine._transport import SENT_AT, StreamTransport
 
 from _raw_http import read_request
 
@@ -94,6 +94,7 @@ def test_each_request_is_written_at_or_after_its_time_and_in_order() -> None:
     for s in slots:
         assert s.sent_ns is not None and s.sent_ns >= s.due_ns  # never early
         assert s.taken_ns == s.sent_ns and s.nsent == len(s.data or b"") and s.conn == "c"
+        assert s.wrote_ns >= s.sent_ns  # stamped after the write too: the bytes left between the two
     assert [s.sent_ns for s in slots] == sorted(s.sent_ns for s in slots if s.sent_ns is not None)
     b.settimeout(10)
     data = b""
@@ -313,6 +314,8 @@ async def test_transport_reads_the_answer_to_a_request_the_dispatcher_wrote(part
             r = await c.send(request)
             assert r.text == "ok" and r.extensions["hopbench.reused"] is True
             assert r.extensions["hopbench.retried"] is False
+            # the loop stamps the write of the rest; a request the thread wrote whole has the thread's
+            assert (SENT_AT in request.extensions) == (part is not None)
         nursery.cancel_scope.cancel()
     assert len(conns) == 1 and len(seen) == 2 and seen[1].endswith(b"second")  # written once, whole
 
@@ -470,6 +473,9 @@ def test_a_trace_replay_writes_from_the_dispatcher(tmp_path: Path) -> None:
     assert sorted(x["trace_line"] for x in streams) == list(range(1, 61))
     assert all(x["sent_ns"] >= x["start_ns"] for x in streams)
     assert 0 < s["load"]["dispatched"] <= 60 and s["load"]["trace"]["scheduled"] == 60
+    # the request's write is stamped whoever wrote it (the thread or the loop): after the send's stamp
+    for x in streams:
+        assert x["request_sent_ns"] - x["request_sent_bound_ns"] >= x["sent_ns"], x
 
 
 def test_session_arrivals_are_handed_to_the_loop_with_the_dispatcher_on(tmp_path: Path) -> None:

@@ -192,10 +192,11 @@ def test_analyse_reports_reordered_events_and_silences() -> None:
 def _client(id: str, sent: int = 0, reads: tuple[int, ...] = (60 * MS, 70 * MS), scenario: str = "chat",
             outcome: str = "completed", detail: str | None = None, measured: bool = True, end: int = 80 * MS,
             chars: tuple[int, ...] | None = None, lag: int = 0, output_tokens: int | None = 2,
-            keepalives: int = 0) -> ClientStream:
+            keepalives: int = 0, written: bool = True) -> ClientStream:
+    """``written``: its request's write stamped at ``sent``, exactly (False: a line without it)."""
     return ClientStream(id, scenario, outcome, detail, 200, measured, sent, reads[0] - MS if reads else None,
                         reads, chars if chars is not None else (1,) * len(reads), end, output_tokens,
-                        keepalives, lag)
+                        keepalives, lag, request_sent_ns=sent if written else None)
 
 
 def _up(id: str | None, received: int = 1 * MS, writes: tuple[int, ...] = (58 * MS, 68 * MS), *,
@@ -288,6 +289,49 @@ def test_analyse_added_e2e_ends_when_the_bodys_last_bytes_arrived() -> None:
     old = dataclasses.replace(_client("0-1"), content_bound_ns=(0, 4 * MS))
     assert analyse([old], [_up("0-1", wire=1 * MS)], boot_id=BOOT).bounds[("chat", "added_e2e")] == [(6 * MS, 14 * MS, 0)]
     assert "added_e2e" not in UNBOUNDED_METRICS  # summary.json gives it error_bound_ms
+
+
+def test_analyse_counts_from_the_requests_write_and_bounds_it() -> None:
+    """docs/gateway-overhead.md, "Definitions": request_delay and added_ttft count from the stamp
+    just before the write that completed the request (request_sent_ns - request_sent_bound_ns),
+    not from the stream's send; the write's duration is their error bound (the true value up to
+    that much lower). TTFT's own start is not moved."""
+    import dataclasses
+
+    # sent at 0, but its request written between 0.4 and 0.5 ms (a connect, building it)
+    c = dataclasses.replace(_client("0-1"), request_sent_ns=MS // 2, request_sent_bound_ns=MS // 10)
+    o = analyse([c], [_up("0-1", wire=1 * MS)], boot_id=BOOT)
+    assert o.values[("chat", "request_delay")] == [MS - 4 * MS // 10]
+    assert o.values[("chat", "added_ttft")] == [3 * MS - 4 * MS // 10]
+    assert o.values[("chat", "added_e2e")] == [6 * MS]  # (from the send, as before)
+    assert o.bounds[("chat", "request_delay")] == [(MS - 4 * MS // 10, MS // 10, 0)]
+    assert o.bounds[("chat", "added_ttft")] == [(3 * MS - 4 * MS // 10, MS // 10, 0)]
+    assert o.block["request_sent_from"] == {"write": 1, "send": 0}
+    assert not any("client send" in line for line in overhead_lines(o.block))
+
+
+def test_analyse_falls_back_to_the_send_counted_and_bounded_by_the_whole_delay() -> None:
+    """A line without the write's stamps (written before this version): from its send, counted,
+    and its request_delay known only to lie between 0 and its value (the write came at some time
+    between the send and the receipt)."""
+    clients = [_client("0-1", written=False), _client("0-2", written=False)]
+    o = analyse(clients, [_up("0-1", wire=1 * MS), _up("0-2", wire=1 * MS)], boot_id=BOOT)
+    assert o.values[("chat", "request_delay")] == [MS, MS]
+    assert o.bounds[("chat", "request_delay")] == [(MS, MS, 0)] * 2
+    assert o.bounds[("chat", "added_ttft")] == [(3 * MS, MS, 0)] * 2
+    assert o.block["request_sent_from"] == {"write": 0, "send": 2}
+    assert any("client send: 2 of 2 streams without their request's write stamps" in line
+               for line in overhead_lines(o.block))
+
+
+def test_client_from_line_reads_the_requests_write_stamps() -> None:
+    line = {"id": "0-1", "scenario": "chat", "outcome": "completed", "sent_ns": 5, "start_ns": 5,
+            "end_ns": 90, "request_sent_ns": 40, "request_sent_bound_ns": 7}
+    c = client_from_line(line, t0_mono_ns=1000)
+    assert c is not None and (c.sent_ns, c.request_sent_ns, c.request_sent_bound_ns) == (1005, 1040, 7)
+    assert c.wire_sent == (1033, 7)
+    old = client_from_line({k: v for k, v in line.items() if not k.startswith("request_")}, 1000)
+    assert old is not None and old.request_sent_ns is None and old.wire_sent == (1005, 0)
 
 
 def test_analyse_matches_by_marker_when_the_gateway_drops_the_header() -> None:

@@ -40,9 +40,9 @@ Body = Callable[[trio.SocketStream], Awaitable[None]]
 
 async def _run(body: Body, *, requests: int = 2, concurrency: int = 1, extra_run: str = "",
                scenario: str = "", during: Callable[[LoadRunner], Awaitable[None]] | None = None,
-               ) -> tuple[Snapshot, list[dict[str, Any]]]:
+               target: str = "") -> tuple[Snapshot, list[dict[str, Any]]]:
     """Serve every request with ``body`` (after reading the request) and run the profile
-    (``during``: a task beside the run, given its runner)."""
+    (``during``: a task beside the run, given its runner; ``target``: more ``[target]`` keys)."""
 
     async def handler(stream: trio.SocketStream) -> None:
         try:
@@ -59,7 +59,7 @@ async def _run(body: Body, *, requests: int = 2, concurrency: int = 1, extra_run
         url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
         profile = parse_profile(
             f'[run]\nrequests = {requests}\n{extra_run}\n[run.timeouts]\nidle_s = 20\n'
-            f'[load]\nconcurrency = {concurrency}\n[target]\nurl = "{url}"\n'
+            f'[load]\nconcurrency = {concurrency}\n[target]\nurl = "{url}"\n{target}\n'
             f'[[scenario]]\nprotocol = "chat"\nmodel = "m"\n{scenario}\n', "p.toml", env={})
         rec = Recorder(["chat-m"])
         runner = LoadRunner(profile, url, rec, Recorder(["chat-m"]), on_stream=lines.append)
@@ -376,3 +376,38 @@ async def test_runner_a_read_that_waited_bounds_its_earlier_events_by_the_loop_t
         assert stamp - b >= head  # never wider than the old one
         shrunk += b < (stamp - head) // 2
     assert shrunk >= 1  # (before: every bound was the whole silence since the head)
+
+
+@pytest.mark.parametrize("transport", ["hopbench", "httpx"])
+async def test_runner_writes_when_each_requests_last_byte_went_out(transport: str) -> None:
+    """streams.jsonl's ``request_sent_ns`` / ``request_sent_bound_ns`` (docs/results/files.md):
+    stamps around the write that completed the request, with either transport (httpx's: its
+    trace's ``send_request_body`` events): after the stream's send stamp (a connect and the
+    request's build come between), before the response head and, on hopbench's transport (one
+    write), before the server read the request (the "before" stamp). TTFT still counts from
+    ``sent_ns``."""
+    from hopbench._clock import now_ns
+
+    read_at: list[int] = []
+    runners: list[LoadRunner] = []
+
+    async def body(stream: trio.SocketStream) -> None:  # (called once the request was read)
+        read_at.append(now_ns())
+        await stream.send_all(_HEAD + b"\r\n" + _chunk(_chat('{"content":"hi"}', "stop"))
+                              + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+    async def during(runner: LoadRunner) -> None:
+        runners.append(runner)
+
+    _, lines = await _run(body, requests=3, scenario="include_usage = false", during=during,
+                          target=f'transport = "{transport}"')
+    t0 = runners[0]._t0
+    assert len(lines) == 3 and len(read_at) == 3
+    for x, read in zip(lines, read_at):
+        assert x["outcome"] == "completed", x
+        bound = x["request_sent_bound_ns"]
+        assert bound >= 0 and x["sent_ns"] <= x["request_sent_ns"] - bound <= x["request_sent_ns"]
+        assert x["request_sent_ns"] <= x["headers_ns"]
+        if transport == "hopbench":  # head and body in one write (httpx's body follows its head:
+            assert x["request_sent_ns"] - bound <= read - t0  # the server's one read may hold the head only)
+        assert x["ttft_ns"] == x["first_token_ns"] - x["start_ns"]  # TTFT's start is not moved

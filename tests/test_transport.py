@@ -113,6 +113,48 @@ async def test_transport_reports_connect_and_send_through_the_trace_extension() 
     assert seen == [connect, send, send, connect, send]
 
 
+@pytest.mark.parametrize("size", [2, 128 * 1024], ids=["small", "large-body"])
+async def test_transport_stamps_the_write_that_completed_the_request(size: int) -> None:
+    """``extensions[SENT_AT]`` (docs/gateway-overhead.md, ``request_sent_ns``): stamps just before
+    and just after the write of the request's last bytes: after the connect (the trace's
+    ``send_request_headers.started`` comes once it is open), and the "before" stamp before the
+    server read the request; a small request's "after" stamp too (one ``os.write``, no await
+    between it and the stamp). Ordering only: one clock."""
+    from hopbench._clock import now_ns
+    from hopbench.engine._transport import SENT_AT
+
+    read_at: list[int] = []
+
+    async def handler(stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        while await _read_request(stream, conn):
+            read_at.append(now_ns())
+            await stream.send_all(conn.send(h11.Response(status_code=200, headers=[("content-length", "2")])))
+            await stream.send_all(conn.send(h11.Data(data=b"ok")) + conn.send(h11.EndOfMessage()))
+            conn.start_next_cycle()
+
+    phases: list[tuple[str, int]] = []
+
+    async def trace(name: str, info: dict[str, object]) -> None:
+        phases.append((name, now_ns()))
+
+    async with trio.open_nursery() as nursery:
+        port = await _serve(handler, nursery)
+        async with httpx.AsyncClient(transport=StreamTransport(), base_url=f"http://127.0.0.1:{port}") as c:
+            for _ in range(2):  # a new connection, then a reused one
+                phases.clear()
+                request = c.build_request("POST", "/x", content=b"x" * size, extensions={"trace": trace})
+                t_send = now_ns()
+                assert (await c.send(request)).text == "ok"
+                before, after = request.extensions[SENT_AT]
+                written = dict(phases)["http11.send_request_headers.started"]
+                assert t_send <= written <= before <= after and before <= read_at[-1]
+                if size < 64 * 1024:  # one os.write took it whole (a large body's rest: send_all, which yields)
+                    assert after <= read_at[-1]
+        nursery.cancel_scope.cancel()
+    assert len(read_at) == 2
+
+
 async def test_transport_retries_a_stale_keepalive_connection_once() -> None:
     served = []
 

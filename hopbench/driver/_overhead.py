@@ -12,14 +12,19 @@ I/O, no trio: every function is a function of its arguments.
 Definitions (each value in ns, client stamps minus upstream stamps):
 
 - ``request_delay``: client sent the request -> the upstream received it
-  (the stream's *first* upstream attempt). "Received" is when the request's
+  (the stream's *first* upstream attempt). "Sent" is the client's stamp just
+  before the write that completed the request (``ClientStream.wire_sent``; the
+  write's duration is added to the sample's error bound), else the stream's send
+  stamp (a line without the write's stamps: the write came some time before the
+  receipt, so the bound takes the whole value), counted in the block's
+  ``request_sent_from``. "Received" is when the request's
   bytes reached the emulator's socket (the kernel's stamp, ground truth
   ``t0_wire_mono_ns``), else when its app was called (``t0_mono_ns``: late by
   the emulator's scheduling and parsing, so the sample's error bound is its
   whole value), counted in the block's ``upstream_received``.
 - ``first_event_delay``: the upstream wrote its first body bytes -> the client's
   first body read (the *last* attempt: the one whose answer the client got).
-- ``added_ttft``: the client's TTFT (sent -> first content event read) minus the
+- ``added_ttft``: the client's TTFT (sent, as above -> first content event read) minus the
   upstream's own (received, as above -> first content event written).
 - ``event_delay``: per upstream content event, its write -> the client read
   that delivered its last character (events aligned by order and content).
@@ -151,6 +156,11 @@ class ClientStream:
             the last content event).
         body_end_bound_ns: its error bound, ns (0: exact).
         gateway: the gateway's kind as its response headers tell (``gateway_kind``), or "".
+        request_sent_ns: just after the write that completed the request (its last
+            byte reached the kernel at most ``request_sent_bound_ns`` earlier), or
+            None (a line without it: ``request_delay`` and ``added_ttft`` then count
+            from ``sent_ns``, the stream's send, and the block counts them).
+        request_sent_bound_ns: that write's duration, ns (after - before stamp).
     """
 
     id: str
@@ -175,6 +185,17 @@ class ClientStream:
     body_end_ns: int | None = None
     body_end_bound_ns: int = 0
     gateway: str = ""
+    request_sent_ns: int | None = None
+    request_sent_bound_ns: int = 0
+
+    @property
+    def wire_sent(self) -> tuple[int, int]:
+        """(the earliest moment the request's last byte can have reached the kernel, ns;
+        how much later it can have been, ns): the stamp before the write that completed
+        it and that write's duration; ``(sent_ns, 0)`` without those stamps."""
+        if self.request_sent_ns is None:
+            return self.sent_ns, 0
+        return self.request_sent_ns - self.request_sent_bound_ns, self.request_sent_bound_ns
 
 
 #: buffering settings per gateway kind (docs/gateway-overhead.md, "Buffering settings")
@@ -303,6 +324,8 @@ def client_from_line(line: Mapping[str, Any], t0_mono_ns: int, warmup_ns: int = 
         content_bound_ns=array("q", line.get("content_bound_ns") or ()),
         first_read_bound_ns=int(line.get("first_read_bound_ns") or 0),
         body_end_ns=ab(line.get("body_end_ns")), body_end_bound_ns=int(line.get("body_end_bound_ns") or 0),
+        request_sent_ns=ab(line.get("request_sent_ns")),
+        request_sent_bound_ns=int(line.get("request_sent_bound_ns") or 0),
         gateway=gateway_kind(headers) if isinstance(headers := line.get("headers"), Mapping) else "")
 
 
@@ -510,6 +533,10 @@ class _Tally:
     #: first upstream attempts whose receive came from the kernel's stamp / the app's (a fallback)
     received_wire: int = 0
     received_app: int = 0
+    #: streams whose request_delay and added_ttft counted from the request's write stamps,
+    #: and those without them (from the stream's send: ``ClientStream.wire_sent``)
+    sent_wire: int = 0
+    sent_fallback: int = 0
 
     def put(self, scope: str, metric: str, v: int, below: int = 0, above: int = 0) -> None:
         """One value (ns) of ``metric``; a negative one is counted, not recorded (a clock problem).
@@ -559,21 +586,29 @@ class _Tally:
             c: the client stream; first: its first upstream attempt; last: the one that answered.
         """
         put, s = self.put, c.scenario
+        # from the request's write (its last byte left at most ``sb`` after ``sent``), else from the
+        # stream's send (the write came some time before the upstream's receipt: up to all of it)
+        sent, sb = c.wire_sent
+        if c.request_sent_ns is None:
+            self.sent_fallback += 1
+            sb = max(first.arrived_ns - sent, 0)
+        else:
+            self.sent_wire += 1
         # the upstream's receive: its wire stamp (exact to its clock move's error), else its
         # app's stamp, late by an unknown share of the time since the send (true value in [0, v])
         if first.wire_received_ns is not None:
             self.received_wire += 1
-            put(s, "request_delay", first.wire_received_ns - c.sent_ns, first.wire_error_ns, first.wire_error_ns)
+            put(s, "request_delay", first.wire_received_ns - sent, first.wire_error_ns + sb, first.wire_error_ns)
         else:
             self.received_app += 1
-            put(s, "request_delay", first.received_ns - c.sent_ns, first.received_ns - c.sent_ns)
+            put(s, "request_delay", first.received_ns - sent, first.received_ns - sent)
         late = last.wire_error_ns if last.wire_received_ns is not None else max(0, last.received_ns - c.sent_ns)
         cb = c.content_bound_ns
         if c.first_read_ns is not None and last.first_write_ns is not None:
             put(s, "first_event_delay", c.first_read_ns - last.first_write_ns, c.first_read_bound_ns)
         if c.content_read_ns and last.event_write_ns:
-            put(s, "added_ttft", (c.content_read_ns[0] - c.sent_ns) - (last.event_write_ns[0] - last.arrived_ns),
-                (cb[0] if cb else 0) + late, last.wire_error_ns if last.wire_received_ns is not None else 0)
+            put(s, "added_ttft", (c.content_read_ns[0] - sent) - (last.event_write_ns[0] - last.arrived_ns),
+                (cb[0] if cb else 0) + late + sb, last.wire_error_ns if last.wire_received_ns is not None else 0)
         if c.outcome == "completed" and last.end == "completed":
             end, below = _client_end(c)
             put(s, "added_e2e", (end - c.sent_ns) - (last.end_ns - last.arrived_ns), below + late,
@@ -631,6 +666,7 @@ def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, cl
         "match_rate": round(matched / n, 4) if n else None,
         "matched_by": {"header": join.by_header, "marker": join.by_marker},
         "upstream_received": {"wire": t.received_wire, "app": t.received_app},
+        "request_sent_from": {"write": t.sent_wire, "send": t.sent_fallback},
         "unseen_by_upstream": t.unseen,
         "unseen_outcomes": dict(sorted(t.unseen_by.items())),
         "cancelled_before_upstream": t.cancelled_before_upstream,
@@ -708,6 +744,10 @@ def overhead_lines(block: Mapping[str, Any]) -> list[str]:
     if rx.get("app"):
         lines.append(f"  upstream receive: {rx['app']} of {rx['app'] + rx.get('wire', 0)} requests without the "
                      "kernel's stamp (the emulator's app stamp instead: request_delay known only to its value)")
+    sent = block.get("request_sent_from") or {}
+    if sent.get("send"):
+        lines.append(f"  client send: {sent['send']} of {sent['send'] + sent.get('write', 0)} streams without their "
+                     "request's write stamps (from the stream's send instead: request_delay known only to its value)")
     trig = block.get("retry_triggers") or {}
     if trig:
         lines.append("  retries triggered by: " + ", ".join(f"{k} {v}" for k, v in trig.items()))

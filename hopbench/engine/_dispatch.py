@@ -199,7 +199,8 @@ class Slot:
 
     Set by the thread: ``taken_ns`` (when it took the arrival up: the write's
     stamp, or when it gave up writing it), ``sent_ns`` (the write's stamp when
-    the whole request went out, else None), ``conn`` (the
+    the whole request went out, else None), ``wrote_ns`` (the stamp just after
+    that write: its last byte reached the kernel between the two), ``conn`` (the
     connection written on), ``nsent`` (bytes written), ``full`` (max_in_flight
     streams were open: not sent), ``stale`` (connections found closed by the
     server while idle, for the loop to close), ``held`` (not tried: an earlier
@@ -207,7 +208,7 @@ class Slot:
     too, to leave after it).
     """
 
-    __slots__ = ("due_ns", "origin", "data", "payload", "taken_ns", "sent_ns", "conn", "nsent",
+    __slots__ = ("due_ns", "origin", "data", "payload", "taken_ns", "sent_ns", "wrote_ns", "conn", "nsent",
                  "full", "stale", "held")
 
     def __init__(self, due_ns: int, origin: Any, data: bytes | None, payload: Any) -> None:
@@ -217,6 +218,7 @@ class Slot:
         self.payload = payload
         self.taken_ns = 0
         self.sent_ns: int | None = None
+        self.wrote_ns = 0
         self.conn: Any = None
         self.nsent = 0
         self.full = False
@@ -430,7 +432,7 @@ class Dispatcher:
                 continue
             slot.conn, slot.nsent, slot.taken_ns = conn, n, t
             if n == len(data):
-                slot.sent_ns = t
+                slot.sent_ns, slot.wrote_ns = t, self.now_ns()
                 self.sent += 1
             return
         slot.taken_ns = self.now_ns()

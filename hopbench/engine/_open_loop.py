@@ -44,6 +44,7 @@ from ..workload._pool import Prepared
 from ..workload._trace_bodies import TraceBodies, body_template
 from ._dispatch import Dispatcher, Slot
 from ._pacer import Pacer, real_clock
+from ._transport import SENT_AT
 from ._schedule import TAKEN, Arrivals, DueCount, WindowCount
 from ._stream import _Plan
 from ._transport import StreamTransport
@@ -731,6 +732,7 @@ class OpenLoopMixin:
                 plan.request.extensions["hopbench.presend"] = (slot.conn, slot.nsent, slot.data)
             # (started first: the gauge only counts a stream that will end)
             if slot.sent_ns is not None:
+                plan.request.extensions[SENT_AT] = (slot.sent_ns, slot.wrote_ns)  # (the thread's write)
                 self._streams.start_soon(self._stream, sc, intended, True, None, plan, slot.sent_ns,
                                          slot.taken_ns)
                 rec.record_global("schedule_lag", max(slot.sent_ns - intended, 0))

@@ -59,7 +59,7 @@ from ._client import _Client, send_own
 from ._classify import _detail, _http_error_code, classify_exception
 from ._runqueue import RunQueueWatch
 from ._schedule import LATER_SENT, SENT, WindowCount
-from ._transport import StreamTransport
+from ._transport import SENT_AT, StreamTransport
 from ._watch import away_ns
 
 __all__ = ["REQUEST_ID_HEADER", "StreamMixin"]
@@ -338,8 +338,9 @@ class StreamMixin:
         # [the stream's phase (hopbench.measure._inflight), whether its request was written,
         # when the gauge counted it awaiting headers (clock ns), the stream's timeout
         # scope and its total deadline (ns) once _stream has them, its turn among the
-        # loop's writes of its due time (_WriteTurns, ticket) or None]
-        stage: list[Any] = [WAITING, False, 0, None, None, None]
+        # loop's writes of its due time (_WriteTurns, ticket) or None,
+        # httpx's transport only: stamps before and after its request body's write, ns (0: none)]
+        stage: list[Any] = [WAITING, False, 0, None, None, None, 0, 0]
         first_byte_ns = self.profile.run.timeouts.first_byte_ns
         plan = _Plan(sc, req, arm, cancel, scope_name, headers, shape, expect, stage)
 
@@ -362,6 +363,10 @@ class StreamMixin:
                                                 else min(t + first_byte_ns, total))
                 gauge.move(t, stage[0], AWAITING_HEADERS, not stage[1])
                 stage[0], stage[1], stage[2] = AWAITING_HEADERS, True, t
+            elif name.endswith("send_request_body.started"):  # httpx's transport (own: SENT_AT)
+                stage[6] = now_ns()
+            elif name.endswith("send_request_body.complete"):
+                stage[7] = now_ns()
             elif name.endswith(("connect_tcp.started", "connect_unix_socket.started")):
                 if stage[3] is not None and first_byte_ns:  # the connect has connect_s
                     stage[3].deadline = ns_to_s(1 << 62 if stage[4] is None else stage[4])
@@ -560,7 +565,11 @@ class StreamMixin:
             later = req is not None and req.turn > 1
             self._window.note(LATER_SENT if later else SENT, intended_ns, end, None if later else taken_ns)
         if self.on_stream is not None:
-            line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0)
+            request = plan.request  # when its last byte went out (docs/gateway-overhead.md)
+            sent_at = request.extensions.get(SENT_AT) if isinstance(request, httpx.Request) else None
+            if sent_at is None and stage[7]:  # httpx's transport: its trace's stamps
+                sent_at = (stage[6], stage[7])
+            line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0, sent_at)
             line["warmup"] = rec is not self.rec  # (docs/results/files.md: a warm-up stream)
             if arm is not None:
                 line["arm"], line["scenario"] = arm[0], sc.name

@@ -32,6 +32,8 @@ obtaining the connection (0 for a reused one), integer ns from trio's clock;
 connection was replaced once: see ``handle_async_request``);
 ``extensions["hopbench.body"]``: the raw body stream, which the runner iterates
 directly (one chunk per network read, no content decoding).
+The request's ``extensions[SENT_AT]`` is set to the stamps around the write that
+completed it (``_send_last``).
 
 A request's ``extensions["trace"]`` (httpx's request tracing, an async
 callable ``(name, info)``) is awaited with two of the event names httpcore
@@ -44,6 +46,7 @@ written on an open connection (``info`` is an empty dict).
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
 import ssl
@@ -64,7 +67,13 @@ from ..emulator._rx_stamp import SO_TIMESTAMPNS as _SO_TIMESTAMPNS
 from ..emulator._rx_stamp import TIMESPEC as _TIMESPEC
 from ..emulator._rx_stamp import keep_kernel_stamps
 
-__all__ = ["MalformedResponse", "StreamTransport"]
+__all__ = ["MalformedResponse", "StreamTransport", "SENT_AT"]
+
+#: the request extension a write of the request's last bytes sets: ``(before_ns, after_ns)``,
+#: ``now_ns`` stamps around the write that completed it (``_send_last``; the open loop's
+#: thread, hopbench.engine._dispatch; httpx's trace, hopbench.engine._stream); a retried
+#: request's is its last write's
+SENT_AT = "hopbench.sent_at"
 
 _READ_SIZE = 64 * 1024
 Origin = tuple[bytes, str, int]
@@ -421,10 +430,11 @@ class StreamTransport(httpx.AsyncBaseTransport):
                 # would be the client's own scheduling, so none is reported.
                 t_write = now_ns()
                 await conn.stream.send_all(data[0])
-                await conn.stream.send_all(data[1])
-                write_ns = now_ns() - t_write
+                sent_at = await _send_last(conn.stream, data[1])
+                request.extensions[SENT_AT] = sent_at
+                write_ns = sent_at[1] - t_write
             else:
-                await conn.stream.send_all(data)
+                request.extensions[SENT_AT] = await _send_last(conn.stream, data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             await trio.aclose_forcefully(conn.stream)
             if conn.reused:
@@ -577,6 +587,37 @@ async def _recv_stamped(stream: trio.SocketStream, n: int) -> tuple[bytes, int, 
             # CLOCK_REALTIME -> hopbench's clock: both read now, microseconds apart
             return data, sec * 1_000_000_000 + nsec - time.time_ns() + now_ns(), waited
     return data, 0, waited
+
+
+async def _send_last(stream: trio.abc.Stream, data: bytes) -> tuple[int, int]:
+    """Write ``data``, the request's last bytes, on ``stream``; returns ``(before_ns, after_ns)``:
+    stamps (``now_ns``) just before and just after the write that completed the request: the
+    moment its last byte reached the kernel lies between them (docs/gateway-overhead.md,
+    "Definitions": ``request_sent_ns``).
+
+    On plain TCP the first write is one ``os.write`` between the two stamps, with no await in
+    between (trio's ``send_all`` yields to the loop after its write: its "after" would carry a
+    whole loop turn); what the socket buffer did not take, and a TLS stream, go through
+    ``send_all`` (its last write lies somewhere in that call: a wider bound).
+
+    Raises:
+        OSError, trio.BrokenResourceError, trio.ClosedResourceError: the write failed;
+        trio.Cancelled: the stream was cancelled before the write.
+    """
+    if type(stream) is trio.SocketStream:
+        await trio.lowlevel.checkpoint_if_cancelled()  # as send_all: a cancelled stream writes nothing
+        before = now_ns()
+        try:
+            n = os.write(stream.socket.fileno(), data)
+        except BlockingIOError:
+            n = 0
+        after = now_ns()
+        if n == len(data):
+            return before, after
+        data = data[n:]
+    before = now_ns()
+    await stream.send_all(data)
+    return before, now_ns()
 
 
 def _reason(exc: BaseException) -> str:

@@ -87,8 +87,15 @@ class HeaderValues:
         return f"header.{name}={value}"
 
 
-def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dict[str, Any]:
+def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int,
+                sent_at: tuple[int, int] | None = None) -> dict[str, Any]:
     """One streams.jsonl line (docs/results.md): stamps relative to ``t0_ns``.
+
+    ``sent_at``: stamps (ns, the run's clock) just before and just after the write
+    that completed the request (``hopbench.engine._transport.SENT_AT``), or None
+    (not written, or not known): then ``request_sent_ns`` (the after stamp, from the
+    run start) and ``request_sent_bound_ns`` (after - before: the last byte reached
+    the kernel at most that much earlier) are left out.
 
     Returns:
         A JSON-ready dict: id, scenario, outcome, detail (None when ""), status,
@@ -121,6 +128,9 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int) -> dic
         "max_silence_ns": r.max_silence_ns or 0, "keepalives": r.keepalives,
         "client_lag_ns": r.client_lag_ns,
     }
+    if sent_at is not None:  # only where the request's write was stamped
+        line["request_sent_ns"] = sent_at[1] - t0_ns
+        line["request_sent_bound_ns"] = max(sent_at[1] - sent_at[0], 0)
     if r.cached_tokens is not None:  # only where the usage reported it
         line["cached_tokens"] = r.cached_tokens
     if r.headers:
