@@ -240,7 +240,7 @@ class _PacedHandler(socketserver.BaseRequestHandler):
 async def test_runner_stamps_events_when_they_reached_the_socket_not_when_a_late_loop_read_them() -> None:
     """The client's loop is blocked 40 ms at a time: it reads the events late and several at
     once. The answer's end is [DONE]'s kernel receive stamp: on the host's monotonic clock it
-    lies between the server's stamps around its write (1 ms allowed for the two clocks'
+    lies between the server's stamps around its write (2 ms allowed for the two clocks'
     conversion), while the read of [DONE] came up to 40 ms later; earlier events of a read
     are counted bounded, the client's lateness is client_read_lag (docs/results/units.md,
     "Times from the wire")."""
@@ -275,7 +275,10 @@ async def test_runner_stamps_events_when_they_reached_the_socket_not_when_a_late
            for end, (before, after) in zip(ends, _PacedHandler.done)]
     late = [(x["end_ns"] - x["start_ns"] - x["e2e_ns"]) / 1e6 for x in lines]  # the client's close
     print("answer end outside the server's write (ms):", off, "the close came later by (ms):", late)
-    assert all(abs(o) <= 1.0 for o in off), off
+    # (2 ms: the transport moves a kernel stamp to its clock with two clock reads, and a preemption
+    # between them shifts it, as in test_transport: 1.21 ms seen beside a packet capture.
+    # TODO: record that move's measured error in the transport and allow exactly it.)
+    assert all(abs(o) <= 2.0 for o in off), off
     assert snap.counter(ALL, "wire.items_bounded") > 0  # reads that carried several events
     assert snap.histogram(ALL, "client_read_lag").max >= 20_000_000
 
