@@ -152,7 +152,7 @@ def sdk_parse(trials: Sequence[Trial], read: Callable[[str, bytes], SdkRead]) ->
         assert t.upstream is not None
         want = read(t.protocol, t.upstream.body)
         if want.missing is not None:
-            return "skip", f"{t.scenario}: {want.missing}", want.missing, None
+            return "skip", f"{t.scenario}: not read (no SDK installed)", want.missing, None  # why: which one
         got = read(t.protocol, t.probe.body)
         if want.error is not None:
             return ("inconclusive", f"{t.scenario}: the SDK cannot read the upstream's own stream",
@@ -161,7 +161,8 @@ def sdk_parse(trials: Sequence[Trial], read: Callable[[str, bytes], SdkRead]) ->
             return "pass", f"{t.scenario}: {want.sdk} read the same text, tool calls and usage", None, None
         why = (f"{got.sdk} raised {got.error}" if got.error is not None
                else f"{got.sdk} read other values: {_diff(want.values, got.values)}")
-        return "fail", f"{t.scenario}: {why}", why, {"upstream": short(json.dumps(want.values)),
+        said = f"{got.sdk} raised an error" if got.error is not None else f"{got.sdk} read other values"
+        return "fail", f"{t.scenario}: {said}", why, {"upstream": short(json.dumps(want.values)),
                                                     "client": short(json.dumps(got.values))}
     return _judge("sdk_parse", "the official SDK reads the client's stream into the upstream's text, tool calls "
                   "and usage", trials, one)
