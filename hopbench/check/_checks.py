@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._format import plural
 from .._units import NS_PER_MS
 from ..config._contract_spec import ContractSpec
 from ._probe import Probe
@@ -119,7 +120,7 @@ def events_unchanged(trials: Sequence[Trial]) -> CheckResult:
         up = timeline(t.upstream.writes).data
         cl = timeline(t.probe.reads).data
         if up == cl:
-            return "pass", f"{t.scenario}: {len(up)} of {len(up)} events identical", None, None
+            return "pass", f"{t.scenario}: {len(up)} of {len(up)} {plural(len(up), 'event')} identical", None, None
         k = next((i for i, (a, b) in enumerate(zip(up, cl)) if a != b), min(len(up), len(cl)))
         rest_up, rest_cl = up[k:], cl[k:]
         dropped = sum(1 for e in rest_up if e not in rest_cl)
@@ -350,7 +351,7 @@ def midstream_error_shape(trials: Sequence[Trial]) -> CheckResult:
         up = timeline(t.upstream.writes).data if t.upstream is not None else ()
         got = len(timeline(t.probe.reads).data)
         if got < len(up) - 1:  # the upstream's last data event is its error: the cut came before it
-            return ("fail", obs, f"the gateway cut the stream after {got} of the upstream's {len(up)} events, "
+            return ("fail", obs, f"the gateway cut the stream after {got} of the upstream's {len(up)} {plural(len(up), 'event')}, "
                     "before its error event", sample)
         return "fail", obs, "no error event reached the client", sample
     return _judge("midstream_error_shape", "status 200, then the protocol's error event (chat data {\"error\"}, "
