@@ -489,6 +489,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from ._format import fmt_size
     from .report._page import write_report
 
     try:
@@ -496,7 +497,7 @@ def _report(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         print(f"hopbench report: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    print(f"report: {path} ({fmt_size(path.stat().st_size)})")
     return EXIT_OK
 
 

@@ -75,3 +75,9 @@ def test_the_length_rule_catches_what_issue_39_found() -> None:
     tree = ast.parse('f"{len(folders)} repeats: at least 3"; f"{step}: {len(t)} requests"; '
                      'f"event {k} of {len(up)} differs"; f"{len(xs)} {plural(len(xs), \'repeat\')}"')
     assert _len_then_plural_noun(tree) == [(1, "repeats"), (1, "requests")]
+
+
+def test_fmt_size_never_says_zero_mb() -> None:
+    from hopbench._format import fmt_size
+
+    assert [fmt_size(n) for n in (42_500, 99_999, 100_000, 1_300_000)] == ["42.5 KB", "100.0 KB", "0.1 MB", "1.3 MB"]
