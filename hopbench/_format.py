@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fmt_num", "fmt_cell", "fmt_limit", "load_phrase", "cpu_phrase", "plural"]
+__all__ = ["fmt_num", "fmt_cell", "fmt_limit", "load_phrase", "cpu_phrase", "plural", "fmt_size"]
 
 
 def plural(n: int, noun: str, many: str | None = None) -> str:
@@ -25,6 +25,12 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
     "2 workers", never "worker(s)" (issue 39: every message true). The caller prints the count.
     Never raises."""
     return noun if n == 1 else (many if many is not None else noun + "s")
+
+
+def fmt_size(n_bytes: int) -> str:
+    """A file's size for a message: MB (10^6 bytes) with one decimal, or KB (10^3) under
+    0.1 MB, so a small file never reads "0.0 MB" (issue 39): "1.3 MB", "42.5 KB". Never raises."""
+    return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 100_000 else f"{n_bytes / 1e3:.1f} KB"
 
 
 def fmt_num(value: object) -> str:

@@ -170,7 +170,8 @@ def _add_validate(sub: _Subparsers) -> None:
                        "prompt files, environment variables), every one given: 'PATH: ok' for each valid "
                        "one, each invalid one's first error on stderr; exit 0 when all are valid, 2 when any "
                        "is not.")
-    v.add_argument("profile", type=Path, nargs="+")
+    v.add_argument("profile", type=Path, nargs="+", metavar="PROFILE",
+                   help="one or more profiles (TOML), e.g. profiles/*.toml")
     v.set_defaults(handler=_validate, parser=v)
 
 
@@ -182,7 +183,8 @@ def _add_serve(sub: _Subparsers) -> None:
     s.add_argument("--port", type=_port, default=8000, help="TCP port, 0 for any free (default 8000)")
     s.add_argument("--config", type=Path, help="emulator TOML config file")
     s.add_argument("--record", type=Path, help="append ground truth (JSON lines) to this file")
-    s.add_argument("--log-level", default="warning", choices=_LOG_LEVELS)
+    s.add_argument("--log-level", default="warning", choices=_LOG_LEVELS,
+                   help="the server's (uvicorn's) log level on stderr (default warning)")
     # Used by EmbeddedEmulator: the config as JSON (to_mapping) and where to report the URL.
     s.add_argument("--config-json", type=Path, help=argparse.SUPPRESS)
     s.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
@@ -223,16 +225,19 @@ def _add_compare(sub: _Subparsers) -> None:
     """``hopbench compare BASE_DIR CAND_DIR``: two results folders, with statistics."""
     from .views._compare import ALPHA, MIN_ABS_MS, MIN_EFFECT  # the defaults live with the statistics
 
-    c = sub.add_parser("compare", help="compare two results folders with statistics (hopbench compare --help)",
-                       description="Compare two results folders per scope and metric, with a verdict "
+    c = sub.add_parser("compare", help="compare two results folders, or the arms of one A/B arms folder, with statistics "
+                       "(hopbench compare --help)",
+                       description="Compare two results folders (or the arms of one A/B arms folder) per scope and "
+                                   "metric, with a verdict "
                                    "from statistical tests on the HDR histograms. See docs/compare.md.",
                        epilog="Exit codes: 0; with --fail-on-worse 1 when a figure is worse beyond the runs' "
                               "noise, 5 when one is inconclusive (retry on a quieter runner); 2 bad input.")
-    c.add_argument("base_dir", type=Path, metavar="BASE_DIR")
+    c.add_argument("base_dir", type=Path, metavar="BASE_DIR",
+                   help="the baseline results folder (or hopbench check folder), or an A/B arms folder alone")
     c.add_argument("candidate_dir", type=Path, metavar="CAND_DIR", nargs="?",
                    help="omitted: BASE_DIR is an A/B arms run, each arm judged against the first on the "
                         "rounds' paired differences (docs/ab-arms.md, 'Paired verdicts')")
-    c.add_argument("--format", choices=_FORMATS, default="text")
+    c.add_argument("--format", choices=_FORMATS, default="text", help="output format (default text)")
     c.add_argument("--metric", action="append", metavar="NAME",
                    help="metric to compare (repeat, or comma-separate); default: the gateway-facing ones")
     c.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
@@ -259,7 +264,8 @@ def _add_calibrate(sub: _Subparsers) -> None:
                                    "See docs/gate.md, 'Calibrate first'.",
                        epilog="Exit codes: 0, 2 bad input (fewer than 3 folders, an unknown figure, an "
                               "unreadable folder).")
-    k.add_argument("results_dirs", type=Path, nargs="+", metavar="RESULTS_DIR")
+    k.add_argument("results_dirs", type=Path, nargs="+", metavar="RESULTS_DIR",
+                   help="3 or more results folders of one profile run unchanged (A/A repeats)")
     k.add_argument("--figure", action="append", metavar="METRIC.STAT",
                    help="figure to calibrate (repeat, or comma-separate); default: the gateway overhead's "
                         f"{', '.join(OVERHEAD_FIGURES)} when the repeats measured them (an [upstream]), then "
@@ -268,7 +274,7 @@ def _add_calibrate(sub: _Subparsers) -> None:
                    help="scope (scenario) to calibrate in (repeat); default: all")
     k.add_argument("--alpha", type=float, default=0.01,
                    help="the budgets' designed false-alarm rate (default 0.01)")
-    k.add_argument("--format", choices=("text", "json"), default="text")
+    k.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     k.set_defaults(handler=_calibrate, parser=k)
 
 
@@ -303,8 +309,10 @@ def _add_check(sub: _Subparsers) -> None:
     """``hopbench check PROFILE``: hold a gateway to its streaming contract (docs/check.md)."""
     c = sub.add_parser("check", help="hold a gateway to its streaming contract: exit 1 when a check fails",
                        description="Drive the emulator behind the gateway (the profile's [upstream] listen) "
-                       "through a script of behaviours and grade each check of the profile's [contract] (the "
-                       "HopBase contract without one): pass, fail, skip or inconclusive (docs/check.md). Exit 0 no "
+                       "through a script of behaviours and grade each check of the profile's [contract] "
+                       "(without one, the HopBase contract: events passed unchanged, a keepalive comment about "
+                       "every 10 s of silence, a retry or error after 90-150 s of upstream silence, errors as "
+                       "in-stream events; docs/check.md, 'The contract'): pass, fail, skip or inconclusive. Exit 0 no "
                        "check failed, 1 one did, 2 bad input, 4 nothing could be checked.")
     c.add_argument("profile", type=Path, help="the check profile (TOML), e.g. profiles/check.toml")
     c.add_argument("--out", type=Path, metavar="DIR",
@@ -482,6 +490,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from ._format import fmt_size
     from .report._page import write_report
 
     try:
@@ -489,7 +498,7 @@ def _report(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         print(f"hopbench report: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    print(f"report: {path} ({fmt_size(path.stat().st_size)})")
     return EXIT_OK
 
 

@@ -64,6 +64,7 @@ def test_report_html_of_a_check_folder(tmp_path: Path, hopbench_cli) -> None:  #
     (a / "contract.json").write_text(json.dumps(doc))
     r = hopbench_cli(["report", str(a)])
     assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().endswith(" KB)") and "(0.0 MB)" not in r.stdout  # a small page in KB (issue 39)
     page = (a / "report.html").read_text()
     assert "<h2>Streaming contract</h2>" in page and "<script>x</script>" not in page
     assert "&lt;script&gt;x&lt;/script&gt; held 208.8 ms" in page

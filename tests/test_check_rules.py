@@ -9,7 +9,9 @@ from pathlib import Path
 
 from hopbench.check import CheckResult, check_exit_code
 from hopbench.check._checks import (Trial, cancel_propagation, events_unchanged, fault_translation,
-                                    keepalive_cadence, midstream_error_shape, no_buffering, retries, stall_handling, usage_passthrough)
+                                    keepalive_cadence, midstream_error_shape, no_buffering, retries, sdk_parse, stall_handling,
+                                    usage_passthrough)
+from hopbench.check._sdk import SdkRead
 from hopbench.check._probe import Probe
 from hopbench.check._upstream import Exchange
 from hopbench.config._contract_spec import ContractSpec
@@ -144,6 +146,18 @@ def test_usage_passthrough_compares_with_the_upstreams_usage() -> None:
              (2 * MS, b"data: [DONE]\n\n")]
     r = usage_passthrough([_trial(up, other)])
     assert r.status == "fail" and "7" in r.observed and "9" in r.observed
+
+
+def test_sdk_parse_says_its_reason_once_not_in_both_observed_and_why() -> None:
+    # issue 39: a skip (no SDK) and a fail printed the same sentence as observed and as why
+    up = [(0, _chunk(0)), (MS, b"data: [DONE]\n\n")]
+    missing = sdk_parse([_trial(up, up)], lambda p, b: SdkRead("", missing="the openai SDK is not installed"))
+    assert missing.status == "skip" and missing.why == "s: the openai SDK is not installed"
+    assert "not installed" not in missing.observed
+    answers = {True: SdkRead("openai 9", {"text": "t0"}), False: SdkRead("openai 9", {"text": "t1"})}
+    cl = [(0, _chunk(1)), (MS, b"data: [DONE]\n\n")]
+    other = sdk_parse([_trial(up, cl)], lambda p, b: answers[b == _chunk(0) + b"data: [DONE]\n\n"])
+    assert other.status == "fail" and other.why is not None and "t1" in other.why and "t1" not in other.observed
 
 
 def test_check_exit_code_rule() -> None:

@@ -343,3 +343,16 @@ def test_cli_ctrl_c_while_the_tables_print_keeps_a_complete_runs_exit_code(
     # the gate's own code: 1 (breached) or, on a machine too busy to tell, 5 (inconclusive)
     assert code == json.loads((out / "gate.json").read_text())["exit_code"]
     assert code in (_exit.EXIT_BREACH, _exit.EXIT_INCONCLUSIVE)
+
+
+def test_every_argument_of_every_subcommand_has_help() -> None:
+    """Issue 39: ``--help`` left validate's PROFILE, compare's BASE_DIR, calibrate's RESULTS_DIR and
+    serve's --log-level unexplained; the top-level compare entry did not name the A/B arms folder."""
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {a.dest}" for name, p in subs.choices.items() for a in p._actions
+            if not isinstance(a, argparse._HelpAction) and a.help is None]
+    assert bare == []
+    top = {c.dest: c.help for c in subs._choices_actions}
+    assert "A/B arms" in (top["compare"] or "")
+    assert "keepalive comment" in (subs.choices["check"].description or "")  # what the HopBase contract is

@@ -272,7 +272,7 @@ def test_limit_held_passes_breach_beyond_noise_fails_within_is_inconclusive() ->
         Limit(110.0, 100.0, "<=", "ms", Noise(None, 2), 300, 2),
     ], ALPHA)
     assert held.verdict == PASS and held.reason == "pass: 99 <= 100 ms"
-    assert far.verdict == FAIL and far.reason.startswith("fail: 110 <= 100 ms is breached by 10 ms, beyond")
+    assert far.verdict == FAIL and far.reason.startswith("fail: 110 ms, limit <= 100 ms: over by 10 ms, beyond")
     assert near.verdict == INCONCLUSIVE and "within the run's noise" in near.reason
     assert unknown.verdict == INCONCLUSIVE and "fewer than 3 batches" in unknown.reason
 

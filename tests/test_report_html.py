@@ -20,7 +20,7 @@ from hopbench._errors import ResultsError
 from hopbench.measure._hdr import Histogram
 from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import ALL
-from hopbench.report._figures import spectrum
+from hopbench.report._figures import spectrum, spectrum_figure
 from hopbench.report._page import (BASIC_TRACES, PLOTLY_BASIC_JS, basic_bundle_version, load_run, read_hlog,
                                    same_minor, write_report)
 from hopbench.cli import main
@@ -179,6 +179,14 @@ def test_spectrum_matches_hgrm_file(runs: tuple[Path, Path]) -> None:
     assert values[-1] == pytest.approx(h.max / 1e6, abs=5e-4) and pcts[-1] == 100.0
 
 
+def test_spectrum_figure_says_no_samples_in_an_empty_panel(runs: tuple[Path, Path]) -> None:
+    # issue 39: a gateway-overhead run's upstream_silence panel was blank, with no word on why
+    fig = spectrum_figure([load_run(runs[0])], ["ttft", "upstream_silence"], "t")
+    notes = [a for a in fig.layout.annotations if a.text.startswith("no samples")]
+    assert [(n.xref, n.yref) for n in notes] == [("x2 domain", "y2 domain")]  # the second panel only
+    assert "a gap over 500 ms between two upstream writes" in notes[0].text.replace("<br>", " ")
+
+
 def test_spectrum_empty_histogram_is_empty() -> None:
     assert spectrum(Histogram("ttft")) == ([], [], [])
 
@@ -231,7 +239,8 @@ def test_report_main_writes_and_names_unreadable_input(runs: tuple[Path, Path], 
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.html"
     assert main(["report", str(runs[0]), "--out", str(out)]) == 0
-    assert out.is_file() and str(out) in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert out.is_file() and str(out) in said and " MB)" in said  # the page embeds plotly.js: over 1 MB
     missing = tmp_path / "nope"
     assert main(["report", str(missing)]) == 2
     assert str(missing) in capsys.readouterr().err

@@ -184,7 +184,7 @@ def test_gate_exact_breach_fails_and_holds_pass(runs: dict[str, Path]) -> None:
     v = _gate(runs["base"], {"ttft.count": ">= 1000", "ttft.p50": "<= 10s", "error_rate": "<= 1%"})
     assert [j.verdict for _, j, _ in v.budgets] == ["fail", "pass", "pass"]
     assert v.verdict == "fail" and v.exit_code == 1
-    assert v.reason() == "gate FAILED: ttft.count: fail: 240 >= 1000 is breached by 760 (exact: no noise to weigh it by)"
+    assert v.reason() == "gate FAILED: ttft.count: fail: 240, limit >= 1000: short by 760 (exact: no noise to weigh it by)"
 
 
 @pytest.mark.slow
@@ -315,7 +315,7 @@ def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path
     # breached by 5 ms: the run's 10 ms of client delay could explain it; with 9 ms of it in the
     # limit already, the limit moves up by the 1 ms more this run had, and 4 ms is 8 standard errors
     assert verdicts[0].verdict == "inconclusive"
-    assert verdicts[1].verdict == "fail" and " ms is breached by 4 ms, beyond" in verdicts[1].reason
+    assert verdicts[1].verdict == "fail" and " ms: over by 4 ms, beyond" in verdicts[1].reason
     # a quieter client than the calibration's: the limit stays (never tighter)
     rn = RunNoise("base", {}, s)
     rn._cache[("all", "ttft", "p50")] = Noise(0.5, 12, 1.0, "its loop lag mean")
@@ -377,7 +377,7 @@ def test_run_quiet_prints_the_gates_verdict(tmp_path: Path, capsys: pytest.Captu
                     '[gate]\n"ttft.count" = ">= 1000"\n', encoding="utf-8")
     assert main(["run", str(prof), "--out", str(tmp_path / "r"), "-q"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "gate FAILED: ttft.count: fail: 6 >= 1000 is breached by 994 (exact: no noise to weigh it by)"
+    assert out[0] == "gate FAILED: ttft.count: fail: 6, limit >= 1000: short by 994 (exact: no noise to weigh it by)"
     assert out[1] == f"results: {tmp_path / 'r'}"
 
 

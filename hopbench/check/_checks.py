@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._format import plural
 from .._units import NS_PER_MS
 from ..config._contract_spec import ContractSpec
 from ._probe import Probe
@@ -119,7 +120,7 @@ def events_unchanged(trials: Sequence[Trial]) -> CheckResult:
         up = timeline(t.upstream.writes).data
         cl = timeline(t.probe.reads).data
         if up == cl:
-            return "pass", f"{t.scenario}: {len(up)} of {len(up)} events identical", None, None
+            return "pass", f"{t.scenario}: {len(up)} of {len(up)} {plural(len(up), 'event')} identical", None, None
         k = next((i for i, (a, b) in enumerate(zip(up, cl)) if a != b), min(len(up), len(cl)))
         rest_up, rest_cl = up[k:], cl[k:]
         dropped = sum(1 for e in rest_up if e not in rest_cl)
@@ -152,7 +153,7 @@ def sdk_parse(trials: Sequence[Trial], read: Callable[[str, bytes], SdkRead]) ->
         assert t.upstream is not None
         want = read(t.protocol, t.upstream.body)
         if want.missing is not None:
-            return "skip", f"{t.scenario}: {want.missing}", want.missing, None
+            return "skip", f"{t.scenario}: not read (no SDK installed)", want.missing, None  # why: which one
         got = read(t.protocol, t.probe.body)
         if want.error is not None:
             return ("inconclusive", f"{t.scenario}: the SDK cannot read the upstream's own stream",
@@ -161,7 +162,8 @@ def sdk_parse(trials: Sequence[Trial], read: Callable[[str, bytes], SdkRead]) ->
             return "pass", f"{t.scenario}: {want.sdk} read the same text, tool calls and usage", None, None
         why = (f"{got.sdk} raised {got.error}" if got.error is not None
                else f"{got.sdk} read other values: {_diff(want.values, got.values)}")
-        return "fail", f"{t.scenario}: {why}", why, {"upstream": short(json.dumps(want.values)),
+        said = f"{got.sdk} raised an error" if got.error is not None else f"{got.sdk} read other values"
+        return "fail", f"{t.scenario}: {said}", why, {"upstream": short(json.dumps(want.values)),
                                                     "client": short(json.dumps(got.values))}
     return _judge("sdk_parse", "the official SDK reads the client's stream into the upstream's text, tool calls "
                   "and usage", trials, one)
@@ -349,7 +351,7 @@ def midstream_error_shape(trials: Sequence[Trial]) -> CheckResult:
         up = timeline(t.upstream.writes).data if t.upstream is not None else ()
         got = len(timeline(t.probe.reads).data)
         if got < len(up) - 1:  # the upstream's last data event is its error: the cut came before it
-            return ("fail", obs, f"the gateway cut the stream after {got} of the upstream's {len(up)} events, "
+            return ("fail", obs, f"the gateway cut the stream after {got} of the upstream's {len(up)} {plural(len(up), 'event')}, "
                     "before its error event", sample)
         return "fail", obs, "no error event reached the client", sample
     return _judge("midstream_error_shape", "status 200, then the protocol's error event (chat data {\"error\"}, "

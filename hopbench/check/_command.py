@@ -61,8 +61,7 @@ def check_command(profile: Path, *, out: Path | None = None, long: bool = False,
         except HopbenchError as exc:  # the verdicts stand without the page
             print(f"{prog}: warning: report.html not written: {exc}", file=sys.stderr)
     print(f"results: {folder} ({names})")
-    if run.interrupted_by is not None:  # the partial outputs are written: say so, exit 130
-        print(f"{prog}: interrupted ({run.interrupted_by}): partial results", file=sys.stderr)
+    if run.interrupted_by is not None:  # the table's last line said it (once): exit 130
         return run.exit_code
     if run.exit_code == EXIT_TARGET_FAILED:  # one line for the one cause, not only the table's rows
         reasons = [r.why for r in run.results if r.status == "inconclusive" and r.why]

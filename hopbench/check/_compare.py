@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._format import plural
 from .._errors import ResultsError, UsageError
 
 __all__ = ["CheckChange", "CheckComparison", "compare_checks", "is_check_folder"]
@@ -86,7 +87,7 @@ class CheckComparison:
                                            "observed": r.observed} for r in self.rows]}, indent=2) + "\n"
         changed = sum(1 for r in self.rows if r.change != "same")
         head = (f"check comparison: {self.base_dir} ({self.base_target}) -> {self.candidate_dir} "
-                f"({self.candidate_target}): {changed} of {len(self.rows)} checks changed")
+                f"({self.candidate_target}): {changed} of {len(self.rows)} {plural(len(self.rows), 'check')} changed")
         if fmt == "markdown":
             lines = [f"### {head}", "", "| check | base | candidate | change | observed (candidate) |",
                      "|---|---|---|---|---|"]

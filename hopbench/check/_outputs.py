@@ -23,7 +23,7 @@ from ._result import STATUSES, CheckResult, CheckRun
 
 __all__ = ["contract_json", "format_table", "junit_xml", "markdown", "write_outputs"]
 
-_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "inconclusive": "INCONCLUSIVE"}
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "inconclusive": "INCONCLUSIVE"}
 
 
 def _counts(results: list[CheckResult]) -> dict[str, int]:

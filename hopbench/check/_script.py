@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from typing import Any
 import httpx
 
 from .._exit import EXIT_INTERRUPTED
+from .._format import plural
 from ..config._check_profile import load_check_profile
 from ..config._contract_spec import CHECK_IDS, ContractSpec, keepalive_silence_ns
 from ..config._records import Profile, Scenario
@@ -58,7 +59,7 @@ from . import _checks as ck
 from ._probe import send_probe
 from ._outputs import write_outputs
 from ._result import CheckResult, CheckRun, check_exit_code
-from ._sdk import SdkRead, SdkReader
+from ._sdk import SdkRead, SdkReader, sdk_missing
 from ._upstream import ScriptedUpstream
 
 __all__ = ["run_check", "STEPS"]
@@ -167,7 +168,7 @@ def run_check(profile_path: str | Path, out_dir: str | Path | None = None, *, lo
     finally:
         if sdk is not None:
             sdk.close()
-    results = _grade(trials, contract, wanted, step_s, reads, cut)
+    results = _grade(trials, contract, wanted, step_s, reads, cut, [s.protocol for s in profile.scenarios])
     run = CheckRun(results, check_exit_code(results) if cut is None else EXIT_INTERRUPTED, contract, profile,
                    time.monotonic() - t_start, folder if keep else None, step_s,
                    None if cut is None else "SIGINT", cut)
@@ -206,7 +207,7 @@ def _run_script(profile: Profile, contract: ContractSpec, requests: list[_Reques
                 step_s[step] = time.monotonic() - t0
                 if progress is not None:
                     got = sum(1 for t in trials[step] if t.probe.status is not None)
-                    progress(f"{step}: {len(trials[step])} requests, {got} answered, {step_s[step]:.1f} s")
+                    progress(f"{step}: {len(trials[step])} {plural(len(trials[step]), 'request')}, {got} answered, {step_s[step]:.1f} s")
         if sdk is not None:  # the child imported the SDKs while the script ran
             items = sorted({(t.protocol, b) for t in trials.get("plain", [])[::PLAIN_STREAMS]
                             if t.upstream is not None for b in (t.upstream.body, t.probe.body)})
@@ -259,10 +260,11 @@ def _settle(upstream: ScriptedUpstream, step: str, c: ContractSpec) -> None:
 
 def _grade(trials: dict[str, list[ck.Trial]], c: ContractSpec, wanted: set[str],
            step_s: dict[str, float], reads: dict[tuple[str, bytes], SdkRead],
-           cut: str | None = None) -> list[CheckResult]:
+           cut: str | None = None, protocols: Sequence[str] = ()) -> list[CheckResult]:
     """Every check's result, in ``CHECK_IDS`` order; ``cut``: the step a SIGINT cut (the
     checks of it and of the steps after it, and ``sdk_parse``, whose reads were not made,
-    are inconclusive)."""
+    are inconclusive, except an ``sdk_parse`` a full run would skip: no SDK of ``protocols``
+    (the scenarios' protocols) is installed)."""
     faults = trials.get("http_429", []) + trials.get("http_500", []) + trials.get("http_503", [])
     plain = trials.get("plain", [])
     run: dict[str, Callable[[], CheckResult]] = {
@@ -287,6 +289,8 @@ def _grade(trials: dict[str, list[ck.Trial]], c: ContractSpec, wanted: set[str],
             out.append(CheckResult(cid, "skip", f"retry or error {c.stall_min_ns / 1e9:g}-{c.stall_max_ns / 1e9:g} s "
                                    "into an upstream silence", "not run",
                                    "a long check: run with --long, or set [contract] stall_min_s / stall_max_s"))
+        elif cut is not None and cid == "sdk_parse" and (missing := sdk_missing(protocols)) is not None:
+            out.append(CheckResult(cid, "skip", "", "not run", missing))
         elif cut is not None and (step not in trials or cid == "sdk_parse"):
             out.append(CheckResult(cid, "inconclusive", "", "not run",
                                    f"interrupted (SIGINT) at the script's {cut} step: not run"))

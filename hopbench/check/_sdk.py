@@ -18,6 +18,7 @@ that died makes every read ``missing`` with the reason.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["SdkRead", "SdkReader", "sdk_read"]
+__all__ = ["SdkRead", "SdkReader", "sdk_missing", "sdk_read"]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +68,7 @@ def _openai(protocol: str, body: bytes) -> SdkRead:
     try:
         import openai
     except ImportError:
-        return SdkRead("", missing="the openai SDK is not installed (pip install openai)")
+        return SdkRead("", missing=_not_installed("openai"))
     name = f"openai {openai.__version__}"
     client = openai.OpenAI(api_key="check", base_url="http://127.0.0.1:9/v1", max_retries=0,
                            http_client=_client(body))
@@ -103,7 +104,7 @@ def _anthropic(body: bytes) -> SdkRead:
     try:
         import anthropic
     except ImportError:
-        return SdkRead("", missing="the anthropic SDK is not installed (pip install anthropic)")
+        return SdkRead("", missing=_not_installed("anthropic"))
     name = f"anthropic {anthropic.__version__}"
     client = anthropic.Anthropic(api_key="check", base_url="http://127.0.0.1:9", max_retries=0,
                                  http_client=_client(body))
@@ -130,6 +131,20 @@ def _anthropic(body: bytes) -> SdkRead:
 def _values(text: str, tools: dict[int, list[str]], usage: tuple[Any, ...]) -> dict[str, Any]:
     return {"text": text, "tool_calls": [tools[k] for k in sorted(tools)],
             "input_tokens": usage[0], "output_tokens": usage[1]}
+
+
+def _not_installed(sdk: str) -> str:
+    return f"the {sdk} SDK is not installed (pip install {sdk})"
+
+
+def sdk_missing(protocols: Sequence[str]) -> str | None:
+    """Why ``sdk_parse`` would skip every scenario of ``protocols`` ("the openai SDK is not
+    installed (pip install openai)"), or None when the SDK of one of them is installed: what a
+    full run would say, told without running it (an interrupted check). Looks the packages up
+    without importing them; never raises."""
+    sdks = sorted({"anthropic" if p == "messages" else "openai" for p in protocols})
+    missing = [s for s in sdks if importlib.util.find_spec(s) is None]
+    return "; ".join(_not_installed(s) for s in missing) if sdks and missing == sdks else None
 
 
 def sdk_read(protocol: str, body: bytes) -> SdkRead:

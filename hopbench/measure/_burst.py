@@ -61,6 +61,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from .._format import plural
+
 __all__ = ["PACED_GAP_MIN_NS", "BURST_COUNTERS", "SUSPECTED", "FLAGGED_MAX", "FlaggedBurst", "FlaggedLog",
            "burst_from_line", "judge_burst", "rejudge", "record_rejudged", "burst_warnings", "BURST_LINE_MARK",
            "read_flagged", "join_bursts", "not_rejudged", "truth_by_id"]
@@ -424,7 +426,7 @@ def join_bursts(rec: _Rec, flagged: FlaggedLog, truths: Callable[[], Iterable[Ma
         record_rejudged(rec, judged, rec.scopes, withdraw_origin=not proxy_possible)
         missing = sum(c["burst_unmatched"] for c in judged.values())
         if missing:
-            notes.append(f"bursts: {missing} of {len(flagged.bursts)} streams flagged proxy_buffering_suspected have no "
+            notes.append(f"bursts: {missing} of {len(flagged.bursts)} {plural(len(flagged.bursts), 'stream')} flagged proxy_buffering_suspected have no "
                          f"line with their request id in {record}: they stay suspected (burst_unmatched)")
     dropped = sum(flagged.dropped.values())
     if dropped:

@@ -113,6 +113,17 @@ def _nines_axis(max_x: float) -> dict[str, Any]:
     return {"type": "log", "tickvals": ticks, "ticktext": labels, "title": {"text": "percentile"}}
 
 
+def _no_samples_note(metric: str) -> str:
+    """The note an empty spectrum panel shows: "no samples" and what the metric records
+    (its registry description: "no samples in this run; it records<br>a gap over 500 ms between
+    two upstream writes"), with ``<br>`` breaks for plotly."""
+    what = METRICS[metric].description.removeprefix("gateway overhead: ")
+    words, lines = what.split(), [""]
+    for w in words:  # about 45 characters a line: the panel is half the page wide
+        lines[-1:] = [f"{lines[-1]} {w}".strip()] if len(lines[-1]) + len(w) < 45 else [lines[-1], w]
+    return "<br>".join(["no samples in this run; it records"] + [html.escape(line) for line in lines])
+
+
 def spectrum_figure(runs: Sequence[RunData], metrics: Sequence[str], title: str) -> Any:
     """Percentile spectra of ``metrics``, one panel each (two columns), a line per scope and run.
 
@@ -136,11 +147,13 @@ def spectrum_figure(runs: Sequence[RunData], metrics: Sequence[str], title: str)
     max_x = 10.0
     for k, metric in enumerate(metrics):
         row, col = k // cols + 1, k % cols + 1
+        drawn = False
         for r_i, run in enumerate(runs):
             for scope in run.scopes():
                 xs, ys, ps = spectrum(run.snapshot.histogram(scope, metric))
                 if not xs:
                     continue
+                drawn = True
                 max_x = max(max_x, xs[-1])
                 name = scope if len(runs) == 1 else f"{scope} [{'AB'[r_i]}]"
                 fig.add_trace(go.Scatter(
@@ -152,6 +165,10 @@ def spectrum_figure(runs: Sequence[RunData], metrics: Sequence[str], title: str)
                     hovertemplate=f"{html.escape(name)}<br>p%{{customdata:.4f}}: %{{y:.3f}} "
                                   f"{METRICS[metric].unit}<extra></extra>"), row=row, col=col)
                 shown.add(name)
+        if not drawn:  # an empty panel says so, and what would have filled it (issue 39)
+            ref = "" if k == 0 else str(k + 1)
+            fig.add_annotation(text=_no_samples_note(metric), xref=f"x{ref} domain", yref=f"y{ref} domain",
+                               x=0.5, y=0.5, showarrow=False, font={"color": "#666"})
     axis = _nines_axis(max_x)
     for k in range(len(metrics)):
         fig.update_xaxes(axis, row=k // cols + 1, col=k % cols + 1)

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .._format import plural
 from .._errors import UsageError
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS
@@ -173,7 +174,7 @@ class Calibration:
     def render(self) -> str:
         """Text: the warnings, the table of floors, then a ``[gate]`` table to paste."""
         out = [f"warning: {w}" for w in self.warnings]
-        out += [f"calibration: {len(self.folders)} repeats of one unchanged run; budgets at the "
+        out += [f"calibration: {len(self.folders)} {plural(len(self.folders), 'repeat')} of one unchanged run; budgets at the "
                 f"{1 - self.alpha:.0%} prediction bound (false-alarm rate {self.alpha:g} by design)"]
         out += [f"  runner {i + 1}: {r or 'unknown'}" for i, r in enumerate(self.runners)]
         out.append(f"  {'figure':<28}{'mean':>10}{'run-to-run sd':>15}{'in-run se':>11}{'client':>9}"
@@ -238,7 +239,7 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
         UsageError: fewer than 3 repeats, or an unknown figure.
     """
     if len(folders) < 3:
-        raise UsageError(f"{len(folders)} repeats: at least 3 are needed (a spread of two runs is "
+        raise UsageError(f"{len(folders)} {plural(len(folders), 'repeat')}: at least 3 are needed (a spread of two runs is "
                          "no measurement; 5 or more make budgets that catch smaller changes)")
     parsed = []
     for fig in default_figures(summaries) if figures is None else figures:
@@ -280,7 +281,7 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
                                    statistics.median(ses) if ses else None, client, op, limit, alarms, catches,
                                    "in-run se" if within > statistics.stdev(vs) else "run-to-run sd"))
     warnings = () if len(folders) >= FEW_REPEATS else (
-        f"{len(folders)} repeats: fewer than {FEW_REPEATS}; the spread between so few runs is itself uncertain, "
+        f"{len(folders)} {plural(len(folders), 'repeat')}: fewer than {FEW_REPEATS}; the spread between so few runs is itself uncertain, "
         "so each budget's spread is at least the repeats' own in-run standard error; run "
         f"{FEW_REPEATS - len(folders)} more for budgets to trust",)
     return Calibration(tuple(str(f) for f in folders), tuple(out), alpha,
@@ -304,7 +305,7 @@ def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None 
     if not 0 < alpha < 0.5:
         raise UsageError(f"--alpha: expected a number between 0 and 0.5, got {alpha}")
     if len(folders) < 3:
-        raise UsageError(f"{len(folders)} repeats: at least 3 are needed (a spread of two runs is "
+        raise UsageError(f"{len(folders)} {plural(len(folders), 'repeat')}: at least 3 are needed (a spread of two runs is "
                          "no measurement; 5 or more make budgets that catch smaller changes)")
     seen: dict[Path, Path] = {}
     for f in folders:  # a folder given twice is no repeat: its spread would read 0

@@ -527,12 +527,15 @@ class GateReport:
             lines += [f"note: {n}" for n in self.verdicts.notes]
         width = max([len(f"{r.budget.scope} {r.budget.key}") for r in self.results]
                     + [len(c.name) for c in self.checks])
+        # every row's mark padded to the widest mark in the table, so INCONCLUSIVE keeps the columns in line
+        marks = self._check_verdicts() + [self._verdict_of(i)[0] for i in range(len(self.results))]
+        mark = max([len(_MARK[v]) for v in marks] + [4])
         for c, v in zip(self.checks, self._check_verdicts()):
-            lines.append(f"{_MARK[v]:<4}  {c.name:<{width}}  {c.detail}")
+            lines.append(f"{_MARK[v]:<{mark}}  {c.name:<{width}}  {c.detail}")
         for i, r in enumerate(self.results):
             label = f"{r.budget.scope} {r.budget.key}"
             v, sentence = self._verdict_of(i)
-            lines.append(f"{_MARK[v]:<4}  {label:<{width}}  {_fmt(r.value, r.budget):>18}  "
+            lines.append(f"{_MARK[v]:<{mark}}  {label:<{width}}  {_fmt(r.value, r.budget):>18}  "
                          f"{_limit_display(r):<28}  {sentence}")
         lines.append(self.headline())
         return "\n".join(lines) + "\n"

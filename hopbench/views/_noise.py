@@ -628,19 +628,22 @@ def judge_limits(budgets: Sequence[Limit], alpha: float) -> list[Judged]:
             continue
         fl = None if b.noise.se is None else allowance + t_isf(alpha, max(b.noise.batches - 1, 1)) * b.noise.se
         by = f"{_num(abs(b.value - b.limit))} {b.unit}".rstrip()
+        # "125, limit >= 150: short by 25": the observed against the limit, never "125 >= 150 is breached"
+        missed = (f"{_num(b.value)} {b.unit}".rstrip() + f", limit {b.op} {_num(b.limit)} {b.unit}".rstrip()
+                  + f": {'short' if b.op in ('>=', '>') else 'over'} by {by}")
         args = (None, p, p, padj, n, n, fl)
         if p is None:
-            out.append(Judged(INCONCLUSIVE, f"inconclusive: {shown} is breached by {by}, but the run is too "
+            out.append(Judged(INCONCLUSIVE, f"inconclusive: {missed}, but the run is too "
                               "short to measure its noise over time (fewer than 3 batches)", *args))
         elif padj >= alpha:
             sat = f"; the load generator was saturated in {b.saturated}" if b.saturated else ""
-            out.append(Judged(INCONCLUSIVE, f"inconclusive: {shown} is breached by {by}, within the run's "
+            out.append(Judged(INCONCLUSIVE, f"inconclusive: {missed}, within the run's "
                               f"noise ({(_num(fl if fl is not None else allowance) + ' ' + b.unit).rstrip()}"
                               f"{_noise_words(b.noise, b.noise, True)}{sat}; p = {padj:.2g} after Holm)", *args))
         else:
             noise = (f", beyond the run's noise ({_num(fl)} {b.unit}".rstrip() + f"; p = {padj:.2g} after Holm)") if fl else \
                 " (exact: no noise to weigh it by)"
-            out.append(Judged(FAIL, f"fail: {shown} is breached by {by}{noise}", *args))
+            out.append(Judged(FAIL, f"fail: {missed}{noise}", *args))
     return out
 
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from .._format import plural
 from .._errors import ResultsError
 from .._textfile import iter_lines
 from ..config._gate_spec import default_min_count
@@ -141,7 +142,7 @@ class RunNoise:
         se = sampling_se(merged, stat)
         if se is None:
             return Noise(None, len(figures), client, source)
-        return Noise(se, 3, client, source, f"spread over time unmeasured ({len(figures)} batches): "
+        return Noise(se, 3, client, source, f"spread over time unmeasured ({len(figures)} {plural(len(figures), 'batch', 'batches')}): "
                                             "sampling error, 2 degrees of freedom")
 
     def client(self, scope: str, metric: str, stat: str) -> tuple[float, str]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._format import plural
 from ..protocols._requests import Message, encode_body
 from ._dataset import DATASET_FORMATS, DatasetSpec, Record, record_from_messages, filter_records, read_dataset
 from .._errors import ProfileError
@@ -343,7 +344,7 @@ def _dataset_pool(t: Table, base: Path, rng: random.Random, pool: int, max_token
                                      "dataset's max_output_tokens")
     if sample is not None:
         if sample > len(kept):
-            raise dt.error("sample", f"expected at most the {len(kept)} records that pass the "
+            raise dt.error("sample", f"expected at most the {len(kept)} {plural(len(kept), 'record')} that pass the "
                                      f"filters, got {sample}")
         kept = [kept[i] for i in sorted(rng.sample(range(len(kept)), sample))]
     entries = build_pool(rng, max_tokens=max_tokens, pool_size=pool, records=kept,
