@@ -4,6 +4,7 @@ and bad input refused with file, line and key before any load is sent."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -288,16 +289,26 @@ def test_check_command_a_real_sigint_mid_step_exits_130_with_partial_outputs(tmp
     path = _write(tmp_path, target_port=gateway.getsockname()[1], listen_port=free_port())
     out = tmp_path / "out"
     root = Path(__file__).resolve().parents[1]
+    # (faulthandler: a child that does not end is made to print every thread's stack, so a
+    # hang says where it hung; seen twice in long runs on a loaded machine, never alone)
     proc = subprocess.Popen([sys.executable, "-m", "hopbench", "check", str(path), "--out", str(out)],
-                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         conn, _ = gateway.accept()
         conn.recv(65536)  # the request arrived: the script is inside its plain step
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
+        try:
+            stdout, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # faulthandler dumps the threads' stacks
+            _, stderr = proc.communicate(timeout=30)
+            pytest.fail(f"hopbench check did not end within 60 s of its SIGINT; its threads:\n{stderr[-8000:]}")
         conn.close()
     finally:
-        proc.kill()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
         gateway.close()
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
