@@ -289,11 +289,16 @@ def test_check_command_a_real_sigint_mid_step_exits_130_with_partial_outputs(tmp
     path = _write(tmp_path, target_port=gateway.getsockname()[1], listen_port=free_port())
     out = tmp_path / "out"
     root = Path(__file__).resolve().parents[1]
-    # (faulthandler: a child that does not end is made to print every thread's stack, so a
-    # hang says where it hung; seen twice in long runs on a loaded machine, never alone)
+    # The child gets SIGINT's default action whatever this process has: a disposition of SIG_IGN
+    # is inherited across exec, and Python started with SIGINT ignored keeps ignoring it (the Unix
+    # rule for background jobs), so the check ran on to its timeouts. Something earlier in a full
+    # test run leaves SIGINT ignored in pytest's process: this test hung in 3 full runs, never
+    # alone, and hangs alone with SIGINT ignored in the parent. (faulthandler: a child that does
+    # not end is made to print every thread's stack, so a hang says where it hung.)
     proc = subprocess.Popen([sys.executable, "-m", "hopbench", "check", str(path), "--out", str(out)],
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         conn, _ = gateway.accept()
         conn.recv(65536)  # the request arrived: the script is inside its plain step
