@@ -609,9 +609,17 @@ def test_gate_real_run_profile_gate_holds(real_run: Path, tmp_path: Path,
     code = main(["gate", str(real_run), *relax])
     elapsed_s = time.process_time() - t0
     out = capsys.readouterr().out
-    assert code == 0, out
-    assert out.splitlines()[-1] == "gate passed: 5 held"
     assert elapsed_s < 1.0
+    if code == 5:
+        # a machine too busy to hold the run's 16 users (8.89 of 16 seen in a CI run beside other
+        # work): the run's own check says so, and that check alone may be inconclusive
+        assert main(["gate", str(real_run), "--format", "json", *relax]) == 5
+        data = json.loads(capsys.readouterr().out)
+        assert [c["name"] for c in data["checks"] if c["verdict"] == "inconclusive"] == ["run.load_held"], data
+        assert all(b["status"] != "breached" for b in data["budgets"]), data
+    else:
+        assert code == 0, out
+        assert out.splitlines()[-1] == "gate passed: 5 held"
     budget = tmp_path / "tight.toml"
     # a count: no client-side error can move it (a time's limit may be inconclusive where its
     # error bound reaches the limit: issue 36, item 2; tests/test_wire_stamps.py)
