@@ -273,6 +273,14 @@ def test_run_check_interrupted_keeps_sdk_parse_skip_when_no_sdk_is_installed(tmp
     assert table.count("partial") == 1
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT's default action, and not blocked (both are inherited)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.slow
 def test_check_command_a_real_sigint_mid_step_exits_130_with_partial_outputs(tmp_path: Path) -> None:
     """The command with a real SIGINT while its first request waits on a gateway that never
@@ -298,7 +306,7 @@ def test_check_command_a_real_sigint_mid_step_exits_130_with_partial_outputs(tmp
     proc = subprocess.Popen([sys.executable, "-m", "hopbench", "check", str(path), "--out", str(out)],
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONFAULTHANDLER": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=_sigint_default)
     try:
         conn, _ = gateway.accept()
         conn.recv(65536)  # the request arrived: the script is inside its plain step
