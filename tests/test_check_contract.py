@@ -273,11 +273,11 @@ def test_run_check_interrupted_keeps_sdk_parse_skip_when_no_sdk_is_installed(tmp
     assert table.count("partial") == 1
 
 
-def _sigint_default() -> None:
-    """In the child before exec: SIGINT's default action, and not blocked (both are inherited)."""
+def _sigint_ignored() -> None:
+    """In the child before exec: SIGINT ignored, as a background job's is, and not blocked."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
@@ -297,16 +297,15 @@ def test_check_command_a_real_sigint_mid_step_exits_130_with_partial_outputs(tmp
     path = _write(tmp_path, target_port=gateway.getsockname()[1], listen_port=free_port())
     out = tmp_path / "out"
     root = Path(__file__).resolve().parents[1]
-    # The child gets SIGINT's default action whatever this process has: a disposition of SIG_IGN
-    # is inherited across exec, and Python started with SIGINT ignored keeps ignoring it (the Unix
-    # rule for background jobs), so the check ran on to its timeouts. Something earlier in a full
-    # test run leaves SIGINT ignored in pytest's process: this test hung in 3 full runs, never
-    # alone, and hangs alone with SIGINT ignored in the parent. (faulthandler: a child that does
-    # not end is made to print every thread's stack, so a hang says where it hung.)
+    # The child starts with SIGINT ignored (unblocked): a disposition of SIG_IGN is inherited
+    # across exec, and a Python started so keeps ignoring it, so the check ran on to its timeouts
+    # in 3 full test runs (something earlier leaves pytest's process ignoring SIGINT). `hopbench
+    # check` sets its own handler, as `hopbench run` does, so Ctrl-C works however it was started.
+    # (faulthandler: a child that does not end is made to print every thread's stack.)
     proc = subprocess.Popen([sys.executable, "-m", "hopbench", "check", str(path), "--out", str(out)],
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONFAULTHANDLER": "1"},
-                            preexec_fn=_sigint_default)
+                            preexec_fn=_sigint_ignored)
     try:
         conn, _ = gateway.accept()
         conn.recv(65536)  # the request arrived: the script is inside its plain step

@@ -7,7 +7,9 @@ to exit codes (docs/check.md, "Statuses and exit codes"). Parsed by :mod:`hopben
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +22,11 @@ from ._script import run_check
 from ._upstream import UpstreamStartError
 
 __all__ = ["check_command"]
+
+
+def _main_thread() -> bool:
+    """Whether this is the main thread (the only one that may set a signal handler)."""
+    return threading.current_thread() is threading.main_thread()
 
 
 def check_command(profile: Path, *, out: Path | None = None, long: bool = False, quiet: bool = False,
@@ -40,6 +47,10 @@ def check_command(profile: Path, *, out: Path | None = None, long: bool = False,
         stderr), 4 nothing could be checked, 130 interrupted.
     """
     prog = "hopbench check"
+    # Ctrl-C is the script's KeyboardInterrupt (partial outputs, exit 130) even when this process
+    # was started with SIGINT ignored (a disposition inherited across exec), as `hopbench run`'s
+    # own handlers are; restored after
+    old_sigint = signal.signal(signal.SIGINT, signal.default_int_handler) if _main_thread() else None
     try:
         folder = out if out is not None else default_out_dir(load_check_profile(profile)[0], results_root)
         run = run_check(profile, folder, long=long,
@@ -53,6 +64,9 @@ def check_command(profile: Path, *, out: Path | None = None, long: bool = False,
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if old_sigint is not None:
+            signal.signal(signal.SIGINT, old_sigint)
     print(format_table(run))
     names = "contract.json, contract.xml, contract.md"
     if report is not None:
