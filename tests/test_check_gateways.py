@@ -69,25 +69,26 @@ def test_check_haproxy_http_no_delay_streams(tmp_path: Path, haproxy: tuple[str,
         format_table(run)
 
 
+def _as_expected(status: dict[str, str]) -> bool:
+    """HopBase's extras fail, the long stall check is skipped, every other check passes."""
+    return _failed(status) == HOPBASE_EXTRAS and status["stall_handling"] == "skip" and all(
+        v == "pass" for k, v in status.items() if k not in HOPBASE_EXTRAS | {"stall_handling"})
+
+
 def test_check_caddy_streams(tmp_path: Path) -> None:
     """Caddy streams. Caddy 2.6.2 now and then cuts a stream after its first event (docs/check.md's
-    card: about 1 in 120 streams), which fails whichever check that stream served, and the table
-    says so ("not delivered", "cut the stream after"). So a run that fails more than HopBase's
-    extras is run once more: a check Caddy really breaks fails both times, a random cut rarely
-    lands on the same check twice."""
+    card: about 1 in 120 streams), which fails or leaves inconclusive whichever check that stream
+    served (seen: events_unchanged, midstream_error_shape, keepalive_cadence "the upstream was not
+    silent long enough"). So a run that is not as expected runs once more: a check Caddy really
+    breaks is off in both runs, while a random cut has landed on a different check each time."""
     _needs("caddy")
     emu, door = ports(2)
     with start("caddy", tmp_path / "caddy", emu, [door]) as urls:
         run, status = _check(tmp_path / "1", urls[0], emu)
-        failed = _failed(status)
-        if failed != HOPBASE_EXTRAS:
-            table = format_table(run)
-            assert "not delivered" in table or "cut the stream after" in table, table
+        if not _as_expected(status):
+            first = format_table(run)
             run, status = _check(tmp_path / "2", urls[0], emu)
-            failed &= _failed(status)
-    assert failed == HOPBASE_EXTRAS, format_table(run)
-    assert status["stall_handling"] == "skip", format_table(run)
-    assert all(v in ("pass", "fail") for k, v in status.items() if k != "stall_handling"), format_table(run)
+            assert _as_expected(status), f"{first}\n-- and again:\n{format_table(run)}"
 
 
 # -- LiteLLM (opt-in: -m litellm; its own virtual environment, ~750 MB) ----------------------------
