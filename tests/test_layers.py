@@ -222,6 +222,16 @@ def test_layers_functions_and_classes_stay_readable() -> None:
     assert not long, "split these (or, for a measured hot loop, name its benchmark in HOT_LOOPS): " + "; ".join(long)
 
 
+# and no module over MODULE_MAX lines (the stop check's limit: a module is read in one sitting)
+MODULE_MAX = 800
+
+
+def test_layers_modules_stay_readable() -> None:
+    long = {p.relative_to(PACKAGE.parent).as_posix(): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MODULE_MAX}
+    assert not long, f"modules over {MODULE_MAX} lines; split them by job: {long}"
+
+
 def test_layers_hot_loops_exist_and_name_their_benchmark() -> None:
     root = PACKAGE.parent
     for where, bench in HOT_LOOPS.items():

@@ -31,7 +31,7 @@ from hopbench.config._profile import load_profile
 from hopbench.measure._recorder import Recorder
 from hopbench.workload._trace import replay_plan
 from hopbench.workload._trace_file import read_trace
-from hopbench.engine._transport import _ANC_SIZE, _SCM_TIMESTAMPNS, _SO_TIMESTAMPNS, keep_kernel_stamps
+from hopbench.emulator._rx_stamp import ANC_SIZE as _ANC_SIZE, SCM_TIMESTAMPNS as _SCM_TIMESTAMPNS, SO_TIMESTAMPNS as _SO_TIMESTAMPNS, keep_kernel_stamps
 from hopbench._run_command import validate_command
 
 from _fake_transport import CHUNK, LAST, Plan, fake_transport

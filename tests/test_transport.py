@@ -384,7 +384,7 @@ async def test_body_reads_carry_the_kernels_receive_stamp() -> None:
 
     from hopbench._clock import now_ns
 
-    from hopbench.engine._transport import _SO_TIMESTAMPNS
+    from hopbench.emulator._rx_stamp import SO_TIMESTAMPNS as _SO_TIMESTAMPNS
 
     if _SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive stamps on this platform")
@@ -427,7 +427,7 @@ async def test_body_bytes_that_came_with_the_head_carry_the_heads_receive_stamp(
 
     from hopbench._clock import now_ns
 
-    from hopbench.engine._transport import _SO_TIMESTAMPNS
+    from hopbench.emulator._rx_stamp import SO_TIMESTAMPNS as _SO_TIMESTAMPNS
 
     if _SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive stamps on this platform")
@@ -505,7 +505,7 @@ def test_kernel_stamps_are_on_before_the_first_read() -> None:
     """Linux turns receive stamping on lazily (deferred work) and off when the last
     socket that asked closes: a busy machine left a run's first reads unstamped.
     The transport keeps a stamped socket open and waits until stamps come back."""
-    from hopbench.engine._transport import _SO_TIMESTAMPNS, keep_kernel_stamps
+    from hopbench.emulator._rx_stamp import SO_TIMESTAMPNS as _SO_TIMESTAMPNS, keep_kernel_stamps
 
     if _SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive stamps on this platform")
@@ -553,7 +553,7 @@ async def test_body_read_tells_a_read_that_waited_for_its_bytes_and_keeps_the_bo
     kernel stamp (``end_rx_ns``): the client's end on the wire."""
     from trio.testing import wait_all_tasks_blocked
 
-    from hopbench.engine._transport import _SO_TIMESTAMPNS
+    from hopbench.emulator._rx_stamp import SO_TIMESTAMPNS as _SO_TIMESTAMPNS
 
     if _SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive stamps on this platform")

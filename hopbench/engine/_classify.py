@@ -3,7 +3,8 @@
 Role: the engine's per-stream boundary (``LoadRunner._stream``) hands every
 exception a stream raised to :func:`classify_exception`, and a stream whose body
 was read to :func:`_detail`; an HTTP error body's code comes from
-:func:`_http_error_code`. Pure and synchronous: no clock, no I/O.
+:func:`_http_error_code`; :func:`wire_detail` bounds a detail's wire error code and
+keeps the first error texts per kind. Pure and synchronous: no clock, no I/O.
 
 Invariants: an outcome is one of "connect_error", "timeout", "truncated" (here)
 or the decoder's own; a detail is a short machine-readable counter suffix; an
@@ -21,11 +22,12 @@ import httpx
 import trio
 
 from .._errors import SSEError
-from ..measure._wire_text import exception_chain
+from ..measure._wire_text import CodeNames, ErrorSamples, Scrubber, exception_chain
 from ..protocols import StreamResult
+from ..workload._cancel import CANCEL_OUTCOME
 from ._transport import MalformedResponse
 
-__all__ = ["classify_exception"]
+__all__ = ["classify_exception", "wire_detail"]
 
 
 def classify_exception(exc: BaseException, phase: str) -> tuple[str, str]:
@@ -110,3 +112,36 @@ def _http_error_code(body: bytes) -> str | None:
                 if isinstance(v, str) and v:
                     return v
     return None
+
+
+def wire_detail(codes: CodeNames, scrubber: Scrubber, samples: ErrorSamples, outcome: str, detail: str,
+                result: StreamResult | None, text: str | None, head_note: str | None = None) -> str:
+    """A stream's detail with its wire error code bounded (``codes``: the first codes
+    by name, the rest "other"; hopbench.measure._wire_text), keeping the first error
+    texts of each kind in ``samples`` (``RunStats.error_samples``).
+
+    Args:
+        outcome, detail: the stream's, as classified ("failed" details carry the
+            error event's code; "http_error" ones ``status:code``).
+        result: the decoder's result (its ``error_message`` is the text of a
+            "failed" stream), or None.
+        text: the error text the read kept (already scrubbed), or None.
+        head_note: what was wrong with a 2xx head, the text when the stream has
+            none of its own, so a broken stream is never sampled empty.
+
+    Returns:
+        The detail to count (``outcome.detail``).
+    """
+    if outcome == "failed":
+        detail = codes.name(detail)
+        if text is None and result is not None:
+            text = result.error_message
+    if text is None and head_note is not None:
+        text = scrubber.scrub(head_note)
+    elif outcome == "http_error" and ":" in detail:
+        status, _, code = detail.partition(":")
+        detail = f"{status}:{codes.name(code)}"
+    if text and outcome not in ("completed", "cancelled", CANCEL_OUTCOME):
+        kind = f"{outcome}.{detail.partition(':')[0]}" if detail else outcome
+        samples.add(kind, text)
+    return detail

@@ -22,7 +22,7 @@ truncated, timeout, connect_error, http_error, cancelled); times are integer
 ns on the runner's clock (hopbench._clock), offsets from the run's start in
 ``RunStats``; in-flight streams get ``run.grace_s`` after the stop, then are
 cancelled. Error codes and texts from the wire pass through
-``StreamMixin._wire_detail`` (hopbench.measure._wire_text: bounded counter
+``_classify.wire_detail`` (hopbench.measure._wire_text: bounded counter
 names, the run's secrets scrubbed, the first few texts kept per error kind).
 """
 from __future__ import annotations

@@ -40,7 +40,7 @@ from ..config._records import LoadSpec, Profile, Scenario
 from ..config._scenario_spec import request_headers
 from ..measure._burst import FlaggedBurst, FlaggedLog
 from ..measure._inflight import AWAITING_HEADERS, CLOSING, CONNECTING, OUT, STREAMING, WAITING, InFlightGauge
-from ..measure._lines import (GATEWAY_KIND_HEADERS, HeaderValues, arm_fields, capture_headers, overhead_line,
+from ..measure._lines import (GATEWAY_KIND_HEADERS, HeaderValues, add_run_fields, capture_headers,
                               stream_line)
 from ..measure._meter import StreamMeter
 from ..measure._rules import measure
@@ -56,7 +56,7 @@ from ..workload._cancel import CANCEL_OUTCOME, ClientCancel, chooses
 from ..workload._pool import Picker, Prepared
 from ..workload._sessions import Conversation, record_turn
 from ._client import _Client, send_own
-from ._classify import _detail, _http_error_code, classify_exception
+from ._classify import _detail, _http_error_code, classify_exception, wire_detail
 from ._runqueue import RunQueueWatch
 from ._schedule import LATER_SENT, SENT, WindowCount
 from ._transport import SENT_AT, StreamTransport
@@ -447,7 +447,9 @@ class StreamMixin:
                     outcome, detail = result.outcome, _detail(result)
             end = now_ns()
             meter.close(end)
-            detail = self._wire_detail(outcome, detail, result, box[2], box[4])
+            detail = wire_detail(self._codes, self._scrubber, self._samples, outcome, detail, result,
+                                 box[2], box[4])
+            self.stats.codes_folded = self._codes.folded
             self._check_reachable(outcome, detail, meter.headers_ns is not None)
             self._check_failing(outcome, detail, meter.status, box[5], outcome == "completed" or (
                 result is not None and result.content_events > 0))
@@ -570,17 +572,9 @@ class StreamMixin:
             if sent_at is None and stage[7]:  # httpx's transport: its trace's stamps
                 sent_at = (stage[6], stage[7])
             line = stream_line(record, headers[REQUEST_ID_HEADER], scope_name, self._t0, sent_at)
-            line["warmup"] = rec is not self.rec  # (docs/results/files.md: a warm-up stream)
-            if arm is not None:
-                line["arm"], line["scenario"] = arm[0], sc.name
-                line.update(arm_fields(record))
-            if shape is not None:  # docs/workloads.md
-                line["requested_input_tokens"], line["requested_max_tokens"] = shape
-            if req is not None:
-                line.update(req.fields)
-            if self._overhead:
-                line.update(overhead_line(meter, self._t0))
-            self.on_stream(line)
+            self.on_stream(add_run_fields(line, record, meter, self._t0, warmup=rec is not self.rec,
+                                          arm=None if arm is None else arm[0], scenario=sc.name, shape=shape,
+                                          fields=None if req is None else req.fields, overhead=self._overhead))
 
     async def _exchange(self, sc: Scenario, request: httpx.Request | Exception,
                         meter: StreamMeter, scope: trio.CancelScope, total_deadline: int | None,
@@ -792,24 +786,3 @@ class StreamMixin:
                 # (with the request, headers, URL: ~30 objects a stream) that only
                 # the cyclic collector would free (hopbench/engine/_collector.py)
                 response.stream = _SPENT_BODY
-
-    def _wire_detail(self, outcome: str, detail: str, result: StreamResult | None,
-                     text: str | None, head_note: str | None = None) -> str:
-        """Bound a detail that holds a wire error code (hopbench.measure._wire_text) and
-        keep the first error texts of its kind (``RunStats.error_samples``);
-        ``head_note`` (what was wrong with a 2xx head) is the text when the
-        stream has none of its own, so a broken stream is never sampled empty."""
-        if outcome == "failed":
-            detail = self._codes.name(detail)
-            if text is None and result is not None:
-                text = result.error_message
-        if text is None and head_note is not None:
-            text = self._scrubber.scrub(head_note)
-        elif outcome == "http_error" and ":" in detail:
-            status, _, code = detail.partition(":")
-            detail = f"{status}:{self._codes.name(code)}"
-        self.stats.codes_folded = self._codes.folded
-        if text and outcome not in ("completed", "cancelled", CANCEL_OUTCOME):
-            kind = f"{outcome}.{detail.partition(':')[0]}" if detail else outcome
-            self._samples.add(kind, text)
-        return detail

@@ -19,8 +19,8 @@ from ._digest import digest_percentile
 from ._meter import StreamMeter
 from ._rules import StreamRecord
 
-__all__ = ["HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "HeaderValues", "arm_fields", "capture_headers", "overhead_line",
-           "stream_line"]
+__all__ = ["HEADER_VALUE_MAX_CHARS", "HEADER_VALUES_MAX", "HeaderValues", "add_run_fields", "arm_fields",
+           "capture_headers", "overhead_line", "stream_line"]
 
 HEADER_VALUE_MAX_CHARS = 64
 """A recorded response header value is cut to this many characters."""
@@ -138,6 +138,31 @@ def stream_line(r: StreamRecord, request_id: str, scope: str, t0_ns: int,
     # the client's burst flag, re-judged after the run (hopbench.measure._burst.BURST_LINE_MARK)
     line["burst"] = SUSPECTED if r.proxy_buffering_suspected else "client_lagged" if r.client_lagged else None
     line["burst_held_ns"] = r.burst_held_ns
+    return line
+
+
+def add_run_fields(line: dict[str, Any], r: StreamRecord, m: StreamMeter, t0_ns: int, *, warmup: bool,
+                   arm: str | None, scenario: str, shape: tuple[int | None, int] | None,
+                   fields: Iterable[tuple[str, Any]] | None, overhead: bool) -> dict[str, Any]:
+    """Add to ``line`` (``stream_line``'s) the fields a run's setup decides, in this order:
+    ``warmup`` (a warm-up stream, docs/results/files.md); in an A/B arms run ``arm``, the
+    scenario's own name as ``scenario`` (in place of the arm's scope) and ``arm_fields``;
+    ``requested_input_tokens`` / ``requested_max_tokens`` from ``shape`` (docs/workloads.md);
+    the workload entry's own ``fields`` ((name, value) pairs); and with ``overhead`` ``overhead_line(m, t0_ns)``.
+
+    Returns:
+        ``line``, changed in place.
+    """
+    line["warmup"] = warmup
+    if arm is not None:
+        line["arm"], line["scenario"] = arm, scenario
+        line.update(arm_fields(r))
+    if shape is not None:
+        line["requested_input_tokens"], line["requested_max_tokens"] = shape
+    if fields is not None:
+        line.update(fields)
+    if overhead:
+        line.update(overhead_line(m, t0_ns))
     return line
 
 
