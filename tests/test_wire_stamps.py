@@ -468,4 +468,16 @@ def test_error_bound_warning_of_a_gap_inside_one_read_is_not_a_bare_zero() -> No
     metrics = {"itl": {"p50": 0.000001, "p90": 0.000001, "p99": 0.000001, "p999": 0.000001,
                        "error_bound_ms": {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 2.5}}}
     (w,) = error_bound_warnings(metrics)
-    assert "all itl p999 <0.001 ms is known only to +-2.500 ms" in w and "0.000 ms" not in w
+    assert "all itl p999 <0.001 ms is known only to -<0.001/+2.500 ms" in w and "0.000 ms" not in w
+
+
+def test_error_bound_warning_of_a_bound_over_the_value_gives_its_two_sides() -> None:
+    # a new user read "itl p999 41.2 ms ... +-192 ms" as a time that may be negative: the bound
+    # is the larger side, and the lower one is at most the value
+    metrics = {"itl": {"p50": 12.0, "p90": 14.0, "p99": 20.0, "p999": 41.2,
+                       "error_bound_ms": {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 192.0}}}
+    (w,) = error_bound_warnings(metrics)
+    assert "all itl p999 41.200 ms is known only to -41.200/+192.000 ms" in w and "+-" not in w, w
+    metrics["itl"]["error_bound_ms"]["p999"] = 41.2  # at the value: one figure either side
+    (w,) = error_bound_warnings(metrics)
+    assert "is known only to +-41.200 ms" in w, w

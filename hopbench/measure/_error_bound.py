@@ -206,7 +206,9 @@ def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str
         One warning per uncertain figure, naming it, its worst percentile (the
         highest one marked), the value, the bound and the cure, e.g. "error bound:
         all event_delay p99 25.500 ms is known only to +-21.800 ms (over 10 % and
-        1 ms; the client read late: client_read_lag); cure: ...". Possibly none.
+        1 ms; the client read late: client_read_lag); cure: ...". A bound over
+        the value reads ``-value/+bound`` (e.g. ``-41.200/+192.000 ms``): the true
+        value is at least 0. Possibly none.
     """
     out: list[str] = []
     for name, stats in metrics.items():
@@ -217,7 +219,10 @@ def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str
         also = ", ".join(k for k, _, _ in marked[:-1])
         shown = f"{v:.3f}" if v >= 0.001 else fmt_cell(v)  # a gap of events that shared a read: <0.001
         why, fix = _CAUSES.get(name, (_CLIENT_LATE, cure))
-        out.append(f"error bound: {scope} {name} {key} {shown} ms is known only to +-{b:.3f} ms "
+        # the bound is the larger of the two distances, and the lower one is at most the value
+        # (no time is negative): a bound over the value is the upper one
+        spread = f"+-{b:.3f}" if b <= v else f"-{shown}/+{b:.3f}"
+        out.append(f"error bound: {scope} {name} {key} {shown} ms is known only to {spread} ms "
                    f"(over {ERROR_SHARE * 100:g} % of the value and {ERROR_MIN_NS / 1e6:g} ms"
                    + (f"; also {also}" if also else "")
                    + f"): its stamps were not exact ({why}); cure: {fix}")
