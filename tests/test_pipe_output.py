@@ -207,3 +207,29 @@ def test_summary_table_notes_fit_80_columns(where: str, monkeypatch: pytest.Monk
     for note in (*uncertain_note_lines(), *SHARED_READ_LINES):
         assert len(note) <= NOTE_COLUMNS, note
         assert note in lines, f"cut or missing: {note!r}\n{text}"
+
+
+def test_summary_table_gives_each_note_once_across_scopes() -> None:
+    # a new user's finding: smoke's four scopes each repeated the "~" and "<0.001" keys (8 lines
+    # of the same text); the key now comes under the first table that shows the mark
+    import copy
+
+    from rich.console import Console
+
+    from hopbench.measure._error_bound import uncertain_note_lines
+    from hopbench.views._summary_table import SHARED_READ_LINES, render_summary
+
+    summary = copy.deepcopy(_NOTED)
+    scope = summary["scopes"]["all"]
+    summary["scopes"] = {"chat": copy.deepcopy(scope), "messages": copy.deepcopy(scope), "all": scope}
+    scope["metrics"]["ttfb"] = {"count": 1, "p50": 1.0, "p90": 1.0, "p99": 1.0, "p999": 1.0, "max": 1.0,
+                                "unit": "ms"}  # "all" differs from each scenario: it is printed too
+    console = Console(record=True, width=100, force_terminal=True)
+    render_summary(summary, console)
+    text = console.export_text()
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert text.count("~") >= 3 * 2  # every scope's table still marks its ttft p99 and p99.9
+    for note in (*uncertain_note_lines(), *SHARED_READ_LINES):
+        assert lines.count(note) == 1, f"{note!r} {lines.count(note)} times:\n{text}"
+    first = lines.index(uncertain_note_lines()[0])
+    assert first < next(i for i, line in enumerate(lines) if line.startswith("messages")), text

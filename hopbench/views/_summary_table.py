@@ -339,7 +339,8 @@ def _warmup_line(summary: Mapping[str, Any]) -> Text | None:
 
 
 def render_summary(summary: dict[str, Any], console: Console) -> None:
-    """Print one compact table per scope, then the warnings.
+    """Print one compact table per scope, then the warnings. The key to a mark (``~``,
+    ``<0.001``) comes once, under the first table that shows it.
 
     Args:
         summary: a summary.json dict (``ResultsWriter.finish`` or ``read_summary``).
@@ -354,6 +355,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         only = scopes[names[0]] if len(names) == 1 else None
         if only is None or set(scopes["all"].get("metrics") or {}) != set(only.get("metrics") or {}):
             names.append("all")
+    shown: set[str] = set()  # each key to a mark once, under the first table that shows it
     for name in names:
         scope = scopes[name]
         if not isinstance(scope, Mapping):
@@ -362,7 +364,9 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             table, notes = _metrics_table(name, scope)
             console.print(table)
             for note in notes:
-                console.print(Text(note, style="dim"))
+                if note not in shown:
+                    shown.add(note)
+                    console.print(Text(note, style="dim"))
         else:
             console.print(Text.assemble((name, "bold"), ": no values recorded"))
         for line in _scope_lines(scope):
