@@ -233,3 +233,29 @@ def test_summary_table_gives_each_note_once_across_scopes() -> None:
         assert lines.count(note) == 1, f"{note!r} {lines.count(note)} times:\n{text}"
     first = lines.index(uncertain_note_lines()[0])
     assert first < next(i for i, line in enumerate(lines) if line.startswith("messages")), text
+
+
+def test_summary_of_a_run_that_ended_in_its_warm_up_says_so_once() -> None:
+    # a new user's finding: Ctrl-C during the warm-up printed four empty scope blocks
+    # ("no values recorded", "completed 0") and nothing of the 86 warm-up streams that ran
+    from rich.console import Console
+
+    from hopbench.views._summary_table import render_summary
+
+    empty = {"counters": {}, "metrics": {}}
+    warm = {"counters": {"started": 86, "completed": 86}, "metrics": {}}
+    summary = {"complete": False, "warnings": ["run interrupted (SIGINT): results are partial (complete: false)"],
+               "headline": {"started": 0, "completed": 0},
+               "scopes": {"chat": dict(empty), "messages": dict(empty), "all": dict(empty)},
+               "warmup": {"chat": warm, "all": warm}}
+    console = Console(record=True, width=100, force_terminal=True)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert "no stream was measured: the run ended in its warm-up" in text, text
+    assert "no values recorded" not in text and "completed 0" not in text, text
+    assert "warm-up (not in the figures above): started 86 · completed 86" in text, text
+    summary["headline"] = {"started": 5, "completed": 5}  # a measured run: its warm-up line only if broken
+    console = Console(record=True, width=100, force_terminal=True)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert "ended in its warm-up" not in text and "warm-up (not in" not in text, text

@@ -322,14 +322,29 @@ def _warnings(summary: Mapping[str, Any]) -> list[Text]:
     return out
 
 
-def _warmup_line(summary: Mapping[str, Any]) -> Text | None:
-    """The warm-up's broken streams, which the figures above leave out (summary.json
-    ``warmup``): a target that failed from the start must not read as "0 broken". None when
-    the warm-up broke no stream."""
+def _warmup_counters(summary: Mapping[str, Any]) -> Mapping[str, Any] | None:
     warm = summary.get("warmup")
     scope = warm.get("all") if isinstance(warm, Mapping) else None
     counters = scope.get("counters") if isinstance(scope, Mapping) else None
-    if not isinstance(counters, Mapping) or not any(counters.get(k) for k in BROKEN):
+    return counters if isinstance(counters, Mapping) else None
+
+
+def _ended_in_warmup(summary: Mapping[str, Any]) -> bool:
+    """The run measured no stream but its warm-up started some: it ended (Ctrl-C, a stop
+    reason) inside ``run.warmup_s``, so every figure is empty while streams did run."""
+    head = summary.get("headline")
+    counters = _warmup_counters(summary)
+    return (isinstance(head, Mapping) and head.get("started") == 0 and counters is not None
+            and bool(counters.get("started")))
+
+
+def _warmup_line(summary: Mapping[str, Any]) -> Text | None:
+    """The warm-up's broken streams, which the figures above leave out (summary.json
+    ``warmup``): a target that failed from the start must not read as "0 broken"; and
+    every warm-up stream of a run that ended in its warm-up (:func:`_ended_in_warmup`).
+    None when the warm-up broke no stream and the run measured some."""
+    counters = _warmup_counters(summary)
+    if counters is None or not (any(counters.get(k) for k in BROKEN) or _ended_in_warmup(summary)):
         return None
     outcomes = " · ".join(f"{k} {counters.get(k, 0):,}" for k in ("started", *OUTCOMES) if counters.get(k))
     tally = detail_tally(counters)
@@ -356,9 +371,15 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
         if only is None or set(scopes["all"].get("metrics") or {}) != set(only.get("metrics") or {}):
             names.append("all")
     shown: set[str] = set()  # each key to a mark once, under the first table that shows it
+    in_warmup = _ended_in_warmup(summary)
+    if in_warmup:  # one line, not an empty block per scope
+        console.print(Text("no stream was measured: the run ended in its warm-up (run.warmup_s; see below)",
+                           style="yellow"))
+        console.print()
     for name in names:
         scope = scopes[name]
-        if not isinstance(scope, Mapping):
+        if not isinstance(scope, Mapping) or (in_warmup and not scope.get("metrics")
+                                              and not any((scope.get("counters") or {}).values())):
             continue
         if scope.get("metrics"):
             table, notes = _metrics_table(name, scope)
