@@ -146,6 +146,12 @@ def test_ttft_raised_forty_percent_is_worse_beyond_noise(runs: dict[str, Path]) 
     lines = v.lines()
     assert lines.index("changed beyond noise (" + str(len(v.of(WORSE, "better"))) + "):") < \
         next(i for i, line in enumerate(lines) if line.startswith("inconclusive ("))
+    # the counts add up to the figures judged that the Holm line names (a new user read
+    # "same or not judged (95)" against "Holm across the 72 figures")
+    judged = int(next(line for line in lines if line.startswith("p: ")).split("across the ")[1].split()[0])
+    counts = [int(line.split("(")[1].split(")")[0]) for line in lines
+              if line.startswith(("changed beyond noise (", "inconclusive (", "same ("))]
+    assert sum(counts) == judged, lines
     data = v.to_json()
     fig = next(f for f in data["figures"] if f["scope"] == "all" and f["figure"] == "ttft.p50")
     assert fig["verdict"] == "worse" and fig["p_adjusted"] < 0.01 and fig["n_base"] == 240

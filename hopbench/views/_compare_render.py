@@ -294,7 +294,7 @@ def _render_text(c: Comparison) -> str:
     out += [f"warning: {w}" for w in c.warnings]
     if c.verdicts is not None:  # what changed beyond noise leads, then the inconclusive figures
         lines = c.verdicts.lines()
-        rest = next(i for i, line in enumerate(lines) if line.startswith("same or not judged ("))
+        rest = next(i for i, line in enumerate(lines) if line.startswith("same ("))
         out += lines[:rest] + [lines[rest].removesuffix(":") + ": in the tables below"]
     if c.only_in_base or c.only_in_candidate:
         out.append(f"scopes only in base: {', '.join(c.only_in_base) or '-'}; "

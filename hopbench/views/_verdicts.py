@@ -180,11 +180,13 @@ class Verdicts:
         changed = self.of(WORSE, BETTER)
         inc = self.of(INCONCLUSIVE)
         rest = self.of(SAME, NOT_JUDGED)
+        n_same = len(self.of(SAME))
         out.append(f"changed beyond noise ({len(changed)}):")
         out += [f"  {f.line()}" for f in changed] or ["  none"]
         out.append(f"inconclusive ({len(inc)}):")
         out += [f"  {f.line()}" for f in inc] or ["  none"]
-        out.append(f"same or not judged ({len(rest)}):")
+        # judged = changed + inconclusive + same: the counts add up to the Holm line's
+        out.append(f"same ({n_same}), not judged ({len(rest) - n_same}):")
         out += [f"  {f.line()}" for f in rest]
         out.append(self.headline())
         return out
