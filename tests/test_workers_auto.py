@@ -46,7 +46,7 @@ def test_free_cores_without_proc_counts_every_core_and_says_so() -> None:
     assert free_cores(0, "garbage", "no cpu line", "cpu x y").workers == 1
     assert parse_loadavg("nan 1 1") is None and parse_loadavg("-1 0 0") is None and parse_loadavg("") is None
     note = free_cores(4, "1.20 1 1 1/1 1", _stat(0, 0), _stat(100, 300)).note()
-    assert note.startswith("--workers auto: 3 workers for the free cores of 4 CPUs")
+    assert note.startswith("workers auto: 3 workers for the free cores of 4 CPUs")
     assert "1-min load average 1.20" in note and "1.00 cores busy" in note
 
 
@@ -107,7 +107,7 @@ def test_cli_workers_auto_parses_and_overrides_the_profile(tmp_path: Path) -> No
         profile_overrides(p, tmp_path / "p.toml", workers="auto", engine="ray")
     resolved = resolve_workers(got)
     assert 1 <= resolved.run.workers and resolved.run.workers_note is not None
-    assert resolved.run.workers_note.startswith("--workers auto: ")
+    assert resolved.run.workers_note.startswith("workers auto: ")
     assert resolve_workers(p) is p
 
 
@@ -126,9 +126,9 @@ def test_a_tiny_run_with_workers_auto(tmp_path: Path, capsys: pytest.CaptureFixt
     prof.write_text(_PROFILE.format(workers='"auto"'), encoding="utf-8")
     out = tmp_path / "out"
     assert main(["run", str(prof), "--out", str(out), "--no-progress", "--no-report", "--no-gate"]) == _exit.EXIT_OK
-    assert "hopbench: --workers auto: " in capsys.readouterr().err
+    assert "hopbench: workers auto: " in capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["complete"] and summary["workers"] >= 1 and summary["headline"]["completed"] > 0
-    assert summary["workers_auto"].startswith("--workers auto: "), summary.get("workers_auto")
+    assert summary["workers_auto"].startswith("workers auto: "), summary.get("workers_auto")
     assert not any(w.startswith("--workers auto:") for w in summary["warnings"])  # a note, not a warning
     assert summary["profile"]["run"]["workers"] == "auto"

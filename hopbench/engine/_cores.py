@@ -58,14 +58,15 @@ class FreeCores:
     busy_cores: float | None
 
     def note(self) -> str:
-        """One sentence for the terminal and summary.json ``workers_auto``."""
+        """One sentence for the terminal and summary.json ``workers_auto`` (``workers auto: ...``,
+        whether the profile or ``--workers`` asked for it)."""
         if self.load_1m is None and self.busy_cores is None:
             seen = "no /proc to read the other processes' load from: every core counted as free"
         else:
             parts = [f"1-min load average {self.load_1m:.2f}" if self.load_1m is not None else "",
                      f"{self.busy_cores:.2f} cores busy over {SAMPLE_S:g} s" if self.busy_cores is not None else ""]
             seen = "the other processes use " + " and ".join(p for p in parts if p)
-        return (f"--workers auto: {self.workers} {plural(self.workers, 'worker')} for the free cores of "
+        return (f"workers auto: {self.workers} {plural(self.workers, 'worker')} for the free cores of "
                 f"{self.cpus} {plural(self.cpus, 'CPU')} "
                 f"({seen}; docs/scaleout.md)")
 
