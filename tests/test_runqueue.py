@@ -104,6 +104,9 @@ def test_client_lag_is_the_largest_of_the_three_measures() -> None:
     assert r._client_lag_ns(t, 0) == (7_000_000, 7_000_000)               # no stamp
     r._runq.turn_from_ns = t - 4_000_000    # the loop's turn began 4 ms ago: the cap
     assert r._client_lag_ns(t, t - 1_000_000) == (4_000_000, 1_000_000)
+    # but not for a read that found its bytes waiting after a read that did too: they can be
+    # a whole turn older than the turn's start (issue 36's remainder; _Body.after_turn False)
+    assert r._client_lag_ns(t, t - 1_000_000, after_turn=False) == (7_000_000, 1_000_000)
     r._runq.wait_ns = 6_000_000              # the loop thread waited 6 ms for a core
     assert r._client_lag_ns(t, t - 1_000_000) == (6_000_000, 1_000_000)
     r._runq.turn_from_ns = r._runq.wait_ns = 0

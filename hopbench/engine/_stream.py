@@ -698,7 +698,7 @@ class StreamMixin:
                                 since = runq.turn_from_ns if stamps.after_turn else 0
                             else:
                                 rx = since = 0
-                            lag, late = self._client_lag_ns(t, rx)
+                            lag, late = self._client_lag_ns(t, rx, since != 0)
                             before, arrived = arrived, t - late
                             items = scanner.feed(chunk)
                             n = len(items)

@@ -202,7 +202,7 @@ class WatchMixin:
             lag = self._lag_ns
         return lag if lag > 0 else 0
 
-    def _client_lag_ns(self, t_ns: int, rx_ns: int) -> tuple[int, int]:
+    def _client_lag_ns(self, t_ns: int, rx_ns: int, after_turn: bool = True) -> tuple[int, int]:
         """A body read served at ``t_ns`` whose latest bytes the kernel stamped
         ``rx_ns`` (clock ns; 0: no stamp): (client lag, lateness of its latest bytes), ns.
 
@@ -210,15 +210,19 @@ class WatchMixin:
         the kernel stamp's lateness, the loop-lag probe's estimate and the loop
         thread's run-queue wait in the loop's latest turn (hopbench.engine._runqueue):
         Linux gives coalesced segments the latest one's stamp, so the stamp alone
-        cannot tell how long the first of a read's bytes waited. The probe's
-        estimate is capped at the time since the loop's previous turn began (no
-        byte of this read arrived before it). The second figure is when the read's
+        cannot tell how long the first of a read's bytes waited. With ``after_turn``
+        (no byte of this read arrived before the loop's previous turn began: the
+        transport's ``_Body.after_turn``, a read that waited for its bytes or came
+        right after one that did) the probe's estimate is capped at the time since
+        that turn began; a read that found its bytes waiting after one that did too
+        may hold bytes a whole turn older, so it keeps the probe's estimate whole.
+        The second figure is when the read's
         latest bytes arrived, as exactly as known: by the kernel stamp when there
         is one (a terminal event is the last bytes of a stream: the stamp is its
         arrival), else the client lag."""
         runq = self._runq
         lag = self._loop_lag_ns(t_ns)
-        if runq.turn_from_ns and lag > t_ns - runq.turn_from_ns:
+        if after_turn and runq.turn_from_ns and lag > t_ns - runq.turn_from_ns:
             lag = t_ns - runq.turn_from_ns
         if runq.wait_ns > lag:
             lag = runq.wait_ns
