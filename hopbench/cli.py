@@ -445,16 +445,17 @@ def _compare(args: argparse.Namespace) -> int:
     from .views._compare import compare_command
 
     if args.candidate_dir is None:  # one A/B arms folder: its arms, paired (docs/ab-arms.md)
-        from .views._arm_differences import arms_command, paired_exit_code, render_arm_differences
+        from .views._arm_differences import (arms_command, paired_exit_code, render_arm_differences,
+                                             render_arm_differences_markdown)
 
         try:
             block = arms_command(args.base_dir)
         except HopbenchError as exc:
             print(f"hopbench compare: error: {exc}", file=sys.stderr)
             return EXIT_INPUT
-        text = render_arm_differences(block)
         sys.stdout.write(json.dumps(block, indent=2, allow_nan=False) + "\n" if args.format == "json"
-                         else f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+                         else render_arm_differences_markdown(block) if args.format == "markdown"
+                         else render_arm_differences(block) + "\n")
         return paired_exit_code(block, args.fail_on_worse)
     if is_check_folder(args.base_dir) or is_check_folder(args.candidate_dir):  # two `hopbench check` folders
         try:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from hopbench.views._arm_differences import (PAIRED_FIGURES, arm_differences, pair_streams, paired_figures,
-                                             paired_verdict, render_arm_differences)
+                                             paired_verdict, render_arm_differences,
+                                             render_arm_differences_markdown)
 from hopbench.views._noise import INCONCLUSIVE, NOT_JUDGED, SAME, WORSE
 from hopbench.views._stats import signed_rank
 
@@ -162,6 +163,13 @@ def test_arm_differences_carry_the_paired_verdict_and_render_it_first() -> None:
     assert text.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; family-wise alpha 0.01): WORSE")
     assert "\n  ttft     p50 diff " in text
     assert "paired" not in arm_differences(summary)["pairs"][0]  # type: ignore[index]
+    # --format markdown: headings and tables (it was the text in a fenced block)
+    md = render_arm_differences_markdown(block)
+    assert md.startswith("### A/B arms, paired: `b` against `a`: **WORSE**\n"), md
+    assert "| figure | p50 diff | verdict |" in md and "\n| ttft | +" in md and "```" not in md
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    header = next(line for line in rows if line.startswith("| metric |"))
+    assert all(line.count("|") == header.count("|") for line in rows[rows.index(header):]), md
 
 
 @pytest.mark.slow

@@ -99,19 +99,19 @@ def test_client_lag_is_the_largest_of_the_three_measures() -> None:
     r = _runner()
     t = 1_000_000_000
     r._probe_due_ns = t - 7_000_000         # the probe is 7 ms overdue
-    assert r._client_lag_ns(t, t - 1_000_000) == (7_000_000, 1_000_000)   # stamp: 1 ms late
-    assert r._client_lag_ns(t, t - 9_000_000) == (9_000_000, 9_000_000)   # stamp the larger
-    assert r._client_lag_ns(t, 0) == (7_000_000, 7_000_000)               # no stamp
+    assert r._client_lag_ns(t, t - 1_000_000, True) == (7_000_000, 1_000_000)   # stamp: 1 ms late
+    assert r._client_lag_ns(t, t - 9_000_000, True) == (9_000_000, 9_000_000)   # stamp the larger
+    assert r._client_lag_ns(t, 0, True) == (7_000_000, 7_000_000)               # no stamp
     r._runq.turn_from_ns = t - 4_000_000    # the loop's turn began 4 ms ago: the cap
-    assert r._client_lag_ns(t, t - 1_000_000) == (4_000_000, 1_000_000)
+    assert r._client_lag_ns(t, t - 1_000_000, True) == (4_000_000, 1_000_000)
     # but not for a read that found its bytes waiting after a read that did too: they can be
     # a whole turn older than the turn's start (issue 36's remainder; _Body.after_turn False)
     assert r._client_lag_ns(t, t - 1_000_000, after_turn=False) == (7_000_000, 1_000_000)
     r._runq.wait_ns = 6_000_000              # the loop thread waited 6 ms for a core
-    assert r._client_lag_ns(t, t - 1_000_000) == (6_000_000, 1_000_000)
+    assert r._client_lag_ns(t, t - 1_000_000, True) == (6_000_000, 1_000_000)
     r._runq.turn_from_ns = r._runq.wait_ns = 0
     r._probe_due_ns = t + 5_000_000          # not due: the lag it just measured, if recent
     r._lag_ns, r._lag_at_ns = 3_000_000, t - 2_000_000
-    assert r._client_lag_ns(t, t) == (3_000_000, 0)
+    assert r._client_lag_ns(t, t, True) == (3_000_000, 0)
     r._lag_at_ns = t - 20_000_000            # an old probe measure no longer counts
-    assert r._client_lag_ns(t, 0) == (0, 0)
+    assert r._client_lag_ns(t, 0, True) == (0, 0)

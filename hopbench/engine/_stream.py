@@ -135,7 +135,7 @@ class StreamMixin:
     _take_request: Callable[[], bool]
     _check_reachable: Callable[[str, str, bool], None]
     _check_failing: Callable[[str, str, int | None, str, bool], None]
-    _client_lag_ns: Callable[[int, int], tuple[int, int]]
+    _client_lag_ns: Callable[[int, int, bool], tuple[int, int]]
     _runq: RunQueueWatch
     _loop_lag_ns: Callable[[int], int]
     _blackouts: collections.deque[tuple[int, int]]
@@ -612,7 +612,7 @@ class StreamMixin:
             # from the wire"), else at this read with its client lag as the bound
             direct = response.extensions.get("hopbench.body")
             head_rx = getattr(direct, "head_rx_ns", 0) or 0
-            meter.on_headers(t, head_rx, self._client_lag_ns(t, head_rx)[0])
+            meter.on_headers(t, head_rx, self._client_lag_ns(t, head_rx, True)[0])  # (the head: capped, as before)
             if self._record_headers:
                 meter.headers = capture_headers(response.headers.get, self._record_headers)
             # The head arrived at its kernel stamp, maybe well before a busy loop read it:

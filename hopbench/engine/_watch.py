@@ -202,7 +202,7 @@ class WatchMixin:
             lag = self._lag_ns
         return lag if lag > 0 else 0
 
-    def _client_lag_ns(self, t_ns: int, rx_ns: int, after_turn: bool = True) -> tuple[int, int]:
+    def _client_lag_ns(self, t_ns: int, rx_ns: int, after_turn: bool) -> tuple[int, int]:
         """A body read served at ``t_ns`` whose latest bytes the kernel stamped
         ``rx_ns`` (clock ns; 0: no stamp): (client lag, lateness of its latest bytes), ns.
 

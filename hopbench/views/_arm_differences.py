@@ -56,7 +56,7 @@ from ..measure._metrics import UNIT_LABELS
 
 __all__ = ["ARM_METRICS", "PAIRED_FIGURES", "arm_differences", "add_arm_differences", "arms_command",
            "pair_streams", "paired_exit_code", "paired_figures", "paired_headlines", "paired_verdict",
-           "render_arm_differences"]
+           "render_arm_differences", "render_arm_differences_markdown"]
 
 ARM_METRICS: Final = (*DEFAULT_METRICS, "cancel_delay")
 """The metrics compared between arms: compare's defaults and the cancel-propagation delay."""
@@ -422,3 +422,41 @@ def render_arm_differences(block: Mapping[str, Any]) -> str:
                 lines.append(f"  {name:<20} rate    {num(r['base']['value']):>12} {num(r['candidate']['value']):>12} "
                              f"{'':>8} {'':>12} {'':>12}  {r['verdict']}")
     return "\n".join(lines)
+
+
+def render_arm_differences_markdown(block: Mapping[str, Any]) -> str:
+    """The differences as GitHub Markdown (``hopbench compare ARMS_DIR --format markdown``, e.g.
+    for a pull request's comment): per pair a heading with its paired verdict, a table of the
+    paired figures, a table of the metrics (as :func:`render_arm_differences`'s lines) and the
+    rates that differ.
+
+    Args:
+        block: ``summary["arm_differences"]``.
+    """
+    out: list[str] = []
+    for pair in block.get("pairs", []):
+        b, c = pair["base"], pair["candidate"]
+        paired = pair.get("paired")
+        if isinstance(paired, Mapping):
+            out += [f"### A/B arms, paired: `{c}` against `{b}`: **{str(paired['verdict']).upper()}**", "",
+                    f"{paired['n']} rounds, paired by {paired['pairing']}; family-wise alpha {block.get('alpha')}",
+                    "", "| figure | p50 diff | verdict |", "|---|---|---|"]
+            out += [f"| {f['figure']} | {_diff(f)} | {f['reason']} |" for f in paired["figures"]]
+            out.append("")
+        out += [f"### A/B arms, unpaired: `{c}` against `{b}`: "
+                + ("**WORSE** on at least one figure" if pair["worse"] else "not worse"), "",
+                f"alpha {block.get('alpha')}, min effect {block.get('min_effect', 0):.0%}", "",
+                f"| metric | unit | {b} p50 | {c} p50 | change | {b} p99 | {c} p99 | verdict |",
+                "|---|---|---|---|---|---|---|---|"]
+        for name, m in pair["metrics"].items():
+            rel = m["change"]["p50"]["rel"]
+            out.append(f"| {name} | {UNIT_LABELS.get(m['unit'], m['unit'])} | {num(m['base']['p50'])} | "
+                       f"{num(m['candidate']['p50'])} | {'-' if rel is None else f'{rel:+.1%}'} | "
+                       f"{num(m['base']['p99'])} | {num(m['candidate']['p99'])} | {m['verdict']}"
+                       + (f" ({m['buffered']} buffered)" if m.get("buffered") else "") + " |")
+        for name, r in pair["rates"].items():
+            if r["verdict"] != "same" or r["base"]["value"] != r["candidate"]["value"]:
+                out.append(f"| {name} | rate | {num(r['base']['value'])} | {num(r['candidate']['value'])} | "
+                           f"| | | {r['verdict']} |")
+        out.append("")
+    return "\n".join(out)
