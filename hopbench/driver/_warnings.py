@@ -77,7 +77,7 @@ def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
     if len(over_by) == 1:
         name, over, n_out, ratio = over_by[0]
         who = "" if name == ALL else f"scope {name}: "
-        out.append(f"{who}max_tokens not honoured: {over} of {n_out} completed streams reported more "
+        out.append(f"{who}max_tokens not honoured: {over:,} of {n_out:,} completed streams reported more "
                    "output tokens than the max_tokens they were sent; the target ignores max_tokens "
                    f"(the output ratio ×{ratio:.3f} mixes streams cut short with "
                    "streams run past the cap)")
@@ -98,7 +98,7 @@ def length_warnings(scopes: Mapping[str, Mapping[str, int]]) -> list[str]:
         got_in = c.get("length.input.reported", 0)
         if n_in and req_in and got_in < INPUT_RATIO_WARN * req_in:
             out.append(f"{who}the target reported ×{got_in / req_in:.3f} of the prompt tokens sent "
-                       f"(mean {got_in / n_in:,.1f} of {req_in / n_in:,.1f} over {n_in} streams): it cuts the "
+                       f"(mean {got_in / n_in:,.1f} of {req_in / n_in:,.1f} over {n_in:,} streams): it cuts the "
                        "prompts (context truncation) or its usage does not count them; TTFT and tokens/s "
                        "do not describe the prompts requested")
     return out
@@ -205,14 +205,14 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
            f"cancelled at once by {by}, before run.grace_s ended")
     if started and not completed and cancelled_by_design(counters):
         # the cancel key closed the others on purpose: the run is judged on its cancels
-        out.append(f"cancelled at the stop: {cancelled} streams had not reached their cancel point ({why}); "
+        out.append(f"cancelled at the stop: {cancelled:,} streams had not reached their cancel point ({why}); "
                    f"the other {counters.get('client_cancelled', 0)} were closed by the scenario's cancel key, "
                    "as asked: the run is judged on its cancels")
     elif started and not completed:
         # every one cancelled at the stop (a second SIGINT, a short grace): the stop ended
         # them, not the target; pointing at what the target said would blame it
         stopped = cancelled == started and not errors
-        out.append(f"nothing completed: none of the {started} streams completed "
+        out.append(f"nothing completed: none of the {started:,} streams completed "
                    f"({_top_details(counters, BROKEN + ('cancelled',))}){not_sse}; "
                    + (f"the stop cancelled them ({why})" if stopped else
                       "see error_samples in summary.json for what the target said" if stats.error_samples else
@@ -223,7 +223,7 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
     if started and completed and cancelled / started > ERROR_RATE_WARN:
         # (not "interruption rate": the gate's interruption_rate budget is another quantity)
         out.append(f"cancelled at the stop {cancelled / started:.1%} (> {ERROR_RATE_WARN:.0%}): {cancelled} of "
-                   f"{started} streams ({why})")
+                   f"{started:,} streams ({why})")
     fd = counters.get("connect_error.fd_limit", 0)
     if fd:
         try:
@@ -233,7 +233,7 @@ def outcome_warnings(counters: Mapping[str, int], stats: StatsLike) -> list[str]
             limit = f"{soft} per process" if soft != resource.RLIM_INFINITY else "the system's"
         except (ImportError, OSError, ValueError):
             limit = "the process's"
-        out.append(f"{fd} streams could not open a connection: {ADVICE['fd_limit'].cause} "
+        out.append(f"{fd:,} streams could not open a connection: {ADVICE['fd_limit'].cause} "
                    f"(limit: {limit}, `ulimit -n`); {ADVICE['fd_limit'].cure}")
     if stats.codes_folded:
         out.append(f"{stats.codes_folded} streams' error codes were counted as \"other\": the server sent "
@@ -271,7 +271,7 @@ def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot, *, late_cu
     if run_silent:
         # every stream ended with its terminal event and none carried output: no
         # latency of the answer was measured (docs/results/counters.md, "Warnings")
-        warnings.append(f"{NO_OUTPUT_WARNING} none of the {completed} completed streams carried output "
+        warnings.append(f"{NO_OUTPUT_WARNING} none of the {completed:,} completed streams carried output "
                         "(no text, reasoning, refusal or tool event, no output tokens reported): "
                         "TTFT, ITL and TPOT have no samples; see streams.jsonl for what the target sent")
     # re-judged against the origin's record where one exists (hopbench.measure._burst); the embedded
@@ -285,7 +285,7 @@ def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot, *, late_cu
                                          cure=late_cure or ADVICE["client_read_late"].cure)
     lagged = total.counter(ALL, "client_lagged")
     if completed and lagged > completed / 2:
-        warnings.append(f"client_lagged: {lagged} of {completed} streams arrived as one burst because "
+        warnings.append(f"client_lagged: {lagged:,} of {completed:,} streams arrived as one burst because "
                         "hopbench's own event loop was late to read them (not evidence of a proxy; "
                         "see loop_lag)")
     withdrawn = total.counter(ALL, "idle_timeouts_withdrawn")
@@ -307,7 +307,7 @@ def run_warnings(profile: Profile, stats: StatsLike, total: Snapshot, *, late_cu
         c = total.scopes[name].counters if name in total.scopes else {}
         started = arm_failed(c) if kind == "arm" else scenario_failed(c)
         if started:
-            warnings.append(f"{kind} {name}: nothing completed: none of its {started} streams completed "
+            warnings.append(f"{kind} {name}: nothing completed: none of its {started:,} streams completed "
                             f"({_top_details(c, BROKEN + ('cancelled',))}); {what}")
         elif kind == "scenario" and not run_silent and silent(name, c.get("completed", 0)):
             # its completed streams carried nothing (the run's own "no output" warning says it for all)
