@@ -60,12 +60,14 @@ GapSink = Callable[[str, int], None]
 """Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
 with metric ``"itl"``, ``"keepalive_interval"`` or ``"client_read_lag"`` (``_metrics.METRICS``)."""
 
-BoundSink = Callable[[str, int, int, int], None]
+BoundSink = Callable[[str, int, int, int, int], None]
 """Where a meter puts each sample whose stamps are not exact:
-``sink(metric, value_ns, below_ns, above_ns)``, the true value lying in
-``[value - below, value + above]`` (``Recorder.bound_sink``). Samples with
+``sink(metric, value_ns, below_ns, above_ns, n)``, ``n`` samples alike, each true value
+lying in ``[value - below, value + above]`` (``Recorder.bound_sink``). Samples with
 exact stamps (both bounds 0) are not handed over: the recorder takes the
-reported histogram's count for them."""
+reported histogram's count for them. ITL samples come in runs of alike ones (the
+events that shared a read), each run when the next unlike one comes and the last at
+:meth:`StreamMeter.close`."""
 
 
 class StreamMeter:
@@ -147,6 +149,7 @@ class StreamMeter:
         "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
         "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
         "_lags", "_read_lags", "_lag_n", "first_read_bound_ns", "_head_rx", "body_end_ns", "body_end_bound_ns",
+        "_bq",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -222,6 +225,8 @@ class StreamMeter:
         #: when the body's last bytes reached the socket (:meth:`on_body_end`), or None
         self.body_end_ns: int | None = None
         self.body_end_bound_ns = 0
+        #: a run of alike bounded ITL samples not yet handed to ``bounds``: [gap, below, above, n]
+        self._bq: list[int] | None = None
 
     def _wire(self, t_ns: int, rx_ns: int, lag_ns: int, tail: bool) -> int:
         """The wire stamp of a read served at ``t_ns`` (see :meth:`on_read`); sets the
@@ -416,7 +421,17 @@ class StreamMeter:
                     gap = t_ns - last
                     pb = self._last_content_b
                     if (b or pb) and self._bounds is not None:
-                        self._bounds("itl", gap, b, pb)
+                        # a run of alike bounded gaps (the events inside one read: gap 0,
+                        # the same bounds) goes to the sink once, with its length, at the
+                        # next unlike one or at close (benchmarks/bench_instructions.py:
+                        # 6 histogram records an event where every event shares a read)
+                        q = self._bq
+                        if q is not None and q[0] == gap and q[1] == b and q[2] == pb:
+                            q[3] += 1
+                        else:
+                            if q is not None:
+                                self._bounds("itl", q[0], q[1], q[2], q[3])
+                            self._bq = [gap, b, pb, 1]
                     self.itl_count += 1
                     self.itl_sum_ns += gap
                     if gap > self.itl_max_ns:
@@ -532,8 +547,13 @@ class StreamMeter:
         """The stream ended at ``t_ns``: the final silence counts too (a stall cut
         by the idle timeout is the longest silence of its stream), unless the
         terminal signal arrived (silence checks end there). The reads' client lags
-        still held are handed to ``read_lags``."""
+        still held are handed to ``read_lags``, and the last run of bounded ITL
+        samples to ``bounds``."""
         self._flush_lags()
+        q = self._bq
+        if q is not None and self._bounds is not None:
+            self._bq = None
+            self._bounds("itl", q[0], q[1], q[2], q[3])
         last = self.last_byte_ns
         if self.terminal_ns is None and last is not None and t_ns - last > self.max_silence_ns:
             self.max_silence_ns = t_ns - last
@@ -543,4 +563,4 @@ class StreamMeter:
         if self._sink is not None:
             self._sink("keepalive_interval", gap_ns)
         if (below_ns or above_ns) and self._bounds is not None:
-            self._bounds("keepalive_interval", gap_ns, below_ns, above_ns)
+            self._bounds("keepalive_interval", gap_ns, below_ns, above_ns, 1)

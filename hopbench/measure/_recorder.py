@@ -402,9 +402,9 @@ class Recorder:
         """
         if scope not in self._cur or scope == ALL:
             self._check(scope)
-        self._bound_into(scope, metric, value, below, above)
+        self._bound_into(scope, metric, value, below, above, 1)
 
-    def _bound_into(self, scope: str, metric: str, value: int, below: int, above: int) -> None:
+    def _bound_into(self, scope: str, metric: str, value: int, below: int, above: int, n: int) -> None:
         for s in (scope, ALL):
             hists = self._bnd[s]
             x = hists.get(metric + "~x")
@@ -412,16 +412,17 @@ class Recorder:
                 x = hists[metric + "~x"] = Histogram(metric)  # UsageError for an unknown metric
                 hists[metric + "~lo"] = Histogram(metric)
                 hists[metric + "~hi"] = Histogram(metric)
-            if not x.record(value):
+            if not x.record_n(value, n):
                 return
             lo = value - below
-            hists[metric + "~lo"].record(lo if lo > 0 else 0)
-            if not hists[metric + "~hi"].record(value + above):
-                hists[metric + "~hi"].record(x.spec.highest)
+            hists[metric + "~lo"].record_n(lo if lo > 0 else 0, n)
+            if not hists[metric + "~hi"].record_n(value + above, n):
+                hists[metric + "~hi"].record_n(x.spec.highest, n)
 
-    def bound_sink(self, scope: str) -> Callable[[str, int, int, int], None]:
-        """A function ``(metric, value, below, above)`` that does :meth:`record_bound`
-        into ``scope`` and "all", the scope checked once here (the meter's
+    def bound_sink(self, scope: str) -> Callable[[str, int, int, int, int], None]:
+        """A function ``(metric, value, below, above, n)`` that does :meth:`record_bound`
+        ``n`` times into ``scope`` and "all" (``n`` samples alike: the meter's run of
+        events that shared a read), the scope checked once here (the meter's
         ``BoundSink``).
 
         Raises:
@@ -429,8 +430,8 @@ class Recorder:
         """
         self._check(scope)
 
-        def record(metric: str, value: int, below: int, above: int) -> None:
-            self._bound_into(scope, metric, value, below, above)
+        def record(metric: str, value: int, below: int, above: int, n: int) -> None:
+            self._bound_into(scope, metric, value, below, above, n)
 
         return record
 
