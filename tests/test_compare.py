@@ -290,7 +290,14 @@ def test_compare_refuses_a_partial_run_unless_forced_and_then_warns_once(
         out = capsys.readouterr().out
         assert out.count("did not complete") == 1, out
     assert main(["compare", str(tmp_path / "whole"), str(tmp_path / "whole")]) == 0
-    assert "did not complete" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "did not complete" not in out
+    # one folder as both: said (a newcomer's typo read as a clean A/A), once however it is named
+    assert "is both the base and the candidate: one run compared with itself" in out
+    assert main(["compare", str(tmp_path / "whole"), str(tmp_path / "whole" / "summary.json")]) == 0
+    assert capsys.readouterr().out.count("compared with itself") == 1
+    assert main(["compare", str(tmp_path / "whole"), folder, "--force"]) == 0
+    assert "compared with itself" not in capsys.readouterr().out
 
 
 # -- real runs on the embedded emulator ------------------------------------------------

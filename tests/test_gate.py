@@ -809,3 +809,14 @@ def test_gate_budget_file_that_is_a_profile_without_a_gate_says_so(tmp_path: Pat
     assert load_budget_file(p).data == {"ttft.p99": "<= 1s"}
     p.write_text('"ttft.p99" = "<= 1s"\n', encoding="utf-8")
     assert load_budget_file(p).data == {"ttft.p99": "<= 1s"}
+
+
+def test_gate_on_a_summary_json_path_names_that_file_once(tmp_path: Path) -> None:
+    # a new user's finding: "gate DIR/summary.json" said "DIR/summary.json/summary.json [gate]"
+    from hopbench.views._gate import gate_command
+
+    d = _write(tmp_path, "run", _summary())
+    for arg, named in ((d / "summary.json", f"{d}/summary.json [gate]"), (d, f"{d}/summary.json [gate]")):
+        with pytest.raises(UsageError) as err:
+            gate_command(arg)
+        assert str(err.value).startswith(f"{named}: no budgets"), str(err.value)

@@ -251,9 +251,9 @@ def test_summary_of_a_run_that_ended_in_its_warm_up_says_so_once() -> None:
     console = Console(record=True, width=100, force_terminal=True)
     render_summary(summary, console)
     text = console.export_text()
-    assert "no stream was measured: the run ended in its warm-up" in text, text
+    assert "no stream was measured: the run ended during its warm-up (the warnings say why)" in text, text
     assert "no values recorded" not in text and "completed 0" not in text, text
-    assert "warm-up (not in the figures above): started 86 · completed 86" in text, text
+    assert "warm-up (in no figure): started 86 · completed 86" in text, text
     summary["headline"] = {"started": 5, "completed": 5}  # a measured run: its warm-up line only if broken
     console = Console(record=True, width=100, force_terminal=True)
     render_summary(summary, console)

@@ -355,6 +355,9 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
     # one run named twice (the same folder as base and candidate) is one run: warn once
     runs = {_run_key(label, d): (label, s) for label, d, s in
             ((label_a, base_dir, base), (label_b, candidate_dir, candidate))}
+    if len(runs) == 1:  # most likely a typo in a path: an A/A comparison is two runs
+        warnings.append(f"{label_a} is both the base and the candidate: one run compared with itself "
+                        "(every figure reads same; an A/A comparison needs two runs)")
     partial = [label for label, s in runs.values() if s.get("complete") is not True]
     if partial and not force:
         why = _partial_why(next(s for label, s in runs.values() if label == partial[0]))

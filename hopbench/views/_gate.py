@@ -690,7 +690,8 @@ def gate_command(results_dir: Path, *, budget_path: Path | None = None, baseline
     baseline = read_summary(baseline_dir) if baseline_dir is not None else None
     budget: Table | None = load_budget_file(budget_path) if budget_path is not None else None
     report = evaluate_gate(summary, budget, baseline,
-                           source=f"{results_dir}/summary.json [gate]",
+                           source=(f"{results_dir} [gate]" if results_dir.name == "summary.json"
+                                   else f"{results_dir}/summary.json [gate]"),
                            results_dir=results_dir if results_dir.is_dir() else None,
                            baseline_dir=baseline_dir if baseline_dir and baseline_dir.is_dir() else None,
                            allow_incomplete=allow_incomplete, allow_saturated=allow_saturated,

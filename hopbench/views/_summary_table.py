@@ -349,7 +349,8 @@ def _warmup_line(summary: Mapping[str, Any]) -> Text | None:
     outcomes = " · ".join(f"{k} {counters.get(k, 0):,}" for k in ("started", *OUTCOMES) if counters.get(k))
     tally = detail_tally(counters)
     details = ", ".join(f"{k} {n:,}" for k, n in tally.details)
-    return Text(f"warm-up (not in the figures above): {outcomes}" + (f"; details: {details}" if details else ""),
+    where = "in no figure" if _ended_in_warmup(summary) else "not in the figures above"
+    return Text(f"warm-up ({where}): {outcomes}" + (f"; details: {details}" if details else ""),
                 style="red" if not counters.get("completed") else "yellow")
 
 
@@ -373,7 +374,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     shown: set[str] = set()  # each key to a mark once, under the first table that shows it
     in_warmup = _ended_in_warmup(summary)
     if in_warmup:  # one line, not an empty block per scope
-        console.print(Text("no stream was measured: the run ended in its warm-up (run.warmup_s; see below)",
+        console.print(Text("no stream was measured: the run ended during its warm-up (the warnings say why)",
                            style="yellow"))
         console.print()
     for name in names:
