@@ -173,3 +173,40 @@ def test_advice_error_bound_on_a_machine_with_no_free_core_takes_its_busy_machin
     assert no_free_core(_host(0.99, 1.2, 0.2)) == "emulator"
     assert no_free_core(_host(0.99, 0.1, 0.9, sib=0.9)) == "run_fills_machine"
     assert no_free_core(_host(None, 0.1, 0.2)) is None and no_free_core(None) is None
+
+
+def test_advice_error_bound_of_a_workers_run_takes_the_drivers_machine_figures() -> None:
+    """A new user's `--workers 2` run on a machine neighbours kept busy: its error-bound warning
+    said "--workers auto: one per free core" under worker warnings saying "more workers would
+    not add CPU here". The merged counters hold no machine figures (two workers' hosts merge to
+    none), so the judge reads the driver's sample of the machine (RunEnd.host)."""
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._common import base_meta
+    from hopbench.driver._judge import judge
+    from hopbench.driver._share import share_profile, split_load
+    from hopbench.driver._summary import Part, RunEnd, WorkerInfo
+    from hopbench.engine._runner import RunStats
+    from hopbench.measure._counters import RunCounters
+    from hopbench.measure._recorder import Recorder, Snapshot
+
+    ms = 1_000_000
+    profile = parse_profile('[run]\nduration_s = 10\n[load]\nconcurrency = 4\n[target]\nurl = "http://x"\n'
+                            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\n', env={})
+    busy = _host(0.97, 0.1, 0.2)  # neighbours took the machine: no core for another worker
+    snaps = []
+    for _ in range(2):
+        rec = Recorder(["chat"])
+        for i in range(100):  # ttft ~150 ms, known only to 100 ms: uncertain
+            rec.record("chat", "ttft", 150 * ms + i * ms // 10)
+            rec.record_bound("chat", "ttft", 150 * ms + i * ms // 10, 100 * ms, 0)
+        snaps.append(rec.snapshot())
+    total = Snapshot.merge(snaps)
+    parts = [Part(share_profile(profile, sh), RunCounters.of(RunStats(stop_ns=10 * NS, host=busy.to_json()),
+                                                             snaps[sh.index]),
+                  snaps[sh.index], WorkerInfo(sh.index, "h", 1, "done", None, {"concurrency": 2}))
+             for sh in split_load(profile, 2)]
+    meta = dict(base_meta(profile), started_at_unix_s=1.0)
+    for host, cure in ((busy.to_json(), ADVICE["neighbours"].cure), (None, ADVICE["client_read_late"].cure)):
+        doc = judge(profile, parts, total, None, meta, RunEnd(ended_at_unix_s=12.0, intervals=10, host=host))
+        (w,) = [x for x in doc.to_json()["warnings"] if x.startswith("error bound:")]
+        assert _cures_in(w) == [cure], w

@@ -518,7 +518,12 @@ def judge(profile: Profile, parts: Sequence[Part], total: Snapshot, warmup: Snap
             saturation=load_i.get("saturation"),
             ended_ms=part.counters.ended_ns / NS_PER_MS, interrupted_by=part.counters.interrupted_by,
             host_cpu=host_figures(part.counters)))
-    sat, own, load = analyse(profile, merged, total)
+    # the merged counters hold no machine figures (each worker's counts only its own host's
+    # share); the driver's sample of the machine over the load window stands for them, so the
+    # late client's cure is the busy machine's, not "more workers", when no core was free
+    machine = (dataclasses.replace(merged, host=dict(end.host)) if with_workers and merged.host is None
+               and end.host is not None else merged)
+    sat, own, load = analyse(profile, machine, total)
     saturation = load.pop("saturation", None)  # the verdict goes to generator (one process)
     if with_workers:
         # a merged CPU or lag figure means nothing: saturation is each worker's
