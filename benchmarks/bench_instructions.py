@@ -48,8 +48,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_run import (EVENTS_PER_STREAM, N_EVENTS, PACED_GAP_MS, PACED_RAMP_S,  # noqa: E402
-                       PACED_TTFT_MS, _engine, _profile_text, _stats, _worktree)
+from bench_run import (EVENTS_PER_STREAM, PACED_GAP_MS, PACED_RAMP_S,  # noqa: E402
+                       PACED_TTFT_MS, _engine, _profile_text, _stats, _worktree, responder)
 
 CHILD_TIMEOUT_S = 900.0
 _TOTALS = re.compile(rb"^(?:summary|totals):\s*(\d+)", re.M)
@@ -149,14 +149,7 @@ def main() -> None:
         p.error("--against REV is required")
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind is not on PATH (apt-get install valgrind)")
-    responder = subprocess.Popen([sys.executable, str(HERE / "_sse_responder.py"), "--port", "0",
-                                  "--events", str(N_EVENTS)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert responder.stdout is not None
-        line = responder.stdout.readline()
-        if not line.startswith("PORT "):
-            raise SystemExit(f"responder did not start: {line!r}")
-        base = f"http://127.0.0.1:{int(line.split()[1])}"
+    with responder() as base:
         with contextlib.ExitStack() as stack:
             before = _worktree(stack, args.against)
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_instr-")))
@@ -183,11 +176,6 @@ def main() -> None:
                 print(f"{mode:8} c={args.concurrency}: {args.against} {b:,.0f}, {args.after or 'this tree'} {a:,.0f} "
                       f"instructions per event (medians of {args.repeat}): change {a / b - 1:+.1%}; "
                       f"largest spread within a side {spread:.1%}; load {os.getloadavg()[0]:.1f}", flush=True)
-    finally:
-        responder.terminate()
-        responder.wait(timeout=10)
-        if responder.stdout is not None:
-            responder.stdout.close()
 
 
 if __name__ == "__main__":

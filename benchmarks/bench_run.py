@@ -59,6 +59,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -376,16 +377,7 @@ def main() -> None:
     pin = not args.no_pin and hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
     cores = sorted(os.sched_getaffinity(0)) if pin else []
     server_cpu, client_cpu = (cores[-1], cores[0]) if pin else (None, None)
-    responder = subprocess.Popen([sys.executable, str(HERE / "_sse_responder.py"), "--port", "0",
-                                  "--events", str(N_EVENTS)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert responder.stdout is not None
-        line = responder.stdout.readline()
-        if not line.startswith("PORT "):
-            raise SystemExit(f"responder did not start: {line!r}")
-        base = f"http://127.0.0.1:{int(line.split()[1])}"
-        if server_cpu is not None:
-            os.sched_setaffinity(responder.pid, {server_cpu})
+    with responder(server_cpu) as base:
         if args.profile_hopbench:
             paced = args.profile_mode == "paced"
             c = args.profile_hopbench
@@ -394,11 +386,27 @@ def main() -> None:
         with contextlib.ExitStack() as stack:
             against = _worktree(stack, args.against) if args.against else None
             _table(base, args, client_cpu, server_cpu, against)
+
+
+@contextlib.contextmanager
+def responder(cpu: int | None = None) -> Iterator[str]:
+    """The pre-rendered SSE responder (``_sse_responder.py``) in its own process, pinned to
+    ``cpu`` when given; yields its base URL (127.0.0.1) and stops it on exit."""
+    proc = subprocess.Popen([sys.executable, str(HERE / "_sse_responder.py"), "--port", "0",
+                             "--events", str(N_EVENTS)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise SystemExit(f"responder did not start: {line!r}")
+        if cpu is not None:
+            os.sched_setaffinity(proc.pid, {cpu})
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
     finally:
-        responder.terminate()
-        responder.wait(timeout=10)
-        if responder.stdout is not None:
-            responder.stdout.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _profile(base: str, cfg: Config, cpu: int | None) -> None:
