@@ -160,7 +160,7 @@ def test_arm_differences_carry_the_paired_verdict_and_render_it_first() -> None:
     assert ttft["reason"].startswith("worse: +") and ttft["reason"].endswith("[n = 120]")
     assert ttft["p_adjusted"] < ALPHA and ttft["noise_floor"] > 0
     text = render_arm_differences(block)
-    assert text.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; family-wise alpha 0.01): WORSE")
+    assert text.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; p Holm-adjusted, family-wise alpha 0.01): WORSE")
     assert "\n  ttft     p50 diff " in text
     assert "paired" not in arm_differences(summary)["pairs"][0]  # type: ignore[index]
     # --format markdown: headings and tables (it was the text in a fenced block)
@@ -299,7 +299,7 @@ def test_compare_one_arms_folder_prints_the_paired_verdict_and_exits_by_it(
     worse = _arms_folder(tmp_path, 0.10, 7)
     assert main(["compare", str(worse), "--fail-on-worse"]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; family-wise alpha 0.01): WORSE")
+    assert out.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; p Holm-adjusted, family-wise alpha 0.01): WORSE")
     assert main(["compare", str(worse)]) == 0  # without --fail-on-worse: a report only
     capsys.readouterr()
     same = _arms_folder(tmp_path, 0.0, 8)

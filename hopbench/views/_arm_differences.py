@@ -404,7 +404,7 @@ def render_arm_differences(block: Mapping[str, Any]) -> str:
         paired = pair.get("paired")
         if isinstance(paired, Mapping):
             lines.append(f"A/B arms, paired: {c} against {b}, {paired['n']} rounds (paired by {paired['pairing']}; "
-                         f"family-wise alpha {block.get('alpha')}): {str(paired['verdict']).upper()}")
+                         f"p Holm-adjusted, family-wise alpha {block.get('alpha')}): {str(paired['verdict']).upper()}")
             lines += [f"  {f['figure']:<8} p50 diff {_diff(f):>22}  {f['reason']}" for f in paired["figures"]]
         lines.append(f"A/B arms: {c} against {b} (alpha {block.get('alpha')}, min effect "
                      f"{block.get('min_effect', 0):.0%}): " + ("WORSE on at least one figure" if pair["worse"]
@@ -439,7 +439,8 @@ def render_arm_differences_markdown(block: Mapping[str, Any]) -> str:
         paired = pair.get("paired")
         if isinstance(paired, Mapping):
             out += [f"### A/B arms, paired: `{c}` against `{b}`: **{str(paired['verdict']).upper()}**", "",
-                    f"{paired['n']} rounds, paired by {paired['pairing']}; family-wise alpha {block.get('alpha')}",
+                    f"{paired['n']} rounds, paired by {paired['pairing']}; p Holm-adjusted, family-wise alpha "
+                    f"{block.get('alpha')}",
                     "", "| figure | p50 diff | verdict |", "|---|---|---|"]
             out += [f"| {f['figure']} | {_diff(f)} | {f['reason']} |" for f in paired["figures"]]
             out.append("")
