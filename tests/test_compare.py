@@ -430,6 +430,11 @@ def test_compare_text_and_markdown_outputs(runs: dict[str, Path], capsys: pytest
     assert len(rows) == 2 and all(("❌ worse" if worse else "⚠️ inconclusive") in r for r in rows), rows
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[2] == "300 / 300" and "→" in cells[3]
+    # the markdown says what the text says before the tables: the runners, what p and n are,
+    # and the counts (a new user found them only in the text)
+    for head in ("runner: base ", "p: each figure's p-value adjusted by Holm", "same (", "Inconclusive ("):
+        assert head in md, head
+    assert md.index("runner: base ") < md.index("#### all")
 
 
 def test_compare_sub_millisecond_time_shift_reads_same() -> None:
