@@ -373,13 +373,14 @@ def _render_markdown(c: Comparison) -> str:
 
         out += ["", f"**{c.verdicts.headline()}**", ""]
         # the runners and what p and n are, as the text report says them
-        for line in c.verdicts.lines():
+        lines = c.verdicts.lines()
+        for line in lines:
             if line.startswith(("runner: ", "note: ", "p: ")):
                 out += [line, ""]  # a paragraph each
         for title, figs in (("Changed beyond noise", c.verdicts.of(WORSE, BETTER)),
                             ("Inconclusive", c.verdicts.of(INCONCLUSIVE))):
             out += [f"{title} ({len(figs)}):", ""] + ([f"- {f.line()}" for f in figs] or ["- none"]) + [""]
-        rest = next(line for line in c.verdicts.lines() if line.startswith("same ("))
+        rest = next(line for line in lines if line.startswith("same ("))
         out += [rest.removesuffix(":") + ": in the tables below", ""]
     for scope in c.scopes():
         out += ["", f"#### {scope}", "",
