@@ -45,7 +45,7 @@ def test_meter_memory_does_not_grow_with_the_stream() -> None:
     """A 20,000-token stream leaves the meter holding scalars only: no slot grows with
     the stream (before issue 16 it kept every gap: ~75 bytes a token)."""
     seen: list[int] = []
-    m = StreamMeter(0, 0, lambda metric, v: seen.append(v) if len(seen) < 3 else None)
+    m = StreamMeter(0, 0, lambda metric, v, n=1: seen.append(v) if len(seen) < 3 else None)
     m.on_headers(1)
     for i in range(20_000):
         t = 10 + i * 1_000

@@ -15,8 +15,8 @@ class _Gaps:
     def __init__(self) -> None:
         self.got: list[tuple[str, int]] = []
 
-    def __call__(self, metric: str, value_ns: int) -> None:
-        self.got.append((metric, value_ns))
+    def __call__(self, metric: str, value_ns: int, n: int = 1) -> None:
+        self.got.extend([(metric, value_ns)] * n)
 
     def of(self, metric: str) -> list[int]:
         return [v for m, v in self.got if m == metric]

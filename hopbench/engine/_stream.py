@@ -717,6 +717,8 @@ class StreamMixin:
                                     meter.on_observations(w, obs)
                                     if kept is not None:
                                         meter.on_event_texts(obs, kept)
+                            if meter.zero_run:  # the read's gap-0 ITL samples, in its interval
+                                meter.end_read()
                             if dec.ended and not box[1]:
                                 # The terminal signal arrived ([DONE], message_stop,
                                 # response.completed/failed): the stream's outcome is

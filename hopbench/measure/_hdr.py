@@ -205,16 +205,24 @@ class Histogram:
         """
         if n <= 0:
             return True
-        if not self.record(value):
+        spec = self.spec
+        if value < spec.lowest:
+            if value < 0:
+                return False
+            value = spec.lowest
+        elif value > spec.highest:
             return False
-        if n > 1:
-            h = self._h
-            shift = h.unit_magnitude
-            half_mag = h.sub_bucket_half_count_magnitude
-            v = max(value, self.spec.lowest)
-            bucket = (v | h.sub_bucket_mask).bit_length() - shift - half_mag - 1
-            h.counts[((bucket + 1) << half_mag) + (v >> (bucket + shift)) - h.sub_bucket_half_count] += n - 1
-            h.total_count += n - 1
+        h = self._h if self._h is not None else self._hdr()
+        # record()'s index arithmetic (test_histogram_record_matches_hdrh_record_value)
+        shift = h.unit_magnitude
+        half_mag = h.sub_bucket_half_count_magnitude
+        bucket = (value | h.sub_bucket_mask).bit_length() - shift - half_mag - 1
+        h.counts[((bucket + 1) << half_mag) + (value >> (bucket + shift)) - h.sub_bucket_half_count] += n
+        h.total_count += n
+        if value < h.min_value:
+            h.min_value = value
+        if value > h.max_value:
+            h.max_value = value
         return True
 
     def record_many(self, values: Iterable[int]) -> int:

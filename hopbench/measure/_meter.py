@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Final, Protocol
 
 from ._digest import bucket_of
 from ..protocols import ContentDelta, FirstContentToken, FirstToken, Keepalive, Observation, StreamEnd, UsageReport
@@ -56,9 +56,13 @@ LAG_BATCH: Final = 64
 at most 64 ints per stream; an interval then shows a stream's read lags up to
 64 reads late."""
 
-GapSink = Callable[[str, int], None]
-"""Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
-with metric ``"itl"``, ``"keepalive_interval"`` or ``"client_read_lag"`` (``_metrics.METRICS``)."""
+class GapSink(Protocol):
+    """Where a meter puts each gap the moment it is measured: ``sink(metric, value_ns)``
+    with metric ``"itl"``, ``"keepalive_interval"`` or ``"client_read_lag"``
+    (``_metrics.METRICS``); ``sink("itl", 0, n)`` records ``n`` alike gaps at once (the
+    events that shared one read with the content event before them: :meth:`StreamMeter.end_read`)."""
+
+    def __call__(self, metric: str, value: int, n: int = 1, /) -> None: ...
 
 BoundSink = Callable[[str, int, int, int, int], None]
 """Where a meter puts each sample whose stamps are not exact:
@@ -67,7 +71,8 @@ lying in ``[value - below, value + above]`` (``Recorder.bound_sink``). Samples w
 exact stamps (both bounds 0) are not handed over: the recorder takes the
 reported histogram's count for them. ITL samples come in runs of alike ones (the
 events that shared a read), each run when the next unlike one comes and the last at
-:meth:`StreamMeter.close`."""
+:meth:`StreamMeter.close`; the gap-0 samples of a read's later events as one run a read
+(:meth:`StreamMeter.end_read`)."""
 
 
 class StreamMeter:
@@ -149,7 +154,7 @@ class StreamMeter:
         "items_exact", "items_bounded", "headers_bound_ns", "first_token_bound_ns", "first_content_bound_ns",
         "terminal_bound_ns", "last_byte_bound_ns", "first_token_late_ns", "_late_ns", "event_bound_ns",
         "_lags", "_read_lags", "_lag_n", "first_read_bound_ns", "_head_rx", "body_end_ns", "body_end_bound_ns",
-        "_bq",
+        "_bq", "zero_run",
     )
 
     def __init__(self, start_ns: int, sent_ns: int, sink: GapSink | None = None,
@@ -227,6 +232,9 @@ class StreamMeter:
         self.body_end_bound_ns = 0
         #: a run of alike bounded ITL samples not yet handed to ``bounds``: [gap, below, above, n]
         self._bq: list[int] | None = None
+        #: content events counted but not yet recorded: the gap-0 ITL samples of events that
+        #: shared a read (and its bounds) with the content event before them (:meth:`end_read`)
+        self.zero_run = 0
 
     def _wire(self, t_ns: int, rx_ns: int, lag_ns: int, tail: bool) -> int:
         """The wire stamp of a read served at ``t_ns`` (see :meth:`on_read`); sets the
@@ -295,6 +303,8 @@ class StreamMeter:
             ``since_ns`` is past the stamp: the clocks' microseconds); with
             several items the runner calls :meth:`at_last_item` before the last one.
         """
+        if self.zero_run:
+            self.end_read()
         last = self.last_byte_ns
         self._prev_read_ns = last
         self.reads += 1
@@ -417,7 +427,16 @@ class StreamMeter:
             if cls is ContentDelta:
                 last = self.last_content_ns
                 b = self._cur_b
-                if last is not None:
+                if last == t_ns and b == self._last_content_b:
+                    # another event of the read that carried the content event before it:
+                    # gap 0, the same bounds. Counted here, recorded once a read
+                    # (end_read; benchmarks/bench_bytecodes.py: an unpaced run's events
+                    # mostly share reads)
+                    self.zero_run += 1
+                    self.itl_count += 1
+                elif last is not None:
+                    if self.zero_run:
+                        self.end_read()  # (b changed inside the read: its last item)
                     gap = t_ns - last
                     pb = self._last_content_b
                     if (b or pb) and self._bounds is not None:
@@ -438,8 +457,8 @@ class StreamMeter:
                         self.itl_max_ns = gap
                     digest = self.itl_digest
                     if digest is not None:
-                        b = bucket_of(gap)
-                        digest[b] = digest.get(b, 0) + 1
+                        k = bucket_of(gap)
+                        digest[k] = digest.get(k, 0) + 1
                     sink = self._sink
                     if sink is not None:
                         sink("itl", gap)
@@ -536,6 +555,28 @@ class StreamMeter:
                 else:
                     crcs.append(zlib.crc32("".join(frags[start:]).encode("utf-8")) if n > start else -1)
 
+    def end_read(self) -> None:
+        """Record the gap-0 ITL samples :meth:`on_observations` counted in ``zero_run``
+        (the events that shared a read with the content event before them): one
+        ``sink("itl", 0, n)``, one bounds run ``(0, b, b, n)`` with the read's bound ``b``,
+        and the digest's bucket of 0. The runner calls it after a read's items when
+        ``zero_run`` is set (so the samples land in the interval their read came in);
+        :meth:`on_read` and :meth:`close` call it for a caller that did not."""
+        n = self.zero_run
+        if not n:
+            return
+        self.zero_run = 0
+        sink = self._sink
+        if sink is not None:
+            sink("itl", 0, n)
+        b = self._last_content_b
+        if b and self._bounds is not None:
+            self._bounds("itl", 0, b, b, n)
+        digest = self.itl_digest
+        if digest is not None:
+            k = bucket_of(0)
+            digest[k] = digest.get(k, 0) + n
+
     def _flush_lags(self) -> None:
         lags, read_lags, n = self._lags, self._read_lags, self._lag_n
         if n and lags is not None and read_lags is not None:
@@ -550,6 +591,8 @@ class StreamMeter:
         still held are handed to ``read_lags``, and the last run of bounded ITL
         samples to ``bounds``."""
         self._flush_lags()
+        if self.zero_run:
+            self.end_read()
         q = self._bq
         if q is not None and self._bounds is not None:
             self._bq = None

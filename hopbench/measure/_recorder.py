@@ -42,6 +42,7 @@ from typing import Any
 
 from .._errors import ResultsError, UsageError
 from ._hdr import Histogram
+from ._meter import GapSink
 from ._metrics import METRICS
 
 BOUND_SUFFIXES = ("~x", "~lo", "~hi")
@@ -88,6 +89,10 @@ def bound_metric(name: str) -> str | None:
         return None
     return base
 
+
+
+#: metric -> the names of its bounds' three histograms (value, lower end, upper end)
+_BOUND_NAMES: dict[str, tuple[str, str, str]] = {}
 
 @dataclass(frozen=True, slots=True)
 class ScopeSnapshot:
@@ -367,9 +372,10 @@ class Recorder:
             self._check(scope)
         self._record_into(scope, metric, value)
 
-    def sink(self, scope: str) -> Callable[[str, int], None]:
-        """A function ``(metric, value)`` that records like :meth:`record` into
-        ``scope`` and "all", with the scope checked once here instead of per
+    def sink(self, scope: str) -> GapSink:
+        """A function ``(metric, value, n=1)`` that records ``value`` ``n`` times like
+        :meth:`record` into ``scope`` and "all" (the meter's :data:`GapSink`), with the
+        scope checked once here instead of per
         value (the per-token path: a stream's meter records each gap as it is
         measured, into the interval open at that moment).
 
@@ -378,16 +384,16 @@ class Recorder:
         """
         self._check(scope)
 
-        def record(metric: str, value: int) -> None:
+        def record(metric: str, value: int, n: int = 1, /) -> None:
             hists = self._cur[scope]
             h = hists.get(metric)
             if h is None:
                 h = hists[metric] = Histogram(metric)  # UsageError for an unknown metric
-            if not h.record(value):
+            if not (h.record(value) if n == 1 else h.record_n(value, n)):
                 key = "out_of_range." + metric
                 for counters in (self._ctr_tot[scope], self._ctr_iv[scope], self._ctr_tot[ALL],
                                  self._ctr_iv[ALL]):
-                    _bump(counters, key, 1)
+                    _bump(counters, key, n)
 
         return record
 
@@ -405,19 +411,26 @@ class Recorder:
         self._bound_into(scope, metric, value, below, above, 1)
 
     def _bound_into(self, scope: str, metric: str, value: int, below: int, above: int, n: int) -> None:
+        names = _BOUND_NAMES.get(metric)
+        if names is None:
+            names = _BOUND_NAMES[metric] = (metric + "~x", metric + "~lo", metric + "~hi")
+        kx, klo, khi = names
+        lo = value - below
+        if lo < 0:
+            lo = 0
         for s in (scope, ALL):
             hists = self._bnd[s]
-            x = hists.get(metric + "~x")
+            x = hists.get(kx)
             if x is None:
-                x = hists[metric + "~x"] = Histogram(metric)  # UsageError for an unknown metric
-                hists[metric + "~lo"] = Histogram(metric)
-                hists[metric + "~hi"] = Histogram(metric)
+                x = hists[kx] = Histogram(metric)  # UsageError for an unknown metric
+                hists[klo] = Histogram(metric)
+                hists[khi] = Histogram(metric)
             if not x.record_n(value, n):
                 return
-            lo = value - below
-            hists[metric + "~lo"].record_n(lo if lo > 0 else 0, n)
-            if not hists[metric + "~hi"].record_n(value + above, n):
-                hists[metric + "~hi"].record_n(x.spec.highest, n)
+            hists[klo].record_n(lo, n)
+            hi = hists[khi]
+            if not hi.record_n(value + above, n):
+                hi.record_n(x.spec.highest, n)
 
     def bound_sink(self, scope: str) -> Callable[[str, int, int, int, int], None]:
         """A function ``(metric, value, below, above, n)`` that does :meth:`record_bound`
