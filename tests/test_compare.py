@@ -20,7 +20,8 @@ from hopbench.config._profile import parse_profile
 from hopbench.measure._recorder import Recorder
 from hopbench.driver._results import SCHEMA, summary_scopes
 from hopbench.driver._single import run_profile
-from hopbench.views._stats import _fisher, buckets, mann_whitney, poisson_rates, quantile_ci, two_proportions
+from hopbench.views._stats import (_fisher, buckets, mann_whitney, poisson_rates, quantile_ci, quantile_ci_min_count,
+                                  two_proportions)
 
 MS = 1_000_000
 
@@ -82,6 +83,20 @@ def test_two_proportions_fisher_and_z() -> None:
     assert z.p_value == pytest.approx(math.erfc(expect_z / math.sqrt(2)))
     assert two_proportions(0, 0, 1, 10).p_value == 1.0
     assert two_proportions(0, 300, 0, 300).p_value == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("q", [0.5, 0.9, 0.99, 0.999])
+@pytest.mark.parametrize("confidence", [0.6827, 0.99])
+@pytest.mark.parametrize("deff", [1.0, 3.7])
+def test_quantile_ci_min_count_is_the_first_n_with_an_interval(q: float, confidence: float, deff: float) -> None:
+    # what compare's "not judged: too few samples ... N needed" says: the real threshold
+    n = quantile_ci_min_count(q, confidence, deff)
+    assert quantile_ci([(v, 1) for v in range(1, n + 1)], q, confidence, deff) is not None
+    assert quantile_ci([(v, 1) for v in range(1, n)], q, confidence, deff) is None
+    if q == 0.99 and confidence < 0.7 and deff == 1.0:
+        assert n == 261  # (a p99 at one standard error: the interval's top rank fits from 261 samples on)
+    with pytest.raises(ValueError, match="expected 0 < q < 1"):
+        quantile_ci_min_count(1.0, confidence)
 
 
 def test_quantile_ci_brackets_the_percentile_and_needs_samples() -> None:
@@ -198,6 +213,15 @@ def test_compare_metric_tail_regression_is_worse() -> None:
     m = compare_metric("all", "ttft", _hist(base), _hist(cand))
     assert m.verdict == "worse"
     assert m.tails["p99"]["verdict"] == "worse"
+
+
+def test_compare_metric_tail_too_small_for_its_interval_is_not_comparable() -> None:
+    # 150 samples a side: enough for the p90's 99 % interval, not for the p99's; the p99 tail
+    # had no test, so it must not read "same" (a JSON reader would take it as checked)
+    rng = random.Random(8)
+    m = compare_metric("all", "ttft", _hist(_noisy(rng, 150, 1.0)), _hist(_noisy(rng, 150, 1.0)))
+    assert m.tails["p99"]["base_ci"] is None and m.tails["p99"]["verdict"] == "not_comparable"
+    assert m.tails["p90"]["base_ci"] is not None and m.tails["p90"]["verdict"] == "same"
 
 
 def _summary(ttft_ms: list[float], counters: dict[str, int], load: dict[str, Any] | None = None) -> dict[str, Any]:

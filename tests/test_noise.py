@@ -343,3 +343,35 @@ def test_budget_table_takes_client_included() -> None:
     doc = parse_toml('[gate]\n"ttft.p50" = { limit = "<= 135ms", client_included = -1 }\n', Path("b.toml"))
     with pytest.raises(ProfileError, match=r"b.toml:2: .*client_included"):
         parse_budgets(doc.root().table("gate"))
+
+
+def test_a_compare_that_judged_nothing_is_not_judged_and_never_passes_a_gate() -> None:
+    # (compare --force across runs that share no figure, or --metric naming one neither has:
+    # it read "same" and exited 0 under --fail-on-worse, a gate that checked nothing passing)
+    from hopbench.views._noise import Judged
+    from hopbench.views._verdicts import FigureVerdict, Verdicts
+
+    nothing = Verdicts((), 0.01)
+    assert nothing.verdict == NOT_JUDGED and nothing.exit_code(True) == 5 and nothing.exit_code(False) == 0
+    one = FigureVerdict("all", "ttft.p50", "ms", 120.0, None, Judged(NOT_JUDGED, "not judged: a side has no value"))
+    assert Verdicts((one,), 0.01).verdict == NOT_JUDGED
+    same = FigureVerdict("all", "ttft.p90", "ms", 120.0, 121.0, Judged(SAME, "same: +1 ms is within sampling noise"))
+    assert Verdicts((one, same), 0.01).verdict == SAME and Verdicts((one, same), 0.01).exit_code(True) == 0
+
+
+def test_the_p_a_sentence_shows_is_in_the_json() -> None:
+    # "same: ... within sampling noise (p = X)": X is the samples' p after Holm; it was in no
+    # JSON field (p_adjusted is the pair's)
+    import re
+
+    from hopbench.views._verdicts import FigureVerdict
+
+    quiet = Noise(0.5, 10, 0.1, "its loop lag mean")
+    figs = [Figure(0.2, 0.002, "ms", 0.3, quiet, quiet, 200, 200), Figure(9.0, 0.09, "ms", 1e-9, quiet, quiet, 200, 200)]
+    for f, j in zip(figs, judge_family(figs, ALPHA)):
+        m = re.search(r"\(p = ([0-9.e-]+)", j.reason)
+        assert m is not None, j.reason
+        d = FigureVerdict("all", "ttft.p50", "ms", 1.0, 1.0, j).to_json()
+        shown = float(m.group(1))
+        key = "p_samples_adjusted" if "sampl" in j.reason else "p_adjusted"
+        assert d[key] is not None and f"{d[key]:.2g}" == f"{shown:.2g}", (j.reason, d)

@@ -172,6 +172,17 @@ def test_tails_a_short_run_cannot_have_are_not_judged(runs: dict[str, Path]) -> 
     v = _judge(runs["base"], runs["again"])
     p99 = next(f for f in v.figures if f.scope == "all" and f.name == "ttft.p99")
     assert p99.verdict == NOT_JUDGED and "too few samples" in p99.judged.reason
+    # the n it names is the one the p99's interval needs (240 streams: 261 at one standard
+    # error, Conover's ranks), not one more than the run had; no test ran, so no p-value
+    assert "(n = 240 and 240, 261 needed on each side)" in p99.judged.reason
+    assert p99.to_json()["p_samples"] is None and p99.to_json()["p_adjusted"] is None
+    # the markdown table's row says so too, in the verdicts' words (not "no significant change")
+    c = compare_command(runs["base"], runs["again"])
+    md = c.render("markdown")
+    row = next(r for r in md.splitlines() if r.startswith("| ttft (ms) |"))
+    if c.metric_verdict("all", "ttft", "") == SAME:
+        assert "| same (p99 not judged) |" in row, row
+    assert "no significant change" not in md
 
 
 # -- gate ------------------------------------------------------------------------------

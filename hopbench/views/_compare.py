@@ -144,7 +144,8 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
     tails: dict[str, dict[str, Any]] = {}
     for key, q in _TAILS:
         ca, cb = quantile_ci(ba, q, 1 - alpha, deff_a), quantile_ci(bb, q, 1 - alpha, deff_b)
-        tv = "same"
+        # (a side too small for the quantile's interval: no test ran, so no "same")
+        tv = "same" if ca is not None and cb is not None else NOT_COMPARABLE
         rel = rel_change(sa[key], sb[key])
         if ca is not None and cb is not None and big(key, rel):
             if cb[0] > ca[1] or cb[1] < ca[0]:

@@ -156,16 +156,19 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """The pair's verdict: ``worse``, ``inconclusive``, ``better`` or ``same`` (docs/compare.md)."""
+        """The pair's verdict: ``worse``, ``inconclusive``, ``better``, ``same`` or ``not judged``
+        (no figure in both runs) (docs/compare.md)."""
         if self.any_worse:
             return "worse"
         return str(self.verdicts.verdict) if self.verdicts is not None else "same"
 
     def exit_code(self, fail_on_worse: bool) -> int:
-        """With ``--fail-on-worse``: 1 worse, 5 inconclusive (retry on a quieter runner), else 0."""
+        """With ``--fail-on-worse``: 1 worse, 5 inconclusive (retry on a quieter runner) or not
+        judged (no figure in both runs: a gate that checked nothing), else 0."""
         if not fail_on_worse:
             return EXIT_OK
-        return {"worse": EXIT_BREACH, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, EXIT_OK)
+        return {"worse": EXIT_BREACH, "inconclusive": EXIT_INCONCLUSIVE,
+                "not judged": EXIT_INCONCLUSIVE}.get(self.verdict, EXIT_OK)
 
     def figure_verdicts(self, scope: str, name: str) -> list[Any]:
         """The judged figures of a metric (``ttft``: its p50, p90, p99) or rate in ``scope``."""
@@ -365,6 +368,17 @@ _MD_VERDICT = {"better": "✅ better", "worse": "❌ worse", "same": "no signifi
                NOT_COMPARABLE: "⚪ not comparable", "inconclusive": "⚠️ inconclusive", "not judged": "⚪ not judged"}
 
 
+def _md_verdict(c: Comparison, scope: str, name: str, fallback: str) -> str:
+    """A table row's verdict: the noise-aware one's word (``same``, naming the figures not judged)
+    where compare judged the figures, else the samples' verdict (``fallback``)."""
+    v = c.metric_verdict(scope, name, fallback)
+    if v != "same" or c.verdicts is None:
+        return _MD_VERDICT[v]
+    skipped = [f.name.rsplit(".", 1)[1] for f in c.figure_verdicts(scope, name)
+               if f.verdict == "not judged" and f.name != name]
+    return "same" + (f" ({', '.join(skipped)} not judged)" if skipped else "")
+
+
 def _render_markdown(c: Comparison) -> str:
     out = [f"### hopbench compare: `{c.base_dir}` → `{c.candidate_dir}`", "", _method_line(c), ""]
     out += [f"> ⚠️ {w}" for w in c.warnings]
@@ -388,13 +402,12 @@ def _render_markdown(c: Comparison) -> str:
                 "|---|---|---|---|---|---|---|---|"]
         for m in (m for m in c.metrics if m.scope == scope):
             cells = " | ".join(_md_cell(m, k) for k in SHOWN_STATS)
-            v = c.metric_verdict(m.scope, m.metric, m.verdict)
-            out.append(f"| {m.metric} ({m.unit}) | {_MD_VERDICT[v]} | {cells} |")
+            out.append(f"| {m.metric} ({m.unit}) | {_md_verdict(c, m.scope, m.metric, m.verdict)} | {cells} |")
         rates = [r for r in c.rates if r.scope == scope]
         if rates:
             out += ["", "| rate | verdict | base | candidate | change | test |", "|---|---|---|---|---|---|"]
             for r in rates:
-                out.append(f"| {r.name} | {_MD_VERDICT[c.metric_verdict(r.scope, r.name, r.verdict)]} | "
+                out.append(f"| {r.name} | {_md_verdict(c, r.scope, r.name, r.verdict)} | "
                            f"{_rate_cell(r.base, r.unit)} | "
                            f"{_rate_cell(r.candidate, r.unit)} | "
                            f"{'' if _unchanged(r) else _pct(rel_change(r.base[2], r.candidate[2]))} | "

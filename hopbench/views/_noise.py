@@ -50,6 +50,7 @@ Invariants: every function is O(inputs); none raises on empty input (no data is
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -371,6 +372,8 @@ class Judged:
         n_base / n_cand: effective n of each side (streams for per-event metrics).
         floor: the noise floor of the change (reporting unit), None when unknown.
         direction: ``"worse"`` or ``"better"``: the way the change points ("" when none).
+        p_samples_adjusted: the samples' p-value after Holm across the family (what a
+            ``same: ... within sampling noise (p = ..)`` sentence shows), None when not tested.
     """
 
     verdict: str
@@ -383,6 +386,7 @@ class Judged:
     n_cand: int = 0
     floor: float | None = None
     direction: str = ""
+    p_samples_adjusted: float | None = None
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -471,7 +475,8 @@ def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
     pairs = holm([max(figures[i].p_samples or 0.0, 1.0 if pn[i] is None else pn[i] or 0.0) for i in tested])
     samples = holm([figures[i].p_samples or 0.0 for i in tested])
     adj = {i: (pairs[k], samples[k]) for k, i in enumerate(tested)}
-    return [_judge(f, pn[i], adj.get(i), alpha, len(tested)) for i, f in enumerate(figures)]
+    out = [_judge(f, pn[i], adj.get(i), alpha, len(tested)) for i, f in enumerate(figures)]
+    return [dataclasses.replace(j, p_samples_adjusted=adj[i][1]) if i in adj else j for i, j in enumerate(out)]
 
 
 def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: float, family: int) -> Judged:
@@ -479,9 +484,9 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
         return Judged(NOT_JUDGED, f"not judged: {f.why or 'a side has no value'}", n_base=f.n_base,
                       n_cand=f.n_cand)
     if adj is None:
-        if not f.few_is_inconclusive:
+        if not f.few_is_inconclusive:  # (no test ran: no p-value to show)
             return Judged(NOT_JUDGED, f"not judged: too few samples for it (n = {f.n_base} and {f.n_cand}, "
-                          f"{f.min_n} needed on each side)", f.p_samples, pn, None, None, f.n_base, f.n_cand)
+                          f"{f.min_n} needed on each side)", None, None, None, None, f.n_base, f.n_cand)
         return Judged(INCONCLUSIVE, f"inconclusive: too few samples (n = {f.n_base} and {f.n_cand}, "
                       f"{f.min_n} needed on each side)", f.p_samples, pn, None, None, f.n_base, f.n_cand)
     padj, psamp = adj

@@ -181,6 +181,46 @@ def quantile_ci(bk: Buckets, q: float, confidence: float, deff: float = 1.0) -> 
     return value_at_rank(bk, lo), value_at_rank(bk, hi)
 
 
+def quantile_ci_min_count(q: float, confidence: float, deff: float = 1.0) -> int:
+    """The fewest samples for which :func:`quantile_ci` has an interval.
+
+    The smallest ``n`` with ``floor(n q - half) >= 1`` and ``ceil(n q + half) + 1 <= n``
+    (``half = z sqrt(n q (1 - q) deff)``: :func:`quantile_ci`'s ranks), found by
+    doubling and bisection (the conditions only get easier as ``n`` grows).
+
+    Args:
+        q: quantile in (0, 1).
+        confidence: e.g. 0.6827 (one standard error each side).
+        deff: design effect (>= 1).
+
+    Returns:
+        n, samples (events when ``deff`` is the events' per stream).
+
+    Raises:
+        ValueError: ``q`` not in (0, 1).
+    """
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile {q!r}: expected 0 < q < 1")
+    z = _NORMAL.inv_cdf(0.5 + confidence / 2)
+    v = q * (1 - q) * max(deff, 1.0)
+
+    def ok(n: int) -> bool:
+        half = z * math.sqrt(n * v)
+        return math.floor(n * q - half) >= 1 and math.ceil(n * q + half) + 1 <= n
+
+    hi = 1
+    while not ok(hi):
+        hi *= 2
+    lo = hi // 2  # not ok (or 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 @dataclass(frozen=True, slots=True)
 class SignedRank:
     """Wilcoxon's signed-rank test of paired differences.

@@ -53,7 +53,7 @@ from ._noise import (BETTER, FAIL, INCONCLUSIVE, NOT_JUDGED, PASS, SAME, WORSE, 
                      effective_n, judge_family, judge_limits, relative_noise, spread_se)
 from ._noise_record import (HIGHER_IS_BETTER, PER_EVENT, RunNoise, arms_paired, busier, interval_rates, metric_hist,
                             read_run_noise, runner_line, streams_of)
-from ._stats import buckets, quantile_ci
+from ._stats import buckets, quantile_ci, quantile_ci_min_count
 
 __all__ = ["GATE_ALPHA", "JUDGED_STATS", "CheckVerdict", "FigureVerdict", "GateVerdicts", "Verdicts",
            "judge_comparison", "judge_gate"]
@@ -63,6 +63,7 @@ JUDGED_STATS: Final = ("p50", "p90", "p99")
 short run has too few samples beyond them to tell anything)."""
 _Q: Final = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 _NORMAL = NormalDist()
+_ONE_SE: Final = _NORMAL.cdf(1.0) - _NORMAL.cdf(-1.0)  # a quantile's interval of one standard error each side
 _NO_NOISE = Noise(0.0, 0)  # counts and interval rates: their test carries their own noise
 
 
@@ -105,7 +106,8 @@ class FigureVerdict:
         return {"scope": self.scope, "figure": self.name, "unit": self.unit, "base": _finite(self.base),
                 "candidate": _finite(self.candidate), "verdict": j.verdict, "reason": j.reason,
                 "p_samples": j.p_samples, "p_noise": j.p_noise, "p_value": j.p_value,
-                "p_adjusted": j.p_adjusted, "n_base": j.n_base, "n_candidate": j.n_cand,
+                "p_adjusted": j.p_adjusted, "p_samples_adjusted": j.p_samples_adjusted,
+                "n_base": j.n_base, "n_candidate": j.n_cand,
                 "noise_floor": _finite(j.floor)}
 
 
@@ -136,7 +138,10 @@ class Verdicts:
     @property
     def verdict(self) -> str:
         """The pair's verdict: ``worse`` when any figure is, else ``inconclusive`` when any that
-        points the worse way is, else ``better`` when any is, else ``same``."""
+        points the worse way is, else ``better`` when any is, else ``same``; ``not judged``
+        when no figure was (nothing in both runs: never ``same``)."""
+        if len(self.of(NOT_JUDGED)) == len(self.figures):
+            return NOT_JUDGED
         if self.of(WORSE):
             return WORSE
         if self.doubtful():
@@ -149,10 +154,12 @@ class Verdicts:
         return [f for f in self.of(INCONCLUSIVE) if f.judged.direction != BETTER]
 
     def exit_code(self, fail_on_worse: bool) -> int:
-        """With ``--fail-on-worse``: 1 worse, 5 inconclusive (retry on a quieter runner), 0 otherwise."""
+        """With ``--fail-on-worse``: 1 worse, 5 inconclusive (retry on a quieter runner) or nothing
+        judged (a gate that checked nothing must not pass), 0 otherwise."""
         if not fail_on_worse:
             return EXIT_OK
-        return {WORSE: EXIT_BREACH, INCONCLUSIVE: EXIT_INCONCLUSIVE}.get(self.verdict, EXIT_OK)
+        return {WORSE: EXIT_BREACH, INCONCLUSIVE: EXIT_INCONCLUSIVE, NOT_JUDGED: EXIT_INCONCLUSIVE}.get(
+            self.verdict, EXIT_OK)
 
     def headline(self) -> str:
         """One sentence: the verdict and why (what ``-q`` prints)."""
@@ -215,8 +222,7 @@ def quantile_p(ba: Sequence[tuple[int, int]], bb: Sequence[tuple[int, int]], q: 
     Returns:
         the p-value, or None when a sample is too small for the interval.
     """
-    conf = _NORMAL.cdf(1.0) - _NORMAL.cdf(-1.0)
-    ca, cb = quantile_ci(ba, q, conf, deff_a), quantile_ci(bb, q, conf, deff_b)
+    ca, cb = quantile_ci(ba, q, _ONE_SE, deff_a), quantile_ci(bb, q, _ONE_SE, deff_b)
     if ca is None or cb is None:
         return None
     from ..measure._digest import value_at_rank
@@ -286,8 +292,11 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
             p = m.test.p_value if stat == "p50" else quantile_p(ba, bb, _Q[stat], deff_a, deff_b)
             min_n = default_min_count(stat)
             if p is None:  # too few samples for the tail's interval: not judged (docs/compare.md)
-                min_n = max(min_n, n_a + 1, n_b + 1)
-                p = 1.0
+                # the effective n each side's quantile interval needs (its events per stream
+                # kept); never one a side already has (the interval then failed on its ties)
+                need = max(math.ceil(quantile_ci_min_count(_Q[stat], _ONE_SE, d) / d) for d in (deff_a, deff_b))
+                min_n = max(min_n, need, min(n_a, n_b) + 1)
+                p = 1.0  # (not a test: a figure under min_n reports no p-value)
             names.append((m.scope, f"{m.metric}.{stat}", m.unit, _f(va), _f(vb)))
             figures.append(Figure(change, rel, m.unit, p, rn_a.noise(m.scope, m.metric, stat),
                                   rn_b.noise(m.scope, m.metric, stat), n_a, n_b, min_n, hib, saturated,
