@@ -375,3 +375,13 @@ def test_the_p_a_sentence_shows_is_in_the_json() -> None:
         shown = float(m.group(1))
         key = "p_samples_adjusted" if "sampl" in j.reason else "p_adjusted"
         assert d[key] is not None and f"{d[key]:.2g}" == f"{shown:.2g}", (j.reason, d)
+
+
+def test_runner_line_says_an_unmeasured_loop_lag_is_unmeasured() -> None:
+    from hopbench.views._noise_record import runner_line
+
+    g = {"neighbours_cpu_cores": 0.5, "cpus": 2, "steal_share": 0.0}
+    assert runner_line({"generator": {**g, "loop_lag_p99_ms": 12.5}}).startswith("loop lag p99 12.5 ms, ")
+    # summary.json keeps 0 when the probe took no sample (a run shorter than its period)
+    assert runner_line({"generator": {**g, "loop_lag_p99_ms": 0}}) == \
+        "loop lag not measured, neighbours 0.50 cores of 2, steal 0.0%"

@@ -406,7 +406,7 @@ def render_arm_differences(block: Mapping[str, Any]) -> str:
             lines.append(f"A/B arms, paired: {c} against {b}, {paired['n']} rounds (paired by {paired['pairing']}; "
                          f"p Holm-adjusted, family-wise alpha {block.get('alpha')}): {str(paired['verdict']).upper()}")
             lines += [f"  {f['figure']:<8} p50 diff {_diff(f):>22}  {f['reason']}" for f in paired["figures"]]
-        lines.append(f"A/B arms: {c} against {b} (alpha {block.get('alpha')}, min effect "
+        lines.append(f"A/B arms, unpaired: {c} against {b} (alpha {block.get('alpha')}, min effect "
                      f"{block.get('min_effect', 0):.0%}): " + ("WORSE on at least one figure" if pair["worse"]
                                                               else "not worse"))
         lines.append(f"  {'metric':<20} {'unit':<7} {b + ' p50':>12} {c + ' p50':>12} {'change':>8} "

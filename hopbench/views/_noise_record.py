@@ -289,7 +289,8 @@ def runner_line(summary: Mapping[str, Any]) -> str:
     parts = []
     lag = g.get("loop_lag_p99_ms")
     if isinstance(lag, (int, float)):
-        parts.append(f"loop lag p99 {lag:.3g} ms")
+        # (0: no probe sample, a run too short for one: a real lag is never exactly 0)
+        parts.append(f"loop lag p99 {lag:.3g} ms" if lag > 0 else "loop lag not measured")
     nb, cpus = g.get("neighbours_cpu_cores"), g.get("cpus")
     if isinstance(nb, (int, float)):
         parts.append(f"neighbours {nb:.2f} cores" + (f" of {cpus}" if isinstance(cpus, int) else ""))
