@@ -83,7 +83,8 @@ def child(url: str, path: str, requests: int, concurrency: int, ramp_s: float) -
     print(json.dumps({"streams": completed, "broken": snap.counter(ALL, "started") - completed}), flush=True)
 
 
-def count(base: str, src: str, paced: bool, concurrency: int, requests: int, work: Path) -> int:
+def count(base: str, src: str, paced: bool, concurrency: int, requests: int, work: Path,
+          keep: Path | None = None) -> int:
     """Instructions (callgrind's Ir, every thread) of one hopbench run of ``requests``
     streams at ``concurrency`` against the responder at ``base``, with ``src``'s package:
     from the run's start to the child's exit (module docstring).
@@ -117,7 +118,11 @@ def count(base: str, src: str, paced: bool, concurrency: int, requests: int, wor
     m = _TOTALS.search(out.read_bytes())
     if m is None:
         raise SystemExit(f"no instruction total in callgrind's output {out}")
-    out.unlink()
+    if keep is not None:  # for callgrind_annotate (which functions grew)
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(out), str(keep))
+    else:
+        out.unlink()
     return int(m.group(1))
 
 
@@ -133,6 +138,9 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=0,
                    help="N, streams a run (default: twice the concurrency paced, 16 unpaced)")
     p.add_argument("--repeat", type=int, default=3, help="rounds, sides alternating (default 3)")
+    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="keep each measured run's callgrind output here (<mode>-<side>-<round>.out), to "
+                        "read with callgrind_annotate")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
@@ -166,7 +174,9 @@ def main() -> None:
                 for r in range(args.repeat):
                     order = list(sides) if r % 2 == 0 else list(sides)[::-1]
                     for name in order:
-                        ir = count(base, sides[name], paced, args.concurrency, n, work)
+                        kept = None if args.keep is None else \
+                            args.keep / f"{mode}-{name.replace('/', '_').replace(' ', '_')}-{r + 1}.out"
+                        ir = count(base, sides[name], paced, args.concurrency, n, work, kept)
                         ipe = ir / (n * EVENTS_PER_STREAM)
                         per[name].append(ipe)
                         print(f"  {mode} c={args.concurrency} round {r + 1} {name}: Ir {ir:,} over {n} streams "
