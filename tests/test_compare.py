@@ -297,7 +297,8 @@ def test_compare_refuses_different_load_shapes_unless_forced(tmp_path: Path,
 
 def test_compare_refuses_a_partial_run_unless_forced_and_then_warns_once(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    whole = _summary([100.0] * 10, {"started": 10})
+    whole = dict(_summary([100.0] * 10, {"started": 10}), started_at_unix_s=1796300000.123456,
+                 ended_at="2026-12-03T19:33:20.123456Z")
     part = dict(_summary([100.0] * 10, {"started": 10}), complete=False)
     for name, s in (("whole", whole), ("part", part)):
         (tmp_path / name).mkdir()
@@ -313,13 +314,19 @@ def test_compare_refuses_a_partial_run_unless_forced_and_then_warns_once(
         assert main(["compare", *argv, "--force"]) == 0
         out = capsys.readouterr().out
         assert out.count("did not complete") == 1, out
-    assert main(["compare", str(tmp_path / "whole"), str(tmp_path / "whole")]) == 0
-    out = capsys.readouterr().out
-    assert "did not complete" not in out
-    # one folder as both: said (a newcomer's typo read as a clean A/A), once however it is named
-    assert "is both the base and the candidate: one run compared with itself" in out
-    assert main(["compare", str(tmp_path / "whole"), str(tmp_path / "whole" / "summary.json")]) == 0
-    assert capsys.readouterr().out.count("compared with itself") == 1
+    # one folder as both (a newcomer's typo, an artifact mix-up in CI) is refused: exit 2, or,
+    # under --fail-on-worse, a release passed on nothing; --force compares it, said once
+    for cand in (tmp_path / "whole", tmp_path / "whole" / "summary.json"):
+        assert main(["compare", str(tmp_path / "whole"), str(cand), "--fail-on-worse"]) == 2
+        assert "is both the base and the candidate: one run compared with itself" in capsys.readouterr().err
+        assert main(["compare", str(tmp_path / "whole"), str(cand), "--force"]) == 0
+        out = capsys.readouterr().out
+        assert "did not complete" not in out and out.count("compared with itself") == 1
+    # a copy of the folder is the same run
+    import shutil
+    shutil.copytree(tmp_path / "whole", tmp_path / "copy")
+    assert main(["compare", str(tmp_path / "whole"), str(tmp_path / "copy")]) == 2
+    assert "are copies of one run" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "whole"), folder, "--force"]) == 0
     assert "compared with itself" not in capsys.readouterr().out
 
@@ -558,3 +565,20 @@ def test_compare_closing_line_says_a_saturated_side_is_not_trustworthy() -> None
     last = compare_summaries(base, slow).render("text").rstrip().splitlines()[-1]
     assert last.startswith("compare: WORSE beyond noise: ") and "not trustworthy" in last and "candidate" in last, last
     assert "not trustworthy" not in compare_summaries(base, base).render("text").splitlines()[-1]
+
+
+def test_compare_a_metric_asked_for_that_neither_run_measured_is_refused_not_passed(tmp_path: Path) -> None:
+    # `--metric keepalive_interval --fail-on-worse` on runs without keepalives read "same" and
+    # exited 0: a gate that checked nothing (a new user's finding)
+    a = _summary([100.0 + i * 0.1 for i in range(300)], {"started": 300, "completed": 300})
+    b = _summary([100.0 + i * 0.1 for i in range(300)], {"started": 300, "completed": 300})
+    with pytest.raises(UsageError, match="--metric keepalive_interval: no samples in either run"):
+        compare_summaries(a, b, metrics=["keepalive_interval"], asked=True)
+    c = compare_summaries(a, b, metrics=["ttft", "keepalive_interval"], asked=True)
+    assert "--metric keepalive_interval: no samples in either run: not compared" in c.warnings
+    assert {m.metric for m in c.metrics} == {"ttft"}
+    for d, s in (("a", a), ("b", b)):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "summary.json").write_text(json.dumps(s), encoding="utf-8")
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--metric", "keepalive_interval",
+                 "--fail-on-worse"]) == 2

@@ -820,3 +820,38 @@ def test_gate_on_a_summary_json_path_names_that_file_once(tmp_path: Path) -> Non
         with pytest.raises(UsageError) as err:
             gate_command(arg)
         assert str(err.value).startswith(f"{named}: no budgets"), str(err.value)
+
+
+def test_gate_a_gap_figure_the_clients_bursts_made_good_is_inconclusive_not_passed() -> None:
+    # A saturated client reads each stream's events together: their gaps read 0 (itl, tpot) and
+    # their token rate rises, so a late client makes these figures look better, never only
+    # worse. A new user's saturated ci-gate run (400 users) passed itl.p99 at 1e-06 ms with
+    # allow_saturated = true, while summary.json said 3,047 of 3,370 streams were client_lagged.
+    def summary(lagged: int) -> dict[str, Any]:
+        rec = Recorder(["chat"])
+        for i in range(1000):
+            rec.record("chat", "ttft", int((100.0 + i * 0.01) * MS))
+            rec.record("chat", "itl", 1)  # every gap 0: the events came in one read
+        for name, n in {"started": 1000, "completed": 1000, "client_lagged": lagged}.items():
+            if n:
+                rec.incr("chat", name, n)
+        return {"schema": SCHEMA, "name": "t", "complete": True, "saturated": True, "interrupted_by": None,
+                "warnings": ["load generator saturated: event-loop lag p99 80 ms (> 25 ms)"], "duration_s": 11.0,
+                "load": {"measured_s": 10.0}, "profile": {"run": {"warmup_s": 1}, "load": {"concurrency": 8},
+                                                         "scenario": [{"name": "chat", "protocol": "chat"}]},
+                "scopes": summary_scopes(rec.snapshot())}
+
+    table = {"itl.p99": "<= 50ms", "ttft.p50": "<= 1s", "allow_saturated": True}
+    report = evaluate_gate(summary(900), table)
+    v = report.verdicts
+    assert v is not None
+    got = {k: j for k, j, _ in v.budgets}
+    assert got["itl.p99"].verdict == "inconclusive" and "900 of 1,000 completed streams" in got["itl.p99"].reason
+    assert "client_lagged" in got["itl.p99"].reason
+    assert got["ttft.p50"].verdict == "pass"  # a late client only raises a first token's time
+    assert report.exit_code == 5 and not report.passed
+    # a few bursts (under 5 % of the streams) do not make the pass doubtful
+    quiet = evaluate_gate(summary(20), table)
+    assert quiet.verdicts is not None and quiet.exit_code == 0
+    # the allowed saturation is no green tick in a job summary
+    assert "| ➖ allowed | | run.not_saturated |" in report.render("markdown")

@@ -318,7 +318,8 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
                       metrics: Sequence[str] | None = None, alpha: float = ALPHA,
                       min_effect: float = MIN_EFFECT, force: bool = False,
                       min_abs_ms: float = MIN_ABS_MS,
-                      base_dir: Path | None = None, candidate_dir: Path | None = None) -> Comparison:
+                      base_dir: Path | None = None, candidate_dir: Path | None = None,
+                      asked: bool = False) -> Comparison:
     """Compare two runs' summaries.
 
     Args:
@@ -331,13 +332,16 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
         force: compare even when the load shapes differ or a run did not complete
             (each such fact then becomes one warning).
         base_dir / candidate_dir: the folders (for throughput per interval and messages).
+        asked: ``metrics`` are the user's (``--metric``): one neither run measured is
+            warned about, and none measured is an error.
 
     Returns:
         Comparison.
 
     Raises:
         UsageError: the load shapes differ or a run did not complete (``complete`` not
-            true; the message names its folder), and not ``force``; or an unknown metric.
+            true; the message names its folder), and not ``force``; an unknown metric; or
+            ``asked`` and none of ``metrics`` measured by either run.
         ResultsError: a malformed summary.
     """
     names = list(metrics) if metrics else list(DEFAULT_METRICS)
@@ -356,9 +360,6 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
     # one run named twice (the same folder as base and candidate) is one run: warn once
     runs = {_run_key(label, d): (label, s) for label, d, s in
             ((label_a, base_dir, base), (label_b, candidate_dir, candidate))}
-    if len(runs) == 1:  # most likely a typo in a path: an A/A comparison is two runs
-        warnings.append(f"{label_a} is both the base and the candidate: one run compared with itself "
-                        "(every figure reads same; an A/A comparison needs two runs)")
     partial = [label for label, s in runs.values() if s.get("complete") is not True]
     if partial and not force:
         why = _partial_why(next(s for label, s in runs.values() if label == partial[0]))
@@ -367,6 +368,18 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
     if partial:
         warnings.append(f"{', '.join(partial)}: the run did not complete (partial results; compared with "
                         "--force)")
+    # a copy of one folder is one run too: the same start to the microsecond and the same end
+    copy = (len(runs) == 2 and base.get("started_at_unix_s") is not None
+            and base.get("started_at_unix_s") == candidate.get("started_at_unix_s")
+            and base.get("ended_at") == candidate.get("ended_at"))
+    if len(runs) == 1 or copy:  # most likely a typo in a path or an artifact mix-up: A/A is two runs
+        what = (f"{label_a} is both the base and the candidate" if len(runs) == 1 else
+                f"{label_a} and {label_b} are copies of one run (the same started_at_unix_s and ended_at)")
+        if not force:  # under --fail-on-worse it would pass a release on nothing (exit 0)
+            raise UsageError(f"{what}: one run compared with itself reads same on every figure; pass --force "
+                             "to compare anyway")
+        warnings.append(f"{what}: one run compared with itself "
+                        "(every figure reads same; an A/A comparison needs two runs)")
     for label, s in runs.values():
         if s.get("saturated") is True:
             warnings.append(f"{label}: the load generator was saturated (latencies not trustworthy)")
@@ -395,6 +408,13 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
                 mc = dataclasses.replace(mc, verdict=NOT_COMPARABLE, reasons=(unlike,))
             out_m.append(mc)
         out_r.extend(_compare_rates(scope, a, b, alpha))
+    if asked and metrics:  # metrics asked for by name: one neither run measured is said, never passed over
+        measured = {m.metric for m in out_m}
+        missing = [m for m in names if m not in measured]
+        if missing and not measured:
+            raise UsageError(f"--metric {', '.join(missing)}: no samples in either run, in any scope: nothing "
+                             "to compare (a gate on it would check nothing)")
+        warnings += [f"--metric {m}: no samples in either run: not compared" for m in missing]
     warnings += _same_read_notes(out_m)
     if "all" in common:
         out_r.extend(_compare_throughput(base, candidate, base_dir, candidate_dir, alpha, min_effect))
@@ -459,4 +479,4 @@ def compare_command(base_dir: Path, candidate_dir: Path, *, metrics: Sequence[st
     cand = read_summary(candidate_dir)
     return compare_summaries(
         base, cand, metrics=list(metrics) or None, alpha=alpha, min_effect=min_effect,
-        min_abs_ms=min_abs_ms, force=force, base_dir=base_dir, candidate_dir=candidate_dir)
+        min_abs_ms=min_abs_ms, force=force, base_dir=base_dir, candidate_dir=candidate_dir, asked=bool(metrics))
