@@ -236,11 +236,17 @@ def test_gate_arms_budget_fails_a_shift_beyond_noise_and_passes_aa() -> None:
     aa = _budget_verdicts(_arms_summary(0.0, 6), budget)
     assert aa["arms.ttft.p50_diff"] == "pass" and aa["arms.e2e.p50_diff"] == "pass"
     assert aa["arms.itl_p50.p50_diff"] in ("fail", "inconclusive")  # asked to be 0.5 ms faster: it is not
-    # a run without paired verdicts: inconclusive, with why
+    # a run without A/B arms: bad input (exit 2), never exit 5's "retry on a quieter runner",
+    # which no runner could cure (a new user's finding); an arms run without the pairs (no
+    # streams.jsonl): inconclusive, with why
+    from hopbench._errors import ProfileError
     from hopbench.views._gate import evaluate_gate
 
     plain = {"scopes": {"all": {}}, "complete": True}
-    (r,) = evaluate_gate(plain, {"arms.ttft.p50_diff": "<= 5ms"}).results
+    with pytest.raises(ProfileError, match="not an A/B arms run .no arm_differences."):
+        evaluate_gate(plain, {"arms.ttft.p50_diff": "<= 5ms"})
+    unpaired = dict(plain, arm_differences={"pairs": []})
+    (r,) = evaluate_gate(unpaired, {"arms.ttft.p50_diff": "<= 5ms"}).results
     assert r.status == "inconclusive" and "no paired ttft (not an A/B arms run" in r.reason
 
 

@@ -342,7 +342,8 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
 
     Raises:
         ProfileError: a malformed budget (file:line: key), a scenario the run
-            does not have, or a relative budget with no baseline.
+            does not have, a relative budget with no baseline, or an ``arms.*`` budget on
+            a run without A/B arms.
         ResultsError: the summary is malformed.
         UsageError: no budgets at all; or a baseline whose load shape differs
             from the run's (:func:`hopbench.views._load_shape.shape_differences`, the
@@ -363,6 +364,11 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         if b.scope not in known:
             raise ProfileError(f"scenario {b.scope!r} is not in the run (scenarios: "
                                f"{', '.join(sorted(known - {ALL})) or 'none'})", path=b.file, line=b.line, key=key)
+        if b.arms_figure is not None and not isinstance(summary.get("arm_differences"), Mapping):
+            # never a retry (exit 5): no runner makes a run without [[arm]] tables paired
+            raise ProfileError(f"{b.key!r} is a budget on the A/B arms' paired difference, and {source} is not "
+                               "an A/B arms run (no arm_differences): gate it on a run with [[arm]] tables "
+                               "(docs/ab-arms.md)", path=b.file, line=b.line, key=key)
         if b.baseline_op is not None and baseline is None and missing_baseline == "error":
             raise ProfileError(f"{b.limit_text!r} is relative to the baseline: pass --baseline BASE_RESULTS_DIR",
                                path=b.file, line=b.line, key=key)
