@@ -855,3 +855,21 @@ def test_gate_a_gap_figure_the_clients_bursts_made_good_is_inconclusive_not_pass
     assert quiet.verdicts is not None and quiet.exit_code == 0
     # the allowed saturation is no green tick in a job summary
     assert "| ➖ allowed | | run.not_saturated |" in report.render("markdown")
+
+
+def test_gate_a_damaged_summary_is_not_read_as_not_saturated_or_complete_false() -> None:
+    # a summary.json with "saturated" removed passed run.not_saturated as "load generator not
+    # saturated"; one without "complete" said "(complete: false)" (a new user's finding)
+    s = _summary()
+    del s["saturated"]
+    report = evaluate_gate(s, {"ttft.p50": "<= 1s"})
+    check = _check(report, "run.not_saturated")
+    assert check.detail.startswith("not judged: summary.json has no \"saturated\" field")
+    assert report.verdicts is not None
+    assert dict((c.name, c.verdict) for c in report.verdicts.checks)["run.not_saturated"] == "not judged"
+    s = _summary()
+    del s["complete"]
+    check = _check(evaluate_gate(s, {"ttft.p50": "<= 1s"}), "run.complete")
+    assert not check.passed and "has no \"complete\" field" in check.detail and "complete: false" not in check.detail
+    assert "(complete: false)" in _check(evaluate_gate(_summary(complete=False), {"ttft.p50": "<= 1s"}),
+                                         "run.complete").detail

@@ -17,6 +17,8 @@ Invariants:
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -75,8 +77,10 @@ def run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]:
         # process never wrote its final summary (SIGKILL, out of memory, a power cut)
         detail = ("run did not complete (complete: false): summary.json is a checkpoint written during "
                   "the load (ended_at null): the run was killed before its final write")
+    elif "complete" not in summary:  # a damaged or hand-made summary.json: said as it is
+        detail = "run did not complete: summary.json has no \"complete\" field (a damaged or hand-made file?)"
     else:
-        detail = "run did not complete (complete: false)"
+        detail = f"run did not complete (complete: {json.dumps(summary.get('complete'))})"
     if not complete and opts.allow_incomplete:
         detail += "; allowed (allow_incomplete)"
     checks.append(RunCheck("run.complete", complete or opts.allow_incomplete, detail))
@@ -129,6 +133,11 @@ def run_checks(summary: Mapping[str, Any], opts: GateOptions) -> list[RunCheck]:
                       + f"load generator saturated in stage{'s' if len(others) > 1 else ''} {', '.join(others)}")
         if opts.allow_saturated:
             detail += "; allowed (allow_saturated)"
+    elif not isinstance(summary.get("saturated"), bool):
+        # a damaged summary.json: not judged, never "not saturated" (the check passes, saying so)
+        detail = ("not judged: summary.json has no \"saturated\" field (a damaged or hand-made file?)"
+                  if "saturated" not in summary else
+                  f"not judged: summary.json's \"saturated\" is {json.dumps(summary.get('saturated'))}, not true or false")
     else:
         detail = "load generator not saturated"
     saturated = saturated or bool(others)
