@@ -241,10 +241,12 @@ def _add_compare(sub: _Subparsers) -> None:
     c.add_argument("--metric", action="append", metavar="NAME",
                    help="metric to compare (repeat, or comma-separate); default: the gateway-facing ones")
     c.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
-    c.add_argument("--min-effect", type=float, default=MIN_EFFECT,
-                   help=f"smallest relative change that can be a verdict (default {MIN_EFFECT})")
-    c.add_argument("--min-abs-ms", type=float, default=MIN_ABS_MS,
-                   help=f"times: smallest absolute change that can be a verdict (default {MIN_ABS_MS} ms)")
+    c.add_argument("--min-effect", type=float, default=None,
+                   help="smallest relative change worth a verdict (0.05 = 5 %%): a smaller one reads same "
+                        "(default: none beyond the runs' measured noise)")
+    c.add_argument("--min-abs-ms", type=float, default=None,
+                   help="times: smallest absolute change worth a verdict, ms: a smaller one reads same "
+                        "(default: none beyond the runs' measured noise)")
     c.add_argument("--fail-on-worse", action="store_true",
                    help="exit 1 when a figure is worse beyond noise, 5 when one is inconclusive")
     c.add_argument("--force", action="store_true",

@@ -582,3 +582,20 @@ def test_compare_a_metric_asked_for_that_neither_run_measured_is_refused_not_pas
         (tmp_path / d / "summary.json").write_text(json.dumps(s), encoding="utf-8")
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--metric", "keepalive_interval",
                  "--fail-on-worse"]) == 2
+
+
+def test_compare_min_effect_and_min_abs_ms_given_make_a_smaller_change_same() -> None:
+    # the options changed only the samples' own verdict, while the help, the header and the
+    # docs said they decide (a new user's finding); given, they are the verdicts' floor too
+    rng = random.Random(11)
+    a = _summary([100.0 + rng.gauss(0, 1) for _ in range(2000)], {"started": 2000, "completed": 2000})
+    b = _summary([103.0 + rng.gauss(0, 1) for _ in range(2000)], {"started": 2000, "completed": 2000})
+    plain = compare_summaries(a, b)
+    p50 = next(f for f in plain.verdicts.figures if f.scope == "all" and f.name == "ttft.p50")
+    assert p50.verdict != "same" and "smallest change asked for" not in plain.render("text")
+    for kw, words in (({"asked_min_effect": 0.05}, "--min-effect 0.05: 5"),
+                      ({"asked_min_abs_ms": 5.0}, "--min-abs-ms 5: 5 ms")):
+        c = compare_summaries(a, b, **kw)  # type: ignore[arg-type]
+        f = next(f for f in c.verdicts.figures if f.scope == "all" and f.name == "ttft.p50")
+        assert f.verdict == "same" and f"under the smallest change asked for ({words}" in f.judged.reason, f.judged.reason
+        assert "smallest change asked for: --min-" in c.render("text").splitlines()[2]

@@ -319,7 +319,8 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
                       min_effect: float = MIN_EFFECT, force: bool = False,
                       min_abs_ms: float = MIN_ABS_MS,
                       base_dir: Path | None = None, candidate_dir: Path | None = None,
-                      asked: bool = False) -> Comparison:
+                      asked: bool = False, asked_min_effect: float | None = None,
+                      asked_min_abs_ms: float | None = None) -> Comparison:
     """Compare two runs' summaries.
 
     Args:
@@ -334,6 +335,10 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
         base_dir / candidate_dir: the folders (for throughput per interval and messages).
         asked: ``metrics`` are the user's (``--metric``): one neither run measured is
             warned about, and none measured is an error.
+        asked_min_effect / asked_min_abs_ms: ``--min-effect`` / ``--min-abs-ms`` when the user
+            gave them: the verdicts then call a smaller change ``same`` (None: the verdicts
+            judge against the runs' measured noise alone; ``min_effect`` and ``min_abs_ms``
+            decide only the samples' own verdict, ``samples_verdict``).
 
     Returns:
         Comparison.
@@ -433,8 +438,12 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
     )
     from ._verdicts import judge_comparison  # every figure against the two runs' noise (docs/compare.md)
 
-    verdicts = judge_comparison(comparison, base, candidate, base_dir=base_dir, cand_dir=candidate_dir)
-    return dataclasses.replace(comparison, verdicts=verdicts)
+    verdicts = judge_comparison(comparison, base, candidate, base_dir=base_dir, cand_dir=candidate_dir,
+                                min_effect=asked_min_effect, min_abs_ms=asked_min_abs_ms)
+    asked_floors = ", ".join(x for x in (
+        f"--min-effect {asked_min_effect:g}" if asked_min_effect is not None else "",
+        f"--min-abs-ms {asked_min_abs_ms:g}" if asked_min_abs_ms is not None else "") if x)
+    return dataclasses.replace(comparison, verdicts=verdicts, asked_floors=asked_floors)
 
 
 # -- rendering -------------------------------------------------------------------
@@ -444,7 +453,7 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
 
 
 def compare_command(base_dir: Path, candidate_dir: Path, *, metrics: Sequence[str] = (),
-                    alpha: float = ALPHA, min_effect: float = MIN_EFFECT, min_abs_ms: float = MIN_ABS_MS,
+                    alpha: float = ALPHA, min_effect: float | None = None, min_abs_ms: float | None = None,
                     force: bool = False) -> Comparison:
     """``hopbench compare``: check the settings, read both folders, compare them.
 
@@ -455,8 +464,10 @@ def compare_command(base_dir: Path, candidate_dir: Path, *, metrics: Sequence[st
         base_dir / candidate_dir: results folders (or summary.json files).
         metrics: metric names (default :data:`DEFAULT_METRICS`).
         alpha: significance level, in (0, 1).
-        min_effect: smallest relative change that can be a verdict (0.02 = 2 %).
-        min_abs_ms: times: smallest absolute change (ms) that can be a verdict.
+        min_effect: smallest relative change that can be a verdict (0.02 = 2 %); None: the
+            verdicts need none beyond the runs' noise (the samples' verdict takes MIN_EFFECT).
+        min_abs_ms: times: smallest absolute change (ms) that can be a verdict; None as above
+            (MIN_ABS_MS).
         force: compare runs whose load shapes differ, or that did not complete.
 
     Returns:
@@ -471,12 +482,14 @@ def compare_command(base_dir: Path, candidate_dir: Path, *, metrics: Sequence[st
 
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha: expected a number between 0 and 1, got {alpha}")
-    if not 0 <= min_effect < 10:
+    if min_effect is not None and not 0 <= min_effect < 10:
         raise UsageError(f"--min-effect: expected a fraction >= 0 (0.02 = 2 %), got {min_effect}")
-    if not min_abs_ms >= 0:
+    if min_abs_ms is not None and not min_abs_ms >= 0:
         raise UsageError(f"--min-abs-ms: expected a number of ms >= 0, got {min_abs_ms}")
     base = read_summary(base_dir)
     cand = read_summary(candidate_dir)
     return compare_summaries(
-        base, cand, metrics=list(metrics) or None, alpha=alpha, min_effect=min_effect,
-        min_abs_ms=min_abs_ms, force=force, base_dir=base_dir, candidate_dir=candidate_dir, asked=bool(metrics))
+        base, cand, metrics=list(metrics) or None, alpha=alpha,
+        min_effect=MIN_EFFECT if min_effect is None else min_effect,
+        min_abs_ms=MIN_ABS_MS if min_abs_ms is None else min_abs_ms, force=force, base_dir=base_dir,
+        candidate_dir=candidate_dir, asked=bool(metrics), asked_min_effect=min_effect, asked_min_abs_ms=min_abs_ms)

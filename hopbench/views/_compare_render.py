@@ -144,6 +144,9 @@ class Comparison:
     #: staged runs: hopbench.views._capacity_table.compare_capacity's result, else None
     capacity: Mapping[str, Any] | None = None
     verdicts: Any = None
+    #: ``--min-effect`` / ``--min-abs-ms`` as the user gave them ("" when not: the verdicts
+    #: judge against the runs' noise alone)
+    asked_floors: str = ""
 
     @property
     def any_worse(self) -> bool:
@@ -289,7 +292,8 @@ _VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant c
 
 def _method_line(c: Comparison) -> str:
     return (f"method: Mann-Whitney U (tie-corrected) on HDR buckets and {1 - c.alpha:.0%} quantile CIs "
-            f"of p90/p99, alpha {c.alpha:g}, min effect {c.min_effect:.0%}; rates: two-proportion z / Fisher")
+            f"of p90/p99, alpha {c.alpha:g}; rates: two-proportion z / Fisher"
+            + (f"; smallest change asked for: {c.asked_floors}" if c.asked_floors else ""))
 
 
 def _render_text(c: Comparison) -> str:

@@ -417,6 +417,9 @@ class Figure:
             ("": a side has no value).
         whose: whose noise floor the sentence names (``"runs'"``; ``"pairs'"`` for the A/B
             arms' paired differences).
+        min_change: the smallest change the user asked to hear of (``compare --min-effect`` /
+            ``--min-abs-ms``), reporting unit; a smaller one is ``same`` whatever its p (0: none).
+        min_change_why: what ``min_change`` came from, for the sentence.
     """
 
     change: float | None
@@ -433,6 +436,8 @@ class Figure:
     few_is_inconclusive: bool = True
     why: str = ""
     whose: str = "runs'"
+    min_change: float = 0.0
+    min_change_why: str = ""
 
 
 def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
@@ -495,6 +500,8 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     p = max(f.p_samples, 1.0 if pn is None else pn)
     what = f"{_fmt(f.change, f.unit)}" + (f" ({f.rel:+.1%})" if f.rel is not None else "")
     args = (f.p_samples, pn, p, padj, f.n_base, f.n_cand, fl, WORSE if worse else BETTER)
+    if f.min_change and abs(f.change) < f.min_change:  # the user's own floor: a smaller change is no news
+        return Judged(SAME, f"same: {what} is under the smallest change asked for ({f.min_change_why})", *args)
     if padj < alpha:
         v = WORSE if worse else BETTER
         beyond = f", beyond the noise floor of {_fmt(fl, f.unit)[1:]}" if fl else " (a count or rate: its own test carries its noise)"

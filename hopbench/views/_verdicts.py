@@ -245,7 +245,8 @@ def _hist(summary: Mapping[str, Any], scope: str, metric: str) -> Histogram:
 
 def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str, Any], *,
                      base_dir: Path | None = None, cand_dir: Path | None = None,
-                     base_noise: RunNoise | None = None, cand_noise: RunNoise | None = None) -> Verdicts:
+                     base_noise: RunNoise | None = None, cand_noise: RunNoise | None = None,
+                     min_effect: float | None = None, min_abs_ms: float | None = None) -> Verdicts:
     """Judge a compare's every figure against the two runs' measured noise.
 
     Args:
@@ -253,6 +254,9 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
         base / cand: the two summary.json dicts.
         base_dir / cand_dir: their folders (intervals.hlog); None: the spread is unknown.
         base_noise / cand_noise: noise records already read (tests, calibration), else read here.
+        min_effect / min_abs_ms: the smallest change the user asked to hear of (``--min-effect``
+            relative to the base, ``--min-abs-ms`` for times), None: none; a change under it is
+            ``same`` whatever its p (docs/compare.md, "Verdicts beyond noise").
 
     Returns:
         Verdicts.
@@ -299,9 +303,10 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
                 min_n = max(min_n, need, min(n_a, n_b) + 1)
                 p = 1.0  # (not a test: a figure under min_n reports no p-value)
             names.append((m.scope, f"{m.metric}.{stat}", m.unit, _f(va), _f(vb)))
+            floor_, why_ = _asked_floor(va, m.unit, min_effect, min_abs_ms)
             figures.append(Figure(change, rel, m.unit, p, rn_a.noise(m.scope, m.metric, stat),
                                   rn_b.noise(m.scope, m.metric, stat), n_a, n_b, min_n, hib, saturated,
-                                  few_is_inconclusive=False))
+                                  few_is_inconclusive=False, min_change=floor_, min_change_why=why_))
     for r in comparison.rates:
         va, vb = r.base[2], r.candidate[2]
         change = None if va is None or vb is None or r.verdict == "not_comparable" else vb - va
@@ -310,9 +315,11 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
         n_a, n_b = int(r.base[1]) if not r.unit else 1, int(r.candidate[1]) if not r.unit else 1
         untested = r.method == "none"
         names.append((r.scope, r.name, r.unit, va, vb))
+        floor_, why_ = _asked_floor(va, r.unit, min_effect, None)
         figures.append(Figure(None if untested else change, rel, r.unit, None if untested else r.p_value,
                               _NO_NOISE, _NO_NOISE, n_a, n_b, 1, hib,
-                              saturated if r.name.startswith("throughput.") else None, why=r.reason))
+                              saturated if r.name.startswith("throughput.") else None, why=r.reason,
+                              min_change=floor_, min_change_why=why_))
     judged = judge_family(figures, comparison.alpha)
     out = tuple(FigureVerdict(s, n, u, a, b, j) for (s, n, u, a, b), j in zip(names, judged))
     notes = [x for x in (rn_a.hlog_note and f"{rn_a.label}: {rn_a.hlog_note}",
@@ -321,6 +328,21 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
         notes.append(f"the candidate's runner was busier than the base's ({runner_line(cand)} against "
                      f"{runner_line(base)}): a change within its loop lag is the runner's")
     return Verdicts(out, comparison.alpha, (runner_line(base), runner_line(cand)), tuple(notes))
+
+
+def _asked_floor(base: float | int | None, unit: str, min_effect: float | None,
+                 min_abs_ms: float | None) -> tuple[float, str]:
+    """The smallest change the user asked to hear of for a figure whose base is ``base``
+    (reporting unit), and its words; (0, "") when none was asked."""
+    floors = []
+    if min_effect and base is not None:
+        floors.append((min_effect * abs(float(base)), f"--min-effect {min_effect:g}"))
+    if min_abs_ms and unit == "ms":
+        floors.append((min_abs_ms, f"--min-abs-ms {min_abs_ms:g}"))
+    if not floors:
+        return 0.0, ""
+    v, why = max(floors)
+    return v, f"{why}: {v:.3g} {unit}".rstrip()
 
 
 def _f(v: float | int | None) -> float | None:
