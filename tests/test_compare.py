@@ -593,6 +593,9 @@ def test_compare_min_effect_and_min_abs_ms_given_make_a_smaller_change_same() ->
     plain = compare_summaries(a, b)
     p50 = next(f for f in plain.verdicts.figures if f.scope == "all" and f.name == "ttft.p50")
     assert p50.verdict != "same" and "smallest change asked for" not in plain.render("text")
+    # the rates' lines use the verdicts' words too ("same", not "no significant change")
+    rate = next(line for line in plain.render("text").splitlines() if line.strip().startswith("error_rate"))
+    assert "  same (" in rate and "no significant change" not in plain.render("text"), rate
     for kw, words in (({"asked_min_effect": 0.05}, "--min-effect 0.05: 5"),
                       ({"asked_min_abs_ms": 5.0}, "--min-abs-ms 5: 5 ms")):
         c = compare_summaries(a, b, **kw)  # type: ignore[arg-type]

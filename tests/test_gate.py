@@ -873,3 +873,16 @@ def test_gate_a_damaged_summary_is_not_read_as_not_saturated_or_complete_false()
     assert not check.passed and "has no \"complete\" field" in check.detail and "complete: false" not in check.detail
     assert "(complete: false)" in _check(evaluate_gate(_summary(complete=False), {"ttft.p50": "<= 1s"}),
                                          "run.complete").detail
+
+
+@pytest.mark.parametrize("table", ["gates", "Gate", "gat"])
+def test_gate_a_misspelt_gate_table_says_did_you_mean(tmp_path: Path, table: str) -> None:
+    # "[gates]" read as budgets at the top level: "gates.limit: required key is missing"
+    from hopbench.config._gate_spec import load_budget_file
+
+    f = tmp_path / "b.toml"
+    f.write_text(f'[{table}]\n"ttft.p50" = "<= 1s"\n', encoding="utf-8")
+    with pytest.raises(ProfileError, match=rf"unknown table \[{table}\]: did you mean \[gate\]\?"):
+        load_budget_file(f)
+    f.write_text('[scenario.chat]\n"ttft.p50" = "<= 1s"\n', encoding="utf-8")
+    load_budget_file(f)  # a scenario's budgets are no misspelling

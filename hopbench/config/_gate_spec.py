@@ -365,4 +365,10 @@ def load_budget_file(path: Path) -> Table:
         raise ProfileError(f"no [gate] table: this is a profile (it has [{profile_tables[0]}]) without budgets; a "
                            "budget file is a profile's [gate] table or budgets at the top level "
                            "(\"ttft.p99\" = \"<= 800ms\"; docs/gate.md)", path=path)
+    import difflib
+
+    for k, v in root.data.items():  # a misspelt [gate] ([gates], [Gate]): said, not "gates.limit: required"
+        if isinstance(v, Mapping) and k != "gate" and difflib.get_close_matches(k.lower(), ["gate"], 1, 0.75):
+            raise ProfileError(f"unknown table [{k}]: did you mean [gate]? (a budget file is a [gate] table or "
+                               "budgets at the top level; docs/gate.md)", path=path)
     return root

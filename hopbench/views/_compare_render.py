@@ -330,7 +330,7 @@ def _render_text(c: Comparison) -> str:
                 v = c.metric_verdict(rc.scope, rc.name, rc.verdict)
                 how = rc.reason or f"{rc.method}, p = {rc.p_value:.2g}"
                 out.append(f"    {rc.name:<34} {_rate_cell(rc.base, rc.unit):>22} -> {_rate_cell(rc.candidate, rc.unit):<22}"
-                           f" {_pct(rel):>8}  {_VERDICT_TEXT.get(v, v)} ({how})")
+                           f" {_pct(rel):>8}  {'same' if v == 'same' and c.verdicts is not None else _VERDICT_TEXT.get(v, v)} ({how})")
     from ._capacity_table import capacity_compare_lines
 
     out += capacity_compare_lines(c.capacity)
