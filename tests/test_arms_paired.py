@@ -333,3 +333,17 @@ def test_paired_headlines_one_sentence_per_arm() -> None:
     (same,) = paired_headlines(_arms_summary(0.0, 10)["arm_differences"])
     assert same == "A/B arms, paired: b against a, 120 rounds: SAME"
     assert paired_headlines({"pairs": [{"base": "a", "candidate": "b"}]}) == []
+
+
+def test_gate_warns_that_scope_all_of_an_arms_run_mixes_the_arms() -> None:
+    # an arms version of ci-gate: the candidate arm alone over its ttft budget, "all" (half
+    # the base's streams) under it, and nothing said (a new user's finding)
+    from hopbench.views._gate import evaluate_gate
+
+    s = {"scopes": {"all": {}, "main": {}, "cand": {}}, "complete": True, "saturated": False,
+         "arm_differences": {"pairs": []}, "profile": {"arm": [{"name": "main"}, {"name": "cand"}]}}
+    report = evaluate_gate(s, {"ttft.p50": "<= 135ms", "scenario": {"cand": {"ttft.p50": "<= 135ms"}}})
+    assert report.warnings == ("ttft.p50: scope all of an A/B arms run mixes the arms' streams (main, cand): gate "
+                               "an arm's own scope ([scenario.<arm>] budgets) or the paired difference "
+                               "(arms.<figure>.p50_diff)",)
+    assert not evaluate_gate(s, {"scenario": {"cand": {"ttft.p50": "<= 135ms"}}}).warnings

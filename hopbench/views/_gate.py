@@ -377,6 +377,13 @@ def evaluate_gate(summary: dict[str, Any], budget: Mapping[str, Any] | Table | N
         warnings = _check_baseline_shape(
             summary, baseline, force, str(results_dir) if results_dir is not None else "run",
             str(baseline_dir) if baseline_dir is not None else "baseline")
+    mixed = [b.key for b in budgets if b.scope == ALL and b.arms_figure is None and b.metric is not None]
+    if mixed and isinstance(summary.get("arm_differences"), Mapping):
+        # an A/B arms run's "all" holds every arm's streams: a budget there is held by their mix
+        arms = [str(a.get("name")) for a in (summary.get("profile") or {}).get("arm") or [] if isinstance(a, Mapping)]
+        warnings.append(f"{', '.join(mixed)}: scope all of an A/B arms run mixes the arms' streams "
+                        f"({', '.join(arms) or 'its arms'}): gate an arm's own scope ([scenario.<arm>] "
+                        "budgets) or the paired difference (arms.<figure>.p50_diff)")
     opts = GateOptions(opts.allow_incomplete or allow_incomplete, opts.allow_saturated or allow_saturated,
                        opts.allow_load_not_held or allow_load_not_held)
     measured_s, measured_src = measured_duration_s(summary, results_dir)
