@@ -385,3 +385,32 @@ def test_runner_line_says_an_unmeasured_loop_lag_is_unmeasured() -> None:
     # summary.json keeps 0 when the probe took no sample (a run shorter than its period)
     assert runner_line({"generator": {**g, "loop_lag_p99_ms": 0}}) == \
         "loop lag not measured, neighbours 0.50 cores of 2, steal 0.0%"
+
+
+def test_a_gateway_overhead_figure_has_its_sampling_error_over_streams_not_two_degrees_of_freedom() -> None:
+    # event_delay & co. are computed after the run (joined with the upstream's record), so
+    # intervals.hlog has none: with "fewer than 3 batches" a gate needed a breach of ~7 standard
+    # errors, and a proxy holding every event 1.5 ms more (event_delay p50 0.7 -> 3.7 ms against a
+    # calibrated 1.8 ms) read inconclusive in 12 runs of 12 (benchmarks/bench_gate_gateway.py)
+    from hopbench.driver._results import summary_scopes
+    from hopbench.measure._recorder import Recorder
+    from hopbench.views._noise_record import RunNoise
+
+    rng = random.Random(3)
+    rec = Recorder(["chat"])
+    for _ in range(80):  # 80 streams of 40 events
+        rec.incr("chat", "started")
+        rec.incr("chat", "completed")
+        base = rng.gauss(3.7, 0.3)
+        for _ in range(40):
+            rec.record("chat", "event_delay", int(max(0.05, base + rng.gauss(0, 0.5)) * 1e6))
+    summary = {"scopes": summary_scopes(rec.snapshot())}
+    rn = RunNoise("run", {"all.ttft": [], "all.event_delay": []}, summary)
+    n = rn.noise("all", "event_delay", "p50")
+    assert n.batches == 80 and n.se is not None and 0.0 < n.se < 0.5, n  # streams, not events
+    assert "sampling error over its 80 streams" in n.note
+    # per event the sample is 40 times larger; the design effect keeps the error a stream's
+    flat = RunNoise("run", {}, summary)._post_run_noise("all", "event_delay", "p50", 0.0, "")
+    assert flat.se == n.se
+    # a figure the run records per interval keeps the old rule (here: no intervals, no samples)
+    assert rn.noise("all", "ttft", "p50").batches < 3

@@ -48,7 +48,7 @@ from .._textfile import iter_lines
 from ..config._gate_spec import default_min_count
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS, metrics_where
-from ._noise import Noise, batches, spread_se
+from ._noise import Noise, batches, effective_n, spread_se
 from ._stats import buckets, quantile_ci
 
 __all__ = ["CLIENT_SIDE", "HIGHER_IS_BETTER", "PER_EVENT", "RunNoise", "arms_paired", "interval_rates", "metric_hist",
@@ -122,6 +122,8 @@ class RunNoise:
             # figure is taken as measured (standard error 0), as before noise was measured
             return Noise(0.0, _NO_LOG_BATCHES, client, source)
         hists = self.intervals.get(f"{scope}.{metric}", [])
+        if not hists and metric in POST_RUN:
+            return self._post_run_noise(scope, metric, stat, client, source)
         groups = batches([h.count for h in hists], default_min_count("p99.9" if stat == "p999" else stat))
         figures: list[float] = []
         for g in groups:
@@ -144,6 +146,26 @@ class RunNoise:
             return Noise(None, len(figures), client, source)
         return Noise(se, 3, client, source, f"spread over time unmeasured ({len(figures)} {plural(len(figures), 'batch', 'batches')}): "
                                             "sampling error, 2 degrees of freedom")
+
+    def _post_run_noise(self, scope: str, metric: str, stat: str, client: float, source: str) -> Noise:
+        """A figure computed after the run (gateway overhead: each stream joined with the
+        upstream's record) has no intervals: its sampling error over the scope's streams,
+        widened by the design effect of a per-event metric (``sqrt(events / streams)``), with
+        ``streams - 1`` degrees of freedom."""
+        scopes = self.summary.get("scopes")
+        sc = scopes.get(scope) if isinstance(scopes, Mapping) else None
+        if not isinstance(sc, Mapping):
+            return Noise(None, 0, client, source)
+        h = metric_hist(sc, metric, f"scopes.{scope}")
+        se = sampling_se(h, stat)
+        streams = streams_of(sc)
+        n = effective_n(h.count, streams, metric in PER_EVENT)
+        if se is None or n < 3:
+            return Noise(None, 0, client, source)
+        deff = h.count / n if n else 1.0
+        return Noise(se * math.sqrt(max(deff, 1.0)), n, client, source,
+                     f"a figure measured after the run: its spread over time is not recorded; the sampling "
+                     f"error over its {n} streams")
 
     def client(self, scope: str, metric: str, stat: str) -> tuple[float, str]:
         """(allowance in the figure's unit, its source) of ``stat``; (0, "") for figures the
@@ -323,6 +345,9 @@ def tags_for(scopes: Sequence[str], metrics: Sequence[str]) -> list[str]:
 HIGHER_IS_BETTER: Final = frozenset({*metrics_where(higher_is_better=True), "completion_rate",
                                      "throughput.output_tokens_per_s", "throughput.completed_per_s"})
 """Metrics (the registry's ``higher_is_better``), rates and throughput figures for which more is better."""
+POST_RUN: Final = frozenset({"request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e"})
+"""Gateway-overhead figures (docs/gateway-overhead.md): computed after the run, when each stream is
+joined with the upstream's record, so intervals.hlog has none of them."""
 PER_EVENT = frozenset(metrics_where(per_event=True))
 """Metrics with many samples per stream (the registry's ``per_event``): their samples are not independent (a
 stream's gaps share its path, its upstream, the machine's state while it ran), so
