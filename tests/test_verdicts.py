@@ -372,6 +372,10 @@ def test_cli_calibrate_prints_budgets_and_refuses_two_repeats(runs: dict[str, Pa
     (other / "summary.json").write_text(json.dumps(summary))
     assert main(["calibrate", dirs[0], dirs[1], str(other)]) == 2
     assert "not a repeat of" in capsys.readouterr().err
+    # nor is a run whose emulator streams slower (the same load shape: a new user's "slow" run
+    # among repeats was taken in, and the budgets widened to it); the slower run of the fixture
+    assert main(["calibrate", dirs[0], dirs[1], str(runs["slower"])]) == 2
+    assert "emulator.ttft_ms: 100 vs 140" in capsys.readouterr().err
 
 
 @pytest.mark.slow

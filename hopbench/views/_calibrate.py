@@ -46,6 +46,7 @@ measurement: :class:`hopbench._errors.UsageError` otherwise).
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -288,6 +289,37 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
                        tuple(runner_line(s) for s in summaries), warnings)
 
 
+def _workload_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """How two runs' emulators and scenarios differ (profile tables ``emulator``, ``upstream``
+    but its addresses, ``scenario``): ``"<key>: <a> vs <b>"``. A run whose emulator streams
+    slower is no repeat, though its load shape is the same. The target's URL and the upstream's
+    address may differ (a CI job's ports). Never raises on a malformed summary."""
+    def flat(prefix: str, v: Any, out: dict[str, Any]) -> None:
+        if isinstance(v, Mapping):
+            for k, x in v.items():
+                flat(f"{prefix}.{k}", x, out)
+        else:
+            out[prefix] = v
+
+    sides = []
+    for s in (a, b):
+        p = s.get("profile")
+        p = p if isinstance(p, Mapping) else {}
+        out: dict[str, Any] = {}
+        for table in ("emulator", "upstream"):
+            t = p.get(table)
+            if isinstance(t, Mapping):
+                flat(table, {k: v for k, v in t.items() if k not in ("listen", "record")}, out)
+        sc = p.get("scenario")
+        if isinstance(sc, list):
+            for i, x in enumerate(sc):
+                flat(f"scenario[{i}]", x, out)
+        sides.append(out)
+    fa, fb = sides
+    return [f"{k}: {json.dumps(fa.get(k))} vs {json.dumps(fb.get(k))}"
+            for k in list(fa) + [k for k in fb if k not in fa] if fa.get(k) != fb.get(k)]
+
+
 def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None = None,
                       scopes: Sequence[str] = ("all",), alpha: float = 0.01) -> Calibration:
     """``hopbench calibrate``: read the repeats' folders and calibrate (:func:`calibrate`;
@@ -295,7 +327,8 @@ def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None 
 
     Raises:
         UsageError: fewer than 3 folders, a folder given twice, folders that are not repeats of
-            one run (another load shape: ``views._load_shape``, compare's rule), an unknown
+            one run (another load shape: ``views._load_shape``, compare's rule; another emulator
+            or scenario), an unknown
             figure, ``alpha`` outside (0, 0.5).
         ResultsError: a folder that cannot be read.
     """
@@ -315,7 +348,7 @@ def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None 
         seen[key] = f
     summaries = [read_summary(f) for f in folders]
     for f, s in zip(folders[1:], summaries[1:]):  # repeats of one unchanged run, as compare pairs them
-        diffs = shape_differences(summaries[0], s)
+        diffs = shape_differences(summaries[0], s) + _workload_differences(summaries[0], s)
         if diffs:
             raise UsageError(f"{f}: not a repeat of {folders[0]} (the same profile, load and target): "
                              + "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else ""))
