@@ -292,7 +292,10 @@ def test_compare_refuses_different_load_shapes_unless_forced(tmp_path: Path,
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
     assert "missing" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--metric", "ttfx"]) == 2
-    assert "unknown metric 'ttfx'" in capsys.readouterr().err
+    assert "unknown metric 'ttfx': did you mean 'ttft'?" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--force", "--metric", "ttft.p50"]) == 2
+    assert "unknown metric 'ttft.p50' (compare judges each metric's p50, p90 and p99: name the metric alone)" in \
+        capsys.readouterr().err
 
 
 def test_compare_refuses_a_partial_run_unless_forced_and_then_warns_once(

@@ -886,3 +886,13 @@ def test_gate_a_misspelt_gate_table_says_did_you_mean(tmp_path: Path, table: str
         load_budget_file(f)
     f.write_text('[scenario.chat]\n"ttft.p50" = "<= 1s"\n', encoding="utf-8")
     load_budget_file(f)  # a scenario's budgets are no misspelling
+
+
+def test_gate_failed_sentence_counts_the_other_failures() -> None:
+    # "gate FAILED:" named the first of three failing budgets and nothing else (a new user's finding)
+    report = evaluate_gate(_summary(), {"ttft.p50": "<= 1ms", "ttft.p90": "<= 1ms", "ttft.p99": "<= 1ms",
+                                        "ttft.count": ">= 1"})
+    assert report.headline().startswith("gate FAILED: ttft.p50: fail: ")
+    assert report.headline().endswith(" (and 2 more failed)")
+    one = evaluate_gate(_summary(), {"ttft.p50": "<= 1ms", "ttft.count": ">= 1"})
+    assert "more failed" not in one.headline()

@@ -352,7 +352,12 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
     names = list(metrics) if metrics else list(DEFAULT_METRICS)
     for m in names:
         if m not in METRICS:
-            raise UsageError(f"--metric: unknown metric {m!r}: expected one of {', '.join(METRICS)}")
+            import difflib
+
+            near = difflib.get_close_matches(m.partition(".")[0], list(METRICS), 1)
+            hint = (" (compare judges each metric's p50, p90 and p99: name the metric alone)" if "." in m
+                    and m.partition(".")[0] in METRICS else f": did you mean {near[0]!r}?" if near else "")
+            raise UsageError(f"--metric: unknown metric {m!r}{hint}; expected one of {', '.join(METRICS)}")
     label_a = str(base_dir) if base_dir is not None else "base"
     label_b = str(candidate_dir) if candidate_dir is not None else "candidate"
     diffs = shape_differences(base, candidate)

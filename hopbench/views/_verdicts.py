@@ -419,7 +419,8 @@ class GateVerdicts:
         if v == FAIL:
             first = next((f"{c.name}: {c.detail}" for c in self.checks if c.verdict == FAIL), None) or next(
                 f"{k}: {j.reason}" for k, j, _ in self.budgets if j.verdict == FAIL)
-            return f"gate FAILED: {first}"
+            failed = sum(c.verdict == FAIL for c in self.checks) + sum(j.verdict == FAIL for _, j, _ in self.budgets)
+            return f"gate FAILED: {first}" + (f" (and {failed - 1} more failed)" if failed > 1 else "")
         if v == INCONCLUSIVE:
             first = next((f"{c.name}: {c.detail}" for c in self.checks if c.verdict == INCONCLUSIVE), None) or next(
                 f"{k}: {j.reason}" for k, j, ok in self.budgets if j.verdict == INCONCLUSIVE and not ok)
