@@ -314,6 +314,61 @@ def _run_key(label: str, folder: Path | None) -> str:
         return str(p)
 
 
+def _check_metric_names(names: Sequence[str]) -> None:
+    """Raises UsageError for a name that is no metric, with a did-you-mean."""
+    for m in names:
+        if m not in METRICS:
+            import difflib
+
+            near = difflib.get_close_matches(m.partition(".")[0], list(METRICS), 1)
+            hint = (" (compare judges each metric's p50, p90 and p99: name the metric alone)" if "." in m
+                    and m.partition(".")[0] in METRICS else f": did you mean {near[0]!r}?" if near else "")
+            raise UsageError(f"--metric: unknown metric {m!r}{hint}; expected one of {', '.join(METRICS)}")
+
+
+def _pair_warnings(base: Mapping[str, Any], candidate: Mapping[str, Any], base_dir: Path | None,
+                   candidate_dir: Path | None, label_a: str, label_b: str, diffs: Sequence[str],
+                   force: bool) -> list[str]:
+    """What the pair of runs must be read with (load shapes, partial runs, one run twice,
+    saturation, bursts), or the UsageError that refuses it without ``force``."""
+    warnings = []
+    if diffs:
+        if not force:
+            raise UsageError(f"{label_a} and {label_b}: the runs' load shapes differ ("
+                             + "; ".join(diffs) + "): pass --force to compare anyway")
+        warnings.append("load shapes differ (compared with --force): " + "; ".join(diffs))
+    # one run named twice (the same folder as base and candidate) is one run: warn once
+    runs = {_run_key(label, d): (label, s) for label, d, s in
+            ((label_a, base_dir, base), (label_b, candidate_dir, candidate))}
+    partial = [label for label, s in runs.values() if s.get("complete") is not True]
+    if partial and not force:
+        why = _partial_why(next(s for label, s in runs.values() if label == partial[0]))
+        raise UsageError(f"{partial[0]}: the run did not complete ({why}): its "
+                         "figures cover only part of the planned load; pass --force to compare anyway")
+    if partial:
+        warnings.append(f"{', '.join(partial)}: the run did not complete (partial results; compared with "
+                        "--force)")
+    # a copy of one folder is one run too: the same start to the microsecond and the same end
+    copy = (len(runs) == 2 and base.get("started_at_unix_s") is not None
+            and base.get("started_at_unix_s") == candidate.get("started_at_unix_s")
+            and base.get("ended_at") == candidate.get("ended_at"))
+    if len(runs) == 1 or copy:  # most likely a typo in a path or an artifact mix-up: A/A is two runs
+        what = (f"{label_a} is both the base and the candidate" if len(runs) == 1 else
+                f"{label_a} and {label_b} are copies of one run (the same started_at_unix_s and ended_at)")
+        if not force:  # under --fail-on-worse it would pass a release on nothing (exit 0)
+            raise UsageError(f"{what}: one run compared with itself reads same on every figure; pass --force "
+                             "to compare anyway")
+        warnings.append(f"{what}: one run compared with itself "
+                        "(every figure reads same; an A/A comparison needs two runs)")
+    for label, s in runs.values():
+        if s.get("saturated") is True:
+            warnings.append(f"{label}: the load generator was saturated (latencies not trustworthy)")
+        for w in s.get("warnings") or ():  # streams that arrived as bursts: their ITL is not a stream's pace
+            if isinstance(w, str) and w.startswith(_BURST_WARNINGS):
+                warnings.append(f"{label}: {w}")
+    return warnings
+
+
 def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
                       metrics: Sequence[str] | None = None, alpha: float = ALPHA,
                       min_effect: float = MIN_EFFECT, force: bool = False,
@@ -350,52 +405,11 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
         ResultsError: a malformed summary.
     """
     names = list(metrics) if metrics else list(DEFAULT_METRICS)
-    for m in names:
-        if m not in METRICS:
-            import difflib
-
-            near = difflib.get_close_matches(m.partition(".")[0], list(METRICS), 1)
-            hint = (" (compare judges each metric's p50, p90 and p99: name the metric alone)" if "." in m
-                    and m.partition(".")[0] in METRICS else f": did you mean {near[0]!r}?" if near else "")
-            raise UsageError(f"--metric: unknown metric {m!r}{hint}; expected one of {', '.join(METRICS)}")
+    _check_metric_names(names)
     label_a = str(base_dir) if base_dir is not None else "base"
     label_b = str(candidate_dir) if candidate_dir is not None else "candidate"
     diffs = shape_differences(base, candidate)
-    warnings = []
-    if diffs:
-        if not force:
-            raise UsageError(f"{label_a} and {label_b}: the runs' load shapes differ ("
-                             + "; ".join(diffs) + "): pass --force to compare anyway")
-        warnings.append("load shapes differ (compared with --force): " + "; ".join(diffs))
-    # one run named twice (the same folder as base and candidate) is one run: warn once
-    runs = {_run_key(label, d): (label, s) for label, d, s in
-            ((label_a, base_dir, base), (label_b, candidate_dir, candidate))}
-    partial = [label for label, s in runs.values() if s.get("complete") is not True]
-    if partial and not force:
-        why = _partial_why(next(s for label, s in runs.values() if label == partial[0]))
-        raise UsageError(f"{partial[0]}: the run did not complete ({why}): its "
-                         "figures cover only part of the planned load; pass --force to compare anyway")
-    if partial:
-        warnings.append(f"{', '.join(partial)}: the run did not complete (partial results; compared with "
-                        "--force)")
-    # a copy of one folder is one run too: the same start to the microsecond and the same end
-    copy = (len(runs) == 2 and base.get("started_at_unix_s") is not None
-            and base.get("started_at_unix_s") == candidate.get("started_at_unix_s")
-            and base.get("ended_at") == candidate.get("ended_at"))
-    if len(runs) == 1 or copy:  # most likely a typo in a path or an artifact mix-up: A/A is two runs
-        what = (f"{label_a} is both the base and the candidate" if len(runs) == 1 else
-                f"{label_a} and {label_b} are copies of one run (the same started_at_unix_s and ended_at)")
-        if not force:  # under --fail-on-worse it would pass a release on nothing (exit 0)
-            raise UsageError(f"{what}: one run compared with itself reads same on every figure; pass --force "
-                             "to compare anyway")
-        warnings.append(f"{what}: one run compared with itself "
-                        "(every figure reads same; an A/A comparison needs two runs)")
-    for label, s in runs.values():
-        if s.get("saturated") is True:
-            warnings.append(f"{label}: the load generator was saturated (latencies not trustworthy)")
-        for w in s.get("warnings") or ():  # streams that arrived as bursts: their ITL is not a stream's pace
-            if isinstance(w, str) and w.startswith(_BURST_WARNINGS):
-                warnings.append(f"{label}: {w}")
+    warnings = _pair_warnings(base, candidate, base_dir, candidate_dir, label_a, label_b, diffs, force)
     scopes_a, scopes_b = base.get("scopes"), candidate.get("scopes")
     if not isinstance(scopes_a, Mapping) or not isinstance(scopes_b, Mapping):
         raise ResultsError("summary: expected a \"scopes\" object in both runs")
