@@ -256,7 +256,7 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
         base_noise / cand_noise: noise records already read (tests, calibration), else read here.
         min_effect / min_abs_ms: the smallest change the user asked to hear of (``--min-effect``
             relative to the base, ``--min-abs-ms`` for times), None: none; a change under it is
-            ``same`` whatever its p (docs/compare.md, "Verdicts beyond noise").
+            ``same`` whatever its p (docs/compare.md, "Why an effect floor").
 
     Returns:
         Verdicts.
@@ -299,7 +299,8 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
             if p is None:  # too few samples for the tail's interval: not judged (docs/compare.md)
                 # the effective n each side's quantile interval needs (its events per stream
                 # kept); never one a side already has (the interval then failed on its ties)
-                need = max(math.ceil(quantile_ci_min_count(_Q[stat], _ONE_SE, d) / d) for d in (deff_a, deff_b))
+                need = max(math.ceil(quantile_ci_min_count(_Q[stat], _ONE_SE, d) / d)
+                           for d in (max(deff_a, 1.0), max(deff_b, 1.0)))
                 min_n = max(min_n, need, min(n_a, n_b) + 1)
                 p = 1.0  # (not a test: a figure under min_n reports no p-value)
             names.append((m.scope, f"{m.metric}.{stat}", m.unit, _f(va), _f(vb)))
