@@ -156,7 +156,10 @@ class RunNoise:
         sc = scopes.get(scope) if isinstance(scopes, Mapping) else None
         if not isinstance(sc, Mapping):
             return Noise(None, 0, client, source)
-        h = metric_hist(sc, metric, f"scopes.{scope}")
+        try:
+            h = metric_hist(sc, metric, f"scopes.{scope}")
+        except ResultsError:  # (noise() never raises: a malformed histogram has an unknown spread)
+            return Noise(None, 0, client, source)
         se = sampling_se(h, stat)
         streams = streams_of(sc)
         n = effective_n(h.count, streams, metric in PER_EVENT)
