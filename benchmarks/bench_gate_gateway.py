@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from bench_gate_study import _neighbour  # noqa: E402
 from bench_wire_capture import _free_port, _stop, gateway, profile_text  # noqa: E402
 
 from hopbench.driver._results import read_summary  # noqa: E402
@@ -56,21 +57,6 @@ from hopbench.views._verdicts import judge_gate  # noqa: E402
 #: kind -> (gateway, the proxy's hold per event in ms; None: --slow-ms)
 KINDS: dict[str, tuple[str, float | None]] = {"nginx": ("nginx", 0.0), "delay": ("delay", 0.0),
                                                "slow": ("delay", None)}
-
-
-@contextlib.contextmanager
-def _neighbour(busy: bool) -> Iterator[None]:
-    """One CPU-bound neighbour process for the block (ours: stopped by its pid)."""
-    if not busy:
-        yield
-        return
-    p = subprocess.Popen([sys.executable, "-c", "while 1: pass"])
-    try:
-        time.sleep(0.3)
-        yield
-    finally:
-        p.kill()
-        p.wait()
 
 
 def _run(kind: str, slow_ms: float, out: Path, busy: bool, streams: int, duration_s: float) -> Path:
