@@ -176,8 +176,8 @@ def arm_fields(r: StreamRecord) -> dict[str, Any]:
     Returns:
         ``tpot_ns`` (the stream's time per output token, ns, None when it has none) and
         ``itl_p50_ns`` / ``itl_p99_ns`` (the median and p99 of the stream's own inter-token
-        gaps by nearest rank over their digest, ns, at the digest's 3 significant
-        figures; None without a gap).
+        gaps by nearest rank over their digest, ns: the top of the digest's bucket, at
+        most 1/128 above the true gap (hopbench.measure._digest); None without a gap).
     """
     digest = r.itl_digest or ()
     return {"tpot_ns": r.tpot_ns, "itl_p50_ns": digest_percentile(digest, 50) if digest else None,

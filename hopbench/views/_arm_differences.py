@@ -52,6 +52,7 @@ from .._format import fmt_num as num
 from .._units import NS_PER_MS
 from ..config._gate_spec import ARMS_FIGURES, ARMS_MIN_PAIRS
 from ..driver._results import read_summary, replace_text
+from ..measure._digest import SIGNIFICANT_BITS
 from ..measure._metrics import UNIT_LABELS
 
 __all__ = ["ARM_METRICS", "PAIRED_FIGURES", "arm_differences", "add_arm_differences", "arms_command",
@@ -86,6 +87,9 @@ PAIRED_FIGURES: Final = tuple((name, f"{name}_ns") for name in ARMS_FIGURES)
 the time to first token, the stream's own median and p99 inter-token gap, its time per output
 token and its end-to-end time. Each is judged by the median of the pairs' differences (gate
 key ``arms.<figure>.p50_diff``)."""
+DIGEST_FIGURES: Final = ("itl_p50", "itl_p99")
+"""The paired figures read from a stream's ITL digest (``hopbench.measure._lines.arm_fields``):
+quantized to its buckets, so judged with a floor of one bucket (:func:`digest_resolution_ms`)."""
 PAIRED_MIN: Final = ARMS_MIN_PAIRS
 """Pairs a paired figure needs for a verdict (fewer: ``inconclusive``, too few samples)."""
 PAIRED_BATCH: Final = 5
@@ -177,8 +181,21 @@ def pair_streams(lines: Iterable[Mapping[str, Any]], arms: Sequence[str],
     return out, "nearest start"
 
 
-def _paired_figure(rows: Sequence[tuple[float, float]]) -> Figure:
-    """One paired figure from its pairs' (base, candidate) values in ms, in time order."""
+def digest_resolution_ms(value_ms: float) -> float:
+    """The width of the stream-ITL digest's bucket that holds ``value_ms``, ms: how far apart two
+    streams' ``itl_p50`` / ``itl_p99`` can truly be while reading the same value, and how close
+    while reading adjacent ones (1/256 to 1/128 of the value; hopbench.measure._digest)."""
+    ns = max(int(value_ms * NS_PER_MS), 1)
+    return (1 << max(0, ns.bit_length() - SIGNIFICANT_BITS)) / NS_PER_MS
+
+
+def _paired_figure(rows: Sequence[tuple[float, float]], digest: bool = False) -> Figure:
+    """One paired figure from its pairs' (base, candidate) values in ms, in time order.
+
+    ``digest``: the values are stream-ITL digest percentiles (``itl_p50``, ``itl_p99``): a
+    median difference of one digest bucket or less is within the figure's resolution, so
+    ``same`` whatever its p (a few microseconds' shift can move every stream near a bucket's
+    edge into the next bucket, which the signed-rank test reads as significant)."""
     diffs = [c - b for b, c in rows]
     n = len(diffs)
     if n == 0:
@@ -187,9 +204,15 @@ def _paired_figure(rows: Sequence[tuple[float, float]]) -> Figure:
     base_mid = statistics.median(b for b, _ in rows)
     size = max(PAIRED_BATCH, math.ceil(n / PAIRED_BATCHES_MAX))
     se, k = batch_means([[d] for d in diffs], size, statistics.median)
+    floor, why = 0.0, ""
+    if digest:
+        width = digest_resolution_ms(base_mid)
+        # one bucket or less: _judge's floor is strict, so one nanosecond above the bucket
+        floor, why = width + 1 / NS_PER_MS, f"the stream ITL digest's resolution, one bucket: {width:.3g} ms"
     # the two requests of a pair share the runner's state: no client allowance, one spread
     return Figure(change, change / base_mid if base_mid else None, "ms", signed_rank(diffs).p_value,
-                  Noise(se, k), Noise(None if se is None else 0.0, k), n, n, min_n=PAIRED_MIN, whose="pairs'")
+                  Noise(se, k), Noise(None if se is None else 0.0, k), n, n, min_n=PAIRED_MIN, whose="pairs'",
+                  min_change=floor, min_change_why=why)
 
 
 def paired_figures(pairs: Mapping[str, Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]],
@@ -217,7 +240,7 @@ def paired_figures(pairs: Mapping[str, Sequence[tuple[Mapping[str, Any], Mapping
             rows = [(b[field] / NS_PER_MS, c[field] / NS_PER_MS) for b, c in ps
                     if isinstance(b.get(field), int) and isinstance(c.get(field), int)]
             keys.append((arm, name, rows))
-    figs = [_paired_figure(rows) for _, _, rows in keys]
+    figs = [_paired_figure(rows, digest=name in DIGEST_FIGURES) for _, name, rows in keys]
     judged = judge_family(figs, alpha)
     out: dict[str, list[dict[str, Any]]] = {arm: [] for arm in pairs}
     for (arm, name, rows), f, j in zip(keys, figs, judged):
