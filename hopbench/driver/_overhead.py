@@ -33,6 +33,14 @@ Definitions (each value in ns, client stamps minus upstream stamps):
   body's last bytes reached its socket (``body_end_ns``: their kernel stamp,
   exact, where the transport has it; else the loop time the read loop ended,
   bounded back to the latest read's bytes), not its close of the body.
+- The upstream's writes: each content event is stamped when it was due and queued,
+  and written within 0.1 ms of that, unless the ground truth's ``late_writes`` says
+  otherwise (an emulator descheduled in between on a busy machine; events coalesced
+  into a later write): such an event's write is stamped at its send()'s start, and the
+  send()'s length (the bytes entered the kernel somewhere in it) is added to the
+  ``below`` error bound of every figure that ends on it, as the first and final
+  writes' lengths (``first_write_end_ns``, ``final_write_end_ns``) are to
+  ``first_event_delay``'s and ``added_e2e``'s.
 - ``upstream_silence``, ``injected_keepalive_interval``,
   ``client_silence_in_upstream_silence``: the upstream's silences (gaps over
   ``SILENCE_FLOOR_NS`` between its writes), the gateway's keepalive cadence
@@ -56,19 +64,20 @@ Invariants:
 
 from __future__ import annotations
 
-import zlib
-from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..workload._cancel import CANCEL_OUTCOME
-from ._alignment import SILENCE_FLOOR_NS, align_events, silences
+from ._alignment import (BUFFERING_ADVICE, GENERIC_BUFFERING_ADVICE, SILENCE_FLOOR_NS, ClientStream, UpstreamRequest,
+                         align_events, buffering_advice, client_from_line, gateway_kind, silences,
+                         upstream_from_record)
 
 __all__ = [
     "ClientStream", "UpstreamRequest", "Overhead", "OVERHEAD_METRICS", "BUFFER_SPAN_NS", "BUFFERED_SHARE",
-    "analyse", "client_from_line", "upstream_from_record", "overhead_lines",
+    "analyse", "client_from_line", "upstream_from_record", "overhead_lines", "BUFFERING_ADVICE",
+    "GENERIC_BUFFERING_ADVICE", "buffering_advice", "gateway_kind",
 ]
 
 #: the histogram metrics this module fills (names of ``hopbench.measure._metrics.METRICS``)
@@ -124,259 +133,6 @@ def _client_end(c: ClientStream) -> tuple[int, int]:
     if c.content_read_ns and len(c.content_bound_ns) == len(c.content_read_ns):
         floor = c.content_read_ns[-1] - c.content_bound_ns[-1]
     return c.end_ns, max(c.end_ns - floor, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class ClientStream:
-    """One client stream (a streams.jsonl line), stamps absolute on CLOCK_MONOTONIC, ns.
-
-    Attributes:
-        id: the request id (header and marker).
-        scenario: its scenario (the histograms' scope).
-        outcome, detail, status: as in streams.jsonl.
-        measured: False for a warm-up stream (matched, not counted).
-        sent_ns: the request was sent.
-        first_read_ns: the first body read, or None.
-        content_read_ns: one read stamp per content event, stream order.
-        content_chars: characters of each content event.
-        end_ns: the stream ended.
-        output_tokens: the usage the client saw, or None.
-        keepalives: keepalive comments the client read.
-        client_lag_ns: the client's worst loop lag on a content read.
-        content_crc: CRC-32 of each content event's text (< 0: not compared), or empty.
-        keepalive_read_ns: the read stamp of each keepalive comment, or empty.
-        quiet_read_ns: the stamp of each body read that carried no content
-            event (keepalives, other events, bytes of an unfinished event), or empty.
-        content_bound_ns: the error bound of each content event's stamp (its
-            bytes arrived at most that much earlier; docs/results/units.md,
-            "Times from the wire"), or empty (a line written without them).
-        first_read_bound_ns: the same for the first body read's first bytes.
-        body_end_ns: when the body's last bytes reached the client's socket,
-            or None (a line without it: ``end_ns`` stands in, bounded back to
-            the last content event).
-        body_end_bound_ns: its error bound, ns (0: exact).
-        gateway: the gateway's kind as its response headers tell (``gateway_kind``), or "".
-        request_sent_ns: just after the write that completed the request (its last
-            byte reached the kernel at most ``request_sent_bound_ns`` earlier), or
-            None (a line without it: ``request_delay`` and ``added_ttft`` then count
-            from ``sent_ns``, the stream's send, and the block counts them).
-        request_sent_bound_ns: that write's duration, ns (after - before stamp).
-    """
-
-    id: str
-    scenario: str
-    outcome: str
-    detail: str | None
-    status: int | None
-    measured: bool
-    sent_ns: int
-    first_read_ns: int | None
-    content_read_ns: Sequence[int]
-    content_chars: Sequence[int]
-    end_ns: int
-    output_tokens: int | None = None
-    keepalives: int = 0
-    client_lag_ns: int = 0
-    content_crc: Sequence[int] = ()
-    keepalive_read_ns: Sequence[int] = ()
-    quiet_read_ns: Sequence[int] = ()
-    content_bound_ns: Sequence[int] = ()
-    first_read_bound_ns: int = 0
-    body_end_ns: int | None = None
-    body_end_bound_ns: int = 0
-    gateway: str = ""
-    request_sent_ns: int | None = None
-    request_sent_bound_ns: int = 0
-
-    @property
-    def wire_sent(self) -> tuple[int, int]:
-        """(the earliest moment the request's last byte can have reached the kernel, ns;
-        how much later it can have been, ns): the stamp before the write that completed
-        it and that write's duration; ``(sent_ns, 0)`` without those stamps."""
-        if self.request_sent_ns is None:
-            return self.sent_ns, 0
-        return self.request_sent_ns - self.request_sent_bound_ns, self.request_sent_bound_ns
-
-
-#: buffering settings per gateway kind (docs/gateway-overhead.md, "Buffering settings")
-BUFFERING_ADVICE: dict[str, str] = {
-    "nginx": "nginx: proxy_buffering off (or honour X-Accel-Buffering: no), and no gzip on text/event-stream",
-    "caddy": "caddy: flush_interval -1 in reverse_proxy, and no encode on text/event-stream",
-    "envoy": "Envoy: no buffer filter on the route, and a compressor that skips text/event-stream",
-    "litellm": "LiteLLM: stream=true end to end, and no buffering proxy in front of it",
-}
-#: when the headers do not tell (haproxy writes no Server header of its own)
-GENERIC_BUFFERING_ADVICE = ("turn off the gateway's response buffering for text/event-stream (docs/gateway-overhead.md, "
-                            "\"Buffering settings\": nginx, haproxy, caddy, Envoy, LiteLLM)")
-
-
-def gateway_kind(headers: Mapping[str, Any]) -> str:
-    """The gateway's kind from its response headers (names lower-case), or "" when they do not tell.
-
-    LiteLLM by its ``x-litellm-version`` header; nginx (and OpenResty), Caddy, Envoy and haproxy
-    by ``server``. haproxy writes no ``server`` of its own, so it is usually "".
-    """
-    if "x-litellm-version" in headers:
-        return "litellm"
-    server = str(headers.get("server") or "").lower()
-    for kind, marks in (("nginx", ("nginx", "openresty")), ("caddy", ("caddy",)), ("envoy", ("envoy",)),
-                        ("haproxy", ("haproxy",))):
-        if server.startswith(marks):
-            return kind
-    return ""
-
-
-def buffering_advice(kinds: Mapping[str, int]) -> str:
-    """The buffering warning's advice: the setting of the gateway most streams named, else generic."""
-    named = [k for k, _ in sorted(kinds.items(), key=lambda kv: -kv[1]) if k in BUFFERING_ADVICE]
-    return BUFFERING_ADVICE[named[0]] if named else GENERIC_BUFFERING_ADVICE
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamRequest:
-    """One upstream request (a ground-truth record), stamps absolute on CLOCK_MONOTONIC, ns.
-
-    Attributes:
-        request_id: the header id, or None.
-        marker_id: the body marker's id, or None.
-        boot_id: the emulator host's boot id ("" unknown).
-        received_ns: the emulator's app was called for the request.
-        first_write_ns: the first body bytes were written, or None.
-        event_write_ns: one write stamp per content event.
-        event_chars: characters of each content event.
-        end_ns: the final body bytes were handed to the socket (else the
-            record's end).
-        status, end, fault, error_code: as in the ground truth.
-        output_tokens: the usage the upstream reported, or None.
-        keepalives: keepalive comments the upstream wrote.
-        event_crc: CRC-32 of each content event's text (< 0: not compared), or empty.
-        keepalive_write_ns: the write stamp of each keepalive comment, or empty
-            (an older emulator).
-        wire_received_ns: the request's bytes reached the emulator's socket (the
-            kernel's stamp, at or before ``received_ns``), or None where there is none.
-        wire_error_ns: that stamp's error (its move to CLOCK_MONOTONIC), ns.
-    """
-
-    request_id: str | None
-    marker_id: str | None
-    boot_id: str
-    received_ns: int
-    first_write_ns: int | None
-    event_write_ns: Sequence[int]
-    event_chars: Sequence[int]
-    end_ns: int
-    status: int
-    end: str
-    fault: str | None = None
-    error_code: str | None = None
-    output_tokens: int | None = None
-    keepalives: int = 0
-    event_crc: Sequence[int] = ()
-    keepalive_write_ns: Sequence[int] = ()
-    wire_received_ns: int | None = None
-    wire_error_ns: int = 0
-
-    @property
-    def arrived_ns(self) -> int:
-        """When the request arrived: the wire stamp where there is one, else the app's."""
-        return self.received_ns if self.wire_received_ns is None else self.wire_received_ns
-
-    @property
-    def what(self) -> str:
-        """What this attempt did, for the fault matrix and retry triggers:
-        the injected fault ("http_429", "disconnect", ...), an HTTP error
-        the emulator answered without a fault ("http_401"), else "none"."""
-        if self.fault is not None:
-            return self.fault
-        return f"http_{self.status}" if self.end == "http_error" else "none"
-
-
-def client_from_line(line: Mapping[str, Any], t0_mono_ns: int, warmup_ns: int = 0) -> ClientStream | None:
-    """A streams.jsonl line (docs/results.md) as a ClientStream; None without a send stamp.
-
-    Args:
-        line: the parsed line (its stamps are ns from the run start).
-        t0_mono_ns: the run start on CLOCK_MONOTONIC, ns.
-        warmup_ns: streams that started before this offset are warm-up streams.
-    """
-    sent = line.get("sent_ns")
-    if not isinstance(sent, int):
-        return None
-
-    def ab(v: Any) -> int | None:
-        return v + t0_mono_ns if isinstance(v, int) else None
-
-    start = line.get("start_ns")
-    end = ab(line.get("end_ns"))
-    return ClientStream(
-        id=str(line.get("id")), scenario=str(line.get("scenario")), outcome=str(line.get("outcome")),
-        detail=line.get("detail"), status=line.get("status"),
-        measured=not (isinstance(start, int) and start < warmup_ns),
-        sent_ns=sent + t0_mono_ns, first_read_ns=ab(line.get("first_read_ns")),
-        content_read_ns=array("q", (t + t0_mono_ns for t in line.get("content_read_ns") or ())),
-        content_chars=array("q", line.get("content_chars") or ()),
-        end_ns=end if end is not None else sent + t0_mono_ns,
-        output_tokens=line.get("output_tokens"), keepalives=int(line.get("keepalives") or 0),
-        client_lag_ns=int(line.get("client_lag_ns") or 0),
-        content_crc=array("q", line.get("content_crc") or ()),
-        keepalive_read_ns=array("q", (t + t0_mono_ns for t in line.get("keepalive_read_ns") or ())),
-        quiet_read_ns=array("q", (t + t0_mono_ns for t in line.get("quiet_read_ns") or ())),
-        content_bound_ns=array("q", line.get("content_bound_ns") or ()),
-        first_read_bound_ns=int(line.get("first_read_bound_ns") or 0),
-        body_end_ns=ab(line.get("body_end_ns")), body_end_bound_ns=int(line.get("body_end_bound_ns") or 0),
-        request_sent_ns=ab(line.get("request_sent_ns")),
-        request_sent_bound_ns=int(line.get("request_sent_bound_ns") or 0),
-        gateway=gateway_kind(headers) if isinstance(headers := line.get("headers"), Mapping) else "")
-
-
-def upstream_from_record(rec: Mapping[str, Any]) -> UpstreamRequest | None:
-    """A ground-truth record (hopbench.emulator.GroundTruth as JSON) as an
-    UpstreamRequest; None for a record without the absolute stamp (an older emulator)."""
-    t0 = rec.get("t0_mono_ns")
-    if not isinstance(t0, int) or t0 <= 0:
-        return None
-    ttft = rec.get("ttft_ns")
-    writes = array("q")
-    if isinstance(ttft, int):
-        t = t0 + ttft
-        writes.append(t)
-        for gap in rec.get("gaps_ns") or ():
-            t += gap
-            writes.append(t)
-    fw = rec.get("first_write_ns")
-    lw = rec.get("final_write_ns")
-    wire = rec.get("t0_wire_mono_ns")
-    wire_err = rec.get("t0_wire_error_ns")
-    chars = array("q", rec.get("event_chars") or ())
-    return UpstreamRequest(
-        request_id=rec.get("request_id"), marker_id=rec.get("marker_id"), boot_id=str(rec.get("boot_id") or ""),
-        received_ns=t0, first_write_ns=t0 + fw if isinstance(fw, int) else None,
-        event_write_ns=writes, event_chars=chars, event_crc=_event_crcs(rec, chars),
-        keepalive_write_ns=array("q", (t0 + t for t in rec.get("keepalive_write_ns") or ())),
-        end_ns=t0 + (lw if isinstance(lw, int) else int(rec.get("duration_ns") or 0)), status=int(rec.get("status") or 0),
-        end=str(rec.get("end")), fault=rec.get("fault"), error_code=rec.get("error_code"),
-        output_tokens=rec.get("output_tokens"), keepalives=int(rec.get("keepalives") or 0),
-        wire_received_ns=wire if isinstance(wire, int) and wire > 0 else None,
-        wire_error_ns=wire_err if isinstance(wire_err, int) and wire_err > 0 else 0)
-
-
-def _event_crcs(rec: Mapping[str, Any], chars: Sequence[int]) -> array[int]:
-    """CRC-32 of each upstream content event's text, from a ground-truth record.
-
-    The emulator sends reasoning, then text, then tool-argument events;
-    ``event_chars`` cuts ``reasoning_text + text`` (then the tool arguments, not
-    compared: -1) into its events. Empty when the record has no texts.
-    """
-    reasoning, text = rec.get("reasoning_text"), rec.get("text")
-    if not isinstance(reasoning, str) or not isinstance(text, str):
-        return array("q")
-    joined = reasoning + text
-    out = array("q")
-    pos = 0
-    for c in chars:
-        out.append(zlib.crc32(joined[pos:pos + c].encode("utf-8")) if pos + c <= len(joined) else -1)
-        pos += c
-    return out
 
 
 @dataclass(slots=True)
@@ -604,19 +360,25 @@ class _Tally:
             put(s, "request_delay", first.received_ns - sent, first.received_ns - sent)
         late = last.wire_error_ns if last.wire_received_ns is not None else max(0, last.received_ns - c.sent_ns)
         cb = c.content_bound_ns
+        # an upstream write entered the kernel up to its send()'s length after its stamp: the
+        # delay from it can be that much shorter (the bound below; ground truth ``late_writes``)
+        wb = last.event_write_bound_ns
         if c.first_read_ns is not None and last.first_write_ns is not None:
-            put(s, "first_event_delay", c.first_read_ns - last.first_write_ns, c.first_read_bound_ns)
+            put(s, "first_event_delay", c.first_read_ns - last.first_write_ns,
+                c.first_read_bound_ns + last.first_write_bound_ns)
         if c.content_read_ns and last.event_write_ns:
-            put(s, "added_ttft", (c.content_read_ns[0] - sent) - (last.event_write_ns[0] - last.arrived_ns),
-                (cb[0] if cb else 0) + late + sb, last.wire_error_ns if last.wire_received_ns is not None else 0)
+            w0 = last.event_write_ns[0]
+            put(s, "added_ttft", (c.content_read_ns[0] - sent) - (w0 - last.arrived_ns),
+                (cb[0] if cb else 0) + late + sb + wb.get(w0, 0),
+                last.wire_error_ns if last.wire_received_ns is not None else 0)
         if c.outcome == "completed" and last.end == "completed":
             end, below = _client_end(c)
-            put(s, "added_e2e", (end - c.sent_ns) - (last.end_ns - last.arrived_ns), below + late,
+            put(s, "added_e2e", (end - c.sent_ns) - (last.end_ns - last.arrived_ns), below + late + last.end_bound_ns,
                 last.wire_error_ns if last.wire_received_ns is not None else 0)
         al = align_events(last.event_write_ns, last.event_chars, c.content_read_ns, c.content_chars,
                           last.event_crc, c.content_crc)
         for d, w, j in zip(al.delays_ns, al.written_ns, al.client_events):
-            put(s, "event_delay", d, cb[j] if j < len(cb) else 0)
+            put(s, "event_delay", d, (cb[j] if j < len(cb) else 0) + (wb.get(w, 0) if wb else 0))
             self.timed.append((w, d))
         self.merged += al.merged
         self.split += al.split

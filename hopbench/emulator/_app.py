@@ -78,6 +78,12 @@ _STREAM_FAULTS = ("midstream_error", "disconnect", "stall")
 #: The emulator's clock, integer ns (see the module docstring).
 now_ns = time.monotonic_ns
 
+LATE_WRITE_NS = 100_000
+"""A write of content events that ends this long after the earliest one's stamp (its due time,
+when it was queued) is recorded with its own stamps (the ground truth's ``late_writes``), ns:
+0.1 ms, beyond a loopback send()'s own tens of microseconds; a process descheduled between
+the two, or events coalesced into a later write, lands there (issue 36)."""
+
 
 async def sleep_until_ns(due_ns: int) -> None:
     """Sleep until ``now_ns() >= due_ns``; return at once if it already is.
@@ -137,6 +143,15 @@ class _StreamState:
     final_write_ns: int | None = None
     #: each keepalive comment handed to send(), now_ns (gateway overhead: the upstream's silences)
     keepalive_writes: list[int] = field(default_factory=list)
+    #: the stamps of the content events queued and not yet written (now_ns), and how many were written
+    pending_stamps: list[int] = field(default_factory=list)
+    written_content: int = 0
+    #: the writes that ended LATE_WRITE_NS or more after their earliest content event's stamp:
+    #: [first event, end (exclusive), send() called, send() returned], now_ns
+    late_writes: list[list[int]] = field(default_factory=list)
+    #: send() of the first / final body bytes returned, now_ns
+    first_write_end_ns: int | None = None
+    final_write_end_ns: int | None = None
     #: the kernel's receive stamp of the request's head (CLOCK_MONOTONIC ns) and its error,
     #: ns (``_rx_stamp``), or None: the server gave none
     wire_rx: tuple[int, int] | None = None
@@ -430,12 +445,24 @@ class EmulatorApp:
             data = b"".join(st.pending)
             st.pending.clear()
             t_ns = now_ns()
-            if st.first_write_ns is None and data:
+            first = st.first_write_ns is None and bool(data)
+            if first:
                 st.first_write_ns = t_ns
             if not more_body:
                 st.final_write_ns = t_ns
             await send({"type": "http.response.body", "body": data, "more_body": more_body})
-            st.last_write_ns = st.end_ns = now_ns()
+            st.last_write_ns = st.end_ns = done = now_ns()
+            if first:
+                st.first_write_end_ns = done
+            if not more_body:
+                st.final_write_end_ns = done
+            stamps = st.pending_stamps
+            if stamps:
+                i = st.written_content
+                st.written_content = j = i + len(stamps)
+                if done - stamps[0] >= LATE_WRITE_NS:  # (stamps rise: the earliest waited longest)
+                    st.late_writes.append([i, j, t_ns, done])
+                stamps.clear()
 
     async def _wait_until(self, send: Send, st: _StreamState, due_ns: int) -> None:
         """Sleep until ``due_ns``, writing keepalives in the silence (unless stalled)."""
@@ -503,6 +530,7 @@ class EmulatorApp:
                 if st.closed_ns is not None:
                     st.tokens_after_close += 1
                 parts.append(token)
+                st.pending_stamps.append(t_ns)
                 self._queue(st, data, n)
                 if len(st.pending) >= 256:  # bound the memory of a long unpaced stream
                     await self._flush(send, st)
@@ -581,7 +609,10 @@ class EmulatorApp:
         p = st.parts
         return {"marker_id": st.marker_id,
                 "first_write_ns": None if st.first_write_ns is None else st.first_write_ns - st.t0_ns,
+                "first_write_end_ns": None if st.first_write_end_ns is None else st.first_write_end_ns - st.t0_ns,
                 "final_write_ns": None if st.final_write_ns is None else st.final_write_ns - st.t0_ns,
+                "final_write_end_ns": None if st.final_write_end_ns is None else st.final_write_end_ns - st.t0_ns,
+                "late_writes": [[i, j, a - st.t0_ns, b - st.t0_ns] for i, j, a, b in st.late_writes],
                 "event_chars": [len(x) for kind in ("reasoning", "text", "tool") for x in p[kind]],
                 "keepalive_write_ns": [t - st.t0_ns for t in st.keepalive_writes],
                 "keepalive_lag_max_ns": st.keepalive_lag_max_ns,

@@ -70,8 +70,22 @@ class GroundTruth:
             (``hopbench.protocols._marker``), or None; for gateways that drop headers.
         first_write_ns: request received -> the first body bytes handed to
             send(), in ns; None if no body was sent.
+        first_write_end_ns: request received -> that send() returned, in ns
+            (the bytes entered the kernel between the two stamps); None with
+            ``first_write_ns``.
         final_write_ns: request received -> the final body bytes handed to
             send(), in ns; None if the body never ended (fault, client gone).
+        final_write_end_ns: request received -> that send() returned, in ns;
+            None with ``final_write_ns``.
+        late_writes: the writes of content events that ended 0.1 ms or more
+            (``_app.LATE_WRITE_NS``) after the earliest one's stamp (``ttft_ns``
+            and ``gaps_ns`` stamp each event when it was due and queued), as
+            ``[i, j, start_ns, end_ns]``: content events ``i`` to ``j - 1``
+            (0-based) went out in one send() called at ``start_ns`` and returned
+            at ``end_ns`` (ns from request received). A process descheduled
+            between an event's stamp and its write, or events coalesced into a
+            later write, show here; the rest were written within 0.1 ms of
+            their stamp (gateway overhead: hopbench.driver._overhead).
         event_chars: characters (code points) of each content delta, in the
             order sent (one per content event; ``gaps_ns`` times them).
         keepalive_write_ns: request received -> each keepalive comment handed to
@@ -119,7 +133,10 @@ class GroundTruth:
     # gateway overhead (docs/gateway-overhead.md)
     marker_id: str | None = None
     first_write_ns: int | None = None
+    first_write_end_ns: int | None = None
     final_write_ns: int | None = None
+    final_write_end_ns: int | None = None
+    late_writes: list[list[int]] = field(default_factory=list)
     event_chars: list[int] = field(default_factory=list)
     keepalive_write_ns: list[int] = field(default_factory=list)
     boot_id: str = ""
