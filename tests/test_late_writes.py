@@ -143,3 +143,26 @@ def test_overhead_figures_carry_the_upstream_write_bounds() -> None:
     assert o.bounds[("chat", "event_delay")] == [(7 * MS, 6 * MS, 0)]
     assert o.bounds[("chat", "first_event_delay")] == [(4 * MS, 2 * MS, 0)]
     assert o.bounds[("chat", "added_e2e")] == [(o.values[("chat", "added_e2e")][0], 1 * MS, 0)]
+
+
+def test_the_block_counts_late_written_events_and_the_warning_names_both_ends() -> None:
+    """gateway_overhead.events.written_late counts the events timed from a late write, and an
+    uncertain event_delay names the upstream's lateness beside the client's (request_delay keeps
+    its own cause; a client figure names the client only)."""
+    from hopbench.measure._error_bound import error_bound_warnings
+
+    t0 = 1_000 * MS
+    u = upstream_from_record(_record([[1, 3, 64 * MS, 70 * MS]]))
+    line = {"id": "0-1", "scenario": "chat", "outcome": "completed", "sent_ns": 0, "start_ns": 0,
+            "request_sent_ns": 0, "end_ns": 80 * MS, "body_end_ns": 80 * MS, "first_read_ns": 5 * MS,
+            "content_read_ns": [52 * MS, 71 * MS, 72 * MS], "content_chars": [1, 1, 1]}
+    c = client_from_line(line, t0)
+    assert u is not None and c is not None
+    assert analyse([c], [u], boot_id=BOOT).block["events"]["written_late"] == 2
+    wide = {"p50": 10.0, "p99": 20.0, "error_bound_ms": {"p50": 0.0, "p99": 6.0}}
+    got = error_bound_warnings({"event_delay": wide, "ttft": wide, "request_delay": wide})
+    assert len(got) == 3
+    assert "(the client read late or the upstream emulator wrote late: see client_read_lag and " \
+           "gateway_overhead.events.written_late)" in got[0]
+    assert "(the client read late: see client_read_lag)" in got[1]
+    assert "app's stamp, not the kernel's" in got[2]

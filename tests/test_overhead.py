@@ -547,5 +547,7 @@ def test_error_bound_warning_names_the_upstream_stamp_for_request_delay() -> Non
             "error_bound_ms": {"p50": 3.0, "p90": 3.0, "p99": 3.0, "p999": 3.0}}
     (rd,) = error_bound_warnings({"request_delay": wide})
     assert "the upstream's receive was its app's stamp" in rd and "client_read_lag" not in rd
-    (ttft,) = error_bound_warnings({"added_ttft": wide})
-    assert "the client read late: see client_read_lag" in ttft
+    (ttft,) = error_bound_warnings({"added_ttft": wide})  # it ends on an upstream write too
+    assert "the client read late or the upstream emulator wrote late: see client_read_lag" in ttft
+    (itl,) = error_bound_warnings({"itl": wide})
+    assert "(the client read late: see client_read_lag)" in itl

@@ -266,6 +266,8 @@ class _Tally:
     dropped: int = 0
     added: int = 0
     up_events: int = 0
+    #: upstream content events written 0.1 ms or more after they were due (ground truth late_writes)
+    written_late: int = 0
     client_reads: int = 0
     buffered: int = 0
     multi: int = 0
@@ -401,6 +403,8 @@ class _Tally:
             self.injected_inside += sil.injected_in_silences
             self.longest_client_silence = max(self.longest_client_silence, *sil.client_silence_ns)
         self.up_events += len(last.event_write_ns)
+        if wb:
+            self.written_late += sum(1 for w in last.event_write_ns if w in wb)
         self.client_reads += len(set(c.content_read_ns))
         if len(last.event_write_ns) >= 2:
             self.multi += 1
@@ -439,7 +443,8 @@ def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, cl
         "events": {"upstream": up_events, "client_reads": client_reads,
                    "reads_per_upstream_event": round(client_reads / up_events, 4) if up_events else None,
                    "merged": t.merged, "split": t.split, "dropped": t.dropped, "added": t.added,
-                   "reordered": t.reordered, "not_seen_after_cancel": t.not_seen_after_cancel},
+                   "reordered": t.reordered, "not_seen_after_cancel": t.not_seen_after_cancel,
+                   "written_late": t.written_late},
         "buffering": {"flag": t.buffering, "streams_buffered": t.buffered, "streams_multi_event": t.multi,
                       "span_threshold_ms": BUFFER_SPAN_NS / 1e6},
         "keepalives_injected": {"streams": t.ka_injected_streams, "comments": t.ka_injected},

@@ -218,7 +218,8 @@ def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str
         key, v, b = marked[-1]
         also = ", ".join(k for k, _, _ in marked[:-1])
         shown = f"{v:.3f}" if v >= 0.001 else fmt_cell(v)  # a gap of events that shared a read: <0.001
-        why, fix = _CAUSES.get(name, (_CLIENT_LATE, cure))
+        why, fix = _CAUSES.get(name, (_CLIENT_LATE, None))
+        fix = fix or cure
         # the bound is the larger of the two distances, and the lower one is at most the value
         # (no time is negative): a bound over the value is the upper one
         spread = f"+-{b:.3f}" if b <= v else f"-{shown}/+{b:.3f}"
@@ -230,11 +231,16 @@ def error_bound_warnings(metrics: Mapping[str, Mapping[str, Any]], *, scope: str
 
 
 _CLIENT_LATE: Final = "the client read late: see client_read_lag"
-#: figures whose wide bound has another cause than the client's lateness, and its cure:
-#: request_delay's upstream end is exact to microseconds with the emulator's kernel stamp,
-#: and its whole value without it (hopbench.driver._overhead, docs/gateway-overhead.md)
-_CAUSES: Final = {
+_WRITE_LATE: Final = ("the client read late or the upstream emulator wrote late: see client_read_lag and "
+                      "gateway_overhead.events.written_late")
+#: figures whose wide bound has another cause than the client's lateness alone, and its cure
+#: (None: the run's): request_delay's upstream end is exact to microseconds with the emulator's
+#: kernel stamp, and its whole value without it; the figures that end on an upstream write also
+#: carry that write's length when the emulator wrote late (hopbench.driver._overhead,
+#: docs/gateway-overhead.md)
+_CAUSES: Final[dict[str, tuple[str, str | None]]] = {
     "request_delay": ("the upstream's receive was its app's stamp, not the kernel's: see "
                       "gateway_overhead.upstream_received",
                       "run the emulator where the kernel stamps what it receives (Linux x86-64/arm64)"),
+    **{name: (_WRITE_LATE, None) for name in ("first_event_delay", "added_ttft", "event_delay", "added_e2e")},
 }
