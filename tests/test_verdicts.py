@@ -3,6 +3,8 @@ folder, and compare's figures judged against it, on real runs of the embedded em
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 from typing import Any
 
@@ -327,12 +329,22 @@ def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path
         rn._cache[("all", "ttft", "p50")] = Noise(0.5, 12, 10.0, "its loop lag mean")  # 10 ms of client delay
         table = {"ttft.p50": {"limit": f"<= {p50 - 5:.3f}ms", "client_included": included}, "allow_saturated": True,
                  "allow_load_not_held": True}
-        v = judge_gate(evaluate_gate(s, table, results_dir=runs["base"]), s, run_noise=rn)
+        report = evaluate_gate(s, table, results_dir=runs["base"])
+        v = judge_gate(report, s, run_noise=rn)
         verdicts.append(v.budgets[0][1])
     # breached by 5 ms: the run's 10 ms of client delay could explain it; with 9 ms of it in the
     # limit already, the limit moves up by the 1 ms more this run had, and 4 ms is 8 standard errors
-    assert verdicts[0].verdict == "inconclusive"
+    assert verdicts[0].verdict == "inconclusive" and verdicts[0].limit == pytest.approx(p50 - 5, abs=1e-3)
     assert verdicts[1].verdict == "fail" and " ms: over by 4 ms, beyond" in verdicts[1].reason
+    # the limit column, the JSON and JUnit show the moved limit beside the written one, as the sentence does
+    assert verdicts[1].limit == pytest.approx(p50 - 4, abs=1e-3)
+    shown = dataclasses.replace(report, verdicts=v)
+    row = next(line for line in shown.render("text").splitlines() if "ttft.p50" in line and "FAIL" in line)
+    import re
+    moved = re.search(r"<= [\d.]+ ms \(this run: ([\d.]+) ms\)", row)
+    assert moved is not None and float(moved.group(1)) == pytest.approx(p50 - 4, abs=0.01), row
+    assert shown.to_json()["budgets"][0]["limit_applied"] == pytest.approx(p50 - 4, abs=1e-3)
+    assert "(this run: " in shown.render("markdown")
     # a quieter client than the calibration's: the limit stays (never tighter)
     rn = RunNoise("base", {}, s)
     rn._cache[("all", "ttft", "p50")] = Noise(0.5, 12, 1.0, "its loop lag mean")

@@ -424,10 +424,14 @@ def _fmt(v: float | None, b: Budget) -> str:
     return f"{fmt_limit(v)} {b.unit}".rstrip()
 
 
-def _limit_display(r: BudgetResult) -> str:
+def _limit_display(r: BudgetResult, applied: float | None = None) -> str:
+    """The limit column: as written (a relative one with its text); ``applied``, the limit the
+    verdict was judged against, follows when it differs (a calibrated limit moved by the run's
+    client delay: ``hopbench.views._verdicts.judge_gate``), so the column and the sentence agree."""
     b = r.budget
     if b.baseline_op is None:
-        return f"{b.op} {_fmt(r.limit, b)}"
+        moved = applied is not None and r.limit is not None and _fmt(applied, b) != _fmt(r.limit, b)
+        return f"{b.op} {_fmt(r.limit, b)}" + (f" (this run: {_fmt(applied, b)})" if moved else "")
     if r.limit is None:
         return b.limit_text
     return f"{b.op} {_fmt(r.limit, b)} ({b.limit_text.removeprefix(b.op).strip()})"
@@ -549,7 +553,7 @@ class GateReport:
             label = f"{r.budget.scope} {r.budget.key}"
             v, sentence = self._verdict_of(i)
             lines.append(f"{_MARK[v]:<{mark}}  {label:<{width}}  {_fmt(r.value, r.budget):>18}  "
-                         f"{_limit_display(r):<28}  {sentence}")
+                         f"{_limit_display(r, self._applied(i)):<28}  {sentence}")
         lines.append(self.headline())
         return "\n".join(lines) + "\n"
 
@@ -569,7 +573,7 @@ class GateReport:
         for i, r in enumerate(self.results):
             v, sentence = self._verdict_of(i)
             out.append(f"| {_MD_MARK[v]} | {_md(r.budget.scope)} | `{_md(r.budget.key)}` | "
-                       f"{_md(_fmt(r.value, r.budget))} | {_md(_limit_display(r))} | {r.samples} | {_md(sentence)} |")
+                       f"{_md(_fmt(r.value, r.budget))} | {_md(_limit_display(r, self._applied(i)))} | {r.samples} | {_md(sentence)} |")
         return "\n".join(out) + "\n"
 
     def to_json(self) -> dict[str, Any]:
@@ -592,13 +596,17 @@ class GateReport:
                                                          "notes": list(self.verdicts.notes)},
         }
 
+    def _applied(self, i: int) -> float | None:
+        """Budget ``i``'s limit as judged (None without verdicts)."""
+        return None if self.verdicts is None else self.verdicts.budgets[i][1].limit
+
     def _budget_verdict_json(self, i: int) -> dict[str, Any]:
         """A budget's verdict fields in the JSON (docs/gate.md, "Output")."""
         if self.verdicts is None:
             return {}
         _, j, _ = self.verdicts.budgets[i]
         return {"verdict": j.verdict, "verdict_reason": j.reason, "p_value": j.p_value, "p_adjusted": j.p_adjusted,
-                "effective_n": j.n_base, "noise_floor": _clean(j.floor)}
+                "effective_n": j.n_base, "noise_floor": _clean(j.floor), "limit_applied": _clean(j.limit)}
 
     def _junit(self) -> str:
         cases = len(self.checks) + len(self.results)
@@ -621,7 +629,7 @@ class GateReport:
                 ET.SubElement(case, "skipped", message=c.detail)
         for i, r in enumerate(self.results):
             v, sentence = self._verdict_of(i)
-            _junit_case(suite, r, v, sentence, passes[i])
+            _junit_case(suite, r, v, sentence, passes[i], self._applied(i))
         if self.warnings:
             ET.SubElement(suite, "system-err").text = "\n".join(f"warning: {w}" for w in self.warnings)
         ET.indent(suites)
@@ -644,13 +652,14 @@ def _budget_json(r: BudgetResult) -> dict[str, Any]:
     }
 
 
-def _junit_case(suite: ET.Element, r: BudgetResult, verdict: str, sentence: str, passes: bool) -> None:
+def _junit_case(suite: ET.Element, r: BudgetResult, verdict: str, sentence: str, passes: bool,
+                applied: float | None = None) -> None:
     """One budget's JUnit test case in ``suite``: a failure when it fails or is
     inconclusive and may not pass, skipped when an inconclusive passes or it is not judged."""
     b = r.budget
     case = ET.SubElement(suite, "testcase", classname=f"hopbench.gate.{b.scope}",
                          name=f"{b.key} {b.limit_text}")
-    text = f"{b.scope} {b.key} = {_fmt(r.value, b)}; limit {_limit_display(r)}; samples {r.samples}; {sentence}"
+    text = f"{b.scope} {b.key} = {_fmt(r.value, b)}; limit {_limit_display(r, applied)}; samples {r.samples}; {sentence}"
     if verdict == "fail":
         ET.SubElement(case, "failure", message=sentence, type="breached").text = text
     elif verdict == "inconclusive":

@@ -374,6 +374,9 @@ class Judged:
         direction: ``"worse"`` or ``"better"``: the way the change points ("" when none).
         p_samples_adjusted: the samples' p-value after Holm across the family (what a
             ``same: ... within sampling noise (p = ..)`` sentence shows), None when not tested.
+        limit: a gate budget's limit as judged, reporting unit (a calibrated limit moved by the
+            run's client delay past the calibration's: ``hopbench.views._verdicts.judge_gate``);
+            None for a compare figure or a budget without one.
     """
 
     verdict: str
@@ -387,6 +390,7 @@ class Judged:
     floor: float | None = None
     direction: str = ""
     p_samples_adjusted: float | None = None
+    limit: float | None = None
 
 
 def _fmt(v: float, unit: str) -> str:

@@ -583,8 +583,9 @@ def judge_gate(report: Any, summary: Mapping[str, Any], *, results_dir: Path | N
                             saturated if b.metric is not None else None))
     judged = judge_limits(limits, alpha)
     budgets = []
-    for r, j in zip(results, judged):
+    for r, j, lim in zip(results, judged, limits):
         b = r.budget
+        j = dataclasses.replace(j, limit=lim.limit)
         key = b.key if b.scope == "all" else f"{b.scope} {b.key}"
         if r.status == "inconclusive":
             j = Judged(INCONCLUSIVE, f"inconclusive: {r.reason.split(' (passes:')[0].split(' (fails:')[0]}",
