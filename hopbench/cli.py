@@ -449,7 +449,17 @@ def _compare(args: argparse.Namespace) -> int:
     if args.candidate_dir is None:  # one A/B arms folder: its arms, paired (docs/ab-arms.md)
         from .views._arm_differences import (arms_command, paired_exit_code, render_arm_differences,
                                              render_arm_differences_markdown)
+        from .views._compare import ALPHA
 
+        given = [flag for flag, on in (("--metric", args.metric), ("--alpha", args.alpha != ALPHA),
+                                       ("--min-effect", args.min_effect is not None),
+                                       ("--min-abs-ms", args.min_abs_ms is not None)) if on]
+        if given:  # silently ignored, they would read as applied
+            print(f"hopbench compare: error: {', '.join(given)} apply to two folders; one A/B arms folder is "
+                  f"judged by its own rules (every paired figure and the rates, family-wise alpha {ALPHA}; "
+                  "docs/ab-arms.md, \"Paired verdicts\"). Hold an arm's paired difference to a limit with a "
+                  "[gate] budget (\"arms.ttft.p50_diff\" = \"<= 5ms\"; docs/gate.md)", file=sys.stderr)
+            return EXIT_INPUT
         try:
             block = arms_command(args.base_dir)
         except HopbenchError as exc:

@@ -63,7 +63,7 @@ def _lines(rng: random.Random, *, rounds: int = 120, shift: float = 0.0, drift_m
             def v(median_ms: float) -> int:  # the drift in proportion to the figure (quoted for ttft)
                 return int((median_ms * math.exp(rng.gauss(0.0, 0.12)) * scale + common * median_ms / 120) * MS)
 
-            out.append({"id": f"0-{n}", "arm": arm, "scenario": "chat", "start_ns": (1000 + 25 * (n - 1)) * MS,
+            out.append({"id": f"0-{n}", "arm": arm, "scenario": "chat", "outcome": "completed", "start_ns": (1000 + 25 * (n - 1)) * MS,
                         "ttft_ns": v(120.0), "e2e_ns": v(520.0), "tpot_ns": v(12.0), "itl_p50_ns": v(11.0),
                         "itl_p99_ns": v(25.0)})
     rng.shuffle(out)  # streams.jsonl holds them in the order they ended
@@ -174,11 +174,61 @@ def test_a_one_bucket_shift_of_the_digest_figures_is_within_their_resolution() -
     one = {f["figure"]: f for f in _judge(lines(1))}
     assert one["itl_p50"]["p_samples"] < 1e-6  # the test alone would call it
     assert one["itl_p50"]["verdict"] == SAME, one["itl_p50"]["reason"]
-    assert "the stream ITL digest's resolution, one bucket: 0.0655 ms" in one["itl_p50"]["reason"]
+    assert "same: +0.0655 ms (+0.7%) is within the resolution of the streams' ITL digests (one bucket at " \
+           "10 ms: 0.0655 ms)" in one["itl_p50"]["reason"], one["itl_p50"]["reason"]
     assert one["tpot"]["verdict"] == WORSE  # the same numbers as a tpot: no digest floor
     two = {f["figure"]: f for f in _judge(lines(2))}
     assert two["itl_p50"]["p50_diff"] == pytest.approx(2 * 0.065536)
     assert two["itl_p50"]["verdict"] == WORSE, two["itl_p50"]["reason"]  # past one bucket: judged
+
+
+def test_failed_streams_leave_e2e_and_tpot_and_a_worse_error_rate_makes_the_arm_worse() -> None:
+    """A candidate that answers most requests with an error at once: its failed streams' short e2e
+    must not read "better" (e2e and tpot count pairs whose streams both completed), and its error
+    rate (compare's proportion test over all requests) makes the arm's paired verdict worse, in the
+    text, the markdown and the headline."""
+    from hopbench.views._arm_differences import paired_headlines
+
+    lines = _lines(random.Random(8))
+    for ln in lines:
+        if ln["arm"] == "b" and (int(ln["id"].rsplit("-", 1)[1]) - 1) // 2 % 4 != 0:  # 3 rounds in 4: failed at once
+            ln.update(outcome="http_error", e2e_ns=2 * MS, tpot_ns=None, ttft_ns=None, itl_p50_ns=None,
+                      itl_p99_ns=None)
+    figs = {f["figure"]: f for f in _judge(lines)}
+    completed_b = sum(1 for ln in lines if ln["arm"] == "b" and ln["outcome"] == "completed" and ln["start_ns"] >= 1000 * MS)
+    assert figs["e2e"]["n"] == figs["ttft"]["n"] <= completed_b
+    assert figs["e2e"]["verdict"] != "better", figs["e2e"]["reason"]
+    rates = {"error_rate": {"base": {"value": 0.0}, "candidate": {"value": 0.75}, "verdict": WORSE,
+                            "test": {"p_value": 1e-9}},
+             "http_error.500": {"base": {"value": 0.0}, "candidate": {"value": 0.75}, "verdict": WORSE},
+             "timeout_rate": {"base": {"value": 0.0}, "candidate": {"value": 0.0}, "verdict": SAME}}
+    summary = {"arms": [{"name": "a"}, {"name": "b"}], "scopes": {"a": {}, "b": {}}, "profile": {"run": {"warmup_s": 1}}}
+    import hopbench.views._arm_differences as ad
+
+    real = ad.compare_summaries
+
+    class _C:
+        def __init__(self, c: Any) -> None:
+            self.c, self.any_worse = c, True
+
+        def to_json(self) -> dict[str, Any]:
+            out = self.c.to_json()
+            out["scopes"].setdefault(ad._SCOPE, {"metrics": {}, "rates": {}})["rates"] = rates
+            return out
+
+    ad.compare_summaries = lambda *a, **k: _C(real(*a, **k))  # type: ignore[assignment]
+    try:
+        block = arm_differences(summary, lines)
+    finally:
+        ad.compare_summaries = real  # type: ignore[assignment]
+    assert block is not None
+    paired = block["pairs"][0]["paired"]
+    assert paired["verdict"] == WORSE and [r["rate"] for r in paired["rates_worse"]] == ["error_rate"]
+    assert "  error_rate: worse: 0.0% -> 75.0% (p = 1e-09, two-proportion test over all its requests)" \
+        in render_arm_differences(block)
+    assert "| error_rate | | worse: 0.0% -> 75.0%" in render_arm_differences_markdown(block)
+    assert paired_headlines(block)[0].endswith("WORSE (error_rate: worse: 0.0% -> 75.0% (p = 1e-09, "
+                                               "two-proportion test over all its requests))")
 
 
 def test_arm_differences_carry_the_paired_verdict_and_render_it_first() -> None:
@@ -389,6 +439,11 @@ def test_compare_one_arms_folder_prints_the_paired_verdict_and_exits_by_it(
                                                     "scopes": {"all": {}}}), encoding="utf-8")
     assert main(["compare", str(plain)]) == 2
     assert "one folder is compared only when it holds an A/B arms run" in capsys.readouterr().err
+    # two folders' options are refused, not ignored (they would read as applied)
+    for extra in (["--min-effect", "0.5"], ["--min-abs-ms", "30"], ["--alpha", "0.2"], ["--metric", "ttft"]):
+        assert main(["compare", str(worse), "--fail-on-worse", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert f"error: {extra[0]} apply to two folders; one A/B arms folder is judged by its own rules" in err
 
 
 def test_paired_headlines_one_sentence_per_arm() -> None:

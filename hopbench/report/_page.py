@@ -289,7 +289,10 @@ def _arm_differences(block: Mapping[str, Any]) -> str:
                        f'{_e(paired.get("n"))} rounds: {_e(v)}</div>')
             out.append(_table(["figure", "pairs", f"{b} p50", f"{c} p50", "p50 diff (ms)", "verdict", "why"],
                               [(f["figure"], f["n"], f["base_p50"], f["candidate_p50"], f["p50_diff"], f["verdict"],
-                                f["reason"]) for f in paired.get("figures", [])], left=1))
+                                f["reason"]) for f in paired.get("figures", [])]
+                              + [(r["rate"], "", r["base"], r["candidate"], None, "worse", "over all its requests (the "
+                                  "rates are no latency: the unpaired test's)") for r in paired.get("rates_worse") or ()],
+                              left=1))
         worse = bool(pair.get("worse"))
         out.append(f'<div class="{"bad" if worse else "ok"}">{_e(c)} against {_e(b)}: '
                    f'{"worse on at least one figure" if worse else "not worse"}</div>')

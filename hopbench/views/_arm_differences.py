@@ -87,6 +87,9 @@ PAIRED_FIGURES: Final = tuple((name, f"{name}_ns") for name in ARMS_FIGURES)
 the time to first token, the stream's own median and p99 inter-token gap, its time per output
 token and its end-to-end time. Each is judged by the median of the pairs' differences (gate
 key ``arms.<figure>.p50_diff``)."""
+COMPLETED_FIGURES: Final = ("tpot", "e2e")
+"""The paired figures a pair counts for only when both its streams completed: an error answered
+at once has a short e2e, and a candidate failing most requests would read "better"."""
 DIGEST_FIGURES: Final = ("itl_p50", "itl_p99")
 """The paired figures read from a stream's ITL digest (``hopbench.measure._lines.arm_fields``):
 quantized to its buckets, so judged with a floor of one bucket (:func:`digest_resolution_ms`)."""
@@ -208,11 +211,12 @@ def _paired_figure(rows: Sequence[tuple[float, float]], digest: bool = False) ->
     if digest:
         width = digest_resolution_ms(base_mid)
         # one bucket or less: _judge's floor is strict, so one nanosecond above the bucket
-        floor, why = width + 1 / NS_PER_MS, f"the stream ITL digest's resolution, one bucket: {width:.3g} ms"
+        floor, why = width + 1 / NS_PER_MS, (f"the resolution of the streams' ITL digests (one bucket at "
+                                             f"{base_mid:.3g} ms: {width:.3g} ms)")
     # the two requests of a pair share the runner's state: no client allowance, one spread
     return Figure(change, change / base_mid if base_mid else None, "ms", signed_rank(diffs).p_value,
                   Noise(se, k), Noise(None if se is None else 0.0, k), n, n, min_n=PAIRED_MIN, whose="pairs'",
-                  min_change=floor, min_change_why=why)
+                  min_change=floor, min_change_why=why, min_change_asked=False)
 
 
 def paired_figures(pairs: Mapping[str, Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]],
@@ -225,7 +229,8 @@ def paired_figures(pairs: Mapping[str, Sequence[tuple[Mapping[str, Any], Mapping
 
     Returns:
         per arm a list, one object per :data:`PAIRED_FIGURES` entry: ``figure``, ``unit``
-        (``"ms"``), ``n`` (the pairs with the figure on both sides: the effective n),
+        (``"ms"``), ``n`` (the pairs with the figure on both sides, both completed for
+        :data:`COMPLETED_FIGURES`: the effective n),
         ``base_p50`` / ``candidate_p50`` (the medians over those pairs, ms),
         ``p50_diff`` (the median difference candidate - baseline, ms; None without pairs),
         ``rel`` (over ``base_p50``), ``se`` (its standard error by batch means, ms, None
@@ -237,8 +242,10 @@ def paired_figures(pairs: Mapping[str, Sequence[tuple[Mapping[str, Any], Mapping
     keys: list[tuple[str, str, list[tuple[float, float]]]] = []
     for arm, ps in pairs.items():
         for name, field in PAIRED_FIGURES:
+            done = name in COMPLETED_FIGURES  # a failed stream's e2e is how fast it failed
             rows = [(b[field] / NS_PER_MS, c[field] / NS_PER_MS) for b, c in ps
-                    if isinstance(b.get(field), int) and isinstance(c.get(field), int)]
+                    if isinstance(b.get(field), int) and isinstance(c.get(field), int)
+                    and (not done or (b.get("outcome") == "completed" and c.get("outcome") == "completed"))]
             keys.append((arm, name, rows))
     figs = [_paired_figure(rows, digest=name in DIGEST_FIGURES) for _, name, rows in keys]
     judged = judge_family(figs, alpha)
@@ -270,6 +277,22 @@ def paired_verdict(figures: Sequence[Mapping[str, Any]]) -> str:
            for f in figures):
         return INCONCLUSIVE
     return "better" if "better" in verdicts else "same"
+
+
+def _worse_rates(rates: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's rates (error_rate, completion_rate, ...: compare's proportion tests, the same
+    for paired and unpaired requests) that read worse for the candidate, as ``{"rate", "base",
+    "candidate", "p_value"}``: an arm that fails its requests is worse whatever its latency (its
+    failed streams leave the paired figures, docs/ab-arms.md, "Paired verdicts")."""
+    out = []
+    for name, r in rates.items():
+        if isinstance(r, Mapping) and r.get("verdict") == WORSE and "." not in name:  # not the per-kind rows
+            def of(key: str, field: str) -> Any:
+                part = r.get(key)
+                return part.get(field) if isinstance(part, Mapping) else None
+            out.append({"rate": name, "base": of("base", "value"), "candidate": of("candidate", "value"),
+                        "p_value": of("test", "p_value")})
+    return out
 
 
 def arm_differences(summary: Mapping[str, Any],
@@ -330,8 +353,11 @@ def arm_differences(summary: Mapping[str, Any],
         figures = paired_figures(matched)
         for pair in pairs:
             figs = figures.get(pair["candidate"], [])
+            rates = _worse_rates(pair["rates"])
+            verdict = paired_verdict(figs)
             pair["paired"] = {"pairing": how, "n": len(matched.get(pair["candidate"], [])),
-                              "verdict": paired_verdict(figs), "figures": figs}
+                              "verdict": WORSE if rates and verdict != NOT_JUDGED else verdict,
+                              "figures": figs, "rates_worse": rates}
         block["paired_method"] = PAIRED_METHOD
     return block
 
@@ -400,9 +426,20 @@ def paired_headlines(block: Mapping[str, Any]) -> list[str]:
             continue
         v = str(paired.get("verdict"))
         why = next((f"{f['figure']}: {f['reason']}" for f in paired.get("figures", []) if f.get("verdict") == v), "")
+        if not why and v == WORSE and paired.get("rates_worse"):
+            why = _rate_sentence(paired["rates_worse"][0])
         out.append(f"A/B arms, paired: {pair['candidate']} against {pair['base']}, {paired.get('n')} rounds: "
                    f"{v.upper()}" + (f" ({why})" if why and v != "same" else ""))
     return out
+
+
+def _rate_sentence(r: Mapping[str, Any]) -> str:
+    """A worse rate's line under the paired figures."""
+    def pct(v: Any) -> str:
+        return f"{v:.1%}" if isinstance(v, (int, float)) else "-"
+    p = r.get("p_value")
+    return (f"{r['rate']}: worse: {pct(r.get('base'))} -> {pct(r.get('candidate'))}"
+            + (f" (p = {p:.2g}, two-proportion test over all its requests)" if isinstance(p, (int, float)) else ""))
 
 
 def _diff(f: Mapping[str, Any]) -> str:
@@ -429,6 +466,7 @@ def render_arm_differences(block: Mapping[str, Any]) -> str:
             lines.append(f"A/B arms, paired: {c} against {b}, {paired['n']} rounds (paired by {paired['pairing']}; "
                          f"p Holm-adjusted, family-wise alpha {block.get('alpha')}): {str(paired['verdict']).upper()}")
             lines += [f"  {f['figure']:<8} p50 diff {_diff(f):>22}  {f['reason']}" for f in paired["figures"]]
+            lines += [f"  {_rate_sentence(r)}" for r in paired.get("rates_worse") or ()]
         lines.append(f"A/B arms, unpaired: {c} against {b} (alpha {block.get('alpha')}, min effect "
                      f"{block.get('min_effect', 0):.0%}): " + ("WORSE on at least one figure" if pair["worse"]
                                                               else "not worse"))
@@ -466,6 +504,7 @@ def render_arm_differences_markdown(block: Mapping[str, Any]) -> str:
                     f"{block.get('alpha')}",
                     "", "| figure | p50 diff | verdict |", "|---|---|---|"]
             out += [f"| {f['figure']} | {_diff(f)} | {f['reason']} |" for f in paired["figures"]]
+            out += [f"| {r['rate']} | | {_rate_sentence(r).split(': ', 1)[1]} |" for r in paired.get("rates_worse") or ()]
             out.append("")
         out += [f"### A/B arms, unpaired: `{c}` against `{b}`: "
                 + ("**WORSE** on at least one figure" if pair["worse"] else "not worse"), "",

@@ -424,6 +424,8 @@ class Figure:
         min_change: the smallest change the user asked to hear of (``compare --min-effect`` /
             ``--min-abs-ms``), reporting unit; a smaller one is ``same`` whatever its p (0: none).
         min_change_why: what ``min_change`` came from, for the sentence.
+        min_change_asked: ``min_change`` is the user's (``is under the smallest change asked
+            for``); False: the figure's own resolution (``is within`` it, e.g. a digest's bucket).
     """
 
     change: float | None
@@ -442,6 +444,7 @@ class Figure:
     whose: str = "runs'"
     min_change: float = 0.0
     min_change_why: str = ""
+    min_change_asked: bool = True
 
 
 def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
@@ -504,6 +507,8 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     p = max(f.p_samples, 1.0 if pn is None else pn)
     what = f"{_fmt(f.change, f.unit)}" + (f" ({f.rel:+.1%})" if f.rel is not None else "")
     args = (f.p_samples, pn, p, padj, f.n_base, f.n_cand, fl, WORSE if worse else BETTER)
+    if f.min_change and abs(f.change) < f.min_change and not f.min_change_asked:  # the figure cannot tell
+        return Judged(SAME, f"same: {what} is within {f.min_change_why}", *args)
     if f.min_change and abs(f.change) < f.min_change:  # the user's own floor: a smaller change is no news
         return Judged(SAME, f"same: {what} is under the smallest change asked for ({f.min_change_why})", *args)
     if padj < alpha:
