@@ -165,4 +165,4 @@ def test_the_block_counts_late_written_events_and_the_warning_names_both_ends() 
     assert "(the client read late or the upstream emulator wrote late: see client_read_lag and " \
            "gateway_overhead.events.written_late)" in got[0]
     assert "(the client read late: see client_read_lag)" in got[1]
-    assert "app's stamp, not the kernel's" in got[2]
+    assert "the client's write of the request took long, or the upstream's receive was its app's stamp" in got[2]

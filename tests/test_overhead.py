@@ -209,7 +209,7 @@ def _up(id: str | None, received: int = 1 * MS, writes: tuple[int, ...] = (58 * 
 
 
 def test_analyse_subtracts_per_stream_and_per_event() -> None:
-    o = analyse([_client("0-1")], [_up("0-1")], boot_id=BOOT)
+    o = analyse([_client("0-1")], [_up("0-1", received=MS, wire=MS)], boot_id=BOOT)
     v = o.values
     assert v[("chat", "request_delay")] == [1 * MS]
     assert v[("chat", "first_event_delay")] == [2 * MS]
@@ -268,6 +268,10 @@ def test_analyse_bounds_request_delay_by_its_value_without_a_wire_stamp() -> Non
     assert o.block["upstream_received"] == {"wire": 0, "app": 1}
     assert any("upstream receive: 1 of 1 requests without the kernel's stamp" in line
                for line in overhead_lines(o.block))
+    assert any(w.startswith("gateway overhead: 1 of 1 upstream requests were timed from the emulator's app")
+               and w.endswith("(Linux x86-64/arm64)") for w in o.warnings)
+    assert not any("emulator's app" in w for w in analyse([_client("0-1")], [_up("0-1", wire=MS)],
+                                                          boot_id=BOOT).warnings)
 
 
 def test_analyse_added_e2e_ends_when_the_bodys_last_bytes_arrived() -> None:

@@ -461,7 +461,8 @@ def _block(t: _Tally, join: _Join, measured: list[ClientStream], source: str, cl
 
 def _overhead_warnings(t: _Tally, n: int, source: str, clock: str, same_clock: bool) -> list[str]:
     """What the user must see: no match at all, streams the upstream never saw, another
-    host's clock, buffering, reordering, negative differences (in that order)."""
+    host's clock, buffering, reordering, upstream receipts without the kernel's stamp, negative
+    differences (in that order)."""
     warnings: list[str] = []
     matched, unseen, buffered, multi, reordered = t.matched, t.unseen, t.buffered, t.multi, t.reordered
     if n - t.cancelled_before_upstream and matched == 0:
@@ -482,6 +483,11 @@ def _overhead_warnings(t: _Tally, n: int, source: str, clock: str, same_clock: b
         warnings.append(f"gateway overhead: the gateway reordered the stream: {reordered} content events in "
                         f"{t.reordered_streams} streams reached the client in another order than the upstream "
                         "wrote them (no event_delay for them)")
+    if t.received_app:
+        warnings.append(f"gateway overhead: {t.received_app} of {t.received_app + t.received_wire} upstream requests "
+                        "were timed from the emulator's app, not the kernel's receive stamp: their request_delay "
+                        "and added_ttft may be lower by up to their whole value (gateway_overhead.upstream_received); "
+                        "run the emulator where the kernel stamps what it receives (Linux x86-64/arm64)")
     if t.negatives:
         warnings.append("gateway overhead: negative differences (a clock problem) not counted: "
                         + ", ".join(f"{k} {v}" for k, v in sorted(t.negatives.items())))

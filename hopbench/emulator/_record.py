@@ -83,9 +83,10 @@ class GroundTruth:
             ``[i, j, start_ns, end_ns]``: content events ``i`` to ``j - 1``
             (0-based) went out in one send() called at ``start_ns`` and returned
             at ``end_ns`` (ns from request received). A process descheduled
-            between an event's stamp and its write, or events coalesced into a
-            later write, show here; the rest were written within 0.1 ms of
-            their stamp (gateway overhead: hopbench.driver._overhead).
+            between an event's stamp and its write, a send() that itself took
+            0.1 ms or more, or events coalesced into a later write show here;
+            the rest were written within 0.1 ms of their stamp (gateway
+            overhead: hopbench.driver._overhead).
         event_chars: characters (code points) of each content delta, in the
             order sent (one per content event; ``gaps_ns`` times them).
         keepalive_write_ns: request received -> each keepalive comment handed to

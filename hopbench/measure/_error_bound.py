@@ -234,13 +234,15 @@ _CLIENT_LATE: Final = "the client read late: see client_read_lag"
 _WRITE_LATE: Final = ("the client read late or the upstream emulator wrote late: see client_read_lag and "
                       "gateway_overhead.events.written_late")
 #: figures whose wide bound has another cause than the client's lateness alone, and its cure
-#: (None: the run's): request_delay's upstream end is exact to microseconds with the emulator's
-#: kernel stamp, and its whole value without it; the figures that end on an upstream write also
+#: (None: the run's): request_delay's ends are the client's write and the upstream's receive; the
+#: figures that end on an upstream write also
 #: carry that write's length when the emulator wrote late (hopbench.driver._overhead,
 #: docs/gateway-overhead.md)
 _CAUSES: Final[dict[str, tuple[str, str | None]]] = {
-    "request_delay": ("the upstream's receive was its app's stamp, not the kernel's: see "
-                      "gateway_overhead.upstream_received",
-                      "run the emulator where the kernel stamps what it receives (Linux x86-64/arm64)"),
+    # its bound is the client's write of the request and the upstream's receive stamp (exact to
+    # microseconds from the kernel, its whole value from the app): the block counts which, and the
+    # gateway overhead's own warning gives the upstream's cure when any came from the app
+    "request_delay": ("the client's write of the request took long, or the upstream's receive was its app's "
+                      "stamp: see gateway_overhead.request_sent_from and upstream_received", None),
     **{name: (_WRITE_LATE, None) for name in ("first_event_delay", "added_ttft", "event_delay", "added_e2e")},
 }
