@@ -64,6 +64,9 @@ def test_arms_parse_two_targets() -> None:
 @pytest.mark.parametrize(("arms", "key", "words"), [
     ('[[arm]]\nname = "a"\nurl = "http://127.0.0.1:9"\n', "arm[0]", "two or more"),
     (_TWO.replace('"gateway"', '"direct"'), "arm[1].name", "unique arm name"),
+    (_TWO.replace('"gateway"', '"Direct"'), "arm[1].name", "case aside: each names its results files"),
+    # [upstream] with arms: that rule, not [upstream]'s own ask for a target url (which arms refuse)
+    (_TWO + '[upstream]\nlisten = "127.0.0.1:9"\n', "arm[0]", "cannot be combined yet"),
     (_TWO.replace("http://127.0.0.1:10/", "ftp://x"), "arm[1].url", "http://"),
     (_TWO.replace("http://127.0.0.1:10/", "http://u:p@h"), "arm[1].url", "credentials"),
     (_TWO.replace('name = "gateway"\n', 'name = "gateway"\nprotocol = "messages"\n')

@@ -140,7 +140,7 @@ def test_pairing_falls_back_to_the_nearest_start() -> None:
 def test_paired_figures_too_few_pairs_and_none() -> None:
     figs = _judge(_lines(random.Random(2), rounds=6, shift=0.5))
     assert {f["verdict"] for f in figs} == {INCONCLUSIVE}
-    assert "too few samples (n = 6 and 6, 10 needed" in figs[0]["reason"]
+    assert "inconclusive: too few pairs (6, 10 needed)" in figs[0]["reason"]
     no_tpot = [{k: v for k, v in ln.items() if k != "tpot_ns"} for ln in _lines(random.Random(3))]
     tpot = next(f for f in _judge(no_tpot) if f["figure"] == "tpot")
     assert tpot["verdict"] == NOT_JUDGED and tpot["n"] == 0
@@ -362,9 +362,14 @@ def test_gate_arms_budget_fails_a_shift_beyond_noise_and_passes_aa() -> None:
     plain = {"scopes": {"all": {}}, "complete": True}
     with pytest.raises(ProfileError, match="not an A/B arms run .no arm_differences."):
         evaluate_gate(plain, {"arms.ttft.p50_diff": "<= 5ms"})
-    unpaired = dict(plain, arm_differences={"pairs": []})
+    unpaired = dict(plain, arm_differences={"pairs": [{"base": "a", "candidate": "b"}]})
     (r,) = evaluate_gate(unpaired, {"arms.ttft.p50_diff": "<= 5ms"}).results
-    assert r.status == "inconclusive" and "no paired ttft (not an A/B arms run" in r.reason
+    assert r.status == "inconclusive" and "no paired ttft (no paired verdicts: the run kept no streams.jsonl" in r.reason
+    # an arm whose requests all failed: pairs, but none with a ttft on both streams (a new user's dead arm)
+    failed = dict(plain, arm_differences={"pairs": [{"base": "a", "candidate": "b", "paired": {
+        "figures": [{"figure": "ttft", "p50_diff": None, "n": 0}]}}]})
+    (r,) = evaluate_gate(failed, {"arms.ttft.p50_diff": "<= 5ms"}).results
+    assert r.status == "inconclusive" and "no round had it on both arms' streams: an arm's requests failed" in r.reason
 
 
 @pytest.mark.parametrize(("budget", "message"), [

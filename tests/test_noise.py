@@ -182,7 +182,7 @@ def test_change_within_the_noise_floor_is_same_with_its_reason() -> None:
     (j,) = judge_family([f], ALPHA)
     assert j.verdict == SAME
     assert j.reason.startswith("same: +3 ms (+3.0%) is within the runs' noise floor of ")
-    assert "client delay up to 0.5 from its loop lag p90" in j.reason
+    assert "client delay up to 0.5 ms from its loop lag p90" in j.reason
     assert j.p_samples == 1e-6 and j.p_value is not None and j.p_value > ALPHA
 
 
@@ -249,7 +249,7 @@ def test_better_uses_the_bases_client_allowance() -> None:
     # the base's client lagged 10 ms: a candidate 8 ms faster is the base's client, not better
     f = Figure(-8.0, -0.08, "ms", 1e-9, Noise(0.1, 10, 10.0, "its loop lag p90"), Noise(0.1, 10), 300, 300)
     (j,) = judge_family([f], ALPHA)
-    assert j.verdict == SAME and "client delay up to 10 from its loop lag p90" in j.reason
+    assert j.verdict == SAME and "client delay up to 10 ms from its loop lag p90" in j.reason
     f2 = Figure(8.0, 0.08, "ms", 1e-9, Noise(0.1, 10, 10.0, "its loop lag at p90"), Noise(0.1, 10), 300, 300)
     assert judge_family([f2], ALPHA)[0].verdict == WORSE
 

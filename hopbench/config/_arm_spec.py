@@ -145,9 +145,10 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
             raise t.error("name", problem)
         if name == "all":
             raise t.error("name", "\"all\" is reserved for the whole run")
-        if name in seen:
-            raise t.error("name", f"expected a unique arm name, got {name!r} twice (arm[{seen[name]}] too)")
-        seen[name] = i
+        if name.casefold() in seen:  # each arm's files are <name>.*.hgrm: one on a case-insensitive disk
+            raise t.error("name", f"expected a unique arm name (case aside: each names its results files), got "
+                                  f"{name!r} and arm[{seen[name.casefold()]}]'s")
+        seen[name.casefold()] = i
         raw_url = t.str("url", None, nonempty=True)
         if raw_url is None:
             raise t.error("url", "required key is missing: a base URL (http://host:port) or \"embedded\"")

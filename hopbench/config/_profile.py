@@ -139,6 +139,9 @@ def _build(doc: TomlDoc, env: Mapping[str, str]) -> Profile:
                   "docs/ab-arms.md)")
     from ._upstream_spec import parse_upstream  # the gateway's upstream (docs/gateway-overhead.md)
 
+    if arms and root.has("upstream"):  # before [upstream]'s own checks, which would ask for a target url
+        raise _first_table(root, "arm").error(None, "[upstream] (gateway overhead) and [[arm]] tables cannot "
+                                                    "be combined yet: measure one gateway per run")
     upstream = parse_upstream(root.table("upstream"), base, target.url)
     _check_upstream(root, run, arms, upstream)
     root.done()
@@ -246,9 +249,6 @@ def _check_upstream(root: Table, run: RunSpec, arms: tuple[Any, ...], upstream: 
     if run.engine == "ray":
         raise run_t.error("engine", '[upstream] (gateway overhead) runs in one process: expected "local", '
                                     'got "ray" (or run without [upstream])')
-    if arms:
-        raise _first_table(root, "arm").error(None, "[upstream] (gateway overhead) and [[arm]] tables cannot "
-                                                    "be combined yet: measure one gateway per run")
 
 
 def _check_gate(budgets_t: Table, gate_t: Table, arms: tuple[Any, ...], scenarios: tuple[Scenario, ...]) -> None:

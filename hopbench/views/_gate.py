@@ -233,7 +233,7 @@ def _evaluate_one(b: Budget, summary: Mapping[str, Any], baseline: Mapping[str, 
             why = "not a staged run: no capacity block"
         return inconclusive(f"no capacity measured ({why})")
     if b.arms_figure is not None and value is None:
-        return inconclusive(f"no paired {b.arms_figure} (not an A/B arms run, or no streams.jsonl)")
+        return inconclusive(f"no paired {b.arms_figure} ({_no_pairs_why(summary)})")
     if samples < b.min_count:
         return inconclusive(f"too few samples ({samples}, {b.min_count} needed)")
     if value is None:
@@ -422,6 +422,19 @@ def _fmt(v: float | None, b: Budget) -> str:
     if b.rate is not None and RATES[b.rate].fraction:
         return f"{v:.4g} ({v * 100:.3g} %)"
     return f"{fmt_limit(v)} {b.unit}".rstrip()
+
+
+def _no_pairs_why(summary: Mapping[str, Any]) -> str:
+    """Why an ``arms.`` budget found no paired figure: not an arms run, no streams.jsonl, or no
+    round whose two streams both measured it (an arm that failed its requests)."""
+    block = summary.get("arm_differences")
+    pairs = block.get("pairs") if isinstance(block, Mapping) else None
+    if not isinstance(pairs, list) or not pairs:
+        return "not an A/B arms run"
+    if not any(isinstance(p, Mapping) and isinstance(p.get("paired"), Mapping) for p in pairs):
+        return "no paired verdicts: the run kept no streams.jsonl (run.stream_log)"
+    return ("no round had it on both arms' streams: an arm's requests failed or carried no output "
+            "(see the arms' error rates)")
 
 
 def _limit_display(r: BudgetResult, applied: float | None = None) -> str:

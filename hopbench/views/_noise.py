@@ -499,6 +499,9 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
         if not f.few_is_inconclusive:  # (no test ran: no p-value to show)
             return Judged(NOT_JUDGED, f"not judged: too few samples for it (n = {f.n_base} and {f.n_cand}, "
                           f"{f.min_n} needed on each side)", None, None, None, None, f.n_base, f.n_cand)
+        if f.whose == "pairs'":  # one n: the pairs
+            return Judged(INCONCLUSIVE, f"inconclusive: too few pairs ({f.n_base}, {f.min_n} needed)", f.p_samples,
+                          pn, None, None, f.n_base, f.n_cand)
         return Judged(INCONCLUSIVE, f"inconclusive: too few samples (n = {f.n_base} and {f.n_cand}, "
                       f"{f.min_n} needed on each side)", f.p_samples, pn, None, None, f.n_base, f.n_cand)
     padj, psamp = adj
@@ -528,18 +531,18 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     if abs(f.change) <= within and worse and pn < BORDERLINE_P:  # the noise could explain it, but only just
         return Judged(INCONCLUSIVE, f"inconclusive: {what} shows in the samples (p = {psamp:.2g}) but is within "
                       f"the {f.whose} noise floor of {_fmt(within, f.unit)[1:]}, near its edge (p(noise) = {pn:.2g} "
-                      f">= {alpha:g}){_noise_words(f.base, f.cand, worse)}", *args)
+                      f">= {alpha:g}){_noise_words(f.base, f.cand, worse, f.unit)}", *args)
     if abs(f.change) <= within:
         return Judged(SAME, f"same: {what} is within the {f.whose} noise floor of {_fmt(within, f.unit)[1:]}"
-                      f"{_noise_words(f.base, f.cand, worse)}", *args)
+                      f"{_noise_words(f.base, f.cand, worse, f.unit)}", *args)
     return Judged(INCONCLUSIVE, f"inconclusive: {what} is past the noise floor of {_fmt(within, f.unit)[1:]}, "
                   f"but not significant among the {family} figures judged (p = {padj:.2g} after Holm)", *args)
 
 
-def _noise_words(base: Noise, cand: Noise, worse: bool) -> str:
+def _noise_words(base: Noise, cand: Noise, worse: bool, unit: str = "") -> str:
     side = cand if worse else base
-    words = [f"client delay up to {side.client:.3g} from {side.client_source}"] if side.client > 0 and \
-        side.client_source else []
+    words = [f"client delay up to {f'{side.client:.3g} {unit}'.rstrip()} from {side.client_source}"] \
+        if side.client > 0 and side.client_source else []
     words += [n for n in dict.fromkeys((base.note, cand.note)) if n]
     return (": " + "; ".join(words)) if words else ""
 
@@ -660,7 +663,7 @@ def judge_limits(budgets: Sequence[Limit], alpha: float) -> list[Judged]:
             sat = f"; the load generator was saturated in {b.saturated}" if b.saturated else ""
             out.append(Judged(INCONCLUSIVE, f"inconclusive: {missed}, within the run's "
                               f"noise ({(_num(fl if fl is not None else allowance) + ' ' + b.unit).rstrip()}"
-                              f"{_noise_words(b.noise, b.noise, True)}{sat}; p = {padj:.2g} after Holm)", *args))
+                              f"{_noise_words(b.noise, b.noise, True, b.unit)}{sat}; p = {padj:.2g} after Holm)", *args))
         else:
             noise = (f", beyond the run's noise ({_num(fl)} {b.unit}".rstrip() + f"; p = {padj:.2g} after Holm)") if fl else \
                 " (exact: no noise to weigh it by)"
