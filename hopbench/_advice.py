@@ -134,8 +134,8 @@ def one_cure_each(warnings: Sequence[str]) -> list[str]:
     """A run's warnings with each registered cure given once: a later warning whose cure
     an earlier one gave (the same cause, e.g. the emulator's lateness when neighbours
     took the CPU, after the saturation verdict that says so) keeps its cause and figures
-    and says :data:`SAME_CURE` instead of repeating the cure (``cure: the one above``
-    where the warning names its cure so).
+    and says :data:`SAME_CURE` instead of repeating the cure, naming the warning that gave it
+    (``cure: as for "error bound: all ttfb" above`` where the warning names its cure so).
 
     Args:
         warnings: the run's warnings in order (summary.json ``warnings``).
@@ -143,17 +143,27 @@ def one_cure_each(warnings: Sequence[str]) -> list[str]:
     Returns:
         list of str, one per warning, in order. Never raises.
     """
-    given: set[str] = set()
+    given: dict[str, str] = {}
     out: list[str] = []
     for w in warnings:
         cure = cure_of(w)
         if cure is not None and cure in given:
-            w = (w.replace(f"cure: {cure}", "cure: the one above", 1) if f"cure: {cure}" in w
-                 else w.replace(f": {cure}", SAME_CURE, 1))
+            # named: the warning just above may give another cure (a new user's finding)
+            w = (w.replace(f"cure: {cure}", f"cure: as for {given[cure]} above", 1) if f"cure: {cure}" in w
+                 else w.replace(f": {cure}", f"{SAME_CURE} (as for {given[cure]})", 1))
         elif cure is not None:
-            given.add(cure)
+            given[cure] = _label(w)
         out.append(w)
     return out
+
+
+def _label(warning: str) -> str:
+    """How a later warning names the one that gave its cure: its first words, quoted (``"error
+    bound: all ttfb"``, ``"load generator saturated"``)."""
+    words = warning.split(":", 1)[0].split()
+    if warning.startswith("error bound:"):  # one per figure: the figure tells them apart
+        words = warning.split()[:4]
+    return '"' + " ".join(words[:5]).rstrip(":;,") + '"'
 
 
 #: the registered cures, the longest first (a cure that holds a shorter one is matched whole)

@@ -116,7 +116,7 @@ def test_advice_a_runs_warnings_give_each_cure_once(tmp_path: Path) -> None:
     late = emulator_warnings(_truth(tmp_path, 30), host)
     out = one_cure_each([saturated, *late, *late])
     assert sum(len(_cures_in(w)) for w in out) == 1, out
-    assert out[0] == saturated and out[1].endswith(SAME_CURE) and "p90 30.0 ms" in out[1]
+    assert out[0] == saturated and SAME_CURE in out[1] and "p90 30.0 ms" in out[1]
 
 
 def test_advice_error_bound_takes_the_saturation_cure() -> None:
@@ -131,7 +131,10 @@ def test_advice_error_bound_takes_the_saturation_cure() -> None:
     assert _cures_in(uncertain_note()) == []  # the table's key: the warnings give the cure
     saturated = f"load generator saturated: lag; cause: neighbours: {ADVICE['neighbours'].text}"
     out = one_cure_each([saturated, *error_bound_warnings(metrics, cure=ADVICE["neighbours"].cure)])
-    assert out[1].endswith("cure: the one above") and sum(len(_cures_in(w)) for w in out) == 1, out
+    assert out[1].endswith('cure: as for "load generator saturated" above') and \
+        sum(len(_cures_in(w)) for w in out) == 1, out
+    two = error_bound_warnings(dict(metrics, itl=metrics["ttft"]))
+    assert one_cure_each(two)[1].endswith('cure: as for "error bound: all ttft" above'), two
 
 
 def test_advice_error_bound_on_a_machine_with_no_free_core_takes_its_busy_machine_cure() -> None:
