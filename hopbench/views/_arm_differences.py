@@ -470,18 +470,21 @@ def render_arm_differences(block: Mapping[str, Any]) -> str:
         lines.append(f"A/B arms, unpaired: {c} against {b} (alpha {block.get('alpha')}, min effect "
                      f"{block.get('min_effect', 0):.0%}): " + ("WORSE on at least one figure" if pair["worse"]
                                                               else "not worse"))
-        lines.append(f"  {'metric':<20} {'unit':<7} {b + ' p50':>12} {c + ' p50':>12} {'change':>8} "
+        rates = [(name, r) for name, r in pair["rates"].items()
+                 if r["verdict"] != "same" or r["base"]["value"] != r["candidate"]["value"]]
+        w = max([20, *(len(name) for name in pair["metrics"]), *(len(name) for name, _ in rates)])
+        lines.append(f"  {'metric':<{w}} {'unit':<7} {b + ' p50':>12} {c + ' p50':>12} {'change':>8} "
                      f"{b + ' p99':>12} {c + ' p99':>12}  verdict")
         for name, m in pair["metrics"].items():
             rel = m["change"]["p50"]["rel"]
-            lines.append(f"  {name:<20} {UNIT_LABELS.get(m['unit'], m['unit']):<7} {num(m['base']['p50']):>12} {num(m['candidate']['p50']):>12} "
+            lines.append(f"  {name:<{w}} {UNIT_LABELS.get(m['unit'], m['unit']):<7} {num(m['base']['p50']):>12} "
+                         f"{num(m['candidate']['p50']):>12} "
                          f"{'-' if rel is None else f'{rel:+.1%}':>8} {num(m['base']['p99']):>12} "
                          f"{num(m['candidate']['p99']):>12}  {m['verdict']}"
                          + (f" ({m['buffered']} buffered)" if m.get("buffered") else ""))
-        for name, r in pair["rates"].items():
-            if r["verdict"] != "same" or r["base"]["value"] != r["candidate"]["value"]:
-                lines.append(f"  {name:<20} rate    {num(r['base']['value']):>12} {num(r['candidate']['value']):>12} "
-                             f"{'':>8} {'':>12} {'':>12}  {r['verdict']}")
+        for name, r in rates:  # (a long name, e.g. http_error_code.server_error, widens the column)
+            lines.append(f"  {name:<{w}} {'rate':<7} {num(r['base']['value']):>12} {num(r['candidate']['value']):>12} "
+                         f"{'':>8} {'':>12} {'':>12}  {r['verdict']}")
     return "\n".join(lines)
 
 
