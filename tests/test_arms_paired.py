@@ -353,6 +353,19 @@ def test_gate_arms_budget_fails_a_shift_beyond_noise_and_passes_aa() -> None:
     aa = _budget_verdicts(_arms_summary(0.0, 6), budget)
     assert aa["arms.ttft.p50_diff"] == "pass" and aa["arms.e2e.p50_diff"] == "pass"
     assert aa["arms.itl_p50.p50_diff"] in ("fail", "inconclusive")  # asked to be 0.5 ms faster: it is not
+    # a limit within one bucket of the difference (itl_p50 ~11 ms: buckets of 0.0655 ms) is beyond the
+    # digests' resolution: inconclusive, saying so, whether the value passes or breaches it
+    from hopbench.views._gate import evaluate_gate
+
+    summary = _arms_summary(0.0, 6)
+    diff = next(f["p50_diff"] for f in summary["arm_differences"]["pairs"][0]["paired"]["figures"]
+                if f["figure"] == "itl_p50")
+    for limit in (diff - 0.01, diff + 0.01):
+        (_, j, _), = evaluate_gate(summary, {"arms.itl_p50.p50_diff": f"<= {limit:.6f}ms"}).verdicts.budgets
+        assert j.verdict == INCONCLUSIVE and "within the resolution of the streams' ITL digests (0.0655 ms): no " \
+            "run can tell it" in j.reason, (limit, j.reason)
+    (_, j, _), = evaluate_gate(summary, {"arms.itl_p50.p50_diff": f"<= {diff + 0.2:.6f}ms"}).verdicts.budgets
+    assert j.verdict == "pass", j.reason  # two buckets and more away: judged as any other
     # a run without A/B arms: bad input (exit 2), never exit 5's "retry on a quieter runner",
     # which no runner could cure (a new user's finding); an arms run without the pairs (no
     # streams.jsonl): inconclusive, with why

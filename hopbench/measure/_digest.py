@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["SIGNIFICANT_BITS", "bucket_of", "digest_percentile", "value_at_rank"]
+__all__ = ["SIGNIFICANT_BITS", "bucket_of", "bucket_width", "digest_percentile", "value_at_rank"]
 
 #: significant bits kept per value: relative error below 2**-(SIGNIFICANT_BITS - 1)
 SIGNIFICANT_BITS = 8
@@ -33,6 +33,13 @@ def bucket_of(value_ns: int) -> int:
         return max(value_ns, 0)
     shift = value_ns.bit_length() - SIGNIFICANT_BITS
     return ((value_ns >> shift) << shift) + (1 << shift) - 1
+
+
+def bucket_width(value_ns: int) -> int:
+    """The width of the bucket holding ``value_ns``, ns: how far apart two gaps can truly be
+    while reading the same bucket (1 below ``2**SIGNIFICANT_BITS``: exact; else 1/256 to 1/128
+    of the value)."""
+    return 1 << max(0, max(value_ns, 1).bit_length() - SIGNIFICANT_BITS)
 
 
 def digest_percentile(buckets: Mapping[int, int] | Iterable[tuple[int, int]],

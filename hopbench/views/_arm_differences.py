@@ -52,7 +52,7 @@ from .._format import fmt_num as num
 from .._units import NS_PER_MS
 from ..config._gate_spec import ARMS_FIGURES, ARMS_MIN_PAIRS
 from ..driver._results import read_summary, replace_text
-from ..measure._digest import SIGNIFICANT_BITS
+from ..measure._digest import bucket_width
 from ..measure._metrics import UNIT_LABELS
 
 __all__ = ["ARM_METRICS", "PAIRED_FIGURES", "arm_differences", "add_arm_differences", "arms_command",
@@ -188,8 +188,7 @@ def digest_resolution_ms(value_ms: float) -> float:
     """The width of the stream-ITL digest's bucket that holds ``value_ms``, ms: how far apart two
     streams' ``itl_p50`` / ``itl_p99`` can truly be while reading the same value, and how close
     while reading adjacent ones (1/256 to 1/128 of the value; hopbench.measure._digest)."""
-    ns = max(int(value_ms * NS_PER_MS), 1)
-    return (1 << max(0, ns.bit_length() - SIGNIFICANT_BITS)) / NS_PER_MS
+    return bucket_width(int(value_ms * NS_PER_MS)) / NS_PER_MS
 
 
 def _paired_figure(rows: Sequence[tuple[float, float]], digest: bool = False) -> Figure:

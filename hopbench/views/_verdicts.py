@@ -47,6 +47,7 @@ from typing import Any, Final
 
 from .._exit import EXIT_BREACH, EXIT_INCONCLUSIVE, EXIT_OK
 from ..config._gate_spec import default_min_count
+from ..measure._digest import bucket_width
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS
 from ..measure._outcomes import RATES
@@ -491,6 +492,18 @@ def _rate_noise(rate: str, value: float | None, samples: int, folder: Path | Non
     return Noise(None)
 
 
+DIGEST_ARMS_FIGURES: Final = frozenset({"itl_p50", "itl_p99"})
+"""The ``arms.`` figures read from the streams' ITL digests: a value within one bucket of its
+limit is inconclusive (``hopbench.measure._digest.bucket_width``)."""
+
+
+def _digest_width(summary: Mapping[str, Any], figure: str, op: str) -> float | None:
+    """One digest bucket at the held arm's baseline ``figure`` (ms), None when unknown."""
+    got = arms_paired(summary, figure, op)
+    base = got[1].get("base_p50") if got is not None else None
+    return bucket_width(int(base * 1e6)) / 1e6 if isinstance(base, (int, float)) and base > 0 else None
+
+
 BURST_FIGURES: Final = frozenset({"itl", "tpot", "output_tokens_per_s"})
 """Figures made of the gaps between a stream's events: a client that reads late gets several
 events in one read, their gaps 0, so a late client makes them look better (lower, or a higher
@@ -590,6 +603,13 @@ def judge_gate(report: Any, summary: Mapping[str, Any], *, results_dir: Path | N
         if r.status == "inconclusive":
             j = Judged(INCONCLUSIVE, f"inconclusive: {r.reason.split(' (passes:')[0].split(' (fails:')[0]}",
                        n_base=r.samples, n_cand=r.samples)
+        elif (b.arms_figure in DIGEST_ARMS_FIGURES and r.value is not None and lim.limit is not None
+              and (width := _digest_width(summary, b.arms_figure, b.op)) is not None
+              and abs(r.value - lim.limit) <= width):
+            j = dataclasses.replace(j, verdict=INCONCLUSIVE, reason=(
+                f"inconclusive: {r.value:+.3g} ms against the limit {b.op} {lim.limit:g} ms is within the resolution "
+                f"of the streams' ITL digests ({width:.3g} ms): no run can tell it; set the limit at least one "
+                "bucket from the difference (docs/ab-arms.md, \"Paired verdicts\")"))
         elif j.verdict == PASS and b.metric in BURST_FIGURES and b.stat != "count":
             bursts = _client_bursts(summary, b.scope)
             if bursts is not None:
