@@ -355,7 +355,7 @@ def arm_differences(summary: Mapping[str, Any],
             rates = _worse_rates(pair["rates"])
             verdict = paired_verdict(figs)
             pair["paired"] = {"pairing": how, "n": len(matched.get(pair["candidate"], [])),
-                              "verdict": WORSE if rates and verdict != NOT_JUDGED else verdict,
+                              "verdict": WORSE if rates else verdict,
                               "figures": figs, "rates_worse": rates}
         block["paired_method"] = PAIRED_METHOD
     return block
