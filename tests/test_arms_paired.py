@@ -229,6 +229,18 @@ def test_failed_streams_leave_e2e_and_tpot_and_a_worse_error_rate_makes_the_arm_
     assert "| error_rate | | worse: 0.0% -> 75.0%" in render_arm_differences_markdown(block)
     assert paired_headlines(block)[0].endswith("WORSE (error_rate: worse: 0.0% -> 75.0% (p = 1e-09, "
                                                "two-proportion test over all its requests))")
+    # a dead arm: no stream of it gave a paired figure (all "not judged"), its rates still make it worse
+    for ln in lines:
+        if ln["arm"] == "b":
+            ln.update(outcome="connect_error", e2e_ns=MS, tpot_ns=None, ttft_ns=None, itl_p50_ns=None, itl_p99_ns=None)
+    ad.compare_summaries = lambda *a, **k: _C(real(*a, **k))  # type: ignore[assignment]
+    try:
+        dead = arm_differences(summary, lines)
+    finally:
+        ad.compare_summaries = real  # type: ignore[assignment]
+    assert dead is not None
+    assert {f["verdict"] for f in dead["pairs"][0]["paired"]["figures"]} == {NOT_JUDGED}
+    assert dead["pairs"][0]["paired"]["verdict"] == WORSE
 
 
 def test_arm_differences_carry_the_paired_verdict_and_render_it_first() -> None:
