@@ -274,6 +274,17 @@ def test_compare_a_dead_candidate_is_worse_in_completions() -> None:
     assert done.verdict == "worse" and done.method.startswith("poisson rates")
     same = {(r.scope, r.name): r for r in compare_summaries(base, base).rates}
     assert same[("all", "throughput.completed_per_s")].verdict == "same"
+    # the verdicts' JSON: a rate's own test carries its noise (no noise record: p_noise and the
+    # floor null, not 0), and a throughput is one figure per run (no effective n: null, not 1)
+    from hopbench.views._verdicts import judge_comparison
+
+    c = compare_summaries(base, dead)
+    got = {(v.scope, v.name): v for v in judge_comparison(c, base, dead).figures}
+    thr = got[("all", "throughput.completed_per_s")]
+    assert thr.to_json()["p_noise"] is None and thr.to_json()["noise_floor"] is None
+    assert thr.to_json()["n_base"] is None and thr.to_json()["n_candidate"] is None and "[one per run" in thr.line()
+    err = got[("all", "error_rate")].to_json()
+    assert err["p_noise"] is None and err["noise_floor"] is None and err["n_base"] == 400
 
 
 def test_compare_refuses_different_load_shapes_unless_forced(tmp_path: Path,

@@ -80,6 +80,8 @@ class FigureVerdict:
         unit: reporting unit (``ms``, ``tokens/s``, ``""`` for proportions).
         base / candidate: the two runs' values (None when absent).
         judged: the verdict, its sentence, its p-values and effective n.
+        one_per_run: a throughput (``throughput.*``: one figure per run, its own test carries
+            its noise): no effective n (JSON null).
     """
 
     scope: str
@@ -88,6 +90,7 @@ class FigureVerdict:
     base: float | None
     candidate: float | None
     judged: Judged
+    one_per_run: bool = False
 
     @property
     def verdict(self) -> str:
@@ -97,7 +100,8 @@ class FigureVerdict:
     def line(self) -> str:
         """``<scope> <name>: <sentence> [n = .., p = ..]``: one sentence per verdict."""
         j = self.judged
-        n = f"n = {j.n_base}" if j.n_base == j.n_cand else f"n = {j.n_base} vs {j.n_cand}"
+        n = ("one per run" if self.one_per_run else f"n = {j.n_base}" if j.n_base == j.n_cand
+             else f"n = {j.n_base} vs {j.n_cand}")
         p = "" if j.p_samples is None else f", p(samples) = {j.p_samples:.2g}"
         pn = "" if j.p_noise is None else f", p(noise) = {j.p_noise:.2g}"
         return f"{self.scope} {self.name}: {j.reason} [{n}{p}{pn}]"
@@ -109,7 +113,8 @@ class FigureVerdict:
                 "candidate": _finite(self.candidate), "verdict": j.verdict, "reason": j.reason,
                 "p_samples": j.p_samples, "p_noise": j.p_noise, "p_value": j.p_value,
                 "p_adjusted": j.p_adjusted, "p_samples_adjusted": j.p_samples_adjusted,
-                "n_base": j.n_base, "n_candidate": j.n_cand,
+                "n_base": None if self.one_per_run else j.n_base,
+                "n_candidate": None if self.one_per_run else j.n_cand,
                 "noise_floor": _finite(j.floor)}
 
 
@@ -323,7 +328,12 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
                               saturated if r.name.startswith("throughput.") else None, why=r.reason,
                               min_change=floor_, min_change_why=why_))
     judged = judge_family(figures, comparison.alpha)
-    out = tuple(FigureVerdict(s, n, u, a, b, j) for (s, n, u, a, b), j in zip(names, judged))
+    # a rate's own test carries its noise: no noise record, no noise floor (null, not 0); a throughput
+    # (tokens/s, requests/s) is one figure per run: no effective n either
+    first_rate = len(figures) - len(comparison.rates)
+    judged = [j if i < first_rate else dataclasses.replace(j, p_noise=None, floor=None) for i, j in enumerate(judged)]
+    out = tuple(FigureVerdict(s, n, u, a, b, j, one_per_run=i >= first_rate and bool(u))
+                for i, ((s, n, u, a, b), j) in enumerate(zip(names, judged)))
     notes = [x for x in (rn_a.hlog_note and f"{rn_a.label}: {rn_a.hlog_note}",
                          rn_b.hlog_note and f"{rn_b.label}: {rn_b.hlog_note}") if x]
     if busier(base, cand):
