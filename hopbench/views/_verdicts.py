@@ -46,6 +46,7 @@ from statistics import NormalDist
 from typing import Any, Final
 
 from .._exit import EXIT_BREACH, EXIT_INCONCLUSIVE, EXIT_OK
+from .._units import NS_PER_MS
 from ..config._gate_spec import default_min_count
 from ..measure._digest import bucket_width
 from ..measure._hdr import Histogram
@@ -511,7 +512,7 @@ def _digest_width(summary: Mapping[str, Any], figure: str, op: str) -> float | N
     """One digest bucket at the held arm's baseline ``figure`` (ms), None when unknown."""
     got = arms_paired(summary, figure, op)
     base = got[1].get("base_p50") if got is not None else None
-    return bucket_width(int(base * 1e6)) / 1e6 if isinstance(base, (int, float)) and base > 0 else None
+    return bucket_width(int(base * NS_PER_MS)) / NS_PER_MS if isinstance(base, (int, float)) and base > 0 else None
 
 
 BURST_FIGURES: Final = frozenset({"itl", "tpot", "output_tokens_per_s"})
