@@ -455,7 +455,8 @@ def _compare(args: argparse.Namespace) -> int:
                                        ("--min-effect", args.min_effect is not None),
                                        ("--min-abs-ms", args.min_abs_ms is not None)) if on]
         if given:  # silently ignored, they would read as applied
-            print(f"hopbench compare: error: {', '.join(given)} apply to two folders; one A/B arms folder is "
+            print(f"hopbench compare: error: {', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to two "
+                  "folders; one A/B arms folder is "
                   f"judged by its own rules (every paired figure and the rates, family-wise alpha {ALPHA}; "
                   "docs/ab-arms.md, \"Paired verdicts\"). Hold an arm's paired difference to a limit with a "
                   "[gate] budget (\"arms.ttft.p50_diff\" = \"<= 5ms\"; docs/gate.md)", file=sys.stderr)

@@ -76,6 +76,7 @@ def test_arms_parse_two_targets() -> None:
     (_TWO.replace('name = "gateway"\n', ''), "arm[1].name", "required"),
     (_TWO.replace('url = "http://127.0.0.1:10/"\n', ''), "arm[1].url", "required"),
     (_TWO.replace('name = "gateway"\n', 'name = "all"\n'), "arm[1].name", "reserved"),
+    (_TWO.replace('name = "gateway"\n', 'name = "ALL"\n'), "arm[1].name", "'ALL' is reserved for the whole run"),
     # an arm with a url validates its emulator keys (then leaves them unused)
     (_TWO + 'emulator = { ttft_ms = -1 }\n', "arm[1].emulator.ttft_ms", "expected"),
     (_TWO + 'colour = "red"\n', "arm[1].colour", "unknown"),

@@ -323,22 +323,28 @@ def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path
 
     s = read_summary(runs["base"])
     p50 = s["scopes"]["all"]["metrics"]["ttft"]["p50"]
-    verdicts = []
-    for included in (0.0, 9.0):
+    verdicts, shown_of = [], {}
+    for included in (None, 9.0, 0.0):
         rn = RunNoise("base", {}, s)
         rn._cache[("all", "ttft", "p50")] = Noise(0.5, 12, 10.0, "its loop lag mean")  # 10 ms of client delay
-        table = {"ttft.p50": {"limit": f"<= {p50 - 5:.3f}ms", "client_included": included}, "allow_saturated": True,
-                 "allow_load_not_held": True}
+        entry: dict[str, Any] = {"limit": f"<= {p50 - 5:.3f}ms"}
+        if included is not None:
+            entry["client_included"] = included
+        table = {"ttft.p50": entry, "allow_saturated": True, "allow_load_not_held": True}
         report = evaluate_gate(s, table, results_dir=runs["base"])
         v = judge_gate(report, s, run_noise=rn)
         verdicts.append(v.budgets[0][1])
+        shown_of[included] = dataclasses.replace(report, verdicts=v)
     # breached by 5 ms: the run's 10 ms of client delay could explain it; with 9 ms of it in the
     # limit already, the limit moves up by the 1 ms more this run had, and 4 ms is 8 standard errors
     assert verdicts[0].verdict == "inconclusive" and verdicts[0].limit == pytest.approx(p50 - 5, abs=1e-3)
     assert verdicts[1].verdict == "fail" and " ms: over by 4 ms, beyond" in verdicts[1].reason
+    # client_included = 0 is a calibration whose runs had no client delay, not "not given": the
+    # limit moves by all 10 ms of this run's (a new user's finding: 0 read as absent)
+    assert verdicts[2].limit == pytest.approx(p50 + 5, abs=1e-3) and verdicts[2].verdict == "pass"
     # the limit column, the JSON and JUnit show the moved limit beside the written one, as the sentence does
     assert verdicts[1].limit == pytest.approx(p50 - 4, abs=1e-3)
-    shown = dataclasses.replace(report, verdicts=v)
+    shown = shown_of[9.0]
     row = next(line for line in shown.render("text").splitlines() if "ttft.p50" in line and "FAIL" in line)
     import re
     moved = re.search(r"<= [\d.]+ ms \(this run: ([\d.]+) ms\)", row)

@@ -143,11 +143,11 @@ def parse_arms(tables: list[Table], *, emulator: dict[str, Any], scenario_protoc
         problem = check_name(name)
         if problem:
             raise t.error("name", problem)
-        if name == "all":
-            raise t.error("name", "\"all\" is reserved for the whole run")
+        if name.casefold() == "all":  # (case aside, as below: all.*.hgrm is the whole run's)
+            raise t.error("name", f"{name!r} is reserved for the whole run (\"all\", case aside)")
         if name.casefold() in seen:  # each arm's files are <name>.*.hgrm: one on a case-insensitive disk
             raise t.error("name", f"expected a unique arm name (case aside: each names its results files), got "
-                                  f"{name!r} and arm[{seen[name.casefold()]}]'s")
+                                  f"{name!r}, and arm[{seen[name.casefold()]}] has that name")
         seen[name.casefold()] = i
         raw_url = t.str("url", None, nonempty=True)
         if raw_url is None:

@@ -106,8 +106,9 @@ class Budget:
     #: a ``capacity.<field>`` budget (:data:`CAPACITY_FIELDS`), else None (docs/slo.md)
     capacity: str | None = None
     #: the client delay the limit already includes, in the reporting unit (``client_included``,
-    #: written by ``hopbench calibrate``): the gate's client allowance is what this run's exceeds it by
-    client_included: float = 0.0
+    #: written by ``hopbench calibrate``): the gate's client allowance is what this run's exceeds it by;
+    #: None: not given (the run's whole client delay is its allowance), 0 included
+    client_included: float | None = None
     #: an ``arms.<figure>.p50_diff`` budget: the paired figure (:data:`ARMS_FIGURES`), else None
     arms_figure: str | None = None
 
@@ -181,13 +182,14 @@ def _parse_one(t: Table, key: str, scope: str) -> Budget:
     value = t.raw(key)
     min_count: int | None = None
     inconclusive = "fail"
-    client_included = 0.0
+    client_included: float | None = None
     if isinstance(value, Mapping):
         sub = Table(value, t.doc, t.path + (key,))
         limit_text = sub.str("limit")
         min_count = sub.int("min_count", None, min=0)
         inconclusive = sub.str("inconclusive", "fail", choices=("fail", "pass"))
-        client_included = float(sub.number("client_included", 0.0, min=0.0))
+        included = sub.number("client_included", None, min=0.0)
+        client_included = None if included is None else float(included)  # 0: a calibration with no client delay
         sub.done()
     elif isinstance(value, str):
         limit_text = value

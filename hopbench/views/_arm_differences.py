@@ -210,8 +210,8 @@ def _paired_figure(rows: Sequence[tuple[float, float]], digest: bool = False) ->
     if digest:
         width = digest_resolution_ms(base_mid)
         # one bucket or less: _judge's floor is strict, so one nanosecond above the bucket
-        floor, why = width + 1 / NS_PER_MS, (f"the resolution of the streams' ITL digests (one bucket at "
-                                             f"{base_mid:.3g} ms: {width:.3g} ms)")
+        floor, why = width + 1 / NS_PER_MS, (f"one bucket, the resolution of the streams' ITL digests (a "
+                                             f"bucket is {width:.3g} ms wide near {base_mid:.3g} ms)")
     # the two requests of a pair share the runner's state: no client allowance, one spread
     return Figure(change, change / base_mid if base_mid else None, "ms", signed_rank(diffs).p_value,
                   Noise(se, k), Noise(None if se is None else 0.0, k), n, n, min_n=PAIRED_MIN, whose="pairs'",

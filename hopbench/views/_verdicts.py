@@ -579,7 +579,7 @@ def judge_gate(report: Any, summary: Mapping[str, Any], *, results_dir: Path | N
         if b.metric is not None and b.stat not in (None, "count"):
             stat = b.stat or "p50"
             noise = rn.noise(b.scope, b.metric, stat)
-            if b.client_included and limit is not None and b.baseline_op is None:
+            if b.client_included is not None and limit is not None and b.baseline_op is None:
                 # a calibrated limit holds the calibration's client delay: it moves by what this run's
                 # client delay exceeds it by, and nothing more is excused. Never tighter for a quieter
                 # client: the loop lag does not track a figure's client delay one for one (tightening
