@@ -69,26 +69,31 @@ def test_check_haproxy_http_no_delay_streams(tmp_path: Path, haproxy: tuple[str,
         format_table(run)
 
 
-def _as_expected(status: dict[str, str]) -> bool:
-    """HopBase's extras fail, the long stall check is skipped, every other check passes."""
-    return _failed(status) == HOPBASE_EXTRAS and status["stall_handling"] == "skip" and all(
-        v == "pass" for k, v in status.items() if k not in HOPBASE_EXTRAS | {"stall_handling"})
+def _unexpected(status: dict[str, str]) -> set[str]:
+    """The checks off what Caddy is known to do: HopBase's extras fail, the long stall check is
+    skipped, every other check passes."""
+    def want(k: str) -> str:
+        return "fail" if k in HOPBASE_EXTRAS else "skip" if k == "stall_handling" else "pass"
+    return {k for k, v in status.items() if v != want(k)}
 
 
 def test_check_caddy_streams(tmp_path: Path) -> None:
     """Caddy streams. Caddy 2.6.2 now and then cuts a stream after its first event (docs/check.md's
     card: about 1 in 120 streams), which fails or leaves inconclusive whichever check that stream
     served (seen: events_unchanged, midstream_error_shape, keepalive_cadence "the upstream was not
-    silent long enough"). So a run that is not as expected runs once more: a check Caddy really
-    breaks is off in both runs, while a random cut has landed on a different check each time."""
+    silent long enough"; on a busy machine two cuts in one run: midstream_error_shape, then
+    cancel_propagation's two short streams). So a run that is not as expected runs once more: a
+    check Caddy really breaks is off in both runs, while a random cut has landed on a different
+    check each time; only a check off in both fails the test."""
     _needs("caddy")
     emu, door = ports(2)
     with start("caddy", tmp_path / "caddy", emu, [door]) as urls:
         run, status = _check(tmp_path / "1", urls[0], emu)
-        if not _as_expected(status):
-            first = format_table(run)
+        if _unexpected(status):
+            first, off = format_table(run), _unexpected(status)
             run, status = _check(tmp_path / "2", urls[0], emu)
-            assert _as_expected(status), f"{first}\n-- and again:\n{format_table(run)}"
+            both = off & _unexpected(status)
+            assert not both, f"off in both runs: {sorted(both)}\n{first}\n-- and again:\n{format_table(run)}"
 
 
 # -- LiteLLM (opt-in: -m litellm; its own virtual environment, ~750 MB) ----------------------------
