@@ -35,9 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

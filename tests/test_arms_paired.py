@@ -182,7 +182,8 @@ def test_a_one_bucket_shift_of_the_digest_figures_is_within_their_resolution() -
     assert two["itl_p50"]["verdict"] == WORSE, two["itl_p50"]["reason"]  # past one bucket: judged
 
 
-def test_failed_streams_leave_e2e_and_tpot_and_a_worse_error_rate_makes_the_arm_worse() -> None:
+def test_failed_streams_leave_e2e_and_tpot_and_a_worse_error_rate_makes_the_arm_worse(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A candidate that answers most requests with an error at once: its failed streams' short e2e
     must not read "better" (e2e and tpot count pairs whose streams both completed), and its error
     rate (compare's proportion test over all requests) makes the arm's paired verdict worse, in the
@@ -207,7 +208,7 @@ def test_failed_streams_leave_e2e_and_tpot_and_a_worse_error_rate_makes_the_arm_
 
     real = ad.compare_summaries
 
-    class _C:
+    class _C:  # compare's result for the arms, its rates replaced by ``rates``
         def __init__(self, c: Any) -> None:
             self.c, self.any_worse = c, True
 
@@ -216,11 +217,8 @@ def test_failed_streams_leave_e2e_and_tpot_and_a_worse_error_rate_makes_the_arm_
             out["scopes"].setdefault(ad._SCOPE, {"metrics": {}, "rates": {}})["rates"] = rates
             return out
 
-    ad.compare_summaries = lambda *a, **k: _C(real(*a, **k))  # type: ignore[assignment]
-    try:
-        block = arm_differences(summary, lines)
-    finally:
-        ad.compare_summaries = real  # type: ignore[assignment]
+    monkeypatch.setattr(ad, "compare_summaries", lambda *a, **k: _C(real(*a, **k)))
+    block = arm_differences(summary, lines)
     assert block is not None
     paired = block["pairs"][0]["paired"]
     assert paired["verdict"] == WORSE and [r["rate"] for r in paired["rates_worse"]] == ["error_rate"]
@@ -233,11 +231,7 @@ def test_failed_streams_leave_e2e_and_tpot_and_a_worse_error_rate_makes_the_arm_
     for ln in lines:
         if ln["arm"] == "b":
             ln.update(outcome="connect_error", e2e_ns=MS, tpot_ns=None, ttft_ns=None, itl_p50_ns=None, itl_p99_ns=None)
-    ad.compare_summaries = lambda *a, **k: _C(real(*a, **k))  # type: ignore[assignment]
-    try:
-        dead = arm_differences(summary, lines)
-    finally:
-        ad.compare_summaries = real  # type: ignore[assignment]
+    dead = arm_differences(summary, lines)
     assert dead is not None
     assert {f["verdict"] for f in dead["pairs"][0]["paired"]["figures"]} == {NOT_JUDGED}
     assert dead["pairs"][0]["paired"]["verdict"] == WORSE

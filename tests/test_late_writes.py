@@ -113,6 +113,12 @@ def _record(late: list[list[int]]) -> dict[str, Any]:
             "end": "completed", "event_chars": [1, 1, 1], "late_writes": late}
 
 
+#: the client's stream of ``_record``: its three content events read at 52, 71 and 72 ms
+_LINE = {"id": "0-1", "scenario": "chat", "outcome": "completed", "sent_ns": 0, "start_ns": 0,
+         "request_sent_ns": 0, "end_ns": 80 * MS, "body_end_ns": 80 * MS, "first_read_ns": 5 * MS,
+         "content_read_ns": [52 * MS, 71 * MS, 72 * MS], "content_chars": [1, 1, 1]}
+
+
 def test_upstream_takes_a_late_write_from_its_send_and_bounds_it() -> None:
     t0 = 1_000 * MS
     # event 1 (due at 60 ms) went out in a send() from 64 to 70 ms: descheduled in between
@@ -133,10 +139,7 @@ def test_overhead_figures_carry_the_upstream_write_bounds() -> None:
     with the send's 6 ms below; first_event_delay and added_e2e carry the first and final sends'."""
     t0 = 1_000 * MS
     u = upstream_from_record(_record([[1, 2, 64 * MS, 70 * MS]]))
-    line = {"id": "0-1", "scenario": "chat", "outcome": "completed", "sent_ns": 0, "start_ns": 0,
-            "request_sent_ns": 0, "end_ns": 80 * MS, "body_end_ns": 80 * MS, "first_read_ns": 5 * MS,
-            "content_read_ns": [52 * MS, 71 * MS, 72 * MS], "content_chars": [1, 1, 1]}
-    c = client_from_line(line, t0)
+    c = client_from_line(_LINE, t0)
     assert u is not None and c is not None
     o = analyse([c], [u], boot_id=BOOT)
     assert o.values[("chat", "event_delay")] == [2 * MS, 7 * MS, 2 * MS]
@@ -153,10 +156,7 @@ def test_the_block_counts_late_written_events_and_the_warning_names_both_ends() 
 
     t0 = 1_000 * MS
     u = upstream_from_record(_record([[1, 3, 64 * MS, 70 * MS]]))
-    line = {"id": "0-1", "scenario": "chat", "outcome": "completed", "sent_ns": 0, "start_ns": 0,
-            "request_sent_ns": 0, "end_ns": 80 * MS, "body_end_ns": 80 * MS, "first_read_ns": 5 * MS,
-            "content_read_ns": [52 * MS, 71 * MS, 72 * MS], "content_chars": [1, 1, 1]}
-    c = client_from_line(line, t0)
+    c = client_from_line(_LINE, t0)
     assert u is not None and c is not None
     assert analyse([c], [u], boot_id=BOOT).block["events"]["written_late"] == 2
     wide = {"p50": 10.0, "p99": 20.0, "error_bound_ms": {"p50": 0.0, "p99": 6.0}}

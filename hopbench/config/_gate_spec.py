@@ -37,6 +37,7 @@ __all__ = [
     "ARMS_FIGURES",
     "ARMS_MIN_PAIRS",
     "ARMS_STAT",
+    "ARMS_DIGEST_FIGURES",
     "Budget",
     "GateOptions",
     "default_min_count",
@@ -58,6 +59,10 @@ CAPACITY_FIELDS: Final = {"rate_rps": "requests/s", "concurrency": "users"}
 ARMS_FIGURES: Final = ("ttft", "itl_p50", "itl_p99", "tpot", "e2e")
 """The per-stream figures an A/B arms run is judged on in pairs (one place: the paired
 verdicts, hopbench.views._arm_differences, and ``arms.<figure>.p50_diff`` budgets)."""
+ARMS_DIGEST_FIGURES: Final = ("itl_p50", "itl_p99")
+"""The paired figures read from a stream's ITL digest (``hopbench.measure._lines.arm_fields``):
+quantized to its buckets (``hopbench.measure._digest.bucket_width``), so a difference of one bucket
+or less is within their resolution, in the paired verdict and against an ``arms.`` budget's limit."""
 ARMS_STAT: Final = "p50_diff"
 """The statistic of a paired figure: the median of the rounds' differences (arm - first arm), ms."""
 ARMS_MIN_PAIRS: Final = 10

@@ -143,8 +143,9 @@ class _StreamState:
     final_write_ns: int | None = None
     #: each keepalive comment handed to send(), now_ns (gateway overhead: the upstream's silences)
     keepalive_writes: list[int] = field(default_factory=list)
-    #: the stamps of the content events queued and not yet written (now_ns), and how many were written
-    pending_stamps: list[int] = field(default_factory=list)
+    #: the stamp of the earliest content event queued and not yet written (now_ns), None when none;
+    #: how many content events were written (those queued: ``content_events``)
+    pending_since: int | None = None
     written_content: int = 0
     #: the writes that ended LATE_WRITE_NS or more after their earliest content event's stamp:
     #: [first event, end (exclusive), send() called, send() returned], now_ns
@@ -456,13 +457,12 @@ class EmulatorApp:
                 st.first_write_end_ns = done
             if not more_body:
                 st.final_write_end_ns = done
-            stamps = st.pending_stamps
-            if stamps:
-                i = st.written_content
-                st.written_content = j = i + len(stamps)
-                if done - stamps[0] >= LATE_WRITE_NS:  # (stamps rise: the earliest waited longest)
-                    st.late_writes.append([i, j, t_ns, done])
-                stamps.clear()
+            since = st.pending_since
+            if since is not None:  # (the earliest queued event waited longest)
+                if done - since >= LATE_WRITE_NS:
+                    st.late_writes.append([st.written_content, st.content_events, t_ns, done])
+                st.written_content = st.content_events
+                st.pending_since = None
 
     async def _wait_until(self, send: Send, st: _StreamState, due_ns: int) -> None:
         """Sleep until ``due_ns``, writing keepalives in the silence (unless stalled)."""
@@ -530,7 +530,8 @@ class EmulatorApp:
                 if st.closed_ns is not None:
                     st.tokens_after_close += 1
                 parts.append(token)
-                st.pending_stamps.append(t_ns)
+                if st.pending_since is None:
+                    st.pending_since = t_ns
                 self._queue(st, data, n)
                 if len(st.pending) >= 256:  # bound the memory of a long unpaced stream
                     await self._flush(send, st)

@@ -50,7 +50,7 @@ from .._errors import UsageError
 from .._exit import EXIT_BREACH, EXIT_INCONCLUSIVE, EXIT_OK
 from .._format import fmt_num as num
 from .._units import NS_PER_MS
-from ..config._gate_spec import ARMS_FIGURES, ARMS_MIN_PAIRS
+from ..config._gate_spec import ARMS_DIGEST_FIGURES, ARMS_FIGURES, ARMS_MIN_PAIRS
 from ..driver._results import read_summary, replace_text
 from ..measure._digest import bucket_width
 from ..measure._metrics import UNIT_LABELS
@@ -90,9 +90,6 @@ key ``arms.<figure>.p50_diff``)."""
 COMPLETED_FIGURES: Final = ("tpot", "e2e")
 """The paired figures a pair counts for only when both its streams completed: an error answered
 at once has a short e2e, and a candidate failing most requests would read "better"."""
-DIGEST_FIGURES: Final = ("itl_p50", "itl_p99")
-"""The paired figures read from a stream's ITL digest (``hopbench.measure._lines.arm_fields``):
-quantized to its buckets, so judged with a floor of one bucket (:func:`digest_resolution_ms`)."""
 PAIRED_MIN: Final = ARMS_MIN_PAIRS
 """Pairs a paired figure needs for a verdict (fewer: ``inconclusive``, too few samples)."""
 PAIRED_BATCH: Final = 5
@@ -209,8 +206,7 @@ def _paired_figure(rows: Sequence[tuple[float, float]], digest: bool = False) ->
     floor, why = 0.0, ""
     if digest:
         width = digest_resolution_ms(base_mid)
-        # one bucket or less: _judge's floor is strict, so one nanosecond above the bucket
-        floor, why = width + 1 / NS_PER_MS, (f"one bucket, the resolution of the streams' ITL digests (a "
+        floor, why = width, (f"one bucket, the resolution of the streams' ITL digests (a "
                                              f"bucket is {width:.3g} ms wide near {base_mid:.3g} ms)")
     # the two requests of a pair share the runner's state: no client allowance, one spread
     return Figure(change, change / base_mid if base_mid else None, "ms", signed_rank(diffs).p_value,
@@ -246,7 +242,7 @@ def paired_figures(pairs: Mapping[str, Sequence[tuple[Mapping[str, Any], Mapping
                     if isinstance(b.get(field), int) and isinstance(c.get(field), int)
                     and (not done or (b.get("outcome") == "completed" and c.get("outcome") == "completed"))]
             keys.append((arm, name, rows))
-    figs = [_paired_figure(rows, digest=name in DIGEST_FIGURES) for _, name, rows in keys]
+    figs = [_paired_figure(rows, digest=name in ARMS_DIGEST_FIGURES) for _, name, rows in keys]
     judged = judge_family(figs, alpha)
     out: dict[str, list[dict[str, Any]]] = {arm: [] for arm in pairs}
     for (arm, name, rows), f, j in zip(keys, figs, judged):

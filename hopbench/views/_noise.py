@@ -425,7 +425,8 @@ class Figure:
             ``--min-abs-ms``), reporting unit; a smaller one is ``same`` whatever its p (0: none).
         min_change_why: what ``min_change`` came from, for the sentence.
         min_change_asked: ``min_change`` is the user's (``is under the smallest change asked
-            for``); False: the figure's own resolution (``is within`` it, e.g. a digest's bucket).
+            for``: a smaller one is ``same``); False: the figure's own resolution (``is within``
+            it, e.g. a digest's bucket: a change up to and with it is ``same``).
     """
 
     change: float | None
@@ -510,7 +511,7 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     p = max(f.p_samples, 1.0 if pn is None else pn)
     what = f"{_fmt(f.change, f.unit)}" + (f" ({f.rel:+.1%})" if f.rel is not None else "")
     args = (f.p_samples, pn, p, padj, f.n_base, f.n_cand, fl, WORSE if worse else BETTER)
-    if f.min_change and abs(f.change) < f.min_change and not f.min_change_asked:  # the figure cannot tell
+    if f.min_change and abs(f.change) <= f.min_change and not f.min_change_asked:  # the figure cannot tell
         return Judged(SAME, f"same: {what} is within {f.min_change_why}", *args)
     if f.min_change and abs(f.change) < f.min_change:  # the user's own floor: a smaller change is no news
         return Judged(SAME, f"same: {what} is under the smallest change asked for ({f.min_change_why})", *args)

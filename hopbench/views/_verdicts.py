@@ -47,7 +47,7 @@ from typing import Any, Final
 
 from .._exit import EXIT_BREACH, EXIT_INCONCLUSIVE, EXIT_OK
 from .._units import NS_PER_MS
-from ..config._gate_spec import default_min_count
+from ..config._gate_spec import ARMS_DIGEST_FIGURES, default_min_count
 from ..measure._digest import bucket_width
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS
@@ -503,11 +503,6 @@ def _rate_noise(rate: str, value: float | None, samples: int, folder: Path | Non
     return Noise(None)
 
 
-DIGEST_ARMS_FIGURES: Final = frozenset({"itl_p50", "itl_p99"})
-"""The ``arms.`` figures read from the streams' ITL digests: a value within one bucket of its
-limit is inconclusive (``hopbench.measure._digest.bucket_width``)."""
-
-
 def _digest_width(summary: Mapping[str, Any], figure: str, op: str) -> float | None:
     """One digest bucket at the held arm's baseline ``figure`` (ms), None when unknown."""
     got = arms_paired(summary, figure, op)
@@ -614,7 +609,7 @@ def judge_gate(report: Any, summary: Mapping[str, Any], *, results_dir: Path | N
         if r.status == "inconclusive":
             j = Judged(INCONCLUSIVE, f"inconclusive: {r.reason.split(' (passes:')[0].split(' (fails:')[0]}",
                        n_base=r.samples, n_cand=r.samples)
-        elif (b.arms_figure in DIGEST_ARMS_FIGURES and r.value is not None and lim.limit is not None
+        elif (b.arms_figure in ARMS_DIGEST_FIGURES and r.value is not None and lim.limit is not None
               and (width := _digest_width(summary, b.arms_figure, b.op)) is not None
               and abs(r.value - lim.limit) <= width):
             j = dataclasses.replace(j, verdict=INCONCLUSIVE, reason=(
