@@ -8,6 +8,10 @@ warm-up; its ``[gate]`` as shipped) runs as a child ``hopbench run`` through:
 - ``delay``: the tests' delaying proxy (``tests/_delay_proxy.py``) holding every event 0 ms (A/A);
 - ``slow``: the same proxy holding every event ``--slow-ms`` (default 1.5 ms: the regression);
 
+the proxy times its holds with a timer thread (``--precise``), and each run's ``held.json`` keeps
+what it really held: the hold plus each event's measured lateness (its ``late_ns``), whose median
+the analysis prints as the regression's true size;
+
 in two conditions, ``quiet`` (nothing of ours beside it) and ``busy`` (one CPU-bound neighbour
 process for the run's length). Kinds and conditions alternate, so that what the machine does
 meanwhile falls on all of them. Each run is judged by the profile's ``[gate]`` with the
@@ -30,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import re
+import statistics
 import shutil
 import subprocess
 import sys
@@ -64,13 +70,20 @@ def _run(kind: str, slow_ms: float, out: Path, busy: bool, streams: int, duratio
     out.mkdir(parents=True)
     profile = out / "profile.toml"
     profile.write_text(profile_text(gw, up, streams, duration_s, 1.0), encoding="utf-8")
-    proc = gateway(name, out, gw, up, slow_ms if hold is None else hold)
+    hold_ms = slow_ms if hold is None else hold
+    proc = gateway(name, out, gw, up, hold_ms, precise=True)
     try:
         with _neighbour(busy):
             r = subprocess.run([sys.executable, "-m", "hopbench", "run", str(profile), "--out", str(out / "run"),
                                 "-q"], cwd=ROOT, capture_output=True, text=True)
     finally:
         _stop(proc)
+    if (out / "stats.json").is_file():  # the delay proxy's own record: what it really held
+        late = json.loads((out / "stats.json").read_text(encoding="utf-8"))["late_ns"]
+        if late:
+            (out / "held.json").write_text(json.dumps({
+                "hold_ms": hold_ms, "late_p50_ms": statistics.median(late) / 1e6,
+                "held_p50_ms": hold_ms + statistics.median(late) / 1e6, "events": len(late)}), encoding="utf-8")
     if not (out / "run" / "summary.json").is_file():
         raise SystemExit(f"hopbench run through {kind} exited {r.returncode}: {r.stderr[-2000:]}")
     return out / "run"
@@ -147,6 +160,10 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], budgets: list[tuple[str, A
             vals = sorted(v for v in (_figure(read_summary(d), metric) for d in ds) if v is not None)
             cells.append(f"{metric} {vals[len(vals) // 2]:.3f} [{vals[0]:.3f}, {vals[-1]:.3f}]" if vals else
                          f"{metric} -")
+        held = sorted(json.loads((d.parent / "held.json").read_text(encoding="utf-8"))["held_p50_ms"]
+                      for d in ds if (d.parent / "held.json").is_file())
+        if held:
+            cells.append(f"the proxy's real hold per event {held[len(held) // 2]:.3f} [{held[0]:.3f}, {held[-1]:.3f}]")
         print(f"  {cond:<5} {kind:<5}: " + "; ".join(cells))
 
 

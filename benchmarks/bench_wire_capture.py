@@ -432,8 +432,11 @@ def _wait_http(url: str) -> None:
             time.sleep(0.05)
 
 
-def gateway(name: str, folder: Path, gw: int, up: int, delay_ms: float) -> subprocess.Popen[bytes]:
-    """Start gateway ``name`` (nginx or delay) on 127.0.0.1:``gw`` in front of ``up``; healthy on return."""
+def gateway(name: str, folder: Path, gw: int, up: int, delay_ms: float,
+            precise: bool = False) -> subprocess.Popen[bytes]:
+    """Start gateway ``name`` (nginx or delay) on 127.0.0.1:``gw`` in front of ``up``; healthy on return.
+
+    ``precise``: the delay proxy times its holds with a timer thread (``--precise``)."""
     if name == "nginx":
         exe = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
         if exe is None:
@@ -444,7 +447,8 @@ def gateway(name: str, folder: Path, gw: int, up: int, delay_ms: float) -> subpr
     elif name == "delay":
         proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "_delay_proxy.py"), "--port", str(gw),
                                  "--upstream", f"127.0.0.1:{up}", "--delay-ms", str(delay_ms),
-                                 "--ready", str(folder / "ready"), "--stats", str(folder / "stats.json")])
+                                 "--ready", str(folder / "ready"), "--stats", str(folder / "stats.json")]
+                                + (["--precise"] if precise else []))
     else:
         raise SystemExit(f"--gateways: unknown {name!r} (nginx, delay)")
     try:

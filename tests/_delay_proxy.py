@@ -33,6 +33,11 @@ pipeline); ``--disconnect-error`` ends a Messages stream whose upstream broke wi
 ``--stall-error-ms S`` ends a stream whose upstream sent no byte for S ms with the protocol's error
 event and a clean end, and closes the upstream (HopBase: a stuck upstream is errored).
 
+``--precise`` times each held event with a timer thread (``_ThreadTimer``: the kernel's
+nanosecond sleep) instead of the loop's: asyncio's epoll rounds a wait up to a whole millisecond
+and a busy machine wakes it later still, so a 1.5 ms hold read as +3 ms per event
+(benchmarks/bench_gate_gateway.py, the gateway regression of issue 37).
+
 Self-measurement: each event's lateness (actual write minus due time, ns)
 and each request's forwarding time (its head read -> written upstream, a new
 connection each time) are kept; on SIGTERM the proxy writes
@@ -46,7 +51,9 @@ import argparse
 import asyncio
 import json
 import signal
+import heapq
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -101,6 +108,49 @@ def _is_error(event: bytes) -> bool:
             or b'"type":"response.failed"' in event)
 
 
+class _ThreadTimer:
+    """Futures that a daemon thread resolves at their due time (``time.monotonic_ns``).
+
+    The thread sleeps in ``Condition.wait`` (a futex wait with a nanosecond timeout), so a due
+    time is met to the thread's wake-up plus one hand-over to the loop, not to the loop's
+    millisecond-rounded poll. A future is never resolved before its due time.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._cv = threading.Condition()
+        self._seq = 0
+        threading.Thread(target=self._run, name="delay-proxy-timer", daemon=True).start()
+
+    def until(self, due_ns: int) -> asyncio.Future[None]:
+        """A future resolved on the loop once ``time.monotonic_ns() >= due_ns``."""
+        fut: asyncio.Future[None] = self._loop.create_future()
+        with self._cv:
+            heapq.heappush(self._heap, (due_ns, self._seq, fut))
+            self._seq += 1
+            self._cv.notify()
+        return fut
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                if not self._heap:
+                    self._cv.wait()
+                    continue
+                left = self._heap[0][0] - time.monotonic_ns()
+                if left > 0:
+                    self._cv.wait(left / 1e9)
+                    continue
+                fut = heapq.heappop(self._heap)[2]
+                self._loop.call_soon_threadsafe(_resolve, fut)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class Proxy:
     def __init__(self, upstream: tuple[str, int], delay_ns: int, retry: bool = False,
                  answer_every: int = 0, swap_at: int = -1, keepalive_ns: int = 0,
@@ -122,6 +172,7 @@ class Proxy:
         self.requests = 0
         self.delay_ns = delay_ns
         self.late_ns: list[int] = []
+        self.timer: _ThreadTimer | None = None  # --precise: set by main() once the loop runs
         self.forward_ns: list[int] = []  # request head read -> request written upstream
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -301,7 +352,9 @@ class Proxy:
         while (item := await queue.get()) is not None:
             due, data = item
             left = due - time.monotonic_ns()
-            if left > 0:
+            if left > 0 and self.timer is not None:
+                await self.timer.until(due)
+            elif left > 0:
                 await asyncio.sleep(left / 1e9)
                 while (left := due - time.monotonic_ns()) > 0:  # the loop's timers may fire early
                     await asyncio.sleep(left / 1e9)
@@ -327,6 +380,8 @@ async def main(argv: list[str]) -> None:
     ap.add_argument("--rewrite-at", type=int, default=-1, help="rewrite SSE event N's data")
     ap.add_argument("--hold-first-ms", type=float, default=0.0, help="hold the first SSE event this long")
     ap.add_argument("--swallow-errors", action="store_true", help="drop in-band error events")
+    ap.add_argument("--precise", action="store_true",
+                    help="time the held events with a timer thread (nanosecond sleep), not the loop's poll")
     ap.add_argument("--propagate-cancel", action="store_true", help="close the upstream when the client closes")
     ap.add_argument("--disconnect-error", action="store_true",
                     help="end a Messages stream whose upstream broke with an Anthropic error event")
@@ -337,6 +392,8 @@ async def main(argv: list[str]) -> None:
     proxy = Proxy((host, int(port)), int(a.delay_ms * 1e6), a.retry, a.answer_every, a.swap_at,
                   int(a.keepalive_ms * 1e6), a.hold, a.rewrite_at, int(a.hold_first_ms * 1e6), a.swallow_errors,
                   a.propagate_cancel, a.disconnect_error, int(a.stall_error_ms * 1e6))
+    if a.precise:
+        proxy.timer = _ThreadTimer(asyncio.get_running_loop())
     server = await asyncio.start_server(proxy.handle, "127.0.0.1", a.port, backlog=1024)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
