@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import re
 import statistics
@@ -54,9 +55,10 @@ from bench_gate_study import _neighbour  # noqa: E402
 from bench_wire_capture import _free_port, _stop, gateway, profile_text  # noqa: E402
 
 from hopbench.driver._results import read_summary  # noqa: E402
+from hopbench.views._compare import compare_summaries  # noqa: E402
 from hopbench.views._gate import evaluate_gate  # noqa: E402
 from hopbench.views._noise_record import runner_line  # noqa: E402
-from hopbench.views._verdicts import judge_gate  # noqa: E402
+from hopbench.views._verdicts import judge_comparison, judge_gate  # noqa: E402
 
 #: kind -> (gateway, the proxy's hold per event in ms; None: --slow-ms)
 KINDS: dict[str, tuple[str, float | None]] = {"nginx": ("nginx", 0.0), "delay": ("delay", 0.0),
@@ -153,6 +155,7 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], budgets: list[tuple[str, A
             what = "caught" if kind == "slow" else "false alarms"
             print(f"  {cond:<5} {kind:<5}: {what} {tally['fail']}/{len(ds)}, inconclusive {tally['inconclusive']}, "
                   f"pass {tally['pass']}")
+    _compare_pairs(runs)
     print("\np50s (ms), median [min, max] over the runs:")
     for (cond, kind), ds in sorted(runs.items()):
         cells = []
@@ -165,6 +168,41 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], budgets: list[tuple[str, A
         if held:
             cells.append(f"the proxy's real hold per event {held[len(held) // 2]:.3f} [{held[0]:.3f}, {held[-1]:.3f}]")
         print(f"  {cond:<5} {kind:<5}: " + "; ".join(cells))
+
+
+COMPARE_METRICS = ("added_ttft", "event_delay")
+"""The gateway-overhead figures a gateway team compares on (``--metric added_ttft,event_delay``)."""
+
+
+def _compare_pairs(runs: dict[tuple[str, str], list[Path]]) -> None:
+    """``hopbench compare``'s verdict of every pair of runs through one gateway: A/A quiet, busy and
+    quiet base vs busy candidate (a false alarm is ``worse``), and the quiet delay runs as the base
+    of each ``slow`` run (a catch is ``worse``); with every figure and with the overhead figures alone."""
+    pairs: dict[str, list[tuple[Path, Path]]] = {}
+    for gw in ("nginx", "delay"):
+        q, b = runs.get(("quiet", gw), []), runs.get(("busy", gw), [])
+        pairs[f"{gw} quiet A/A"] = list(itertools.combinations(q, 2))
+        pairs[f"{gw} busy A/A"] = list(itertools.combinations(b, 2))
+        pairs[f"{gw} quiet vs busy A/A"] = list(itertools.product(q, b))
+    for cond in ("quiet", "busy"):
+        pairs[f"quiet delay vs {cond} slow"] = list(itertools.product(runs.get(("quiet", "delay"), []),
+                                                                      runs.get((cond, "slow"), [])))
+    summaries: dict[Path, dict[str, Any]] = {}
+    for metrics, label in ((None, "every figure"), (COMPARE_METRICS, "--metric " + ",".join(COMPARE_METRICS))):
+        print(f"\ncompare ({label}): worse / inconclusive / same / better")
+        for name, ps in pairs.items():
+            if not ps:
+                continue
+            tally: Counter[str] = Counter()
+            for a, c in ps:
+                sa = summaries.setdefault(a, read_summary(a))
+                sc = summaries.setdefault(c, read_summary(c))
+                cmp = compare_summaries(sa, sc, metrics=metrics, base_dir=a, candidate_dir=c, force=True,
+                                        asked=metrics is not None)
+                tally[judge_comparison(cmp, sa, sc, base_dir=a, cand_dir=c).verdict] += 1
+            what = "false alarms" if "A/A" in name else "caught"
+            print(f"  {name:<26}: {what} {tally['worse']}/{len(ps)}, inconclusive {tally['inconclusive']}, "
+                  f"same {tally['same']}, better {tally['better']}", flush=True)
 
 
 def _kept(folder: Path) -> dict[tuple[str, str], list[Path]]:

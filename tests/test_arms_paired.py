@@ -370,6 +370,9 @@ def test_gate_arms_budget_fails_a_shift_beyond_noise_and_passes_aa() -> None:
         (_, j, _), = evaluate_gate(summary, {"arms.itl_p50.p50_diff": f"<= {limit:.6f}ms"}).verdicts.budgets
         assert j.verdict == INCONCLUSIVE and "within the resolution of the streams' ITL digests (0.0655 ms): no " \
             "run can tell it" in j.reason, (limit, j.reason)
+        # the headline's cure is the limit's, not "retry on a quieter runner" (no runner cures it)
+        reason = evaluate_gate(summary, {"arms.itl_p50.p50_diff": f"<= {limit:.6f}ms"}).verdicts.reason()
+        assert reason.startswith("gate INCONCLUSIVE (exit 5: move the limit: no runner can tell it)"), reason
     (_, j, _), = evaluate_gate(summary, {"arms.itl_p50.p50_diff": f"<= {diff + 0.2:.6f}ms"}).verdicts.budgets
     assert j.verdict == "pass", j.reason  # two buckets and more away: judged as any other
     # a run without A/B arms: bad input (exit 2), never exit 5's "retry on a quieter runner",
