@@ -164,7 +164,7 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], cal_budget: Path | None,
             v = judge_comparison(c, sa, sb, base_dir=a, cand_dir=b)
             tally[v.verdict] += 1
             edge = v.verdict == "inconclusive" and not any(
-                f.verdict in ("worse", "inconclusive") and "near its edge" not in f.reason for f in v.figures)
+                f.verdict in ("worse", "inconclusive") and "near its edge" not in f.judged.reason for f in v.figures)
             tally["near edge"] += edge
         what = "false alarms" if "A/A" in name else "caught"
         print(f"  {name:<24}: after: {what} {tally['worse']}/{len(ps)}, inconclusive {tally['inconclusive']} "
