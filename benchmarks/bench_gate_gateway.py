@@ -54,6 +54,7 @@ sys.path.insert(0, str(HERE))
 from bench_gate_study import _neighbour  # noqa: E402
 from bench_wire_capture import _free_port, _stop, gateway, profile_text  # noqa: E402
 
+from hopbench._errors import UsageError  # noqa: E402
 from hopbench.driver._results import read_summary  # noqa: E402
 from hopbench.views._compare import compare_summaries  # noqa: E402
 from hopbench.views._gate import evaluate_gate  # noqa: E402
@@ -197,12 +198,17 @@ def _compare_pairs(runs: dict[tuple[str, str], list[Path]]) -> None:
             for a, c in ps:
                 sa = summaries.setdefault(a, read_summary(a))
                 sc = summaries.setdefault(c, read_summary(c))
-                cmp = compare_summaries(sa, sc, metrics=metrics, base_dir=a, candidate_dir=c, force=True,
-                                        asked=metrics is not None)
+                try:
+                    cmp = compare_summaries(sa, sc, metrics=metrics, base_dir=a, candidate_dir=c, force=True,
+                                            asked=metrics is not None)
+                except UsageError:  # runs without the overhead figures (no [upstream]): nothing to compare
+                    tally["not measured"] += 1
+                    continue
                 tally[judge_comparison(cmp, sa, sc, base_dir=a, cand_dir=c).verdict] += 1
             what = "false alarms" if "A/A" in name else "caught"
             print(f"  {name:<26}: {what} {tally['worse']}/{len(ps)}, inconclusive {tally['inconclusive']}, "
-                  f"same {tally['same']}, better {tally['better']}", flush=True)
+                  f"same {tally['same']}, better {tally['better']}"
+                  + (f", not measured {tally['not measured']}" if tally["not measured"] else ""), flush=True)
 
 
 def _kept(folder: Path) -> dict[tuple[str, str], list[Path]]:

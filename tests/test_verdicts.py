@@ -4,6 +4,7 @@ folder, and compare's figures judged against it, on real runs of the embedded em
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from pathlib import Path
 from typing import Any
@@ -438,3 +439,38 @@ def test_compare_says_once_what_its_p_and_n_are(runs: dict[str, Path]) -> None:
     judged = len(v.figures) - len(v.of("not judged"))
     assert legend == [f"p: each figure's p-value adjusted by Holm across the {judged} figures judged (family-wise "
                       f"alpha {v.alpha:g}); n: streams (effective samples), not events"]
+
+
+def test_the_gate_studies_analyses_run_on_real_folders(runs: dict[str, Path], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/bench_gate_study.py and bench_gate_gateway.py judge kept runs again without running
+    anything (``--analyze``): the issue 37 study's tables come from them, so they must keep up with
+    the verdicts' API (the compare analysis once broke on a renamed attribute, found only by a
+    40-minute study). The fixture's runs stand in for each kind and condition."""
+    import importlib
+    import shutil
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        study = importlib.import_module("bench_gate_study")
+        gateway = importlib.import_module("bench_gate_gateway")
+    finally:
+        sys.path.remove(str(bench))
+    kept = tmp_path / "study"
+    for name, src in (("quiet-aa-0", "base"), ("quiet-aa-1", "again"), ("busy-aa-0", "third"),
+                      ("quiet-ttft-0", "slower"), ("busy-ttft-0", "slower")):
+        shutil.copytree(runs[src], kept / name)
+        summary = json.loads((kept / name / "summary.json").read_text(encoding="utf-8"))
+        summary["gate"] = {"ttft.p50": "<= 120ms"}  # the profile's own [gate], as ci-gate.toml has one
+        (kept / name / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    study._analyze(study._kept(kept), None, [])
+    out = capsys.readouterr().out
+    assert "quiet A/A" in out and "quiet base vs quiet ttft: after: caught 2/2" in out, out
+    gw = {("quiet", "delay"): [runs["base"], runs["again"]], ("busy", "delay"): [runs["third"]],
+          ("quiet", "slow"): [runs["slower"]]}
+    gateway._compare_pairs(gw)
+    out = capsys.readouterr().out
+    assert "delay quiet vs busy A/A   : false alarms 0/2" in out and "quiet delay vs quiet slow : caught 2/2" in out, out
+    assert "not measured 2" in out  # --metric added_ttft,event_delay: these runs had no [upstream]

@@ -430,6 +430,15 @@ class Histogram:
             return 0
         return self._value_at(self._nonzero(), p)
 
+    def resolution(self, value: int) -> int:
+        """The width of the bucket holding ``value`` (recorded unit): two values that far apart
+        can read as one, and one value can read a bucket higher in another run (a percentile is
+        its bucket's highest equivalent value). About 1/1024 to 1/2048 of the value at
+        3 significant figures (hdrh's ``get_lowest/highest_equivalent_value``); 1 below 2048."""
+        h = self._hdr()
+        v = min(max(int(value), self.spec.lowest), self.spec.highest)
+        return int(h.get_highest_equivalent_value(v) - h.get_lowest_equivalent_value(v) + 1)
+
     def stats(self) -> dict[str, float | int | None]:
         """Summary statistics in the reporting unit (ms or tokens/s).
 

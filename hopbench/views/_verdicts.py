@@ -312,9 +312,15 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
                 p = 1.0  # (not a test: a figure under min_n reports no p-value)
             names.append((m.scope, f"{m.metric}.{stat}", m.unit, _f(va), _f(vb)))
             floor_, why_ = _asked_floor(va, m.unit, min_effect, min_abs_ms)
+            # a percentile is its bucket's top: the same figure can read one bucket apart in two
+            # runs, so a change up to the histograms' resolution there is none (e2e p50 near 1.46 s:
+            # buckets 1.05 ms wide, read "worse +1.05 ms" between two quiet A/A runs)
+            res, res_why = _resolution(ha, hb, va, vb, m.unit)
+            asked = floor_ >= res
             figures.append(Figure(change, rel, m.unit, p, rn_a.noise(m.scope, m.metric, stat),
                                   rn_b.noise(m.scope, m.metric, stat), n_a, n_b, min_n, hib, saturated,
-                                  few_is_inconclusive=False, min_change=floor_, min_change_why=why_))
+                                  few_is_inconclusive=False, min_change=floor_ if asked else res,
+                                  min_change_why=why_ if asked else res_why, min_change_asked=asked))
     for r in comparison.rates:
         va, vb = r.base[2], r.candidate[2]
         change = None if va is None or vb is None or r.verdict == "not_comparable" else vb - va
@@ -356,6 +362,20 @@ def _asked_floor(base: float | int | None, unit: str, min_effect: float | None,
         return 0.0, ""
     v, why = max(floors)
     return v, f"{why}: {v:.3g} {unit}".rstrip()
+
+
+def _resolution(ha: Histogram, hb: Histogram, va: Any, vb: Any, unit: str) -> tuple[float, str]:
+    """The histograms' resolution at a figure's two values (the wider bucket, reporting unit) and
+    its words; (0, "") without both values."""
+    if not isinstance(va, (int, float)) or not isinstance(vb, (int, float)):
+        return 0.0, ""
+    d = ha.spec.divisor
+    at = max(abs(float(va)), abs(float(vb)))
+    width = max(ha.resolution(round(at * d)), hb.resolution(round(at * d))) / d
+    if width <= 0:
+        return 0.0, ""
+    return width, (f"one bucket, the resolution of the runs' histograms (a bucket is {width:.3g} {unit} wide "
+                   f"near {at:.4g} {unit})").replace("  ", " ")
 
 
 def _f(v: float | int | None) -> float | None:
