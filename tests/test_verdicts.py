@@ -295,6 +295,32 @@ def test_calibrate_floors_the_spread_by_the_in_run_se_and_warns_below_five_repea
     assert "floored by the in-run se" in cal.render() and cal.to_json()["figures"][0]["spread_from"] == "in-run se"
 
 
+def test_calibrate_warns_when_every_repeat_ran_on_an_idle_runner(runs: dict[str, Path]) -> None:
+    """Budgets from repeats that all ran on an idle runner do not hold what a shared runner's
+    neighbours add to the processes beside hopbench (issue 37's study through nginx: 8 false
+    alarms in 25 runs beside one CPU-bound neighbour, none with idle and busy repeats mixed)."""
+    from hopbench.views._calibrate import calibrate
+
+    dirs = [runs["base"], runs["again"], runs["third"]]
+
+    def beside(d: Path, cores: float | None) -> dict[str, Any]:
+        s = dict(read_summary(d))
+        g = dict(s.get("generator") or {})
+        if cores is None:
+            g.pop("neighbours_cpu_cores", None)
+        else:
+            g["neighbours_cpu_cores"] = cores
+        return dict(s, generator=g)
+
+    idle = calibrate(dirs, [beside(d, nb) for d, nb in zip(dirs, (0.02, 0.1, 0.0))], figures=("ttft.p50",))
+    assert [w for w in idle.warnings if w.startswith("every repeat ran on an idle runner (neighbours at most "
+                                                     "0.10 cores)")], idle.warnings
+    assert "where the runner is shared, add repeats beside its usual neighbours" in idle.render()
+    for mix in ((0.02, 1.0, 0.1), (0.02, None, 0.1)):  # one busy repeat, or one runner unknown: no claim
+        cal = calibrate(dirs, [beside(d, nb) for d, nb in zip(dirs, mix)], figures=("ttft.p50",))
+        assert not [w for w in cal.warnings if "idle runner" in w], (mix, cal.warnings)
+
+
 def test_calibrate_proposes_the_gateway_overhead_first_when_measured() -> None:
     from hopbench.views._calibrate import DEFAULT_FIGURES, default_figures
 

@@ -285,8 +285,33 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
         f"{len(folders)} {plural(len(folders), 'repeat')}: fewer than {FEW_REPEATS}; the spread between so few runs is itself uncertain, "
         "so each budget's spread is at least the repeats' own in-run standard error; run "
         f"{FEW_REPEATS - len(folders)} more for budgets to trust",)
+    idle = _idle_runner(summaries)
+    if idle is not None:
+        warnings += (f"every repeat ran on an idle runner (neighbours at most {idle:.2f} cores): a run beside "
+                     "neighbours also waits for a core in the processes hopbench does not measure as its own "
+                     "(the gateway, the emulator), and those waits read as their time, which these budgets do "
+                     "not hold; where the runner is shared, add repeats beside its usual neighbours "
+                     "(docs/gate.md, \"Calibrate first\")",)
     return Calibration(tuple(str(f) for f in folders), tuple(out), alpha,
                        tuple(runner_line(s) for s in summaries), warnings)
+
+
+IDLE_NEIGHBOURS: Final = 0.25
+"""Neighbours' CPU (cores) under which a repeat's runner counts as idle: half of
+:func:`hopbench.views._noise_record.busier`'s half a core."""
+
+
+def _idle_runner(summaries: Sequence[Mapping[str, Any]]) -> float | None:
+    """The busiest repeat's neighbours' CPU (cores) when every repeat's runner was idle (all known,
+    all under :data:`IDLE_NEIGHBOURS`), else None."""
+    got = []
+    for s in summaries:
+        g = s.get("generator")
+        nb = g.get("neighbours_cpu_cores") if isinstance(g, Mapping) else None
+        if not isinstance(nb, (int, float)) or isinstance(nb, bool):
+            return None
+        got.append(float(nb))
+    return max(got) if got and max(got) < IDLE_NEIGHBOURS else None
 
 
 def _workload_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
