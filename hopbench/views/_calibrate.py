@@ -281,7 +281,7 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
             out.append(FigureFloor(fig, scope, METRICS[metric].unit, tuple(vs), statistics.stdev(vs),
                                    statistics.median(ses) if ses else None, client, op, limit, alarms, catches,
                                    "in-run se" if within > statistics.stdev(vs) else "run-to-run sd"))
-    warnings = () if len(folders) >= FEW_REPEATS else (
+    warnings: tuple[str, ...] = () if len(folders) >= FEW_REPEATS else (
         f"{len(folders)} {plural(len(folders), 'repeat')}: fewer than {FEW_REPEATS}; the spread between so few runs is itself uncertain, "
         "so each budget's spread is at least the repeats' own in-run standard error; run "
         f"{FEW_REPEATS - len(folders)} more for budgets to trust",)
