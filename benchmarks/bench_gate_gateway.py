@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import random
 import re
 import statistics
 import shutil
@@ -142,7 +143,7 @@ def _calibrate(folder: Path, kind: str, n: int, slow_ms: float, streams: int, du
 
 
 def _analyze(runs: dict[tuple[str, str], list[Path]], budgets: list[tuple[str, Any]],
-             folder: Path | None = None) -> None:
+             folder: Path | None = None, max_pairs: int = 0) -> None:
     cal = {"calibrated": _calibrated(folder), "calibrated overhead": _calibrated(folder, True)} if folder else {}
     tables: list[tuple[str, Any]] = list(budgets) + [(name, None) for name, c in cal.items() if c]
     for bname, table in tables:
@@ -156,7 +157,7 @@ def _analyze(runs: dict[tuple[str, str], list[Path]], budgets: list[tuple[str, A
             what = "caught" if kind == "slow" else "false alarms"
             print(f"  {cond:<5} {kind:<5}: {what} {tally['fail']}/{len(ds)}, inconclusive {tally['inconclusive']}, "
                   f"pass {tally['pass']}")
-    _compare_pairs(runs)
+    _compare_pairs(runs, max_pairs)
     print("\np50s (ms), median [min, max] over the runs:")
     for (cond, kind), ds in sorted(runs.items()):
         cells = []
@@ -175,7 +176,7 @@ COMPARE_METRICS = ("added_ttft", "event_delay")
 """The gateway-overhead figures a gateway team compares on (``--metric added_ttft,event_delay``)."""
 
 
-def _compare_pairs(runs: dict[tuple[str, str], list[Path]]) -> None:
+def _compare_pairs(runs: dict[tuple[str, str], list[Path]], max_pairs: int = 0) -> None:
     """``hopbench compare``'s verdict of every pair of runs through one gateway: A/A quiet, busy and
     quiet base vs busy candidate (a false alarm is ``worse``), and the quiet delay runs as the base
     of each ``slow`` run (a catch is ``worse``); with every figure and with the overhead figures alone."""
@@ -188,6 +189,9 @@ def _compare_pairs(runs: dict[tuple[str, str], list[Path]]) -> None:
     for cond in ("quiet", "busy"):
         pairs[f"quiet delay vs {cond} slow"] = list(itertools.product(runs.get(("quiet", "delay"), []),
                                                                       runs.get((cond, "slow"), [])))
+    if max_pairs:  # a fixed random sample of each kind's pairs (seed 0): a compare takes ~0.3 s
+        rng = random.Random(0)
+        pairs = {k: (rng.sample(v, max_pairs) if len(v) > max_pairs else v) for k, v in pairs.items()}
     summaries: dict[Path, dict[str, Any]] = {}
     for metrics, label in ((None, "every figure"), (COMPARE_METRICS, "--metric " + ",".join(COMPARE_METRICS))):
         print(f"\ncompare ({label}): worse / inconclusive / same / better")
@@ -231,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration-s", type=float, default=8.0)
     ap.add_argument("--keep", type=Path, default=None, help="keep the results here")
     ap.add_argument("--analyze", type=Path, default=None, help="judge a kept study folder again, running nothing")
+    ap.add_argument("--max-pairs", type=int, default=0, metavar="N",
+                    help="compare at most N pairs of each kind (a fixed random sample; 0: all)")
     ap.add_argument("--budget", action="append", default=[], metavar="NAME=FILE",
                     help="also judge by this budget table (a [gate] TOML file)")
     args = ap.parse_args(argv)
@@ -239,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     budgets: list[tuple[str, Any]] = [("shipped", None)] + [
         (name, load_budget_file(Path(path))) for name, _, path in (b.partition("=") for b in args.budget)]
     if args.analyze:
-        _analyze(_kept(args.analyze), budgets, args.analyze)
+        _analyze(_kept(args.analyze), budgets, args.analyze, args.max_pairs)
         return 0
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists() and "nginx" in args.kinds:
         raise SystemExit("nginx is not installed (apt-get install -y nginx-light), or pass --kinds delay,slow")
@@ -263,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{cond:<5} {kind:<5} {i}: gate {verdict}{': ' + why if why else ''}; event_delay p50 "
                           f"{ed if ed is None else round(ed, 3)} ms, added_ttft p50 {at if at is None else round(at, 3)} "
                           f"ms; {runner_line(s)}", flush=True)
-        _analyze(runs, budgets, tmp)
+        _analyze(runs, budgets, tmp, args.max_pairs)
     return 0
 
 

@@ -315,6 +315,42 @@ def test_compare_a_one_bucket_move_of_a_percentile_is_within_the_histograms_reso
                 in p50.judged.reason, p50.judged.reason
 
 
+def test_compare_a_gateway_figure_worse_on_a_busier_runner_is_inconclusive() -> None:
+    """What a gateway adds grows when it waits for a core beside neighbours, and no client allowance
+    covers a process beside hopbench: issue 37's study read ``added_e2e.p50`` worse in 20 of 60
+    unpaired pairs of an unchanged nginx, idle base against a candidate beside one CPU-bound
+    neighbour. On a clearly busier candidate runner such a ``worse`` is ``inconclusive``, naming
+    both runners; the client's own figures (TTFT) are judged as before, and like runners change nothing."""
+    from hopbench.views._verdicts import judge_comparison
+
+    rng = random.Random(5)
+
+    def run(added_ms: float, neighbours: float) -> dict[str, Any]:
+        rec = Recorder(["chat"])
+        for _ in range(400):
+            rec.record("chat", "ttft", int((100 + added_ms + rng.random()) * MS))
+            rec.record("chat", "added_e2e", int((0.8 + added_ms + rng.random() * 0.05) * MS))
+        rec.incr("chat", "started", 400)
+        rec.incr("chat", "completed", 400)
+        return {"schema": SCHEMA, "complete": True, "saturated": False, "load": {"measured_s": 10.0},
+                "profile": {"run": {"requests": 400}, "load": {"concurrency": 8}, "scenario": [{"name": "chat"}]},
+                "generator": {"neighbours_cpu_cores": neighbours, "cpus": 2, "steal_share": 0.0,
+                              "loop_lag_p99_ms": 2.0},
+                "scopes": summary_scopes(rec.snapshot())}
+
+    base = run(0.0, 0.02)
+    for cand, verdicts in ((run(0.3, 1.01), {"added_e2e": "inconclusive", "ttft": "worse"}),
+                           (run(0.3, 0.10), {"added_e2e": "worse", "ttft": "worse"})):
+        got = {(v.scope, v.name): v for v in judge_comparison(compare_summaries(base, cand), base, cand).figures}
+        for metric, verdict in verdicts.items():
+            assert got[("all", f"{metric}.p50")].verdict == verdict, got[("all", f"{metric}.p50")].line()
+    cand = run(0.3, 1.01)
+    got = {(v.scope, v.name): v for v in judge_comparison(compare_summaries(base, cand), base, cand).figures}
+    reason = got[("all", "added_e2e.p50")].judged.reason
+    assert "but the candidate's runner was busier (loop lag p99 2 ms, neighbours 1.01 cores of 2" in reason, reason
+    assert "compare runs from like runners, or both releases as A/B arms" in reason
+
+
 def test_compare_refuses_different_load_shapes_unless_forced(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     a = _summary([100.0] * 10, {"started": 10}, {"concurrency": 8})

@@ -339,6 +339,7 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
     # (tokens/s, requests/s) is one figure per run: no effective n either
     first_rate = len(figures) - len(comparison.rates)
     judged = [j if i < first_rate else dataclasses.replace(j, p_noise=None, floor=None) for i, j in enumerate(judged)]
+    judged = _gateway_on_a_busier_runner(judged, names, base, cand)
     out = tuple(FigureVerdict(s, n, u, a, b, j, one_per_run=i >= first_rate and bool(u))
                 for i, ((s, n, u, a, b), j) in enumerate(zip(names, judged)))
     notes = [x for x in (rn_a.hlog_note and f"{rn_a.label}: {rn_a.hlog_note}",
@@ -347,6 +348,34 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
         notes.append(f"the candidate's runner was busier than the base's ({runner_line(cand)} against "
                      f"{runner_line(base)}): a change within its loop lag is the runner's")
     return Verdicts(out, comparison.alpha, (runner_line(base), runner_line(cand)), tuple(notes))
+
+
+GATEWAY_FIGURES: Final = frozenset({"request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e"})
+"""The gateway-overhead metrics (``hopbench.driver._overhead.OVERHEAD_METRICS``' times): what a process
+beside hopbench adds, timed on both legs, so no client allowance covers its own waits for a core."""
+
+
+def _gateway_on_a_busier_runner(judged: list[Judged], names: Sequence[tuple[str, str, str, Any, Any]],
+                                base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[Judged]:
+    """A gateway-overhead figure's ``worse`` when the candidate's runner was clearly busier (or its
+    ``better`` when the base's was) is ``inconclusive``: the gateway shares that runner's cores and
+    waits for one there, which no client allowance covers (issue 37's study through nginx: 20 of 60
+    unpaired pairs of an unchanged gateway, idle base against a candidate beside one CPU-bound
+    neighbour, read ``added_e2e.p50`` worse). :func:`hopbench.views._noise_record.busier` decides."""
+    up, down = busier(base, cand), busier(cand, base)
+    if not (up or down):
+        return judged
+    out = []
+    for j, (_, name, _, _, _) in zip(judged, names):
+        if name.split(".", 1)[0] in GATEWAY_FIGURES and ((up and j.verdict == WORSE) or (down and j.verdict == BETTER)):
+            which = "candidate's" if up else "base's"
+            j = dataclasses.replace(j, verdict=INCONCLUSIVE, reason=(
+                f"inconclusive: {j.reason.removeprefix(j.verdict + ': ')}, but the {which} runner was busier "
+                f"({runner_line(cand if up else base)} against {runner_line(base if up else cand)}): the gateway "
+                "waits for a core there too, which no client allowance covers; compare runs from like "
+                "runners, or both releases as A/B arms in one run (docs/ab-arms.md)"))
+        out.append(j)
+    return out
 
 
 def _asked_floor(base: float | int | None, unit: str, min_effect: float | None,
