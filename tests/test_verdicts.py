@@ -321,6 +321,24 @@ def test_calibrate_warns_when_every_repeat_ran_on_an_idle_runner(runs: dict[str,
         assert not [w for w in cal.warnings if "idle runner" in w], (mix, cal.warnings)
 
 
+def test_calibrate_refuses_an_unknown_statistic_with_its_closest_name(runs: dict[str, Path]) -> None:
+    """``--figure ttft.p5O`` (a letter O) read no value in any repeat and proposed an empty [gate]
+    with exit 0 (a new user's finding): a CI step pasted nothing and went green. It is bad input."""
+    from hopbench._errors import UsageError
+    from hopbench.config._gate_spec import did_you_mean
+    from hopbench.views._calibrate import calibrate
+
+    dirs = [runs["base"], runs["again"], runs["third"]]
+    sums = [read_summary(d) for d in dirs]
+    for fig, hint in (("ttft.p5O", "did you mean 'p50'?"), ("ttft.P50", "did you mean 'p50'?"), ("ttft.median", "")):
+        with pytest.raises(UsageError, match=f"unknown figure '{fig}': unknown statistic") as e:
+            calibrate(dirs, sums, figures=("ttft.p50", fig))
+        assert hint in str(e.value), str(e.value)
+    assert [f.figure for f in calibrate(dirs, sums, figures=("ttft.p99.9", "ttft.max", "ttft.p90")).figures] == \
+        ["ttft.p99.9", "ttft.max", "ttft.p90"]
+    assert did_you_mean("p5O", ("count", "mean", "p50", "p99")) == ": did you mean 'p50'?"
+
+
 def test_calibrate_proposes_the_gateway_overhead_first_when_measured() -> None:
     from hopbench.views._calibrate import DEFAULT_FIGURES, default_figures
 

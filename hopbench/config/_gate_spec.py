@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -155,6 +156,9 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
         The hint with its leading ``: ``, or "" when nothing is close. Never raises.
     """
     close = closest_key(word, known)
+    if close is None and len(word) <= 4:  # a short name: one wrong character of three is ratio 0.67
+        got = difflib.get_close_matches(word.lower(), list(known), n=1, cutoff=0.6)
+        close = got[0] if got else None
     return f": did you mean {close!r}?" if close is not None else ""
 
 

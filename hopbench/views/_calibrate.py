@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from typing import Any, Final
 
 from .._format import plural
 from .._errors import UsageError
+from ..config._gate_spec import did_you_mean
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS
 from ._noise import FAIL, Limit, Noise, judge_limits, t_isf
@@ -248,6 +250,10 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
         if metric not in METRICS or not stat:
             raise UsageError(f"unknown figure {fig!r}: expected <metric>.<stat>, e.g. ttft.p50 "
                              f"(metrics: {', '.join(METRICS)})")
+        if stat not in _STATS and not _PCT.fullmatch(stat):  # (a typo read no value: an empty [gate] to paste)
+            raise UsageError(f"unknown figure {fig!r}: unknown statistic {stat!r}"
+                             f"{did_you_mean(stat, (*_STATS, 'p90', 'p99')) or ':'} expected mean, min, max or "
+                             "pNN.N (p50, p90, p99, p99.9)")
         parsed.append((fig, metric, stat))
     tags = [f"{s}.{m}" for s in scopes for _, m, _ in parsed]
     noises: list[RunNoise] = [read_run_noise(f, s, tags) for f, s in zip(folders, summaries)]
@@ -295,6 +301,9 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
     return Calibration(tuple(str(f) for f in folders), tuple(out), alpha,
                        tuple(runner_line(s) for s in summaries), warnings)
 
+
+_STATS: Final = ("p50", "mean", "min", "max", "p999")
+_PCT: Final = re.compile(r"p(100|\d{1,2}(\.\d+)?)")
 
 IDLE_NEIGHBOURS: Final = 0.25
 """Neighbours' CPU (cores) under which a repeat's runner counts as idle: half of
