@@ -893,6 +893,6 @@ def test_gate_failed_sentence_counts_the_other_failures() -> None:
     report = evaluate_gate(_summary(), {"ttft.p50": "<= 1ms", "ttft.p90": "<= 1ms", "ttft.p99": "<= 1ms",
                                         "ttft.count": ">= 1"})
     assert report.headline().startswith("gate FAILED: ttft.p50: fail: ")
-    assert report.headline().endswith(" (and 2 more failed)")
+    assert report.headline().endswith(" (and 2 more failed: ttft.p90, ttft.p99)")  # named (a new user's finding)
     one = evaluate_gate(_summary(), {"ttft.p50": "<= 1ms", "ttft.count": ">= 1"})
     assert "more failed" not in one.headline()

@@ -564,6 +564,9 @@ class Limit:
             time, lower a rate).
         saturated: a saturated run's folder, or None (said in an inconclusive sentence;
             its client allowance is already its loop lag p99).
+        written: the limit as the budget wrote it when the run moved it (a calibrated limit
+            moved by the run's client delay beyond ``client_included``), else None; a breach's
+            sentence then shows both (``limit <= 128 ms (this run: 128.3 ms)``).
     """
 
     value: float | None
@@ -575,6 +578,7 @@ class Limit:
     min_n: int
     higher_is_worse: bool = True
     saturated: str | None = None
+    written: float | None = None
 
 
 def relative_noise(run: Noise, baseline: Noise, factor: float = 1.0) -> Noise:
@@ -654,7 +658,10 @@ def judge_limits(budgets: Sequence[Limit], alpha: float) -> list[Judged]:
         fl = None if b.noise.se is None else allowance + t_isf(alpha, max(b.noise.batches - 1, 1)) * b.noise.se
         by = f"{_num(abs(b.value - b.limit))} {b.unit}".rstrip()
         # "125, limit >= 150: short by 25": the observed against the limit, never "125 >= 150 is breached"
-        missed = (f"{_num(b.value)} {b.unit}".rstrip() + f", limit {b.op} {_num(b.limit)} {b.unit}".rstrip()
+        lim = f"{_num(b.limit)} {b.unit}".rstrip()
+        if b.written is not None and _num(b.written) != _num(b.limit):
+            lim = f"{_num(b.written)} {b.unit}".rstrip() + f" (this run: {lim})"
+        missed = (f"{_num(b.value)} {b.unit}".rstrip() + f", limit {b.op} {lim}"
                   + f": {'short' if b.op in ('>=', '>') else 'over'} by {by}")
         args = (None, p, p, padj, n, n, fl)
         if p is None:

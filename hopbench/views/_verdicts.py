@@ -481,8 +481,10 @@ class GateVerdicts:
         if v == FAIL:
             first = next((f"{c.name}: {c.detail}" for c in self.checks if c.verdict == FAIL), None) or next(
                 f"{k}: {j.reason}" for k, j, _ in self.budgets if j.verdict == FAIL)
-            failed = sum(c.verdict == FAIL for c in self.checks) + sum(j.verdict == FAIL for _, j, _ in self.budgets)
-            return f"gate FAILED: {first}" + (f" (and {failed - 1} more failed)" if failed > 1 else "")
+            failed = [c.name for c in self.checks if c.verdict == FAIL] + [
+                k for k, j, _ in self.budgets if j.verdict == FAIL]
+            more = ", ".join(failed[1:4]) + (", ..." if len(failed) > 4 else "")
+            return f"gate FAILED: {first}" + (f" (and {len(failed) - 1} more failed: {more})" if len(failed) > 1 else "")
         if v == INCONCLUSIVE:
             first = next((f"{c.name}: {c.detail}" for c in self.checks if c.verdict == INCONCLUSIVE), None) or next(
                 f"{k}: {j.reason}" for k, j, ok in self.budgets if j.verdict == INCONCLUSIVE and not ok)
@@ -651,7 +653,8 @@ def judge_gate(report: Any, summary: Mapping[str, Any], *, results_dir: Path | N
             limits.append(Limit(None, None, b.op, b.unit, noise, n, b.min_count, hib))
             continue
         limits.append(Limit(r.value, limit, b.op, b.unit, noise, n, b.min_count, hib,
-                            saturated if b.metric is not None else None))
+                            saturated if b.metric is not None else None,
+                            written=r.limit if limit != r.limit else None))
     judged = judge_limits(limits, alpha)
     budgets = []
     for r, j, lim in zip(results, judged, limits):
