@@ -323,7 +323,8 @@ def check_before_load(profile: Profile, *, metrics_port: int | None = None) -> l
         metrics_port: ``--metrics-port`` (None: ``run.metrics_port``, if any).
 
     Returns:
-        warnings to print (e.g. an open loop's ``max_in_flight`` past the descriptor limit), possibly none.
+        warnings to print (e.g. an open loop's ``max_in_flight`` past the descriptor limit, or a
+        ``[gate]`` written for an ``[emulator]`` that a target URL replaced), possibly none.
 
     Raises:
         ProfileError: a profile key this machine refuses, with file:line and the key
@@ -333,6 +334,10 @@ def check_before_load(profile: Profile, *, metrics_port: int | None = None) -> l
     from .driver._common import fd_limit_for
 
     notes = [note for note in (fd_limit_for(profile),) if note]
+    if profile.target.url is not None and profile.emulator and profile.gate:  # e.g. --target-url on ci-gate.toml
+        notes.append(f"the profile's [emulator] table is not used (the target is {profile.target.url}), but its "
+                     "[gate] is: budgets measured against that emulator say nothing about this target; calibrate "
+                     "them against it first (docs/gate.md, \"Calibrate first\")")
     if profile.run.engine == "ray":
         from .driver._ray import import_ray
 

@@ -265,7 +265,8 @@ def _add_calibrate(sub: _Subparsers) -> None:
                                    "floor and propose [gate] budgets with their measured false-alarm rate. "
                                    "See docs/gate.md, 'Calibrate first'.",
                        epilog="Exit codes: 0, 2 bad input (fewer than 3 folders, an unknown figure, an "
-                              "unreadable folder).")
+                              "unreadable folder, a repeat that did not complete without --force, no figure "
+                              "measured by every repeat).")
     k.add_argument("results_dirs", type=Path, nargs="+", metavar="RESULTS_DIR",
                    help="3 or more results folders of one profile run unchanged (A/A repeats)")
     k.add_argument("--figure", action="append", metavar="METRIC.STAT",
@@ -277,6 +278,8 @@ def _add_calibrate(sub: _Subparsers) -> None:
     k.add_argument("--alpha", type=float, default=0.01,
                    help="the budgets' designed false-alarm rate (default 0.01)")
     k.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    k.add_argument("--force", action="store_true",
+                   help="take repeats that did not complete (interrupted: refused otherwise), with a warning")
     k.set_defaults(handler=_calibrate, parser=k)
 
 
@@ -495,7 +498,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     figures = [f.strip() for arg in args.figure or [] for f in arg.split(",") if f.strip()]
     try:
         cal = calibrate_command(args.results_dirs, figures=figures or None,
-                                scopes=args.scope or ("all",), alpha=args.alpha)
+                                scopes=args.scope or ("all",), alpha=args.alpha, force=args.force)
     except HopbenchError as exc:
         print(f"hopbench calibrate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -170,6 +170,19 @@ def test_arm_differences_use_compare_verdicts() -> None:
     assert arm_differences({"scopes": {}}) is None
 
 
+def test_arm_differences_unpaired_sentences_say_why_no_floor() -> None:
+    """A small real shift (2 ms on 50: 4 %, under compare's old fixed 5 % floor) is worse, and its
+    sentence says why no between-run noise floor applies (a user read "a count or rate" on e2e)."""
+    block = arm_differences(_summary(2))
+    assert block is not None
+    ttft = block["pairs"][0]["metrics"]["ttft"]
+    assert ttft["verdict"] == "worse" and ttft["samples_verdict"] == "same"  # the old floor missed it
+    reason = ttft["figures"]["p50"]["reason"]
+    assert "the arms share one run, interleaved request by request" in reason, reason
+    assert "a count or rate" not in reason
+    assert "alpha 0.01 after Holm, the arms interleaved in one run" in render_arm_differences(block)
+
+
 def test_arm_differences_a_buffered_arm_is_never_smoother() -> None:
     """A buffering gateway's streams arrive in one read: itl near 0. The tests alone call it better;
     a buffered stream is worse, never better, on every smoothness figure (issue 38)."""

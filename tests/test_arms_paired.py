@@ -253,7 +253,7 @@ def test_arm_differences_carry_the_paired_verdict_and_render_it_first() -> None:
     assert text.startswith("A/B arms, paired: b against a, 120 rounds (paired by round; p Holm-adjusted, family-wise alpha 0.01): WORSE")
     assert "\n  ttft     p50 diff " in text
     # the whole-sample table below it says it is not the paired one (as the markdown does)
-    assert "\nA/B arms, unpaired: b against a (alpha 0.01, min effect 5%): " in text
+    assert "\nA/B arms, unpaired: b against a (alpha 0.01 after Holm, the arms interleaved in one run): " in text
     assert "paired" not in arm_differences(summary)["pairs"][0]  # type: ignore[index]
     # --format markdown: headings and tables (it was the text in a fenced block)
     md = render_arm_differences_markdown(block)

@@ -32,7 +32,7 @@ OPTIONS = {
              "--allow-saturated", "--allow-load-not-held", "--force"},
     "compare": {"-h", "--help", "--format", "--metric", "--alpha", "--min-effect", "--min-abs-ms",
                 "--fail-on-worse", "--force"},
-    "calibrate": {"-h", "--help", "--figure", "--scope", "--alpha", "--format"},
+    "calibrate": {"-h", "--help", "--figure", "--scope", "--alpha", "--format", "--force"},
     "report": {"-h", "--help", "--compare", "--out"},
     "export": {"-h", "--help", "--format", "--out"},
     "check": {"-h", "--help", "--out", "--long", "--quiet", "-q"},
@@ -356,3 +356,23 @@ def test_every_argument_of_every_subcommand_has_help() -> None:
     top = {c.dest: c.help for c in subs._choices_actions}
     assert "A/B arms" in (top["compare"] or "")
     assert "keepalive comment" in (subs.choices["check"].description or "")  # what the HopBase contract is
+
+
+def test_target_url_over_an_emulator_profile_with_a_gate_warns_before_the_load(tmp_path: Path) -> None:
+    """A new user's finding: docs/gate.md's CI example ran profiles/ci-gate.toml (budgets measured
+    against its [emulator]) with --target-url, failed on TTFT 201 ms against <= 128 ms, and only
+    summary.json said the emulator was not used. ``run`` now warns first, also under -q."""
+    from hopbench._run_command import check_before_load, profile_overrides
+    from hopbench.config import load_profile
+
+    src = Path(__file__).resolve().parent.parent / "profiles" / "ci-gate.toml"
+    profile = load_profile(src)
+    assert not [n for n in check_before_load(profile) if "[emulator]" in n]  # its own emulator: no word
+    moved = profile_overrides(profile, src, target_url="http://127.0.0.1:9137")
+    (note,) = [n for n in check_before_load(moved) if "[emulator]" in n]
+    assert note.startswith("the profile's [emulator] table is not used (the target is http://127.0.0.1:9137), "
+                           "but its [gate] is: ") and "Calibrate first" in note
+    no_gate = tmp_path / "p.toml"  # no [gate]: nothing measured against the emulator is applied
+    no_gate.write_text(src.read_text(encoding="utf-8").split("[gate]")[0], encoding="utf-8")
+    bare = profile_overrides(load_profile(no_gate), no_gate, target_url="http://127.0.0.1:9137")
+    assert not [n for n in check_before_load(bare) if "[emulator]" in n]

@@ -680,3 +680,28 @@ def test_compare_min_effect_and_min_abs_ms_given_make_a_smaller_change_same() ->
         f = next(f for f in c.verdicts.figures if f.scope == "all" and f.name == "ttft.p50")
         assert f.verdict == "same" and f"under the smallest change asked for ({words}" in f.judged.reason, f.judged.reason
         assert "smallest change asked for: --min-" in c.render("text").splitlines()[2]
+
+
+@pytest.mark.parametrize(("alpha", "words"), [(0.01, "99% quantile CIs"), (0.001, "99.9% quantile CIs"),
+                                              (0.05, "95% quantile CIs")])
+def test_compare_method_line_names_the_intervals_confidence(alpha: float, words: str) -> None:
+    # --alpha 0.001 printed "100% quantile CIs" (a new user's finding)
+    base = _summary([12.0 + i * 0.01 for i in range(300)], {"started": 300, "completed": 300})
+    cand = _summary([12.0 + i * 0.01 for i in range(300)], {"started": 300, "completed": 300})
+    text = compare_summaries(base, cand, alpha=alpha).render("text")
+    assert f"{words} of p90/p99, alpha {alpha:g}" in text, text.splitlines()[2]
+
+
+def test_compare_a_candidate_of_empty_answers_is_worse_not_better() -> None:
+    """A new user's finding: a candidate whose streams completed with no output read "better
+    beyond noise: e2e.p50 ...; nothing worse" and --fail-on-worse exited 0 (ttft p50: "not
+    judged: a side has no value"): compare_metric's "worse" was lost by the noise-aware verdicts."""
+    rng = random.Random(7)
+    base = _summary(_noisy(rng, 300, 1.0), {"started": 300, "completed": 300})
+    cand = _summary([], {"started": 300, "completed": 300})
+    c = compare_summaries(base, cand)
+    assert c.verdicts is not None
+    ttft = next(f for f in c.verdicts.figures if f.scope == "all" and f.name == "ttft.p50")
+    assert ttft.verdict == "worse" and "carried no output" in ttft.judged.reason, ttft.judged.reason
+    assert c.verdicts.verdict == "worse" and c.verdicts.exit_code(fail_on_worse=True) == 1
+    assert "compare: WORSE" in c.render("text")

@@ -353,6 +353,25 @@ def test_gate_baseline_of_another_load_shape_is_refused_unless_forced() -> None:
     assert same.passed and same.warnings == ()
 
 
+def test_gate_baseline_that_did_not_complete_is_refused_unless_forced() -> None:
+    # a new user's finding: an interrupted baseline read "inconclusive: too few samples in the
+    # baseline ... run longer" (exit 5: a CI retry loop that no retry cures)
+    run = _open_loop(40.0)
+    cut = _open_loop(40.0, complete=False, interrupted_by="SIGINT")
+    budget = {"ttft.p50": "<= baseline * 1.10"}
+    with pytest.raises(UsageError) as err:
+        evaluate_gate(run, budget, cut, baseline_dir=Path("results/main"))
+    msg = str(err.value)
+    assert msg.startswith("results/main: the baseline run did not complete (complete: false, "
+                          "interrupted_by: SIGINT)") and "--force" in msg, msg
+    with pytest.raises(UsageError, match="did not complete"):  # also when no budget uses it
+        evaluate_gate(run, {"ttft.p50": "<= 1s"}, cut)
+    forced = evaluate_gate(run, budget, cut, force=True, baseline_dir=Path("results/main"))
+    assert forced.warnings == ("results/main: the baseline run did not complete (complete: false, "
+                               "interrupted_by: SIGINT; used with --force)",)
+    assert forced.render("text").startswith("warning: results/main: the baseline run did not complete")
+
+
 def test_gate_baseline_uses_compares_load_shape_rule() -> None:
     from hopbench.views._compare import compare_summaries
     from hopbench.views._load_shape import shape_differences

@@ -360,6 +360,48 @@ def test_calibrate_needs_three_repeats(runs: dict[str, Path]) -> None:
 
 
 @pytest.mark.slow
+def test_calibrate_refuses_a_cut_short_repeat_a_copy_and_an_empty_proposal(
+        runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's finding: one interrupted repeat made calibrate print an empty [gate], exit 0."""
+    import copy
+    import json
+    import shutil
+
+    from hopbench._errors import UsageError
+    from hopbench.cli import main
+    from hopbench.views._calibrate import calibrate
+
+    dirs = [str(runs[k]) for k in ("base", "again", "third")]
+    cut = tmp_path / "cut"
+    shutil.copytree(dirs[2], cut)
+    summary = json.loads((cut / "summary.json").read_text())
+    summary.update(complete=False, interrupted_by="SIGINT", started_at_unix_s=summary["started_at_unix_s"] + 1)
+    (cut / "summary.json").write_text(json.dumps(summary))
+    assert main(["calibrate", dirs[0], dirs[1], str(cut), "--figure", "ttft.p50"]) == 2
+    err = capsys.readouterr().err
+    assert f"{cut}: the run did not complete (complete: false, interrupted_by: SIGINT)" in err and "--force" in err
+    assert main(["calibrate", dirs[0], dirs[1], str(cut), "--figure", "ttft.p50", "--force"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"warning: {cut}: the run did not complete (calibrated with --force)"), out
+    assert '"ttft.p50" = ' in out
+    # a copy of a repeat is one run twice: its spread would read 0
+    twin = tmp_path / "twin"
+    shutil.copytree(dirs[2], twin)
+    assert main(["calibrate", dirs[0], dirs[2], str(twin)]) == 2
+    assert "are copies of one run" in capsys.readouterr().err
+    # a figure one repeat lacks is left out, named; none in every repeat is no proposal at all
+    summaries = [read_summary(Path(d)) for d in dirs]
+    lacking = copy.deepcopy(summaries[2])
+    del lacking["scopes"]["all"]["metrics"]["ttft"]
+    folders = [Path(d) for d in dirs]
+    cal = calibrate(folders, [summaries[0], summaries[1], lacking], figures=["ttft.p50", "e2e.p50"])
+    assert [f.figure for f in cal.figures] == ["e2e.p50"]
+    assert f"left out: 1 figure some repeat did not measure: ttft.p50 (not in {dirs[2]})" in cal.render()
+    with pytest.raises(UsageError, match="no figure has a value in every repeat, so there is no budget"):
+        calibrate(folders, [summaries[0], summaries[1], lacking], figures=["ttft.p50"])
+
+
+@pytest.mark.slow
 def test_gate_client_included_excuses_only_the_excess_delay(runs: dict[str, Path]) -> None:
     from hopbench.views._gate import evaluate_gate
     from hopbench.views._noise import Noise
@@ -426,7 +468,9 @@ def test_cli_calibrate_prints_budgets_and_refuses_two_repeats(runs: dict[str, Pa
     assert main(["calibrate", *dirs[:2]]) == 2
     assert "at least 3 are needed" in capsys.readouterr().err
     assert main(["calibrate", *dirs, "--figure", "ttfx.p50"]) == 2
-    assert "unknown figure 'ttfx.p50'" in capsys.readouterr().err
+    assert "unknown figure 'ttfx.p50': unknown metric 'ttfx': did you mean 'ttft'? expected" in capsys.readouterr().err
+    assert main(["calibrate", *dirs, "--figure", "ttft"]) == 2  # a metric alone
+    assert "name a statistic too: did you mean 'ttft.p50'?" in capsys.readouterr().err
     # no repeat: one folder twice (its spread would read 0), or another run's load shape
     assert main(["calibrate", dirs[0], dirs[1], dirs[0]]) == 2
     err = capsys.readouterr().err

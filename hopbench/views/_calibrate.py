@@ -46,6 +46,7 @@ measurement: :class:`hopbench._errors.UsageError` otherwise).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -236,10 +237,11 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
         alpha: the proposed budgets' designed false-alarm rate (and the gate's level).
 
     Returns:
-        Calibration; a figure some repeat lacks is left out.
+        Calibration; a figure some repeat lacks is left out, with a warning naming the repeats.
 
     Raises:
-        UsageError: fewer than 3 repeats, or an unknown figure.
+        UsageError: fewer than 3 repeats, an unknown figure, or no figure with a value in every
+            repeat (there would be nothing to propose: an empty ``[gate]``).
     """
     if len(folders) < 3:
         raise UsageError(f"{len(folders)} {plural(len(folders), 'repeat')}: at least 3 are needed (a spread of two runs is "
@@ -247,9 +249,12 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
     parsed = []
     for fig in default_figures(summaries) if figures is None else figures:
         metric, _, stat = fig.partition(".")
+        if metric in METRICS and not stat:  # a metric alone: which statistic?
+            raise UsageError(f"unknown figure {fig!r}: name a statistic too: did you mean '{metric}.p50'? "
+                             "(expected <metric>.<stat>: mean, min, max or pNN.N)")
         if metric not in METRICS or not stat:
-            raise UsageError(f"unknown figure {fig!r}: expected <metric>.<stat>, e.g. ttft.p50 "
-                             f"(metrics: {', '.join(METRICS)})")
+            raise UsageError(f"unknown figure {fig!r}: unknown metric {metric!r}{did_you_mean(metric, METRICS) or ':'} "
+                             f"expected <metric>.<stat>, e.g. ttft.p50 (metrics: {', '.join(METRICS)})")
         if stat not in _STATS and not _PCT.fullmatch(stat):  # (a typo read no value: an empty [gate] to paste)
             raise UsageError(f"unknown figure {fig!r}: unknown statistic {stat!r}"
                              f"{did_you_mean(stat, (*_STATS, 'p90', 'p99')) or ':'} expected mean, min, max or "
@@ -258,10 +263,13 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
     tags = [f"{s}.{m}" for s in scopes for _, m, _ in parsed]
     noises: list[RunNoise] = [read_run_noise(f, s, tags) for f, s in zip(folders, summaries)]
     out = []
+    lacking: dict[str, list[str]] = {}  # figure -> the repeats without a value for it
     for scope in scopes:
         for fig, metric, stat in parsed:
             values = [_value(s, scope, metric, stat) for s in summaries]
             if any(v is None for v in values):
+                lacking[fig if scope == "all" else f"{scope}.{fig}"] = [
+                    str(f) for f, v in zip(folders, values) if v is None]
                 continue
             vs = [float(v) for v in values if v is not None]
             upper = not METRICS[metric].higher_is_better
@@ -291,6 +299,13 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
         f"{len(folders)} {plural(len(folders), 'repeat')}: fewer than {FEW_REPEATS}; the spread between so few runs is itself uncertain, "
         "so each budget's spread is at least the repeats' own in-run standard error; run "
         f"{FEW_REPEATS - len(folders)} more for budgets to trust",)
+    if lacking:
+        said = "; ".join(f"{fig} (not in {', '.join(where[:3])}{', ...' if len(where) > 3 else ''})"
+                         for fig, where in list(lacking.items())[:4]) + ("; ..." if len(lacking) > 4 else "")
+        if not out:
+            raise UsageError(f"no figure has a value in every repeat, so there is no budget to propose: {said}; "
+                             "a repeat that measured nothing (interrupted, or no stream completed) is no repeat")
+        warnings += (f"left out: {len(lacking)} {plural(len(lacking), 'figure')} some repeat did not measure: {said}",)
     idle = _idle_runner(summaries)
     if idle is not None:
         warnings += (f"every repeat ran on an idle runner (neighbours at most {idle:.2f} cores): a run beside "
@@ -355,18 +370,25 @@ def _workload_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[st
 
 
 def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None = None,
-                      scopes: Sequence[str] = ("all",), alpha: float = 0.01) -> Calibration:
+                      scopes: Sequence[str] = ("all",), alpha: float = 0.01,
+                      force: bool = False) -> Calibration:
     """``hopbench calibrate``: read the repeats' folders and calibrate (:func:`calibrate`;
     ``figures`` None: :func:`default_figures`).
 
+    Args:
+        force: take repeats that did not complete (``complete: false``: interrupted, or a
+            checkpoint), with a warning; compare's rule (docs/compare.md).
+
     Raises:
-        UsageError: fewer than 3 folders, a folder given twice, folders that are not repeats of
-            one run (another load shape: ``views._load_shape``, compare's rule; another emulator
-            or scenario), an unknown
-            figure, ``alpha`` outside (0, 0.5).
+        UsageError: fewer than 3 folders, a folder given twice or copied (one run: the same
+            ``started_at_unix_s`` and ``ended_at``), a repeat that did not complete (without
+            ``force``), folders that are not repeats of one run (another load shape:
+            ``views._load_shape``, compare's rule; another emulator or scenario), an unknown
+            figure, no figure measured by every repeat, ``alpha`` outside (0, 0.5).
         ResultsError: a folder that cannot be read.
     """
     from ..driver._results import read_summary
+    from ._compare import _partial_why
     from ._load_shape import shape_differences
 
     if not 0 < alpha < 0.5:
@@ -381,10 +403,30 @@ def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None 
             raise UsageError(f"{f}: given twice ({seen[key]}): repeats are separate runs of one profile")
         seen[key] = f
     summaries = [read_summary(f) for f in folders]
+    started: dict[tuple[Any, Any], Path] = {}
+    partial: list[str] = []
+    for f, s in zip(folders, summaries):
+        if s.get("started_at_unix_s") is not None:  # a copied folder: one run twice, its spread 0
+            key = (s.get("started_at_unix_s"), s.get("ended_at"))
+            if key in started:
+                raise UsageError(f"{f} and {started[key]} are copies of one run (the same started_at_unix_s "
+                                 "and ended_at): repeats are separate runs of one profile")
+            started[key] = f
+        if s.get("complete") is not True:  # cut short: its figures cover part of the load (compare's rule)
+            if not force:
+                raise UsageError(f"{f}: the run did not complete ({_partial_why(s)}): its figures cover only "
+                                 "part of the planned load, so its spread is not the runner's; run it again, "
+                                 "or pass --force to calibrate with it anyway")
+            partial.append(str(f))
     for f, s in zip(folders[1:], summaries[1:]):  # repeats of one unchanged run, as compare pairs them
         diffs = shape_differences(summaries[0], s) + _workload_differences(summaries[0], s)
         if diffs:
             raise UsageError(f"{f}: not a repeat of {folders[0]} (the same profile, load and target): "
                              + "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else ""))
-    return calibrate([f if f.is_dir() else f.parent for f in folders], summaries, figures=figures,
-                     scopes=scopes, alpha=alpha)
+    cal = calibrate([f if f.is_dir() else f.parent for f in folders], summaries, figures=figures,
+                    scopes=scopes, alpha=alpha)
+    if partial:
+        cal = dataclasses.replace(cal, warnings=(
+            f"{', '.join(partial)}: the run did not complete (calibrated with --force): its figures cover "
+            "only part of the planned load",) + cal.warnings)
+    return cal

@@ -375,7 +375,7 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
                       min_abs_ms: float = MIN_ABS_MS,
                       base_dir: Path | None = None, candidate_dir: Path | None = None,
                       asked: bool = False, asked_min_effect: float | None = None,
-                      asked_min_abs_ms: float | None = None) -> Comparison:
+                      asked_min_abs_ms: float | None = None, one_run: str = "") -> Comparison:
     """Compare two runs' summaries.
 
     Args:
@@ -394,6 +394,9 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
             gave them: the verdicts then call a smaller change ``same`` (None: the verdicts
             judge against the runs' measured noise alone; ``min_effect`` and ``min_abs_ms``
             decide only the samples' own verdict, ``samples_verdict``).
+        one_run: the two sides are scopes of one run (A/B arms, interleaved round by round):
+            no between-run noise floor applies, and this says why in each verdict's sentence
+            (``""``: two runs, each with its measured noise).
 
     Returns:
         Comparison.
@@ -457,8 +460,14 @@ def compare_summaries(base: dict[str, Any], candidate: dict[str, Any], *,
     )
     from ._verdicts import judge_comparison  # every figure against the two runs' noise (docs/compare.md)
 
+    shared = None
+    if one_run:  # one runner under both sides: each figure taken as measured (standard error 0)
+        from ._noise_record import RunNoise
+
+        shared = (RunNoise(label_a, {}, base, one_run), RunNoise(label_b, {}, candidate, one_run))
     verdicts = judge_comparison(comparison, base, candidate, base_dir=base_dir, cand_dir=candidate_dir,
-                                min_effect=asked_min_effect, min_abs_ms=asked_min_abs_ms)
+                                min_effect=asked_min_effect, min_abs_ms=asked_min_abs_ms,
+                                base_noise=shared[0] if shared else None, cand_noise=shared[1] if shared else None)
     asked_floors = ", ".join(x for x in (
         f"--min-effect {asked_min_effect:g}" if asked_min_effect is not None else "",
         f"--min-abs-ms {asked_min_abs_ms:g}" if asked_min_abs_ms is not None else "") if x)

@@ -291,7 +291,7 @@ _VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant c
 
 
 def _method_line(c: Comparison) -> str:
-    return (f"method: Mann-Whitney U (tie-corrected) on HDR buckets and {1 - c.alpha:.0%} quantile CIs "
+    return (f"method: Mann-Whitney U (tie-corrected) on HDR buckets and {round(100 * (1 - c.alpha), 6):g}% quantile CIs "
             f"of p90/p99, alpha {c.alpha:g}; rates: two-proportion z / Fisher"
             + (f"; smallest change asked for: {c.asked_floors}" if c.asked_floors else ""))
 

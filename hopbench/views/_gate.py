@@ -283,24 +283,36 @@ def _shape_text(summary: Mapping[str, Any]) -> str:
 
 def _check_baseline_shape(summary: Mapping[str, Any], baseline: Mapping[str, Any], force: bool,
                           run_label: str, base_label: str) -> list[str]:
-    """Refuse a baseline of another load shape, as ``hopbench compare`` refuses the pair.
+    """Refuse a baseline of another load shape, or one that did not complete, as ``hopbench
+    compare`` refuses the pair (docs/gate.md, "The baseline: same load shape only").
 
     Returns:
-        warnings for the report: one when ``force`` let a different shape through, else none.
+        warnings for the report: one for each thing ``force`` let through, else none.
 
     Raises:
-        UsageError: the shapes differ and not ``force``.
+        UsageError: the shapes differ, or the baseline did not complete (``complete`` not true),
+            and not ``force``.
     """
+    from ._compare import _partial_why
+
+    warnings = []
+    if baseline.get("complete") is not True:  # compare's rule: a cut-short run is no baseline
+        why = _partial_why(baseline)
+        if not force:
+            raise UsageError(f"{base_label}: the baseline run did not complete ({why}): its figures cover only "
+                             "part of the planned load, so a limit relative to it says nothing about the "
+                             "gateway; gate against a complete baseline, or pass --force to use it anyway")
+        warnings.append(f"{base_label}: the baseline run did not complete ({why}; used with --force)")
     diffs = shape_differences(baseline, summary)
     if not diffs:
-        return []
+        return warnings
     both = f"baseline {_shape_text(baseline)}, run {_shape_text(summary)}"
     if not force:
         raise UsageError(f"{base_label} and {run_label}: the runs' load shapes differ ({both}; "
                          + "; ".join(diffs) + " [baseline vs run]): a limit relative to a baseline "
                          "measured under another load says nothing about the gateway; pass --force "
                          "to use it anyway")
-    return [f"load shapes differ ({both}; baseline used with --force): " + "; ".join(diffs)]
+    return warnings + [f"load shapes differ ({both}; baseline used with --force): " + "; ".join(diffs)]
 
 
 def _scenario_names(summary: Mapping[str, Any]) -> set[str]:

@@ -427,6 +427,8 @@ class Figure:
         min_change_asked: ``min_change`` is the user's (``is under the smallest change asked
             for``: a smaller one is ``same``); False: the figure's own resolution (``is within``
             it, e.g. a digest's bucket: a change up to and with it is ``same``).
+        unfloored: why the figure has no noise floor, for a ``worse``/``better`` sentence
+            (a count or rate; a figure taken as measured, e.g. the A/B arms' unpaired table).
     """
 
     change: float | None
@@ -446,6 +448,7 @@ class Figure:
     min_change: float = 0.0
     min_change_why: str = ""
     min_change_asked: bool = True
+    unfloored: str = "a count or rate: its own test carries its noise"
 
 
 def judge_family(figures: Sequence[Figure], alpha: float) -> list[Judged]:
@@ -517,7 +520,7 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
         return Judged(SAME, f"same: {what} is under the smallest change asked for ({f.min_change_why})", *args)
     if padj < alpha:
         v = WORSE if worse else BETTER
-        beyond = f", beyond the noise floor of {_fmt(fl, f.unit)[1:]}" if fl else " (a count or rate: its own test carries its noise)"
+        beyond = f", beyond the noise floor of {_fmt(fl, f.unit)[1:]}" if fl else f" ({f.unfloored})"
         return Judged(v, f"{v}: {what}{beyond} (p = {padj:.2g})", *args)
     if psamp >= alpha:
         return Judged(SAME, f"same: {what} is within sampling noise (p = {psamp:.2g})", *args)

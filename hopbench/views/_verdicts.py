@@ -280,8 +280,16 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
                              if s.get("saturated") is True) or None
     names: list[tuple[str, str, str, float | None, float | None]] = []
     figures: list[Figure] = []
+    # a latency without a noise floor was taken as measured: its sentence says why (no intervals.hlog;
+    # the A/B arms' one run)
+    unfloored = "; ".join(dict.fromkeys(n for n in (rn_a.hlog_note, rn_b.hlog_note) if n)) or "no noise floor"
+    vanished: dict[int, str] = {}  # figure index -> why: the base measured it, the candidate's streams carried none
     for m in comparison.metrics:
-        if m.verdict == "not_comparable":  # a side without samples, or tokens of different kinds
+        if m.verdict == WORSE and m.base.get("count") and not m.candidate.get("count"):
+            # e.g. ttft: every candidate stream completed without a content event (compare_metric's
+            # rule, docs/compare.md): worse, never "not judged" (a release of empty answers would pass)
+            vanished[len(figures)] = "; ".join(m.reasons) or "no samples in candidate"
+        if m.verdict == "not_comparable" or len(figures) in vanished:  # a side without samples, or tokens of different kinds
             why = "" if not m.base.get("count") or not m.candidate.get("count") else "; ".join(m.reasons)
             for stat in JUDGED_STATS:
                 names.append((m.scope, f"{m.metric}.{stat}", m.unit, m.base.get(stat), m.candidate.get(stat)))
@@ -320,7 +328,8 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
             figures.append(Figure(change, rel, m.unit, p, rn_a.noise(m.scope, m.metric, stat),
                                   rn_b.noise(m.scope, m.metric, stat), n_a, n_b, min_n, hib, saturated,
                                   few_is_inconclusive=False, min_change=floor_ if asked else res,
-                                  min_change_why=why_ if asked else res_why, min_change_asked=asked))
+                                  min_change_why=why_ if asked else res_why, min_change_asked=asked,
+                                  unfloored=unfloored))
     for r in comparison.rates:
         va, vb = r.base[2], r.candidate[2]
         change = None if va is None or vb is None or r.verdict == "not_comparable" else vb - va
@@ -340,6 +349,8 @@ def judge_comparison(comparison: Any, base: Mapping[str, Any], cand: Mapping[str
     first_rate = len(figures) - len(comparison.rates)
     judged = [j if i < first_rate else dataclasses.replace(j, p_noise=None, floor=None) for i, j in enumerate(judged)]
     judged = _gateway_on_a_busier_runner(judged, names, base, cand)
+    for i, why in vanished.items():  # the metric's first figure (p50) carries the verdict
+        judged[i] = Judged(WORSE, f"worse: {why}", n_base=judged[i].n_base, n_cand=judged[i].n_cand)
     out = tuple(FigureVerdict(s, n, u, a, b, j, one_per_run=i >= first_rate and bool(u))
                 for i, ((s, n, u, a, b), j) in enumerate(zip(names, judged)))
     notes = [x for x in (rn_a.hlog_note and f"{rn_a.label}: {rn_a.hlog_note}",
