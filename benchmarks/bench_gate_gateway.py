@@ -22,7 +22,8 @@ is counted apart. ``--budget NAME=FILE`` judges the same runs by other budget ta
 again without running anything. ``--calibrate N`` first runs N quiet A/A runs through each
 gateway kind (nginx, delay) and judges that gateway's runs by the budgets ``hopbench calibrate``
 proposes from them (docs/gate.md, "Calibrate first": the workflow a gateway team follows),
-``slow`` by the delay proxy's.
+``slow`` by the delay proxy's; ``--calibrate-busy N`` adds N busy A/A runs to each calibration
+(calibrate beside the runner's usual neighbours, as docs/gate.md says).
 
 Run from the repository root (nginx installed; 127.0.0.1 only; ~25 s a run)::
 
@@ -130,11 +131,14 @@ def _calibrated(folder: Path, overhead_only: bool = False) -> dict[str, Any]:
     return out
 
 
-def _calibrate(folder: Path, kind: str, n: int, slow_ms: float, streams: int, duration_s: float) -> None:
-    """N quiet A/A runs through ``kind``'s gateway; their proposed budgets to calibrated-<gateway>.toml."""
+def _calibrate(folder: Path, kind: str, n: int, slow_ms: float, streams: int, duration_s: float,
+               n_busy: int = 0) -> None:
+    """N quiet (and ``n_busy`` busy) A/A runs through ``kind``'s gateway; their proposed budgets to
+    calibrated-<gateway>.toml."""
     from hopbench.views._calibrate import calibrate
 
     dirs = [_run(kind, slow_ms, folder / f"cal-{kind}-{i}", False, streams, duration_s) for i in range(n)]
+    dirs += [_run(kind, slow_ms, folder / f"cal-busy-{kind}-{i}", True, streams, duration_s) for i in range(n_busy)]
     cal = calibrate(dirs, [read_summary(d) for d in dirs], alpha=0.01)
     print(cal.render(), flush=True)
     (folder / f"calibrated-{KINDS[kind][0]}.toml").write_text(
@@ -229,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5, help="runs of each kind in each condition")
     ap.add_argument("--calibrate", type=int, default=0, metavar="N",
                     help="N quiet A/A runs through each gateway first, its budgets proposed from them")
+    ap.add_argument("--calibrate-busy", type=int, default=0, metavar="N",
+                    help="with --calibrate: N busy A/A runs too (calibrate beside the runner's usual neighbours)")
     ap.add_argument("--kinds", default="nginx,delay,slow", help="comma-separated subset of nginx,delay,slow")
     ap.add_argument("--slow-ms", type=float, default=1.5, help="the regression: the proxy's hold per event")
     ap.add_argument("--streams", type=int, default=16)
@@ -255,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp.mkdir(parents=True, exist_ok=True)
         for kind in ("nginx", "delay"):
             if args.calibrate and (kind in kinds or (kind == "delay" and "slow" in kinds)):
-                _calibrate(tmp, kind, args.calibrate, args.slow_ms, args.streams, args.duration_s)
+                _calibrate(tmp, kind, args.calibrate, args.slow_ms, args.streams, args.duration_s,
+                           args.calibrate_busy)
         runs: dict[tuple[str, str], list[Path]] = {}
         for i in range(args.repeats):
             for cond in ("quiet", "busy"):
