@@ -104,6 +104,9 @@ ADVICE: Final[Mapping[str, Advice]] = MappingProxyType({
     "client_read_late": Advice(
         "client_late", "the client read late (see client_read_lag), in bursts short of saturating it",
         "give each load generator fewer streams (--workers auto: one per free core)"),
+    "one_process": Advice(
+        "client_cpu", "an [upstream] or [[arm]] run has one load-generating process (workers are refused)",
+        "lower the load (a lower concurrency or rate) or use a faster or quieter machine"),
     "fd_limit": Advice(
         "fd_limit", "hopbench ran out of file descriptors",
         "raise it (e.g. `ulimit -n 65536` before the run) or lower the concurrency / --workers share per "

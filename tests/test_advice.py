@@ -178,6 +178,43 @@ def test_advice_error_bound_on_a_machine_with_no_free_core_takes_its_busy_machin
     assert no_free_core(_host(None, 0.1, 0.2)) is None and no_free_core(None) is None
 
 
+def test_advice_a_one_process_run_is_never_told_to_add_workers() -> None:
+    """A new user's finding: a gateway-overhead run's error-bound warning said "--workers auto:
+    one per free core", and its saturation verdict "add load generators with --workers auto";
+    `--workers auto` is refused with [upstream] (and with [[arm]]). Both now give the one-process
+    cure; the same profile without [upstream] still names --workers auto."""
+    from hopbench.config._profile import parse_profile
+    from hopbench.driver._judge import analyse
+    from hopbench.engine._runner import RunStats
+    from hopbench.measure._recorder import Recorder
+
+    ms = 1_000_000
+    rec = Recorder(["chat"])
+    for i in range(100):  # ttft ~150 ms, known only to 100 ms: uncertain
+        rec.record("chat", "ttft", 150 * ms + i * ms // 10)
+        rec.record_bound("chat", "ttft", 150 * ms + i * ms // 10, 100 * ms, 0)
+    for i in range(200):  # the event loop 60 ms late at p99: saturated
+        rec.record_global("loop_lag", 60 * ms)
+    total = rec.snapshot()
+    base = ('[run]\nduration_s = 10\n[load]\nconcurrency = 2\n[target]\nurl = "http://127.0.0.1:8080"\n'
+            '[[scenario]]\nname = "chat"\nprotocol = "chat"\nmodel = "m"\n')
+    quiet = _host(0.3, 0.0, 0.95)  # hopbench itself busy, 1 core free
+    for text, one in ((base, False), (base + '[upstream]\nlisten = "127.0.0.1:9100"\n', True)):
+        stats = RunStats()
+        stats.host = quiet.to_json()
+        stats.cpu_fractions = [0.95] * 10
+        saturated, warnings, _ = analyse(parse_profile(text, env={}), stats, total)
+        (bound,) = [x for x in warnings if x.startswith("error bound:")]
+        sat = [x for x in warnings if x.startswith("load generator saturated")]
+        assert saturated and sat, warnings  # both warnings are there to read
+        said = " ".join([bound, *sat])
+        if one:
+            assert "--workers" not in said, said
+            assert ADVICE["one_process"].cure in said, said
+        else:
+            assert "--workers auto" in said, said
+
+
 def test_advice_error_bound_of_a_workers_run_takes_the_drivers_machine_figures() -> None:
     """A new user's `--workers 2` run on a machine neighbours kept busy: its error-bound warning
     said "--workers auto: one per free core" under worker warnings saying "more workers would

@@ -299,7 +299,8 @@ def test_analyse_counts_from_the_requests_write_and_bounds_it() -> None:
     """docs/gateway-overhead.md, "Definitions": request_delay and added_ttft count from the stamp
     just before the write that completed the request (request_sent_ns - request_sent_bound_ns),
     not from the stream's send; the write's duration is their error bound (the true value up to
-    that much lower). TTFT's own start is not moved."""
+    that much lower). TTFT's own start is not moved. added_e2e counts from the same write (a new
+    user's finding: it counted from the send, the client's own time read as the gateway's)."""
     import dataclasses
 
     # sent at 0, but its request written between 0.4 and 0.5 ms (a connect, building it)
@@ -307,7 +308,9 @@ def test_analyse_counts_from_the_requests_write_and_bounds_it() -> None:
     o = analyse([c], [_up("0-1", wire=1 * MS)], boot_id=BOOT)
     assert o.values[("chat", "request_delay")] == [MS - 4 * MS // 10]
     assert o.values[("chat", "added_ttft")] == [3 * MS - 4 * MS // 10]
-    assert o.values[("chat", "added_e2e")] == [6 * MS]  # (from the send, as before)
+    assert o.values[("chat", "added_e2e")] == [6 * MS - 4 * MS // 10]
+    # its end's bound (a line without body_end_ns: the close, 80 ms after the last read) plus the write's
+    assert o.bounds[("chat", "added_e2e")] == [(6 * MS - 4 * MS // 10, 80 * MS + MS // 10, 0)]
     assert o.bounds[("chat", "request_delay")] == [(MS - 4 * MS // 10, MS // 10, 0)]
     assert o.bounds[("chat", "added_ttft")] == [(3 * MS - 4 * MS // 10, MS // 10, 0)]
     assert o.block["request_sent_from"] == {"write": 1, "send": 0}

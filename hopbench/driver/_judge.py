@@ -149,8 +149,16 @@ def analyse(profile: Profile, stats: RunStatsLike, total: Snapshot) -> tuple[boo
     if late_cure is None:
         full = no_free_core(HostUsage.from_json(stats.host), profile.run.workers)
         late_cure = ADVICE[full].cure if full is not None else None
+    if _one_process(profile) and (late_cure is None or "--workers" in late_cure):
+        late_cure = ADVICE["one_process"].cure  # (--workers auto is refused there: never advise it)
     warnings += run_warnings(profile, stats, total, late_cure=late_cure)
     return verdict.saturated, warnings, load
+
+
+def _one_process(profile: Profile) -> bool:
+    """The run cannot add load generators: ``[upstream]`` and ``[[arm]]`` runs are one process
+    (``--workers`` and ``engine = "ray"`` are refused: docs/gateway-overhead.md, docs/ab-arms.md)."""
+    return profile.upstream is not None or bool(profile.arms)
 
 
 def _generator_load(profile: Profile, stats: RunStatsLike,
@@ -173,6 +181,10 @@ def _generator_load(profile: Profile, stats: RunStatsLike,
     verdict = judge_saturation(GeneratorFigures(
         lag_p99, sched_p99, cpu_mean, max(cpu, default=0.0), stats.gc_collections, stats.gc_pause_ns,
         stats.gc_pause_max_ns, stats.ended_ns or stats.stop_ns, HostUsage.from_json(stats.host)))
+    if _one_process(profile):  # a cure of more workers is one this run's own profile refuses
+        verdict = dataclasses.replace(verdict, causes=tuple(
+            dataclasses.replace(c, advice=f"{c.advice.split(': ', 1)[0]}: {ADVICE['one_process'].cure}")
+            if c.advice and "--workers" in c.advice else c for c in verdict.causes))
     measured_ns = max(stats.stop_ns - profile.run.warmup_ns, 1)
     load: dict[str, Any] = {"mode": profile.load.mode, "peak_in_flight": stats.peak_in_flight,
                             "peak_open": stats.peak_open,

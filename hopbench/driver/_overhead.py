@@ -28,8 +28,8 @@ Definitions (each value in ns, client stamps minus upstream stamps):
   upstream's own (received, as above -> first content event written).
 - ``event_delay``: per upstream content event, its write -> the client read
   that delivered its last character (events aligned by order and content).
-- ``added_e2e``: the client's sent -> end minus the upstream's received ->
-  last byte written; completed streams only. The client's end is when the
+- ``added_e2e``: the client's sent (as for ``added_ttft``) -> end minus the upstream's
+  received -> last byte written; completed streams only. The client's end is when the
   body's last bytes reached its socket (``body_end_ns``: their kernel stamp,
   exact, where the transport has it; else the loop time the read loop ended,
   bounded back to the latest read's bytes), not its close of the body.
@@ -375,7 +375,9 @@ class _Tally:
                 last.wire_error_ns if last.wire_received_ns is not None else 0)
         if c.outcome == "completed" and last.end == "completed":
             end, below = _client_end(c)
-            put(s, "added_e2e", (end - c.sent_ns) - (last.end_ns - last.arrived_ns), below + late + last.end_bound_ns,
+            # from the request's write, as added_ttft (it counted from the stream's send: the client's
+            # own time before the write, and an open loop's queue, read as the gateway's)
+            put(s, "added_e2e", (end - sent) - (last.end_ns - last.arrived_ns), below + late + sb + last.end_bound_ns,
                 last.wire_error_ns if last.wire_received_ns is not None else 0)
         al = align_events(last.event_write_ns, last.event_chars, c.content_read_ns, c.content_chars,
                           last.event_crc, c.content_crc)
