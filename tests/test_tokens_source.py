@@ -102,7 +102,9 @@ def test_headline_and_terminal_count_tokens_from_events_and_say_so() -> None:
     render_summary(s, console)
     text = console.export_text()
     assert "200.0 output tok/s ~ counted from events" in text
-    assert "completed 0 / ~2,000" in text and "0.000 output tok/s" not in text
+    assert "0.000 output tok/s" not in text
+    # input tokens come from usage only: none reported is unknown, not 0 (a new user's finding)
+    assert "tokens in/out: completed - / ~2,000 · broken - / " in text, text
 
 
 def test_a_run_without_usage_or_output_events_has_no_token_counts_not_zero() -> None:
@@ -113,6 +115,8 @@ def test_a_run_without_usage_or_output_events_has_no_token_counts_not_zero() -> 
     render_summary(s, console)
     text = console.export_text()
     assert "no token counts" in text and "output tok/s" not in text
+    # not "tokens in/out: completed 0 / 0" beside "no token counts" (a new user's finding)
+    assert "tokens in/out: none counted (no stream reported usage or carried a content event)" in text, text
     assert rate_value("output_tokens_per_s", s["scopes"][ALL]["counters"], {}, 10.0)[0] is None
 
 
@@ -223,7 +227,15 @@ def test_goodput_tokens_without_any_token_count_is_null_not_zero() -> None:
         rec.incr("chat", name, 4)
     out = slo_summary({"chat": Slo(ttft_ns=1_000_000, target=0.5)}, rec.snapshot(), 2.0)
     assert out is not None and out["chat"]["goodput_rps"] == 2.0
-    assert out["chat"]["goodput_tokens_per_s"] is None
+    assert out["chat"]["goodput_tokens_per_s"] is None and out["chat"]["tokens_source"] == "none"
+    from hopbench.views._capacity_table import slo_lines
+
+    # the terminal printed "goodput 2.0 req/s, None tok/s" (a new user's finding)
+    (line,) = slo_lines({"slo": {"chat": out["chat"]}})
+    assert "None" not in line and "goodput 2.0 req/s, no token counts (no usage reported, no content events)" in line
     rec.incr("chat", "output_tokens_from.events", 4)  # their output events were counted: 0 is a count
+    rec.incr("chat", "slo.good_output_tokens", 6)
     out = slo_summary({"chat": Slo(ttft_ns=1_000_000, target=0.5)}, rec.snapshot(), 2.0)
-    assert out is not None and out["chat"]["goodput_tokens_per_s"] == 0.0
+    assert out is not None and out["chat"]["goodput_tokens_per_s"] == 3.0 and out["chat"]["tokens_source"] == "events"
+    (line,) = slo_lines({"slo": {"chat": out["chat"]}})
+    assert "goodput 2.0 req/s, ~3.0 tok/s (counted from events)" in line, line

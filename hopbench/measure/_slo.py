@@ -261,6 +261,8 @@ def _scope_block(counters: Mapping[str, int], slo: Slo | None, measured_s: float
         "goodput_tokens_per_s": (round(counters.get("slo.good_output_tokens", 0) / window, 3)
                                  if window and (counters.get("slo.good_output_tokens", 0)
                                                 or tokens_source(counters).counted) else None),
+        # what those tokens were counted from: usage, the client's output events, both, or none
+        "tokens_source": tokens_source(counters).source,
         "failed": {name: counters.get(f"slo.failed.{name}", 0) for name in OBJECTIVES
                    if counters.get(f"slo.failed.{name}", 0)},
     }
@@ -280,7 +282,7 @@ def slo_summary(slos: Mapping[str, Slo | None], total: Snapshot, measured_s: flo
 
     Returns:
         ``{scope: {judged, good, good_fraction, good_fraction_lower, goodput_rps,
-        goodput_tokens_per_s, failed: {objective: n}, limits_ms, itl_stat, target,
+        goodput_tokens_per_s, tokens_source, failed: {objective: n}, limits_ms, itl_stat, target,
         confidence, met}}`` for each scenario with objectives, then "all" (its
         ``met``: every scenario's), or None when no scenario has objectives.
     """

@@ -202,7 +202,12 @@ def slo_lines(summary: Mapping[str, Any]) -> list[str]:
         met = b.get("met")
         verdict = "" if target is None else (f", target {target:.4g}: " + ("met" if met else "NOT met"))
         failed = ", ".join(f"{k} {v}" for k, v in (b.get("failed") or {}).items())
+        toks = b.get("goodput_tokens_per_s")
+        source = b.get("tokens_source")
+        toks_text = ("no token counts (no usage reported, no content events)" if toks is None else
+                     f"~{toks} tok/s (counted from events)" if source == "events" else
+                     f"~{toks} tok/s (partly counted from events)" if source == "mixed" else f"{toks} tok/s")
         out.append(f"slo {scope}: good {gf:.1%} of {b.get('judged')} (lower bound {lower:.1%}{verdict}) · "
-                   f"goodput {b.get('goodput_rps')} req/s, {b.get('goodput_tokens_per_s')} tok/s"
+                   f"goodput {b.get('goodput_rps')} req/s, {toks_text}"
                    + (f" · failed: {failed}" if failed else ""))
     return out

@@ -159,12 +159,19 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
         return ("~" if ev else "") + _int(n + ev)
 
     src = tokens_source(counters)
-    lines.append(Text(
-        f"tokens in/out: completed {_int(tin.get('completed', 0))} / "
-        f"{out('completed')} · broken {_int(tin.get('broken', 0))} / {out('broken')}"
-        + (f" · no usage reported by {counters['no_usage']:,} streams" if counters.get("no_usage") else "")
-        + (f" · output {src.label()}" if src.source in ("events", "mixed") else "")
-    ))
+
+    def inp(kind: str) -> str:  # input tokens come from usage only: none reported is unknown, not 0
+        return "-" if src.source == "events" else _int(tin.get(kind, 0))
+
+    if not src.counted and not any(tin.get(k) for k in ("completed", "broken")):
+        lines.append(Text("tokens in/out: none counted (no stream reported usage or carried a content event)"))
+    else:
+        lines.append(Text(
+            f"tokens in/out: completed {inp('completed')} / "
+            f"{out('completed')} · broken {inp('broken')} / {out('broken')}"
+            + (f" · no usage reported by {counters['no_usage']:,} streams" if counters.get("no_usage") else "")
+            + (f" · output {src.label()}" if src.source in ("events", "mixed") else "")
+        ))
     lengths = scope.get("lengths") or {}  # docs/workloads.md: requested vs reported
     if lengths:
         lines.append(Text("lengths requested → reported (mean tokens): " + " · ".join(
