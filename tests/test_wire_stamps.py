@@ -4,6 +4,7 @@ bounds and the rule that marks a figure (pure: synthetic stamps, no clock, no so
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from hopbench.measure._error_bound import (ERROR_MIN_NS, ERROR_SHARE, error_bound_warnings, error_bounds,
                                            uncertain)
@@ -565,3 +566,19 @@ def test_meter_without_end_read_records_a_reads_gap_0_samples_at_the_next_read()
     assert itl == [] and m.zero_run == 2
     m.on_read(20 * _MS)
     assert [g for g in got if g[0] == "itl"] == [("itl", 0, 2)] and m.zero_run == 0
+
+
+def test_summary_says_what_share_of_its_items_had_an_exact_stamp() -> None:
+    """Issue 36 item 1: "the run says what share of its events carried an exact time". A new
+    user found it only in summary.json's counters (and a httpx-transport run, 0 exact, said
+    nothing): the terminal's ``stamps:`` line says it."""
+    from hopbench.views._summary_table import stamps_phrase
+
+    def summary(exact: int, bounded: int) -> dict[str, Any]:
+        return {"scopes": {"all": {"counters": {"wire.items_exact": exact, "wire.items_bounded": bounded}}}}
+
+    assert stamps_phrase(summary(973, 27)) == ("97.3% of 1,000 SSE items exact (the kernel's receive stamp of "
+                                               "their read), 27 bounded (earlier items of a read: error_bound_ms)")
+    assert stamps_phrase(summary(0, 6716)).startswith("none of 6,716 SSE items had a kernel receive stamp "
+                                                     "(transport httpx, TLS, or a platform without them)")
+    assert stamps_phrase(summary(0, 0)) == "" and stamps_phrase({}) == ""

@@ -361,6 +361,27 @@ def _warmup_line(summary: Mapping[str, Any]) -> Text | None:
                 style="red" if not counters.get("completed") else "yellow")
 
 
+def stamps_phrase(summary: Mapping[str, Any]) -> str:
+    """Where the run's event times came from, for the terminal's ``stamps:`` line: the share of
+    SSE items whose stamp was exact (the kernel's receive stamp of the read that ended at them)
+    and the rest bounded (docs/results/units.md, "Times from the wire"), from the ``all``
+    scope's ``wire.items_exact`` / ``wire.items_bounded`` counters; "" without them."""
+    scopes = summary.get("scopes")
+    sc = scopes.get("all") if isinstance(scopes, Mapping) else None
+    counters = sc.get("counters") if isinstance(sc, Mapping) else None
+    if not isinstance(counters, Mapping):
+        return ""
+    exact, bounded = int(counters.get("wire.items_exact") or 0), int(counters.get("wire.items_bounded") or 0)
+    total = exact + bounded
+    if not total:
+        return ""
+    if not exact:
+        return (f"none of {total:,} SSE items had a kernel receive stamp (transport httpx, TLS, or a platform "
+                "without them): each is timed when the event loop read it, with its error bound (error_bound_ms)")
+    return (f"{exact / total:.1%} of {total:,} SSE items exact (the kernel's receive stamp of their read), "
+            f"{bounded:,} bounded (earlier items of a read: error_bound_ms)")
+
+
 def render_summary(summary: dict[str, Any], console: Console) -> None:
     """Print one compact table per scope, then the warnings. The key to a mark (``~``,
     ``<0.001``) comes once, under the first table that shows it.
@@ -415,6 +436,9 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     cpu = cpu_phrase(gen, summary.get("workers")) if isinstance(gen, Mapping) else ""
     if cpu:  # who used the machine's CPUs (one process and --workers alike)
         console.print(Text.assemble(("cpu: ", "bold"), cpu))
+    stamps = stamps_phrase(summary)
+    if stamps:
+        console.print(Text.assemble(("stamps: ", "bold"), stamps))
     head = _headline(summary)
     if head is not None:
         console.print(head)
