@@ -407,11 +407,11 @@ def calibrate_command(folders: Sequence[Path], *, figures: Sequence[str] | None 
     partial: list[str] = []
     for f, s in zip(folders, summaries):
         if s.get("started_at_unix_s") is not None:  # a copied folder: one run twice, its spread 0
-            key = (s.get("started_at_unix_s"), s.get("ended_at"))
-            if key in started:
-                raise UsageError(f"{f} and {started[key]} are copies of one run (the same started_at_unix_s "
+            run = (s.get("started_at_unix_s"), s.get("ended_at"))
+            if run in started:
+                raise UsageError(f"{f} and {started[run]} are copies of one run (the same started_at_unix_s "
                                  "and ended_at): repeats are separate runs of one profile")
-            started[key] = f
+            started[run] = f
         if s.get("complete") is not True:  # cut short: its figures cover part of the load (compare's rule)
             if not force:
                 raise UsageError(f"{f}: the run did not complete ({_partial_why(s)}): its figures cover only "
