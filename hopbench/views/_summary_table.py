@@ -202,7 +202,8 @@ def _scope_lines(scope: Mapping[str, Any]) -> list[Text]:
 
 
 def _headline(summary: Mapping[str, Any]) -> Text | None:
-    """Throughput and error rate over the run (summary.json ``headline``)."""
+    """Throughput and error rate over the run (summary.json ``headline``), and that the load
+    generator was saturated when it was (summary.json ``saturated``)."""
     head = summary.get("headline")
     if not isinstance(head, Mapping) or not head.get("started"):
         return None
@@ -216,6 +217,9 @@ def _headline(summary: Mapping[str, Any]) -> Text | None:
                 "red" if rate > ERROR_RATE_WARN else "green")
     if intr:
         text.append(f" · interrupted {intr:.1%}", style="yellow")
+    if summary.get("saturated") is True:  # the line a reader trusts must not look clean (warnings say why)
+        text.append(" · SATURATED: its latencies are the client's, not the target's (see warnings)",
+                    style="bold yellow")
     return text
 
 
