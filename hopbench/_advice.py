@@ -92,6 +92,11 @@ ADVICE: Final[Mapping[str, Advice]] = MappingProxyType({
     "emulator_starved": Advice(
         "machine_busy", "the embedded emulator waited for a CPU that neighbours took (it used little itself)",
         "more workers would not add CPU here; use a quieter machine"),
+    "emulator_crowded": Advice(
+        "emulator", "the embedded emulator waited for a CPU that hopbench's own load generator took (it used "
+        "little itself)",
+        "more workers would not add CPU here; run the emulator on another machine (an external target.url) "
+        "or lower the load (fewer streams)"),
     "emulator_late": Advice(
         "unexplained", "neither the emulator's own CPU nor the machine explains its lateness (short bursts of "
         "neighbours, or a blocking call)", "run it again, and if it repeats, profile it"),

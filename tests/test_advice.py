@@ -103,6 +103,12 @@ def test_advice_emulator_lateness_is_judged_by_its_own_cpu(tmp_path: Path) -> No
     assert ADVICE["emulator_overloaded"].text in emulator_warnings(truth)[0]  # not measured: as before
     assert ADVICE["emulator_late"].text in emulator_warnings(truth, _host(0.3, 0.1, 0.3))[0]
     assert emulator_warnings(_truth(tmp_path, 1), _host(0.99, 0.1, 0.3)) == []  # on time: nothing
+    # the CPU it waited for was hopbench's own (0.87 cores against the neighbours' 0.39 of 1.98 busy):
+    # not "neighbours took it" (a new user's finding), and the cure is the emulator's, not a quieter machine
+    crowded = emulator_warnings(_truth(tmp_path, 30), _host(0.99, 0.59, 0.87))
+    assert ADVICE["emulator_crowded"].text in crowded[0], crowded
+    assert "hopbench's load generator 0.87 cores, neighbours 0.52" in crowded[0], crowded
+    assert ADVICE["emulator_starved"].cause not in crowded[0]
 
 
 def test_advice_a_runs_warnings_give_each_cure_once(tmp_path: Path) -> None:

@@ -109,8 +109,10 @@ def emulator_warnings(ground_truth: Path, host: HostUsage | None = None) -> list
     * it used ``BUSY_CPU`` (80 %) of a core or more, or its CPU was not measured:
       its own overload (``hopbench._advice.ADVICE["emulator_overloaded"]``);
     * it used less and the machine had no idle CPU (``MACHINE_IDLE_SHARE``): it
-      waited for a CPU others took (``emulator_starved``: a quieter machine, the
-      cure of the run's "machine_busy" saturation, said once: ``one_cure_each``);
+      waited for a CPU others took: neighbours (``emulator_starved``: a quieter machine, the
+      cure of the run's "machine_busy" saturation, said once: ``one_cure_each``), or
+      hopbench's own load generator, when it took more than the neighbours
+      (``emulator_crowded``: the emulator elsewhere, or a lower load);
     * it used less on a machine with idle CPUs: unexplained (``emulator_late``).
 
     Args:
@@ -145,9 +147,14 @@ def emulator_warnings(ground_truth: Path, host: HostUsage | None = None) -> list
         used = "" if emu is None else f" while it used {emu:.0%} of one core"
         return [f"{late}{used}: {ADVICE['emulator_overloaded'].text}"]
     busy = host.machine_busy_share if host is not None else None
-    if busy is not None and 1.0 - busy <= MACHINE_IDLE_SHARE:
-        return [f"{late} while it used {emu:.0%} of one core and the machine's {host.cpus if host else '?'} CPUs "
-                f"were {busy:.0%} busy: {ADVICE['emulator_starved'].text}"]
+    if busy is not None and 1.0 - busy <= MACHINE_IDLE_SHARE and host is not None:
+        # whose CPU it waited for: the neighbours', or hopbench's own client's (a saturated run's
+        # client took 0.87 cores and the neighbours 0.39: "neighbours took" was a new user's finding)
+        others = host.others_cores or 0.0
+        who = "emulator_crowded" if host.client_cores > others else "emulator_starved"
+        return [f"{late} while it used {emu:.0%} of one core and the machine's {host.cpus} CPUs were {busy:.0%} "
+                f"busy (hopbench's load generator {host.client_cores:.2f} cores, neighbours {others:.2f}): "
+                f"{ADVICE[who].text}"]
     idle = "" if busy is None else f" and the machine's CPUs were {busy:.0%} busy"
     return [f"{late} while it used {emu:.0%} of one core{idle}: {ADVICE['emulator_late'].text}"]
 
