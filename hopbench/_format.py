@@ -88,8 +88,12 @@ def fmt_limit(value: float) -> str:
     Returns:
         From 100 up, whole when the tenth is 0 (``"150"``, ``"159.4"``) and
         whole from 100,000 (``"123457"``); below, as :func:`_short` has it
-        (``"0"``, ``"1.50"``, ``"0.0123"``). Never raises.
+        (``"0"``, ``"1.50"``, ``"0.0123"``); a nonzero value under 0.001 (a same-read gap of
+        0 ns kept as HDR's 1 ns) as ``"<0.001"``, as :func:`fmt_cell` has it, never
+        ``"1e-06"``. Never raises.
     """
+    if value and abs(value) < 0.001:
+        return "<0.001" if value > 0 else ">-0.001"
     if abs(value) >= 100:
         return (f"{value:.0f}" if abs(value) >= 100_000 else f"{value:.1f}").removesuffix(".0")
     return _short(value)

@@ -915,3 +915,15 @@ def test_gate_failed_sentence_counts_the_other_failures() -> None:
     assert report.headline().endswith(" (and 2 more failed: ttft.p90, ttft.p99)")  # named (a new user's finding)
     one = evaluate_gate(_summary(), {"ttft.p50": "<= 1ms", "ttft.count": ">= 1"})
     assert "more failed" not in one.headline()
+
+
+def test_gate_never_prints_a_sub_microsecond_value_in_exponent_form() -> None:
+    # a new user's finding: the gate table printed "1e-06 ms" (an ITL p50 of same-read gaps,
+    # 0 ns kept as HDR's 1 ns); compare already prints "<0.001"
+    from hopbench._format import fmt_limit
+
+    assert fmt_limit(0.000001) == "<0.001" and fmt_limit(-0.000001) == ">-0.001"
+    assert (fmt_limit(0.0), fmt_limit(0.0123), fmt_limit(1.5), fmt_limit(159.4), fmt_limit(150.0)) == \
+        ("0", "0.0123", "1.50", "159.4", "150")
+    report = evaluate_gate(_summary([0.000001] * 1000), {"ttft.p50": "<= 1ms"})
+    assert "e-0" not in report.render("text") and "<0.001" in report.render("text"), report.render("text")

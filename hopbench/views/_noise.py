@@ -395,7 +395,7 @@ class Judged:
 
 def _fmt(v: float, unit: str) -> str:
     a = abs(v)
-    text = f"{v:+.3g}" if a < 10 else f"{v:+.1f}"
+    text = ("+<0.001" if v > 0 else "-<0.001") if v and a < 0.001 else f"{v:+.3g}" if a < 10 else f"{v:+.1f}"
     return f"{text} {unit}".rstrip()
 
 
@@ -684,6 +684,8 @@ def judge_limits(budgets: Sequence[Limit], alpha: float) -> list[Judged]:
 
 def _num(v: float) -> str:
     a = abs(v)
+    if v and a < 0.001:  # a same-read gap (0 ns kept as HDR's 1 ns): never "1e-06"
+        return "<0.001" if v > 0 else ">-0.001"
     if a >= 100:
         return f"{v:.1f}".removesuffix(".0")
     return f"{v:.3g}"
