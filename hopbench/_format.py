@@ -34,11 +34,14 @@ def fmt_size(n_bytes: int) -> str:
 
 
 def fmt_num(value: object) -> str:
-    """A reporting-unit float with about 3-4 significant figures."""
+    """A reporting-unit float with about 3-4 significant figures; a nonzero one that would read
+    ``0.000`` (a same-read gap, 0 ns kept as HDR's 1 ns) as ``<0.001`` (as the terminal's tables)."""
     if not isinstance(value, (int, float)):
         return "-"
     v = float(value)
     a = abs(v)
+    if v and a < 0.0005:
+        return "<0.001" if v > 0 else ">-0.001"
     if a >= 1000:
         return f"{v:,.0f}"
     if a >= 100:

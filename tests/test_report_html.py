@@ -529,3 +529,11 @@ def test_report_embeds_the_basic_bundle_of_plotly_pys_version(report: Path) -> N
     assert basic_bundle_version("/**\n* plotly.js (basic - minified) v4.1.1\n*/") == "4.1.1"
     assert basic_bundle_version("console.log(1)") is None
     assert same_minor("4.1.1", "4.1.2") and not same_minor("4.1.1", "4.2.0") and not same_minor(None, "4.1.1")
+
+
+def test_report_cells_never_read_a_nonzero_figure_as_zero() -> None:
+    # a new user's finding: report.html showed "ITL p50 0.000~" (same-read gaps, 0 ns kept as 1 ns)
+    # where the terminal prints "<0.001"
+    from hopbench.report._html import cell
+
+    assert cell(0.000001) == "<0.001" and cell(0.0) == "0.000" and cell(0.0012) == "0.001" and cell(12.5) == "12.50"
