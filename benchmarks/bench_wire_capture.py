@@ -38,7 +38,9 @@ one leg pair are taken, so the two clocks never meet), per request id:
   byte) minus (upstream leg: the same);
 - ``event_delay``: per content event, the upstream leg's segment carrying its last
   byte -> the client leg's; events paired by their order among content events and
-  checked by their text (a pair whose texts differ is counted, not timed).
+  checked by their text (a pair whose texts differ is counted, not timed);
+- ``added_e2e``: (client leg: request's last segment -> the response's last byte) minus
+  (upstream leg: the same), over the streams hopbench counted as completed.
 
 Content events: chat ``delta.content``/``tool_calls``/reasoning, Responses
 ``*.delta`` events, Messages ``content_block_delta`` (what the emulator counts).
@@ -79,7 +81,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = ("request_delay", "first_event_delay", "added_ttft", "event_delay")
+FIGURES = ("request_delay", "first_event_delay", "added_ttft", "event_delay", "added_e2e")
 #: issue 36's target: hopbench within this much of the wire, ms, when the run is not flagged
 TARGET_P50_MS = 0.5
 TARGET_P99_MS = 2.0
@@ -369,6 +371,8 @@ def wire_figures(client: Leg, ups: Sequence[Leg]) -> tuple[dict[str, list[int]],
     if c.events and u.events:
         fig["added_ttft"].append((c.events[0][0] - client.request.last_ns)
                                  - (u.events[0][0] - last.request.last_ns))
+    if c.complete and u.complete:  # (hopbench's: completed streams only; compare() keeps those)
+        fig["added_e2e"].append((c.last_ns - client.request.last_ns) - (u.last_ns - last.request.last_ns))
     differ = 0
     for (ct, ctext), (ut, utext) in zip(c.events, u.events):
         if ctext != utext:
@@ -613,6 +617,8 @@ def compare(hop: HopbenchRun, client: dict[str, list[Leg]], up: dict[str, list[L
         w, differ = wire_figures(client[rid][0], up[rid])
         counts["event_text_differs"] += differ
         for m in FIGURES:
+            if m == "added_e2e" and not figs.get(m):  # a stream hopbench did not count as completed
+                continue
             wire[m].extend(w.get(m, ()))
             h = figs.get(m, [])
             if len(h) == len(w.get(m, ())):  # per-stream (per-event: the same events in order)

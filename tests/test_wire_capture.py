@@ -101,9 +101,12 @@ def test_requests_take_the_header_id_else_the_body_marker() -> None:
 
 def test_wire_figures_subtract_the_legs() -> None:
     M, L = B.Message, B.Leg
-    client = L(M(last_ns=1_000), M(last_ns=0, status=200, first_body_ns=5_000, events=[(6_000, "a"), (9_000, "b")]))
-    up = L(M(last_ns=1_300), M(last_ns=0, status=200, first_body_ns=4_800, events=[(5_700, "a"), (8_000, "x")]))
+    client = L(M(last_ns=1_000), M(last_ns=9_500, status=200, first_body_ns=5_000, events=[(6_000, "a"), (9_000, "b")],
+                                   complete=True))
+    up = L(M(last_ns=1_300), M(last_ns=8_200, status=200, first_body_ns=4_800, events=[(5_700, "a"), (8_000, "x")],
+                               complete=True))
     fig, differ = B.wire_figures(client, [up])
+    assert fig["added_e2e"] == [(9_500 - 1_000) - (8_200 - 1_300)]  # from the requests' last segments, both legs
     assert fig["request_delay"] == [300]
     assert fig["first_event_delay"] == [200]
     assert fig["added_ttft"] == [(6_000 - 1_000) - (5_700 - 1_300)]
