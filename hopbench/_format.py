@@ -85,6 +85,12 @@ def fmt_cell(value: float | int | None) -> str:
     return _short(value)
 
 
+def fmt_confidence(alpha: float) -> str:
+    """The confidence ``1 - alpha`` as a percentage with the digits it needs: ``"99%"`` for 0.01,
+    ``"99.9%"`` for 0.001, ``"99.9999999%"`` for 1e-9 (never ``"100%"`` for an alpha above 0)."""
+    return f"{100 * (1 - alpha):.10f}".rstrip("0").rstrip(".") + "%"
+
+
 def fmt_limit(value: float) -> str:
     """A measured value or a limit in ``hopbench gate``'s report (reporting unit, no unit).
 

@@ -683,7 +683,7 @@ def test_compare_min_effect_and_min_abs_ms_given_make_a_smaller_change_same() ->
 
 
 @pytest.mark.parametrize(("alpha", "words"), [(0.01, "99% quantile CIs"), (0.001, "99.9% quantile CIs"),
-                                              (0.05, "95% quantile CIs")])
+                                              (0.05, "95% quantile CIs"), (1e-9, "99.9999999% quantile CIs")])
 def test_compare_method_line_names_the_intervals_confidence(alpha: float, words: str) -> None:
     # --alpha 0.001 printed "100% quantile CIs" (a new user's finding)
     base = _summary([12.0 + i * 0.01 for i in range(300)], {"started": 300, "completed": 300})
@@ -705,3 +705,15 @@ def test_compare_a_candidate_of_empty_answers_is_worse_not_better() -> None:
     assert ttft.verdict == "worse" and "carried no output" in ttft.judged.reason, ttft.judged.reason
     assert c.verdicts.verdict == "worse" and c.verdicts.exit_code(fail_on_worse=True) == 1
     assert "compare: WORSE" in c.render("text")
+
+
+def test_every_confidence_names_its_digits() -> None:
+    # "100%" for alpha 0.001 in compare's JSON reasons and calibrate's head line (a new user's finding)
+    from hopbench._format import fmt_confidence
+
+    assert [fmt_confidence(a) for a in (0.01, 0.001, 0.05, 0.0005, 0.025)] == ["99%", "99.9%", "95%", "99.95%", "97.5%"]
+    rng = random.Random(3)
+    a = _hist(_noisy(rng, 3000, 1.0))
+    b = _hist([v * 1.3 for v in _noisy(rng, 3000, 1.0)])
+    m = compare_metric("all", "ttft", a, b, alpha=0.001)
+    assert any("(99.9% CIs disjoint)" in r for r in m.reasons) and not any("100%" in r for r in m.reasons), m.reasons

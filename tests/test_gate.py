@@ -370,6 +370,13 @@ def test_gate_baseline_that_did_not_complete_is_refused_unless_forced() -> None:
     assert forced.warnings == ("results/main: the baseline run did not complete (complete: false, "
                                "interrupted_by: SIGINT; used with --force)",)
     assert forced.render("text").startswith("warning: results/main: the baseline run did not complete")
+    # used anyway with no samples: the cure is a baseline with samples, not "run longer" (the run is fine)
+    from hopbench.views._verdicts import judge_gate
+
+    empty = _open_loop(40.0, complete=False, interrupted_by="SIGINT", scopes={})
+    report = evaluate_gate(run, budget, empty, force=True)
+    v = judge_gate(report, run, baseline=empty)
+    assert v.reason().startswith("gate INCONCLUSIVE (exit 5: gate against a baseline with samples)"), v.reason()
 
 
 def test_gate_baseline_uses_compares_load_shape_rule() -> None:

@@ -397,8 +397,12 @@ def test_calibrate_refuses_a_cut_short_repeat_a_copy_and_an_empty_proposal(
     cal = calibrate(folders, [summaries[0], summaries[1], lacking], figures=["ttft.p50", "e2e.p50"])
     assert [f.figure for f in cal.figures] == ["e2e.p50"]
     assert f"left out: 1 figure some repeat did not measure: ttft.p50 (not in {dirs[2]})" in cal.render()
-    with pytest.raises(UsageError, match="no figure has a value in every repeat, so there is no budget"):
+    with pytest.raises(UsageError, match="no figure has a value in every repeat, so there is no budget") as err:
         calibrate(folders, [summaries[0], summaries[1], lacking], figures=["ttft.p50"])
+    assert "(not in " in str(err.value) and "is no repeat" in str(err.value)  # that repeat measured none asked for
+    # a figure no repeat measures is the profile's, not a bad repeat (an overhead figure without [upstream])
+    with pytest.raises(UsageError, match=r"added_ttft.p50 \(in no repeat: the profile does not measure it"):
+        calibrate(folders, summaries, figures=["added_ttft.p50"])
 
 
 @pytest.mark.slow

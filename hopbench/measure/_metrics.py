@@ -189,15 +189,15 @@ METRICS: Final[dict[str, MetricSpec]] = {
         _time("request_write", "writing the request (head and body) until its last byte is in the send buffer"),
         # gateway overhead (hopbench.driver._overhead, docs/gateway-overhead.md): only runs with
         # [upstream] have them
-        _time("request_delay", "gateway overhead: client sent the request -> the upstream received it",
+        _time("request_delay", "gateway overhead: client wrote the request -> the upstream received it",
               compared=True, figure="overhead"),
         _time("first_event_delay", "gateway overhead: the upstream wrote its first event -> the client read it",
               compared=True, figure="overhead"),
-        _time("added_ttft", "gateway overhead: client TTFT minus the upstream's own TTFT",
+        _time("added_ttft", "gateway overhead: client TTFT (from the request's write) minus the upstream's own TTFT",
               compared=True, figure="overhead"),
         _time("event_delay", "gateway overhead: per content event, upstream write -> client read",
               per_event=True, compared=True, figure="overhead"),
-        _time("added_e2e", "gateway overhead: client e2e minus the upstream's own duration",
+        _time("added_e2e", "gateway overhead: client e2e (request written -> body's last bytes) minus the upstream's own duration",
               compared=True, figure="overhead"),
         _time("upstream_silence", "gateway overhead: a gap over 500 ms between two upstream writes",
               per_event=True, figure="overhead"),

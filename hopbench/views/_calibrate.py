@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .._format import plural
+from .._format import fmt_confidence, plural
 from .._errors import UsageError
 from ..config._gate_spec import did_you_mean
 from ..measure._hdr import Histogram
@@ -179,15 +179,15 @@ class Calibration:
         """Text: the warnings, the table of floors, then a ``[gate]`` table to paste."""
         out = [f"warning: {w}" for w in self.warnings]
         out += [f"calibration: {len(self.folders)} {plural(len(self.folders), 'repeat')} of one unchanged run; budgets at the "
-                f"{1 - self.alpha:.0%} prediction bound (false-alarm rate {self.alpha:g} by design)"]
+                f"{fmt_confidence(self.alpha)} prediction bound (false-alarm rate {self.alpha:g} by design)"]
         out += [f"  runner {i + 1}: {r or 'unknown'}" for i, r in enumerate(self.runners)]
         out.append(f"  {'figure':<28}{'mean':>10}{'run-to-run sd':>15}{'in-run se':>11}{'client':>9}"
-                   f"{'budget':>14}{'false alarms':>14}{'catches':>16}")
+                   f"{'budget':>14}{'false alarms':>14}  {'catches':>16}")
         for f in self.figures:
             se = "-" if f.within_se is None else f"{f.within_se:.3g}"
             out.append(f"  {f.scope + ' ' + f.figure:<28}{f.mean:>10.4g}{f.between_sd:>15.3g}{se:>11}"
                        f"{f.client:>9.3g}{f.op + ' ' + _round(f.limit, f.op):>14}"
-                       f"{f'{f.false_alarms}/{len(f.values)}':>14}{f'{f.catches:+.3g} ({f.catches / f.mean:+.1%})':>16}")
+                       f"{f'{f.false_alarms}/{len(f.values)}':>14}  {f'{f.catches:+.3g} ({f.catches / f.mean:+.1%})':>16}")
         out += ["", "# proposed budgets (hopbench calibrate): paste into the profile", "[gate]"]
         out += [f.budget_line() for f in self.figures if f.scope == "all"]
         for scope in sorted({f.scope for f in self.figures} - {"all"}):
@@ -300,11 +300,19 @@ def calibrate(folders: Sequence[Path], summaries: Sequence[Mapping[str, Any]], *
         "so each budget's spread is at least the repeats' own in-run standard error; run "
         f"{FEW_REPEATS - len(folders)} more for budgets to trust",)
     if lacking:
-        said = "; ".join(f"{fig} (not in {', '.join(where[:3])}{', ...' if len(where) > 3 else ''})"
-                         for fig, where in list(lacking.items())[:4]) + ("; ..." if len(lacking) > 4 else "")
+        def where_not(where: list[str]) -> str:
+            if len(where) == len(folders):  # no repeat has it: the run does not measure it
+                return "in no repeat: the profile does not measure it (the gateway overhead needs an [upstream])"
+            return f"not in {', '.join(where[:3])}{', ...' if len(where) > 3 else ''}"
+
+        said = "; ".join(f"{fig} ({where_not(where)})" for fig, where in list(lacking.items())[:4]) + (
+            "; ..." if len(lacking) > 4 else "")
         if not out:
-            raise UsageError(f"no figure has a value in every repeat, so there is no budget to propose: {said}; "
-                             "a repeat that measured nothing (interrupted, or no stream completed) is no repeat")
+            nothing = any(all(_value(s, sc, m, st) is None for sc in scopes for _, m, st in parsed)
+                          for s in summaries)
+            raise UsageError(f"no figure has a value in every repeat, so there is no budget to propose: {said}"
+                             + ("; a repeat that measured nothing (interrupted, or no stream completed) is no "
+                                "repeat" if nothing else ""))
         warnings += (f"left out: {len(lacking)} {plural(len(lacking), 'figure')} some repeat did not measure: {said}",)
     idle = _idle_runner(summaries)
     if idle is not None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._errors import ResultsError, UsageError
+from .._format import fmt_confidence
 from ..measure._hdr import Histogram
 from ..measure._metrics import METRICS, metrics_where
 from ..measure._outcomes import DETAIL_PREFIXES, RATES, measured_duration_s, rate_value, tokens_source, tokens_unlike
@@ -151,7 +152,7 @@ def compare_metric(scope: str, metric: str, a: Histogram, b: Histogram, *, alpha
             if cb[0] > ca[1] or cb[1] < ca[0]:
                 tv = _direction(metric, cb[0] > ca[1])
                 verdicts.append(tv)
-                reasons.append(f"{key} {rel:+.1%} ({1 - alpha:.0%} CIs disjoint)")
+                reasons.append(f"{key} {rel:+.1%} ({fmt_confidence(alpha)} CIs disjoint)")
         d = spec.divisor
         tails[key] = {"base_ci": None if ca is None else [ca[0] / d, ca[1] / d],
                       "candidate_ci": None if cb is None else [cb[0] / d, cb[1] / d],

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from .._errors import UsageError
 from .._exit import EXIT_BREACH, EXIT_INCONCLUSIVE, EXIT_OK
-from .._format import fmt_cell
+from .._format import fmt_cell, fmt_confidence
 from ._stats import MannWhitney
 
 _STATS: Final = ("p50", "p90", "p99")  # the statistics a metric's judged figures carry (_verdicts.JUDGED_STATS)
@@ -291,7 +291,7 @@ _VERDICT_TEXT = {"better": "better", "worse": "WORSE", "same": "no significant c
 
 
 def _method_line(c: Comparison) -> str:
-    return (f"method: Mann-Whitney U (tie-corrected) on HDR buckets and {round(100 * (1 - c.alpha), 6):g}% quantile CIs "
+    return (f"method: Mann-Whitney U (tie-corrected) on HDR buckets and {fmt_confidence(c.alpha)} quantile CIs "
             f"of p90/p99, alpha {c.alpha:g}; rates: two-proportion z / Fisher"
             + (f"; smallest change asked for: {c.asked_floors}" if c.asked_floors else ""))
 

@@ -501,7 +501,8 @@ class GateVerdicts:
                 f"{k}: {j.reason}" for k, j, ok in self.budgets if j.verdict == INCONCLUSIVE and not ok)
             # one cure for the cause: more samples for too few, a limit off the digest's resolution
             # (no runner can tell it), a quieter runner for noise or saturation
-            cure = ("run longer for more samples" if "too few samples" in first
+            cure = ("gate against a baseline with samples" if "too few samples in the baseline" in first
+                    else "run longer for more samples" if "too few samples" in first
                     else "move the limit: no runner can tell it" if "no run can tell it" in first
                     else "retry on a quieter runner")
             return f"gate INCONCLUSIVE (exit 5: {cure}): {first}"
