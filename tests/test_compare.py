@@ -717,3 +717,35 @@ def test_every_confidence_names_its_digits() -> None:
     b = _hist([v * 1.3 for v in _noisy(rng, 3000, 1.0)])
     m = compare_metric("all", "ttft", a, b, alpha=0.001)
     assert any("(99.9% CIs disjoint)" in r for r in m.reasons) and not any("100%" in r for r in m.reasons), m.reasons
+
+
+def test_compare_a_one_bucket_move_of_a_near_constant_figure_is_same_despite_float_rounding() -> None:
+    """Issue 37's study through the delaying proxy: every stream's tokens/s was nearly the same
+    (64 tokens at 50/s), and output_tokens_per_s.p90 moved one bucket (0.032 tokens/s wide near
+    43.8): -0.03200000000000003 against 0.032 read "worse ... (p = 2.7e-24)" in 5 of 60 A/A pairs."""
+    from hopbench.measure._hdr import Histogram
+    from hopbench.views._verdicts import judge_comparison
+
+    h = Histogram("output_tokens_per_s")
+    d = h.spec.divisor
+    at = round(43.77 * d)
+    width = h.resolution(at)
+    lo = h._hdr().get_lowest_equivalent_value(at)
+
+    def run(bucket: int) -> dict[str, Any]:
+        rec = Recorder(["chat"])
+        for _ in range(300):
+            rec.record("chat", "output_tokens_per_s", lo + bucket * width + width // 2)
+            rec.record("chat", "ttft", 100 * MS)
+        rec.incr("chat", "started", 300)
+        rec.incr("chat", "completed", 300)
+        return {"schema": SCHEMA, "complete": True, "saturated": False, "load": {"measured_s": 10.0},
+                "profile": {"run": {"requests": 300}, "load": {"concurrency": 8}, "scenario": [{"name": "chat"}]},
+                "scopes": summary_scopes(rec.snapshot())}
+
+    base = run(2)
+    for bucket, verdict in ((1, "same"), (3, "same"), (0, "worse"), (4, "better")):  # one bucket off: same
+        cand = run(bucket)
+        got = {(v.scope, v.name): v for v in judge_comparison(compare_summaries(base, cand), base, cand).figures}
+        p90 = got[("all", "output_tokens_per_s.p90")]
+        assert p90.verdict == verdict, (bucket, p90.line())

@@ -514,7 +514,9 @@ def _judge(f: Figure, pn: float | None, adj: tuple[float, float] | None, alpha: 
     p = max(f.p_samples, 1.0 if pn is None else pn)
     what = f"{_fmt(f.change, f.unit)}" + (f" ({f.rel:+.1%})" if f.rel is not None else "")
     args = (f.p_samples, pn, p, padj, f.n_base, f.n_cand, fl, WORSE if worse else BETTER)
-    if f.min_change and abs(f.change) <= f.min_change and not f.min_change_asked:  # the figure cannot tell
+    # (a relative 1e-9: two bucket tops a bucket apart differ by the width give or take a float's
+    # rounding: -0.03200000000000003 tokens/s against a 0.032-wide bucket read worse, p = 2.7e-24)
+    if f.min_change and abs(f.change) <= f.min_change * (1 + 1e-9) and not f.min_change_asked:  # cannot tell
         return Judged(SAME, f"same: {what} is within {f.min_change_why}", *args)
     if f.min_change and abs(f.change) < f.min_change:  # the user's own floor: a smaller change is no news
         return Judged(SAME, f"same: {what} is under the smallest change asked for ({f.min_change_why})", *args)
