@@ -63,6 +63,15 @@ def _short(v: float) -> str:
     return f"{v:.3g}"
 
 
+def fmt_tiny(value: float) -> str | None:
+    """``"<0.001"`` (``">-0.001"`` below zero) for a nonzero value under 0.001 in magnitude (a gap
+    below 1 us: a same-read gap of 0 ns kept as HDR's 1 ns), else None: the one rule compare's
+    cells, the gate's table and the verdicts' sentences share, never ``"1e-06"``."""
+    if value and abs(value) < 0.001:
+        return "<0.001" if value > 0 else ">-0.001"
+    return None
+
+
 def fmt_cell(value: float | int | None) -> str:
     """A figure in a ``hopbench compare`` cell (reporting unit, or a count).
 
@@ -80,9 +89,7 @@ def fmt_cell(value: float | int | None) -> str:
         return "-"
     if isinstance(value, int):
         return str(value)
-    if value and abs(value) < 0.001:
-        return "<0.001" if value > 0 else ">-0.001"
-    return _short(value)
+    return fmt_tiny(value) or _short(value)
 
 
 def fmt_confidence(alpha: float) -> str:
@@ -101,8 +108,9 @@ def fmt_limit(value: float) -> str:
         0 ns kept as HDR's 1 ns) as ``"<0.001"``, as :func:`fmt_cell` has it, never
         ``"1e-06"``. Never raises.
     """
-    if value and abs(value) < 0.001:
-        return "<0.001" if value > 0 else ">-0.001"
+    tiny = fmt_tiny(value)
+    if tiny is not None:
+        return tiny
     if abs(value) >= 100:
         return (f"{value:.0f}" if abs(value) >= 100_000 else f"{value:.1f}").removesuffix(".0")
     return _short(value)

@@ -58,6 +58,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Final
 
+from .._format import fmt_tiny
+
 __all__ = [
     "BETTER",
     "BORDERLINE_P",
@@ -685,10 +687,10 @@ def judge_limits(budgets: Sequence[Limit], alpha: float) -> list[Judged]:
 
 
 def _num(v: float) -> str:
-    a = abs(v)
-    if v and a < 0.001:  # a same-read gap (0 ns kept as HDR's 1 ns): never "1e-06"
-        return "<0.001" if v > 0 else ">-0.001"
-    if a >= 100:
+    tiny = fmt_tiny(v)  # a same-read gap (0 ns kept as HDR's 1 ns): never "1e-06"
+    if tiny is not None:
+        return tiny
+    if abs(v) >= 100:
         return f"{v:.1f}".removesuffix(".0")
     return f"{v:.3g}"
 
